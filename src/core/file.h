@@ -1,0 +1,34 @@
+/* core/file: read-only file mapping and bounded whole-file reads. */
+#ifndef QHX_CORE_FILE_H
+#define QHX_CORE_FILE_H
+
+#include "core/status.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* A read-only view of a whole file. Mapped (PROT_READ, MAP_PRIVATE, never written) or, for an
+ * empty file, data == NULL and size == 0. The fd is closed right after mapping. */
+typedef struct qhx_file_map {
+    const uint8_t *data;
+    size_t size;
+    int is_mapped;
+} qhx_file_map;
+
+/* Map `path`. On failure *map is zeroed and err names the path and the OS error. */
+qhx_status qhx_file_map_open(const char *path, qhx_file_map *map /* OUT */, qhx_error *err);
+void qhx_file_map_close(qhx_file_map *map); /* NULL / zeroed allowed */
+
+/* Read a whole file of at most max_bytes into a new NUL-terminated buffer (owned: qhx_free).
+ * A larger file is refused with QHX_E_LIMIT naming both sizes. */
+qhx_status qhx_file_read_all(const char *path, size_t max_bytes, char **out /* OUT */,
+                             size_t *out_len /* OUT */, qhx_error *err);
+
+/* Whether path is an existing directory / regular file. */
+int qhx_path_is_dir(const char *path);
+int qhx_path_is_file(const char *path);
+
+/* Join dir and name into a new string (owned: qhx_free); NULL on allocation failure. */
+char *qhx_path_join(const char *dir, const char *name);
+
+#endif

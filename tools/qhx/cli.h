@@ -1,0 +1,37 @@
+/* cli.h: shared pieces of the qhx subcommands (exit codes, argument helpers). */
+#ifndef QHX_CLI_H
+#define QHX_CLI_H
+
+#include "qhx.h"
+
+#include <stdint.h>
+
+/* Exit codes (documented in docs/robustness.md). */
+enum {
+    QHX_EXIT_OK = 0,
+    QHX_EXIT_RUNTIME = 1,     /* bad input file, I/O, limits: one line on stderr */
+    QHX_EXIT_USAGE = 2,       /* bad command line: one line + usage hint */
+    QHX_EXIT_INTERRUPTED = 130
+};
+
+typedef int (*qhx_cli_fn)(int argc, char **argv);
+struct qhx_cli_cmd {
+    const char *name;
+    qhx_cli_fn fn;
+    const char *help;
+};
+
+#define QHX_CLI_ENTRY(name, fn, help) int fn(int argc, char **argv);
+#include "commands.def"
+#undef QHX_CLI_ENTRY
+
+/* Print "qhx CMD: message" + a usage hint; return QHX_EXIT_USAGE. */
+int qhx_cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Print "qhx CMD: <err->msg>"; return QHX_EXIT_RUNTIME (or QHX_EXIT_INTERRUPTED if aborted). */
+int qhx_cli_runtime_error(const char *cmd, const qhx_error *err);
+
+/* Strict number parsing: whole string, range-checked. Return 0 on success, -1 otherwise. */
+int qhx_cli_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out);
+int qhx_cli_parse_f64(const char *s, double lo, double hi, double *out);
+
+#endif

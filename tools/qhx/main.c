@@ -1,0 +1,39 @@
+/* qhx: the command-line front end. One file per subcommand; this file dispatches. */
+#include "cli.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const struct qhx_cli_cmd COMMANDS[] = {
+#define QHX_CLI_ENTRY(name, fn, help) {name, fn, help},
+#include "commands.def"
+#undef QHX_CLI_ENTRY
+};
+static const size_t N_COMMANDS = sizeof COMMANDS / sizeof COMMANDS[0];
+
+static void print_usage(FILE *f) {
+    fprintf(f, "usage: qhx COMMAND [ARGS...]\n\ncommands:\n");
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        fprintf(f, "  %-12s %s\n", COMMANDS[i].name, COMMANDS[i].help);
+    fprintf(f, "\nqhx COMMAND --help shows a command's options; qhx --version the version.\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fprintf(stderr, "qhx: missing command (try 'qhx --help')\n");
+        return QHX_EXIT_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
+        print_usage(stdout);
+        return 0;
+    }
+    if (!strcmp(cmd, "--version")) {
+        printf("qhx %s\n", qhx_version());
+        return 0;
+    }
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        if (!strcmp(cmd, COMMANDS[i].name)) return COMMANDS[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "qhx: unknown command '%s' (try 'qhx --help')\n", cmd);
+    return QHX_EXIT_USAGE;
+}
