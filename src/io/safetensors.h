@@ -1,0 +1,64 @@
+/* io/safetensors: strict reader of the safetensors format, single files and sharded
+ * checkpoints (model.safetensors.index.json). Parsing works on a (buffer, length) pair so it can
+ * be fuzzed; opening maps files read-only and keeps them mapped for the set's lifetime. */
+#ifndef QHX_IO_SAFETENSORS_H
+#define QHX_IO_SAFETENSORS_H
+
+#include "core/dtype.h"
+#include "core/file.h"
+#include "core/status.h"
+
+#include <stdint.h>
+
+#define QHX_ST_MAX_HEADER ((uint64_t)100 << 20) /* JSON header bytes */
+#define QHX_ST_MAX_TENSORS 1000000
+#define QHX_ST_MAX_RANK 8
+#define QHX_ST_MAX_NAME 1024
+#define QHX_ST_MAX_SHARDS 4096
+
+typedef struct qhx_st_tensor {
+    const char *name;                 /* owned by the set */
+    qhx_dtype dtype;
+    int n_dims;
+    int64_t shape[QHX_ST_MAX_RANK];   /* row-major, outermost first */
+    int64_t n_elements;
+    const uint8_t *data;              /* into the mapping; NOT necessarily aligned */
+    size_t size;                      /* bytes == n_elements * dtype size */
+    uint64_t offset;                  /* byte offset of data in its file */
+    int file_index;                   /* which file of the set */
+} qhx_st_tensor;
+
+typedef struct qhx_st_set qhx_st_set;
+
+/* Parse one safetensors image buf[0..len). Tensors point into buf, which must outlive the set.
+ * `label` names the file in messages. */
+qhx_status qhx_st_parse(const uint8_t *buf, size_t len, const char *label,
+                        qhx_st_set **out /* OUT */, qhx_error *err);
+
+/* Open a .safetensors file, a model.safetensors.index.json, or a folder holding either
+ * (index first, then model.safetensors, then every *.safetensors in name order). */
+qhx_status qhx_st_open(const char *path, qhx_st_set **out /* OUT */, qhx_error *err);
+
+void qhx_st_free(qhx_st_set *set); /* NULL allowed; unmaps */
+
+int64_t qhx_st_n_tensors(const qhx_st_set *set);
+const qhx_st_tensor *qhx_st_tensor_at(const qhx_st_set *set, int64_t i); /* header order per file */
+const char *qhx_st_file_path(const qhx_st_set *set, int file_index);
+int qhx_st_n_files(const qhx_st_set *set);
+/* __metadata__ entries of the first file: count, and key/value by index (borrowed). */
+int qhx_st_n_metadata(const qhx_st_set *set);
+void qhx_st_metadata_at(const qhx_st_set *set, int i, const char **key, const char **value);
+
+/* Look up by exact name; NULL if absent. O(log n). */
+const qhx_st_tensor *qhx_st_find(const qhx_st_set *set, const char *name);
+
+/* Look up with expectations: the tensor must exist, have dtype `dtype` (or, when
+ * dtype_mask != 0, any dtype whose bit (1u << dtype) is set), rank n_dims and the given shape
+ * (-1 in shape = any). Messages name the tensor, the file, and expected vs got. */
+qhx_status qhx_st_get(const qhx_st_set *set, const char *name, unsigned dtype_mask, int n_dims,
+                      const int64_t *shape, const qhx_st_tensor **out /* OUT */, qhx_error *err);
+
+#define QHX_DT_BIT(t) (1u << (t))
+#define QHX_DT_FLOATS (QHX_DT_BIT(QHX_DTYPE_F32) | QHX_DT_BIT(QHX_DTYPE_F16) | QHX_DT_BIT(QHX_DTYPE_BF16))
+
+#endif
