@@ -1,0 +1,55 @@
+/* kernels/kernels.h: the op table. Model code calls kernels only through a qhx_kernels table
+ * (one per model), filled with the scalar references (kernels/ref) and then overridden by the
+ * best SIMD variant the CPU and OS support. Kernels never allocate, spawn threads or lock; they
+ * take a row range [r0, r1) so callers can split work across the pool.
+ *
+ * Shapes are row-major. A weight is [rows = out_features, cols = in_features], as nn.Linear
+ * stores it, and a linear layer computes y = W x. */
+#ifndef QHX_KERNELS_H
+#define QHX_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Storage formats of a weight matrix (docs/formats.md has the byte layouts). */
+typedef enum qhx_wfmt {
+    QHX_W_F32 = 0,
+    QHX_W_F16,
+    QHX_W_BF16,
+    QHX_W_Q8,   /* int8, symmetric, one f32 scale per row: w = q * scale[row] */
+    QHX_W_Q4,   /* 4-bit groups along cols (docs/formats.md) */
+    QHX_W_COUNT
+} qhx_wfmt;
+
+typedef struct qhx_weight {
+    qhx_wfmt fmt;
+    int64_t rows, cols;      /* out_features, in_features */
+    const void *data;        /* f32/f16/bf16/int8: [rows, cols]; q4: packed per docs/formats.md */
+    const float *scales;     /* q8: [rows]; q4: [rows, cols / group] */
+    const float *mins;       /* q4 with zero point: [rows, cols / group], else NULL */
+    int64_t group;           /* q4 group size along cols; 0 otherwise */
+} qhx_weight;
+
+/* y[r] = sum_c W[r, c] * x[c] for r in [r0, r1). x: (cols,), y: (rows,). f32 accumulation. */
+typedef void (*qhx_matvec_fn)(const qhx_weight *w, const float *x, float *y, int64_t r0, int64_t r1);
+
+/* Y[t, r] = sum_c W[r, c] * X[t, c] for t in [0, n), r in [r0, r1).
+ * X: (n, cols) row stride ldx; Y: (n, rows) row stride ldy. */
+typedef void (*qhx_matmul_fn)(const qhx_weight *w, const float *X, int64_t ldx, float *Y,
+                              int64_t ldy, int64_t n, int64_t r0, int64_t r1);
+
+typedef enum qhx_isa { QHX_ISA_REF = 0, QHX_ISA_AVX2, QHX_ISA_AVX512, QHX_ISA_NEON, QHX_ISA_BEST } qhx_isa;
+
+typedef struct qhx_kernels {
+    qhx_isa isa;                       /* the best ISA in use */
+    qhx_matvec_fn matvec[QHX_W_COUNT];
+    qhx_matmul_fn matmul[QHX_W_COUNT];
+    /* Element-wise and row ops are added here as SIMD variants appear; until then model code
+     * calls the qhx_k_*_ref functions directly through the wrappers below. */
+} qhx_kernels;
+
+/* Fill k with the reference kernels, then the best variants allowed by max_isa and the CPU. */
+void qhx_kern_select(qhx_isa max_isa, qhx_kernels *k);
+const char *qhx_isa_name(qhx_isa isa);
+
+#endif
