@@ -8,7 +8,6 @@
 #include "models/family.h"
 
 #include "core/alloc.h"
-#include "core/file.h"
 #include "kernels/ref.h"
 #include "models/weights.h"
 
