@@ -287,5 +287,6 @@ int main(void) {
         printf("no qwen35-* fixtures: skipped\n");
         return 77;
     }
+    fflush(stdout);
     return t_done("test_qwen35_golden");
 }

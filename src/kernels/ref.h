@@ -1,7 +1,7 @@
 /* kernels/ref.h: the scalar reference kernels, defined in kernels/ref/. They are the oracle
  * every SIMD variant is tested against, and what model code calls for element-wise and row ops
- * until the op table grows slots for them. Plain loops, fp32 arithmetic as the Hugging Face reference
- * does it (each function names the reference function it mirrors). No allocation, no threads.
+ * until the op table grows slots for them. Plain loops, fp32 arithmetic as the Hugging Face
+ * reference does it (each contract names the function it mirrors). No allocation, no threads.
  *
  * Shapes are row-major, in comments after each pointer; "ld" is a row stride in elements. */
 #ifndef QHX_KERNELS_REF_H

@@ -8,7 +8,6 @@
 #include "models/family.h"
 
 #include "core/alloc.h"
-#include "core/file.h"
 #include "kernels/ref.h"
 #include "models/weights.h"
 
@@ -18,73 +17,78 @@
 
 /* ---- config.json ------------------------------------------------------------------------- */
 
-#define CAP_DIM ((int64_t)1 << 20)   /* any single dimension */
+#define CAP_DIM ((int64_t)1 << 20) /* any single dimension */
 #define CAP_VOCAB ((int64_t)1 << 23)
 #define CAP_HEAD_DIM 4096
 #define CAP_CONV 64
 
-/* Optional non-negative integer field; *out untouched when absent. */
-static qhx_status get_dim(const json_t *o, const char *key, const char *label, const char *path,
-                          bool required, int64_t lo, int64_t hi, int64_t *out, qhx_error *err) {
-    return qhx_json_get_int(o, key, label, path, required, lo, hi, out, err);
-}
+/* Where a field lives, for messages: "config.json: text_config." (or "config.json: " for a bare
+ * text config); a field name follows directly. */
+typedef struct cfg_at {
+    const char *label; /* the file */
+    const char *path;  /* JSON path of the text config object, "" for the root */
+    char pre[600];
+} cfg_at;
 
-static qhx_status parse_rope(const json_t *tc, const char *label, const char *path,
-                             qhx_model_config *cfg, qhx_error *err) {
+static qhx_status parse_rope(const json_t *tc, const cfg_at *at, qhx_model_config *cfg, qhx_error *err) {
     qhx_status rc;
     /* rope_parameters (current HF) or rope_scaling (older configs); theta and the partial
-     * rotary factor may also sit directly in text_config. */
+     * rotary factor may also sit directly in text_config */
     const char *rkey = "rope_parameters";
     const json_t *rp = json_object_get(tc, rkey);
     if (!rp || json_is_null(rp)) {
         rkey = "rope_scaling";
         rp = json_object_get(tc, rkey);
     }
-    if ((rc = qhx_json_get_num(tc, "rope_theta", label, path, false, &cfg->rope_theta, err))) return rc;
-    if ((rc = qhx_json_get_num(tc, "partial_rotary_factor", label, path, false, &cfg->partial_rotary_factor, err)))
+    if ((rc = qhx_json_get_num(tc, "rope_theta", at->label, at->path, false, &cfg->rope_theta, err))) return rc;
+    if ((rc = qhx_json_get_num(tc, "partial_rotary_factor", at->label, at->path, false, &cfg->partial_rotary_factor,
+                               err)))
         return rc;
     if (rp && !json_is_null(rp)) {
         char rpath[64];
-        snprintf(rpath, sizeof rpath, "%s%s%s", path, path[0] ? "." : "", rkey);
-        if (!json_is_object(rp)) return qhx_fail(err, QHX_E_FORMAT, "%s: %s: expected an object", label, rpath);
+        snprintf(rpath, sizeof rpath, "%s%s%s", at->path, at->path[0] ? "." : "", rkey);
+        if (!json_is_object(rp)) return qhx_fail(err, QHX_E_FORMAT, "%s%s: expected an object", at->pre, rkey);
         const char *type = NULL;
-        if ((rc = qhx_json_get_str(rp, "rope_type", label, rpath, false, &type, err))) return rc;
-        if (!type && (rc = qhx_json_get_str(rp, "type", label, rpath, false, &type, err))) return rc;
+        if ((rc = qhx_json_get_str(rp, "rope_type", at->label, rpath, false, &type, err))) return rc;
+        if (!type && (rc = qhx_json_get_str(rp, "type", at->label, rpath, false, &type, err))) return rc;
+        /* "mrope" (older Qwen-VL spelling) is default RoPE with sections */
         if (type && strcmp(type, "default") && strcmp(type, "mrope"))
-            return qhx_fail(err, QHX_E_UNSUPPORTED, "%s: %s.rope_type: '%s' is not supported (only 'default')",
-                            label, rpath, type);
-        if ((rc = qhx_json_get_num(rp, "rope_theta", label, rpath, false, &cfg->rope_theta, err))) return rc;
-        if ((rc = qhx_json_get_num(rp, "partial_rotary_factor", label, rpath, false, &cfg->partial_rotary_factor, err)))
+            return qhx_fail(err, QHX_E_UNSUPPORTED, "%s%s.rope_type: '%s' is not supported (only 'default')", at->pre,
+                            rkey, type);
+        if ((rc = qhx_json_get_num(rp, "rope_theta", at->label, rpath, false, &cfg->rope_theta, err))) return rc;
+        if ((rc = qhx_json_get_num(rp, "partial_rotary_factor", at->label, rpath, false, &cfg->partial_rotary_factor,
+                                   err)))
             return rc;
-        if ((rc = qhx_json_get_bool(rp, "mrope_interleaved", label, rpath, false, &cfg->mrope_interleaved, err)))
+        if ((rc = qhx_json_get_bool(rp, "mrope_interleaved", at->label, rpath, false, &cfg->mrope_interleaved, err)))
             return rc;
         const json_t *ms = json_object_get(rp, "mrope_section");
         if (ms && !json_is_null(ms)) {
             if (!json_is_array(ms) || json_array_size(ms) != 3)
-                return qhx_fail(err, QHX_E_FORMAT, "%s: %s.mrope_section: expected an array of 3 integers", label, rpath);
+                return qhx_fail(err, QHX_E_FORMAT, "%s%s.mrope_section: expected an array of 3 integers", at->pre, rkey);
             for (size_t i = 0; i < 3; i++) {
                 const json_t *v = json_array_get(ms, i);
                 if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > CAP_HEAD_DIM)
-                    return qhx_fail(err, QHX_E_FORMAT, "%s: %s.mrope_section[%zu]: expected an integer in [0, %d]",
-                                    label, rpath, i, CAP_HEAD_DIM);
+                    return qhx_fail(err, QHX_E_FORMAT, "%s%s.mrope_section[%zu]: expected an integer in [0, %d]",
+                                    at->pre, rkey, i, CAP_HEAD_DIM);
                 cfg->mrope_section[i] = json_integer_value(v);
             }
         }
     }
     if (!(cfg->rope_theta > 0.0) || !isfinite(cfg->rope_theta))
-        return qhx_fail(err, QHX_E_FORMAT, "%s: %s: rope_theta %g must be positive", label, path, cfg->rope_theta);
+        return qhx_fail(err, QHX_E_FORMAT, "%srope_theta: %g is not positive", at->pre, cfg->rope_theta);
     if (!(cfg->partial_rotary_factor > 0.0 && cfg->partial_rotary_factor <= 1.0))
-        return qhx_fail(err, QHX_E_FORMAT, "%s: %s: partial_rotary_factor %g is outside (0, 1]", label, path,
+        return qhx_fail(err, QHX_E_FORMAT, "%spartial_rotary_factor: %g is outside (0, 1]", at->pre,
                         cfg->partial_rotary_factor);
     /* HF: rotary dim = int(head_dim * partial_rotary_factor), truncated */
     cfg->rotary_dim = (int64_t)((double)cfg->head_dim * cfg->partial_rotary_factor);
     if (cfg->rotary_dim < 2 || cfg->rotary_dim % 2)
-        return qhx_fail(err, QHX_E_UNSUPPORTED, "%s: %s: head_dim %lld x partial_rotary_factor %g gives %lld rotary dims (must be even and >= 2)",
-                        label, path, (long long)cfg->head_dim, cfg->partial_rotary_factor, (long long)cfg->rotary_dim);
+        return qhx_fail(err, QHX_E_UNSUPPORTED,
+                        "%spartial_rotary_factor: head_dim %lld x %g gives %lld rotary dims (must be even and >= 2)",
+                        at->pre, (long long)cfg->head_dim, cfg->partial_rotary_factor, (long long)cfg->rotary_dim);
     int64_t msum = cfg->mrope_section[0] + cfg->mrope_section[1] + cfg->mrope_section[2];
     if (msum > cfg->rotary_dim / 2)
-        return qhx_fail(err, QHX_E_FORMAT, "%s: %s: mrope_section sums to %lld, more than the %lld rotary frequencies",
-                        label, path, (long long)msum, (long long)(cfg->rotary_dim / 2));
+        return qhx_fail(err, QHX_E_FORMAT, "%s%s.mrope_section: sums to %lld, more than the %lld rotary frequencies",
+                        at->pre, rkey, (long long)msum, (long long)(cfg->rotary_dim / 2));
     return QHX_OK;
 }
 
@@ -94,18 +98,21 @@ qhx_status qhx_qwen35_parse_config(const json_t *root, const char *label, qhx_mo
     memset(cfg, 0, sizeof *cfg);
     if (!json_is_object(root)) return qhx_fail(err, QHX_E_FORMAT, "%s: expected a JSON object", label);
     const json_t *tc = root;
-    const char *path = "";
+    cfg_at at = {.label = label, .path = ""};
     const json_t *t = json_object_get(root, "text_config");
     if (t && !json_is_null(t)) {
         if (!json_is_object(t)) return qhx_fail(err, QHX_E_FORMAT, "%s: text_config: expected an object", label);
         tc = t;
-        path = "text_config";
+        at.path = "text_config";
     } else {
         const char *mt = NULL;
         if ((rc = qhx_json_get_str(root, "model_type", label, "", false, &mt, err))) return rc;
         if (mt && strcmp(mt, "qwen3_5_text"))
-            return qhx_fail(err, QHX_E_FORMAT, "%s: text_config: missing (model_type '%s' is a composite config)", label, mt);
+            return qhx_fail(err, QHX_E_FORMAT, "%s: text_config: missing (model_type '%s' is a composite config)",
+                            label, mt);
     }
+    snprintf(at.pre, sizeof at.pre, "%s: %s%s", label, at.path, at.path[0] ? "." : "");
+    const char *lb = at.label, *pa = at.path;
 
     struct { const char *key; int64_t *dst; int64_t lo, hi; } dims[] = {
         {"vocab_size", &cfg->vocab_size, 1, CAP_VOCAB},
@@ -122,82 +129,78 @@ qhx_status qhx_qwen35_parse_config(const json_t *root, const char *label, qhx_mo
         {"linear_conv_kernel_dim", &cfg->linear_conv_kernel_dim, 1, CAP_CONV},
     };
     for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
-        if ((rc = get_dim(tc, dims[i].key, label, path, true, dims[i].lo, dims[i].hi, dims[i].dst, err))) return rc;
+        if ((rc = qhx_json_get_int(tc, dims[i].key, lb, pa, true, dims[i].lo, dims[i].hi, dims[i].dst, err)))
+            return rc;
 
+    /* HF defaults where a field is absent */
     cfg->max_position_embeddings = 262144;
-    cfg->mtp_num_hidden_layers = 0;
     cfg->eos_token_id = -1;
     cfg->rms_norm_eps = 1e-6;
-    cfg->rope_theta = 10000.0;          /* HF defaults where a field is absent */
+    cfg->rope_theta = 10000.0;
     cfg->partial_rotary_factor = 0.25;
     cfg->attn_output_gate = true;
-    if ((rc = get_dim(tc, "max_position_embeddings", label, path, false, 1, INT64_MAX, &cfg->max_position_embeddings, err)))
+    if ((rc = qhx_json_get_int(tc, "max_position_embeddings", lb, pa, false, 1, INT64_MAX,
+                               &cfg->max_position_embeddings, err)))
         return rc;
-    if ((rc = get_dim(tc, "mtp_num_hidden_layers", label, path, false, 0, 64, &cfg->mtp_num_hidden_layers, err)))
+    if ((rc = qhx_json_get_int(tc, "mtp_num_hidden_layers", lb, pa, false, 0, 64, &cfg->mtp_num_hidden_layers, err)))
         return rc;
-    if ((rc = qhx_json_get_num(tc, "rms_norm_eps", label, path, false, &cfg->rms_norm_eps, err))) return rc;
+    if ((rc = qhx_json_get_num(tc, "rms_norm_eps", lb, pa, false, &cfg->rms_norm_eps, err))) return rc;
     if (!(cfg->rms_norm_eps > 0.0 && cfg->rms_norm_eps < 1.0))
-        return qhx_fail(err, QHX_E_FORMAT, "%s: %s%srms_norm_eps: %g is outside (0, 1)", label, path,
-                        path[0] ? "." : "", cfg->rms_norm_eps);
+        return qhx_fail(err, QHX_E_FORMAT, "%srms_norm_eps: %g is outside (0, 1)", at.pre, cfg->rms_norm_eps);
     const json_t *eos = json_object_get(tc, "eos_token_id");
     if (json_is_array(eos)) eos = json_array_get(eos, 0);
     if (json_is_integer(eos)) cfg->eos_token_id = json_integer_value(eos);
 
     const char *act = "silu";
-    if ((rc = qhx_json_get_str(tc, "hidden_act", label, path, false, &act, err))) return rc;
+    if ((rc = qhx_json_get_str(tc, "hidden_act", lb, pa, false, &act, err))) return rc;
     if (strcmp(act, "silu"))
-        return qhx_fail(err, QHX_E_UNSUPPORTED, "%s: %s%shidden_act: '%s' is not supported (only 'silu')", label,
-                        path, path[0] ? "." : "", act);
+        return qhx_fail(err, QHX_E_UNSUPPORTED, "%shidden_act: '%s' is not supported (only 'silu')", at.pre, act);
     bool bias = false;
-    if ((rc = qhx_json_get_bool(tc, "attention_bias", label, path, false, &bias, err))) return rc;
-    if (bias)
-        return qhx_fail(err, QHX_E_UNSUPPORTED, "%s: %s%sattention_bias: true is not supported", label, path,
-                        path[0] ? "." : "");
-    if ((rc = qhx_json_get_bool(tc, "attn_output_gate", label, path, false, &cfg->attn_output_gate, err))) return rc;
+    if ((rc = qhx_json_get_bool(tc, "attention_bias", lb, pa, false, &bias, err))) return rc;
+    if (bias) return qhx_fail(err, QHX_E_UNSUPPORTED, "%sattention_bias: true is not supported", at.pre);
+    if ((rc = qhx_json_get_bool(tc, "attn_output_gate", lb, pa, false, &cfg->attn_output_gate, err))) return rc;
     if (!cfg->attn_output_gate)
-        return qhx_fail(err, QHX_E_UNSUPPORTED, "%s: %s%sattn_output_gate: false is not supported", label, path,
-                        path[0] ? "." : "");
-    bool dedicated = false;
-    if ((rc = qhx_json_get_bool(tc, "mtp_use_dedicated_embeddings", label, path, false, &dedicated, err))) return rc;
-    /* tie_word_embeddings: the composite config's top level decides, as in HF */
-    cfg->tie_word_embeddings = false;
-    if ((rc = qhx_json_get_bool(tc, "tie_word_embeddings", label, path, false, &cfg->tie_word_embeddings, err)))
-        return rc;
+        return qhx_fail(err, QHX_E_UNSUPPORTED, "%sattn_output_gate: false is not supported", at.pre);
+    /* informational: the LM head is lm_head.weight when present, else the embedding; the
+     * composite config's top level wins, as in HF */
+    if ((rc = qhx_json_get_bool(tc, "tie_word_embeddings", lb, pa, false, &cfg->tie_word_embeddings, err))) return rc;
     if (tc != root &&
-        (rc = qhx_json_get_bool(root, "tie_word_embeddings", label, "", false, &cfg->tie_word_embeddings, err)))
+        (rc = qhx_json_get_bool(root, "tie_word_embeddings", lb, "", false, &cfg->tie_word_embeddings, err)))
         return rc;
 
     if (cfg->num_attention_heads % cfg->num_key_value_heads)
-        return qhx_fail(err, QHX_E_FORMAT, "%s: %s: num_attention_heads %lld is not a multiple of num_key_value_heads %lld",
-                        label, path, (long long)cfg->num_attention_heads, (long long)cfg->num_key_value_heads);
+        return qhx_fail(err, QHX_E_FORMAT, "%snum_attention_heads: %lld is not a multiple of num_key_value_heads %lld",
+                        at.pre, (long long)cfg->num_attention_heads, (long long)cfg->num_key_value_heads);
     if (cfg->linear_num_value_heads % cfg->linear_num_key_heads)
-        return qhx_fail(err, QHX_E_FORMAT, "%s: %s: linear_num_value_heads %lld is not a multiple of linear_num_key_heads %lld",
-                        label, path, (long long)cfg->linear_num_value_heads, (long long)cfg->linear_num_key_heads);
+        return qhx_fail(err, QHX_E_FORMAT,
+                        "%slinear_num_value_heads: %lld is not a multiple of linear_num_key_heads %lld", at.pre,
+                        (long long)cfg->linear_num_value_heads, (long long)cfg->linear_num_key_heads);
 
     /* layer_types, else every full_attention_interval-th layer is full attention */
     const json_t *lt = json_object_get(tc, "layer_types");
     if (lt && !json_is_null(lt)) {
         if (!json_is_array(lt) || (int64_t)json_array_size(lt) != cfg->num_hidden_layers)
-            return qhx_fail(err, QHX_E_FORMAT, "%s: %s%slayer_types: expected an array of num_hidden_layers = %lld strings",
-                            label, path, path[0] ? "." : "", (long long)cfg->num_hidden_layers);
+            return qhx_fail(err, QHX_E_FORMAT, "%slayer_types: expected an array of num_hidden_layers = %lld strings",
+                            at.pre, (long long)cfg->num_hidden_layers);
         for (int64_t i = 0; i < cfg->num_hidden_layers; i++) {
             const char *s = json_string_value(json_array_get(lt, (size_t)i));
             if (s && !strcmp(s, "linear_attention")) cfg->layer_types[i] = QHX_LAYER_LINEAR_ATTENTION;
             else if (s && !strcmp(s, "full_attention")) cfg->layer_types[i] = QHX_LAYER_FULL_ATTENTION;
             else
-                return qhx_fail(err, QHX_E_UNSUPPORTED, "%s: %s%slayer_types[%lld]: '%s' is not supported (linear_attention, full_attention)",
-                                label, path, path[0] ? "." : "", (long long)i, s ? s : "(not a string)");
+                return qhx_fail(err, QHX_E_UNSUPPORTED,
+                                "%slayer_types[%lld]: '%s' is not supported (linear_attention, full_attention)",
+                                at.pre, (long long)i, s ? s : "(not a string)");
         }
     } else {
         cfg->full_attention_interval = 4;
-        if ((rc = get_dim(tc, "full_attention_interval", label, path, false, 1, QHX_MODEL_MAX_LAYERS,
-                          &cfg->full_attention_interval, err)))
+        if ((rc = qhx_json_get_int(tc, "full_attention_interval", lb, pa, false, 1, QHX_MODEL_MAX_LAYERS,
+                                   &cfg->full_attention_interval, err)))
             return rc;
         for (int64_t i = 0; i < cfg->num_hidden_layers; i++)
             cfg->layer_types[i] = (i + 1) % cfg->full_attention_interval == 0 ? QHX_LAYER_FULL_ATTENTION
                                                                                : QHX_LAYER_LINEAR_ATTENTION;
     }
-    return parse_rope(tc, label, path, cfg, err);
+    return parse_rope(tc, &at, cfg, err);
 }
 
 /* ---- bound weights ----------------------------------------------------------------------- */
@@ -263,6 +266,7 @@ static qhx_status bind_linear(q35_model *q, const qhx_model *m, const char *name
     return qhx_wbind_linear(q->set, name, rows, cols, &m->kern, &q->owned, w, err);
 }
 
+/* A (n,) vector of any float dtype as a model-owned f32 copy. */
 static qhx_status load_vec(q35_model *q, const char *name, int64_t n, const float **out, qhx_error *err) {
     float *p;
     int64_t shape[1] = {n};
@@ -296,9 +300,9 @@ static qhx_status bind_layer(q35_model *q, const qhx_model *m, const char *pre, 
         if ((rc = qhx_wload_f32(q->set, NAME("linear_attn.conv1d.weight"), 3, cshape, &q->owned, &conv, NULL, err)))
             return rc;
         L->conv_w = conv;
-        const float *alog;
-        if ((rc = load_vec(q, NAME("linear_attn.A_log"), d->nv, &alog, err))) return rc;
-        float *A = (float *)alog; /* owned f32 copy: turned into -exp(A_log) in place */
+        float *A; /* owned f32 copy of A_log, turned into -exp(A_log) in place */
+        int64_t ashape[1] = {d->nv};
+        if ((rc = qhx_wload_f32(q->set, NAME("linear_attn.A_log"), 1, ashape, &q->owned, &A, NULL, err))) return rc;
         for (int64_t j = 0; j < d->nv; j++) A[j] = -expf(A[j]);
         L->A = A;
         if ((rc = load_vec(q, NAME("linear_attn.dt_bias"), d->nv, &L->dt_bias, err))) return rc;

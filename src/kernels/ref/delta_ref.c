@@ -5,7 +5,6 @@
 #include "kernels/ref.h"
 
 #include <math.h>
-#include <string.h>
 
 void qhx_k_delta_step_f32_ref(float *S, const float *q, const float *k, const float *v,
                               float beta, float g, float *o, int64_t dk, int64_t dv) {
