@@ -157,7 +157,7 @@ static int32_t draw_full(qhx_sampler *s) {
     int64_t V = s->n_vocab;
     double mx = s->work[qhx_argmax(s->work, V)], total = 0;
     for (int64_t i = 0; i < V; i++) total += exp((double)s->work[i] - mx);
-    double r = qhx_rng_uniform(&s->rng) * total, acc = 0;
+    double r = qhx_rng_f64(&s->rng) * total, acc = 0;
     int32_t last = 0;
     for (int64_t i = 0; i < V; i++) {
         double e = exp((double)s->work[i] - mx);
@@ -233,7 +233,7 @@ int32_t qhx_sampler_sample(qhx_sampler *s, const float *logits) {
     }
     double sum = 0;
     for (int64_t i = 0; i < n; i++) sum += s->prob[i];
-    double r = qhx_rng_uniform(&s->rng) * sum, acc = 0;
+    double r = qhx_rng_f64(&s->rng) * sum, acc = 0;
     for (int64_t i = 0; i < n; i++) {
         acc += s->prob[i];
         if (r < acc) return s->idx[i];
