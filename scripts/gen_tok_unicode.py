@@ -7,17 +7,25 @@ unicode-normalization-alignments 0.1.12), so qhexrt
   - treats every code point assigned after Unicode 9.0 as inert (no decomposition,
     combining class 0, no composition), as the reference does.
 
-Sources: the system utf8proc (via ctypes) for decompositions and combining classes,
-and Perl's Unicode::UCD for the set of code points present in Unicode 9.0.
-Normalization data of already-assigned code points never changes between Unicode
-versions (stability policy), so utf8proc's newer data restricted to the 9.0 set is
-the 9.0 data.
+It also lists the letters, numbers and marks of Unicode 16.0 that were assigned after
+Unicode 12.1: the reference's regex engine (Oniguruma) knows Unicode 16.0 categories, while
+PCRE2 10.42 (Debian 12) knows 14.0; the pre-tokenizer adds these ranges to \p{L}, \p{N}
+and \p{M} so that both agree.
 
-Usage: python3 scripts/gen_tok_unicode.py > src/text/tok_unicode_data.c
+Sources: the system utf8proc (via ctypes) for decompositions and combining classes,
+Perl's Unicode::UCD for the code points present in Unicode 9.0 and 12.1, and a Java
+runtime with Unicode 16.0 tables (JDK 24 or 25; $JAVA, default "java") for the 16.0
+general categories. Normalization data of already-assigned code points never changes
+between Unicode versions (stability policy), so utf8proc's newer data restricted to the
+9.0 set is the 9.0 data.
+
+Usage: JAVA=/path/to/jdk25/bin/java python3 scripts/gen_tok_unicode.py > src/text/tok_unicode_data.c
 """
 import ctypes
+import os
 import subprocess
 import sys
+import tempfile
 
 LIMIT = 0x30000  # no code point at or above this decomposes or has a non-zero class
 
@@ -58,15 +66,43 @@ def nfc_char(cp):
     return list(arr[:m])
 
 
-perl = ('use Unicode::UCD qw(prop_invlist); my @l = prop_invlist("In=9.0");'
-        'print join(" ", @l), "\\n";')
-inv = [int(x) for x in subprocess.check_output(["perl", "-e", perl]).split()]
-if len(inv) % 2:
-    inv.append(0x110000)
-ranges9 = [(inv[i], inv[i + 1] - 1) for i in range(0, len(inv), 2)]
+def present_in(version):
+    perl = ('use Unicode::UCD qw(prop_invlist); my @l = prop_invlist("In=%s");'
+            'print join(" ", @l), "\\n";' % version)
+    inv = [int(x) for x in subprocess.check_output(["perl", "-e", perl]).split()]
+    if len(inv) % 2:
+        inv.append(0x110000)
+    return [(inv[i], inv[i + 1] - 1) for i in range(0, len(inv), 2)]
 
 
-def in9(cp, _r=ranges9):
+ranges9 = present_in("9.0")
+ranges12 = present_in("12.1")
+
+JAVA_SRC = """
+public class Cat16 { public static void main(String[] a) {
+  if (Character.getType(0x16D67) != Character.OTHER_LETTER || Character.getType(0x10940) != Character.UNASSIGNED)
+    throw new RuntimeException("this Java runtime does not have Unicode 16.0 tables");
+  StringBuilder sb = new StringBuilder();
+  for (int cp = 0; cp < 0x110000; cp++) {
+    switch (Character.getType(cp)) {
+    case Character.UPPERCASE_LETTER: case Character.LOWERCASE_LETTER: case Character.TITLECASE_LETTER:
+    case Character.MODIFIER_LETTER: case Character.OTHER_LETTER: sb.append('L'); break;
+    case Character.DECIMAL_DIGIT_NUMBER: case Character.LETTER_NUMBER: case Character.OTHER_NUMBER: sb.append('N'); break;
+    case Character.NON_SPACING_MARK: case Character.ENCLOSING_MARK: case Character.COMBINING_SPACING_MARK: sb.append('M'); break;
+    default: sb.append('-');
+    }
+  }
+  System.out.print(sb);
+} }
+"""
+with tempfile.TemporaryDirectory() as td:
+    src = os.path.join(td, "Cat16.java")
+    open(src, "w").write(JAVA_SRC)
+    cat16 = subprocess.check_output([os.environ.get("JAVA", "java"), src]).decode()
+assert len(cat16) == 0x110000
+
+
+def in_ranges(cp, _r):
     lo, hi = 0, len(_r)
     while lo < hi:
         mid = (lo + hi) // 2
@@ -77,6 +113,10 @@ def in9(cp, _r=ranges9):
         else:
             return True
     return False
+
+
+def in9(cp):
+    return in_ranges(cp, ranges9)
 
 
 maybe = set()
@@ -109,9 +149,22 @@ for hi in range(LIMIT >> 8):
     stage1.append(blocks.index(b))
 assert len(blocks) < 256
 
+# Letters, numbers, marks of Unicode 16.0 not present in Unicode 12.1, as PCRE2 class text.
+extra = {}
+for cls in "LNM":
+    cps = [cp for cp in range(0x110000) if cat16[cp] == cls and not in_ranges(cp, ranges12)]
+    rs = []
+    for cp in cps:
+        if rs and rs[-1][1] == cp - 1:
+            rs[-1][1] = cp
+        else:
+            rs.append([cp, cp])
+    extra[cls] = rs
+
 out = sys.stdout
 out.write("/* tok_unicode_data: Unicode tables for the tokenizer's NFC step (generated; do not edit).\n")
-out.write(" * Made by scripts/gen_tok_unicode.py from utf8proc %s (Unicode %s) and Perl Unicode::UCD.\n"
+out.write(" * Made by scripts/gen_tok_unicode.py from utf8proc %s (Unicode %s), Perl Unicode::UCD and\n"
+          " * Java's Unicode 16.0 tables.\n"
           % (up.utf8proc_version().decode(), up.utf8proc_unicode_version().decode()))
 out.write(" * %d code points may change under NFC; %d ranges were assigned in Unicode 9.0. */\n"
           % (len(maybe), len(ranges9)))
@@ -129,6 +182,13 @@ out.write("static const uint32_t assigned_9_0[%d][2] = {\n" % len(ranges9))
 for i in range(0, len(ranges9), 6):
     out.write("    " + " ".join("{0x%X, 0x%X}," % r for r in ranges9[i:i + 6]) + "\n")
 out.write("};\n\n")
+for cls in "LNM":
+    out.write("/* \\p{%s} of Unicode 16.0 beyond Unicode 12.1: %d ranges */\n" % (cls, len(extra[cls])))
+    out.write("const char qhx_tok_extra_%s[] =\n" % cls)
+    items = ["\\\\x{%X}" % a if a == b else "\\\\x{%X}-\\\\x{%X}" % (a, b) for a, b in extra[cls]]
+    for i in range(0, len(items), 5):
+        out.write('    "' + "".join(items[i:i + 5]) + '"\n')
+    out.write(";\n\n")
 out.write("""int qhx_tok_nfc_maybe(uint32_t cp) {
     if (cp >= NFC_LIMIT) return 0;
     const uint8_t *blk = nfc_stage2[nfc_stage1[cp >> 8]];

@@ -323,47 +323,118 @@ qhx_status qhx_tok_finish(qhx_tok *tok, const char *name, qhx_error *err) {
     return QHX_OK;
 }
 
+/* ---- construction and loading from a path ------------------------------------------------ */
+
+static void *pcre_alloc(size_t n, void *data) {
+    (void)data;
+    return qhx_malloc(n);
+}
+
+static void pcre_release(void *p, void *data) {
+    (void)data;
+    qhx_free(p);
+}
+
+qhx_status qhx_tok_new(const char *name, qhx_tok **out, qhx_error *err) {
+    *out = NULL;
+    qhx_tok *tok = qhx_calloc(1, sizeof *tok);
+    if (!tok) return qhx_fail(err, QHX_E_NOMEM, "%s: out of memory", name);
+    tok->unk_id = -1;
+    tok->gctx = pcre2_general_context_create(pcre_alloc, pcre_release, NULL);
+    tok->mctx = tok->gctx ? pcre2_match_context_create(tok->gctx) : NULL;
+    if (!tok->mctx) {
+        qhx_tok_free(tok);
+        return qhx_fail(err, QHX_E_NOMEM, "%s: out of memory", name);
+    }
+    /* patterns come from the file: bound the work of one match */
+    pcre2_set_match_limit(tok->mctx, 10000000);
+    pcre2_set_depth_limit(tok->mctx, 100000);
+    pcre2_set_heap_limit(tok->mctx, 64 * 1024);
+    *out = tok;
+    return QHX_OK;
+}
+
 /* ---- loading from a path --------------------------------------------------------------- */
+
+static int has_suffix(const char *s, const char *suf) {
+    size_t a = strlen(s), b = strlen(suf);
+    return a >= b && !strcmp(s + a - b, suf);
+}
+
+/* X.json -> X.qhxtok (owned), or NULL. */
+static char *binary_twin(const char *json_path) {
+    size_t n = strlen(json_path);
+    if (!has_suffix(json_path, ".json")) return NULL;
+    char *b = qhx_malloc(n + 2);
+    if (!b) return NULL;
+    memcpy(b, json_path, n - 5);
+    memcpy(b + n - 5, ".qhxtok", 8);
+    return b;
+}
 
 qhx_status qhx_tok_load(const char *path, qhx_tok **out, qhx_error *err) {
     *out = NULL;
     if (!path || !*path) return qhx_fail(err, QHX_E_ARG, "tokenizer: no path given");
-    char *file = NULL;
+    char *file = NULL, *twin = NULL;
+    qhx_status rc;
     if (qhx_path_is_dir(path)) {
         file = qhx_path_join(path, "tokenizer.json");
         if (!file) return qhx_fail(err, QHX_E_NOMEM, "out of memory");
-        if (!qhx_path_is_file(file)) {
-            qhx_status rc = qhx_fail(err, QHX_E_IO, "%s: folder has no tokenizer.json", path);
+        if (!qhx_path_is_file(file)) { /* a bundle may ship only the binary form */
+            char *bin = qhx_path_join(path, "tokenizer.qhxtok");
+            if (bin && qhx_path_is_file(bin)) rc = qhx_tok_load_binary(bin, out, err);
+            else rc = bin ? qhx_fail(err, QHX_E_IO, "%s: folder has no tokenizer.json", path)
+                          : qhx_fail(err, QHX_E_NOMEM, "out of memory");
+            qhx_free(bin);
             qhx_free(file);
             return rc;
         }
         path = file;
     }
     qhx_file_map map;
-    qhx_status rc = qhx_file_map_open(path, &map, err);
+    rc = qhx_file_map_open(path, &map, err);
     if (rc == QHX_OK) {
-        if (map.size > QHX_TOK_MAX_FILE_BYTES)
+        if (qhx_tok_is_binary(map.data, map.size)) {
+            qhx_file_map_close(&map);
+            rc = qhx_tok_load_binary(path, out, err);
+        } else if (map.size > QHX_TOK_MAX_FILE_BYTES) {
             rc = qhx_fail(err, QHX_E_LIMIT, "%s: %zu bytes, the limit is %zu", path, map.size,
                           QHX_TOK_MAX_FILE_BYTES);
-        else rc = qhx_tok_load_buffer(map.data, map.size, path, out, err);
+        } else {
+            /* the binary form beside it, if it was made from these very bytes */
+            twin = binary_twin(path);
+            rc = QHX_E_IO;
+            if (twin && qhx_path_is_file(twin) && qhx_tok_binary_matches(twin, map.data, map.size))
+                rc = qhx_tok_load_binary(twin, out, NULL); /* damaged: fall back to the JSON */
+            if (rc != QHX_OK) rc = qhx_tok_load_buffer(map.data, map.size, path, out, err);
+        }
         qhx_file_map_close(&map);
     }
+    qhx_free(twin);
     qhx_free(file);
     return rc;
 }
 
 void qhx_tok_free(qhx_tok *tok) {
     if (!tok) return;
-    for (int k = 0; k < tok->n_splits; k++) pcre2_code_free(tok->splits[k].re);
+    for (int k = 0; k < tok->n_splits; k++) {
+        pcre2_code_free(tok->splits[k].re);
+        qhx_free(tok->splits[k].pattern);
+    }
     pcre2_match_context_free(tok->mctx);
     pcre2_general_context_free(tok->gctx);
-    qhx_free(tok->str_off);
-    qhx_free(tok->str);
-    qhx_free(tok->vocab_slots);
-    qhx_free(tok->id_kind);
-    qhx_free(tok->dec_off);
-    qhx_free(tok->dec);
-    qhx_free(tok->merges);
+    if (!tok->borrowed) {
+        qhx_free(tok->str_off);
+        qhx_free(tok->str);
+        qhx_free(tok->vocab_slots);
+        qhx_free(tok->id_kind);
+        qhx_free(tok->dec_off);
+        qhx_free(tok->dec);
+        qhx_free(tok->merges);
+    }
+    qhx_file_map_close(&tok->bin);
+    qhx_aligned_free(tok->bin_copy);
+    qhx_free(tok->bin_starts);
     qhx_free(tok->added);
     qhx_free(tok->added_str);
     trie_free(&tok->trie_raw);

@@ -5,6 +5,8 @@
 
 #include "text/tokenizer.h"
 
+#include "core/file.h"
+
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 #include <pthread.h>
@@ -27,8 +29,10 @@ bool qhx_tok_buf_reserve(tok_buf *b, size_t extra);
 bool qhx_tok_buf_put(tok_buf *b, const void *data, size_t n);
 bool qhx_tok_ids_push(tok_ids *v, int32_t id);
 
-/* 64-bit hash of a byte string (for the hash tables; not for files). */
+/* 64-bit hash of a byte string (for the hash tables; short strings). */
 uint64_t qhx_tok_hash(const void *data, size_t n);
+/* 64-bit hash of a whole file's bytes (fast on megabytes; part of the binary format). */
+uint64_t qhx_tok_file_hash(const void *data, size_t n);
 
 /* ---- components ----------------------------------------------------------------------- */
 
@@ -42,7 +46,10 @@ enum tok_split_behavior {
 
 typedef struct tok_split {
     pcre2_code *re;
-    int jit;      /* compiled for the JIT */
+    char *pattern; /* as tokenizer.json gives it (owned), for the binary form */
+    uint32_t pattern_len;
+    int literal;   /* a String pattern, not a Regex */
+    int jit;       /* compiled for the JIT */
     int behavior; /* enum tok_split_behavior */
     int invert;
 } tok_split;
@@ -124,6 +131,12 @@ struct qhx_tok {
     pcre2_general_context *gctx;
     pcre2_match_context *mctx;
     tok_cache cache;
+    /* where it came from */
+    uint64_t source_bytes, source_hash; /* the tokenizer.json bytes and their file hash */
+    qhx_file_map bin;                   /* binary form: the arrays above point into it */
+    uint8_t *bin_copy;                  /* ... or into this copy (loaded from a buffer) */
+    uint64_t *bin_starts;               /* scratch of the binary validation */
+    int borrowed;
 };
 
 /* ---- shared helpers ------------------------------------------------------------------- */
@@ -148,6 +161,8 @@ size_t qhx_tok_utf8_put(char *dst, uint32_t cp);
 /* Unicode data (tok_unicode_data.c, generated). */
 int qhx_tok_nfc_maybe(uint32_t cp);
 int qhx_tok_unicode9_assigned(uint32_t cp);
+/* PCRE2 class text for the letters, numbers and marks of Unicode 16.0 assigned after 12.1. */
+extern const char qhx_tok_extra_L[], qhx_tok_extra_N[], qhx_tok_extra_M[];
 
 /* NFC as the reference computes it (Unicode 9.0 tables); appends to out. */
 bool qhx_tok_nfc(const char *s, size_t n, tok_buf *out);
@@ -181,10 +196,18 @@ qhx_status qhx_tok_index_merges(qhx_tok *tok, const tok_merge_rec *recs, size_t 
                                 const char *name, qhx_error *err);
 const tok_merge *qhx_tok_merge_find(const qhx_tok *tok, int32_t a, int32_t b);
 
+/* A new, empty tokenizer with its PCRE2 contexts. */
+qhx_status qhx_tok_new(const char *name, qhx_tok **out, qhx_error *err);
+
 /* Derive id kinds and decoded bytes (from vocab and added tokens), then finish. */
 qhx_status qhx_tok_derive(qhx_tok *tok, const char *name, qhx_error *err);
 /* Tables every loader builds: byte symbols, added-token tries, the cache mutex. */
 qhx_status qhx_tok_finish(qhx_tok *tok, const char *name, qhx_error *err);
+/* Binary form (tok_binary.c): the magic check, and whether a binary file was made from
+ * exactly these tokenizer.json bytes. */
+int qhx_tok_is_binary(const void *data, size_t size);
+int qhx_tok_binary_matches(const char *bin_path, const void *src, size_t src_size);
+
 /* Compile a Split pattern taken from tokenizer.json (Oniguruma syntax) with PCRE2. */
 qhx_status qhx_tok_compile_split(qhx_tok *tok, const char *pat, size_t len, int literal,
                                  const char *where, tok_split *out, qhx_error *err);

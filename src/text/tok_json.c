@@ -984,15 +984,6 @@ static qhx_status read_decoder_postproc(loader *ld) {
 
 /* ---- entry points ---------------------------------------------------------------------- */
 
-static void *pcre_alloc(size_t n, void *data) {
-    (void)data;
-    return qhx_malloc(n);
-}
-static void pcre_release(void *p, void *data) {
-    (void)data;
-    qhx_free(p);
-}
-
 qhx_status qhx_tok_load_buffer(const void *data, size_t size, const char *name, qhx_tok **out,
                                qhx_error *err) {
     *out = NULL;
@@ -1001,26 +992,14 @@ qhx_status qhx_tok_load_buffer(const void *data, size_t size, const char *name, 
     if (size > QHX_TOK_MAX_FILE_BYTES)
         return qhx_fail(err, QHX_E_LIMIT, "%s: %zu bytes, the limit is %zu", name, size,
                         QHX_TOK_MAX_FILE_BYTES);
-    qhx_tok *tok = qhx_calloc(1, sizeof *tok);
-    if (!tok) return qhx_fail(err, QHX_E_NOMEM, "%s: out of memory", name);
-    tok->unk_id = -1;
+    qhx_tok *tok;
+    qhx_status rc = qhx_tok_new(name, &tok, err);
+    if (rc) return rc;
     loader ld = {.tok = tok, .name = name, .err = err};
     ld.j = (jscan){.s = data, .n = size, .name = name, .err = err};
     vocab_ctx vc = {.ld = &ld, .max_id = -1};
     tok_merge_rec *merges = NULL;
     size_t n_merges = 0;
-    qhx_status rc;
-
-    tok->gctx = pcre2_general_context_create(pcre_alloc, pcre_release, NULL);
-    tok->mctx = tok->gctx ? pcre2_match_context_create(tok->gctx) : NULL;
-    if (!tok->mctx) {
-        rc = qhx_fail(err, QHX_E_NOMEM, "%s: out of memory", name);
-        goto fail;
-    }
-    /* hostile patterns: bound the work of one match */
-    pcre2_set_match_limit(tok->mctx, 10000000);
-    pcre2_set_depth_limit(tok->mctx, 100000);
-    pcre2_set_heap_limit(tok->mctx, 64 * 1024);
 
     if ((rc = scan_object(&ld.j, 0, top_member, &ld.L))) goto fail;
     skip_ws(&ld.j);
@@ -1047,6 +1026,8 @@ qhx_status qhx_tok_load_buffer(const void *data, size_t size, const char *name, 
     if ((rc = read_normalizer(&ld)) || (rc = read_pretok(&ld)) || (rc = read_decoder_postproc(&ld)))
         goto fail;
     if ((rc = qhx_tok_derive(tok, name, err))) goto fail;
+    tok->source_bytes = size;
+    tok->source_hash = qhx_tok_file_hash(data, size);
     *out = tok;
     return QHX_OK;
 fail:

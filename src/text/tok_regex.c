@@ -6,7 +6,10 @@
  *     becomes the explicit White_Space list;
  *   - \uHHHH (Oniguruma) becomes \x{HHHH};
  *   - ^ and $ match at line breaks in Ruby syntax: compiled with PCRE2_MULTILINE;
- *   - (?m) in Ruby syntax is PCRE2's (?s).
+ *   - (?m) in Ruby syntax is PCRE2's (?s);
+ *   - \p{L}, \p{N}, \p{M}: the reference knows Unicode 16.0 categories, PCRE2 10.42 only 14.0,
+ *     so the letters, numbers and marks assigned since are added to the class (generated
+ *     ranges in tok_unicode_data.c).
  * Constructs whose meaning differs and that the supported tokenizers do not use (\w, \b,
  * \h, nested classes, class intersection) are refused by name rather than guessed. */
 #include "text/tok_internal.h"
@@ -47,6 +50,51 @@ static qhx_status translate(const char *p, size_t n, tok_buf *o, const char *whe
                 PUT("[^" WS_LIST "]");
                 i += 2;
                 continue;
+            case 'p':
+            case 'P': {
+                /* \pX, \p{X}, \p{^X}, \PX ... */
+                size_t q = i + 2, name = q, name_len;
+                if (q < n && p[q] == '{') {
+                    const char *close = memchr(p + q, '}', n - q);
+                    if (!close) return qhx_fail(err, QHX_E_FORMAT, "%s: regex: unterminated \\p{", where);
+                    name = q + 1;
+                    name_len = (size_t)(close - (p + name));
+                    q = (size_t)(close - p) + 1;
+                } else {
+                    if (q >= n) return qhx_fail(err, QHX_E_FORMAT, "%s: regex: bad \\p", where);
+                    name_len = 1;
+                    q++;
+                }
+                int neg = e == 'P';
+                if (name_len && p[name] == '^') {
+                    neg = !neg;
+                    name++;
+                    name_len--;
+                }
+                const char *extra = NULL, *cls = NULL;
+#define IS(s) (name_len == strlen(s) && !memcmp(p + name, s, name_len))
+                if (IS("L") || IS("Letter")) extra = qhx_tok_extra_L, cls = "L";
+                else if (IS("N") || IS("Number")) extra = qhx_tok_extra_N, cls = "N";
+                else if (IS("M") || IS("Mark") || IS("Combining_Mark")) extra = qhx_tok_extra_M, cls = "M";
+#undef IS
+                if (!extra) { /* other properties: as written */
+                    PUTN(p + i, q - i);
+                } else if (in_class) {
+                    if (neg) return unsupported(err, where, i, "a negated \\p{L}/{N}/{M} inside a character class");
+                    PUT("\\p{");
+                    PUT(cls);
+                    PUT("}");
+                    PUT(extra);
+                } else {
+                    PUT(neg ? "[^\\p{" : "[\\p{");
+                    PUT(cls);
+                    PUT("}");
+                    PUT(extra);
+                    PUT("]");
+                }
+                i = q;
+                continue;
+            }
             case 'u': {
                 if (n - i < 6) return qhx_fail(err, QHX_E_FORMAT, "%s: regex: bad \\u escape", where);
                 for (int k = 2; k < 6; k++) {
@@ -132,6 +180,7 @@ qhx_status qhx_tok_compile_split(qhx_tok *tok, const char *pat, size_t len, int 
                                  const char *where, tok_split *out, qhx_error *err) {
     out->re = NULL;
     out->jit = 0;
+    out->pattern = NULL;
     if (len == 0) return qhx_fail(err, QHX_E_FORMAT, "%s: empty pattern", where);
     if (len > QHX_TOK_MAX_PATTERN_BYTES)
         return qhx_fail(err, QHX_E_LIMIT, "%s: pattern has %zu bytes, the limit is %d", where, len,
@@ -173,6 +222,14 @@ qhx_status qhx_tok_compile_split(qhx_tok *tok, const char *pat, size_t len, int 
         size_t jit_size = 0;
         out->jit = pcre2_pattern_info(re, PCRE2_INFO_JITSIZE, &jit_size) == 0 && jit_size > 0;
     }
+    out->pattern = qhx_malloc(len);
+    if (!out->pattern) {
+        pcre2_code_free(re);
+        return qhx_fail(err, QHX_E_NOMEM, "%s: out of memory", where);
+    }
+    memcpy(out->pattern, pat, len);
+    out->pattern_len = (uint32_t)len;
+    out->literal = literal;
     out->re = re;
     return QHX_OK;
 }

@@ -1,5 +1,6 @@
 /* tok_unicode_data: Unicode tables for the tokenizer's NFC step (generated; do not edit).
- * Made by scripts/gen_tok_unicode.py from utf8proc 2.8.0 (Unicode 15.0.0) and Perl Unicode::UCD.
+ * Made by scripts/gen_tok_unicode.py from utf8proc 2.8.0 (Unicode 15.0.0), Perl Unicode::UCD and
+ * Java's Unicode 16.0 tables.
  * 2003 code points may change under NFC; 648 ranges were assigned in Unicode 9.0. */
 #include "text/tok_internal.h"
 
@@ -216,6 +217,51 @@ static const uint32_t assigned_9_0[648][2] = {
     {0x6FFFE, 0x6FFFF}, {0x7FFFE, 0x7FFFF}, {0x8FFFE, 0x8FFFF}, {0x9FFFE, 0x9FFFF}, {0xAFFFE, 0xAFFFF}, {0xBFFFE, 0xBFFFF},
     {0xCFFFE, 0xCFFFF}, {0xDFFFE, 0xDFFFF}, {0xE0001, 0xE0001}, {0xE0020, 0xE007F}, {0xE0100, 0xE01EF}, {0xEFFFE, 0x10FFFF},
 };
+
+/* \p{L} of Unicode 16.0 beyond Unicode 12.1: 99 ranges */
+const char qhx_tok_extra_L[] =
+    "\\x{870}-\\x{887}\\x{889}-\\x{88E}\\x{8B5}\\x{8BE}-\\x{8C9}\\x{C5D}"
+    "\\x{CDD}\\x{D04}\\x{170D}\\x{171F}\\x{1B4C}"
+    "\\x{1C89}-\\x{1C8A}\\x{2C2F}\\x{2C5F}\\x{31BB}-\\x{31BF}\\x{4DB6}-\\x{4DBF}"
+    "\\x{9FF0}-\\x{9FFF}\\x{A7C0}-\\x{A7C1}\\x{A7C7}-\\x{A7CD}\\x{A7D0}-\\x{A7D1}\\x{A7D3}"
+    "\\x{A7D5}-\\x{A7DC}\\x{A7F2}-\\x{A7F6}\\x{AB68}-\\x{AB69}\\x{10570}-\\x{1057A}\\x{1057C}-\\x{1058A}"
+    "\\x{1058C}-\\x{10592}\\x{10594}-\\x{10595}\\x{10597}-\\x{105A1}\\x{105A3}-\\x{105B1}\\x{105B3}-\\x{105B9}"
+    "\\x{105BB}-\\x{105BC}\\x{105C0}-\\x{105F3}\\x{10780}-\\x{10785}\\x{10787}-\\x{107B0}\\x{107B2}-\\x{107BA}"
+    "\\x{10D4A}-\\x{10D65}\\x{10D6F}-\\x{10D85}\\x{10E80}-\\x{10EA9}\\x{10EB0}-\\x{10EB1}\\x{10EC2}-\\x{10EC4}"
+    "\\x{10F70}-\\x{10F81}\\x{10FB0}-\\x{10FC4}\\x{11071}-\\x{11072}\\x{11075}\\x{11147}"
+    "\\x{1123F}-\\x{11240}\\x{11380}-\\x{11389}\\x{1138B}\\x{1138E}\\x{11390}-\\x{113B5}"
+    "\\x{113B7}\\x{113D1}\\x{113D3}\\x{11460}-\\x{11461}\\x{11740}-\\x{11746}"
+    "\\x{11900}-\\x{11906}\\x{11909}\\x{1190C}-\\x{11913}\\x{11915}-\\x{11916}\\x{11918}-\\x{1192F}"
+    "\\x{1193F}\\x{11941}\\x{11AB0}-\\x{11ABF}\\x{11BC0}-\\x{11BE0}\\x{11F02}"
+    "\\x{11F04}-\\x{11F10}\\x{11F12}-\\x{11F33}\\x{11FB0}\\x{12F90}-\\x{12FF0}\\x{1342F}"
+    "\\x{13441}-\\x{13446}\\x{13460}-\\x{143FA}\\x{16100}-\\x{1611D}\\x{16A70}-\\x{16ABE}\\x{16D40}-\\x{16D6C}"
+    "\\x{18AF3}-\\x{18CD5}\\x{18CFF}-\\x{18D08}\\x{1AFF0}-\\x{1AFF3}\\x{1AFF5}-\\x{1AFFB}\\x{1AFFD}-\\x{1AFFE}"
+    "\\x{1B11F}-\\x{1B122}\\x{1B132}\\x{1B155}\\x{1DF00}-\\x{1DF1E}\\x{1DF25}-\\x{1DF2A}"
+    "\\x{1E030}-\\x{1E06D}\\x{1E290}-\\x{1E2AD}\\x{1E4D0}-\\x{1E4EB}\\x{1E5D0}-\\x{1E5ED}\\x{1E5F0}"
+    "\\x{1E7E0}-\\x{1E7E6}\\x{1E7E8}-\\x{1E7EB}\\x{1E7ED}-\\x{1E7EE}\\x{1E7F0}-\\x{1E7FE}\\x{2A6D7}-\\x{2A6DF}"
+    "\\x{2B735}-\\x{2B739}\\x{2EBF0}-\\x{2EE5D}\\x{30000}-\\x{3134A}\\x{31350}-\\x{323AF}"
+;
+
+/* \p{N} of Unicode 16.0 beyond Unicode 12.1: 14 ranges */
+const char qhx_tok_extra_N[] =
+    "\\x{10D40}-\\x{10D49}\\x{10FC5}-\\x{10FCB}\\x{116D0}-\\x{116E3}\\x{11950}-\\x{11959}\\x{11BF0}-\\x{11BF9}"
+    "\\x{11F50}-\\x{11F59}\\x{16130}-\\x{16139}\\x{16AC0}-\\x{16AC9}\\x{16D70}-\\x{16D79}\\x{1CCF0}-\\x{1CCF9}"
+    "\\x{1D2C0}-\\x{1D2D3}\\x{1E4F0}-\\x{1E4F9}\\x{1E5F1}-\\x{1E5FA}\\x{1FBF0}-\\x{1FBF9}"
+;
+
+/* \p{M} of Unicode 16.0 beyond Unicode 12.1: 49 ranges */
+const char qhx_tok_extra_M[] =
+    "\\x{897}-\\x{89F}\\x{8CA}-\\x{8D2}\\x{B55}\\x{C3C}\\x{CF3}"
+    "\\x{D81}\\x{ECE}\\x{1715}\\x{180F}\\x{1ABF}-\\x{1ACE}"
+    "\\x{1DFA}\\x{A82C}\\x{10D69}-\\x{10D6D}\\x{10EAB}-\\x{10EAC}\\x{10EFC}-\\x{10EFF}"
+    "\\x{10F82}-\\x{10F85}\\x{11070}\\x{11073}-\\x{11074}\\x{110C2}\\x{111CE}-\\x{111CF}"
+    "\\x{11241}\\x{113B8}-\\x{113C0}\\x{113C2}\\x{113C5}\\x{113C7}-\\x{113CA}"
+    "\\x{113CC}-\\x{113D0}\\x{113D2}\\x{113E1}-\\x{113E2}\\x{11930}-\\x{11935}\\x{11937}-\\x{11938}"
+    "\\x{1193B}-\\x{1193E}\\x{11940}\\x{11942}-\\x{11943}\\x{11F00}-\\x{11F01}\\x{11F03}"
+    "\\x{11F34}-\\x{11F3A}\\x{11F3E}-\\x{11F42}\\x{11F5A}\\x{13440}\\x{13447}-\\x{13455}"
+    "\\x{1611E}-\\x{1612F}\\x{16FE4}\\x{16FF0}-\\x{16FF1}\\x{1CF00}-\\x{1CF2D}\\x{1CF30}-\\x{1CF46}"
+    "\\x{1E08F}\\x{1E2AE}\\x{1E4EC}-\\x{1E4EF}\\x{1E5EE}-\\x{1E5EF}"
+;
 
 int qhx_tok_nfc_maybe(uint32_t cp) {
     if (cp >= NFC_LIMIT) return 0;

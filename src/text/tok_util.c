@@ -74,6 +74,29 @@ uint64_t qhx_tok_hash(const void *data, size_t n) {
     return mix64(h);
 }
 
+/* Four independent lanes over 32-byte blocks, then folded; stable across platforms (bytes
+ * are read little-endian). Changing it changes the binary tokenizer format. */
+uint64_t qhx_tok_file_hash(const void *data, size_t n) {
+    const uint8_t *p = data;
+    const uint64_t P1 = 0x9e3779b185ebca87ull, P2 = 0xc2b2ae3d27d4eb4full;
+    uint64_t v[4] = {P1 + P2, P2, 0, 0 - P1};
+    size_t len = n;
+    while (n >= 32) {
+        for (int k = 0; k < 4; k++) {
+            uint64_t w = 0;
+            for (int b = 0; b < 8; b++) w |= (uint64_t)p[k * 8 + b] << (8 * b);
+            v[k] += w * P2;
+            v[k] = (v[k] << 31 | v[k] >> 33) * P1;
+        }
+        p += 32;
+        n -= 32;
+    }
+    uint64_t h = len * P1;
+    for (int k = 0; k < 4; k++) h = (h ^ mix64(v[k])) * P2;
+    while (n--) h = (h ^ *p++) * P1;
+    return mix64(h);
+}
+
 /* ---- UTF-8 ------------------------------------------------------------------------------ */
 
 int qhx_tok_utf8_next(const uint8_t *s, size_t n, uint32_t *cp) {

@@ -53,6 +53,20 @@ qhx_status qhx_tok_load(const char *path, qhx_tok **out /* OUT */, qhx_error *er
 qhx_status qhx_tok_load_buffer(const void *data, size_t size, const char *name,
                                qhx_tok **out /* OUT */, qhx_error *err);
 
+/* The binary form (".qhxtok"): the same tokenizer, laid out to be mapped and used in place;
+ * versioned, checksummed and fully validated on load. qhx_tok_load picks X.qhxtok over
+ * X.json when both exist and the binary records the size and hash of exactly that JSON file;
+ * a folder with only tokenizer.qhxtok loads it. Little-endian hosts only. */
+
+/* Write tok to `path` (atomically: a temporary file, then rename). The binary records the
+ * size and hash of the tokenizer.json tok was loaded from. */
+qhx_status qhx_tok_save(const qhx_tok *tok, const char *path, qhx_error *err);
+/* Load a binary form from a file (mapped; the map lives as long as the tokenizer). */
+qhx_status qhx_tok_load_binary(const char *path, qhx_tok **out /* OUT */, qhx_error *err);
+/* Load a binary form from memory (copied; the fuzzable entry). */
+qhx_status qhx_tok_load_binary_buffer(const void *data, size_t size, const char *name,
+                                      qhx_tok **out /* OUT */, qhx_error *err);
+
 /* Free a tokenizer; NULL allowed. No encode/decode may be running on it. */
 void qhx_tok_free(qhx_tok *tok);
 
