@@ -280,6 +280,32 @@ static qhx_status word(enc *e, const uint8_t *s, size_t n) {
     return QHX_OK;
 }
 
+/* For tests: BPE of one pre-token by the short-word (use_heap = 0) or the heap path. */
+qhx_status qhx_tok_bpe_path(qhx_tok *tok, const uint8_t *s, size_t n, int use_heap, tok_ids *out,
+                            qhx_error *err) {
+    enc e = {.tok = tok, .out = out, .err = err};
+    qhx_status rc = QHX_OK;
+    if (!grow_syms(&e, n ? n : 1)) rc = nomem(&e);
+    size_t m = 0;
+    for (size_t i = 0; !rc && i < n; i++)
+        if (tok->byte_id[s[i]] >= 0) e.syms[m++].id = tok->byte_id[s[i]];
+    if (!rc && !use_heap && m > BPE_SMALL) rc = qhx_fail(err, QHX_E_ARG, "word too long for the short path");
+    if (!rc) {
+        if (use_heap) m = bpe_large(&e, e.syms, m);
+        else {
+            int32_t tmp[BPE_SMALL], r[BPE_SMALL], mi[BPE_SMALL];
+            for (size_t i = 0; i < m; i++) tmp[i] = e.syms[i].id;
+            m = bpe_small(tok, tmp, r, mi, m);
+            for (size_t i = 0; i < m; i++) e.syms[i].id = tmp[i];
+        }
+        for (size_t i = 0; i < m && !rc; i++)
+            if (!qhx_tok_ids_push(out, e.syms[i].id)) rc = nomem(&e);
+    }
+    qhx_free(e.syms);
+    qhx_free(e.heap);
+    return rc;
+}
+
 /* ---- pre-tokenizer --------------------------------------------------------------------- */
 
 static size_t char_len(const uint8_t *s, size_t n) {

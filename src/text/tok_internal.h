@@ -208,6 +208,11 @@ qhx_status qhx_tok_finish(qhx_tok *tok, const char *name, qhx_error *err);
 int qhx_tok_is_binary(const void *data, size_t size);
 int qhx_tok_binary_matches(const char *bin_path, const void *src, size_t src_size);
 
+/* For tests: BPE of one pre-token (raw bytes) by the short-word path (use_heap = 0, at most
+ * 48 symbols) or the heap path; appends to out. */
+qhx_status qhx_tok_bpe_path(qhx_tok *tok, const uint8_t *s, size_t n, int use_heap, tok_ids *out,
+                            qhx_error *err);
+
 /* Compile a Split pattern taken from tokenizer.json (Oniguruma syntax) with PCRE2. */
 qhx_status qhx_tok_compile_split(qhx_tok *tok, const char *pat, size_t len, int literal,
                                  const char *where, tok_split *out, qhx_error *err);

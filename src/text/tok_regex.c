@@ -215,7 +215,8 @@ qhx_status qhx_tok_compile_split(qhx_tok *tok, const char *pat, size_t len, int 
     if (!re) {
         PCRE2_UCHAR msg[160];
         if (pcre2_get_error_message(ecode, msg, sizeof msg) < 0) strcpy((char *)msg, "error");
-        return qhx_fail(err, QHX_E_FORMAT, "%s: regex does not compile: %s", where, (const char *)msg);
+        return qhx_fail(err, ecode == PCRE2_ERROR_HEAP_FAILED ? QHX_E_NOMEM : QHX_E_FORMAT,
+                        "%s: regex does not compile: %s", where, (const char *)msg);
     }
     /* JIT where the platform has it; the interpreter gives the same matches otherwise */
     if (pcre2_jit_compile(re, PCRE2_JIT_COMPLETE) == 0) {
