@@ -188,12 +188,12 @@ qhx_status qhx_tok_compile_split(qhx_tok *tok, const char *pat, size_t len, int 
     if (qhx_tok_utf8_check((const uint8_t *)pat, len) != len)
         return qhx_fail(err, QHX_E_FORMAT, "%s: pattern is not UTF-8", where);
     tok_buf t = {0};
-    uint32_t opts = PCRE2_UTF | PCRE2_NO_UTF_CHECK | PCRE2_NEVER_BACKSLASH_C;
+    uint32_t opts = PCRE2_UTF | PCRE2_NO_UTF_CHECK;
     if (literal) {
         opts |= PCRE2_LITERAL;
         if (!qhx_tok_buf_put(&t, pat, len)) return qhx_fail(err, QHX_E_NOMEM, "%s: out of memory", where);
     } else {
-        opts |= PCRE2_UCP | PCRE2_MULTILINE;
+        opts |= PCRE2_UCP | PCRE2_MULTILINE | PCRE2_NEVER_BACKSLASH_C;
         qhx_status rc = translate(pat, len, &t, where, err);
         if (rc) {
             qhx_free(t.p);
