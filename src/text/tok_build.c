@@ -365,7 +365,7 @@ static int has_suffix(const char *s, const char *suf) {
 static char *binary_twin(const char *json_path) {
     size_t n = strlen(json_path);
     if (!has_suffix(json_path, ".json")) return NULL;
-    char *b = qhx_malloc(n + 2);
+    char *b = qhx_malloc(n - 5 + sizeof ".qhxtok");
     if (!b) return NULL;
     memcpy(b, json_path, n - 5);
     memcpy(b + n - 5, ".qhxtok", 8);

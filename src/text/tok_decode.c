@@ -43,7 +43,7 @@ qhx_status qhx_tok_decode(const qhx_tok *tok, const int32_t *ids, size_t n_ids, 
     qhx_status rc = decode_buf(tok, ids, n_ids, flags, &b, err);
     if (rc == QHX_OK) {
         *len_out = b.n;
-        if (b.n) memcpy(text, b.p, b.n < cap ? b.n : cap);
+        if (b.n && cap) memcpy(text, b.p, b.n < cap ? b.n : cap);
         if (b.n > cap)
             rc = qhx_fail(err, QHX_E_LIMIT, "tokenizer: text has %zu bytes, the buffer holds %zu",
                           b.n, cap);
@@ -107,7 +107,7 @@ qhx_status qhx_tok_stream_push(qhx_tok_stream *st, int32_t id, const char **text
     size_t used;
     if (!qhx_tok_utf8_lossy(&st->out, (const uint8_t *)st->pending.p, st->pending.n, true, &used))
         goto nomem;
-    memmove(st->pending.p, st->pending.p + used, st->pending.n - used);
+    if (used < st->pending.n) memmove(st->pending.p, st->pending.p + used, st->pending.n - used);
     st->pending.n -= used;
     *text = st->out.n ? st->out.p : "";
     *len = st->out.n;

@@ -560,7 +560,7 @@ qhx_status qhx_tok_encode(qhx_tok *tok, const char *text, size_t len, int32_t *i
     qhx_status rc = run(tok, text, len, &v, NULL, NULL, err);
     if (rc == QHX_OK) {
         *n_out = v.n;
-        if (v.n) memcpy(ids, v.p, (v.n < cap ? v.n : cap) * sizeof *ids);
+        if (v.n && cap) memcpy(ids, v.p, (v.n < cap ? v.n : cap) * sizeof *ids);
         if (v.n > cap)
             rc = qhx_fail(err, QHX_E_LIMIT, "tokenizer: text has %zu tokens, the buffer holds %zu",
                           v.n, cap);
