@@ -50,6 +50,179 @@ QHX_API const char *qhx_status_str(qhx_status code);
 /* Library version, e.g. "0.1.0". */
 QHX_API const char *qhx_version(void);
 
+
+/* ==== Usage ================================================================================
+ *
+ *   qhx_error err;
+ *   qhx_model *model;
+ *   if (qhx_model_open("bundle/qwen3.5-2b-1024.json", NULL, &model, &err)) { puts(err.msg); ... }
+ *   qhx_session *s;
+ *   qhx_session_params sp = qhx_session_default_params(model);
+ *   qhx_session_create(model, &sp, &s, &err);
+ *   qhx_session_feed_text(s, "The capital of France is", 24, &err);      // the prompt
+ *   qhx_generate_params gp = {.max_tokens = 32, .on_token = print_piece};
+ *   qhx_session_generate(s, &gp, NULL, &err);                            // streams tokens
+ *   qhx_session_free(s);
+ *   qhx_model_free(model);
+ *
+ * Threads: a model is immutable after open and may be shared; different sessions may run
+ * concurrently (each on the model's thread pool in turn); one session is not re-entrant.
+ * Ownership: pointers returned by *_logits / *_name are borrowed (valid until the owner is
+ * freed or the next mutating call on it); objects from *_open / *_create are owned and released
+ * by the matching *_free, which accepts NULL. */
+
+/* ==== Models =============================================================================== */
+
+typedef int32_t qhx_token;
+typedef struct qhx_model qhx_model;     /* immutable after open; shareable */
+typedef struct qhx_session qhx_session; /* one sequence: all mutable state */
+
+/* Instruction sets. QHX_ISA_BEST: the best the CPU and OS support; QHX_ISA_REF: the scalar
+ * reference kernels (the oracle every SIMD variant is tested against). */
+typedef enum qhx_isa { QHX_ISA_REF = 0, QHX_ISA_AVX2, QHX_ISA_AVX512, QHX_ISA_NEON, QHX_ISA_BEST } qhx_isa;
+
+/* How weights reach memory. */
+typedef enum qhx_weights_mode {
+    QHX_WEIGHTS_DEFAULT = 0, /* read into ordinary memory (measured faster here: BENCHMARKS.md) */
+    QHX_WEIGHTS_MMAP = 1,    /* used in place from a read-only mapping */
+    QHX_WEIGHTS_READ = 2     /* read into anonymous memory, huge pages where available */
+} qhx_weights_mode;
+
+typedef struct qhx_model_params {
+    qhx_isa max_isa;          /* QHX_ISA_BEST by default */
+    int n_threads;            /* 0: one per physical core */
+    qhx_weights_mode weights; /* QHX_WEIGHTS_DEFAULT */
+    int64_t max_context;      /* 0: the run plan's max_context */
+} qhx_model_params;
+
+QHX_API qhx_model_params qhx_model_default_params(void);
+
+/* Open a model from a manifest (*.json), a bundle folder holding exactly one manifest, or a
+ * Hugging Face checkpoint folder (config.json + *.safetensors + tokenizer.json). params may be
+ * NULL. Returns QHX_OK, or QHX_E_IO / QHX_E_FORMAT / QHX_E_UNSUPPORTED / QHX_E_NOMEM /
+ * QHX_E_LIMIT with err naming the file and field; *out is NULL on failure. */
+QHX_API qhx_status qhx_model_open(const char *path, const qhx_model_params *params,
+                                  qhx_model **out /* OUT, owned: qhx_model_free */, qhx_error *err);
+/* Free a model; every session on it must be freed first. NULL is a no-op. */
+QHX_API void qhx_model_free(qhx_model *model);
+
+QHX_API const char *qhx_model_family_name(const qhx_model *model); /* "qwen3_5", "qwen3_vl" */
+QHX_API int64_t qhx_model_n_vocab(const qhx_model *model);         /* logits per position */
+QHX_API int64_t qhx_model_max_context(const qhx_model *model);
+QHX_API int qhx_model_is_stop(const qhx_model *model, qhx_token token); /* 1 for a stop id */
+/* The id of an exact token string (e.g. "<|im_end|>"), or -1. */
+QHX_API qhx_token qhx_model_token_id(const qhx_model *model, const char *text);
+
+/* ==== Text ================================================================================= */
+
+/* Encode UTF-8 text (len bytes; invalid UTF-8 is refused with QHX_E_FORMAT naming the byte
+ * offset). Writes at most cap ids; *n_out is the full count. When it exceeds cap, returns
+ * QHX_E_LIMIT (cap == 0 with ids == NULL is a size query). */
+QHX_API qhx_status qhx_tokenize(const qhx_model *model, const char *text, size_t len,
+                                qhx_token *ids, size_t cap, size_t *n_out /* OUT */, qhx_error *err);
+/* Decode ids to UTF-8 (special tokens included). Writes at most cap bytes plus a NUL when it
+ * fits; *len_out is the full length (without NUL); QHX_E_LIMIT when cap <= length. */
+QHX_API qhx_status qhx_detokenize(const qhx_model *model, const qhx_token *ids, size_t n,
+                                  char *buf, size_t cap, size_t *len_out /* OUT */, qhx_error *err);
+
+typedef struct qhx_chat_msg {
+    const char *role;    /* "system" (first only), "user" or "assistant" */
+    const char *content; /* UTF-8, NUL-terminated */
+} qhx_chat_msg;
+
+/* Render a conversation in the model family's chat format (ChatML). add_generation_prompt
+ * ends it with the assistant header; thinking (Qwen3.5) opens "<think>\n" instead of the
+ * closed empty think block. Output as qhx_detokenize (size query with cap == 0). */
+QHX_API qhx_status qhx_chat_format(const qhx_model *model, const qhx_chat_msg *msgs, size_t n,
+                                   int add_generation_prompt, int thinking, char *buf, size_t cap,
+                                   size_t *len_out /* OUT */, qhx_error *err);
+
+/* ==== Sessions ============================================================================= */
+
+/* Sampling. Zero-initialised fields mean "off" (temperature 0 = greedy: argmax, lowest id on
+ * ties). Applied in the order of the Hugging Face logits processors: repetition penalty,
+ * temperature, top-k, top-p, min-p. The same seed gives the same tokens at any thread count. */
+typedef struct qhx_sample_params {
+    float temperature;     /* <= 0: greedy */
+    int32_t top_k;         /* 0: off */
+    float top_p;           /* 0 or 1: off; else (0, 1) */
+    float min_p;           /* 0: off; else (0, 1) */
+    float repeat_penalty;  /* 0 or 1: off; else > 0 (logit > 0 ? logit / p : logit * p) */
+    int32_t repeat_last_n; /* how many recent tokens the penalty sees; 0: 64 */
+    uint64_t seed;
+} qhx_sample_params;
+
+/* How a prompt goes through the model. */
+typedef enum qhx_prefill_mode {
+    QHX_PREFILL_CHUNKED = 0, /* batched projections + chunked delta rule (fast) */
+    QHX_PREFILL_DECODE = 1   /* one token at a time through the decode path (the seed's way) */
+} qhx_prefill_mode;
+
+typedef struct qhx_session_params {
+    int64_t n_ctx;     /* most tokens the session may hold; 0: the model's max context */
+    int64_t n_batch;   /* most tokens per internal prefill step; 0: min(n_ctx, 512) */
+    qhx_sample_params sampling;
+    qhx_prefill_mode prefill;
+    int (*abort_cb)(void *user); /* polled between layers and tokens; non-zero: QHX_E_ABORTED */
+    void *abort_user;
+} qhx_session_params;
+
+/* Defaults from the model's run plan (its generation defaults for sampling). */
+QHX_API qhx_session_params qhx_session_default_params(const qhx_model *model);
+
+/* Create a session (KV cache, recurrent state, scratch: all allocated here, once). */
+QHX_API qhx_status qhx_session_create(const qhx_model *model, const qhx_session_params *params,
+                                      qhx_session **out /* OUT, owned: qhx_session_free */,
+                                      qhx_error *err);
+QHX_API void qhx_session_free(qhx_session *s); /* NULL is a no-op */
+/* Start over: position 0, empty state, sampler reseeded. */
+QHX_API void qhx_session_reset(qhx_session *s);
+QHX_API int64_t qhx_session_n_past(const qhx_session *s); /* tokens in the state */
+QHX_API int64_t qhx_session_n_ctx(const qhx_session *s);
+
+/* Feed tokens (a prompt or a new chat turn) after what the session holds. QHX_E_LIMIT when
+ * they would pass n_ctx (nothing is fed then); QHX_E_ARG for an id outside the vocabulary. */
+QHX_API qhx_status qhx_session_feed(qhx_session *s, const qhx_token *ids, size_t n, qhx_error *err);
+/* Tokenize and feed text. */
+QHX_API qhx_status qhx_session_feed_text(qhx_session *s, const char *text, size_t len, qhx_error *err);
+/* Logits (n_vocab,) after the last fed token. Borrowed until the next mutating call. */
+QHX_API const float *qhx_session_logits(const qhx_session *s);
+/* Sample the next token from the current logits with the session's sampler (not fed). */
+QHX_API qhx_token qhx_session_sample(qhx_session *s);
+
+/* Called for each generated token with its text (complete UTF-8 only; may be empty while a
+ * character is split across tokens). Return non-zero to stop after this token. */
+typedef int (*qhx_token_cb)(void *user, qhx_token token, const char *text, size_t len);
+
+typedef struct qhx_generate_params {
+    int64_t max_tokens;  /* > 0 */
+    int ignore_stop;     /* do not stop on the run plan's stop ids */
+    qhx_token_cb on_token;
+    void *user;
+} qhx_generate_params;
+
+typedef enum qhx_stop_reason { QHX_STOP_LENGTH = 0, QHX_STOP_TOKEN, QHX_STOP_CALLBACK } qhx_stop_reason;
+
+typedef struct qhx_generate_stats {
+    int64_t n_prompt;      /* tokens fed by feed calls since the last generate */
+    int64_t n_generated;   /* tokens returned through on_token */
+    double prefill_ms, decode_ms;
+    qhx_stop_reason stop;
+} qhx_generate_stats;
+
+/* Generate up to max_tokens tokens after the fed prompt. The sampled stop token (if any) is
+ * not reported; it is fed at the start of the next feed, so a chat continues in ChatML.
+ * QHX_E_LIMIT before anything is generated when n_past + max_tokens would pass n_ctx.
+ * stats may be NULL. */
+QHX_API qhx_status qhx_session_generate(qhx_session *s, const qhx_generate_params *params,
+                                        qhx_generate_stats *stats /* OUT */, qhx_error *err);
+
+/* Save the session (state, position, sampler, history) to a file: versioned, checksummed,
+ * written to a temporary file and renamed. Restore refuses a file made for another model or
+ * a different n_ctx, a corrupt or truncated file; the session is unchanged on failure. */
+QHX_API qhx_status qhx_session_save(const qhx_session *s, const char *path, qhx_error *err);
+QHX_API qhx_status qhx_session_restore(qhx_session *s, const char *path, qhx_error *err);
+
 #ifdef __cplusplus
 }
 #endif

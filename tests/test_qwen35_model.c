@@ -143,7 +143,23 @@ static void test_config(void) {
 
 /* ---- checkpoint layouts ------------------------------------------------------------------ */
 
-/* Write DIR/config.json (a copy of the fixture's) and DIR/model.safetensors from the fixture's
+/* Copy src_dir/name to dst_dir/name; 0 on success. */
+static int copy_file(const char *src_dir, const char *dst_dir, const char *name) {
+    qhx_error err = {0};
+    char *src = qhx_path_join(src_dir, name), *dst = qhx_path_join(dst_dir, name);
+    char *buf = NULL;
+    size_t len = 0;
+    int ok = src && dst && qhx_file_read_all(src, 64 << 20, &buf, &len, &err) == QHX_OK;
+    FILE *f = ok ? fopen(dst, "wb") : NULL;
+    ok = f && fwrite(buf, 1, len, f) == len;
+    if (f) ok = !fclose(f) && ok;
+    qhx_free(buf);
+    qhx_free(src);
+    qhx_free(dst);
+    return ok ? 0 : -1;
+}
+
+/* Write DIR/config.json and DIR/tokenizer.json (copies of the fixture's) and DIR/model.safetensors from the fixture's
  * tensors: names with prefix `from` renamed to `to`, spaces after the header JSON so that the
  * data section starts at a file offset = `mis` mod 8 (1, 2: misaligned f32 / bf16 data), and
  * lm_head.weight = a copy of the embedding if asked. */
@@ -152,16 +168,7 @@ static int write_variant(const char *src, const char *dir, const char *from, con
     qhx_error err = {0};
     qhx_st_set *set = NULL;
     if (qhx_st_open(src, &set, &err)) return -1;
-    char *cfg_src = qhx_path_join(src, "config.json"), *cfg_dst = qhx_path_join(dir, "config.json");
-    char *buf = NULL;
-    size_t len = 0;
-    int ok = qhx_file_read_all(cfg_src, 1 << 20, &buf, &len, &err) == QHX_OK;
-    FILE *f = ok ? fopen(cfg_dst, "wb") : NULL;
-    ok = f && fwrite(buf, 1, len, f) == len;
-    if (f) ok = !fclose(f) && ok;
-    qhx_free(buf);
-    qhx_free(cfg_src);
-    qhx_free(cfg_dst);
+    int ok = copy_file(src, dir, "config.json") == 0 && copy_file(src, dir, "tokenizer.json") == 0;
 
     json_t *hdr = json_object();
     uint64_t off = 0;
@@ -188,7 +195,7 @@ static int write_variant(const char *src, const char *dir, const char *from, con
     }
     char *js = ok ? json_dumps(hdr, JSON_COMPACT) : NULL;
     char *st_path = qhx_path_join(dir, "model.safetensors");
-    f = js ? fopen(st_path, "wb") : NULL;
+    FILE *f = js ? fopen(st_path, "wb") : NULL;
     ok = f != NULL;
     if (ok) {
         int pad = (int)((8 + (uint64_t)mis - (8 + strlen(js)) % 8) % 8);
@@ -211,12 +218,13 @@ static int write_variant(const char *src, const char *dir, const char *from, con
 }
 
 static void remove_variant(const char *dir) {
-    char *a = qhx_path_join(dir, "config.json"), *b = qhx_path_join(dir, "model.safetensors");
-    unlink(a);
-    unlink(b);
+    const char *names[] = {"config.json", "tokenizer.json", "model.safetensors"};
+    for (int i = 0; i < 3; i++) {
+        char *p = qhx_path_join(dir, names[i]);
+        if (p) unlink(p);
+        qhx_free(p);
+    }
     rmdir(dir);
-    qhx_free(a);
-    qhx_free(b);
 }
 
 static void test_layouts(const char *fx) {
@@ -259,7 +267,7 @@ static void test_interface(void) {
     CHECK(m == NULL);
     CHECK_EQ(qhx_model_open(fx_f32, NULL, &m, &err), QHX_OK);
     if (!m) return;
-    CHECK_EQ(qhx_model_family(m), QHX_FAMILY_QWEN35);
+    CHECK_EQ(qhx_model_family(m), QHX_FAMILY_QWEN3_5);
     CHECK(qhx_model_find_tensor(m, "mtp.fc.weight") != NULL); /* MTP stays reachable */
     CHECK(qhx_model_find_tensor(m, "no.such.tensor") == NULL);
     qhx_model_state *st = NULL;

@@ -35,6 +35,8 @@ static void test_params(void) {
     p = qhx_sample_default_params();
     p.min_p = 1.0f;
     CHECK_EQ(qhx_sample_params_check(&p, &err), QHX_E_ARG);
+    qhx_sample_params zero = {0}; /* all-zero parameters: greedy, everything off */
+    CHECK_EQ(qhx_sample_params_check(&zero, &err), QHX_OK);
 }
 
 /* Empirical frequencies over `draws` vs expected probabilities; max abs error returned. */

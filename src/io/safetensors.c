@@ -261,6 +261,8 @@ qhx_status qhx_st_parse(const uint8_t *buf, size_t len, const char *label, qhx_s
 
 /* Add one mapped file to the set. */
 static qhx_status add_file(qhx_st_set *s, const char *path, qhx_error *err) {
+    for (int i = 0; i < s->n_files; i++) /* already part of the set (shared by two artifacts) */
+        if (!strcmp(s->paths[i], path)) return QHX_OK;
     if (s->n_files >= QHX_ST_MAX_SHARDS)
         return qhx_fail(err, QHX_E_LIMIT, "%s: more than %d shard files", path, QHX_ST_MAX_SHARDS);
     char **paths = qhx_realloc(s->paths, (size_t)(s->n_files + 1) * sizeof *paths);
@@ -324,8 +326,10 @@ static qhx_status open_dir_all(qhx_st_set *s, const char *dir, qhx_error *err) {
     return rc;
 }
 
-/* model.safetensors.index.json: {"weight_map": {tensor: file}}; files relative to its folder. */
-static qhx_status open_index(qhx_st_set *s, const char *index_path, qhx_error *err) {
+/* model.safetensors.index.json: {"weight_map": {tensor: file}}; files relative to its folder.
+ * With verify false, open every file it names; with verify true (after the set's name index is
+ * built), check that every mapped tensor is in the file the map names. */
+static qhx_status index_pass(qhx_st_set *s, const char *index_path, bool verify, qhx_error *err) {
     json_t *root = qhx_json_load_file(index_path, err);
     if (!root) return err ? err->code : QHX_E_FORMAT;
     qhx_status rc = QHX_OK;
@@ -340,32 +344,23 @@ static qhx_status open_index(qhx_st_set *s, const char *index_path, qhx_error *e
     }
     const char *tname;
     json_t *fv;
-    json_object_foreach(wm, tname, fv) { /* open each distinct file once, in first-seen order */
+    json_object_foreach(wm, tname, fv) {
         const char *f = json_is_string(fv) ? json_string_value(fv) : NULL;
         if (!f || !*f || strchr(f, '/') || !strcmp(f, "..")) {
             rc = qhx_fail(err, QHX_E_FORMAT, "%s: weight_map.%s: expected a file name in this folder", index_path, tname);
             goto done;
         }
-        int seen = 0;
-        for (int i = 0; i < s->n_files && !seen; i++) {
-            const char *base = strrchr(s->paths[i], '/');
-            seen = !strcmp(base ? base + 1 : s->paths[i], f);
-        }
-        if (seen) continue;
         char *p = qhx_path_join(dir, f);
-        rc = p ? add_file(s, p, err) : qhx_fail(err, QHX_E_NOMEM, "out of memory");
+        if (!p) { rc = qhx_fail(err, QHX_E_NOMEM, "out of memory"); goto done; }
+        if (!verify) {
+            rc = add_file(s, p, err);
+        } else {
+            const qhx_st_tensor *t = qhx_st_find(s, tname);
+            if (!t || strcmp(s->paths[t->file_index], p))
+                rc = qhx_fail(err, QHX_E_FORMAT, "%s: tensor '%s' is not in %s", index_path, tname, f);
+        }
         qhx_free(p);
         if (rc != QHX_OK) goto done;
-    }
-    if ((rc = build_index(s, err)) != QHX_OK) goto done;
-    json_object_foreach(wm, tname, fv) { /* every mapped name must be in its file */
-        const qhx_st_tensor *t = qhx_st_find(s, tname);
-        const char *f = json_string_value(fv);
-        const char *base = t ? strrchr(s->paths[t->file_index], '/') : NULL;
-        if (!t || strcmp(base ? base + 1 : s->paths[t->file_index], f)) {
-            rc = qhx_fail(err, QHX_E_FORMAT, "%s: tensor '%s' is not in %s", index_path, tname, f);
-            goto done;
-        }
     }
 done:
     qhx_free(dir);
@@ -373,34 +368,51 @@ done:
     return rc;
 }
 
-qhx_status qhx_st_open(const char *path, qhx_st_set **out, qhx_error *err) {
-    *out = NULL;
-    qhx_st_set *s = set_new();
-    if (!s) return qhx_fail(err, QHX_E_NOMEM, "out of memory");
+/* Add one path (file, index, or folder) to s; *index_out gets a new string naming an index to
+ * verify later, or NULL. */
+static qhx_status open_into(qhx_st_set *s, const char *path, char **index_out, qhx_error *err) {
+    *index_out = NULL;
     qhx_status rc;
-    int indexed = 0;
     if (qhx_path_is_dir(path)) {
         char *idx = qhx_path_join(path, "model.safetensors.index.json");
         char *one = qhx_path_join(path, "model.safetensors");
         if (!idx || !one) rc = qhx_fail(err, QHX_E_NOMEM, "out of memory");
-        else if (qhx_path_is_file(idx)) { rc = open_index(s, idx, err); indexed = 1; }
+        else if (qhx_path_is_file(idx)) { rc = index_pass(s, idx, false, err); *index_out = idx; idx = NULL; }
         else if (qhx_path_is_file(one)) rc = add_file(s, one, err);
         else rc = open_dir_all(s, path, err);
         qhx_free(idx);
         qhx_free(one);
     } else if (has_suffix(path, ".json")) {
-        rc = open_index(s, path, err);
-        indexed = 1;
+        rc = index_pass(s, path, false, err);
+        if (!(*index_out = qhx_strdup(path)) && rc == QHX_OK) rc = qhx_fail(err, QHX_E_NOMEM, "out of memory");
     } else {
         rc = add_file(s, path, err);
     }
-    if (rc == QHX_OK && !indexed) rc = build_index(s, err);
+    return rc;
+}
+
+qhx_status qhx_st_open_many(const char *const *paths, int n_paths, qhx_st_set **out, qhx_error *err) {
+    *out = NULL;
+    if (n_paths < 1 || n_paths > QHX_ST_MAX_SHARDS) return qhx_fail(err, QHX_E_ARG, "safetensors: %d paths", n_paths);
+    qhx_st_set *s = set_new();
+    char **indexes = qhx_calloc((size_t)n_paths, sizeof *indexes);
+    qhx_status rc = (!s || !indexes) ? qhx_fail(err, QHX_E_NOMEM, "out of memory") : QHX_OK;
+    for (int i = 0; rc == QHX_OK && i < n_paths; i++) rc = open_into(s, paths[i], &indexes[i], err);
+    if (rc == QHX_OK) rc = build_index(s, err);
+    for (int i = 0; rc == QHX_OK && i < n_paths; i++)
+        if (indexes[i]) rc = index_pass(s, indexes[i], true, err);
+    for (int i = 0; indexes && i < n_paths; i++) qhx_free(indexes[i]);
+    qhx_free(indexes);
     if (rc != QHX_OK) {
         qhx_st_free(s);
         return rc;
     }
     *out = s;
     return QHX_OK;
+}
+
+qhx_status qhx_st_open(const char *path, qhx_st_set **out, qhx_error *err) {
+    return qhx_st_open_many(&path, 1, out, err);
 }
 
 /* ---- queries ------------------------------------------------------------------ */

@@ -39,6 +39,11 @@ qhx_status qhx_st_parse(const uint8_t *buf, size_t len, const char *label,
  * (index first, then model.safetensors, then every *.safetensors in name order). */
 qhx_status qhx_st_open(const char *path, qhx_st_set **out /* OUT */, qhx_error *err);
 
+/* Open several paths (each as qhx_st_open takes them) as one set; a file named twice is opened
+ * once, a tensor name found in two files is refused. */
+qhx_status qhx_st_open_many(const char *const *paths, int n_paths, qhx_st_set **out /* OUT */,
+                            qhx_error *err);
+
 void qhx_st_free(qhx_st_set *set); /* NULL allowed; unmaps */
 
 int64_t qhx_st_n_tensors(const qhx_st_set *set);

@@ -8,6 +8,8 @@
 #ifndef QHX_KERNELS_H
 #define QHX_KERNELS_H
 
+#include "qhx.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -41,7 +43,7 @@ typedef void (*qhx_matmul_fn)(const qhx_weight *w, const float *X, int64_t ldx, 
 /* out[c] = W[r, c] widened to f32, c in [0, cols). out: (cols,). Embedding lookup. */
 typedef void (*qhx_row_fn)(const qhx_weight *w, int64_t r, float *out);
 
-typedef enum qhx_isa { QHX_ISA_REF = 0, QHX_ISA_AVX2, QHX_ISA_AVX512, QHX_ISA_NEON, QHX_ISA_BEST } qhx_isa;
+/* qhx_isa (QHX_ISA_REF ... QHX_ISA_BEST) is public: include/qhx.h. */
 
 typedef struct qhx_kernels {
     qhx_isa isa;                       /* the best ISA in use */

@@ -6,6 +6,17 @@
 #include "io/json.h"
 #include "models/model.h"
 
+/* A piece of a state's persistent memory (for session save/restore): n_rows rows of row_bytes.
+ * per_token: row r belongs to position r, so only rows [0, n_past) carry information. */
+struct qhx_state_region {
+    void *data;
+    size_t row_bytes;
+    int64_t n_rows;
+    bool per_token;
+};
+
+#define QHX_STATE_MAX_REGIONS 4096
+
 typedef struct qhx_model_vt {
     void (*free_impl)(void *impl);
     qhx_status (*state_create)(qhx_model_state *st, qhx_error *err); /* fills st->impl */
@@ -13,6 +24,9 @@ typedef struct qhx_model_vt {
     void (*state_reset)(qhx_model_state *st);
     qhx_status (*forward)(const qhx_model *m, qhx_model_state *st, const int32_t *ids, int64_t n,
                           const qhx_forward_opts *opts, qhx_error *err);
+    /* Describe the persistent state (caches, recurrent state) as regions; returns the count
+     * written (at most cap). Everything else in a state is scratch. */
+    int (*state_regions)(const qhx_model_state *st, qhx_state_region *out, int cap);
 } qhx_model_vt;
 
 struct qhx_model {
@@ -23,6 +37,11 @@ struct qhx_model {
     qhx_kernels kern;
     const qhx_st_set *weights; /* the checkpoint's tensors; owned by impl */
     void *impl;                /* family-owned: bound weights, mapping */
+    /* Set by the public open (runtime/model_api.c); NULL when a family is opened directly. */
+    struct qhx_plan *plan;     /* the run plan (owned) */
+    struct qhx_tok *tok;       /* the tokenizer (owned) */
+    struct qhx_pool *pool;     /* worker threads (owned) */
+    int64_t max_context;       /* plan's, or the caller's override */
 };
 
 struct qhx_model_state {
@@ -39,8 +58,9 @@ struct qhx_model_state {
 qhx_status qhx_qwen35_parse_config(const json_t *root, const char *label, qhx_model_config *cfg,
                                    qhx_error *err);
 
-/* Bind the weights of the checkpoint folder `dir` (config already in m->cfg) into m->impl and
+/* Bind the weights of the tensor set `set` (owned from the call on; config already in m->cfg)
+ * into m->impl and
  * set m->vt. */
-qhx_status qhx_qwen35_open(qhx_model *m, const char *dir, qhx_error *err);
+qhx_status qhx_qwen35_open(qhx_model *m, qhx_st_set *set, const char *label, qhx_error *err);
 
 #endif

@@ -4,62 +4,93 @@
 
 #include "core/alloc.h"
 #include "core/file.h"
+#include "core/pool.h"
+#include "io/manifest.h"
+#include "text/tokenizer.h"
 
 #include <string.h>
 
 qhx_model_params qhx_model_default_params(void) {
-    qhx_model_params p = {.max_isa = QHX_ISA_BEST, .n_threads = 1};
+    qhx_model_params p = {.max_isa = QHX_ISA_BEST, .n_threads = 0, .weights = QHX_WEIGHTS_DEFAULT, .max_context = 0};
     return p;
+}
+
+/* Open every safetensors artifact of the plan (decoder, embedding, lm-head, vision) as one set. */
+static qhx_status open_weights(const qhx_plan *plan, qhx_st_set **out, qhx_error *err) {
+    const char *paths[QHX_ART_ROLE_COUNT];
+    int n = 0;
+    for (int r = 0; r < QHX_ART_ROLE_COUNT; r++) {
+        const qhx_plan_file *f = &plan->artifacts[r];
+        if (!f->present) continue;
+        if (f->format != QHX_ART_SAFETENSORS)
+            return qhx_fail(err, QHX_E_UNSUPPORTED, "%s: artifacts.%s: format '%s' is not supported by the CPU backend",
+                            plan->label, qhx_art_role_name((qhx_art_role)r), qhx_art_format_name(f->format));
+        if (!f->path) return qhx_fail(err, QHX_E_ARG, "%s: artifacts.%s: no path", plan->label, qhx_art_role_name((qhx_art_role)r));
+        paths[n++] = f->path;
+    }
+    return qhx_st_open_many(paths, n, out, err);
+}
+
+/* Bind the family's weights; the family decides from the text config. */
+static qhx_status open_family(qhx_model *m, const qhx_plan *plan, qhx_error *err) {
+    const char *label = plan->model_config.path ? plan->model_config.path : plan->label;
+    qhx_st_set *set = NULL;
+    qhx_status rc;
+    switch (plan->family) {
+    case QHX_FAMILY_QWEN3_5:
+        m->family = QHX_FAMILY_QWEN3_5;
+        if ((rc = qhx_qwen35_parse_config(plan->config, label, &m->cfg, err))) return rc;
+        if ((rc = open_weights(plan, &set, err))) return rc;
+        return qhx_qwen35_open(m, set, plan->label, err);
+    default:
+        return qhx_fail(err, QHX_E_UNSUPPORTED, "%s: family '%s' is not supported by this build", plan->label,
+                        qhx_family_name(plan->family));
+    }
 }
 
 qhx_status qhx_model_open(const char *path, const qhx_model_params *params, qhx_model **out,
                           qhx_error *err) {
     *out = NULL;
     if (!path) return qhx_fail(err, QHX_E_ARG, "model path is NULL");
-    if (!qhx_path_is_dir(path))
-        return qhx_fail(err, QHX_E_IO, "%s: not a checkpoint folder (expected config.json and *.safetensors)", path);
-    char *cfg_path = qhx_path_join(path, "config.json");
-    if (!cfg_path) return qhx_fail(err, QHX_E_NOMEM, "out of memory");
-    qhx_model *m = NULL;
-    qhx_status rc = QHX_OK;
-    json_t *root = qhx_json_load_file(cfg_path, err);
-    if (!root) {
-        rc = err && err->code ? err->code : QHX_E_FORMAT;
+    qhx_model_params p = params ? *params : qhx_model_default_params();
+    if (p.n_threads < 0 || p.n_threads > QHX_POOL_MAX_THREADS)
+        return qhx_fail(err, QHX_E_ARG, "n_threads %d is outside [0, %d]", p.n_threads, QHX_POOL_MAX_THREADS);
+    if ((unsigned)p.max_isa > QHX_ISA_BEST) return qhx_fail(err, QHX_E_ARG, "max_isa %d is not an instruction set", (int)p.max_isa);
+    if (p.max_context < 0) return qhx_fail(err, QHX_E_ARG, "max_context %lld is negative", (long long)p.max_context);
+    qhx_model *m = qhx_calloc(1, sizeof *m);
+    if (!m) return qhx_fail(err, QHX_E_NOMEM, "out of memory");
+    m->params = p;
+    qhx_kern_select(p.max_isa, &m->kern);
+    qhx_status rc = qhx_plan_open(path, &m->plan, err);
+    if (rc) goto fail;
+    if (!m->plan->config) {
+        rc = qhx_fail(err, QHX_E_FORMAT, "%s: the run plan has no model configuration", m->plan->label);
         goto fail;
     }
-    m = qhx_calloc(1, sizeof *m);
-    if (!m) {
-        rc = qhx_fail(err, QHX_E_NOMEM, "out of memory");
+    m->max_context = p.max_context ? p.max_context : m->plan->max_context;
+    if ((rc = open_family(m, m->plan, err))) goto fail;
+    if (m->plan->tokenizer.present && m->plan->tokenizer.path &&
+        (rc = qhx_tok_load(m->plan->tokenizer.path, &m->tok, err)))
+        goto fail;
+    if (m->tok && qhx_tok_n_vocab(m->tok) > qhx_model_n_vocab(m)) {
+        rc = qhx_fail(err, QHX_E_FORMAT, "%s: the tokenizer has %d ids but the model only %lld embedding rows",
+                      m->plan->tokenizer.path, qhx_tok_n_vocab(m->tok), (long long)qhx_model_n_vocab(m));
         goto fail;
     }
-    m->params = params ? *params : qhx_model_default_params();
-    qhx_kern_select(m->params.max_isa, &m->kern);
-
-    const char *model_type = NULL;
-    if ((rc = qhx_json_get_str(root, "model_type", cfg_path, "", true, &model_type, err))) goto fail;
-    if (!strcmp(model_type, "qwen3_5") || !strcmp(model_type, "qwen3_5_text")) {
-        m->family = QHX_FAMILY_QWEN35;
-        if ((rc = qhx_qwen35_parse_config(root, cfg_path, &m->cfg, err))) goto fail;
-        if ((rc = qhx_qwen35_open(m, path, err))) goto fail;
-    } else {
-        rc = qhx_fail(err, QHX_E_UNSUPPORTED, "%s: model_type: '%s' is not supported (supported: qwen3_5, qwen3_5_text)",
-                      cfg_path, model_type);
-        goto fail;
-    }
-    json_decref(root);
-    qhx_free(cfg_path);
+    if ((rc = qhx_pool_create(p.n_threads, &m->pool, err))) goto fail;
     *out = m;
     return QHX_OK;
 fail:
     qhx_model_free(m);
-    json_decref(root);
-    qhx_free(cfg_path);
     return rc;
 }
 
 void qhx_model_free(qhx_model *m) {
     if (!m) return;
     if (m->vt && m->impl) m->vt->free_impl(m->impl);
+    qhx_pool_free(m->pool);
+    qhx_tok_free(m->tok);
+    qhx_plan_free(m->plan);
     qhx_free(m);
 }
 
@@ -123,4 +154,8 @@ qhx_status qhx_model_forward(const qhx_model *m, qhx_model_state *st, const int3
                             (long long)i, ids[i], (long long)m->cfg.vocab_size);
     static const qhx_forward_opts none = {0};
     return m->vt->forward(m, st, ids, n, opts ? opts : &none, err);
+}
+
+int qhx_model_state_regions(const qhx_model_state *st, qhx_state_region *out, int cap) {
+    return st->m->vt->state_regions ? st->m->vt->state_regions(st, out, cap) : 0;
 }

@@ -19,6 +19,7 @@
 #define QHX_MODELS_MODEL_H
 
 #include "core/status.h"
+#include "io/manifest.h"
 #include "io/safetensors.h"
 #include "kernels/kernels.h"
 
@@ -27,9 +28,7 @@
 
 #define QHX_MODEL_MAX_LAYERS 1024
 
-typedef enum qhx_family {
-    QHX_FAMILY_QWEN35 = 1, /* Qwen3.5: Gated DeltaNet + gated attention hybrid (text tower) */
-} qhx_family;
+/* qhx_family (QHX_FAMILY_QWEN3_5, QHX_FAMILY_QWEN3_VL) comes from the run plan: io/manifest.h. */
 
 typedef enum qhx_layer_type {
     QHX_LAYER_LINEAR_ATTENTION = 0, /* Gated DeltaNet mixer */
@@ -69,12 +68,7 @@ typedef struct qhx_model_config {
 typedef struct qhx_model qhx_model;             /* opaque, immutable after open */
 typedef struct qhx_model_state qhx_model_state; /* opaque, per sequence */
 
-typedef struct qhx_model_params {
-    qhx_isa max_isa;   /* QHX_ISA_BEST by default; QHX_ISA_REF forces the scalar oracle */
-    int n_threads;     /* accepted; matmuls run on the calling thread until the pool lands */
-} qhx_model_params;
-
-qhx_model_params qhx_model_default_params(void);
+/* qhx_model_params and qhx_model_default_params are public: include/qhx.h. */
 
 /* Open a Hugging Face checkpoint folder (config.json + *.safetensors). The family comes from
  * config.json model_type. Weights are used in place from the mapping (copied only where a
@@ -129,6 +123,10 @@ typedef struct qhx_forward_opts {
     int (*abort_cb)(void *user); /* optional: non-zero between layers -> QHX_E_ABORTED */
     void *abort_cb_user;
 } qhx_forward_opts;
+
+/* The persistent parts of st (for save/restore); returns the count written, at most cap. */
+typedef struct qhx_state_region qhx_state_region;
+int qhx_model_state_regions(const qhx_model_state *st, qhx_state_region *out, int cap);
 
 /* Feed n >= 1 tokens ids (n,) at positions n_past .. n_past + n - 1, updating st. n == 1 takes
  * the single-token decode path (recurrent delta rule); n > 1 the prompt path (batched

@@ -321,7 +321,7 @@ static qhx_status bind_layer(q35_model *q, const qhx_model *m, const char *pre, 
 
 static const qhx_model_vt Q35_VT;
 
-qhx_status qhx_qwen35_open(qhx_model *m, const char *dir, qhx_error *err) {
+qhx_status qhx_qwen35_open(qhx_model *m, qhx_st_set *set, const char *dir, qhx_error *err) {
     const qhx_model_config *c = &m->cfg;
     q35_model *q = qhx_calloc(1, sizeof *q);
     if (!q) return qhx_fail(err, QHX_E_NOMEM, "out of memory");
@@ -350,8 +350,9 @@ qhx_status qhx_qwen35_open(qhx_model *m, const char *dir, qhx_error *err) {
     d->rep = d->nv / d->nk;
     d->eps = (float)c->rms_norm_eps;
 
-    qhx_status rc = qhx_st_open(dir, &q->set, err);
-    if (rc) return rc;
+    q->set = set; /* owned from here on, also on failure */
+    m->weights = set;
+    qhx_status rc;
 
     /* text weights live under model.language_model. (VLM checkpoint) or model. (text-only) */
     const char *pre = "model.language_model.";
@@ -504,6 +505,21 @@ static void q35_state_free(void *impl) {
 static void q35_state_reset(qhx_model_state *st) {
     q35_state *s = st->impl;
     memset(s->block, 0, s->persist_floats * sizeof(float));
+}
+
+static int q35_state_regions(const qhx_model_state *st, qhx_state_region *out, int cap) {
+    const q35_model *q = st->m->impl;
+    const q35_dims *d = &q->d;
+    q35_state *s = st->impl;
+    int n = 0;
+    size_t kv_row = (size_t)d->kv_dim * sizeof(float);
+    for (int64_t l = 0; l < 2 * d->n_full && n < cap; l++) /* K then V of each attention layer */
+        out[n++] = (qhx_state_region){s->kv + l * st->n_ctx * d->kv_dim, kv_row, st->n_ctx, true};
+    if (n < cap)
+        out[n++] = (qhx_state_region){s->conv, (size_t)d->conv_dim * sizeof(float), d->n_lin * (d->K - 1), false};
+    if (n < cap)
+        out[n++] = (qhx_state_region){s->ssm, (size_t)(d->dk * d->dv) * sizeof(float), d->n_lin * d->nv, false};
+    return n;
 }
 
 /* ---- forward ----------------------------------------------------------------------------- */
@@ -684,4 +700,5 @@ static const qhx_model_vt Q35_VT = {
     .state_free = q35_state_free,
     .state_reset = q35_state_reset,
     .forward = q35_forward,
+    .state_regions = q35_state_regions,
 };

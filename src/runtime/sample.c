@@ -31,12 +31,12 @@ qhx_sample_params qhx_sample_default_params(void) {
 qhx_status qhx_sample_params_check(const qhx_sample_params *p, qhx_error *err) {
     if (!(p->temperature >= 0.0f) || !isfinite(p->temperature))
         return qhx_fail(err, QHX_E_ARG, "temperature = %g: must be >= 0", p->temperature);
-    if (!(p->top_p > 0.0f && p->top_p <= 1.0f))
-        return qhx_fail(err, QHX_E_ARG, "top_p = %g: must be in (0, 1]", p->top_p);
+    if (!(p->top_p >= 0.0f && p->top_p <= 1.0f))
+        return qhx_fail(err, QHX_E_ARG, "top_p = %g: must be in [0, 1]", p->top_p);
     if (!(p->min_p >= 0.0f && p->min_p < 1.0f))
         return qhx_fail(err, QHX_E_ARG, "min_p = %g: must be in [0, 1)", p->min_p);
-    if (!(p->repeat_penalty > 0.0f) || !isfinite(p->repeat_penalty))
-        return qhx_fail(err, QHX_E_ARG, "repeat_penalty = %g: must be > 0", p->repeat_penalty);
+    if (!(p->repeat_penalty >= 0.0f) || !isfinite(p->repeat_penalty))
+        return qhx_fail(err, QHX_E_ARG, "repeat_penalty = %g: must be >= 0", p->repeat_penalty);
     if (p->top_k < 0) return qhx_fail(err, QHX_E_ARG, "top_k = %d: must be >= 0", p->top_k);
     if (p->repeat_last_n < 0 || p->repeat_last_n > 1 << 20)
         return qhx_fail(err, QHX_E_ARG, "repeat_last_n = %d: must be in [0, 1048576]", p->repeat_last_n);
@@ -53,11 +53,15 @@ qhx_status qhx_sampler_create(const qhx_sample_params *p, int64_t n_vocab, qhx_s
     qhx_sampler *s = qhx_calloc(1, sizeof *s);
     if (!s) return qhx_fail(err, QHX_E_NOMEM, "sampler: out of memory");
     s->p = *p;
+    /* zero means "off" */
+    if (s->p.top_p <= 0.0f) s->p.top_p = 1.0f;
+    if (s->p.repeat_penalty == 0.0f) s->p.repeat_penalty = 1.0f;
+    if (s->p.repeat_last_n == 0) s->p.repeat_last_n = 64;
     s->n_vocab = n_vocab;
     s->work = qhx_malloc((size_t)n_vocab * sizeof *s->work);
     s->idx = qhx_malloc((size_t)n_vocab * sizeof *s->idx);
     s->prob = qhx_malloc((size_t)n_vocab * sizeof *s->prob);
-    s->hist = qhx_malloc((size_t)(p->repeat_last_n > 0 ? p->repeat_last_n : 1) * sizeof *s->hist);
+    s->hist = qhx_malloc((size_t)s->p.repeat_last_n * sizeof *s->hist);
     if (!s->work || !s->idx || !s->prob || !s->hist) {
         qhx_sampler_free(s);
         return qhx_fail(err, QHX_E_NOMEM, "sampler: out of memory for %lld-entry scratch", (long long)n_vocab);
@@ -239,4 +243,32 @@ int32_t qhx_sampler_sample(qhx_sampler *s, const float *logits) {
         if (r < acc) return s->idx[i];
     }
     return s->idx[n - 1];
+}
+
+/* ---- state for session files -------------------------------------------------------------- */
+
+size_t qhx_sampler_state_bytes(const qhx_sampler *s) {
+    return 4 * sizeof(uint64_t) + 3 * sizeof(int32_t) + (size_t)s->p.repeat_last_n * sizeof(int32_t);
+}
+
+void qhx_sampler_state_write(const qhx_sampler *s, uint8_t *out) {
+    int32_t hdr[3] = {s->p.repeat_last_n, s->n_hist, s->hist_pos};
+    memcpy(out, s->rng.s, 4 * sizeof(uint64_t));
+    memcpy(out + 32, hdr, sizeof hdr);
+    memcpy(out + 44, s->hist, (size_t)s->p.repeat_last_n * sizeof(int32_t));
+}
+
+qhx_status qhx_sampler_state_read(qhx_sampler *s, const uint8_t *in, size_t n, qhx_error *err) {
+    if (n != qhx_sampler_state_bytes(s))
+        return qhx_fail(err, QHX_E_FORMAT, "sampler state: %zu bytes, expected %zu (different repeat window?)", n,
+                        qhx_sampler_state_bytes(s));
+    int32_t hdr[3];
+    memcpy(hdr, in + 32, sizeof hdr);
+    if (hdr[0] != s->p.repeat_last_n || hdr[1] < 0 || hdr[1] > hdr[0] || hdr[2] < 0 || hdr[2] >= hdr[0])
+        return qhx_fail(err, QHX_E_FORMAT, "sampler state: window counts out of range");
+    memcpy(s->rng.s, in, 4 * sizeof(uint64_t));
+    s->n_hist = hdr[1];
+    s->hist_pos = hdr[2];
+    memcpy(s->hist, in + 44, (size_t)hdr[0] * sizeof(int32_t));
+    return QHX_OK;
 }

@@ -10,20 +10,12 @@
 
 #include <stdint.h>
 
-typedef struct qhx_sample_params {
-    float temperature;      /* <= 0: greedy */
-    int32_t top_k;          /* <= 0: off */
-    float top_p;            /* >= 1: off; in (0, 1] */
-    float min_p;            /* <= 0: off; in [0, 1) */
-    float repeat_penalty;   /* 1: off; > 0 (HF: logit > 0 ? logit / p : logit * p) */
-    int32_t repeat_last_n;  /* window of recent tokens the penalty looks at; 0: off */
-    uint64_t seed;
-} qhx_sample_params;
+/* qhx_sample_params is public (include/qhx.h): zero fields mean "off". */
 
-/* Greedy defaults: temperature 0, everything else off, seed 0. */
+/* Greedy defaults: temperature 0, everything else off, seed 0, penalty window 64. */
 qhx_sample_params qhx_sample_default_params(void);
 
-/* Check ranges; message names the parameter ("top_p = 2: must be in (0, 1]"). */
+/* Check ranges; message names the parameter ("top_p = 2: must be in [0, 1]"). */
 qhx_status qhx_sample_params_check(const qhx_sample_params *p, qhx_error *err);
 
 typedef struct qhx_sampler qhx_sampler;
@@ -40,6 +32,13 @@ void qhx_sampler_accept(qhx_sampler *s, int32_t token);
 /* Choose the next token from logits[0..n_vocab). Does not modify logits; does not record the
  * token (call accept). Never allocates. */
 int32_t qhx_sampler_sample(qhx_sampler *s, const float *logits);
+
+/* Sampler state (rng + penalty window) as bytes, for session files. Layout: 4 x u64 rng,
+ * i32 window, i32 count, i32 position, window x i32 tokens; little-endian host order. */
+size_t qhx_sampler_state_bytes(const qhx_sampler *s);
+void qhx_sampler_state_write(const qhx_sampler *s, uint8_t *out /* state_bytes */);
+/* Refuses (QHX_E_FORMAT) bytes of another size or with counts out of range; s unchanged then. */
+qhx_status qhx_sampler_state_read(qhx_sampler *s, const uint8_t *in, size_t n, qhx_error *err);
 
 /* Argmax, lowest index on ties; NaN never wins. */
 int32_t qhx_argmax(const float *logits, int64_t n);

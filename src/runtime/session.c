@@ -1,16 +1,45 @@
-/* runtime/session.c: a model state plus last-position logits (see session.h). */
+/* runtime/session.c: the public session (qhx.h) and the internal prefill/decode calls. */
 #include "runtime/session.h"
 
 #include "core/alloc.h"
+#include "core/time.h"
+#include "io/manifest.h"
+#include "models/family.h"
+#include "runtime/sample.h"
+#include "text/tokenizer.h"
 
 #include <string.h>
 
 struct qhx_session {
     const qhx_model *m;
     qhx_model_state *st;
-    float *logits; /* (vocab,) after the last call */
+    qhx_session_params params;
     int64_t n_vocab;
+    float *logits;          /* (vocab,) after the last fed token */
+    qhx_sampler *smp;
+    qhx_tok_stream *stream; /* NULL when the model has no tokenizer */
+    int32_t pending;        /* sampled and reported, not yet fed; -1 if none */
+    bool has_logits;
+    bool broken;            /* an aborted forward left the state half-updated */
+    int64_t n_fed;          /* tokens fed since the last generate (for its stats) */
+    double feed_ms;
 };
+
+/* ---- lifetime ------------------------------------------------------------------------------ */
+
+qhx_session_params qhx_session_default_params(const qhx_model *m) {
+    qhx_session_params p = {0};
+    p.sampling = qhx_sample_default_params();
+    if (m && m->plan) {
+        const qhx_plan_generation *g = &m->plan->generation;
+        p.sampling.temperature = (float)g->temperature;
+        p.sampling.top_k = (int32_t)g->top_k;
+        p.sampling.top_p = (float)g->top_p;
+        p.sampling.min_p = (float)g->min_p;
+        p.sampling.repeat_penalty = (float)g->repetition_penalty;
+    }
+    return p;
+}
 
 qhx_status qhx_session_create(const qhx_model *m, const qhx_session_params *params,
                               qhx_session **out, qhx_error *err) {
@@ -19,10 +48,22 @@ qhx_status qhx_session_create(const qhx_model *m, const qhx_session_params *para
     qhx_session *s = qhx_calloc(1, sizeof *s);
     if (!s) return qhx_fail(err, QHX_E_NOMEM, "session: out of memory");
     s->m = m;
+    s->params = *params;
+    s->pending = -1;
     s->n_vocab = qhx_model_n_vocab(m);
-    qhx_state_params sp = {.n_ctx = params->n_ctx, .n_batch = params->n_batch};
-    qhx_status rc = qhx_model_state_create(m, &sp, &s->st, err);
-    if (rc) goto fail;
+    int64_t n_ctx = params->n_ctx;
+    if (n_ctx == 0) n_ctx = m->max_context > 0 ? m->max_context : 4096;
+    qhx_status rc;
+    if (m->max_context > 0 && n_ctx > m->max_context) {
+        rc = qhx_fail(err, QHX_E_LIMIT, "session: n_ctx %lld exceeds the model's max context %lld",
+                      (long long)n_ctx, (long long)m->max_context);
+        goto fail;
+    }
+    s->params.n_ctx = n_ctx;
+    qhx_state_params sp = {.n_ctx = n_ctx, .n_batch = params->n_batch};
+    if ((rc = qhx_model_state_create(m, &sp, &s->st, err))) goto fail;
+    if ((rc = qhx_sampler_create(&params->sampling, s->n_vocab, &s->smp, err))) goto fail;
+    if (m->tok && (rc = qhx_tok_stream_create(m->tok, 0, &s->stream, err))) goto fail;
     s->logits = qhx_aligned_alloc((size_t)s->n_vocab * sizeof(float));
     if (!s->logits) {
         rc = qhx_fail(err, QHX_E_NOMEM, "session: out of memory for %lld logits", (long long)s->n_vocab);
@@ -38,37 +79,180 @@ fail:
 void qhx_session_free(qhx_session *s) {
     if (!s) return;
     qhx_model_state_free(s->st);
+    qhx_sampler_free(s->smp);
+    qhx_tok_stream_free(s->stream);
     qhx_aligned_free(s->logits);
     qhx_free(s);
 }
 
 void qhx_session_reset(qhx_session *s) {
     qhx_model_state_reset(s->st);
+    qhx_sampler_reset(s->smp);
+    if (s->stream) {
+        const char *t;
+        size_t n;
+        qhx_tok_stream_flush(s->stream, &t, &n, NULL);
+    }
     memset(s->logits, 0, (size_t)s->n_vocab * sizeof(float));
+    s->pending = -1;
+    s->has_logits = s->broken = false;
+    s->n_fed = 0;
+    s->feed_ms = 0;
+}
+
+int64_t qhx_session_n_past(const qhx_session *s) { return qhx_model_state_n_past(s->st); }
+int64_t qhx_session_n_ctx(const qhx_session *s) { return qhx_model_state_n_ctx(s->st); }
+int64_t qhx_session_n_vocab(const qhx_session *s) { return s->n_vocab; }
+const float *qhx_session_logits(const qhx_session *s) { return s->logits; }
+float *qhx_session_logits_mut(qhx_session *s) { return s->logits; }
+const qhx_model *qhx_session_model(const qhx_session *s) { return s->m; }
+qhx_model_state *qhx_session_state(qhx_session *s) { return s->st; }
+struct qhx_sampler *qhx_session_sampler(qhx_session *s) { return s->smp; }
+
+void qhx_session_get_snapshot(const qhx_session *s, qhx_session_snapshot *out) {
+    out->pending = s->pending;
+    out->has_logits = s->has_logits;
+}
+
+void qhx_session_set_snapshot(qhx_session *s, const qhx_session_snapshot *in) {
+    s->pending = in->pending;
+    s->has_logits = in->has_logits != 0;
+    s->broken = false;
+}
+
+/* ---- feeding ------------------------------------------------------------------------------- */
+
+static qhx_status forward(qhx_session *s, const int32_t *ids, int64_t n, unsigned flags, float *logits,
+                          qhx_error *err) {
+    if (s->broken)
+        return qhx_fail(err, QHX_E_ARG, "session: an interrupted call left it incomplete; reset it first");
+    qhx_forward_opts o = {.flags = flags, .logits = logits, .abort_cb = s->params.abort_cb,
+                          .abort_cb_user = s->params.abort_user};
+    qhx_status rc = qhx_model_forward(s->m, s->st, ids, n, &o, err);
+    if (rc == QHX_E_ABORTED) s->broken = true;
+    if (rc == QHX_OK) {
+        for (int64_t i = 0; i < n; i++) qhx_sampler_accept(s->smp, ids[i]);
+        s->has_logits = true;
+    }
+    return rc;
 }
 
 qhx_status qhx_session_prefill(qhx_session *s, const int32_t *ids, int64_t n, float *logits_all,
                                qhx_error *err) {
-    qhx_forward_opts o = {.flags = logits_all ? QHX_FWD_LOGITS_ALL : 0u,
-                          .logits = logits_all ? logits_all : s->logits};
-    qhx_status rc = qhx_model_forward(s->m, s->st, ids, n, &o, err);
+    qhx_status rc = forward(s, ids, n, logits_all ? QHX_FWD_LOGITS_ALL : 0u,
+                            logits_all ? logits_all : s->logits, err);
     if (rc == QHX_OK && logits_all)
         memcpy(s->logits, logits_all + (n - 1) * s->n_vocab, (size_t)s->n_vocab * sizeof(float));
     return rc;
 }
 
 qhx_status qhx_session_decode(qhx_session *s, int32_t id, qhx_error *err) {
-    qhx_forward_opts o = {.logits = s->logits};
-    return qhx_model_forward(s->m, s->st, &id, 1, &o, err);
+    return forward(s, &id, 1, 0u, s->logits, err);
 }
 
-const float *qhx_session_logits(const qhx_session *s) { return s->logits; }
-int64_t qhx_session_n_vocab(const qhx_session *s) { return s->n_vocab; }
-int64_t qhx_session_n_past(const qhx_session *s) { return qhx_model_state_n_past(s->st); }
+/* Feed the token sampled by the last generate, if any. */
+static qhx_status feed_pending(qhx_session *s, qhx_error *err) {
+    if (s->pending < 0) return QHX_OK;
+    qhx_status rc = qhx_session_decode(s, s->pending, err);
+    if (rc == QHX_OK) s->pending = -1;
+    return rc;
+}
 
-int32_t qhx_argmax_f32(const float *x, int64_t n) {
-    int64_t best = 0;
-    for (int64_t i = 1; i < n; i++)
-        if (x[i] > x[best] || (x[best] != x[best] && x[i] == x[i])) best = i;
-    return (int32_t)best;
+qhx_status qhx_session_feed(qhx_session *s, const qhx_token *ids, size_t n, qhx_error *err) {
+    if (n == 0) return QHX_OK;
+    if (!ids) return qhx_fail(err, QHX_E_ARG, "session: ids is NULL");
+    int64_t held = qhx_session_n_past(s), extra = s->pending >= 0 ? 1 : 0, n_ctx = qhx_session_n_ctx(s);
+    if ((uint64_t)n > (uint64_t)(n_ctx - held - extra))
+        return qhx_fail(err, QHX_E_LIMIT, "context full: %lld tokens held + %zu new exceed the context of %lld",
+                        (long long)(held + extra), n, (long long)n_ctx);
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= s->n_vocab)
+            return qhx_fail(err, QHX_E_ARG, "token %zu: id %d is outside the vocabulary [0, %lld)", i, ids[i],
+                            (long long)s->n_vocab);
+    uint64_t t0 = qhx_time_ns();
+    qhx_status rc = feed_pending(s, err);
+    if (rc) return rc;
+    unsigned flags = s->params.prefill == QHX_PREFILL_DECODE ? QHX_FWD_SEQUENTIAL : 0u;
+    if ((rc = forward(s, ids, (int64_t)n, flags, s->logits, err))) return rc;
+    s->n_fed += (int64_t)n;
+    s->feed_ms += (double)(qhx_time_ns() - t0) / 1e6;
+    return QHX_OK;
+}
+
+qhx_status qhx_session_feed_text(qhx_session *s, const char *text, size_t len, qhx_error *err) {
+    if (!s->m->tok) return qhx_fail(err, QHX_E_ARG, "session: the model has no tokenizer");
+    int32_t *ids = NULL;
+    size_t n = 0;
+    qhx_status rc = qhx_tok_encode_alloc(s->m->tok, text, len, &ids, &n, err);
+    if (rc == QHX_OK) rc = qhx_session_feed(s, ids, n, err);
+    qhx_free(ids);
+    return rc;
+}
+
+qhx_token qhx_session_sample(qhx_session *s) { return qhx_sampler_sample(s->smp, s->logits); }
+
+/* ---- generation ---------------------------------------------------------------------------- */
+
+/* Report a token (and whatever text it completes) to the callback; non-zero: stop. */
+static int emit(qhx_session *s, const qhx_generate_params *p, qhx_token t) {
+    const char *text = "";
+    size_t len = 0;
+    if (s->stream && qhx_tok_stream_push(s->stream, t, &text, &len, NULL) != QHX_OK) len = 0;
+    return p->on_token ? p->on_token(p->user, t, text, len) : 0;
+}
+
+/* The text the stream still holds (an incomplete UTF-8 tail), reported with token -1. */
+static void flush_stream(qhx_session *s, const qhx_generate_params *p) {
+    const char *text;
+    size_t len = 0;
+    if (s->stream && qhx_tok_stream_flush(s->stream, &text, &len, NULL) == QHX_OK && len && p->on_token)
+        p->on_token(p->user, -1, text, len);
+}
+
+static int is_stop(const qhx_model *m, qhx_token t) { return qhx_model_is_stop(m, t); }
+
+qhx_status qhx_session_generate(qhx_session *s, const qhx_generate_params *p, qhx_generate_stats *stats,
+                                qhx_error *err) {
+    qhx_generate_stats st = {.n_prompt = s->n_fed, .prefill_ms = s->feed_ms};
+    if (stats) *stats = st;
+    if (!p || p->max_tokens < 1) return qhx_fail(err, QHX_E_ARG, "generate: max_tokens must be >= 1");
+    int64_t held = qhx_session_n_past(s) + (s->pending >= 0 ? 1 : 0), n_ctx = qhx_session_n_ctx(s);
+    if (p->max_tokens > n_ctx - held)
+        return qhx_fail(err, QHX_E_LIMIT,
+                        "prompt (%lld tokens) + generation (%lld) would pass the context of %lld tokens",
+                        (long long)held, (long long)p->max_tokens, (long long)n_ctx);
+    qhx_status rc = feed_pending(s, err);
+    if (rc) return rc;
+    if (!s->has_logits) return qhx_fail(err, QHX_E_ARG, "generate: feed a prompt first");
+    uint64_t t0 = qhx_time_ns();
+    st.stop = QHX_STOP_LENGTH;
+    for (int64_t k = 0; k < p->max_tokens; k++) {
+        if (s->params.abort_cb && s->params.abort_cb(s->params.abort_user)) {
+            rc = qhx_fail(err, QHX_E_ABORTED, "generate: interrupted after %lld tokens", (long long)k);
+            break;
+        }
+        qhx_token t = qhx_sampler_sample(s->smp, s->logits);
+        if (!p->ignore_stop && is_stop(s->m, t)) {
+            s->pending = t;
+            st.stop = QHX_STOP_TOKEN;
+            break;
+        }
+        st.n_generated++;
+        if (emit(s, p, t)) {
+            s->pending = t;
+            st.stop = QHX_STOP_CALLBACK;
+            break;
+        }
+        if (k + 1 == p->max_tokens) {
+            s->pending = t; /* fed by the next call, so the state never holds a token twice */
+            break;
+        }
+        if ((rc = qhx_session_decode(s, t, err))) break;
+    }
+    flush_stream(s, p);
+    st.decode_ms = (double)(qhx_time_ns() - t0) / 1e6;
+    s->n_fed = 0;
+    s->feed_ms = 0;
+    if (stats) *stats = st;
+    return rc;
 }

@@ -1,6 +1,7 @@
-/* runtime/session: one sequence on one model, as a host-op sees it: the model state (KV cache,
- * conv FIFOs, recurrent states, positions, scratch; sized once at creation) plus the logits of
- * the last position. Prefill takes the prompt path, decode the single-token path; neither
+/* runtime/session: one sequence on one model (the public qhx_session): the model state (KV
+ * cache, conv FIFOs, recurrent states, positions, scratch; sized once at creation), the logits
+ * of the last position, the sampler and the streaming detokenizer. The public calls are in
+ * qhx.h; these are the internal ones host-ops and tools use. Neither prefill nor decode
  * allocates. One session is not re-entrant; sessions of one model may run concurrently. */
 #ifndef QHX_RUNTIME_SESSION_H
 #define QHX_RUNTIME_SESSION_H
@@ -8,21 +9,6 @@
 #include "models/model.h"
 
 #include <stdint.h>
-
-typedef struct qhx_session qhx_session;
-
-typedef struct qhx_session_params {
-    int64_t n_ctx;    /* most tokens the sequence may hold */
-    int64_t n_batch;  /* most tokens per internal prefill step; 0 = default (min(n_ctx, 512)) */
-} qhx_session_params;
-
-/* Create a session on m (which must outlive it). */
-qhx_status qhx_session_create(const qhx_model *m, const qhx_session_params *params,
-                              qhx_session **out /* OUT, owned: qhx_session_free */, qhx_error *err);
-void qhx_session_free(qhx_session *s); /* NULL allowed */
-
-/* Start a new sequence (position 0, zero recurrent state). */
-void qhx_session_reset(qhx_session *s);
 
 /* Feed n >= 1 prompt tokens ids (n,) in one prompt-path call. logits_all (n, vocab): OUT, the
  * logits after every position, or NULL. The last position's logits are kept either way.
@@ -33,13 +19,22 @@ qhx_status qhx_session_prefill(qhx_session *s, const int32_t *ids, int64_t n, fl
 /* Feed one token through the decode path; its logits become the session's logits. */
 qhx_status qhx_session_decode(qhx_session *s, int32_t id, qhx_error *err);
 
-/* Logits (vocab,) after the last prefill/decode. Borrowed: valid until the next mutating call. */
-const float *qhx_session_logits(const qhx_session *s);
 int64_t qhx_session_n_vocab(const qhx_session *s);
-int64_t qhx_session_n_past(const qhx_session *s);
+const qhx_model *qhx_session_model(const qhx_session *s);
+qhx_model_state *qhx_session_state(qhx_session *s);
 
 /* The greedy choice over x (n,): the largest value, the lowest index among ties (NaN never
  * wins). n >= 1. */
 int32_t qhx_argmax_f32(const float *x, int64_t n);
+
+/* For session files (runtime/session_file.c). */
+typedef struct qhx_session_snapshot {
+    int32_t pending;       /* sampled, not yet fed; -1 if none */
+    int32_t has_logits;
+} qhx_session_snapshot;
+void qhx_session_get_snapshot(const qhx_session *s, qhx_session_snapshot *out);
+void qhx_session_set_snapshot(qhx_session *s, const qhx_session_snapshot *in);
+float *qhx_session_logits_mut(qhx_session *s);
+struct qhx_sampler *qhx_session_sampler(qhx_session *s);
 
 #endif

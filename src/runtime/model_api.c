@@ -1,0 +1,90 @@
+/* runtime/model_api.c: the public model calls of qhx.h that sit above the family code: names,
+ * limits, stop ids, and the text helpers (tokenize, detokenize, chat formatting). */
+#include "core/alloc.h"
+#include "io/manifest.h"
+#include "models/family.h"
+#include "runtime/sample.h"
+#include "runtime/session.h"
+#include "text/tokenizer.h"
+
+#include <string.h>
+
+const char *qhx_model_family_name(const qhx_model *m) { return qhx_family_name(m->family); }
+
+int64_t qhx_model_max_context(const qhx_model *m) { return m->max_context; }
+
+int qhx_model_is_stop(const qhx_model *m, qhx_token t) {
+    if (m->plan) {
+        const qhx_plan_tokens *sp = &m->plan->special;
+        for (int i = 0; i < sp->n_stop_ids; i++)
+            if (sp->stop_ids[i] == t) return 1;
+        return 0;
+    }
+    return m->cfg.eos_token_id >= 0 && t == m->cfg.eos_token_id;
+}
+
+qhx_token qhx_model_token_id(const qhx_model *m, const char *text) {
+    return m->tok && text ? qhx_tok_token_to_id(m->tok, text) : -1;
+}
+
+int32_t qhx_argmax_f32(const float *x, int64_t n) { return qhx_argmax(x, n); }
+
+static qhx_status need_tok(const qhx_model *m, qhx_error *err) {
+    return m->tok ? QHX_OK : qhx_fail(err, QHX_E_ARG, "the model has no tokenizer");
+}
+
+qhx_status qhx_tokenize(const qhx_model *m, const char *text, size_t len, qhx_token *ids, size_t cap,
+                        size_t *n_out, qhx_error *err) {
+    *n_out = 0;
+    qhx_status rc = need_tok(m, err);
+    if (rc) return rc;
+    if (!text && len) return qhx_fail(err, QHX_E_ARG, "tokenize: text is NULL");
+    if (!ids && cap) return qhx_fail(err, QHX_E_ARG, "tokenize: ids is NULL with cap %zu", cap);
+    return qhx_tok_encode(m->tok, text ? text : "", len, ids, cap, n_out, err);
+}
+
+qhx_status qhx_detokenize(const qhx_model *m, const qhx_token *ids, size_t n, char *buf, size_t cap,
+                          size_t *len_out, qhx_error *err) {
+    *len_out = 0;
+    qhx_status rc = need_tok(m, err);
+    if (rc) return rc;
+    if (!ids && n) return qhx_fail(err, QHX_E_ARG, "detokenize: ids is NULL");
+    rc = qhx_tok_decode(m->tok, ids, n, 0, buf, cap, len_out, err);
+    if (rc) return rc;
+    if (*len_out >= cap) /* no room for the terminator: the caller asked a size */
+        return qhx_fail(err, QHX_E_LIMIT, "detokenize: %zu bytes + NUL do not fit in %zu", *len_out, cap);
+    buf[*len_out] = '\0';
+    return QHX_OK;
+}
+
+qhx_status qhx_chat_format(const qhx_model *m, const qhx_chat_msg *msgs, size_t n, int add_generation_prompt,
+                           int thinking, char *buf, size_t cap, size_t *len_out, qhx_error *err) {
+    *len_out = 0;
+    if (n > 4096) return qhx_fail(err, QHX_E_LIMIT, "chat: %zu messages, the limit is 4096", n);
+    if (!msgs && n) return qhx_fail(err, QHX_E_ARG, "chat: msgs is NULL");
+    qhx_chat_message *cm = qhx_calloc(n ? n : 1, sizeof *cm);
+    if (!cm) return qhx_fail(err, QHX_E_NOMEM, "chat: out of memory");
+    for (size_t i = 0; i < n; i++) {
+        cm[i].role = msgs[i].role;
+        cm[i].content = msgs[i].content ? msgs[i].content : "";
+    }
+    qhx_chat_options opt = {.add_generation_prompt = add_generation_prompt, .enable_thinking = thinking};
+    qhx_chat_family fam = m->family == QHX_FAMILY_QWEN3_VL ? QHX_CHAT_QWEN3VL : QHX_CHAT_QWEN35;
+    char *out = NULL;
+    size_t len = 0;
+    qhx_status rc = qhx_tok_chat_format(fam, cm, n, &opt, &out, &len, err);
+    qhx_free(cm);
+    if (rc) return rc;
+    *len_out = len;
+    if (len < cap) {
+        memcpy(buf, out, len + 1);
+    } else {
+        if (cap) {
+            memcpy(buf, out, cap - 1);
+            buf[cap - 1] = '\0';
+        }
+        rc = qhx_fail(err, QHX_E_LIMIT, "chat: %zu bytes + NUL do not fit in %zu", len, cap);
+    }
+    qhx_free(out);
+    return rc;
+}
