@@ -171,7 +171,7 @@ static void test_weights(void) {
     int8_t q8[R * C];
     float s8[R];
     uint8_t q4[R * C / 2];
-    float s4[R * C / 32];
+    float s4[R * C / 32], s_bad[R * 3] = {0};
     uint16_t bf[R * C];
     for (int r = 0; r < R; r++) {
         qhx_quant_q8_row(W + r * C, C, q8 + r * C, s8 + r);
@@ -199,7 +199,7 @@ static void test_weights(void) {
         else if (!strcmp(name, "a.q4") || !strcmp(name, "bad.q4")) p = q4, n = sizeof q4;
         else if (!strcmp(name, "a.q4.qscale")) p = s4, n = sizeof s4;
         else if (!strcmp(name, "a.bf16")) p = bf, n = sizeof bf;
-        else if (!strcmp(name, "bad.q4.qscale")) p = s4, n = R * 3 * 4;
+        else if (!strcmp(name, "bad.q4.qscale")) p = s_bad, n = sizeof s_bad;
         if (qhx_stw_write(w, name, p, n, &err) != QHX_OK) break;
     }
     CHECK_EQ(qhx_stw_finish(w, &err), QHX_OK);

@@ -176,7 +176,7 @@ static qhx_status io_fail(qhx_stw *w, qhx_error *err, const char *what) {
 qhx_status qhx_stw_begin(qhx_stw *w, qhx_error *err) {
     if (w->begun) return qhx_fail(err, QHX_E_ARG, "%s: header already written", w->path);
     w->begun = 1;
-    qsort(w->t, (size_t)w->n, sizeof *w->t, cmp_layout);
+    if (w->n > 1) qsort(w->t, (size_t)w->n, sizeof *w->t, cmp_layout);
     uint64_t off = 0;
     for (int64_t i = 0; i < w->n; i++) {
         w->t[i].offset = off;
