@@ -7,6 +7,7 @@
 #include "core/fp16.h"
 #include "forge/forge.h"
 #include "io/json.h"
+#include "io/manifest.h"
 #include "io/safetensors.h"
 #include "io/st_weight.h"
 #include "kernels/quant.h"
@@ -279,38 +280,26 @@ static void check_bundle(const char *fixture, const char *dir, const expect *x) 
     qhx_st_free(out);
 }
 
-static void check_manifest(const char *dir, const char *file, const char *mode, const char *precision,
-                           const char *lm_precision, int64_t ctx) {
+static void check_manifest(const char *dir, const char *file, qhx_host_op op, qhx_precision precision,
+                           qhx_dtype lm_dtype, int64_t ctx) {
     char p[600];
     snprintf(p, sizeof p, "%s/%s", dir, file);
     qhx_error err;
-    json_t *m = qhx_json_load_file(p, &err);
-    CHECK(m != NULL);
+    qhx_plan *m = NULL;
+    CHECK_EQ(qhx_plan_open(p, &m, &err), QHX_OK); /* also checks that every named file exists */
     if (!m) {
         fprintf(stderr, "%s\n", err.msg);
         return;
     }
-    CHECK_STR(json_string_value(json_object_get(m, "format")), "qhexrt/1");
-    CHECK_STR(json_string_value(json_object_get(m, "mode")), mode);
-    CHECK_STR(json_string_value(json_object_get(m, "precision")), precision);
-    CHECK_EQ(json_integer_value(json_object_get(m, "max_context")), ctx);
-    json_t *art = json_object_get(m, "artifacts");
-    CHECK_STR(json_string_value(json_object_get(json_object_get(art, "lm_head"), "precision")), lm_precision);
-    CHECK_EQ(json_object_get(art, "vision") != NULL, !strcmp(mode, "vlm"));
-    /* every file the manifest names exists in the bundle */
-    const char *key;
-    json_t *v;
-    json_object_foreach(art, key, v) {
-        snprintf(p, sizeof p, "%s/%s", dir, json_string_value(json_object_get(v, "file")));
-        CHECK(qhx_path_is_file(p));
-    }
-    const char *side[] = {"config", "tokenizer", "weights", "generation_config"};
-    for (int i = 0; i < 4; i++) {
-        snprintf(p, sizeof p, "%s/%s", dir, json_string_value(json_object_get(m, side[i])));
-        CHECK(qhx_path_is_file(p));
-    }
-    CHECK(json_array_size(json_object_get(json_object_get(m, "tokens"), "eos_token_ids")) == 2);
-    json_decref(m);
+    CHECK_EQ(qhx_plan_verify(m, QHX_PLAN_VERIFY_HEADERS, &err), QHX_OK);
+    CHECK_EQ(m->host_op, op);
+    CHECK_EQ(m->precision, precision);
+    CHECK_EQ(m->max_context, ctx);
+    CHECK(m->artifacts[QHX_ART_EMBEDDING].present && m->artifacts[QHX_ART_LM_HEAD].present);
+    CHECK_EQ(m->artifacts[QHX_ART_LM_HEAD].dtype, lm_dtype);
+    CHECK_EQ(m->artifacts[QHX_ART_VISION].present, op == QHX_HOST_OP_QWEN3_VL_GENERATE);
+    CHECK_EQ(m->special.n_stop_ids, 2);
+    qhx_plan_free(m);
 }
 
 static void test_convert(void) {
@@ -322,7 +311,7 @@ static void test_convert(void) {
         {"w8", "f16", "bf16", QHX_DTYPE_I8, QHX_DTYPE_I8, QHX_DTYPE_BF16, QHX_DTYPE_F16},
         {"q4", "q4", NULL, QHX_DTYPE_U8, QHX_DTYPE_I8, QHX_DTYPE_F16, QHX_DTYPE_U8},
     };
-    const char *lm_name[] = {"f16", "bf16", "w8", "w8", "f16", "q4"};
+    const qhx_precision prec[] = {QHX_PREC_F16, QHX_PREC_BF16, QHX_PREC_W8, QHX_PREC_Q4, QHX_PREC_W8, QHX_PREC_Q4};
     const char *fixtures[] = {"qwen35-tiny-f32", "qwen35-tiny-bf16", "qwen3vl-tiny-f32"};
     qhx_error err;
     for (int f = 0; f < 3; f++)
@@ -345,12 +334,12 @@ static void test_convert(void) {
             char file[128];
             if (f < 2) {
                 snprintf(file, sizeof file, "%s-%lld.json", fixtures[f], (long long)ctx);
-                check_manifest(dir, file, "text", X[i].precision, lm_name[i], ctx);
+                check_manifest(dir, file, QHX_HOST_OP_QWEN3_5_GENERATE, prec[i], X[i].lm, ctx);
             } else {
                 snprintf(file, sizeof file, "%s-vlm-%lld.json", fixtures[f], (long long)ctx);
-                check_manifest(dir, file, "vlm", X[i].precision, lm_name[i], ctx);
+                check_manifest(dir, file, QHX_HOST_OP_QWEN3_VL_GENERATE, prec[i], X[i].lm, ctx);
                 snprintf(file, sizeof file, "%s-text-%lld.json", fixtures[f], (long long)ctx);
-                check_manifest(dir, file, "text", X[i].precision, lm_name[i], ctx);
+                check_manifest(dir, file, QHX_HOST_OP_QWEN3_VL_TEXT_GENERATE, prec[i], X[i].lm, ctx);
             }
             rm_flat(dir);
         }

@@ -16,6 +16,7 @@
 #include "core/file.h"
 #include "core/fp16.h"
 #include "io/json.h"
+#include "io/manifest.h"
 #include "io/safetensors.h"
 #include "io/st_weight.h"
 #include "io/st_write.h"
@@ -25,6 +26,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define CHUNK ((int64_t)1 << 18) /* elements per read/convert/write step */
 
@@ -42,14 +44,14 @@ static int ofmt_from_name(const char *s, int allow_quant) {
     return -1;
 }
 
-typedef struct plan {
+typedef struct tplan {
     const qhx_st_tensor *src;
     char *name;             /* output name (owned) */
     char *scale_name;       /* "<name>.qscale" for Q8/Q4 (owned) */
     role_t role;
     ofmt_t fmt;
     int64_t rows, cols;     /* the source viewed as [shape[0], rest] */
-} plan;
+} tplan;
 
 typedef struct convert {
     forge_job job;
@@ -57,7 +59,7 @@ typedef struct convert {
     json_t *config;
     qhx_st_set *set;
     forge_family family;
-    plan *plans;
+    tplan *plans;
     int64_t n_plans;
     ofmt_t prec, lm, emb, vis;
     qhx_stw *w[ROLE_COUNT];
@@ -69,6 +71,8 @@ typedef struct convert {
     float *scales;
     int64_t max_cols;
     char name[128];     /* manifest name prefix */
+    uint64_t bytes_by_dtype[ROLE_COUNT][QHX_DTYPE_COUNT];
+    int64_t n_tensors[ROLE_COUNT];
     int64_t ctx;        /* manifest max_context */
 } convert;
 
@@ -106,7 +110,7 @@ static qhx_status put(convert *c, qhx_stw *w, const char *name, const void *data
 }
 
 /* f32 / f16 / bf16 output: same dtype is copied byte for byte; otherwise converted. */
-static qhx_status write_plain(convert *c, qhx_stw *w, const plan *pl, qhx_error *err) {
+static qhx_status write_plain(convert *c, qhx_stw *w, const tplan *pl, qhx_error *err) {
     const qhx_st_tensor *t = pl->src;
     qhx_dtype want = pl->fmt == OUT_F32 ? QHX_DTYPE_F32 : pl->fmt == OUT_F16 ? QHX_DTYPE_F16 : QHX_DTYPE_BF16;
     size_t oes = qhx_dtype_size(want);
@@ -137,7 +141,7 @@ static qhx_status write_plain(convert *c, qhx_stw *w, const plan *pl, qhx_error 
 /* Q8 / Q4: quantize row by row; write either the codes (scales_part == 0) or the scales. The two
  * parts are separate tensors (scales come first in the file), so the rows are quantized once for
  * each part: cheap next to the I/O, and nothing of matrix size is ever held in memory. */
-static qhx_status write_quant(convert *c, qhx_stw *w, const plan *pl, int scales_part, qhx_error *err) {
+static qhx_status write_quant(convert *c, qhx_stw *w, const tplan *pl, int scales_part, qhx_error *err) {
     const qhx_st_tensor *t = pl->src;
     const int64_t cols = pl->cols, ng = pl->fmt == OUT_Q8 ? 1 : cols / QHX_Q4_GROUP;
     const int64_t row_bytes = pl->fmt == OUT_Q8 ? cols : cols / 2;
@@ -166,7 +170,7 @@ static qhx_status write_quant(convert *c, qhx_stw *w, const plan *pl, int scales
 
 static qhx_status add_plan(convert *c, const qhx_st_tensor *src, const char *name, role_t role, ofmt_t fmt,
                            qhx_error *err) {
-    plan *pl = &c->plans[c->n_plans];
+    tplan *pl = &c->plans[c->n_plans];
     memset(pl, 0, sizeof *pl);
     pl->src = src;
     pl->role = role;
@@ -257,22 +261,36 @@ static qhx_status declare_all(convert *c, qhx_error *err) {
             return rc;
     }
     for (int64_t i = 0; i < c->n_plans; i++) {
-        const plan *pl = &c->plans[i];
+        const tplan *pl = &c->plans[i];
         qhx_stw *w = c->w[pl->role];
         const qhx_st_tensor *t = pl->src;
+        uint64_t *by = c->bytes_by_dtype[pl->role];
+        uint64_t n = (uint64_t)t->n_elements;
         switch (pl->fmt) {
-        case OUT_F32: rc = qhx_stw_declare(w, pl->name, QHX_DTYPE_F32, t->n_dims, t->shape, err); break;
-        case OUT_F16: rc = qhx_stw_declare(w, pl->name, QHX_DTYPE_F16, t->n_dims, t->shape, err); break;
-        case OUT_BF16: rc = qhx_stw_declare(w, pl->name, QHX_DTYPE_BF16, t->n_dims, t->shape, err); break;
+        case OUT_F32:
+        case OUT_F16:
+        case OUT_BF16: {
+            qhx_dtype dt = pl->fmt == OUT_F32 ? QHX_DTYPE_F32 : pl->fmt == OUT_F16 ? QHX_DTYPE_F16 : QHX_DTYPE_BF16;
+            rc = qhx_stw_declare(w, pl->name, dt, t->n_dims, t->shape, err);
+            by[dt] += n * qhx_dtype_size(dt);
+            c->n_tensors[pl->role] += 1;
+            break;
+        }
         case OUT_Q8:
             rc = qhx_stw_declare(w, pl->name, QHX_DTYPE_I8, 2, (int64_t[]){pl->rows, pl->cols}, err);
             if (rc == QHX_OK) rc = qhx_stw_declare(w, pl->scale_name, QHX_DTYPE_F32, 1, (int64_t[]){pl->rows}, err);
+            by[QHX_DTYPE_I8] += n;
+            by[QHX_DTYPE_F32] += (uint64_t)pl->rows * 4;
+            c->n_tensors[pl->role] += 2;
             break;
         case OUT_Q4:
             rc = qhx_stw_declare(w, pl->name, QHX_DTYPE_U8, 2, (int64_t[]){pl->rows, pl->cols / 2}, err);
             if (rc == QHX_OK)
                 rc = qhx_stw_declare(w, pl->scale_name, QHX_DTYPE_F32, 2,
                                      (int64_t[]){pl->rows, pl->cols / QHX_Q4_GROUP}, err);
+            by[QHX_DTYPE_U8] += n / 2;
+            by[QHX_DTYPE_F32] += n / QHX_Q4_GROUP * 4;
+            c->n_tensors[pl->role] += 2;
             break;
         }
         if (rc != QHX_OK) return rc;
@@ -284,7 +302,7 @@ static qhx_status declare_all(convert *c, qhx_error *err) {
 static qhx_status write_index(convert *c, uint64_t total, qhx_error *err) {
     json_t *map = json_object();
     for (int64_t i = 0; map && i < c->n_plans; i++) {
-        const plan *pl = &c->plans[i];
+        const tplan *pl = &c->plans[i];
         json_object_set_new(map, pl->name, json_string(c->fname[pl->role]));
         if (pl->scale_name) json_object_set_new(map, pl->scale_name, json_string(c->fname[pl->role]));
     }
@@ -318,66 +336,6 @@ static qhx_status copy_side_files(convert *c, const char *hf_dir, qhx_error *err
     return QHX_OK;
 }
 
-static json_t *artifact_file(const convert *c, role_t r) {
-    return json_pack("{s:s, s:s}", "file", c->fname[r], "precision", role_precision(c, r));
-}
-
-static json_t *tensor_artifact(const convert *c, const plan *pl) {
-    const char *dt = pl->fmt == OUT_Q8 ? "I8" : pl->fmt == OUT_Q4 ? "U8" : pl->fmt == OUT_F16 ? "F16" : pl->fmt == OUT_BF16 ? "BF16" : "F32";
-    return json_pack("{s:s, s:s, s:s, s:s, s:[I,I]}", "file", c->fname[pl->role], "tensor", pl->name, "precision",
-                     OFMT_NAME[pl->fmt], "dtype", dt, "shape", (json_int_t)pl->rows, (json_int_t)pl->cols);
-}
-
-/* A copy of key from obj (or null when absent). */
-static json_t *copy_or_null(const json_t *obj, const char *key) {
-    json_t *v = obj ? json_object_get(obj, key) : NULL;
-    return v ? json_deep_copy(v) : json_null();
-}
-
-static json_t *manifest(const convert *c, const char *name, const char *mode, int64_t ctx, json_t *gen) {
-    const json_t *text = json_object_get(c->config, "text_config");
-    if (!json_is_object(text)) text = c->config;
-    const plan *emb = NULL, *lm = NULL;
-    for (int64_t i = 0; i < c->n_plans; i++) {
-        if (c->plans[i].role == ROLE_EMBED) emb = &c->plans[i];
-        if (c->plans[i].role == ROLE_LMHEAD) lm = &c->plans[i];
-    }
-    json_t *art = json_pack("{s:o, s:o, s:o}", "decoder", artifact_file(c, ROLE_DECODER), "embedding",
-                            tensor_artifact(c, emb), "lm_head", tensor_artifact(c, lm));
-    if (art && !strcmp(mode, "vlm")) json_object_set_new(art, "vision", artifact_file(c, ROLE_VISION));
-    /* stop tokens: generation_config's list (or int), else text_config's eos */
-    json_t *eos = copy_or_null(gen, "eos_token_id");
-    if (json_is_null(eos)) {
-        json_decref(eos);
-        eos = copy_or_null(text, "eos_token_id");
-    }
-    if (json_is_integer(eos)) {
-        json_t *a = json_array();
-        json_array_append_new(a, eos);
-        eos = a;
-    }
-    json_t *tokens = json_pack("{s:o, s:o, s:o, s:o, s:o, s:o}", "eos_token_ids", eos, "pad_token_id",
-                               copy_or_null(gen, "pad_token_id"), "bos_token_id", copy_or_null(gen, "bos_token_id"),
-                               "image_token_id", copy_or_null(c->config, "image_token_id"), "vision_start_token_id",
-                               copy_or_null(c->config, "vision_start_token_id"), "vision_end_token_id",
-                               copy_or_null(c->config, "vision_end_token_id"));
-    json_t *generation = json_object();
-    static const char *const keys[] = {"do_sample", "temperature", "top_k", "top_p", "repetition_penalty"};
-    for (size_t i = 0; generation && gen && i < sizeof keys / sizeof *keys; i++)
-        if (json_object_get(gen, keys[i])) json_object_set_new(generation, keys[i], copy_or_null(gen, keys[i]));
-    json_t *inputs = !strcmp(mode, "vlm") ? json_pack("[s,s]", "image", "text") : json_pack("[s]", "text");
-    json_t *dims = json_pack("{s:o, s:o, s:o}", "vocab_size", copy_or_null(text, "vocab_size"), "hidden_size",
-                             copy_or_null(text, "hidden_size"), "num_hidden_layers",
-                             copy_or_null(text, "num_hidden_layers"));
-    return json_pack("{s:s, s:s, s:s, s:s, s:o, s:s, s:I, s:s, s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:o}", "format",
-                     "qhexrt/1", "name", name, "family", forge_family_name(c->family), "host_op",
-                     c->family == FORGE_QWEN3_5 ? "qwen3_5_generate" : "qwen3_vl_generate", "inputs", inputs, "mode",
-                     mode, "max_context", (json_int_t)ctx, "precision", OFMT_NAME[c->prec], "config", "config.json",
-                     "generation_config", "generation_config.json", "tokenizer", "tokenizer.json", "weights",
-                     "model.safetensors.index.json", "artifacts", art, "dims", dims, "tokens", tokens, "generation",
-                     generation);
-}
-
 /* Manifest name (--name, else the input folder's name, lower-cased) and context length. */
 static qhx_status resolve_name_ctx(convert *c, const char *hf_dir, qhx_error *err) {
     char *name = c->name;
@@ -409,27 +367,85 @@ static qhx_status resolve_name_ctx(convert *c, const char *hf_dir, qhx_error *er
     return QHX_OK;
 }
 
-/* One manifest per runnable configuration: qwen3_5 NAME-CTX.json; qwen3_vl NAME-vlm-CTX.json (when
- * the checkpoint has the vision tower) and NAME-text-CTX.json. */
-static qhx_status write_manifests(convert *c, qhx_error *err) {
-    char *gpath = forge_job_path(&c->job, "generation_config.json");
-    json_t *gen = gpath && qhx_path_is_file(gpath) ? qhx_json_load_file(gpath, NULL) : NULL;
-    qhx_free(gpath);
-    const char *modes[2] = {"text", NULL};
+static qhx_precision plan_precision(ofmt_t f) {
+    switch (f) {
+    case OUT_F16: return QHX_PREC_F16;
+    case OUT_BF16: return QHX_PREC_BF16;
+    case OUT_Q8: return QHX_PREC_W8;
+    case OUT_Q4: return QHX_PREC_Q4;
+    default: return QHX_PREC_F32;
+    }
+}
+
+/* Point artifact `art` of the plan at the file written for `role`, with its dominant dtype,
+ * tensor count and size, so qhx_plan_verify can check them. */
+static qhx_status set_artifact(convert *c, qhx_plan *plan, qhx_art_role art, role_t role, qhx_error *err) {
+    int best = 0;
+    for (int d = 1; d < QHX_DTYPE_COUNT; d++)
+        if (c->bytes_by_dtype[role][d] > c->bytes_by_dtype[role][best]) best = d;
+    qhx_status rc = qhx_plan_set_artifact(plan, art, c->fname[role], QHX_ART_SAFETENSORS, true, (qhx_dtype)best, err);
+    if (rc != QHX_OK) return rc;
+    plan->artifacts[art].tensor_count = c->n_tensors[role];
+    struct stat st;
+    char *path = forge_job_path(&c->job, c->fname[role]);
+    if (path && stat(path, &st) == 0) plan->artifacts[art].bytes = (int64_t)st.st_size;
+    qhx_free(path);
+    return QHX_OK;
+}
+
+/* One manifest per runnable configuration: qwen3_5 NAME-CTX.json; qwen3_vl NAME-text-CTX.json and,
+ * when the checkpoint has the vision tower, NAME-vlm-CTX.json. The run plan starts from the
+ * source checkpoint folder (tokens, generation defaults, config), then gets the bundle's
+ * artifacts, precision, context and name; each manifest is read back before it counts. */
+static qhx_status write_manifests(convert *c, const char *hf_dir, qhx_error *err) {
+    qhx_plan *plan = NULL, *check = NULL;
+    qhx_status rc = qhx_plan_from_checkpoint(hf_dir, &plan, err);
+    if (rc != QHX_OK) return rc;
+    qhx_free(plan->name);
+    if (!(plan->name = qhx_strdup(c->name))) {
+        rc = qhx_fail(err, QHX_E_NOMEM, "out of memory");
+        goto done;
+    }
+    plan->precision = plan_precision(c->prec);
+    plan->max_context = c->ctx;
+    if ((rc = set_artifact(c, plan, QHX_ART_WEIGHTS, ROLE_DECODER, err)) ||
+        (rc = set_artifact(c, plan, QHX_ART_EMBEDDING, ROLE_EMBED, err)) ||
+        (rc = set_artifact(c, plan, QHX_ART_LM_HEAD, ROLE_LMHEAD, err)))
+        goto done;
+    int n_modes = 1;
     if (c->family == FORGE_QWEN3_VL) {
-        if (c->w[ROLE_VISION]) modes[0] = "vlm", modes[1] = "text";
+        if (c->w[ROLE_VISION]) n_modes = 2;
         else forge_job_log(&c->job, "no model.visual.* tensors: text manifest only");
     }
-    qhx_status rc = QHX_OK;
-    for (int m = 0; m < 2 && modes[m] && rc == QHX_OK; m++) {
+    for (int m = 0; m < n_modes; m++) { /* text first: the vlm manifest adds the vision artifact */
         char file[200];
-        if (c->family == FORGE_QWEN3_5) snprintf(file, sizeof file, "%s-%lld.json", c->name, (long long)c->ctx);
-        else snprintf(file, sizeof file, "%s-%s-%lld.json", c->name, modes[m], (long long)c->ctx);
-        json_t *doc = manifest(c, c->name, modes[m], c->ctx, gen);
-        rc = forge_write_json(&c->job, file, doc, err);
-        if (rc == QHX_OK) forge_job_log(&c->job, "manifest %s", file);
+        if (c->family == FORGE_QWEN3_5) {
+            snprintf(file, sizeof file, "%s-%lld.json", c->name, (long long)c->ctx);
+            plan->host_op = QHX_HOST_OP_QWEN3_5_GENERATE;
+        } else if (m == 0) {
+            snprintf(file, sizeof file, "%s-text-%lld.json", c->name, (long long)c->ctx);
+            plan->host_op = QHX_HOST_OP_QWEN3_VL_TEXT_GENERATE;
+        } else {
+            snprintf(file, sizeof file, "%s-vlm-%lld.json", c->name, (long long)c->ctx);
+            plan->host_op = QHX_HOST_OP_QWEN3_VL_GENERATE;
+            if ((rc = set_artifact(c, plan, QHX_ART_VISION, ROLE_VISION, err))) goto done;
+        }
+        char *path = forge_job_path(&c->job, file);
+        if (!path) {
+            rc = qhx_fail(err, QHX_E_NOMEM, "out of memory");
+            goto done;
+        }
+        rc = qhx_plan_save(plan, path, err);
+        if (rc == QHX_OK) rc = qhx_plan_open(path, &check, err);
+        if (rc == QHX_OK) rc = qhx_plan_verify(check, QHX_PLAN_VERIFY_HEADERS, err);
+        qhx_plan_free(check);
+        check = NULL;
+        qhx_free(path);
+        if (rc != QHX_OK) goto done;
+        forge_job_log(&c->job, "manifest %s", file);
     }
-    json_decref(gen);
+done:
+    qhx_plan_free(plan);
     return rc;
 }
 
@@ -526,7 +542,7 @@ qhx_status qhx_forge_convert(const char *hf_dir, const char *out_dir, const qhx_
         if (!w) continue;
         const char *name;
         while ((name = qhx_stw_next(w))) {
-            const plan *pl = NULL;
+            const tplan *pl = NULL;
             int scales_part = 0;
             for (int64_t i = 0; i < c->n_plans && !pl; i++) {
                 if (c->plans[i].role != (role_t)r) continue;
@@ -543,7 +559,7 @@ qhx_status qhx_forge_convert(const char *hf_dir, const char *out_dir, const qhx_
         }
         if ((rc = qhx_stw_finish(w, err)) != QHX_OK) goto done;
     }
-    if ((rc = write_manifests(c, err)) != QHX_OK) goto done;
+    if ((rc = write_manifests(c, hf_dir, err)) != QHX_OK) goto done;
     rc = forge_job_commit(&c->job, err);
 done:
     for (int r = 0; r < ROLE_COUNT; r++) qhx_stw_free(c->w[r]);
