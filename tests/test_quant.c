@@ -317,6 +317,15 @@ static void check_kernel(qhx_wfmt fmt, int64_t rows, int64_t cols, int64_t G) {
     }
     CHECK(same);
     CHECK(pad_nan);
+    /* row: the dequantized row, bit for bit */
+    float *wr = qhx_malloc((size_t)cols * 4);
+    int rows_same = 1;
+    for (int64_t r = 0; r < rows; r++) {
+        k.row[fmt](&w, r, wr);
+        if (memcmp(wr, Wd + r * cols, (size_t)cols * 4)) rows_same = 0;
+    }
+    CHECK(rows_same);
+    qhx_free(wr);
     qhx_free(y1);
     qhx_free(W);
     qhx_free(Wd);
@@ -343,6 +352,7 @@ static void test_kernels(void) {
     qhx_kern_ref_quant(&k);
     CHECK(k.matvec[QHX_W_Q8] == qhx_k_matvec_q8_ref && k.matvec[QHX_W_Q4] == qhx_k_matvec_q4_ref);
     CHECK(k.matmul[QHX_W_Q8] == qhx_k_matmul_q8_ref && k.matmul[QHX_W_Q4] == qhx_k_matmul_q4_ref);
+    CHECK(k.row[QHX_W_Q8] == qhx_k_row_q8_ref && k.row[QHX_W_Q4] == qhx_k_row_q4_ref);
     CHECK(k.matvec[QHX_W_F32] == NULL);
 }
 

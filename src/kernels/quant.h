@@ -56,8 +56,13 @@ void qhx_k_matmul_q8_ref(const qhx_weight *w, const float *X, int64_t ldx, float
 void qhx_k_matmul_q4_ref(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy,
                          int64_t n, int64_t r0, int64_t r1);
 
-/* Install the four reference kernels above into k->matvec/matmul[QHX_W_Q8 / QHX_W_Q4]. Leaves
- * every other slot as it is; qhx_kern_select calls this before any SIMD override. */
+/* Row r of W dequantized to f32 -> out (cols,): exactly qhx_dequant_q8_row / _q4_row of that row
+ * (embedding lookup from a quantized table). */
+void qhx_k_row_q8_ref(const qhx_weight *w, int64_t r, float *out);
+void qhx_k_row_q4_ref(const qhx_weight *w, int64_t r, float *out);
+
+/* Install the six reference kernels above into k->matvec/matmul/row[QHX_W_Q8 / QHX_W_Q4].
+ * Leaves every other slot as it is; qhx_kern_select calls this before any SIMD override. */
 void qhx_kern_ref_quant(qhx_kernels *k);
 
 #endif

@@ -128,9 +128,20 @@ void qhx_k_matmul_q4_ref(const qhx_weight *w, const float *X, int64_t ldx, float
     for (int64_t t = 0; t < n; t++) qhx_k_matvec_q4_ref(w, X + t * ldx, Y + t * ldy, r0, r1);
 }
 
+void qhx_k_row_q8_ref(const qhx_weight *w, int64_t r, float *out) {
+    qhx_dequant_q8_row((const int8_t *)w->data + r * w->cols, w->scales[r], w->cols, out);
+}
+
+void qhx_k_row_q4_ref(const qhx_weight *w, int64_t r, float *out) {
+    qhx_dequant_q4_row((const uint8_t *)w->data + r * qhx_q4_row_bytes(w->cols),
+                       w->scales + r * qhx_q4_row_groups(w->cols, w->group), w->cols, w->group, out);
+}
+
 void qhx_kern_ref_quant(qhx_kernels *k) {
     k->matvec[QHX_W_Q8] = qhx_k_matvec_q8_ref;
     k->matvec[QHX_W_Q4] = qhx_k_matvec_q4_ref;
     k->matmul[QHX_W_Q8] = qhx_k_matmul_q8_ref;
     k->matmul[QHX_W_Q4] = qhx_k_matmul_q4_ref;
+    k->row[QHX_W_Q8] = qhx_k_row_q8_ref;
+    k->row[QHX_W_Q4] = qhx_k_row_q4_ref;
 }
