@@ -72,6 +72,9 @@ static void test_q8_bounds(void) {
             CHECK(worst_ok);
             CHECK(hit_max);
             CHECK_NEAR(s, amax / 127.0f, 0);
+            float s_only = -1;
+            CHECK_EQ(qhx_quant_q8_row(w, n, NULL, &s_only), 0);
+            CHECK(memcmp(&s_only, &s, 4) == 0);
         }
         qhx_free(w);
         qhx_free(back);
@@ -119,6 +122,9 @@ static void test_q4_bounds(void) {
             }
             CHECK(ok);
             CHECK(exact_max);
+            float sc_only[8];
+            CHECK_EQ(qhx_quant_q4_row(w, n, G, NULL, sc_only), 0);
+            CHECK(memcmp(sc_only, sc, (size_t)(n / G) * 4) == 0);
         }
     }
     /* nibble order: value i in the low nibble of byte i, value i + G/2 in the high nibble */

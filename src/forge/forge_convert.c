@@ -139,8 +139,8 @@ static qhx_status write_plain(convert *c, qhx_stw *w, const tplan *pl, qhx_error
 }
 
 /* Q8 / Q4: quantize row by row; write either the codes (scales_part == 0) or the scales. The two
- * parts are separate tensors (scales come first in the file), so the rows are quantized once for
- * each part: cheap next to the I/O, and nothing of matrix size is ever held in memory. */
+ * parts are separate tensors (scales come first in the file), so the source is read once for
+ * each part (the scale pass computes scales only): nothing of matrix size is held in memory. */
 static qhx_status write_quant(convert *c, qhx_stw *w, const tplan *pl, int scales_part, qhx_error *err) {
     const qhx_st_tensor *t = pl->src;
     const int64_t cols = pl->cols, ng = pl->fmt == OUT_Q8 ? 1 : cols / QHX_Q4_GROUP;
@@ -151,9 +151,9 @@ static qhx_status write_quant(convert *c, qhx_stw *w, const tplan *pl, int scale
         int64_t nr = pl->rows - r0 < rows_per ? pl->rows - r0 : rows_per;
         for (int64_t r = 0; r < nr; r++) {
             load_f32(c, t, (r0 + r) * cols, cols, c->f32);
-            int bad = pl->fmt == OUT_Q8
-                          ? qhx_quant_q8_row(c->f32, cols, (int8_t *)c->q + r * row_bytes, c->scales + r)
-                          : qhx_quant_q4_row(c->f32, cols, QHX_Q4_GROUP, c->q + r * row_bytes, c->scales + r * ng);
+            uint8_t *q = scales_part ? NULL : c->q + r * row_bytes; /* scales only: skip the codes */
+            int bad = pl->fmt == OUT_Q8 ? qhx_quant_q8_row(c->f32, cols, (int8_t *)q, c->scales + r)
+                                        : qhx_quant_q4_row(c->f32, cols, QHX_Q4_GROUP, q, c->scales + r * ng);
             if (bad)
                 return qhx_fail(err, QHX_E_FORMAT, "%s: tensor '%s': row %lld holds a NaN or an infinity",
                                 qhx_st_file_path(c->set, t->file_index), t->name, (long long)(r0 + r));

@@ -16,7 +16,7 @@ int qhx_quant_q8_row(const float *w, int64_t n, int8_t *q, float *scale) {
     }
     float d = amax / 127.0f;
     *scale = d;
-    for (int64_t c = 0; c < n; c++) {
+    for (int64_t c = 0; q && c < n; c++) {
         /* d == 0 also covers rows so small that amax / 127 underflows */
         float v = d != 0.0f ? nearbyintf(w[c] / d) : 0.0f;
         if (v > 127.0f) v = 127.0f;
@@ -52,6 +52,7 @@ int qhx_quant_q4_row(const float *w, int64_t n, int64_t group, uint8_t *q, float
         /* The largest-magnitude value maps to -8 exactly; the opposite extreme clamps to 7. */
         float d = m / -8.0f;
         scales[g] = d;
+        if (!q) continue;
         uint8_t *qg = q + g * half;
         for (int64_t i = 0; i < half; i++) {
             int nib[2];
