@@ -416,6 +416,9 @@ static qhx_status write_manifests(convert *c, const char *hf_dir, qhx_error *err
     if (c->family == FORGE_QWEN3_VL) {
         if (c->w[ROLE_VISION]) n_modes = 2;
         else forge_job_log(&c->job, "no model.visual.* tensors: text manifest only");
+    } else if (c->w[ROLE_VISION]) {
+        forge_job_log(&c->job, "vision tower kept in %s; qwen3_5 runs text only, so no manifest uses it",
+                      c->fname[ROLE_VISION]);
     }
     for (int m = 0; m < n_modes; m++) { /* text first: the vlm manifest adds the vision artifact */
         char file[200];
@@ -460,7 +463,7 @@ static qhx_status read_config(convert *c, const char *hf_dir, qhx_error *err) {
     if (rc == QHX_OK) rc = qhx_json_get_str(c->config, "model_type", path, "", true, &mt, err);
     if (rc == QHX_OK) {
         if (!strcmp(mt, "qwen3_5") || !strcmp(mt, "qwen3_5_text")) c->family = FORGE_QWEN3_5;
-        else if (!strcmp(mt, "qwen3_vl")) c->family = FORGE_QWEN3_VL;
+        else if (!strcmp(mt, "qwen3_vl") || !strcmp(mt, "qwen3_vl_text")) c->family = FORGE_QWEN3_VL;
         else rc = qhx_fail(err, QHX_E_UNSUPPORTED, "%s: model_type '%s' (expected qwen3_5 or qwen3_vl)", path, mt);
     }
     qhx_free(path);
