@@ -44,6 +44,55 @@ for f in demo-vlm-256.json demo-text-256.json decoder-q4.safetensors vision-w8.s
   [ -f "$tmp/bvl/$f" ] || bad "bundle lacks $f"
 done
 ls -d "$tmp"/*.tmp-* >/dev/null 2>&1 && bad "a staging folder was left behind"
+for m in demo-vlm-256.json demo-text-256.json; do
+  "$QHX" inspect "$tmp/bvl/$m" --verify >"$tmp/inspect.txt" 2>&1 || bad "qhx inspect $m: $(cat "$tmp/inspect.txt")"
+done
+grep -q "vision-w8.safetensors" "$tmp/inspect.txt" && bad "the text manifest names the vision file"
+
+PY=
+for p in python3 /usr/bin/python3; do
+  if "$p" -c 'import numpy' 2>/dev/null; then PY=$p; break; fi
+done
+
+# ---- every precision: qhx inspect sees the documented dtype of every tensor ------------------------
+if [ -n "$PY" ]; then
+  for prec in f16 bf16 w8 q4; do
+    expect_rc 0 "wrote" "$QHX" forge "$FX/qwen35-tiny-f32" "$tmp/p-$prec" --precision $prec
+    "$QHX" inspect "$tmp/p-$prec" --json >"$tmp/p-$prec.json" || { bad "qhx inspect $prec"; continue; }
+    "$PY" - "$tmp/p-$prec.json" "$prec" <<'PY' || bad "tensor dtypes of the $prec bundle"
+import json, sys
+d = json.load(open(sys.argv[1])); prec = sys.argv[2]
+t = {x["name"]: x for x in d["tensors"]}
+lin = {"f16": "F16", "bf16": "BF16", "w8": "I8", "q4": "U8"}[prec]
+lm = {"f16": "F16", "bf16": "BF16", "w8": "I8", "q4": "I8"}[prec]
+emb = "BF16" if prec == "bf16" else "F16"
+errors = []
+def want(name, dt):
+    if name not in t: errors.append(name + " missing")
+    elif t[name]["dtype"] != dt: errors.append("%s is %s, expected %s" % (name, t[name]["dtype"], dt))
+for name, x in t.items():
+    if name.endswith(".qscale"):
+        want(name, "F32")
+    elif name == "lm_head.weight":
+        want(name, lm)
+    elif "embed_tokens" in name:
+        want(name, emb)
+    elif len(x["shape"]) == 2:
+        want(name, lin)
+        if lin in ("I8", "U8"): want(name + ".qscale", "F32")
+        sc = t.get(name + ".qscale", {}).get("shape")
+        if lin == "U8" and sc != [x["shape"][0], x["shape"][1] * 2 // 32]:
+            errors.append("%s: U8 %s with scales %s (expected one per 32 columns)" % (name, x["shape"], sc))
+        if lin == "I8" and sc != [x["shape"][0]]:
+            errors.append("%s: I8 %s with scales %s (expected one per row)" % (name, x["shape"], sc))
+    else:
+        want(name, "F32")
+    if name.startswith("mtp."): errors.append(name + " should be dropped")
+for e in errors: print(e)
+sys.exit(1 if errors else 0)
+PY
+  done
+fi
 
 # ---- Ctrl-C: exit 130, no output folder, no staging folder --------------------------------------
 # The 2b preset writes ~3.9 GB, long enough to interrupt; skipped when the disk is short.
@@ -68,10 +117,6 @@ else
 fi
 
 # ---- a bf16 bundle runs exactly like its bf16 checkpoint ----------------------------------------
-PY=
-for p in python3 /usr/bin/python3; do
-  if "$p" -c 'import numpy' 2>/dev/null; then PY=$p; break; fi
-done
 GATE=$SHARED/oracle/parity_gate.py
 if [ -n "$PY" ] && [ -f "$GATE" ] && "$QHX" --help | grep -q '^  logits'; then
   fx=$FX/qwen35-tiny-bf16
