@@ -64,7 +64,7 @@ static void test_linear(void) {
     qhx_kernels k;
     qhx_kern_select(QHX_ISA_BEST, &k);
     CHECK(k.matvec[QHX_W_F32] && k.matvec[QHX_W_F16] && k.matvec[QHX_W_BF16]);
-    CHECK(k.matvec[QHX_W_Q8] == NULL && k.matvec[QHX_W_Q4] == NULL);
+    CHECK(k.matvec[QHX_W_Q8] && k.matvec[QHX_W_Q4] && k.matmul[QHX_W_Q8] && k.row[QHX_W_Q4]); /* every slot filled */
     const int64_t shapes[][2] = {{1, 1}, {7, 13}, {33, 64}, {5, 130}};
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         int64_t R = shapes[si][0], Cc = shapes[si][1], n = 3;

@@ -2,6 +2,7 @@
  * variants (kernels/x86, kernels/arm) override them here once they exist, each behind a check
  * that both the CPU and the OS support the instructions. */
 #include "kernels/kernels.h"
+#include "kernels/quant.h"
 #include "kernels/ref.h"
 
 #include <string.h>
@@ -30,4 +31,5 @@ void qhx_kern_select(qhx_isa max_isa, qhx_kernels *k) {
     k->row[QHX_W_F32] = qhx_k_row_f32_ref;
     k->row[QHX_W_F16] = qhx_k_row_f16_ref;
     k->row[QHX_W_BF16] = qhx_k_row_bf16_ref;
+    qhx_kern_ref_quant(k);
 }

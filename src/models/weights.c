@@ -3,6 +3,7 @@
 
 #include "core/alloc.h"
 #include "core/fp16.h"
+#include "io/st_weight.h"
 
 #include <string.h>
 
@@ -33,7 +34,15 @@ qhx_status qhx_wbind_linear(const qhx_st_set *set, const char *name, int64_t row
                             const qhx_kernels *k, qhx_wowned *owned, qhx_weight *out,
                             qhx_error *err) {
     memset(out, 0, sizeof *out);
-    const qhx_st_tensor *t;
+    const qhx_st_tensor *t = qhx_st_find(set, name);
+    if (t && (t->dtype == QHX_DTYPE_I8 || t->dtype == QHX_DTYPE_U8)) { /* Q8 / Q4 (docs/formats.md) */
+        qhx_status rq = qhx_st_get_weight(set, name, rows, cols, out, err);
+        if (rq) return rq;
+        if (!k->matvec[out->fmt] || !k->matmul[out->fmt] || !k->row[out->fmt])
+            return qhx_fail(err, QHX_E_UNSUPPORTED, "%s: tensor '%s': no kernel for this quantized format",
+                            qhx_st_file_path(set, t->file_index), name);
+        return QHX_OK;
+    }
     int64_t shape[2] = {rows, cols};
     qhx_status rc = qhx_st_get(set, name, QHX_DT_FLOATS, 2, shape, &t, err);
     if (rc) return rc;
