@@ -1,6 +1,7 @@
-/* kernels/vision.h: scalar reference kernels of the vision tower (kernels/ref/vision_ref.c):
- * LayerNorm with bias, the two GELUs, rotate-half rotary with given cos/sin, and the bilinear
- * resampling of a learned position table. Plain loops that follow the Hugging Face reference's
+/* kernels/vision.h: scalar reference kernels of the Qwen3-VL path (kernels/ref/vision_ref.c):
+ * LayerNorm with bias, the two GELUs, the bilinear resampling of a learned position table, and
+ * the plain RMSNorm of the Qwen3 text decoder. Rotary, attention and linear layers are the shared
+ * ones of kernels/ref.h. Plain loops that follow the Hugging Face reference's
  * float32 arithmetic; they never allocate. SIMD twins, when they come, are tested against them. */
 #ifndef QHX_KERNELS_VISION_H
 #define QHX_KERNELS_VISION_H
@@ -19,10 +20,10 @@ void qhx_k_gelu_tanh_f32_ref(float *x, int64_t n);
 /* In place, x: (n,). Exact GELU (nn.GELU()): 0.5 x (1 + erf(x / sqrt(2))). */
 void qhx_k_gelu_erf_f32_ref(float *x, int64_t n);
 
-/* Rotate-half rotary on one head x: (d,), d even, with cos, sin: (d/2,) angles per pair:
- * x'[j] = x[j] cos[j] - x[j + d/2] sin[j], x'[j + d/2] = x[j + d/2] cos[j] + x[j] sin[j]
- * (HF's q * cos + rotate_half(q) * sin with cos = [c, c]). In place. */
-void qhx_k_rope_neox_f32_ref(float *x, const float *cos, const float *sin, int64_t d);
+/* Plain RMSNorm (HF Qwen3RMSNorm / Qwen3VLTextRMSNorm): y = w * (x * 1/sqrt(mean(x^2) + eps)),
+ * sum of squares in double. Not the zero-centred (1 + w) form of Qwen3.5. x, y (n,) (may alias);
+ * w (n,). */
+void qhx_k_rmsnorm_f32_ref(const float *x, const float *w, float *y, int64_t n, float eps);
 
 /* HF Qwen3-VL fast_pos_embed_interpolate for one (gh, gw) grid: the side x side table
  * (row-major, index r * side + c, rows of dim floats) is sampled at

@@ -1,120 +1,63 @@
-/* models/qwen3vl.h: Qwen3-VL (Hugging Face Qwen3VLForConditionalGeneration) in float32: the
- * vision tower (vit.h), the dense Qwen3 text decoder with interleaved M-RoPE over 3-D positions
- * and DeepStack injection, the tied lm-head. Spec: spec/qwen3_vl.md.
+/* models/qwen3vl.h: the Qwen3-VL family (Hugging Face Qwen3VLForConditionalGeneration) behind
+ * models/model.h, plus what only this family has: images. Float32 compute over F32/F16/BF16
+ * weights. Spec: spec/qwen3_vl.md.
  *
- * Usage:
- *   qhx_qwen3vl *m;  qhx_qwen3vl_open("ckpt-dir", &m, &err);
- *   qhx_vl_image im; qhx_qwen3vl_image_load(m, "x.png", &im, &err);   // preprocess + encode
- *   qhx_vl_plan plan; qhx_qwen3vl_plan(m, ids, n, &im, &plan, &err);   // positions, image rows
- *   qhx_vl_state *s; qhx_vl_state_create(m, n_ctx, &s, &err);
- *   qhx_qwen3vl_eval(m, s, ids, n, &plan, 0, logits, QHX_VL_LOGITS_ALL, NULL, &err);
- *   ... decode: qhx_qwen3vl_eval(m, s, &tok, 1, NULL, 0, logits, QHX_VL_LOGITS_LAST, NULL, &err);
- * A model is immutable after open and may be shared; a state is used by one thread at a time. */
+ * Text alone goes through the generic interface (qhx_model_open, qhx_model_forward). With an
+ * image:
+ *   const qhx_qwen3vl *vl = qhx_qwen3vl_of(m);           // NULL for other families
+ *   qhx_vl_image im; qhx_qwen3vl_image_load(vl, "x.png", &im, &err);     // decode + encode
+ *   qhx_qwen3vl_attach(st, &im, ids, n, &err);  // the next n tokens are ids, with this image
+ *   qhx_model_forward(m, st, ids, n, &opts, &err);        // may also be split into pieces
+ *   ... decode as usual; qhx_vl_image_deinit(&im) once the prompt has been fed.
+ * The ids hold <|vision_start|>, the image-pad id once per image token, <|vision_end|>. */
 #ifndef QHX_MODELS_QWEN3VL_H
 #define QHX_MODELS_QWEN3VL_H
 
 #include "image/image.h"
-#include "io/safetensors.h"
+#include "models/model.h"
 #include "models/vit.h"
-#include "models/vl_common.h"
+#include "models/weights.h"
 
-#define QHX_VL_MAX_LAYERS 512
+typedef struct qhx_qwen3vl qhx_qwen3vl;
 
-/* text_config of config.json (HF names) plus the top-level token ids. */
-typedef struct qhx_qwen3vl_config {
-    int64_t vocab_size, hidden_size, intermediate_size, num_hidden_layers;
-    int64_t num_attention_heads, num_key_value_heads, head_dim;
-    double rms_norm_eps, rope_theta;
-    int64_t mrope_section[3];
-    int mrope_interleaved;
-    int tie_word_embeddings;
-    int64_t image_token_id, video_token_id, vision_start_token_id, vision_end_token_id;
-    int64_t bos_token_id, eos_token_id;
-} qhx_qwen3vl_config;
+/* ---- images ----------------------------------------------------------------------------- */
 
-typedef struct qhx_vl_layer {
-    float *input_layernorm, *post_attention_layernorm; /* (hidden) */
-    qhx_weight q_proj, k_proj, v_proj, o_proj;         /* (Hq hd, hidden), (Hkv hd, hidden) x2, (hidden, Hq hd) */
-    float *q_norm, *k_norm;                            /* (head_dim) */
-    qhx_weight gate_proj, up_proj, down_proj;          /* (I, hidden) x2, (hidden, I) */
-} qhx_vl_layer;
-
-typedef struct qhx_qwen3vl {
-    char *dir;
-    qhx_qwen3vl_config cfg;
-    qhx_st_set *st;
-    qhx_vit *vit;           /* NULL when the checkpoint has no vision tower */
-    qhx_image_prep prep;    /* preprocessor_config.json, or the defaults */
-    qhx_weight embed;       /* (vocab, hidden) */
-    qhx_weight lm_head;     /* (vocab, hidden); the embedding when tied */
-    float *norm;            /* (hidden) */
-    qhx_vl_layer *layers;   /* (num_hidden_layers) */
-    float *inv_freq;        /* (head_dim / 2): 1 / theta^(2j / head_dim), float32 */
-    unsigned char *axis;    /* (head_dim / 2): M-RoPE axis of each frequency slot, 0 T, 1 H, 2 W */
-    qhx_vl_bufs bufs;
-} qhx_qwen3vl;
-
-/* Open a Hugging Face checkpoint folder (config.json, *.safetensors, preprocessor_config.json
- * optional). Errors name the file and field. */
-qhx_status qhx_qwen3vl_open(const char *dir, qhx_qwen3vl **out /* OUT */, qhx_error *err);
-void qhx_qwen3vl_free(qhx_qwen3vl *m); /* NULL allowed */
-
-/* Whether a config.json (parsed) describes this family (model_type qwen3_vl). */
-int qhx_qwen3vl_config_matches(const char *config_path);
-
-/* ---- images ----------------------------------------------------------------------- */
-
-/* One encoded image: its merged grid and the embedding rows of its tokens. */
+/* One encoded image: its patch grid and the embedding rows of its tokens. */
 typedef struct qhx_vl_image {
-    int64_t grid_h, grid_w;   /* patches (before merging) */
-    int64_t n_tokens;         /* (grid_h / m) * (grid_w / m) */
-    int64_t row_width;        /* out_hidden * (1 + n_deepstack) */
-    float *embd;              /* owned, (n_tokens, row_width): [merger | deepstack 0 | ...] */
+    int64_t grid_h, grid_w; /* patches per axis, before merging */
+    int64_t n_tokens;       /* (grid_h / merge) * (grid_w / merge) */
+    int64_t row_width;      /* hidden * (1 + n_deepstack) */
+    float *embd;            /* owned, (n_tokens, row_width): [merger | deepstack 0 | ...] */
 } qhx_vl_image;
 
-/* Decode, preprocess and encode an image file. */
-qhx_status qhx_qwen3vl_image_load(const qhx_qwen3vl *m, const char *path, qhx_vl_image *out /* OUT */,
+/* The Qwen3-VL part of a model from qhx_model_open, or NULL for another family. Borrowed. */
+const qhx_qwen3vl *qhx_qwen3vl_of(const qhx_model *m);
+
+/* Decode, preprocess (preprocessor_config.json of the checkpoint) and encode an image file.
+ * Errors: those of qhx_image_load / qhx_image_preprocess, QHX_E_UNSUPPORTED without a vision
+ * tower, QHX_E_NOMEM. Thread-safe for one model. */
+qhx_status qhx_qwen3vl_image_load(const qhx_qwen3vl *vl, const char *path,
+                                  qhx_vl_image *out /* OUT, owned: qhx_vl_image_deinit */,
                                   qhx_error *err);
+/* The same from a decoded image. */
+qhx_status qhx_qwen3vl_image_encode(const qhx_qwen3vl *vl, const qhx_image *img,
+                                    qhx_vl_image *out /* OUT */, qhx_error *err);
 void qhx_vl_image_deinit(qhx_vl_image *im); /* NULL / zeroed allowed */
 
-/* ---- prompts, states, evaluation ------------------------------------------------- */
+/* ---- prompts ---------------------------------------------------------------------------- */
 
-/* Per-token M-RoPE positions and image rows of one id sequence (HF get_rope_index). */
-typedef struct qhx_vl_plan {
-    int64_t n;
-    int64_t *pos;             /* owned, (n, 3): t, h, w */
-    int64_t *img_row;         /* owned, (n): image token index, or -1 for text */
-    const qhx_vl_image *image; /* borrowed, or NULL */
-} qhx_vl_plan;
+/* Announce the next n tokens of st (from its current position): ids (n,) with the image's pad
+ * tokens in one run of exactly image->n_tokens. Their M-RoPE positions follow HF get_rope_index
+ * (image token (r, c) at (s, s + r, s + c), text after it at s + max(rows, cols)); forward then
+ * puts the merger rows at the pads and adds DeepStack feature l after decoder layer l. image
+ * must stay alive until those tokens have been fed; forward refuses ids that differ from the
+ * announced ones. image NULL: no pad id may appear. Errors (QHX_E_ARG) name the counts.
+ * Replaces an earlier announcement; reset drops it. */
+qhx_status qhx_qwen3vl_attach(qhx_model_state *st, const qhx_vl_image *image, const int32_t *ids,
+                              int64_t n, qhx_error *err);
 
-/* Plan ids[0..n) with at most one image: its image-pad tokens must form one run of exactly
- * image->n_tokens ids; text continues after max + 1. image NULL: no image-pad id may appear.
- * Errors (QHX_E_ARG) say what count was found and what the image needs. */
-qhx_status qhx_qwen3vl_plan(const qhx_qwen3vl *m, const int32_t *ids, int64_t n,
-                            const qhx_vl_image *image, qhx_vl_plan *out /* OUT */, qhx_error *err);
-void qhx_vl_plan_deinit(qhx_vl_plan *p); /* NULL / zeroed allowed */
-
-/* Mutable decoding state: KV cache (rotated K, V), the next position. */
-typedef struct qhx_vl_state {
-    int64_t n_ctx, n_past;
-    int64_t next_pos;  /* position of the next text token: max position so far + 1 */
-    float *k, *v;      /* (layers, n_ctx, Hkv * hd) */
-} qhx_vl_state;
-
-qhx_status qhx_vl_state_create(const qhx_qwen3vl *m, int64_t n_ctx, qhx_vl_state **out /* OUT */,
-                               qhx_error *err);
-void qhx_vl_state_free(qhx_vl_state *s); /* NULL allowed */
-
-enum { QHX_VL_LOGITS_NONE = 0, QHX_VL_LOGITS_LAST = 1, QHX_VL_LOGITS_ALL = 2 };
-
-/* Run ids[0..n) after the tokens already in s. plan NULL: all text, positions continue from
- * s->next_pos; else rows plan_off .. plan_off + n of plan give positions and image rows.
- * logits: (n, vocab) for ALL, (vocab) for LAST, unused for NONE. layers_out, when not NULL,
- * receives the residual stream after each decoder layer (before any DeepStack add):
- * (layers, n, hidden). Errors: QHX_E_ARG (ids out of range), QHX_E_LIMIT (context full),
- * QHX_E_NOMEM. */
-qhx_status qhx_qwen3vl_eval(const qhx_qwen3vl *m, qhx_vl_state *s, const int32_t *ids, int64_t n,
-                            const qhx_vl_plan *plan, int64_t plan_off, float *logits, int which,
-                            float *layers_out, qhx_error *err);
+/* Positions of the announced tokens: pos (n, 3) as t, h, w; for tests. Returns the count
+ * announced, or 0 when nothing is attached. Borrowed, lives until the next attach/reset. */
+int64_t qhx_qwen3vl_attached_positions(const qhx_model_state *st, const int64_t **pos);
 
 #endif

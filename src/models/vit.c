@@ -4,6 +4,7 @@
 #include "models/vit.h"
 
 #include "core/alloc.h"
+#include "kernels/ref.h"
 #include "kernels/vision.h"
 
 #include <math.h>
@@ -74,69 +75,106 @@ qhx_status qhx_vit_config_parse(const json_t *vc, const char *label, qhx_vit_con
 
 void qhx_vit_free(qhx_vit *v) {
     if (!v) return;
-    qhx_vl_bufs_free(&v->bufs);
+    qhx_wowned_free(&v->owned);
+    qhx_aligned_free(v->patch_copy);
     qhx_free(v->blocks);
     qhx_free(v);
 }
 
-static qhx_status load_merger(const qhx_st_set *st, const qhx_vit_config *c, const char *base,
-                              int postshuffle, qhx_vit_merger *m, qhx_vl_bufs *b, qhx_error *err) {
+/* A vector of n floats as a float32 copy owned by v. */
+static qhx_status vec(qhx_vit *v, const qhx_st_set *st, const char *name, int64_t n, float **out, qhx_error *err) {
+    return qhx_wload_f32(st, name, 1, &n, &v->owned, out, NULL, err);
+}
+
+static qhx_status lin(qhx_vit *v, const qhx_st_set *st, const char *name, int64_t rows, int64_t cols,
+                      qhx_weight *out, qhx_error *err) {
+    return qhx_wbind_linear(st, name, rows, cols, &v->kern, &v->owned, out, err);
+}
+
+static qhx_status load_merger(qhx_vit *v, const qhx_st_set *st, const char *base, int postshuffle,
+                              qhx_vit_merger *m, qhx_error *err) {
+    const qhx_vit_config *c = &v->cfg;
     char name[512];
     int64_t D = c->hidden_size, M2 = c->spatial_merge_size * c->spatial_merge_size, HM = D * M2;
     qhx_status rc;
     m->postshuffle = postshuffle;
     m->norm_dim = postshuffle ? HM : D;
 #define NAME(suffix) (snprintf(name, sizeof name, "%s%s", base, suffix), name)
-    if ((rc = qhx_vl_get_f32(st, NAME("norm.weight"), m->norm_dim, b, &m->norm_w, err))) return rc;
-    if ((rc = qhx_vl_get_f32(st, NAME("norm.bias"), m->norm_dim, b, &m->norm_b, err))) return rc;
-    if ((rc = qhx_vl_get_weight(st, NAME("linear_fc1.weight"), HM, HM, b, &m->fc1, err))) return rc;
-    if ((rc = qhx_vl_get_f32(st, NAME("linear_fc1.bias"), HM, b, &m->fc1_b, err))) return rc;
-    if ((rc = qhx_vl_get_weight(st, NAME("linear_fc2.weight"), c->out_hidden_size, HM, b, &m->fc2, err))) return rc;
-    if ((rc = qhx_vl_get_f32(st, NAME("linear_fc2.bias"), c->out_hidden_size, b, &m->fc2_b, err))) return rc;
+    if ((rc = vec(v, st, NAME("norm.weight"), m->norm_dim, &m->norm_w, err))) return rc;
+    if ((rc = vec(v, st, NAME("norm.bias"), m->norm_dim, &m->norm_b, err))) return rc;
+    if ((rc = lin(v, st, NAME("linear_fc1.weight"), HM, HM, &m->fc1, err))) return rc;
+    if ((rc = vec(v, st, NAME("linear_fc1.bias"), HM, &m->fc1_b, err))) return rc;
+    if ((rc = lin(v, st, NAME("linear_fc2.weight"), c->out_hidden_size, HM, &m->fc2, err))) return rc;
+    if ((rc = vec(v, st, NAME("linear_fc2.bias"), c->out_hidden_size, &m->fc2_b, err))) return rc;
 #undef NAME
     return QHX_OK;
 }
 
+/* The Conv3d kernel [hidden, C, Tp, P, P] viewed as the (hidden, C Tp P P) matrix of the
+ * equivalent linear map (row-major flattening of the last four dims). */
+static qhx_status patch_weight(qhx_vit *v, const qhx_st_set *st, const char *name, qhx_error *err) {
+    const qhx_vit_config *c = &v->cfg;
+    int64_t shape[5] = {c->hidden_size, c->in_channels, c->temporal_patch_size, c->patch_size, c->patch_size};
+    const qhx_st_tensor *t;
+    qhx_status rc = qhx_st_get(st, name, QHX_DT_FLOATS, 5, shape, &t, err);
+    if (rc) return rc;
+    qhx_weight *w = &v->patch_embed;
+    w->fmt = t->dtype == QHX_DTYPE_F32 ? QHX_W_F32 : t->dtype == QHX_DTYPE_F16 ? QHX_W_F16 : QHX_W_BF16;
+    w->rows = shape[0];
+    w->cols = shape[1] * shape[2] * shape[3] * shape[4];
+    w->data = t->data;
+    if (!v->kern.matmul[w->fmt])
+        return qhx_fail(err, QHX_E_UNSUPPORTED, "tensor '%s': no kernel for dtype %s", name, qhx_dtype_name(t->dtype));
+    if ((uintptr_t)t->data % qhx_dtype_size(t->dtype)) { /* misaligned for its type: copy */
+        if (!(v->patch_copy = qhx_aligned_alloc(t->size)))
+            return qhx_fail(err, QHX_E_NOMEM, "tensor '%s': out of memory for %zu bytes", name, t->size);
+        memcpy(v->patch_copy, t->data, t->size);
+        w->data = v->patch_copy;
+    }
+    return QHX_OK;
+}
+
 qhx_status qhx_vit_load(const qhx_st_set *st, const qhx_vit_config *cfg, const char *prefix,
-                        qhx_vit **out, qhx_error *err) {
+                        const qhx_kernels *k, qhx_vit **out, qhx_error *err) {
     *out = NULL;
     qhx_vit *v = qhx_calloc(1, sizeof *v);
     if (!v) return qhx_fail(err, QHX_E_NOMEM, "vision tower: out of memory");
     v->cfg = *cfg;
+    v->kern = *k;
     const qhx_vit_config *c = cfg;
     int64_t D = c->hidden_size, I = c->intermediate_size;
-    int64_t pdim = c->in_channels * c->temporal_patch_size * c->patch_size * c->patch_size;
     char name[512];
     qhx_status rc;
+    int64_t pe_shape[2] = {c->num_position_embeddings, D};
 #define NAME(...) (snprintf(name, sizeof name, __VA_ARGS__), name)
-    if ((rc = qhx_vl_get_weight(st, NAME("%spatch_embed.proj.weight", prefix), D, pdim, &v->bufs, &v->patch_embed, err))) goto fail;
-    if ((rc = qhx_vl_get_f32(st, NAME("%spatch_embed.proj.bias", prefix), D, &v->bufs, &v->patch_b, err))) goto fail;
-    if ((rc = qhx_vl_get_f32(st, NAME("%spos_embed.weight", prefix), c->num_position_embeddings * D, &v->bufs, &v->pos_embed, err))) goto fail;
+    if ((rc = patch_weight(v, st, NAME("%spatch_embed.proj.weight", prefix), err))) goto fail;
+    if ((rc = vec(v, st, NAME("%spatch_embed.proj.bias", prefix), D, &v->patch_b, err))) goto fail;
+    if ((rc = qhx_wload_f32(st, NAME("%spos_embed.weight", prefix), 2, pe_shape, &v->owned, &v->pos_embed, NULL, err))) goto fail;
     v->blocks = qhx_calloc((size_t)c->depth, sizeof *v->blocks);
     if (!v->blocks) { rc = qhx_fail(err, QHX_E_NOMEM, "vision tower: out of memory"); goto fail; }
     for (int64_t l = 0; l < c->depth; l++) {
         qhx_vit_block *B = &v->blocks[l];
         const char *pf = prefix;
         long long li = (long long)l;
-        if ((rc = qhx_vl_get_f32(st, NAME("%sblocks.%lld.norm1.weight", pf, li), D, &v->bufs, &B->norm1_w, err))) goto fail;
-        if ((rc = qhx_vl_get_f32(st, NAME("%sblocks.%lld.norm1.bias", pf, li), D, &v->bufs, &B->norm1_b, err))) goto fail;
-        if ((rc = qhx_vl_get_f32(st, NAME("%sblocks.%lld.norm2.weight", pf, li), D, &v->bufs, &B->norm2_w, err))) goto fail;
-        if ((rc = qhx_vl_get_f32(st, NAME("%sblocks.%lld.norm2.bias", pf, li), D, &v->bufs, &B->norm2_b, err))) goto fail;
-        if ((rc = qhx_vl_get_weight(st, NAME("%sblocks.%lld.attn.qkv.weight", pf, li), 3 * D, D, &v->bufs, &B->qkv, err))) goto fail;
-        if ((rc = qhx_vl_get_f32(st, NAME("%sblocks.%lld.attn.qkv.bias", pf, li), 3 * D, &v->bufs, &B->qkv_b, err))) goto fail;
-        if ((rc = qhx_vl_get_weight(st, NAME("%sblocks.%lld.attn.proj.weight", pf, li), D, D, &v->bufs, &B->proj, err))) goto fail;
-        if ((rc = qhx_vl_get_f32(st, NAME("%sblocks.%lld.attn.proj.bias", pf, li), D, &v->bufs, &B->proj_b, err))) goto fail;
-        if ((rc = qhx_vl_get_weight(st, NAME("%sblocks.%lld.mlp.linear_fc1.weight", pf, li), I, D, &v->bufs, &B->fc1, err))) goto fail;
-        if ((rc = qhx_vl_get_f32(st, NAME("%sblocks.%lld.mlp.linear_fc1.bias", pf, li), I, &v->bufs, &B->fc1_b, err))) goto fail;
-        if ((rc = qhx_vl_get_weight(st, NAME("%sblocks.%lld.mlp.linear_fc2.weight", pf, li), D, I, &v->bufs, &B->fc2, err))) goto fail;
-        if ((rc = qhx_vl_get_f32(st, NAME("%sblocks.%lld.mlp.linear_fc2.bias", pf, li), D, &v->bufs, &B->fc2_b, err))) goto fail;
+        if ((rc = vec(v, st, NAME("%sblocks.%lld.norm1.weight", pf, li), D, &B->norm1_w, err))) goto fail;
+        if ((rc = vec(v, st, NAME("%sblocks.%lld.norm1.bias", pf, li), D, &B->norm1_b, err))) goto fail;
+        if ((rc = vec(v, st, NAME("%sblocks.%lld.norm2.weight", pf, li), D, &B->norm2_w, err))) goto fail;
+        if ((rc = vec(v, st, NAME("%sblocks.%lld.norm2.bias", pf, li), D, &B->norm2_b, err))) goto fail;
+        if ((rc = lin(v, st, NAME("%sblocks.%lld.attn.qkv.weight", pf, li), 3 * D, D, &B->qkv, err))) goto fail;
+        if ((rc = vec(v, st, NAME("%sblocks.%lld.attn.qkv.bias", pf, li), 3 * D, &B->qkv_b, err))) goto fail;
+        if ((rc = lin(v, st, NAME("%sblocks.%lld.attn.proj.weight", pf, li), D, D, &B->proj, err))) goto fail;
+        if ((rc = vec(v, st, NAME("%sblocks.%lld.attn.proj.bias", pf, li), D, &B->proj_b, err))) goto fail;
+        if ((rc = lin(v, st, NAME("%sblocks.%lld.mlp.linear_fc1.weight", pf, li), I, D, &B->fc1, err))) goto fail;
+        if ((rc = vec(v, st, NAME("%sblocks.%lld.mlp.linear_fc1.bias", pf, li), I, &B->fc1_b, err))) goto fail;
+        if ((rc = lin(v, st, NAME("%sblocks.%lld.mlp.linear_fc2.weight", pf, li), D, I, &B->fc2, err))) goto fail;
+        if ((rc = vec(v, st, NAME("%sblocks.%lld.mlp.linear_fc2.bias", pf, li), D, &B->fc2_b, err))) goto fail;
     }
     char base[400];
     snprintf(base, sizeof base, "%smerger.", prefix);
-    if ((rc = load_merger(st, c, base, 0, &v->merger, &v->bufs, err))) goto fail;
+    if ((rc = load_merger(v, st, base, 0, &v->merger, err))) goto fail;
     for (int64_t j = 0; j < c->n_deepstack; j++) {
         snprintf(base, sizeof base, "%sdeepstack_merger_list.%lld.", prefix, (long long)j);
-        if ((rc = load_merger(st, c, base, 1, &v->deepstack[j], &v->bufs, err))) goto fail;
+        if ((rc = load_merger(v, st, base, 1, &v->deepstack[j], err))) goto fail;
     }
 #undef NAME
     *out = v;
@@ -154,11 +192,18 @@ typedef struct vit_scratch {
     float *x, *h, *qkv, *att, *mlp, *scores, *cos, *sin, *pe, *g, *g1;
 } vit_scratch;
 
+/* Y (n, rows) stride ldy = X (n, cols) stride ldx @ W^T + b, through the op table. */
+static void linear(const qhx_vit *v, const qhx_weight *w, const float *b, const float *X, int64_t ldx,
+                   float *Y, int64_t ldy, int64_t n) {
+    v->kern.matmul[w->fmt](w, X, ldx, Y, ldy, n, 0, w->rows);
+    for (int64_t t = 0; t < n; t++) qhx_k_add_f32_ref(Y + t * ldy, b, w->rows);
+}
+
 static void act(qhx_act a, float *x, int64_t n) {
     if (a == QHX_ACT_GELU_TANH) qhx_k_gelu_tanh_f32_ref(x, n);
     else if (a == QHX_ACT_GELU_ERF) qhx_k_gelu_erf_f32_ref(x, n);
     else
-        for (int64_t i = 0; i < n; i++) x[i] = x[i] / (1.0f + expf(-x[i]));
+        qhx_k_silu_f32_ref(x, n);
 }
 
 /* Merger m over x (N, D) rows in merge-window order -> out rows of stride ldo, G = N / M^2. */
@@ -174,42 +219,19 @@ static void merger_forward(const qhx_vit *v, const qhx_vit_merger *m, const floa
         for (int64_t n = 0; n < N; n++)
             qhx_k_layernorm_f32_ref(x + n * D, m->norm_w, m->norm_b, s->g + n * D, D, v->cfg.layer_norm_eps);
     }
-    qhx_vl_linear(&m->fc1, m->fc1_b, s->g, HM, s->g1, HM, G);
+    linear(v, &m->fc1, m->fc1_b, s->g, HM, s->g1, HM, G);
     qhx_k_gelu_erf_f32_ref(s->g1, G * HM); /* nn.GELU(): exact, in every merger */
-    qhx_vl_linear(&m->fc2, m->fc2_b, s->g1, HM, out, ldo, G);
+    linear(v, &m->fc2, m->fc2_b, s->g1, HM, out, ldo, G);
 }
 
-/* Full (non-causal) multi-head attention over the N patches of one image.
- * qkv: (N, 3D) with RoPE applied to q and k; att: (N, D). */
+/* Full (non-causal) multi-head attention over the N patches of one image: every query reads
+ * all N keys. qkv: (N, 3D) = [q | k | v] with RoPE applied to q and k; att: (N, D). */
 static void attention(const float *qkv, int64_t N, int64_t D, int64_t H, float *scores, float *att) {
     int64_t hd = D / H;
     float scale = 1.0f / sqrtf((float)hd);
-    for (int64_t h = 0; h < H; h++) {
-        for (int64_t i = 0; i < N; i++) {
-            const float *q = qkv + i * 3 * D + h * hd;
-            float mx = -INFINITY;
-            for (int64_t j = 0; j < N; j++) {
-                const float *k = qkv + j * 3 * D + D + h * hd;
-                float sdot = 0.0f;
-                for (int64_t e = 0; e < hd; e++) sdot += q[e] * k[e];
-                scores[j] = sdot * scale;
-                if (scores[j] > mx) mx = scores[j];
-            }
-            double sum = 0.0;
-            for (int64_t j = 0; j < N; j++) {
-                scores[j] = expf(scores[j] - mx);
-                sum += scores[j];
-            }
-            float inv = (float)(1.0 / sum);
-            float *o = att + i * D + h * hd;
-            for (int64_t e = 0; e < hd; e++) o[e] = 0.0f;
-            for (int64_t j = 0; j < N; j++) {
-                const float *vv = qkv + j * 3 * D + 2 * D + h * hd;
-                float p = scores[j] * inv;
-                for (int64_t e = 0; e < hd; e++) o[e] += p * vv[e];
-            }
-        }
-    }
+    for (int64_t i = 0; i < N; i++)
+        qhx_k_attention_f32_ref(qkv + i * 3 * D, qkv + D, qkv + 2 * D, 3 * D, N, H, H, hd, scale, scores,
+                                att + i * D, 0, H);
 }
 
 qhx_status qhx_vit_encode(const qhx_vit *v, const qhx_image_patches *p, float *out, qhx_error *err) {
@@ -244,7 +266,7 @@ qhx_status qhx_vit_encode(const qhx_vit *v, const qhx_image_patches *p, float *o
         goto done;
     }
     /* Patch embedding: Conv3d with kernel = stride is a linear map of the flattened patch. */
-    qhx_vl_linear(&v->patch_embed, v->patch_b, p->data, pdim, s.x, D, N);
+    linear(v, &v->patch_embed, v->patch_b, p->data, pdim, s.x, D, N);
 
     /* Learned positions, resampled in row-major (pr, pc) order, added in merge-window order. */
     int64_t side = (int64_t)llround(sqrt((double)c->num_position_embeddings));
@@ -275,22 +297,21 @@ qhx_status qhx_vit_encode(const qhx_vit *v, const qhx_image_patches *p, float *o
         const qhx_vit_block *B = &v->blocks[l];
         for (int64_t n = 0; n < N; n++)
             qhx_k_layernorm_f32_ref(s.x + n * D, B->norm1_w, B->norm1_b, s.h + n * D, D, c->layer_norm_eps);
-        qhx_vl_linear(&B->qkv, B->qkv_b, s.h, D, s.qkv, 3 * D, N);
-        for (int64_t n = 0; n < N; n++)
-            for (int64_t h = 0; h < H; h++) {
-                const float *cs = s.cos + n * hd / 2, *sn = s.sin + n * hd / 2;
-                qhx_k_rope_neox_f32_ref(s.qkv + n * 3 * D + h * hd, cs, sn, hd);
-                qhx_k_rope_neox_f32_ref(s.qkv + n * 3 * D + D + h * hd, cs, sn, hd);
-            }
+        linear(v, &B->qkv, B->qkv_b, s.h, D, s.qkv, 3 * D, N);
+        for (int64_t n = 0; n < N; n++) {
+            const float *cs = s.cos + n * hd / 2, *sn = s.sin + n * hd / 2;
+            qhx_k_rope_neox_f32_ref(s.qkv + n * 3 * D, H, hd, hd, cs, sn);     /* q */
+            qhx_k_rope_neox_f32_ref(s.qkv + n * 3 * D + D, H, hd, hd, cs, sn); /* k */
+        }
         attention(s.qkv, N, D, H, s.scores, s.att);
-        qhx_vl_linear(&B->proj, B->proj_b, s.att, D, s.h, D, N);
-        for (int64_t i = 0; i < N * D; i++) s.x[i] += s.h[i];
+        linear(v, &B->proj, B->proj_b, s.att, D, s.h, D, N);
+        qhx_k_add_f32_ref(s.x, s.h, N * D);
         for (int64_t n = 0; n < N; n++)
             qhx_k_layernorm_f32_ref(s.x + n * D, B->norm2_w, B->norm2_b, s.h + n * D, D, c->layer_norm_eps);
-        qhx_vl_linear(&B->fc1, B->fc1_b, s.h, D, s.mlp, I, N);
+        linear(v, &B->fc1, B->fc1_b, s.h, D, s.mlp, I, N);
         act(c->hidden_act, s.mlp, N * I);
-        qhx_vl_linear(&B->fc2, B->fc2_b, s.mlp, I, s.h, D, N);
-        for (int64_t i = 0; i < N * D; i++) s.x[i] += s.h[i];
+        linear(v, &B->fc2, B->fc2_b, s.mlp, I, s.h, D, N);
+        qhx_k_add_f32_ref(s.x, s.h, N * D);
         for (int64_t j = 0; j < c->n_deepstack; j++)
             if (c->deepstack_visual_indexes[j] == l) merger_forward(v, &v->deepstack[j], s.x, N, &s, out + (1 + j) * OH, W);
     }

@@ -8,7 +8,8 @@
 #include "image/image.h"
 #include "io/json.h"
 #include "io/safetensors.h"
-#include "models/vl_common.h"
+#include "kernels/kernels.h"
+#include "models/weights.h"
 
 #define QHX_VIT_MAX_DEEPSTACK 8
 #define QHX_VIT_MAX_DEPTH 256
@@ -49,16 +50,19 @@ typedef struct qhx_vit {
     qhx_vit_block *blocks;                  /* (depth) */
     qhx_vit_merger merger;
     qhx_vit_merger deepstack[QHX_VIT_MAX_DEEPSTACK];
-    qhx_vl_bufs bufs;
+    qhx_kernels kern;                       /* the owning model's op table */
+    qhx_wowned owned;
+    void *patch_copy;                       /* aligned copy of a misaligned patch kernel, or NULL */
 } qhx_vit;
 
 /* Parse vision_config (the object; `label` names the file). */
 qhx_status qhx_vit_config_parse(const json_t *vc, const char *label, qhx_vit_config *out /* OUT */,
                                 qhx_error *err);
 
-/* Bind the tower's weights under `prefix` ("model.visual.") of st, which must outlive it. */
+/* Bind the tower's weights under `prefix` ("model.visual.") of st, which must outlive it;
+ * linear layers run through the op table k (copied). */
 qhx_status qhx_vit_load(const qhx_st_set *st, const qhx_vit_config *cfg, const char *prefix,
-                        qhx_vit **out /* OUT */, qhx_error *err);
+                        const qhx_kernels *k, qhx_vit **out /* OUT */, qhx_error *err);
 void qhx_vit_free(qhx_vit *v); /* NULL allowed */
 
 /* Width of one output row: out_hidden_size * (1 + n_deepstack). */

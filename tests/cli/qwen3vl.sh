@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # qhx embed-image / logits / generate on the qwen3vl-tiny-f32 fixture: output shapes, greedy ids
 # equal to the golden ones (text and image prompts), and clear errors for a wrong image-pad count,
-# pads without an image and a missing image file.
+# pads without an image, --image on a model without vision, and a missing image file.
 # Usage: qwen3vl.sh BIN_DIR SHARED_DIR SOURCE_DIR
 set -u
 BIN=$1/qhx
@@ -47,9 +47,15 @@ BAD_IDS=$(echo "$IMG_IDS" | sed 's/1002,//')   # one image pad fewer
 "$BIN" logits -m "$F" --ids "$BAD_IDS" --image "$F/image-64x96.png" --out "$T/x.f32" 2>"$T/err"
 rc=$?
 check '[ $rc = 1 ] && grep -q "5 image-pad tokens" "$T/err" && grep -q "needs 6" "$T/err"' "pad count mismatch: $(cat "$T/err")"
-"$BIN" generate -m "$F" --ids "$IMG_IDS" -n 2 2>"$T/err"
+"$BIN" generate -m "$F" --ids "$IMG_IDS" -n 2 --greedy --print-ids 2>"$T/err"
 rc=$?
 check '[ $rc = 1 ] && grep -q "no image" "$T/err"' "pads without --image: $(cat "$T/err")"
+Q35=$2/fixtures/parity/qwen35-tiny-f32
+if [ -d "$Q35" ]; then
+  "$BIN" logits -m "$Q35" --ids 1,2,3 --image "$F/image-64x96.png" --out "$T/x.f32" 2>"$T/err"
+  rc=$?
+  check '[ $rc = 1 ] && grep -q "needs a Qwen3-VL checkpoint" "$T/err"' "--image on Qwen3.5: $(cat "$T/err")"
+fi
 "$BIN" embed-image -m "$F" --image "$T/missing.png" --out "$T/x.f32" 2>"$T/err"
 rc=$?
 check '[ $rc = 1 ] && grep -q "missing.png" "$T/err"' "missing image: $(cat "$T/err")"

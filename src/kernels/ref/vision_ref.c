@@ -1,4 +1,4 @@
-/* kernels/ref/vision_ref: scalar reference kernels of the vision tower (contracts in
+/* kernels/ref/vision_ref: scalar reference kernels of the Qwen3-VL path (contracts in
  * kernels/vision.h). */
 #include "kernels/vision.h"
 
@@ -36,13 +36,11 @@ void qhx_k_gelu_erf_f32_ref(float *x, int64_t n) {
     }
 }
 
-void qhx_k_rope_neox_f32_ref(float *x, const float *cos, const float *sin, int64_t d) {
-    int64_t h = d / 2;
-    for (int64_t j = 0; j < h; j++) {
-        float a = x[j], b = x[j + h];
-        x[j] = a * cos[j] - b * sin[j];
-        x[j + h] = b * cos[j] + a * sin[j];
-    }
+void qhx_k_rmsnorm_f32_ref(const float *x, const float *w, float *y, int64_t n, float eps) {
+    double ss = 0.0;
+    for (int64_t i = 0; i < n; i++) ss += (double)x[i] * x[i];
+    float inv = (float)(1.0 / sqrt(ss / (double)n + (double)eps));
+    for (int64_t i = 0; i < n; i++) y[i] = w[i] * (x[i] * inv);
 }
 
 void qhx_k_linspace_f32_ref(float start, float end, int64_t n, float *out) {
