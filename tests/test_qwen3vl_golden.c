@@ -1,10 +1,12 @@
 // ctest-labels: golden
-/* test_qwen3vl_golden: the qwen3vl-tiny-f32 parity fixture (fixtures/parity/README.md §5).
+/* test_qwen3vl_golden: the Qwen3-VL parity fixtures (qwen3vl-tiny-f32 and any other qwen3vl-*;
+ * fixtures/parity/README.md §5).
  * For every prompt: free-running greedy (32 tokens, tolerant gate), teacher-forced logits of
  * every row (prompt prefill, then the golden tokens one at a time), and for image prompts the
  * image embeddings; p033's per-layer residual stream; prompt/image count errors; that
  * splitting a prefill anywhere (also inside the image run) gives the same logits; and that a
- * decode step allocates nothing. Skips (77) when the fixture is absent. */
+ * decode step allocates nothing. Every fixtures/parity/qwen3vl-* case is run; skips (77) when
+ * there is none. */
 #include "t.h"
 
 #include "core/alloc.h"
@@ -14,6 +16,7 @@
 #include "models/qwen3vl.h"
 #include "runtime/session.h"
 
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -245,34 +248,39 @@ static void test_layers(const qhx_model *m, const json_t *prompts, const json_t 
     qhx_free(ids);
 }
 
-static void test_errors(const qhx_model *m, const json_t *prompts) {
+/* Wrong pad counts, split pad runs, pads without an image, and ids that differ from the
+ * announced prompt, on the case's last image prompt. */
+static void test_errors(const qhx_model *m, const json_t *prompts, int64_t pad_id) {
     qhx_error err;
     qhx_vl_image im = {0};
-    char *path = qhx_path_join(fixture, "image-64x96.png");
-    CHECK_EQ(qhx_qwen3vl_image_load(qhx_qwen3vl_of(m), path, &im, &err), QHX_OK);
-    qhx_free(path);
     const json_t *p = NULL;
     for (size_t i = 0; i < json_array_size(prompts); i++)
         if (json_object_get(json_array_get(prompts, i), "image")) p = json_array_get(prompts, i);
+    if (!p) return;
+    char *path = qhx_path_join(fixture, json_string_value(json_object_get(p, "image")));
+    CHECK_EQ(qhx_qwen3vl_image_load(qhx_qwen3vl_of(m), path, &im, &err), QHX_OK);
+    qhx_free(path);
     int64_t n;
     int32_t *ids = json_ids(json_object_get(p, "ids"), &n);
+    char need[64];
+    snprintf(need, sizeof need, "needs %lld", (long long)im.n_tokens);
     qhx_model_state *st = NULL;
     qhx_state_params sp = {.n_ctx = n};
     CHECK_EQ(qhx_model_state_create(m, &sp, &st, &err), QHX_OK);
     /* Drop one pad: the count no longer matches the image. */
     int32_t *fewer = qhx_malloc((size_t)n * sizeof *fewer);
     int64_t j = 0;
-    while (j < n && ids[j] != 1002) j++;
+    while (j < n && ids[j] != pad_id) j++;
     memcpy(fewer, ids, (size_t)n * sizeof *ids);
     memmove(fewer + j, fewer + j + 1, (size_t)(n - j - 1) * sizeof *ids);
     CHECK_EQ(qhx_qwen3vl_attach(st, &im, fewer, n - 1, &err), QHX_E_ARG);
-    CHECK_CONTAINS(err.msg, "needs 6");
+    CHECK_CONTAINS(err.msg, need);
     CHECK_EQ(qhx_qwen3vl_attach(st, NULL, ids, n, &err), QHX_E_ARG);
     CHECK_CONTAINS(err.msg, "no image");
     /* Pads split in two runs. */
     memcpy(fewer, ids, (size_t)n * sizeof *ids);
-    fewer[j + 2] = 198;
-    fewer[n - 1] = 1002;
+    fewer[j + 1] = 198;
+    fewer[n - 1] = (int32_t)pad_id;
     CHECK_EQ(qhx_qwen3vl_attach(st, &im, fewer, n, &err), QHX_E_ARG);
     CHECK_CONTAINS(err.msg, "contiguous");
     /* Feeding other ids than the announced ones is refused. */
@@ -286,35 +294,57 @@ static void test_errors(const qhx_model *m, const json_t *prompts) {
     qhx_vl_image_deinit(&im);
 }
 
-int main(void) {
-    snprintf(fixture, sizeof fixture, "%s/fixtures/parity/qwen3vl-tiny-f32", QHX_SHARED_DIR);
-    if (!qhx_path_is_dir(fixture)) {
-        fprintf(stderr, "skip: no fixture at %s\n", fixture);
-        return 77;
-    }
+/* One fixture case: every prompt, the layer file, the error paths. */
+static void run_case(void) {
     qhx_error err;
     qhx_model *m = NULL;
+    fprintf(stderr, "== %s\n", fixture);
     CHECK_EQ(qhx_model_open(fixture, NULL, &m, &err), QHX_OK);
-    if (!m) { fprintf(stderr, "%s\n", err.msg); return t_done("test_qwen3vl_golden"); }
+    if (!m) { fprintf(stderr, "%s\n", err.msg); return; }
     CHECK_EQ(qhx_model_family(m), QHX_FAMILY_QWEN3VL);
     CHECK(qhx_qwen3vl_of(m) != NULL);
     char *gp = qhx_path_join(fixture, "golden.json"), *pp = qhx_path_join(fixture, "prompts.json");
+    char *cp = qhx_path_join(fixture, "config.json");
     json_t *golden = qhx_json_load_file(gp, &err), *prompts = qhx_json_load_file(pp, &err);
+    json_t *config = qhx_json_load_file(cp, &err);
     qhx_free(gp);
     qhx_free(pp);
-    CHECK(golden && prompts);
-    if (golden && prompts) {
+    qhx_free(cp);
+    CHECK(golden && prompts && config);
+    if (golden && prompts && config) {
         for (size_t i = 0; i < json_array_size(prompts); i++) {
             const json_t *p = json_array_get(prompts, i);
             const json_t *g = json_object_get(json_object_get(golden, "prompts"), json_string_value(json_object_get(p, "name")));
             CHECK(g != NULL);
             if (g) run_prompt(m, p, g);
         }
-        test_layers(m, prompts, golden);
-        test_errors(m, prompts);
+        if (json_object_get(golden, "layers_file")) test_layers(m, prompts, golden);
+        const json_t *pad = json_object_get(config, "image_token_id");
+        test_errors(m, prompts, pad ? json_integer_value(pad) : 151655);
     }
     json_decref(golden);
     json_decref(prompts);
+    json_decref(config);
     qhx_model_free(m);
+}
+
+int main(void) {
+    char root[2048];
+    snprintf(root, sizeof root, "%s/fixtures/parity", QHX_SHARED_DIR);
+    DIR *d = opendir(root);
+    int found = 0;
+    struct dirent *de;
+    while (d && (de = readdir(d))) {
+        if (strncmp(de->d_name, "qwen3vl-", 8)) continue;
+        snprintf(fixture, sizeof fixture, "%s/%s", root, de->d_name);
+        if (!qhx_path_is_dir(fixture)) continue;
+        found = 1;
+        run_case();
+    }
+    if (d) closedir(d);
+    if (!found) {
+        fprintf(stderr, "skip: no qwen3vl-* fixture under %s\n", root);
+        return 77;
+    }
     return t_done("test_qwen3vl_golden");
 }
