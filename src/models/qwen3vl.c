@@ -142,15 +142,12 @@ static qhx_status parse_config(const json_t *root, const char *label, qhx_model_
     return QHX_OK;
 }
 
-/* Which axis (0 T, 1 H, 2 W) frequency slot j of head_dim / 2 reads. HF apply_interleaved_mrope:
- * j % 3 == 1 below 3 * section[1] is H, j % 3 == 2 below 3 * section[2] is W, every other slot
- * (the tail past 3 * section too) is T. The chunked layout gives section[0] slots to T, then H, W. */
-static void mrope_axes(const qhx_model_config *c, unsigned char *axis) {
-    for (int64_t j = 0; j < c->head_dim / 2; j++) {
-        if (c->mrope_interleaved)
-            axis[j] = j % 3 == 1 && j < 3 * c->mrope_section[1] ? 1 : j % 3 == 2 && j < 3 * c->mrope_section[2] ? 2 : 0;
+void qhx_qwen3vl_mrope_axes(const int64_t section[3], bool interleaved, int64_t half, unsigned char *axis) {
+    for (int64_t j = 0; j < half; j++) {
+        if (interleaved)
+            axis[j] = j % 3 == 1 && j < 3 * section[1] ? 1 : j % 3 == 2 && j < 3 * section[2] ? 2 : 0;
         else
-            axis[j] = j < c->mrope_section[0] ? 0 : j < c->mrope_section[0] + c->mrope_section[1] ? 1 : 2;
+            axis[j] = j < section[0] ? 0 : j < section[0] + section[1] ? 1 : 2;
     }
 }
 
@@ -253,7 +250,7 @@ qhx_status qhx_qwen3vl_open(qhx_model *m, const json_t *root, const char *cfg_pa
     /* HF default rope init: 1 / base^(arange(0, hd, 2) / hd), power and reciprocal in float32 */
     for (int64_t j = 0; j < q->hd / 2; j++)
         q->inv_freq[j] = 1.0f / powf((float)c->rope_theta, (float)(2 * j) / (float)q->hd);
-    mrope_axes(c, q->axis);
+    qhx_qwen3vl_mrope_axes(c->mrope_section, c->mrope_interleaved, q->hd / 2, q->axis);
     return open_vision(q, root, cfg_path, dir, err);
 }
 

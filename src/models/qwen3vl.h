@@ -60,4 +60,13 @@ qhx_status qhx_qwen3vl_attach(qhx_model_state *st, const qhx_vl_image *image, co
  * announced, or 0 when nothing is attached. Borrowed, lives until the next attach/reset. */
 int64_t qhx_qwen3vl_attached_positions(const qhx_model_state *st, const int64_t **pos);
 
+/* ---- rotary layout ---------------------------------------------------------------------- */
+
+/* Which position axis (0 T, 1 H, 2 W) each of the half = head_dim / 2 frequency slots reads.
+ * Interleaved (HF apply_interleaved_mrope): slot j with j % 3 == 1 below 3 * section[1] is H,
+ * j % 3 == 2 below 3 * section[2] is W, every other slot is T, including the tail at or past
+ * 3 * section (llama.cpp gives those to a fourth axis; HF does not). Chunked (Qwen2-VL):
+ * section[0] slots of T, then H, then W. axis: (half,). */
+void qhx_qwen3vl_mrope_axes(const int64_t section[3], bool interleaved, int64_t half, unsigned char *axis);
+
 #endif
