@@ -1,0 +1,47 @@
+/* runtime/sample: turning logits into the next token. Greedy (argmax, lowest id on ties) or
+ * sampling with repetition penalty, temperature, top-k, top-p and min-p, applied in that order
+ * (the order of the Hugging Face logits processors). Deterministic for a seed: the sampler is
+ * single-threaded and the logits it sees do not depend on the thread count. */
+#ifndef QHX_RUNTIME_SAMPLE_H
+#define QHX_RUNTIME_SAMPLE_H
+
+#include "core/rng.h"
+#include "core/status.h"
+
+#include <stdint.h>
+
+typedef struct qhx_sample_params {
+    float temperature;      /* <= 0: greedy */
+    int32_t top_k;          /* <= 0: off */
+    float top_p;            /* >= 1: off; in (0, 1] */
+    float min_p;            /* <= 0: off; in [0, 1) */
+    float repeat_penalty;   /* 1: off; > 0 (HF: logit > 0 ? logit / p : logit * p) */
+    int32_t repeat_last_n;  /* window of recent tokens the penalty looks at; 0: off */
+    uint64_t seed;
+} qhx_sample_params;
+
+/* Greedy defaults: temperature 0, everything else off, seed 0. */
+qhx_sample_params qhx_sample_default_params(void);
+
+/* Check ranges; message names the parameter ("top_p = 2: must be in (0, 1]"). */
+qhx_status qhx_sample_params_check(const qhx_sample_params *p, qhx_error *err);
+
+typedef struct qhx_sampler qhx_sampler;
+
+/* n_vocab: logits per call. Scratch for the whole vocabulary is allocated here, once. */
+qhx_status qhx_sampler_create(const qhx_sample_params *p, int64_t n_vocab,
+                              qhx_sampler **out /* OUT */, qhx_error *err);
+void qhx_sampler_free(qhx_sampler *s); /* NULL allowed */
+
+/* Forget the history and reseed. */
+void qhx_sampler_reset(qhx_sampler *s);
+/* Record a token (prompt or generated) for the repetition penalty window. */
+void qhx_sampler_accept(qhx_sampler *s, int32_t token);
+/* Choose the next token from logits[0..n_vocab). Does not modify logits; does not record the
+ * token (call accept). Never allocates. */
+int32_t qhx_sampler_sample(qhx_sampler *s, const float *logits);
+
+/* Argmax, lowest index on ties; NaN never wins. */
+int32_t qhx_argmax(const float *logits, int64_t n);
+
+#endif

@@ -1,0 +1,1039 @@
+/* text/tok_json: reading tokenizer.json.
+ *
+ * The file is validated as a whole by a small strict JSON scanner (RFC 8259, UTF-8, depth
+ * cap), which also reads the two bulky members, model.vocab and model.merges (about 300,000
+ * strings for Qwen), straight into the tokenizer. Every other member is small and is parsed
+ * with jansson from its byte range. A full jansson tree of the 11 MB file takes longer to
+ * build and free than the whole load budget (see docs/tokenizer.md).
+ *
+ * What is not supported is refused by name; nothing in the file is silently ignored except
+ * members that carry no meaning for ids (version, offsets trimming flags). */
+#include "text/tok_internal.h"
+
+#include "core/alloc.h"
+
+#include <jansson.h>
+#include <string.h>
+
+#define JSON_MAX_DEPTH 128
+
+/* ---- strict scanner ------------------------------------------------------------------- */
+
+typedef struct jscan {
+    const uint8_t *s;
+    size_t n, i;
+    const char *name;
+    qhx_error *err;
+} jscan;
+
+typedef struct jspan {
+    size_t a, b; /* value bytes [a, b); b == 0: member absent */
+} jspan;
+
+static qhx_status jfail(jscan *j, const char *what) {
+    return qhx_fail(j->err, QHX_E_FORMAT, "%s: invalid JSON at byte %zu: %s", j->name, j->i, what);
+}
+
+static void skip_ws(jscan *j) {
+    while (j->i < j->n) {
+        uint8_t c = j->s[j->i];
+        if (c != ' ' && c != '\n' && c != '\r' && c != '\t') break;
+        j->i++;
+    }
+}
+
+static int hexval(uint8_t c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+static qhx_status read_hex4(jscan *j, uint32_t *v) {
+    if (j->n - j->i < 4) return jfail(j, "truncated \\u escape");
+    uint32_t x = 0;
+    for (int k = 0; k < 4; k++) {
+        int h = hexval(j->s[j->i + (size_t)k]);
+        if (h < 0) return jfail(j, "bad \\u escape");
+        x = x << 4 | (uint32_t)h;
+    }
+    j->i += 4;
+    *v = x;
+    return QHX_OK;
+}
+
+/* Scan a string at j->i (which must be '"'). If out is not NULL, append its decoded bytes
+ * (escapes resolved; \u0000 allowed). Lone surrogates and invalid UTF-8 are errors. */
+static qhx_status scan_string(jscan *j, tok_buf *out) {
+    if (j->i >= j->n || j->s[j->i] != '"') return jfail(j, "expected a string");
+    j->i++;
+    size_t run = j->i;
+    for (;;) {
+        while (j->n - j->i >= 8) { /* 8 plain ASCII bytes at a time */
+            uint64_t w;
+            memcpy(&w, j->s + j->i, 8);
+#define ZB(v) (((v) - 0x0101010101010101ull) & ~(v) & 0x8080808080808080ull)
+            uint64_t stop = (w & 0x8080808080808080ull) | ZB(w ^ 0x2222222222222222ull) |
+                            ZB(w ^ 0x5c5c5c5c5c5c5c5cull) |
+                            ((w - 0x2020202020202020ull) & ~w & 0x8080808080808080ull);
+#undef ZB
+            if (stop) break;
+            j->i += 8;
+        }
+        if (j->i >= j->n) return jfail(j, "unterminated string");
+        uint8_t c = j->s[j->i];
+        if (c == '"') break;
+        if (c < 0x20) return jfail(j, "control character in string");
+        if (c < 0x80 && c != '\\') {
+            j->i++;
+            continue;
+        }
+        if (c >= 0x80) {
+            uint32_t cp;
+            int k = qhx_tok_utf8_next(j->s + j->i, j->n - j->i, &cp);
+            if (!k) return jfail(j, "invalid UTF-8");
+            j->i += (size_t)k;
+            continue;
+        }
+        /* escape */
+        if (out && !qhx_tok_buf_put(out, j->s + run, j->i - run)) goto nomem;
+        j->i++;
+        if (j->i >= j->n) return jfail(j, "unterminated escape");
+        uint8_t e = j->s[j->i++];
+        char ch;
+        switch (e) {
+        case '"': ch = '"'; break;
+        case '\\': ch = '\\'; break;
+        case '/': ch = '/'; break;
+        case 'b': ch = '\b'; break;
+        case 'f': ch = '\f'; break;
+        case 'n': ch = '\n'; break;
+        case 'r': ch = '\r'; break;
+        case 't': ch = '\t'; break;
+        case 'u': {
+            uint32_t cp;
+            qhx_status rc = read_hex4(j, &cp);
+            if (rc) return rc;
+            if (cp >= 0xDC00 && cp <= 0xDFFF) return jfail(j, "lone low surrogate in \\u escape");
+            if (cp >= 0xD800 && cp <= 0xDBFF) {
+                uint32_t lo;
+                if (j->n - j->i < 2 || j->s[j->i] != '\\' || j->s[j->i + 1] != 'u')
+                    return jfail(j, "lone high surrogate in \\u escape");
+                j->i += 2;
+                rc = read_hex4(j, &lo);
+                if (rc) return rc;
+                if (lo < 0xDC00 || lo > 0xDFFF) return jfail(j, "bad surrogate pair");
+                cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+            }
+            if (out) {
+                if (!qhx_tok_buf_reserve(out, 4)) goto nomem;
+                out->n += qhx_tok_utf8_put(out->p + out->n, cp);
+            }
+            run = j->i;
+            continue;
+        }
+        default: return jfail(j, "unknown escape");
+        }
+        if (out && !qhx_tok_buf_put(out, &ch, 1)) goto nomem;
+        run = j->i;
+    }
+    if (out && !qhx_tok_buf_put(out, j->s + run, j->i - run)) goto nomem;
+    j->i++; /* closing quote */
+    return QHX_OK;
+nomem:
+    return qhx_fail(j->err, QHX_E_NOMEM, "%s: out of memory reading a string", j->name);
+}
+
+static qhx_status scan_number(jscan *j) {
+    size_t i = j->i;
+    if (i < j->n && j->s[i] == '-') i++;
+    if (i >= j->n) goto bad;
+    if (j->s[i] == '0') i++;
+    else if (j->s[i] >= '1' && j->s[i] <= '9')
+        while (i < j->n && j->s[i] >= '0' && j->s[i] <= '9') i++;
+    else goto bad;
+    if (i < j->n && j->s[i] == '.') {
+        i++;
+        if (i >= j->n || j->s[i] < '0' || j->s[i] > '9') goto bad;
+        while (i < j->n && j->s[i] >= '0' && j->s[i] <= '9') i++;
+    }
+    if (i < j->n && (j->s[i] == 'e' || j->s[i] == 'E')) {
+        i++;
+        if (i < j->n && (j->s[i] == '+' || j->s[i] == '-')) i++;
+        if (i >= j->n || j->s[i] < '0' || j->s[i] > '9') goto bad;
+        while (i < j->n && j->s[i] >= '0' && j->s[i] <= '9') i++;
+    }
+    j->i = i;
+    return QHX_OK;
+bad:
+    j->i = i;
+    return jfail(j, "bad number");
+}
+
+/* A non-negative integer without fraction or exponent, at most max. */
+static qhx_status scan_uint(jscan *j, uint64_t max, const char *what, uint64_t *out) {
+    size_t start = j->i;
+    uint64_t v = 0;
+    if (j->i >= j->n || j->s[j->i] < '0' || j->s[j->i] > '9') goto bad;
+    if (j->s[j->i] == '0' && j->i + 1 < j->n && j->s[j->i + 1] >= '0' && j->s[j->i + 1] <= '9')
+        goto bad;
+    while (j->i < j->n && j->s[j->i] >= '0' && j->s[j->i] <= '9') {
+        v = v * 10 + (uint64_t)(j->s[j->i] - '0');
+        if (v > max) {
+            j->i = start;
+            return qhx_fail(j->err, QHX_E_LIMIT, "%s: %s at byte %zu exceeds the limit %llu",
+                            j->name, what, start, (unsigned long long)max);
+        }
+        j->i++;
+    }
+    if (j->i < j->n && (j->s[j->i] == '.' || j->s[j->i] == 'e' || j->s[j->i] == 'E')) goto bad;
+    *out = v;
+    return QHX_OK;
+bad:
+    j->i = start;
+    return qhx_fail(j->err, QHX_E_FORMAT, "%s: %s at byte %zu: expected a non-negative integer",
+                    j->name, what, start);
+}
+
+static qhx_status expect(jscan *j, uint8_t c, const char *what) {
+    skip_ws(j);
+    if (j->i >= j->n || j->s[j->i] != c) return jfail(j, what);
+    j->i++;
+    return QHX_OK;
+}
+
+static qhx_status skip_value(jscan *j, int depth) {
+    qhx_status rc;
+    skip_ws(j);
+    if (j->i >= j->n) return jfail(j, "unexpected end of input");
+    uint8_t c = j->s[j->i];
+    if (c == '"') return scan_string(j, NULL);
+    if (c == '{' || c == '[') {
+        if (depth >= JSON_MAX_DEPTH) return jfail(j, "nesting too deep");
+        uint8_t close = c == '{' ? '}' : ']';
+        j->i++;
+        skip_ws(j);
+        if (j->i < j->n && j->s[j->i] == close) {
+            j->i++;
+            return QHX_OK;
+        }
+        for (;;) {
+            if (c == '{') {
+                skip_ws(j);
+                if ((rc = scan_string(j, NULL))) return rc;
+                if ((rc = expect(j, ':', "expected ':'"))) return rc;
+            }
+            if ((rc = skip_value(j, depth + 1))) return rc;
+            skip_ws(j);
+            if (j->i >= j->n) return jfail(j, "unexpected end of input");
+            if (j->s[j->i] == ',') {
+                j->i++;
+                continue;
+            }
+            if (j->s[j->i] == close) {
+                j->i++;
+                return QHX_OK;
+            }
+            return jfail(j, c == '{' ? "expected ',' or '}'" : "expected ',' or ']'");
+        }
+    }
+    if (c == '-' || (c >= '0' && c <= '9')) return scan_number(j);
+    static const char *const words[] = {"true", "false", "null"};
+    for (int k = 0; k < 3; k++) {
+        size_t len = strlen(words[k]);
+        if (j->n - j->i >= len && !memcmp(j->s + j->i, words[k], len)) {
+            j->i += len;
+            return QHX_OK;
+        }
+    }
+    return jfail(j, "unexpected character");
+}
+
+/* Structural skip of a value: strings, nesting and scalars are delimited but not validated.
+ * Used for model.vocab and model.merges in the first pass; their full parse validates them
+ * and must end where this skip ended. */
+static qhx_status fast_skip(jscan *j) {
+    const uint8_t *s = j->s;
+    size_t i = j->i, n = j->n;
+    int depth = 0, in_str = 0;
+    skip_ws(j);
+    i = j->i;
+    if (i >= n || (s[i] != '{' && s[i] != '[')) return skip_value(j, 0);
+    for (; i < n; i++) {
+        uint8_t c = s[i];
+        if (in_str) {
+            if (c == '\\') i++;
+            else if (c == '"') in_str = 0;
+        } else if (c == '"') in_str = 1;
+        else if (c == '{' || c == '[') {
+            if (++depth > JSON_MAX_DEPTH) {
+                j->i = i;
+                return jfail(j, "nesting too deep");
+            }
+        } else if ((c == '}' || c == ']') && --depth == 0) {
+            j->i = i + 1;
+            return QHX_OK;
+        }
+    }
+    j->i = n;
+    return jfail(j, "unexpected end of input");
+}
+
+/* Iterate the members of the object at j->i: calls member(key, keylen) with j->i at the
+ * value; the callback must consume the value. */
+typedef qhx_status (*member_fn)(jscan *j, void *ctx, const char *key, size_t keylen);
+
+static qhx_status scan_object(jscan *j, int depth, member_fn fn, void *ctx) {
+    qhx_status rc;
+    tok_buf key = {0};
+    if ((rc = expect(j, '{', "expected an object"))) return rc;
+    skip_ws(j);
+    if (j->i < j->n && j->s[j->i] == '}') {
+        j->i++;
+        return QHX_OK;
+    }
+    for (;;) {
+        skip_ws(j);
+        key.n = 0;
+        if ((rc = scan_string(j, &key))) goto out;
+        if (!qhx_tok_buf_put(&key, "", 1)) {
+            rc = qhx_fail(j->err, QHX_E_NOMEM, "%s: out of memory", j->name);
+            goto out;
+        }
+        if ((rc = expect(j, ':', "expected ':'"))) goto out;
+        skip_ws(j);
+        if ((rc = fn ? fn(j, ctx, key.p, key.n - 1) : skip_value(j, depth + 1))) goto out;
+        skip_ws(j);
+        if (j->i >= j->n) {
+            rc = jfail(j, "unexpected end of input");
+            goto out;
+        }
+        if (j->s[j->i] == ',') {
+            j->i++;
+            continue;
+        }
+        if (j->s[j->i] == '}') {
+            j->i++;
+            break;
+        }
+        rc = jfail(j, "expected ',' or '}'");
+        goto out;
+    }
+out:
+    qhx_free(key.p);
+    return rc;
+}
+
+/* ---- the document's layout ----------------------------------------------------------- */
+
+enum {
+    M_VERSION, M_TRUNCATION, M_PADDING, M_ADDED, M_NORMALIZER, M_PRETOK, M_POSTPROC,
+    M_DECODER, M_MODEL, /* top level */
+    M_TYPE, M_DROPOUT, M_UNK, M_CSP, M_EOWS, M_FUSE_UNK, M_BYTE_FALLBACK, M_IGNORE_MERGES,
+    M_VOCAB, M_MERGES, /* model */
+    M_COUNT
+};
+static const char *const MEMBER_NAMES[M_COUNT] = {
+    "version", "truncation", "padding", "added_tokens", "normalizer", "pre_tokenizer",
+    "post_processor", "decoder", "model", "type", "dropout", "unk_token",
+    "continuing_subword_prefix", "end_of_word_suffix", "fuse_unk", "byte_fallback",
+    "ignore_merges", "vocab", "merges"};
+
+typedef struct layout {
+    jspan m[M_COUNT];
+} layout;
+
+static qhx_status record(jscan *j, layout *L, int lo, int hi, const char *key, size_t keylen,
+                         const char *where, int depth) {
+    for (int k = lo; k < hi; k++) {
+        if (strlen(MEMBER_NAMES[k]) != keylen || memcmp(MEMBER_NAMES[k], key, keylen)) continue;
+        if (L->m[k].b)
+            return qhx_fail(j->err, QHX_E_FORMAT, "%s: duplicate member '%s%s' at byte %zu",
+                            j->name, where, MEMBER_NAMES[k], j->i);
+        L->m[k].a = j->i;
+        qhx_status rc = k == M_VOCAB || k == M_MERGES ? fast_skip(j) : skip_value(j, depth);
+        L->m[k].b = j->i;
+        return rc;
+    }
+    return skip_value(j, depth); /* a member that does not concern us */
+}
+
+static qhx_status model_member(jscan *j, void *ctx, const char *key, size_t keylen) {
+    return record(j, ctx, M_TYPE, M_COUNT, key, keylen, "model.", 2);
+}
+
+static qhx_status top_member(jscan *j, void *ctx, const char *key, size_t keylen) {
+    layout *L = ctx;
+    if (keylen == 5 && !memcmp(key, "model", 5)) {
+        if (L->m[M_MODEL].b)
+            return qhx_fail(j->err, QHX_E_FORMAT, "%s: duplicate member 'model'", j->name);
+        L->m[M_MODEL].a = j->i;
+        qhx_status rc = scan_object(j, 1, model_member, L);
+        L->m[M_MODEL].b = j->i;
+        return rc;
+    }
+    return record(j, L, M_VERSION, M_MODEL, key, keylen, "", 1);
+}
+
+/* ---- jansson for the small members ----------------------------------------------------- */
+
+typedef struct loader {
+    qhx_tok *tok;
+    jscan j;
+    layout L;
+    const char *name;
+    qhx_error *err;
+} loader;
+
+static qhx_status jparse(loader *ld, int member, json_t **out) {
+    *out = NULL;
+    jspan sp = ld->L.m[member];
+    if (!sp.b) return QHX_OK;
+    json_error_t je;
+    *out = json_loadb((const char *)ld->j.s + sp.a, sp.b - sp.a,
+                      JSON_DECODE_ANY | JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
+    if (!*out)
+        return qhx_fail(ld->err, QHX_E_FORMAT, "%s: '%s': %s (byte %zu)", ld->name,
+                        MEMBER_NAMES[member], je.text, sp.a + (size_t)je.position);
+    return QHX_OK;
+}
+
+static int jtype_is(json_t *o, const char *type) {
+    json_t *t = json_object_get(o, "type");
+    return json_is_string(t) && !strcmp(json_string_value(t), type);
+}
+
+/* Read an optional boolean member; absent -> dflt. */
+static qhx_status jbool(loader *ld, json_t *o, const char *key, int dflt, const char *where,
+                        int *out) {
+    json_t *v = json_object_get(o, key);
+    if (!v || json_is_null(v)) {
+        *out = dflt;
+        return QHX_OK;
+    }
+    if (!json_is_boolean(v))
+        return qhx_fail(ld->err, QHX_E_FORMAT, "%s: %s.%s: expected true or false", ld->name,
+                        where, key);
+    *out = json_is_true(v);
+    return QHX_OK;
+}
+
+/* The name of an object's "type" for messages (borrowed), or "(no type)". */
+static const char *type_name(json_t *o) {
+    json_t *t = json_object_get(o, "type");
+    return json_is_string(t) ? json_string_value(t) : "(no type)";
+}
+
+/* ---- model.vocab ---------------------------------------------------------------------- */
+
+typedef struct vocab_rec {
+    int32_t id;
+    uint32_t off, len;
+} vocab_rec;
+
+typedef struct vocab_ctx {
+    loader *ld;
+    tok_buf strs;
+    vocab_rec *recs;
+    size_t n, cap;
+    int32_t max_id;
+} vocab_ctx;
+
+static qhx_status parse_vocab(loader *ld, vocab_ctx *vc) {
+    jscan *j = &ld->j;
+    jspan sp = ld->L.m[M_VOCAB];
+    if (!sp.b) return qhx_fail(ld->err, QHX_E_FORMAT, "%s: model.vocab is missing", ld->name);
+    j->i = sp.a;
+    qhx_status rc;
+    if ((rc = expect(j, '{', "model.vocab: expected an object"))) return rc;
+    skip_ws(j);
+    if (j->i < j->n && j->s[j->i] == '}') return QHX_OK;
+    for (;;) {
+        skip_ws(j);
+        size_t at = j->i, off = vc->strs.n;
+        if (!qhx_tok_buf_put(&vc->strs, "\0\0\0\0\0\0\0\0", TOK_STR_HDR)) goto nomem;
+        if ((rc = scan_string(j, &vc->strs))) return rc;
+        size_t len = vc->strs.n - off - TOK_STR_HDR;
+        if (len == 0)
+            return qhx_fail(ld->err, QHX_E_FORMAT, "%s: model.vocab: empty token at byte %zu",
+                            ld->name, at);
+        if (len > QHX_TOK_MAX_TOKEN_BYTES)
+            return qhx_fail(ld->err, QHX_E_LIMIT,
+                            "%s: model.vocab: token at byte %zu has %zu bytes, the limit is %d",
+                            ld->name, at, len, QHX_TOK_MAX_TOKEN_BYTES);
+        if (!qhx_tok_buf_put(&vc->strs, "", 1)) goto nomem;
+        if (vc->strs.n > UINT32_MAX)
+            return qhx_fail(ld->err, QHX_E_LIMIT, "%s: model.vocab: too many bytes", ld->name);
+        if ((rc = expect(j, ':', "expected ':'"))) return rc;
+        skip_ws(j);
+        uint64_t id = 0;
+        if ((rc = scan_uint(j, QHX_TOK_MAX_IDS - 1, "model.vocab id", &id))) return rc;
+        if (vc->n == vc->cap) {
+            size_t cap = vc->cap ? vc->cap * 2 : 1024, bytes;
+            if (cap > QHX_TOK_MAX_IDS)
+                return qhx_fail(ld->err, QHX_E_LIMIT, "%s: model.vocab has more than %d entries",
+                                ld->name, QHX_TOK_MAX_IDS);
+            if (!qhx_size_mul(cap, sizeof *vc->recs, &bytes)) goto nomem;
+            vocab_rec *r = qhx_realloc(vc->recs, bytes);
+            if (!r) goto nomem;
+            vc->recs = r;
+            vc->cap = cap;
+        }
+        uint32_t id32 = (uint32_t)id, len32 = (uint32_t)len;
+        memcpy(vc->strs.p + off, &id32, 4);
+        memcpy(vc->strs.p + off + 4, &len32, 4);
+        vc->recs[vc->n++] = (vocab_rec){(int32_t)id, (uint32_t)off, (uint32_t)len};
+        if ((int32_t)id > vc->max_id) vc->max_id = (int32_t)id;
+        skip_ws(j);
+        if (j->i < j->n && j->s[j->i] == ',') {
+            j->i++;
+            continue;
+        }
+        if (j->i < j->n && j->s[j->i] == '}') {
+            j->i++;
+            if (j->i != sp.b) return jfail(j, "model.vocab: malformed");
+            return QHX_OK;
+        }
+        return jfail(j, "model.vocab: expected ',' or '}'");
+    }
+nomem:
+    return qhx_fail(ld->err, QHX_E_NOMEM, "%s: out of memory reading model.vocab", ld->name);
+}
+
+/* ---- model.merges --------------------------------------------------------------------- */
+
+
+/* Merges are resolved to ids in batches: the three vocab lookups of each merge miss the
+ * cache, so a batch first hashes and prefetches, then looks up. */
+#define MERGE_BATCH 64
+
+typedef struct pending_merge {
+    size_t at;
+    uint32_t off[3], len[3]; /* left, right, merged token in the batch buffer */
+    uint64_t h[3];
+} pending_merge;
+
+typedef struct merge_batch {
+    pending_merge p[MERGE_BATCH];
+    int n;
+    tok_buf buf;
+    tok_merge_rec *recs;
+    size_t n_recs, cap;
+} merge_batch;
+
+static qhx_status flush_merges(loader *ld, merge_batch *mb) {
+    static const char *const what[3] = {"left token", "right token", "merged token"};
+    for (int k = 0; k < mb->n; k++)
+        for (int q = 0; q < 3; q++) {
+            pending_merge *p = &mb->p[k];
+            p->h[q] = qhx_tok_hash(mb->buf.p + p->off[q], p->len[q]);
+            qhx_tok_vocab_prefetch(ld->tok, p->h[q], 0);
+        }
+    for (int k = 0; k < mb->n; k++)
+        for (int q = 0; q < 3; q++) qhx_tok_vocab_prefetch(ld->tok, mb->p[k].h[q], 1);
+    if (mb->n_recs + (size_t)mb->n > mb->cap) {
+        size_t cap = mb->cap ? mb->cap * 2 : 4096, bytes;
+        if (!qhx_size_mul(cap, sizeof *mb->recs, &bytes)) goto nomem;
+        tok_merge_rec *r = qhx_realloc(mb->recs, bytes);
+        if (!r) goto nomem;
+        mb->recs = r;
+        mb->cap = cap;
+    }
+    for (int k = 0; k < mb->n; k++) {
+        pending_merge *p = &mb->p[k];
+        int32_t id[3];
+        for (int q = 0; q < 3; q++) {
+            const char *s = mb->buf.p + p->off[q];
+            id[q] = qhx_tok_vocab_find_h(ld->tok, s, p->len[q], p->h[q]);
+            if (id[q] < 0)
+                return qhx_fail(ld->err, QHX_E_FORMAT,
+                                "%s: model.merges: entry at byte %zu: %s '%.*s' is not in the vocab",
+                                ld->name, p->at, what[q], (int)(p->len[q] > 64 ? 64 : p->len[q]), s);
+        }
+        mb->recs[mb->n_recs++] = (tok_merge_rec){id[0], id[1], id[2]};
+    }
+    mb->n = 0;
+    mb->buf.n = 0;
+    return QHX_OK;
+nomem:
+    return qhx_fail(ld->err, QHX_E_NOMEM, "%s: out of memory reading model.merges", ld->name);
+}
+
+static qhx_status parse_merges(loader *ld, tok_merge_rec **out, size_t *n_out) {
+    jscan *j = &ld->j;
+    jspan sp = ld->L.m[M_MERGES];
+    merge_batch mb = {.n = 0};
+    qhx_status rc = QHX_OK;
+    *out = NULL;
+    *n_out = 0;
+    if (!sp.b) return qhx_fail(ld->err, QHX_E_FORMAT, "%s: model.merges is missing", ld->name);
+    j->i = sp.a;
+    if ((rc = expect(j, '[', "model.merges: expected an array"))) return rc;
+    skip_ws(j);
+    if (j->i < j->n && j->s[j->i] == ']') return QHX_OK;
+    for (;;) {
+        skip_ws(j);
+        pending_merge *p = &mb.p[mb.n];
+        size_t off = mb.buf.n;
+        p->at = j->i;
+        if (j->i < j->n && j->s[j->i] == '"') { /* legacy form "left right" */
+            if ((rc = scan_string(j, &mb.buf))) goto fail;
+            char *s = mb.buf.p + off;
+            size_t n = mb.buf.n - off;
+            if (n >= 8 && !memcmp(s, "#version", 8)) { /* as the library skips such lines */
+                mb.buf.n = off;
+                goto next;
+            }
+            char *sp1 = memchr(s, ' ', n);
+            if (!sp1 || memchr(sp1 + 1, ' ', n - (size_t)(sp1 + 1 - s))) {
+                rc = qhx_fail(ld->err, QHX_E_FORMAT,
+                              "%s: model.merges: entry at byte %zu is not two tokens separated by one space",
+                              ld->name, p->at);
+                goto fail;
+            }
+            size_t la = (size_t)(sp1 - s), lb = n - la - 1;
+            /* the merged token: both without the space, appended */
+            if (!qhx_tok_buf_reserve(&mb.buf, la + lb)) goto nomem;
+            s = mb.buf.p + off;
+            memcpy(mb.buf.p + mb.buf.n, s, la);
+            memcpy(mb.buf.p + mb.buf.n + la, s + la + 1, lb);
+            *p = (pending_merge){p->at, {(uint32_t)off, (uint32_t)(off + la + 1), (uint32_t)mb.buf.n},
+                                 {(uint32_t)la, (uint32_t)lb, (uint32_t)(la + lb)}, {0, 0, 0}};
+            mb.buf.n += la + lb;
+        } else { /* pair form ["left", "right"] */
+            if ((rc = expect(j, '[', "model.merges: expected a string or a pair"))) goto fail;
+            skip_ws(j);
+            if ((rc = scan_string(j, &mb.buf))) goto fail;
+            size_t la = mb.buf.n - off;
+            if ((rc = expect(j, ',', "model.merges: expected a pair of strings"))) goto fail;
+            skip_ws(j);
+            if ((rc = scan_string(j, &mb.buf))) goto fail;
+            if ((rc = expect(j, ']', "model.merges: expected a pair of strings"))) goto fail;
+            size_t lb = mb.buf.n - off - la;
+            *p = (pending_merge){p->at, {(uint32_t)off, (uint32_t)(off + la), (uint32_t)off},
+                                 {(uint32_t)la, (uint32_t)lb, (uint32_t)(la + lb)}, {0, 0, 0}};
+        }
+        if (mb.n_recs + (size_t)mb.n >= QHX_TOK_MAX_MERGES) {
+            rc = qhx_fail(ld->err, QHX_E_LIMIT, "%s: model.merges has more than %d entries",
+                          ld->name, QHX_TOK_MAX_MERGES);
+            goto fail;
+        }
+        if (++mb.n == MERGE_BATCH && (rc = flush_merges(ld, &mb))) goto fail;
+    next:
+        skip_ws(j);
+        if (j->i < j->n && j->s[j->i] == ',') {
+            j->i++;
+            continue;
+        }
+        if (j->i < j->n && j->s[j->i] == ']') {
+            if (j->i + 1 != sp.b) {
+                rc = jfail(j, "model.merges: malformed");
+                goto fail;
+            }
+            break;
+        }
+        rc = jfail(j, "model.merges: expected ',' or ']'");
+        goto fail;
+    }
+    if (mb.n && (rc = flush_merges(ld, &mb))) goto fail;
+    qhx_free(mb.buf.p);
+    *out = mb.recs;
+    *n_out = mb.n_recs;
+    return QHX_OK;
+nomem:
+    rc = qhx_fail(ld->err, QHX_E_NOMEM, "%s: out of memory reading model.merges", ld->name);
+fail:
+    qhx_free(mb.buf.p);
+    qhx_free(mb.recs);
+    return rc;
+}
+
+/* ---- vocab -> tokenizer arrays --------------------------------------------------------- */
+
+/* Take the parsed entries as the vocab and index it. Ids given twice are errors. */
+static qhx_status build_vocab(loader *ld, vocab_ctx *vc, int32_t n_ids) {
+    qhx_tok *tok = ld->tok;
+    tok->n_ids = n_ids;
+    tok->str_off = qhx_malloc((size_t)n_ids * sizeof *tok->str_off);
+    if (!tok->str_off) return qhx_fail(ld->err, QHX_E_NOMEM, "%s: out of memory building the vocab", ld->name);
+    memset(tok->str_off, 0xff, (size_t)n_ids * sizeof *tok->str_off);
+    for (size_t k = 0; k < vc->n; k++) {
+        vocab_rec r = vc->recs[k];
+        if (tok->str_off[r.id] != TOK_NO_STR)
+            return qhx_fail(ld->err, QHX_E_FORMAT, "%s: model.vocab: id %d is given to two tokens",
+                            ld->name, (int)r.id);
+        tok->str_off[r.id] = r.off;
+    }
+    tok->str = vc->strs.p;
+    tok->str_bytes = vc->strs.n;
+    vc->strs = (tok_buf){0};
+    return qhx_tok_index_vocab(tok, ld->name, ld->err);
+}
+
+/* ---- model, added tokens, normalizer, pre-tokenizer, decoder --------------------------- */
+
+static qhx_status read_model(loader *ld) {
+    qhx_tok *tok = ld->tok;
+    qhx_status rc;
+    json_t *v = NULL;
+    if (!ld->L.m[M_MODEL].b)
+        return qhx_fail(ld->err, QHX_E_FORMAT, "%s: member 'model' is missing", ld->name);
+    if ((rc = jparse(ld, M_TYPE, &v))) return rc;
+    if (v && !(json_is_string(v) && !strcmp(json_string_value(v), "BPE"))) {
+        rc = qhx_fail(ld->err, QHX_E_UNSUPPORTED, "%s: model type '%s' is not supported (only BPE)",
+                      ld->name, json_is_string(v) ? json_string_value(v) : "?");
+        json_decref(v);
+        return rc;
+    }
+    json_decref(v);
+    if ((rc = jparse(ld, M_DROPOUT, &v))) return rc;
+    int bad = v && !json_is_null(v);
+    json_decref(v);
+    if (bad)
+        return qhx_fail(ld->err, QHX_E_UNSUPPORTED, "%s: model.dropout is not supported", ld->name);
+    for (int m = M_CSP; m <= M_EOWS; m++) {
+        if ((rc = jparse(ld, m, &v))) return rc;
+        bad = v && !json_is_null(v) && !(json_is_string(v) && json_string_length(v) == 0);
+        json_decref(v);
+        if (bad)
+            return qhx_fail(ld->err, QHX_E_UNSUPPORTED, "%s: model.%s is not supported (only empty)",
+                            ld->name, MEMBER_NAMES[m]);
+    }
+    int flags[3];
+    for (int m = M_FUSE_UNK; m <= M_IGNORE_MERGES; m++) {
+        if ((rc = jparse(ld, m, &v))) return rc;
+        if (v && !json_is_null(v) && !json_is_boolean(v)) {
+            json_decref(v);
+            return qhx_fail(ld->err, QHX_E_FORMAT, "%s: model.%s: expected true or false",
+                            ld->name, MEMBER_NAMES[m]);
+        }
+        flags[m - M_FUSE_UNK] = json_is_true(v);
+        json_decref(v);
+    }
+    if (flags[1])
+        return qhx_fail(ld->err, QHX_E_UNSUPPORTED, "%s: model.byte_fallback is not supported",
+                        ld->name);
+    tok->fuse_unk = flags[0];
+    tok->ignore_merges = flags[2];
+    return QHX_OK;
+}
+
+static qhx_status read_unk(loader *ld) {
+    json_t *v = NULL;
+    qhx_status rc = jparse(ld, M_UNK, &v);
+    if (rc) return rc;
+    ld->tok->unk_id = -1;
+    if (v && !json_is_null(v)) {
+        if (!json_is_string(v))
+            rc = qhx_fail(ld->err, QHX_E_FORMAT, "%s: model.unk_token: expected a string", ld->name);
+        else {
+            ld->tok->unk_id = qhx_tok_vocab_find(ld->tok, json_string_value(v), json_string_length(v));
+            if (ld->tok->unk_id < 0)
+                rc = qhx_fail(ld->err, QHX_E_FORMAT, "%s: model.unk_token '%s' is not in the vocab",
+                              ld->name, json_string_value(v));
+        }
+    }
+    json_decref(v);
+    return rc;
+}
+
+static qhx_status read_added(loader *ld, int32_t *max_id) {
+    qhx_tok *tok = ld->tok;
+    json_t *arr = NULL;
+    qhx_status rc = jparse(ld, M_ADDED, &arr);
+    if (rc || !arr || json_is_null(arr)) goto out;
+    if (!json_is_array(arr)) {
+        rc = qhx_fail(ld->err, QHX_E_FORMAT, "%s: added_tokens: expected an array", ld->name);
+        goto out;
+    }
+    size_t n = json_array_size(arr), total = 0;
+    if (n > QHX_TOK_MAX_ADDED) {
+        rc = qhx_fail(ld->err, QHX_E_LIMIT, "%s: added_tokens: %zu entries, the limit is %d",
+                      ld->name, n, QHX_TOK_MAX_ADDED);
+        goto out;
+    }
+    tok->added = qhx_calloc(n ? n : 1, sizeof *tok->added);
+    tok->added_str = qhx_malloc(n * (QHX_TOK_MAX_ADDED_BYTES + 1) + 1);
+    if (!tok->added || !tok->added_str) {
+        rc = qhx_fail(ld->err, QHX_E_NOMEM, "%s: out of memory for added_tokens", ld->name);
+        goto out;
+    }
+    for (size_t k = 0; k < n; k++) {
+        json_t *o = json_array_get(arr, k), *jid = json_object_get(o, "id"),
+               *jc = json_object_get(o, "content");
+        if (!json_is_object(o) || !json_is_integer(jid) || !json_is_string(jc)) {
+            rc = qhx_fail(ld->err, QHX_E_FORMAT,
+                          "%s: added_tokens[%zu]: expected an object with an integer 'id' and a string 'content'",
+                          ld->name, k);
+            goto out;
+        }
+        json_int_t id = json_integer_value(jid);
+        size_t len = json_string_length(jc);
+        const char *content = json_string_value(jc);
+        if (id < 0 || id >= QHX_TOK_MAX_IDS) {
+            rc = qhx_fail(ld->err, QHX_E_LIMIT, "%s: added_tokens[%zu]: id %lld is out of range [0, %d)",
+                          ld->name, k, (long long)id, QHX_TOK_MAX_IDS);
+            goto out;
+        }
+        if (len == 0 || len > QHX_TOK_MAX_ADDED_BYTES) {
+            rc = qhx_fail(ld->err, len ? QHX_E_LIMIT : QHX_E_FORMAT,
+                          "%s: added_tokens[%zu]: content has %zu bytes (allowed: 1 to %d)", ld->name,
+                          k, len, QHX_TOK_MAX_ADDED_BYTES);
+            goto out;
+        }
+        int special = 0, single_word = 0, lstrip = 0, rstrip = 0, normalized = 0;
+        if ((rc = jbool(ld, o, "special", 0, "added_tokens[]", &special)) ||
+            (rc = jbool(ld, o, "single_word", 0, "added_tokens[]", &single_word)) ||
+            (rc = jbool(ld, o, "lstrip", 0, "added_tokens[]", &lstrip)) ||
+            (rc = jbool(ld, o, "rstrip", 0, "added_tokens[]", &rstrip)) ||
+            (rc = jbool(ld, o, "normalized", !special, "added_tokens[]", &normalized)))
+            goto out;
+        if (single_word) {
+            rc = qhx_fail(ld->err, QHX_E_UNSUPPORTED,
+                          "%s: added_tokens[%zu] '%s': single_word=true is not supported", ld->name,
+                          k, content);
+            goto out;
+        }
+        memcpy(tok->added_str + total, content, len);
+        tok->added_str[total + len] = '\0';
+        tok->added[k] = (tok_added){(int32_t)id, (uint32_t)total, (uint32_t)len, (uint8_t)special,
+                                    (uint8_t)lstrip, (uint8_t)rstrip, (uint8_t)normalized};
+        total += len + 1;
+        tok->n_added = (int32_t)(k + 1);
+        if ((int32_t)id > *max_id) *max_id = (int32_t)id;
+    }
+out:
+    json_decref(arr);
+    return rc;
+}
+
+static qhx_status read_normalizer(loader *ld) {
+    json_t *v = NULL;
+    qhx_status rc = jparse(ld, M_NORMALIZER, &v);
+    if (rc) return rc;
+    ld->tok->normalizer = TOK_NORM_NONE;
+    if (v && !json_is_null(v)) {
+        json_t *list = v;
+        size_t n = 1;
+        int seq = jtype_is(v, "Sequence");
+        if (seq) {
+            list = json_object_get(v, "normalizers");
+            if (!json_is_array(list)) {
+                rc = qhx_fail(ld->err, QHX_E_FORMAT, "%s: normalizer.normalizers: expected an array",
+                              ld->name);
+                goto out;
+            }
+            n = json_array_size(list);
+        }
+        for (size_t k = 0; k < n; k++) {
+            json_t *o = seq ? json_array_get(list, k) : v;
+            if (!json_is_object(o) || !jtype_is(o, "NFC")) {
+                rc = qhx_fail(ld->err, QHX_E_UNSUPPORTED,
+                              "%s: normalizer '%s' is not supported (only NFC)", ld->name,
+                              json_is_object(o) ? type_name(o) : "?");
+                goto out;
+            }
+            ld->tok->normalizer = TOK_NORM_NFC;
+        }
+    }
+out:
+    json_decref(v);
+    return rc;
+}
+
+static const char GPT2_PATTERN[] =
+    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
+
+static qhx_status read_split(loader *ld, json_t *o, size_t k) {
+    qhx_tok *tok = ld->tok;
+    char where[64];
+    snprintf(where, sizeof where, "pre_tokenizer[%zu] (Split)", k);
+    if (tok->n_splits >= QHX_TOK_MAX_SPLITS)
+        return qhx_fail(ld->err, QHX_E_LIMIT, "%s: more than %d Split pre-tokenizers", ld->name,
+                        QHX_TOK_MAX_SPLITS);
+    json_t *pat = json_object_get(o, "pattern"), *beh = json_object_get(o, "behavior");
+    json_t *re = json_object_get(pat, "Regex"), *lit = json_object_get(pat, "String");
+    if (!json_is_object(pat) || (!json_is_string(re) && !json_is_string(lit)))
+        return qhx_fail(ld->err, QHX_E_FORMAT, "%s: %s: 'pattern' must be {\"Regex\": ...} or {\"String\": ...}",
+                        ld->name, where);
+    static const char *const behaviors[] = {"Removed", "Isolated", "MergedWithPrevious",
+                                            "MergedWithNext", "Contiguous"};
+    int b = -1;
+    for (int q = 0; q < 5 && json_is_string(beh); q++)
+        if (!strcmp(json_string_value(beh), behaviors[q])) b = q;
+    if (b < 0)
+        return qhx_fail(ld->err, QHX_E_UNSUPPORTED, "%s: %s: behavior '%s' is not supported",
+                        ld->name, where, json_is_string(beh) ? json_string_value(beh) : "?");
+    int invert = 0;
+    qhx_status rc = jbool(ld, o, "invert", 0, where, &invert);
+    if (rc) return rc;
+    json_t *p = json_is_string(re) ? re : lit;
+    tok_split *sp = &tok->splits[tok->n_splits];
+    rc = qhx_tok_compile_split(tok, json_string_value(p), json_string_length(p), p == lit, where,
+                               sp, ld->err);
+    if (rc) {
+        qhx_fail_prefix(ld->err, "%s", ld->name);
+        return rc;
+    }
+    sp->behavior = b;
+    sp->invert = invert;
+    tok->n_splits++;
+    return QHX_OK;
+}
+
+static qhx_status read_pretok(loader *ld) {
+    qhx_tok *tok = ld->tok;
+    json_t *v = NULL;
+    qhx_status rc = jparse(ld, M_PRETOK, &v);
+    if (rc) return rc;
+    if (!v || json_is_null(v)) {
+        rc = qhx_fail(ld->err, QHX_E_UNSUPPORTED,
+                      "%s: a BPE model without a ByteLevel pre-tokenizer is not supported", ld->name);
+        goto out;
+    }
+    json_t *list = v;
+    size_t n = 1;
+    int seq = jtype_is(v, "Sequence");
+    if (seq) {
+        list = json_object_get(v, "pretokenizers");
+        if (!json_is_array(list)) {
+            rc = qhx_fail(ld->err, QHX_E_FORMAT, "%s: pre_tokenizer.pretokenizers: expected an array",
+                          ld->name);
+            goto out;
+        }
+        n = json_array_size(list);
+    }
+    int have_bl = 0;
+    for (size_t k = 0; k < n; k++) {
+        json_t *o = seq ? json_array_get(list, k) : v;
+        if (!json_is_object(o)) {
+            rc = qhx_fail(ld->err, QHX_E_FORMAT, "%s: pre_tokenizer[%zu]: expected an object",
+                          ld->name, k);
+            goto out;
+        }
+        if (have_bl) {
+            rc = qhx_fail(ld->err, QHX_E_UNSUPPORTED,
+                          "%s: pre_tokenizer[%zu] '%s' after ByteLevel is not supported", ld->name,
+                          k, type_name(o));
+            goto out;
+        }
+        if (jtype_is(o, "Split")) {
+            if ((rc = read_split(ld, o, k))) goto out;
+        } else if (jtype_is(o, "ByteLevel")) {
+            int use_regex = 0;
+            have_bl = 1;
+            /* the library's defaults when a flag is absent: both true */
+            if ((rc = jbool(ld, o, "add_prefix_space", 1, "pre_tokenizer (ByteLevel)",
+                            &tok->add_prefix_space)) ||
+                (rc = jbool(ld, o, "use_regex", 1, "pre_tokenizer (ByteLevel)", &use_regex)))
+                goto out;
+            tok->prefix_stage = tok->n_splits;
+            if (use_regex) {
+                tok_split *sp = &tok->splits[tok->n_splits];
+                rc = qhx_tok_compile_split(tok, GPT2_PATTERN, sizeof GPT2_PATTERN - 1, 0,
+                                           "ByteLevel regex", sp, ld->err);
+                if (rc) goto out;
+                sp->behavior = TOK_SPLIT_ISOLATED;
+                sp->invert = 0;
+                tok->n_splits++;
+            }
+        } else {
+            rc = qhx_fail(ld->err, QHX_E_UNSUPPORTED, "%s: pre-tokenizer '%s' is not supported",
+                          ld->name, type_name(o));
+            goto out;
+        }
+    }
+    if (!have_bl)
+        rc = qhx_fail(ld->err, QHX_E_UNSUPPORTED,
+                      "%s: a BPE model without a ByteLevel pre-tokenizer is not supported", ld->name);
+out:
+    json_decref(v);
+    return rc;
+}
+
+static qhx_status read_decoder_postproc(loader *ld) {
+    json_t *v = NULL;
+    qhx_status rc = jparse(ld, M_DECODER, &v);
+    if (rc) return rc;
+    ld->tok->decoder = TOK_DEC_NONE;
+    if (v && !json_is_null(v)) {
+        if (!json_is_object(v) || !jtype_is(v, "ByteLevel"))
+            rc = qhx_fail(ld->err, QHX_E_UNSUPPORTED, "%s: decoder '%s' is not supported (only ByteLevel)",
+                          ld->name, json_is_object(v) ? type_name(v) : "?");
+        ld->tok->decoder = TOK_DEC_BYTELEVEL;
+    }
+    json_decref(v);
+    if (rc) return rc;
+    if ((rc = jparse(ld, M_POSTPROC, &v))) return rc;
+    if (v && !json_is_null(v) && !(json_is_object(v) && jtype_is(v, "ByteLevel")))
+        rc = qhx_fail(ld->err, QHX_E_UNSUPPORTED,
+                      "%s: post_processor '%s' is not supported (only ByteLevel)", ld->name,
+                      json_is_object(v) ? type_name(v) : "?");
+    json_decref(v);
+    if (rc) return rc;
+    for (int m = M_TRUNCATION; m <= M_PADDING; m++) {
+        if ((rc = jparse(ld, m, &v))) return rc;
+        int bad = v && !json_is_null(v);
+        json_decref(v);
+        if (bad)
+            return qhx_fail(ld->err, QHX_E_UNSUPPORTED, "%s: '%s' is not supported (must be null)",
+                            ld->name, MEMBER_NAMES[m]);
+    }
+    return QHX_OK;
+}
+
+/* ---- entry points ---------------------------------------------------------------------- */
+
+qhx_status qhx_tok_load_buffer(const void *data, size_t size, const char *name, qhx_tok **out,
+                               qhx_error *err) {
+    *out = NULL;
+    if (!name) name = "tokenizer.json";
+    if (!data && size) return qhx_fail(err, QHX_E_ARG, "%s: no data", name);
+    if (size > QHX_TOK_MAX_FILE_BYTES)
+        return qhx_fail(err, QHX_E_LIMIT, "%s: %zu bytes, the limit is %zu", name, size,
+                        QHX_TOK_MAX_FILE_BYTES);
+    qhx_tok *tok;
+    qhx_status rc = qhx_tok_new(name, &tok, err);
+    if (rc) return rc;
+    loader ld = {.tok = tok, .name = name, .err = err};
+    ld.j = (jscan){.s = data, .n = size, .name = name, .err = err};
+    vocab_ctx vc = {.ld = &ld, .max_id = -1};
+    tok_merge_rec *merges = NULL;
+    size_t n_merges = 0;
+
+    if ((rc = scan_object(&ld.j, 0, top_member, &ld.L))) goto fail;
+    skip_ws(&ld.j);
+    if (ld.j.i != ld.j.n) {
+        rc = jfail(&ld.j, "trailing characters after the top-level object");
+        goto fail;
+    }
+    if ((rc = read_model(&ld))) goto fail;
+    if ((rc = parse_vocab(&ld, &vc))) goto fail;
+    int32_t max_id = vc.max_id;
+    if ((rc = read_added(&ld, &max_id))) goto fail;
+    if (max_id < 0) {
+        rc = qhx_fail(err, QHX_E_FORMAT, "%s: the vocab is empty", name);
+        goto fail;
+    }
+    if ((rc = build_vocab(&ld, &vc, max_id + 1))) goto fail;
+    qhx_free(vc.recs);
+    vc.recs = NULL;
+    if ((rc = read_unk(&ld))) goto fail;
+    if ((rc = parse_merges(&ld, &merges, &n_merges))) goto fail;
+    if ((rc = qhx_tok_index_merges(tok, merges, n_merges, name, err))) goto fail;
+    qhx_free(merges);
+    merges = NULL;
+    if ((rc = read_normalizer(&ld)) || (rc = read_pretok(&ld)) || (rc = read_decoder_postproc(&ld)))
+        goto fail;
+    if ((rc = qhx_tok_derive(tok, name, err))) goto fail;
+    tok->source_bytes = size;
+    tok->source_hash = qhx_tok_file_hash(data, size);
+    *out = tok;
+    return QHX_OK;
+fail:
+    qhx_free(merges);
+    qhx_free(vc.recs);
+    qhx_free(vc.strs.p);
+    qhx_tok_free(tok);
+    return rc;
+}
