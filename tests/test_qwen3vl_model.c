@@ -1,13 +1,17 @@
 /* test_qwen3vl_model: loading and interface of the Qwen3-VL family on the qwen3vl-tiny-f32
  * checkpoint: config errors name their field, a failed allocation at any point of open / image
  * encode / state / attach / forward fails cleanly (ASan checks the leaks), an image that needs
- * resampling encodes to the token count smart_resize implies, and a text checkpoint path without
- * a vision tower refuses images. Skips (77) when the fixture is absent. */
+ * resampling encodes to the token count smart_resize implies, image positions follow
+ * get_rope_index, and BF16 / F16 checkpoints (stored misaligned, so every tensor is realigned)
+ * give the logits of an F32 checkpoint holding the same rounded values. Skips (77) when the
+ * fixture is absent. */
 #include "t.h"
 
 #include "core/alloc.h"
 #include "core/file.h"
+#include "core/fp16.h"
 #include "io/json.h"
+#include "io/safetensors.h"
 #include "models/model.h"
 #include "models/qwen3vl.h"
 
@@ -198,6 +202,120 @@ static void test_positions(const qhx_model *m) {
     qhx_image_deinit(&img);
 }
 
+/* Rewrite the fixture's safetensors with every tensor rounded to `dt` (BF16 or F16), stored as
+ * dt (misaligned: the data section starts at an odd offset) or, when as_f32, as F32 of the
+ * rounded values (aligned). Returns the checkpoint folder (config and preprocessor config are
+ * the fixture's) or NULL. */
+static char *rounded_ckpt(qhx_dtype dt, int as_f32, char *dir, size_t dir_size) {
+    qhx_st_set *set = NULL;
+    qhx_error err;
+    if (qhx_st_open(fx, &set, &err)) return NULL;
+    snprintf(dir, dir_size, "/tmp/qhx_vl_XXXXXX");
+    if (!mkdtemp(dir)) { qhx_st_free(set); return NULL; }
+    json_t *hdr = json_object();
+    size_t off = 0, esz = as_f32 ? 4 : 2;
+    for (int64_t i = 0; i < qhx_st_n_tensors(set); i++) {
+        const qhx_st_tensor *t = qhx_st_tensor_at(set, i);
+        json_t *shape = json_array();
+        for (int d = 0; d < t->n_dims; d++) json_array_append_new(shape, json_integer(t->shape[d]));
+        size_t n = (size_t)t->n_elements * esz;
+        json_object_set_new(hdr, t->name, json_pack("{s:s, s:o, s:[I, I]}", "dtype", as_f32 ? "F32" : qhx_dtype_name(dt),
+                                                    "shape", shape, "data_offsets", (json_int_t)off, (json_int_t)(off + n)));
+        off += n;
+    }
+    char *text = json_dumps(hdr, JSON_COMPACT);
+    json_decref(hdr);
+    size_t hl = strlen(text);
+    size_t pad = as_f32 ? (8 - (hl % 8)) % 8 : (hl % 2 ? 0 : 1); /* F32 aligned, 16-bit data odd */
+    char path[4200];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    FILE *f = fopen(path, "wb");
+    uint64_t total = hl + pad;
+    fwrite(&total, 8, 1, f);
+    fwrite(text, 1, hl, f);
+    for (size_t k = 0; k < pad; k++) fputc(' ', f);
+    free(text);
+    for (int64_t i = 0; i < qhx_st_n_tensors(set); i++) {
+        const qhx_st_tensor *t = qhx_st_tensor_at(set, i);
+        for (int64_t e = 0; e < t->n_elements; e++) {
+            float v;
+            memcpy(&v, t->data + 4 * e, 4);
+            uint16_t h = dt == QHX_DTYPE_BF16 ? qhx_f32_to_bf16(v) : qhx_f32_to_f16(v);
+            float r = dt == QHX_DTYPE_BF16 ? qhx_bf16_to_f32(h) : qhx_f16_to_f32(h);
+            if (as_f32) fwrite(&r, 4, 1, f);
+            else fwrite(&h, 2, 1, f);
+        }
+    }
+    fclose(f);
+    qhx_st_free(set);
+    const char *copy[] = {"config.json", "preprocessor_config.json"};
+    for (int k = 0; k < 2; k++) {
+        char src[4200], *buf = NULL;
+        size_t len;
+        snprintf(src, sizeof src, "%s/%s", fx, copy[k]);
+        snprintf(path, sizeof path, "%s/%s", dir, copy[k]);
+        if (qhx_file_read_all(src, 1 << 20, &buf, &len, &err)) return NULL;
+        f = fopen(path, "wb");
+        fwrite(buf, 1, len, f);
+        fclose(f);
+        qhx_free(buf);
+    }
+    return dir;
+}
+
+/* Logits of every position of the image prompt of image-64x96.png. */
+static float *image_logits(const char *dir, int64_t *n_out) {
+    qhx_model *m = NULL;
+    qhx_model_state *st = NULL;
+    qhx_vl_image im = {0};
+    qhx_error err;
+    float *lg = NULL;
+    int32_t *ids = NULL;
+    char *png = qhx_path_join(fx, "image-64x96.png");
+    if (qhx_model_open(dir, NULL, &m, &err) || qhx_qwen3vl_image_load(qhx_qwen3vl_of(m), png, &im, &err)) {
+        fprintf(stderr, "%s: %s\n", dir, err.msg);
+        goto done;
+    }
+    int64_t n;
+    ids = image_prompt(im.n_tokens, &n);
+    lg = malloc((size_t)(n * 1024) * sizeof *lg);
+    if (qhx_model_state_create(m, &(qhx_state_params){.n_ctx = n}, &st, &err) ||
+        qhx_qwen3vl_attach(st, &im, ids, n, &err) ||
+        qhx_model_forward(m, st, ids, n, &(qhx_forward_opts){.flags = QHX_FWD_LOGITS_ALL, .logits = lg}, &err)) {
+        fprintf(stderr, "%s: %s\n", dir, err.msg);
+        free(lg);
+        lg = NULL;
+    }
+    *n_out = n;
+done:
+    free(ids);
+    qhx_free(png);
+    qhx_vl_image_deinit(&im);
+    qhx_model_state_free(st);
+    qhx_model_free(m);
+    return lg;
+}
+
+static void test_half_checkpoints(void) {
+    const qhx_dtype dts[2] = {QHX_DTYPE_BF16, QHX_DTYPE_F16};
+    for (int k = 0; k < 2; k++) {
+        char d16[64], d32[64];
+        CHECK(rounded_ckpt(dts[k], 0, d16, sizeof d16) != NULL);
+        CHECK(rounded_ckpt(dts[k], 1, d32, sizeof d32) != NULL);
+        int64_t n16 = 0, n32 = 0;
+        float *a = image_logits(d16, &n16), *b = image_logits(d32, &n32);
+        CHECK(a && b && n16 == n32);
+        double mx = 0;
+        for (int64_t i = 0; a && b && i < n16 * 1024; i++) mx = fmax(mx, fabs((double)a[i] - b[i]));
+        printf("%s checkpoint vs F32 of the same values: max|d logit| %.3g\n", qhx_dtype_name(dts[k]), mx);
+        CHECK(mx <= 1e-5);
+        free(a);
+        free(b);
+        rm_scratch(d16);
+        rm_scratch(d32);
+    }
+}
+
 int main(void) {
     snprintf(fx, sizeof fx, "%s/fixtures/parity/qwen3vl-tiny-f32", QHX_SHARED_DIR);
     if (!qhx_path_is_dir(fx)) {
@@ -213,6 +331,7 @@ int main(void) {
         qhx_model_free(m);
     }
     test_config_errors();
+    test_half_checkpoints();
     test_alloc_failures();
     return t_done("test_qwen3vl_model");
 }
