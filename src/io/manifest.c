@@ -1104,9 +1104,10 @@ static qhx_status checkpoint_fill(qhx_plan *plan, const char *dir, qhx_error *er
 
     /* tokenizer, preprocessor */
     if ((rc = file_set_name(plan, &plan->tokenizer, "tokenizer.json", err))) return rc;
-    if (!qhx_path_is_file(plan->tokenizer.path))
-        return qhx_fail(err, QHX_E_IO, "%s: no tokenizer.json in this checkpoint folder", dir);
-    file_set_size(&plan->tokenizer);
+    /* A checkpoint without tokenizer.json still runs on token ids; text calls then fail with
+     * "the model has no tokenizer", and forge refuses it (a bundle needs one). */
+    if (qhx_path_is_file(plan->tokenizer.path)) file_set_size(&plan->tokenizer);
+    else file_clear(&plan->tokenizer);
     char *pp = qhx_path_join(dir, "preprocessor_config.json");
     if (!pp) return qhx_fail(err, QHX_E_NOMEM, "out of memory");
     int has_pp = qhx_path_is_file(pp);

@@ -63,4 +63,13 @@ qhx_status qhx_qwen35_parse_config(const json_t *root, const char *label, qhx_mo
  * set m->vt. */
 qhx_status qhx_qwen35_open(qhx_model *m, qhx_st_set *set, const char *label, qhx_error *err);
 
+/* ---- Qwen3-VL (qwen3vl.c) ----------------------------------------------------------------- */
+
+/* Fill m->cfg from the parsed config.json `root` (file `label`), bind the text decoder and, when
+ * present, the vision tower of the tensor set `set` (owned from the call on), with the image
+ * preprocessing of preprocessor_config.json at preprocessor_path (NULL: the defaults), and set
+ * m->impl / m->vt. */
+qhx_status qhx_qwen3vl_open(qhx_model *m, const json_t *root, const char *label, qhx_st_set *set,
+                            const char *preprocessor_path, qhx_error *err);
+
 #endif

@@ -42,6 +42,11 @@ static qhx_status open_family(qhx_model *m, const qhx_plan *plan, qhx_error *err
         if ((rc = qhx_qwen35_parse_config(plan->config, label, &m->cfg, err))) return rc;
         if ((rc = open_weights(plan, &set, err))) return rc;
         return qhx_qwen35_open(m, set, plan->label, err);
+    case QHX_FAMILY_QWEN3_VL:
+        m->family = QHX_FAMILY_QWEN3_VL;
+        if ((rc = open_weights(plan, &set, err))) return rc;
+        return qhx_qwen3vl_open(m, plan->config, label, set,
+                                plan->preprocessor.present ? plan->preprocessor.path : NULL, err);
     default:
         return qhx_fail(err, QHX_E_UNSUPPORTED, "%s: family '%s' is not supported by this build", plan->label,
                         qhx_family_name(plan->family));

@@ -324,7 +324,10 @@ static const qhx_model_vt Q35_VT;
 qhx_status qhx_qwen35_open(qhx_model *m, qhx_st_set *set, const char *dir, qhx_error *err) {
     const qhx_model_config *c = &m->cfg;
     q35_model *q = qhx_calloc(1, sizeof *q);
-    if (!q) return qhx_fail(err, QHX_E_NOMEM, "out of memory");
+    if (!q) {
+        qhx_st_free(set);
+        return qhx_fail(err, QHX_E_NOMEM, "out of memory");
+    }
     m->impl = q;
     m->vt = &Q35_VT;
     q35_dims *d = &q->d;

@@ -1,5 +1,6 @@
 /* qhx generate: continue a token sequence.
- *   qhx generate -m MODEL --ids 1,2,3,... -n N --greedy [--ignore-eos] --print-ids [--threads N]
+ *   qhx generate -m MODEL --ids 1,2,3,... [--image FILE] -n N --greedy [--ignore-eos] --print-ids
+ *                [--threads N]
  * The prompt goes through the prompt path in one call, then one decode step per new token.
  * Greedy = argmax over the whole vocabulary, lowest id on ties. Without --ignore-eos generation
  * stops after config.json's eos_token_id. Options are parsed into gen_args first, so text
@@ -8,6 +9,7 @@
 #include "cli_model.h"
 
 #include "core/alloc.h"
+#include "models/qwen3vl.h"
 #include "runtime/session.h"
 
 #include <stdbool.h>
@@ -19,6 +21,7 @@ static const char *CMD = "generate";
 typedef struct gen_args {
     const char *model_dir;
     const char *ids_arg;
+    const char *image;
     int64_t n_new;
     int64_t threads;
     bool greedy;
@@ -28,9 +31,12 @@ typedef struct gen_args {
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: qhx generate -m MODEL --ids ID,ID,... -n N --greedy [--ignore-eos] --print-ids [--threads N]\n"
+            "usage: qhx generate -m MODEL --ids ID,ID,... [--image FILE] -n N --greedy [--ignore-eos] --print-ids\n"
+            "                    [--threads N]\n"
             "  -m, --model DIR   Hugging Face checkpoint folder (config.json, *.safetensors)\n"
             "  --ids LIST        prompt as comma-separated token ids\n"
+            "  --image FILE      PNG or JPEG for the image-pad ids (Qwen3-VL): the ids already hold\n"
+            "                    <|vision_start|>, one image-pad id per image token, <|vision_end|>\n"
             "  -n N              tokens to generate\n"
             "  --greedy          argmax decoding (lowest id on ties)\n"
             "  --ignore-eos      do not stop at the end-of-sequence token\n"
@@ -58,6 +64,7 @@ static int parse_args(int argc, char **argv, gen_args *a) {
         const char *v = argv[++i];
         if (!strcmp(o, "-m") || !strcmp(o, "--model")) a->model_dir = v;
         else if (!strcmp(o, "--ids")) a->ids_arg = v;
+        else if (!strcmp(o, "--image")) a->image = v;
         else if (!strcmp(o, "-n")) {
             if (qhx_cli_parse_i64(v, 0, INT32_MAX, &a->n_new)) return qhx_cli_usage_error(CMD, "-n: '%s' is not a count", v);
         } else if (!strcmp(o, "--threads")) {
@@ -86,11 +93,13 @@ int qhx_cmd_generate(int argc, char **argv) {
     qhx_error err = {0};
     qhx_model *m = NULL;
     qhx_session *s = NULL;
+    qhx_vl_image im = {0};
     qhx_model_params mp = qhx_model_default_params();
     mp.n_threads = (int)a.threads;
     if (qhx_model_open(a.model_dir, &mp, &m, &err)) goto fail;
     int64_t eos = a.ignore_eos ? -1 : qhx_model_get_config(m)->eos_token_id;
     if (qhx_session_create(m, &(qhx_session_params){.n_ctx = n_ids + (a.n_new ? a.n_new : 1)}, &s, &err)) goto fail;
+    if (qhx_cli_attach_image(m, s, a.image, ids, n_ids, &im, &err)) goto fail;
     if (qhx_session_prefill(s, ids, n_ids, NULL, &err)) goto fail;
     for (int64_t k = 0; k < a.n_new; k++) {
         int32_t next = qhx_argmax_f32(qhx_session_logits(s), qhx_session_n_vocab(s));
@@ -110,6 +119,7 @@ fail:
     rc = qhx_cli_runtime_error(CMD, &err);
 done:
     qhx_session_free(s);
+    qhx_vl_image_deinit(&im);
     qhx_model_free(m);
     qhx_free(ids);
     return rc;

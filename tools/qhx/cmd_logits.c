@@ -1,11 +1,13 @@
 /* qhx logits: the logits after every position of a token sequence, for parity checks.
- *   qhx logits -m MODEL --ids 1,2,3,... [--prefill N] --out FILE [--threads N]
+ *   qhx logits -m MODEL --ids 1,2,3,... [--prefill N] [--image FILE] --out FILE [--threads N]
  * The first N ids (default: all) go through the prompt path in one call; each further id goes
- * through the single-token decode path. FILE gets little-endian float32 (n_ids, vocab). */
+ * through the single-token decode path. FILE gets little-endian float32 (n_ids, vocab).
+ * --image (Qwen3-VL): the ids hold the image's pad tokens, which take its embeddings. */
 #include "cli.h"
 #include "cli_model.h"
 
 #include "core/alloc.h"
+#include "models/qwen3vl.h"
 #include "runtime/session.h"
 
 #include <stdio.h>
@@ -15,16 +17,18 @@ static const char *CMD = "logits";
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: qhx logits -m MODEL --ids ID,ID,... [--prefill N] --out FILE [--threads N]\n"
+            "usage: qhx logits -m MODEL --ids ID,ID,... [--prefill N] [--image FILE] --out FILE [--threads N]\n"
             "  -m, --model DIR   Hugging Face checkpoint folder (config.json, *.safetensors)\n"
             "  --ids LIST        comma-separated token ids\n"
             "  --prefill N       feed the first N ids as one prompt (default: all); the rest one by one\n"
+            "  --image FILE      PNG or JPEG for the image-pad ids (Qwen3-VL): the ids already hold\n"
+            "                    <|vision_start|>, one image-pad id per image token, <|vision_end|>\n"
             "  --out FILE        write float32 [n_ids, vocab] logits, little-endian\n"
             "  --threads N       worker threads (accepted; single-threaded for now)\n");
 }
 
 int qhx_cmd_logits(int argc, char **argv) {
-    const char *model_dir = NULL, *ids_arg = NULL, *out_path = NULL;
+    const char *model_dir = NULL, *ids_arg = NULL, *out_path = NULL, *image = NULL;
     int64_t prefill = -1, threads = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -37,6 +41,7 @@ int qhx_cmd_logits(int argc, char **argv) {
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) model_dir = v;
         else if (!strcmp(a, "--ids")) ids_arg = v;
         else if (!strcmp(a, "--out")) out_path = v;
+        else if (!strcmp(a, "--image")) image = v;
         else if (!strcmp(a, "--prefill")) {
             if (qhx_cli_parse_i64(v, 0, INT32_MAX, &prefill)) return qhx_cli_usage_error(CMD, "--prefill: '%s' is not a count", v);
         } else if (!strcmp(a, "--threads")) {
@@ -63,10 +68,12 @@ int qhx_cmd_logits(int argc, char **argv) {
     qhx_session *s = NULL;
     float *rows = NULL;
     FILE *f = NULL;
+    qhx_vl_image im = {0};
     qhx_model_params mp = qhx_model_default_params();
     mp.n_threads = (int)threads;
     if (qhx_model_open(model_dir, &mp, &m, &err)) goto fail;
     if (qhx_session_create(m, &(qhx_session_params){.n_ctx = n_ids}, &s, &err)) goto fail;
+    if (qhx_cli_attach_image(m, s, image, ids, n_ids, &im, &err)) goto fail;
     int64_t V = qhx_session_n_vocab(s);
     f = fopen(out_path, "wb");
     if (!f) {
@@ -101,6 +108,7 @@ done:
     if (f) fclose(f);
     qhx_free(rows);
     qhx_session_free(s);
+    qhx_vl_image_deinit(&im);
     qhx_model_free(m);
     qhx_free(ids);
     return rc;
