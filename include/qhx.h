@@ -217,6 +217,10 @@ typedef struct qhx_generate_stats {
 QHX_API qhx_status qhx_session_generate(qhx_session *s, const qhx_generate_params *params,
                                         qhx_generate_stats *stats /* OUT */, qhx_error *err);
 
+/* Why the last qhx_session_generate stopped (QHX_STOP_LENGTH before any). A chat front end
+ * closes an answer cut by length with the end-of-turn token itself. */
+QHX_API qhx_stop_reason qhx_session_last_stop(const qhx_session *s);
+
 /* Save the session (state, position, sampler, history) to a file: versioned, checksummed,
  * written to a temporary file and renamed. Restore refuses a file made for another model or
  * a different n_ctx, a corrupt or truncated file; the session is unchanged on failure. */

@@ -144,6 +144,9 @@ void qhx_model_state_reset(qhx_model_state *st) {
 }
 
 int64_t qhx_model_state_n_past(const qhx_model_state *st) { return st->n_past; }
+void qhx_model_state_set_n_past(qhx_model_state *st, int64_t n) {
+    if (n >= 0 && n <= st->n_ctx) st->n_past = n;
+}
 int64_t qhx_model_state_n_ctx(const qhx_model_state *st) { return st->n_ctx; }
 
 qhx_status qhx_model_forward(const qhx_model *m, qhx_model_state *st, const int32_t *ids,

@@ -103,6 +103,8 @@ void qhx_model_state_free(qhx_model_state *st); /* NULL allowed */
 void qhx_model_state_reset(qhx_model_state *st);
 int64_t qhx_model_state_n_past(const qhx_model_state *st); /* tokens consumed so far */
 int64_t qhx_model_state_n_ctx(const qhx_model_state *st);
+/* Set the position after restoring the persistent regions (session files). 0 <= n <= n_ctx. */
+void qhx_model_state_set_n_past(qhx_model_state *st, int64_t n);
 
 /* ---- forward ---------------------------------------------------------------------------- */
 

@@ -545,7 +545,23 @@ static qhx_status vl_forward(const qhx_model *m, qhx_model_state *st, const int3
     return QHX_OK;
 }
 
+/* Save/restore: the K and V caches (per layer, one row per position) and the next text
+ * position (which runs ahead of n_past after an image). An announced image is not part of it. */
+static int vl_state_regions(const qhx_model_state *st, qhx_state_region *out, int cap) {
+    const qhx_qwen3vl *q = st->m->impl;
+    vl_state *s = st->impl;
+    size_t row = (size_t)(q->nkv * q->hd) * sizeof(float);
+    int n = 0;
+    for (int64_t l = 0; l < q->L && n + 2 <= cap; l++) {
+        out[n++] = (qhx_state_region){s->k + l * st->n_ctx * q->nkv * q->hd, row, st->n_ctx, true};
+        out[n++] = (qhx_state_region){s->v + l * st->n_ctx * q->nkv * q->hd, row, st->n_ctx, true};
+    }
+    if (n < cap) out[n++] = (qhx_state_region){&s->next_pos, sizeof s->next_pos, 1, false};
+    return n;
+}
+
 static const qhx_model_vt VL_VT = {
+    .state_regions = vl_state_regions,
     .free_impl = vl_free_impl,
     .state_create = vl_state_create,
     .state_free = vl_state_free,

@@ -20,6 +20,7 @@ struct qhx_session {
     qhx_tok_stream *stream; /* NULL when the model has no tokenizer */
     int32_t pending;        /* sampled and reported, not yet fed; -1 if none */
     bool has_logits;
+    qhx_stop_reason last_stop;
     bool broken;            /* an aborted forward left the state half-updated */
     int64_t n_fed;          /* tokens fed since the last generate (for its stats) */
     double feed_ms;
@@ -96,6 +97,7 @@ void qhx_session_reset(qhx_session *s) {
     memset(s->logits, 0, (size_t)s->n_vocab * sizeof(float));
     s->pending = -1;
     s->has_logits = s->broken = false;
+    s->last_stop = QHX_STOP_LENGTH;
     s->n_fed = 0;
     s->feed_ms = 0;
 }
@@ -112,11 +114,13 @@ struct qhx_sampler *qhx_session_sampler(qhx_session *s) { return s->smp; }
 void qhx_session_get_snapshot(const qhx_session *s, qhx_session_snapshot *out) {
     out->pending = s->pending;
     out->has_logits = s->has_logits;
+    out->last_stop = (int32_t)s->last_stop;
 }
 
 void qhx_session_set_snapshot(qhx_session *s, const qhx_session_snapshot *in) {
     s->pending = in->pending;
     s->has_logits = in->has_logits != 0;
+    s->last_stop = (qhx_stop_reason)in->last_stop;
     s->broken = false;
 }
 
@@ -189,6 +193,8 @@ qhx_status qhx_session_feed_text(qhx_session *s, const char *text, size_t len, q
     return rc;
 }
 
+qhx_stop_reason qhx_session_last_stop(const qhx_session *s) { return s->last_stop; }
+
 qhx_token qhx_session_sample(qhx_session *s) { return qhx_sampler_sample(s->smp, s->logits); }
 
 /* ---- generation ---------------------------------------------------------------------------- */
@@ -250,6 +256,7 @@ qhx_status qhx_session_generate(qhx_session *s, const qhx_generate_params *p, qh
         if ((rc = qhx_session_decode(s, t, err))) break;
     }
     flush_stream(s, p);
+    s->last_stop = st.stop;
     st.decode_ms = (double)(qhx_time_ns() - t0) / 1e6;
     s->n_fed = 0;
     s->feed_ms = 0;

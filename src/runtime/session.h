@@ -31,6 +31,7 @@ int32_t qhx_argmax_f32(const float *x, int64_t n);
 typedef struct qhx_session_snapshot {
     int32_t pending;       /* sampled, not yet fed; -1 if none */
     int32_t has_logits;
+    int32_t last_stop;     /* qhx_stop_reason of the last generate */
 } qhx_session_snapshot;
 void qhx_session_get_snapshot(const qhx_session *s, qhx_session_snapshot *out);
 void qhx_session_set_snapshot(qhx_session *s, const qhx_session_snapshot *in);

@@ -1,16 +1,19 @@
-/* qhx generate: continue a token sequence.
- *   qhx generate -m MODEL --ids 1,2,3,... [--image FILE] -n N --greedy [--ignore-eos] --print-ids
- *                [--threads N]
- * The prompt goes through the prompt path in one call, then one decode step per new token.
- * Greedy = argmax over the whole vocabulary, lowest id on ties. Without --ignore-eos generation
- * stops after config.json's eos_token_id. Options are parsed into gen_args first, so text
- * prompts and sampling options can be added beside the existing ones. */
+/* qhx generate: continue a prompt, printing text as it is generated.
+ *   qhx generate -m MODEL -p PROMPT [-n N] [sampling] [--chat [--system S] [--think|--no-think]]
+ *   qhx generate -m MODEL --ids 1,2,3,... -n N --greedy --ignore-eos --print-ids [--image FILE]
+ * The prompt goes through the prompt path, then one decode step per new token; generation stops
+ * at the run plan's stop ids (unless --ignore-eos) or after N tokens. A speed line goes to
+ * stderr. Ctrl-C stops generation: what was generated stays printed, the exit code is 130. */
 #include "cli.h"
 #include "cli_model.h"
+#include "cli_run.h"
 
 #include "core/alloc.h"
+#include "io/manifest.h"
+#include "models/family.h"
 #include "models/qwen3vl.h"
 #include "runtime/session.h"
+#include "text/tokenizer.h"
 
 #include <stdbool.h>
 #include <stdio.h>
@@ -19,99 +22,169 @@
 static const char *CMD = "generate";
 
 typedef struct gen_args {
-    const char *model_dir;
+    qhx_run_opts run;
+    const char *prompt;
     const char *ids_arg;
     const char *image;
-    int64_t n_new;
-    int64_t threads;
-    bool greedy;
-    bool ignore_eos;
+    bool chat;
     bool print_ids;
 } gen_args;
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: qhx generate -m MODEL --ids ID,ID,... [--image FILE] -n N --greedy [--ignore-eos] --print-ids\n"
-            "                    [--threads N]\n"
-            "  -m, --model DIR   Hugging Face checkpoint folder (config.json, *.safetensors)\n"
-            "  --ids LIST        prompt as comma-separated token ids\n"
-            "  --image FILE      PNG or JPEG for the image-pad ids (Qwen3-VL): the ids already hold\n"
-            "                    <|vision_start|>, one image-pad id per image token, <|vision_end|>\n"
-            "  -n N              tokens to generate\n"
-            "  --greedy          argmax decoding (lowest id on ties)\n"
-            "  --ignore-eos      do not stop at the end-of-sequence token\n"
-            "  --print-ids       print the generated ids, space-separated\n"
-            "  --threads N       worker threads (accepted; single-threaded for now)\n");
+            "usage: qhx generate -m MODEL (-p PROMPT | --ids ID,ID,...) [options]\n"
+            "  -m, --model PATH     manifest, bundle folder or Hugging Face checkpoint folder\n"
+            "  -p, --prompt TEXT    the prompt (UTF-8)\n"
+            "  --ids LIST           the prompt as comma-separated token ids\n"
+            "  --image FILE         PNG or JPEG (Qwen3-VL). With -p --chat the image goes before the\n"
+            "                       text; with --ids the ids already hold <|vision_start|>, one\n"
+            "                       image-pad id per image token and <|vision_end|>\n"
+            "  --chat               wrap the prompt in the model's chat format (a user turn)\n"
+            "  --system TEXT        system message (with --chat)\n"
+            "  --think, --no-think  Qwen3.5 thinking mode (with --chat; default: the run plan's)\n"
+            "  --print-ids          print the generated ids, space-separated, instead of text\n"
+            "%s",
+            QHX_RUN_OPTS_HELP);
 }
 
 /* Fill a from argv. Returns -1 to continue, else an exit code (help or usage error). */
 static int parse_args(int argc, char **argv, gen_args *a) {
     memset(a, 0, sizeof *a);
-    a->n_new = -1;
-    a->threads = 1;
+    qhx_run_opts_init(&a->run);
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
         if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
             usage(stdout);
             return QHX_EXIT_OK;
         }
-        /* flags */
-        if (!strcmp(o, "--greedy")) { a->greedy = true; continue; }
-        if (!strcmp(o, "--ignore-eos")) { a->ignore_eos = true; continue; }
+        int r = qhx_run_parse_opt(CMD, argc, argv, &i, &a->run);
+        if (r > 1) return r;
+        if (r == 1) continue;
+        if (!strcmp(o, "--chat")) { a->chat = true; continue; }
         if (!strcmp(o, "--print-ids")) { a->print_ids = true; continue; }
-        /* options with a value */
-        if (i + 1 >= argc) return qhx_cli_usage_error(CMD, "unknown option or missing value: '%s'", o);
-        const char *v = argv[++i];
-        if (!strcmp(o, "-m") || !strcmp(o, "--model")) a->model_dir = v;
-        else if (!strcmp(o, "--ids")) a->ids_arg = v;
-        else if (!strcmp(o, "--image")) a->image = v;
-        else if (!strcmp(o, "-n")) {
-            if (qhx_cli_parse_i64(v, 0, INT32_MAX, &a->n_new)) return qhx_cli_usage_error(CMD, "-n: '%s' is not a count", v);
-        } else if (!strcmp(o, "--threads")) {
-            if (qhx_cli_parse_i64(v, 1, 4096, &a->threads)) return qhx_cli_usage_error(CMD, "--threads: '%s' is not in [1, 4096]", v);
-        } else
-            return qhx_cli_usage_error(CMD, "unknown option '%s'", o);
+        if (!strcmp(o, "-p") || !strcmp(o, "--prompt") || !strcmp(o, "--ids") || !strcmp(o, "--image")) {
+            if (i + 1 >= argc) return qhx_cli_usage_error(CMD, "%s needs a value", o);
+            const char *v = argv[++i];
+            if (!strcmp(o, "--ids")) a->ids_arg = v;
+            else if (!strcmp(o, "--image")) a->image = v;
+            else a->prompt = v;
+            continue;
+        }
+        return qhx_cli_usage_error(CMD, "unknown option '%s'", o);
     }
-    if (!a->model_dir) return qhx_cli_usage_error(CMD, "missing -m MODEL");
-    if (!a->ids_arg) return qhx_cli_usage_error(CMD, "missing --ids (text prompts are not supported yet)");
-    if (a->n_new < 0) return qhx_cli_usage_error(CMD, "missing -n N");
-    if (!a->greedy) return qhx_cli_usage_error(CMD, "only --greedy decoding is supported so far");
-    if (!a->print_ids) return qhx_cli_usage_error(CMD, "text output needs a tokenizer; pass --print-ids");
+    if (!a->run.model) return qhx_cli_usage_error(CMD, "missing -m MODEL");
+    if (!a->prompt == !a->ids_arg) return qhx_cli_usage_error(CMD, "give exactly one of -p PROMPT and --ids LIST");
+    if (a->chat && a->ids_arg) return qhx_cli_usage_error(CMD, "--chat needs a text prompt (-p)");
+    if ((a->run.system || a->run.think >= 0) && !a->chat) return qhx_cli_usage_error(CMD, "--system/--think/--no-think need --chat");
+    if (a->image && a->prompt && !a->chat) return qhx_cli_usage_error(CMD, "--image with -p needs --chat (the image goes into the user turn)");
+    if (a->run.n_new < 0) a->run.n_new = 128;
     return -1;
+}
+
+/* The prompt as ids: parsed --ids, or the (chat-formatted) text tokenized. With an image and a
+ * chat prompt, the user turn holds the image placeholder expanded to n_image_tokens pads. */
+static qhx_status prompt_ids(const qhx_model *m, const gen_args *a, int64_t n_image_tokens, int32_t **ids,
+                             size_t *n, qhx_error *err) {
+    *ids = NULL;
+    *n = 0;
+    if (a->ids_arg) {
+        int64_t cnt;
+        char why[160];
+        if (qhx_cli_parse_ids(a->ids_arg, ids, &cnt, why, sizeof why))
+            return qhx_fail(err, QHX_E_ARG, "--ids: %s", why);
+        *n = (size_t)cnt;
+        return QHX_OK;
+    }
+    if (!m->tok) return qhx_fail(err, QHX_E_ARG, "%s: the model has no tokenizer.json: use --ids", a->run.model);
+    const char *text = a->prompt;
+    char *formatted = NULL;
+    if (a->chat) {
+        qhx_chat_part parts[2] = {{.text = NULL, .image_tokens = (int32_t)n_image_tokens},
+                                  {.text = a->prompt, .text_len = strlen(a->prompt)}};
+        qhx_chat_message msgs[2];
+        size_t nm = 0;
+        if (a->run.system) msgs[nm++] = (qhx_chat_message){.role = "system", .content = a->run.system};
+        msgs[nm++] = a->image ? (qhx_chat_message){.role = "user", .parts = parts, .n_parts = 2}
+                              : (qhx_chat_message){.role = "user", .content = a->prompt};
+        int think = a->run.think >= 0 ? a->run.think : (m->plan && m->plan->generation.thinking);
+        qhx_chat_options opt = {.add_generation_prompt = 1, .enable_thinking = think};
+        size_t len;
+        qhx_chat_family fam = m->family == QHX_FAMILY_QWEN3_VL ? QHX_CHAT_QWEN3VL : QHX_CHAT_QWEN35;
+        qhx_status rc = qhx_tok_chat_format(fam, msgs, nm, &opt, &formatted, &len, err);
+        if (rc) return rc;
+        text = formatted;
+    }
+    qhx_status rc = qhx_tok_encode_alloc(m->tok, text, strlen(text), ids, n, err);
+    qhx_free(formatted);
+    if (rc == QHX_OK && *n == 0) rc = qhx_fail(err, QHX_E_ARG, "the prompt is empty");
+    return rc;
+}
+
+/* --print-ids: ids space-separated on one line. */
+static int print_id(void *user, qhx_token t, const char *text, size_t len) {
+    (void)text;
+    (void)len;
+    int *count = user;
+    if (t >= 0) printf((*count)++ ? " %d" : "%d", t);
+    return 0;
 }
 
 int qhx_cmd_generate(int argc, char **argv) {
     gen_args a;
     int rc = parse_args(argc, argv, &a);
     if (rc >= 0) return rc;
-    int32_t *ids;
-    int64_t n_ids;
-    char why[160];
-    if (qhx_cli_parse_ids(a.ids_arg, &ids, &n_ids, why, sizeof why)) return qhx_cli_usage_error(CMD, "--ids: %s", why);
 
-    rc = QHX_EXIT_RUNTIME;
     qhx_error err = {0};
     qhx_model *m = NULL;
     qhx_session *s = NULL;
+    int32_t *ids = NULL;
+    size_t n_ids = 0;
     qhx_vl_image im = {0};
-    qhx_model_params mp = qhx_model_default_params();
-    mp.n_threads = (int)a.threads;
-    if (qhx_model_open(a.model_dir, &mp, &m, &err)) goto fail;
-    int64_t eos = a.ignore_eos ? -1 : qhx_model_get_config(m)->eos_token_id;
-    if (qhx_session_create(m, &(qhx_session_params){.n_ctx = n_ids + (a.n_new ? a.n_new : 1)}, &s, &err)) goto fail;
-    if (qhx_cli_attach_image(m, s, a.image, ids, n_ids, &im, &err)) goto fail;
-    if (qhx_session_prefill(s, ids, n_ids, NULL, &err)) goto fail;
-    for (int64_t k = 0; k < a.n_new; k++) {
-        int32_t next = qhx_argmax_f32(qhx_session_logits(s), qhx_session_n_vocab(s));
-        printf(k ? " %d" : "%d", next);
-        if (next == eos) break;
-        if (k + 1 < a.n_new && qhx_session_decode(s, next, &err)) goto fail;
+    qhx_generate_stats st = {0};
+    int n_printed = 0;
+    qhx_model_params mp = qhx_run_model_params(&a.run);
+    if (qhx_model_open(a.run.model, &mp, &m, &err)) goto fail;
+    const qhx_qwen3vl *vl = qhx_qwen3vl_of(m);
+    if (a.image) {
+        if (!vl) {
+            qhx_fail(&err, QHX_E_UNSUPPORTED, "--image needs a Qwen3-VL model");
+            goto fail;
+        }
+        if (qhx_qwen3vl_image_load(vl, a.image, &im, &err)) goto fail;
     }
-    printf("\n");
-    if (fflush(stdout)) {
-        qhx_fail(&err, QHX_E_IO, "stdout: write failed");
+    if (prompt_ids(m, &a, im.n_tokens, &ids, &n_ids, &err)) goto fail;
+    int64_t need = (int64_t)n_ids + a.run.n_new;
+    int64_t max_ctx = qhx_model_max_context(m);
+    if (a.run.ctx && a.run.ctx < need) {
+        qhx_fail(&err, QHX_E_LIMIT, "prompt (%zu tokens) + generation (%lld) need %lld tokens of context; --ctx is %lld",
+                 n_ids, (long long)a.run.n_new, (long long)need, (long long)a.run.ctx);
         goto fail;
     }
+    if (max_ctx > 0 && need > max_ctx) {
+        qhx_fail(&err, QHX_E_LIMIT, "prompt (%zu tokens) + generation (%lld) exceed the model's context of %lld tokens",
+                 n_ids, (long long)a.run.n_new, (long long)max_ctx);
+        goto fail;
+    }
+    qhx_session_params sp = qhx_session_default_params(m);
+    sp.n_ctx = a.run.ctx ? a.run.ctx : need;
+    qhx_run_apply_sampling(&a.run, &sp);
+    qhx_run_catch_sigint();
+    sp.abort_cb = qhx_run_interrupted;
+    if (qhx_session_create(m, &sp, &s, &err)) goto fail;
+    if (vl && qhx_qwen3vl_attach(qhx_session_state(s), a.image ? &im : NULL, ids, (int64_t)n_ids, &err)) goto fail;
+    if (qhx_session_feed(s, ids, n_ids, &err)) goto fail;
+    qhx_generate_params gp = {.max_tokens = a.run.n_new, .ignore_stop = a.run.ignore_eos};
+    if (a.print_ids) {
+        gp.on_token = print_id;
+        gp.user = &n_printed;
+    } else {
+        gp.on_token = qhx_run_print_text;
+    }
+    qhx_status grc = qhx_session_generate(s, &gp, &st, &err);
+    printf("\n");
+    fflush(stdout);
+    if (!a.run.quiet) qhx_run_print_stats(&st);
+    if (grc) goto fail;
     rc = QHX_EXIT_OK;
     goto done;
 fail:

@@ -1,0 +1,225 @@
+/* runtime/session_file.c: saving and restoring a session (qhx_session_save / _restore).
+ *
+ * Layout (little-endian, this host's float format), then a SHA-256 of everything before it:
+ *   "QHXSTATE" | u32 version | i32 last stop reason | u64 model fingerprint | i64 n_ctx | i64 n_past |
+ *   i32 pending | i32 has_logits | i64 n_vocab | u32 n_regions | u32 sampler bytes |
+ *   per region: u64 bytes, bytes of data (per-token regions: only rows [0, n_past)) |
+ *   sampler state | logits (n_vocab f32) | sha256 (32 bytes)
+ * The fingerprint hashes the family, the configuration and every tensor's name, dtype and
+ * shape, so a file made with another model or another precision is refused. Saving writes a
+ * temporary file beside the target and renames it, so a crash never leaves half a file. */
+#include "core/alloc.h"
+#include "core/file.h"
+#include "core/sha256.h"
+#include "models/family.h"
+#include "runtime/sample.h"
+#include "runtime/session.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#define STATE_MAGIC "QHXSTATE"
+#define STATE_VERSION 1u
+#define HEADER_BYTES 64
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n) {
+    const uint8_t *b = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+
+static uint64_t model_fingerprint(const qhx_model *m) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    int32_t fam = (int32_t)m->family;
+    h = fnv(h, &fam, sizeof fam);
+    const qhx_model_config *c = &m->cfg;
+    int64_t dims[] = {c->vocab_size, c->hidden_size, c->intermediate_size, c->num_hidden_layers,
+                      c->num_attention_heads, c->num_key_value_heads, c->head_dim, c->linear_num_key_heads,
+                      c->linear_num_value_heads, c->linear_key_head_dim, c->linear_value_head_dim,
+                      c->linear_conv_kernel_dim};
+    h = fnv(h, dims, sizeof dims);
+    for (int64_t i = 0; m->weights && i < qhx_st_n_tensors(m->weights); i++) {
+        const qhx_st_tensor *t = qhx_st_tensor_at(m->weights, i);
+        h = fnv(h, t->name, strlen(t->name) + 1);
+        int32_t dt = (int32_t)t->dtype;
+        h = fnv(h, &dt, sizeof dt);
+        h = fnv(h, t->shape, (size_t)t->n_dims * sizeof t->shape[0]);
+    }
+    return h;
+}
+
+/* Bytes of region r that a state with n_past tokens carries. */
+static size_t region_bytes(const qhx_state_region *r, int64_t n_past) {
+    int64_t rows = r->per_token ? (n_past < r->n_rows ? n_past : r->n_rows) : r->n_rows;
+    return (size_t)rows * r->row_bytes;
+}
+
+typedef struct writer {
+    FILE *f;
+    qhx_sha256 sha;
+    int ok;
+} writer;
+
+static void put(writer *w, const void *p, size_t n) {
+    if (!w->ok || !n) return;
+    qhx_sha256_update(&w->sha, p, n);
+    w->ok = fwrite(p, 1, n, w->f) == n;
+}
+
+qhx_status qhx_session_save(const qhx_session *s_const, const char *path, qhx_error *err) {
+    qhx_session *s = (qhx_session *)s_const; /* accessors are not const; nothing is modified */
+    const qhx_model *m = qhx_session_model(s);
+    qhx_model_state *st = qhx_session_state(s);
+    qhx_state_region regions[QHX_STATE_MAX_REGIONS];
+    int nr = qhx_model_state_regions(st, regions, QHX_STATE_MAX_REGIONS);
+    if (nr <= 0) return qhx_fail(err, QHX_E_UNSUPPORTED, "session save: this model family has no state description");
+    size_t plen = strlen(path);
+    char *tmp = qhx_malloc(plen + 16);
+    if (!tmp) return qhx_fail(err, QHX_E_NOMEM, "out of memory");
+    snprintf(tmp, plen + 16, "%s.tmp%05d", path, (int)(getpid() % 100000));
+    writer w = {.f = fopen(tmp, "wb"), .ok = 1};
+    if (!w.f) {
+        qhx_status rc = qhx_fail(err, QHX_E_IO, "%s: cannot create: %s", tmp, strerror(errno));
+        qhx_free(tmp);
+        return rc;
+    }
+    qhx_sha256_init(&w.sha);
+    qhx_session_snapshot snap;
+    qhx_session_get_snapshot(s, &snap);
+    struct qhx_sampler *smp = qhx_session_sampler(s);
+    size_t sb = qhx_sampler_state_bytes(smp);
+    uint8_t hdr[HEADER_BYTES] = {0};
+    uint32_t ver = STATE_VERSION, n_regions = (uint32_t)nr, sbytes = (uint32_t)sb;
+    uint64_t fp = model_fingerprint(m);
+    int64_t n_ctx = qhx_session_n_ctx(s), n_past = qhx_session_n_past(s), n_vocab = qhx_session_n_vocab(s);
+    memcpy(hdr, STATE_MAGIC, 8);
+    memcpy(hdr + 8, &ver, 4);
+    memcpy(hdr + 12, &snap.last_stop, 4);
+    memcpy(hdr + 16, &fp, 8);
+    memcpy(hdr + 24, &n_ctx, 8);
+    memcpy(hdr + 32, &n_past, 8);
+    memcpy(hdr + 40, &snap.pending, 4);
+    memcpy(hdr + 44, &snap.has_logits, 4);
+    memcpy(hdr + 48, &n_vocab, 8);
+    memcpy(hdr + 56, &n_regions, 4);
+    memcpy(hdr + 60, &sbytes, 4);
+    put(&w, hdr, sizeof hdr);
+    for (int i = 0; i < nr; i++) {
+        uint64_t b = region_bytes(&regions[i], n_past);
+        put(&w, &b, 8);
+        put(&w, regions[i].data, (size_t)b);
+    }
+    uint8_t *sbuf = qhx_malloc(sb);
+    if (!sbuf) w.ok = 0;
+    else {
+        qhx_sampler_state_write(smp, sbuf);
+        put(&w, sbuf, sb);
+        qhx_free(sbuf);
+    }
+    put(&w, qhx_session_logits(s), (size_t)n_vocab * sizeof(float));
+    uint8_t digest[32];
+    qhx_sha256_final(&w.sha, digest);
+    if (w.ok) w.ok = fwrite(digest, 1, 32, w.f) == 32;
+    if (w.ok) w.ok = fflush(w.f) == 0 && fsync(fileno(w.f)) == 0;
+    int closed = fclose(w.f) == 0;
+    qhx_status rc = QHX_OK;
+    if (!w.ok || !closed) rc = qhx_fail(err, QHX_E_IO, "%s: write failed: %s", tmp, strerror(errno));
+    else if (rename(tmp, path) != 0) rc = qhx_fail(err, QHX_E_IO, "%s: cannot rename into place: %s", path, strerror(errno));
+    if (rc) unlink(tmp);
+    qhx_free(tmp);
+    return rc;
+}
+
+/* ---- restore ------------------------------------------------------------------------------- */
+
+typedef struct reader {
+    const uint8_t *p, *end;
+} reader;
+
+static const uint8_t *take(reader *r, size_t n) {
+    if ((size_t)(r->end - r->p) < n) return NULL;
+    const uint8_t *q = r->p;
+    r->p += n;
+    return q;
+}
+
+qhx_status qhx_session_restore(qhx_session *s, const char *path, qhx_error *err) {
+    const qhx_model *m = qhx_session_model(s);
+    qhx_model_state *st = qhx_session_state(s);
+    qhx_state_region regions[QHX_STATE_MAX_REGIONS];
+    int nr = qhx_model_state_regions(st, regions, QHX_STATE_MAX_REGIONS);
+    if (nr <= 0) return qhx_fail(err, QHX_E_UNSUPPORTED, "session restore: this model family has no state description");
+    int64_t n_ctx = qhx_session_n_ctx(s), n_vocab = qhx_session_n_vocab(s);
+    struct qhx_sampler *smp = qhx_session_sampler(s);
+    size_t sb = qhx_sampler_state_bytes(smp);
+    /* the largest file this session can have: every region full */
+    size_t cap = HEADER_BYTES + 32 + sb + (size_t)n_vocab * sizeof(float);
+    for (int i = 0; i < nr; i++) cap += 8 + region_bytes(&regions[i], regions[i].n_rows);
+    qhx_file_map map;
+    qhx_status rc = qhx_file_map_open(path, &map, err);
+    if (rc) return rc;
+#define BAD(...) do { rc = qhx_fail(err, QHX_E_FORMAT, __VA_ARGS__); goto done; } while (0)
+    if (map.size < HEADER_BYTES + 32) BAD("%s: %zu bytes, too short for a session file", path, map.size);
+    if (map.size > cap) BAD("%s: %zu bytes, more than a session of this model can hold (%zu)", path, map.size, cap);
+    if (memcmp(map.data, STATE_MAGIC, 8)) BAD("%s: not a qhexrt session file", path);
+    uint32_t ver, n_regions, sbytes;
+    uint64_t fp;
+    int64_t f_ctx, f_past, f_vocab;
+    int32_t pending, has_logits, last_stop;
+    memcpy(&ver, map.data + 8, 4);
+    memcpy(&last_stop, map.data + 12, 4);
+    memcpy(&fp, map.data + 16, 8);
+    memcpy(&f_ctx, map.data + 24, 8);
+    memcpy(&f_past, map.data + 32, 8);
+    memcpy(&pending, map.data + 40, 4);
+    memcpy(&has_logits, map.data + 44, 4);
+    memcpy(&f_vocab, map.data + 48, 8);
+    memcpy(&n_regions, map.data + 56, 4);
+    memcpy(&sbytes, map.data + 60, 4);
+    if (ver != STATE_VERSION) BAD("%s: session file version %u, this build reads version %u", path, ver, STATE_VERSION);
+    qhx_sha256 sha;
+    uint8_t digest[32];
+    qhx_sha256_init(&sha);
+    qhx_sha256_update(&sha, map.data, map.size - 32);
+    qhx_sha256_final(&sha, digest);
+    if (memcmp(digest, map.data + map.size - 32, 32)) BAD("%s: checksum mismatch (corrupt or truncated file)", path);
+    if (fp != model_fingerprint(m)) BAD("%s: the session was saved with a different model or precision", path);
+    if (f_ctx != n_ctx) BAD("%s: saved with a context of %lld tokens, this session has %lld", path, (long long)f_ctx, (long long)n_ctx);
+    if (f_vocab != n_vocab || (int)n_regions != nr || sbytes != sb) BAD("%s: the state layout does not match this session", path);
+    if (f_past < 0 || f_past > n_ctx) BAD("%s: position %lld is outside [0, %lld]", path, (long long)f_past, (long long)n_ctx);
+    if (pending < -1 || pending >= n_vocab) BAD("%s: pending token %d is outside the vocabulary", path, pending);
+    if (last_stop < QHX_STOP_LENGTH || last_stop > QHX_STOP_CALLBACK) BAD("%s: stop reason %d is unknown", path, last_stop);
+    /* validate every size before touching the session */
+    reader r = {map.data + HEADER_BYTES, map.data + map.size - 32};
+    for (int i = 0; i < nr; i++) {
+        const uint8_t *b = take(&r, 8);
+        uint64_t len;
+        if (!b) BAD("%s: truncated in region %d", path, i);
+        memcpy(&len, b, 8);
+        if (len != region_bytes(&regions[i], f_past) || !take(&r, (size_t)len))
+            BAD("%s: region %d has %llu bytes, expected %zu", path, i, (unsigned long long)len,
+                region_bytes(&regions[i], f_past));
+    }
+    const uint8_t *sstate = take(&r, sb), *logits = take(&r, (size_t)n_vocab * sizeof(float));
+    if (!sstate || !logits || r.p != r.end) BAD("%s: the sampler state or logits do not fit the file", path);
+    if ((rc = qhx_sampler_state_read(smp, sstate, sb, err))) goto done;
+    /* commit: all checks passed */
+    qhx_session_reset(s);
+    qhx_sampler_state_read(smp, sstate, sb, NULL);
+    r.p = map.data + HEADER_BYTES;
+    for (int i = 0; i < nr; i++) {
+        uint64_t len;
+        memcpy(&len, take(&r, 8), 8);
+        memcpy(regions[i].data, take(&r, (size_t)len), (size_t)len);
+    }
+    memcpy(qhx_session_logits_mut(s), logits, (size_t)n_vocab * sizeof(float));
+    qhx_model_state_set_n_past(st, f_past);
+    qhx_session_snapshot snap = {.pending = pending, .has_logits = has_logits, .last_stop = last_stop};
+    qhx_session_set_snapshot(s, &snap);
+#undef BAD
+done:
+    qhx_file_map_close(&map);
+    return rc;
+}
