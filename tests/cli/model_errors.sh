@@ -38,13 +38,19 @@ expect 1 logits -m "$FX" --ids 1,2 --out "$tmp/no/such/dir/x"
 expect 0 logits -m "$FX" --ids 1,2,3 --prefill 2 --threads 2 --out "$tmp/x"
 [ "$(stat -c %s "$tmp/x")" = $((3 * 1024 * 4)) ] || { echo "FAIL: logits file size"; fail=1; }
 
-expect 2 generate -m "$FX" --ids 1,2 -n 4
-expect 2 generate -m "$FX" --ids 1,2 -n 4 --greedy
-expect 2 generate -m "$FX" --ids 1,2 --greedy --print-ids
+expect 0 generate -m "$FX" --ids 1,2 -n 4 --quiet
+expect 0 generate -m "$FX" --ids 1,2 -n 4 --greedy --quiet
+expect 0 generate -m "$FX" --ids 1,2 --greedy --print-ids --quiet
 expect 2 generate -m "$FX" -n 4 --greedy --print-ids
+expect 2 generate -m "$FX" -p hi --ids 1 -n 4
+expect 2 generate -m "$FX" -p hi -n -1
+expect 2 generate -m "$FX" -p hi --top-p 2
+expect 2 generate -m "$FX" -p hi --temp -1
+expect 2 generate -m "$FX" -p hi --system s
+expect 1 generate -m "$FX" --ids 1,2,3 -n 5 --ctx 4 --quiet
 expect 2 generate -m "$FX" --ids 1,2 -n x --greedy --print-ids
 expect 1 generate -m "$FX" --ids 99999 -n 4 --greedy --print-ids
-expect 0 generate -m "$FX" --ids 1,2 -n 4 --greedy --ignore-eos --print-ids
+expect 0 generate -m "$FX" --ids 1,2 -n 4 --greedy --ignore-eos --print-ids --quiet
 [ "$(wc -w <"$tmp/out")" = 4 ] || { echo "FAIL: generate printed: $(cat "$tmp/out")"; fail=1; }
-expect 0 generate -m "$FX" --ids 1,2 -n 0 --greedy --print-ids
+expect 2 generate -m "$FX" --ids 1,2 -n 0 --greedy --print-ids
 exit $fail
