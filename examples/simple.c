@@ -1,0 +1,43 @@
+/* simple.c: the smallest qhexrt program: open a model, feed a prompt, stream 32 tokens.
+ *   cc simple.c -Iinclude -Lbuild/lib -lqhx -o simple && ./simple MODEL "The capital of France is" */
+#include "qhx.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static int print_piece(void *user, qhx_token token, const char *text, size_t len) {
+    (void)user;
+    (void)token;
+    fwrite(text, 1, len, stdout);
+    fflush(stdout);
+    return 0; /* keep going */
+}
+
+int main(int argc, char **argv) {
+    if (argc < 3) {
+        fprintf(stderr, "usage: %s MODEL PROMPT\n", argv[0]);
+        return 2;
+    }
+    qhx_error err;
+    qhx_model *model = NULL;
+    qhx_session *session = NULL;
+    int rc = 1;
+    if (qhx_model_open(argv[1], NULL, &model, &err)) goto fail;
+    qhx_session_params sp = qhx_session_default_params(model);
+    sp.n_ctx = 512;
+    if (qhx_session_create(model, &sp, &session, &err)) goto fail;
+    if (qhx_session_feed_text(session, argv[2], strlen(argv[2]), &err)) goto fail;
+    qhx_generate_params gp = {.max_tokens = 32, .on_token = print_piece};
+    qhx_generate_stats stats;
+    if (qhx_session_generate(session, &gp, &stats, &err)) goto fail;
+    printf("\n[%lld tokens, %.1f tok/s]\n", (long long)stats.n_generated,
+           stats.decode_ms > 0 ? stats.n_generated * 1000.0 / stats.decode_ms : 0.0);
+    rc = 0;
+    goto done;
+fail:
+    fprintf(stderr, "simple: %s\n", err.msg);
+done:
+    qhx_session_free(session);
+    qhx_model_free(model);
+    return rc;
+}
