@@ -185,6 +185,13 @@ QHX_API int64_t qhx_session_n_ctx(const qhx_session *s);
 QHX_API qhx_status qhx_session_feed(qhx_session *s, const qhx_token *ids, size_t n, qhx_error *err);
 /* Tokenize and feed text. */
 QHX_API qhx_status qhx_session_feed_text(qhx_session *s, const char *text, size_t len, qhx_error *err);
+/* Feed a chat prompt: msgs rendered in the model family's chat format, ending with the
+ * assistant header (thinking: Qwen3.5's open think block). image_path (Qwen3-VL only; NULL for
+ * none) is decoded, encoded and placed before the text of the last user message. For a
+ * conversation that goes on in the same session, pass only the new messages: the session
+ * closes the previous answer itself. */
+QHX_API qhx_status qhx_session_feed_chat(qhx_session *s, const qhx_chat_msg *msgs, size_t n,
+                                        const char *image_path, int thinking, qhx_error *err);
 /* Logits (n_vocab,) after the last fed token. Borrowed until the next mutating call. */
 QHX_API const float *qhx_session_logits(const qhx_session *s);
 /* Sample the next token from the current logits with the session's sampler (not fed). */

@@ -5,6 +5,7 @@
 #include "core/time.h"
 #include "io/manifest.h"
 #include "models/family.h"
+#include "models/qwen3vl.h"
 #include "runtime/sample.h"
 #include "text/tokenizer.h"
 
@@ -189,6 +190,81 @@ qhx_status qhx_session_feed_text(qhx_session *s, const char *text, size_t len, q
     size_t n = 0;
     qhx_status rc = qhx_tok_encode_alloc(s->m->tok, text, len, &ids, &n, err);
     if (rc == QHX_OK) rc = qhx_session_feed(s, ids, n, err);
+    qhx_free(ids);
+    return rc;
+}
+
+/* The prompt text of a chat turn (owned: qhx_free). After an earlier answer in this session the
+ * text starts by closing it: its stop token is pending (fed first), or, after a length stop,
+ * the end-of-turn marker is added. */
+static qhx_status chat_text(qhx_session *s, const qhx_chat_msg *msgs, size_t n, int64_t image_tokens,
+                            int thinking, char **out, qhx_error *err) {
+    *out = NULL;
+    qhx_chat_message *cm = qhx_calloc(n, sizeof *cm);
+    qhx_chat_part parts[2];
+    if (!cm) return qhx_fail(err, QHX_E_NOMEM, "chat: out of memory");
+    size_t last_user = n;
+    for (size_t i = 0; i < n; i++) {
+        cm[i].role = msgs[i].role;
+        cm[i].content = msgs[i].content ? msgs[i].content : "";
+        if (msgs[i].role && !strcmp(msgs[i].role, "user")) last_user = i;
+    }
+    if (image_tokens > 0) {
+        if (last_user == n) {
+            qhx_free(cm);
+            return qhx_fail(err, QHX_E_ARG, "chat: an image needs a user message");
+        }
+        parts[0] = (qhx_chat_part){.text = NULL, .image_tokens = (int32_t)image_tokens};
+        parts[1] = (qhx_chat_part){.text = cm[last_user].content, .text_len = strlen(cm[last_user].content)};
+        cm[last_user].parts = parts;
+        cm[last_user].n_parts = 2;
+    }
+    qhx_chat_options opt = {.add_generation_prompt = 1, .enable_thinking = thinking};
+    qhx_chat_family fam = s->m->family == QHX_FAMILY_QWEN3_VL ? QHX_CHAT_QWEN3VL : QHX_CHAT_QWEN35;
+    char *body = NULL;
+    size_t len = 0;
+    qhx_status rc = qhx_tok_chat_format(fam, cm, n, &opt, &body, &len, err);
+    qhx_free(cm);
+    if (rc) return rc;
+    if (qhx_session_n_past(s) == 0 && s->pending < 0) {
+        *out = body;
+        return QHX_OK;
+    }
+    const char *sep = s->last_stop == QHX_STOP_TOKEN ? "\n" : "<|im_end|>\n";
+    char *t = qhx_malloc(strlen(sep) + len + 1);
+    if (!t) {
+        qhx_free(body);
+        return qhx_fail(err, QHX_E_NOMEM, "chat: out of memory");
+    }
+    memcpy(t, sep, strlen(sep));
+    memcpy(t + strlen(sep), body, len + 1);
+    qhx_free(body);
+    *out = t;
+    return QHX_OK;
+}
+
+qhx_status qhx_session_feed_chat(qhx_session *s, const qhx_chat_msg *msgs, size_t n, const char *image_path,
+                                 int thinking, qhx_error *err) {
+    if (!s->m->tok) return qhx_fail(err, QHX_E_ARG, "session: the model has no tokenizer");
+    if (!msgs || n == 0 || n > 4096) return qhx_fail(err, QHX_E_ARG, "chat: 1 to 4096 messages are needed");
+    const qhx_qwen3vl *vl = qhx_qwen3vl_of(s->m);
+    if (image_path && !vl) return qhx_fail(err, QHX_E_UNSUPPORTED, "%s: images need a Qwen3-VL model", image_path);
+    qhx_vl_image im = {0};
+    char *text = NULL;
+    int32_t *ids = NULL;
+    size_t n_ids = 0;
+    qhx_status rc = QHX_OK;
+    if (image_path && (rc = qhx_qwen3vl_image_load(vl, image_path, &im, err))) goto done;
+    if ((rc = chat_text(s, msgs, n, im.n_tokens, thinking, &text, err))) goto done;
+    if ((rc = qhx_tok_encode_alloc(s->m->tok, text, strlen(text), &ids, &n_ids, err))) goto done;
+    /* the pending token goes first, so the image announcement covers exactly these ids */
+    if ((rc = feed_pending(s, err))) goto done;
+    if (vl && (rc = qhx_qwen3vl_attach(s->st, image_path ? &im : NULL, ids, (int64_t)n_ids, err))) goto done;
+    rc = qhx_session_feed(s, ids, n_ids, err);
+    if (vl) qhx_qwen3vl_attach(s->st, NULL, NULL, 0, NULL); /* the image dies here: drop the announcement */
+done:
+    qhx_vl_image_deinit(&im);
+    qhx_free(text);
     qhx_free(ids);
     return rc;
 }

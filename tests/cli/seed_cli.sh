@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# The seed's positional qhx_generate, and qhx chat over a pipe.
+# Run as: bash seed_cli.sh BIN_DIR SHARED_DIR SOURCE_DIR
+set -uo pipefail
+BIN=$1
+FX=$2/fixtures/parity/qwen35-tiny-f32
+VL=$2/fixtures/parity/qwen3vl-tiny-f32
+[ -d "$FX" ] || { echo "seed_cli: $FX is missing: skipped"; exit 77; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+check() { if ! eval "$1"; then echo "FAIL: $2"; fail=1; fi; }
+
+"$BIN/qhx" forge "$FX" "$tmp/b" --precision f16 --quiet || { echo "FAIL: forge"; exit 1; }
+man=$(cd "$tmp/b" && ls *.json | grep -v -e config -e index | head -1)
+
+# positional form: manifest found inside MODEL_DIR; cpu backend; text on stdout
+"$BIN/qhx_generate" "$man" cpu - "$tmp/b" 16 'The capital of France is' >"$tmp/o1" 2>"$tmp/e1"
+check '[ $? = 0 ]' "qhx_generate cpu exit"
+check '[ -s "$tmp/o1" ]' "qhx_generate printed nothing"
+check 'grep -q "tok/s" "$tmp/e1"' "qhx_generate speed line"
+# the same greedy text as qhx generate over the manifest, decode-over-prompt
+"$BIN/qhx" generate -m "$tmp/b/$man" -p 'The capital of France is' -n 16 --greedy --prefill decode --quiet >"$tmp/o2"
+check 'cmp -s "$tmp/o1" "$tmp/o2"' "qhx_generate and qhx generate differ"
+# a QNN library is refused with one line; bad arguments are usage errors
+"$BIN/qhx_generate" "$man" libQnnHtp.so libQnnSystem.so "$tmp/b" 16 hi >/dev/null 2>"$tmp/e3"
+check '[ $? = 1 ] && [ $(wc -l <"$tmp/e3") = 1 ] && grep -q "no QNN backend" "$tmp/e3"' "QNN refusal"
+"$BIN/qhx_generate" "$man" cpu - "$tmp/b" >/dev/null 2>&1
+check '[ $? = 2 ]' "too few arguments"
+"$BIN/qhx_generate" "$man" cpu - "$tmp/b" zero hi >/dev/null 2>&1
+check '[ $? = 2 ]' "bad N"
+"$BIN/qhx_generate" nope.json cpu - "$tmp/b" 4 hi >/dev/null 2>"$tmp/e4"
+check '[ $? = 1 ] && [ $(wc -l <"$tmp/e4") = 1 ]' "missing manifest"
+# the VLM manifest with an image, and its text manifest
+if [ -d "$VL" ]; then
+  "$BIN/qhx" forge "$VL" "$tmp/v" --precision f16 --quiet || { echo "FAIL: forge vl"; exit 1; }
+  vlm=$(cd "$tmp/v" && ls *-vlm-*.json) txt=$(cd "$tmp/v" && ls *-text-*.json)
+  "$BIN/qhx_generate" "$vlm" cpu - "$tmp/v" 8 'Describe this image.' "$VL/image-64x96.png" >/dev/null 2>&1
+  check '[ $? = 0 ]' "qhx_generate vlm with image"
+  "$BIN/qhx_generate" "$txt" cpu - "$tmp/v" 8 'What is the capital of France?' >/dev/null 2>&1
+  check '[ $? = 0 ]' "qhx_generate vl text"
+fi
+
+# chat over a pipe: save, go on, load, go on again: the two continuations are the same
+printf 'Hello there\n/save %s\nHow are you\n/load %s\nHow are you\n/exit\n' "$tmp/s" "$tmp/s" |
+  "$BIN/qhx" chat -m "$FX" -n 12 --greedy --quiet >"$tmp/chat" 2>"$tmp/chat.err"
+check '[ $? = 0 ]' "chat exit"
+check '[ $(wc -l <"$tmp/chat") = 3 ]' "chat printed $(wc -l <"$tmp/chat") answers"
+check '[ "$(sed -n 2p "$tmp/chat")" = "$(sed -n 3p "$tmp/chat")" ]' "restored chat differs"
+check 'grep -q "saved" "$tmp/chat.err" && grep -q "loaded" "$tmp/chat.err"' "chat save/load messages"
+exit $fail
