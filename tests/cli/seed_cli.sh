@@ -22,6 +22,12 @@ check 'grep -q "tok/s" "$tmp/e1"' "qhx_generate speed line"
 # the same greedy text as qhx generate over the manifest, decode-over-prompt
 "$BIN/qhx" generate -m "$tmp/b/$man" -p 'The capital of France is' -n 16 --greedy --prefill decode --quiet >"$tmp/o2"
 check 'cmp -s "$tmp/o1" "$tmp/o2"' "qhx_generate and qhx generate differ"
+# --tokenizer takes the manifest or the bundle folder as well as tokenizer.json
+for t in "$tmp/b/$man" "$tmp/b" "$FX/tokenizer.json" "$FX"; do
+  printf 'Hello world' | "$BIN/qhx" tokenize --tokenizer "$t" >"$tmp/ids_$(basename "$t")" 2>&1
+  check 'cmp -s "$tmp/ids_$(basename "$t")" "$tmp/ids_tokenizer.json" || [ ! -f "$tmp/ids_tokenizer.json" ]' "tokenize --tokenizer $t"
+done
+check '[ -s "$tmp/ids_tokenizer.json" ] && cmp -s "$tmp/ids_b" "$tmp/ids_tokenizer.json" && cmp -s "$tmp/ids_$man" "$tmp/ids_tokenizer.json"' "tokenize via manifest/bundle"
 # a QNN library is refused with one line; bad arguments are usage errors
 "$BIN/qhx_generate" "$man" libQnnHtp.so libQnnSystem.so "$tmp/b" 16 hi >/dev/null 2>"$tmp/e3"
 check '[ $? = 1 ] && [ $(wc -l <"$tmp/e3") = 1 ] && grep -q "no QNN backend" "$tmp/e3"' "QNN refusal"

@@ -30,6 +30,11 @@ int qhx_cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((fo
 /* Print "qhx CMD: <err->msg>"; return QHX_EXIT_RUNTIME (or QHX_EXIT_INTERRUPTED if aborted). */
 int qhx_cli_runtime_error(const char *cmd, const qhx_error *err);
 
+/* Load the tokenizer named by --tokenizer: a tokenizer.json (or its binary form), a model
+ * folder holding one, a manifest, or a bundle folder (the run plan's tokenizer artifact). */
+struct qhx_tok;
+qhx_status qhx_cli_load_tokenizer(const char *path, struct qhx_tok **out, qhx_error *err);
+
 /* Strict number parsing: whole string, range-checked. Return 0 on success, -1 otherwise. */
 int qhx_cli_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out);
 int qhx_cli_parse_f64(const char *s, double lo, double hi, double *out);

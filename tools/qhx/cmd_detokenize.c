@@ -105,7 +105,7 @@ int qhx_cmd_detokenize(int argc, char **argv) {
     qhx_tok *tok = NULL;
     char *text = NULL;
     size_t len = 0;
-    if (qhx_tok_load(path, &tok, &err) != QHX_OK ||
+    if (qhx_cli_load_tokenizer(path, &tok, &err) != QHX_OK ||
         qhx_tok_decode_alloc(tok, ids, n, flags, &text, &len, &err) != QHX_OK) {
         rc = qhx_cli_runtime_error(CMD, &err);
     } else if (fwrite(text, 1, len, stdout) != len || fflush(stdout)) {

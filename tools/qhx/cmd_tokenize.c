@@ -140,7 +140,7 @@ int qhx_cmd_tokenize(int argc, char **argv) {
 
     qhx_error err = {0};
     qhx_tok *tok = NULL;
-    if (qhx_tok_load(path, &tok, &err) != QHX_OK) return qhx_cli_runtime_error(CMD, &err);
+    if (qhx_cli_load_tokenizer(path, &tok, &err) != QHX_OK) return qhx_cli_runtime_error(CMD, &err);
     int rc = QHX_EXIT_OK;
     if (save) {
         if (qhx_tok_save(tok, save, &err) != QHX_OK) rc = qhx_cli_runtime_error(CMD, &err);
