@@ -93,6 +93,7 @@ typedef struct qhx_model_params {
     int n_threads;            /* 0: one per physical core */
     qhx_weights_mode weights; /* QHX_WEIGHTS_DEFAULT */
     int64_t max_context;      /* 0: the run plan's max_context */
+    const char *backend;      /* NULL or "cpu"; a QNN library path is refused (docs/backends.md) */
 } qhx_model_params;
 
 QHX_API qhx_model_params qhx_model_default_params(void);

@@ -153,7 +153,7 @@ static void test_random(void) {
     CHECK(qhx_forge_random("llama", d1, &p, &err) == QHX_E_ARG);
     p.preset = "7b";
     CHECK(qhx_forge_random("qwen3_5", d1, &p, &err) == QHX_E_ARG);
-    CHECK_CONTAINS(err.msg, "tiny or 2b");
+    CHECK_CONTAINS(err.msg, "expected tiny, demo or 2b");
     CHECK_EQ(n_entries(base), 0);
 }
 

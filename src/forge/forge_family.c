@@ -22,12 +22,43 @@ int forge_family_from_name(const char *name) {
 
 const char *forge_family_name(forge_family f) { return f == FORGE_QWEN3_5 ? "qwen3_5" : "qwen3_vl"; }
 
+/* demo: a small Qwen3.5-shaped model (hidden 256, 8 layers) whose vocabulary fits the real
+ * Qwen3 tokenizer (151,643 BPE ids, then the added tokens from <|endoftext|> = 151643 on, the
+ * same first ids as Qwen3.5's), for `make demo`: fast to make and to run, output meaningless. */
+static qhx_status demo_preset(forge_family family, forge_dims *o, qhx_error *err) {
+    if (family != FORGE_QWEN3_5) return qhx_fail(err, QHX_E_ARG, "the demo preset exists for qwen3_5 only");
+    o->preset = "demo";
+    o->w_std = 0.04;
+    o->emb_std = 0.04;
+    o->hidden = 256;
+    o->layers = 8;
+    o->inter = 768;
+    o->nh = 4;
+    o->nkv = 2;
+    o->hd = 64;
+    o->nk = o->nv = 4;
+    o->dk = o->dv = 64;
+    o->conv_k = 4;
+    o->attn_interval = 4;
+    o->partial_rotary = 0.25;
+    o->rope_theta = 1e7;
+    o->mrope[0] = 3, o->mrope[1] = 3, o->mrope[2] = 2;
+    o->vocab = 151936;
+    o->n_bpe = 151643;
+    o->mtp_layers = 1;
+    o->qkv_std = 0.1;
+    o->conv_std = 0.5;
+    o->qk_corr = 0.8;
+    return QHX_OK;
+}
+
 qhx_status forge_preset(forge_family family, const char *preset, forge_dims *o, qhx_error *err) {
     memset(o, 0, sizeof *o);
     o->family = family;
     o->eps = 1e-6;
+    if (!strcmp(preset, "demo")) return demo_preset(family, o, err);
     int tiny = !strcmp(preset, "tiny"), b2 = !strcmp(preset, "2b");
-    if (!tiny && !b2) return qhx_fail(err, QHX_E_ARG, "unknown preset '%s' (expected tiny or 2b)", preset);
+    if (!tiny && !b2) return qhx_fail(err, QHX_E_ARG, "unknown preset '%s' (expected tiny, demo or 2b)", preset);
     o->preset = tiny ? "tiny" : "2b";
     /* tiny: the fixtures' scales; 2b: initializer-like 0.02 so activations stay O(1) at width 2048 */
     o->w_std = tiny ? 0.05 : 0.02;

@@ -45,7 +45,7 @@ static void draw(const forge_tdesc *t, uint64_t key, int64_t i0, int64_t n, floa
 qhx_status qhx_forge_random(const char *family, const char *out_dir, const qhx_forge_params *p, qhx_error *err) {
     int fam = forge_family_from_name(family);
     if (fam < 0) return qhx_fail(err, QHX_E_ARG, "unknown family '%s' (expected qwen3_5 or qwen3_vl)", family);
-    if (!p->preset) return qhx_fail(err, QHX_E_ARG, "a preset is required (tiny or 2b)");
+    if (!p->preset) return qhx_fail(err, QHX_E_ARG, "a preset is required (tiny, demo or 2b)");
     forge_dims d;
     qhx_status rc = forge_preset((forge_family)fam, p->preset, &d, err);
     if (rc != QHX_OK) return rc;

@@ -42,6 +42,7 @@ struct qhx_model {
     struct qhx_tok *tok;       /* the tokenizer (owned) */
     struct qhx_pool *pool;     /* worker threads (owned) */
     int64_t max_context;       /* plan's, or the caller's override */
+    const struct qhx_backend *backend; /* executes the graphs (runtime/backend.h) */
 };
 
 struct qhx_model_state {

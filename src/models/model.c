@@ -6,6 +6,7 @@
 #include "core/file.h"
 #include "core/pool.h"
 #include "io/manifest.h"
+#include "runtime/backend.h"
 #include "text/tokenizer.h"
 
 #include <string.h>
@@ -62,9 +63,14 @@ qhx_status qhx_model_open(const char *path, const qhx_model_params *params, qhx_
         return qhx_fail(err, QHX_E_ARG, "n_threads %d is outside [0, %d]", p.n_threads, QHX_POOL_MAX_THREADS);
     if ((unsigned)p.max_isa > QHX_ISA_BEST) return qhx_fail(err, QHX_E_ARG, "max_isa %d is not an instruction set", (int)p.max_isa);
     if (p.max_context < 0) return qhx_fail(err, QHX_E_ARG, "max_context %lld is negative", (long long)p.max_context);
+    const qhx_backend *be;
+    qhx_status brc = qhx_backend_find(p.backend, &be, err);
+    if (brc) return brc;
     qhx_model *m = qhx_calloc(1, sizeof *m);
     if (!m) return qhx_fail(err, QHX_E_NOMEM, "out of memory");
     m->params = p;
+    m->params.backend = NULL; /* the caller's string need not outlive the call */
+    m->backend = be;
     qhx_kern_select(p.max_isa, &m->kern);
     qhx_status rc = qhx_plan_open(path, &m->plan, err);
     if (rc) goto fail;

@@ -6,6 +6,7 @@
 #include "io/manifest.h"
 #include "models/family.h"
 #include "models/qwen3vl.h"
+#include "runtime/backend.h"
 #include "runtime/sample.h"
 #include "text/tokenizer.h"
 
@@ -131,9 +132,14 @@ static qhx_status forward(qhx_session *s, const int32_t *ids, int64_t n, unsigne
                           qhx_error *err) {
     if (s->broken)
         return qhx_fail(err, QHX_E_ARG, "session: an interrupted call left it incomplete; reset it first");
-    qhx_forward_opts o = {.flags = flags, .logits = logits, .abort_cb = s->params.abort_cb,
-                          .abort_cb_user = s->params.abort_user};
-    qhx_status rc = qhx_model_forward(s->m, s->st, ids, n, &o, err);
+    qhx_graph_io io = {.ids = ids, .n = n, .logits = logits, .logits_all = (flags & QHX_FWD_LOGITS_ALL) != 0,
+                       .sequential = (flags & QHX_FWD_SEQUENTIAL) != 0, .abort_cb = s->params.abort_cb,
+                       .abort_user = s->params.abort_user};
+    qhx_graph g = n == 1 ? QHX_GRAPH_DECODE : QHX_GRAPH_PREFILL;
+    const qhx_backend *be = s->m->backend;
+    qhx_status rc = be ? be->run(s->m, s->st, g, &io, err) : qhx_model_forward(s->m, s->st, ids, n,
+        &(qhx_forward_opts){.flags = flags, .logits = logits, .abort_cb = s->params.abort_cb,
+                            .abort_cb_user = s->params.abort_user}, err);
     if (rc == QHX_E_ABORTED) s->broken = true;
     if (rc == QHX_OK) {
         for (int64_t i = 0; i < n; i++) qhx_sampler_accept(s->smp, ids[i]);

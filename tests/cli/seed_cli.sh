@@ -47,6 +47,16 @@ if [ -d "$VL" ]; then
   check '[ $? = 0 ]' "qhx_generate vl text"
 fi
 
+# the demo model (make demo): the real Qwen3 tokenizer on a random Qwen3.5-shaped model
+TOKQ=$2/fixtures/tokenizer/qwen3/tokenizer.json
+if [ -f "$TOKQ" ]; then
+  "$BIN/qhx" forge --random qwen3_5 "$tmp/demo" --preset demo --seed 7 --tokenizer "$TOKQ" --quiet
+  check '[ $? = 0 ]' "forge --preset demo"
+  "$BIN/qhx" generate -m "$tmp/demo" -p "The capital of France is" -n 4 --seed 1 --quiet >"$tmp/demo.out" 2>&1
+  check '[ $? = 0 ] && [ -s "$tmp/demo.out" ]' "generate on the demo model"
+  rm -rf "$tmp/demo"
+fi
+
 # chat over a pipe: save, go on, load, go on again: the two continuations are the same
 printf 'Hello there\n/save %s\nHow are you\n/load %s\nHow are you\n/exit\n' "$tmp/s" "$tmp/s" |
   "$BIN/qhx" chat -m "$FX" -n 12 --greedy --quiet >"$tmp/chat" 2>"$tmp/chat.err"

@@ -14,7 +14,7 @@
 static const char USAGE[] =
     "usage: qhx forge HF_DIR OUT_DIR --precision f16|bf16|w8|q4 [--lmhead f16|bf16|w8|q4]\n"
     "                 [--embed f16|bf16] [--max-context N] [--name NAME] [--quiet]\n"
-    "       qhx forge --random FAMILY OUT_DIR --preset tiny|2b [--seed N] [--dtype f32|bf16]\n"
+    "       qhx forge --random FAMILY OUT_DIR --preset tiny|demo|2b [--seed N] [--dtype f32|bf16]\n"
     "                 [--tokenizer FILE] [--quiet]\n"
     "\n"
     "The first form converts a Hugging Face checkpoint folder (config.json, *.safetensors,\n"
@@ -134,7 +134,7 @@ int qhx_cmd_forge(int argc, char **argv) {
         return qhx_cli_usage_error("forge", random ? "--random needs FAMILY and OUT_DIR" : "needs HF_DIR and OUT_DIR");
     if (random) {
         family = pos[0];
-        if (!p.preset) return qhx_cli_usage_error("forge", "--random needs --preset tiny|2b");
+        if (!p.preset) return qhx_cli_usage_error("forge", "--random needs --preset tiny|demo|2b");
         if (p.precision || p.lmhead || p.embed || p.name || p.max_context)
             return qhx_cli_usage_error("forge", "--precision/--lmhead/--embed/--name/--max-context are for conversion");
     } else {
