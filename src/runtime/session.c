@@ -255,6 +255,9 @@ qhx_status qhx_session_feed_chat(qhx_session *s, const qhx_chat_msg *msgs, size_
     if (!msgs || n == 0 || n > 4096) return qhx_fail(err, QHX_E_ARG, "chat: 1 to 4096 messages are needed");
     const qhx_qwen3vl *vl = qhx_qwen3vl_of(s->m);
     if (image_path && !vl) return qhx_fail(err, QHX_E_UNSUPPORTED, "%s: images need a Qwen3-VL model", image_path);
+    if (image_path && s->m->plan && s->m->plan->host_op == QHX_HOST_OP_QWEN3_VL_TEXT_GENERATE)
+        return qhx_fail(err, QHX_E_UNSUPPORTED, "%s: the run plan's host-op qwen3_vl_text_generate takes no images (use the -vlm- manifest)",
+                        image_path);
     qhx_vl_image im = {0};
     char *text = NULL;
     int32_t *ids = NULL;

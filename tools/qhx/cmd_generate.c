@@ -150,6 +150,11 @@ int qhx_cmd_generate(int argc, char **argv) {
             qhx_fail(&err, QHX_E_UNSUPPORTED, "--image needs a Qwen3-VL model");
             goto fail;
         }
+        if (m->plan && m->plan->host_op == QHX_HOST_OP_QWEN3_VL_TEXT_GENERATE) {
+            qhx_fail(&err, QHX_E_UNSUPPORTED, "%s: the run plan's host-op qwen3_vl_text_generate takes no images (use the -vlm- manifest)",
+                     a.image);
+            goto fail;
+        }
         if (qhx_qwen3vl_image_load(vl, a.image, &im, &err)) goto fail;
     }
     if (prompt_ids(m, &a, im.n_tokens, &ids, &n_ids, &err)) goto fail;
