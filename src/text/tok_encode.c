@@ -276,7 +276,7 @@ static qhx_status word(enc *e, const uint8_t *s, size_t n) {
         for (size_t i = 0; i < m; i++)
             if (!qhx_tok_ids_push(e->out, e->syms[i].id)) return nomem(e);
     }
-    if (cacheable) cache_put(e->cache, s, n, h, e->out->p + start, e->out->n - start);
+    if (cacheable) cache_put(e->cache, s, n, h, e->out->n > start ? e->out->p + start : NULL, e->out->n - start);
     return QHX_OK;
 }
 
