@@ -98,7 +98,7 @@ static size_t table_slots(size_t n, size_t num, size_t den) {
 qhx_status qhx_tok_index_vocab(qhx_tok *tok, const char *name, qhx_error *err) {
     size_t n = 0;
     for (int32_t id = 0; id < tok->n_ids; id++) n += tok->str_off[id] != TOK_NO_STR;
-    size_t slots = table_slots(n, 2, 1);
+    size_t slots = table_slots(n, 3, 2);
     tok->vocab_slots = qhx_calloc(slots, sizeof *tok->vocab_slots);
     if (!tok->vocab_slots) return qhx_fail(err, QHX_E_NOMEM, "%s: out of memory for the vocab", name);
     tok->vocab_mask = slots - 1;

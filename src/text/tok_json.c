@@ -590,6 +590,7 @@ static qhx_status parse_merges(loader *ld, tok_merge_rec **out, size_t *n_out) {
         pending_merge *p = &mb.p[mb.n];
         size_t off = mb.buf.n;
         p->at = j->i;
+        if (!qhx_tok_buf_reserve(&mb.buf, 16)) goto nomem; /* never a NULL buffer below */
         if (j->i < j->n && j->s[j->i] == '"') { /* legacy form "left right" */
             if ((rc = scan_string(j, &mb.buf))) goto fail;
             char *s = mb.buf.p + off;
