@@ -436,10 +436,7 @@ void qhx_tok_free(qhx_tok *tok) {
     trie_free(&tok->trie_raw);
     trie_free(&tok->trie_norm);
     if (tok->cache.mu_ready) pthread_mutex_destroy(&tok->cache.mu);
-    qhx_free(tok->cache.slots);
-    qhx_free(tok->cache.ent);
-    qhx_free(tok->cache.keys.p);
-    qhx_free(tok->cache.ids.p);
+    qhx_aligned_free(tok->cache.lines);
     qhx_free(tok->cache.hot);
     qhx_free(tok->merge_filter);
     qhx_free(tok);

@@ -15,11 +15,7 @@
 #include <limits.h>
 #include <string.h>
 
-#define CACHE_SLOTS (1u << 17)
-#define CACHE_MAX_ENT (1u << 16)
-#define CACHE_MAX_KEY 64
-#define CACHE_MAX_KEY_BYTES ((size_t)4 << 20)
-#define CACHE_MAX_IDS ((size_t)1 << 20)
+#define CACHE_LINES (1u << 15) /* 2 MiB */
 #define BPE_SMALL 48
 
 typedef struct span {
@@ -64,58 +60,31 @@ static qhx_status nomem(enc *e) { return qhx_fail(e->err, QHX_E_NOMEM, "tokenize
 
 /* ---- word cache ------------------------------------------------------------------------ */
 
-static void cache_reset(tok_cache *c) {
-    if (c->slots) memset(c->slots, 0, CACHE_SLOTS * sizeof *c->slots);
-    c->n_ent = 0;
-    c->keys.n = 0;
-    c->ids.n = 0;
-}
-
 static bool cache_get(const tok_cache *c, const uint8_t *s, size_t n, uint64_t h, tok_ids *out) {
-    if (!c->slots) return false;
-    size_t i = (size_t)h & (CACHE_SLOTS - 1);
-    for (;;) {
-        uint32_t k = c->slots[i];
-        if (!k) return false;
-        const struct tok_cache_ent *en = &c->ent[k - 1];
-        if (en->hash == h && en->key_len == n && !memcmp(c->keys.p + en->key_off, s, n)) {
-            for (uint32_t q = 0; q < en->n_ids; q++)
-                if (!qhx_tok_ids_push(out, c->ids.p[en->ids_off + q])) return false;
+    uint32_t tag = (uint32_t)(h >> 32) | 1;
+    size_t i = (size_t)h & (CACHE_LINES - 1) & ~(size_t)1;
+    for (int w = 0; w < 2; w++) {
+        const tok_cache_line *l = &c->lines[i + (size_t)w];
+        if (l->tag == tag && l->key_len == n && !memcmp(l->key, s, n)) {
+            for (int q = 0; q < l->n_ids; q++)
+                if (!qhx_tok_ids_push(out, l->ids[q])) return false;
             return true;
         }
-        i = (i + 1) & (CACHE_SLOTS - 1);
     }
+    return false;
 }
 
 static void cache_put(tok_cache *c, const uint8_t *s, size_t n, uint64_t h, const int32_t *ids,
                       size_t k) {
-    if (!c->slots) {
-        c->slots = qhx_calloc(CACHE_SLOTS, sizeof *c->slots);
-        c->ent = qhx_malloc(CACHE_MAX_ENT * sizeof *c->ent);
-        if (!c->slots || !c->ent) {
-            qhx_free(c->slots);
-            qhx_free(c->ent);
-            c->slots = NULL;
-            c->ent = NULL;
-            return;
-        }
-    }
-    if (c->n_ent >= CACHE_MAX_ENT || c->keys.n + n > CACHE_MAX_KEY_BYTES ||
-        c->ids.n + k > CACHE_MAX_IDS)
-        cache_reset(c);
-    size_t key_off = c->keys.n, ids_off = c->ids.n;
-    if (!qhx_tok_buf_put(&c->keys, s, n)) return;
-    for (size_t q = 0; q < k; q++)
-        if (!qhx_tok_ids_push(&c->ids, ids[q])) {
-            c->keys.n = key_off;
-            c->ids.n = ids_off;
-            return;
-        }
-    size_t i = (size_t)h & (CACHE_SLOTS - 1);
-    while (c->slots[i]) i = (i + 1) & (CACHE_SLOTS - 1);
-    c->ent[c->n_ent] = (struct tok_cache_ent){h, (uint32_t)key_off, (uint32_t)n, (uint32_t)ids_off,
-                                              (uint32_t)k};
-    c->slots[i] = (uint32_t)++c->n_ent;
+    if (n > TOK_CACHE_KEY || k > TOK_CACHE_IDS) return;
+    size_t i = (size_t)h & (CACHE_LINES - 1) & ~(size_t)1;
+    /* the empty way, else the second way (the first keeps the older, often hotter word) */
+    tok_cache_line *l = &c->lines[i + (c->lines[i].tag != 0)];
+    l->tag = (uint32_t)(h >> 32) | 1;
+    l->key_len = (uint8_t)n;
+    l->n_ids = (uint8_t)k;
+    memcpy(l->key, s, n);
+    if (k) memcpy(l->ids, ids, k * sizeof *ids);
 }
 
 /* ---- BPE --------------------------------------------------------------------------------- */
@@ -250,7 +219,7 @@ static qhx_status word(enc *e, const uint8_t *s, size_t n) {
     if (!n) return QHX_OK;
     if (e->fn) return e->fn(e->fn_ctx, (const char *)s, n, -1) ? QHX_E_ABORTED : QHX_OK;
     uint64_t h = 0;
-    bool cacheable = e->cache && n <= CACHE_MAX_KEY;
+    bool cacheable = e->cache && e->cache->lines && n <= TOK_CACHE_KEY;
     if (cacheable) {
         h = qhx_tok_hash(s, n);
         size_t before = e->out->n;
@@ -566,6 +535,7 @@ static qhx_status run(qhx_tok *tok, const char *text, size_t len, tok_ids *out,
         e.cache = &tok->cache;
         if (!e.cache->hot && (e.cache->hot = qhx_malloc(HOT_PAIRS * sizeof(tok_merge))))
             memset(e.cache->hot, 0xff, HOT_PAIRS * sizeof(tok_merge)); /* all keys empty */
+        if (!e.cache->lines) e.cache->lines = qhx_aligned_alloc(CACHE_LINES * sizeof(tok_cache_line));
     }
     qhx_status rc = added_split(&e, &tok->trie_raw, 1, text, len);
     if (rc == QHX_E_ABORTED) qhx_fail(err, rc, "tokenizer: stopped by the callback");

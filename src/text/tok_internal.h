@@ -78,20 +78,25 @@ struct tok_merge {
     int32_t id;   /* the merged token */
 };
 
-/* Cache of pre-token bytes -> ids, reset when full. Guarded by mu (trylock per encode). */
+/* Cache of pre-token bytes -> ids: 64-byte lines (one CPU cache line: a lookup costs one
+ * memory access), two-way set associative, for pre-tokens of at most TOK_CACHE_KEY bytes and
+ * TOK_CACHE_IDS ids. Guarded by mu (trylock per encode call). */
+#define TOK_CACHE_KEY 36
+#define TOK_CACHE_IDS 5
+typedef struct tok_cache_line {
+    uint32_t tag; /* high half of the key's hash, with bit 0 set; 0 = empty */
+    uint8_t key_len, n_ids, pad[2];
+    int32_t ids[TOK_CACHE_IDS];
+    char key[TOK_CACHE_KEY];
+} tok_cache_line;
+
 typedef struct tok_cache {
     pthread_mutex_t mu;
     int mu_ready;
-    uint32_t *slots; /* entry index + 1, 0 = empty; allocated on first use */
-    struct tok_cache_ent {
-        uint64_t hash;
-        uint32_t key_off, key_len, ids_off, n_ids;
-    } *ent;
-    size_t n_ent;
-    tok_buf keys;
-    tok_ids ids;
+    tok_cache_line *lines; /* allocated on first use */
     struct tok_merge *hot; /* recently looked-up merge pairs (tok_encode.c) */
 } tok_cache;
+_Static_assert(sizeof(tok_cache_line) == 64, "one cache line");
 
 #define TOK_NO_STR UINT32_MAX
 #define TOK_STR_HDR 8 /* bytes of an entry header in qhx_tok.str */
