@@ -161,6 +161,25 @@ for cls in "LNM":
             rs.append([cp, cp])
     extra[cls] = rs
 
+# Bitmap of all those code points, for choosing the faster pattern on text without them.
+EXTRA_LIMIT = 0x40000
+extra_set = set()
+for cls in "LNM":
+    for a, b in extra[cls]:
+        assert b < EXTRA_LIMIT, hex(b)
+        extra_set.update(range(a, b + 1))
+xblocks, xstage1 = [], []
+for hi in range(EXTRA_LIMIT >> 8):
+    bits = bytearray(32)
+    for lo in range(256):
+        if (hi << 8 | lo) in extra_set:
+            bits[lo >> 3] |= 1 << (lo & 7)
+    bb = bytes(bits)
+    if bb not in xblocks:
+        xblocks.append(bb)
+    xstage1.append(xblocks.index(bb))
+assert len(xblocks) < 256
+
 out = sys.stdout
 out.write("/* tok_unicode_data: Unicode tables for the tokenizer's NFC step (generated; do not edit).\n")
 out.write(" * Made by scripts/gen_tok_unicode.py from utf8proc %s (Unicode %s), Perl Unicode::UCD and\n"
@@ -189,6 +208,21 @@ for cls in "LNM":
     for i in range(0, len(items), 5):
         out.write('    "' + "".join(items[i:i + 5]) + '"\n')
     out.write(";\n\n")
+out.write("static const uint8_t extra_stage1[%d] = {\n" % len(xstage1))
+for i in range(0, len(xstage1), 24):
+    out.write("    " + ", ".join(str(x) for x in xstage1[i:i + 24]) + ",\n")
+out.write("};\n\n")
+out.write("static const uint8_t extra_stage2[%d][32] = {\n" % len(xblocks))
+for bb in xblocks:
+    out.write("    {" + ", ".join("0x%02x" % x for x in bb) + "},\n")
+out.write("};\n\n")
+out.write("""int qhx_tok_unicode_extra(uint32_t cp) {
+    if (cp >= 0x%X) return 0;
+    const uint8_t *blk = extra_stage2[extra_stage1[cp >> 8]];
+    return (blk[(cp & 0xff) >> 3] >> (cp & 7)) & 1;
+}
+
+""" % EXTRA_LIMIT)
 out.write("""int qhx_tok_nfc_maybe(uint32_t cp) {
     if (cp >= NFC_LIMIT) return 0;
     const uint8_t *blk = nfc_stage2[nfc_stage1[cp >> 8]];

@@ -299,6 +299,17 @@ static qhx_status parse(qhx_tok *tok, const uint8_t *d, size_t size, const char 
             BAD("%s: vocab index slot %llu is bad", name, (unsigned long long)k);
     }
     if (!empty) BAD("%s: the vocab index is full", name);
+    /* a sample of the index must be where the hash puts it */
+    for (uint64_t k = 0; k < h.vocab_slots; k += 61) {
+        uint64_t e = vslots[k];
+        if (!e) continue;
+        uint32_t len;
+        memcpy(&len, str + (uint32_t)(e - 1) + 4, 4);
+        uint64_t hv = qhx_tok_hash(str + (uint32_t)(e - 1) + TOK_STR_HDR, len);
+        size_t at = (size_t)hv & (h.vocab_slots - 1);
+        while (at != k && vslots[at]) at = (at + 1) & (h.vocab_slots - 1);
+        if (at != k || (e >> 32) != (hv >> 32)) BAD("%s: vocab index slot %llu is not where its hash puts it", name, (unsigned long long)k);
+    }
     qhx_free(tok->bin_starts);
     tok->bin_starts = NULL;
     /* decode offsets */
@@ -318,6 +329,14 @@ static qhx_status parse(qhx_tok *tok, const uint8_t *d, size_t size, const char 
             BAD("%s: merge slot %llu is bad", name, (unsigned long long)k);
     }
     if (!empty) BAD("%s: the merge table is full", name);
+    /* every entry must be reachable from its home slot without crossing an empty one (this
+     * also catches a table written with another hash function) */
+    for (uint64_t k = 0; k < h.merge_slots; k++) {
+        if (merges[k].key == UINT64_MAX) continue;
+        size_t at = qhx_tok_merge_slot(merges[k].key, h.merge_slots - 1);
+        while (at != k && merges[at].key != UINT64_MAX) at = (at + 1) & (h.merge_slots - 1);
+        if (at != k) BAD("%s: merge slot %llu is not where its hash puts it", name, (unsigned long long)k);
+    }
 
     /* added tokens: copied, with NUL-terminated text */
     const tokbin_added *ad = (const tokbin_added *)SEC(S_ADDED);

@@ -98,7 +98,7 @@ static size_t table_slots(size_t n, size_t num, size_t den) {
 qhx_status qhx_tok_index_vocab(qhx_tok *tok, const char *name, qhx_error *err) {
     size_t n = 0;
     for (int32_t id = 0; id < tok->n_ids; id++) n += tok->str_off[id] != TOK_NO_STR;
-    size_t slots = table_slots(n, 2, 1);
+    size_t slots = table_slots(n, 3, 2);
     tok->vocab_slots = qhx_calloc(slots, sizeof *tok->vocab_slots);
     if (!tok->vocab_slots) return qhx_fail(err, QHX_E_NOMEM, "%s: out of memory for the vocab", name);
     tok->vocab_mask = slots - 1;
@@ -139,14 +139,6 @@ int32_t qhx_tok_vocab_find(const qhx_tok *tok, const char *s, size_t n) {
     return qhx_tok_vocab_find_h(tok, s, n, qhx_tok_hash(s, n));
 }
 
-void qhx_tok_vocab_prefetch(const qhx_tok *tok, uint64_t h, int stage) {
-    if (!tok->vocab_slots) return;
-    const uint64_t *slot = &tok->vocab_slots[(size_t)h & tok->vocab_mask];
-    if (stage == 0) __builtin_prefetch(slot);
-    else if (*slot && (*slot & ~0xffffffffull) == (h >> 32 << 32))
-        __builtin_prefetch(tok->str + (uint32_t)(*slot - 1));
-}
-
 int32_t qhx_tok_vocab_find_h(const qhx_tok *tok, const char *s, size_t n, uint64_t h) {
     if (!tok->vocab_slots) return -1;
     uint64_t tag = h >> 32 << 32;
@@ -178,7 +170,7 @@ qhx_status qhx_tok_index_merges(qhx_tok *tok, const tok_merge_rec *recs, size_t 
         if (r % BATCH == 0)
             for (size_t q = r; q < r + BATCH && q < n; q++) {
                 uint64_t k = (uint64_t)(uint32_t)recs[q].a << 32 | (uint32_t)recs[q].b;
-                hs[q - r] = (size_t)qhx_tok_hash(&k, 8) & tok->merge_mask;
+                hs[q - r] = qhx_tok_merge_slot(k, tok->merge_mask);
                 __builtin_prefetch(&tok->merges[hs[q - r]], 1);
             }
         uint64_t key = (uint64_t)(uint32_t)recs[r].a << 32 | (uint32_t)recs[r].b;
@@ -188,15 +180,6 @@ qhx_status qhx_tok_index_merges(qhx_tok *tok, const tok_merge_rec *recs, size_t 
         tok->merges[h] = (tok_merge){key, (int32_t)r, recs[r].id};
     }
     return QHX_OK;
-}
-
-const tok_merge *qhx_tok_merge_find(const qhx_tok *tok, int32_t a, int32_t b) {
-    uint64_t key = (uint64_t)(uint32_t)a << 32 | (uint32_t)b;
-    for (size_t h = (size_t)qhx_tok_hash(&key, 8) & tok->merge_mask;; h = (h + 1) & tok->merge_mask) {
-        const tok_merge *m = &tok->merges[h];
-        if (m->key == key) return m;
-        if (m->key == UINT64_MAX) return NULL;
-    }
 }
 
 /* ---- finishing ----------------------------------------------------------------------- */
@@ -279,6 +262,18 @@ qhx_status qhx_tok_derive(qhx_tok *tok, const char *name, qhx_error *err) {
 
 qhx_status qhx_tok_finish(qhx_tok *tok, const char *name, qhx_error *err) {
     qhx_status rc;
+
+    /* the merge filter: 16 bits per merge, at least 4096 */
+    unsigned bits = 12;
+    while (bits < 30 && ((size_t)1 << bits) < (size_t)tok->n_merges * 16) bits++;
+    tok->merge_filter = qhx_calloc(((size_t)1 << bits) / 64, sizeof(uint64_t));
+    if (!tok->merge_filter) return qhx_fail(err, QHX_E_NOMEM, "%s: out of memory", name);
+    tok->filter_shift = 64 - bits;
+    for (size_t k = 0; k <= tok->merge_mask; k++)
+        if (tok->merges[k].key != UINT64_MAX) {
+            size_t bit = qhx_tok_filter_bit(tok->merges[k].key, tok->filter_shift);
+            tok->merge_filter[bit >> 6] |= 1ull << (bit & 63);
+        }
 
     /* the one-byte symbols BPE starts from */
     for (int b = 0; b < 256; b++) {
@@ -419,6 +414,7 @@ void qhx_tok_free(qhx_tok *tok) {
     if (!tok) return;
     for (int k = 0; k < tok->n_splits; k++) {
         pcre2_code_free(tok->splits[k].re);
+        pcre2_code_free(tok->splits[k].re_plain);
         qhx_free(tok->splits[k].pattern);
     }
     pcre2_match_context_free(tok->mctx);
@@ -440,10 +436,9 @@ void qhx_tok_free(qhx_tok *tok) {
     trie_free(&tok->trie_raw);
     trie_free(&tok->trie_norm);
     if (tok->cache.mu_ready) pthread_mutex_destroy(&tok->cache.mu);
-    qhx_free(tok->cache.slots);
-    qhx_free(tok->cache.ent);
-    qhx_free(tok->cache.keys.p);
-    qhx_free(tok->cache.ids.p);
+    qhx_aligned_free(tok->cache.lines);
+    qhx_free(tok->cache.hot);
+    qhx_free(tok->merge_filter);
     qhx_free(tok);
 }
 

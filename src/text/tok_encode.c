@@ -15,11 +15,7 @@
 #include <limits.h>
 #include <string.h>
 
-#define CACHE_SLOTS (1u << 17)
-#define CACHE_MAX_ENT (1u << 16)
-#define CACHE_MAX_KEY 64
-#define CACHE_MAX_KEY_BYTES ((size_t)4 << 20)
-#define CACHE_MAX_IDS ((size_t)1 << 20)
+#define CACHE_LINES (1u << 15) /* 2 MiB */
 #define BPE_SMALL 48
 
 typedef struct span {
@@ -36,6 +32,14 @@ typedef struct sym {
     int32_t id, prev, next;
 } sym;
 
+/* Min-heap of candidate merges, ordered by (rank, position); each remembers the pair it was
+ * made for, so a stale entry is recognized without looking the pair up again. */
+typedef struct cand {
+    uint64_t key; /* rank << 32 | position of the left symbol */
+    int32_t left, right, id;
+} cand;
+
+
 typedef struct enc {
     qhx_tok *tok;
     tok_ids *out;
@@ -45,7 +49,8 @@ typedef struct enc {
     spanv lv[QHX_TOK_MAX_SPLITS + 1];
     sym *syms;
     size_t syms_cap;
-    uint64_t *heap; /* 3 entries per symbol: one per initial pair, two per merge */
+    cand *heap; /* 3 entries per symbol: one per initial pair, two per merge */
+    int extra; /* the current text holds letters PCRE2 does not know: use the full patterns */
     qhx_tok_piece_fn fn;
     void *fn_ctx;
     qhx_error *err;
@@ -55,58 +60,31 @@ static qhx_status nomem(enc *e) { return qhx_fail(e->err, QHX_E_NOMEM, "tokenize
 
 /* ---- word cache ------------------------------------------------------------------------ */
 
-static void cache_reset(tok_cache *c) {
-    if (c->slots) memset(c->slots, 0, CACHE_SLOTS * sizeof *c->slots);
-    c->n_ent = 0;
-    c->keys.n = 0;
-    c->ids.n = 0;
-}
-
 static bool cache_get(const tok_cache *c, const uint8_t *s, size_t n, uint64_t h, tok_ids *out) {
-    if (!c->slots) return false;
-    size_t i = (size_t)h & (CACHE_SLOTS - 1);
-    for (;;) {
-        uint32_t k = c->slots[i];
-        if (!k) return false;
-        const struct tok_cache_ent *en = &c->ent[k - 1];
-        if (en->hash == h && en->key_len == n && !memcmp(c->keys.p + en->key_off, s, n)) {
-            for (uint32_t q = 0; q < en->n_ids; q++)
-                if (!qhx_tok_ids_push(out, c->ids.p[en->ids_off + q])) return false;
+    uint32_t tag = (uint32_t)(h >> 32) | 1;
+    size_t i = (size_t)h & (CACHE_LINES - 1) & ~(size_t)1;
+    for (int w = 0; w < 2; w++) {
+        const tok_cache_line *l = &c->lines[i + (size_t)w];
+        if (l->tag == tag && l->key_len == n && !memcmp(l->key, s, n)) {
+            for (int q = 0; q < l->n_ids; q++)
+                if (!qhx_tok_ids_push(out, l->ids[q])) return false;
             return true;
         }
-        i = (i + 1) & (CACHE_SLOTS - 1);
     }
+    return false;
 }
 
 static void cache_put(tok_cache *c, const uint8_t *s, size_t n, uint64_t h, const int32_t *ids,
                       size_t k) {
-    if (!c->slots) {
-        c->slots = qhx_calloc(CACHE_SLOTS, sizeof *c->slots);
-        c->ent = qhx_malloc(CACHE_MAX_ENT * sizeof *c->ent);
-        if (!c->slots || !c->ent) {
-            qhx_free(c->slots);
-            qhx_free(c->ent);
-            c->slots = NULL;
-            c->ent = NULL;
-            return;
-        }
-    }
-    if (c->n_ent >= CACHE_MAX_ENT || c->keys.n + n > CACHE_MAX_KEY_BYTES ||
-        c->ids.n + k > CACHE_MAX_IDS)
-        cache_reset(c);
-    size_t key_off = c->keys.n, ids_off = c->ids.n;
-    if (!qhx_tok_buf_put(&c->keys, s, n)) return;
-    for (size_t q = 0; q < k; q++)
-        if (!qhx_tok_ids_push(&c->ids, ids[q])) {
-            c->keys.n = key_off;
-            c->ids.n = ids_off;
-            return;
-        }
-    size_t i = (size_t)h & (CACHE_SLOTS - 1);
-    while (c->slots[i]) i = (i + 1) & (CACHE_SLOTS - 1);
-    c->ent[c->n_ent] = (struct tok_cache_ent){h, (uint32_t)key_off, (uint32_t)n, (uint32_t)ids_off,
-                                              (uint32_t)k};
-    c->slots[i] = (uint32_t)++c->n_ent;
+    if (n > TOK_CACHE_KEY || k > TOK_CACHE_IDS) return;
+    size_t i = (size_t)h & (CACHE_LINES - 1) & ~(size_t)1;
+    /* the empty way, else the second way (the first keeps the older, often hotter word) */
+    tok_cache_line *l = &c->lines[i + (c->lines[i].tag != 0)];
+    l->tag = (uint32_t)(h >> 32) | 1;
+    l->key_len = (uint8_t)n;
+    l->n_ids = (uint8_t)k;
+    memcpy(l->key, s, n);
+    if (k) memcpy(l->ids, ids, k * sizeof *ids);
 }
 
 /* ---- BPE --------------------------------------------------------------------------------- */
@@ -116,27 +94,41 @@ static bool grow_syms(enc *e, size_t n) {
     size_t cap = e->syms_cap ? e->syms_cap : 64;
     while (cap < n) cap *= 2;
     size_t b1, b3;
-    if (!qhx_size_mul(cap, sizeof *e->syms, &b1) || !qhx_size_mul(cap, 3 * sizeof(uint64_t), &b3))
+    if (!qhx_size_mul(cap, sizeof *e->syms, &b1) || !qhx_size_mul(cap, 3 * sizeof *e->heap, &b3))
         return false;
     sym *s = qhx_realloc(e->syms, b1);
     if (!s) return false;
     e->syms = s;
-    uint64_t *h = qhx_realloc(e->heap, b3);
+    cand *h = qhx_realloc(e->heap, b3);
     if (!h) return false;
     e->heap = h;
     e->syms_cap = cap;
     return true;
 }
 
-static inline void pair_rank(const qhx_tok *tok, int32_t a, int32_t b, int32_t *rank, int32_t *id) {
+/* Merge rank and result of (a, b) (INT32_MAX / -1: none). `hot`, when given, is a small
+ * direct-mapped cache in front of the merge table: long words (CJK runs) look up the same
+ * pairs again and again, and the table itself does not fit in the CPU caches. */
+#define HOT_PAIRS 8192
+static inline void pair_rank(const qhx_tok *tok, tok_merge *hot, int32_t a, int32_t b, int32_t *rank,
+                             int32_t *id) {
+    uint64_t key = (uint64_t)(uint32_t)a << 32 | (uint32_t)b;
+    tok_merge *h = hot ? &hot[qhx_tok_merge_slot(key, HOT_PAIRS - 1)] : NULL;
+    if (h && h->key == key) {
+        *rank = h->rank;
+        *id = h->id;
+        return;
+    }
     const tok_merge *m = qhx_tok_merge_find(tok, a, b);
     *rank = m ? m->rank : INT32_MAX;
     *id = m ? m->id : -1;
+    if (h) *h = (tok_merge){key, *rank, *id};
 }
 
 /* Short words: a rank per adjacent pair, lowest rank (leftmost on ties) merged first. */
-static size_t bpe_small(const qhx_tok *tok, int32_t *ids, int32_t *ranks, int32_t *mids, size_t m) {
-    for (size_t i = 0; i + 1 < m; i++) pair_rank(tok, ids[i], ids[i + 1], &ranks[i], &mids[i]);
+static size_t bpe_small(const qhx_tok *tok, tok_merge *hot, int32_t *ids, int32_t *ranks, int32_t *mids,
+                        size_t m) {
+    for (size_t i = 0; i + 1 < m; i++) pair_rank(tok, hot, ids[i], ids[i + 1], &ranks[i], &mids[i]);
     while (m > 1) {
         int32_t best = INT32_MAX;
         size_t pos = 0;
@@ -154,32 +146,31 @@ static size_t bpe_small(const qhx_tok *tok, int32_t *ids, int32_t *ranks, int32_
             memmove(mids + pos + 1, mids + pos + 2, (m - pos - 3) * sizeof *mids);
         }
         m--;
-        if (pos + 1 < m) pair_rank(tok, ids[pos], ids[pos + 1], &ranks[pos], &mids[pos]);
-        if (pos > 0) pair_rank(tok, ids[pos - 1], ids[pos], &ranks[pos - 1], &mids[pos - 1]);
+        if (pos + 1 < m) pair_rank(tok, hot, ids[pos], ids[pos + 1], &ranks[pos], &mids[pos]);
+        if (pos > 0) pair_rank(tok, hot, ids[pos - 1], ids[pos], &ranks[pos - 1], &mids[pos - 1]);
     }
     return m;
 }
 
-/* Min-heap of (rank << 32 | position). */
-static void heap_push(uint64_t *h, size_t *n, uint64_t v) {
+static void heap_push(cand *h, size_t *n, cand v) {
     size_t i = (*n)++;
     while (i) {
         size_t p = (i - 1) / 2;
-        if (h[p] <= v) break;
+        if (h[p].key <= v.key) break;
         h[i] = h[p];
         i = p;
     }
     h[i] = v;
 }
 
-static uint64_t heap_pop(uint64_t *h, size_t *n) {
-    uint64_t top = h[0], v = h[--*n];
+static cand heap_pop(cand *h, size_t *n) {
+    cand top = h[0], v = h[--*n];
     size_t i = 0, m = *n;
     for (;;) {
         size_t c = 2 * i + 1;
         if (c >= m) break;
-        if (c + 1 < m && h[c + 1] < h[c]) c++;
-        if (h[c] >= v) break;
+        if (c + 1 < m && h[c + 1].key < h[c].key) c++;
+        if (h[c].key >= v.key) break;
         h[i] = h[c];
         i = c;
     }
@@ -187,39 +178,35 @@ static uint64_t heap_pop(uint64_t *h, size_t *n) {
     return top;
 }
 
-/* Long words: symbols in a linked list, candidate merges in a heap, stale entries skipped. */
+static inline void push_pair(const qhx_tok *tok, tok_merge *hot, cand *h, size_t *hn, const sym *s,
+                             int32_t pos) {
+    int32_t nx = s[pos].next, rank, id;
+    pair_rank(tok, hot, s[pos].id, s[nx].id, &rank, &id);
+    if (id >= 0) heap_push(h, hn, (cand){(uint64_t)(uint32_t)rank << 32 | (uint32_t)pos, s[pos].id, s[nx].id, id});
+}
+
+/* Long words: symbols in a linked list, candidate merges in a heap. */
 static size_t bpe_large(enc *e, sym *s, size_t m) {
     const qhx_tok *tok = e->tok;
-    uint64_t *h = e->heap;
+    tok_merge *hot = e->cache ? e->cache->hot : NULL;
+    cand *h = e->heap;
     size_t hn = 0;
     for (size_t i = 0; i < m; i++) {
         s[i].prev = (int32_t)i - 1;
         s[i].next = i + 1 < m ? (int32_t)i + 1 : -1;
     }
-    for (size_t i = 0; i + 1 < m; i++) {
-        const tok_merge *mg = qhx_tok_merge_find(tok, s[i].id, s[i + 1].id);
-        if (mg) heap_push(h, &hn, (uint64_t)(uint32_t)mg->rank << 32 | i);
-    }
+    for (size_t i = 0; i + 1 < m; i++) push_pair(tok, hot, h, &hn, s, (int32_t)i);
     while (hn) {
-        uint64_t top = heap_pop(h, &hn);
-        int32_t rank = (int32_t)(top >> 32), pos = (int32_t)(top & 0xffffffffu);
-        if (s[pos].id < 0) continue;
-        int32_t nx = s[pos].next;
-        if (nx < 0) continue;
-        const tok_merge *mg = qhx_tok_merge_find(tok, s[pos].id, s[nx].id);
-        if (!mg || mg->rank != rank) continue; /* stale: the pair has changed */
-        s[pos].id = mg->id;
+        cand c = heap_pop(h, &hn);
+        int32_t pos = (int32_t)(c.key & 0xffffffffu), nx = s[pos].next;
+        /* stale: the left symbol was merged away or changed, or its right neighbour did */
+        if (s[pos].id != c.left || nx < 0 || s[nx].id != c.right) continue;
+        s[pos].id = c.id;
         s[nx].id = -1;
         s[pos].next = s[nx].next;
         if (s[nx].next >= 0) s[s[nx].next].prev = pos;
-        if (s[pos].prev >= 0) {
-            const tok_merge *l = qhx_tok_merge_find(tok, s[s[pos].prev].id, s[pos].id);
-            if (l) heap_push(h, &hn, (uint64_t)(uint32_t)l->rank << 32 | (uint32_t)s[pos].prev);
-        }
-        if (s[pos].next >= 0) {
-            const tok_merge *r = qhx_tok_merge_find(tok, s[pos].id, s[s[pos].next].id);
-            if (r) heap_push(h, &hn, (uint64_t)(uint32_t)r->rank << 32 | (uint32_t)pos);
-        }
+        if (s[pos].prev >= 0) push_pair(tok, hot, h, &hn, s, s[pos].prev);
+        if (s[pos].next >= 0) push_pair(tok, hot, h, &hn, s, pos);
     }
     size_t k = 0;
     for (int32_t i = 0; i >= 0; i = s[i].next) s[k++].id = s[i].id;
@@ -232,7 +219,7 @@ static qhx_status word(enc *e, const uint8_t *s, size_t n) {
     if (!n) return QHX_OK;
     if (e->fn) return e->fn(e->fn_ctx, (const char *)s, n, -1) ? QHX_E_ABORTED : QHX_OK;
     uint64_t h = 0;
-    bool cacheable = e->cache && n <= CACHE_MAX_KEY;
+    bool cacheable = e->cache && e->cache->lines && n <= TOK_CACHE_KEY;
     if (cacheable) {
         h = qhx_tok_hash(s, n);
         size_t before = e->out->n;
@@ -268,7 +255,7 @@ static qhx_status word(enc *e, const uint8_t *s, size_t n) {
     if (m <= BPE_SMALL) {
         int32_t tmp[BPE_SMALL], r[BPE_SMALL], mi[BPE_SMALL];
         for (size_t i = 0; i < m; i++) tmp[i] = e->syms[i].id;
-        m = bpe_small(tok, tmp, r, mi, m);
+        m = bpe_small(tok, e->cache ? e->cache->hot : NULL, tmp, r, mi, m);
         for (size_t i = 0; i < m; i++)
             if (!qhx_tok_ids_push(e->out, tmp[i])) return nomem(e);
     } else {
@@ -276,7 +263,7 @@ static qhx_status word(enc *e, const uint8_t *s, size_t n) {
         for (size_t i = 0; i < m; i++)
             if (!qhx_tok_ids_push(e->out, e->syms[i].id)) return nomem(e);
     }
-    if (cacheable) cache_put(e->cache, s, n, h, e->out->p + start, e->out->n - start);
+    if (cacheable) cache_put(e->cache, s, n, h, e->out->n > start ? e->out->p + start : NULL, e->out->n - start);
     return QHX_OK;
 }
 
@@ -295,7 +282,7 @@ qhx_status qhx_tok_bpe_path(qhx_tok *tok, const uint8_t *s, size_t n, int use_he
         else {
             int32_t tmp[BPE_SMALL], r[BPE_SMALL], mi[BPE_SMALL];
             for (size_t i = 0; i < m; i++) tmp[i] = e.syms[i].id;
-            m = bpe_small(tok, tmp, r, mi, m);
+            m = bpe_small(tok, NULL, tmp, r, mi, m);
             for (size_t i = 0; i < m; i++) e.syms[i].id = tmp[i];
         }
         for (size_t i = 0; i < m && !rc; i++)
@@ -336,8 +323,11 @@ static int next_match(enc *e, const tok_split *sp, const uint8_t *s, size_t n, s
                       qhx_status *rc) {
     for (;;) {
         if (*last_end > n) return 0;
-        int r = sp->jit ? pcre2_jit_match(sp->re, s, n, *last_end, 0, e->md, e->tok->mctx)
-                        : pcre2_match(sp->re, s, n, *last_end, PCRE2_NO_UTF_CHECK, e->md, e->tok->mctx);
+        int plain = sp->re_plain && !e->extra;
+        const pcre2_code *re = plain ? sp->re_plain : sp->re;
+        int r = (plain ? sp->jit_plain : sp->jit)
+                    ? pcre2_jit_match(re, s, n, *last_end, 0, e->md, e->tok->mctx)
+                    : pcre2_match(re, s, n, *last_end, PCRE2_NO_UTF_CHECK, e->md, e->tok->mctx);
         if (r == PCRE2_ERROR_NOMATCH) return 0;
         if (r < 0) {
             PCRE2_UCHAR msg[120];
@@ -513,7 +503,10 @@ static qhx_status added_split(enc *e, const tok_trie *t, int phase, const char *
 static qhx_status piece(enc *e, int phase, const char *s, size_t n) {
     const qhx_tok *tok = e->tok;
     if (phase == 2) return stage(e, 0, s, n);
-    if (tok->normalizer == TOK_NORM_NFC && !qhx_tok_nfc_quick(s, n)) {
+    /* NFC never brings in characters newer than Unicode 9.0: the flags hold for its output */
+    unsigned flags = qhx_tok_scan(s, n);
+    e->extra = (flags & TOK_SCAN_EXTRA) != 0;
+    if (tok->normalizer == TOK_NORM_NFC && (flags & TOK_SCAN_NFC) && !qhx_tok_nfc_quick(s, n)) {
         e->norm.n = 0;
         if (!qhx_tok_nfc(s, n, &e->norm)) return nomem(e);
         s = e->norm.p;
@@ -538,7 +531,12 @@ static qhx_status run(qhx_tok *tok, const char *text, size_t len, tok_ids *out,
     enc e = {.tok = tok, .out = out, .fn = fn, .fn_ctx = ctx, .err = err};
     e.md = pcre2_match_data_create(1, tok->gctx);
     if (!e.md) return qhx_fail(err, QHX_E_NOMEM, "tokenizer: out of memory");
-    if (!fn && tok->cache.mu_ready && pthread_mutex_trylock(&tok->cache.mu) == 0) e.cache = &tok->cache;
+    if (!fn && tok->cache.mu_ready && pthread_mutex_trylock(&tok->cache.mu) == 0) {
+        e.cache = &tok->cache;
+        if (!e.cache->hot && (e.cache->hot = qhx_malloc(HOT_PAIRS * sizeof(tok_merge))))
+            memset(e.cache->hot, 0xff, HOT_PAIRS * sizeof(tok_merge)); /* all keys empty */
+        if (!e.cache->lines) e.cache->lines = qhx_aligned_alloc(CACHE_LINES * sizeof(tok_cache_line));
+    }
     qhx_status rc = added_split(&e, &tok->trie_raw, 1, text, len);
     if (rc == QHX_E_ABORTED) qhx_fail(err, rc, "tokenizer: stopped by the callback");
     if (e.cache) pthread_mutex_unlock(&tok->cache.mu);

@@ -45,7 +45,9 @@ enum tok_split_behavior {
 };
 
 typedef struct tok_split {
-    pcre2_code *re;
+    pcre2_code *re;       /* with the Unicode 16.0 letter ranges */
+    pcre2_code *re_plain; /* without them (NULL: same pattern), for text without such letters */
+    int jit_plain;
     char *pattern; /* as tokenizer.json gives it (owned), for the binary form */
     uint32_t pattern_len;
     int literal;   /* a String pattern, not a Regex */
@@ -69,25 +71,32 @@ typedef struct tok_trie {
     int32_t root_child[256]; /* direct table for the first byte (-1 = none) */
 } tok_trie;
 
-typedef struct tok_merge {
+typedef struct tok_merge tok_merge;
+struct tok_merge {
     uint64_t key; /* (uint64)left << 32 | right; UINT64_MAX = empty slot */
     int32_t rank;
     int32_t id;   /* the merged token */
-} tok_merge;
+};
 
-/* Cache of pre-token bytes -> ids, reset when full. Guarded by mu (trylock per encode). */
+/* Cache of pre-token bytes -> ids: 64-byte lines (one CPU cache line: a lookup costs one
+ * memory access), two-way set associative, for pre-tokens of at most TOK_CACHE_KEY bytes and
+ * TOK_CACHE_IDS ids. Guarded by mu (trylock per encode call). */
+#define TOK_CACHE_KEY 36
+#define TOK_CACHE_IDS 5
+typedef struct tok_cache_line {
+    uint32_t tag; /* high half of the key's hash, with bit 0 set; 0 = empty */
+    uint8_t key_len, n_ids, pad[2];
+    int32_t ids[TOK_CACHE_IDS];
+    char key[TOK_CACHE_KEY];
+} tok_cache_line;
+
 typedef struct tok_cache {
     pthread_mutex_t mu;
     int mu_ready;
-    uint32_t *slots; /* entry index + 1, 0 = empty; allocated on first use */
-    struct tok_cache_ent {
-        uint64_t hash;
-        uint32_t key_off, key_len, ids_off, n_ids;
-    } *ent;
-    size_t n_ent;
-    tok_buf keys;
-    tok_ids ids;
+    tok_cache_line *lines; /* allocated on first use */
+    struct tok_merge *hot; /* recently looked-up merge pairs (tok_encode.c) */
 } tok_cache;
+_Static_assert(sizeof(tok_cache_line) == 64, "one cache line");
 
 #define TOK_NO_STR UINT32_MAX
 #define TOK_STR_HDR 8 /* bytes of an entry header in qhx_tok.str */
@@ -112,6 +121,8 @@ struct qhx_tok {
     /* model: merges */
     tok_merge *merges;
     size_t merge_mask;
+    uint64_t *merge_filter; /* one bit per hash of the pairs that merge (no bit: no merge) */
+    unsigned filter_shift;
     int32_t n_merges;
     int ignore_merges, fuse_unk;
     int32_t unk_id; /* -1: none */
@@ -161,6 +172,8 @@ size_t qhx_tok_utf8_put(char *dst, uint32_t cp);
 /* Unicode data (tok_unicode_data.c, generated). */
 int qhx_tok_nfc_maybe(uint32_t cp);
 int qhx_tok_unicode9_assigned(uint32_t cp);
+/* A letter, number or mark of Unicode 16.0 that PCRE2 10.42 may not know (assigned after 12.1). */
+int qhx_tok_unicode_extra(uint32_t cp);
 /* PCRE2 class text for the letters, numbers and marks of Unicode 16.0 assigned after 12.1. */
 extern const char qhx_tok_extra_L[], qhx_tok_extra_N[], qhx_tok_extra_M[];
 
@@ -168,6 +181,10 @@ extern const char qhx_tok_extra_L[], qhx_tok_extra_N[], qhx_tok_extra_M[];
 bool qhx_tok_nfc(const char *s, size_t n, tok_buf *out);
 /* Whether NFC would leave s unchanged (fast check, may answer false for normalized text). */
 bool qhx_tok_nfc_quick(const char *s, size_t n);
+/* One pass over s: TOK_SCAN_NFC if NFC may change it, TOK_SCAN_EXTRA if it holds a character
+ * of qhx_tok_unicode_extra. */
+enum { TOK_SCAN_NFC = 1, TOK_SCAN_EXTRA = 2 };
+unsigned qhx_tok_scan(const char *s, size_t n);
 
 /* Longest added token at the start of s (index into tok->added, its length in *len), or -1. */
 int32_t qhx_tok_trie_match(const tok_trie *t, const uint8_t *s, size_t n, size_t *len);
@@ -186,7 +203,19 @@ int32_t qhx_tok_vocab_find(const qhx_tok *tok, const char *s, size_t n);
 /* As qhx_tok_vocab_find with h = qhx_tok_hash(s, n) computed by the caller. */
 int32_t qhx_tok_vocab_find_h(const qhx_tok *tok, const char *s, size_t n, uint64_t h);
 /* Prefetch for a later lookup of hash h: stage 0 its slot, stage 1 its entry. */
-void qhx_tok_vocab_prefetch(const qhx_tok *tok, uint64_t h, int stage);
+static inline void qhx_tok_vocab_prefetch(const qhx_tok *tok, uint64_t h, int stage) {
+    if (!tok->vocab_slots) return;
+    const uint64_t *slot = &tok->vocab_slots[(size_t)h & tok->vocab_mask];
+    if (stage == 0) __builtin_prefetch(slot);
+    else if (*slot && (*slot & ~0xffffffffull) == (h >> 32 << 32))
+        __builtin_prefetch(tok->str + (uint32_t)(*slot - 1));
+}
+
+/* Home slot of a merge pair key (part of the binary format: changing it needs a new version). */
+static inline size_t qhx_tok_merge_slot(uint64_t key, size_t mask) {
+    uint64_t h = (key ^ (key >> 29)) * 0xbf58476d1ce4e5b9ull;
+    return (size_t)(h ^ (h >> 32)) & mask;
+}
 
 typedef struct tok_merge_rec {
     int32_t a, b, id;
@@ -194,7 +223,24 @@ typedef struct tok_merge_rec {
 /* Build the merge table from merges in rank order (a repeated pair keeps its last rank). */
 qhx_status qhx_tok_index_merges(qhx_tok *tok, const tok_merge_rec *recs, size_t n,
                                 const char *name, qhx_error *err);
-const tok_merge *qhx_tok_merge_find(const qhx_tok *tok, int32_t a, int32_t b);
+static inline size_t qhx_tok_filter_bit(uint64_t key, unsigned shift) {
+    return (size_t)((key * 0x9e3779b97f4a7c15ull) >> shift);
+}
+
+/* The merge of the pair (a, b), or NULL. Most pairs do not merge: a bit filter that fits the
+ * CPU caches answers those without touching the (large) table. */
+static inline const tok_merge *qhx_tok_merge_find(const qhx_tok *tok, int32_t a, int32_t b) {
+    uint64_t key = (uint64_t)(uint32_t)a << 32 | (uint32_t)b;
+    if (tok->merge_filter) {
+        size_t bit = qhx_tok_filter_bit(key, tok->filter_shift);
+        if (!(tok->merge_filter[bit >> 6] >> (bit & 63) & 1)) return NULL;
+    }
+    for (size_t h = qhx_tok_merge_slot(key, tok->merge_mask);; h = (h + 1) & tok->merge_mask) {
+        const tok_merge *m = &tok->merges[h];
+        if (m->key == key) return m;
+        if (m->key == UINT64_MAX) return NULL;
+    }
+}
 
 /* A new, empty tokenizer with its PCRE2 contexts. */
 qhx_status qhx_tok_new(const char *name, qhx_tok **out, qhx_error *err);

@@ -343,15 +343,38 @@ typedef struct layout {
     jspan m[M_COUNT];
 } layout;
 
-static qhx_status record(jscan *j, layout *L, int lo, int hi, const char *key, size_t keylen,
+typedef struct loader {
+    qhx_tok *tok;
+    jscan j;
+    layout L;
+    const char *name;
+    qhx_error *err;
+    struct vocab_ctx *vc;
+    int vocab_built;          /* model.vocab read and indexed */
+    tok_merge_rec *merges;    /* model.merges resolved to ids, in rank order */
+    size_t n_merges;
+    int merges_done;
+} loader;
+
+static qhx_status read_vocab_here(loader *ld);
+static qhx_status read_merges_here(loader *ld);
+
+/* Record where a member's value lies. model.vocab is read in place; so is model.merges when
+ * the vocab came before it (as in every file the library writes); otherwise it is skipped
+ * now and read afterwards from its recorded range. */
+static qhx_status record(jscan *j, loader *ld, int lo, int hi, const char *key, size_t keylen,
                          const char *where, int depth) {
+    layout *L = &ld->L;
     for (int k = lo; k < hi; k++) {
         if (strlen(MEMBER_NAMES[k]) != keylen || memcmp(MEMBER_NAMES[k], key, keylen)) continue;
         if (L->m[k].b)
             return qhx_fail(j->err, QHX_E_FORMAT, "%s: duplicate member '%s%s' at byte %zu",
                             j->name, where, MEMBER_NAMES[k], j->i);
         L->m[k].a = j->i;
-        qhx_status rc = k == M_VOCAB || k == M_MERGES ? fast_skip(j) : skip_value(j, depth);
+        qhx_status rc;
+        if (k == M_VOCAB) rc = read_vocab_here(ld);
+        else if (k == M_MERGES) rc = ld->vocab_built ? read_merges_here(ld) : fast_skip(j);
+        else rc = skip_value(j, depth);
         L->m[k].b = j->i;
         return rc;
     }
@@ -363,27 +386,19 @@ static qhx_status model_member(jscan *j, void *ctx, const char *key, size_t keyl
 }
 
 static qhx_status top_member(jscan *j, void *ctx, const char *key, size_t keylen) {
-    layout *L = ctx;
+    loader *ld = ctx;
     if (keylen == 5 && !memcmp(key, "model", 5)) {
-        if (L->m[M_MODEL].b)
+        if (ld->L.m[M_MODEL].b)
             return qhx_fail(j->err, QHX_E_FORMAT, "%s: duplicate member 'model'", j->name);
-        L->m[M_MODEL].a = j->i;
-        qhx_status rc = scan_object(j, 1, model_member, L);
-        L->m[M_MODEL].b = j->i;
+        ld->L.m[M_MODEL].a = j->i;
+        qhx_status rc = scan_object(j, 1, model_member, ld);
+        ld->L.m[M_MODEL].b = j->i;
         return rc;
     }
-    return record(j, L, M_VERSION, M_MODEL, key, keylen, "", 1);
+    return record(j, ld, M_VERSION, M_MODEL, key, keylen, "", 1);
 }
 
 /* ---- jansson for the small members ----------------------------------------------------- */
-
-typedef struct loader {
-    qhx_tok *tok;
-    jscan j;
-    layout L;
-    const char *name;
-    qhx_error *err;
-} loader;
 
 static qhx_status jparse(loader *ld, int member, json_t **out) {
     *out = NULL;
@@ -441,13 +456,13 @@ typedef struct vocab_ctx {
 
 static qhx_status parse_vocab(loader *ld, vocab_ctx *vc) {
     jscan *j = &ld->j;
-    jspan sp = ld->L.m[M_VOCAB];
-    if (!sp.b) return qhx_fail(ld->err, QHX_E_FORMAT, "%s: model.vocab is missing", ld->name);
-    j->i = sp.a;
     qhx_status rc;
     if ((rc = expect(j, '{', "model.vocab: expected an object"))) return rc;
     skip_ws(j);
-    if (j->i < j->n && j->s[j->i] == '}') return QHX_OK;
+    if (j->i < j->n && j->s[j->i] == '}') {
+        j->i++;
+        return QHX_OK;
+    }
     for (;;) {
         skip_ws(j);
         size_t at = j->i, off = vc->strs.n;
@@ -491,7 +506,6 @@ static qhx_status parse_vocab(loader *ld, vocab_ctx *vc) {
         }
         if (j->i < j->n && j->s[j->i] == '}') {
             j->i++;
-            if (j->i != sp.b) return jfail(j, "model.vocab: malformed");
             return QHX_OK;
         }
         return jfail(j, "model.vocab: expected ',' or '}'");
@@ -561,21 +575,22 @@ nomem:
 
 static qhx_status parse_merges(loader *ld, tok_merge_rec **out, size_t *n_out) {
     jscan *j = &ld->j;
-    jspan sp = ld->L.m[M_MERGES];
     merge_batch mb = {.n = 0};
     qhx_status rc = QHX_OK;
     *out = NULL;
     *n_out = 0;
-    if (!sp.b) return qhx_fail(ld->err, QHX_E_FORMAT, "%s: model.merges is missing", ld->name);
-    j->i = sp.a;
     if ((rc = expect(j, '[', "model.merges: expected an array"))) return rc;
     skip_ws(j);
-    if (j->i < j->n && j->s[j->i] == ']') return QHX_OK;
+    if (j->i < j->n && j->s[j->i] == ']') {
+        j->i++;
+        return QHX_OK;
+    }
     for (;;) {
         skip_ws(j);
         pending_merge *p = &mb.p[mb.n];
         size_t off = mb.buf.n;
         p->at = j->i;
+        if (!qhx_tok_buf_reserve(&mb.buf, 16)) goto nomem; /* never a NULL buffer below */
         if (j->i < j->n && j->s[j->i] == '"') { /* legacy form "left right" */
             if ((rc = scan_string(j, &mb.buf))) goto fail;
             char *s = mb.buf.p + off;
@@ -626,10 +641,7 @@ static qhx_status parse_merges(loader *ld, tok_merge_rec **out, size_t *n_out) {
             continue;
         }
         if (j->i < j->n && j->s[j->i] == ']') {
-            if (j->i + 1 != sp.b) {
-                rc = jfail(j, "model.merges: malformed");
-                goto fail;
-            }
+            j->i++;
             break;
         }
         rc = jfail(j, "model.merges: expected ',' or ']'");
@@ -668,6 +680,45 @@ static qhx_status build_vocab(loader *ld, vocab_ctx *vc, int32_t n_ids) {
     tok->str_bytes = vc->strs.n;
     vc->strs = (tok_buf){0};
     return qhx_tok_index_vocab(tok, ld->name, ld->err);
+}
+
+/* Grow the id space (added tokens may lie beyond the vocab). */
+static qhx_status extend_ids(loader *ld, int32_t n_ids) {
+    qhx_tok *tok = ld->tok;
+    if (n_ids <= tok->n_ids) return QHX_OK;
+    uint32_t *p = qhx_realloc(tok->str_off, (size_t)n_ids * sizeof *p);
+    if (!p) return qhx_fail(ld->err, QHX_E_NOMEM, "%s: out of memory", ld->name);
+    memset(p + tok->n_ids, 0xff, (size_t)(n_ids - tok->n_ids) * sizeof *p);
+    tok->str_off = p;
+    tok->n_ids = n_ids;
+    return QHX_OK;
+}
+
+static qhx_status read_vocab_here(loader *ld) {
+    jscan *j = &ld->j;
+    skip_ws(j);
+    /* not an object, or a model type seen before it that is not BPE: leave it for read_model
+     * to report by name */
+    if (j->i >= j->n || j->s[j->i] != '{') return skip_value(j, 2);
+    if (ld->L.m[M_TYPE].b) {
+        json_t *t = NULL;
+        qhx_status trc = jparse(ld, M_TYPE, &t);
+        int bpe = json_is_string(t) && !strcmp(json_string_value(t), "BPE");
+        json_decref(t);
+        if (trc || !bpe) return fast_skip(j);
+    }
+    qhx_status rc = parse_vocab(ld, ld->vc);
+    if (rc) return rc;
+    if (ld->vc->max_id < 0) return qhx_fail(ld->err, QHX_E_FORMAT, "%s: model.vocab is empty", ld->name);
+    if ((rc = build_vocab(ld, ld->vc, ld->vc->max_id + 1))) return rc;
+    ld->vocab_built = 1;
+    return QHX_OK;
+}
+
+static qhx_status read_merges_here(loader *ld) {
+    qhx_status rc = parse_merges(ld, &ld->merges, &ld->n_merges);
+    if (!rc) ld->merges_done = 1;
+    return rc;
 }
 
 /* ---- model, added tokens, normalizer, pre-tokenizer, decoder --------------------------- */
@@ -998,31 +1049,41 @@ qhx_status qhx_tok_load_buffer(const void *data, size_t size, const char *name, 
     loader ld = {.tok = tok, .name = name, .err = err};
     ld.j = (jscan){.s = data, .n = size, .name = name, .err = err};
     vocab_ctx vc = {.ld = &ld, .max_id = -1};
-    tok_merge_rec *merges = NULL;
-    size_t n_merges = 0;
+    ld.vc = &vc;
 
-    if ((rc = scan_object(&ld.j, 0, top_member, &ld.L))) goto fail;
+    if ((rc = scan_object(&ld.j, 0, top_member, &ld))) goto fail;
     skip_ws(&ld.j);
     if (ld.j.i != ld.j.n) {
         rc = jfail(&ld.j, "trailing characters after the top-level object");
         goto fail;
     }
     if ((rc = read_model(&ld))) goto fail;
-    if ((rc = parse_vocab(&ld, &vc))) goto fail;
-    int32_t max_id = vc.max_id;
-    if ((rc = read_added(&ld, &max_id))) goto fail;
-    if (max_id < 0) {
-        rc = qhx_fail(err, QHX_E_FORMAT, "%s: the vocab is empty", name);
+    if (!ld.vocab_built) {
+        rc = qhx_fail(err, QHX_E_FORMAT, "%s: model.vocab is %s", name,
+                      ld.L.m[M_VOCAB].b ? "not an object" : "missing");
         goto fail;
     }
-    if ((rc = build_vocab(&ld, &vc, max_id + 1))) goto fail;
     qhx_free(vc.recs);
     vc.recs = NULL;
+    int32_t max_id = tok->n_ids - 1;
+    if ((rc = read_added(&ld, &max_id)) || (rc = extend_ids(&ld, max_id + 1))) goto fail;
     if ((rc = read_unk(&ld))) goto fail;
-    if ((rc = parse_merges(&ld, &merges, &n_merges))) goto fail;
-    if ((rc = qhx_tok_index_merges(tok, merges, n_merges, name, err))) goto fail;
-    qhx_free(merges);
-    merges = NULL;
+    if (!ld.merges_done) { /* merges came before the vocab: read them now */
+        jspan sp = ld.L.m[M_MERGES];
+        if (!sp.b) {
+            rc = qhx_fail(err, QHX_E_FORMAT, "%s: model.merges is missing", name);
+            goto fail;
+        }
+        ld.j.i = sp.a;
+        if ((rc = read_merges_here(&ld))) goto fail;
+        if (ld.j.i != sp.b) {
+            rc = jfail(&ld.j, "model.merges: malformed");
+            goto fail;
+        }
+    }
+    if ((rc = qhx_tok_index_merges(tok, ld.merges, ld.n_merges, name, err))) goto fail;
+    qhx_free(ld.merges);
+    ld.merges = NULL;
     if ((rc = read_normalizer(&ld)) || (rc = read_pretok(&ld)) || (rc = read_decoder_postproc(&ld)))
         goto fail;
     if ((rc = qhx_tok_derive(tok, name, err))) goto fail;
@@ -1031,7 +1092,7 @@ qhx_status qhx_tok_load_buffer(const void *data, size_t size, const char *name, 
     *out = tok;
     return QHX_OK;
 fail:
-    qhx_free(merges);
+    qhx_free(ld.merges);
     qhx_free(vc.recs);
     qhx_free(vc.strs.p);
     qhx_tok_free(tok);

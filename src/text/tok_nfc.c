@@ -40,6 +40,33 @@ bool qhx_tok_nfc_quick(const char *text, size_t n) {
     return true;
 }
 
+unsigned qhx_tok_scan(const char *text, size_t n) {
+    const uint8_t *s = (const uint8_t *)text;
+    unsigned flags = 0;
+    size_t i = 0;
+    while (i < n) {
+        while (i + 8 <= n) { /* nothing at or above U+0300 starts in 8 bytes below 0xCC */
+            uint64_t w;
+            memcpy(&w, s + i, 8);
+            if (w & 0x8080808080808080ull) break;
+            i += 8;
+        }
+        if (i >= n) break;
+        if (s[i] < 0xCC) {
+            i++;
+            continue;
+        }
+        uint32_t cp;
+        int k = qhx_tok_utf8_next(s + i, n - i, &cp);
+        if (!k) return TOK_SCAN_NFC | TOK_SCAN_EXTRA; /* not reached: input is validated */
+        if (qhx_tok_nfc_maybe(cp)) flags |= TOK_SCAN_NFC;
+        if (qhx_tok_unicode_extra(cp)) flags |= TOK_SCAN_EXTRA;
+        if (flags == (TOK_SCAN_NFC | TOK_SCAN_EXTRA)) break;
+        i += (size_t)k;
+    }
+    return flags;
+}
+
 /* Normalize one run (all code points known to Unicode 9.0) with utf8proc; append to out. */
 static bool nfc_run(const uint8_t *s, size_t n, tok_buf *out) {
     const utf8proc_option_t opt = UTF8PROC_STABLE | UTF8PROC_COMPOSE;

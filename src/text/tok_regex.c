@@ -27,7 +27,7 @@ static qhx_status unsupported(qhx_error *err, const char *where, size_t at, cons
                     what, at);
 }
 
-static qhx_status translate(const char *p, size_t n, tok_buf *o, const char *where,
+static qhx_status translate(const char *p, size_t n, tok_buf *o, int with_extra, const char *where,
                             qhx_error *err) {
 #define PUT(str) ok &= qhx_tok_buf_put(o, str, strlen(str))
 #define PUTN(ptr, len) ok &= qhx_tok_buf_put(o, ptr, len)
@@ -77,6 +77,7 @@ static qhx_status translate(const char *p, size_t n, tok_buf *o, const char *whe
                 else if (IS("N") || IS("Number")) extra = qhx_tok_extra_N, cls = "N";
                 else if (IS("M") || IS("Mark") || IS("Combining_Mark")) extra = qhx_tok_extra_M, cls = "M";
 #undef IS
+                if (extra && !with_extra) extra = "";
                 if (!extra) { /* other properties: as written */
                     PUTN(p + i, q - i);
                 } else if (in_class) {
@@ -176,61 +177,70 @@ static qhx_status translate(const char *p, size_t n, tok_buf *o, const char *whe
 #undef PUTN
 }
 
-qhx_status qhx_tok_compile_split(qhx_tok *tok, const char *pat, size_t len, int literal,
-                                 const char *where, tok_split *out, qhx_error *err) {
-    out->re = NULL;
-    out->jit = 0;
-    out->pattern = NULL;
-    if (len == 0) return qhx_fail(err, QHX_E_FORMAT, "%s: empty pattern", where);
-    if (len > QHX_TOK_MAX_PATTERN_BYTES)
-        return qhx_fail(err, QHX_E_LIMIT, "%s: pattern has %zu bytes, the limit is %d", where, len,
-                        QHX_TOK_MAX_PATTERN_BYTES);
-    if (qhx_tok_utf8_check((const uint8_t *)pat, len) != len)
-        return qhx_fail(err, QHX_E_FORMAT, "%s: pattern is not UTF-8", where);
-    tok_buf t = {0};
-    uint32_t opts = PCRE2_UTF | PCRE2_NO_UTF_CHECK;
-    if (literal) {
-        opts |= PCRE2_LITERAL;
-        if (!qhx_tok_buf_put(&t, pat, len)) return qhx_fail(err, QHX_E_NOMEM, "%s: out of memory", where);
-    } else {
-        opts |= PCRE2_UCP | PCRE2_MULTILINE | PCRE2_NEVER_BACKSLASH_C;
-        qhx_status rc = translate(pat, len, &t, where, err);
-        if (rc) {
-            qhx_free(t.p);
-            return rc;
-        }
-    }
+static qhx_status compile_one(qhx_tok *tok, const tok_buf *t, uint32_t opts, const char *where,
+                              pcre2_code **re, int *jit, qhx_error *err) {
     pcre2_compile_context *cc = pcre2_compile_context_create(tok->gctx);
-    if (!cc) {
-        qhx_free(t.p);
-        return qhx_fail(err, QHX_E_NOMEM, "%s: out of memory", where);
-    }
+    if (!cc) return qhx_fail(err, QHX_E_NOMEM, "%s: out of memory", where);
     pcre2_set_parens_nest_limit(cc, 64);
     pcre2_set_newline(cc, PCRE2_NEWLINE_LF);
     int ecode;
     PCRE2_SIZE eoff;
-    pcre2_code *re = pcre2_compile((PCRE2_SPTR)t.p, t.n, opts, &ecode, &eoff, cc);
+    *re = pcre2_compile((PCRE2_SPTR)t->p, t->n, opts, &ecode, &eoff, cc);
     pcre2_compile_context_free(cc);
-    qhx_free(t.p);
-    if (!re) {
+    if (!*re) {
         PCRE2_UCHAR msg[160];
         if (pcre2_get_error_message(ecode, msg, sizeof msg) < 0) strcpy((char *)msg, "error");
         return qhx_fail(err, ecode == PCRE2_ERROR_HEAP_FAILED ? QHX_E_NOMEM : QHX_E_FORMAT,
                         "%s: regex does not compile: %s", where, (const char *)msg);
     }
     /* JIT where the platform has it; the interpreter gives the same matches otherwise */
-    if (pcre2_jit_compile(re, PCRE2_JIT_COMPLETE) == 0) {
+    *jit = 0;
+    if (pcre2_jit_compile(*re, PCRE2_JIT_COMPLETE) == 0) {
         size_t jit_size = 0;
-        out->jit = pcre2_pattern_info(re, PCRE2_INFO_JITSIZE, &jit_size) == 0 && jit_size > 0;
+        *jit = pcre2_pattern_info(*re, PCRE2_INFO_JITSIZE, &jit_size) == 0 && jit_size > 0;
     }
-    out->pattern = qhx_malloc(len);
-    if (!out->pattern) {
-        pcre2_code_free(re);
-        return qhx_fail(err, QHX_E_NOMEM, "%s: out of memory", where);
+    return QHX_OK;
+}
+
+qhx_status qhx_tok_compile_split(qhx_tok *tok, const char *pat, size_t len, int literal,
+                                 const char *where, tok_split *out, qhx_error *err) {
+    memset(out, 0, sizeof *out);
+    if (len == 0) return qhx_fail(err, QHX_E_FORMAT, "%s: empty pattern", where);
+    if (len > QHX_TOK_MAX_PATTERN_BYTES)
+        return qhx_fail(err, QHX_E_LIMIT, "%s: pattern has %zu bytes, the limit is %d", where, len,
+                        QHX_TOK_MAX_PATTERN_BYTES);
+    if (qhx_tok_utf8_check((const uint8_t *)pat, len) != len)
+        return qhx_fail(err, QHX_E_FORMAT, "%s: pattern is not UTF-8", where);
+    tok_buf t = {0}, plain = {0};
+    qhx_status rc = QHX_OK;
+    uint32_t opts = PCRE2_UTF | PCRE2_NO_UTF_CHECK;
+    if (literal) {
+        opts |= PCRE2_LITERAL;
+        if (!qhx_tok_buf_put(&t, pat, len)) rc = qhx_fail(err, QHX_E_NOMEM, "%s: out of memory", where);
+    } else {
+        opts |= PCRE2_UCP | PCRE2_MULTILINE | PCRE2_NEVER_BACKSLASH_C;
+        /* with the ranges PCRE2 lacks, and without them for text that has none of those
+         * characters: the ranges make matching several times slower */
+        rc = translate(pat, len, &t, 1, where, err);
+        if (!rc) rc = translate(pat, len, &plain, 0, where, err);
     }
-    memcpy(out->pattern, pat, len);
+    if (!rc) rc = compile_one(tok, &t, opts, where, &out->re, &out->jit, err);
+    if (!rc && plain.n && (plain.n != t.n || memcmp(plain.p, t.p, t.n)))
+        rc = compile_one(tok, &plain, opts, where, &out->re_plain, &out->jit_plain, err);
+    if (!rc) {
+        out->pattern = qhx_malloc(len);
+        if (!out->pattern) rc = qhx_fail(err, QHX_E_NOMEM, "%s: out of memory", where);
+        else memcpy(out->pattern, pat, len);
+    }
+    qhx_free(t.p);
+    qhx_free(plain.p);
+    if (rc) {
+        pcre2_code_free(out->re);
+        pcre2_code_free(out->re_plain);
+        memset(out, 0, sizeof *out);
+        return rc;
+    }
     out->pattern_len = (uint32_t)len;
     out->literal = literal;
-    out->re = re;
     return QHX_OK;
 }

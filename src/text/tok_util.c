@@ -55,23 +55,27 @@ static inline uint64_t mix64(uint64_t x) {
     return x;
 }
 
-/* Word-at-a-time multiply-mix; strings here are short (tokens, words). */
+/* Word-at-a-time multiply-xorshift; strings here are short (tokens, words). Part of the
+ * binary format (the vocab index): changing it needs a new format version. */
 uint64_t qhx_tok_hash(const void *data, size_t n) {
     const uint8_t *p = data;
-    uint64_t h = 0x9e3779b97f4a7c15ull ^ (n * 0xff51afd7ed558ccdull);
+    uint64_t h = 0x9e3779b97f4a7c15ull ^ ((uint64_t)n * 0xff51afd7ed558ccdull);
     while (n >= 8) {
         uint64_t w;
         memcpy(&w, p, 8);
-        h = (h ^ mix64(w)) * 0x9fb21c651e98df25ull;
+        h = (h ^ w) * 0xbf58476d1ce4e5b9ull;
+        h ^= h >> 31;
         p += 8;
         n -= 8;
     }
     if (n) {
         uint64_t w = 0;
         memcpy(&w, p, n);
-        h = (h ^ mix64(w ^ ((uint64_t)n << 56))) * 0x9fb21c651e98df25ull;
+        h = (h ^ w) * 0x94d049bb133111ebull;
     }
-    return mix64(h);
+    h ^= h >> 29;
+    h *= 0xbf58476d1ce4e5b9ull;
+    return h ^ (h >> 32);
 }
 
 /* Four independent lanes over 32-byte blocks, then folded; stable across platforms (bytes
@@ -212,6 +216,8 @@ bool qhx_tok_utf8_lossy(tok_buf *out, const uint8_t *s, size_t n, bool hold_tail
                         size_t *consumed) {
     static const char repl[3] = {(char)0xEF, (char)0xBF, (char)0xBD};
     size_t i = 0, run = 0; /* s[run..i) is valid text not yet copied */
+    if (consumed) *consumed = 0;
+    if (!n) return true;
     while (i < n) {
         if (s[i] < 0x80) {
             i++;
