@@ -87,39 +87,37 @@ for fx in "$FX"/qwen35-*/; do
 done
 [ "$found" = 1 ] || bad "no qwen35-* fixture found under $FX"
 
-# ---- w8 bundles through the tolerant gate at tau 0.02 ----------------------------------------------
-# Measured (BENCHMARKS.md): qwen35-tiny-vrep-f32 and qwen35-tiny-bf16 pass 5 of 6 prompts (>= 80%);
-# qwen35-tiny-f32 passes 3 of 6, so for it only the run and its summary are checked.
-for c in qwen35-tiny-f32 qwen35-tiny-vrep-f32 qwen35-tiny-bf16; do
-  fx=$FX/$c
-  [ -f "$fx/golden.json" ] || continue
-  "$QHX" forge "$fx" "$tmp/$c-w8" --precision w8 --quiet || { bad "forge $c w8"; continue; }
-  out=$("$QHX" parity -m "$tmp/$c-w8" --golden "$fx" --gate tol --tau 0.02 2>&1)
+# ---- a w8 bundle through the tolerant gate at tau 0.02, and --against its source ---------------------
+# Measured (BENCHMARKS.md, "Quantization quality"): the w8 bundles of qwen35-tiny-bf16 and
+# qwen35-tiny-vrep-f32 pass 5 of 6 prompts (>= 80%, asserted here for the bf16 one); that of
+# qwen35-tiny-f32 passes 3 of 6 (not run here: the w8 reference kernels make each run ~1 s).
+BF=$FX/qwen35-tiny-bf16
+W8=$tmp/bf16-w8
+if [ -f "$BF/golden.json" ] && "$QHX" forge "$BF" "$W8" --precision w8 --quiet; then
+  out=$("$QHX" parity -m "$W8" --golden "$BF" --gate tol --tau 0.02 2>&1)
   rc=$?
   last=$(printf '%s\n' "$out" | tail -n 1)
   case "$last" in
-    [0-9]*" passed, "[0-9]*" failed") ;;
-    *) bad "$c w8: no summary line: $out"; continue ;;
+    [0-9]*" passed, "[0-9]*" failed")
+      passed=${last%% passed*}
+      failed=${last#*passed, }
+      failed=${failed%% failed}
+      [ $((passed * 5)) -ge $(((passed + failed) * 4)) ] || bad "w8 tolerant gate: $last is below 80%: $out"
+      [ "$rc" = $((failed > 0)) ] || bad "w8 tolerant gate: exit $rc with '$last'"
+      ;;
+    *) bad "w8 tolerant gate: no summary line: $out" ;;
   esac
-  printf '%s\n' "$out" | grep -q "decoder w8, lm-head w8 (quantized)" || bad "$c w8: precision not reported: $out"
-  printf '%s\n' "$out" | grep -q "tau 0.02, logits tol not applied" || bad "$c w8: gate not reported: $out"
-  passed=${last%% passed*}
-  failed=${last#*passed, }
-  failed=${failed%% failed}
-  if [ "$rc" != 0 ] && [ "$rc" != 1 ]; then bad "$c w8: exit $rc: $out"; fi
-  if [ "$c" != qwen35-tiny-f32 ] && [ $((passed * 5)) -lt $(((passed + failed) * 4)) ]; then
-    bad "$c w8: $last is below 80%: $out"
-  fi
-done
+  printf '%s\n' "$out" | grep -q "decoder w8, lm-head w8 (quantized)" || bad "w8: precision not reported: $out"
+  printf '%s\n' "$out" | grep -q "tau 0.02, logits tol not applied" || bad "w8: gate not reported: $out"
 
-# ---- --against: a w8 bundle vs the f32 checkpoint ----------------------------------------------------
-if [ -d "$tmp/qwen35-tiny-f32-w8" ]; then
-  out=$("$QHX" parity -m "$tmp/qwen35-tiny-f32-w8" --golden "$F32" --against "$F32" 2>&1)
+  out=$("$QHX" parity -m "$W8" --golden "$BF" --against "$BF" 2>&1)
   rc=$?
   { [ "$rc" = 0 ] || [ "$rc" = 1 ]; } || bad "--against exited $rc: $out"
-  printf '%s\n' "$out" | grep -q "^mean over $(n_text "$F32") prompts: top-1 agreement [0-9.]*, KL [0-9.e+-]* nats" \
+  printf '%s\n' "$out" | grep -q "^mean over $(n_text "$BF") prompts: top-1 agreement [0-9.]*, KL [0-9.e+-]* nats" \
     || bad "--against: no summary of means: $out"
   printf '%s\n' "$out" | tail -n 1 | grep -q "^[0-9]* passed, [0-9]* failed$" || bad "--against: no last line: $out"
+else
+  bad "qhx forge $BF w8 failed"
 fi
 
 exit $fail
