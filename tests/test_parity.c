@@ -10,6 +10,7 @@
 
 #include <math.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -283,6 +284,50 @@ static void test_fixture_files(void) {
     }
 }
 
+/* Mutated fixture texts: every outcome is a clean status, and an accepted fixture keeps the length
+ * invariants the runner relies on (run under ASan in CI). */
+static void test_fixture_mutations(void) {
+    static const char alphabet[] = "[]{}\",:-.0123456789eE ainmgrdyptopw_\\";
+    char pbuf[512], gbuf[1024];
+    uint64_t rng = 0x9e3779b97f4a7c15u;
+    int accepted = 0;
+    for (int it = 0; it < 3000; it++) {
+        size_t plen = strlen(PROMPTS_OK), glen = strlen(GOLDEN_OK);
+        memcpy(pbuf, PROMPTS_OK, plen);
+        memcpy(gbuf, GOLDEN_OK, glen);
+        int n_mut = 1 + it % 3;
+        for (int k = 0; k < n_mut; k++) {
+            rng = rng * 6364136223846793005u + 1442695040888963407u;
+            uint64_t r = rng >> 24;
+            bool on_golden = r & 1;
+            char *b = on_golden ? gbuf : pbuf;
+            size_t *len = on_golden ? &glen : &plen;
+            size_t at = (size_t)(r >> 1) % *len;
+            switch ((r >> 20) % 4) {
+            case 0: b[at] = alphabet[(r >> 30) % (sizeof alphabet - 1)]; break; /* replace */
+            case 1: *len = at; break;                                            /* truncate */
+            case 2: memmove(b + at, b + at + 1, *len - at - 1); (*len)--; break; /* delete */
+            default: b[at] = (char)('0' + (r >> 30) % 10); break;                /* a digit */
+            }
+            if (*len == 0) *len = 1;
+        }
+        qhx_error err = {0};
+        qhx_parity_fixture *fx = NULL;
+        qhx_status rc = qhx_parity_fixture_parse(base, pbuf, plen, gbuf, glen, &fx, &err);
+        CHECK((rc == QHX_OK) == (fx != NULL));
+        if (rc != QHX_OK) CHECK(err.msg[0] != '\0');
+        if (!fx) continue;
+        accepted++;
+        for (int64_t i = 0; i < fx->n_prompts; i++) {
+            const qhx_parity_prompt *q = &fx->prompts[i];
+            CHECK(q->n_ids >= 1 && q->n_steps >= 1 && q->n_rows == q->n_ids + q->n_steps - 1);
+            CHECK(q->ids && q->greedy && q->greedy_margins && q->row_top1 && q->row_margins);
+        }
+        qhx_parity_fixture_free(fx);
+    }
+    CHECK(accepted > 0); /* some mutations (a digit in an id) keep the fixture valid */
+}
+
 /* ---- a real fixture through the library -------------------------------------------------------- */
 
 static void test_fixture_run(const char *dir) {
@@ -346,6 +391,7 @@ int main(void) {
     test_gates();
     test_compare();
     test_fixture_files();
+    test_fixture_mutations();
     rmdir(base);
     const char *dir = QHX_SHARED_DIR "/fixtures/parity/qwen35-tiny-f32";
     char probe[512];

@@ -124,7 +124,8 @@ static qhx_status read_prompt(const json_t *pj, int64_t index, const json_t *gp,
     return get_margins(g, "row_margins", glabel, path, n_rows, &p->row_margins, err);
 }
 
-qhx_status qhx_parity_fixture_open(const char *dir, qhx_parity_fixture **out, qhx_error *err) {
+qhx_status qhx_parity_fixture_parse(const char *dir, const char *prompts, size_t prompts_len, const char *golden,
+                                    size_t golden_len, qhx_parity_fixture **out, qhx_error *err) {
     *out = NULL;
     qhx_status rc;
     json_t *pj = NULL, *gj = NULL;
@@ -134,12 +135,9 @@ qhx_status qhx_parity_fixture_open(const char *dir, qhx_parity_fixture **out, qh
         rc = qhx_fail(err, QHX_E_NOMEM, "%s: out of memory", dir);
         goto fail;
     }
-    if (!qhx_path_is_dir(dir)) {
-        rc = qhx_fail(err, QHX_E_IO, "%s: not a fixture folder (no such directory)", dir);
-        goto fail;
-    }
-    if (!(pj = qhx_json_load_file(plabel, err)) || !(gj = qhx_json_load_file(glabel, err))) {
-        rc = err ? err->code : QHX_E_IO;
+    if (!(pj = qhx_json_parse(prompts, prompts_len, plabel, err)) ||
+        !(gj = qhx_json_parse(golden, golden_len, glabel, err))) {
+        rc = err ? err->code : QHX_E_FORMAT;
         goto fail;
     }
     if (!json_is_array(pj) || json_array_size(pj) == 0) {
@@ -183,6 +181,24 @@ fail:
     qhx_parity_fixture_free(fx);
     qhx_free(glabel);
     qhx_free(plabel);
+    return rc;
+}
+
+qhx_status qhx_parity_fixture_open(const char *dir, qhx_parity_fixture **out, qhx_error *err) {
+    *out = NULL;
+    if (!qhx_path_is_dir(dir)) return qhx_fail(err, QHX_E_IO, "%s: not a fixture folder (no such directory)", dir);
+    qhx_status rc = QHX_E_NOMEM;
+    char *ppath = qhx_path_join(dir, "prompts.json"), *gpath = qhx_path_join(dir, "golden.json");
+    char *pbuf = NULL, *gbuf = NULL;
+    size_t plen = 0, glen = 0;
+    if (!ppath || !gpath) rc = qhx_fail(err, QHX_E_NOMEM, "%s: out of memory", dir);
+    else if (!(rc = qhx_file_read_all(ppath, QHX_JSON_MAX_BYTES, &pbuf, &plen, err)) &&
+             !(rc = qhx_file_read_all(gpath, QHX_JSON_MAX_BYTES, &gbuf, &glen, err)))
+        rc = qhx_parity_fixture_parse(dir, pbuf, plen, gbuf, glen, out, err);
+    qhx_free(gbuf);
+    qhx_free(pbuf);
+    qhx_free(gpath);
+    qhx_free(ppath);
     return rc;
 }
 

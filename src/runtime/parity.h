@@ -45,6 +45,11 @@ typedef struct qhx_parity_fixture {
  * QHX_E_LIMIT or QHX_E_NOMEM; *out is NULL on failure. */
 qhx_status qhx_parity_fixture_open(const char *dir, qhx_parity_fixture **out /* OUT, owned */,
                                    qhx_error *err);
+/* The same from the two files' bytes (need not be NUL-terminated); dir is kept for the logits
+ * files and names the files in messages. For tests and fuzzing. */
+qhx_status qhx_parity_fixture_parse(const char *dir, const char *prompts, size_t prompts_len,
+                                    const char *golden, size_t golden_len,
+                                    qhx_parity_fixture **out /* OUT, owned */, qhx_error *err);
 void qhx_parity_fixture_free(qhx_parity_fixture *fx); /* NULL allowed */
 
 /* Read dir/<name>.logits.f32 of prompt i: little-endian float32 (n_rows, vocab). The file size

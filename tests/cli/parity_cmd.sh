@@ -45,6 +45,7 @@ expect_rc 2 "--tol" "$QHX" parity -m "$F32" --golden "$F32" --tol abc
 expect_rc 2 "--threads" "$QHX" parity -m "$F32" --golden "$F32" --threads 0
 expect_rc 2 "missing value" "$QHX" parity -m "$F32" --golden
 expect_rc 2 "--min-agree needs --against" "$QHX" parity -m "$F32" --golden "$F32" --min-agree 0.5
+expect_rc 2 "not to --against" "$QHX" parity -m "$F32" --golden "$F32" --against "$F32" --gate exact
 expect_rc 0 "usage" "$QHX" parity --help
 
 # ---- a missing or broken fixture: exit 1, one stderr line, nothing on stdout ----------------------

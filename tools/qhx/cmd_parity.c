@@ -28,6 +28,7 @@ typedef struct parity_args {
     const char *model, *golden, *against;
     qhx_parity_gate_kind gate;
     double tau, tol, min_agree; /* < 0: default */
+    bool gate_given;
     int64_t threads;
 } parity_args;
 
@@ -71,6 +72,7 @@ static int parse_args(int argc, char **argv, parity_args *a) {
         else if (!strcmp(o, "--golden")) a->golden = v;
         else if (!strcmp(o, "--against")) a->against = v;
         else if (!strcmp(o, "--gate")) {
+            a->gate_given = true;
             if (!strcmp(v, "exact")) a->gate = QHX_PARITY_GATE_EXACT;
             else if (!strcmp(v, "tol")) a->gate = QHX_PARITY_GATE_TOL;
             else return qhx_cli_usage_error(CMD, "--gate: '%s' is not exact or tol", v);
@@ -89,8 +91,8 @@ static int parse_args(int argc, char **argv, parity_args *a) {
     if (!a->model) return qhx_cli_usage_error(CMD, "missing -m MODEL");
     if (!a->golden) return qhx_cli_usage_error(CMD, "missing --golden FIXTURE_DIR");
     if (a->min_agree >= 0 && !a->against) return qhx_cli_usage_error(CMD, "--min-agree needs --against");
-    if (a->against && (a->tol >= 0 || a->tau >= 0))
-        return qhx_cli_usage_error(CMD, "--tau and --tol apply to the golden gate, not to --against");
+    if (a->against && (a->tol >= 0 || a->tau >= 0 || a->gate_given))
+        return qhx_cli_usage_error(CMD, "--gate, --tau and --tol apply to the golden gate, not to --against");
     return -1;
 }
 
