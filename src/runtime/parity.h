@@ -1,0 +1,136 @@
+/* runtime/parity: checking a model against a parity fixture (shared/fixtures/parity/<case>/:
+ * prompts.json, golden.json, <name>.logits.f32), and comparing two models on the same prompts.
+ * This is the C form of shared/oracle/parity_gate.py plus a distribution-level comparison for
+ * quantized bundles; `qhx parity` (tools/qhx/cmd_parity.c) prints what these functions measure.
+ * Not here: image prompts (the vision path drives those; they are loaded but marked). */
+#ifndef QHX_RUNTIME_PARITY_H
+#define QHX_RUNTIME_PARITY_H
+
+#include "models/model.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Caps on what a fixture may declare (the real ones: 8 prompts, 300 ids, 32 steps). */
+#define QHX_PARITY_MAX_PROMPTS 4096
+#define QHX_PARITY_MAX_IDS ((int64_t)1 << 20)
+#define QHX_PARITY_MAX_STEPS 4096
+
+/* ---- fixture ------------------------------------------------------------------------------ */
+
+/* One prompt of prompts.json with its golden.json entry. */
+typedef struct qhx_parity_prompt {
+    char *name;               /* owned */
+    int32_t *ids;             /* (n_ids,) the prompt, no BOS added */
+    int64_t n_ids;
+    bool has_image;           /* the prompt carries an "image" key */
+    int32_t *greedy;          /* (n_steps,) golden free-running greedy ids */
+    double *greedy_margins;   /* (n_steps,) golden top1 - top2 at the step that chose greedy[k] */
+    int64_t n_steps;
+    int32_t *row_top1;        /* (n_rows,) golden argmax of every teacher-forced row */
+    double *row_margins;      /* (n_rows,) golden top1 - top2 of every row */
+    int64_t n_rows;           /* n_ids + n_steps - 1 */
+} qhx_parity_prompt;
+
+typedef struct qhx_parity_fixture {
+    char *dir;                     /* owned copy of the folder path */
+    qhx_parity_prompt *prompts;    /* (n_prompts,) in prompts.json order */
+    int64_t n_prompts;
+} qhx_parity_fixture;
+
+/* Read dir/prompts.json and dir/golden.json. Every array length is checked against the others
+ * (greedy and greedy_margins: n_steps >= 1; row_top1 and row_margins: n_ids + n_steps - 1) and
+ * capped (QHX_PARITY_MAX_*). The logits files are read later, per prompt.
+ * Returns QHX_OK, QHX_E_IO (a missing file), QHX_E_FORMAT (naming file and JSON path),
+ * QHX_E_LIMIT or QHX_E_NOMEM; *out is NULL on failure. */
+qhx_status qhx_parity_fixture_open(const char *dir, qhx_parity_fixture **out /* OUT, owned */,
+                                   qhx_error *err);
+/* The same from the two files' bytes (need not be NUL-terminated); dir is kept for the logits
+ * files and names the files in messages. For tests and fuzzing. */
+qhx_status qhx_parity_fixture_parse(const char *dir, const char *prompts, size_t prompts_len,
+                                    const char *golden, size_t golden_len,
+                                    qhx_parity_fixture **out /* OUT, owned */, qhx_error *err);
+void qhx_parity_fixture_free(qhx_parity_fixture *fx); /* NULL allowed */
+
+/* Read dir/<name>.logits.f32 of prompt i: little-endian float32 (n_rows, vocab). The file size
+ * must be exactly n_rows * vocab * 4 bytes (QHX_E_FORMAT naming both sizes otherwise).
+ * *rows is owned (qhx_free). */
+qhx_status qhx_parity_golden_logits(const qhx_parity_fixture *fx, int64_t i, int64_t vocab,
+                                    float **rows /* OUT, owned */, qhx_error *err);
+
+/* ---- running a model ------------------------------------------------------------------------ */
+
+/* Free-running greedy: reset s, feed ids (n_ids,) through the prompt path, then take n_steps
+ * argmax picks (qhx_argmax_f32: lowest id on ties), feeding each back one token at a time
+ * except the last. out (n_steps,). s must hold n_ids + n_steps tokens. */
+qhx_status qhx_parity_greedy(qhx_session *s, const int32_t *ids, int64_t n_ids, int64_t n_steps,
+                             int32_t *out /* OUT */, qhx_error *err);
+
+/* Teacher-forced rows, laid out as the golden files: reset s, feed ids (n_ids,) through the
+ * prompt path in one call with the logits of every position (rows 0 .. n_ids - 1), then feed
+ * forced (n_forced,) one token at a time through the decode path (rows n_ids ..).
+ * rows (n_ids + n_forced, vocab): OUT. */
+qhx_status qhx_parity_forced(qhx_session *s, const int32_t *ids, int64_t n_ids,
+                             const int32_t *forced, int64_t n_forced, float *rows /* OUT */,
+                             qhx_error *err);
+
+/* ---- gates ---------------------------------------------------------------------------------- */
+
+typedef enum qhx_parity_gate_kind {
+    QHX_PARITY_GATE_EXACT = 0, /* free-running greedy identical at every step */
+    QHX_PARITY_GATE_TOL = 1,   /* fixtures README §5 "tolerant gate" */
+} qhx_parity_gate_kind;
+
+typedef struct qhx_parity_gate {
+    qhx_parity_gate_kind kind;
+    double tau;       /* near-tie margin: a mismatch at a golden margin < tau is excused */
+    double tol;       /* TOL: max |logit - golden| on every teacher-forced row; < 0: not applied */
+    bool check_rows;  /* TOL: every row's argmax == row_top1 unless row_margins < tau */
+} qhx_parity_gate;
+
+typedef struct qhx_parity_result {
+    int64_t first_diff;       /* first greedy step that differs from the golden; n_steps: none */
+    double first_diff_margin; /* golden greedy_margins[first_diff]; 0 when none differs */
+    double max_abs;           /* max |logit - golden| over every element of every row */
+    int64_t rows_over_tol;    /* rows whose max |diff| > tol (0 when tol is not applied) */
+    int64_t flips;            /* rows whose argmax != row_top1 */
+    int64_t hard_flips;       /* of those, rows whose golden margin >= tau */
+    bool pass;                /* by the gate */
+} qhx_parity_result;
+
+/* Judge one prompt: greedy (p->n_steps,) is the model's free-running continuation, rows and
+ * golden (p->n_rows, vocab) the teacher-forced logits and the golden file's. Pure. */
+void qhx_parity_judge(const qhx_parity_prompt *p, const int32_t *greedy, const float *rows,
+                      const float *golden, int64_t vocab, const qhx_parity_gate *gate,
+                      qhx_parity_result *out /* OUT */);
+
+/* ---- comparing two models ------------------------------------------------------------------- */
+
+/* KL(P || Q) in nats for P = softmax(p), Q = softmax(q), both (n,) logits; double throughout
+ * (log-sum-exp with the max subtracted). 0 for identical inputs, never negative. */
+double qhx_parity_kl(const float *p, const float *q, int64_t n);
+
+typedef struct qhx_parity_cmp {
+    int64_t n_rows;
+    int64_t agree;    /* rows where argmax(test) == argmax(ref) */
+    double kl_sum;    /* sum over rows of KL(P_ref || P_test) */
+    double kl_max;
+} qhx_parity_cmp;
+
+/* Add n_rows rows of ref and test (n_rows, vocab) to *acc (zero it first). */
+void qhx_parity_compare(const float *ref, const float *test, int64_t n_rows, int64_t vocab,
+                        qhx_parity_cmp *acc /* IN/OUT */);
+
+/* ---- model precision ------------------------------------------------------------------------ */
+
+typedef struct qhx_parity_precision {
+    const char *decoder; /* "f32", "f16", "bf16", "w8", "q4", "mixed" or "?" (static text) */
+    const char *lm_head; /* dtype of lm_head.weight, else of the (tied) embedding */
+    bool quantized;      /* any decoder MLP matrix or the lm-head is Q8/Q4 */
+} qhx_parity_precision;
+
+/* What the model's weights are stored as, from the dtypes of its MLP matrices (every layer)
+ * and its lm-head (docs/formats.md "Naming and recognition"). */
+void qhx_parity_model_precision(const qhx_model *m, qhx_parity_precision *out /* OUT */);
+
+#endif
