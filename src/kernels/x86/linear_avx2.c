@@ -1,0 +1,191 @@
+/* kernels/x86/linear_avx2.c: matvec (decode) and matmul (prefill) for F32, F16, BF16 and Q8
+ * weights with AVX2 + FMA + F16C; f32 activations, f32 accumulation. Built with -mavx2 -mfma
+ * -mf16c; reached only through qhx_kern_install_x86 after a CPU check.
+ *
+ * Numerics, shared by every path in this file so results do not depend on how rows or tokens are
+ * grouped: output (r, t) keeps one 8-lane accumulator, fed by one FMA per 8 columns in column
+ * order (the last partial block zero-padded), then reduced by the fixed tree of hsum8(); Q8 then
+ * multiplies by the row scale. Weights widen to f32 exactly (f16/bf16/int8 are subsets of f32). */
+#include <immintrin.h>
+#include <string.h>
+
+#include "kernels/x86/x86.h"
+
+#define AI static inline __attribute__((always_inline))
+
+AI size_t esize(int fmt) { return fmt == QHX_W_F32 ? 4 : fmt == QHX_W_Q8 ? 1 : 2; }
+
+/* 8 weights starting at p (a byte address), widened to f32. */
+AI __m256 ld8w(const uint8_t *p, int fmt) {
+    switch (fmt) {
+    case QHX_W_F32: return _mm256_loadu_ps((const float *)p);
+    case QHX_W_F16: return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+    case QHX_W_BF16:
+        return _mm256_castsi256_ps(
+            _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
+    default: return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)));
+    }
+}
+
+/* The first n (1..7) weights at p, zero-padded to 8. */
+AI __m256 ld8w_tail(const uint8_t *p, int64_t n, int fmt) {
+    _Alignas(32) uint8_t buf[32] = {0};
+    memcpy(buf, p, (size_t)n * esize(fmt));
+    return ld8w(buf, fmt);
+}
+
+/* The first n (1..7) floats at x, zero-padded to 8. */
+AI __m256 ld8x_tail(const float *x, int64_t n) {
+    _Alignas(32) float buf[8] = {0};
+    memcpy(buf, x, (size_t)n * sizeof(float));
+    return _mm256_load_ps(buf);
+}
+
+/* The one reduction order: ((v0+v1)+(v2+v3)) + ((v4+v5)+(v6+v7)). */
+AI float hsum8(__m256 v) {
+    __m256 h = _mm256_hadd_ps(v, v);
+    h = _mm256_hadd_ps(h, h);
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+    return _mm_cvtss_f32(s);
+}
+
+/* Four hsum8() at once, bitwise equal to them: lane i = hsum8(v_i). */
+AI __m128 hsum8x4(__m256 a, __m256 b, __m256 c, __m256 d) {
+    __m256 u = _mm256_hadd_ps(_mm256_hadd_ps(a, b), _mm256_hadd_ps(c, d));
+    return _mm_add_ps(_mm256_castps256_ps128(u), _mm256_extractf128_ps(u, 1));
+}
+
+AI float row_scale(const qhx_weight *w, int64_t r, int fmt) {
+    return fmt == QHX_W_Q8 ? w->scales[r] : 1.0f;
+}
+
+/* ---- matvec: R rows at a time, weights streamed once --------------------------------------- */
+
+AI void matvec_rows(const qhx_weight *w, const float *x, float *y, int64_t r, int R, int fmt) {
+    const int64_t cols = w->cols, kv = cols & ~(int64_t)7;
+    const size_t es = esize(fmt);
+    const uint8_t *p[8];
+    __m256 acc[8];
+    for (int i = 0; i < R; i++) {
+        p[i] = (const uint8_t *)w->data + (size_t)(r + i) * (size_t)cols * es;
+        acc[i] = _mm256_setzero_ps();
+    }
+    for (int64_t k = 0; k < kv; k += 8) {
+        __m256 xv = _mm256_loadu_ps(x + k);
+        for (int i = 0; i < R; i++) acc[i] = _mm256_fmadd_ps(ld8w(p[i] + k * es, fmt), xv, acc[i]);
+    }
+    if (cols > kv) {
+        __m256 xv = ld8x_tail(x + kv, cols - kv);
+        for (int i = 0; i < R; i++)
+            acc[i] = _mm256_fmadd_ps(ld8w_tail(p[i] + kv * es, cols - kv, fmt), xv, acc[i]);
+    }
+    if (R == 8) {
+        __m128 lo = hsum8x4(acc[0], acc[1], acc[2], acc[3]);
+        __m128 hi = hsum8x4(acc[4], acc[5], acc[6], acc[7]);
+        if (fmt == QHX_W_Q8) {
+            lo = _mm_mul_ps(lo, _mm_loadu_ps(w->scales + r));
+            hi = _mm_mul_ps(hi, _mm_loadu_ps(w->scales + r + 4));
+        }
+        _mm_storeu_ps(y + r, lo);
+        _mm_storeu_ps(y + r + 4, hi);
+    } else {
+        for (int i = 0; i < R; i++) y[r + i] = hsum8(acc[i]) * row_scale(w, r + i, fmt);
+    }
+}
+
+AI void matvec(const qhx_weight *w, const float *x, float *y, int64_t r0, int64_t r1, int fmt) {
+    int64_t r = r0;
+    for (; r + 8 <= r1; r += 8) matvec_rows(w, x, y, r, 8, fmt);
+    for (; r < r1; r++) matvec_rows(w, x, y, r, 1, fmt);
+}
+
+/* ---- matmul: register tiles of R rows x T tokens ------------------------------------------- */
+
+/* Tile of R rows x T tokens: each weight vector is widened once and used T times, each
+ * activation vector loaded once and used R times. R*T accumulators + R weights + 1 activation
+ * fit the 16 ymm registers for R = 3, T = 4. */
+AI void mm_tile(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy, int64_t t,
+                int64_t r, int R, int T, int fmt) {
+    const int64_t cols = w->cols, kv = cols & ~(int64_t)7;
+    const size_t es = esize(fmt);
+    const uint8_t *p[3];
+    const float *xt[4];
+    __m256 acc[3][4];
+    for (int i = 0; i < R; i++) p[i] = (const uint8_t *)w->data + (size_t)(r + i) * (size_t)cols * es;
+    for (int j = 0; j < T; j++) xt[j] = X + (t + j) * ldx;
+    for (int i = 0; i < R; i++)
+        for (int j = 0; j < T; j++) acc[i][j] = _mm256_setzero_ps();
+    for (int64_t k = 0; k < kv; k += 8) {
+        __m256 wv[3];
+        for (int i = 0; i < R; i++) wv[i] = ld8w(p[i] + k * es, fmt);
+        for (int j = 0; j < T; j++) {
+            __m256 xv = _mm256_loadu_ps(xt[j] + k);
+            for (int i = 0; i < R; i++) acc[i][j] = _mm256_fmadd_ps(wv[i], xv, acc[i][j]);
+        }
+    }
+    if (cols > kv) {
+        __m256 wv[3];
+        for (int i = 0; i < R; i++) wv[i] = ld8w_tail(p[i] + kv * es, cols - kv, fmt);
+        for (int j = 0; j < T; j++) {
+            __m256 xv = ld8x_tail(xt[j] + kv, cols - kv);
+            for (int i = 0; i < R; i++) acc[i][j] = _mm256_fmadd_ps(wv[i], xv, acc[i][j]);
+        }
+    }
+    for (int i = 0; i < R; i++) {
+        float s = row_scale(w, r + i, fmt);
+        if (T == 4) {
+            _Alignas(16) float v[4];
+            _mm_store_ps(v, hsum8x4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]));
+            for (int j = 0; j < 4; j++) Y[(t + j) * ldy + r + i] = v[j] * s;
+        } else {
+            for (int j = 0; j < T; j++) Y[(t + j) * ldy + r + i] = hsum8(acc[i][j]) * s;
+        }
+    }
+}
+
+/* Tokens t..t+T-1 over rows [ra, rb). */
+AI void mm_rows(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy, int64_t t,
+                int T, int64_t ra, int64_t rb, int fmt) {
+    int64_t r = ra;
+    for (; r + 3 <= rb; r += 3) mm_tile(w, X, ldx, Y, ldy, t, r, 3, T, fmt);
+    if (rb - r == 2) mm_tile(w, X, ldx, Y, ldy, t, r, 2, T, fmt);
+    if (rb - r == 1) mm_tile(w, X, ldx, Y, ldy, t, r, 1, T, fmt);
+}
+
+/* Row blocks small enough to stay in L2 while every token tile passes over them. */
+#define MM_BLOCK_BYTES (192 * 1024)
+
+AI void matmul(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy, int64_t n,
+               int64_t r0, int64_t r1, int fmt) {
+    int64_t row_bytes = w->cols * (int64_t)esize(fmt);
+    int64_t blk = MM_BLOCK_BYTES / (row_bytes > 0 ? row_bytes : 1);
+    blk = blk < 3 ? 3 : blk - blk % 3;
+    for (int64_t ra = r0; ra < r1; ra += blk) {
+        int64_t rb = ra + blk < r1 ? ra + blk : r1;
+        int64_t t = 0;
+        for (; t + 4 <= n; t += 4) mm_rows(w, X, ldx, Y, ldy, t, 4, ra, rb, fmt);
+        switch (n - t) {
+        case 3: mm_rows(w, X, ldx, Y, ldy, t, 3, ra, rb, fmt); break;
+        case 2: mm_rows(w, X, ldx, Y, ldy, t, 2, ra, rb, fmt); break;
+        case 1: mm_rows(w, X, ldx, Y, ldy, t, 1, ra, rb, fmt); break;
+        default: break;
+        }
+    }
+}
+
+/* ---- entry points -------------------------------------------------------------------------- */
+
+#define DEFINE(name, fmt)                                                                        \
+    void qhx_k_matvec_##name##_avx2(const qhx_weight *w, const float *x, float *y, int64_t r0,  \
+                                    int64_t r1) {                                                \
+        matvec(w, x, y, r0, r1, fmt);                                                            \
+    }                                                                                            \
+    void qhx_k_matmul_##name##_avx2(const qhx_weight *w, const float *X, int64_t ldx, float *Y, \
+                                    int64_t ldy, int64_t n, int64_t r0, int64_t r1) {            \
+        matmul(w, X, ldx, Y, ldy, n, r0, r1, fmt);                                               \
+    }
+
+DEFINE(f32, QHX_W_F32)
+DEFINE(f16, QHX_W_F16)
+DEFINE(bf16, QHX_W_BF16)
+DEFINE(q8, QHX_W_Q8)
