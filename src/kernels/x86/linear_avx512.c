@@ -16,7 +16,11 @@
 
 #include "kernels/x86/x86.h"
 
+#ifdef QHX_X86_EMU
+#define AI static inline /* the emulated build favours compile time over speed */
+#else
 #define AI static inline __attribute__((always_inline))
+#endif
 
 AI size_t esize(int fmt) { return fmt == QHX_W_F32 ? 4 : fmt == QHX_W_Q8 ? 1 : 2; }
 
