@@ -38,17 +38,22 @@ typedef void (*qhx_matvec_fn)(const qhx_weight *w, const float *x, float *y, int
 typedef void (*qhx_matmul_fn)(const qhx_weight *w, const float *X, int64_t ldx, float *Y,
                               int64_t ldy, int64_t n, int64_t r0, int64_t r1);
 
+/* out[c] = W[r, c] widened to f32, c in [0, cols). out: (cols,). Embedding lookup. */
+typedef void (*qhx_row_fn)(const qhx_weight *w, int64_t r, float *out);
+
 typedef enum qhx_isa { QHX_ISA_REF = 0, QHX_ISA_AVX2, QHX_ISA_AVX512, QHX_ISA_NEON, QHX_ISA_BEST } qhx_isa;
 
 typedef struct qhx_kernels {
     qhx_isa isa;                       /* the best ISA in use */
     qhx_matvec_fn matvec[QHX_W_COUNT];
     qhx_matmul_fn matmul[QHX_W_COUNT];
+    qhx_row_fn row[QHX_W_COUNT];       /* NULL where a format has no kernel yet */
     /* Element-wise and row ops are added here as SIMD variants appear; until then model code
      * calls the qhx_k_*_ref functions directly through the wrappers below. */
 } qhx_kernels;
 
-/* Fill k with the reference kernels, then the best variants allowed by max_isa and the CPU. */
+/* Fill k with the reference kernels, then the best variants allowed by max_isa and the CPU.
+ * Slots of formats without a kernel stay NULL; model code refuses such weights at load. */
 void qhx_kern_select(qhx_isa max_isa, qhx_kernels *k);
 const char *qhx_isa_name(qhx_isa isa);
 

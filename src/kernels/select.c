@@ -1,0 +1,33 @@
+/* kernels/select.c: filling the op table. Every slot first gets its scalar reference; SIMD
+ * variants (kernels/x86, kernels/arm) override them here once they exist, each behind a check
+ * that both the CPU and the OS support the instructions. */
+#include "kernels/kernels.h"
+#include "kernels/ref.h"
+
+#include <string.h>
+
+const char *qhx_isa_name(qhx_isa isa) {
+    switch (isa) {
+    case QHX_ISA_REF: return "ref";
+    case QHX_ISA_AVX2: return "avx2";
+    case QHX_ISA_AVX512: return "avx512";
+    case QHX_ISA_NEON: return "neon";
+    case QHX_ISA_BEST: return "best";
+    }
+    return "unknown";
+}
+
+void qhx_kern_select(qhx_isa max_isa, qhx_kernels *k) {
+    (void)max_isa; /* no SIMD variants yet: the references serve every ISA */
+    memset(k, 0, sizeof *k);
+    k->isa = QHX_ISA_REF;
+    k->matvec[QHX_W_F32] = qhx_k_matvec_f32_ref;
+    k->matvec[QHX_W_F16] = qhx_k_matvec_f16_ref;
+    k->matvec[QHX_W_BF16] = qhx_k_matvec_bf16_ref;
+    k->matmul[QHX_W_F32] = qhx_k_matmul_f32_ref;
+    k->matmul[QHX_W_F16] = qhx_k_matmul_f16_ref;
+    k->matmul[QHX_W_BF16] = qhx_k_matmul_bf16_ref;
+    k->row[QHX_W_F32] = qhx_k_row_f32_ref;
+    k->row[QHX_W_F16] = qhx_k_row_f16_ref;
+    k->row[QHX_W_BF16] = qhx_k_row_bf16_ref;
+}

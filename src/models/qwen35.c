@@ -1,0 +1,687 @@
+/* models/qwen35.c: the Qwen3.5 text model (Gated DeltaNet + gated attention hybrid) on the CPU.
+ * config.json parsing, weight binding (in place from the mapped safetensors), the per-sequence
+ * state, and the forward pass in two forms: the prompt path (batched projections, chunked delta
+ * rule) and the single-token decode path (recurrent delta rule). The math follows
+ * spec/qwen3_5.md and the Hugging Face reference (transformers models/qwen3_5); every number is
+ * fp32. Not here: the vision tower (model.visual.* is skipped), MTP drafting (mtp.* tensors stay
+ * reachable through the model's tensor set), tokenizing, sampling. */
+#include "models/family.h"
+
+#include "core/alloc.h"
+#include "kernels/ref.h"
+#include "models/weights.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ---- config.json ------------------------------------------------------------------------- */
+
+#define CAP_DIM ((int64_t)1 << 20) /* any single dimension */
+#define CAP_VOCAB ((int64_t)1 << 23)
+#define CAP_HEAD_DIM 4096
+#define CAP_CONV 64
+
+/* Where a field lives, for messages: "config.json: text_config." (or "config.json: " for a bare
+ * text config); a field name follows directly. */
+typedef struct cfg_at {
+    const char *label; /* the file */
+    const char *path;  /* JSON path of the text config object, "" for the root */
+    char pre[600];
+} cfg_at;
+
+static qhx_status parse_rope(const json_t *tc, const cfg_at *at, qhx_model_config *cfg, qhx_error *err) {
+    qhx_status rc;
+    /* rope_parameters (current HF) or rope_scaling (older configs); theta and the partial
+     * rotary factor may also sit directly in text_config */
+    const char *rkey = "rope_parameters";
+    const json_t *rp = json_object_get(tc, rkey);
+    if (!rp || json_is_null(rp)) {
+        rkey = "rope_scaling";
+        rp = json_object_get(tc, rkey);
+    }
+    if ((rc = qhx_json_get_num(tc, "rope_theta", at->label, at->path, false, &cfg->rope_theta, err))) return rc;
+    if ((rc = qhx_json_get_num(tc, "partial_rotary_factor", at->label, at->path, false, &cfg->partial_rotary_factor,
+                               err)))
+        return rc;
+    if (rp && !json_is_null(rp)) {
+        char rpath[64];
+        snprintf(rpath, sizeof rpath, "%s%s%s", at->path, at->path[0] ? "." : "", rkey);
+        if (!json_is_object(rp)) return qhx_fail(err, QHX_E_FORMAT, "%s%s: expected an object", at->pre, rkey);
+        const char *type = NULL;
+        if ((rc = qhx_json_get_str(rp, "rope_type", at->label, rpath, false, &type, err))) return rc;
+        if (!type && (rc = qhx_json_get_str(rp, "type", at->label, rpath, false, &type, err))) return rc;
+        /* "mrope" (older Qwen-VL spelling) is default RoPE with sections */
+        if (type && strcmp(type, "default") && strcmp(type, "mrope"))
+            return qhx_fail(err, QHX_E_UNSUPPORTED, "%s%s.rope_type: '%s' is not supported (only 'default')", at->pre,
+                            rkey, type);
+        if ((rc = qhx_json_get_num(rp, "rope_theta", at->label, rpath, false, &cfg->rope_theta, err))) return rc;
+        if ((rc = qhx_json_get_num(rp, "partial_rotary_factor", at->label, rpath, false, &cfg->partial_rotary_factor,
+                                   err)))
+            return rc;
+        if ((rc = qhx_json_get_bool(rp, "mrope_interleaved", at->label, rpath, false, &cfg->mrope_interleaved, err)))
+            return rc;
+        const json_t *ms = json_object_get(rp, "mrope_section");
+        if (ms && !json_is_null(ms)) {
+            if (!json_is_array(ms) || json_array_size(ms) != 3)
+                return qhx_fail(err, QHX_E_FORMAT, "%s%s.mrope_section: expected an array of 3 integers", at->pre, rkey);
+            for (size_t i = 0; i < 3; i++) {
+                const json_t *v = json_array_get(ms, i);
+                if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > CAP_HEAD_DIM)
+                    return qhx_fail(err, QHX_E_FORMAT, "%s%s.mrope_section[%zu]: expected an integer in [0, %d]",
+                                    at->pre, rkey, i, CAP_HEAD_DIM);
+                cfg->mrope_section[i] = json_integer_value(v);
+            }
+        }
+    }
+    if (!(cfg->rope_theta > 0.0) || !isfinite(cfg->rope_theta))
+        return qhx_fail(err, QHX_E_FORMAT, "%srope_theta: %g is not positive", at->pre, cfg->rope_theta);
+    if (!(cfg->partial_rotary_factor > 0.0 && cfg->partial_rotary_factor <= 1.0))
+        return qhx_fail(err, QHX_E_FORMAT, "%spartial_rotary_factor: %g is outside (0, 1]", at->pre,
+                        cfg->partial_rotary_factor);
+    /* HF: rotary dim = int(head_dim * partial_rotary_factor), truncated */
+    cfg->rotary_dim = (int64_t)((double)cfg->head_dim * cfg->partial_rotary_factor);
+    if (cfg->rotary_dim < 2 || cfg->rotary_dim % 2)
+        return qhx_fail(err, QHX_E_UNSUPPORTED,
+                        "%spartial_rotary_factor: head_dim %lld x %g gives %lld rotary dims (must be even and >= 2)",
+                        at->pre, (long long)cfg->head_dim, cfg->partial_rotary_factor, (long long)cfg->rotary_dim);
+    int64_t msum = cfg->mrope_section[0] + cfg->mrope_section[1] + cfg->mrope_section[2];
+    if (msum > cfg->rotary_dim / 2)
+        return qhx_fail(err, QHX_E_FORMAT, "%s%s.mrope_section: sums to %lld, more than the %lld rotary frequencies",
+                        at->pre, rkey, (long long)msum, (long long)(cfg->rotary_dim / 2));
+    return QHX_OK;
+}
+
+qhx_status qhx_qwen35_parse_config(const json_t *root, const char *label, qhx_model_config *cfg,
+                                   qhx_error *err) {
+    qhx_status rc;
+    memset(cfg, 0, sizeof *cfg);
+    if (!json_is_object(root)) return qhx_fail(err, QHX_E_FORMAT, "%s: expected a JSON object", label);
+    const json_t *tc = root;
+    cfg_at at = {.label = label, .path = ""};
+    const json_t *t = json_object_get(root, "text_config");
+    if (t && !json_is_null(t)) {
+        if (!json_is_object(t)) return qhx_fail(err, QHX_E_FORMAT, "%s: text_config: expected an object", label);
+        tc = t;
+        at.path = "text_config";
+    } else {
+        const char *mt = NULL;
+        if ((rc = qhx_json_get_str(root, "model_type", label, "", false, &mt, err))) return rc;
+        if (mt && strcmp(mt, "qwen3_5_text"))
+            return qhx_fail(err, QHX_E_FORMAT, "%s: text_config: missing (model_type '%s' is a composite config)",
+                            label, mt);
+    }
+    snprintf(at.pre, sizeof at.pre, "%s: %s%s", label, at.path, at.path[0] ? "." : "");
+    const char *lb = at.label, *pa = at.path;
+
+    struct { const char *key; int64_t *dst; int64_t lo, hi; } dims[] = {
+        {"vocab_size", &cfg->vocab_size, 1, CAP_VOCAB},
+        {"hidden_size", &cfg->hidden_size, 1, CAP_DIM},
+        {"intermediate_size", &cfg->intermediate_size, 1, CAP_DIM},
+        {"num_hidden_layers", &cfg->num_hidden_layers, 1, QHX_MODEL_MAX_LAYERS},
+        {"num_attention_heads", &cfg->num_attention_heads, 1, CAP_HEAD_DIM},
+        {"num_key_value_heads", &cfg->num_key_value_heads, 1, CAP_HEAD_DIM},
+        {"head_dim", &cfg->head_dim, 1, CAP_HEAD_DIM},
+        {"linear_num_key_heads", &cfg->linear_num_key_heads, 1, CAP_HEAD_DIM},
+        {"linear_num_value_heads", &cfg->linear_num_value_heads, 1, CAP_HEAD_DIM},
+        {"linear_key_head_dim", &cfg->linear_key_head_dim, 1, CAP_HEAD_DIM},
+        {"linear_value_head_dim", &cfg->linear_value_head_dim, 1, CAP_HEAD_DIM},
+        {"linear_conv_kernel_dim", &cfg->linear_conv_kernel_dim, 1, CAP_CONV},
+    };
+    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
+        if ((rc = qhx_json_get_int(tc, dims[i].key, lb, pa, true, dims[i].lo, dims[i].hi, dims[i].dst, err)))
+            return rc;
+
+    /* HF defaults where a field is absent */
+    cfg->max_position_embeddings = 262144;
+    cfg->eos_token_id = -1;
+    cfg->rms_norm_eps = 1e-6;
+    cfg->rope_theta = 10000.0;
+    cfg->partial_rotary_factor = 0.25;
+    cfg->attn_output_gate = true;
+    if ((rc = qhx_json_get_int(tc, "max_position_embeddings", lb, pa, false, 1, INT64_MAX,
+                               &cfg->max_position_embeddings, err)))
+        return rc;
+    if ((rc = qhx_json_get_int(tc, "mtp_num_hidden_layers", lb, pa, false, 0, 64, &cfg->mtp_num_hidden_layers, err)))
+        return rc;
+    if ((rc = qhx_json_get_num(tc, "rms_norm_eps", lb, pa, false, &cfg->rms_norm_eps, err))) return rc;
+    if (!(cfg->rms_norm_eps > 0.0 && cfg->rms_norm_eps < 1.0))
+        return qhx_fail(err, QHX_E_FORMAT, "%srms_norm_eps: %g is outside (0, 1)", at.pre, cfg->rms_norm_eps);
+    const json_t *eos = json_object_get(tc, "eos_token_id");
+    if (json_is_array(eos)) eos = json_array_get(eos, 0);
+    if (json_is_integer(eos)) cfg->eos_token_id = json_integer_value(eos);
+
+    const char *act = "silu";
+    if ((rc = qhx_json_get_str(tc, "hidden_act", lb, pa, false, &act, err))) return rc;
+    if (strcmp(act, "silu"))
+        return qhx_fail(err, QHX_E_UNSUPPORTED, "%shidden_act: '%s' is not supported (only 'silu')", at.pre, act);
+    bool bias = false;
+    if ((rc = qhx_json_get_bool(tc, "attention_bias", lb, pa, false, &bias, err))) return rc;
+    if (bias) return qhx_fail(err, QHX_E_UNSUPPORTED, "%sattention_bias: true is not supported", at.pre);
+    if ((rc = qhx_json_get_bool(tc, "attn_output_gate", lb, pa, false, &cfg->attn_output_gate, err))) return rc;
+    if (!cfg->attn_output_gate)
+        return qhx_fail(err, QHX_E_UNSUPPORTED, "%sattn_output_gate: false is not supported", at.pre);
+    /* informational: the LM head is lm_head.weight when present, else the embedding; the
+     * composite config's top level wins, as in HF */
+    if ((rc = qhx_json_get_bool(tc, "tie_word_embeddings", lb, pa, false, &cfg->tie_word_embeddings, err))) return rc;
+    if (tc != root &&
+        (rc = qhx_json_get_bool(root, "tie_word_embeddings", lb, "", false, &cfg->tie_word_embeddings, err)))
+        return rc;
+
+    if (cfg->num_attention_heads % cfg->num_key_value_heads)
+        return qhx_fail(err, QHX_E_FORMAT, "%snum_attention_heads: %lld is not a multiple of num_key_value_heads %lld",
+                        at.pre, (long long)cfg->num_attention_heads, (long long)cfg->num_key_value_heads);
+    if (cfg->linear_num_value_heads % cfg->linear_num_key_heads)
+        return qhx_fail(err, QHX_E_FORMAT,
+                        "%slinear_num_value_heads: %lld is not a multiple of linear_num_key_heads %lld", at.pre,
+                        (long long)cfg->linear_num_value_heads, (long long)cfg->linear_num_key_heads);
+
+    /* layer_types, else every full_attention_interval-th layer is full attention */
+    const json_t *lt = json_object_get(tc, "layer_types");
+    if (lt && !json_is_null(lt)) {
+        if (!json_is_array(lt) || (int64_t)json_array_size(lt) != cfg->num_hidden_layers)
+            return qhx_fail(err, QHX_E_FORMAT, "%slayer_types: expected an array of num_hidden_layers = %lld strings",
+                            at.pre, (long long)cfg->num_hidden_layers);
+        for (int64_t i = 0; i < cfg->num_hidden_layers; i++) {
+            const char *s = json_string_value(json_array_get(lt, (size_t)i));
+            if (s && !strcmp(s, "linear_attention")) cfg->layer_types[i] = QHX_LAYER_LINEAR_ATTENTION;
+            else if (s && !strcmp(s, "full_attention")) cfg->layer_types[i] = QHX_LAYER_FULL_ATTENTION;
+            else
+                return qhx_fail(err, QHX_E_UNSUPPORTED,
+                                "%slayer_types[%lld]: '%s' is not supported (linear_attention, full_attention)",
+                                at.pre, (long long)i, s ? s : "(not a string)");
+        }
+    } else {
+        cfg->full_attention_interval = 4;
+        if ((rc = qhx_json_get_int(tc, "full_attention_interval", lb, pa, false, 1, QHX_MODEL_MAX_LAYERS,
+                                   &cfg->full_attention_interval, err)))
+            return rc;
+        for (int64_t i = 0; i < cfg->num_hidden_layers; i++)
+            cfg->layer_types[i] = (i + 1) % cfg->full_attention_interval == 0 ? QHX_LAYER_FULL_ATTENTION
+                                                                               : QHX_LAYER_LINEAR_ATTENTION;
+    }
+    return parse_rope(tc, &at, cfg, err);
+}
+
+/* ---- bound weights ----------------------------------------------------------------------- */
+
+typedef struct q35_dims {
+    int64_t H, I, V, L;
+    int64_t nh, nkv, hd, rot, q_out, attn_dim, kv_dim;             /* full attention */
+    int64_t nk, nv, dk, dv, K, key_dim, value_dim, conv_dim, rep;  /* Gated DeltaNet */
+    int64_t n_full, n_lin;
+    float eps;
+} q35_dims;
+
+typedef struct q35_layer {
+    qhx_layer_type type;
+    int64_t slot;                /* index among layers of the same type (state slot) */
+    const float *input_norm;     /* (H,) zero-centred */
+    const float *post_norm;      /* (H,) zero-centred */
+    qhx_weight gate_proj;        /* (I, H) */
+    qhx_weight up_proj;          /* (I, H) */
+    qhx_weight down_proj;        /* (H, I) */
+    /* Gated DeltaNet */
+    qhx_weight in_proj_qkv;      /* (conv_dim, H): rows [q (nk dk) | k (nk dk) | v (nv dv)] */
+    qhx_weight in_proj_z;        /* (value_dim, H) */
+    qhx_weight in_proj_b;        /* (nv, H) */
+    qhx_weight in_proj_a;        /* (nv, H) */
+    qhx_weight out_proj;         /* (H, value_dim) */
+    const float *conv_w;         /* (conv_dim, K); tap K-1 = current token */
+    const float *A;              /* (nv,) -exp(A_log), as HF computes it in fp32 */
+    const float *dt_bias;        /* (nv,) */
+    const float *gnorm_w;        /* (dv,) plain weight of the gated RMSNorm */
+    /* gated attention */
+    qhx_weight q_proj;           /* (nh 2 hd, H): per head [query (hd) | gate (hd)] */
+    qhx_weight k_proj;           /* (kv_dim, H) */
+    qhx_weight v_proj;           /* (kv_dim, H) */
+    qhx_weight o_proj;           /* (H, attn_dim) */
+    const float *q_norm;         /* (hd,) zero-centred, shared by heads */
+    const float *k_norm;         /* (hd,) */
+} q35_layer;
+
+typedef struct q35_model {
+    q35_dims d;
+    qhx_st_set *set;             /* the mapped checkpoint; weights point into it */
+    qhx_wowned owned;            /* aligned copies and f32 vectors */
+    qhx_weight embed;            /* (V, H) */
+    qhx_weight lm_head;          /* (V, H): embed when tied */
+    const float *final_norm;     /* (H,) zero-centred */
+    float *inv_freq;             /* (rot / 2,) */
+    q35_layer *layers;           /* (L,) */
+} q35_model;
+
+static void q35_free_impl(void *impl) {
+    q35_model *q = impl;
+    if (!q) return;
+    qhx_wowned_free(&q->owned);
+    qhx_free(q->inv_freq);
+    qhx_free(q->layers);
+    qhx_st_free(q->set);
+    qhx_free(q);
+}
+
+static qhx_status bind_linear(q35_model *q, const qhx_model *m, const char *name, int64_t rows,
+                              int64_t cols, qhx_weight *w, qhx_error *err) {
+    return qhx_wbind_linear(q->set, name, rows, cols, &m->kern, &q->owned, w, err);
+}
+
+/* A (n,) vector of any float dtype as a model-owned f32 copy. */
+static qhx_status load_vec(q35_model *q, const char *name, int64_t n, const float **out, qhx_error *err) {
+    float *p;
+    int64_t shape[1] = {n};
+    qhx_status rc = qhx_wload_f32(q->set, name, 1, shape, &q->owned, &p, NULL, err);
+    *out = p;
+    return rc;
+}
+
+static qhx_status bind_layer(q35_model *q, const qhx_model *m, const char *pre, int64_t i,
+                             q35_layer *L, qhx_error *err) {
+    const q35_dims *d = &q->d;
+    char nm[512];
+    qhx_status rc;
+#define NAME(suffix) (snprintf(nm, sizeof nm, "%slayers.%lld.%s", pre, (long long)i, suffix), nm)
+    if ((rc = load_vec(q, NAME("input_layernorm.weight"), d->H, &L->input_norm, err))) return rc;
+    if ((rc = load_vec(q, NAME("post_attention_layernorm.weight"), d->H, &L->post_norm, err))) return rc;
+    if ((rc = bind_linear(q, m, NAME("mlp.gate_proj.weight"), d->I, d->H, &L->gate_proj, err))) return rc;
+    if ((rc = bind_linear(q, m, NAME("mlp.up_proj.weight"), d->I, d->H, &L->up_proj, err))) return rc;
+    if ((rc = bind_linear(q, m, NAME("mlp.down_proj.weight"), d->H, d->I, &L->down_proj, err))) return rc;
+    if (L->type == QHX_LAYER_LINEAR_ATTENTION) {
+        if ((rc = bind_linear(q, m, NAME("linear_attn.in_proj_qkv.weight"), d->conv_dim, d->H, &L->in_proj_qkv, err)))
+            return rc;
+        if ((rc = bind_linear(q, m, NAME("linear_attn.in_proj_z.weight"), d->value_dim, d->H, &L->in_proj_z, err)))
+            return rc;
+        if ((rc = bind_linear(q, m, NAME("linear_attn.in_proj_b.weight"), d->nv, d->H, &L->in_proj_b, err))) return rc;
+        if ((rc = bind_linear(q, m, NAME("linear_attn.in_proj_a.weight"), d->nv, d->H, &L->in_proj_a, err))) return rc;
+        if ((rc = bind_linear(q, m, NAME("linear_attn.out_proj.weight"), d->H, d->value_dim, &L->out_proj, err)))
+            return rc;
+        float *conv;
+        int64_t cshape[3] = {d->conv_dim, 1, d->K};
+        if ((rc = qhx_wload_f32(q->set, NAME("linear_attn.conv1d.weight"), 3, cshape, &q->owned, &conv, NULL, err)))
+            return rc;
+        L->conv_w = conv;
+        float *A; /* owned f32 copy of A_log, turned into -exp(A_log) in place */
+        int64_t ashape[1] = {d->nv};
+        if ((rc = qhx_wload_f32(q->set, NAME("linear_attn.A_log"), 1, ashape, &q->owned, &A, NULL, err))) return rc;
+        for (int64_t j = 0; j < d->nv; j++) A[j] = -expf(A[j]);
+        L->A = A;
+        if ((rc = load_vec(q, NAME("linear_attn.dt_bias"), d->nv, &L->dt_bias, err))) return rc;
+        if ((rc = load_vec(q, NAME("linear_attn.norm.weight"), d->dv, &L->gnorm_w, err))) return rc;
+    } else {
+        if ((rc = bind_linear(q, m, NAME("self_attn.q_proj.weight"), d->q_out, d->H, &L->q_proj, err))) return rc;
+        if ((rc = bind_linear(q, m, NAME("self_attn.k_proj.weight"), d->kv_dim, d->H, &L->k_proj, err))) return rc;
+        if ((rc = bind_linear(q, m, NAME("self_attn.v_proj.weight"), d->kv_dim, d->H, &L->v_proj, err))) return rc;
+        if ((rc = bind_linear(q, m, NAME("self_attn.o_proj.weight"), d->H, d->attn_dim, &L->o_proj, err))) return rc;
+        if ((rc = load_vec(q, NAME("self_attn.q_norm.weight"), d->hd, &L->q_norm, err))) return rc;
+        if ((rc = load_vec(q, NAME("self_attn.k_norm.weight"), d->hd, &L->k_norm, err))) return rc;
+    }
+#undef NAME
+    return QHX_OK;
+}
+
+static const qhx_model_vt Q35_VT;
+
+qhx_status qhx_qwen35_open(qhx_model *m, const char *dir, qhx_error *err) {
+    const qhx_model_config *c = &m->cfg;
+    q35_model *q = qhx_calloc(1, sizeof *q);
+    if (!q) return qhx_fail(err, QHX_E_NOMEM, "out of memory");
+    m->impl = q;
+    m->vt = &Q35_VT;
+    q35_dims *d = &q->d;
+    d->H = c->hidden_size;
+    d->I = c->intermediate_size;
+    d->V = c->vocab_size;
+    d->L = c->num_hidden_layers;
+    d->nh = c->num_attention_heads;
+    d->nkv = c->num_key_value_heads;
+    d->hd = c->head_dim;
+    d->rot = c->rotary_dim;
+    d->q_out = 2 * d->nh * d->hd;
+    d->attn_dim = d->nh * d->hd;
+    d->kv_dim = d->nkv * d->hd;
+    d->nk = c->linear_num_key_heads;
+    d->nv = c->linear_num_value_heads;
+    d->dk = c->linear_key_head_dim;
+    d->dv = c->linear_value_head_dim;
+    d->K = c->linear_conv_kernel_dim;
+    d->key_dim = d->nk * d->dk;
+    d->value_dim = d->nv * d->dv;
+    d->conv_dim = 2 * d->key_dim + d->value_dim;
+    d->rep = d->nv / d->nk;
+    d->eps = (float)c->rms_norm_eps;
+
+    qhx_status rc = qhx_st_open(dir, &q->set, err);
+    if (rc) return rc;
+
+    /* text weights live under model.language_model. (VLM checkpoint) or model. (text-only) */
+    const char *pre = "model.language_model.";
+    if (!qhx_st_find(q->set, "model.language_model.embed_tokens.weight")) {
+        pre = "model.";
+        if (!qhx_st_find(q->set, "model.embed_tokens.weight"))
+            return qhx_fail(err, QHX_E_FORMAT,
+                            "%s: no text embedding: neither 'model.language_model.embed_tokens.weight' nor 'model.embed_tokens.weight' is present",
+                            dir);
+    }
+    char nm[512];
+    snprintf(nm, sizeof nm, "%sembed_tokens.weight", pre);
+    if ((rc = bind_linear(q, m, nm, d->V, d->H, &q->embed, err))) return rc;
+    snprintf(nm, sizeof nm, "%snorm.weight", pre);
+    if ((rc = load_vec(q, nm, d->H, &q->final_norm, err))) return rc;
+    /* the LM head is the embedding unless the checkpoint carries its own */
+    if (qhx_st_find(q->set, "lm_head.weight")) {
+        if ((rc = bind_linear(q, m, "lm_head.weight", d->V, d->H, &q->lm_head, err))) return rc;
+    } else {
+        q->lm_head = q->embed;
+    }
+
+    q->layers = qhx_calloc((size_t)d->L, sizeof *q->layers);
+    if (!q->layers) return qhx_fail(err, QHX_E_NOMEM, "out of memory");
+    for (int64_t i = 0; i < d->L; i++) {
+        q35_layer *L = &q->layers[i];
+        L->type = c->layer_types[i];
+        L->slot = L->type == QHX_LAYER_FULL_ATTENTION ? d->n_full++ : d->n_lin++;
+        if ((rc = bind_layer(q, m, pre, i, L, err))) return rc;
+    }
+
+    /* HF default RoPE: inv_freq_i = 1 / theta^(2i / rot), the exponent and power in fp32 */
+    q->inv_freq = qhx_malloc((size_t)(d->rot / 2) * sizeof(float));
+    if (!q->inv_freq) return qhx_fail(err, QHX_E_NOMEM, "out of memory");
+    for (int64_t i = 0; i < d->rot / 2; i++)
+        q->inv_freq[i] = 1.0f / powf((float)c->rope_theta, (float)(2 * i) / (float)d->rot);
+    m->weights = q->set;
+    return QHX_OK;
+}
+
+/* ---- state ------------------------------------------------------------------------------- */
+
+typedef struct q35_state {
+    void *block;           /* one aligned allocation, carved below */
+    size_t bytes;
+    size_t persist_floats; /* kv + conv + ssm, zeroed by reset */
+    float *kv;             /* (n_full, 2, n_ctx, kv_dim): K rows then V rows per layer */
+    float *conv;           /* (n_lin, K - 1, conv_dim): pre-conv qkv FIFO, oldest first */
+    float *ssm;            /* (n_lin, nv, dk, dv) recurrent state */
+    float *x;              /* (n_batch, H) residual stream */
+    float *xn;             /* (n_batch, H) normed input of a block */
+    float *tmp;            /* (n_batch, H) block output */
+    float *ext;            /* (K - 1 + n_batch, conv_dim) conv window: FIFO then new qkv */
+    float *cv;             /* (n_batch, conv_dim) conv + SiLU output: [q | k | v] */
+    float *z;              /* (n_batch, value_dim) output gate */
+    float *beta;           /* (n_batch, nv) */
+    float *g;              /* (n_batch, nv) log decay */
+    float *core;           /* (n_batch, value_dim) delta-rule output, then gated-norm output */
+    float *qg;             /* (n_batch, q_out) q_proj output */
+    float *q;              /* (n_batch, attn_dim) normed, rotated queries */
+    float *gate;           /* (n_batch, attn_dim) */
+    float *att;            /* (n_batch, attn_dim) attention output */
+    float *scores;         /* (nh, n_ctx) */
+    float *mg;             /* (n_batch, I) gate_proj, then SwiGLU */
+    float *mu;             /* (n_batch, I) up_proj */
+    float *dwork;          /* chunked delta-rule scratch */
+    float *cosb, *sinb;    /* (n_batch, rot / 2) */
+} q35_state;
+
+#define DELTA_CHUNK 64 /* HF chunk_size for the chunked delta rule */
+
+/* Round a float count up to 64 bytes and add it to *total; false on overflow. */
+static bool plan_add(size_t *total, size_t *at, size_t a, size_t b) {
+    size_t n;
+    if (!qhx_size_mul(a, b, &n)) return false;
+    n = (n + 15) & ~(size_t)15;
+    *at = *total;
+    return qhx_size_add(*total, n, total);
+}
+
+static qhx_status q35_state_create(qhx_model_state *st, qhx_error *err) {
+    const q35_model *q = st->m->impl;
+    const q35_dims *d = &q->d;
+    size_t nb = (size_t)st->n_batch, nc = (size_t)st->n_ctx, total = 0;
+    size_t o_kv, o_conv, o_ssm, o_x, o_xn, o_tmp, o_ext, o_cv, o_z, o_beta, o_g, o_core, o_qg, o_q,
+        o_gate, o_att, o_scores, o_mg, o_mu, o_dwork, o_cos, o_sin, kvn;
+    bool ok = qhx_size_mul(nc, (size_t)(2 * d->kv_dim), &kvn) && plan_add(&total, &o_kv, (size_t)d->n_full, kvn) &&
+              plan_add(&total, &o_conv, (size_t)d->n_lin, (size_t)((d->K - 1) * d->conv_dim)) &&
+              plan_add(&total, &o_ssm, (size_t)(d->n_lin * d->nv), (size_t)(d->dk * d->dv));
+    size_t persist = total;
+    ok = ok && plan_add(&total, &o_x, nb, (size_t)d->H) && plan_add(&total, &o_xn, nb, (size_t)d->H) &&
+         plan_add(&total, &o_tmp, nb, (size_t)d->H) &&
+         plan_add(&total, &o_ext, nb + (size_t)d->K - 1, (size_t)d->conv_dim) &&
+         plan_add(&total, &o_cv, nb, (size_t)d->conv_dim) && plan_add(&total, &o_z, nb, (size_t)d->value_dim) &&
+         plan_add(&total, &o_beta, nb, (size_t)d->nv) && plan_add(&total, &o_g, nb, (size_t)d->nv) &&
+         plan_add(&total, &o_core, nb, (size_t)d->value_dim) && plan_add(&total, &o_qg, nb, (size_t)d->q_out) &&
+         plan_add(&total, &o_q, nb, (size_t)d->attn_dim) && plan_add(&total, &o_gate, nb, (size_t)d->attn_dim) &&
+         plan_add(&total, &o_att, nb, (size_t)d->attn_dim) && plan_add(&total, &o_scores, (size_t)d->nh, nc) &&
+         plan_add(&total, &o_mg, nb, (size_t)d->I) && plan_add(&total, &o_mu, nb, (size_t)d->I) &&
+         plan_add(&total, &o_dwork, 1, (size_t)qhx_k_delta_chunked_work(DELTA_CHUNK, d->dk, d->dv)) &&
+         plan_add(&total, &o_cos, nb, (size_t)(d->rot / 2)) && plan_add(&total, &o_sin, nb, (size_t)(d->rot / 2));
+    size_t bytes;
+    if (!ok || !qhx_size_mul(total, sizeof(float), &bytes))
+        return qhx_fail(err, QHX_E_LIMIT, "state: n_ctx %lld / n_batch %lld need more memory than can be addressed",
+                        (long long)st->n_ctx, (long long)st->n_batch);
+    q35_state *s = qhx_calloc(1, sizeof *s);
+    if (!s) return qhx_fail(err, QHX_E_NOMEM, "state: out of memory");
+    s->block = qhx_aligned_alloc(bytes);
+    if (!s->block) {
+        qhx_free(s);
+        return qhx_fail(err, QHX_E_NOMEM, "state: out of memory for %zu bytes (n_ctx %lld, n_batch %lld)", bytes,
+                        (long long)st->n_ctx, (long long)st->n_batch);
+    }
+    float *b = s->block;
+    s->bytes = bytes;
+    s->persist_floats = persist;
+    s->kv = b + o_kv;
+    s->conv = b + o_conv;
+    s->ssm = b + o_ssm;
+    s->x = b + o_x;
+    s->xn = b + o_xn;
+    s->tmp = b + o_tmp;
+    s->ext = b + o_ext;
+    s->cv = b + o_cv;
+    s->z = b + o_z;
+    s->beta = b + o_beta;
+    s->g = b + o_g;
+    s->core = b + o_core;
+    s->qg = b + o_qg;
+    s->q = b + o_q;
+    s->gate = b + o_gate;
+    s->att = b + o_att;
+    s->scores = b + o_scores;
+    s->mg = b + o_mg;
+    s->mu = b + o_mu;
+    s->dwork = b + o_dwork;
+    s->cosb = b + o_cos;
+    s->sinb = b + o_sin;
+    st->impl = s; /* qhx_aligned_alloc zeroes: the state starts reset */
+    return QHX_OK;
+}
+
+static void q35_state_free(void *impl) {
+    q35_state *s = impl;
+    if (!s) return;
+    qhx_aligned_free(s->block);
+    qhx_free(s);
+}
+
+static void q35_state_reset(qhx_model_state *st) {
+    q35_state *s = st->impl;
+    memset(s->block, 0, s->persist_floats * sizeof(float));
+}
+
+/* ---- forward ----------------------------------------------------------------------------- */
+
+/* Y (n, w.rows) stride ldy = X (n, w.cols) stride ldx @ W^T. The one entry point of every linear
+ * layer: one token takes matvec, several take matmul. It will split rows over the pool in fixed
+ * chunks; each output element is one kernel dot product either way, so results do not depend on
+ * the thread count. */
+static void linear(const qhx_model *m, const qhx_weight *w, const float *X, int64_t ldx, float *Y,
+                   int64_t ldy, int64_t n) {
+    if (n == 1)
+        m->kern.matvec[w->fmt](w, X, Y, 0, w->rows);
+    else
+        m->kern.matmul[w->fmt](w, X, ldx, Y, ldy, n, 0, w->rows);
+}
+
+/* Gated DeltaNet mixer over n tokens: xn (n, H) -> tmp (n, H). n == 1: recurrent form. */
+static void gdn_forward(const qhx_model *m, const q35_model *q, q35_state *s, const q35_layer *L,
+                        int64_t n) {
+    const q35_dims *d = &q->d;
+    const int64_t C = d->conv_dim, K = d->K;
+    float *fifo = s->conv + L->slot * (K - 1) * C; /* (K - 1, C) */
+
+    /* window = [FIFO; qkv of the n tokens]; projections write straight into it */
+    memcpy(s->ext, fifo, (size_t)((K - 1) * C) * sizeof(float));
+    linear(m, &L->in_proj_qkv, s->xn, d->H, s->ext + (K - 1) * C, C, n);
+    linear(m, &L->in_proj_z, s->xn, d->H, s->z, d->value_dim, n);
+    linear(m, &L->in_proj_b, s->xn, d->H, s->beta, d->nv, n);
+    linear(m, &L->in_proj_a, s->xn, d->H, s->g, d->nv, n);
+    qhx_k_conv1d_causal_f32_ref(s->ext, L->conv_w, s->cv, n, C, K);
+    qhx_k_silu_f32_ref(s->cv, n * C);
+    memcpy(fifo, s->ext + n * C, (size_t)((K - 1) * C) * sizeof(float));
+
+    /* q, k: L2 norm per key head, q scaled by 1/sqrt(dk) (HF multiplies in both forms);
+     * beta = sigmoid(b), g = -exp(A_log) softplus(a + dt_bias) */
+    const float scale = (float)(1.0 / sqrt((double)d->dk));
+    for (int64_t t = 0; t < n; t++) {
+        float *row = s->cv + t * C;
+        for (int64_t h = 0; h < d->nk; h++) {
+            float *qh = row + h * d->dk, *kh = row + d->key_dim + h * d->dk;
+            qhx_k_l2norm_f32_ref(qh, d->dk, 1e-6f);
+            qhx_k_l2norm_f32_ref(kh, d->dk, 1e-6f);
+            for (int64_t i = 0; i < d->dk; i++) qh[i] *= scale;
+        }
+        for (int64_t j = 0; j < d->nv; j++) {
+            float *bj = s->beta + t * d->nv + j, *gj = s->g + t * d->nv + j;
+            *bj = qhx_k_sigmoid_ref(*bj);
+            *gj = L->A[j] * qhx_k_softplus_ref(*gj + L->dt_bias[j]);
+        }
+    }
+
+    /* delta rule per value head j; it reads key head j / rep (HF repeat_interleave) */
+    for (int64_t j = 0; j < d->nv; j++) {
+        int64_t kh = j / d->rep;
+        float *S = s->ssm + (L->slot * d->nv + j) * d->dk * d->dv; /* (dk, dv) */
+        const float *qp = s->cv + kh * d->dk, *kp = s->cv + d->key_dim + kh * d->dk;
+        const float *vp = s->cv + 2 * d->key_dim + j * d->dv;
+        float *op = s->core + j * d->dv;
+        if (n == 1)
+            qhx_k_delta_step_f32_ref(S, qp, kp, vp, s->beta[j], s->g[j], op, d->dk, d->dv);
+        else
+            qhx_k_delta_chunked_f32_ref(S, qp, C, kp, C, vp, C, s->beta + j, s->g + j, d->nv, op, d->value_dim,
+                                        n, d->dk, d->dv, DELTA_CHUNK, s->dwork);
+    }
+
+    /* gated RMSNorm per (token, value head), then out_proj */
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t j = 0; j < d->nv; j++) {
+            float *o = s->core + t * d->value_dim + j * d->dv;
+            qhx_k_rmsnorm_gated_f32_ref(o, s->z + t * d->value_dim + j * d->dv, L->gnorm_w, o, d->dv, d->eps);
+        }
+    linear(m, &L->out_proj, s->core, d->value_dim, s->tmp, d->H, n);
+}
+
+/* Gated attention mixer over n tokens at positions n_past ..: xn (n, H) -> tmp (n, H). */
+static void attn_forward(const qhx_model *m, const q35_model *q, qhx_model_state *st, q35_state *s,
+                         const q35_layer *L, int64_t n) {
+    const q35_dims *d = &q->d;
+    const int64_t kvd = d->kv_dim, hd = d->hd, half = d->rot / 2;
+    float *Kc = s->kv + L->slot * 2 * st->n_ctx * kvd; /* (n_ctx, kv_dim) */
+    float *Vc = Kc + st->n_ctx * kvd;                   /* (n_ctx, kv_dim) */
+    float *Kn = Kc + st->n_past * kvd, *Vn = Vc + st->n_past * kvd;
+
+    linear(m, &L->q_proj, s->xn, d->H, s->qg, d->q_out, n);
+    linear(m, &L->k_proj, s->xn, d->H, Kn, kvd, n);
+    linear(m, &L->v_proj, s->xn, d->H, Vn, kvd, n);
+
+    for (int64_t t = 0; t < n; t++) {
+        /* per head: [query | gate] halves of q_proj; q/k RMSNorm before the rotary */
+        const float *qg = s->qg + t * d->q_out;
+        float *qt = s->q + t * d->attn_dim, *gt = s->gate + t * d->attn_dim, *kt = Kn + t * kvd;
+        for (int64_t h = 0; h < d->nh; h++) {
+            qhx_k_rmsnorm_zc_f32_ref(qg + h * 2 * hd, L->q_norm, qt + h * hd, hd, d->eps);
+            memcpy(gt + h * hd, qg + h * 2 * hd + hd, (size_t)hd * sizeof(float));
+        }
+        for (int64_t g = 0; g < d->nkv; g++) qhx_k_rmsnorm_zc_f32_ref(kt + g * hd, L->k_norm, kt + g * hd, hd, d->eps);
+        const float *cs = s->cosb + t * half, *sn = s->sinb + t * half;
+        qhx_k_rope_neox_f32_ref(qt, d->nh, hd, d->rot, cs, sn);
+        qhx_k_rope_neox_f32_ref(kt, d->nkv, hd, d->rot, cs, sn);
+    }
+    const float scale = (float)(1.0 / sqrt((double)hd));
+    for (int64_t t = 0; t < n; t++) {
+        float *at = s->att + t * d->attn_dim;
+        qhx_k_attention_f32_ref(s->q + t * d->attn_dim, Kc, Vc, kvd, st->n_past + t + 1, d->nh, d->nkv, hd, scale,
+                                s->scores, at, 0, d->nh);
+        qhx_k_mul_sigmoid_f32_ref(at, s->gate + t * d->attn_dim, d->attn_dim);
+    }
+    linear(m, &L->o_proj, s->att, d->attn_dim, s->tmp, d->H, n);
+}
+
+/* n <= n_batch tokens through every layer. logits: NULL, (n, V) when all, else (V) of the last. */
+static qhx_status run_batch(const qhx_model *m, qhx_model_state *st, const int32_t *ids, int64_t n,
+                            float *logits, bool all, const qhx_forward_opts *opts, qhx_error *err) {
+    const q35_model *q = m->impl;
+    const q35_dims *d = &q->d;
+    q35_state *s = st->impl;
+    const int64_t H = d->H;
+
+    for (int64_t t = 0; t < n; t++) m->kern.row[q->embed.fmt](&q->embed, ids[t], s->x + t * H);
+    /* text-only M-RoPE: the T, H and W streams all carry the token position, so every rotary
+     * frequency uses it (1-D RoPE); angles p * inv_freq in fp32 as HF */
+    for (int64_t t = 0; t < n; t++) {
+        float p = (float)(st->n_past + t);
+        for (int64_t i = 0; i < d->rot / 2; i++) {
+            float a = p * q->inv_freq[i];
+            s->cosb[t * (d->rot / 2) + i] = cosf(a);
+            s->sinb[t * (d->rot / 2) + i] = sinf(a);
+        }
+    }
+
+    for (int64_t l = 0; l < d->L; l++) {
+        const q35_layer *L = &q->layers[l];
+        if (opts->abort_cb && opts->abort_cb(opts->abort_cb_user))
+            return qhx_fail(err, QHX_E_ABORTED, "forward: aborted at layer %lld", (long long)l);
+        for (int64_t t = 0; t < n; t++) qhx_k_rmsnorm_zc_f32_ref(s->x + t * H, L->input_norm, s->xn + t * H, H, d->eps);
+        if (L->type == QHX_LAYER_LINEAR_ATTENTION)
+            gdn_forward(m, q, s, L, n);
+        else
+            attn_forward(m, q, st, s, L, n);
+        qhx_k_add_f32_ref(s->x, s->tmp, n * H);
+        for (int64_t t = 0; t < n; t++) qhx_k_rmsnorm_zc_f32_ref(s->x + t * H, L->post_norm, s->xn + t * H, H, d->eps);
+        linear(m, &L->gate_proj, s->xn, H, s->mg, d->I, n);
+        linear(m, &L->up_proj, s->xn, H, s->mu, d->I, n);
+        qhx_k_swiglu_f32_ref(s->mg, s->mu, s->mg, n * d->I);
+        linear(m, &L->down_proj, s->mg, d->I, s->tmp, H, n);
+        qhx_k_add_f32_ref(s->x, s->tmp, n * H);
+        if (opts->layer_cb) opts->layer_cb(opts->layer_cb_user, l, st->n_past, s->x, n);
+    }
+
+    if (logits) {
+        int64_t t0 = all ? 0 : n - 1, nr = all ? n : 1;
+        for (int64_t t = t0; t < n; t++) qhx_k_rmsnorm_zc_f32_ref(s->x + t * H, q->final_norm, s->xn + t * H, H, d->eps);
+        linear(m, &q->lm_head, s->xn + t0 * H, H, logits, d->V, nr);
+    }
+    st->n_past += n;
+    return QHX_OK;
+}
+
+static qhx_status q35_forward(const qhx_model *m, qhx_model_state *st, const int32_t *ids, int64_t n,
+                              const qhx_forward_opts *opts, qhx_error *err) {
+    const int64_t V = m->cfg.vocab_size;
+    const bool all = (opts->flags & QHX_FWD_LOGITS_ALL) != 0;
+    const int64_t step = (opts->flags & QHX_FWD_SEQUENTIAL) ? 1 : st->n_batch;
+    for (int64_t t0 = 0; t0 < n; t0 += step) {
+        int64_t nt = n - t0 < step ? n - t0 : step;
+        float *lg = NULL;
+        if (opts->logits && all) lg = opts->logits + t0 * V;
+        else if (opts->logits && t0 + nt == n) lg = opts->logits;
+        qhx_status rc = run_batch(m, st, ids + t0, nt, lg, all, opts, err);
+        if (rc) return rc;
+    }
+    return QHX_OK;
+}
+
+static const qhx_model_vt Q35_VT = {
+    .free_impl = q35_free_impl,
+    .state_create = q35_state_create,
+    .state_free = q35_state_free,
+    .state_reset = q35_state_reset,
+    .forward = q35_forward,
+};

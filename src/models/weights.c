@@ -1,0 +1,86 @@
+/* models/weights.c: tensor -> qhx_weight / f32 vector binding (see weights.h). */
+#include "models/weights.h"
+
+#include "core/alloc.h"
+#include "core/fp16.h"
+
+#include <string.h>
+
+void qhx_wowned_free(qhx_wowned *o) {
+    if (!o) return;
+    for (int64_t i = 0; i < o->n; i++) qhx_aligned_free(o->bufs[i]);
+    qhx_free(o->bufs);
+    memset(o, 0, sizeof *o);
+}
+
+/* A new zeroed aligned buffer of `bytes`, recorded in o. NULL on allocation failure. */
+static void *owned_alloc(qhx_wowned *o, size_t bytes) {
+    if (o->n == o->cap) {
+        int64_t cap = o->cap ? 2 * o->cap : 64;
+        void **nb = qhx_realloc(o->bufs, (size_t)cap * sizeof *nb);
+        if (!nb) return NULL;
+        o->bufs = nb;
+        o->cap = cap;
+    }
+    void *p = qhx_aligned_alloc(bytes ? bytes : 1);
+    if (!p) return NULL;
+    o->bufs[o->n++] = p;
+    o->bytes += bytes;
+    return p;
+}
+
+qhx_status qhx_wbind_linear(const qhx_st_set *set, const char *name, int64_t rows, int64_t cols,
+                            const qhx_kernels *k, qhx_wowned *owned, qhx_weight *out,
+                            qhx_error *err) {
+    memset(out, 0, sizeof *out);
+    const qhx_st_tensor *t;
+    int64_t shape[2] = {rows, cols};
+    qhx_status rc = qhx_st_get(set, name, QHX_DT_FLOATS, 2, shape, &t, err);
+    if (rc) return rc;
+    qhx_wfmt fmt = t->dtype == QHX_DTYPE_F32 ? QHX_W_F32 : t->dtype == QHX_DTYPE_F16 ? QHX_W_F16 : QHX_W_BF16;
+    if (!k->matvec[fmt] || !k->matmul[fmt] || !k->row[fmt])
+        return qhx_fail(err, QHX_E_UNSUPPORTED, "%s: tensor '%s': no kernel for dtype %s",
+                        qhx_st_file_path(set, t->file_index), name, qhx_dtype_name(t->dtype));
+    const void *data = t->data;
+    size_t esize = qhx_dtype_size(t->dtype);
+    if ((uintptr_t)data % esize != 0) {
+        void *copy = owned_alloc(owned, t->size);
+        if (!copy)
+            return qhx_fail(err, QHX_E_NOMEM, "tensor '%s': out of memory for an aligned copy (%zu bytes)",
+                            name, t->size);
+        memcpy(copy, t->data, t->size);
+        data = copy;
+    }
+    out->fmt = fmt;
+    out->rows = rows;
+    out->cols = cols;
+    out->data = data;
+    return QHX_OK;
+}
+
+qhx_status qhx_wload_f32(const qhx_st_set *set, const char *name, int n_dims,
+                         const int64_t *shape, qhx_wowned *owned, float **out, int64_t *n_out,
+                         qhx_error *err) {
+    *out = NULL;
+    const qhx_st_tensor *t;
+    qhx_status rc = qhx_st_get(set, name, QHX_DT_FLOATS, n_dims, shape, &t, err);
+    if (rc) return rc;
+    size_t bytes;
+    if (!qhx_size_mul((size_t)t->n_elements, sizeof(float), &bytes))
+        return qhx_fail(err, QHX_E_LIMIT, "tensor '%s': too large", name);
+    float *dst = owned_alloc(owned, bytes);
+    if (!dst) return qhx_fail(err, QHX_E_NOMEM, "tensor '%s': out of memory (%zu bytes)", name, bytes);
+    /* element-wise through memcpy: the mapped bytes need not be aligned */
+    for (int64_t i = 0; i < t->n_elements; i++) {
+        if (t->dtype == QHX_DTYPE_F32) {
+            memcpy(&dst[i], t->data + 4 * i, 4);
+        } else {
+            uint16_t h;
+            memcpy(&h, t->data + 2 * i, 2);
+            dst[i] = t->dtype == QHX_DTYPE_F16 ? qhx_f16_to_f32(h) : qhx_bf16_to_f32(h);
+        }
+    }
+    *out = dst;
+    if (n_out) *n_out = t->n_elements;
+    return QHX_OK;
+}

@@ -1,0 +1,38 @@
+/* models/weights.h: binding checkpoint tensors to what model code uses. A linear layer becomes a
+ * qhx_weight that points into the mapping (copied into an aligned model-owned buffer only when
+ * its bytes are misaligned for the element type); small vectors (norm weights, conv taps, decay
+ * parameters) are widened to model-owned f32 copies. Quantized formats plug in at
+ * qhx_wbind_linear: a bundle tensor in a Q8/Q4 layout binds data + scales the same way, and
+ * model code does not change. */
+#ifndef QHX_MODELS_WEIGHTS_H
+#define QHX_MODELS_WEIGHTS_H
+
+#include "core/status.h"
+#include "io/safetensors.h"
+#include "kernels/kernels.h"
+
+#include <stdint.h>
+
+/* Buffers a model owns (aligned copies); freed together. */
+typedef struct qhx_wowned {
+    void **bufs;
+    int64_t n, cap;
+    size_t bytes; /* total, for reporting */
+} qhx_wowned;
+
+void qhx_wowned_free(qhx_wowned *o); /* frees every buffer; o itself is caller storage */
+
+/* Bind tensor `name` as a linear weight (rows, cols) = (out_features, in_features). Accepts
+ * F32, F16, BF16 storage; refuses a format the kernel table k has no matvec/matmul/row for.
+ * *out views the mapping (lifetime: the set) or an aligned copy owned by `owned`. */
+qhx_status qhx_wbind_linear(const qhx_st_set *set, const char *name, int64_t rows, int64_t cols,
+                            const qhx_kernels *k, qhx_wowned *owned, qhx_weight *out /* OUT */,
+                            qhx_error *err);
+
+/* Load tensor `name` of rank n_dims and the given shape (-1 = any), any float dtype, as a new
+ * f32 array of its n_elements values owned by `owned`. *n_out (may be NULL) gets the count. */
+qhx_status qhx_wload_f32(const qhx_st_set *set, const char *name, int n_dims,
+                         const int64_t *shape, qhx_wowned *owned, float **out /* OUT */,
+                         int64_t *n_out, qhx_error *err);
+
+#endif

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# qhx logits / generate: usage errors exit 2, runtime errors exit 1, each with one stderr line.
+# Run as: bash model_errors.sh BIN_DIR SHARED_DIR SOURCE_DIR
+set -uo pipefail
+QHX=$1/qhx
+FX=$2/fixtures/parity/qwen35-tiny-f32
+[ -d "$FX" ] || { echo "model_errors: $FX is missing: skipped"; exit 77; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+
+# expect CODE ARGS...: exit code CODE and exactly one line on stderr
+expect() {
+  local want=$1
+  shift
+  "$QHX" "$@" >"$tmp/out" 2>"$tmp/err"
+  local got=$?
+  local lines
+  lines=$(wc -l <"$tmp/err")
+  if [ "$got" != "$want" ] || { [ "$want" != 0 ] && [ "$lines" != 1 ]; }; then
+    echo "FAIL: qhx $* -> exit $got (want $want), $lines stderr lines:"
+    cat "$tmp/err"
+    fail=1
+  fi
+}
+
+expect 2 logits --ids 1,2 --out "$tmp/x"
+expect 2 logits -m "$FX" --out "$tmp/x"
+expect 2 logits -m "$FX" --ids 1,2
+expect 2 logits -m "$FX" --ids 1,,2 --out "$tmp/x"
+expect 2 logits -m "$FX" --ids 1,-2 --out "$tmp/x"
+expect 2 logits -m "$FX" --ids 1,2 --prefill 3 --out "$tmp/x"
+expect 2 logits -m "$FX" --ids 1,2 --threads 0 --out "$tmp/x"
+expect 2 logits -m "$FX" --ids 1,2 --out "$tmp/x" --bogus 1
+expect 1 logits -m "$tmp/none" --ids 1,2 --out "$tmp/x"
+expect 1 logits -m "$FX" --ids 1,5000 --out "$tmp/x"
+expect 1 logits -m "$FX" --ids 1,2 --out "$tmp/no/such/dir/x"
+expect 0 logits -m "$FX" --ids 1,2,3 --prefill 2 --threads 2 --out "$tmp/x"
+[ "$(stat -c %s "$tmp/x")" = $((3 * 1024 * 4)) ] || { echo "FAIL: logits file size"; fail=1; }
+
+expect 2 generate -m "$FX" --ids 1,2 -n 4
+expect 2 generate -m "$FX" --ids 1,2 -n 4 --greedy
+expect 2 generate -m "$FX" --ids 1,2 --greedy --print-ids
+expect 2 generate -m "$FX" -n 4 --greedy --print-ids
+expect 2 generate -m "$FX" --ids 1,2 -n x --greedy --print-ids
+expect 1 generate -m "$FX" --ids 99999 -n 4 --greedy --print-ids
+expect 0 generate -m "$FX" --ids 1,2 -n 4 --greedy --ignore-eos --print-ids
+[ "$(wc -w <"$tmp/out")" = 4 ] || { echo "FAIL: generate printed: $(cat "$tmp/out")"; fail=1; }
+expect 0 generate -m "$FX" --ids 1,2 -n 0 --greedy --print-ids
+exit $fail
