@@ -40,7 +40,12 @@ qhx_status qhx_fail_prefix(qhx_error *err, const char *fmt, ...) {
     vsnprintf(prefix, sizeof prefix, fmt, ap);
     va_end(ap);
     memcpy(old, err->msg, sizeof old);
-    snprintf(err->msg, sizeof err->msg, "%s: %s", prefix, old);
+    /* "<prefix>: <old>", cut to fit: the beginning names the file, so it is kept */
+    size_t k = 0;
+    const char *parts[3] = {prefix, ": ", old};
+    for (int i = 0; i < 3; i++)
+        for (const char *s = parts[i]; *s && k + 1 < sizeof err->msg; s++) err->msg[k++] = *s;
+    err->msg[k] = '\0';
     if (err->code == QHX_OK) err->code = QHX_E_INTERNAL;
     return err->code;
 }

@@ -15,7 +15,9 @@ json_t *qhx_json_parse(const char *buf, size_t len, const char *label, qhx_error
     pthread_once(&alloc_once, set_alloc);
     json_error_t je;
     json_t *root = json_loadb(buf, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
-    if (!root)
+    if (!root && json_error_code(&je) == json_error_out_of_memory)
+        qhx_fail(err, QHX_E_NOMEM, "%s: out of memory while parsing JSON", label);
+    else if (!root)
         qhx_fail(err, QHX_E_FORMAT, "%s: invalid JSON at line %d, column %d (byte %d): %s", label,
                  je.line, je.column, je.position, je.text);
     return root;

@@ -1,0 +1,55 @@
+/* forge: make model folders. Two jobs:
+ *   - qhx_forge_random: a random-weight Hugging Face checkpoint folder of a family (qwen3_5,
+ *     qwen3_vl) at a preset size (tiny = the parity fixtures' shapes, 2b = the released 2B
+ *     shapes), for tests and demos;
+ *   - qhx_forge_convert: a Hugging Face checkpoint folder -> a qhexrt bundle (weights in a
+ *     chosen precision, tokenizer, configs, one manifest per runnable configuration).
+ * Both stream tensor by tensor (memory stays far below the checkpoint size), check free disk
+ * space first, build everything in OUT_DIR.tmp-XXXXXX and rename it to OUT_DIR only when
+ * complete: a failure or a cancel leaves no OUT_DIR and no temporary folder.
+ * Layouts: docs/bundle.md (bundle, manifest, dtype rules) and docs/formats.md (weights). */
+#ifndef QHX_FORGE_H
+#define QHX_FORGE_H
+
+#include "core/status.h"
+
+#include <stdint.h>
+
+typedef struct qhx_forge_params {
+    /* convert: precision of the linear weights: "f16", "bf16", "w8", "q4" (required) */
+    const char *precision;
+    /* convert: lm-head precision "f16", "bf16", "w8", "q4"; NULL = the default (docs/bundle.md) */
+    const char *lmhead;
+    /* convert: embedding table dtype "f16", "bf16"; NULL = bf16 for precision bf16, else f16 */
+    const char *embed;
+    /* convert: context length written in the manifests; 0 = the family default */
+    int64_t max_context;
+    /* convert: manifest name prefix; NULL = the lower-cased name of the input folder */
+    const char *name;
+
+    /* random: "tiny" or "2b" (required), seed, storage dtype ("f32", "bf16"; NULL = f32 for
+     * tiny, bf16 for 2b), tokenizer.json to copy (NULL = write a minimal byte-level BPE one) */
+    const char *preset;
+    uint64_t seed;
+    const char *dtype;
+    const char *tokenizer;
+
+    /* Optional callbacks (all may be NULL); `user` is passed back. progress: bytes written so
+     * far of the total to write. cancel: polled between chunks; non-zero stops the job, which
+     * then returns QHX_E_ABORTED after removing its temporary folder. log: one line, no newline. */
+    void (*progress)(void *user, uint64_t done, uint64_t total);
+    int (*cancel)(void *user);
+    void (*log)(void *user, const char *line);
+    void *user;
+} qhx_forge_params;
+
+/* Write a random checkpoint of `family` ("qwen3_5" | "qwen3_vl") into out_dir (must not exist).
+ * Deterministic: the same family, preset, seed and dtype give byte-identical files. */
+qhx_status qhx_forge_random(const char *family, const char *out_dir, const qhx_forge_params *p,
+                            qhx_error *err);
+
+/* Convert the Hugging Face folder hf_dir into a bundle in out_dir (must not exist). */
+qhx_status qhx_forge_convert(const char *hf_dir, const char *out_dir, const qhx_forge_params *p,
+                             qhx_error *err);
+
+#endif

@@ -1,0 +1,579 @@
+/* forge_convert: Hugging Face checkpoint folder -> qhexrt bundle.
+ *
+ * Every source tensor gets a role (decoder, embed, lmhead, vision; mtp.* is dropped) and an
+ * output format (docs/bundle.md):
+ *   - 2-D ".weight" matrices (linear layers) of the decoder: the chosen precision; of the vision
+ *     tower: the same, except q4 -> w8; Q4 falls back to Q8 when cols % 32 != 0;
+ *   - the embedding table: f16 or bf16 (host lookup); the lm-head: its own precision, written as
+ *     "lm_head.weight" even when tied to the embedding;
+ *   - everything else (norms, conv1d, A_log, dt_bias, biases, vision pos/patch tables): f32.
+ * One safetensors file per role, plus model.safetensors.index.json over all of them, so the
+ * bundle folder opens as one tensor set. Data streams in chunks; the pages of the mapped input
+ * are dropped as they are consumed, so the resident set stays a few MB whatever the size. */
+#include "forge/forge_internal.h"
+
+#include "core/alloc.h"
+#include "core/file.h"
+#include "core/fp16.h"
+#include "io/json.h"
+#include "io/manifest.h"
+#include "io/safetensors.h"
+#include "io/st_weight.h"
+#include "io/st_write.h"
+#include "kernels/quant.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define CHUNK ((int64_t)1 << 18) /* elements per read/convert/write step */
+
+typedef enum { ROLE_DECODER = 0, ROLE_EMBED, ROLE_LMHEAD, ROLE_VISION, ROLE_COUNT } role_t;
+static const char *const ROLE_NAME[ROLE_COUNT] = {"decoder", "embed", "lmhead", "vision"};
+
+typedef enum { OUT_F32 = 0, OUT_F16, OUT_BF16, OUT_Q8, OUT_Q4 } ofmt_t;
+static const char *const OFMT_NAME[] = {"f32", "f16", "bf16", "w8", "q4"};
+
+static int ofmt_from_name(const char *s, int allow_quant) {
+    if (!strcmp(s, "f16")) return OUT_F16;
+    if (!strcmp(s, "bf16")) return OUT_BF16;
+    if (allow_quant && !strcmp(s, "w8")) return OUT_Q8;
+    if (allow_quant && !strcmp(s, "q4")) return OUT_Q4;
+    return -1;
+}
+
+typedef struct tplan {
+    const qhx_st_tensor *src;
+    char *name;             /* output name (owned) */
+    char *scale_name;       /* "<name>.qscale" for Q8/Q4 (owned) */
+    role_t role;
+    ofmt_t fmt;
+    int64_t rows, cols;     /* the source viewed as [shape[0], rest] */
+} tplan;
+
+typedef struct convert {
+    forge_job job;
+    const qhx_forge_params *p;
+    json_t *config;
+    qhx_st_set *set;
+    forge_family family;
+    tplan *plans;
+    int64_t n_plans;
+    ofmt_t prec, lm, emb, vis;
+    qhx_stw *w[ROLE_COUNT];
+    char fname[ROLE_COUNT][48];
+    /* scratch (CHUNK elements or one row chunk) */
+    float *f32;
+    uint16_t *u16;
+    uint8_t *q;
+    float *scales;
+    int64_t max_cols;
+    char name[128];     /* manifest name prefix */
+    uint64_t bytes_by_dtype[ROLE_COUNT][QHX_DTYPE_COUNT];
+    int64_t n_tensors[ROLE_COUNT];
+    int64_t ctx;        /* manifest max_context */
+} convert;
+
+static int has_prefix(const char *s, const char *pre) { return !strncmp(s, pre, strlen(pre)); }
+static int has_suffix(const char *s, const char *suf) {
+    size_t a = strlen(s), b = strlen(suf);
+    return a >= b && !strcmp(s + a - b, suf);
+}
+
+// ---- reading source elements as f32 ------------------------------------------------------------
+
+/* Elements [i0, i0 + n) of t as f32 (n <= CHUNK). The source may be unaligned: copied first. */
+static void load_f32(convert *c, const qhx_st_tensor *t, int64_t i0, int64_t n, float *out) {
+    size_t es = qhx_dtype_size(t->dtype);
+    const uint8_t *src = t->data + (size_t)i0 * es;
+    if (t->dtype == QHX_DTYPE_F32) {
+        memcpy(out, src, (size_t)n * 4);
+    } else {
+        memcpy(c->u16, src, (size_t)n * 2);
+        if (t->dtype == QHX_DTYPE_F16) qhx_f16_to_f32_row(c->u16, out, n);
+        else qhx_bf16_to_f32_row(c->u16, out, n);
+    }
+}
+
+static void release(const qhx_st_tensor *t, int64_t i0, int64_t n) {
+    size_t es = qhx_dtype_size(t->dtype);
+    forge_release_pages(t->data + (size_t)i0 * es, (size_t)n * es);
+}
+
+// ---- writing one output tensor -----------------------------------------------------------------
+
+static qhx_status put(convert *c, qhx_stw *w, const char *name, const void *data, size_t bytes, qhx_error *err) {
+    qhx_status rc = qhx_stw_write(w, name, data, bytes, err);
+    return rc != QHX_OK ? rc : forge_job_tick(&c->job, bytes, err);
+}
+
+/* f32 / f16 / bf16 output: same dtype is copied byte for byte; otherwise converted. */
+static qhx_status write_plain(convert *c, qhx_stw *w, const tplan *pl, qhx_error *err) {
+    const qhx_st_tensor *t = pl->src;
+    qhx_dtype want = pl->fmt == OUT_F32 ? QHX_DTYPE_F32 : pl->fmt == OUT_F16 ? QHX_DTYPE_F16 : QHX_DTYPE_BF16;
+    size_t oes = qhx_dtype_size(want);
+    for (int64_t i0 = 0; i0 < t->n_elements; i0 += CHUNK) {
+        int64_t n = t->n_elements - i0 < CHUNK ? t->n_elements - i0 : CHUNK;
+        const void *out;
+        if (t->dtype == want) {
+            out = t->data + (size_t)i0 * oes;
+        } else {
+            load_f32(c, t, i0, n, c->f32);
+            for (int64_t k = 0; k < n; k++)
+                if (!isfinite(c->f32[k]) || (want == QHX_DTYPE_F16 && fabsf(c->f32[k]) > 65504.0f))
+                    return qhx_fail(err, QHX_E_FORMAT, "%s: tensor '%s': element %lld (%g) %s",
+                                    qhx_st_file_path(c->set, t->file_index), t->name, (long long)(i0 + k),
+                                    (double)c->f32[k],
+                                    isfinite(c->f32[k]) ? "does not fit f16; use bf16" : "is not finite");
+            if (want == QHX_DTYPE_F32) out = c->f32;
+            else if (want == QHX_DTYPE_F16) qhx_f32_to_f16_row(c->f32, c->u16, n), out = c->u16;
+            else qhx_f32_to_bf16_row(c->f32, c->u16, n), out = c->u16;
+        }
+        qhx_status rc = put(c, w, pl->name, out, (size_t)n * oes, err);
+        release(t, i0, n);
+        if (rc != QHX_OK) return rc;
+    }
+    return QHX_OK;
+}
+
+/* Q8 / Q4: quantize row by row; write either the codes (scales_part == 0) or the scales. The two
+ * parts are separate tensors (scales come first in the file), so the rows are quantized once for
+ * each part: cheap next to the I/O, and nothing of matrix size is ever held in memory. */
+static qhx_status write_quant(convert *c, qhx_stw *w, const tplan *pl, int scales_part, qhx_error *err) {
+    const qhx_st_tensor *t = pl->src;
+    const int64_t cols = pl->cols, ng = pl->fmt == OUT_Q8 ? 1 : cols / QHX_Q4_GROUP;
+    const int64_t row_bytes = pl->fmt == OUT_Q8 ? cols : cols / 2;
+    int64_t rows_per = CHUNK / cols;
+    if (rows_per < 1) rows_per = 1;
+    for (int64_t r0 = 0; r0 < pl->rows; r0 += rows_per) {
+        int64_t nr = pl->rows - r0 < rows_per ? pl->rows - r0 : rows_per;
+        for (int64_t r = 0; r < nr; r++) {
+            load_f32(c, t, (r0 + r) * cols, cols, c->f32);
+            int bad = pl->fmt == OUT_Q8
+                          ? qhx_quant_q8_row(c->f32, cols, (int8_t *)c->q + r * row_bytes, c->scales + r)
+                          : qhx_quant_q4_row(c->f32, cols, QHX_Q4_GROUP, c->q + r * row_bytes, c->scales + r * ng);
+            if (bad)
+                return qhx_fail(err, QHX_E_FORMAT, "%s: tensor '%s': row %lld holds a NaN or an infinity",
+                                qhx_st_file_path(c->set, t->file_index), t->name, (long long)(r0 + r));
+        }
+        qhx_status rc = scales_part ? put(c, w, pl->scale_name, c->scales, (size_t)(nr * ng) * 4, err)
+                                    : put(c, w, pl->name, c->q, (size_t)(nr * row_bytes), err);
+        release(t, r0 * cols, nr * cols);
+        if (rc != QHX_OK) return rc;
+    }
+    return QHX_OK;
+}
+
+// ---- planning ------------------------------------------------------------------------------------
+
+static qhx_status add_plan(convert *c, const qhx_st_tensor *src, const char *name, role_t role, ofmt_t fmt,
+                           qhx_error *err) {
+    tplan *pl = &c->plans[c->n_plans];
+    memset(pl, 0, sizeof *pl);
+    pl->src = src;
+    pl->role = role;
+    pl->rows = src->n_dims ? src->shape[0] : 1;
+    pl->cols = pl->rows ? src->n_elements / (pl->rows ? pl->rows : 1) : 0;
+    if ((fmt == OUT_Q4) && (pl->cols % QHX_Q4_GROUP)) {
+        forge_job_log(&c->job, "%s: %lld columns are not a multiple of %d: stored as w8", name, (long long)pl->cols,
+                      QHX_Q4_GROUP);
+        fmt = OUT_Q8;
+    }
+    pl->fmt = fmt;
+    if (!(pl->name = qhx_strdup(name))) return qhx_fail(err, QHX_E_NOMEM, "out of memory");
+    if (fmt == OUT_Q8 || fmt == OUT_Q4) {
+        size_t n = strlen(name) + sizeof QHX_QSCALE_SUFFIX;
+        if (!(pl->scale_name = qhx_malloc(n))) return qhx_fail(err, QHX_E_NOMEM, "out of memory");
+        snprintf(pl->scale_name, n, "%s%s", name, QHX_QSCALE_SUFFIX);
+        if (pl->cols > c->max_cols) c->max_cols = pl->cols;
+    }
+    c->n_plans++;
+    return QHX_OK;
+}
+
+static int is_matrix_weight(const qhx_st_tensor *t) {
+    return t->n_dims == 2 && has_suffix(t->name, ".weight") && !strstr(t->name, "pos_embed") &&
+           !strstr(t->name, "embed_tokens");
+}
+
+static qhx_status plan_all(convert *c, qhx_error *err) {
+    const int64_t n = qhx_st_n_tensors(c->set);
+    c->plans = qhx_calloc((size_t)n + 1, sizeof *c->plans);
+    if (!c->plans) return qhx_fail(err, QHX_E_NOMEM, "out of memory");
+    const qhx_st_tensor *embed = NULL, *lm = NULL;
+    int64_t dropped = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const qhx_st_tensor *t = qhx_st_tensor_at(c->set, i);
+        if (t->dtype != QHX_DTYPE_F32 && t->dtype != QHX_DTYPE_F16 && t->dtype != QHX_DTYPE_BF16)
+            return qhx_fail(err, QHX_E_UNSUPPORTED, "%s: tensor '%s': dtype %s (expected F32, F16 or BF16)",
+                            qhx_st_file_path(c->set, t->file_index), t->name, qhx_dtype_name(t->dtype));
+        if (has_prefix(t->name, "mtp.")) {
+            dropped++;
+            continue;
+        }
+        if (!strcmp(t->name, "lm_head.weight")) {
+            lm = t;
+            continue;
+        }
+        qhx_status rc;
+        if (has_suffix(t->name, "embed_tokens.weight") && !has_prefix(t->name, "model.visual.")) {
+            if (embed) return qhx_fail(err, QHX_E_FORMAT, "two embedding tables: '%s' and '%s'", embed->name, t->name);
+            embed = t;
+            rc = add_plan(c, t, t->name, ROLE_EMBED, c->emb, err);
+        } else {
+            role_t role = has_prefix(t->name, "model.visual.") ? ROLE_VISION : ROLE_DECODER;
+            ofmt_t f = !is_matrix_weight(t) ? OUT_F32 : role == ROLE_VISION ? c->vis : c->prec;
+            rc = add_plan(c, t, t->name, role, f, err);
+        }
+        if (rc != QHX_OK) return rc;
+    }
+    if (!embed) return qhx_fail(err, QHX_E_FORMAT, "%s: no embedding table (*embed_tokens.weight)", qhx_st_file_path(c->set, 0));
+    if (embed->n_dims != 2)
+        return qhx_fail(err, QHX_E_FORMAT, "tensor '%s': expected 2 dimensions, got %d", embed->name, embed->n_dims);
+    if (lm && (lm->n_dims != 2 || lm->shape[0] != embed->shape[0] || lm->shape[1] != embed->shape[1]))
+        return qhx_fail(err, QHX_E_FORMAT, "tensor 'lm_head.weight': shape differs from '%s'", embed->name);
+    if (dropped) forge_job_log(&c->job, "dropped %lld mtp.* tensors (multi-token prediction is not used)", (long long)dropped);
+    if (!lm) forge_job_log(&c->job, "tied lm-head: writing lm_head.weight from %s", embed->name);
+    return add_plan(c, lm ? lm : embed, "lm_head.weight", ROLE_LMHEAD, c->lm, err);
+}
+
+static const char *role_precision(const convert *c, role_t r) {
+    return OFMT_NAME[r == ROLE_DECODER ? c->prec : r == ROLE_EMBED ? c->emb : r == ROLE_LMHEAD ? c->lm : c->vis];
+}
+
+static qhx_status declare_all(convert *c, qhx_error *err) {
+    qhx_status rc;
+    int used[ROLE_COUNT] = {0};
+    for (int64_t i = 0; i < c->n_plans; i++) used[c->plans[i].role] = 1;
+    for (int r = 0; r < ROLE_COUNT; r++) {
+        if (!used[r]) continue;
+        snprintf(c->fname[r], sizeof c->fname[r], "%s-%s.safetensors", ROLE_NAME[r], role_precision(c, (role_t)r));
+        char *path = forge_job_path(&c->job, c->fname[r]);
+        if (!path) return qhx_fail(err, QHX_E_NOMEM, "out of memory");
+        rc = qhx_stw_create(path, &c->w[r], err);
+        qhx_free(path);
+        if (rc != QHX_OK) return rc;
+        if ((rc = qhx_stw_meta(c->w[r], "qhexrt.format", "qhexrt/1", err)) ||
+            (rc = qhx_stw_meta(c->w[r], "qhexrt.precision", role_precision(c, (role_t)r), err)) ||
+            (rc = qhx_stw_meta(c->w[r], "qhexrt.role", ROLE_NAME[r], err)))
+            return rc;
+    }
+    for (int64_t i = 0; i < c->n_plans; i++) {
+        const tplan *pl = &c->plans[i];
+        qhx_stw *w = c->w[pl->role];
+        const qhx_st_tensor *t = pl->src;
+        uint64_t *by = c->bytes_by_dtype[pl->role];
+        uint64_t n = (uint64_t)t->n_elements;
+        switch (pl->fmt) {
+        case OUT_F32:
+        case OUT_F16:
+        case OUT_BF16: {
+            qhx_dtype dt = pl->fmt == OUT_F32 ? QHX_DTYPE_F32 : pl->fmt == OUT_F16 ? QHX_DTYPE_F16 : QHX_DTYPE_BF16;
+            rc = qhx_stw_declare(w, pl->name, dt, t->n_dims, t->shape, err);
+            by[dt] += n * qhx_dtype_size(dt);
+            c->n_tensors[pl->role] += 1;
+            break;
+        }
+        case OUT_Q8:
+            rc = qhx_stw_declare(w, pl->name, QHX_DTYPE_I8, 2, (int64_t[]){pl->rows, pl->cols}, err);
+            if (rc == QHX_OK) rc = qhx_stw_declare(w, pl->scale_name, QHX_DTYPE_F32, 1, (int64_t[]){pl->rows}, err);
+            by[QHX_DTYPE_I8] += n;
+            by[QHX_DTYPE_F32] += (uint64_t)pl->rows * 4;
+            c->n_tensors[pl->role] += 2;
+            break;
+        case OUT_Q4:
+            rc = qhx_stw_declare(w, pl->name, QHX_DTYPE_U8, 2, (int64_t[]){pl->rows, pl->cols / 2}, err);
+            if (rc == QHX_OK)
+                rc = qhx_stw_declare(w, pl->scale_name, QHX_DTYPE_F32, 2,
+                                     (int64_t[]){pl->rows, pl->cols / QHX_Q4_GROUP}, err);
+            by[QHX_DTYPE_U8] += n / 2;
+            by[QHX_DTYPE_F32] += n / QHX_Q4_GROUP * 4;
+            c->n_tensors[pl->role] += 2;
+            break;
+        }
+        if (rc != QHX_OK) return rc;
+    }
+    return QHX_OK;
+}
+
+/* model.safetensors.index.json: every output tensor -> its file, as sharded HF checkpoints. */
+static qhx_status write_index(convert *c, uint64_t total, qhx_error *err) {
+    json_t *map = json_object();
+    for (int64_t i = 0; map && i < c->n_plans; i++) {
+        const tplan *pl = &c->plans[i];
+        json_object_set_new(map, pl->name, json_string(c->fname[pl->role]));
+        if (pl->scale_name) json_object_set_new(map, pl->scale_name, json_string(c->fname[pl->role]));
+    }
+    json_t *doc = json_pack("{s:{s:I, s:s}, s:o}", "metadata", "total_size", (json_int_t)total, "qhexrt.format",
+                            "qhexrt/1", "weight_map", map);
+    return forge_write_json(&c->job, "model.safetensors.index.json", doc, err);
+}
+
+// ---- side files and manifests ------------------------------------------------------------------
+
+static qhx_status copy_side_files(convert *c, const char *hf_dir, qhx_error *err) {
+    static const char *const required[] = {"config.json", "tokenizer.json"};
+    static const char *const optional[] = {"generation_config.json", "tokenizer_config.json", "preprocessor_config.json",
+                                           "chat_template.json", "chat_template.jinja", "special_tokens_map.json",
+                                           "video_preprocessor_config.json"};
+    for (size_t i = 0; i < sizeof required / sizeof *required; i++) {
+        char *src = qhx_path_join(hf_dir, required[i]);
+        if (!src) return qhx_fail(err, QHX_E_NOMEM, "out of memory");
+        qhx_status rc = qhx_path_is_file(src) ? forge_copy_file(&c->job, src, required[i], err)
+                                              : qhx_fail(err, QHX_E_IO, "%s: missing (a checkpoint folder needs it)", src);
+        qhx_free(src);
+        if (rc != QHX_OK) return rc;
+    }
+    for (size_t i = 0; i < sizeof optional / sizeof *optional; i++) {
+        char *src = qhx_path_join(hf_dir, optional[i]);
+        if (!src) return qhx_fail(err, QHX_E_NOMEM, "out of memory");
+        qhx_status rc = qhx_path_is_file(src) ? forge_copy_file(&c->job, src, optional[i], err) : QHX_OK;
+        qhx_free(src);
+        if (rc != QHX_OK) return rc;
+    }
+    return QHX_OK;
+}
+
+/* Manifest name (--name, else the input folder's name, lower-cased) and context length. */
+static qhx_status resolve_name_ctx(convert *c, const char *hf_dir, qhx_error *err) {
+    char *name = c->name;
+    if (c->p->name) {
+        snprintf(name, sizeof c->name, "%s", c->p->name);
+    } else {
+        size_t n = strlen(hf_dir);
+        while (n > 1 && hf_dir[n - 1] == '/') n--;
+        size_t b = n;
+        while (b > 0 && hf_dir[b - 1] != '/') b--;
+        snprintf(name, sizeof c->name, "%.*s", (int)(n - b), hf_dir + b);
+        for (char *s = name; *s; s++) *s = (char)tolower((unsigned char)*s);
+    }
+    if (!name[0] || !strcmp(name, ".") || !strcmp(name, ".."))
+        return qhx_fail(err, QHX_E_ARG, "cannot derive a bundle name from '%s'; pass --name", hf_dir);
+    for (const char *s = name; *s; s++)
+        if (!isalnum((unsigned char)*s) && !strchr("._-", *s))
+            return qhx_fail(err, QHX_E_ARG, "bundle name '%s': only letters, digits, '.', '_' and '-' are allowed", name);
+    const json_t *text = json_object_get(c->config, "text_config");
+    if (!json_is_object(text)) text = c->config;
+    int64_t max_pos = 262144;
+    c->ctx = c->p->max_context ? c->p->max_context : c->family == FORGE_QWEN3_5 ? 1024 : 512;
+    qhx_status rc = qhx_json_get_int(text, "max_position_embeddings", "config.json", "text_config", false, 1,
+                                     INT64_MAX, &max_pos, err);
+    if (rc != QHX_OK) return rc;
+    if (c->ctx > max_pos)
+        return qhx_fail(err, QHX_E_ARG, "max context %lld exceeds max_position_embeddings %lld", (long long)c->ctx,
+                        (long long)max_pos);
+    return QHX_OK;
+}
+
+static qhx_precision plan_precision(ofmt_t f) {
+    switch (f) {
+    case OUT_F16: return QHX_PREC_F16;
+    case OUT_BF16: return QHX_PREC_BF16;
+    case OUT_Q8: return QHX_PREC_W8;
+    case OUT_Q4: return QHX_PREC_Q4;
+    default: return QHX_PREC_F32;
+    }
+}
+
+/* Point artifact `art` of the plan at the file written for `role`, with its dominant dtype,
+ * tensor count and size, so qhx_plan_verify can check them. */
+static qhx_status set_artifact(convert *c, qhx_plan *plan, qhx_art_role art, role_t role, qhx_error *err) {
+    int best = 0;
+    for (int d = 1; d < QHX_DTYPE_COUNT; d++)
+        if (c->bytes_by_dtype[role][d] > c->bytes_by_dtype[role][best]) best = d;
+    qhx_status rc = qhx_plan_set_artifact(plan, art, c->fname[role], QHX_ART_SAFETENSORS, true, (qhx_dtype)best, err);
+    if (rc != QHX_OK) return rc;
+    plan->artifacts[art].tensor_count = c->n_tensors[role];
+    struct stat st;
+    char *path = forge_job_path(&c->job, c->fname[role]);
+    if (path && stat(path, &st) == 0) plan->artifacts[art].bytes = (int64_t)st.st_size;
+    qhx_free(path);
+    return QHX_OK;
+}
+
+/* One manifest per runnable configuration: qwen3_5 NAME-CTX.json; qwen3_vl NAME-text-CTX.json and,
+ * when the checkpoint has the vision tower, NAME-vlm-CTX.json. The run plan starts from the
+ * source checkpoint folder (tokens, generation defaults, config), then gets the bundle's
+ * artifacts, precision, context and name; each manifest is read back before it counts. */
+static qhx_status write_manifests(convert *c, const char *hf_dir, qhx_error *err) {
+    qhx_plan *plan = NULL, *check = NULL;
+    qhx_status rc = qhx_plan_from_checkpoint(hf_dir, &plan, err);
+    if (rc != QHX_OK) return rc;
+    qhx_free(plan->name);
+    if (!(plan->name = qhx_strdup(c->name))) {
+        rc = qhx_fail(err, QHX_E_NOMEM, "out of memory");
+        goto done;
+    }
+    plan->precision = plan_precision(c->prec);
+    plan->max_context = c->ctx;
+    if ((rc = set_artifact(c, plan, QHX_ART_WEIGHTS, ROLE_DECODER, err)) ||
+        (rc = set_artifact(c, plan, QHX_ART_EMBEDDING, ROLE_EMBED, err)) ||
+        (rc = set_artifact(c, plan, QHX_ART_LM_HEAD, ROLE_LMHEAD, err)))
+        goto done;
+    int n_modes = 1;
+    if (c->family == FORGE_QWEN3_VL) {
+        if (c->w[ROLE_VISION]) n_modes = 2;
+        else forge_job_log(&c->job, "no model.visual.* tensors: text manifest only");
+    }
+    for (int m = 0; m < n_modes; m++) { /* text first: the vlm manifest adds the vision artifact */
+        char file[200];
+        if (c->family == FORGE_QWEN3_5) {
+            snprintf(file, sizeof file, "%s-%lld.json", c->name, (long long)c->ctx);
+            plan->host_op = QHX_HOST_OP_QWEN3_5_GENERATE;
+        } else if (m == 0) {
+            snprintf(file, sizeof file, "%s-text-%lld.json", c->name, (long long)c->ctx);
+            plan->host_op = QHX_HOST_OP_QWEN3_VL_TEXT_GENERATE;
+        } else {
+            snprintf(file, sizeof file, "%s-vlm-%lld.json", c->name, (long long)c->ctx);
+            plan->host_op = QHX_HOST_OP_QWEN3_VL_GENERATE;
+            if ((rc = set_artifact(c, plan, QHX_ART_VISION, ROLE_VISION, err))) goto done;
+        }
+        char *path = forge_job_path(&c->job, file);
+        if (!path) {
+            rc = qhx_fail(err, QHX_E_NOMEM, "out of memory");
+            goto done;
+        }
+        rc = qhx_plan_save(plan, path, err);
+        if (rc == QHX_OK) rc = qhx_plan_open(path, &check, err);
+        if (rc == QHX_OK) rc = qhx_plan_verify(check, QHX_PLAN_VERIFY_HEADERS, err);
+        qhx_plan_free(check);
+        check = NULL;
+        qhx_free(path);
+        if (rc != QHX_OK) goto done;
+        forge_job_log(&c->job, "manifest %s", file);
+    }
+done:
+    qhx_plan_free(plan);
+    return rc;
+}
+
+// ---- the conversion ------------------------------------------------------------------------------
+
+static qhx_status read_config(convert *c, const char *hf_dir, qhx_error *err) {
+    char *path = qhx_path_join(hf_dir, "config.json");
+    if (!path) return qhx_fail(err, QHX_E_NOMEM, "out of memory");
+    c->config = qhx_json_load_file(path, err);
+    qhx_status rc = c->config ? QHX_OK : err ? err->code : QHX_E_FORMAT;
+    const char *mt = NULL;
+    if (rc == QHX_OK) rc = qhx_json_get_str(c->config, "model_type", path, "", true, &mt, err);
+    if (rc == QHX_OK) {
+        if (!strcmp(mt, "qwen3_5") || !strcmp(mt, "qwen3_5_text")) c->family = FORGE_QWEN3_5;
+        else if (!strcmp(mt, "qwen3_vl")) c->family = FORGE_QWEN3_VL;
+        else rc = qhx_fail(err, QHX_E_UNSUPPORTED, "%s: model_type '%s' (expected qwen3_5 or qwen3_vl)", path, mt);
+    }
+    qhx_free(path);
+    return rc;
+}
+
+static qhx_status parse_precisions(convert *c, qhx_error *err) {
+    const qhx_forge_params *p = c->p;
+    int v = p->precision ? ofmt_from_name(p->precision, 1) : -1;
+    if (v < 0) return qhx_fail(err, QHX_E_ARG, "precision '%s' (expected f16, bf16, w8 or q4)", p->precision ? p->precision : "");
+    c->prec = (ofmt_t)v;
+    c->lm = c->prec == OUT_Q4 ? OUT_Q8 : c->prec;
+    if (p->lmhead && (v = ofmt_from_name(p->lmhead, 1)) < 0)
+        return qhx_fail(err, QHX_E_ARG, "lm-head precision '%s' (expected f16, bf16, w8 or q4)", p->lmhead);
+    if (p->lmhead) c->lm = (ofmt_t)v;
+    c->emb = c->prec == OUT_BF16 ? OUT_BF16 : OUT_F16;
+    if (p->embed && (v = ofmt_from_name(p->embed, 0)) < 0)
+        return qhx_fail(err, QHX_E_ARG, "embedding dtype '%s' (expected f16 or bf16)", p->embed);
+    if (p->embed) c->emb = (ofmt_t)v;
+    c->vis = c->prec == OUT_Q4 ? OUT_Q8 : c->prec;
+    return QHX_OK;
+}
+
+qhx_status qhx_forge_convert(const char *hf_dir, const char *out_dir, const qhx_forge_params *p, qhx_error *err) {
+    convert cv;
+    memset(&cv, 0, sizeof cv);
+    convert *c = &cv;
+    c->p = p;
+    qhx_status rc;
+    if ((rc = parse_precisions(c, err)) != QHX_OK) goto done;
+    if (!qhx_path_is_dir(hf_dir)) {
+        rc = qhx_fail(err, QHX_E_IO, "%s: not a folder", hf_dir);
+        goto done;
+    }
+    if ((rc = read_config(c, hf_dir, err)) != QHX_OK) goto done;
+    if ((rc = resolve_name_ctx(c, hf_dir, err)) != QHX_OK) goto done;
+    if ((rc = qhx_st_open(hf_dir, &c->set, err)) != QHX_OK) goto done;
+    if ((rc = forge_job_begin(&c->job, out_dir, p, err)) != QHX_OK) goto done;
+    if ((rc = plan_all(c, err)) != QHX_OK) goto done;
+    if ((rc = declare_all(c, err)) != QHX_OK) goto done;
+
+    uint64_t total = 0;
+    for (int r = 0; r < ROLE_COUNT; r++) {
+        if (!c->w[r]) continue;
+        if ((rc = qhx_stw_begin(c->w[r], err)) != QHX_OK) goto done;
+        total += qhx_stw_file_bytes(c->w[r]);
+    }
+    c->job.total = total;
+    uint64_t side = 0;
+    {
+        char *tok = qhx_path_join(hf_dir, "tokenizer.json");
+        qhx_file_map m;
+        if (tok && qhx_file_map_open(tok, &m, NULL) == QHX_OK) side = m.size, qhx_file_map_close(&m);
+        qhx_free(tok);
+    }
+    if ((rc = forge_job_check_space(&c->job, total + side, err)) != QHX_OK) goto done;
+    forge_job_log(&c->job, "%s -> %s: %.2f GB in %s%s%s%s", hf_dir, out_dir, (double)total / 1e9, c->fname[ROLE_DECODER],
+                  c->w[ROLE_VISION] ? ", " : "", c->w[ROLE_VISION] ? c->fname[ROLE_VISION] : "",
+                  ", embed, lm-head");
+    if ((rc = copy_side_files(c, hf_dir, err)) != QHX_OK) goto done;
+    if ((rc = write_index(c, total, err)) != QHX_OK) goto done;
+
+    c->f32 = qhx_malloc((size_t)CHUNK * 4);
+    c->u16 = qhx_malloc((size_t)CHUNK * 2);
+    int64_t qcap = c->max_cols > CHUNK ? c->max_cols : CHUNK;
+    c->q = qhx_malloc((size_t)qcap);
+    c->scales = qhx_malloc((size_t)qcap * 4);
+    if (!c->f32 || !c->u16 || !c->q || !c->scales) {
+        rc = qhx_fail(err, QHX_E_NOMEM, "out of memory");
+        goto done;
+    }
+    if (c->max_cols > CHUNK) {
+        rc = qhx_fail(err, QHX_E_LIMIT, "a matrix has %lld columns; the limit is %lld", (long long)c->max_cols,
+                      (long long)CHUNK);
+        goto done;
+    }
+    for (int r = 0; r < ROLE_COUNT; r++) {
+        qhx_stw *w = c->w[r];
+        if (!w) continue;
+        const char *name;
+        while ((name = qhx_stw_next(w))) {
+            const tplan *pl = NULL;
+            int scales_part = 0;
+            for (int64_t i = 0; i < c->n_plans && !pl; i++) {
+                if (c->plans[i].role != (role_t)r) continue;
+                if (!strcmp(c->plans[i].name, name)) pl = &c->plans[i];
+                else if (c->plans[i].scale_name && !strcmp(c->plans[i].scale_name, name)) pl = &c->plans[i], scales_part = 1;
+            }
+            if (!pl) {
+                rc = qhx_fail(err, QHX_E_INTERNAL, "no plan for tensor '%s'", name);
+                goto done;
+            }
+            rc = pl->fmt == OUT_Q8 || pl->fmt == OUT_Q4 ? write_quant(c, w, pl, scales_part, err)
+                                                         : write_plain(c, w, pl, err);
+            if (rc != QHX_OK) goto done;
+        }
+        if ((rc = qhx_stw_finish(w, err)) != QHX_OK) goto done;
+    }
+    if ((rc = write_manifests(c, hf_dir, err)) != QHX_OK) goto done;
+    rc = forge_job_commit(&c->job, err);
+done:
+    for (int r = 0; r < ROLE_COUNT; r++) qhx_stw_free(c->w[r]);
+    for (int64_t i = 0; i < c->n_plans; i++) {
+        qhx_free(c->plans[i].name);
+        qhx_free(c->plans[i].scale_name);
+    }
+    qhx_free(c->plans);
+    qhx_free(c->f32);
+    qhx_free(c->u16);
+    qhx_free(c->q);
+    qhx_free(c->scales);
+    qhx_st_free(c->set);
+    json_decref(c->config);
+    forge_job_end(&c->job);
+    return rc;
+}

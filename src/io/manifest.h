@@ -1,0 +1,233 @@
+/* io/manifest: the run plan. One in-memory qhx_plan says what to run (model family, host-op,
+ * precision, context length), from which files (weights, tokenizer, optional separate embedding,
+ * lm-head and vision files), with which special tokens and generation defaults, and the model
+ * dimensions (Hugging Face config.json fields).
+ *
+ * A plan comes from either
+ *   - a manifest: a JSON file `"format": "qhexrt/1"` documented in docs/manifest.md, whose
+ *     file names are relative to the manifest's folder (the bundle); several manifests may
+ *     share one bundle;
+ *   - a Hugging Face checkpoint folder: config.json + *.safetensors + tokenizer.json
+ *     (+ generation_config.json, tokenizer_config.json, preprocessor_config.json).
+ * qhx_plan_open accepts a manifest file, a bundle folder holding exactly one manifest, or a
+ * checkpoint folder. Parsing is strict: a missing, mistyped or unknown field is refused with a
+ * message naming the file and the JSON path ("m.json: artifacts.weights.file: missing").
+ *
+ * This layer reads no tensors: it checks that files exist (and their sizes, when the manifest
+ * gives them); qhx_plan_verify checks headers and hashes on request. */
+#ifndef QHX_IO_MANIFEST_H
+#define QHX_IO_MANIFEST_H
+
+#include "core/dtype.h"
+#include "core/status.h"
+#include "io/json.h"
+#include "io/safetensors.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define QHX_PLAN_FORMAT "qhexrt/1"             /* the version this build reads and writes */
+#define QHX_PLAN_MAX_BYTES ((size_t)4 << 20)   /* a manifest file */
+#define QHX_PLAN_MAX_NAME 128                  /* bytes in `name` */
+#define QHX_PLAN_MAX_PATH 1024                 /* bytes in a relative file name */
+#define QHX_PLAN_MAX_STOP_IDS 16
+#define QHX_PLAN_MAX_CONTEXT ((int64_t)1 << 20)
+#define QHX_PLAN_DEFAULT_CONTEXT 4096          /* checkpoint folders (capped by the config) */
+#define QHX_PLAN_MAX_SCAN 256                  /* .json files looked at in a bundle folder */
+
+typedef enum qhx_family {
+    QHX_FAMILY_QWEN3_5 = 0, /* "qwen3_5": Gated-DeltaNet hybrid (config model_type qwen3_5[_text]) */
+    QHX_FAMILY_QWEN3_VL,    /* "qwen3_vl": Qwen3 dense decoder + ViT (model_type qwen3_vl[_text]) */
+    QHX_FAMILY_COUNT
+} qhx_family;
+
+typedef enum qhx_host_op {
+    QHX_HOST_OP_QWEN3_5_GENERATE = 0,  /* "qwen3_5_generate": text -> text, qwen3_5 */
+    QHX_HOST_OP_QWEN3_VL_GENERATE,     /* "qwen3_vl_generate": image + text -> text, qwen3_vl */
+    QHX_HOST_OP_QWEN3_VL_TEXT_GENERATE,/* "qwen3_vl_text_generate": text -> text, qwen3_vl */
+    QHX_HOST_OP_COUNT
+} qhx_host_op;
+
+typedef enum qhx_precision {
+    QHX_PREC_F32 = 0, /* "f32": weights used as stored (f32), f32 compute */
+    QHX_PREC_BF16,    /* "bf16": bf16 weights, f32 accumulation */
+    QHX_PREC_F16,     /* "f16": f16 weights, f32 accumulation */
+    QHX_PREC_W8,      /* "w8": int8 per-output-channel weights, weight-only */
+    QHX_PREC_Q4,      /* "q4": 4-bit group-quantized weights */
+    QHX_PREC_COUNT
+} qhx_precision;
+
+/* The named artifacts a plan may carry (the keys of the manifest's "artifacts" object). */
+typedef enum qhx_art_role {
+    QHX_ART_WEIGHTS = 0, /* "weights": the decoder (and, unless split out, everything else) */
+    QHX_ART_EMBEDDING,   /* "embedding": token embedding table */
+    QHX_ART_LM_HEAD,     /* "lm_head": output projection */
+    QHX_ART_VISION,      /* "vision": vision tower */
+    QHX_ART_ROLE_COUNT
+} qhx_art_role;
+
+typedef enum qhx_art_format {
+    QHX_ART_SAFETENSORS = 0, /* "safetensors": a .safetensors file or a *.safetensors.index.json */
+    QHX_ART_RAW,             /* "raw": one headerless row-major tensor, dtype + shape given */
+    QHX_ART_FORMAT_COUNT
+} qhx_art_format;
+
+/* One file of the plan: an artifact, the tokenizer, the preprocessor config or the model config. */
+typedef struct qhx_plan_file {
+    bool present;
+    char *file;            /* as written in the manifest: relative, '/'-separated (owned) */
+    char *path;            /* base_dir/file; NULL when parsed without a base_dir (owned) */
+    qhx_art_format format; /* artifacts only */
+    bool has_dtype;
+    qhx_dtype dtype;       /* safetensors: the dtype holding most bytes; raw: the element type */
+    int n_dims;            /* raw only */
+    int64_t shape[QHX_ST_MAX_RANK];
+    int64_t tensor_count;  /* safetensors: expected tensor count, -1 if not given */
+    int64_t bytes;         /* expected file size, -1 if not given */
+    char sha256[65];       /* expected SHA-256, lower-case hex, "" if not given */
+} qhx_plan_file;
+
+/* Special token ids; -1 where absent. */
+typedef struct qhx_plan_tokens {
+    int32_t stop_ids[QHX_PLAN_MAX_STOP_IDS]; /* generation stops after emitting any of these */
+    int n_stop_ids;                          /* >= 1 */
+    int32_t bos, eos, pad;
+    int32_t im_start, im_end;
+    int32_t vision_start, vision_end, image_pad, video_pad;
+    int32_t think_start, think_end;
+} qhx_plan_tokens;
+
+/* Sampling defaults (a request may override them). temperature 0 means greedy. */
+typedef struct qhx_plan_generation {
+    double temperature;        /* [0, 100] */
+    int64_t top_k;             /* 0 = off */
+    double top_p;              /* (0, 1]; 1 = off */
+    double min_p;              /* [0, 1]; 0 = off */
+    double repetition_penalty; /* (0, 100]; 1 = off */
+    int64_t max_new_tokens;    /* >= 1 */
+    bool thinking;             /* open the assistant turn in thinking mode */
+} qhx_plan_generation;
+
+/* Model dimensions read from the Hugging Face config (text part: text_config when present).
+ * Zero where the config does not say (optional fields). */
+typedef struct qhx_plan_dims {
+    char model_type[32];      /* config.json model_type, e.g. "qwen3_5" */
+    char text_model_type[32]; /* text_config.model_type, or model_type */
+    int64_t vocab_size, hidden_size, intermediate_size, num_hidden_layers;
+    int64_t num_attention_heads, num_key_value_heads, head_dim;
+    int64_t max_position_embeddings; /* 0 if absent */
+    double rms_norm_eps, rope_theta;  /* 0 if absent */
+    bool tie_word_embeddings;         /* HF default (true) when absent */
+    /* qwen3_5: Gated DeltaNet layers */
+    int64_t n_linear_layers, n_full_layers;
+    int64_t linear_num_key_heads, linear_num_value_heads;
+    int64_t linear_key_head_dim, linear_value_head_dim, linear_conv_kernel_dim;
+    /* vision tower (vision_config present) */
+    bool has_vision;
+    int64_t vision_depth, vision_hidden_size, vision_intermediate_size, vision_num_heads;
+    int64_t vision_patch_size, vision_temporal_patch_size, vision_spatial_merge_size;
+    int64_t vision_out_hidden_size;
+} qhx_plan_dims;
+
+typedef enum qhx_plan_source {
+    QHX_PLAN_FROM_MANIFEST = 0,
+    QHX_PLAN_FROM_CHECKPOINT,
+} qhx_plan_source;
+
+typedef struct qhx_plan {
+    qhx_plan_source source;
+    char *label;     /* manifest path or checkpoint folder, for messages (owned) */
+    char *base_dir;  /* folder the files are relative to; NULL if parsed without one (owned) */
+    char *name;      /* (owned) */
+    char *description; /* optional, NULL if absent (owned) */
+    qhx_family family;
+    qhx_host_op host_op;
+    qhx_precision precision;
+    int64_t max_context;
+    qhx_plan_file artifacts[QHX_ART_ROLE_COUNT]; /* indexed by role; weights always present */
+    qhx_plan_file tokenizer;                     /* tokenizer.json (always present) */
+    qhx_plan_file preprocessor;                  /* preprocessor_config.json (optional) */
+    qhx_plan_file model_config;                  /* present when dims come from a file */
+    qhx_plan_tokens special;
+    qhx_plan_generation generation;
+    /* The Hugging Face config (owned reference; NULL only when parsed without base_dir from a
+     * manifest that points to a config file). text_config is borrowed from it: the object
+     * under "text_config" when there is one, else the config itself. */
+    json_t *config;
+    const json_t *text_config;
+    qhx_plan_dims dims; /* valid when config != NULL */
+} qhx_plan;
+
+/* ---- building a plan ---------------------------------------------------------------- */
+
+/* Open a manifest file, a bundle folder with exactly one manifest (several: QHX_E_ARG listing
+ * them), or a Hugging Face checkpoint folder (a folder with no manifest but a config.json).
+ * Checks that every named file exists (and its size when given). *out NULL on failure. */
+qhx_status qhx_plan_open(const char *path, qhx_plan **out /* OUT, owned: qhx_plan_free */,
+                         qhx_error *err);
+
+/* Parse manifest text buf[0..len) (need not be NUL-terminated). `label` names it in messages.
+ * With base_dir != NULL, file names resolve against it, a model config file is loaded and
+ * every file's existence (and size, when given) is checked. With base_dir == NULL nothing
+ * outside buf is touched: paths stay unresolved and a `{"config": FILE}` model leaves
+ * plan->config NULL (the checks that need it are skipped). */
+qhx_status qhx_plan_parse(const char *buf, size_t len, const char *base_dir, const char *label,
+                          qhx_plan **out /* OUT, owned: qhx_plan_free */, qhx_error *err);
+
+/* Build a plan from a Hugging Face checkpoint folder (see docs/manifest.md, "Checkpoint
+ * folders"): family from config.json model_type, host-op by family (qwen3_vl without vision
+ * tensors: qwen3_vl_text_generate), precision from the dtype holding most tensor bytes,
+ * max_context = min(4096, max_position_embeddings), stop ids from generation_config.json and
+ * config.json eos_token_id, other special ids from tokenizer_config.json / tokenizer.json. */
+qhx_status qhx_plan_from_checkpoint(const char *dir, qhx_plan **out /* OUT, owned */,
+                                    qhx_error *err);
+
+void qhx_plan_free(qhx_plan *plan); /* NULL allowed */
+
+/* Replace an artifact (or add one): file relative to plan->base_dir, format, optional dtype
+ * (has_dtype false: none). Sizes, counts and hashes are cleared. Used by forge. */
+qhx_status qhx_plan_set_artifact(qhx_plan *plan, qhx_art_role role, const char *file,
+                                 qhx_art_format format, bool has_dtype, qhx_dtype dtype,
+                                 qhx_error *err);
+
+/* ---- checking ------------------------------------------------------------------------ */
+
+#define QHX_PLAN_VERIFY_HEADERS 1u /* open safetensors headers: tensor_count, dtype; raw sizes */
+#define QHX_PLAN_VERIFY_SHA256 2u  /* hash every file that has a sha256 (reads all bytes) */
+
+/* Check the plan's files beyond existence. Needs a plan with a base_dir. */
+qhx_status qhx_plan_verify(const qhx_plan *plan, unsigned flags, qhx_error *err);
+
+/* ---- writing ------------------------------------------------------------------------- */
+
+/* The manifest for this plan as a JSON object (new reference: json_decref), in the canonical
+ * key order of docs/manifest.md. A plan from a checkpoint folder gets {"config": "config.json"}
+ * as its model; a plan parsed with an inline model writes it back inline. NULL on failure. */
+json_t *qhx_plan_to_json(const qhx_plan *plan, qhx_error *err);
+
+/* The manifest as text (2-space indent, trailing newline), owned by the caller: qhx_free.
+ * Parsing it again yields an equal plan. */
+qhx_status qhx_plan_write_json(const qhx_plan *plan, char **out /* OUT, owned */,
+                               size_t *out_len /* OUT */, qhx_error *err);
+
+/* Write the manifest text to `path` (replaced atomically: written to path.tmp, then renamed). */
+qhx_status qhx_plan_save(const qhx_plan *plan, const char *path, qhx_error *err);
+
+/* ---- names --------------------------------------------------------------------------- */
+
+/* Manifest spellings ("qwen3_5", "qwen3_vl_generate", "w8", "lm_head", "safetensors"); "?" for
+ * out-of-range values. The _from_name parsers return 0 and set *out, or -1 if unknown. */
+const char *qhx_family_name(qhx_family f);
+const char *qhx_host_op_name(qhx_host_op op);
+const char *qhx_precision_name(qhx_precision p);
+const char *qhx_art_role_name(qhx_art_role r);
+const char *qhx_art_format_name(qhx_art_format f);
+int qhx_family_from_name(const char *name, qhx_family *out);
+int qhx_host_op_from_name(const char *name, qhx_host_op *out);
+int qhx_precision_from_name(const char *name, qhx_precision *out);
+
+/* The family a host-op belongs to. */
+qhx_family qhx_host_op_family(qhx_host_op op);
+
+#endif

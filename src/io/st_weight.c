@@ -1,0 +1,82 @@
+/* io/st_weight: recognise plain, Q8 and Q4 matrices in a safetensors set (see st_weight.h). */
+#include "io/st_weight.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+static int has_suffix(const char *s, const char *suf) {
+    size_t a = strlen(s), b = strlen(suf);
+    return a >= b && !memcmp(s + a - b, suf, b);
+}
+
+int qhx_st_is_side_tensor(const char *name) {
+    return has_suffix(name, QHX_QSCALE_SUFFIX) || has_suffix(name, QHX_QMIN_SUFFIX);
+}
+
+static qhx_status check_align(const qhx_st_set *set, const qhx_st_tensor *t, size_t align, qhx_error *err) {
+    if ((uintptr_t)t->data % align == 0) return QHX_OK;
+    return qhx_fail(err, QHX_E_UNSUPPORTED,
+                    "%s: tensor '%s': data at byte %llu is not %zu-byte aligned; copy it to aligned memory",
+                    qhx_st_file_path(set, t->file_index), t->name, (unsigned long long)t->offset, align);
+}
+
+qhx_status qhx_st_get_weight(const qhx_st_set *set, const char *name, int64_t rows, int64_t cols,
+                             qhx_weight *out, qhx_error *err) {
+    memset(out, 0, sizeof *out);
+    const qhx_st_tensor *t = NULL, *sc = NULL;
+    qhx_status rc = qhx_st_get(set, name, 0, 2, (int64_t[]){rows, -1}, &t, err);
+    if (rc != QHX_OK) return rc;
+    const char *file = qhx_st_file_path(set, t->file_index);
+    char side[QHX_ST_MAX_NAME + 16];
+    snprintf(side, sizeof side, "%s%s", name, QHX_QMIN_SUFFIX);
+    if (qhx_st_find(set, side))
+        return qhx_fail(err, QHX_E_UNSUPPORTED, "%s: tensor '%s': zero-point Q4 ('%s') is not supported", file,
+                        name, side);
+    snprintf(side, sizeof side, "%s%s", name, QHX_QSCALE_SUFFIX);
+    const int64_t R = t->shape[0];
+    int64_t C = t->shape[1];
+    switch (t->dtype) {
+    case QHX_DTYPE_F32: out->fmt = QHX_W_F32; break;
+    case QHX_DTYPE_F16: out->fmt = QHX_W_F16; break;
+    case QHX_DTYPE_BF16: out->fmt = QHX_W_BF16; break;
+    case QHX_DTYPE_I8:
+        out->fmt = QHX_W_Q8;
+        rc = qhx_st_get(set, side, QHX_DT_BIT(QHX_DTYPE_F32), 1, (int64_t[]){R}, &sc, err);
+        break;
+    case QHX_DTYPE_U8:
+        out->fmt = QHX_W_Q4;
+        C = 2 * t->shape[1];
+        rc = qhx_st_get(set, side, QHX_DT_BIT(QHX_DTYPE_F32), 2, (int64_t[]){R, -1}, &sc, err);
+        if (rc == QHX_OK) {
+            int64_t ng = sc->shape[1];
+            if (ng <= 0 || C % ng || (C / ng) % 2)
+                return qhx_fail(err, QHX_E_FORMAT,
+                                "%s: tensor '%s': %lld columns do not split into %lld groups of an even size",
+                                file, side, (long long)C, (long long)ng);
+            out->group = C / ng;
+        }
+        break;
+    default:
+        return qhx_fail(err, QHX_E_FORMAT, "%s: tensor '%s': dtype %s is not a weight format", file, name,
+                        qhx_dtype_name(t->dtype));
+    }
+    if (rc != QHX_OK) return rc;
+    if (cols >= 0 && C != cols)
+        return qhx_fail(err, QHX_E_FORMAT, "%s: tensor '%s': expected %lld columns, got %lld", file, name,
+                        (long long)cols, (long long)C);
+    if ((rc = check_align(set, t, qhx_dtype_size(t->dtype), err)) != QHX_OK) return rc;
+    if (sc) {
+        if ((rc = check_align(set, sc, 4, err)) != QHX_OK) return rc;
+        const float *s = (const float *)sc->data;
+        for (int64_t i = 0; i < sc->n_elements; i++)
+            if (!isfinite(s[i]))
+                return qhx_fail(err, QHX_E_FORMAT, "%s: tensor '%s': element %lld is not finite",
+                                qhx_st_file_path(set, sc->file_index), side, (long long)i);
+        out->scales = s;
+    }
+    out->rows = R;
+    out->cols = C;
+    out->data = t->data;
+    return QHX_OK;
+}

@@ -1,0 +1,63 @@
+/* kernels/quant: the quantized weight formats Q8 ("w8") and Q4 ("q4"): row quantizers, their
+ * inverses, and the scalar reference matvec/matmul over them. Byte layouts, error bounds and the
+ * measurements behind the choices are in docs/formats.md; this header is the C contract.
+ *
+ *   Q8: w[r, c] = scale[r] * q[r, c],  q int8 in [-127, 127],  scale[r] = max_c |w[r, c]| / 127
+ *   Q4: w[r, c] = d[r, g] * (nib(r, c) - 8),  g = c / group,  nibbles packed per group (below)
+ *
+ * Quantizers are deterministic: plain float arithmetic and round-half-to-even (nearbyintf in the
+ * default rounding mode), so the same input gives the same bytes on every conforming host. */
+#ifndef QHX_KERNELS_QUANT_H
+#define QHX_KERNELS_QUANT_H
+
+#include "kernels/kernels.h"
+
+#include <stdint.h>
+
+/* Q4 group size used by qhx forge (values along cols sharing one scale). The kernels accept
+ * any even group that divides cols; the writer and tests use this one. */
+#define QHX_Q4_GROUP 32
+
+/* ---- Q8: int8, symmetric, one f32 scale per row ----------------------------------------------
+ * Quantize one row w[0..n) into q[0..n) and *scale. An all-zero row gets scale 0 and q = 0.
+ * Returns 0, or -1 if the row holds a NaN or an infinity (q and *scale are then unspecified). */
+int qhx_quant_q8_row(const float *w, int64_t n, int8_t *q /* OUT (n) */, float *scale /* OUT */);
+
+/* out[c] = scale * q[c] for c in [0, n). */
+void qhx_dequant_q8_row(const int8_t *q, float scale, int64_t n, float *out /* OUT (n) */);
+
+/* ---- Q4: 4-bit, symmetric, one f32 scale per group of `group` values along the row ------------
+ * Packed row: n/2 bytes. Group k covers values [k*group, (k+1)*group) and bytes
+ * [k*group/2, (k+1)*group/2); inside a group, byte i holds value i in its low nibble and value
+ * i + group/2 in its high nibble. Nibble v in [0, 15] means the integer v - 8 in [-8, 7].
+ * Scale of a group: d = m / -8 where m is the value of largest magnitude (the first one on ties),
+ * so m itself is exact; d may be negative. Needs group even, n % group == 0.
+ * Returns 0; -1 on a NaN/infinity or a bad group/n (outputs then unspecified). */
+int qhx_quant_q4_row(const float *w, int64_t n, int64_t group, uint8_t *q /* OUT (n/2) */,
+                     float *scales /* OUT (n/group) */);
+
+/* out[c] = scales[c / group] * (nibble(c) - 8) for c in [0, n). Same preconditions. */
+void qhx_dequant_q4_row(const uint8_t *q, const float *scales, int64_t n, int64_t group,
+                        float *out /* OUT (n) */);
+
+/* Bytes of one packed row / number of scales per row for a Q4 matrix of `cols` columns. */
+static inline int64_t qhx_q4_row_bytes(int64_t cols) { return cols / 2; }
+static inline int64_t qhx_q4_row_groups(int64_t cols, int64_t group) { return cols / group; }
+
+/* ---- reference kernels (signatures of kernels.h; f32 activations, f32 accumulation) ----------
+ * W (rows, cols) @ x (cols,) -> y (rows,) for rows [r0, r1). Q8 sums q*x per row, then scales;
+ * Q4 sums (nib-8)*x per group, scales the group sum, adds groups in order. */
+void qhx_k_matvec_q8_ref(const qhx_weight *w, const float *x, float *y, int64_t r0, int64_t r1);
+void qhx_k_matvec_q4_ref(const qhx_weight *w, const float *x, float *y, int64_t r0, int64_t r1);
+/* X (n, cols; stride ldx) @ W^T -> Y (n, rows; stride ldy) for rows [r0, r1); each token row is
+ * computed exactly as the matvec above computes it (bitwise the same). */
+void qhx_k_matmul_q8_ref(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy,
+                         int64_t n, int64_t r0, int64_t r1);
+void qhx_k_matmul_q4_ref(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy,
+                         int64_t n, int64_t r0, int64_t r1);
+
+/* Install the four reference kernels above into k->matvec/matmul[QHX_W_Q8 / QHX_W_Q4]. Leaves
+ * every other slot as it is; qhx_kern_select calls this before any SIMD override. */
+void qhx_kern_ref_quant(qhx_kernels *k);
+
+#endif

@@ -1,0 +1,136 @@
+/* kernels/ref/quant.c: Q8 and Q4 row quantizers, their inverses, and the scalar reference
+ * matvec/matmul over them (the oracle every SIMD variant is tested against). Plain loops, f32
+ * accumulation; layouts as in kernels/quant.h and docs/formats.md. */
+#include "kernels/quant.h"
+
+#include <math.h>
+
+// ---- Q8 --------------------------------------------------------------------------------------
+
+int qhx_quant_q8_row(const float *w, int64_t n, int8_t *q, float *scale) {
+    float amax = 0.0f;
+    for (int64_t c = 0; c < n; c++) {
+        if (!isfinite(w[c])) return -1;
+        float a = fabsf(w[c]);
+        if (a > amax) amax = a;
+    }
+    float d = amax / 127.0f;
+    *scale = d;
+    for (int64_t c = 0; c < n; c++) {
+        /* d == 0 also covers rows so small that amax / 127 underflows */
+        float v = d != 0.0f ? nearbyintf(w[c] / d) : 0.0f;
+        if (v > 127.0f) v = 127.0f;
+        if (v < -127.0f) v = -127.0f;
+        q[c] = (int8_t)v;
+    }
+    return 0;
+}
+
+void qhx_dequant_q8_row(const int8_t *q, float scale, int64_t n, float *out) {
+    for (int64_t c = 0; c < n; c++) out[c] = scale * (float)q[c];
+}
+
+// ---- Q4 --------------------------------------------------------------------------------------
+
+static int q4_shape_ok(int64_t n, int64_t group) {
+    return group >= 2 && group % 2 == 0 && n >= 0 && n % group == 0;
+}
+
+int qhx_quant_q4_row(const float *w, int64_t n, int64_t group, uint8_t *q, float *scales) {
+    if (!q4_shape_ok(n, group)) return -1;
+    const int64_t half = group / 2;
+    for (int64_t g = 0; g < n / group; g++) {
+        const float *wg = w + g * group;
+        float m = 0.0f, amax = 0.0f;
+        for (int64_t i = 0; i < group; i++) {
+            if (!isfinite(wg[i])) return -1;
+            if (fabsf(wg[i]) > amax) {
+                amax = fabsf(wg[i]);
+                m = wg[i];
+            }
+        }
+        /* The largest-magnitude value maps to -8 exactly; the opposite extreme clamps to 7. */
+        float d = m / -8.0f;
+        scales[g] = d;
+        uint8_t *qg = q + g * half;
+        for (int64_t i = 0; i < half; i++) {
+            int nib[2];
+            for (int k = 0; k < 2; k++) {
+                float v = d != 0.0f ? nearbyintf(wg[i + k * half] / d) : 0.0f;
+                if (v > 7.0f) v = 7.0f;
+                if (v < -8.0f) v = -8.0f;
+                nib[k] = (int)v + 8;
+            }
+            qg[i] = (uint8_t)(nib[0] | (nib[1] << 4));
+        }
+    }
+    return 0;
+}
+
+void qhx_dequant_q4_row(const uint8_t *q, const float *scales, int64_t n, int64_t group,
+                        float *out) {
+    const int64_t half = group / 2;
+    for (int64_t g = 0; g < n / group; g++) {
+        const uint8_t *qg = q + g * half;
+        float d = scales[g];
+        for (int64_t i = 0; i < half; i++) {
+            out[g * group + i] = d * (float)((qg[i] & 0x0f) - 8);
+            out[g * group + i + half] = d * (float)((qg[i] >> 4) - 8);
+        }
+    }
+}
+
+// ---- reference kernels -----------------------------------------------------------------------
+
+/* y[r] = scale[r] * sum_c q[r, c] * x[c] */
+static float dot_q8(const int8_t *q, float scale, const float *x, int64_t cols) {
+    float acc = 0.0f;
+    for (int64_t c = 0; c < cols; c++) acc += (float)q[c] * x[c];
+    return acc * scale;
+}
+
+/* y[r] = sum_g d[r, g] * sum_i (nib - 8) * x[g*group + i] */
+static float dot_q4(const uint8_t *q, const float *d, const float *x, int64_t cols, int64_t group) {
+    const int64_t half = group / 2;
+    float acc = 0.0f;
+    for (int64_t g = 0; g < cols / group; g++) {
+        const uint8_t *qg = q + g * half;
+        const float *xg = x + g * group;
+        float s = 0.0f;
+        for (int64_t i = 0; i < half; i++) {
+            s += (float)((qg[i] & 0x0f) - 8) * xg[i];
+            s += (float)((qg[i] >> 4) - 8) * xg[i + half];
+        }
+        acc += d[g] * s;
+    }
+    return acc;
+}
+
+void qhx_k_matvec_q8_ref(const qhx_weight *w, const float *x, float *y, int64_t r0, int64_t r1) {
+    const int8_t *q = (const int8_t *)w->data;
+    for (int64_t r = r0; r < r1; r++) y[r] = dot_q8(q + r * w->cols, w->scales[r], x, w->cols);
+}
+
+void qhx_k_matvec_q4_ref(const qhx_weight *w, const float *x, float *y, int64_t r0, int64_t r1) {
+    const uint8_t *q = (const uint8_t *)w->data;
+    const int64_t rb = qhx_q4_row_bytes(w->cols), ng = qhx_q4_row_groups(w->cols, w->group);
+    for (int64_t r = r0; r < r1; r++)
+        y[r] = dot_q4(q + r * rb, w->scales + r * ng, x, w->cols, w->group);
+}
+
+void qhx_k_matmul_q8_ref(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy,
+                         int64_t n, int64_t r0, int64_t r1) {
+    for (int64_t t = 0; t < n; t++) qhx_k_matvec_q8_ref(w, X + t * ldx, Y + t * ldy, r0, r1);
+}
+
+void qhx_k_matmul_q4_ref(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy,
+                         int64_t n, int64_t r0, int64_t r1) {
+    for (int64_t t = 0; t < n; t++) qhx_k_matvec_q4_ref(w, X + t * ldx, Y + t * ldy, r0, r1);
+}
+
+void qhx_kern_ref_quant(qhx_kernels *k) {
+    k->matvec[QHX_W_Q8] = qhx_k_matvec_q8_ref;
+    k->matvec[QHX_W_Q4] = qhx_k_matvec_q4_ref;
+    k->matmul[QHX_W_Q8] = qhx_k_matmul_q8_ref;
+    k->matmul[QHX_W_Q4] = qhx_k_matmul_q4_ref;
+}

@@ -1,0 +1,196 @@
+// ctest-labels: unit
+/* Core substrate, second part: arena, CPU detection, monotonic clock, random numbers. */
+#include "core/alloc.h"
+#include "core/arena.h"
+#include "core/cpu.h"
+#include "core/rng.h"
+#include "core/time.h"
+#include "t.h"
+
+#include <stdint.h>
+#include <unistd.h>
+
+static void test_arena(void) {
+    qhx_arena a;
+    qhx_error err;
+    CHECK_EQ(qhx_arena_init(&a, 1000, &err), QHX_OK);
+    CHECK_EQ(qhx_arena_capacity(&a), 1024);
+    CHECK_EQ(qhx_arena_used(&a), 0);
+    unsigned char *p = qhx_arena_alloc(&a, 1);
+    unsigned char *q = qhx_arena_alloc(&a, 100);
+    unsigned char *z = qhx_arena_alloc(&a, 0);
+    CHECK(p && q && z);
+    CHECK_EQ((uintptr_t)p % QHX_ALIGN, 0);
+    CHECK_EQ((uintptr_t)q % QHX_ALIGN, 0);
+    CHECK_EQ(q - p, 64);
+    CHECK_EQ(z - q, 128);
+    CHECK_EQ(qhx_arena_used(&a), 64 + 128 + 64);
+    size_t mark = qhx_arena_used(&a);
+    CHECK(qhx_arena_alloc(&a, 1024 - mark + 1) == NULL); /* does not fit: nothing consumed */
+    CHECK_EQ(qhx_arena_used(&a), mark);
+    void *rest = qhx_arena_alloc(&a, 1024 - mark);
+    CHECK(rest != NULL);
+    CHECK(qhx_arena_alloc(&a, 1) == NULL);
+    qhx_arena_rewind(&a, mark);
+    CHECK_EQ(qhx_arena_used(&a), mark);
+    qhx_arena_rewind(&a, 4096); /* beyond use: ignored */
+    CHECK_EQ(qhx_arena_used(&a), mark);
+    qhx_arena_reset(&a);
+    CHECK_EQ(qhx_arena_used(&a), 0);
+    CHECK_EQ(a.high_water, 1024);
+    CHECK(qhx_arena_alloc(&a, SIZE_MAX) == NULL);
+    CHECK(qhx_arena_alloc(&a, SIZE_MAX - 10) == NULL);
+    CHECK(qhx_arena_alloc(&a, 64) == p);
+    qhx_arena_deinit(&a);
+    CHECK(a.base == NULL && a.capacity == 0);
+    qhx_arena_deinit(&a); /* twice is fine */
+    qhx_arena_deinit(NULL);
+
+    /* planning: the sum of qhx_arena_need is exactly enough */
+    size_t sizes[] = {3, 64, 65, 1, 4096, 0, 200};
+    size_t total = 0;
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) total += qhx_arena_need(sizes[i]);
+    CHECK_EQ(qhx_arena_init(&a, total, &err), QHX_OK);
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) CHECK(qhx_arena_alloc(&a, sizes[i]) != NULL);
+    CHECK(qhx_arena_alloc(&a, 1) == NULL);
+    qhx_arena_deinit(&a);
+    CHECK_EQ(qhx_arena_need(SIZE_MAX), SIZE_MAX);
+
+    /* empty arena, caller buffers */
+    CHECK_EQ(qhx_arena_init(&a, 0, &err), QHX_OK);
+    CHECK(qhx_arena_alloc(&a, 1) == NULL);
+    qhx_arena_deinit(&a);
+    _Alignas(64) static unsigned char buf[256];
+    CHECK_EQ(qhx_arena_init_buffer(&a, buf, sizeof buf, &err), QHX_OK);
+    CHECK(qhx_arena_alloc(&a, 200) == buf);
+    qhx_arena_deinit(&a); /* does not free buf */
+    CHECK_EQ(qhx_arena_init_buffer(&a, buf + 1, 100, &err), QHX_E_ARG);
+    CHECK_CONTAINS(err.msg, "aligned");
+
+    /* allocation failure */
+    qhx_alloc_fail_after(0);
+    CHECK_EQ(qhx_arena_init(&a, 100, &err), QHX_E_NOMEM);
+    qhx_alloc_fail_after(-1);
+    CHECK(a.base == NULL);
+}
+
+static void test_cpu(void) {
+    qhx_cpu_info info;
+    qhx_cpu_detect(&info);
+    CHECK(info.n_logical >= 1);
+    CHECK(info.n_physical >= 1);
+    CHECK(info.n_physical <= info.n_logical);
+    CHECK(qhx_cpu_n_physical() == info.n_physical);
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    CHECK(info.n_logical <= online);
+    char feats[256];
+    size_t need = qhx_cpu_features_str(info.features, feats, sizeof feats);
+    CHECK(need < sizeof feats);
+    fprintf(stderr, "cpu: %s %s '%s', %d logical / %d physical, features: %s\n", info.arch,
+            info.vendor, info.brand, info.n_logical, info.n_physical, feats[0] ? feats : "(none)");
+#if defined(__x86_64__)
+    CHECK_STR(info.arch, "x86_64");
+    CHECK(!(info.features & (QHX_CPU_NEON | QHX_CPU_ASIMDDP | QHX_CPU_I8MM)));
+    /* AVX-512 sub-features never without the foundation */
+    if (!(info.features & QHX_CPU_AVX512F))
+        CHECK(!(info.features & (QHX_CPU_AVX512BW | QHX_CPU_AVX512VL | QHX_CPU_AVX512DQ |
+                                 QHX_CPU_AVX512_VNNI | QHX_CPU_AVX512_BF16)));
+#if defined(__AVX2__)
+    CHECK(info.features & QHX_CPU_AVX2); /* the compiler was told the target has it */
+#endif
+#elif defined(__aarch64__)
+    CHECK_STR(info.arch, "aarch64");
+    CHECK(info.features & QHX_CPU_NEON); /* mandatory in ARMv8-A Linux */
+#endif
+    CHECK_STR(qhx_cpu_feature_name(QHX_CPU_AVX512_BF16), "avx512_bf16");
+    CHECK(qhx_cpu_feature_name(1u << 30) == NULL);
+    char small[6];
+    need = qhx_cpu_features_str(QHX_CPU_AVX2 | QHX_CPU_FMA | QHX_CPU_I8MM, small, sizeof small);
+    CHECK_EQ(need, strlen("avx2 fma i8mm"));
+    CHECK_STR(small, "avx2 ");
+    CHECK_EQ(qhx_cpu_features_str(0, small, sizeof small), 0);
+    CHECK_STR(small, "");
+}
+
+static void test_time(void) {
+    uint64_t t0 = qhx_time_ns();
+    uint64_t prev = t0;
+    int backwards = 0;
+    for (int i = 0; i < 100000; i++) {
+        uint64_t t = qhx_time_ns();
+        if (t < prev) backwards++;
+        prev = t;
+    }
+    CHECK_EQ(backwards, 0);
+    usleep(2000);
+    uint64_t t1 = qhx_time_ns();
+    CHECK(t1 - t0 >= 2000000u); /* slept at least 2 ms: a lower bound, never an upper one */
+    CHECK(qhx_time_s() > 0.0);
+}
+
+static void test_rng(void) {
+    /* Reference streams computed independently from the published algorithms. */
+    qhx_rng r;
+    qhx_rng_seed(&r, 42);
+    CHECK(qhx_rng_u64(&r) == 0x15780b2e0c2ec716u);
+    CHECK(qhx_rng_u64(&r) == 0x6104d9866d113a7eu);
+    CHECK(qhx_rng_u64(&r) == 0xae17533239e499a1u);
+    CHECK(qhx_rng_u64(&r) == 0xecb8ad4703b360a1u);
+    CHECK(qhx_rng_f32(&r) == 0.9918038845062256f);
+    qhx_rng k = {{1, 2, 3, 4}}; /* xoshiro256** reference: state {1,2,3,4} */
+    CHECK(qhx_rng_u64(&k) == 11520u);
+    CHECK(qhx_rng_u64(&k) == 0u);
+    CHECK(qhx_rng_u64(&k) == 1509978240u);
+    CHECK(qhx_rng_u64(&k) == 1215971899390074240u);
+
+    /* same seed, same stream; another seed, another stream */
+    qhx_rng a, b, c;
+    qhx_rng_seed(&a, 7);
+    qhx_rng_seed(&b, 7);
+    qhx_rng_seed(&c, 8);
+    int same = 1, differ = 0;
+    for (int i = 0; i < 1000; i++) {
+        uint64_t x = qhx_rng_u64(&a), y = qhx_rng_u64(&b), z = qhx_rng_u64(&c);
+        same &= x == y;
+        differ += x != z;
+    }
+    CHECK(same);
+    CHECK(differ > 990);
+
+    /* ranges and rough moments */
+    qhx_rng_seed(&a, 1);
+    double sum = 0, sum2 = 0, nsum = 0, nsum2 = 0;
+    int out_of_range = 0, hist[10] = {0};
+    const int n = 200000;
+    for (int i = 0; i < n; i++) {
+        float f = qhx_rng_f32(&a);
+        double d = qhx_rng_f64(&a);
+        if (!(f >= 0.0f && f < 1.0f) || !(d >= 0.0 && d < 1.0)) out_of_range++;
+        sum += f;
+        sum2 += (double)f * f;
+        uint64_t u = qhx_rng_below(&a, 10);
+        if (u >= 10) out_of_range++;
+        else hist[u]++;
+        double g = qhx_rng_normal(&a);
+        nsum += g;
+        nsum2 += g * g;
+    }
+    CHECK_EQ(out_of_range, 0);
+    CHECK_NEAR(sum / n, 0.5, 0.01);
+    CHECK_NEAR(sum2 / n - (sum / n) * (sum / n), 1.0 / 12, 0.005);
+    CHECK_NEAR(nsum / n, 0.0, 0.02);
+    CHECK_NEAR(nsum2 / n, 1.0, 0.02);
+    for (int i = 0; i < 10; i++) CHECK_NEAR(hist[i], n / 10, n / 100);
+    CHECK_EQ(qhx_rng_below(&a, 0), 0);
+    CHECK_EQ(qhx_rng_below(&a, 1), 0);
+    uint64_t big = qhx_rng_below(&a, UINT64_MAX);
+    CHECK(big < UINT64_MAX);
+}
+
+int main(void) {
+    test_arena();
+    test_cpu();
+    test_time();
+    test_rng();
+    return t_done("test_core_more");
+}

@@ -1,0 +1,422 @@
+// ctest-labels: unit
+/* forge: random checkpoints have the fixtures' exact layout and are deterministic; converting the
+ * parity fixtures gives bundles whose every tensor has the documented dtype/shape and whose values
+ * are the source's within the format's error bound; failures and cancels leave nothing behind. */
+#include "core/alloc.h"
+#include "core/file.h"
+#include "core/fp16.h"
+#include "forge/forge.h"
+#include "io/json.h"
+#include "io/manifest.h"
+#include "io/safetensors.h"
+#include "io/st_weight.h"
+#include "kernels/quant.h"
+#include "t.h"
+
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static char base[256];
+static const char *FIX = QHX_SHARED_DIR "/fixtures/parity";
+
+static void rm_flat(const char *dir) {
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        char p[600];
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        unlink(p);
+    }
+    if (d) closedir(d);
+    rmdir(dir);
+}
+
+static int n_entries(const char *dir) {
+    DIR *d = opendir(dir);
+    int n = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) n++;
+    if (d) closedir(d);
+    return n;
+}
+
+static float elem_f32(const qhx_st_tensor *t, int64_t i) {
+    uint16_t h;
+    float f;
+    switch (t->dtype) {
+    case QHX_DTYPE_F32: memcpy(&f, t->data + 4 * i, 4); return f;
+    case QHX_DTYPE_F16: memcpy(&h, t->data + 2 * i, 2); return qhx_f16_to_f32(h);
+    case QHX_DTYPE_BF16: memcpy(&h, t->data + 2 * i, 2); return qhx_bf16_to_f32(h);
+    default: return NAN;
+    }
+}
+
+// ---- random checkpoints ----------------------------------------------------------------------------
+
+/* Same tensor names, dtypes and shapes as the fixture. */
+static void same_layout(const char *dir, const char *fixture) {
+    char fx[512];
+    snprintf(fx, sizeof fx, "%s/%s", FIX, fixture);
+    qhx_st_set *a = NULL, *b = NULL;
+    qhx_error err;
+    if (qhx_st_open(fx, &a, &err) != QHX_OK || qhx_st_open(dir, &b, &err) != QHX_OK) {
+        fprintf(stderr, "%s\n", err.msg);
+        CHECK(0);
+        qhx_st_free(a);
+        return;
+    }
+    CHECK_EQ(qhx_st_n_tensors(a), qhx_st_n_tensors(b));
+    int same = 1;
+    for (int64_t i = 0; i < qhx_st_n_tensors(a); i++) {
+        const qhx_st_tensor *x = qhx_st_tensor_at(a, i), *y = qhx_st_find(b, x->name);
+        int ok = y && y->dtype == x->dtype && y->n_dims == x->n_dims;
+        for (int d = 0; ok && d < x->n_dims; d++) ok = x->shape[d] == y->shape[d];
+        if (!ok) {
+            fprintf(stderr, "%s: tensor %s differs from the fixture\n", dir, x->name);
+            same = 0;
+        }
+    }
+    CHECK(same);
+    qhx_st_free(a);
+    qhx_st_free(b);
+}
+
+static int files_equal(const char *p, const char *q) {
+    qhx_file_map a, b;
+    if (qhx_file_map_open(p, &a, NULL) || qhx_file_map_open(q, &b, NULL)) return 0;
+    int eq = a.size == b.size && !memcmp(a.data, b.data, a.size);
+    qhx_file_map_close(&a);
+    qhx_file_map_close(&b);
+    return eq;
+}
+
+static void test_random(void) {
+    char d1[300], d2[300], d3[300], p1[400], p2[400];
+    qhx_error err;
+    qhx_forge_params p = {.preset = "tiny", .seed = 7};
+    snprintf(d1, sizeof d1, "%s/r35", base);
+    CHECK_EQ(qhx_forge_random("qwen3_5", d1, &p, &err), QHX_OK);
+    same_layout(d1, "qwen35-tiny-f32");
+    snprintf(d2, sizeof d2, "%s/r35b", base);
+    CHECK_EQ(qhx_forge_random("qwen3_5", d2, &p, &err), QHX_OK);
+    snprintf(p1, sizeof p1, "%s/model.safetensors", d1);
+    snprintf(p2, sizeof p2, "%s/model.safetensors", d2);
+    CHECK(files_equal(p1, p2)); /* deterministic */
+    rm_flat(d2);
+    p.seed = 8;
+    CHECK_EQ(qhx_forge_random("qwen3_5", d2, &p, &err), QHX_OK);
+    CHECK(!files_equal(p1, p2));
+    rm_flat(d2);
+    /* bf16: same layout as the bf16 fixture (A_log and linear_attn.norm stay F32) */
+    p.dtype = "bf16";
+    CHECK_EQ(qhx_forge_random("qwen3_5", d2, &p, &err), QHX_OK);
+    same_layout(d2, "qwen35-tiny-bf16");
+    rm_flat(d2);
+    p.dtype = NULL;
+    snprintf(d3, sizeof d3, "%s/rvl", base);
+    CHECK_EQ(qhx_forge_random("qwen3_vl", d3, &p, &err), QHX_OK);
+    same_layout(d3, "qwen3vl-tiny-f32");
+    /* the side files parse and carry the fixture's ids */
+    const char *files[] = {"config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
+                           "preprocessor_config.json"};
+    for (int i = 0; i < 5; i++) {
+        snprintf(p1, sizeof p1, "%s/%s", d3, files[i]);
+        json_t *j = qhx_json_load_file(p1, &err);
+        CHECK(j != NULL);
+        if (i == 2 && j) {
+            json_t *vocab = json_object_get(json_object_get(j, "model"), "vocab");
+            CHECK_EQ(json_object_size(vocab), 990);
+            CHECK_EQ(json_integer_value(json_object_get(vocab, "\xc4\x8a")), 198); /* "\n" */
+            json_t *added = json_object_get(j, "added_tokens");
+            CHECK_EQ(json_array_size(added), 26);
+            CHECK_STR(json_string_value(json_object_get(json_array_get(added, 2), "content")), "<|im_end|>");
+            CHECK_EQ(json_integer_value(json_object_get(json_array_get(added, 2), "id")), 992);
+        }
+        json_decref(j);
+    }
+    rm_flat(d3);
+    /* the random checkpoint converts like any other */
+    qhx_forge_params c = {.precision = "q4", .name = "rnd"};
+    snprintf(d2, sizeof d2, "%s/rb", base);
+    CHECK_EQ(qhx_forge_convert(d1, d2, &c, &err), QHX_OK);
+    snprintf(p1, sizeof p1, "%s/rnd-1024.json", d2);
+    CHECK(qhx_path_is_file(p1));
+    rm_flat(d2);
+    rm_flat(d1);
+    /* refusals */
+    CHECK(qhx_forge_random("llama", d1, &p, &err) == QHX_E_ARG);
+    p.preset = "7b";
+    CHECK(qhx_forge_random("qwen3_5", d1, &p, &err) == QHX_E_ARG);
+    CHECK_CONTAINS(err.msg, "tiny or 2b");
+    CHECK_EQ(n_entries(base), 0);
+}
+
+// ---- conversion --------------------------------------------------------------------------------------
+
+typedef struct expect {
+    const char *precision, *lmhead, *embed;
+    qhx_dtype lin, vis_lin, emb, lm;
+} expect;
+
+/* |w' - w| within the format's bound for every element of a converted matrix. */
+static int matrix_close(const qhx_st_set *out, const char *name, const qhx_st_tensor *src) {
+    qhx_weight w;
+    qhx_error err;
+    if (qhx_st_get_weight(out, name, src->shape[0], src->n_elements / src->shape[0], &w, &err) != QHX_OK) {
+        fprintf(stderr, "%s\n", err.msg);
+        return 0;
+    }
+    float *row = qhx_malloc((size_t)w.cols * 4);
+    int ok = 1;
+    for (int64_t r = 0; r < w.rows && ok; r++) {
+        const qhx_st_tensor *o = qhx_st_find(out, name);
+        switch (w.fmt) {
+        case QHX_W_Q8: qhx_dequant_q8_row((const int8_t *)w.data + r * w.cols, w.scales[r], w.cols, row); break;
+        case QHX_W_Q4:
+            qhx_dequant_q4_row((const uint8_t *)w.data + r * w.cols / 2, w.scales + r * (w.cols / w.group), w.cols,
+                               w.group, row);
+            break;
+        default:
+            for (int64_t c = 0; c < w.cols; c++) row[c] = elem_f32(o, r * w.cols + c);
+        }
+        for (int64_t c = 0; c < w.cols && ok; c++) {
+            float s = elem_f32(src, r * w.cols + c), e = fabsf(row[c] - s), lim;
+            if (w.fmt == QHX_W_Q8) lim = w.scales[r] * 0.5f * 1.0001f;
+            else if (w.fmt == QHX_W_Q4) lim = fabsf(w.scales[r * (w.cols / w.group) + c / w.group]) * 1.0001f;
+            else if (w.fmt == QHX_W_F16) lim = fabsf(s) * 0x1p-11f + 0x1p-25f;
+            else if (w.fmt == QHX_W_BF16) lim = fabsf(s) * 0x1p-8f;
+            else lim = 0;
+            if (!(e <= lim)) {
+                fprintf(stderr, "%s [%lld, %lld]: %g vs %g (fmt %d)\n", name, (long long)r, (long long)c, row[c], s,
+                        (int)w.fmt);
+                ok = 0;
+            }
+        }
+    }
+    qhx_free(row);
+    return ok;
+}
+
+static int is_linear(const qhx_st_tensor *t) {
+    size_t n = strlen(t->name);
+    return t->n_dims == 2 && n > 7 && !strcmp(t->name + n - 7, ".weight") && !strstr(t->name, "pos_embed") &&
+           !strstr(t->name, "embed_tokens");
+}
+
+static void check_bundle(const char *fixture, const char *dir, const expect *x) {
+    char fx[512];
+    snprintf(fx, sizeof fx, "%s/%s", FIX, fixture);
+    qhx_st_set *src = NULL, *out = NULL;
+    qhx_error err;
+    CHECK_EQ(qhx_st_open(fx, &src, &err), QHX_OK);
+    CHECK_EQ(qhx_st_open(dir, &out, &err), QHX_OK); /* through model.safetensors.index.json */
+    if (!src || !out) {
+        fprintf(stderr, "%s\n", err.msg);
+        qhx_st_free(src);
+        return;
+    }
+    int64_t expected = 0;
+    int ok = 1;
+    const qhx_st_tensor *emb = NULL;
+    for (int64_t i = 0; i < qhx_st_n_tensors(src); i++) {
+        const qhx_st_tensor *s = qhx_st_tensor_at(src, i);
+        if (!strncmp(s->name, "mtp.", 4)) {
+            CHECK(qhx_st_find(out, s->name) == NULL);
+            continue;
+        }
+        const qhx_st_tensor *o = qhx_st_find(out, s->name);
+        if (!o) {
+            fprintf(stderr, "%s: %s missing\n", dir, s->name);
+            ok = 0;
+            continue;
+        }
+        expected++;
+        int vision = !strncmp(s->name, "model.visual.", 13);
+        qhx_dtype want = QHX_DTYPE_F32;
+        if (strstr(s->name, "embed_tokens")) want = x->emb, emb = s;
+        else if (is_linear(s)) want = vision ? x->vis_lin : x->lin;
+        if (o->dtype != want) {
+            fprintf(stderr, "%s: %s is %s, expected %s\n", dir, s->name, qhx_dtype_name(o->dtype), qhx_dtype_name(want));
+            ok = 0;
+        }
+        if (want == QHX_DTYPE_I8 || want == QHX_DTYPE_U8) expected++; /* .qscale */
+        if (want == QHX_DTYPE_F32) { /* kept tensors: same shape, values exact (bf16 widens exactly) */
+            int same = o->n_dims == s->n_dims && o->n_elements == s->n_elements;
+            for (int d = 0; same && d < s->n_dims; d++) same = o->shape[d] == s->shape[d];
+            for (int64_t k = 0; same && k < s->n_elements; k++) same = elem_f32(o, k) == elem_f32(s, k);
+            if (!same) fprintf(stderr, "%s: %s not an exact copy\n", dir, s->name);
+            ok &= same;
+        } else if (s->n_dims == 2) {
+            ok &= matrix_close(out, s->name, s);
+        }
+    }
+    CHECK(ok);
+    /* the lm-head: the tied embedding in its own precision */
+    const qhx_st_tensor *lm = qhx_st_find(out, "lm_head.weight");
+    CHECK(lm != NULL && lm->dtype == x->lm);
+    if (lm && emb) CHECK(matrix_close(out, "lm_head.weight", emb));
+    expected += 1 + (x->lm == QHX_DTYPE_I8 || x->lm == QHX_DTYPE_U8);
+    CHECK_EQ(qhx_st_n_tensors(out), expected);
+    /* each file says what it is */
+    for (int f = 0; f < qhx_st_n_files(out); f++) {
+        qhx_st_set *one;
+        if (qhx_st_open(qhx_st_file_path(out, f), &one, &err) != QHX_OK) continue;
+        int has_fmt = 0;
+        for (int m = 0; m < qhx_st_n_metadata(one); m++) {
+            const char *k, *v;
+            qhx_st_metadata_at(one, m, &k, &v);
+            if (!strcmp(k, "qhexrt.format")) has_fmt = !strcmp(v, "qhexrt/1");
+        }
+        CHECK(has_fmt);
+        qhx_st_free(one);
+    }
+    qhx_st_free(src);
+    qhx_st_free(out);
+}
+
+static void check_manifest(const char *dir, const char *file, qhx_host_op op, qhx_precision precision,
+                           qhx_dtype lm_dtype, int64_t ctx) {
+    char p[600];
+    snprintf(p, sizeof p, "%s/%s", dir, file);
+    qhx_error err;
+    qhx_plan *m = NULL;
+    CHECK_EQ(qhx_plan_open(p, &m, &err), QHX_OK); /* also checks that every named file exists */
+    if (!m) {
+        fprintf(stderr, "%s\n", err.msg);
+        return;
+    }
+    CHECK_EQ(qhx_plan_verify(m, QHX_PLAN_VERIFY_HEADERS, &err), QHX_OK);
+    CHECK_EQ(m->host_op, op);
+    CHECK_EQ(m->precision, precision);
+    CHECK_EQ(m->max_context, ctx);
+    CHECK(m->artifacts[QHX_ART_EMBEDDING].present && m->artifacts[QHX_ART_LM_HEAD].present);
+    CHECK_EQ(m->artifacts[QHX_ART_LM_HEAD].dtype, lm_dtype);
+    CHECK_EQ(m->artifacts[QHX_ART_VISION].present, op == QHX_HOST_OP_QWEN3_VL_GENERATE);
+    CHECK_EQ(m->special.n_stop_ids, 2);
+    qhx_plan_free(m);
+}
+
+static void test_convert(void) {
+    const expect X[] = {
+        {"f16", NULL, NULL, QHX_DTYPE_F16, QHX_DTYPE_F16, QHX_DTYPE_F16, QHX_DTYPE_F16},
+        {"bf16", NULL, NULL, QHX_DTYPE_BF16, QHX_DTYPE_BF16, QHX_DTYPE_BF16, QHX_DTYPE_BF16},
+        {"w8", NULL, NULL, QHX_DTYPE_I8, QHX_DTYPE_I8, QHX_DTYPE_F16, QHX_DTYPE_I8},
+        {"q4", NULL, NULL, QHX_DTYPE_U8, QHX_DTYPE_I8, QHX_DTYPE_F16, QHX_DTYPE_I8},
+        {"w8", "f16", "bf16", QHX_DTYPE_I8, QHX_DTYPE_I8, QHX_DTYPE_BF16, QHX_DTYPE_F16},
+        {"q4", "q4", NULL, QHX_DTYPE_U8, QHX_DTYPE_I8, QHX_DTYPE_F16, QHX_DTYPE_U8},
+    };
+    const qhx_precision prec[] = {QHX_PREC_F16, QHX_PREC_BF16, QHX_PREC_W8, QHX_PREC_Q4, QHX_PREC_W8, QHX_PREC_Q4};
+    const char *fixtures[] = {"qwen35-tiny-f32", "qwen35-tiny-bf16", "qwen3vl-tiny-f32"};
+    qhx_error err;
+    for (int f = 0; f < 3; f++)
+        for (int i = 0; i < 6; i++) {
+            if (f == 1 && i > 3) continue;
+            char dir[300];
+            snprintf(dir, sizeof dir, "%s/b-%s-%d", base, fixtures[f], i);
+            char src[512];
+            snprintf(src, sizeof src, "%s/%s", FIX, fixtures[f]);
+            qhx_forge_params p = {.precision = X[i].precision, .lmhead = X[i].lmhead, .embed = X[i].embed,
+                                  .max_context = i == 1 ? 300 : 0};
+            qhx_status rc = qhx_forge_convert(src, dir, &p, &err);
+            CHECK_EQ(rc, QHX_OK);
+            if (rc != QHX_OK) {
+                fprintf(stderr, "%s\n", err.msg);
+                continue;
+            }
+            check_bundle(fixtures[f], dir, &X[i]);
+            int64_t ctx = i == 1 ? 300 : f == 2 ? 512 : 1024;
+            char file[128];
+            if (f < 2) {
+                snprintf(file, sizeof file, "%s-%lld.json", fixtures[f], (long long)ctx);
+                check_manifest(dir, file, QHX_HOST_OP_QWEN3_5_GENERATE, prec[i], X[i].lm, ctx);
+            } else {
+                snprintf(file, sizeof file, "%s-vlm-%lld.json", fixtures[f], (long long)ctx);
+                check_manifest(dir, file, QHX_HOST_OP_QWEN3_VL_GENERATE, prec[i], X[i].lm, ctx);
+                snprintf(file, sizeof file, "%s-text-%lld.json", fixtures[f], (long long)ctx);
+                check_manifest(dir, file, QHX_HOST_OP_QWEN3_VL_TEXT_GENERATE, prec[i], X[i].lm, ctx);
+            }
+            rm_flat(dir);
+        }
+    CHECK_EQ(n_entries(base), 0);
+}
+
+// ---- failures leave nothing ------------------------------------------------------------------------
+
+static int cancel_after;
+static int cancel_cb(void *user) {
+    (void)user;
+    return --cancel_after < 0;
+}
+
+static void test_failures(void) {
+    char src[512], dir[300];
+    snprintf(src, sizeof src, "%s/qwen35-tiny-f32", FIX);
+    snprintf(dir, sizeof dir, "%s/out", base);
+    qhx_error err;
+    qhx_forge_params p = {.precision = "w8"};
+    p.precision = "int3";
+    CHECK(qhx_forge_convert(src, dir, &p, &err) == QHX_E_ARG);
+    CHECK_CONTAINS(err.msg, "int3");
+    p.precision = "w8";
+    p.lmhead = "f32";
+    CHECK(qhx_forge_convert(src, dir, &p, &err) == QHX_E_ARG);
+    p.lmhead = NULL;
+    CHECK(qhx_forge_convert("/nonexistent", dir, &p, &err) == QHX_E_IO);
+    p.max_context = 300000;
+    CHECK(qhx_forge_convert(src, dir, &p, &err) == QHX_E_ARG);
+    CHECK_CONTAINS(err.msg, "max_position_embeddings");
+    p.max_context = 0;
+    p.name = "a/b";
+    CHECK(qhx_forge_convert(src, dir, &p, &err) == QHX_E_ARG);
+    p.name = NULL;
+    /* an existing output folder is refused, untouched */
+    CHECK_EQ(mkdir(dir, 0755), 0);
+    CHECK(qhx_forge_convert(src, dir, &p, &err) == QHX_E_IO);
+    CHECK_CONTAINS(err.msg, "already exists");
+    rmdir(dir);
+    /* cancel at several points: QHX_E_ABORTED, no output, no staging folder */
+    for (int k = 0; k < 40; k += 7) {
+        cancel_after = k;
+        p.cancel = cancel_cb;
+        CHECK(qhx_forge_convert(src, dir, &p, &err) == QHX_E_ABORTED);
+        CHECK_EQ(n_entries(base), 0);
+        cancel_after = k;
+        qhx_forge_params r = {.preset = "tiny", .cancel = cancel_cb};
+        CHECK(qhx_forge_random("qwen3_5", dir, &r, &err) == QHX_E_ABORTED);
+        CHECK_EQ(n_entries(base), 0);
+    }
+    /* a non-checkpoint folder: no staging folder left either */
+    char empty[300];
+    snprintf(empty, sizeof empty, "%s/empty", base);
+    mkdir(empty, 0755);
+    p.cancel = NULL;
+    CHECK(qhx_forge_convert(empty, dir, &p, &err) != QHX_OK);
+    rmdir(empty);
+    CHECK_EQ(n_entries(base), 0);
+}
+
+int main(void) {
+    snprintf(base, sizeof base, "/tmp/qhx-test-forge-XXXXXX");
+    if (!mkdtemp(base)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    char probe[512];
+    snprintf(probe, sizeof probe, "%s/qwen35-tiny-f32/model.safetensors", FIX);
+    if (!qhx_path_is_file(probe)) {
+        fprintf(stderr, "fixtures not found under %s: skipped\n", FIX);
+        rmdir(base);
+        return 77;
+    }
+    test_random();
+    test_convert();
+    test_failures();
+    rm_flat(base);
+    return t_done("test_forge");
+}

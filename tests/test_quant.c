@@ -1,0 +1,355 @@
+// ctest-labels: unit;kernels
+/* quant: Q8/Q4 quantize -> dequantize error bounds, the RMS errors docs/formats.md quotes, and
+ * the reference matvec/matmul against an f32 matvec over the dequantized weights. */
+#include "core/alloc.h"
+#include "io/safetensors.h"
+#include "kernels/quant.h"
+#include "t.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+// ---- helpers ---------------------------------------------------------------------------------
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static double u01(void) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return ((double)(rng_state >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+}
+static double gauss(void) { return sqrt(-2.0 * log(u01())) * cos(6.283185307179586 * u01()); }
+static double laplace(void) {
+    double u = u01() - 0.5;
+    return -copysign(1.0, u) * log(1.0 - 2.0 * fabs(u)) / sqrt(2.0);
+}
+
+enum { DIST_GAUSS, DIST_LAPLACE, DIST_OUTLIERS };
+static void fill(float *w, int64_t n, int dist) {
+    for (int64_t i = 0; i < n; i++) {
+        double v = dist == DIST_LAPLACE ? laplace() : gauss();
+        if (dist == DIST_OUTLIERS && u01() < 0.001) v *= 10.0;
+        w[i] = (float)v;
+    }
+}
+
+/* Plain f32 matvec over an f32 matrix, the comparison target. Also returns sum |w||x| per row. */
+static void matvec_f32(const float *W, int64_t rows, int64_t cols, const float *x, double *y, double *mag) {
+    for (int64_t r = 0; r < rows; r++) {
+        double acc = 0, m = 0;
+        for (int64_t c = 0; c < cols; c++) {
+            acc += (double)W[r * cols + c] * x[c];
+            m += fabs((double)W[r * cols + c] * x[c]);
+        }
+        y[r] = acc;
+        mag[r] = m;
+    }
+}
+
+// ---- error bounds ----------------------------------------------------------------------------
+
+static void test_q8_bounds(void) {
+    const int64_t lens[] = {1, 7, 64, 2048};
+    for (int li = 0; li < 4; li++) {
+        int64_t n = lens[li];
+        float *w = qhx_malloc((size_t)n * 4), *back = qhx_malloc((size_t)n * 4);
+        int8_t *q = qhx_malloc((size_t)n);
+        for (int dist = 0; dist < 3; dist++) {
+            fill(w, n, dist);
+            float s;
+            CHECK_EQ(qhx_quant_q8_row(w, n, q, &s), 0);
+            qhx_dequant_q8_row(q, s, n, back);
+            float amax = 0;
+            int worst_ok = 1, hit_max = 0;
+            for (int64_t c = 0; c < n; c++) {
+                amax = fmaxf(amax, fabsf(w[c]));
+                /* half a step, plus the rounding of scale * q itself */
+                if (fabsf(back[c] - w[c]) > s * 0.5f * (1 + 1e-6f) + fabsf(w[c]) * 1e-6f) worst_ok = 0;
+                if (q[c] == 127 || q[c] == -127) hit_max = 1;
+                if (q[c] < -127) worst_ok = 0;
+            }
+            CHECK(worst_ok);
+            CHECK(hit_max);
+            CHECK_NEAR(s, amax / 127.0f, 0);
+        }
+        qhx_free(w);
+        qhx_free(back);
+        qhx_free(q);
+    }
+    /* zero row, tiny row, non-finite row */
+    float z[5] = {0, 0, 0, 0, 0}, s = -1;
+    int8_t q[5];
+    CHECK_EQ(qhx_quant_q8_row(z, 5, q, &s), 0);
+    CHECK(s == 0 && q[0] == 0 && q[4] == 0);
+    float tiny[2] = {1e-44f, -1e-45f};
+    CHECK_EQ(qhx_quant_q8_row(tiny, 2, q, &s), 0);
+    CHECK(q[0] == 0 && q[1] == 0);
+    float bad[3] = {1, NAN, 2};
+    CHECK_EQ(qhx_quant_q8_row(bad, 3, q, &s), -1);
+    bad[1] = INFINITY;
+    CHECK_EQ(qhx_quant_q8_row(bad, 3, q, &s), -1);
+    /* round half to even: 0.5 steps go to the even integer */
+    float h[4] = {127.0f, 0.5f, 1.5f, -2.5f};
+    CHECK_EQ(qhx_quant_q8_row(h, 4, q, &s), 0);
+    CHECK(s == 1.0f && q[1] == 0 && q[2] == 2 && q[3] == -2);
+}
+
+static void test_q4_bounds(void) {
+    const int64_t groups[] = {32, 64};
+    for (int gi = 0; gi < 2; gi++) {
+        int64_t G = groups[gi], n = 4 * G;
+        float w[256], back[256], sc[8];
+        uint8_t q[128];
+        for (int dist = 0; dist < 3; dist++) {
+            fill(w, n, dist);
+            CHECK_EQ(qhx_quant_q4_row(w, n, G, q, sc), 0);
+            qhx_dequant_q4_row(q, sc, n, G, back);
+            int ok = 1, exact_max = 1;
+            for (int64_t g = 0; g < n / G; g++) {
+                float d = fabsf(sc[g]), amax = 0;
+                for (int64_t i = 0; i < G; i++) amax = fmaxf(amax, fabsf(w[g * G + i]));
+                for (int64_t i = 0; i < G; i++) {
+                    float e = fabsf(back[g * G + i] - w[g * G + i]);
+                    /* half a step, or one step where w/d rounds past 7 (the extreme opposite to the max) */
+                    float lim = (w[g * G + i] / sc[g] > 7.5f ? d : 0.5f * d) * (1 + 1e-6f) + 1e-7f * amax;
+                    if (e > lim) ok = 0;
+                    if (fabsf(w[g * G + i]) == amax && back[g * G + i] != w[g * G + i]) exact_max = 0;
+                }
+            }
+            CHECK(ok);
+            CHECK(exact_max);
+        }
+    }
+    /* nibble order: value i in the low nibble of byte i, value i + G/2 in the high nibble */
+    float w[32] = {0};
+    w[0] = -8;  /* the max magnitude: d = 1 */
+    w[1] = 3;
+    w[16] = 7;
+    w[17] = -2;
+    float sc;
+    uint8_t q[16];
+    CHECK_EQ(qhx_quant_q4_row(w, 32, 32, q, &sc), 0);
+    CHECK(sc == 1.0f);
+    CHECK_EQ(q[0], (-8 + 8) | ((7 + 8) << 4));
+    CHECK_EQ(q[1], (3 + 8) | ((-2 + 8) << 4));
+    CHECK_EQ(q[2], 8 | (8 << 4));
+    /* refusals */
+    CHECK_EQ(qhx_quant_q4_row(w, 30, 32, q, &sc), -1);
+    CHECK_EQ(qhx_quant_q4_row(w, 32, 31, q, &sc), -1);
+    w[5] = NAN;
+    CHECK_EQ(qhx_quant_q4_row(w, 32, 32, q, &sc), -1);
+}
+
+// ---- measured RMS error (the table in docs/formats.md) ------------------------------------------
+
+/* The zero-point alternative that docs/formats.md compares against (not a qhexrt format):
+ * per group min m and step d = (max - min) / 15, w ~ m + d * round((w - m) / d). Returns the
+ * summed squared error. */
+static double asym_sq_err(const float *w, int64_t n, int64_t G) {
+    double se = 0;
+    for (int64_t g = 0; g < n; g += G) {
+        float mn = w[g], mx = w[g];
+        for (int64_t i = g; i < g + G; i++) {
+            mn = fminf(mn, w[i]);
+            mx = fmaxf(mx, w[i]);
+        }
+        float d = (mx - mn) / 15.0f;
+        for (int64_t i = g; i < g + G; i++) {
+            float v = d != 0.0f ? fminf(fmaxf(nearbyintf((w[i] - mn) / d), 0.0f), 15.0f) : 0.0f;
+            double e = (double)(mn + d * v) - w[i];
+            se += e * e;
+        }
+    }
+    return se;
+}
+
+/* Relative RMS error (rms(dequant - w) / rms(w)) of Q8 (rows of `cols`) or Q4 (group G);
+ * G < 0: the zero-point alternative with group -G. */
+static double rel_rms(const float *w, int64_t rows, int64_t cols, int64_t G) {
+    if (G < 0) {
+        double se = 0, ss = 0;
+        for (int64_t i = 0; i < rows * cols; i++) ss += (double)w[i] * w[i];
+        for (int64_t r = 0; r < rows; r++) se += asym_sq_err(w + r * cols, cols, -G);
+        return sqrt(se / ss);
+    }
+    float *back = qhx_malloc((size_t)cols * 4), *sc = qhx_malloc((size_t)cols * 4);
+    uint8_t *q = qhx_malloc((size_t)cols);
+    double se = 0, ss = 0;
+    for (int64_t r = 0; r < rows; r++) {
+        const float *wr = w + r * cols;
+        if (G == 0) {
+            qhx_quant_q8_row(wr, cols, (int8_t *)q, sc);
+            qhx_dequant_q8_row((int8_t *)q, sc[0], cols, back);
+        } else {
+            qhx_quant_q4_row(wr, cols, G, q, sc);
+            qhx_dequant_q4_row(q, sc, cols, G, back);
+        }
+        for (int64_t c = 0; c < cols; c++) {
+            se += ((double)back[c] - wr[c]) * ((double)back[c] - wr[c]);
+            ss += (double)wr[c] * wr[c];
+        }
+    }
+    qhx_free(back);
+    qhx_free(sc);
+    qhx_free(q);
+    return sqrt(se / ss);
+}
+
+static void report(const char *what, const float *w, int64_t rows, int64_t cols, double lim8, double lim32,
+                   double lim64) {
+    double e8 = rel_rms(w, rows, cols, 0), e32 = rel_rms(w, rows, cols, 32), e64 = rel_rms(w, rows, cols, 64);
+    fprintf(stderr, "  %-30s q8 %.4f  q4/g32 %.4f  q4/g64 %.4f  | zero-point g32 %.4f g64 %.4f\n", what, e8,
+            e32, e64, rel_rms(w, rows, cols, -32), rel_rms(w, rows, cols, -64));
+    CHECK(e8 < lim8);
+    CHECK(e32 < lim32);
+    CHECK(e64 < lim64);
+    CHECK(e32 < e64);
+}
+
+static void test_rms_table(void) {
+    fprintf(stderr, "relative RMS error of quantize -> dequantize:\n");
+    const int64_t rows = 512, cols = 2048;
+    float *w = qhx_malloc((size_t)rows * cols * 4);
+    fill(w, rows * cols, DIST_GAUSS);
+    report("gaussian [512, 2048]", w, rows, cols, 0.010, 0.087, 0.096);
+    fill(w, rows * cols, DIST_LAPLACE);
+    report("laplace [512, 2048]", w, rows, cols, 0.016, 0.108, 0.125);
+    fill(w, rows * cols, DIST_OUTLIERS);
+    report("gaussian, 0.1% x10 outliers", w, rows, cols, 0.035, 0.102, 0.123);
+    qhx_free(w);
+
+    /* the linear weights of the tiny Qwen3.5 fixture (every 2-D F32 tensor but the embedding) */
+    qhx_st_set *set = NULL;
+    qhx_error err;
+    if (qhx_st_open(QHX_SHARED_DIR "/fixtures/parity/qwen35-tiny-f32", &set, &err) != QHX_OK) {
+        fprintf(stderr, "  fixture not available (%s); skipped\n", err.msg);
+        return;
+    }
+    double se8 = 0, se32 = 0, se64 = 0, sez32 = 0, sez64 = 0, ss = 0;
+    for (int64_t i = 0; i < qhx_st_n_tensors(set); i++) {
+        const qhx_st_tensor *t = qhx_st_tensor_at(set, i);
+        if (t->n_dims != 2 || t->dtype != QHX_DTYPE_F32 || strstr(t->name, "embed_tokens")) continue;
+        int64_t r = t->shape[0], c = t->shape[1];
+        float *m = qhx_malloc(t->size);
+        memcpy(m, t->data, t->size);
+        double s2 = 0;
+        for (int64_t k = 0; k < r * c; k++) s2 += (double)m[k] * m[k];
+        double e;
+        e = rel_rms(m, r, c, 0); se8 += e * e * s2;
+        e = rel_rms(m, r, c, 32); se32 += e * e * s2;
+        e = rel_rms(m, r, c, 64); se64 += e * e * s2;
+        e = rel_rms(m, r, c, -32); sez32 += e * e * s2;
+        e = rel_rms(m, r, c, -64); sez64 += e * e * s2;
+        ss += s2;
+        qhx_free(m);
+    }
+    fprintf(stderr, "  %-30s q8 %.4f  q4/g32 %.4f  q4/g64 %.4f  | zero-point g32 %.4f g64 %.4f\n",
+            "qwen35-tiny-f32 linear weights", sqrt(se8 / ss), sqrt(se32 / ss), sqrt(se64 / ss), sqrt(sez32 / ss),
+            sqrt(sez64 / ss));
+    CHECK(sqrt(se8 / ss) < 0.010);
+    CHECK(sqrt(se32 / ss) < 0.087);
+    CHECK(sqrt(se64 / ss) < 0.096);
+    qhx_st_free(set);
+}
+
+// ---- reference kernels -----------------------------------------------------------------------
+
+static void check_kernel(qhx_wfmt fmt, int64_t rows, int64_t cols, int64_t G) {
+    float *W = qhx_malloc((size_t)(rows * cols) * 4), *Wd = qhx_malloc((size_t)(rows * cols) * 4);
+    uint8_t *q = qhx_malloc((size_t)(rows * cols));
+    float *sc = qhx_malloc((size_t)(rows * cols) * 4);
+    fill(W, rows * cols, DIST_GAUSS);
+    for (int64_t r = 0; r < rows; r++) {
+        if (fmt == QHX_W_Q8) {
+            qhx_quant_q8_row(W + r * cols, cols, (int8_t *)q + r * cols, sc + r);
+            qhx_dequant_q8_row((int8_t *)q + r * cols, sc[r], cols, Wd + r * cols);
+        } else {
+            int64_t ng = cols / G;
+            qhx_quant_q4_row(W + r * cols, cols, G, q + r * cols / 2, sc + r * ng);
+            qhx_dequant_q4_row(q + r * cols / 2, sc + r * ng, cols, G, Wd + r * cols);
+        }
+    }
+    qhx_weight w = {.fmt = fmt, .rows = rows, .cols = cols, .data = q, .scales = sc,
+                    .group = fmt == QHX_W_Q4 ? G : 0};
+    qhx_kernels k;
+    memset(&k, 0, sizeof k);
+    qhx_kern_ref_quant(&k);
+    const int64_t n = 3;
+    float *X = qhx_malloc((size_t)(n * (cols + 3)) * 4), *Y = qhx_malloc((size_t)(n * (rows + 2)) * 4);
+    fill(X, n * (cols + 3), DIST_GAUSS);
+    double *yref = qhx_malloc((size_t)rows * 8), *mag = qhx_malloc((size_t)rows * 8);
+    for (int64_t i = 0; i < n * (rows + 2); i++) Y[i] = NAN;
+    /* matvec over a sub-range, then the rest: rows outside [r0, r1) stay untouched */
+    int64_t r0 = rows / 3, r1 = rows - rows / 4;
+    k.matvec[fmt](&w, X, Y, r0, r1);
+    int untouched = 1;
+    for (int64_t r = 0; r < rows; r++)
+        if ((r < r0 || r >= r1) && !isnan(Y[r])) untouched = 0;
+    CHECK(untouched);
+    k.matvec[fmt](&w, X, Y, 0, r0);
+    k.matvec[fmt](&w, X, Y, r1, rows);
+    matvec_f32(Wd, rows, cols, X, yref, mag);
+    double worst = 0;
+    int64_t worst_r = 0;
+    for (int64_t r = 0; r < rows; r++) {
+        double e = fabs(Y[r] - yref[r]) / (mag[r] + 1e-30);
+        if (!(e <= worst)) { worst = e; worst_r = r; }
+    }
+    /* f32 accumulation over cols terms, relative to sum |w x|: a few ulp times sqrt(cols)
+     * (measured worst: 1.7e-7 over these shapes) */
+    double tol = 3e-7 * (1.0 + sqrt((double)cols));
+    if (!(worst <= tol))
+        fprintf(stderr, "fmt %d [%lld, %lld]: worst row %lld: %.9g vs %.9g (rel %.3g)\n", (int)fmt,
+                (long long)rows, (long long)cols, (long long)worst_r, Y[worst_r], yref[worst_r], worst);
+    CHECK(worst <= tol);
+    /* matmul: token t equals the matvec of row t, bit for bit; strides honoured */
+    int64_t ldx = cols + 3, ldy = rows + 2;
+    for (int64_t i = 0; i < n * ldy; i++) Y[i] = NAN;
+    k.matmul[fmt](&w, X, ldx, Y, ldy, n, 0, rows);
+    float *y1 = qhx_malloc((size_t)rows * 4);
+    int same = 1, pad_nan = 1;
+    for (int64_t t = 0; t < n; t++) {
+        k.matvec[fmt](&w, X + t * ldx, y1, 0, rows);
+        for (int64_t r = 0; r < rows; r++)
+            if (memcmp(&y1[r], &Y[t * ldy + r], 4)) same = 0;
+        if (!isnan(Y[t * ldy + rows]) || !isnan(Y[t * ldy + rows + 1])) pad_nan = 0;
+    }
+    CHECK(same);
+    CHECK(pad_nan);
+    qhx_free(y1);
+    qhx_free(W);
+    qhx_free(Wd);
+    qhx_free(q);
+    qhx_free(sc);
+    qhx_free(X);
+    qhx_free(Y);
+    qhx_free(yref);
+    qhx_free(mag);
+}
+
+static void test_kernels(void) {
+    const int64_t rows[] = {1, 5, 33, 257};
+    const int64_t cols8[] = {1, 7, 64, 2048};
+    const int64_t cols4[] = {32, 64, 96, 2048};
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 4; j++) {
+            check_kernel(QHX_W_Q8, rows[i], cols8[j], 0);
+            check_kernel(QHX_W_Q4, rows[i], cols4[j], 32);
+            if (cols4[j] % 64 == 0) check_kernel(QHX_W_Q4, rows[i], cols4[j], 64);
+        }
+    qhx_kernels k;
+    memset(&k, 0, sizeof k);
+    qhx_kern_ref_quant(&k);
+    CHECK(k.matvec[QHX_W_Q8] == qhx_k_matvec_q8_ref && k.matvec[QHX_W_Q4] == qhx_k_matvec_q4_ref);
+    CHECK(k.matmul[QHX_W_Q8] == qhx_k_matmul_q8_ref && k.matmul[QHX_W_Q4] == qhx_k_matmul_q4_ref);
+    CHECK(k.matvec[QHX_W_F32] == NULL);
+}
+
+int main(void) {
+    test_q8_bounds();
+    test_q4_bounds();
+    test_rms_table();
+    test_kernels();
+    return t_done("test_quant");
+}

@@ -1,0 +1,173 @@
+/* qhx forge: convert a Hugging Face checkpoint folder into a qhexrt bundle, or write a
+ * random-weight checkpoint of a family. The work is in src/forge; this file parses arguments,
+ * draws the progress bar (only when stderr is a terminal) and turns SIGINT into a cancel. */
+#include "cli.h"
+
+#include "forge/forge.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char USAGE[] =
+    "usage: qhx forge HF_DIR OUT_DIR --precision f16|bf16|w8|q4 [--lmhead f16|bf16|w8|q4]\n"
+    "                 [--embed f16|bf16] [--max-context N] [--name NAME] [--quiet]\n"
+    "       qhx forge --random FAMILY OUT_DIR --preset tiny|2b [--seed N] [--dtype f32|bf16]\n"
+    "                 [--tokenizer FILE] [--quiet]\n"
+    "\n"
+    "The first form converts a Hugging Face checkpoint folder (config.json, *.safetensors,\n"
+    "tokenizer.json) into a bundle: weights in the chosen precision, tokenizer, configs and one\n"
+    "manifest per runnable configuration (docs/bundle.md). The second writes a random-weight\n"
+    "checkpoint of FAMILY (qwen3_5 or qwen3_vl) with the tiny (parity fixture) or 2b (released\n"
+    "model) shapes. OUT_DIR must not exist; it appears only when complete. Ctrl-C stops cleanly\n"
+    "(exit 130).\n";
+
+// ---- progress bar and cancel --------------------------------------------------------------------
+
+static volatile sig_atomic_t interrupted;
+static void on_signal(int sig) {
+    (void)sig;
+    interrupted = 1;
+}
+
+typedef struct ui {
+    int bar;          /* draw the bar (stderr is a terminal and not --quiet) */
+    int quiet;
+    int drawn;        /* a bar line is on screen */
+    double t0, last;  /* seconds */
+    uint64_t done, total;
+} ui;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void draw_bar(ui *u) {
+    double el = now_s() - u->t0, frac = u->total ? (double)u->done / (double)u->total : 0;
+    double rate = el > 0 ? (double)u->done / el : 0;
+    double eta = rate > 0 && u->total > u->done ? (double)(u->total - u->done) / rate : 0;
+    char bar[31];
+    int fill = (int)(frac * 30 + 0.5);
+    for (int i = 0; i < 30; i++) bar[i] = i < fill ? '#' : '-';
+    bar[30] = '\0';
+    fprintf(stderr, "\r\033[K%7.2f / %.2f GB [%s] %3d%%  %6.1f MB/s  ETA %d:%02d", (double)u->done / 1e9,
+            (double)u->total / 1e9, bar, (int)(frac * 100), rate / 1e6, (int)eta / 60, (int)eta % 60);
+    u->drawn = 1;
+}
+
+static void on_progress(void *user, uint64_t done, uint64_t total) {
+    ui *u = user;
+    u->done = done;
+    u->total = total;
+    if (!u->bar) return;
+    double t = now_s();
+    if (t - u->last < 0.1 && done < total) return;
+    u->last = t;
+    draw_bar(u);
+}
+
+static void on_log(void *user, const char *line) {
+    ui *u = user;
+    if (u->quiet) return;
+    if (u->drawn) fprintf(stderr, "\r\033[K");
+    fprintf(stderr, "qhx forge: %s\n", line);
+    if (u->drawn) draw_bar(u);
+}
+
+static int on_cancel(void *user) {
+    (void)user;
+    return interrupted;
+}
+
+// ---- arguments -----------------------------------------------------------------------------------
+
+int qhx_cmd_forge(int argc, char **argv) {
+    qhx_forge_params p;
+    memset(&p, 0, sizeof p);
+    const char *pos[3] = {0};
+    int n_pos = 0, random = 0, quiet = 0;
+    const char *family = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char **slot = NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            fputs(USAGE, stdout);
+            return QHX_EXIT_OK;
+        } else if (!strcmp(a, "--random")) {
+            random = 1;
+            continue;
+        } else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) {
+            quiet = 1;
+            continue;
+        } else if (!strcmp(a, "--precision")) slot = &p.precision;
+        else if (!strcmp(a, "--lmhead")) slot = &p.lmhead;
+        else if (!strcmp(a, "--embed")) slot = &p.embed;
+        else if (!strcmp(a, "--name")) slot = &p.name;
+        else if (!strcmp(a, "--preset")) slot = &p.preset;
+        else if (!strcmp(a, "--dtype")) slot = &p.dtype;
+        else if (!strcmp(a, "--tokenizer")) slot = &p.tokenizer;
+        else if (!strcmp(a, "--seed") || !strcmp(a, "--max-context")) {
+            int64_t v;
+            if (i + 1 >= argc) return qhx_cli_usage_error("forge", "%s needs a value", a);
+            int64_t hi = !strcmp(a, "--seed") ? INT64_MAX : 262144;
+            if (qhx_cli_parse_i64(argv[++i], !strcmp(a, "--seed") ? 0 : 1, hi, &v) != 0)
+                return qhx_cli_usage_error("forge", "%s: '%s' is not an integer in [%d, %lld]", a, argv[i],
+                                           !strcmp(a, "--seed") ? 0 : 1, (long long)hi);
+            if (!strcmp(a, "--seed")) p.seed = (uint64_t)v;
+            else p.max_context = v;
+            continue;
+        } else if (a[0] == '-' && a[1]) {
+            return qhx_cli_usage_error("forge", "unknown option '%s'", a);
+        } else {
+            if (n_pos >= 3) return qhx_cli_usage_error("forge", "too many arguments ('%s')", a);
+            pos[n_pos++] = a;
+            continue;
+        }
+        if (i + 1 >= argc) return qhx_cli_usage_error("forge", "%s needs a value", a);
+        *slot = argv[++i];
+    }
+    if (n_pos != 2)
+        return qhx_cli_usage_error("forge", random ? "--random needs FAMILY and OUT_DIR" : "needs HF_DIR and OUT_DIR");
+    if (random) {
+        family = pos[0];
+        if (!p.preset) return qhx_cli_usage_error("forge", "--random needs --preset tiny|2b");
+        if (p.precision || p.lmhead || p.embed || p.name || p.max_context)
+            return qhx_cli_usage_error("forge", "--precision/--lmhead/--embed/--name/--max-context are for conversion");
+    } else {
+        if (!p.precision) return qhx_cli_usage_error("forge", "--precision f16|bf16|w8|q4 is required");
+        if (p.preset || p.dtype || p.tokenizer)
+            return qhx_cli_usage_error("forge", "--preset/--dtype/--tokenizer are for --random");
+    }
+
+    ui u = {.bar = !quiet && isatty(STDERR_FILENO), .quiet = quiet, .t0 = now_s()};
+    p.progress = on_progress;
+    p.log = on_log;
+    p.cancel = on_cancel;
+    p.user = &u;
+    struct sigaction sa, old_int, old_term;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+
+    qhx_error err = {0};
+    qhx_status rc = random ? qhx_forge_random(family, pos[1], &p, &err) : qhx_forge_convert(pos[0], pos[1], &p, &err);
+
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    if (u.drawn) {
+        if (rc == QHX_OK) draw_bar(&u);
+        fputc('\n', stderr);
+    }
+    if (rc != QHX_OK) return qhx_cli_runtime_error("forge", &err);
+    if (!quiet) {
+        double el = now_s() - u.t0;
+        fprintf(stderr, "qhx forge: wrote %s (%.2f GB in %.1f s)\n", pos[1], (double)u.done / 1e9, el);
+    }
+    return QHX_EXIT_OK;
+}
