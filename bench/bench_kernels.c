@@ -18,6 +18,8 @@
 #include "core/fp16.h"
 #include "kernels/kernels.h"
 
+#include "core/cpu.h"
+#include "kernels/quant.h"
 #if defined(QHX_HAVE_X86)
 #include "kernels/x86/x86.h"
 #endif
@@ -39,7 +41,16 @@ static double median(double *v, int n) {
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-static size_t esize(qhx_wfmt f) { return f == QHX_W_F32 ? 4 : f == QHX_W_Q8 ? 1 : 2; }
+/* Bytes a matrix of rows x cols takes (Q4: codes plus one f32 scale per group of 32). */
+static size_t wbytes(qhx_wfmt f, int64_t rows, int64_t cols) {
+    size_t n = (size_t)(rows * cols);
+    switch (f) {
+    case QHX_W_F32: return 4 * n;
+    case QHX_W_F16: case QHX_W_BF16: return 2 * n;
+    case QHX_W_Q8: return n + 4 * (size_t)rows;
+    default: return n / 2 + n / 32 * 4;
+    }
+}
 static const char *fmt_name(qhx_wfmt f) {
     static const char *n[] = {"f32", "f16", "bf16", "q8", "q4"};
     return f < QHX_W_COUNT ? n[f] : "?";
@@ -95,10 +106,10 @@ static void team_free(team *tm) {
 
 // ---- bandwidth probe ---------------------------------------------------------------------------
 
-typedef struct probe { const uint64_t *buf; size_t n; uint64_t sum[MAX_THREADS * 8]; } probe;
+typedef struct probe_job { const uint64_t *buf; size_t n; uint64_t sum[MAX_THREADS * 8]; } probe_job;
 
 static void probe_fn(void *arg, int ti, int nt) {
-    probe *p = arg;
+    probe_job *p = arg;
     size_t a = p->n * (size_t)ti / (size_t)nt, b = p->n * (size_t)(ti + 1) / (size_t)nt;
     a &= ~(size_t)7;
     b = ti == nt - 1 ? p->n : b & ~(size_t)7;
@@ -113,7 +124,7 @@ static double bandwidth_probe(team *tm, int reps) {
     uint64_t *buf = malloc(bytes);
     if (!buf) return 0;
     memset(buf, 1, bytes);
-    probe p = {.buf = buf, .n = bytes / 8};
+    probe_job p = {.buf = buf, .n = bytes / 8};
     double t[64];
     team_run(tm, probe_fn, &p); /* warm-up */
     for (int r = 0; r < reps; r++) {
@@ -169,7 +180,9 @@ static uint32_t rnd(void) {
 }
 
 static void *make_data(qhx_wfmt fmt, size_t n) {
-    void *d = malloc(n * esize(fmt));
+    size_t es = fmt == QHX_W_F32 ? 4 : fmt == QHX_W_F16 || fmt == QHX_W_BF16 ? 2 : 1;
+    if (fmt == QHX_W_Q4) n /= 2;
+    void *d = malloc(n * es);
     if (!d) return NULL;
     for (size_t i = 0; i < n; i++) {
         float v = (float)(rnd() % 2001) * 1e-3f - 1.0f;
@@ -183,12 +196,16 @@ static void *make_data(qhx_wfmt fmt, size_t n) {
     return d;
 }
 
+/* ncopies matrices sharing one scale array (Q4's scales are 1/8 of its bytes and counted in
+ * its GB/s, but read from cache after the first copy: a small flattery, noted in the output). */
 static int make_weights(qhx_weight *w, int ncopies, qhx_wfmt fmt, int64_t rows, int64_t cols) {
-    float *scales = malloc((size_t)rows * sizeof(float));
+    size_t ns = fmt == QHX_W_Q4 ? (size_t)(rows * cols / QHX_Q4_GROUP) : (size_t)rows;
+    float *scales = malloc(ns * sizeof(float));
     if (!scales) return -1;
-    for (int64_t r = 0; r < rows; r++) scales[r] = 0.01f;
+    for (size_t r = 0; r < ns; r++) scales[r] = 0.01f;
     for (int c = 0; c < ncopies; c++) {
-        w[c] = (qhx_weight){.fmt = fmt, .rows = rows, .cols = cols, .scales = scales};
+        w[c] = (qhx_weight){.fmt = fmt, .rows = rows, .cols = cols, .scales = scales,
+                            .group = fmt == QHX_W_Q4 ? QHX_Q4_GROUP : 0};
         w[c].data = make_data(fmt, (size_t)(rows * cols));
         if (!w[c].data) {
             for (int i = 0; i < c; i++) free((void *)w[i].data);
@@ -211,7 +228,7 @@ typedef struct variant {
 } variant;
 
 static double bench_matvec(team *tm, const variant *v, int64_t rows, int64_t cols, int reps) {
-    size_t bytes = (size_t)(rows * cols) * esize(v->fmt);
+    size_t bytes = wbytes(v->fmt, rows, cols);
     int ncopies = (int)(((size_t)512 << 20) / bytes) + 1;
     if (ncopies > 64) ncopies = 64;
     qhx_weight w[64];
@@ -268,23 +285,28 @@ int main(int argc, char **argv) {
     if (reps < 1) reps = 1;
     if (reps > 64) reps = 64;
 
-    variant vs[8];
+    variant vs[10];
     int nv = 0;
 #if defined(QHX_HAVE_X86)
-    qhx_x86_features cpu;
-    qhx_x86_detect(&cpu);
-    if (qhx_x86_has_avx512(&cpu) && (!want_isa || !strcmp(want_isa, "avx512"))) {
-        vs[nv++] = (variant){"avx512", QHX_W_F32, qhx_k_matvec_f32_avx512, qhx_k_matmul_f32_avx512};
-        vs[nv++] = (variant){"avx512", QHX_W_F16, qhx_k_matvec_f16_avx512, qhx_k_matmul_f16_avx512};
-        vs[nv++] = (variant){"avx512", QHX_W_BF16, qhx_k_matvec_bf16_avx512, qhx_k_matmul_bf16_avx512};
-        vs[nv++] = (variant){"avx512", QHX_W_Q8, qhx_k_matvec_q8_avx512, qhx_k_matmul_q8_avx512};
+    qhx_cpu_info cpu;
+    qhx_cpu_detect(&cpu);
+#define ADD(isa, f, F) vs[nv++] = (variant){#isa, F, qhx_k_matvec_##f##_##isa, qhx_k_matmul_##f##_##isa}
+    if ((cpu.features & QHX_CPU_GROUP_AVX512) == QHX_CPU_GROUP_AVX512 &&
+        (!want_isa || !strcmp(want_isa, "avx512"))) {
+        ADD(avx512, f32, QHX_W_F32);
+        ADD(avx512, f16, QHX_W_F16);
+        ADD(avx512, bf16, QHX_W_BF16);
+        ADD(avx512, q8, QHX_W_Q8);
+        ADD(avx512, q4, QHX_W_Q4);
     }
-    if (qhx_x86_has_avx2(&cpu) && (!want_isa || !strcmp(want_isa, "avx2"))) {
-        vs[nv++] = (variant){"avx2", QHX_W_F32, qhx_k_matvec_f32_avx2, qhx_k_matmul_f32_avx2};
-        vs[nv++] = (variant){"avx2", QHX_W_F16, qhx_k_matvec_f16_avx2, qhx_k_matmul_f16_avx2};
-        vs[nv++] = (variant){"avx2", QHX_W_BF16, qhx_k_matvec_bf16_avx2, qhx_k_matmul_bf16_avx2};
-        vs[nv++] = (variant){"avx2", QHX_W_Q8, qhx_k_matvec_q8_avx2, qhx_k_matmul_q8_avx2};
+    if ((cpu.features & QHX_CPU_GROUP_AVX2) == QHX_CPU_GROUP_AVX2 && (!want_isa || !strcmp(want_isa, "avx2"))) {
+        ADD(avx2, f32, QHX_W_F32);
+        ADD(avx2, f16, QHX_W_F16);
+        ADD(avx2, bf16, QHX_W_BF16);
+        ADD(avx2, q8, QHX_W_Q8);
+        ADD(avx2, q4, QHX_W_Q4);
     }
+#undef ADD
 #endif
     if (nv == 0) {
         fprintf(stderr, "no SIMD variant for this CPU%s%s\n", want_isa ? " and --isa " : "",
@@ -296,7 +318,7 @@ int main(int argc, char **argv) {
     static const int64_t mm_ns[] = {64, 512};
     int n_mv = lmhead ? 3 : 2;
 
-    printf("qhx_bench_kernels: medians of %d reps, threads 1..%d\n", reps, max_threads);
+    printf("qhx_bench_kernels: medians of %d reps (lm-head 3), threads 1..%d\n", reps, max_threads);
     double probe[MAX_THREADS + 1] = {0};
     for (int nt = 1; nt <= max_threads; nt++) {
         team tm;

@@ -1,6 +1,7 @@
 /* kernels_check.h: the checks every matvec/matmul variant goes through (used by
  * test_kernels_simd.c and test_kernels_avx512emu.c). For each weight format and shape:
- *   - matvec vs a scalar reference, outputs pre-filled with NaN, within KC_REL_TOL (worst printed);
+ *   - matvec vs the _ref kernel of its format, outputs pre-filled with NaN, within KC_REL_TOL
+ *     (worst element printed);
  *   - row-range splits [0,a) + [a,rows) and a run on KC_THREADS threads: bitwise equal to one call
  *     [0,rows), rows outside the range untouched;
  *   - matmul with odd token counts and padded strides: Y[t] bitwise equal to matvec(X[t]), the
@@ -17,6 +18,8 @@
 
 #include "core/fp16.h"
 #include "kernels/kernels.h"
+#include "kernels/quant.h"
+#include "kernels/ref.h"
 #include "t.h"
 
 /* Tolerance, relative to sum_c |W[r,c] * x[c]| (the scale of the rounding error of any
@@ -45,12 +48,25 @@ static uint32_t kc_next(void) {
 }
 static float kc_unif(void) { return (float)((double)kc_next() / 4294967296.0 * 2.0 - 1.0); }
 
-static size_t kc_esize(qhx_wfmt f) { return f == QHX_W_F32 ? 4 : f == QHX_W_Q8 ? 1 : 2; }
+/* Bytes of data per element (Q4: per pair of elements). */
+static size_t kc_esize(qhx_wfmt f) { return f == QHX_W_F32 ? 4 : f == QHX_W_F16 || f == QHX_W_BF16 ? 2 : 1; }
+
+/* Q4 group size of the weights kc_make_weight makes (tests may change it between shapes). */
+static int64_t kc_q4_group = QHX_Q4_GROUP;
 
 /* A random weight; data is allocated at its exact size so ASan flags any read past a row end. */
 static qhx_weight kc_make_weight(qhx_wfmt fmt, int64_t rows, int64_t cols) {
     qhx_weight w = {.fmt = fmt, .rows = rows, .cols = cols};
     size_t n = (size_t)(rows * cols);
+    if (fmt == QHX_W_Q4) {
+        uint8_t *q = malloc(n / 2);
+        for (size_t i = 0; i < n / 2; i++) q[i] = (uint8_t)kc_next();
+        size_t ns = n / (size_t)kc_q4_group;
+        float *d = malloc(ns * sizeof(float));
+        for (size_t i = 0; i < ns; i++) d[i] = 0.02f * kc_unif(); /* either sign, as forge makes */
+        w.data = q, w.scales = d, w.group = kc_q4_group;
+        return w;
+    }
     void *d = malloc(n * kc_esize(fmt));
     for (size_t i = 0; i < n; i++) {
         float v = kc_unif();
@@ -82,24 +98,32 @@ static float kc_wval(const qhx_weight *w, int64_t r, int64_t c) {
     case QHX_W_F32: return ((const float *)w->data)[i];
     case QHX_W_F16: return qhx_f16_to_f32(((const uint16_t *)w->data)[i]);
     case QHX_W_BF16: return qhx_bf16_to_f32(((const uint16_t *)w->data)[i]);
-    case QHX_W_Q8: return (float)((const int8_t *)w->data)[i];
+    case QHX_W_Q8: return (float)((const int8_t *)w->data)[i] * w->scales[r];
+    case QHX_W_Q4: {
+        int64_t g = c / w->group, j = c % w->group, half = w->group / 2;
+        uint8_t b = ((const uint8_t *)w->data)[(r * w->cols + g * w->group) / 2 + j % half];
+        int nib = j < half ? b & 15 : b >> 4;
+        return (float)(nib - 8) * w->scales[r * (w->cols / w->group) + g];
+    }
     default: return NAN;
     }
 }
 
-/* Scalar reference: sequential float sum (the order a plain C loop uses); *mag gets
- * sum |w x| in double, the scale the tolerance is relative to. */
-static float kc_ref_row(const qhx_weight *w, const float *x, int64_t r, double *mag) {
-    float acc = 0.0f;
-    double m = 0.0;
-    float s = w->fmt == QHX_W_Q8 ? w->scales[r] : 1.0f;
-    for (int64_t c = 0; c < w->cols; c++) {
-        float v = kc_wval(w, r, c);
-        acc += v * x[c];
-        m += fabs((double)v * s * x[c]);
+static qhx_matvec_fn kc_ref(qhx_wfmt f) {
+    switch (f) {
+    case QHX_W_F32: return qhx_k_matvec_f32_ref;
+    case QHX_W_F16: return qhx_k_matvec_f16_ref;
+    case QHX_W_BF16: return qhx_k_matvec_bf16_ref;
+    case QHX_W_Q8: return qhx_k_matvec_q8_ref;
+    default: return qhx_k_matvec_q4_ref;
     }
-    *mag = m;
-    return acc * s;
+}
+
+/* sum_c |W[r, c] x[c]| in double: the scale the tolerance is relative to. */
+static double kc_mag(const qhx_weight *w, const float *x, int64_t r) {
+    double m = 0.0;
+    for (int64_t c = 0; c < w->cols; c++) m += fabs((double)kc_wval(w, r, c) * x[c]);
+    return m;
 }
 
 static float *kc_nan(size_t n) {
@@ -166,10 +190,12 @@ static void kc_check_shape(const kc_variant *v, int64_t rows, int64_t cols, cons
     float *y = kc_nan((size_t)rows);
     v->matvec(&w, x, y, 0, rows);
     CHECK(kc_all_finite(y, rows));
+    float *yref = kc_nan((size_t)rows);
+    kc_ref(v->fmt)(&w, x, yref, 0, rows);
     int bad = 0;
     for (int64_t r = 0; r < rows; r++) {
-        double mag;
-        float want = kc_ref_row(&w, x, r, &mag);
+        double mag = kc_mag(&w, x, r);
+        float want = yref[r];
         double err = fabs((double)y[r] - want), rel = err / (mag > 0 ? mag : 1e-30);
         if (!(rel <= KC_REL_TOL)) bad++;
         if (!(rel <= worst->rel) || isnan(rel))
@@ -225,20 +251,46 @@ static void kc_check_shape(const kc_variant *v, int64_t rows, int64_t cols, cons
         CHECK(pad_nan);
         free(X), free(Y), free(Yr), free(ym);
     }
-    free(y), free(x);
+    free(y), free(yref), free(x);
     kc_free_weight(&w);
 }
 
 /* Every rows x cols pair of sizes; ns are the matmul token counts tried on each. */
-static void kc_check_variant(const kc_variant *v, const int64_t *sizes, int ns_sizes, const int *ns,
-                             int nn) {
-    kc_worst worst = {0};
+static void kc_check_variant(const kc_variant *v, const int64_t *rows, int nrows, const int64_t *cols,
+                             int ncols, const int *ns, int nn) {
+    kc_worst worst = {.rel = -1};
     int before = t_failures;
-    for (int i = 0; i < ns_sizes; i++)
-        for (int j = 0; j < ns_sizes; j++) kc_check_shape(v, sizes[i], sizes[j], ns, nn, &worst);
+    for (int i = 0; i < nrows; i++)
+        for (int j = 0; j < ncols; j++) kc_check_shape(v, rows[i], cols[j], ns, nn, &worst);
     fprintf(stderr, "%-22s %s  worst rel err %.3g (tol %g) at %lldx%lld row %lld: %.9g vs ref %.9g\n",
             v->name, t_failures == before ? "ok  " : "FAIL", worst.rel, KC_REL_TOL,
             (long long)worst.rows, (long long)worst.cols, (long long)worst.row, worst.got, worst.want);
+}
+
+/* The whole suite for a set of variants: for F32/F16/BF16/Q8 every rows x cols pair of sizes
+ * (matmul with 13 tokens) plus small shapes at token counts 1..12; Q4 (whose cols are whole
+ * groups) the same rows against group multiples, and group 64, which the variants hand to the
+ * reference. */
+static void kc_run_all(const kc_variant *vs, int nv, const int64_t *sizes, int nsizes,
+                       const int64_t *q4cols, int nq4) {
+    static const int ns[] = {13};
+    static const int64_t small[] = {1, 7, 33};
+    static const int64_t q4small[] = {32, 96};
+    static const int64_t q4g64[] = {64, 192};
+    static const int ns_all[] = {1, 2, 3, 4, 5, 6, 7, 8, 11, 12};
+    for (int i = 0; i < nv; i++) {
+        if (vs[i].fmt == QHX_W_Q4) {
+            kc_q4_group = QHX_Q4_GROUP;
+            kc_check_variant(&vs[i], sizes, nsizes, q4cols, nq4, ns, 1);
+            kc_check_variant(&vs[i], small, 3, q4small, 2, ns_all, 10);
+            kc_q4_group = 64;
+            kc_check_variant(&vs[i], small, 3, q4g64, 2, ns, 1);
+            kc_q4_group = QHX_Q4_GROUP;
+        } else {
+            kc_check_variant(&vs[i], sizes, nsizes, sizes, nsizes, ns, 1);
+            kc_check_variant(&vs[i], small, 3, small, 3, ns_all, 10);
+        }
+    }
 }
 
 #endif

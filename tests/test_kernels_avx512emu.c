@@ -14,22 +14,21 @@
 #define qhx_k_matmul_f16_avx512 emu_matmul_f16_avx512
 #define qhx_k_matmul_bf16_avx512 emu_matmul_bf16_avx512
 #define qhx_k_matmul_q8_avx512 emu_matmul_q8_avx512
+#define qhx_k_matvec_q4_avx512 emu_matvec_q4_avx512
+#define qhx_k_matmul_q4_avx512 emu_matmul_q4_avx512
 #include "kernels/x86/linear_avx512.c"
 
 #include "kernels_check.h"
 
 static const int64_t sizes[] = {1, 3, 15, 16, 17, 63, 64, 65, 257, 1000};
-static const int ns[] = {13};
-static const int64_t small[] = {1, 7, 33};
-static const int ns_all[] = {1, 2, 3, 4, 5, 6, 7, 8, 11, 12};
+static const int64_t q4cols[] = {32, 64, 96, 1024};
 
 #define V(f, F) {#f "_avx512(emulated)", F, emu_matvec_##f##_avx512, emu_matmul_##f##_avx512}
 
 int main(void) {
-    const kc_variant vs[] = {V(f32, QHX_W_F32), V(f16, QHX_W_F16), V(bf16, QHX_W_BF16), V(q8, QHX_W_Q8)};
-    for (int i = 0; i < 4; i++) {
-        kc_check_variant(&vs[i], sizes, (int)(sizeof sizes / sizeof sizes[0]), ns, 1);
-        kc_check_variant(&vs[i], small, 3, ns_all, (int)(sizeof ns_all / sizeof ns_all[0]));
-    }
+    const kc_variant vs[] = {V(f32, QHX_W_F32), V(f16, QHX_W_F16), V(bf16, QHX_W_BF16),
+                             V(q8, QHX_W_Q8), V(q4, QHX_W_Q4)};
+    kc_run_all(vs, 5, sizes, (int)(sizeof sizes / sizeof sizes[0]), q4cols,
+               (int)(sizeof q4cols / sizeof q4cols[0]));
     return t_done("test_kernels_avx512emu");
 }

@@ -99,4 +99,43 @@ static inline __m512 _mm512_cvtph_ps(__m256i a) {
     return r;
 }
 
+static inline __m512 _mm512_set1_ps(float v) {
+    __m512 r;
+    for (int i = 0; i < 16; i++) r.f[i] = v;
+    return r;
+}
+
+static inline __m512 _mm512_mul_ps(__m512 a, __m512 b) {
+    __m512 r;
+    for (int i = 0; i < 16; i++) r.f[i] = a.f[i] * b.f[i];
+    return r;
+}
+
+static inline __m128i _mm_set1_epi8(char v) {
+    __m128i r;
+    memset(r.b, (unsigned char)v, 16);
+    return r;
+}
+
+static inline __m128i _mm_and_si128(__m128i a, __m128i b) {
+    for (int i = 0; i < 16; i++) a.b[i] &= b.b[i];
+    return a;
+}
+
+static inline __m128i _mm_sub_epi8(__m128i a, __m128i b) {
+    for (int i = 0; i < 16; i++) a.b[i] = (uint8_t)(a.b[i] - b.b[i]);
+    return a;
+}
+
+/* Shift each 16-bit lane right, bits crossing from the high byte into the low one. */
+static inline __m128i _mm_srli_epi16(__m128i a, int n) {
+    for (int i = 0; i < 8; i++) {
+        uint16_t h = (uint16_t)(a.b[2 * i] | a.b[2 * i + 1] << 8);
+        h = n > 15 ? 0 : (uint16_t)(h >> n);
+        a.b[2 * i] = (uint8_t)h;
+        a.b[2 * i + 1] = (uint8_t)(h >> 8);
+    }
+    return a;
+}
+
 #endif

@@ -1,14 +1,17 @@
-/* kernels/x86/linear_avx2.c: matvec (decode) and matmul (prefill) for F32, F16, BF16 and Q8
+/* kernels/x86/linear_avx2.c: matvec (decode) and matmul (prefill) for F32, F16, BF16, Q8 and Q4
  * weights with AVX2 + FMA + F16C; f32 activations, f32 accumulation. Built with -mavx2 -mfma
  * -mf16c; reached only through qhx_kern_install_x86 after a CPU check.
  *
  * Numerics, shared by every path in this file so results do not depend on how rows or tokens are
  * grouped: output (r, t) keeps one 8-lane accumulator, fed by one FMA per 8 columns in column
  * order (the last partial block zero-padded), then reduced by the fixed tree of hsum8(); Q8 then
- * multiplies by the row scale. Weights widen to f32 exactly (f16/bf16/int8 are subsets of f32). */
+ * multiplies by the row scale. Weights widen to f32 exactly (f16/bf16/int8 are subsets of f32).
+ * Q4 (group 32, docs/formats.md) differs only in its inner step: per group, s = the 4-vector dot
+ * of codes (nib - 8) and x, then acc = fma(d[group], s, acc); the same tree reduces acc. */
 #include <immintrin.h>
 #include <string.h>
 
+#include "kernels/quant.h"
 #include "kernels/x86/x86.h"
 
 #define AI static inline __attribute__((always_inline))
@@ -171,6 +174,131 @@ AI void matmul(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64
         default: break;
         }
     }
+}
+
+/* ---- Q4, group 32: 16 bytes of codes and one f32 scale per group ---------------------------- */
+
+/* The 32 codes of a group as f32 (nib - 8): w[0], w[1] = values 0..15 (low nibbles of bytes
+ * 0..15), w[2], w[3] = values 16..31 (high nibbles). */
+AI void q4_codes(const uint8_t *p, __m256 w[4]) {
+    const __m128i m = _mm_set1_epi8(0x0f), e = _mm_set1_epi8(8);
+    __m128i b = _mm_loadu_si128((const __m128i *)p);
+    __m128i lo = _mm_sub_epi8(_mm_and_si128(b, m), e);
+    __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(b, 4), m), e);
+    w[0] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(lo));
+    w[1] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_unpackhi_epi64(lo, lo)));
+    w[2] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(hi));
+    w[3] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_unpackhi_epi64(hi, hi)));
+}
+
+/* The group step: acc += d * (w . x) over the group's 32 values at xg. */
+AI __m256 q4_step(const __m256 w[4], const float *xg, __m256 d, __m256 acc) {
+    __m256 s = _mm256_mul_ps(w[0], _mm256_loadu_ps(xg));
+    s = _mm256_fmadd_ps(w[1], _mm256_loadu_ps(xg + 8), s);
+    s = _mm256_fmadd_ps(w[2], _mm256_loadu_ps(xg + 16), s);
+    s = _mm256_fmadd_ps(w[3], _mm256_loadu_ps(xg + 24), s);
+    return _mm256_fmadd_ps(d, s, acc);
+}
+
+AI int q4_fast(const qhx_weight *w) { return w->group == 32 && w->cols % 32 == 0; }
+
+AI void q4_matvec_rows(const qhx_weight *w, const float *x, float *y, int64_t r, int R) {
+    const int64_t ng = w->cols / 32;
+    const uint8_t *p[4];
+    const float *d[4];
+    __m256 acc[4];
+    for (int i = 0; i < R; i++) {
+        p[i] = (const uint8_t *)w->data + (size_t)(r + i) * (size_t)(w->cols / 2);
+        d[i] = w->scales + (r + i) * ng;
+        acc[i] = _mm256_setzero_ps();
+    }
+    for (int64_t g = 0; g < ng; g++) {
+        for (int i = 0; i < R; i++) {
+            __m256 wv[4];
+            q4_codes(p[i] + 16 * g, wv);
+            acc[i] = q4_step(wv, x + 32 * g, _mm256_broadcast_ss(d[i] + g), acc[i]);
+        }
+    }
+    if (R == 4) {
+        _mm_storeu_ps(y + r, hsum8x4(acc[0], acc[1], acc[2], acc[3]));
+    } else {
+        for (int i = 0; i < R; i++) y[r + i] = hsum8(acc[i]);
+    }
+}
+
+static void q4_matvec(const qhx_weight *w, const float *x, float *y, int64_t r0, int64_t r1) {
+    int64_t r = r0;
+    for (; r + 4 <= r1; r += 4) q4_matvec_rows(w, x, y, r, 4);
+    for (; r < r1; r++) q4_matvec_rows(w, x, y, r, 1);
+}
+
+/* Tile of R rows x T tokens: each group's codes are widened once per row and used T times;
+ * R*T accumulators + 4 codes + the partial sum + the scale fit 16 ymm for R = 2, T = 4. */
+AI void q4_tile(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy, int64_t t,
+                int64_t r, int R, int T) {
+    const int64_t ng = w->cols / 32;
+    const uint8_t *p[2];
+    const float *d[2];
+    __m256 acc[2][4];
+    for (int i = 0; i < R; i++) {
+        p[i] = (const uint8_t *)w->data + (size_t)(r + i) * (size_t)(w->cols / 2);
+        d[i] = w->scales + (r + i) * ng;
+        for (int j = 0; j < T; j++) acc[i][j] = _mm256_setzero_ps();
+    }
+    for (int64_t g = 0; g < ng; g++) {
+        for (int i = 0; i < R; i++) {
+            __m256 wv[4];
+            q4_codes(p[i] + 16 * g, wv);
+            __m256 dv = _mm256_broadcast_ss(d[i] + g);
+            for (int j = 0; j < T; j++)
+                acc[i][j] = q4_step(wv, X + (t + j) * ldx + 32 * g, dv, acc[i][j]);
+        }
+    }
+    for (int i = 0; i < R; i++) {
+        if (T == 4) {
+            _Alignas(16) float v[4];
+            _mm_store_ps(v, hsum8x4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]));
+            for (int j = 0; j < 4; j++) Y[(t + j) * ldy + r + i] = v[j];
+        } else {
+            for (int j = 0; j < T; j++) Y[(t + j) * ldy + r + i] = hsum8(acc[i][j]);
+        }
+    }
+}
+
+AI void q4_rows(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy, int64_t t,
+                int T, int64_t ra, int64_t rb) {
+    int64_t r = ra;
+    for (; r + 2 <= rb; r += 2) q4_tile(w, X, ldx, Y, ldy, t, r, 2, T);
+    if (r < rb) q4_tile(w, X, ldx, Y, ldy, t, r, 1, T);
+}
+
+static void q4_matmul(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy,
+                      int64_t n, int64_t r0, int64_t r1) {
+    int64_t row_bytes = w->cols / 2 + w->cols / 32 * 4;
+    int64_t blk = MM_BLOCK_BYTES / (row_bytes > 0 ? row_bytes : 1);
+    blk = blk < 2 ? 2 : blk - blk % 2;
+    for (int64_t ra = r0; ra < r1; ra += blk) {
+        int64_t rb = ra + blk < r1 ? ra + blk : r1;
+        int64_t t = 0;
+        for (; t + 4 <= n; t += 4) q4_rows(w, X, ldx, Y, ldy, t, 4, ra, rb);
+        switch (n - t) {
+        case 3: q4_rows(w, X, ldx, Y, ldy, t, 3, ra, rb); break;
+        case 2: q4_rows(w, X, ldx, Y, ldy, t, 2, ra, rb); break;
+        case 1: q4_rows(w, X, ldx, Y, ldy, t, 1, ra, rb); break;
+        default: break;
+        }
+    }
+}
+
+void qhx_k_matvec_q4_avx2(const qhx_weight *w, const float *x, float *y, int64_t r0, int64_t r1) {
+    if (q4_fast(w)) q4_matvec(w, x, y, r0, r1);
+    else qhx_k_matvec_q4_ref(w, x, y, r0, r1);
+}
+
+void qhx_k_matmul_q4_avx2(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy,
+                          int64_t n, int64_t r0, int64_t r1) {
+    if (q4_fast(w)) q4_matmul(w, X, ldx, Y, ldy, n, r0, r1);
+    else qhx_k_matmul_q4_ref(w, X, ldx, Y, ldy, n, r0, r1);
 }
 
 /* ---- entry points -------------------------------------------------------------------------- */

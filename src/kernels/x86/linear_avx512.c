@@ -1,11 +1,13 @@
-/* kernels/x86/linear_avx512.c: matvec (decode) and matmul (prefill) for F32, F16, BF16 and Q8
- * weights with AVX-512 F/BW/VL/DQ; f32 activations, f32 accumulation. Reached only through
+/* kernels/x86/linear_avx512.c: matvec (decode) and matmul (prefill) for F32, F16, BF16, Q8 and
+ * Q4 weights with AVX-512 F/BW/VL/DQ; f32 activations, f32 accumulation. Reached only through
  * qhx_kern_install_x86 after a CPU + OS (ZMM state) check.
  *
  * Numerics, shared by every path in this file so results do not depend on how rows or tokens are
  * grouped: output (r, t) keeps one 16-lane accumulator, fed by one FMA per 16 columns in column
  * order (the last partial block loaded masked, i.e. zero-padded), then reduced by hsum16()'s fixed
- * halving tree; Q8 then multiplies by the row scale. Weights widen to f32 exactly.
+ * halving tree; Q8 then multiplies by the row scale. Weights widen to f32 exactly. Q4 (group 32,
+ * docs/formats.md) differs only in its inner step: per group, s = the 2-vector dot of codes
+ * (nib - 8) and x, then acc = fma(d[group], s, acc); the same tree reduces acc.
  *
  * Tests may build this file with QHX_X86_EMU defined and plain-C stand-ins for the intrinsics
  * (tests/x86_emu.h), so the tiling and tail logic is checked on hosts without AVX-512. */
@@ -14,6 +16,7 @@
 #endif
 #include <stddef.h>
 
+#include "kernels/quant.h"
 #include "kernels/x86/x86.h"
 
 #ifdef QHX_X86_EMU
@@ -183,6 +186,121 @@ static void matmul_n(const qhx_weight *w, const float *X, int64_t ldx, float *Y,
     }
 #undef FMT
 #undef CASE
+}
+
+/* ---- Q4, group 32: 16 bytes of codes and one f32 scale per group ---------------------------- */
+
+/* The 32 codes of a group as f32 (nib - 8): w[0] = values 0..15 (low nibbles of bytes 0..15),
+ * w[1] = values 16..31 (high nibbles). */
+AI void q4_codes(const uint8_t *p, __m512 w[2]) {
+    const __m128i m = _mm_set1_epi8(0x0f), e = _mm_set1_epi8(8);
+    __m128i b = _mm_loadu_si128((const __m128i *)p);
+    w[0] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_sub_epi8(_mm_and_si128(b, m), e)));
+    w[1] = _mm512_cvtepi32_ps(
+        _mm512_cvtepi8_epi32(_mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(b, 4), m), e)));
+}
+
+/* The group step: acc += d * (w . x) over the group's 32 values at xg. */
+AI __m512 q4_step(const __m512 w[2], const float *xg, __m512 d, __m512 acc) {
+    __m512 s = _mm512_mul_ps(w[0], _mm512_loadu_ps(xg));
+    s = _mm512_fmadd_ps(w[1], _mm512_loadu_ps(xg + 16), s);
+    return _mm512_fmadd_ps(d, s, acc);
+}
+
+AI int q4_fast(const qhx_weight *w) { return w->group == 32 && w->cols % 32 == 0; }
+
+AI void q4_matvec_rows(const qhx_weight *w, const float *x, float *y, int64_t r, int R) {
+    const int64_t ng = w->cols / 32;
+    const uint8_t *p[8];
+    const float *d[8];
+    __m512 acc[8];
+    for (int i = 0; i < R; i++) {
+        p[i] = (const uint8_t *)w->data + (size_t)(r + i) * (size_t)(w->cols / 2);
+        d[i] = w->scales + (r + i) * ng;
+        acc[i] = _mm512_setzero_ps();
+    }
+    for (int64_t g = 0; g < ng; g++) {
+        for (int i = 0; i < R; i++) {
+            __m512 wv[2];
+            q4_codes(p[i] + 16 * g, wv);
+            acc[i] = q4_step(wv, x + 32 * g, _mm512_set1_ps(d[i][g]), acc[i]);
+        }
+    }
+    for (int i = 0; i < R; i++) y[r + i] = hsum16(acc[i]);
+}
+
+static void q4_matvec(const qhx_weight *w, const float *x, float *y, int64_t r0, int64_t r1) {
+    int64_t r = r0;
+    for (; r + 8 <= r1; r += 8) q4_matvec_rows(w, x, y, r, 8);
+    for (; r < r1; r++) q4_matvec_rows(w, x, y, r, 1);
+}
+
+/* Tile of R rows x T tokens (R*T accumulators + 2 codes + partial sum + scale <= 32 zmm). */
+AI void q4_tile(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy, int64_t t,
+                int64_t r, int R, int T) {
+    const int64_t ng = w->cols / 32;
+    const uint8_t *p[TR];
+    const float *d[TR];
+    __m512 acc[TR][TT];
+    for (int i = 0; i < R; i++) {
+        p[i] = (const uint8_t *)w->data + (size_t)(r + i) * (size_t)(w->cols / 2);
+        d[i] = w->scales + (r + i) * ng;
+        for (int j = 0; j < T; j++) acc[i][j] = _mm512_setzero_ps();
+    }
+    for (int64_t g = 0; g < ng; g++) {
+        for (int i = 0; i < R; i++) {
+            __m512 wv[2];
+            q4_codes(p[i] + 16 * g, wv);
+            __m512 dv = _mm512_set1_ps(d[i][g]);
+            for (int j = 0; j < T; j++)
+                acc[i][j] = q4_step(wv, X + (t + j) * ldx + 32 * g, dv, acc[i][j]);
+        }
+    }
+    for (int i = 0; i < R; i++)
+        for (int j = 0; j < T; j++) Y[(t + j) * ldy + r + i] = hsum16(acc[i][j]);
+}
+
+AI void q4_rows(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy, int64_t t,
+                int T, int64_t ra, int64_t rb) {
+    int64_t r = ra;
+    for (; r + TR <= rb; r += TR) q4_tile(w, X, ldx, Y, ldy, t, r, TR, T);
+    switch (rb - r) {
+    case 3: q4_tile(w, X, ldx, Y, ldy, t, r, 3, T); break;
+    case 2: q4_tile(w, X, ldx, Y, ldy, t, r, 2, T); break;
+    case 1: q4_tile(w, X, ldx, Y, ldy, t, r, 1, T); break;
+    default: break;
+    }
+}
+
+static void q4_matmul(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy,
+                      int64_t n, int64_t r0, int64_t r1) {
+    int64_t row_bytes = w->cols / 2 + w->cols / 32 * 4;
+    int64_t blk = MM_BLOCK_BYTES / (row_bytes > 0 ? row_bytes : 1);
+    blk = blk < TR ? TR : blk - blk % TR;
+    for (int64_t ra = r0; ra < r1; ra += blk) {
+        int64_t rb = ra + blk < r1 ? ra + blk : r1;
+        int64_t t = 0;
+        for (; t + TT <= n; t += TT) q4_rows(w, X, ldx, Y, ldy, t, TT, ra, rb);
+        switch (n - t) {
+        case 5: q4_rows(w, X, ldx, Y, ldy, t, 5, ra, rb); break;
+        case 4: q4_rows(w, X, ldx, Y, ldy, t, 4, ra, rb); break;
+        case 3: q4_rows(w, X, ldx, Y, ldy, t, 3, ra, rb); break;
+        case 2: q4_rows(w, X, ldx, Y, ldy, t, 2, ra, rb); break;
+        case 1: q4_rows(w, X, ldx, Y, ldy, t, 1, ra, rb); break;
+        default: break;
+        }
+    }
+}
+
+void qhx_k_matvec_q4_avx512(const qhx_weight *w, const float *x, float *y, int64_t r0, int64_t r1) {
+    if (q4_fast(w)) q4_matvec(w, x, y, r0, r1);
+    else qhx_k_matvec_q4_ref(w, x, y, r0, r1);
+}
+
+void qhx_k_matmul_q4_avx512(const qhx_weight *w, const float *X, int64_t ldx, float *Y,
+                            int64_t ldy, int64_t n, int64_t r0, int64_t r1) {
+    if (q4_fast(w)) q4_matmul(w, X, ldx, Y, ldy, n, r0, r1);
+    else qhx_k_matmul_q4_ref(w, X, ldx, Y, ldy, n, r0, r1);
 }
 
 /* ---- entry points -------------------------------------------------------------------------- */
