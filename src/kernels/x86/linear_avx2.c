@@ -151,8 +151,7 @@ AI void mm_rows(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int6
                 int T, int64_t ra, int64_t rb, int fmt) {
     int64_t r = ra;
     for (; r + 3 <= rb; r += 3) mm_tile(w, X, ldx, Y, ldy, t, r, 3, T, fmt);
-    if (rb - r == 2) mm_tile(w, X, ldx, Y, ldy, t, r, 2, T, fmt);
-    if (rb - r == 1) mm_tile(w, X, ldx, Y, ldy, t, r, 1, T, fmt);
+    for (; r < rb; r++) mm_tile(w, X, ldx, Y, ldy, t, r, 1, T, fmt);
 }
 
 /* Row blocks small enough to stay in L2 while every token tile passes over them. */
@@ -167,12 +166,7 @@ AI void matmul(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64
         int64_t rb = ra + blk < r1 ? ra + blk : r1;
         int64_t t = 0;
         for (; t + 4 <= n; t += 4) mm_rows(w, X, ldx, Y, ldy, t, 4, ra, rb, fmt);
-        switch (n - t) {
-        case 3: mm_rows(w, X, ldx, Y, ldy, t, 3, ra, rb, fmt); break;
-        case 2: mm_rows(w, X, ldx, Y, ldy, t, 2, ra, rb, fmt); break;
-        case 1: mm_rows(w, X, ldx, Y, ldy, t, 1, ra, rb, fmt); break;
-        default: break;
-        }
+        for (; t < n; t++) mm_rows(w, X, ldx, Y, ldy, t, 1, ra, rb, fmt);
     }
 }
 
@@ -269,7 +263,7 @@ AI void q4_rows(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int6
                 int T, int64_t ra, int64_t rb) {
     int64_t r = ra;
     for (; r + 2 <= rb; r += 2) q4_tile(w, X, ldx, Y, ldy, t, r, 2, T);
-    if (r < rb) q4_tile(w, X, ldx, Y, ldy, t, r, 1, T);
+    for (; r < rb; r++) q4_tile(w, X, ldx, Y, ldy, t, r, 1, T);
 }
 
 static void q4_matmul(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy,
@@ -281,12 +275,7 @@ static void q4_matmul(const qhx_weight *w, const float *X, int64_t ldx, float *Y
         int64_t rb = ra + blk < r1 ? ra + blk : r1;
         int64_t t = 0;
         for (; t + 4 <= n; t += 4) q4_rows(w, X, ldx, Y, ldy, t, 4, ra, rb);
-        switch (n - t) {
-        case 3: q4_rows(w, X, ldx, Y, ldy, t, 3, ra, rb); break;
-        case 2: q4_rows(w, X, ldx, Y, ldy, t, 2, ra, rb); break;
-        case 1: q4_rows(w, X, ldx, Y, ldy, t, 1, ra, rb); break;
-        default: break;
-        }
+        for (; t < n; t++) q4_rows(w, X, ldx, Y, ldy, t, 1, ra, rb);
     }
 }
 

@@ -141,19 +141,11 @@ AI void mm_rows(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int6
                 int T, int64_t ra, int64_t rb, int fmt) {
     int64_t r = ra;
     for (; r + TR <= rb; r += TR) mm_tile(w, X, ldx, Y, ldy, t, r, TR, T, fmt);
-    switch (rb - r) {
-    case 3: mm_tile(w, X, ldx, Y, ldy, t, r, 3, T, fmt); break;
-    case 2: mm_tile(w, X, ldx, Y, ldy, t, r, 2, T, fmt); break;
-    case 1: mm_tile(w, X, ldx, Y, ldy, t, r, 1, T, fmt); break;
-    default: break;
-    }
+    for (; r < rb; r++) mm_tile(w, X, ldx, Y, ldy, t, r, 1, T, fmt);
 }
 
 /* Row blocks small enough to stay in L2 while every token tile passes over them. */
 #define MM_BLOCK_BYTES (512 * 1024)
-
-static void matmul_n(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy,
-                     int64_t t, int T, int64_t ra, int64_t rb, int fmt);
 
 AI void matmul(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy, int64_t n,
                int64_t r0, int64_t r1, int fmt) {
@@ -164,28 +156,8 @@ AI void matmul(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64
         int64_t rb = ra + blk < r1 ? ra + blk : r1;
         int64_t t = 0;
         for (; t + TT <= n; t += TT) mm_rows(w, X, ldx, Y, ldy, t, TT, ra, rb, fmt);
-        if (t < n) matmul_n(w, X, ldx, Y, ldy, t, (int)(n - t), ra, rb, fmt);
+        for (; t < n; t++) mm_rows(w, X, ldx, Y, ldy, t, 1, ra, rb, fmt);
     }
-}
-
-/* The last 1..TT-1 tokens: one instantiation per count. */
-static void matmul_n(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy,
-                     int64_t t, int T, int64_t ra, int64_t rb, int fmt) {
-#define CASE(f, c) \
-    case c: mm_rows(w, X, ldx, Y, ldy, t, c, ra, rb, f); return;
-#define FMT(f)                                                                          \
-    case f:                                                                             \
-        switch (T) { CASE(f, 1) CASE(f, 2) CASE(f, 3) CASE(f, 4) CASE(f, 5) default: return; } \
-        return;
-    switch (fmt) {
-    FMT(QHX_W_F32)
-    FMT(QHX_W_F16)
-    FMT(QHX_W_BF16)
-    FMT(QHX_W_Q8)
-    default: return;
-    }
-#undef FMT
-#undef CASE
 }
 
 /* ---- Q4, group 32: 16 bytes of codes and one f32 scale per group ---------------------------- */
@@ -264,12 +236,7 @@ AI void q4_rows(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int6
                 int T, int64_t ra, int64_t rb) {
     int64_t r = ra;
     for (; r + TR <= rb; r += TR) q4_tile(w, X, ldx, Y, ldy, t, r, TR, T);
-    switch (rb - r) {
-    case 3: q4_tile(w, X, ldx, Y, ldy, t, r, 3, T); break;
-    case 2: q4_tile(w, X, ldx, Y, ldy, t, r, 2, T); break;
-    case 1: q4_tile(w, X, ldx, Y, ldy, t, r, 1, T); break;
-    default: break;
-    }
+    for (; r < rb; r++) q4_tile(w, X, ldx, Y, ldy, t, r, 1, T);
 }
 
 static void q4_matmul(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy,
@@ -281,14 +248,7 @@ static void q4_matmul(const qhx_weight *w, const float *X, int64_t ldx, float *Y
         int64_t rb = ra + blk < r1 ? ra + blk : r1;
         int64_t t = 0;
         for (; t + TT <= n; t += TT) q4_rows(w, X, ldx, Y, ldy, t, TT, ra, rb);
-        switch (n - t) {
-        case 5: q4_rows(w, X, ldx, Y, ldy, t, 5, ra, rb); break;
-        case 4: q4_rows(w, X, ldx, Y, ldy, t, 4, ra, rb); break;
-        case 3: q4_rows(w, X, ldx, Y, ldy, t, 3, ra, rb); break;
-        case 2: q4_rows(w, X, ldx, Y, ldy, t, 2, ra, rb); break;
-        case 1: q4_rows(w, X, ldx, Y, ldy, t, 1, ra, rb); break;
-        default: break;
-        }
+        for (; t < n; t++) q4_rows(w, X, ldx, Y, ldy, t, 1, ra, rb);
     }
 }
 
