@@ -7,7 +7,12 @@
  * that the weights come from DRAM, as in decode where the other layers evict them.
  * matmul: GFLOP/s = 2 * rows * cols * n / time, one matrix (blocking keeps it in cache).
  * Every figure is the median of the reps; threads split rows and meet at a barrier per call, as
- * the runtime's pool does. The probe sums a 1 GiB buffer (uint64 adds, baseline code). */
+ * the runtime's pool does. The probe sums a 1 GiB buffer (SSE2 64-bit adds, baseline x86-64).
+ *
+ * Two columns per figure: "wall" divides by elapsed time; "cpu" divides by the process CPU time
+ * per thread (CPU seconds / threads), i.e. the speed while the threads actually run. On a
+ * machine shared with other work the wall figure measures the neighbours too; "cpu" is the one
+ * to compare kernels with (for memory-bound runs it still depends on their memory traffic). */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -26,10 +31,26 @@
 
 #define MAX_THREADS 64
 
-static double now(void) {
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+static double clock_s(clockid_t c) {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(c, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Elapsed and CPU time of a timed region. */
+typedef struct stamp { double wall, cpu; } stamp;
+static stamp stamp_now(void) { return (stamp){clock_s(CLOCK_MONOTONIC), clock_s(CLOCK_PROCESS_CPUTIME_ID)}; }
+
+/* Rates for `work` units done since s0 by nt threads: r[0] per wall second, r[1] per CPU second
+ * of each thread. */
+static void rates(stamp s0, double work, int nt, double *wall, double *cpu) {
+    stamp s1 = stamp_now();
+    *wall = work / (s1.wall - s0.wall);
+    *cpu = work / ((s1.cpu - s0.cpu) / nt);
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -113,27 +134,43 @@ static void probe_fn(void *arg, int ti, int nt) {
     size_t a = p->n * (size_t)ti / (size_t)nt, b = p->n * (size_t)(ti + 1) / (size_t)nt;
     a &= ~(size_t)7;
     b = ti == nt - 1 ? p->n : b & ~(size_t)7;
+#if defined(__SSE2__)
+    const __m128i *q = (const __m128i *)(p->buf + a);
+    __m128i s0 = _mm_setzero_si128(), s1 = s0, s2 = s0, s3 = s0;
+    for (size_t i = 0; i < (b - a) / 2; i += 4) {
+        s0 = _mm_add_epi64(s0, _mm_load_si128(q + i));
+        s1 = _mm_add_epi64(s1, _mm_load_si128(q + i + 1));
+        s2 = _mm_add_epi64(s2, _mm_load_si128(q + i + 2));
+        s3 = _mm_add_epi64(s3, _mm_load_si128(q + i + 3));
+    }
+    _mm_storeu_si128((__m128i *)&p->sum[ti * 8], _mm_add_epi64(_mm_add_epi64(s0, s1), _mm_add_epi64(s2, s3)));
+#else
     uint64_t s[8] = {0};
     for (size_t i = a; i < b; i += 8)
         for (int j = 0; j < 8; j++) s[j] += p->buf[i + j];
     p->sum[ti * 8] = s[0] + s[1] + s[2] + s[3] + s[4] + s[5] + s[6] + s[7];
+#endif
 }
 
-static double bandwidth_probe(team *tm, int reps) {
+/* A figure: medians of the wall and cpu rates. */
+typedef struct fig { double wall, cpu; } fig;
+static fig fig_of(double *w, double *c, int reps) { return (fig){median(w, reps), median(c, reps)}; }
+
+static fig bandwidth_probe(team *tm, int reps) {
     size_t bytes = (size_t)1 << 30;
-    uint64_t *buf = malloc(bytes);
-    if (!buf) return 0;
+    uint64_t *buf = aligned_alloc(64, bytes);
+    if (!buf) return (fig){0, 0};
     memset(buf, 1, bytes);
     probe_job p = {.buf = buf, .n = bytes / 8};
-    double t[64];
+    double w[64], c[64];
     team_run(tm, probe_fn, &p); /* warm-up */
     for (int r = 0; r < reps; r++) {
-        double t0 = now();
+        stamp s0 = stamp_now();
         team_run(tm, probe_fn, &p);
-        t[r] = (double)bytes / (now() - t0) / 1e9;
+        rates(s0, (double)bytes / 1e9, tm->nt, &w[r], &c[r]);
     }
     free(buf);
-    return median(t, reps);
+    return fig_of(w, c, reps);
 }
 
 // ---- matvec and matmul ------------------------------------------------------------------------
@@ -227,43 +264,43 @@ typedef struct variant {
     qhx_matmul_fn mm;
 } variant;
 
-static double bench_matvec(team *tm, const variant *v, int64_t rows, int64_t cols, int reps) {
+static fig bench_matvec(team *tm, const variant *v, int64_t rows, int64_t cols, int reps) {
     size_t bytes = wbytes(v->fmt, rows, cols);
     int ncopies = (int)(((size_t)512 << 20) / bytes) + 1;
     if (ncopies > 64) ncopies = 64;
     qhx_weight w[64];
-    if (make_weights(w, ncopies, v->fmt, rows, cols) != 0) return -1;
+    if (make_weights(w, ncopies, v->fmt, rows, cols) != 0) return (fig){-1, -1};
     float *x = malloc((size_t)cols * sizeof(float)), *y = malloc((size_t)rows * sizeof(float));
     for (int64_t c = 0; c < cols; c++) x[c] = (float)(rnd() % 2001) * 1e-3f - 1.0f;
     job j = {.mv = v->mv, .w = w, .ncopies = ncopies, .x = x, .y = y};
-    double t[64];
+    double wr[64], cr[64];
     team_run(tm, matvec_fn, &j);
     for (int r = 0; r < reps; r++) {
-        double t0 = now();
+        stamp s0 = stamp_now();
         team_run(tm, matvec_fn, &j);
-        t[r] = (double)bytes * ncopies / (now() - t0) / 1e9;
+        rates(s0, (double)bytes * ncopies / 1e9, tm->nt, &wr[r], &cr[r]);
     }
     free(x), free(y);
     free_weights(w, ncopies);
-    return median(t, reps);
+    return fig_of(wr, cr, reps);
 }
 
-static double bench_matmul(team *tm, const variant *v, int64_t rows, int64_t cols, int64_t n, int reps) {
+static fig bench_matmul(team *tm, const variant *v, int64_t rows, int64_t cols, int64_t n, int reps) {
     qhx_weight w[1];
-    if (make_weights(w, 1, v->fmt, rows, cols) != 0) return -1;
+    if (make_weights(w, 1, v->fmt, rows, cols) != 0) return (fig){-1, -1};
     float *X = malloc((size_t)(n * cols) * sizeof(float)), *Y = malloc((size_t)(n * rows) * sizeof(float));
     for (int64_t i = 0; i < n * cols; i++) X[i] = (float)(rnd() % 2001) * 1e-3f - 1.0f;
     job j = {.mm = v->mm, .w = w, .ncopies = 1, .x = X, .y = Y, .n = n};
-    double t[64];
+    double wr[64], cr[64];
     team_run(tm, matmul_fn, &j);
     for (int r = 0; r < reps; r++) {
-        double t0 = now();
+        stamp s0 = stamp_now();
         team_run(tm, matmul_fn, &j);
-        t[r] = 2.0 * (double)rows * (double)cols * (double)n / (now() - t0) / 1e9;
+        rates(s0, 2.0 * (double)rows * (double)cols * (double)n / 1e9, tm->nt, &wr[r], &cr[r]);
     }
     free(X), free(Y);
     free_weights(w, 1);
-    return median(t, reps);
+    return fig_of(wr, cr, reps);
 }
 
 int main(int argc, char **argv) {
@@ -318,43 +355,47 @@ int main(int argc, char **argv) {
     static const int64_t mm_ns[] = {64, 512};
     int n_mv = lmhead ? 3 : 2;
 
-    printf("qhx_bench_kernels: medians of %d reps (lm-head 3), threads 1..%d\n", reps, max_threads);
-    double probe[MAX_THREADS + 1] = {0};
+    printf("qhx_bench_kernels: medians of %d reps (lm-head %d), threads 1..%d; wall = per elapsed "
+           "second, cpu = per CPU second of each thread\n", reps, reps > 3 ? 3 : reps, max_threads);
+    fig probe[MAX_THREADS + 1];
     for (int nt = 1; nt <= max_threads; nt++) {
         team tm;
         team_init(&tm, nt);
         probe[nt] = bandwidth_probe(&tm, reps);
         team_free(&tm);
-        printf("read bandwidth probe (1 GiB, %d thr): %.1f GB/s\n", nt, probe[nt]);
+        printf("read bandwidth probe (1 GiB, %d thr): wall %.1f GB/s, cpu %.1f GB/s\n", nt, probe[nt].wall,
+               probe[nt].cpu);
     }
-    printf("\n%-7s %-5s %-14s %3s %8s %8s\n", "matvec", "fmt", "shape", "thr", "GB/s", "%probe");
+    printf("\n%-7s %-5s %-14s %3s %8s %8s %7s\n", "matvec", "fmt", "shape", "thr", "wall GB/s", "cpu GB/s",
+           "cpu/probe");
     for (int i = 0; i < nv; i++)
         for (int s = 0; s < n_mv; s++)
             for (int nt = 1; nt <= max_threads; nt++) {
                 team tm;
                 team_init(&tm, nt);
                 int r = s == 2 && reps > 3 ? 3 : reps;
-                double g = bench_matvec(&tm, &vs[i], mv_shapes[s][0], mv_shapes[s][1], r);
+                fig g = bench_matvec(&tm, &vs[i], mv_shapes[s][0], mv_shapes[s][1], r);
                 team_free(&tm);
                 char shape[32];
                 snprintf(shape, sizeof shape, "%lldx%lld", (long long)mv_shapes[s][0],
                          (long long)mv_shapes[s][1]);
-                if (g < 0) printf("%-7s %-5s %-14s %3d   (out of memory)\n", vs[i].isa, fmt_name(vs[i].fmt), shape, nt);
-                else printf("%-7s %-5s %-14s %3d %8.1f %7.0f%%\n", vs[i].isa, fmt_name(vs[i].fmt), shape, nt, g,
-                            100.0 * g / probe[nt]);
+                if (g.wall < 0) printf("%-7s %-5s %-14s %3d   (out of memory)\n", vs[i].isa, fmt_name(vs[i].fmt), shape, nt);
+                else printf("%-7s %-5s %-14s %3d %9.1f %8.1f %6.0f%%\n", vs[i].isa, fmt_name(vs[i].fmt), shape, nt,
+                            g.wall, g.cpu, 100.0 * g.cpu / probe[nt].cpu);
                 fflush(stdout);
             }
-    printf("\n%-7s %-5s %-14s %4s %3s %8s\n", "matmul", "fmt", "shape", "n", "thr", "GFLOP/s");
+    printf("\n%-7s %-5s %-14s %4s %3s %12s %11s\n", "matmul", "fmt", "shape", "n", "thr", "wall GFLOP/s",
+           "cpu GFLOP/s");
     for (int i = 0; i < nv; i++)
         for (int in = 0; in < 2; in++)
             for (int nt = 1; nt <= max_threads; nt++) {
                 if (quick && in == 1) continue;
                 team tm;
                 team_init(&tm, nt);
-                double g = bench_matmul(&tm, &vs[i], 6144, 2048, mm_ns[in], reps > 5 ? 5 : reps);
+                fig g = bench_matmul(&tm, &vs[i], 6144, 2048, mm_ns[in], reps > 5 ? 5 : reps);
                 team_free(&tm);
-                printf("%-7s %-5s %-14s %4lld %3d %8.1f\n", vs[i].isa, fmt_name(vs[i].fmt), "6144x2048",
-                       (long long)mm_ns[in], nt, g);
+                printf("%-7s %-5s %-14s %4lld %3d %12.1f %11.1f\n", vs[i].isa, fmt_name(vs[i].fmt), "6144x2048",
+                       (long long)mm_ns[in], nt, g.wall, g.cpu);
                 fflush(stdout);
             }
     return 0;
