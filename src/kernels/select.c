@@ -4,6 +4,9 @@
 #include "kernels/kernels.h"
 #include "kernels/quant.h"
 #include "kernels/ref.h"
+#if defined(QHX_HAVE_X86)
+#include "kernels/x86/x86.h"
+#endif
 
 #include <string.h>
 
@@ -19,7 +22,6 @@ const char *qhx_isa_name(qhx_isa isa) {
 }
 
 void qhx_kern_select(qhx_isa max_isa, qhx_kernels *k) {
-    (void)max_isa; /* no SIMD variants yet: the references serve every ISA */
     memset(k, 0, sizeof *k);
     k->isa = QHX_ISA_REF;
     k->matvec[QHX_W_F32] = qhx_k_matvec_f32_ref;
@@ -32,4 +34,10 @@ void qhx_kern_select(qhx_isa max_isa, qhx_kernels *k) {
     k->row[QHX_W_F16] = qhx_k_row_f16_ref;
     k->row[QHX_W_BF16] = qhx_k_row_bf16_ref;
     qhx_kern_ref_quant(k);
+    /* SIMD variants, bounded by max_isa (QHX_ISA_REF keeps the references) */
+#if defined(QHX_HAVE_X86)
+    qhx_kern_install_x86(k, max_isa, NULL);
+#else
+    (void)max_isa;
+#endif
 }
