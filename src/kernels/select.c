@@ -1,10 +1,12 @@
 /* kernels/select.c: filling the op table. Every slot first gets its scalar reference; SIMD
  * variants (kernels/x86, kernels/arm) override them here once they exist, each behind a check
  * that both the CPU and the OS support the instructions. */
+#include "kernels/attn.h"
 #include "kernels/kernels.h"
 #include "kernels/quant.h"
 #include "kernels/ref.h"
 #if defined(QHX_HAVE_X86)
+#include "kernels/x86/ops_x86.h"
 #include "kernels/x86/x86.h"
 #endif
 
@@ -33,10 +35,16 @@ void qhx_kern_select(qhx_isa max_isa, qhx_kernels *k) {
     k->row[QHX_W_F32] = qhx_k_row_f32_ref;
     k->row[QHX_W_F16] = qhx_k_row_f16_ref;
     k->row[QHX_W_BF16] = qhx_k_row_bf16_ref;
+    k->attn_block = qhx_k_attn_block_f32_ref;
+    k->delta_step = qhx_k_delta_step_f32_ref;
     qhx_kern_ref_quant(k);
     /* SIMD variants, bounded by max_isa (QHX_ISA_REF keeps the references) */
 #if defined(QHX_HAVE_X86)
     qhx_kern_install_x86(k, max_isa, NULL);
+    if (k->isa == QHX_ISA_AVX2 || k->isa == QHX_ISA_AVX512) { /* the CPU check passed there */
+        k->attn_block = qhx_k_attn_block_f32_avx2;
+        k->delta_step = qhx_k_delta_step_f32_avx2;
+    }
 #else
     (void)max_isa;
 #endif

@@ -1,0 +1,14 @@
+/* kernels/x86/ops_x86.h: x86 variants of the attention and delta-rule slots (kernels/attn.h).
+ * Reached only through kernels/select.c after the CPU check. */
+#ifndef QHX_KERNELS_OPS_X86_H
+#define QHX_KERNELS_OPS_X86_H
+
+#include "kernels/attn.h"
+#include "kernels/ref.h"
+
+void qhx_k_attn_block_f32_avx2(const float *q, const float *K, const float *V, int64_t ld, int64_t n, int64_t rep,
+                               int64_t hd, float scale, float *scores, float *o, float *ml);
+void qhx_k_delta_step_f32_avx2(float *S, const float *q, const float *k, const float *v, float beta, float g,
+                               float *o, int64_t dk, int64_t dv);
+
+#endif
