@@ -1,11 +1,16 @@
 // ctest-labels: kernels
-/* Blocked attention (kernels/attn.h) against the one-pass reference attention, for the scalar
- * and the selected (SIMD) block kernels, over one and several key blocks and GQA groups; the
- * selected delta-rule step against the reference step (bitwise: the two-pass form keeps every
- * operation of the reference). */
+/* Kernels that kernels/select.c installs beside the x86 linear variants:
+ *   - blocked attention (kernels/attn.h) against the one-pass reference attention, for the
+ *     scalar and the selected (SIMD) block kernels, over one and several key blocks and GQA
+ *     groups;
+ *   - the selected delta-rule step against the reference step (bitwise: the two-pass form keeps
+ *     every operation of the reference);
+ *   - the selected Q8 / Q4 matvec (int16 activations on AVX2) against the references, within the
+ *     int16 rounding of x, and independent of the row range. */
 #include "core/alloc.h"
 #include "core/rng.h"
 #include "kernels/attn.h"
+#include "kernels/quant.h"
 #include "kernels/ref.h"
 #include "t.h"
 
@@ -80,6 +85,59 @@ static void test_delta(const qhx_kernels *k) {
     }
 }
 
+static void test_quant_matvec(const qhx_kernels *k) {
+    qhx_rng r;
+    qhx_rng_seed(&r, 11);
+    const int64_t shapes[][2] = {{37, 64}, {9, 2048}, {20, 6144}, {5, 40}, {3, 32}};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        int64_t R = shapes[si][0], C = shapes[si][1];
+        float *W = rnd(&r, R * C, 1.0f), *x = rnd(&r, C, 2.0f);
+        x[C / 2] = 40.0f; /* an outlier */
+        int8_t *q8 = qhx_malloc((size_t)(R * C));
+        float *s8 = qhx_malloc((size_t)R * sizeof(float));
+        for (int64_t i = 0; i < R; i++) qhx_quant_q8_row(W + i * C, C, q8 + i * C, s8 + i);
+        qhx_weight w8 = {.fmt = QHX_W_Q8, .rows = R, .cols = C, .data = q8, .scales = s8};
+        int q4ok = C % 32 == 0;
+        uint8_t *q4 = qhx_malloc((size_t)(R * C / 2 + 1));
+        float *s4 = qhx_malloc((size_t)(R * (C / 32 + 1)) * sizeof(float));
+        for (int64_t i = 0; q4ok && i < R; i++) qhx_quant_q4_row(W + i * C, C, 32, q4 + i * C / 2, s4 + i * (C / 32));
+        qhx_weight w4 = {.fmt = QHX_W_Q4, .rows = R, .cols = C, .data = q4, .scales = s4, .group = 32};
+        float *want = qhx_malloc((size_t)R * sizeof(float)), *got = qhx_malloc((size_t)R * sizeof(float));
+        float *split = qhx_malloc((size_t)R * sizeof(float));
+        for (int f = 0; f < 2; f++) {
+            const qhx_weight *w = f ? &w4 : &w8;
+            if (f && !q4ok) continue;
+            if (f) qhx_k_matvec_q4_ref(w, x, want, 0, R);
+            else qhx_k_matvec_q8_ref(w, x, want, 0, R);
+            k->matvec[w->fmt](w, x, got, 0, R);
+            k->matvec[w->fmt](w, x, split, 0, R / 2);
+            k->matvec[w->fmt](w, x, split, R / 2, R);
+            CHECK(!memcmp(got, split, (size_t)R * sizeof(float)));
+            for (int64_t i = 0; i < R; i++) {
+                /* bound: sum |w x| times the int16 step (relative 1 / 32767 of a block's max) */
+                double mag = 0.0;
+                for (int64_t c = 0; c < C; c++) mag += fabs((double)W[i * C + c]) * 40.0;
+                double tol = mag / 32767.0 + 1e-4;
+                if (!(fabs((double)got[i] - (double)want[i]) <= tol)) {
+                    fprintf(stderr, "%s %lldx%lld row %lld: %g vs %g (tol %g)\n", f ? "q4" : "q8", (long long)R,
+                            (long long)C, (long long)i, got[i], want[i], tol);
+                    CHECK(0);
+                    break;
+                }
+            }
+        }
+        qhx_free(W);
+        qhx_free(x);
+        qhx_free(q8);
+        qhx_free(s8);
+        qhx_free(q4);
+        qhx_free(s4);
+        qhx_free(want);
+        qhx_free(got);
+        qhx_free(split);
+    }
+}
+
 int main(void) {
     qhx_kernels ref, best;
     qhx_kern_select(QHX_ISA_REF, &ref);
@@ -88,5 +146,6 @@ int main(void) {
     test_attention(&ref, "ref");
     test_attention(&best, qhx_isa_name(best.isa));
     test_delta(&best);
+    test_quant_matvec(&best);
     return t_done("test_kernels_attn");
 }

@@ -45,6 +45,10 @@ void qhx_kern_select(qhx_isa max_isa, qhx_kernels *k) {
         k->attn_block = qhx_k_attn_block_f32_avx2;
         k->delta_step = qhx_k_delta_step_f32_avx2;
     }
+    if (k->isa == QHX_ISA_AVX2) { /* decode of quantized weights: int16 activations */
+        k->matvec[QHX_W_Q8] = qhx_k_matvec_q8_x16_avx2;
+        k->matvec[QHX_W_Q4] = qhx_k_matvec_q4_x16_avx2;
+    }
 #else
     (void)max_isa;
 #endif

@@ -11,4 +11,8 @@ void qhx_k_attn_block_f32_avx2(const float *q, const float *K, const float *V, i
 void qhx_k_delta_step_f32_avx2(float *S, const float *q, const float *k, const float *v, float beta, float g,
                                float *o, int64_t dk, int64_t dv);
 
+/* Q8 / Q4 decode matvec with the activation vector as int16 blocks (linear_x16_avx2.c). */
+void qhx_k_matvec_q8_x16_avx2(const qhx_weight *w, const float *x, float *y, int64_t r0, int64_t r1);
+void qhx_k_matvec_q4_x16_avx2(const qhx_weight *w, const float *x, float *y, int64_t r0, int64_t r1);
+
 #endif
