@@ -138,6 +138,47 @@ static void test_quant_matvec(const qhx_kernels *k) {
     }
 }
 
+/* the selected chunked delta rule against the reference's, and against n recurrent steps */
+static void test_delta_chunked(const qhx_kernels *k) {
+    qhx_rng r;
+    qhx_rng_seed(&r, 9);
+    const int64_t shapes[][4] = {/* n, dk, dv, C */ {150, 128, 128, 64}, {7, 16, 16, 64}, {64, 32, 24, 16}, {33, 16, 16, 8}};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        int64_t n = shapes[si][0], dk = shapes[si][1], dv = shapes[si][2], C = shapes[si][3];
+        float *q = rnd(&r, n * dk, 1.0f), *kk = rnd(&r, n * dk, 1.0f), *v = rnd(&r, n * dv, 1.0f);
+        float *beta = rnd(&r, n, 1.0f), *g = rnd(&r, n, 1.0f);
+        for (int64_t t = 0; t < n; t++) {
+            qhx_k_l2norm_f32_ref(q + t * dk, dk, 1e-6f);
+            qhx_k_l2norm_f32_ref(kk + t * dk, dk, 1e-6f);
+            beta[t] = 0.5f + 0.5f * beta[t] * beta[t];
+            g[t] = -0.1f * fabsf(g[t]);
+        }
+        float *S1 = rnd(&r, dk * dv, 0.2f), *S2 = qhx_malloc((size_t)(dk * dv) * sizeof(float));
+        memcpy(S2, S1, (size_t)(dk * dv) * sizeof(float));
+        float *o1 = qhx_malloc((size_t)(n * dv) * sizeof(float)), *o2 = qhx_malloc((size_t)(n * dv) * sizeof(float));
+        float *work = qhx_malloc((size_t)qhx_k_delta_chunked_work(C, dk, dv) * sizeof(float));
+        qhx_k_delta_chunked_f32_ref(S1, q, dk, kk, dk, v, dv, beta, g, 1, o1, dv, n, dk, dv, C, work);
+        k->delta_chunked(S2, q, dk, kk, dk, v, dv, beta, g, 1, o2, dv, n, dk, dv, C, work);
+        double wo = 0.0, ws = 0.0;
+        for (int64_t i = 0; i < n * dv; i++) wo = fmax(wo, fabs((double)o1[i] - (double)o2[i]));
+        for (int64_t i = 0; i < dk * dv; i++) ws = fmax(ws, fabs((double)S1[i] - (double)S2[i]));
+        if (!(wo < 1e-4 && ws < 1e-4))
+            fprintf(stderr, "delta chunked n %lld dk %lld dv %lld C %lld: max |do| %g, |dS| %g\n", (long long)n,
+                    (long long)dk, (long long)dv, (long long)C, wo, ws);
+        CHECK(wo < 1e-4 && ws < 1e-4);
+        qhx_free(q);
+        qhx_free(kk);
+        qhx_free(v);
+        qhx_free(beta);
+        qhx_free(g);
+        qhx_free(S1);
+        qhx_free(S2);
+        qhx_free(o1);
+        qhx_free(o2);
+        qhx_free(work);
+    }
+}
+
 int main(void) {
     qhx_kernels ref, best;
     qhx_kern_select(QHX_ISA_REF, &ref);
@@ -147,5 +188,6 @@ int main(void) {
     test_attention(&best, qhx_isa_name(best.isa));
     test_delta(&best);
     test_quant_matvec(&best);
+    test_delta_chunked(&best);
     return t_done("test_kernels_attn");
 }

@@ -37,6 +37,7 @@ void qhx_kern_select(qhx_isa max_isa, qhx_kernels *k) {
     k->row[QHX_W_BF16] = qhx_k_row_bf16_ref;
     k->attn_block = qhx_k_attn_block_f32_ref;
     k->delta_step = qhx_k_delta_step_f32_ref;
+    k->delta_chunked = qhx_k_delta_chunked_f32_ref;
     qhx_kern_ref_quant(k);
     /* SIMD variants, bounded by max_isa (QHX_ISA_REF keeps the references) */
 #if defined(QHX_HAVE_X86)
@@ -44,6 +45,7 @@ void qhx_kern_select(qhx_isa max_isa, qhx_kernels *k) {
     if (k->isa == QHX_ISA_AVX2 || k->isa == QHX_ISA_AVX512) { /* the CPU check passed there */
         k->attn_block = qhx_k_attn_block_f32_avx2;
         k->delta_step = qhx_k_delta_step_f32_avx2;
+        k->delta_chunked = qhx_k_delta_chunked_f32_avx2;
     }
     if (k->isa == QHX_ISA_AVX2) { /* decode of quantized weights: int16 activations */
         k->matvec[QHX_W_Q8] = qhx_k_matvec_q8_x16_avx2;

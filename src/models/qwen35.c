@@ -651,8 +651,8 @@ static void gdn_delta_task(void *ctx, int64_t j0, int64_t j1, int ti) {
         if (n == 1)
             f->m->kern.delta_step(S, qp, kp, vp, s->beta[j], s->g[j], op, d->dk, d->dv);
         else
-            qhx_k_delta_chunked_f32_ref(S, qp, C, kp, C, vp, C, s->beta + j, s->g + j, d->nv, op, d->value_dim, n,
-                                        d->dk, d->dv, DELTA_CHUNK, s->dwork + ti * s->dwork_floats);
+            f->m->kern.delta_chunked(S, qp, C, kp, C, vp, C, s->beta + j, s->g + j, d->nv, op, d->value_dim, n, d->dk,
+                                     d->dv, DELTA_CHUNK, s->dwork + ti * s->dwork_floats);
         for (int64_t t = 0; t < n; t++) {
             float *o = s->core + t * d->value_dim + j * d->dv;
             qhx_k_rmsnorm_gated_f32_ref(o, s->z + t * d->value_dim + j * d->dv, L->gnorm_w, o, d->dv, d->eps);

@@ -10,6 +10,9 @@ void qhx_k_attn_block_f32_avx2(const float *q, const float *K, const float *V, i
                                int64_t hd, float scale, float *scores, float *o, float *ml);
 void qhx_k_delta_step_f32_avx2(float *S, const float *q, const float *k, const float *v, float beta, float g,
                                float *o, int64_t dk, int64_t dv);
+void qhx_k_delta_chunked_f32_avx2(float *S, const float *q, int64_t ldq, const float *k, int64_t ldk, const float *v,
+                                  int64_t ldv, const float *beta, const float *g, int64_t ldg, float *o, int64_t ldo,
+                                  int64_t n, int64_t dk, int64_t dv, int64_t C, float *work);
 
 /* Q8 / Q4 decode matvec with the activation vector as int16 blocks (linear_x16_avx2.c). */
 void qhx_k_matvec_q8_x16_avx2(const qhx_weight *w, const float *x, float *y, int64_t r0, int64_t r1);
