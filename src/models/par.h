@@ -21,6 +21,22 @@
 void qhx_par_linear(struct qhx_pool *pool, const qhx_kernels *k, const qhx_weight *w, const float *X,
                     int64_t ldx, float *Y, int64_t ldy, int64_t n);
 
+/* Several linear layers over the same input in one parallel region (one barrier instead of
+ * one per layer): ls[i].Y (n, ls[i].w->rows) stride ls[i].ldy = X @ ls[i].w^T. */
+typedef struct qhx_par_lin {
+    const qhx_weight *w;
+    float *Y;
+    int64_t ldy;
+} qhx_par_lin;
+void qhx_par_linears(struct qhx_pool *pool, const qhx_kernels *k, const qhx_par_lin *ls, int n_ls, const float *X,
+                     int64_t ldx, int64_t n);
+
+/* The gate and up projections of a SwiGLU MLP and the SwiGLU itself in one region: G <- X @ gate^T,
+ * U <- X @ up^T, then G <- silu(G) * U (qhx_k_swiglu_f32_ref per element), each piece on its own
+ * rows. gate and up have the same shape; G and U are (n, rows) with stride ld. */
+void qhx_par_swiglu(struct qhx_pool *pool, const qhx_kernels *k, const qhx_weight *gate, const qhx_weight *up,
+                    const float *X, int64_t ldx, float *G, float *U, int64_t ld, int64_t n);
+
 /* fn(ctx, i0, i1, thread_index) over [0, n) in pieces of `chunk` items (the last may be
  * shorter); pieces may run in any order on any thread. thread_index < qhx_pool_n_threads(pool)
  * is for per-thread scratch only. */

@@ -568,7 +568,7 @@ static void linear(const qhx_model *m, const qhx_weight *w, const float *X, int6
     qhx_par_linear(m->pool, &m->kern, w, X, ldx, Y, ldy, n);
 }
 
-/* Element-wise ops are cut into pieces of this many elements (a decode step's SwiGLU too). */
+/* Element-wise ops are cut into pieces of this many elements. */
 #define ELEM_CHUNK 3072
 
 /* ---- per-token pieces ---- */
@@ -590,12 +590,6 @@ static void add_norm_task(void *ctx, int64_t t0, int64_t t1, int ti) {
         qhx_k_add_f32_ref(f->s->x + t * H, f->s->tmp + t * H, H);
         qhx_k_rmsnorm_zc_f32_ref(f->s->x + t * H, f->L->post_norm, f->s->xn + t * H, H, f->q->d.eps);
     }
-}
-
-static void swiglu_task(void *ctx, int64_t i0, int64_t i1, int ti) {
-    (void)ti;
-    const q35_fw *f = ctx;
-    qhx_k_swiglu_f32_ref(f->s->mg + i0, f->s->mu + i0, f->s->mg + i0, i1 - i0);
 }
 
 static void add_task(void *ctx, int64_t i0, int64_t i1, int ti) {
@@ -671,10 +665,11 @@ static void gdn_forward(q35_fw *f) {
 
     /* window = [FIFO; qkv of the n tokens]; projections write straight into it */
     memcpy(s->ext, fifo, (size_t)((K - 1) * C) * sizeof(float));
-    linear(m, &L->in_proj_qkv, s->xn, d->H, s->ext + (K - 1) * C, C, n);
-    linear(m, &L->in_proj_z, s->xn, d->H, s->z, d->value_dim, n);
-    linear(m, &L->in_proj_b, s->xn, d->H, s->beta, d->nv, n);
-    linear(m, &L->in_proj_a, s->xn, d->H, s->g, d->nv, n);
+    const qhx_par_lin in[4] = {{&L->in_proj_qkv, s->ext + (K - 1) * C, C},
+                               {&L->in_proj_z, s->z, d->value_dim},
+                               {&L->in_proj_b, s->beta, d->nv},
+                               {&L->in_proj_a, s->g, d->nv}};
+    qhx_par_linears(m->pool, &m->kern, in, 4, s->xn, d->H, n);
     qhx_par_range(m->pool, n, TOK_CHUNK, gdn_prep_task, f);
     memcpy(fifo, s->ext + n * C, (size_t)((K - 1) * C) * sizeof(float));
     qhx_par_range(m->pool, d->nv, 1, gdn_delta_task, f);
@@ -749,9 +744,10 @@ static void attn_forward(q35_fw *f) {
     f->Kc = Kc;
     f->Vc = Vc;
 
-    linear(m, &L->q_proj, s->xn, d->H, s->qg, d->q_out, n);
-    linear(m, &L->k_proj, s->xn, d->H, Kc + st->n_past * kvd, kvd, n);
-    linear(m, &L->v_proj, s->xn, d->H, Vc + st->n_past * kvd, kvd, n);
+    const qhx_par_lin in[3] = {{&L->q_proj, s->qg, d->q_out},
+                               {&L->k_proj, Kc + st->n_past * kvd, kvd},
+                               {&L->v_proj, Vc + st->n_past * kvd, kvd}};
+    qhx_par_linears(m->pool, &m->kern, in, 3, s->xn, d->H, n);
     qhx_par_range(m->pool, n, TOK_CHUNK, attn_prep_task, f);
     if (n > 1) {
         qhx_par_range(m->pool, n * d->nkv, 1, attn_tok_task, f);
@@ -800,9 +796,7 @@ static qhx_status run_batch(const qhx_model *m, qhx_model_state *st, const int32
         else
             attn_forward(&f);
         qhx_par_range(m->pool, n, TOK_CHUNK, add_norm_task, &f);
-        linear(m, &L->gate_proj, s->xn, H, s->mg, d->I, n);
-        linear(m, &L->up_proj, s->xn, H, s->mu, d->I, n);
-        qhx_par_range(m->pool, n * d->I, ELEM_CHUNK, swiglu_task, &f);
+        qhx_par_swiglu(m->pool, &m->kern, &L->gate_proj, &L->up_proj, s->xn, H, s->mg, s->mu, d->I, n);
         linear(m, &L->down_proj, s->mg, d->I, s->tmp, H, n);
         qhx_par_range(m->pool, n * H, 8 * ELEM_CHUNK, add_task, &f);
         if (opts->layer_cb) opts->layer_cb(opts->layer_cb_user, l, st->n_past, s->x, n);

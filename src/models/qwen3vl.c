@@ -536,12 +536,6 @@ static void vl_add_norm_task(void *ctx, int64_t t0, int64_t t1, int ti) {
     }
 }
 
-static void vl_swiglu_task(void *ctx, int64_t i0, int64_t i1, int ti) {
-    (void)ti;
-    const vl_fw *f = ctx;
-    qhx_k_swiglu_f32_ref(f->s->mg + i0, f->s->mu + i0, f->s->mg + i0, i1 - i0);
-}
-
 static void vl_add_task(void *ctx, int64_t i0, int64_t i1, int ti) {
     (void)ti;
     const vl_fw *f = ctx;
@@ -578,9 +572,8 @@ static qhx_status run_batch(const qhx_model *m, qhx_model_state *st, const int32
         f.Kc = s->k + (size_t)l * (size_t)st->n_ctx * (size_t)kvw;
         f.Vc = s->v + (size_t)l * (size_t)st->n_ctx * (size_t)kvw;
         qhx_par_range(q->pool, n, TOK_CHUNK, vl_norm_in_task, &f);
-        linear(q, &Ly->q_proj, s->xn, H, s->q, qw, n);
-        linear(q, &Ly->k_proj, s->xn, H, s->kk, kvw, n);
-        linear(q, &Ly->v_proj, s->xn, H, s->vv, kvw, n);
+        const qhx_par_lin in[3] = {{&Ly->q_proj, s->q, qw}, {&Ly->k_proj, s->kk, kvw}, {&Ly->v_proj, s->vv, kvw}};
+        qhx_par_linears(q->pool, q->kern, in, 3, s->xn, H, n);
         qhx_par_range(q->pool, n, TOK_CHUNK, vl_qk_task, &f);
         if (n > 1) {
             qhx_par_range(q->pool, n * q->nkv, 1, vl_attn_tok_task, &f);
@@ -593,9 +586,7 @@ static qhx_status run_batch(const qhx_model *m, qhx_model_state *st, const int32
         }
         linear(q, &Ly->o_proj, s->att, qw, s->tmp, H, n);
         qhx_par_range(q->pool, n, TOK_CHUNK, vl_add_norm_task, &f);
-        linear(q, &Ly->gate_proj, s->xn, H, s->mg, q->I, n);
-        linear(q, &Ly->up_proj, s->xn, H, s->mu, q->I, n);
-        qhx_par_range(q->pool, n * q->I, ELEM_CHUNK, vl_swiglu_task, &f);
+        qhx_par_swiglu(q->pool, q->kern, &Ly->gate_proj, &Ly->up_proj, s->xn, H, s->mg, s->mu, q->I, n);
         linear(q, &Ly->down_proj, s->mg, q->I, s->tmp, H, n);
         qhx_par_range(q->pool, n * H, 8 * ELEM_CHUNK, vl_add_task, &f);
         /* the layer's output as HF hooks see it: before the DeepStack add */
