@@ -8,10 +8,14 @@
  *   - the selected Q8 / Q4 matvec (int16 activations on AVX2) against the references, within the
  *     int16 rounding of x, and independent of the row range. */
 #include "core/alloc.h"
+#include "core/fp16.h"
 #include "core/rng.h"
 #include "kernels/attn.h"
 #include "kernels/quant.h"
 #include "kernels/ref.h"
+#if defined(QHX_HAVE_X86)
+#include "kernels/x86/ops_x86.h"
+#endif
 #include "t.h"
 
 #include <math.h>
@@ -179,6 +183,79 @@ static void test_delta_chunked(const qhx_kernels *k) {
     }
 }
 
+/* the selected matmul and the packed-panel GEMM of every format against the reference matmul,
+ * with partial row panels, token tiles and column blocks; and independent of the row range */
+static void test_matmul(const qhx_kernels *sel) {
+    qhx_kernels gk = *sel, *k = &gk;
+#if defined(QHX_HAVE_X86)
+    if (sel->isa == QHX_ISA_AVX2) {
+        gk.matmul[QHX_W_F32] = qhx_k_matmul_f32_gemm_avx2;
+        gk.matmul[QHX_W_F16] = qhx_k_matmul_f16_gemm_avx2;
+        gk.matmul[QHX_W_BF16] = qhx_k_matmul_bf16_gemm_avx2;
+        gk.matmul[QHX_W_Q8] = qhx_k_matmul_q8_gemm_avx2;
+        gk.matmul[QHX_W_Q4] = qhx_k_matmul_q4_gemm_avx2;
+    }
+#endif
+    qhx_rng r;
+    qhx_rng_seed(&r, 13);
+    const int64_t shapes[][3] = {/* rows, cols, n */ {37, 64, 9}, {16, 512, 8}, {50, 288, 13}, {7, 40, 20}, {33, 2048, 31}};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        int64_t R = shapes[si][0], C = shapes[si][1], n = shapes[si][2];
+        float *W = rnd(&r, R * C, 1.0f), *X = rnd(&r, n * (C + 3), 1.0f);
+        uint16_t *wh = qhx_malloc((size_t)(R * C) * 2), *wb = qhx_malloc((size_t)(R * C) * 2);
+        qhx_f32_to_f16_row(W, wh, R * C);
+        qhx_f32_to_bf16_row(W, wb, R * C);
+        int8_t *q8 = qhx_malloc((size_t)(R * C));
+        float *s8 = qhx_malloc((size_t)R * sizeof(float));
+        uint8_t *q4 = qhx_malloc((size_t)(R * C / 2 + 1));
+        float *s4 = qhx_malloc((size_t)(R * (C / 32 + 1)) * sizeof(float));
+        for (int64_t i = 0; i < R; i++) {
+            qhx_quant_q8_row(W + i * C, C, q8 + i * C, s8 + i);
+            if (C % 32 == 0) qhx_quant_q4_row(W + i * C, C, 32, q4 + i * C / 2, s4 + i * (C / 32));
+        }
+        qhx_weight ws[5] = {{.fmt = QHX_W_F32, .rows = R, .cols = C, .data = W},
+                            {.fmt = QHX_W_F16, .rows = R, .cols = C, .data = wh},
+                            {.fmt = QHX_W_BF16, .rows = R, .cols = C, .data = wb},
+                            {.fmt = QHX_W_Q8, .rows = R, .cols = C, .data = q8, .scales = s8},
+                            {.fmt = QHX_W_Q4, .rows = R, .cols = C, .data = q4, .scales = s4, .group = 32}};
+        int64_t ldy = R + 5;
+        float *want = qhx_malloc((size_t)(n * ldy) * sizeof(float)), *got = qhx_malloc((size_t)(n * ldy) * sizeof(float));
+        float *split = qhx_malloc((size_t)(n * ldy) * sizeof(float));
+        qhx_kernels ref;
+        qhx_kern_select(QHX_ISA_REF, &ref);
+        for (int f = 0; f < 5; f++) {
+            if (f == 4 && C % 32) continue;
+            const qhx_weight *w = &ws[f];
+            for (int64_t i = 0; i < n * ldy; i++) want[i] = got[i] = split[i] = -7.0f;
+            ref.matmul[w->fmt](w, X, C + 3, want, ldy, n, 0, R);
+            k->matmul[w->fmt](w, X, C + 3, got, ldy, n, 0, R);
+            k->matmul[w->fmt](w, X, C + 3, split, ldy, n, 0, R / 3);
+            k->matmul[w->fmt](w, X, C + 3, split, ldy, n, R / 3, R);
+            CHECK(!memcmp(got, split, (size_t)(n * ldy) * sizeof(float)));
+            double worst = 0.0;
+            for (int64_t t = 0; t < n; t++)
+                for (int64_t i = 0; i < ldy; i++) {
+                    double d = fabs((double)got[t * ldy + i] - (double)want[t * ldy + i]);
+                    if (i >= R) d = got[t * ldy + i] == -7.0f ? 0.0 : 1e9; /* padding untouched */
+                    if (!(d <= worst)) worst = d;
+                }
+            if (!(worst < 1e-3)) fprintf(stderr, "matmul fmt %d %lldx%lld n %lld: max |diff| %g\n", f, (long long)R, (long long)C, (long long)n, worst);
+            CHECK(worst < 1e-3);
+        }
+        qhx_free(W);
+        qhx_free(X);
+        qhx_free(wh);
+        qhx_free(wb);
+        qhx_free(q8);
+        qhx_free(s8);
+        qhx_free(q4);
+        qhx_free(s4);
+        qhx_free(want);
+        qhx_free(got);
+        qhx_free(split);
+    }
+}
+
 int main(void) {
     qhx_kernels ref, best;
     qhx_kern_select(QHX_ISA_REF, &ref);
@@ -189,5 +266,6 @@ int main(void) {
     test_delta(&best);
     test_quant_matvec(&best);
     test_delta_chunked(&best);
+    test_matmul(&best);
     return t_done("test_kernels_attn");
 }

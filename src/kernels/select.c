@@ -47,9 +47,14 @@ void qhx_kern_select(qhx_isa max_isa, qhx_kernels *k) {
         k->delta_step = qhx_k_delta_step_f32_avx2;
         k->delta_chunked = qhx_k_delta_chunked_f32_avx2;
     }
-    if (k->isa == QHX_ISA_AVX2) { /* decode of quantized weights: int16 activations */
+    if (k->isa == QHX_ISA_AVX2) {
+        /* decode of quantized weights: int16 activations */
         k->matvec[QHX_W_Q8] = qhx_k_matvec_q8_x16_avx2;
         k->matvec[QHX_W_Q4] = qhx_k_matvec_q4_x16_avx2;
+        /* prefill of Q4: packed-panel GEMM (nibbles widened once per panel, not per token
+         * tile). For F32/F16/BF16/Q8 the register-tile kernels of linear_avx2.c measured as
+         * fast or faster here (BENCHMARKS.md), so they stay. */
+        k->matmul[QHX_W_Q4] = qhx_k_matmul_q4_gemm_avx2;
     }
 #else
     (void)max_isa;

@@ -18,4 +18,16 @@ void qhx_k_delta_chunked_f32_avx2(float *S, const float *q, int64_t ldq, const f
 void qhx_k_matvec_q8_x16_avx2(const qhx_weight *w, const float *x, float *y, int64_t r0, int64_t r1);
 void qhx_k_matvec_q4_x16_avx2(const qhx_weight *w, const float *x, float *y, int64_t r0, int64_t r1);
 
+/* Prefill matmul as a packed-panel GEMM (gemm_avx2.c). */
+void qhx_k_matmul_f32_gemm_avx2(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy, int64_t n,
+                                int64_t r0, int64_t r1);
+void qhx_k_matmul_f16_gemm_avx2(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy, int64_t n,
+                                int64_t r0, int64_t r1);
+void qhx_k_matmul_bf16_gemm_avx2(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy, int64_t n,
+                                 int64_t r0, int64_t r1);
+void qhx_k_matmul_q8_gemm_avx2(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy, int64_t n,
+                               int64_t r0, int64_t r1);
+void qhx_k_matmul_q4_gemm_avx2(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy, int64_t n,
+                               int64_t r0, int64_t r1);
+
 #endif
