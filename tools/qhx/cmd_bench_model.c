@@ -132,12 +132,14 @@ static void usage(FILE *f) {
                "  --reps N     repetitions; figures are medians (default 3)\n"
                "  --weights    mmap (mapped, populated) or read (anonymous huge pages); default: the\n"
                "               library default\n"
+               "  --bw-passes N  streaming passes of 1 GiB for the bandwidth (default 5 before and 3\n"
+               "               after the runs, the best counts; 0: skip, no roofline)\n"
                "  --json       one JSON object instead of the table\n");
 }
 
 int qhx_bench_model(int argc, char **argv) {
     const char *model = NULL, *wname = "default", *isa_name = "best";
-    int64_t pp = 512, tg = 128, ctx = -1, threads = 0, reps = 3;
+    int64_t pp = 512, tg = 128, ctx = -1, threads = 0, reps = 3, bw_passes = 5;
     int json = 0;
     qhx_model_params mp = qhx_model_default_params();
     for (int i = 1; i < argc; i++) {
@@ -172,6 +174,8 @@ int qhx_bench_model(int argc, char **argv) {
             else if (!strcmp(isa_name, "avx512")) mp.max_isa = QHX_ISA_AVX512;
             else if (!strcmp(isa_name, "best")) mp.max_isa = QHX_ISA_BEST;
             else return qhx_cli_usage_error(CMD, "--isa: expected ref, avx2, avx512 or best, got '%s'", isa_name);
+        } else if (!strcmp(a, "--bw-passes") && has) {
+            if (qhx_cli_parse_i64(argv[++i], 0, 100, &bw_passes)) return qhx_cli_usage_error(CMD, "--bw-passes: bad count '%s'", argv[i]);
         } else if (!strcmp(a, "--json")) {
             json = 1;
         } else {
@@ -200,7 +204,7 @@ int qhx_bench_model(int argc, char **argv) {
         rc = qhx_cli_runtime_error(CMD, &err);
         goto out;
     }
-    double bw = measure_bandwidth(bw_pool, 5);
+    double bw = bw_passes ? measure_bandwidth(bw_pool, (int)bw_passes) : 0.0;
 
     double bytes = 0.0;
     int n_threads = 0;
@@ -255,7 +259,7 @@ int qhx_bench_model(int argc, char **argv) {
             fprintf(stderr, "rep %lld: load %.0f ms, prefill %.2f tok/s, decode %.2f tok/s\n", (long long)r + 1,
                     load[r], pre[r], dec[r]);
     }
-    double bw2 = measure_bandwidth(bw_pool, 3);
+    double bw2 = bw_passes ? measure_bandwidth(bw_pool, bw_passes < 3 ? (int)bw_passes : 3) : 0.0;
     if (bw2 > bw) bw = bw2;
 
     double load_ms = median(load, (int)reps), pre_s = median(pre, (int)reps), dec_s = median(dec, (int)reps);
