@@ -628,6 +628,31 @@ static void gdn_prep_task(void *ctx, int64_t t0, int64_t t1, int ti) {
     }
 }
 
+/* decode step, channels [c0, c1) in whole heads of dk (q, k) or dv (v) channels: causal conv +
+ * SiLU, then the L2 norm of the q / k heads among them (the same operations per channel as
+ * gdn_prep_task; beta and g are done by the caller) */
+static void gdn_prep1_task(void *ctx, int64_t c0, int64_t c1, int ti) {
+    (void)ti;
+    const q35_fw *f = ctx;
+    const q35_dims *d = &f->q->d;
+    q35_state *s = f->s;
+    const int64_t C = d->conv_dim, K = d->K;
+    const float *w = f->L->conv_w;
+    for (int64_t c = c0; c < c1; c++) {
+        float acc = 0.0f;
+        for (int64_t j = 0; j < K; j++) acc += w[c * K + j] * s->ext[j * C + c];
+        s->cv[c] = acc;
+    }
+    qhx_k_silu_f32_ref(s->cv + c0, c1 - c0);
+    const float scale = (float)(1.0 / sqrt((double)d->dk));
+    for (int64_t h0 = c0; h0 < c1 && h0 < 2 * d->key_dim; h0 += d->dk) {
+        float *v = s->cv + h0;
+        qhx_k_l2norm_f32_ref(v, d->dk, 1e-6f);
+        if (h0 < d->key_dim)
+            for (int64_t i = 0; i < d->dk; i++) v[i] *= scale;
+    }
+}
+
 /* value heads [j0, j1): the delta rule over the n tokens (reading key head j / rep, HF
  * repeat_interleave), then the gated RMSNorm of those heads */
 static void gdn_delta_task(void *ctx, int64_t j0, int64_t j1, int ti) {
@@ -670,7 +695,16 @@ static void gdn_forward(q35_fw *f) {
                                {&L->in_proj_b, s->beta, d->nv},
                                {&L->in_proj_a, s->g, d->nv}};
     qhx_par_linears(m->pool, &m->kern, in, 4, s->xn, d->H, n);
-    qhx_par_range(m->pool, n, TOK_CHUNK, gdn_prep_task, f);
+    if (n == 1 && d->dk == d->dv && d->key_dim % d->dk == 0) {
+        /* one token: split the channels (in whole heads) rather than the tokens */
+        qhx_par_range(m->pool, C, 4 * d->dk, gdn_prep1_task, f);
+        for (int64_t j = 0; j < d->nv; j++) {
+            s->beta[j] = qhx_k_sigmoid_ref(s->beta[j]);
+            s->g[j] = L->A[j] * qhx_k_softplus_ref(s->g[j] + L->dt_bias[j]);
+        }
+    } else {
+        qhx_par_range(m->pool, n, TOK_CHUNK, gdn_prep_task, f);
+    }
     memcpy(fifo, s->ext + n * C, (size_t)((K - 1) * C) * sizeof(float));
     qhx_par_range(m->pool, d->nv, 1, gdn_delta_task, f);
     linear(m, &L->out_proj, s->core, d->value_dim, s->tmp, d->H, n);
