@@ -2,11 +2,12 @@
  * as a packed-panel GEMM. Built with -mavx2 -mfma -mf16c; installed by kernels/select.c when
  * the table holds AVX2 kernels.
  *
- * For each block of KC columns and each panel of 16 rows, the weights are widened to f32 once
- * into a (KC, 16) panel (Q4 group scales applied, Q8 row scales kept for the end), then every
- * tile of 6 tokens runs a 6 x 16 register tile over the panel: per column, two panel loads, six
- * broadcasts of x, twelve FMAs. The widening, done once per panel instead of once per token
- * tile, and the larger tile keep the FMA units busy.
+ * For each block of KC columns and each group of NP panels of 16 rows, the weights are widened
+ * to f32 once into (KC, 16) panels (Q4 group scales applied, Q8 row scales kept for the end),
+ * then every tile of 6 tokens runs a 6 x 16 register tile over each panel in turn (its x rows
+ * stay in L1 across the panels): per column, two panel loads, six broadcasts of x, twelve FMAs.
+ * The widening, done once per panel instead of once per token tile, and the larger tile keep
+ * the FMA units busy.
  *
  * Numerics: output (t, r) is one f32 accumulator fed by one FMA per column in column order
  * (partial sums are stored to Y between column blocks, exactly), then multiplied by the Q8 row
@@ -125,38 +126,52 @@ AI void tile(const float *P, const float *X, int64_t ldx, int64_t kc, float *Y, 
     }
 }
 
-static void tiles(const float *P, const float *X, int64_t ldx, int64_t kc, float *Y, int64_t ldy, int64_t n, int nr,
-                  int first, const float *scale) {
-    int64_t t = 0;
-    for (; t + MT <= n; t += MT) tile(P, X + t * ldx, ldx, kc, Y + t * ldy, ldy, MT, nr, first, scale);
-    switch (n - t) {
-    case 5: tile(P, X + t * ldx, ldx, kc, Y + t * ldy, ldy, 5, nr, first, scale); break;
-    case 4: tile(P, X + t * ldx, ldx, kc, Y + t * ldy, ldy, 4, nr, first, scale); break;
-    case 3: tile(P, X + t * ldx, ldx, kc, Y + t * ldy, ldy, 3, nr, first, scale); break;
-    case 2: tile(P, X + t * ldx, ldx, kc, Y + t * ldy, ldy, 2, nr, first, scale); break;
-    case 1: tile(P, X + t * ldx, ldx, kc, Y + t * ldy, ldy, 1, nr, first, scale); break;
-    default: break;
+#define NP 4 /* panels packed together: a token tile's x stays in L1 across them */
+
+/* Tokens [0, n) against the np packed panels of rows r .. (the last panel may be partial: nr_last). */
+static void tiles(const float *P, int np, int nr_last, const float *X, int64_t ldx, int64_t kc, float *Y, int64_t ldy,
+                  int64_t n, int first, const float *const *scale) {
+    for (int64_t t = 0; t < n; t += MT) {
+        int T = n - t < MT ? (int)(n - t) : MT;
+        for (int p = 0; p < np; p++) {
+            const float *Pp = P + p * KC * NR;
+            int nr = p == np - 1 ? nr_last : NR;
+            float *Yp = Y + t * ldy + p * NR;
+            const float *Xt = X + t * ldx;
+            switch (T) {
+            case 6: tile(Pp, Xt, ldx, kc, Yp, ldy, 6, nr, first, scale[p]); break;
+            case 5: tile(Pp, Xt, ldx, kc, Yp, ldy, 5, nr, first, scale[p]); break;
+            case 4: tile(Pp, Xt, ldx, kc, Yp, ldy, 4, nr, first, scale[p]); break;
+            case 3: tile(Pp, Xt, ldx, kc, Yp, ldy, 3, nr, first, scale[p]); break;
+            case 2: tile(Pp, Xt, ldx, kc, Yp, ldy, 2, nr, first, scale[p]); break;
+            default: tile(Pp, Xt, ldx, kc, Yp, ldy, 1, nr, first, scale[p]); break;
+            }
+        }
     }
 }
 
 static void gemm(const qhx_weight *w, int fmt, const float *X, int64_t ldx, float *Y, int64_t ldy, int64_t n,
                  int64_t r0, int64_t r1) {
-    _Alignas(32) float P[KC * NR];
+    _Alignas(32) float P[NP * KC * NR];
+    _Alignas(32) float sc[NR];
     const int64_t K = w->cols;
     for (int64_t k0 = 0; k0 < K; k0 += KC) {
         int64_t kc = K - k0 < KC ? K - k0 : KC;
         int last = k0 + kc == K;
-        for (int64_t r = r0; r < r1; r += NR) {
-            int nr = r1 - r < NR ? (int)(r1 - r) : NR;
-            pack(w, fmt, r, nr, k0, kc, P);
-            const float *scale = last && fmt == QHX_W_Q8 ? w->scales + r : NULL;
-            _Alignas(32) float sc[NR];
-            if (scale && nr < NR) { /* the masked load reads only nr scales; keep it in bounds */
-                memset(sc, 0, sizeof sc);
-                memcpy(sc, scale, (size_t)nr * sizeof(float));
-                scale = sc;
+        for (int64_t rb = r0; rb < r1; rb += NP * NR) {
+            int np = 0, nr = NR;
+            const float *scale[NP];
+            for (int64_t r = rb; r < r1 && np < NP; r += NR, np++) {
+                nr = r1 - r < NR ? (int)(r1 - r) : NR;
+                pack(w, fmt, r, nr, k0, kc, P + np * KC * NR);
+                scale[np] = last && fmt == QHX_W_Q8 ? w->scales + r : NULL;
+                if (scale[np] && nr < NR) { /* the masked load reads only nr scales; keep it in bounds */
+                    memset(sc, 0, sizeof sc);
+                    memcpy(sc, scale[np], (size_t)nr * sizeof(float));
+                    scale[np] = sc;
+                }
             }
-            tiles(P, X + k0, ldx, kc, Y + r, ldy, n, nr, k0 == 0, scale);
+            tiles(P, np, nr, X + k0, ldx, kc, Y + rb, ldy, n, k0 == 0, scale);
         }
     }
 }
