@@ -198,7 +198,7 @@ static void test_matmul(const qhx_kernels *sel) {
 #endif
     qhx_rng r;
     qhx_rng_seed(&r, 13);
-    const int64_t shapes[][3] = {/* rows, cols, n */ {37, 64, 9}, {16, 512, 8}, {50, 288, 13}, {7, 40, 20}, {33, 2048, 31}};
+    const int64_t shapes[][3] = {/* rows, cols, n */ {37, 64, 9}, {16, 512, 8}, {50, 288, 13}, {7, 40, 20}, {5, 44, 10}, {33, 2048, 31}};
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         int64_t R = shapes[si][0], C = shapes[si][1], n = shapes[si][2];
         float *W = rnd(&r, R * C, 1.0f), *X = rnd(&r, n * (C + 3), 1.0f);

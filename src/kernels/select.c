@@ -51,9 +51,11 @@ void qhx_kern_select(qhx_isa max_isa, qhx_kernels *k) {
         /* decode of quantized weights: int16 activations */
         k->matvec[QHX_W_Q8] = qhx_k_matvec_q8_x16_avx2;
         k->matvec[QHX_W_Q4] = qhx_k_matvec_q4_x16_avx2;
-        /* prefill of Q4: packed-panel GEMM (nibbles widened once per panel, not per token
-         * tile). For F32/F16/BF16/Q8 the register-tile kernels of linear_avx2.c measured as
-         * fast or faster here (BENCHMARKS.md), so they stay. */
+        /* prefill: packed-panel GEMM (weights widened once per panel, not per token tile) */
+        k->matmul[QHX_W_F32] = qhx_k_matmul_f32_gemm_avx2;
+        k->matmul[QHX_W_F16] = qhx_k_matmul_f16_gemm_avx2;
+        k->matmul[QHX_W_BF16] = qhx_k_matmul_bf16_gemm_avx2;
+        k->matmul[QHX_W_Q8] = qhx_k_matmul_q8_gemm_avx2;
         k->matmul[QHX_W_Q4] = qhx_k_matmul_q4_gemm_avx2;
     }
 #else

@@ -13,8 +13,9 @@
  * (partial sums are stored to Y between column blocks, exactly), then multiplied by the Q8 row
  * scale; so it depends only on row r and token t, never on [r0, r1), on n or on the tiling. It
  * differs from the matvec kernels by summation order (float32 rounding noise). Fewer than
- * MIN_TOKENS tokens, or Q4 with a group other than 32, go to the register-tile kernels of
- * linear_avx2.c. */
+ * MIN_TOKENS tokens, columns not a multiple of 8, or Q4 with a group other than 32, go to the
+ * register-tile kernels of linear_avx2.c. Panels are packed 8 rows x 8 columns at a time
+ * through an in-register transpose. */
 #include <immintrin.h>
 #include <string.h>
 
@@ -27,56 +28,58 @@
 #define MT 6         /* tokens per register tile */
 #define MIN_TOKENS 8
 
-/* Panel P (kc, NR) of rows [r, r + nr) (nr <= NR; missing rows are zeros), columns [k0, k0 + kc). */
-static void pack(const qhx_weight *w, int fmt, int64_t r, int nr, int64_t k0, int64_t kc, float *P) {
+/* 8 weights of row `row`, columns [k, k + 8), as f32 (Q4: group scale applied). */
+AI __m256 load8(const qhx_weight *w, int fmt, int64_t row, int64_t k) {
     const int64_t cols = w->cols;
-    if (nr < NR) memset(P, 0, (size_t)(kc * NR) * sizeof(float));
-    for (int i = 0; i < nr; i++) {
-        float *Pi = P + i;
-        switch (fmt) {
-        case QHX_W_F32: {
-            const float *src = (const float *)w->data + (r + i) * cols + k0;
-            for (int64_t k = 0; k < kc; k++) Pi[k * NR] = src[k];
-            break;
-        }
-        case QHX_W_F16: {
-            const uint16_t *src = (const uint16_t *)w->data + (r + i) * cols + k0;
-            int64_t k = 0;
-            for (; k + 8 <= kc; k += 8) {
-                _Alignas(32) float t[8];
-                _mm256_store_ps(t, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + k))));
-                for (int j = 0; j < 8; j++) Pi[(k + j) * NR] = t[j];
-            }
-            for (; k < kc; k++) Pi[k * NR] = _cvtsh_ss(src[k]);
-            break;
-        }
-        case QHX_W_BF16: {
-            const uint16_t *src = (const uint16_t *)w->data + (r + i) * cols + k0;
-            for (int64_t k = 0; k < kc; k++) {
-                uint32_t u = (uint32_t)src[k] << 16;
-                memcpy(&Pi[k * NR], &u, 4);
-            }
-            break;
-        }
-        case QHX_W_Q8: {
-            const int8_t *src = (const int8_t *)w->data + (r + i) * cols + k0;
-            for (int64_t k = 0; k < kc; k++) Pi[k * NR] = (float)src[k];
-            break;
-        }
-        default: { /* Q4, group 32, k0 and kc multiples of 32 */
-            const uint8_t *src = (const uint8_t *)w->data + (size_t)(r + i) * (size_t)(cols / 2);
-            const float *d = w->scales + (r + i) * (cols / 32);
-            for (int64_t g = k0 / 32; g < (k0 + kc) / 32; g++) {
-                const uint8_t *b = src + 16 * g;
-                float dg = d[g];
-                float *o = Pi + (g * 32 - k0) * NR;
-                for (int j = 0; j < 16; j++) {
-                    o[j * NR] = (float)((b[j] & 15) - 8) * dg;
-                    o[(j + 16) * NR] = (float)((b[j] >> 4) - 8) * dg;
-                }
-            }
-            break;
-        }
+    switch (fmt) {
+    case QHX_W_F32: return _mm256_loadu_ps((const float *)w->data + row * cols + k);
+    case QHX_W_F16: return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)w->data + row * cols + k)));
+    case QHX_W_BF16:
+        return _mm256_castsi256_ps(_mm256_slli_epi32(
+            _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)((const uint16_t *)w->data + row * cols + k))), 16));
+    case QHX_W_Q8:
+        return _mm256_cvtepi32_ps(
+            _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)((const int8_t *)w->data + row * cols + k))));
+    default: { /* Q4, group 32: value o of a group is byte o's low nibble (o < 16), else byte o-16's high */
+        const uint8_t *grp = (const uint8_t *)w->data + (size_t)row * (size_t)(cols / 2) + 16 * (k / 32);
+        int64_t o = k % 32;
+        __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(grp + (o & 15))));
+        if (o >= 16) b = _mm256_srli_epi32(b, 4);
+        b = _mm256_sub_epi32(_mm256_and_si256(b, _mm256_set1_epi32(15)), _mm256_set1_epi32(8));
+        return _mm256_mul_ps(_mm256_cvtepi32_ps(b), _mm256_broadcast_ss(w->scales + row * (cols / 32) + k / 32));
+    }
+    }
+}
+
+/* r[i] (8 rows x 8 columns) -> transposed in place: r[j] = column j (8 rows). */
+AI void transpose8(__m256 r[8]) {
+    __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+    __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+    __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+    __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+    __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+    __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+    __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    r[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
+    r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+    r[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
+    r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+    r[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
+    r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+    r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
+    r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+
+/* Panel P (kc, NR) of rows [r, r + nr) (nr <= NR; missing rows are zeros), columns [k0, k0 + kc);
+ * kc a multiple of 8 (the caller sends other shapes elsewhere). */
+static void pack(const qhx_weight *w, int fmt, int64_t r, int nr, int64_t k0, int64_t kc, float *P) {
+    for (int h = 0; h < NR / 8; h++) {
+        for (int64_t k = 0; k < kc; k += 8) {
+            __m256 v[8];
+            for (int i = 0; i < 8; i++) v[i] = 8 * h + i < nr ? load8(w, fmt, r + 8 * h + i, k0 + k) : _mm256_setzero_ps();
+            transpose8(v);
+            for (int j = 0; j < 8; j++) _mm256_store_ps(P + (k + j) * NR + 8 * h, v[j]);
         }
     }
 }
@@ -178,22 +181,22 @@ static void gemm(const qhx_weight *w, int fmt, const float *X, int64_t ldx, floa
 
 void qhx_k_matmul_f32_gemm_avx2(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy, int64_t n,
                                 int64_t r0, int64_t r1) {
-    if (n < MIN_TOKENS) qhx_k_matmul_f32_avx2(w, X, ldx, Y, ldy, n, r0, r1);
+    if (n < MIN_TOKENS || w->cols % 8) qhx_k_matmul_f32_avx2(w, X, ldx, Y, ldy, n, r0, r1);
     else gemm(w, QHX_W_F32, X, ldx, Y, ldy, n, r0, r1);
 }
 void qhx_k_matmul_f16_gemm_avx2(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy, int64_t n,
                                 int64_t r0, int64_t r1) {
-    if (n < MIN_TOKENS) qhx_k_matmul_f16_avx2(w, X, ldx, Y, ldy, n, r0, r1);
+    if (n < MIN_TOKENS || w->cols % 8) qhx_k_matmul_f16_avx2(w, X, ldx, Y, ldy, n, r0, r1);
     else gemm(w, QHX_W_F16, X, ldx, Y, ldy, n, r0, r1);
 }
 void qhx_k_matmul_bf16_gemm_avx2(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy, int64_t n,
                                  int64_t r0, int64_t r1) {
-    if (n < MIN_TOKENS) qhx_k_matmul_bf16_avx2(w, X, ldx, Y, ldy, n, r0, r1);
+    if (n < MIN_TOKENS || w->cols % 8) qhx_k_matmul_bf16_avx2(w, X, ldx, Y, ldy, n, r0, r1);
     else gemm(w, QHX_W_BF16, X, ldx, Y, ldy, n, r0, r1);
 }
 void qhx_k_matmul_q8_gemm_avx2(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy, int64_t n,
                                int64_t r0, int64_t r1) {
-    if (n < MIN_TOKENS) qhx_k_matmul_q8_avx2(w, X, ldx, Y, ldy, n, r0, r1);
+    if (n < MIN_TOKENS || w->cols % 8) qhx_k_matmul_q8_avx2(w, X, ldx, Y, ldy, n, r0, r1);
     else gemm(w, QHX_W_Q8, X, ldx, Y, ldy, n, r0, r1);
 }
 void qhx_k_matmul_q4_gemm_avx2(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy, int64_t n,
