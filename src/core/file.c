@@ -12,6 +12,51 @@
 #include <unistd.h>
 
 qhx_status qhx_file_map_open(const char *path, qhx_file_map *map, qhx_error *err) {
+    return qhx_file_load(path, QHX_FILE_MAP, map, err);
+}
+
+#define HUGE_ALIGN ((size_t)2 << 20)
+#define READ_STEP ((size_t)64 << 20) /* bytes per read() call */
+
+/* An anonymous read-write region of at least `size` bytes starting on a 2 MiB boundary; *span
+ * gets its length. NULL on failure. */
+static void *anon_huge(size_t size, size_t *span) {
+    size_t want = (size + HUGE_ALIGN - 1) & ~(HUGE_ALIGN - 1);
+    if (want < size || want + HUGE_ALIGN < want) return NULL;
+    uint8_t *p = mmap(NULL, want + HUGE_ALIGN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return NULL;
+    uintptr_t a = ((uintptr_t)p + HUGE_ALIGN - 1) & ~(uintptr_t)(HUGE_ALIGN - 1);
+    size_t head = (size_t)(a - (uintptr_t)p), tail = HUGE_ALIGN - head;
+    if (head) munmap(p, head);
+    if (tail) munmap((uint8_t *)a + want, tail);
+#ifdef MADV_HUGEPAGE
+    madvise((void *)a, want, MADV_HUGEPAGE); /* advisory: fine if refused */
+#endif
+    *span = want;
+    return (void *)a;
+}
+
+static qhx_status read_into(int fd, const char *path, uint8_t *dst, size_t size, qhx_error *err) {
+    size_t got = 0;
+    while (got < size) {
+        size_t step = size - got < READ_STEP ? size - got : READ_STEP;
+        ssize_t n = read(fd, dst + got, step);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) return qhx_fail(err, QHX_E_IO, "%s: read failed at byte %zu: %s", path, got, strerror(errno));
+        if (n == 0)
+            return qhx_fail(err, QHX_E_IO, "%s: the file ended at byte %zu of the %zu it had when opened", path, got,
+                            size);
+        got += (size_t)n;
+    }
+    uint8_t extra;
+    ssize_t n;
+    while ((n = read(fd, &extra, 1)) < 0 && errno == EINTR) {
+    }
+    if (n != 0) return qhx_fail(err, QHX_E_IO, "%s: the file grew past the %zu bytes it had when opened", path, size);
+    return QHX_OK;
+}
+
+qhx_status qhx_file_load(const char *path, qhx_file_mode mode, qhx_file_map *map, qhx_error *err) {
     memset(map, 0, sizeof *map);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return qhx_fail(err, QHX_E_IO, "%s: cannot open: %s", path, strerror(errno));
@@ -29,7 +74,36 @@ qhx_status qhx_file_map_open(const char *path, qhx_file_map *map, qhx_error *err
         close(fd);
         return QHX_OK;
     }
-    void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if ((uint64_t)st.st_size > SIZE_MAX / 2) {
+        close(fd);
+        return qhx_fail(err, QHX_E_LIMIT, "%s: %lld bytes cannot be addressed", path, (long long)st.st_size);
+    }
+    if (mode == QHX_FILE_READ) {
+        size_t size = (size_t)st.st_size, span = 0;
+        uint8_t *buf = anon_huge(size, &span);
+        if (!buf) {
+            close(fd);
+            return qhx_fail(err, QHX_E_NOMEM, "%s: cannot allocate %zu bytes to read it into", path, size);
+        }
+        qhx_status rc = read_into(fd, path, buf, size, err);
+        close(fd);
+        if (rc == QHX_OK && mprotect(buf, span, PROT_READ) != 0)
+            rc = qhx_fail(err, QHX_E_IO, "%s: cannot make the buffer read-only: %s", path, strerror(errno));
+        if (rc != QHX_OK) {
+            munmap(buf, span);
+            return rc;
+        }
+        map->data = buf;
+        map->size = size;
+        map->span = span;
+        map->is_mapped = 1;
+        return QHX_OK;
+    }
+    int flags = MAP_PRIVATE;
+#ifdef MAP_POPULATE
+    if (mode == QHX_FILE_MAP_POPULATE) flags |= MAP_POPULATE;
+#endif
+    void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, flags, fd, 0);
     int e = errno;
     close(fd);
     if (p == MAP_FAILED) return qhx_fail(err, QHX_E_IO, "%s: cannot map: %s", path, strerror(e));
@@ -41,7 +115,7 @@ qhx_status qhx_file_map_open(const char *path, qhx_file_map *map, qhx_error *err
 
 void qhx_file_map_close(qhx_file_map *map) {
     if (!map) return;
-    if (map->is_mapped && map->data) munmap((void *)map->data, map->size);
+    if (map->is_mapped && map->data) munmap((void *)map->data, map->span > map->size ? map->span : map->size);
     memset(map, 0, sizeof *map);
 }
 

@@ -13,11 +13,25 @@ typedef struct qhx_file_map {
     const uint8_t *data;
     size_t size;
     int is_mapped;
+    size_t span; /* bytes to unmap when more than size (an anonymous buffer), else 0 */
 } qhx_file_map;
+
+/* How qhx_file_load brings a file into memory. */
+typedef enum qhx_file_mode {
+    QHX_FILE_MAP = 0,          /* a read-only mapping, paged in on first touch (qhx_file_map_open) */
+    QHX_FILE_MAP_POPULATE = 1, /* the same, every page read and mapped up front (MAP_POPULATE) */
+    QHX_FILE_READ = 2          /* read() into anonymous memory aligned to 2 MiB, transparent huge
+                                * pages requested (MADV_HUGEPAGE), then made read-only */
+} qhx_file_mode;
 
 /* Map `path`. On failure *map is zeroed and err names the path and the OS error. */
 qhx_status qhx_file_map_open(const char *path, qhx_file_map *map /* OUT */, qhx_error *err);
 void qhx_file_map_close(qhx_file_map *map); /* NULL / zeroed allowed */
+
+/* Map or read `path` as `mode` says; the result is closed with qhx_file_map_close either way.
+ * QHX_FILE_READ checks that exactly the size fstat reported was read (a file that shrinks or
+ * grows meanwhile is refused with QHX_E_IO). */
+qhx_status qhx_file_load(const char *path, qhx_file_mode mode, qhx_file_map *map /* OUT */, qhx_error *err);
 
 /* Read a whole file of at most max_bytes into a new NUL-terminated buffer (owned: qhx_free).
  * A larger file is refused with QHX_E_LIMIT naming both sizes. */

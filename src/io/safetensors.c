@@ -21,6 +21,7 @@ struct qhx_st_set {
     char **paths;            /* per file */
     qhx_file_map *maps;      /* per file (zeroed when parsed from a caller buffer) */
     int n_files;
+    qhx_file_mode mode;      /* how files are brought into memory */
     char **meta;             /* key, value pairs of the first file's __metadata__ */
     int n_meta;
 };
@@ -276,7 +277,7 @@ static qhx_status add_file(qhx_st_set *s, const char *path, qhx_error *err) {
     s->paths[idx] = qhx_strdup(path);
     s->n_files++;
     if (!s->paths[idx]) return qhx_fail(err, QHX_E_NOMEM, "out of memory");
-    qhx_status rc = qhx_file_map_open(path, &s->maps[idx], err);
+    qhx_status rc = qhx_file_load(path, s->mode, &s->maps[idx], err);
     if (rc != QHX_OK) return rc;
     return parse_file(s, s->maps[idx].data, s->maps[idx].size, path, idx, err);
 }
@@ -392,9 +393,15 @@ static qhx_status open_into(qhx_st_set *s, const char *path, char **index_out, q
 }
 
 qhx_status qhx_st_open_many(const char *const *paths, int n_paths, qhx_st_set **out, qhx_error *err) {
+    return qhx_st_open_many_mode(paths, n_paths, QHX_FILE_MAP, out, err);
+}
+
+qhx_status qhx_st_open_many_mode(const char *const *paths, int n_paths, qhx_file_mode mode, qhx_st_set **out,
+                                 qhx_error *err) {
     *out = NULL;
     if (n_paths < 1 || n_paths > QHX_ST_MAX_SHARDS) return qhx_fail(err, QHX_E_ARG, "safetensors: %d paths", n_paths);
     qhx_st_set *s = set_new();
+    if (s) s->mode = mode;
     char **indexes = qhx_calloc((size_t)n_paths, sizeof *indexes);
     qhx_status rc = (!s || !indexes) ? qhx_fail(err, QHX_E_NOMEM, "out of memory") : QHX_OK;
     for (int i = 0; rc == QHX_OK && i < n_paths; i++) rc = open_into(s, paths[i], &indexes[i], err);

@@ -44,6 +44,12 @@ qhx_status qhx_st_open(const char *path, qhx_st_set **out /* OUT */, qhx_error *
 qhx_status qhx_st_open_many(const char *const *paths, int n_paths, qhx_st_set **out /* OUT */,
                             qhx_error *err);
 
+/* The same, each file brought into memory as `mode` says (core/file.h): mapped (the default of
+ * the calls above), mapped and populated, or read into anonymous huge-page memory. Tensor data
+ * points into whichever buffer, with the same offsets (so the same alignment) either way. */
+qhx_status qhx_st_open_many_mode(const char *const *paths, int n_paths, qhx_file_mode mode,
+                                 qhx_st_set **out /* OUT */, qhx_error *err);
+
 void qhx_st_free(qhx_st_set *set); /* NULL allowed; unmaps */
 
 int64_t qhx_st_n_tensors(const qhx_st_set *set);

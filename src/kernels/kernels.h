@@ -45,11 +45,24 @@ typedef void (*qhx_row_fn)(const qhx_weight *w, int64_t r, float *out);
 
 /* qhx_isa (QHX_ISA_REF ... QHX_ISA_BEST) is public: include/qhx.h. */
 
+/* Blocked attention and the recurrent delta-rule step: kernels/attn.h. */
+typedef void (*qhx_attn_block_fn)(const float *q, const float *K, const float *V, int64_t ld, int64_t n,
+                                  int64_t rep, int64_t hd, float scale, float *scores, float *o, float *ml);
+typedef void (*qhx_delta_step_fn)(float *S, const float *q, const float *k, const float *v, float beta,
+                                  float g, float *o, int64_t dk, int64_t dv);
+typedef void (*qhx_delta_chunked_fn)(float *S, const float *q, int64_t ldq, const float *k, int64_t ldk,
+                                     const float *v, int64_t ldv, const float *beta, const float *g,
+                                     int64_t ldg, float *o, int64_t ldo, int64_t n, int64_t dk, int64_t dv,
+                                     int64_t C, float *work);
+
 typedef struct qhx_kernels {
     qhx_isa isa;                       /* the best ISA in use */
     qhx_matvec_fn matvec[QHX_W_COUNT];
     qhx_matmul_fn matmul[QHX_W_COUNT];
     qhx_row_fn row[QHX_W_COUNT];       /* NULL where a format has no kernel yet */
+    qhx_attn_block_fn attn_block;      /* kernels/attn.h */
+    qhx_delta_step_fn delta_step;      /* qhx_k_delta_step_f32_ref's contract */
+    qhx_delta_chunked_fn delta_chunked; /* qhx_k_delta_chunked_f32_ref's contract */
     /* Element-wise and row ops are added here as SIMD variants appear; until then model code
      * calls the qhx_k_*_ref functions directly through the wrappers below. */
 } qhx_kernels;

@@ -1,9 +1,14 @@
 /* kernels/select.c: filling the op table. Every slot first gets its scalar reference; SIMD
  * variants (kernels/x86, kernels/arm) override them here once they exist, each behind a check
  * that both the CPU and the OS support the instructions. */
+#include "kernels/attn.h"
 #include "kernels/kernels.h"
 #include "kernels/quant.h"
 #include "kernels/ref.h"
+#if defined(QHX_HAVE_X86)
+#include "kernels/x86/ops_x86.h"
+#include "kernels/x86/x86.h"
+#endif
 
 #include <string.h>
 
@@ -19,7 +24,6 @@ const char *qhx_isa_name(qhx_isa isa) {
 }
 
 void qhx_kern_select(qhx_isa max_isa, qhx_kernels *k) {
-    (void)max_isa; /* no SIMD variants yet: the references serve every ISA */
     memset(k, 0, sizeof *k);
     k->isa = QHX_ISA_REF;
     k->matvec[QHX_W_F32] = qhx_k_matvec_f32_ref;
@@ -31,5 +35,30 @@ void qhx_kern_select(qhx_isa max_isa, qhx_kernels *k) {
     k->row[QHX_W_F32] = qhx_k_row_f32_ref;
     k->row[QHX_W_F16] = qhx_k_row_f16_ref;
     k->row[QHX_W_BF16] = qhx_k_row_bf16_ref;
+    k->attn_block = qhx_k_attn_block_f32_ref;
+    k->delta_step = qhx_k_delta_step_f32_ref;
+    k->delta_chunked = qhx_k_delta_chunked_f32_ref;
     qhx_kern_ref_quant(k);
+    /* SIMD variants, bounded by max_isa (QHX_ISA_REF keeps the references) */
+#if defined(QHX_HAVE_X86)
+    qhx_kern_install_x86(k, max_isa, NULL);
+    if (k->isa == QHX_ISA_AVX2 || k->isa == QHX_ISA_AVX512) { /* the CPU check passed there */
+        k->attn_block = qhx_k_attn_block_f32_avx2;
+        k->delta_step = qhx_k_delta_step_f32_avx2;
+        k->delta_chunked = qhx_k_delta_chunked_f32_avx2;
+    }
+    if (k->isa == QHX_ISA_AVX2) {
+        /* decode of quantized weights: int16 activations */
+        k->matvec[QHX_W_Q8] = qhx_k_matvec_q8_x16_avx2;
+        k->matvec[QHX_W_Q4] = qhx_k_matvec_q4_x16_avx2;
+        /* prefill: packed-panel GEMM (weights widened once per panel, not per token tile) */
+        k->matmul[QHX_W_F32] = qhx_k_matmul_f32_gemm_avx2;
+        k->matmul[QHX_W_F16] = qhx_k_matmul_f16_gemm_avx2;
+        k->matmul[QHX_W_BF16] = qhx_k_matmul_bf16_gemm_avx2;
+        k->matmul[QHX_W_Q8] = qhx_k_matmul_q8_gemm_avx2;
+        k->matmul[QHX_W_Q4] = qhx_k_matmul_q4_gemm_avx2;
+    }
+#else
+    (void)max_isa;
+#endif
 }

@@ -16,8 +16,19 @@ qhx_model_params qhx_model_default_params(void) {
     return p;
 }
 
+/* How the weights of a weights mode come into memory. The default is the faster of the two on
+ * the development machine (BENCHMARKS.md, "Weights in memory"). */
+static qhx_file_mode file_mode(qhx_weights_mode w) {
+    switch (w) {
+    case QHX_WEIGHTS_MMAP: return QHX_FILE_MAP_POPULATE;
+    case QHX_WEIGHTS_READ: return QHX_FILE_READ;
+    case QHX_WEIGHTS_DEFAULT: break;
+    }
+    return QHX_FILE_READ;
+}
+
 /* Open every safetensors artifact of the plan (decoder, embedding, lm-head, vision) as one set. */
-static qhx_status open_weights(const qhx_plan *plan, qhx_st_set **out, qhx_error *err) {
+static qhx_status open_weights(const qhx_plan *plan, qhx_weights_mode wmode, qhx_st_set **out, qhx_error *err) {
     const char *paths[QHX_ART_ROLE_COUNT];
     int n = 0;
     for (int r = 0; r < QHX_ART_ROLE_COUNT; r++) {
@@ -29,7 +40,7 @@ static qhx_status open_weights(const qhx_plan *plan, qhx_st_set **out, qhx_error
         if (!f->path) return qhx_fail(err, QHX_E_ARG, "%s: artifacts.%s: no path", plan->label, qhx_art_role_name((qhx_art_role)r));
         paths[n++] = f->path;
     }
-    return qhx_st_open_many(paths, n, out, err);
+    return qhx_st_open_many_mode(paths, n, file_mode(wmode), out, err);
 }
 
 /* Bind the family's weights; the family decides from the text config. */
@@ -41,11 +52,11 @@ static qhx_status open_family(qhx_model *m, const qhx_plan *plan, qhx_error *err
     case QHX_FAMILY_QWEN3_5:
         m->family = QHX_FAMILY_QWEN3_5;
         if ((rc = qhx_qwen35_parse_config(plan->config, label, &m->cfg, err))) return rc;
-        if ((rc = open_weights(plan, &set, err))) return rc;
+        if ((rc = open_weights(plan, m->params.weights, &set, err))) return rc;
         return qhx_qwen35_open(m, set, plan->label, err);
     case QHX_FAMILY_QWEN3_VL:
         m->family = QHX_FAMILY_QWEN3_VL;
-        if ((rc = open_weights(plan, &set, err))) return rc;
+        if ((rc = open_weights(plan, m->params.weights, &set, err))) return rc;
         return qhx_qwen3vl_open(m, plan->config, label, set,
                                 plan->preprocessor.present ? plan->preprocessor.path : NULL, err);
     default:
@@ -61,6 +72,8 @@ qhx_status qhx_model_open(const char *path, const qhx_model_params *params, qhx_
     qhx_model_params p = params ? *params : qhx_model_default_params();
     if (p.n_threads < 0 || p.n_threads > QHX_POOL_MAX_THREADS)
         return qhx_fail(err, QHX_E_ARG, "n_threads %d is outside [0, %d]", p.n_threads, QHX_POOL_MAX_THREADS);
+    if ((unsigned)p.weights > QHX_WEIGHTS_READ)
+        return qhx_fail(err, QHX_E_ARG, "weights mode %d is not one of default, mmap, read", (int)p.weights);
     if ((unsigned)p.max_isa > QHX_ISA_BEST) return qhx_fail(err, QHX_E_ARG, "max_isa %d is not an instruction set", (int)p.max_isa);
     if (p.max_context < 0) return qhx_fail(err, QHX_E_ARG, "max_context %lld is negative", (long long)p.max_context);
     const qhx_backend *be;
@@ -79,6 +92,8 @@ qhx_status qhx_model_open(const char *path, const qhx_model_params *params, qhx_
         goto fail;
     }
     m->max_context = p.max_context ? p.max_context : m->plan->max_context;
+    /* the pool first: families keep a pointer to it */
+    if ((rc = qhx_pool_create(p.n_threads, &m->pool, err))) goto fail;
     if ((rc = open_family(m, m->plan, err))) goto fail;
     if (m->plan->tokenizer.present && m->plan->tokenizer.path &&
         (rc = qhx_tok_load(m->plan->tokenizer.path, &m->tok, err)))
@@ -88,7 +103,6 @@ qhx_status qhx_model_open(const char *path, const qhx_model_params *params, qhx_
                       m->plan->tokenizer.path, qhx_tok_n_vocab(m->tok), (long long)qhx_model_n_vocab(m));
         goto fail;
     }
-    if ((rc = qhx_pool_create(p.n_threads, &m->pool, err))) goto fail;
     *out = m;
     return QHX_OK;
 fail:

@@ -8,7 +8,9 @@
 #include "models/family.h"
 
 #include "core/alloc.h"
+#include "kernels/attn.h"
 #include "kernels/ref.h"
+#include "models/par.h"
 #include "models/weights.h"
 
 #include <math.h>
@@ -418,10 +420,14 @@ typedef struct q35_state {
     float *q;              /* (n_batch, attn_dim) normed, rotated queries */
     float *gate;           /* (n_batch, attn_dim) */
     float *att;            /* (n_batch, attn_dim) attention output */
-    float *scores;         /* (nh, n_ctx) */
+    float *attw;           /* (n_threads, attention work for n_ctx keys) per-thread scratch */
+    float *attp;           /* (nkv, blocks of n_ctx, partial) decode attention partials */
+    int64_t attw_floats;
+    int n_threads;         /* of the model's pool: per-thread scratch below */
     float *mg;             /* (n_batch, I) gate_proj, then SwiGLU */
     float *mu;             /* (n_batch, I) up_proj */
-    float *dwork;          /* chunked delta-rule scratch */
+    float *dwork;          /* (n_threads, chunked delta-rule scratch) */
+    int64_t dwork_floats;
     float *cosb, *sinb;    /* (n_batch, rot / 2) */
 } q35_state;
 
@@ -441,7 +447,10 @@ static qhx_status q35_state_create(qhx_model_state *st, qhx_error *err) {
     const q35_dims *d = &q->d;
     size_t nb = (size_t)st->n_batch, nc = (size_t)st->n_ctx, total = 0;
     size_t o_kv, o_conv, o_ssm, o_x, o_xn, o_tmp, o_ext, o_cv, o_z, o_beta, o_g, o_core, o_qg, o_q,
-        o_gate, o_att, o_scores, o_mg, o_mu, o_dwork, o_cos, o_sin, kvn;
+        o_gate, o_att, o_attw, o_attp, o_mg, o_mu, o_dwork, o_cos, o_sin, kvn;
+    const size_t nthr = (size_t)qhx_pool_n_threads(st->m->pool), rep = (size_t)(d->nh / d->nkv);
+    const size_t attw = (size_t)qhx_attn_group_work(st->n_ctx, (int64_t)rep, d->hd);
+    const size_t dwork = (size_t)qhx_k_delta_chunked_work(DELTA_CHUNK, d->dk, d->dv);
     bool ok = qhx_size_mul(nc, (size_t)(2 * d->kv_dim), &kvn) && plan_add(&total, &o_kv, (size_t)d->n_full, kvn) &&
               plan_add(&total, &o_conv, (size_t)d->n_lin, (size_t)((d->K - 1) * d->conv_dim)) &&
               plan_add(&total, &o_ssm, (size_t)(d->n_lin * d->nv), (size_t)(d->dk * d->dv));
@@ -453,9 +462,11 @@ static qhx_status q35_state_create(qhx_model_state *st, qhx_error *err) {
          plan_add(&total, &o_beta, nb, (size_t)d->nv) && plan_add(&total, &o_g, nb, (size_t)d->nv) &&
          plan_add(&total, &o_core, nb, (size_t)d->value_dim) && plan_add(&total, &o_qg, nb, (size_t)d->q_out) &&
          plan_add(&total, &o_q, nb, (size_t)d->attn_dim) && plan_add(&total, &o_gate, nb, (size_t)d->attn_dim) &&
-         plan_add(&total, &o_att, nb, (size_t)d->attn_dim) && plan_add(&total, &o_scores, (size_t)d->nh, nc) &&
+         plan_add(&total, &o_att, nb, (size_t)d->attn_dim) && plan_add(&total, &o_attw, nthr, attw) &&
+         plan_add(&total, &o_attp, (size_t)(d->nkv * qhx_attn_n_blocks(st->n_ctx)),
+                  (size_t)qhx_attn_part_floats((int64_t)rep, d->hd)) &&
          plan_add(&total, &o_mg, nb, (size_t)d->I) && plan_add(&total, &o_mu, nb, (size_t)d->I) &&
-         plan_add(&total, &o_dwork, 1, (size_t)qhx_k_delta_chunked_work(DELTA_CHUNK, d->dk, d->dv)) &&
+         plan_add(&total, &o_dwork, nthr, dwork) &&
          plan_add(&total, &o_cos, nb, (size_t)(d->rot / 2)) && plan_add(&total, &o_sin, nb, (size_t)(d->rot / 2));
     size_t bytes;
     if (!ok || !qhx_size_mul(total, sizeof(float), &bytes))
@@ -488,10 +499,14 @@ static qhx_status q35_state_create(qhx_model_state *st, qhx_error *err) {
     s->q = b + o_q;
     s->gate = b + o_gate;
     s->att = b + o_att;
-    s->scores = b + o_scores;
+    s->attw = b + o_attw;
+    s->attp = b + o_attp;
+    s->attw_floats = (int64_t)attw;
+    s->n_threads = (int)nthr;
     s->mg = b + o_mg;
     s->mu = b + o_mu;
     s->dwork = b + o_dwork;
+    s->dwork_floats = (int64_t)dwork;
     s->cosb = b + o_cos;
     s->sinb = b + o_sin;
     st->impl = s; /* qhx_aligned_alloc zeroes: the state starts reset */
@@ -527,39 +542,77 @@ static int q35_state_regions(const qhx_model_state *st, qhx_state_region *out, i
 
 /* ---- forward ----------------------------------------------------------------------------- */
 
-/* Y (n, w.rows) stride ldy = X (n, w.cols) stride ldx @ W^T. The one entry point of every linear
- * layer: one token takes matvec, several take matmul. It will split rows over the pool in fixed
- * chunks; each output element is one kernel dot product either way, so results do not depend on
- * the thread count. */
+/* Work is spread over the model's pool (models/par.h) in pieces fixed by the problem size:
+ * output rows of the linear layers, token ranges of the per-token ops, value heads of the delta
+ * rule, (token, KV head) pairs and fixed key blocks of attention. Each output element is
+ * computed by one piece in the same order whatever the thread count, so 1 and N threads give
+ * the same bits. */
+
+#define TOK_CHUNK 16 /* tokens per piece of the per-token ops */
+
+/* One batch step: what the pieces share. */
+typedef struct q35_fw {
+    const qhx_model *m;
+    const q35_model *q;
+    const qhx_model_state *st;
+    q35_state *s;
+    const q35_layer *L;
+    int64_t n;
+    float *Kc, *Vc;       /* attention: this layer's cache */
+    int64_t nb;           /* attention: key blocks of a decode step */
+} q35_fw;
+
+/* Y (n, w.rows) stride ldy = X (n, w.cols) stride ldx @ W^T, rows split over the pool. */
 static void linear(const qhx_model *m, const qhx_weight *w, const float *X, int64_t ldx, float *Y,
                    int64_t ldy, int64_t n) {
-    if (n == 1)
-        m->kern.matvec[w->fmt](w, X, Y, 0, w->rows);
-    else
-        m->kern.matmul[w->fmt](w, X, ldx, Y, ldy, n, 0, w->rows);
+    qhx_par_linear(m->pool, &m->kern, w, X, ldx, Y, ldy, n);
 }
 
-/* Gated DeltaNet mixer over n tokens: xn (n, H) -> tmp (n, H). n == 1: recurrent form. */
-static void gdn_forward(const qhx_model *m, const q35_model *q, q35_state *s, const q35_layer *L,
-                        int64_t n) {
-    const q35_dims *d = &q->d;
-    const int64_t C = d->conv_dim, K = d->K;
-    float *fifo = s->conv + L->slot * (K - 1) * C; /* (K - 1, C) */
+/* Element-wise ops are cut into pieces of this many elements. */
+#define ELEM_CHUNK 3072
 
-    /* window = [FIFO; qkv of the n tokens]; projections write straight into it */
-    memcpy(s->ext, fifo, (size_t)((K - 1) * C) * sizeof(float));
-    linear(m, &L->in_proj_qkv, s->xn, d->H, s->ext + (K - 1) * C, C, n);
-    linear(m, &L->in_proj_z, s->xn, d->H, s->z, d->value_dim, n);
-    linear(m, &L->in_proj_b, s->xn, d->H, s->beta, d->nv, n);
-    linear(m, &L->in_proj_a, s->xn, d->H, s->g, d->nv, n);
-    qhx_k_conv1d_causal_f32_ref(s->ext, L->conv_w, s->cv, n, C, K);
-    qhx_k_silu_f32_ref(s->cv, n * C);
-    memcpy(fifo, s->ext + n * C, (size_t)((K - 1) * C) * sizeof(float));
+/* ---- per-token pieces ---- */
 
-    /* q, k: L2 norm per key head, q scaled by 1/sqrt(dk) (HF multiplies in both forms);
-     * beta = sigmoid(b), g = -exp(A_log) softplus(a + dt_bias) */
+static void norm_in_task(void *ctx, int64_t t0, int64_t t1, int ti) {
+    (void)ti;
+    const q35_fw *f = ctx;
+    const int64_t H = f->q->d.H;
+    for (int64_t t = t0; t < t1; t++)
+        qhx_k_rmsnorm_zc_f32_ref(f->s->x + t * H, f->L->input_norm, f->s->xn + t * H, H, f->q->d.eps);
+}
+
+/* residual add of the mixer output, then the post-attention norm */
+static void add_norm_task(void *ctx, int64_t t0, int64_t t1, int ti) {
+    (void)ti;
+    const q35_fw *f = ctx;
+    const int64_t H = f->q->d.H;
+    for (int64_t t = t0; t < t1; t++) {
+        qhx_k_add_f32_ref(f->s->x + t * H, f->s->tmp + t * H, H);
+        qhx_k_rmsnorm_zc_f32_ref(f->s->x + t * H, f->L->post_norm, f->s->xn + t * H, H, f->q->d.eps);
+    }
+}
+
+static void add_task(void *ctx, int64_t i0, int64_t i1, int ti) {
+    (void)ti;
+    const q35_fw *f = ctx;
+    qhx_k_add_f32_ref(f->s->x + i0, f->s->tmp + i0, i1 - i0);
+}
+
+/* ---- Gated DeltaNet ---- */
+
+/* tokens [t0, t1): causal conv + SiLU, q/k L2 norm (q scaled by 1/sqrt(dk), as HF in both
+ * forms), beta = sigmoid(b), g = -exp(A_log) softplus(a + dt_bias) */
+static void gdn_prep_task(void *ctx, int64_t t0, int64_t t1, int ti) {
+    (void)ti;
+    const q35_fw *f = ctx;
+    const q35_dims *d = &f->q->d;
+    q35_state *s = f->s;
+    const q35_layer *L = f->L;
+    const int64_t C = d->conv_dim;
+    qhx_k_conv1d_causal_f32_ref(s->ext + t0 * C, L->conv_w, s->cv + t0 * C, t1 - t0, C, d->K);
+    qhx_k_silu_f32_ref(s->cv + t0 * C, (t1 - t0) * C);
     const float scale = (float)(1.0 / sqrt((double)d->dk));
-    for (int64_t t = 0; t < n; t++) {
+    for (int64_t t = t0; t < t1; t++) {
         float *row = s->cv + t * C;
         for (int64_t h = 0; h < d->nk; h++) {
             float *qh = row + h * d->dk, *kh = row + d->key_dim + h * d->dk;
@@ -573,45 +626,102 @@ static void gdn_forward(const qhx_model *m, const q35_model *q, q35_state *s, co
             *gj = L->A[j] * qhx_k_softplus_ref(*gj + L->dt_bias[j]);
         }
     }
+}
 
-    /* delta rule per value head j; it reads key head j / rep (HF repeat_interleave) */
-    for (int64_t j = 0; j < d->nv; j++) {
+/* decode step, channels [c0, c1) in whole heads of dk (q, k) or dv (v) channels: causal conv +
+ * SiLU, then the L2 norm of the q / k heads among them (the same operations per channel as
+ * gdn_prep_task; beta and g are done by the caller) */
+static void gdn_prep1_task(void *ctx, int64_t c0, int64_t c1, int ti) {
+    (void)ti;
+    const q35_fw *f = ctx;
+    const q35_dims *d = &f->q->d;
+    q35_state *s = f->s;
+    const int64_t C = d->conv_dim, K = d->K;
+    const float *w = f->L->conv_w;
+    for (int64_t c = c0; c < c1; c++) {
+        float acc = 0.0f;
+        for (int64_t j = 0; j < K; j++) acc += w[c * K + j] * s->ext[j * C + c];
+        s->cv[c] = acc;
+    }
+    qhx_k_silu_f32_ref(s->cv + c0, c1 - c0);
+    const float scale = (float)(1.0 / sqrt((double)d->dk));
+    for (int64_t h0 = c0; h0 < c1 && h0 < 2 * d->key_dim; h0 += d->dk) {
+        float *v = s->cv + h0;
+        qhx_k_l2norm_f32_ref(v, d->dk, 1e-6f);
+        if (h0 < d->key_dim)
+            for (int64_t i = 0; i < d->dk; i++) v[i] *= scale;
+    }
+}
+
+/* value heads [j0, j1): the delta rule over the n tokens (reading key head j / rep, HF
+ * repeat_interleave), then the gated RMSNorm of those heads */
+static void gdn_delta_task(void *ctx, int64_t j0, int64_t j1, int ti) {
+    const q35_fw *f = ctx;
+    const q35_dims *d = &f->q->d;
+    q35_state *s = f->s;
+    const q35_layer *L = f->L;
+    const int64_t C = d->conv_dim, n = f->n;
+    for (int64_t j = j0; j < j1; j++) {
         int64_t kh = j / d->rep;
         float *S = s->ssm + (L->slot * d->nv + j) * d->dk * d->dv; /* (dk, dv) */
         const float *qp = s->cv + kh * d->dk, *kp = s->cv + d->key_dim + kh * d->dk;
         const float *vp = s->cv + 2 * d->key_dim + j * d->dv;
         float *op = s->core + j * d->dv;
         if (n == 1)
-            qhx_k_delta_step_f32_ref(S, qp, kp, vp, s->beta[j], s->g[j], op, d->dk, d->dv);
+            f->m->kern.delta_step(S, qp, kp, vp, s->beta[j], s->g[j], op, d->dk, d->dv);
         else
-            qhx_k_delta_chunked_f32_ref(S, qp, C, kp, C, vp, C, s->beta + j, s->g + j, d->nv, op, d->value_dim,
-                                        n, d->dk, d->dv, DELTA_CHUNK, s->dwork);
-    }
-
-    /* gated RMSNorm per (token, value head), then out_proj */
-    for (int64_t t = 0; t < n; t++)
-        for (int64_t j = 0; j < d->nv; j++) {
+            f->m->kern.delta_chunked(S, qp, C, kp, C, vp, C, s->beta + j, s->g + j, d->nv, op, d->value_dim, n, d->dk,
+                                     d->dv, DELTA_CHUNK, s->dwork + ti * s->dwork_floats);
+        for (int64_t t = 0; t < n; t++) {
             float *o = s->core + t * d->value_dim + j * d->dv;
             qhx_k_rmsnorm_gated_f32_ref(o, s->z + t * d->value_dim + j * d->dv, L->gnorm_w, o, d->dv, d->eps);
         }
+    }
+}
+
+/* Gated DeltaNet mixer over n tokens: xn (n, H) -> tmp (n, H). n == 1: recurrent form. */
+static void gdn_forward(q35_fw *f) {
+    const qhx_model *m = f->m;
+    const q35_dims *d = &f->q->d;
+    q35_state *s = f->s;
+    const q35_layer *L = f->L;
+    const int64_t C = d->conv_dim, K = d->K, n = f->n;
+    float *fifo = s->conv + L->slot * (K - 1) * C; /* (K - 1, C) */
+
+    /* window = [FIFO; qkv of the n tokens]; projections write straight into it */
+    memcpy(s->ext, fifo, (size_t)((K - 1) * C) * sizeof(float));
+    const qhx_par_lin in[4] = {{&L->in_proj_qkv, s->ext + (K - 1) * C, C},
+                               {&L->in_proj_z, s->z, d->value_dim},
+                               {&L->in_proj_b, s->beta, d->nv},
+                               {&L->in_proj_a, s->g, d->nv}};
+    qhx_par_linears(m->pool, &m->kern, in, 4, s->xn, d->H, n);
+    if (n == 1 && d->dk == d->dv && d->key_dim % d->dk == 0) {
+        /* one token: split the channels (in whole heads) rather than the tokens */
+        qhx_par_range(m->pool, C, 4 * d->dk, gdn_prep1_task, f);
+        for (int64_t j = 0; j < d->nv; j++) {
+            s->beta[j] = qhx_k_sigmoid_ref(s->beta[j]);
+            s->g[j] = L->A[j] * qhx_k_softplus_ref(s->g[j] + L->dt_bias[j]);
+        }
+    } else {
+        qhx_par_range(m->pool, n, TOK_CHUNK, gdn_prep_task, f);
+    }
+    memcpy(fifo, s->ext + n * C, (size_t)((K - 1) * C) * sizeof(float));
+    qhx_par_range(m->pool, d->nv, 1, gdn_delta_task, f);
     linear(m, &L->out_proj, s->core, d->value_dim, s->tmp, d->H, n);
 }
 
-/* Gated attention mixer over n tokens at positions n_past ..: xn (n, H) -> tmp (n, H). */
-static void attn_forward(const qhx_model *m, const q35_model *q, qhx_model_state *st, q35_state *s,
-                         const q35_layer *L, int64_t n) {
-    const q35_dims *d = &q->d;
+/* ---- gated attention ---- */
+
+/* tokens [t0, t1): per head [query | gate] halves of q_proj, q/k RMSNorm, then the rotary */
+static void attn_prep_task(void *ctx, int64_t t0, int64_t t1, int ti) {
+    (void)ti;
+    const q35_fw *f = ctx;
+    const q35_dims *d = &f->q->d;
+    q35_state *s = f->s;
+    const q35_layer *L = f->L;
     const int64_t kvd = d->kv_dim, hd = d->hd, half = d->rot / 2;
-    float *Kc = s->kv + L->slot * 2 * st->n_ctx * kvd; /* (n_ctx, kv_dim) */
-    float *Vc = Kc + st->n_ctx * kvd;                   /* (n_ctx, kv_dim) */
-    float *Kn = Kc + st->n_past * kvd, *Vn = Vc + st->n_past * kvd;
-
-    linear(m, &L->q_proj, s->xn, d->H, s->qg, d->q_out, n);
-    linear(m, &L->k_proj, s->xn, d->H, Kn, kvd, n);
-    linear(m, &L->v_proj, s->xn, d->H, Vn, kvd, n);
-
-    for (int64_t t = 0; t < n; t++) {
-        /* per head: [query | gate] halves of q_proj; q/k RMSNorm before the rotary */
+    float *Kn = f->Kc + f->st->n_past * kvd;
+    for (int64_t t = t0; t < t1; t++) {
         const float *qg = s->qg + t * d->q_out;
         float *qt = s->q + t * d->attn_dim, *gt = s->gate + t * d->attn_dim, *kt = Kn + t * kvd;
         for (int64_t h = 0; h < d->nh; h++) {
@@ -623,12 +733,67 @@ static void attn_forward(const qhx_model *m, const q35_model *q, qhx_model_state
         qhx_k_rope_neox_f32_ref(qt, d->nh, hd, d->rot, cs, sn);
         qhx_k_rope_neox_f32_ref(kt, d->nkv, hd, d->rot, cs, sn);
     }
+}
+
+/* prompt: pieces are (token, KV head) pairs; token t sees the cache up to itself */
+static void attn_tok_task(void *ctx, int64_t i0, int64_t i1, int ti) {
+    const q35_fw *f = ctx;
+    const q35_dims *d = &f->q->d;
+    q35_state *s = f->s;
+    const int64_t hd = d->hd, rep = d->nh / d->nkv;
     const float scale = (float)(1.0 / sqrt((double)hd));
-    for (int64_t t = 0; t < n; t++) {
-        float *at = s->att + t * d->attn_dim;
-        qhx_k_attention_f32_ref(s->q + t * d->attn_dim, Kc, Vc, kvd, st->n_past + t + 1, d->nh, d->nkv, hd, scale,
-                                s->scores, at, 0, d->nh);
-        qhx_k_mul_sigmoid_f32_ref(at, s->gate + t * d->attn_dim, d->attn_dim);
+    for (int64_t i = i0; i < i1; i++) {
+        int64_t t = i / d->nkv, g = i % d->nkv;
+        float *at = s->att + t * d->attn_dim + g * rep * hd;
+        qhx_attn_group(&f->m->kern, s->q + t * d->attn_dim + g * rep * hd, f->Kc + g * hd, f->Vc + g * hd, d->kv_dim,
+                       f->st->n_past + t + 1, rep, hd, scale, s->attw + ti * s->attw_floats, at);
+        qhx_k_mul_sigmoid_f32_ref(at, s->gate + t * d->attn_dim + g * rep * hd, rep * hd);
+    }
+}
+
+/* decode: pieces are (KV head, key block) pairs into the partials */
+static void attn_blk_task(void *ctx, int64_t i0, int64_t i1, int ti) {
+    const q35_fw *f = ctx;
+    const q35_dims *d = &f->q->d;
+    q35_state *s = f->s;
+    const int64_t hd = d->hd, rep = d->nh / d->nkv, pf = qhx_attn_part_floats(rep, hd);
+    const float scale = (float)(1.0 / sqrt((double)hd));
+    for (int64_t i = i0; i < i1; i++) {
+        int64_t g = i / f->nb, b = i % f->nb;
+        qhx_attn_block(&f->m->kern, s->q + g * rep * hd, f->Kc + g * hd, f->Vc + g * hd, d->kv_dim, f->st->n_past + 1,
+                       b, rep, hd, scale, s->attw + ti * s->attw_floats, s->attp + i * pf);
+    }
+}
+
+/* Gated attention mixer over n tokens at positions n_past ..: xn (n, H) -> tmp (n, H). */
+static void attn_forward(q35_fw *f) {
+    const qhx_model *m = f->m;
+    const q35_dims *d = &f->q->d;
+    const qhx_model_state *st = f->st;
+    q35_state *s = f->s;
+    const q35_layer *L = f->L;
+    const int64_t kvd = d->kv_dim, n = f->n, hd = d->hd, rep = d->nh / d->nkv;
+    float *Kc = s->kv + L->slot * 2 * st->n_ctx * kvd; /* (n_ctx, kv_dim) */
+    float *Vc = Kc + st->n_ctx * kvd;                   /* (n_ctx, kv_dim) */
+    f->Kc = Kc;
+    f->Vc = Vc;
+
+    const qhx_par_lin in[3] = {{&L->q_proj, s->qg, d->q_out},
+                               {&L->k_proj, Kc + st->n_past * kvd, kvd},
+                               {&L->v_proj, Vc + st->n_past * kvd, kvd}};
+    qhx_par_linears(m->pool, &m->kern, in, 3, s->xn, d->H, n);
+    qhx_par_range(m->pool, n, TOK_CHUNK, attn_prep_task, f);
+    if (n > 1) {
+        qhx_par_range(m->pool, n * d->nkv, 1, attn_tok_task, f);
+    } else {
+        f->nb = qhx_attn_n_blocks(st->n_past + 1);
+        qhx_par_range(m->pool, d->nkv * f->nb, 1, attn_blk_task, f);
+        const int64_t pf = qhx_attn_part_floats(rep, hd);
+        for (int64_t g = 0; g < d->nkv; g++) {
+            float *at = s->att + g * rep * hd;
+            qhx_attn_combine(s->attp + g * f->nb * pf, f->nb, rep, hd, at);
+            qhx_k_mul_sigmoid_f32_ref(at, s->gate + g * rep * hd, rep * hd);
+        }
     }
     linear(m, &L->o_proj, s->att, d->attn_dim, s->tmp, d->H, n);
 }
@@ -640,6 +805,7 @@ static qhx_status run_batch(const qhx_model *m, qhx_model_state *st, const int32
     const q35_dims *d = &q->d;
     q35_state *s = st->impl;
     const int64_t H = d->H;
+    q35_fw f = {.m = m, .q = q, .st = st, .s = s, .n = n};
 
     for (int64_t t = 0; t < n; t++) m->kern.row[q->embed.fmt](&q->embed, ids[t], s->x + t * H);
     /* text-only M-RoPE: the T, H and W streams all carry the token position, so every rotary
@@ -655,20 +821,18 @@ static qhx_status run_batch(const qhx_model *m, qhx_model_state *st, const int32
 
     for (int64_t l = 0; l < d->L; l++) {
         const q35_layer *L = &q->layers[l];
+        f.L = L;
         if (opts->abort_cb && opts->abort_cb(opts->abort_cb_user))
             return qhx_fail(err, QHX_E_ABORTED, "forward: aborted at layer %lld", (long long)l);
-        for (int64_t t = 0; t < n; t++) qhx_k_rmsnorm_zc_f32_ref(s->x + t * H, L->input_norm, s->xn + t * H, H, d->eps);
+        qhx_par_range(m->pool, n, TOK_CHUNK, norm_in_task, &f);
         if (L->type == QHX_LAYER_LINEAR_ATTENTION)
-            gdn_forward(m, q, s, L, n);
+            gdn_forward(&f);
         else
-            attn_forward(m, q, st, s, L, n);
-        qhx_k_add_f32_ref(s->x, s->tmp, n * H);
-        for (int64_t t = 0; t < n; t++) qhx_k_rmsnorm_zc_f32_ref(s->x + t * H, L->post_norm, s->xn + t * H, H, d->eps);
-        linear(m, &L->gate_proj, s->xn, H, s->mg, d->I, n);
-        linear(m, &L->up_proj, s->xn, H, s->mu, d->I, n);
-        qhx_k_swiglu_f32_ref(s->mg, s->mu, s->mg, n * d->I);
+            attn_forward(&f);
+        qhx_par_range(m->pool, n, TOK_CHUNK, add_norm_task, &f);
+        qhx_par_swiglu(m->pool, &m->kern, &L->gate_proj, &L->up_proj, s->xn, H, s->mg, s->mu, d->I, n);
         linear(m, &L->down_proj, s->mg, d->I, s->tmp, H, n);
-        qhx_k_add_f32_ref(s->x, s->tmp, n * H);
+        qhx_par_range(m->pool, n * H, 8 * ELEM_CHUNK, add_task, &f);
         if (opts->layer_cb) opts->layer_cb(opts->layer_cb_user, l, st->n_past, s->x, n);
     }
 

@@ -7,8 +7,10 @@
 
 #include "core/alloc.h"
 #include "core/file.h"
+#include "kernels/attn.h"
 #include "kernels/ref.h"
 #include "kernels/vision.h"
+#include "models/par.h"
 #include "models/family.h"
 
 #include <math.h>
@@ -38,6 +40,7 @@ struct qhx_qwen3vl {
     qhx_vit *vit;                     /* NULL when the checkpoint has no vision tower */
     qhx_image_prep prep;
     const qhx_kernels *kern;          /* the model's op table */
+    struct qhx_pool *pool;            /* the model's threads (NULL: the calling thread only) */
 };
 
 static void vl_free_impl(void *impl) {
@@ -178,6 +181,7 @@ static qhx_status open_vision(qhx_qwen3vl *q, const json_t *root, const char *cf
         return qhx_fail(err, QHX_E_FORMAT, "%s: vision_config: %lld deepstack taps for %lld decoder layers", cfg_path,
                         (long long)vcfg.n_deepstack, (long long)q->L);
     if ((rc = qhx_vit_load(q->set, &vcfg, "model.visual.", q->kern, &q->vit, err))) return rc;
+    q->vit->pool = q->pool;
     q->prep = qhx_image_prep_default();
     q->prep.patch_size = vcfg.patch_size;
     q->prep.temporal_patch_size = vcfg.temporal_patch_size;
@@ -202,6 +206,7 @@ qhx_status qhx_qwen3vl_open(qhx_model *m, const json_t *root, const char *cfg_pa
     m->impl = q;
     m->vt = &VL_VT;
     q->kern = &m->kern;
+    q->pool = m->pool;
     qhx_status rc = parse_config(root, cfg_path, &m->cfg, &q->image_token_id, err);
     if (rc) return rc;
     const qhx_model_config *c = &m->cfg;
@@ -308,7 +313,10 @@ typedef struct vl_state {
     int32_t *plan_ids;         /* (plan_n) */
     const qhx_vl_image *image; /* borrowed */
     /* scratch for n_batch tokens */
-    float *x, *xn, *tmp, *q, *kk, *vv, *att, *mg, *mu, *scores, *cosb, *sinb;
+    float *x, *xn, *tmp, *q, *kk, *vv, *att, *mg, *mu, *cosb, *sinb;
+    float *attw;               /* (n_threads, attention work for n_ctx keys) per-thread scratch */
+    float *attp;               /* (nkv, key blocks of n_ctx, partial): decode attention */
+    int64_t attw_floats, nb;   /* nb: key blocks of the current decode step */
     int64_t *pos;              /* (n_batch, 3) positions of the batch */
     int64_t *row;              /* (n_batch) image rows of the batch */
 } vl_state;
@@ -328,7 +336,7 @@ static void vl_state_free(void *impl) {
     if (!s) return;
     plan_clear(s);
     float **f[] = {&s->k, &s->v, &s->x, &s->xn, &s->tmp, &s->q, &s->kk, &s->vv, &s->att, &s->mg, &s->mu,
-                   &s->scores, &s->cosb, &s->sinb};
+                   &s->attw, &s->attp, &s->cosb, &s->sinb};
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) qhx_aligned_free(*f[i]);
     qhx_free(s->pos);
     qhx_free(s->row);
@@ -348,9 +356,14 @@ static qhx_status vl_state_create(qhx_model_state *st, qhx_error *err) {
     }
     s->k = qhx_aligned_alloc(kv);
     s->v = qhx_aligned_alloc(kv);
-    float **f[] = {&s->x, &s->xn, &s->tmp, &s->q, &s->kk, &s->vv, &s->att, &s->mg, &s->mu, &s->scores, &s->cosb, &s->sinb};
-    size_t n[] = {nb * H, nb * H, nb * H, nb * qw, nb * kvw, nb * kvw, nb * qw, nb * I, nb * I, nc, nb * (size_t)(q->hd / 2),
-                  nb * (size_t)(q->hd / 2)};
+    const int64_t rep = q->nh / q->nkv;
+    s->attw_floats = qhx_attn_group_work(st->n_ctx, rep, q->hd);
+    size_t attw = (size_t)qhx_pool_n_threads(q->pool) * (size_t)s->attw_floats;
+    size_t attp = (size_t)(q->nkv * qhx_attn_n_blocks(st->n_ctx) * qhx_attn_part_floats(rep, q->hd));
+    float **f[] = {&s->x, &s->xn, &s->tmp, &s->q, &s->kk, &s->vv, &s->att, &s->mg, &s->mu, &s->attw, &s->attp,
+                   &s->cosb, &s->sinb};
+    size_t n[] = {nb * H, nb * H, nb * H, nb * qw, nb * kvw, nb * kvw, nb * qw, nb * I, nb * I, attw, attp,
+                  nb * (size_t)(q->hd / 2), nb * (size_t)(q->hd / 2)};
     int ok = s->k && s->v;
     for (size_t i = 0; ok && i < sizeof f / sizeof f[0]; i++) ok = (*f[i] = qhx_aligned_alloc(n[i] * sizeof(float))) != NULL;
     s->pos = qhx_malloc(nb * 3 * sizeof *s->pos);
@@ -435,13 +448,98 @@ int64_t qhx_qwen3vl_attached_positions(const qhx_model_state *st, const int64_t 
 
 /* ---- forward ----------------------------------------------------------------------------- */
 
-/* Y (n, rows) stride ldy = X (n, cols) stride ldx @ W^T: matvec for one token, matmul else. */
+/* Work is spread over the model's pool in pieces fixed by the problem size (models/par.h):
+ * output rows of the linear layers, token ranges, (token, KV head) pairs and fixed key blocks
+ * of attention; results do not depend on the thread count. */
+
+#define TOK_CHUNK 16     /* tokens per piece of the per-token ops */
+#define ELEM_CHUNK 3072  /* elements per piece of the element-wise ops */
+
+typedef struct vl_fw {
+    const qhx_qwen3vl *q;
+    const qhx_model_state *st;
+    vl_state *s;
+    const vl_layer *Ly;
+    int64_t n, l;
+    float *Kc, *Vc;
+} vl_fw;
+
+/* Y (n, rows) stride ldy = X (n, cols) stride ldx @ W^T, rows split over the pool. */
 static void linear(const qhx_qwen3vl *q, const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy,
                    int64_t n) {
-    if (n == 1)
-        q->kern->matvec[w->fmt](w, X, Y, 0, w->rows);
-    else
-        q->kern->matmul[w->fmt](w, X, ldx, Y, ldy, n, 0, w->rows);
+    qhx_par_linear(q->pool, q->kern, w, X, ldx, Y, ldy, n);
+}
+
+static void vl_norm_in_task(void *ctx, int64_t t0, int64_t t1, int ti) {
+    (void)ti;
+    const vl_fw *f = ctx;
+    const int64_t H = f->q->H;
+    for (int64_t t = t0; t < t1; t++)
+        qhx_k_rmsnorm_f32_ref(f->s->x + t * H, f->Ly->input_norm, f->s->xn + t * H, H, f->q->eps);
+}
+
+/* q/k RMSNorm per head, M-RoPE, then the token's K and V into the cache */
+static void vl_qk_task(void *ctx, int64_t t0, int64_t t1, int ti) {
+    (void)ti;
+    const vl_fw *f = ctx;
+    const qhx_qwen3vl *q = f->q;
+    vl_state *s = f->s;
+    const int64_t hd = q->hd, half = hd / 2, qw = q->nh * hd, kvw = q->nkv * hd;
+    for (int64_t t = t0; t < t1; t++) {
+        float *qt = s->q + t * qw, *kt = s->kk + t * kvw;
+        for (int64_t h = 0; h < q->nh; h++) qhx_k_rmsnorm_f32_ref(qt + h * hd, f->Ly->q_norm, qt + h * hd, hd, q->eps);
+        for (int64_t h = 0; h < q->nkv; h++) qhx_k_rmsnorm_f32_ref(kt + h * hd, f->Ly->k_norm, kt + h * hd, hd, q->eps);
+        qhx_k_rope_neox_f32_ref(qt, q->nh, hd, hd, s->cosb + t * half, s->sinb + t * half);
+        qhx_k_rope_neox_f32_ref(kt, q->nkv, hd, hd, s->cosb + t * half, s->sinb + t * half);
+        memcpy(f->Kc + (f->st->n_past + t) * kvw, kt, (size_t)kvw * sizeof(float));
+        memcpy(f->Vc + (f->st->n_past + t) * kvw, s->vv + t * kvw, (size_t)kvw * sizeof(float));
+    }
+}
+
+/* prompt: (token, KV head) pairs; causal: token t sees the cache up to and including itself,
+ * image tokens too */
+static void vl_attn_tok_task(void *ctx, int64_t i0, int64_t i1, int ti) {
+    const vl_fw *f = ctx;
+    const qhx_qwen3vl *q = f->q;
+    vl_state *s = f->s;
+    const int64_t hd = q->hd, rep = q->nh / q->nkv, qw = q->nh * hd, kvw = q->nkv * hd;
+    const float scale = 1.0f / sqrtf((float)hd);
+    for (int64_t i = i0; i < i1; i++) {
+        int64_t t = i / q->nkv, g = i % q->nkv;
+        qhx_attn_group(q->kern, s->q + t * qw + g * rep * hd, f->Kc + g * hd, f->Vc + g * hd, kvw,
+                       f->st->n_past + t + 1, rep, hd, scale, s->attw + ti * s->attw_floats,
+                       s->att + t * qw + g * rep * hd);
+    }
+}
+
+/* decode: (KV head, key block) pairs into the partials */
+static void vl_attn_blk_task(void *ctx, int64_t i0, int64_t i1, int ti) {
+    const vl_fw *f = ctx;
+    const qhx_qwen3vl *q = f->q;
+    vl_state *s = f->s;
+    const int64_t hd = q->hd, rep = q->nh / q->nkv, kvw = q->nkv * hd, pf = qhx_attn_part_floats(rep, hd);
+    const float scale = 1.0f / sqrtf((float)hd);
+    for (int64_t i = i0; i < i1; i++) {
+        int64_t g = i / s->nb, b = i % s->nb;
+        qhx_attn_block(q->kern, s->q + g * rep * hd, f->Kc + g * hd, f->Vc + g * hd, kvw, f->st->n_past + 1, b, rep,
+                       hd, scale, s->attw + ti * s->attw_floats, s->attp + i * pf);
+    }
+}
+
+static void vl_add_norm_task(void *ctx, int64_t t0, int64_t t1, int ti) {
+    (void)ti;
+    const vl_fw *f = ctx;
+    const int64_t H = f->q->H;
+    for (int64_t t = t0; t < t1; t++) {
+        qhx_k_add_f32_ref(f->s->x + t * H, f->s->tmp + t * H, H);
+        qhx_k_rmsnorm_f32_ref(f->s->x + t * H, f->Ly->post_norm, f->s->xn + t * H, H, f->q->eps);
+    }
+}
+
+static void vl_add_task(void *ctx, int64_t i0, int64_t i1, int ti) {
+    (void)ti;
+    const vl_fw *f = ctx;
+    qhx_k_add_f32_ref(f->s->x + i0, f->s->tmp + i0, i1 - i0);
 }
 
 /* n <= n_batch tokens through every layer; positions and image rows already in s->pos, s->row. */
@@ -450,8 +548,10 @@ static qhx_status run_batch(const qhx_model *m, qhx_model_state *st, const int32
     const qhx_qwen3vl *q = m->impl;
     vl_state *s = st->impl;
     const int64_t H = q->H, hd = q->hd, half = hd / 2, qw = q->nh * hd, kvw = q->nkv * hd;
+    const int64_t rep = q->nh / q->nkv;
     const qhx_vl_image *img = s->image;
     const int64_t RW = img ? img->row_width : 0, n_ds = img ? RW / H - 1 : 0;
+    vl_fw f = {.q = q, .st = st, .s = s, .n = n};
 
     for (int64_t t = 0; t < n; t++) {
         if (s->row[t] >= 0) memcpy(s->x + t * H, img->embd + s->row[t] * RW, (size_t)H * sizeof(float));
@@ -463,38 +563,32 @@ static qhx_status run_batch(const qhx_model *m, qhx_model_state *st, const int32
             s->sinb[t * half + j] = sinf(a);
         }
     }
-    const float scale = 1.0f / sqrtf((float)hd);
     for (int64_t l = 0; l < q->L; l++) {
         const vl_layer *Ly = &q->layers[l];
         if (opts->abort_cb && opts->abort_cb(opts->abort_cb_user))
             return qhx_fail(err, QHX_E_ABORTED, "forward: aborted at layer %lld", (long long)l);
-        float *Kc = s->k + (size_t)l * (size_t)st->n_ctx * (size_t)kvw;
-        float *Vc = s->v + (size_t)l * (size_t)st->n_ctx * (size_t)kvw;
-        for (int64_t t = 0; t < n; t++) qhx_k_rmsnorm_f32_ref(s->x + t * H, Ly->input_norm, s->xn + t * H, H, q->eps);
-        linear(q, &Ly->q_proj, s->xn, H, s->q, qw, n);
-        linear(q, &Ly->k_proj, s->xn, H, s->kk, kvw, n);
-        linear(q, &Ly->v_proj, s->xn, H, s->vv, kvw, n);
-        for (int64_t t = 0; t < n; t++) {
-            float *qt = s->q + t * qw, *kt = s->kk + t * kvw;
-            for (int64_t h = 0; h < q->nh; h++) qhx_k_rmsnorm_f32_ref(qt + h * hd, Ly->q_norm, qt + h * hd, hd, q->eps);
-            for (int64_t h = 0; h < q->nkv; h++) qhx_k_rmsnorm_f32_ref(kt + h * hd, Ly->k_norm, kt + h * hd, hd, q->eps);
-            qhx_k_rope_neox_f32_ref(qt, q->nh, hd, hd, s->cosb + t * half, s->sinb + t * half);
-            qhx_k_rope_neox_f32_ref(kt, q->nkv, hd, hd, s->cosb + t * half, s->sinb + t * half);
-            memcpy(Kc + (st->n_past + t) * kvw, kt, (size_t)kvw * sizeof(float));
-            memcpy(Vc + (st->n_past + t) * kvw, s->vv + t * kvw, (size_t)kvw * sizeof(float));
+        f.Ly = Ly;
+        f.l = l;
+        f.Kc = s->k + (size_t)l * (size_t)st->n_ctx * (size_t)kvw;
+        f.Vc = s->v + (size_t)l * (size_t)st->n_ctx * (size_t)kvw;
+        qhx_par_range(q->pool, n, TOK_CHUNK, vl_norm_in_task, &f);
+        const qhx_par_lin in[3] = {{&Ly->q_proj, s->q, qw}, {&Ly->k_proj, s->kk, kvw}, {&Ly->v_proj, s->vv, kvw}};
+        qhx_par_linears(q->pool, q->kern, in, 3, s->xn, H, n);
+        qhx_par_range(q->pool, n, TOK_CHUNK, vl_qk_task, &f);
+        if (n > 1) {
+            qhx_par_range(q->pool, n * q->nkv, 1, vl_attn_tok_task, &f);
+        } else {
+            s->nb = qhx_attn_n_blocks(st->n_past + 1);
+            qhx_par_range(q->pool, q->nkv * s->nb, 1, vl_attn_blk_task, &f);
+            const int64_t pf = qhx_attn_part_floats(rep, hd);
+            for (int64_t g = 0; g < q->nkv; g++)
+                qhx_attn_combine(s->attp + g * s->nb * pf, s->nb, rep, hd, s->att + g * rep * hd);
         }
-        /* causal: token t sees the cache up to and including itself, image tokens too */
-        for (int64_t t = 0; t < n; t++)
-            qhx_k_attention_f32_ref(s->q + t * qw, Kc, Vc, kvw, st->n_past + t + 1, q->nh, q->nkv, hd, scale,
-                                    s->scores, s->att + t * qw, 0, q->nh);
         linear(q, &Ly->o_proj, s->att, qw, s->tmp, H, n);
-        qhx_k_add_f32_ref(s->x, s->tmp, n * H);
-        for (int64_t t = 0; t < n; t++) qhx_k_rmsnorm_f32_ref(s->x + t * H, Ly->post_norm, s->xn + t * H, H, q->eps);
-        linear(q, &Ly->gate_proj, s->xn, H, s->mg, q->I, n);
-        linear(q, &Ly->up_proj, s->xn, H, s->mu, q->I, n);
-        qhx_k_swiglu_f32_ref(s->mg, s->mu, s->mg, n * q->I);
+        qhx_par_range(q->pool, n, TOK_CHUNK, vl_add_norm_task, &f);
+        qhx_par_swiglu(q->pool, q->kern, &Ly->gate_proj, &Ly->up_proj, s->xn, H, s->mg, s->mu, q->I, n);
         linear(q, &Ly->down_proj, s->mg, q->I, s->tmp, H, n);
-        qhx_k_add_f32_ref(s->x, s->tmp, n * H);
+        qhx_par_range(q->pool, n * H, 8 * ELEM_CHUNK, vl_add_task, &f);
         /* the layer's output as HF hooks see it: before the DeepStack add */
         if (opts->layer_cb) opts->layer_cb(opts->layer_cb_user, l, st->n_past, s->x, n);
         if (l < n_ds)

@@ -6,6 +6,7 @@
 #include "core/alloc.h"
 #include "kernels/ref.h"
 #include "kernels/vision.h"
+#include "models/par.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -192,18 +193,71 @@ typedef struct vit_scratch {
     float *x, *h, *qkv, *att, *mlp, *scores, *cos, *sin, *pe, *g, *g1;
 } vit_scratch;
 
+/* Work is split over the model's pool in pieces fixed by the problem size (models/par.h):
+ * output rows of the linear layers, patch ranges, (patch, head) pairs of attention. */
+
+#define PATCH_CHUNK 16
+#define ELEM_CHUNK 4096
+
+typedef struct bias_job {
+    float *Y;
+    const float *b;
+    int64_t ldy, rows;
+} bias_job;
+
+static void bias_task(void *ctx, int64_t t0, int64_t t1, int ti) {
+    (void)ti;
+    const bias_job *j = ctx;
+    for (int64_t t = t0; t < t1; t++) qhx_k_add_f32_ref(j->Y + t * j->ldy, j->b, j->rows);
+}
+
 /* Y (n, rows) stride ldy = X (n, cols) stride ldx @ W^T + b, through the op table. */
 static void linear(const qhx_vit *v, const qhx_weight *w, const float *b, const float *X, int64_t ldx,
                    float *Y, int64_t ldy, int64_t n) {
-    v->kern.matmul[w->fmt](w, X, ldx, Y, ldy, n, 0, w->rows);
-    for (int64_t t = 0; t < n; t++) qhx_k_add_f32_ref(Y + t * ldy, b, w->rows);
+    qhx_par_linear(v->pool, &v->kern, w, X, ldx, Y, ldy, n);
+    bias_job j = {.Y = Y, .b = b, .ldy = ldy, .rows = w->rows};
+    qhx_par_range(v->pool, n, PATCH_CHUNK, bias_task, &j);
 }
 
-static void act(qhx_act a, float *x, int64_t n) {
-    if (a == QHX_ACT_GELU_TANH) qhx_k_gelu_tanh_f32_ref(x, n);
-    else if (a == QHX_ACT_GELU_ERF) qhx_k_gelu_erf_f32_ref(x, n);
+typedef struct act_job {
+    qhx_act a;
+    float *x;
+} act_job;
+
+static void act_task(void *ctx, int64_t i0, int64_t i1, int ti) {
+    (void)ti;
+    const act_job *j = ctx;
+    float *x = j->x + i0;
+    int64_t n = i1 - i0;
+    if (j->a == QHX_ACT_GELU_TANH) qhx_k_gelu_tanh_f32_ref(x, n);
+    else if (j->a == QHX_ACT_GELU_ERF) qhx_k_gelu_erf_f32_ref(x, n);
     else
         qhx_k_silu_f32_ref(x, n);
+}
+
+static void act(const qhx_vit *v, qhx_act a, float *x, int64_t n) {
+    act_job j = {.a = a, .x = x};
+    qhx_par_range(v->pool, n, ELEM_CHUNK, act_task, &j);
+}
+
+typedef struct ln_job {
+    const float *x, *w, *b;
+    float *y;
+    int64_t width;
+    float eps;
+} ln_job;
+
+static void ln_task(void *ctx, int64_t r0, int64_t r1, int ti) {
+    (void)ti;
+    const ln_job *j = ctx;
+    for (int64_t r = r0; r < r1; r++) qhx_k_layernorm_f32_ref(j->x + r * j->width, j->w, j->b, j->y + r * j->width, j->width, j->eps);
+}
+
+/* LayerNorm of n rows of `width` */
+static void layernorm_rows(const qhx_vit *v, const float *x, const float *w, const float *b, float *y, int64_t n,
+                           int64_t width, float eps) {
+    ln_job j = {.x = x, .w = w, .b = b, .y = y, .width = width, .eps = eps};
+    qhx_par_range(v->pool, n, PATCH_CHUNK, ln_task, &j);
 }
 
 /* Merger m over x (N, D) rows in merge-window order -> out rows of stride ldo, G = N / M^2. */
@@ -212,26 +266,39 @@ static void merger_forward(const qhx_vit *v, const qhx_vit_merger *m, const floa
     int64_t D = v->cfg.hidden_size, M2 = v->cfg.spatial_merge_size * v->cfg.spatial_merge_size;
     int64_t HM = D * M2, G = N / M2;
     /* Grouping M^2 consecutive rows of (N, D) is a reshape to (G, M^2 D). */
-    if (m->postshuffle) {
-        for (int64_t g = 0; g < G; g++)
-            qhx_k_layernorm_f32_ref(x + g * HM, m->norm_w, m->norm_b, s->g + g * HM, HM, v->cfg.layer_norm_eps);
-    } else {
-        for (int64_t n = 0; n < N; n++)
-            qhx_k_layernorm_f32_ref(x + n * D, m->norm_w, m->norm_b, s->g + n * D, D, v->cfg.layer_norm_eps);
-    }
+    if (m->postshuffle)
+        layernorm_rows(v, x, m->norm_w, m->norm_b, s->g, G, HM, v->cfg.layer_norm_eps);
+    else
+        layernorm_rows(v, x, m->norm_w, m->norm_b, s->g, N, D, v->cfg.layer_norm_eps);
     linear(v, &m->fc1, m->fc1_b, s->g, HM, s->g1, HM, G);
-    qhx_k_gelu_erf_f32_ref(s->g1, G * HM); /* nn.GELU(): exact, in every merger */
+    act(v, QHX_ACT_GELU_ERF, s->g1, G * HM); /* nn.GELU(): exact, in every merger */
     linear(v, &m->fc2, m->fc2_b, s->g1, HM, out, ldo, G);
 }
 
-/* Full (non-causal) multi-head attention over the N patches of one image: every query reads
- * all N keys. qkv: (N, 3D) = [q | k | v] with RoPE applied to q and k; att: (N, D). */
-static void attention(const float *qkv, int64_t N, int64_t D, int64_t H, float *scores, float *att) {
-    int64_t hd = D / H;
+typedef struct att_job {
+    const float *qkv;
+    float *scores, *att;
+    int64_t N, D, H;
+} att_job;
+
+/* pieces: (patch, head) pairs; scores: one row of N per thread */
+static void att_task(void *ctx, int64_t i0, int64_t i1, int ti) {
+    const att_job *j = ctx;
+    const int64_t D = j->D, hd = D / j->H;
     float scale = 1.0f / sqrtf((float)hd);
-    for (int64_t i = 0; i < N; i++)
-        qhx_k_attention_f32_ref(qkv + i * 3 * D, qkv + D, qkv + 2 * D, 3 * D, N, H, H, hd, scale, scores,
-                                att + i * D, 0, H);
+    for (int64_t i = i0; i < i1; i++) {
+        int64_t p = i / j->H, h = i % j->H;
+        qhx_k_attention_f32_ref(j->qkv + p * 3 * D, j->qkv + D, j->qkv + 2 * D, 3 * D, j->N, j->H, j->H, hd, scale,
+                                j->scores + ti * j->N, j->att + p * D, h, h + 1);
+    }
+}
+
+/* Full (non-causal) multi-head attention over the N patches of one image: every query reads
+ * all N keys. qkv: (N, 3D) = [q | k | v] with RoPE applied to q and k; att: (N, D);
+ * scores: (n_threads, N). */
+static void attention(const qhx_vit *v, const float *qkv, int64_t N, int64_t D, int64_t H, float *scores, float *att) {
+    att_job j = {.qkv = qkv, .scores = scores, .att = att, .N = N, .D = D, .H = H};
+    qhx_par_range(v->pool, N * H, 4, att_task, &j);
 }
 
 qhx_status qhx_vit_encode(const qhx_vit *v, const qhx_image_patches *p, float *out, qhx_error *err) {
@@ -254,7 +321,7 @@ qhx_status qhx_vit_encode(const qhx_vit *v, const qhx_image_patches *p, float *o
     s.qkv = qhx_aligned_alloc((size_t)(N * 3 * D) * fz);
     s.att = qhx_aligned_alloc((size_t)(N * D) * fz);
     s.mlp = qhx_aligned_alloc((size_t)(N * I) * fz);
-    s.scores = qhx_aligned_alloc((size_t)N * fz);
+    s.scores = qhx_aligned_alloc((size_t)qhx_pool_n_threads(v->pool) * (size_t)N * fz);
     s.cos = qhx_aligned_alloc((size_t)(N * hd / 2) * fz);
     s.sin = qhx_aligned_alloc((size_t)(N * hd / 2) * fz);
     s.pe = qhx_aligned_alloc((size_t)(N * D) * fz);
@@ -295,21 +362,19 @@ qhx_status qhx_vit_encode(const qhx_vit *v, const qhx_image_patches *p, float *o
     int64_t W = qhx_vit_row_width(v), OH = c->out_hidden_size;
     for (int64_t l = 0; l < c->depth; l++) {
         const qhx_vit_block *B = &v->blocks[l];
-        for (int64_t n = 0; n < N; n++)
-            qhx_k_layernorm_f32_ref(s.x + n * D, B->norm1_w, B->norm1_b, s.h + n * D, D, c->layer_norm_eps);
+        layernorm_rows(v, s.x, B->norm1_w, B->norm1_b, s.h, N, D, c->layer_norm_eps);
         linear(v, &B->qkv, B->qkv_b, s.h, D, s.qkv, 3 * D, N);
         for (int64_t n = 0; n < N; n++) {
             const float *cs = s.cos + n * hd / 2, *sn = s.sin + n * hd / 2;
             qhx_k_rope_neox_f32_ref(s.qkv + n * 3 * D, H, hd, hd, cs, sn);     /* q */
             qhx_k_rope_neox_f32_ref(s.qkv + n * 3 * D + D, H, hd, hd, cs, sn); /* k */
         }
-        attention(s.qkv, N, D, H, s.scores, s.att);
+        attention(v, s.qkv, N, D, H, s.scores, s.att);
         linear(v, &B->proj, B->proj_b, s.att, D, s.h, D, N);
         qhx_k_add_f32_ref(s.x, s.h, N * D);
-        for (int64_t n = 0; n < N; n++)
-            qhx_k_layernorm_f32_ref(s.x + n * D, B->norm2_w, B->norm2_b, s.h + n * D, D, c->layer_norm_eps);
+        layernorm_rows(v, s.x, B->norm2_w, B->norm2_b, s.h, N, D, c->layer_norm_eps);
         linear(v, &B->fc1, B->fc1_b, s.h, D, s.mlp, I, N);
-        act(c->hidden_act, s.mlp, N * I);
+        act(v, c->hidden_act, s.mlp, N * I);
         linear(v, &B->fc2, B->fc2_b, s.mlp, I, s.h, D, N);
         qhx_k_add_f32_ref(s.x, s.h, N * D);
         for (int64_t j = 0; j < c->n_deepstack; j++)

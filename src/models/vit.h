@@ -51,6 +51,7 @@ typedef struct qhx_vit {
     qhx_vit_merger merger;
     qhx_vit_merger deepstack[QHX_VIT_MAX_DEEPSTACK];
     qhx_kernels kern;                       /* the owning model's op table */
+    struct qhx_pool *pool;                  /* the owning model's threads; NULL: the caller only */
     qhx_wowned owned;
     void *patch_copy;                       /* aligned copy of a misaligned patch kernel, or NULL */
 } qhx_vit;

@@ -1,4 +1,5 @@
 /* qhx bench: benchmark programs that print figures (never tests).
+ *   qhx bench -m MODEL [--pp N] [--tg N] [--ctx N] ...   (cmd_bench_model.c)
  *   qhx bench tokenizer --tokenizer PATH [--input FILE] [--mb N] [--runs N]
  * tokenizer: load time (tokenizer.json and the binary form) and single-thread encode
  * throughput in 64 KiB chunks over ~10 MB of mixed English, code and CJK text. */
@@ -304,10 +305,16 @@ static const struct {
     {"tokenizer", bench_tokenizer, "tokenizer load time and encode throughput"},
 };
 
+int qhx_bench_model(int argc, char **argv); /* cmd_bench_model.c */
+
 int qhx_cmd_bench(int argc, char **argv) {
+    if (argc >= 2 && argv[1][0] == '-' && strcmp(argv[1], "-h") && strcmp(argv[1], "--help"))
+        return qhx_bench_model(argc, argv);
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
         FILE *f = argc < 2 ? stderr : stdout;
-        fprintf(f, "usage: qhx bench NAME [ARGS...]\n");
+        fprintf(f, "usage: qhx bench -m MODEL [--pp N] [--tg N] [--ctx N] [--threads N] [--reps N]\n"
+                   "                 [--weights mmap|read] [--isa X] [--json]   (qhx bench -m x --help)\n"
+                   "       qhx bench NAME [ARGS...]\n");
         for (size_t k = 0; k < sizeof BENCHES / sizeof BENCHES[0]; k++)
             fprintf(f, "  %-12s %s\n", BENCHES[k].name, BENCHES[k].help);
         return argc < 2 ? QHX_EXIT_USAGE : QHX_EXIT_OK;

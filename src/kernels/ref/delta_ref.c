@@ -29,8 +29,9 @@ void qhx_k_delta_step_f32_ref(float *S, const float *q, const float *k, const fl
 }
 
 int64_t qhx_k_delta_chunked_work(int64_t C, int64_t dk, int64_t dv) {
-    /* gam (C), T (C, C), kb (C, dk), W (C, dk), U (C, dv), vnew (C, dv), qe (dk) */
-    return C + C * C + 2 * C * dk + 2 * C * dv + dk;
+    /* gam (C), T (C, C), kb (C, dk), W (C, dk), U (C, dv), vnew (C, dv), qe (dk); then room the
+     * SIMD variants use for the decay matrix (C, C) and a (C,) vector */
+    return C + C * C + 2 * C * dk + 2 * C * dv + dk + C * C + C;
 }
 
 static float dot(const float *a, const float *b, int64_t n) {

@@ -1,0 +1,41 @@
+/* kernels/install_x86.c: puts the x86 variants into the op table after checking the CPU.
+ * Baseline code (no ISA flags): it only reads qhx_cpu_info and stores function pointers; the
+ * variants themselves live in kernels/x86/ and run only after these checks passed. */
+#if defined(QHX_HAVE_X86) && (defined(__x86_64__) || defined(__i386__))
+
+#include "kernels/x86/x86.h"
+
+#define SET(k, isa)                                    \
+    do {                                               \
+        (k)->matvec[QHX_W_F32] = qhx_k_matvec_f32_##isa;  \
+        (k)->matvec[QHX_W_F16] = qhx_k_matvec_f16_##isa;  \
+        (k)->matvec[QHX_W_BF16] = qhx_k_matvec_bf16_##isa; \
+        (k)->matvec[QHX_W_Q8] = qhx_k_matvec_q8_##isa;    \
+        (k)->matvec[QHX_W_Q4] = qhx_k_matvec_q4_##isa;    \
+        (k)->matmul[QHX_W_F32] = qhx_k_matmul_f32_##isa;  \
+        (k)->matmul[QHX_W_F16] = qhx_k_matmul_f16_##isa;  \
+        (k)->matmul[QHX_W_BF16] = qhx_k_matmul_bf16_##isa; \
+        (k)->matmul[QHX_W_Q8] = qhx_k_matmul_q8_##isa;    \
+        (k)->matmul[QHX_W_Q4] = qhx_k_matmul_q4_##isa;    \
+    } while (0)
+
+void qhx_kern_install_x86(qhx_kernels *k, qhx_isa max_isa, const qhx_cpu_info *cpu) {
+    qhx_cpu_info detected;
+    if (!cpu) {
+        qhx_cpu_detect(&detected);
+        cpu = &detected;
+    }
+    if (max_isa != QHX_ISA_AVX2 && max_isa != QHX_ISA_AVX512 && max_isa != QHX_ISA_BEST) return;
+    unsigned f = cpu->features;
+    if (max_isa != QHX_ISA_AVX2 && (f & QHX_CPU_GROUP_AVX512) == QHX_CPU_GROUP_AVX512) {
+        SET(k, avx512);
+        k->isa = QHX_ISA_AVX512;
+    } else if ((f & QHX_CPU_GROUP_AVX2) == QHX_CPU_GROUP_AVX2) {
+        SET(k, avx2);
+        k->isa = QHX_ISA_AVX2;
+    }
+}
+
+#else
+typedef int qhx_install_x86_unused; /* ISO C forbids an empty translation unit */
+#endif

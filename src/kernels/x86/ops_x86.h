@@ -1,0 +1,33 @@
+/* kernels/x86/ops_x86.h: x86 variants of the attention and delta-rule slots (kernels/attn.h).
+ * Reached only through kernels/select.c after the CPU check. */
+#ifndef QHX_KERNELS_OPS_X86_H
+#define QHX_KERNELS_OPS_X86_H
+
+#include "kernels/attn.h"
+#include "kernels/ref.h"
+
+void qhx_k_attn_block_f32_avx2(const float *q, const float *K, const float *V, int64_t ld, int64_t n, int64_t rep,
+                               int64_t hd, float scale, float *scores, float *o, float *ml);
+void qhx_k_delta_step_f32_avx2(float *S, const float *q, const float *k, const float *v, float beta, float g,
+                               float *o, int64_t dk, int64_t dv);
+void qhx_k_delta_chunked_f32_avx2(float *S, const float *q, int64_t ldq, const float *k, int64_t ldk, const float *v,
+                                  int64_t ldv, const float *beta, const float *g, int64_t ldg, float *o, int64_t ldo,
+                                  int64_t n, int64_t dk, int64_t dv, int64_t C, float *work);
+
+/* Q8 / Q4 decode matvec with the activation vector as int16 blocks (linear_x16_avx2.c). */
+void qhx_k_matvec_q8_x16_avx2(const qhx_weight *w, const float *x, float *y, int64_t r0, int64_t r1);
+void qhx_k_matvec_q4_x16_avx2(const qhx_weight *w, const float *x, float *y, int64_t r0, int64_t r1);
+
+/* Prefill matmul as a packed-panel GEMM (gemm_avx2.c). */
+void qhx_k_matmul_f32_gemm_avx2(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy, int64_t n,
+                                int64_t r0, int64_t r1);
+void qhx_k_matmul_f16_gemm_avx2(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy, int64_t n,
+                                int64_t r0, int64_t r1);
+void qhx_k_matmul_bf16_gemm_avx2(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy, int64_t n,
+                                 int64_t r0, int64_t r1);
+void qhx_k_matmul_q8_gemm_avx2(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy, int64_t n,
+                               int64_t r0, int64_t r1);
+void qhx_k_matmul_q4_gemm_avx2(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy, int64_t n,
+                               int64_t r0, int64_t r1);
+
+#endif

@@ -1,0 +1,69 @@
+/* kernels/x86/x86.h: the x86 SIMD variants of the kernels.h ops, and the function that puts the
+ * best of them the CPU and OS support into a qhx_kernels table. Each *_avx2.c / *_avx512.c file
+ * is built with its own ISA flags; only the install function (baseline code) may call into them
+ * after checking the CPU, so nothing here may be called directly on a host that lacks the ISA.
+ *
+ * Every variant has the signature and contract of qhx_matvec_fn / qhx_matmul_fn (kernels.h) and
+ * accepts any shape (odd rows, odd cols, tails). Numerics: f32 accumulation, weights widened to
+ * f32 exactly (f16, bf16, int8, 4-bit codes), activations used in f32 as given (no int8
+ * quantization of x). Q4 variants handle group 32 (what forge writes); for any other group they
+ * call qhx_k_matvec_q4_ref / qhx_k_matmul_q4_ref, so every weight still runs.
+ * Results are reproducible: output row r depends only on row r of W and the input vector, never
+ * on the row range [r0, r1) of the call, and matmul's Y[t, r] is bitwise equal to the same
+ * variant's matvec of X[t]. They differ from the _ref kernels only by summation order (float32 rounding noise). */
+#ifndef QHX_KERNELS_X86_H
+#define QHX_KERNELS_X86_H
+
+#include "core/cpu.h"
+#include "kernels/kernels.h"
+
+/* ---- install ------------------------------------------------------------------------------- */
+
+/* Override k->matvec[fmt] / k->matmul[fmt] (F32, F16, BF16, Q8, Q4) with the best x86 variant
+ * allowed by max_isa and cpu (NULL: detect here with qhx_cpu_detect), and set k->isa to the ISA
+ * installed (k->isa is left as it was when nothing is). Call it after k holds the _ref kernels:
+ * slots without a variant are left untouched. max_isa QHX_ISA_REF or QHX_ISA_NEON installs
+ * nothing; QHX_ISA_BEST means no limit. AVX2 needs QHX_CPU_GROUP_AVX2, AVX-512 needs
+ * QHX_CPU_GROUP_AVX512 (core/cpu.h reports a feature only with its OS register state).
+ * Thread-safe; writes only *k. */
+void qhx_kern_install_x86(qhx_kernels *k, qhx_isa max_isa, const qhx_cpu_info *cpu);
+
+/* ---- AVX2 + FMA + F16C (linear_avx2.c) ----------------------------------------------------- */
+
+void qhx_k_matvec_f32_avx2(const qhx_weight *w, const float *x, float *y, int64_t r0, int64_t r1);
+void qhx_k_matvec_f16_avx2(const qhx_weight *w, const float *x, float *y, int64_t r0, int64_t r1);
+void qhx_k_matvec_bf16_avx2(const qhx_weight *w, const float *x, float *y, int64_t r0, int64_t r1);
+void qhx_k_matvec_q8_avx2(const qhx_weight *w, const float *x, float *y, int64_t r0, int64_t r1);
+void qhx_k_matvec_q4_avx2(const qhx_weight *w, const float *x, float *y, int64_t r0, int64_t r1);
+
+void qhx_k_matmul_f32_avx2(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy,
+                           int64_t n, int64_t r0, int64_t r1);
+void qhx_k_matmul_f16_avx2(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy,
+                           int64_t n, int64_t r0, int64_t r1);
+void qhx_k_matmul_bf16_avx2(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy,
+                            int64_t n, int64_t r0, int64_t r1);
+void qhx_k_matmul_q8_avx2(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy,
+                          int64_t n, int64_t r0, int64_t r1);
+void qhx_k_matmul_q4_avx2(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy,
+                          int64_t n, int64_t r0, int64_t r1);
+
+/* ---- AVX-512 F/BW/VL/DQ (linear_avx512.c) -------------------------------------------------- */
+
+void qhx_k_matvec_f32_avx512(const qhx_weight *w, const float *x, float *y, int64_t r0, int64_t r1);
+void qhx_k_matvec_f16_avx512(const qhx_weight *w, const float *x, float *y, int64_t r0, int64_t r1);
+void qhx_k_matvec_bf16_avx512(const qhx_weight *w, const float *x, float *y, int64_t r0, int64_t r1);
+void qhx_k_matvec_q8_avx512(const qhx_weight *w, const float *x, float *y, int64_t r0, int64_t r1);
+void qhx_k_matvec_q4_avx512(const qhx_weight *w, const float *x, float *y, int64_t r0, int64_t r1);
+
+void qhx_k_matmul_f32_avx512(const qhx_weight *w, const float *X, int64_t ldx, float *Y,
+                             int64_t ldy, int64_t n, int64_t r0, int64_t r1);
+void qhx_k_matmul_f16_avx512(const qhx_weight *w, const float *X, int64_t ldx, float *Y,
+                             int64_t ldy, int64_t n, int64_t r0, int64_t r1);
+void qhx_k_matmul_bf16_avx512(const qhx_weight *w, const float *X, int64_t ldx, float *Y,
+                              int64_t ldy, int64_t n, int64_t r0, int64_t r1);
+void qhx_k_matmul_q8_avx512(const qhx_weight *w, const float *X, int64_t ldx, float *Y,
+                            int64_t ldy, int64_t n, int64_t r0, int64_t r1);
+void qhx_k_matmul_q4_avx512(const qhx_weight *w, const float *X, int64_t ldx, float *Y,
+                            int64_t ldy, int64_t n, int64_t r0, int64_t r1);
+
+#endif

@@ -1,0 +1,134 @@
+/* models/par.c: linear layers and ranges over the pool (see par.h). */
+#include "models/par.h"
+
+#include "kernels/ref.h"
+
+typedef struct lin_job {
+    const qhx_kernels *k;
+    const qhx_weight *w;
+    const float *X;
+    float *Y;
+    int64_t ldx, ldy, n, chunk;
+} lin_job;
+
+static void lin_task(void *ctx, int64_t task, int thread_index) {
+    (void)thread_index;
+    const lin_job *j = ctx;
+    int64_t r0 = task * j->chunk, r1 = r0 + j->chunk < j->w->rows ? r0 + j->chunk : j->w->rows;
+    if (j->n == 1)
+        j->k->matvec[j->w->fmt](j->w, j->X, j->Y, r0, r1);
+    else
+        j->k->matmul[j->w->fmt](j->w, j->X, j->ldx, j->Y, j->ldy, j->n, r0, r1);
+}
+
+/* Rows per piece: several pieces per thread so a thread slowed by a neighbour on a shared
+ * machine hands work to the others; never less than one row tile per piece. */
+static int64_t row_chunk(int64_t rows, int64_t nt) {
+    if (nt <= 1) return rows > 0 ? rows : 1;
+    int64_t per = rows / (8 * nt);
+    return per < QHX_PAR_ROW_ALIGN ? QHX_PAR_ROW_ALIGN : per - per % QHX_PAR_ROW_ALIGN;
+}
+
+static void lin_rows(const qhx_kernels *k, const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy,
+                     int64_t n, int64_t r0, int64_t r1) {
+    if (n == 1)
+        k->matvec[w->fmt](w, X, Y, r0, r1);
+    else
+        k->matmul[w->fmt](w, X, ldx, Y, ldy, n, r0, r1);
+}
+
+void qhx_par_linear(struct qhx_pool *pool, const qhx_kernels *k, const qhx_weight *w, const float *X,
+                    int64_t ldx, float *Y, int64_t ldy, int64_t n) {
+    const int64_t rows = w->rows, nt = qhx_pool_n_threads(pool);
+    int64_t chunk = row_chunk(rows, nt);
+    if (chunk >= rows) {
+        if (n == 1)
+            k->matvec[w->fmt](w, X, Y, 0, rows);
+        else
+            k->matmul[w->fmt](w, X, ldx, Y, ldy, n, 0, rows);
+        return;
+    }
+    lin_job j = {.k = k, .w = w, .X = X, .Y = Y, .ldx = ldx, .ldy = ldy, .n = n, .chunk = chunk};
+    qhx_pool_run(pool, lin_task, &j, (rows + chunk - 1) / chunk);
+}
+
+#define MAX_LINS 8
+
+typedef struct lins_job {
+    const qhx_kernels *k;
+    const qhx_par_lin *ls;
+    int n_ls;
+    const float *X;
+    int64_t ldx, n;
+    int64_t first[MAX_LINS + 1]; /* first task of each layer; first[n_ls] = all tasks */
+    int64_t chunk[MAX_LINS];
+    /* SwiGLU: layer 0 is gate, layer 1 is up; a task computes the same rows of both */
+    int swiglu;
+} lins_job;
+
+static void lins_task(void *ctx, int64_t task, int thread_index) {
+    (void)thread_index;
+    const lins_job *j = ctx;
+    int i = 0;
+    while (task >= j->first[i + 1]) i++;
+    const qhx_par_lin *l = &j->ls[i];
+    int64_t r0 = (task - j->first[i]) * j->chunk[i], r1 = r0 + j->chunk[i] < l->w->rows ? r0 + j->chunk[i] : l->w->rows;
+    lin_rows(j->k, l->w, j->X, j->ldx, l->Y, l->ldy, j->n, r0, r1);
+    if (j->swiglu) {
+        const qhx_par_lin *u = &j->ls[1];
+        lin_rows(j->k, u->w, j->X, j->ldx, u->Y, u->ldy, j->n, r0, r1);
+        for (int64_t t = 0; t < j->n; t++)
+            qhx_k_swiglu_f32_ref(l->Y + t * l->ldy + r0, u->Y + t * u->ldy + r0, l->Y + t * l->ldy + r0, r1 - r0);
+    }
+}
+
+static void lins_run(struct qhx_pool *pool, lins_job *j) {
+    const int64_t nt = qhx_pool_n_threads(pool);
+    int n_layers = j->swiglu ? 1 : j->n_ls; /* with SwiGLU the up rows ride along with the gate's */
+    j->first[0] = 0;
+    for (int i = 0; i < n_layers; i++) {
+        j->chunk[i] = row_chunk(j->ls[i].w->rows, nt);
+        j->first[i + 1] = j->first[i] + (j->ls[i].w->rows + j->chunk[i] - 1) / j->chunk[i];
+    }
+    for (int i = n_layers; i < MAX_LINS; i++) j->first[i + 1] = j->first[n_layers];
+    qhx_pool_run(pool, lins_task, j, j->first[n_layers]);
+}
+
+void qhx_par_linears(struct qhx_pool *pool, const qhx_kernels *k, const qhx_par_lin *ls, int n_ls, const float *X,
+                     int64_t ldx, int64_t n) {
+    for (int b = 0; b < n_ls; b += MAX_LINS) {
+        lins_job j = {.k = k, .ls = ls + b, .n_ls = n_ls - b < MAX_LINS ? n_ls - b : MAX_LINS, .X = X, .ldx = ldx, .n = n};
+        lins_run(pool, &j);
+    }
+}
+
+void qhx_par_swiglu(struct qhx_pool *pool, const qhx_kernels *k, const qhx_weight *gate, const qhx_weight *up,
+                    const float *X, int64_t ldx, float *G, float *U, int64_t ld, int64_t n) {
+    qhx_par_lin ls[2] = {{gate, G, ld}, {up, U, ld}};
+    lins_job j = {.k = k, .ls = ls, .n_ls = 2, .X = X, .ldx = ldx, .n = n, .swiglu = 1};
+    lins_run(pool, &j);
+}
+
+typedef struct range_job {
+    qhx_par_fn fn;
+    void *ctx;
+    int64_t n, chunk;
+} range_job;
+
+static void range_task(void *ctx, int64_t task, int thread_index) {
+    const range_job *j = ctx;
+    int64_t i0 = task * j->chunk, i1 = i0 + j->chunk < j->n ? i0 + j->chunk : j->n;
+    j->fn(j->ctx, i0, i1, thread_index);
+}
+
+void qhx_par_range(struct qhx_pool *pool, int64_t n, int64_t chunk, qhx_par_fn fn, void *ctx) {
+    if (n <= 0) return;
+    if (chunk < 1) chunk = 1;
+    if (chunk >= n || qhx_pool_n_threads(pool) == 1) {
+        /* the same pieces, in order, on this thread */
+        for (int64_t i0 = 0; i0 < n; i0 += chunk) fn(ctx, i0, i0 + chunk < n ? i0 + chunk : n, 0);
+        return;
+    }
+    range_job j = {.fn = fn, .ctx = ctx, .n = n, .chunk = chunk};
+    qhx_pool_run(pool, range_task, &j, (n + chunk - 1) / chunk);
+}

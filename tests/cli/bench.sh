@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# qhx bench -m MODEL, end to end on a parity fixture: the table and the --json object (every key
+# the docs promise, positive rates), the tokenizer sub-mode still dispatches, bad arguments give
+# exit 2 with one line.
+# usage: bench.sh BIN_DIR SHARED_DIR SOURCE_DIR
+set -u
+BIN="$1/qhx"
+FIX="$2/fixtures/parity"
+[ -x "$BIN" ] || { echo "no $BIN"; exit 1; }
+[ -d "$FIX/qwen35-tiny-f32" ] || { echo "no fixtures at $FIX: skipped"; exit 77; }
+T=$(mktemp -d /tmp/qhx_cli_bench.XXXXXX)
+trap 'rm -rf "$T"' EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+M="$FIX/qwen35-tiny-f32"
+"$BIN" bench -m "$M" --pp 16 --tg 4 --reps 1 --bw-passes 0 >"$T/out" 2>"$T/err" || fail "bench table: $(cat "$T/err")"
+grep -q "prefill (pp 16)" "$T/out" || fail "table lacks the prefill line: $(cat "$T/out")"
+for w in mmap read; do
+  "$BIN" bench -m "$M" --pp 16 --tg 4 --reps 2 --threads 2 --weights $w --bw-passes 0 --json >"$T/json" 2>"$T/err" ||
+    fail "bench --json --weights $w: $(cat "$T/err")"
+  for k in load_ms prefill_tok_s decode_tok_s bandwidth_gbs roofline_ratio peak_rss_mb decode_bytes_per_token; do
+    grep -q "\"$k\": " "$T/json" || fail "--json lacks $k: $(cat "$T/json")"
+  done
+  grep -q "\"weights\": \"$w\"" "$T/json" || fail "--json weights mode: $(cat "$T/json")"
+  grep -q '"threads": 2,' "$T/json" || fail "--json threads: $(cat "$T/json")"
+  grep -Eq '"decode_tok_s": [1-9]' "$T/json" || fail "decode rate not positive: $(cat "$T/json")"
+  [ "$(wc -l <"$T/json")" = 1 ] || fail "--json is not one line"
+done
+"$BIN" bench -m "$M" --pp 0 --ctx 40 --tg 2 --reps 1 --bw-passes 0 --isa ref --json >"$T/json" 2>"$T/err" ||
+  fail "bench --ctx: $(cat "$T/err")"
+grep -q '"ctx": 40,' "$T/json" && grep -q '"isa": "ref"' "$T/json" || fail "--ctx/--isa: $(cat "$T/json")"
+
+"$BIN" bench tokenizer --help >/dev/null 2>&1 || fail "bench tokenizer --help"
+"$BIN" bench --pp 4 >/dev/null 2>"$T/err"; [ $? = 2 ] && grep -q "MODEL is required" "$T/err" || fail "missing -m"
+"$BIN" bench -m "$M" --weights bogus >/dev/null 2>"$T/err"; [ $? = 2 ] || fail "bad --weights"
+"$BIN" bench -m "$M" --isa z80 >/dev/null 2>"$T/err"; [ $? = 2 ] || fail "bad --isa"
+"$BIN" bench -m /nonexistent --pp 1 --tg 1 --bw-passes 0 >/dev/null 2>"$T/err"; [ $? = 1 ] || fail "missing model: exit 1"
+
+[ "$fails" = 0 ] && echo "bench: all ok"
+exit $((fails > 0))

@@ -1,0 +1,68 @@
+// ctest-labels: kernels
+/* test_kernels_simd: every x86 matvec/matmul variant the host CPU can run, against the _ref
+ * kernels and against itself under row splits, threads and token batching (kernels_check.h);
+ * then the table install. Exits 77 (skipped) when the CPU has none of the ISAs. */
+#include "kernels_check.h"
+
+#if defined(QHX_HAVE_X86)
+#include "core/cpu.h"
+#include "kernels/x86/x86.h"
+
+static const int64_t sizes[] = {1, 3, 15, 16, 17, 63, 64, 65, 257, 1000, 2048};
+static const int64_t q4cols[] = {32, 64, 96, 1024, 2048};
+
+#define V(isa, f, F) {#f "_" #isa, F, qhx_k_matvec_##f##_##isa, qhx_k_matmul_##f##_##isa}
+
+int main(void) {
+    qhx_cpu_info cpu;
+    qhx_cpu_detect(&cpu);
+    int has2 = (cpu.features & QHX_CPU_GROUP_AVX2) == QHX_CPU_GROUP_AVX2;
+    int has512 = (cpu.features & QHX_CPU_GROUP_AVX512) == QHX_CPU_GROUP_AVX512;
+    int nsz = (int)(sizeof sizes / sizeof sizes[0]), nq4 = (int)(sizeof q4cols / sizeof q4cols[0]);
+    if (has2) {
+        const kc_variant vs[] = {V(avx2, f32, QHX_W_F32), V(avx2, f16, QHX_W_F16),
+                                 V(avx2, bf16, QHX_W_BF16), V(avx2, q8, QHX_W_Q8),
+                                 V(avx2, q4, QHX_W_Q4)};
+        kc_run_all(vs, 5, sizes, nsz, q4cols, nq4);
+    } else {
+        fprintf(stderr, "avx2: skipped, the CPU or OS lacks AVX2/FMA/F16C\n");
+    }
+    if (has512) {
+        const kc_variant vs[] = {V(avx512, f32, QHX_W_F32), V(avx512, f16, QHX_W_F16),
+                                 V(avx512, bf16, QHX_W_BF16), V(avx512, q8, QHX_W_Q8),
+                                 V(avx512, q4, QHX_W_Q4)};
+        kc_run_all(vs, 5, sizes, nsz, q4cols, nq4);
+    } else {
+        fprintf(stderr, "avx512: skipped, the CPU or OS lacks AVX-512 F/BW/VL/DQ\n");
+    }
+
+    /* install: REF/NEON leave the table alone; AVX2 and BEST fill every linear slot */
+    qhx_kernels k;
+    memset(&k, 0, sizeof k);
+    qhx_kern_install_x86(&k, QHX_ISA_REF, &cpu);
+    qhx_kern_install_x86(&k, QHX_ISA_NEON, &cpu);
+    CHECK(k.matvec[QHX_W_BF16] == NULL && k.isa == QHX_ISA_REF);
+    qhx_kern_install_x86(&k, QHX_ISA_BEST, NULL);
+    if (has2) {
+        CHECK(k.isa == (has512 ? QHX_ISA_AVX512 : QHX_ISA_AVX2));
+        for (int f = QHX_W_F32; f <= QHX_W_Q4; f++) CHECK(k.matvec[f] && k.matmul[f]);
+        memset(&k, 0, sizeof k);
+        qhx_kern_install_x86(&k, QHX_ISA_AVX2, &cpu);
+        CHECK(k.isa == QHX_ISA_AVX2 && k.matvec[QHX_W_F16] == qhx_k_matvec_f16_avx2);
+    }
+    /* a CPU without the features gets nothing */
+    qhx_cpu_info none = cpu;
+    none.features = 0;
+    memset(&k, 0, sizeof k);
+    qhx_kern_install_x86(&k, QHX_ISA_BEST, &none);
+    CHECK(k.matvec[QHX_W_F32] == NULL && k.isa == QHX_ISA_REF);
+
+    int rc = t_done("test_kernels_simd");
+    return rc ? rc : has2 || has512 ? 0 : 77;
+}
+#else
+int main(void) {
+    fprintf(stderr, "test_kernels_simd: no x86 variants on this architecture\n");
+    return 77;
+}
+#endif

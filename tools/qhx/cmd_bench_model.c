@@ -1,0 +1,297 @@
+/* qhx bench -m MODEL: load time, prefill and decode throughput of a model, with the machine's
+ * streaming read bandwidth measured in the same run, so decode can be put against its
+ * bandwidth roofline (weight bytes read per token / bandwidth).
+ *
+ * Per repetition: open the model (timed: load), prefill --pp tokens through the chunked prompt
+ * path from an empty session (timed: prefill), fill the context up to --ctx tokens (default:
+ * the prompt), then decode --tg tokens one at a time (timed: decode). Figures are medians over
+ * the repetitions. Token ids are pseudo-random (fixed seed): speed does not depend on them. */
+#include "cli.h"
+
+#include "core/alloc.h"
+#include "core/pool.h"
+#include "core/rng.h"
+#include "io/safetensors.h"
+#include "models/family.h"
+#include "runtime/session.h"
+
+#include <emmintrin.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#define CMD "bench"
+
+static double now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* ---- streaming read bandwidth -------------------------------------------------------------- */
+
+#define BW_BYTES ((size_t)1 << 30) /* 1 GiB per pass */
+#define BW_PIECE ((size_t)16 << 20)
+
+typedef struct bw_job {
+    const uint8_t *buf;
+    __m128i sink[QHX_POOL_MAX_THREADS];
+} bw_job;
+
+static void bw_task(void *ctx, int64_t task, int ti) {
+    bw_job *j = ctx;
+    const __m128i *p = (const __m128i *)(j->buf + (size_t)task * BW_PIECE);
+    const __m128i *e = p + BW_PIECE / sizeof(__m128i);
+    __m128i a0 = _mm_setzero_si128(), a1 = a0, a2 = a0, a3 = a0;
+    for (; p < e; p += 8) {
+        a0 = _mm_xor_si128(a0, _mm_load_si128(p));
+        a1 = _mm_xor_si128(a1, _mm_load_si128(p + 1));
+        a2 = _mm_xor_si128(a2, _mm_load_si128(p + 2));
+        a3 = _mm_xor_si128(a3, _mm_load_si128(p + 3));
+        a0 = _mm_xor_si128(a0, _mm_load_si128(p + 4));
+        a1 = _mm_xor_si128(a1, _mm_load_si128(p + 5));
+        a2 = _mm_xor_si128(a2, _mm_load_si128(p + 6));
+        a3 = _mm_xor_si128(a3, _mm_load_si128(p + 7));
+    }
+    __m128i s = _mm_xor_si128(_mm_xor_si128(a0, a1), _mm_xor_si128(a2, a3));
+    j->sink[ti] = _mm_xor_si128(j->sink[ti], s);
+}
+
+/* The best of `passes` streaming reads of 1 GiB by every thread of the pool, in GB/s (1e9). */
+static double measure_bandwidth(qhx_pool *pool, int passes) {
+    uint8_t *buf = mmap(NULL, BW_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (buf == MAP_FAILED) return 0.0;
+#ifdef MADV_HUGEPAGE
+    madvise(buf, BW_BYTES, MADV_HUGEPAGE);
+#endif
+    for (size_t i = 0; i < BW_BYTES; i += 4096) buf[i] = (uint8_t)i; /* fault every page in */
+    bw_job *j = qhx_aligned_alloc(sizeof *j);
+    double best = 0.0;
+    if (j) {
+        memset(j, 0, sizeof *j);
+        j->buf = buf;
+        for (int p = 0; p < passes; p++) {
+            double t = now_ms();
+            qhx_pool_run(pool, bw_task, j, (int64_t)(BW_BYTES / BW_PIECE));
+            t = now_ms() - t;
+            double gbs = (double)BW_BYTES / (t * 1e6);
+            if (gbs > best) best = gbs;
+        }
+        uint64_t x = 0; /* keep the loads */
+        for (int i = 0; i < QHX_POOL_MAX_THREADS; i++) x ^= (uint64_t)_mm_cvtsi128_si64(j->sink[i]);
+        if (x == 0x5a5a5a5a5a5a5a5aull) fprintf(stderr, " ");
+        qhx_aligned_free(j);
+    }
+    munmap(buf, BW_BYTES);
+    return best;
+}
+
+/* ---- what a decode step reads ---------------------------------------------------------------- */
+
+static int starts_with(const char *s, const char *p) { return !strncmp(s, p, strlen(p)); }
+
+/* Bytes of the tensors a decode step streams: every decoder tensor and the lm-head (the
+ * embedding when the head is tied); not the embedding lookup, the vision tower or MTP. */
+static double decode_bytes(const qhx_model *m) {
+    const qhx_st_set *set = m->weights;
+    if (!set) return 0.0;
+    int tied = !qhx_st_find(set, "lm_head.weight");
+    double total = 0.0;
+    for (int64_t i = 0; i < qhx_st_n_tensors(set); i++) {
+        const qhx_st_tensor *t = qhx_st_tensor_at(set, i);
+        if (starts_with(t->name, "mtp.") || strstr(t->name, "visual.")) continue;
+        if (strstr(t->name, "embed_tokens") && !tied) continue;
+        total += (double)t->size;
+    }
+    return total;
+}
+
+/* ---- the benchmark ------------------------------------------------------------------------- */
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: qhx bench -m MODEL [--pp N] [--tg N] [--ctx N] [--threads N] [--reps N]\n"
+               "                 [--weights mmap|read] [--isa ref|avx2|avx512|best] [--json]\n"
+               "       qhx bench tokenizer ...\n"
+               "  --pp N       prompt tokens for the prefill figure (default 512; 0: skip)\n"
+               "  --tg N       tokens decoded one by one (default 128; 0: skip)\n"
+               "  --ctx N      tokens of context before decoding (default: the prompt)\n"
+               "  --threads N  worker threads (default 0: one per physical core)\n"
+               "  --reps N     repetitions; figures are medians (default 3)\n"
+               "  --weights    mmap (mapped, populated) or read (anonymous huge pages); default: the\n"
+               "               library default\n"
+               "  --bw-passes N  streaming passes of 1 GiB for the bandwidth (default 5 before and 3\n"
+               "               after the runs, the best counts; 0: skip, no roofline)\n"
+               "  --json       one JSON object instead of the table\n");
+}
+
+int qhx_bench_model(int argc, char **argv) {
+    const char *model = NULL, *wname = "default", *isa_name = "best";
+    int64_t pp = 512, tg = 128, ctx = -1, threads = 0, reps = 3, bw_passes = 5;
+    int json = 0;
+    qhx_model_params mp = qhx_model_default_params();
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int has = i + 1 < argc;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return QHX_EXIT_OK;
+        } else if ((!strcmp(a, "-m") || !strcmp(a, "--model")) && has) {
+            model = argv[++i];
+        } else if (!strcmp(a, "--pp") && has) {
+            if (qhx_cli_parse_i64(argv[++i], 0, 1 << 20, &pp)) return qhx_cli_usage_error(CMD, "--pp: bad count '%s'", argv[i]);
+        } else if (!strcmp(a, "--tg") && has) {
+            if (qhx_cli_parse_i64(argv[++i], 0, 1 << 20, &tg)) return qhx_cli_usage_error(CMD, "--tg: bad count '%s'", argv[i]);
+        } else if (!strcmp(a, "--ctx") && has) {
+            if (qhx_cli_parse_i64(argv[++i], 0, 1 << 22, &ctx)) return qhx_cli_usage_error(CMD, "--ctx: bad count '%s'", argv[i]);
+        } else if (!strcmp(a, "--threads") && has) {
+            if (qhx_cli_parse_i64(argv[++i], 0, QHX_POOL_MAX_THREADS, &threads))
+                return qhx_cli_usage_error(CMD, "--threads: expected 0..%d, got '%s'", QHX_POOL_MAX_THREADS, argv[i]);
+        } else if (!strcmp(a, "--reps") && has) {
+            if (qhx_cli_parse_i64(argv[++i], 1, 1000, &reps)) return qhx_cli_usage_error(CMD, "--reps: bad count '%s'", argv[i]);
+        } else if (!strcmp(a, "--weights") && has) {
+            wname = argv[++i];
+            if (!strcmp(wname, "mmap")) mp.weights = QHX_WEIGHTS_MMAP;
+            else if (!strcmp(wname, "read")) mp.weights = QHX_WEIGHTS_READ;
+            else if (!strcmp(wname, "default")) mp.weights = QHX_WEIGHTS_DEFAULT;
+            else return qhx_cli_usage_error(CMD, "--weights: expected mmap or read, got '%s'", wname);
+        } else if (!strcmp(a, "--isa") && has) {
+            isa_name = argv[++i];
+            if (!strcmp(isa_name, "ref")) mp.max_isa = QHX_ISA_REF;
+            else if (!strcmp(isa_name, "avx2")) mp.max_isa = QHX_ISA_AVX2;
+            else if (!strcmp(isa_name, "avx512")) mp.max_isa = QHX_ISA_AVX512;
+            else if (!strcmp(isa_name, "best")) mp.max_isa = QHX_ISA_BEST;
+            else return qhx_cli_usage_error(CMD, "--isa: expected ref, avx2, avx512 or best, got '%s'", isa_name);
+        } else if (!strcmp(a, "--bw-passes") && has) {
+            if (qhx_cli_parse_i64(argv[++i], 0, 100, &bw_passes)) return qhx_cli_usage_error(CMD, "--bw-passes: bad count '%s'", argv[i]);
+        } else if (!strcmp(a, "--json")) {
+            json = 1;
+        } else {
+            return qhx_cli_usage_error(CMD, "unknown or incomplete argument '%s'", a);
+        }
+    }
+    if (!model) return qhx_cli_usage_error(CMD, "-m MODEL is required");
+    if (ctx < 0) ctx = pp;
+    int64_t n_ctx = (pp > ctx ? pp : ctx) + tg;
+    if (n_ctx < 1) n_ctx = 1;
+    mp.n_threads = (int)threads;
+    mp.max_context = n_ctx;
+
+    qhx_error err = {0};
+    int rc = QHX_EXIT_OK;
+    double *load = calloc((size_t)reps, sizeof(double)), *pre = calloc((size_t)reps, sizeof(double));
+    double *dec = calloc((size_t)reps, sizeof(double));
+    int32_t *ids = malloc((size_t)(n_ctx > 0 ? n_ctx : 1) * sizeof *ids);
+    qhx_pool *bw_pool = NULL;
+    if (!load || !pre || !dec || !ids) {
+        fprintf(stderr, "qhx %s: out of memory\n", CMD);
+        rc = QHX_EXIT_RUNTIME;
+        goto out;
+    }
+    if (qhx_pool_create((int)threads, &bw_pool, &err)) {
+        rc = qhx_cli_runtime_error(CMD, &err);
+        goto out;
+    }
+    double bw = bw_passes ? measure_bandwidth(bw_pool, (int)bw_passes) : 0.0;
+
+    double bytes = 0.0;
+    int n_threads = 0;
+    char isa_used[16] = "", family[32] = "";
+    for (int64_t r = 0; r < reps; r++) {
+        qhx_model *m = NULL;
+        double t = now_ms();
+        if (qhx_model_open(model, &mp, &m, &err)) {
+            rc = qhx_cli_runtime_error(CMD, &err);
+            goto out;
+        }
+        load[r] = now_ms() - t;
+        bytes = decode_bytes(m);
+        n_threads = qhx_pool_n_threads(m->pool);
+        snprintf(isa_used, sizeof isa_used, "%s", qhx_isa_name(m->kern.isa));
+        snprintf(family, sizeof family, "%s", qhx_model_family_name(m));
+        qhx_rng rng;
+        qhx_rng_seed(&rng, 1234);
+        int64_t V = qhx_model_n_vocab(m);
+        for (int64_t i = 0; i < n_ctx; i++) ids[i] = (int32_t)qhx_rng_below(&rng, (uint64_t)(V < 150000 ? V : 150000));
+        qhx_session *s = NULL;
+        qhx_session_params sp = qhx_session_default_params(m);
+        sp.n_ctx = n_ctx;
+        if (qhx_session_create(m, &sp, &s, &err)) {
+            qhx_model_free(m);
+            rc = qhx_cli_runtime_error(CMD, &err);
+            goto out;
+        }
+        qhx_status st = QHX_OK;
+        if (pp > 0) {
+            t = now_ms();
+            st = qhx_session_prefill(s, ids, pp, NULL, &err);
+            pre[r] = (double)pp / ((now_ms() - t) / 1e3);
+        }
+        /* context for decode: the prompt, or a fresh fill of ctx tokens */
+        if (st == QHX_OK && ctx != pp) {
+            qhx_session_reset(s);
+            if (ctx > 0) st = qhx_session_prefill(s, ids, ctx, NULL, &err);
+        }
+        if (st == QHX_OK && tg > 0) {
+            t = now_ms();
+            for (int64_t k = 0; k < tg && st == QHX_OK; k++) st = qhx_session_decode(s, ids[ctx + k], &err);
+            dec[r] = (double)tg / ((now_ms() - t) / 1e3);
+        }
+        qhx_session_free(s);
+        qhx_model_free(m);
+        if (st) {
+            rc = qhx_cli_runtime_error(CMD, &err);
+            goto out;
+        }
+        if (!json)
+            fprintf(stderr, "rep %lld: load %.0f ms, prefill %.2f tok/s, decode %.2f tok/s\n", (long long)r + 1,
+                    load[r], pre[r], dec[r]);
+    }
+    double bw2 = bw_passes ? measure_bandwidth(bw_pool, bw_passes < 3 ? (int)bw_passes : 3) : 0.0;
+    if (bw2 > bw) bw = bw2;
+
+    double load_ms = median(load, (int)reps), pre_s = median(pre, (int)reps), dec_s = median(dec, (int)reps);
+    double achieved = bytes * dec_s / 1e9, ratio = bw > 0 ? achieved / bw : 0.0;
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    double rss_mb = (double)ru.ru_maxrss / 1024.0;
+    const char *wmode = mp.weights == QHX_WEIGHTS_MMAP ? "mmap" : mp.weights == QHX_WEIGHTS_READ ? "read" : "default";
+    if (json) {
+        printf("{\"model\": \"%s\", \"family\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"weights\": \"%s\", "
+               "\"pp\": %lld, \"tg\": %lld, \"ctx\": %lld, \"reps\": %lld, "
+               "\"load_ms\": %.1f, \"prefill_tok_s\": %.3f, \"decode_tok_s\": %.3f, \"bandwidth_gbs\": %.2f, "
+               "\"decode_bytes_per_token\": %.0f, \"decode_gbs\": %.2f, \"roofline_ratio\": %.4f, "
+               "\"peak_rss_mb\": %.1f}\n",
+               model, family, isa_used, n_threads, wmode, (long long)pp, (long long)tg, (long long)ctx, (long long)reps,
+               load_ms, pre_s, dec_s, bw, bytes, achieved, ratio, rss_mb);
+    } else {
+        printf("model %s (%s), isa %s, %d threads, weights %s, %lld reps (medians)\n", model, family, isa_used,
+               n_threads, wmode, (long long)reps);
+        printf("  load                 %10.1f ms\n", load_ms);
+        if (pp > 0) printf("  prefill (pp %lld)      %10.2f tok/s\n", (long long)pp, pre_s);
+        if (tg > 0) printf("  decode (tg %lld, ctx %lld) %8.2f tok/s\n", (long long)tg, (long long)ctx, dec_s);
+        printf("  read bandwidth       %10.2f GB/s (best 1 GiB streaming read, all threads)\n", bw);
+        printf("  bytes per token      %10.1f MB (decoder + lm-head)\n", bytes / 1e6);
+        if (tg > 0) printf("  roofline             %10.1f %% (%.2f GB/s of weights)\n", 100.0 * ratio, achieved);
+        printf("  peak RSS             %10.1f MB\n", rss_mb);
+    }
+out:
+    qhx_pool_free(bw_pool);
+    free(load);
+    free(pre);
+    free(dec);
+    free(ids);
+    return rc;
+}
