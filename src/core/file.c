@@ -11,9 +11,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* O_NONBLOCK: opening a FIFO (or a device) named as an input must not wait for a writer; the
+ * regular-file check that follows refuses it. Reads of regular files ignore the flag. */
+#define OPEN_FLAGS (O_RDONLY | O_CLOEXEC | O_NONBLOCK)
+
 qhx_status qhx_file_map_open(const char *path, qhx_file_map *map, qhx_error *err) {
     memset(map, 0, sizeof *map);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, OPEN_FLAGS);
     if (fd < 0) return qhx_fail(err, QHX_E_IO, "%s: cannot open: %s", path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0) {
@@ -49,7 +53,7 @@ qhx_status qhx_file_read_all(const char *path, size_t max_bytes, char **out, siz
                              qhx_error *err) {
     *out = NULL;
     *out_len = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, OPEN_FLAGS);
     if (fd < 0) return qhx_fail(err, QHX_E_IO, "%s: cannot open: %s", path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {

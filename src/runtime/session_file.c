@@ -146,6 +146,16 @@ static const uint8_t *take(reader *r, size_t n) {
 }
 
 qhx_status qhx_session_restore(qhx_session *s, const char *path, qhx_error *err) {
+    qhx_file_map map;
+    qhx_status rc = qhx_file_map_open(path, &map, err);
+    if (rc) return rc;
+    rc = qhx_session_restore_buf(s, map.data, map.size, path, err);
+    qhx_file_map_close(&map);
+    return rc;
+}
+
+qhx_status qhx_session_restore_buf(qhx_session *s, const uint8_t *data, size_t size, const char *path,
+                                   qhx_error *err) {
     const qhx_model *m = qhx_session_model(s);
     qhx_model_state *st = qhx_session_state(s);
     qhx_state_region regions[QHX_STATE_MAX_REGIONS];
@@ -157,42 +167,42 @@ qhx_status qhx_session_restore(qhx_session *s, const char *path, qhx_error *err)
     /* the largest file this session can have: every region full */
     size_t cap = HEADER_BYTES + 32 + sb + (size_t)n_vocab * sizeof(float);
     for (int i = 0; i < nr; i++) cap += 8 + region_bytes(&regions[i], regions[i].n_rows);
-    qhx_file_map map;
-    qhx_status rc = qhx_file_map_open(path, &map, err);
-    if (rc) return rc;
+    qhx_status rc = QHX_OK;
 #define BAD(...) do { rc = qhx_fail(err, QHX_E_FORMAT, __VA_ARGS__); goto done; } while (0)
-    if (map.size < HEADER_BYTES + 32) BAD("%s: %zu bytes, too short for a session file", path, map.size);
-    if (map.size > cap) BAD("%s: %zu bytes, more than a session of this model can hold (%zu)", path, map.size, cap);
-    if (memcmp(map.data, STATE_MAGIC, 8)) BAD("%s: not a qhexrt session file", path);
+    if (size < HEADER_BYTES + 32) BAD("%s: %zu bytes, too short for a session file", path, size);
+    if (size > cap) BAD("%s: %zu bytes, more than a session of this model can hold (%zu)", path, size, cap);
+    if (memcmp(data, STATE_MAGIC, 8)) BAD("%s: not a qhexrt session file", path);
     uint32_t ver, n_regions, sbytes;
     uint64_t fp;
     int64_t f_ctx, f_past, f_vocab;
     int32_t pending, has_logits, last_stop;
-    memcpy(&ver, map.data + 8, 4);
-    memcpy(&last_stop, map.data + 12, 4);
-    memcpy(&fp, map.data + 16, 8);
-    memcpy(&f_ctx, map.data + 24, 8);
-    memcpy(&f_past, map.data + 32, 8);
-    memcpy(&pending, map.data + 40, 4);
-    memcpy(&has_logits, map.data + 44, 4);
-    memcpy(&f_vocab, map.data + 48, 8);
-    memcpy(&n_regions, map.data + 56, 4);
-    memcpy(&sbytes, map.data + 60, 4);
+    memcpy(&ver, data + 8, 4);
+    memcpy(&last_stop, data + 12, 4);
+    memcpy(&fp, data + 16, 8);
+    memcpy(&f_ctx, data + 24, 8);
+    memcpy(&f_past, data + 32, 8);
+    memcpy(&pending, data + 40, 4);
+    memcpy(&has_logits, data + 44, 4);
+    memcpy(&f_vocab, data + 48, 8);
+    memcpy(&n_regions, data + 56, 4);
+    memcpy(&sbytes, data + 60, 4);
     if (ver != STATE_VERSION) BAD("%s: session file version %u, this build reads version %u", path, ver, STATE_VERSION);
     qhx_sha256 sha;
     uint8_t digest[32];
     qhx_sha256_init(&sha);
-    qhx_sha256_update(&sha, map.data, map.size - 32);
+    qhx_sha256_update(&sha, data, size - 32);
     qhx_sha256_final(&sha, digest);
-    if (memcmp(digest, map.data + map.size - 32, 32)) BAD("%s: checksum mismatch (corrupt or truncated file)", path);
+    if (memcmp(digest, data + size - 32, 32)) BAD("%s: checksum mismatch (corrupt or truncated file)", path);
     if (fp != model_fingerprint(m)) BAD("%s: the session was saved with a different model or precision", path);
     if (f_ctx != n_ctx) BAD("%s: saved with a context of %lld tokens, this session has %lld", path, (long long)f_ctx, (long long)n_ctx);
     if (f_vocab != n_vocab || (int)n_regions != nr || sbytes != sb) BAD("%s: the state layout does not match this session", path);
     if (f_past < 0 || f_past > n_ctx) BAD("%s: position %lld is outside [0, %lld]", path, (long long)f_past, (long long)n_ctx);
     if (pending < -1 || pending >= n_vocab) BAD("%s: pending token %d is outside the vocabulary", path, pending);
+    if (pending >= 0 && f_past >= n_ctx)
+        BAD("%s: position %lld and a pending token pass the context of %lld", path, (long long)f_past, (long long)n_ctx);
     if (last_stop < QHX_STOP_LENGTH || last_stop > QHX_STOP_CALLBACK) BAD("%s: stop reason %d is unknown", path, last_stop);
     /* validate every size before touching the session */
-    reader r = {map.data + HEADER_BYTES, map.data + map.size - 32};
+    reader r = {data + HEADER_BYTES, data + size - 32};
     for (int i = 0; i < nr; i++) {
         const uint8_t *b = take(&r, 8);
         uint64_t len;
@@ -208,7 +218,7 @@ qhx_status qhx_session_restore(qhx_session *s, const char *path, qhx_error *err)
     /* commit: all checks passed */
     qhx_session_reset(s);
     qhx_sampler_state_read(smp, sstate, sb, NULL);
-    r.p = map.data + HEADER_BYTES;
+    r.p = data + HEADER_BYTES;
     for (int i = 0; i < nr; i++) {
         uint64_t len;
         memcpy(&len, take(&r, 8), 8);
@@ -220,6 +230,5 @@ qhx_status qhx_session_restore(qhx_session *s, const char *path, qhx_error *err)
     qhx_session_set_snapshot(s, &snap);
 #undef BAD
 done:
-    qhx_file_map_close(&map);
     return rc;
 }

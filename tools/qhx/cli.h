@@ -5,6 +5,7 @@
 #include "qhx.h"
 
 #include <stdint.h>
+#include <stdio.h>
 
 /* Exit codes (documented in docs/robustness.md). */
 enum {
@@ -33,5 +34,18 @@ int qhx_cli_runtime_error(const char *cmd, const qhx_error *err);
 /* Strict number parsing: whole string, range-checked. Return 0 on success, -1 otherwise. */
 int qhx_cli_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out);
 int qhx_cli_parse_f64(const char *s, double lo, double hi, double *out);
+
+/* An output file that appears whole or not at all. open: a temporary file beside path (path
+ * itself when it exists and is not a regular file, e.g. /dev/null); commit: flush, sync, close,
+ * rename into place (on failure the temporary file is removed); abort: close and remove it.
+ * Both accept an output that was never opened. */
+typedef struct qhx_cli_out {
+    FILE *f;
+    char *tmp;        /* NULL when writing to path directly */
+    const char *path;
+} qhx_cli_out;
+qhx_status qhx_cli_out_open(qhx_cli_out *o /* OUT */, const char *path, qhx_error *err);
+qhx_status qhx_cli_out_commit(qhx_cli_out *o, qhx_error *err);
+void qhx_cli_out_abort(qhx_cli_out *o);
 
 #endif

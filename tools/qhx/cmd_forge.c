@@ -2,6 +2,7 @@
  * random-weight checkpoint of a family. The work is in src/forge; this file parses arguments,
  * draws the progress bar (only when stderr is a terminal) and turns SIGINT into a cancel. */
 #include "cli.h"
+#include "cli_args.h"
 
 #include "forge/forge.h"
 
@@ -85,12 +86,11 @@ static int on_cancel(void *user) {
 
 // ---- arguments -----------------------------------------------------------------------------------
 
-int qhx_cmd_forge(int argc, char **argv) {
-    qhx_forge_params p;
-    memset(&p, 0, sizeof p);
+int qhx_forge_parse_args(int argc, char **argv, qhx_forge_args *fa) {
+    memset(fa, 0, sizeof *fa);
+    qhx_forge_params *p = &fa->p;
     const char *pos[3] = {0};
-    int n_pos = 0, random = 0, quiet = 0;
-    const char *family = NULL;
+    int n_pos = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char **slot = NULL;
@@ -98,18 +98,18 @@ int qhx_cmd_forge(int argc, char **argv) {
             fputs(USAGE, stdout);
             return QHX_EXIT_OK;
         } else if (!strcmp(a, "--random")) {
-            random = 1;
+            fa->random = true;
             continue;
         } else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) {
-            quiet = 1;
+            fa->quiet = true;
             continue;
-        } else if (!strcmp(a, "--precision")) slot = &p.precision;
-        else if (!strcmp(a, "--lmhead")) slot = &p.lmhead;
-        else if (!strcmp(a, "--embed")) slot = &p.embed;
-        else if (!strcmp(a, "--name")) slot = &p.name;
-        else if (!strcmp(a, "--preset")) slot = &p.preset;
-        else if (!strcmp(a, "--dtype")) slot = &p.dtype;
-        else if (!strcmp(a, "--tokenizer")) slot = &p.tokenizer;
+        } else if (!strcmp(a, "--precision")) slot = &p->precision;
+        else if (!strcmp(a, "--lmhead")) slot = &p->lmhead;
+        else if (!strcmp(a, "--embed")) slot = &p->embed;
+        else if (!strcmp(a, "--name")) slot = &p->name;
+        else if (!strcmp(a, "--preset")) slot = &p->preset;
+        else if (!strcmp(a, "--dtype")) slot = &p->dtype;
+        else if (!strcmp(a, "--tokenizer")) slot = &p->tokenizer;
         else if (!strcmp(a, "--seed") || !strcmp(a, "--max-context")) {
             int64_t v;
             if (i + 1 >= argc) return qhx_cli_usage_error("forge", "%s needs a value", a);
@@ -117,8 +117,8 @@ int qhx_cmd_forge(int argc, char **argv) {
             if (qhx_cli_parse_i64(argv[++i], !strcmp(a, "--seed") ? 0 : 1, hi, &v) != 0)
                 return qhx_cli_usage_error("forge", "%s: '%s' is not an integer in [%d, %lld]", a, argv[i],
                                            !strcmp(a, "--seed") ? 0 : 1, (long long)hi);
-            if (!strcmp(a, "--seed")) p.seed = (uint64_t)v;
-            else p.max_context = v;
+            if (!strcmp(a, "--seed")) p->seed = (uint64_t)v;
+            else p->max_context = v;
             continue;
         } else if (a[0] == '-' && a[1]) {
             return qhx_cli_usage_error("forge", "unknown option '%s'", a);
@@ -131,17 +131,29 @@ int qhx_cmd_forge(int argc, char **argv) {
         *slot = argv[++i];
     }
     if (n_pos != 2)
-        return qhx_cli_usage_error("forge", random ? "--random needs FAMILY and OUT_DIR" : "needs HF_DIR and OUT_DIR");
-    if (random) {
-        family = pos[0];
-        if (!p.preset) return qhx_cli_usage_error("forge", "--random needs --preset tiny|2b");
-        if (p.precision || p.lmhead || p.embed || p.name || p.max_context)
+        return qhx_cli_usage_error("forge", fa->random ? "--random needs FAMILY and OUT_DIR" : "needs HF_DIR and OUT_DIR");
+    if (fa->random) {
+        if (!p->preset) return qhx_cli_usage_error("forge", "--random needs --preset tiny|2b");
+        if (p->precision || p->lmhead || p->embed || p->name || p->max_context)
             return qhx_cli_usage_error("forge", "--precision/--lmhead/--embed/--name/--max-context are for conversion");
     } else {
-        if (!p.precision) return qhx_cli_usage_error("forge", "--precision f16|bf16|w8|q4 is required");
-        if (p.preset || p.dtype || p.tokenizer)
+        if (!p->precision) return qhx_cli_usage_error("forge", "--precision f16|bf16|w8|q4 is required");
+        if (p->preset || p->dtype || p->tokenizer)
             return qhx_cli_usage_error("forge", "--preset/--dtype/--tokenizer are for --random");
     }
+    fa->in = pos[0];
+    fa->out = pos[1];
+    return -1;
+}
+
+int qhx_cmd_forge(int argc, char **argv) {
+    qhx_forge_args fa;
+    int prc = qhx_forge_parse_args(argc, argv, &fa);
+    if (prc >= 0) return prc;
+    qhx_forge_params p = fa.p;
+    const char *pos[2] = {fa.in, fa.out};
+    int random = fa.random, quiet = fa.quiet;
+    const char *family = random ? fa.in : NULL;
 
     ui u = {.bar = !quiet && isatty(STDERR_FILENO), .quiet = quiet, .t0 = now_s()};
     p.progress = on_progress;
