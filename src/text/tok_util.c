@@ -212,6 +212,10 @@ bool qhx_tok_utf8_lossy(tok_buf *out, const uint8_t *s, size_t n, bool hold_tail
                         size_t *consumed) {
     static const char repl[3] = {(char)0xEF, (char)0xBF, (char)0xBD};
     size_t i = 0, run = 0; /* s[run..i) is valid text not yet copied */
+    if (n == 0) { /* s may be NULL then (an empty stream), and NULL + 0 is undefined */
+        if (consumed) *consumed = 0;
+        return true;
+    }
     while (i < n) {
         if (s[i] < 0x80) {
             i++;

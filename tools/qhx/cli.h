@@ -26,9 +26,10 @@ struct qhx_cli_cmd {
 #include "commands.def"
 #undef QHX_CLI_ENTRY
 
-/* Print "qhx CMD: message" + a usage hint; return QHX_EXIT_USAGE. */
+/* Print "qhx CMD: message" + a usage hint on one line; return QHX_EXIT_USAGE. */
 int qhx_cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Print "qhx CMD: <err->msg>"; return QHX_EXIT_RUNTIME (or QHX_EXIT_INTERRUPTED if aborted). */
+/* Print "qhx CMD: <err->msg>" on one line (control characters as '?'; "interrupted: " first
+ * when aborted); return QHX_EXIT_RUNTIME (or QHX_EXIT_INTERRUPTED if aborted). */
 int qhx_cli_runtime_error(const char *cmd, const qhx_error *err);
 
 /* Strict number parsing: whole string, range-checked. Return 0 on success, -1 otherwise. */

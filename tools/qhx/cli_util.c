@@ -39,6 +39,7 @@ int qhx_cli_usage_error(const char *cmd, const char *fmt, ...) {
 
 int qhx_cli_runtime_error(const char *cmd, const qhx_error *err) {
     fprintf(stderr, "qhx %s: ", cmd);
+    if (err && err->code == QHX_E_ABORTED && !strstr(err->msg, "interrupted")) fputs("interrupted: ", stderr);
     put_one_line(stderr, err && err->msg[0] ? err->msg : "failed");
     fputc('\n', stderr);
     if (err && err->code == QHX_E_ABORTED) return QHX_EXIT_INTERRUPTED;

@@ -115,8 +115,8 @@ static int turn(chat *c, const char *user, qhx_error *err) {
     rc = qhx_session_generate(c->s, &gp, &st, err);
     printf("\n");
     fflush(stdout);
-    if (!c->run.quiet) qhx_run_print_stats(&st);
     if (rc) return qhx_cli_runtime_error(CMD, err);
+    if (!c->run.quiet) qhx_run_print_stats(&st);
     return -1;
 }
 

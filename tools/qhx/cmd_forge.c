@@ -86,6 +86,30 @@ static int on_cancel(void *user) {
 
 // ---- arguments -----------------------------------------------------------------------------------
 
+/* Whether v is one of the names in the NULL-terminated list. */
+static int one_of(const char *v, const char *const *names) {
+    for (; *names; names++)
+        if (!strcmp(v, *names)) return 1;
+    return 0;
+}
+
+/* The option values the converter and the random writer accept, so a typo is a usage error. */
+static int check_values(const qhx_forge_params *p) {
+    static const char *const lin[] = {"f16", "bf16", "w8", "q4", NULL}, *const emb[] = {"f16", "bf16", NULL},
+                             *const dt[] = {"f32", "bf16", NULL}, *const pre[] = {"tiny", "2b", NULL};
+    if (p->precision && !one_of(p->precision, lin))
+        return qhx_cli_usage_error("forge", "--precision: '%s' is not f16, bf16, w8 or q4", p->precision);
+    if (p->lmhead && !one_of(p->lmhead, lin))
+        return qhx_cli_usage_error("forge", "--lmhead: '%s' is not f16, bf16, w8 or q4", p->lmhead);
+    if (p->embed && !one_of(p->embed, emb))
+        return qhx_cli_usage_error("forge", "--embed: '%s' is not f16 or bf16", p->embed);
+    if (p->dtype && !one_of(p->dtype, dt))
+        return qhx_cli_usage_error("forge", "--dtype: '%s' is not f32 or bf16", p->dtype);
+    if (p->preset && !one_of(p->preset, pre))
+        return qhx_cli_usage_error("forge", "--preset: '%s' is not tiny or 2b", p->preset);
+    return -1;
+}
+
 int qhx_forge_parse_args(int argc, char **argv, qhx_forge_args *fa) {
     memset(fa, 0, sizeof *fa);
     qhx_forge_params *p = &fa->p;
@@ -141,6 +165,8 @@ int qhx_forge_parse_args(int argc, char **argv, qhx_forge_args *fa) {
         if (p->preset || p->dtype || p->tokenizer)
             return qhx_cli_usage_error("forge", "--preset/--dtype/--tokenizer are for --random");
     }
+    int rc = check_values(p);
+    if (rc >= 0) return rc;
     fa->in = pos[0];
     fa->out = pos[1];
     return -1;

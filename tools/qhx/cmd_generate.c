@@ -119,6 +119,7 @@ static int print_id(void *user, qhx_token t, const char *text, size_t len) {
     (void)len;
     int *count = user;
     if (t >= 0) printf((*count)++ ? " %d" : "%d", t);
+    fflush(stdout); /* streamed, as text is */
     return 0;
 }
 
@@ -176,8 +177,8 @@ int qhx_cmd_generate(int argc, char **argv) {
     qhx_status grc = qhx_session_generate(s, &gp, &st, &err);
     printf("\n");
     fflush(stdout);
+    if (grc) goto fail; /* the error is the one stderr line (Ctrl-C included) */
     if (!a.run.quiet) qhx_run_print_stats(&st);
-    if (grc) goto fail;
     rc = QHX_EXIT_OK;
     goto done;
 fail:

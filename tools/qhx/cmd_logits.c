@@ -12,6 +12,7 @@
 #include "models/qwen3vl.h"
 #include "runtime/session.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -110,7 +111,7 @@ int qhx_cmd_logits(int argc, char **argv) {
     rc = QHX_EXIT_OK;
     goto done;
 write_fail:
-    qhx_fail(&err, QHX_E_IO, "%s: write failed", out_path);
+    qhx_fail(&err, QHX_E_IO, "%s: write failed: %s", out_path, strerror(errno));
 fail:
     rc = qhx_cli_runtime_error(CMD, &err);
 done:
