@@ -252,9 +252,11 @@ static void test_write_failures(void) {
     CHECK(f && fread(buf, 1, sizeof buf - 1, f) == 5);
     if (f) fclose(f);
     CHECK_STR(buf, "older");
-    /* and with the limit gone, the save works and replaces it */
+    /* and with the limit gone, the save works and replaces it, readable by its owner only */
     CHECK_EQ(qhx_session_save(s, path, &err), QHX_OK);
     CHECK_EQ(n_entries(dir), 1);
+    struct stat st;
+    CHECK(stat(path, &st) == 0 && (st.st_mode & 0777) == 0600);
     rm_flat(dir);
     qhx_session_free(s);
     qhx_model_free(m);

@@ -7,7 +7,8 @@
  *   sampler state | logits (n_vocab f32) | sha256 (32 bytes)
  * The fingerprint hashes the family, the configuration and every tensor's name, dtype and
  * shape, so a file made with another model or another precision is refused. Saving writes a
- * temporary file beside the target and renames it, so a crash never leaves half a file. */
+ * temporary file beside the target and renames it, so a crash never leaves half a file; the file
+ * holds the conversation, so it is made readable by its owner only (mode 0600, from mkstemp). */
 #include "core/alloc.h"
 #include "core/file.h"
 #include "core/sha256.h"
@@ -78,10 +79,16 @@ qhx_status qhx_session_save(const qhx_session *s_const, const char *path, qhx_er
     size_t plen = strlen(path);
     char *tmp = qhx_malloc(plen + 16);
     if (!tmp) return qhx_fail(err, QHX_E_NOMEM, "out of memory");
-    snprintf(tmp, plen + 16, "%s.tmp%05d", path, (int)(getpid() % 100000));
-    writer w = {.f = fopen(tmp, "wb"), .ok = 1};
+    /* a unique temporary name: two saves to one path at once never write the same file */
+    snprintf(tmp, plen + 16, "%s.tmp-XXXXXX", path);
+    int fd = mkstemp(tmp);
+    writer w = {.f = fd >= 0 ? fdopen(fd, "wb") : NULL, .ok = 1};
     if (!w.f) {
-        qhx_status rc = qhx_fail(err, QHX_E_IO, "%s: cannot create: %s", tmp, strerror(errno));
+        qhx_status rc = qhx_fail(err, QHX_E_IO, "%s: cannot create: %s", fd >= 0 ? tmp : path, strerror(errno));
+        if (fd >= 0) {
+            close(fd);
+            unlink(tmp);
+        }
         qhx_free(tmp);
         return rc;
     }
