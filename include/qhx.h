@@ -230,8 +230,9 @@ QHX_API qhx_status qhx_session_generate(qhx_session *s, const qhx_generate_param
 QHX_API qhx_stop_reason qhx_session_last_stop(const qhx_session *s);
 
 /* Save the session (state, position, sampler, history) to a file: versioned, checksummed,
- * written to a temporary file and renamed. Restore refuses a file made for another model or
- * a different n_ctx, a corrupt or truncated file; the session is unchanged on failure. */
+ * written to a temporary file and renamed, readable by its owner only (it holds the
+ * conversation). Restore refuses a file made for another model or a different n_ctx, a corrupt
+ * or truncated file; the session is unchanged on failure. */
 QHX_API qhx_status qhx_session_save(const qhx_session *s, const char *path, qhx_error *err);
 QHX_API qhx_status qhx_session_restore(qhx_session *s, const char *path, qhx_error *err);
 

@@ -11,6 +11,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* O_NONBLOCK: opening a FIFO (or a device) named as an input must not wait for a writer; the
+ * regular-file check that follows refuses it. Reads of regular files ignore the flag. */
+#define OPEN_FLAGS (O_RDONLY | O_CLOEXEC | O_NONBLOCK)
+
 qhx_status qhx_file_map_open(const char *path, qhx_file_map *map, qhx_error *err) {
     return qhx_file_load(path, QHX_FILE_MAP, map, err);
 }
@@ -58,7 +62,7 @@ static qhx_status read_into(int fd, const char *path, uint8_t *dst, size_t size,
 
 qhx_status qhx_file_load(const char *path, qhx_file_mode mode, qhx_file_map *map, qhx_error *err) {
     memset(map, 0, sizeof *map);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, OPEN_FLAGS);
     if (fd < 0) return qhx_fail(err, QHX_E_IO, "%s: cannot open: %s", path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0) {
@@ -123,7 +127,7 @@ qhx_status qhx_file_read_all(const char *path, size_t max_bytes, char **out, siz
                              qhx_error *err) {
     *out = NULL;
     *out_len = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, OPEN_FLAGS);
     if (fd < 0) return qhx_fail(err, QHX_E_IO, "%s: cannot open: %s", path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {

@@ -22,7 +22,10 @@
  * Threading contract: one run at a time per pool. A nested call (from inside a task) or a call
  * from a second thread while a run is in progress does not deadlock: it runs its tasks
  * serially on the calling thread, passing thread_index 0 - so code that uses per-thread
- * scratch must not nest. Tasks must not block waiting for other tasks of the same run. */
+ * scratch must not nest, and scratch indexed by thread_index must belong to the caller (a
+ * session), never to something two callers share (the model): two sessions running at once
+ * both see thread_index 0 (tests/test_session_threads.c, under TSan). Tasks must not block
+ * waiting for other tasks of the same run. */
 #ifndef QHX_CORE_POOL_H
 #define QHX_CORE_POOL_H
 

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static const uint32_t K[64] = {
@@ -100,8 +101,13 @@ void qhx_sha256_hex(const uint8_t digest[32], char hex[65]) {
 
 qhx_status qhx_sha256_file(const char *path, char hex[65], qhx_error *err) {
     hex[0] = '\0';
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block the open */
     if (fd < 0) return qhx_fail(err, QHX_E_IO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return qhx_fail(err, QHX_E_IO, "%s: not a regular file", path);
+    }
     const size_t chunk = (size_t)1 << 20;
     uint8_t *buf = qhx_malloc(chunk);
     if (!buf) {

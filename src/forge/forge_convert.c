@@ -170,7 +170,7 @@ static qhx_status write_quant(convert *c, qhx_stw *w, const tplan *pl, int scale
 
 static qhx_status add_plan(convert *c, const qhx_st_tensor *src, const char *name, role_t role, ofmt_t fmt,
                            qhx_error *err) {
-    tplan *pl = &c->plans[c->n_plans];
+    tplan *pl = &c->plans[c->n_plans++]; /* counted now, so the cleanup frees what is set below */
     memset(pl, 0, sizeof *pl);
     pl->src = src;
     pl->role = role;
@@ -189,7 +189,6 @@ static qhx_status add_plan(convert *c, const qhx_st_tensor *src, const char *nam
         snprintf(pl->scale_name, n, "%s%s", name, QHX_QSCALE_SUFFIX);
         if (pl->cols > c->max_cols) c->max_cols = pl->cols;
     }
-    c->n_plans++;
     return QHX_OK;
 }
 

@@ -24,16 +24,15 @@ uint64_t forge_tensor_key(uint64_t seed, const char *name) {
 
 // ---- staging folder ------------------------------------------------------------------------------
 
-/* Remove a flat folder of files (the stage never has subfolders). */
+/* Remove a flat folder of files (the stage never has subfolders). Allocates nothing: it runs
+ * on the way out of failures, out-of-memory ones included. */
 static void remove_flat_dir(const char *dir) {
     DIR *d = opendir(dir);
     if (d) {
         struct dirent *e;
         while ((e = readdir(d))) {
             if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-            char *p = qhx_path_join(dir, e->d_name);
-            if (p) unlink(p);
-            qhx_free(p);
+            unlinkat(dirfd(d), e->d_name, 0);
         }
         closedir(d);
     }

@@ -125,9 +125,15 @@ static qhx_status decode_png(const uint8_t *buf, size_t len, const qhx_image_lim
     int e = spng_set_png_buffer(ctx, buf, len);
     struct spng_ihdr ihdr;
     if (!e) e = spng_get_ihdr(ctx, &ihdr);
+    if ((e == SPNG_EUSER_WIDTH || e == SPNG_EUSER_HEIGHT) && len >= 24) {
+        /* over the caps: say so with the size, as for JPEG (IHDR: width, height at bytes 16, 20) */
+        rc = qhx_fail(err, QHX_E_LIMIT, "%s: image size %lux%lu exceeds the cap %lldx%lld", label,
+                      (unsigned long)rd32(buf + 16, 1), (unsigned long)rd32(buf + 20, 1), (long long)lim->max_width,
+                      (long long)lim->max_height);
+        goto fail;
+    }
     if (e) {
-        rc = qhx_fail(err, e == SPNG_EUSER_WIDTH || e == SPNG_EUSER_HEIGHT ? QHX_E_LIMIT : QHX_E_FORMAT,
-                      "%s: PNG header: %s", label, spng_strerror(e));
+        rc = qhx_fail(err, QHX_E_FORMAT, "%s: PNG header: %s", label, spng_strerror(e));
         goto fail;
     }
     size_t bytes;

@@ -35,10 +35,12 @@ typedef struct coeffs {
     int prec;       /* fractional bits */
 } coeffs;
 
+/* Free and clear: coeffs_make frees on failure, and its caller frees again on its way out. */
 static void coeffs_free(coeffs *c) {
     qhx_free(c->xmin);
     qhx_free(c->xsize);
     qhx_free(c->w);
+    memset(c, 0, sizeof *c);
 }
 
 static qhx_status coeffs_make(int64_t in, int64_t out, qhx_resample filter, qhx_resize_mode mode,

@@ -152,10 +152,14 @@ static char *build_header(qhx_stw *w) {
         ok = ok && !json_array_append_new(off, json_integer((json_int_t)t->offset)) &&
              !json_array_append_new(off, json_integer((json_int_t)(t->offset + t->size)));
         ok = ok && !json_object_set_new(e, "dtype", json_string(qhx_dtype_name(t->dtype)));
-        ok = ok && !json_object_set_new(e, "shape", sh);
-        sh = NULL;
-        ok = ok && !json_object_set_new(e, "data_offsets", off);
-        off = NULL;
+        if (ok) { /* json_object_set_new takes the value, even when it fails */
+            ok = !json_object_set_new(e, "shape", sh);
+            sh = NULL;
+        }
+        if (ok) {
+            ok = !json_object_set_new(e, "data_offsets", off);
+            off = NULL;
+        }
         if (ok) {
             ok = !json_object_set_new(root, t->name, e);
             e = NULL;

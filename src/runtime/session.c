@@ -284,20 +284,24 @@ qhx_token qhx_session_sample(qhx_session *s) { return qhx_sampler_sample(s->smp,
 
 /* ---- generation ---------------------------------------------------------------------------- */
 
-/* Report a token (and whatever text it completes) to the callback; non-zero: stop. */
-static int emit(qhx_session *s, const qhx_generate_params *p, qhx_token t) {
+/* Report a token (and whatever text it completes) to the callback. Returns 1 when the callback
+ * asks to stop, 0 to go on, -1 when the text could not be made (out of memory; err set, and the
+ * token is not reported). */
+static int emit(qhx_session *s, const qhx_generate_params *p, qhx_token t, qhx_error *err) {
     const char *text = "";
     size_t len = 0;
-    if (s->stream && qhx_tok_stream_push(s->stream, t, &text, &len, NULL) != QHX_OK) len = 0;
-    return p->on_token ? p->on_token(p->user, t, text, len) : 0;
+    if (s->stream && qhx_tok_stream_push(s->stream, t, &text, &len, err) != QHX_OK) return -1;
+    return p->on_token ? p->on_token(p->user, t, text, len) != 0 : 0;
 }
 
 /* The text the stream still holds (an incomplete UTF-8 tail), reported with token -1. */
-static void flush_stream(qhx_session *s, const qhx_generate_params *p) {
+static qhx_status flush_stream(qhx_session *s, const qhx_generate_params *p, qhx_error *err) {
     const char *text;
     size_t len = 0;
-    if (s->stream && qhx_tok_stream_flush(s->stream, &text, &len, NULL) == QHX_OK && len && p->on_token)
-        p->on_token(p->user, -1, text, len);
+    if (!s->stream) return QHX_OK;
+    qhx_status rc = qhx_tok_stream_flush(s->stream, &text, &len, err);
+    if (rc == QHX_OK && len && p->on_token) p->on_token(p->user, -1, text, len);
+    return rc;
 }
 
 static int is_stop(const qhx_model *m, qhx_token t) { return qhx_model_is_stop(m, t); }
@@ -328,8 +332,13 @@ qhx_status qhx_session_generate(qhx_session *s, const qhx_generate_params *p, qh
             st.stop = QHX_STOP_TOKEN;
             break;
         }
+        int e = emit(s, p, t, err);
+        if (e < 0) { /* t is dropped: the state never held it */
+            rc = QHX_E_NOMEM;
+            break;
+        }
         st.n_generated++;
-        if (emit(s, p, t)) {
+        if (e) {
             s->pending = t;
             st.stop = QHX_STOP_CALLBACK;
             break;
@@ -340,7 +349,8 @@ qhx_status qhx_session_generate(qhx_session *s, const qhx_generate_params *p, qh
         }
         if ((rc = qhx_session_decode(s, t, err))) break;
     }
-    flush_stream(s, p);
+    if (rc == QHX_OK) rc = flush_stream(s, p, err);
+    else flush_stream(s, p, NULL);
     s->last_stop = st.stop;
     st.decode_ms = (double)(qhx_time_ns() - t0) / 1e6;
     s->n_fed = 0;

@@ -8,6 +8,7 @@
 
 #include "models/model.h"
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* Feed n >= 1 prompt tokens ids (n,) in one prompt-path call. logits_all (n, vocab): OUT, the
@@ -36,6 +37,10 @@ typedef struct qhx_session_snapshot {
 void qhx_session_get_snapshot(const qhx_session *s, qhx_session_snapshot *out);
 void qhx_session_set_snapshot(qhx_session *s, const qhx_session_snapshot *in);
 float *qhx_session_logits_mut(qhx_session *s);
+/* qhx_session_restore from a buffer data[0..size) holding a whole session file; `label` names
+ * it in messages. Same checks and results; the session is unchanged on failure. */
+qhx_status qhx_session_restore_buf(qhx_session *s, const uint8_t *data, size_t size, const char *label,
+                                   qhx_error *err);
 struct qhx_sampler *qhx_session_sampler(qhx_session *s);
 
 #endif

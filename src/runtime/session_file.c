@@ -7,7 +7,8 @@
  *   sampler state | logits (n_vocab f32) | sha256 (32 bytes)
  * The fingerprint hashes the family, the configuration and every tensor's name, dtype and
  * shape, so a file made with another model or another precision is refused. Saving writes a
- * temporary file beside the target and renames it, so a crash never leaves half a file. */
+ * temporary file beside the target and renames it, so a crash never leaves half a file; the file
+ * holds the conversation, so it is made readable by its owner only (mode 0600, from mkstemp). */
 #include "core/alloc.h"
 #include "core/file.h"
 #include "core/sha256.h"
@@ -78,10 +79,16 @@ qhx_status qhx_session_save(const qhx_session *s_const, const char *path, qhx_er
     size_t plen = strlen(path);
     char *tmp = qhx_malloc(plen + 16);
     if (!tmp) return qhx_fail(err, QHX_E_NOMEM, "out of memory");
-    snprintf(tmp, plen + 16, "%s.tmp%05d", path, (int)(getpid() % 100000));
-    writer w = {.f = fopen(tmp, "wb"), .ok = 1};
+    /* a unique temporary name: two saves to one path at once never write the same file */
+    snprintf(tmp, plen + 16, "%s.tmp-XXXXXX", path);
+    int fd = mkstemp(tmp);
+    writer w = {.f = fd >= 0 ? fdopen(fd, "wb") : NULL, .ok = 1};
     if (!w.f) {
-        qhx_status rc = qhx_fail(err, QHX_E_IO, "%s: cannot create: %s", tmp, strerror(errno));
+        qhx_status rc = qhx_fail(err, QHX_E_IO, "%s: cannot create: %s", fd >= 0 ? tmp : path, strerror(errno));
+        if (fd >= 0) {
+            close(fd);
+            unlink(tmp);
+        }
         qhx_free(tmp);
         return rc;
     }
@@ -146,6 +153,16 @@ static const uint8_t *take(reader *r, size_t n) {
 }
 
 qhx_status qhx_session_restore(qhx_session *s, const char *path, qhx_error *err) {
+    qhx_file_map map;
+    qhx_status rc = qhx_file_map_open(path, &map, err);
+    if (rc) return rc;
+    rc = qhx_session_restore_buf(s, map.data, map.size, path, err);
+    qhx_file_map_close(&map);
+    return rc;
+}
+
+qhx_status qhx_session_restore_buf(qhx_session *s, const uint8_t *data, size_t size, const char *path,
+                                   qhx_error *err) {
     const qhx_model *m = qhx_session_model(s);
     qhx_model_state *st = qhx_session_state(s);
     qhx_state_region regions[QHX_STATE_MAX_REGIONS];
@@ -157,42 +174,42 @@ qhx_status qhx_session_restore(qhx_session *s, const char *path, qhx_error *err)
     /* the largest file this session can have: every region full */
     size_t cap = HEADER_BYTES + 32 + sb + (size_t)n_vocab * sizeof(float);
     for (int i = 0; i < nr; i++) cap += 8 + region_bytes(&regions[i], regions[i].n_rows);
-    qhx_file_map map;
-    qhx_status rc = qhx_file_map_open(path, &map, err);
-    if (rc) return rc;
+    qhx_status rc = QHX_OK;
 #define BAD(...) do { rc = qhx_fail(err, QHX_E_FORMAT, __VA_ARGS__); goto done; } while (0)
-    if (map.size < HEADER_BYTES + 32) BAD("%s: %zu bytes, too short for a session file", path, map.size);
-    if (map.size > cap) BAD("%s: %zu bytes, more than a session of this model can hold (%zu)", path, map.size, cap);
-    if (memcmp(map.data, STATE_MAGIC, 8)) BAD("%s: not a qhexrt session file", path);
+    if (size < HEADER_BYTES + 32) BAD("%s: %zu bytes, too short for a session file", path, size);
+    if (size > cap) BAD("%s: %zu bytes, more than a session of this model can hold (%zu)", path, size, cap);
+    if (memcmp(data, STATE_MAGIC, 8)) BAD("%s: not a qhexrt session file", path);
     uint32_t ver, n_regions, sbytes;
     uint64_t fp;
     int64_t f_ctx, f_past, f_vocab;
     int32_t pending, has_logits, last_stop;
-    memcpy(&ver, map.data + 8, 4);
-    memcpy(&last_stop, map.data + 12, 4);
-    memcpy(&fp, map.data + 16, 8);
-    memcpy(&f_ctx, map.data + 24, 8);
-    memcpy(&f_past, map.data + 32, 8);
-    memcpy(&pending, map.data + 40, 4);
-    memcpy(&has_logits, map.data + 44, 4);
-    memcpy(&f_vocab, map.data + 48, 8);
-    memcpy(&n_regions, map.data + 56, 4);
-    memcpy(&sbytes, map.data + 60, 4);
+    memcpy(&ver, data + 8, 4);
+    memcpy(&last_stop, data + 12, 4);
+    memcpy(&fp, data + 16, 8);
+    memcpy(&f_ctx, data + 24, 8);
+    memcpy(&f_past, data + 32, 8);
+    memcpy(&pending, data + 40, 4);
+    memcpy(&has_logits, data + 44, 4);
+    memcpy(&f_vocab, data + 48, 8);
+    memcpy(&n_regions, data + 56, 4);
+    memcpy(&sbytes, data + 60, 4);
     if (ver != STATE_VERSION) BAD("%s: session file version %u, this build reads version %u", path, ver, STATE_VERSION);
     qhx_sha256 sha;
     uint8_t digest[32];
     qhx_sha256_init(&sha);
-    qhx_sha256_update(&sha, map.data, map.size - 32);
+    qhx_sha256_update(&sha, data, size - 32);
     qhx_sha256_final(&sha, digest);
-    if (memcmp(digest, map.data + map.size - 32, 32)) BAD("%s: checksum mismatch (corrupt or truncated file)", path);
+    if (memcmp(digest, data + size - 32, 32)) BAD("%s: checksum mismatch (corrupt or truncated file)", path);
     if (fp != model_fingerprint(m)) BAD("%s: the session was saved with a different model or precision", path);
     if (f_ctx != n_ctx) BAD("%s: saved with a context of %lld tokens, this session has %lld", path, (long long)f_ctx, (long long)n_ctx);
     if (f_vocab != n_vocab || (int)n_regions != nr || sbytes != sb) BAD("%s: the state layout does not match this session", path);
     if (f_past < 0 || f_past > n_ctx) BAD("%s: position %lld is outside [0, %lld]", path, (long long)f_past, (long long)n_ctx);
     if (pending < -1 || pending >= n_vocab) BAD("%s: pending token %d is outside the vocabulary", path, pending);
+    if (pending >= 0 && f_past >= n_ctx)
+        BAD("%s: position %lld and a pending token pass the context of %lld", path, (long long)f_past, (long long)n_ctx);
     if (last_stop < QHX_STOP_LENGTH || last_stop > QHX_STOP_CALLBACK) BAD("%s: stop reason %d is unknown", path, last_stop);
     /* validate every size before touching the session */
-    reader r = {map.data + HEADER_BYTES, map.data + map.size - 32};
+    reader r = {data + HEADER_BYTES, data + size - 32};
     for (int i = 0; i < nr; i++) {
         const uint8_t *b = take(&r, 8);
         uint64_t len;
@@ -208,7 +225,7 @@ qhx_status qhx_session_restore(qhx_session *s, const char *path, qhx_error *err)
     /* commit: all checks passed */
     qhx_session_reset(s);
     qhx_sampler_state_read(smp, sstate, sb, NULL);
-    r.p = map.data + HEADER_BYTES;
+    r.p = data + HEADER_BYTES;
     for (int i = 0; i < nr; i++) {
         uint64_t len;
         memcpy(&len, take(&r, 8), 8);
@@ -220,6 +237,5 @@ qhx_status qhx_session_restore(qhx_session *s, const char *path, qhx_error *err)
     qhx_session_set_snapshot(s, &snap);
 #undef BAD
 done:
-    qhx_file_map_close(&map);
     return rc;
 }

@@ -124,6 +124,14 @@ static qhx_status check_roles(chat *c, const qhx_chat_message *msgs, size_t n) {
             return qhx_fail(c->err, QHX_E_ARG, "chat: message %zu: a system message must be the first", i);
         if (m->n_parts && !m->parts)
             return qhx_fail(c->err, QHX_E_ARG, "chat: message %zu: n_parts without parts", i);
+        /* checked here, so the offset is the message's and not the rendered prompt's */
+        for (size_t k = 0; k < (m->parts ? m->n_parts : 1); k++) {
+            const char *t = m->parts ? m->parts[k].text : m->content;
+            size_t len = m->parts ? m->parts[k].text_len : t ? strlen(t) : 0, ok;
+            if (t && (ok = qhx_tok_utf8_check((const uint8_t *)t, len)) != len)
+                return qhx_fail(c->err, QHX_E_FORMAT, "chat: message %zu: text is not valid UTF-8: byte 0x%02X at offset %zu",
+                                i, (unsigned)(uint8_t)t[ok], ok);
+        }
     }
     return QHX_OK;
 }

@@ -113,6 +113,7 @@ qhx_status qhx_tok_stream_push(qhx_tok_stream *st, int32_t id, const char **text
     *len = st->out.n;
     return QHX_OK;
 nomem:
+    st->pending.n = before; /* as if the token had not been pushed */
     return qhx_fail(err, QHX_E_NOMEM, "tokenizer: out of memory");
 }
 

@@ -5,6 +5,7 @@
 #include "qhx.h"
 
 #include <stdint.h>
+#include <stdio.h>
 
 /* Exit codes (documented in docs/robustness.md). */
 enum {
@@ -25,9 +26,10 @@ struct qhx_cli_cmd {
 #include "commands.def"
 #undef QHX_CLI_ENTRY
 
-/* Print "qhx CMD: message" + a usage hint; return QHX_EXIT_USAGE. */
+/* Print "qhx CMD: message" + a usage hint on one line; return QHX_EXIT_USAGE. */
 int qhx_cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Print "qhx CMD: <err->msg>"; return QHX_EXIT_RUNTIME (or QHX_EXIT_INTERRUPTED if aborted). */
+/* Print "qhx CMD: <err->msg>" on one line (control characters as '?'; "interrupted: " first
+ * when aborted); return QHX_EXIT_RUNTIME (or QHX_EXIT_INTERRUPTED if aborted). */
 int qhx_cli_runtime_error(const char *cmd, const qhx_error *err);
 
 /* Load the tokenizer named by --tokenizer: a tokenizer.json (or its binary form), a model
@@ -38,5 +40,18 @@ qhx_status qhx_cli_load_tokenizer(const char *path, struct qhx_tok **out, qhx_er
 /* Strict number parsing: whole string, range-checked. Return 0 on success, -1 otherwise. */
 int qhx_cli_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out);
 int qhx_cli_parse_f64(const char *s, double lo, double hi, double *out);
+
+/* An output file that appears whole or not at all. open: a temporary file beside path (path
+ * itself when it exists and is not a regular file, e.g. /dev/null); commit: flush, sync, close,
+ * rename into place (on failure the temporary file is removed); abort: close and remove it.
+ * Both accept an output that was never opened. */
+typedef struct qhx_cli_out {
+    FILE *f;
+    char *tmp;        /* NULL when writing to path directly */
+    const char *path;
+} qhx_cli_out;
+qhx_status qhx_cli_out_open(qhx_cli_out *o /* OUT */, const char *path, qhx_error *err);
+qhx_status qhx_cli_out_commit(qhx_cli_out *o, qhx_error *err);
+void qhx_cli_out_abort(qhx_cli_out *o);
 
 #endif

@@ -5,26 +5,46 @@
 #include "core/file.h"
 #include "io/manifest.h"
 #include "text/tokenizer.h"
+#include "core/status.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* Write s with control characters (a newline in an argument or a file name) as '?', so an
+ * error stays on one line. */
+static void put_one_line(FILE *f, const char *s) {
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        fputc((c < 0x20 && c != '\t') || c == 0x7f ? '?' : c, f);
+    }
+}
+
 int qhx_cli_usage_error(const char *cmd, const char *fmt, ...) {
+    char msg[4096];
     va_list ap;
-    fprintf(stderr, "qhx %s: ", cmd);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    int n = vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    if (n < 0) snprintf(msg, sizeof msg, "bad arguments");
+    else if ((size_t)n >= sizeof msg) memcpy(msg + sizeof msg - 4, "...", 4);
+    fprintf(stderr, "qhx %s: ", cmd);
+    put_one_line(stderr, msg);
     fprintf(stderr, " (try 'qhx %s --help')\n", cmd);
     return QHX_EXIT_USAGE;
 }
 
 int qhx_cli_runtime_error(const char *cmd, const qhx_error *err) {
-    fprintf(stderr, "qhx %s: %s\n", cmd, err && err->msg[0] ? err->msg : "failed");
+    fprintf(stderr, "qhx %s: ", cmd);
+    if (err && err->code == QHX_E_ABORTED && !strstr(err->msg, "interrupted")) fputs("interrupted: ", stderr);
+    put_one_line(stderr, err && err->msg[0] ? err->msg : "failed");
+    fputc('\n', stderr);
     if (err && err->code == QHX_E_ABORTED) return QHX_EXIT_INTERRUPTED;
     return QHX_EXIT_RUNTIME;
 }
@@ -85,4 +105,68 @@ qhx_status qhx_cli_load_tokenizer(const char *path, struct qhx_tok **out, qhx_er
         qhx_free(head);
     }
     return qhx_tok_load(path, out, err);
+}
+
+/* ---- whole-or-nothing output files --------------------------------------------------------- */
+
+qhx_status qhx_cli_out_open(qhx_cli_out *o, const char *path, qhx_error *err) {
+    memset(o, 0, sizeof *o);
+    o->path = path;
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        if (S_ISDIR(st.st_mode)) return qhx_fail(err, QHX_E_IO, "%s: is a folder", path);
+        o->f = fopen(path, "wb"); /* a device or a pipe: nothing to replace atomically */
+        if (!o->f) return qhx_fail(err, QHX_E_IO, "%s: cannot open for writing: %s", path, strerror(errno));
+        return QHX_OK;
+    }
+    size_t n = strlen(path) + 16;
+    if (!(o->tmp = qhx_malloc(n))) return qhx_fail(err, QHX_E_NOMEM, "out of memory");
+    snprintf(o->tmp, n, "%s.tmp-XXXXXX", path);
+    int fd = mkstemp(o->tmp);
+    if (fd < 0) {
+        qhx_status rc = qhx_fail(err, QHX_E_IO, "%s: cannot create: %s", path, strerror(errno));
+        qhx_free(o->tmp);
+        o->tmp = NULL;
+        return rc;
+    }
+    mode_t mask = umask(0); /* mkstemp makes 0600; give the file the usual permissions */
+    umask(mask);
+    fchmod(fd, 0666 & ~mask);
+    if (!(o->f = fdopen(fd, "wb"))) {
+        qhx_status rc = qhx_fail(err, QHX_E_IO, "%s: cannot open for writing: %s", path, strerror(errno));
+        close(fd);
+        unlink(o->tmp);
+        qhx_free(o->tmp);
+        o->tmp = NULL;
+        return rc;
+    }
+    return QHX_OK;
+}
+
+qhx_status qhx_cli_out_commit(qhx_cli_out *o, qhx_error *err) {
+    if (!o->f) return qhx_fail(err, QHX_E_IO, "%s: not open", o->path ? o->path : "output");
+    int ok = !ferror(o->f) && fflush(o->f) == 0;
+    if (ok && o->tmp) ok = fsync(fileno(o->f)) == 0;
+    int e = errno;
+    if (fclose(o->f) != 0 && ok) {
+        ok = 0;
+        e = errno;
+    }
+    o->f = NULL;
+    qhx_status rc = QHX_OK;
+    if (!ok) rc = qhx_fail(err, QHX_E_IO, "%s: write failed: %s", o->path, strerror(e));
+    else if (o->tmp && rename(o->tmp, o->path) != 0)
+        rc = qhx_fail(err, QHX_E_IO, "%s: cannot rename into place: %s", o->path, strerror(errno));
+    if (rc && o->tmp) unlink(o->tmp);
+    qhx_free(o->tmp);
+    o->tmp = NULL;
+    return rc;
+}
+
+void qhx_cli_out_abort(qhx_cli_out *o) {
+    if (o->f) fclose(o->f);
+    if (o->tmp) unlink(o->tmp);
+    qhx_free(o->tmp);
+    o->f = NULL;
+    o->tmp = NULL;
 }

@@ -3,6 +3,7 @@
  * previous answer, the user turn and the assistant header. Lines starting with '/' are
  * commands: /reset, /save FILE, /load FILE, /exit. */
 #include "cli.h"
+#include "cli_args.h"
 #include "cli_run.h"
 
 #include "core/alloc.h"
@@ -114,26 +115,32 @@ static int turn(chat *c, const char *user, qhx_error *err) {
     rc = qhx_session_generate(c->s, &gp, &st, err);
     printf("\n");
     fflush(stdout);
-    if (!c->run.quiet) qhx_run_print_stats(&st);
     if (rc) return qhx_cli_runtime_error(CMD, err);
+    if (!c->run.quiet) qhx_run_print_stats(&st);
+    return -1;
+}
+
+int qhx_chat_parse_args(int argc, char **argv, qhx_run_opts *o) {
+    qhx_run_opts_init(o);
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            usage(stdout);
+            return QHX_EXIT_OK;
+        }
+        int r = qhx_run_parse_opt(CMD, argc, argv, &i, o);
+        if (r > 1) return r;
+        if (r == 0) return qhx_cli_usage_error(CMD, "unknown option '%s'", argv[i]);
+    }
+    if (!o->model) return qhx_cli_usage_error(CMD, "missing -m MODEL");
+    if (o->n_new < 0) o->n_new = 512;
     return -1;
 }
 
 int qhx_cmd_chat(int argc, char **argv) {
     chat c;
     memset(&c, 0, sizeof c);
-    qhx_run_opts_init(&c.run);
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            usage(stdout);
-            return QHX_EXIT_OK;
-        }
-        int r = qhx_run_parse_opt(CMD, argc, argv, &i, &c.run);
-        if (r > 1) return r;
-        if (r == 0) return qhx_cli_usage_error(CMD, "unknown option '%s'", argv[i]);
-    }
-    if (!c.run.model) return qhx_cli_usage_error(CMD, "missing -m MODEL");
-    if (c.run.n_new < 0) c.run.n_new = 512;
+    int prc = qhx_chat_parse_args(argc, argv, &c.run);
+    if (prc >= 0) return prc;
     qhx_error err = {0};
     int rc = QHX_EXIT_OK;
     qhx_model_params mp = qhx_run_model_params(&c.run);

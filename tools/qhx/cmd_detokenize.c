@@ -3,6 +3,7 @@
  * Reads ids (separated by spaces, tabs or newlines) on stdin and writes the decoded text, as
  * decode(ids) of the Hugging Face tokenizers library, with no newline added. */
 #include "cli.h"
+#include "cli_args.h"
 
 #include "core/alloc.h"
 #include "text/tokenizer.h"
@@ -24,9 +25,8 @@ static void usage(FILE *f) {
             "  --skip-special    leave out special tokens (<|im_end|>, ...)\n");
 }
 
-int qhx_cmd_detokenize(int argc, char **argv) {
-    const char *path = NULL;
-    unsigned flags = 0;
+int qhx_detokenize_parse_args(int argc, char **argv, qhx_detokenize_args *d) {
+    memset(d, 0, sizeof *d);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -34,21 +34,30 @@ int qhx_cmd_detokenize(int argc, char **argv) {
             return QHX_EXIT_OK;
         }
         if (!strcmp(a, "--skip-special")) {
-            flags |= QHX_TOK_SKIP_SPECIAL;
+            d->flags |= QHX_TOK_SKIP_SPECIAL;
             continue;
         }
         if (!strcmp(a, "--tokenizer")) {
             if (i + 1 >= argc) return qhx_cli_usage_error(CMD, "--tokenizer needs a value");
-            path = argv[++i];
+            d->path = argv[++i];
             continue;
         }
         if (!strncmp(a, "--tokenizer=", 12)) {
-            path = a + 12;
+            d->path = a + 12;
             continue;
         }
         return qhx_cli_usage_error(CMD, "unknown argument '%s'", a);
     }
-    if (!path || !*path) return qhx_cli_usage_error(CMD, "missing --tokenizer PATH");
+    if (!d->path || !*d->path) return qhx_cli_usage_error(CMD, "missing --tokenizer PATH");
+    return -1;
+}
+
+int qhx_cmd_detokenize(int argc, char **argv) {
+    qhx_detokenize_args d;
+    int prc = qhx_detokenize_parse_args(argc, argv, &d);
+    if (prc >= 0) return prc;
+    const char *path = d.path;
+    unsigned flags = d.flags;
 
     /* read the ids first, so bad input is reported before any output */
     size_t n = 0, cap = 1024;

@@ -2,6 +2,7 @@
  * image-token embeddings as float32 [n_image_tokens, hidden * (1 + n_deepstack)]; each row is
  * [final merger | deepstack 0 | deepstack 1 | ...], rows in the order of the image tokens. */
 #include "cli.h"
+#include "cli_args.h"
 
 #include "models/qwen3vl.h"
 
@@ -18,28 +19,36 @@ static void usage(FILE *f) {
             "  --out FILE        float32 [n_image_tokens, hidden * (1 + n_deepstack)], little-endian\n");
 }
 
-int qhx_cmd_embed_image(int argc, char **argv) {
-    const char *model = NULL, *image = NULL, *out_path = NULL;
+int qhx_embed_image_parse_args(int argc, char **argv, qhx_embed_image_args *a) {
+    memset(a, 0, sizeof *a);
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+        const char *o = argv[i];
+        if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
             usage(stdout);
             return QHX_EXIT_OK;
         }
-        if (i + 1 >= argc) return qhx_cli_usage_error(CMD, "unknown option or missing value: '%s'", a);
+        if (i + 1 >= argc) return qhx_cli_usage_error(CMD, "unknown option or missing value: '%s'", o);
         const char *v = argv[++i];
-        if (!strcmp(a, "-m") || !strcmp(a, "--model")) model = v;
-        else if (!strcmp(a, "--image")) image = v;
-        else if (!strcmp(a, "--out")) out_path = v;
-        else return qhx_cli_usage_error(CMD, "unknown option '%s'", a);
+        if (!strcmp(o, "-m") || !strcmp(o, "--model")) a->model = v;
+        else if (!strcmp(o, "--image")) a->image = v;
+        else if (!strcmp(o, "--out")) a->out = v;
+        else return qhx_cli_usage_error(CMD, "unknown option '%s'", o);
     }
-    if (!model) return qhx_cli_usage_error(CMD, "missing -m MODEL");
-    if (!image) return qhx_cli_usage_error(CMD, "missing --image FILE");
-    if (!out_path) return qhx_cli_usage_error(CMD, "missing --out FILE");
+    if (!a->model) return qhx_cli_usage_error(CMD, "missing -m MODEL");
+    if (!a->image) return qhx_cli_usage_error(CMD, "missing --image FILE");
+    if (!a->out) return qhx_cli_usage_error(CMD, "missing --out FILE");
+    return -1;
+}
+
+int qhx_cmd_embed_image(int argc, char **argv) {
+    qhx_embed_image_args a;
+    int prc = qhx_embed_image_parse_args(argc, argv, &a);
+    if (prc >= 0) return prc;
+    const char *model = a.model, *image = a.image, *out_path = a.out;
     qhx_error err = {0};
     qhx_model *m = NULL;
     qhx_vl_image im = {0};
-    FILE *f = NULL;
+    qhx_cli_out out = {0};
     int rc = QHX_EXIT_RUNTIME;
     if (qhx_model_open(model, NULL, &m, &err)) goto fail;
     if (!qhx_qwen3vl_of(m)) {
@@ -47,20 +56,16 @@ int qhx_cmd_embed_image(int argc, char **argv) {
         goto fail;
     }
     if (qhx_qwen3vl_image_load(qhx_qwen3vl_of(m), image, &im, &err)) goto fail;
-    f = fopen(out_path, "wb");
     size_t n = (size_t)(im.n_tokens * im.row_width);
-    if (!f || fwrite(im.embd, sizeof(float), n, f) != n || fclose(f)) {
-        f = NULL;
-        qhx_fail(&err, QHX_E_IO, "%s: cannot write", out_path);
-        goto fail;
-    }
-    f = NULL;
+    if (qhx_cli_out_open(&out, out_path, &err)) goto fail;
+    fwrite(im.embd, sizeof(float), n, out.f); /* a short write shows in the commit's check */
+    if (qhx_cli_out_commit(&out, &err)) goto fail;
     rc = QHX_EXIT_OK;
     goto done;
 fail:
     rc = qhx_cli_runtime_error(CMD, &err);
 done:
-    if (f) fclose(f);
+    qhx_cli_out_abort(&out);
     qhx_vl_image_deinit(&im);
     qhx_model_free(m);
     return rc;

@@ -2,6 +2,7 @@
  * random-weight checkpoint of a family. The work is in src/forge; this file parses arguments,
  * draws the progress bar (only when stderr is a terminal) and turns SIGINT into a cancel. */
 #include "cli.h"
+#include "cli_args.h"
 
 #include "forge/forge.h"
 
@@ -85,12 +86,35 @@ static int on_cancel(void *user) {
 
 // ---- arguments -----------------------------------------------------------------------------------
 
-int qhx_cmd_forge(int argc, char **argv) {
-    qhx_forge_params p;
-    memset(&p, 0, sizeof p);
+/* Whether v is one of the names in the NULL-terminated list. */
+static int one_of(const char *v, const char *const *names) {
+    for (; *names; names++)
+        if (!strcmp(v, *names)) return 1;
+    return 0;
+}
+
+/* The option values the converter and the random writer accept, so a typo is a usage error. */
+static int check_values(const qhx_forge_params *p) {
+    static const char *const lin[] = {"f16", "bf16", "w8", "q4", NULL}, *const emb[] = {"f16", "bf16", NULL},
+                             *const dt[] = {"f32", "bf16", NULL}, *const pre[] = {"tiny", "demo", "2b", NULL};
+    if (p->precision && !one_of(p->precision, lin))
+        return qhx_cli_usage_error("forge", "--precision: '%s' is not f16, bf16, w8 or q4", p->precision);
+    if (p->lmhead && !one_of(p->lmhead, lin))
+        return qhx_cli_usage_error("forge", "--lmhead: '%s' is not f16, bf16, w8 or q4", p->lmhead);
+    if (p->embed && !one_of(p->embed, emb))
+        return qhx_cli_usage_error("forge", "--embed: '%s' is not f16 or bf16", p->embed);
+    if (p->dtype && !one_of(p->dtype, dt))
+        return qhx_cli_usage_error("forge", "--dtype: '%s' is not f32 or bf16", p->dtype);
+    if (p->preset && !one_of(p->preset, pre))
+        return qhx_cli_usage_error("forge", "--preset: '%s' is not tiny, demo or 2b", p->preset);
+    return -1;
+}
+
+int qhx_forge_parse_args(int argc, char **argv, qhx_forge_args *fa) {
+    memset(fa, 0, sizeof *fa);
+    qhx_forge_params *p = &fa->p;
     const char *pos[3] = {0};
-    int n_pos = 0, random = 0, quiet = 0;
-    const char *family = NULL;
+    int n_pos = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char **slot = NULL;
@@ -98,18 +122,18 @@ int qhx_cmd_forge(int argc, char **argv) {
             fputs(USAGE, stdout);
             return QHX_EXIT_OK;
         } else if (!strcmp(a, "--random")) {
-            random = 1;
+            fa->random = true;
             continue;
         } else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) {
-            quiet = 1;
+            fa->quiet = true;
             continue;
-        } else if (!strcmp(a, "--precision")) slot = &p.precision;
-        else if (!strcmp(a, "--lmhead")) slot = &p.lmhead;
-        else if (!strcmp(a, "--embed")) slot = &p.embed;
-        else if (!strcmp(a, "--name")) slot = &p.name;
-        else if (!strcmp(a, "--preset")) slot = &p.preset;
-        else if (!strcmp(a, "--dtype")) slot = &p.dtype;
-        else if (!strcmp(a, "--tokenizer")) slot = &p.tokenizer;
+        } else if (!strcmp(a, "--precision")) slot = &p->precision;
+        else if (!strcmp(a, "--lmhead")) slot = &p->lmhead;
+        else if (!strcmp(a, "--embed")) slot = &p->embed;
+        else if (!strcmp(a, "--name")) slot = &p->name;
+        else if (!strcmp(a, "--preset")) slot = &p->preset;
+        else if (!strcmp(a, "--dtype")) slot = &p->dtype;
+        else if (!strcmp(a, "--tokenizer")) slot = &p->tokenizer;
         else if (!strcmp(a, "--seed") || !strcmp(a, "--max-context")) {
             int64_t v;
             if (i + 1 >= argc) return qhx_cli_usage_error("forge", "%s needs a value", a);
@@ -117,8 +141,8 @@ int qhx_cmd_forge(int argc, char **argv) {
             if (qhx_cli_parse_i64(argv[++i], !strcmp(a, "--seed") ? 0 : 1, hi, &v) != 0)
                 return qhx_cli_usage_error("forge", "%s: '%s' is not an integer in [%d, %lld]", a, argv[i],
                                            !strcmp(a, "--seed") ? 0 : 1, (long long)hi);
-            if (!strcmp(a, "--seed")) p.seed = (uint64_t)v;
-            else p.max_context = v;
+            if (!strcmp(a, "--seed")) p->seed = (uint64_t)v;
+            else p->max_context = v;
             continue;
         } else if (a[0] == '-' && a[1]) {
             return qhx_cli_usage_error("forge", "unknown option '%s'", a);
@@ -131,17 +155,31 @@ int qhx_cmd_forge(int argc, char **argv) {
         *slot = argv[++i];
     }
     if (n_pos != 2)
-        return qhx_cli_usage_error("forge", random ? "--random needs FAMILY and OUT_DIR" : "needs HF_DIR and OUT_DIR");
-    if (random) {
-        family = pos[0];
-        if (!p.preset) return qhx_cli_usage_error("forge", "--random needs --preset tiny|demo|2b");
-        if (p.precision || p.lmhead || p.embed || p.name || p.max_context)
+        return qhx_cli_usage_error("forge", fa->random ? "--random needs FAMILY and OUT_DIR" : "needs HF_DIR and OUT_DIR");
+    if (fa->random) {
+        if (!p->preset) return qhx_cli_usage_error("forge", "--random needs --preset tiny|demo|2b");
+        if (p->precision || p->lmhead || p->embed || p->name || p->max_context)
             return qhx_cli_usage_error("forge", "--precision/--lmhead/--embed/--name/--max-context are for conversion");
     } else {
-        if (!p.precision) return qhx_cli_usage_error("forge", "--precision f16|bf16|w8|q4 is required");
-        if (p.preset || p.dtype || p.tokenizer)
+        if (!p->precision) return qhx_cli_usage_error("forge", "--precision f16|bf16|w8|q4 is required");
+        if (p->preset || p->dtype || p->tokenizer)
             return qhx_cli_usage_error("forge", "--preset/--dtype/--tokenizer are for --random");
     }
+    int rc = check_values(p);
+    if (rc >= 0) return rc;
+    fa->in = pos[0];
+    fa->out = pos[1];
+    return -1;
+}
+
+int qhx_cmd_forge(int argc, char **argv) {
+    qhx_forge_args fa;
+    int prc = qhx_forge_parse_args(argc, argv, &fa);
+    if (prc >= 0) return prc;
+    qhx_forge_params p = fa.p;
+    const char *pos[2] = {fa.in, fa.out};
+    int random = fa.random, quiet = fa.quiet;
+    const char *family = random ? fa.in : NULL;
 
     ui u = {.bar = !quiet && isatty(STDERR_FILENO), .quiet = quiet, .t0 = now_s()};
     p.progress = on_progress;

@@ -5,6 +5,7 @@
  * at the run plan's stop ids (unless --ignore-eos) or after N tokens. A speed line goes to
  * stderr. Ctrl-C stops generation: what was generated stays printed, the exit code is 130. */
 #include "cli.h"
+#include "cli_args.h"
 #include "cli_model.h"
 #include "cli_run.h"
 
@@ -21,14 +22,7 @@
 
 static const char *CMD = "generate";
 
-typedef struct gen_args {
-    qhx_run_opts run;
-    const char *prompt;
-    const char *ids_arg;
-    const char *image;
-    bool chat;
-    bool print_ids;
-} gen_args;
+typedef qhx_generate_args gen_args;
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -47,8 +41,7 @@ static void usage(FILE *f) {
             QHX_RUN_OPTS_HELP);
 }
 
-/* Fill a from argv. Returns -1 to continue, else an exit code (help or usage error). */
-static int parse_args(int argc, char **argv, gen_args *a) {
+int qhx_generate_parse_args(int argc, char **argv, gen_args *a) {
     memset(a, 0, sizeof *a);
     qhx_run_opts_init(&a->run);
     for (int i = 1; i < argc; i++) {
@@ -126,12 +119,13 @@ static int print_id(void *user, qhx_token t, const char *text, size_t len) {
     (void)len;
     int *count = user;
     if (t >= 0) printf((*count)++ ? " %d" : "%d", t);
+    fflush(stdout); /* streamed, as text is */
     return 0;
 }
 
 int qhx_cmd_generate(int argc, char **argv) {
     gen_args a;
-    int rc = parse_args(argc, argv, &a);
+    int rc = qhx_generate_parse_args(argc, argv, &a);
     if (rc >= 0) return rc;
 
     qhx_error err = {0};
@@ -188,8 +182,8 @@ int qhx_cmd_generate(int argc, char **argv) {
     qhx_status grc = qhx_session_generate(s, &gp, &st, &err);
     printf("\n");
     fflush(stdout);
+    if (grc) goto fail; /* the error is the one stderr line (Ctrl-C included) */
     if (!a.run.quiet) qhx_run_print_stats(&st);
-    if (grc) goto fail;
     rc = QHX_EXIT_OK;
     goto done;
 fail:

@@ -5,6 +5,7 @@
  * --json prints one JSON document instead (built with jansson). This command reads internal
  * headers (io/manifest.h, io/safetensors.h): the public API has no inspection call yet. */
 #include "cli.h"
+#include "cli_args.h"
 
 #include "core/alloc.h"
 #include "io/manifest.h"
@@ -360,17 +361,17 @@ static int inspect_plan(const char *path, int as_json, int verify) {
 
 /* ---- entry ---------------------------------------------------------------------------- */
 
-int qhx_cmd_inspect(int argc, char **argv) {
+int qhx_inspect_parse_args(int argc, char **argv, qhx_inspect_args *x) {
+    memset(x, 0, sizeof *x);
     const char *path = NULL;
-    int as_json = 0, verify = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(stdout);
             return QHX_EXIT_OK;
         }
-        if (!strcmp(a, "--json")) as_json = 1;
-        else if (!strcmp(a, "--verify")) verify = 1;
+        if (!strcmp(a, "--json")) x->as_json = true;
+        else if (!strcmp(a, "--verify")) x->verify = true;
         else if (!strcmp(a, "--")) {
             if (i + 1 < argc && !path) path = argv[++i];
             if (i + 1 < argc) return qhx_cli_usage_error("inspect", "more than one PATH given");
@@ -380,6 +381,16 @@ int qhx_cmd_inspect(int argc, char **argv) {
     }
     if (!path) return qhx_cli_usage_error("inspect", "missing PATH");
     if (!path[0]) return qhx_cli_usage_error("inspect", "empty PATH");
+    x->path = path;
+    return -1;
+}
+
+int qhx_cmd_inspect(int argc, char **argv) {
+    qhx_inspect_args x;
+    int prc = qhx_inspect_parse_args(argc, argv, &x);
+    if (prc >= 0) return prc;
+    const char *path = x.path;
+    int as_json = x.as_json, verify = x.verify;
     if (has_suffix(path, ".safetensors") || has_suffix(path, ".safetensors.index.json"))
         return inspect_safetensors(path, as_json);
     return inspect_plan(path, as_json, verify);

@@ -4,12 +4,15 @@
  * through the single-token decode path. FILE gets little-endian float32 (n_ids, vocab).
  * --image (Qwen3-VL): the ids hold the image's pad tokens, which take its embeddings. */
 #include "cli.h"
+#include "cli_args.h"
 #include "cli_model.h"
+#include "cli_run.h"
 
 #include "core/alloc.h"
 #include "models/qwen3vl.h"
 #include "runtime/session.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -27,59 +30,70 @@ static void usage(FILE *f) {
             "  --threads N       worker threads (accepted; single-threaded for now)\n");
 }
 
-int qhx_cmd_logits(int argc, char **argv) {
-    const char *model_dir = NULL, *ids_arg = NULL, *out_path = NULL, *image = NULL;
-    int64_t prefill = -1, threads = 1;
+int qhx_logits_parse_args(int argc, char **argv, qhx_logits_args *a) {
+    memset(a, 0, sizeof *a);
+    const char *ids_arg = NULL;
+    int64_t prefill = -1;
+    a->threads = 1;
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+        const char *o = argv[i];
+        if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
             usage(stdout);
             return QHX_EXIT_OK;
         }
-        if (i + 1 >= argc) return qhx_cli_usage_error(CMD, "unknown option or missing value: '%s'", a);
+        if (i + 1 >= argc) return qhx_cli_usage_error(CMD, "unknown option or missing value: '%s'", o);
         const char *v = argv[++i];
-        if (!strcmp(a, "-m") || !strcmp(a, "--model")) model_dir = v;
-        else if (!strcmp(a, "--ids")) ids_arg = v;
-        else if (!strcmp(a, "--out")) out_path = v;
-        else if (!strcmp(a, "--image")) image = v;
-        else if (!strcmp(a, "--prefill")) {
+        if (!strcmp(o, "-m") || !strcmp(o, "--model")) a->model = v;
+        else if (!strcmp(o, "--ids")) ids_arg = v;
+        else if (!strcmp(o, "--out")) a->out = v;
+        else if (!strcmp(o, "--image")) a->image = v;
+        else if (!strcmp(o, "--prefill")) {
             if (qhx_cli_parse_i64(v, 0, INT32_MAX, &prefill)) return qhx_cli_usage_error(CMD, "--prefill: '%s' is not a count", v);
-        } else if (!strcmp(a, "--threads")) {
-            if (qhx_cli_parse_i64(v, 1, 4096, &threads)) return qhx_cli_usage_error(CMD, "--threads: '%s' is not in [1, 4096]", v);
+        } else if (!strcmp(o, "--threads")) {
+            if (qhx_cli_parse_i64(v, 1, 4096, &a->threads)) return qhx_cli_usage_error(CMD, "--threads: '%s' is not in [1, 4096]", v);
         } else
-            return qhx_cli_usage_error(CMD, "unknown option '%s'", a);
+            return qhx_cli_usage_error(CMD, "unknown option '%s'", o);
     }
-    if (!model_dir) return qhx_cli_usage_error(CMD, "missing -m MODEL");
+    if (!a->model) return qhx_cli_usage_error(CMD, "missing -m MODEL");
     if (!ids_arg) return qhx_cli_usage_error(CMD, "missing --ids");
-    if (!out_path) return qhx_cli_usage_error(CMD, "missing --out FILE");
-    int32_t *ids;
-    int64_t n_ids;
+    if (!a->out) return qhx_cli_usage_error(CMD, "missing --out FILE");
     char why[160];
-    if (qhx_cli_parse_ids(ids_arg, &ids, &n_ids, why, sizeof why)) return qhx_cli_usage_error(CMD, "--ids: %s", why);
-    if (prefill < 0) prefill = n_ids;
-    if (prefill > n_ids) {
-        qhx_free(ids);
-        return qhx_cli_usage_error(CMD, "--prefill %lld is more than the %lld ids", (long long)prefill, (long long)n_ids);
+    if (qhx_cli_parse_ids(ids_arg, &a->ids, &a->n_ids, why, sizeof why)) return qhx_cli_usage_error(CMD, "--ids: %s", why);
+    if (prefill < 0) prefill = a->n_ids;
+    if (prefill > a->n_ids) {
+        qhx_free(a->ids);
+        a->ids = NULL;
+        return qhx_cli_usage_error(CMD, "--prefill %lld is more than the %lld ids", (long long)prefill, (long long)a->n_ids);
     }
+    a->prefill = prefill;
+    return -1;
+}
+
+int qhx_cmd_logits(int argc, char **argv) {
+    qhx_logits_args a;
+    int prc = qhx_logits_parse_args(argc, argv, &a);
+    if (prc >= 0) return prc;
+    const char *model_dir = a.model, *out_path = a.out, *image = a.image;
+    int32_t *ids = a.ids;
+    int64_t n_ids = a.n_ids, prefill = a.prefill, threads = a.threads;
 
     int rc = QHX_EXIT_RUNTIME;
     qhx_error err = {0};
     qhx_model *m = NULL;
     qhx_session *s = NULL;
     float *rows = NULL;
-    FILE *f = NULL;
+    qhx_cli_out out = {0};
     qhx_vl_image im = {0};
     qhx_model_params mp = qhx_model_default_params();
     mp.n_threads = (int)threads;
     if (qhx_model_open(model_dir, &mp, &m, &err)) goto fail;
-    if (qhx_session_create(m, &(qhx_session_params){.n_ctx = n_ids}, &s, &err)) goto fail;
+    qhx_run_catch_sigint(); /* Ctrl-C: stop between layers, leave no output file, exit 130 */
+    qhx_session_params sp = {.n_ctx = n_ids, .abort_cb = qhx_run_interrupted};
+    if (qhx_session_create(m, &sp, &s, &err)) goto fail;
     if (qhx_cli_attach_image(m, s, image, ids, n_ids, &im, &err)) goto fail;
     int64_t V = qhx_session_n_vocab(s);
-    f = fopen(out_path, "wb");
-    if (!f) {
-        qhx_fail(&err, QHX_E_IO, "%s: cannot open for writing", out_path);
-        goto fail;
-    }
+    if (qhx_cli_out_open(&out, out_path, &err)) goto fail;
+    FILE *f = out.f;
     if (prefill > 0) {
         size_t bytes;
         if (!qhx_size_mul((size_t)prefill, (size_t)V * sizeof(float), &bytes) || !(rows = qhx_malloc(bytes))) {
@@ -93,19 +107,15 @@ int qhx_cmd_logits(int argc, char **argv) {
         if (qhx_session_decode(s, ids[i], &err)) goto fail;
         if (fwrite(qhx_session_logits(s), sizeof(float), (size_t)V, f) != (size_t)V) goto write_fail;
     }
-    if (fclose(f)) {
-        f = NULL;
-        goto write_fail;
-    }
-    f = NULL;
+    if (qhx_cli_out_commit(&out, &err)) goto fail;
     rc = QHX_EXIT_OK;
     goto done;
 write_fail:
-    qhx_fail(&err, QHX_E_IO, "%s: write failed", out_path);
+    qhx_fail(&err, QHX_E_IO, "%s: write failed: %s", out_path, strerror(errno));
 fail:
     rc = qhx_cli_runtime_error(CMD, &err);
 done:
-    if (f) fclose(f);
+    qhx_cli_out_abort(&out);
     qhx_free(rows);
     qhx_session_free(s);
     qhx_vl_image_deinit(&im);

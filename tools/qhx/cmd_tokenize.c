@@ -4,6 +4,7 @@
  *   qhx tokenize --tokenizer PATH --save-binary FILE
  * PATH is a tokenizer.json, a tokenizer.qhxtok, or a model folder holding one. */
 #include "cli.h"
+#include "cli_args.h"
 
 #include "core/alloc.h"
 #include "text/tokenizer.h"
@@ -110,9 +111,8 @@ static int run_jsonl(qhx_tok *tok) {
     return rc;
 }
 
-int qhx_cmd_tokenize(int argc, char **argv) {
-    const char *path = NULL, *save = NULL;
-    int jsonl = 0;
+int qhx_tokenize_parse_args(int argc, char **argv, qhx_tokenize_args *t) {
+    memset(t, 0, sizeof *t);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -120,23 +120,32 @@ int qhx_cmd_tokenize(int argc, char **argv) {
             return QHX_EXIT_OK;
         }
         if (!strcmp(a, "--jsonl")) {
-            jsonl = 1;
+            t->jsonl = true;
             continue;
         }
         if (!strcmp(a, "--tokenizer") || !strcmp(a, "--save-binary")) {
             if (i + 1 >= argc) return qhx_cli_usage_error(CMD, "%s needs a value", a);
-            if (!strcmp(a, "--tokenizer")) path = argv[++i];
-            else save = argv[++i];
+            if (!strcmp(a, "--tokenizer")) t->path = argv[++i];
+            else t->save = argv[++i];
             continue;
         }
         if (!strncmp(a, "--tokenizer=", 12)) {
-            path = a + 12;
+            t->path = a + 12;
             continue;
         }
         return qhx_cli_usage_error(CMD, "unknown argument '%s'", a);
     }
-    if (!path || !*path) return qhx_cli_usage_error(CMD, "missing --tokenizer PATH");
-    if (save && jsonl) return qhx_cli_usage_error(CMD, "--save-binary and --jsonl do not go together");
+    if (!t->path || !*t->path) return qhx_cli_usage_error(CMD, "missing --tokenizer PATH");
+    if (t->save && t->jsonl) return qhx_cli_usage_error(CMD, "--save-binary and --jsonl do not go together");
+    return -1;
+}
+
+int qhx_cmd_tokenize(int argc, char **argv) {
+    qhx_tokenize_args t;
+    int prc = qhx_tokenize_parse_args(argc, argv, &t);
+    if (prc >= 0) return prc;
+    const char *path = t.path, *save = t.save;
+    int jsonl = t.jsonl;
 
     qhx_error err = {0};
     qhx_tok *tok = NULL;

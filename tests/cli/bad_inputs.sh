@@ -1,0 +1,212 @@
+#!/usr/bin/env bash
+# The bad-input matrix of the model-running commands (generate, logits, embed-image, tokenize,
+# forge): missing, unreadable and non-regular files, damaged checkpoints (truncated, a tensor
+# missing or of the wrong dtype or shape), run plans naming missing artifacts or the wrong
+# family, a tokenizer larger than the embedding, context overflows, broken and extreme images,
+# invalid UTF-8, bad option values and failing writes. Each case must give the documented exit
+# code (docs/robustness.md), exactly one stderr line naming the problem, nothing on stdout, and
+# leave no output file (nor a temporary one) behind.
+# Run as: bash bad_inputs.sh BIN_DIR SHARED_DIR SOURCE_DIR
+set -uo pipefail
+QHX=$1/qhx
+FIX=$2/fixtures/parity
+SRC=$3
+FX=$FIX/qwen35-tiny-f32
+VL=$FIX/qwen3vl-tiny-f32
+[ -d "$FX" ] && [ -d "$VL" ] || { echo "bad_inputs: fixtures missing under $FIX: skipped"; exit 77; }
+command -v python3 >/dev/null || { echo "bad_inputs: python3 missing: skipped"; exit 77; }
+tmp=$(mktemp -d /tmp/qhx_bad_inputs.XXXXXX)
+trap 'chmod -R u+rwx "$tmp" 2>/dev/null; rm -rf "$tmp"' EXIT
+fail=0
+bad() { echo "FAIL: $*"; fail=1; }
+
+# check CODE NEEDLE ARGS...: qhx ARGS exits CODE with exactly one stderr line containing NEEDLE
+# and nothing on stdout. stdin comes from $IN (default /dev/null); runs at most 120 s (a hang fails).
+check() {
+  local want=$1 needle=$2
+  shift 2
+  timeout 120 "$QHX" "$@" <"${IN:-/dev/null}" >"$tmp/out" 2>"$tmp/err"
+  local rc=$? lines
+  lines=$(wc -l <"$tmp/err")
+  if [ "$rc" != "$want" ]; then bad "qhx $* -> exit $rc, want $want: $(head -c 300 "$tmp/err")"; return; fi
+  if [ "$lines" != 1 ]; then bad "qhx $* -> $lines stderr lines, want 1: $(head -c 600 "$tmp/err")"; return; fi
+  grep -qF -- "$needle" "$tmp/err" || { bad "qhx $* -> '$(cat "$tmp/err")' lacks '$needle'"; return; }
+  [ -s "$tmp/out" ] && { bad "qhx $* -> wrote to stdout: $(head -c 200 "$tmp/out")"; return; }
+  echo "ok: $(cat "$tmp/err")"
+}
+
+# no_output FILE: neither FILE nor a temporary FILE.tmp-* exists
+no_output() {
+  [ -e "$1" ] && bad "$1 was left behind"
+  ls "$1".tmp* >/dev/null 2>&1 && bad "a temporary $1.tmp* was left behind"
+  return 0
+}
+
+# hf_copy SRC DST: a checkpoint folder whose files are links to SRC's (replace some, then run)
+hf_copy() {
+  mkdir -p "$2"
+  for f in "$1"/*.json "$1"/model.safetensors; do ln -s "$f" "$2/"; done
+}
+
+# edit_st SRC DST PYTHON: rewrite the JSON header of safetensors SRC into DST; PYTHON edits `h`
+edit_st() {
+  python3 - "$1" "$2" "$3" <<'PY'
+import json, struct, sys
+src, dst, code = sys.argv[1:]
+b = open(src, "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+exec(code)
+j = json.dumps(h).encode()
+open(dst, "wb").write(struct.pack("<Q", len(j)) + j + b[8 + n:])
+PY
+}
+
+# ---- missing, unreadable and non-regular files ----------------------------------------------------
+check 1 "No such file" generate -m "$tmp/none" -p hi
+check 1 "No such file" generate -m "$tmp/none.json" -p hi
+check 1 "No such file" inspect "$tmp/none.safetensors"
+check 1 "No such file" tokenize --tokenizer "$tmp/none.json"
+check 1 "No such file" logits -m "$tmp/none" --ids 1,2 --out "$tmp/l.f32"
+no_output "$tmp/l.f32"
+check 1 "No such file" embed-image -m "$VL" --image "$tmp/none.png" --out "$tmp/e.f32"
+no_output "$tmp/e.f32"
+check 1 "No such file" generate -m "$VL" -p hi --chat --image "$tmp/none.png"
+check 1 "regular file" generate -m "$VL" -p hi --chat --image "$tmp"
+mkfifo "$tmp/fifo.safetensors" "$tmp/fifo.png" # a FIFO must be refused, not waited on
+check 1 "not a regular file" inspect "$tmp/fifo.safetensors"
+check 1 "regular file" embed-image -m "$VL" --image "$tmp/fifo.png" --out "$tmp/e.f32"
+no_output "$tmp/e.f32"
+hf_copy "$FX" "$tmp/noperm"
+rm "$tmp/noperm/config.json"
+cp "$FX/config.json" "$tmp/noperm/config.json"
+chmod 000 "$tmp/noperm/config.json"
+if [ "$(id -u)" = 0 ]; then
+  echo "bad_inputs: running as root, which reads any file: the unreadable-file case is skipped"
+else
+  check 1 "Permission denied" generate -m "$tmp/noperm" -p hi
+fi
+
+# ---- damaged checkpoints -------------------------------------------------------------------------
+hf_copy "$FX" "$tmp/trunc"
+rm "$tmp/trunc/model.safetensors"
+head -c 1000000 "$FX/model.safetensors" >"$tmp/trunc/model.safetensors"
+check 1 "file has 1000000 bytes" generate -m "$tmp/trunc" -p hi
+check 1 "file has 1000000 bytes" inspect "$tmp/trunc/model.safetensors"
+head -c 5 "$FX/model.safetensors" >"$tmp/trunc/model.safetensors"
+check 1 "too short for a safetensors header" generate -m "$tmp/trunc" -p hi
+
+T=model.language_model.layers.0.mlp.up_proj.weight
+hf_copy "$FX" "$tmp/missing"
+rm "$tmp/missing/model.safetensors"
+edit_st "$FX/model.safetensors" "$tmp/missing/model.safetensors" "del h['$T']"
+check 1 "'$T' is missing" generate -m "$tmp/missing" -p hi
+hf_copy "$FX" "$tmp/dtype"
+rm "$tmp/dtype/model.safetensors"
+edit_st "$FX/model.safetensors" "$tmp/dtype/model.safetensors" "h['$T']['dtype'] = 'I32'"
+check 1 "'$T'" generate -m "$tmp/dtype" -p hi
+hf_copy "$FX" "$tmp/shape"
+rm "$tmp/shape/model.safetensors"
+edit_st "$FX/model.safetensors" "$tmp/shape/model.safetensors" "h['$T']['shape'] = h['$T']['shape'][::-1]"
+check 1 "'$T'" generate -m "$tmp/shape" -p hi
+check 1 "'$T'" logits -m "$tmp/shape" --ids 1,2 --out "$tmp/l.f32"
+no_output "$tmp/l.f32"
+
+# ---- run plans -----------------------------------------------------------------------------------
+"$QHX" forge "$FX" "$tmp/bundle" --precision f16 --max-context 16 --quiet || bad "qhx forge (setup) failed"
+M=$(cd "$tmp/bundle" && ls ./*.json | grep -v -e config -e index -e tokenizer | head -1)
+M=${M#./}
+cp -r "$tmp/bundle" "$tmp/noart"
+rm "$tmp/noart/embed-f16.safetensors"
+check 1 "artifacts.embedding.file" generate -m "$tmp/noart/$M" -p hi
+cp -r "$tmp/bundle" "$tmp/fam"
+cp "$VL/config.json" "$tmp/fam/config.json"
+check 1 "does not match the model config" generate -m "$tmp/fam/$M" -p hi
+hf_copy "$FX" "$tmp/famhf" # a Qwen3-VL config over Qwen3.5 weights
+rm "$tmp/famhf/config.json"
+ln -s "$VL/config.json" "$tmp/famhf/config.json"
+check 1 "is missing" generate -m "$tmp/famhf" -p hi
+hf_copy "$FX" "$tmp/bigtok"
+rm "$tmp/bigtok/tokenizer.json"
+python3 - "$FX/tokenizer.json" "$tmp/bigtok/tokenizer.json" <<'PY'
+import json, sys
+t = json.load(open(sys.argv[1]))
+t["added_tokens"].append({"id": 1500, "content": "<|beyond|>", "single_word": False, "lstrip": False,
+                          "rstrip": False, "normalized": False, "special": True})
+json.dump(t, open(sys.argv[2], "w"))
+PY
+check 1 "embedding rows" generate -m "$tmp/bigtok" -p hi
+
+# ---- context limits (a plan with max_context 16) -------------------------------------------------
+check 1 "exceed the model's context of 16" generate -m "$tmp/bundle/$M" -p "one two three four five six seven eight nine ten eleven twelve" -n 2
+check 1 "exceed the model's context of 16" generate -m "$tmp/bundle/$M" -p hi -n 100
+check 1 "--ctx is 4" generate -m "$FX" --ids 1,2,3 -n 2 --ctx 4
+check 1 "context" logits -m "$tmp/bundle/$M" --ids "$(seq -s, 1 20)" --out "$tmp/l.f32"
+no_output "$tmp/l.f32"
+
+# ---- images --------------------------------------------------------------------------------------
+IMG=$SRC/tests/fuzz/corpus/image
+head -c 3000 "$VL/image-64x64.png" >"$tmp/trunc.png"
+head -c 4096 /dev/urandom >"$tmp/noise.png"
+for args in "--image $tmp/trunc.png" "--image $tmp/noise.png" "--image $IMG/png_huge_100000x100000" \
+            "--image $IMG/jpg_huge_65000x65000" "--image $IMG/jpg_truncated" "--image $IMG/empty"; do
+  # shellcheck disable=SC2086
+  check 1 "qhx embed-image: " embed-image -m "$VL" $args --out "$tmp/e.f32"
+  no_output "$tmp/e.f32"
+  # shellcheck disable=SC2086
+  check 1 "qhx generate: " generate -m "$VL" -p hi --chat $args -n 2
+done
+check 1 "exceeds" generate -m "$VL" -p hi --chat --image "$IMG/png_huge_100000x100000" -n 2
+check 1 "Qwen3-VL" embed-image -m "$FX" --image "$VL/image-64x64.png" --out "$tmp/e.f32"
+no_output "$tmp/e.f32"
+check 1 "Qwen3-VL" generate -m "$FX" -p hi --chat --image "$VL/image-64x64.png"
+# a 1x1 image is scaled up to the smallest size the model takes: it works
+"$QHX" embed-image -m "$VL" --image "$IMG/png_1x1" --out "$tmp/e.f32" 2>"$tmp/err" || bad "1x1 image: $(cat "$tmp/err")"
+size=$(stat -c %s "$tmp/e.f32" 2>/dev/null || echo 0)
+[ "$size" -gt 0 ] && [ $((size % (64 * 3 * 4))) = 0 ] || bad "1x1 image: embedding file of $size bytes"
+rm -f "$tmp/e.f32"
+
+# ---- text ----------------------------------------------------------------------------------------
+check 1 "not valid UTF-8" generate -m "$FX" -p $'ab\xff\xfecd'
+check 1 "offset 2" generate -m "$FX" -p $'ab\xc3(' --chat
+printf 'ab\xe2\x82' >"$tmp/bad.txt"
+IN=$tmp/bad.txt check 1 "not valid UTF-8" tokenize --tokenizer "$FX"
+check 1 "outside the vocabulary" generate -m "$FX" --ids 1,99999 -n 2
+check 1 "vocabulary" logits -m "$FX" --ids 1,5000 --out "$tmp/l.f32"
+no_output "$tmp/l.f32"
+check 1 "vocabulary" logits -m "$FX" --ids 1,2,5000 --prefill 2 --out "$tmp/l.f32" # after rows were written
+no_output "$tmp/l.f32"
+
+# ---- bad options and values (usage errors: exit 2) -----------------------------------------------
+check 2 "-n: '-1'" generate -m "$FX" -p hi -n -1
+check 2 "--top-p: '2'" generate -m "$FX" -p hi --top-p 2
+check 2 "--temp: 'nan'" generate -m "$FX" -p hi --temp nan
+check 2 "--threads" generate -m "$FX" -p hi --threads 100000
+check 2 "--ctx" generate -m "$FX" -p hi --ctx 0
+check 2 "--precision: 'int3'" forge "$FX" "$tmp/f" --precision int3
+check 2 "--lmhead: 'q2'" forge "$FX" "$tmp/f" --precision q4 --lmhead q2
+check 2 "--preset: 'huge'" forge --random qwen3_5 "$tmp/f" --preset huge
+no_output "$tmp/f"
+check 2 "unknown option '--bo?gus'" generate -m "$FX" -p hi --bo$'\n'gus # stays one line
+check 2 "--ids" logits -m "$FX" --ids 1,x --out "$tmp/l.f32"
+no_output "$tmp/l.f32"
+
+# ---- failing writes: a file-size limit makes every write past 64 KiB fail ------------------------
+# (SIGXFSZ ignored, so the write returns EFBIG): the command reports it and leaves nothing.
+limited() { (trap '' XFSZ; ulimit -f 64; "$@"); }
+check_limited() {
+  local want=$1 needle=$2
+  shift 2
+  limited "$QHX" "$@" </dev/null >"$tmp/out" 2>"$tmp/err"
+  local rc=$?
+  [ "$rc" = "$want" ] && [ "$(wc -l <"$tmp/err")" = 1 ] && grep -qF -- "$needle" "$tmp/err" && [ ! -s "$tmp/out" ] ||
+    { bad "limited qhx $* -> exit $rc: $(head -c 300 "$tmp/err")"; return; }
+  echo "ok: $(cat "$tmp/err")"
+}
+check_limited 1 "write failed" logits -m "$FX" --ids "$(seq -s, 1 40)" --out "$tmp/l.f32"
+no_output "$tmp/l.f32"
+check_limited 1 "qhx forge: " forge "$FX" "$tmp/fl" --precision f16 --quiet
+no_output "$tmp/fl"
+ls -d "$tmp"/fl.tmp-* >/dev/null 2>&1 && bad "forge left its staging folder after a failed write"
+
+exit $fail
