@@ -276,7 +276,8 @@ static qhx_status word(enc *e, const uint8_t *s, size_t n) {
         for (size_t i = 0; i < m; i++)
             if (!qhx_tok_ids_push(e->out, e->syms[i].id)) return nomem(e);
     }
-    if (cacheable) cache_put(e->cache, s, n, h, e->out->p + start, e->out->n - start);
+    /* out->p is NULL when nothing was ever pushed (every byte unknown), and NULL + 0 is undefined */
+    if (cacheable) cache_put(e->cache, s, n, h, e->out->p ? e->out->p + start : NULL, e->out->n - start);
     return QHX_OK;
 }
 
