@@ -537,10 +537,11 @@ typedef struct merge_batch {
 
 static qhx_status flush_merges(loader *ld, merge_batch *mb) {
     static const char *const what[3] = {"left token", "right token", "merged token"};
+    const char *base = mb->buf.p ? mb->buf.p : ""; /* NULL while every token so far was "" */
     for (int k = 0; k < mb->n; k++)
         for (int q = 0; q < 3; q++) {
             pending_merge *p = &mb->p[k];
-            p->h[q] = qhx_tok_hash(mb->buf.p + p->off[q], p->len[q]);
+            p->h[q] = qhx_tok_hash(base + p->off[q], p->len[q]);
             qhx_tok_vocab_prefetch(ld->tok, p->h[q], 0);
         }
     for (int k = 0; k < mb->n; k++)
@@ -557,7 +558,7 @@ static qhx_status flush_merges(loader *ld, merge_batch *mb) {
         pending_merge *p = &mb->p[k];
         int32_t id[3];
         for (int q = 0; q < 3; q++) {
-            const char *s = mb->buf.p + p->off[q];
+            const char *s = base + p->off[q];
             id[q] = qhx_tok_vocab_find_h(ld->tok, s, p->len[q], p->h[q]);
             if (id[q] < 0)
                 return qhx_fail(ld->err, QHX_E_FORMAT,
@@ -593,8 +594,14 @@ static qhx_status parse_merges(loader *ld, tok_merge_rec **out, size_t *n_out) {
         if (!qhx_tok_buf_reserve(&mb.buf, 16)) goto nomem; /* never a NULL buffer below */
         if (j->i < j->n && j->s[j->i] == '"') { /* legacy form "left right" */
             if ((rc = scan_string(j, &mb.buf))) goto fail;
-            char *s = mb.buf.p + off;
             size_t n = mb.buf.n - off;
+            if (n == 0) { /* "" (the buffer may still be NULL then: no pointer arithmetic on it) */
+                rc = qhx_fail(ld->err, QHX_E_FORMAT,
+                              "%s: model.merges: entry at byte %zu is not two tokens separated by one space",
+                              ld->name, p->at);
+                goto fail;
+            }
+            char *s = mb.buf.p + off;
             if (n >= 8 && !memcmp(s, "#version", 8)) { /* as the library skips such lines */
                 mb.buf.n = off;
                 goto next;

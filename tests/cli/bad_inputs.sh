@@ -182,6 +182,7 @@ check 2 "-n: '-1'" generate -m "$FX" -p hi -n -1
 check 2 "--top-p: '2'" generate -m "$FX" -p hi --top-p 2
 check 2 "--temp: 'nan'" generate -m "$FX" -p hi --temp nan
 check 2 "--threads" generate -m "$FX" -p hi --threads 100000
+check 2 "--threads: '1000'" logits -m "$FX" --ids 1 --out "$tmp/l.f32" --threads 1000
 check 2 "--ctx" generate -m "$FX" -p hi --ctx 0
 check 2 "--precision: 'int3'" forge "$FX" "$tmp/f" --precision int3
 check 2 "--lmhead: 'q2'" forge "$FX" "$tmp/f" --precision q4 --lmhead q2

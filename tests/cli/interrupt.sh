@@ -77,4 +77,16 @@ else
 fi
 [ "$rc" != 0 ] && [ -e "$tmp/l.f32" ] && bad "interrupted logits left its output file"
 ls "$tmp"/l.f32.tmp* >/dev/null 2>&1 && bad "interrupted logits left a temporary file"
+# ---- a second Ctrl-C exits at once: still no output file -----------------------------------------
+"$QHX" logits -m "$FX" --ids "$ids" --prefill 0 --out "$tmp/l2.f32" >/dev/null 2>"$tmp/l2.err" </dev/null &
+pid=$!
+sleep 1
+kill -INT "$pid" 2>/dev/null
+kill -INT "$pid" 2>/dev/null
+wait "$pid"
+rc=$?
+pid=
+[ "$rc" = 0 ] || [ "$rc" = 130 ] || bad "logits after two SIGINTs exited $rc: $(cat "$tmp/l2.err")"
+[ "$rc" != 0 ] && [ -e "$tmp/l2.f32" ] && bad "logits after two SIGINTs left its output file"
+ls "$tmp"/l2.f32.tmp* >/dev/null 2>&1 && bad "logits after two SIGINTs left a temporary file"
 exit $fail

@@ -53,5 +53,8 @@ typedef struct qhx_cli_out {
 qhx_status qhx_cli_out_open(qhx_cli_out *o /* OUT */, const char *path, qhx_error *err);
 qhx_status qhx_cli_out_commit(qhx_cli_out *o, qhx_error *err);
 void qhx_cli_out_abort(qhx_cli_out *o);
+/* For a signal handler about to _exit: remove the temporary file of the output being written,
+ * if any (async-signal-safe). */
+void qhx_cli_out_unlink_live(void);
 
 #endif

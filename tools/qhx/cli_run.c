@@ -125,7 +125,10 @@ static volatile sig_atomic_t interrupted;
 
 static void on_sigint(int sig) {
     (void)sig;
-    if (interrupted) _exit(QHX_EXIT_INTERRUPTED);
+    if (interrupted) {
+        qhx_cli_out_unlink_live(); /* no half-written output file (logits --out) */
+        _exit(QHX_EXIT_INTERRUPTED);
+    }
     interrupted = 1;
 }
 

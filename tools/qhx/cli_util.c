@@ -109,6 +109,14 @@ qhx_status qhx_cli_load_tokenizer(const char *path, struct qhx_tok **out, qhx_er
 
 /* ---- whole-or-nothing output files --------------------------------------------------------- */
 
+/* The temporary file being written (one at a time in this program), for the Ctrl-C exit path. */
+static char *volatile live_tmp;
+
+void qhx_cli_out_unlink_live(void) {
+    char *t = live_tmp;
+    if (t) unlink(t);
+}
+
 qhx_status qhx_cli_out_open(qhx_cli_out *o, const char *path, qhx_error *err) {
     memset(o, 0, sizeof *o);
     o->path = path;
@@ -129,6 +137,7 @@ qhx_status qhx_cli_out_open(qhx_cli_out *o, const char *path, qhx_error *err) {
         o->tmp = NULL;
         return rc;
     }
+    live_tmp = o->tmp;
     mode_t mask = umask(0); /* mkstemp makes 0600; give the file the usual permissions */
     umask(mask);
     fchmod(fd, 0666 & ~mask);
@@ -136,6 +145,7 @@ qhx_status qhx_cli_out_open(qhx_cli_out *o, const char *path, qhx_error *err) {
         qhx_status rc = qhx_fail(err, QHX_E_IO, "%s: cannot open for writing: %s", path, strerror(errno));
         close(fd);
         unlink(o->tmp);
+        live_tmp = NULL;
         qhx_free(o->tmp);
         o->tmp = NULL;
         return rc;
@@ -158,6 +168,7 @@ qhx_status qhx_cli_out_commit(qhx_cli_out *o, qhx_error *err) {
     else if (o->tmp && rename(o->tmp, o->path) != 0)
         rc = qhx_fail(err, QHX_E_IO, "%s: cannot rename into place: %s", o->path, strerror(errno));
     if (rc && o->tmp) unlink(o->tmp);
+    live_tmp = NULL;
     qhx_free(o->tmp);
     o->tmp = NULL;
     return rc;
@@ -166,6 +177,7 @@ qhx_status qhx_cli_out_commit(qhx_cli_out *o, qhx_error *err) {
 void qhx_cli_out_abort(qhx_cli_out *o) {
     if (o->f) fclose(o->f);
     if (o->tmp) unlink(o->tmp);
+    if (o->tmp) live_tmp = NULL;
     qhx_free(o->tmp);
     o->f = NULL;
     o->tmp = NULL;

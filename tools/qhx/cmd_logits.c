@@ -50,7 +50,7 @@ int qhx_logits_parse_args(int argc, char **argv, qhx_logits_args *a) {
         else if (!strcmp(o, "--prefill")) {
             if (qhx_cli_parse_i64(v, 0, INT32_MAX, &prefill)) return qhx_cli_usage_error(CMD, "--prefill: '%s' is not a count", v);
         } else if (!strcmp(o, "--threads")) {
-            if (qhx_cli_parse_i64(v, 1, 4096, &a->threads)) return qhx_cli_usage_error(CMD, "--threads: '%s' is not in [1, 4096]", v);
+            if (qhx_cli_parse_i64(v, 1, 512, &a->threads)) return qhx_cli_usage_error(CMD, "--threads: '%s' is not in [1, 512]", v);
         } else
             return qhx_cli_usage_error(CMD, "unknown option '%s'", o);
     }
