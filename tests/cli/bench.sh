@@ -31,6 +31,10 @@ done
   fail "bench --ctx: $(cat "$T/err")"
 grep -q '"ctx": 40,' "$T/json" && grep -q '"isa": "ref"' "$T/json" || fail "--ctx/--isa: $(cat "$T/json")"
 
+"$BIN" bench -m "$M" --ctx-compare 8,300 --tg 8 --reps 1 --bw-passes 0 --json >"$T/json" 2>"$T/err" ||
+  fail "bench --ctx-compare: $(cat "$T/err")"
+grep -q '"ratio_b_over_a": ' "$T/json" && [ "$(wc -l <"$T/json")" = 1 ] || fail "--ctx-compare json: $(cat "$T/json")"
+
 "$BIN" bench tokenizer --help >/dev/null 2>&1 || fail "bench tokenizer --help"
 "$BIN" bench --pp 4 >/dev/null 2>"$T/err"; [ $? = 2 ] && grep -q "MODEL is required" "$T/err" || fail "missing -m"
 "$BIN" bench -m "$M" --weights bogus >/dev/null 2>"$T/err"; [ $? = 2 ] || fail "bad --weights"

@@ -128,6 +128,9 @@ static void usage(FILE *f) {
                "  --pp N       prompt tokens for the prefill figure (default 512; 0: skip)\n"
                "  --tg N       tokens decoded one by one (default 128; 0: skip)\n"
                "  --ctx N      tokens of context before decoding (default: the prompt)\n"
+               "  --ctx-compare A,B  decode at A and at B tokens of context in the same run: two\n"
+               "               sessions filled to A and B, then --tg tokens each, decoded in\n"
+               "               alternating rounds of 8 so both see the same machine load\n"
                "  --threads N  worker threads (default 0: one per physical core)\n"
                "  --reps N     repetitions; figures are medians (default 3)\n"
                "  --weights    mmap (mapped, populated) or read (anonymous huge pages); default: the\n"
@@ -139,7 +142,7 @@ static void usage(FILE *f) {
 
 int qhx_bench_model(int argc, char **argv) {
     const char *model = NULL, *wname = "default", *isa_name = "best";
-    int64_t pp = 512, tg = 128, ctx = -1, threads = 0, reps = 3, bw_passes = 5;
+    int64_t pp = 512, tg = 128, ctx = -1, threads = 0, reps = 3, bw_passes = 5, cmp_a = -1, cmp_b = -1;
     int json = 0;
     qhx_model_params mp = qhx_model_default_params();
     for (int i = 1; i < argc; i++) {
@@ -174,6 +177,14 @@ int qhx_bench_model(int argc, char **argv) {
             else if (!strcmp(isa_name, "avx512")) mp.max_isa = QHX_ISA_AVX512;
             else if (!strcmp(isa_name, "best")) mp.max_isa = QHX_ISA_BEST;
             else return qhx_cli_usage_error(CMD, "--isa: expected ref, avx2, avx512 or best, got '%s'", isa_name);
+        } else if (!strcmp(a, "--ctx-compare") && has) {
+            const char *v = argv[++i], *comma = strchr(v, ',');
+            char head[32];
+            if (!comma || (size_t)(comma - v) >= sizeof head) return qhx_cli_usage_error(CMD, "--ctx-compare: expected A,B, got '%s'", v);
+            memcpy(head, v, (size_t)(comma - v));
+            head[comma - v] = '\0';
+            if (qhx_cli_parse_i64(head, 1, 1 << 22, &cmp_a) || qhx_cli_parse_i64(comma + 1, 1, 1 << 22, &cmp_b))
+                return qhx_cli_usage_error(CMD, "--ctx-compare: expected A,B, got '%s'", v);
         } else if (!strcmp(a, "--bw-passes") && has) {
             if (qhx_cli_parse_i64(argv[++i], 0, 100, &bw_passes)) return qhx_cli_usage_error(CMD, "--bw-passes: bad count '%s'", argv[i]);
         } else if (!strcmp(a, "--json")) {
@@ -183,8 +194,14 @@ int qhx_bench_model(int argc, char **argv) {
         }
     }
     if (!model) return qhx_cli_usage_error(CMD, "-m MODEL is required");
+    if (cmp_a > 0) { /* compare mode: no prompt figure; the decode figure is at A */
+        pp = 0;
+        ctx = cmp_a;
+        if (tg < 1) return qhx_cli_usage_error(CMD, "--ctx-compare needs --tg > 0");
+    }
     if (ctx < 0) ctx = pp;
     int64_t n_ctx = (pp > ctx ? pp : ctx) + tg;
+    if (cmp_b + tg > n_ctx) n_ctx = cmp_b + tg;
     if (n_ctx < 1) n_ctx = 1;
     mp.n_threads = (int)threads;
     mp.max_context = n_ctx;
@@ -192,10 +209,10 @@ int qhx_bench_model(int argc, char **argv) {
     qhx_error err = {0};
     int rc = QHX_EXIT_OK;
     double *load = calloc((size_t)reps, sizeof(double)), *pre = calloc((size_t)reps, sizeof(double));
-    double *dec = calloc((size_t)reps, sizeof(double));
+    double *dec = calloc((size_t)reps, sizeof(double)), *dec_b = calloc((size_t)reps, sizeof(double));
     int32_t *ids = malloc((size_t)(n_ctx > 0 ? n_ctx : 1) * sizeof *ids);
     qhx_pool *bw_pool = NULL;
-    if (!load || !pre || !dec || !ids) {
+    if (!load || !pre || !dec || !dec_b || !ids) {
         fprintf(stderr, "qhx %s: out of memory\n", CMD);
         rc = QHX_EXIT_RUNTIME;
         goto out;
@@ -234,13 +251,34 @@ int qhx_bench_model(int argc, char **argv) {
             goto out;
         }
         qhx_status st = QHX_OK;
+        qhx_session *s2 = NULL;
+        if (cmp_a > 0) {
+            /* two sessions at A and B tokens, decoded in alternating rounds of 8 tokens */
+            if ((st = qhx_session_create(m, &sp, &s2, &err)) == QHX_OK &&
+                (st = qhx_session_prefill(s, ids, cmp_a, NULL, &err)) == QHX_OK)
+                st = qhx_session_prefill(s2, ids, cmp_b, NULL, &err);
+            double ta = 0.0, tb = 0.0;
+            for (int64_t k0 = 0; k0 < tg && st == QHX_OK; k0 += 8) {
+                int64_t k1 = k0 + 8 < tg ? k0 + 8 : tg;
+                t = now_ms();
+                for (int64_t k = k0; k < k1 && st == QHX_OK; k++) st = qhx_session_decode(s, ids[cmp_a + k], &err);
+                ta += now_ms() - t;
+                t = now_ms();
+                for (int64_t k = k0; k < k1 && st == QHX_OK; k++) st = qhx_session_decode(s2, ids[cmp_b + k], &err);
+                tb += now_ms() - t;
+            }
+            dec[r] = (double)tg / (ta / 1e3);
+            dec_b[r] = (double)tg / (tb / 1e3);
+            qhx_session_free(s2);
+            tg = -tg; /* skip the plain decode below */
+        }
         if (pp > 0) {
             t = now_ms();
             st = qhx_session_prefill(s, ids, pp, NULL, &err);
             pre[r] = (double)pp / ((now_ms() - t) / 1e3);
         }
         /* context for decode: the prompt, or a fresh fill of ctx tokens */
-        if (st == QHX_OK && ctx != pp) {
+        if (st == QHX_OK && ctx != pp && tg > 0) {
             qhx_session_reset(s);
             if (ctx > 0) st = qhx_session_prefill(s, ids, ctx, NULL, &err);
         }
@@ -249,13 +287,17 @@ int qhx_bench_model(int argc, char **argv) {
             for (int64_t k = 0; k < tg && st == QHX_OK; k++) st = qhx_session_decode(s, ids[ctx + k], &err);
             dec[r] = (double)tg / ((now_ms() - t) / 1e3);
         }
+        if (tg < 0) tg = -tg;
         qhx_session_free(s);
         qhx_model_free(m);
         if (st) {
             rc = qhx_cli_runtime_error(CMD, &err);
             goto out;
         }
-        if (!json)
+        if (!json && cmp_a > 0)
+            fprintf(stderr, "rep %lld: load %.0f ms, decode %.2f tok/s at %lld context, %.2f tok/s at %lld\n",
+                    (long long)r + 1, load[r], dec[r], (long long)cmp_a, dec_b[r], (long long)cmp_b);
+        else if (!json)
             fprintf(stderr, "rep %lld: load %.0f ms, prefill %.2f tok/s, decode %.2f tok/s\n", (long long)r + 1,
                     load[r], pre[r], dec[r]);
     }
@@ -263,6 +305,7 @@ int qhx_bench_model(int argc, char **argv) {
     if (bw2 > bw) bw = bw2;
 
     double load_ms = median(load, (int)reps), pre_s = median(pre, (int)reps), dec_s = median(dec, (int)reps);
+    double dec_b_s = median(dec_b, (int)reps);
     double achieved = bytes * dec_s / 1e9, ratio = bw > 0 ? achieved / bw : 0.0;
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
@@ -273,9 +316,14 @@ int qhx_bench_model(int argc, char **argv) {
                "\"pp\": %lld, \"tg\": %lld, \"ctx\": %lld, \"reps\": %lld, "
                "\"load_ms\": %.1f, \"prefill_tok_s\": %.3f, \"decode_tok_s\": %.3f, \"bandwidth_gbs\": %.2f, "
                "\"decode_bytes_per_token\": %.0f, \"decode_gbs\": %.2f, \"roofline_ratio\": %.4f, "
-               "\"peak_rss_mb\": %.1f}\n",
+               "\"peak_rss_mb\": %.1f",
                model, family, isa_used, n_threads, wmode, (long long)pp, (long long)tg, (long long)ctx, (long long)reps,
                load_ms, pre_s, dec_s, bw, bytes, achieved, ratio, rss_mb);
+        if (cmp_a > 0)
+            printf(", \"ctx_a\": %lld, \"ctx_b\": %lld, \"decode_tok_s_a\": %.3f, \"decode_tok_s_b\": %.3f, "
+                   "\"ratio_b_over_a\": %.4f",
+                   (long long)cmp_a, (long long)cmp_b, dec_s, dec_b_s, dec_s > 0 ? dec_b_s / dec_s : 0.0);
+        printf("}\n");
     } else {
         printf("model %s (%s), isa %s, %d threads, weights %s, %lld reps (medians)\n", model, family, isa_used,
                n_threads, wmode, (long long)reps);
@@ -285,6 +333,9 @@ int qhx_bench_model(int argc, char **argv) {
         printf("  read bandwidth       %10.2f GB/s (best 1 GiB streaming read, all threads)\n", bw);
         printf("  bytes per token      %10.1f MB (decoder + lm-head)\n", bytes / 1e6);
         if (tg > 0) printf("  roofline             %10.1f %% (%.2f GB/s of weights)\n", 100.0 * ratio, achieved);
+        if (cmp_a > 0)
+            printf("  decode at %lld ctx %8.2f tok/s, at %lld ctx %.2f tok/s: ratio %.3f (alternating rounds)\n",
+                   (long long)cmp_a, dec_s, (long long)cmp_b, dec_b_s, dec_s > 0 ? dec_b_s / dec_s : 0.0);
         printf("  peak RSS             %10.1f MB\n", rss_mb);
     }
 out:
@@ -292,6 +343,7 @@ out:
     free(load);
     free(pre);
     free(dec);
+    free(dec_b);
     free(ids);
     return rc;
 }
