@@ -83,8 +83,8 @@ typedef enum qhx_isa { QHX_ISA_REF = 0, QHX_ISA_AVX2, QHX_ISA_AVX512, QHX_ISA_NE
 
 /* How weights reach memory. */
 typedef enum qhx_weights_mode {
-    QHX_WEIGHTS_DEFAULT = 0, /* read into ordinary memory (measured faster here: BENCHMARKS.md) */
-    QHX_WEIGHTS_MMAP = 1,    /* used in place from a read-only mapping */
+    QHX_WEIGHTS_DEFAULT = 0, /* QHX_WEIGHTS_READ: it decoded faster (BENCHMARKS.md, "Weights in memory") */
+    QHX_WEIGHTS_MMAP = 1,    /* used in place from a read-only mapping, populated at open */
     QHX_WEIGHTS_READ = 2     /* read into anonymous memory, huge pages where available */
 } qhx_weights_mode;
 
