@@ -23,7 +23,7 @@
 static const int64_t sizes[] = {1, 3, 15, 16, 17, 63, 64, 65, 257, 1000};
 static const int64_t q4cols[] = {32, 64, 96, 1024};
 
-#define V(f, F) {#f "_avx512(emulated)", F, emu_matvec_##f##_avx512, emu_matmul_##f##_avx512}
+#define V(f, F) {#f "_avx512(emulated)", F, emu_matvec_##f##_avx512, emu_matmul_##f##_avx512, 0}
 
 int main(void) {
     const kc_variant vs[] = {V(f32, QHX_W_F32), V(f16, QHX_W_F16), V(bf16, QHX_W_BF16),
