@@ -2,6 +2,8 @@
 #   make        Release build into build/bin (qhx, qhx_generate)
 #   make test   install deps, build Release + ASan/UBSan, run every CTest test in both
 #   make demo   install deps, build, run text generation on a small random demo model
+#   make test-tsan  ThreadSanitizer build, runs the tests labelled tsan (pool, sessions)
+#   make fuzz   clang libFuzzer build; runs every fuzz target FUZZ_TIME seconds (default 60)
 JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE    ?= cmake
 WERROR   ?= $(if $(CI),ON,OFF)
@@ -27,12 +29,28 @@ test-asan:
 	@$(CMAKE) -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DQHX_SANITIZE=ON -DQHX_WERROR=$(WERROR) $(CMFLAGS) >/dev/null
 	@$(CMAKE) --build build-asan -j $(JOBS)
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
-	  ctest --output-on-failure -j $(JOBS) -LE tsan
+	  ctest --output-on-failure -j $(JOBS)
 
 test-tsan:
 	@$(CMAKE) -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DQHX_TSAN=ON $(CMFLAGS) >/dev/null
 	@$(CMAKE) --build build-tsan -j $(JOBS)
 	cd build-tsan && ctest --output-on-failure -L tsan
+
+# New inputs go to build-fuzz/corpus/<name> (the committed seeds in tests/fuzz/corpus/<name> are
+# read, not written); a crash is saved as build-fuzz/crash-<name>-*: copy it into the committed
+# corpus once fixed, so every test run replays it.
+FUZZ_TIME ?= 60
+fuzz:
+	@CC=clang CXX=clang++ $(CMAKE) -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DQHX_LIBFUZZER=ON $(CMFLAGS) >/dev/null
+	@$(CMAKE) --build build-fuzz -j $(JOBS)
+	@set -e; for t in build-fuzz/bin/fuzz_*; do \
+	  case $$t in *_replay) continue;; esac; \
+	  n=$${t##*/fuzz_}; mkdir -p build-fuzz/corpus/$$n; \
+	  dict=; [ -f tests/fuzz/$$n.dict ] && dict=-dict=tests/fuzz/$$n.dict; \
+	  echo "fuzz $$n: $(FUZZ_TIME) s"; \
+	  $$t build-fuzz/corpus/$$n tests/fuzz/corpus/$$n $$dict -max_total_time=$(FUZZ_TIME) \
+	    -artifact_prefix=build-fuzz/crash-$$n- -print_final_stats=1 2>&1 | tail -n 25; \
+	done
 
 demo: deps build
 	@bash scripts/demo.sh

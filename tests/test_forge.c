@@ -346,6 +346,39 @@ static void test_convert(void) {
     CHECK_EQ(n_entries(base), 0);
 }
 
+/* A bundle is itself a sharded checkpoint (index + several files, lm_head.weight present): it
+ * converts again, and the untied lm-head is taken as it is. */
+static void test_sharded_input(void) {
+    char src[512], b1[300], b2[300];
+    snprintf(src, sizeof src, "%s/qwen35-tiny-f32", FIX);
+    snprintf(b1, sizeof b1, "%s/s1", base);
+    snprintf(b2, sizeof b2, "%s/s2", base);
+    qhx_error err;
+    qhx_forge_params p = {.precision = "f16"};
+    CHECK_EQ(qhx_forge_convert(src, b1, &p, &err), QHX_OK);
+    p.precision = "w8";
+    p.name = "again";
+    CHECK_EQ(qhx_forge_convert(b1, b2, &p, &err), QHX_OK);
+    qhx_st_set *a = NULL, *b = NULL;
+    CHECK_EQ(qhx_st_open(b1, &a, &err), QHX_OK);
+    CHECK_EQ(qhx_st_open(b2, &b, &err), QHX_OK);
+    if (a && b) {
+        int all = 1;
+        for (int64_t i = 0; i < qhx_st_n_tensors(a); i++)
+            all &= qhx_st_find(b, qhx_st_tensor_at(a, i)->name) != NULL;
+        CHECK(all);
+        const qhx_st_tensor *lm = qhx_st_find(a, "lm_head.weight");
+        CHECK(lm && matrix_close(b, "lm_head.weight", lm));
+        char m[600];
+        snprintf(m, sizeof m, "%s/again-1024.json", b2);
+        CHECK(qhx_path_is_file(m));
+    }
+    qhx_st_free(a);
+    qhx_st_free(b);
+    rm_flat(b1);
+    rm_flat(b2);
+}
+
 // ---- failures leave nothing ------------------------------------------------------------------------
 
 static int cancel_after;
@@ -416,6 +449,7 @@ int main(void) {
     }
     test_random();
     test_convert();
+    test_sharded_input();
     test_failures();
     rm_flat(base);
     return t_done("test_forge");

@@ -72,6 +72,9 @@ static void test_q8_bounds(void) {
             CHECK(worst_ok);
             CHECK(hit_max);
             CHECK_NEAR(s, amax / 127.0f, 0);
+            float s_only = -1;
+            CHECK_EQ(qhx_quant_q8_row(w, n, NULL, &s_only), 0);
+            CHECK(memcmp(&s_only, &s, 4) == 0);
         }
         qhx_free(w);
         qhx_free(back);
@@ -119,6 +122,9 @@ static void test_q4_bounds(void) {
             }
             CHECK(ok);
             CHECK(exact_max);
+            float sc_only[8];
+            CHECK_EQ(qhx_quant_q4_row(w, n, G, NULL, sc_only), 0);
+            CHECK(memcmp(sc_only, sc, (size_t)(n / G) * 4) == 0);
         }
     }
     /* nibble order: value i in the low nibble of byte i, value i + G/2 in the high nibble */
@@ -317,6 +323,15 @@ static void check_kernel(qhx_wfmt fmt, int64_t rows, int64_t cols, int64_t G) {
     }
     CHECK(same);
     CHECK(pad_nan);
+    /* row: the dequantized row, bit for bit */
+    float *wr = qhx_malloc((size_t)cols * 4);
+    int rows_same = 1;
+    for (int64_t r = 0; r < rows; r++) {
+        k.row[fmt](&w, r, wr);
+        if (memcmp(wr, Wd + r * cols, (size_t)cols * 4)) rows_same = 0;
+    }
+    CHECK(rows_same);
+    qhx_free(wr);
     qhx_free(y1);
     qhx_free(W);
     qhx_free(Wd);
@@ -343,6 +358,7 @@ static void test_kernels(void) {
     qhx_kern_ref_quant(&k);
     CHECK(k.matvec[QHX_W_Q8] == qhx_k_matvec_q8_ref && k.matvec[QHX_W_Q4] == qhx_k_matvec_q4_ref);
     CHECK(k.matmul[QHX_W_Q8] == qhx_k_matmul_q8_ref && k.matmul[QHX_W_Q4] == qhx_k_matmul_q4_ref);
+    CHECK(k.row[QHX_W_Q8] == qhx_k_row_q8_ref && k.row[QHX_W_Q4] == qhx_k_row_q4_ref);
     CHECK(k.matvec[QHX_W_F32] == NULL);
 }
 

@@ -139,8 +139,8 @@ static qhx_status write_plain(convert *c, qhx_stw *w, const tplan *pl, qhx_error
 }
 
 /* Q8 / Q4: quantize row by row; write either the codes (scales_part == 0) or the scales. The two
- * parts are separate tensors (scales come first in the file), so the rows are quantized once for
- * each part: cheap next to the I/O, and nothing of matrix size is ever held in memory. */
+ * parts are separate tensors (scales come first in the file), so the source is read once for
+ * each part (the scale pass computes scales only): nothing of matrix size is held in memory. */
 static qhx_status write_quant(convert *c, qhx_stw *w, const tplan *pl, int scales_part, qhx_error *err) {
     const qhx_st_tensor *t = pl->src;
     const int64_t cols = pl->cols, ng = pl->fmt == OUT_Q8 ? 1 : cols / QHX_Q4_GROUP;
@@ -151,9 +151,9 @@ static qhx_status write_quant(convert *c, qhx_stw *w, const tplan *pl, int scale
         int64_t nr = pl->rows - r0 < rows_per ? pl->rows - r0 : rows_per;
         for (int64_t r = 0; r < nr; r++) {
             load_f32(c, t, (r0 + r) * cols, cols, c->f32);
-            int bad = pl->fmt == OUT_Q8
-                          ? qhx_quant_q8_row(c->f32, cols, (int8_t *)c->q + r * row_bytes, c->scales + r)
-                          : qhx_quant_q4_row(c->f32, cols, QHX_Q4_GROUP, c->q + r * row_bytes, c->scales + r * ng);
+            uint8_t *q = scales_part ? NULL : c->q + r * row_bytes; /* scales only: skip the codes */
+            int bad = pl->fmt == OUT_Q8 ? qhx_quant_q8_row(c->f32, cols, (int8_t *)q, c->scales + r)
+                                        : qhx_quant_q4_row(c->f32, cols, QHX_Q4_GROUP, q, c->scales + r * ng);
             if (bad)
                 return qhx_fail(err, QHX_E_FORMAT, "%s: tensor '%s': row %lld holds a NaN or an infinity",
                                 qhx_st_file_path(c->set, t->file_index), t->name, (long long)(r0 + r));
@@ -416,6 +416,9 @@ static qhx_status write_manifests(convert *c, const char *hf_dir, qhx_error *err
     if (c->family == FORGE_QWEN3_VL) {
         if (c->w[ROLE_VISION]) n_modes = 2;
         else forge_job_log(&c->job, "no model.visual.* tensors: text manifest only");
+    } else if (c->w[ROLE_VISION]) {
+        forge_job_log(&c->job, "vision tower kept in %s; qwen3_5 runs text only, so no manifest uses it",
+                      c->fname[ROLE_VISION]);
     }
     for (int m = 0; m < n_modes; m++) { /* text first: the vlm manifest adds the vision artifact */
         char file[200];
@@ -460,7 +463,7 @@ static qhx_status read_config(convert *c, const char *hf_dir, qhx_error *err) {
     if (rc == QHX_OK) rc = qhx_json_get_str(c->config, "model_type", path, "", true, &mt, err);
     if (rc == QHX_OK) {
         if (!strcmp(mt, "qwen3_5") || !strcmp(mt, "qwen3_5_text")) c->family = FORGE_QWEN3_5;
-        else if (!strcmp(mt, "qwen3_vl")) c->family = FORGE_QWEN3_VL;
+        else if (!strcmp(mt, "qwen3_vl") || !strcmp(mt, "qwen3_vl_text")) c->family = FORGE_QWEN3_VL;
         else rc = qhx_fail(err, QHX_E_UNSUPPORTED, "%s: model_type '%s' (expected qwen3_5 or qwen3_vl)", path, mt);
     }
     qhx_free(path);

@@ -20,7 +20,8 @@
 
 /* ---- Q8: int8, symmetric, one f32 scale per row ----------------------------------------------
  * Quantize one row w[0..n) into q[0..n) and *scale. An all-zero row gets scale 0 and q = 0.
- * Returns 0, or -1 if the row holds a NaN or an infinity (q and *scale are then unspecified). */
+ * q may be NULL: only the scale is computed (the same value). Returns 0, or -1 if the row holds
+ * a NaN or an infinity (q and *scale are then unspecified). */
 int qhx_quant_q8_row(const float *w, int64_t n, int8_t *q /* OUT (n) */, float *scale /* OUT */);
 
 /* out[c] = scale * q[c] for c in [0, n). */
@@ -31,8 +32,9 @@ void qhx_dequant_q8_row(const int8_t *q, float scale, int64_t n, float *out /* O
  * [k*group/2, (k+1)*group/2); inside a group, byte i holds value i in its low nibble and value
  * i + group/2 in its high nibble. Nibble v in [0, 15] means the integer v - 8 in [-8, 7].
  * Scale of a group: d = m / -8 where m is the value of largest magnitude (the first one on ties),
- * so m itself is exact; d may be negative. Needs group even, n % group == 0.
- * Returns 0; -1 on a NaN/infinity or a bad group/n (outputs then unspecified). */
+ * so m itself is exact; d may be negative. Needs group even, n % group == 0. q may be NULL: only
+ * the scales are computed (the same values). Returns 0; -1 on a NaN/infinity or a bad group/n
+ * (outputs then unspecified). */
 int qhx_quant_q4_row(const float *w, int64_t n, int64_t group, uint8_t *q /* OUT (n/2) */,
                      float *scales /* OUT (n/group) */);
 
@@ -56,8 +58,13 @@ void qhx_k_matmul_q8_ref(const qhx_weight *w, const float *X, int64_t ldx, float
 void qhx_k_matmul_q4_ref(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy,
                          int64_t n, int64_t r0, int64_t r1);
 
-/* Install the four reference kernels above into k->matvec/matmul[QHX_W_Q8 / QHX_W_Q4]. Leaves
- * every other slot as it is; qhx_kern_select calls this before any SIMD override. */
+/* Row r of W dequantized to f32 -> out (cols,): exactly qhx_dequant_q8_row / _q4_row of that row
+ * (embedding lookup from a quantized table). */
+void qhx_k_row_q8_ref(const qhx_weight *w, int64_t r, float *out);
+void qhx_k_row_q4_ref(const qhx_weight *w, int64_t r, float *out);
+
+/* Install the six reference kernels above into k->matvec/matmul/row[QHX_W_Q8 / QHX_W_Q4].
+ * Leaves every other slot as it is; qhx_kern_select calls this before any SIMD override. */
 void qhx_kern_ref_quant(qhx_kernels *k);
 
 #endif

@@ -16,7 +16,7 @@ int qhx_quant_q8_row(const float *w, int64_t n, int8_t *q, float *scale) {
     }
     float d = amax / 127.0f;
     *scale = d;
-    for (int64_t c = 0; c < n; c++) {
+    for (int64_t c = 0; q && c < n; c++) {
         /* d == 0 also covers rows so small that amax / 127 underflows */
         float v = d != 0.0f ? nearbyintf(w[c] / d) : 0.0f;
         if (v > 127.0f) v = 127.0f;
@@ -52,6 +52,7 @@ int qhx_quant_q4_row(const float *w, int64_t n, int64_t group, uint8_t *q, float
         /* The largest-magnitude value maps to -8 exactly; the opposite extreme clamps to 7. */
         float d = m / -8.0f;
         scales[g] = d;
+        if (!q) continue;
         uint8_t *qg = q + g * half;
         for (int64_t i = 0; i < half; i++) {
             int nib[2];
@@ -128,9 +129,20 @@ void qhx_k_matmul_q4_ref(const qhx_weight *w, const float *X, int64_t ldx, float
     for (int64_t t = 0; t < n; t++) qhx_k_matvec_q4_ref(w, X + t * ldx, Y + t * ldy, r0, r1);
 }
 
+void qhx_k_row_q8_ref(const qhx_weight *w, int64_t r, float *out) {
+    qhx_dequant_q8_row((const int8_t *)w->data + r * w->cols, w->scales[r], w->cols, out);
+}
+
+void qhx_k_row_q4_ref(const qhx_weight *w, int64_t r, float *out) {
+    qhx_dequant_q4_row((const uint8_t *)w->data + r * qhx_q4_row_bytes(w->cols),
+                       w->scales + r * qhx_q4_row_groups(w->cols, w->group), w->cols, w->group, out);
+}
+
 void qhx_kern_ref_quant(qhx_kernels *k) {
     k->matvec[QHX_W_Q8] = qhx_k_matvec_q8_ref;
     k->matvec[QHX_W_Q4] = qhx_k_matvec_q4_ref;
     k->matmul[QHX_W_Q8] = qhx_k_matmul_q8_ref;
     k->matmul[QHX_W_Q4] = qhx_k_matmul_q4_ref;
+    k->row[QHX_W_Q8] = qhx_k_row_q8_ref;
+    k->row[QHX_W_Q4] = qhx_k_row_q4_ref;
 }

@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# qhx forge from the command line: usage errors, a refused existing output folder, Ctrl-C during a
+# large job (exit 130, nothing left behind), and a bf16 bundle of the bf16 parity fixture that the
+# model runs through the parity gate exactly like the fixture itself.
+# Run as: bash forge.sh BIN_DIR SHARED_DIR SOURCE_DIR
+set -uo pipefail
+BIN=$1
+SHARED=$2
+QHX=$BIN/qhx
+FX=$SHARED/fixtures/parity
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+bad() { echo "FAIL: $*"; fail=1; }
+
+expect_rc() { # expected-rc message-substring cmd...
+  local want=$1 needle=$2
+  shift 2
+  local out rc
+  out=$("$@" 2>&1)
+  rc=$?
+  [ "$rc" = "$want" ] || bad "'$*' exited $rc, expected $want: $out"
+  case "$out" in *"$needle"*) ;; *) bad "'$*' said '$out', expected '$needle'" ;; esac
+}
+
+# ---- usage ----------------------------------------------------------------------------------------
+expect_rc 2 "needs HF_DIR and OUT_DIR" "$QHX" forge
+expect_rc 2 "--precision" "$QHX" forge "$FX/qwen35-tiny-f32" "$tmp/x"
+expect_rc 2 "--preset" "$QHX" forge --random qwen3_5 "$tmp/x"
+expect_rc 2 "unknown option" "$QHX" forge --random qwen3_5 "$tmp/x" --preset tiny --bogus
+expect_rc 2 "--seed" "$QHX" forge --random qwen3_5 "$tmp/x" --preset tiny --seed -1
+expect_rc 0 "usage" "$QHX" forge --help
+expect_rc 1 "unknown family" "$QHX" forge --random llama "$tmp/x" --preset tiny
+expect_rc 1 "int3" "$QHX" forge "$FX/qwen35-tiny-f32" "$tmp/x" --precision int3
+[ -e "$tmp/x" ] && bad "a failed run left $tmp/x"
+
+# ---- output folder handling ---------------------------------------------------------------------
+mkdir "$tmp/exists"
+expect_rc 1 "already exists" "$QHX" forge "$FX/qwen35-tiny-f32" "$tmp/exists" --precision w8
+expect_rc 0 "wrote" "$QHX" forge --random qwen3_vl "$tmp/rvl" --preset tiny --seed 3
+expect_rc 0 "manifest" "$QHX" forge "$tmp/rvl" "$tmp/bvl" --precision q4 --name demo --max-context 256
+for f in demo-vlm-256.json demo-text-256.json decoder-q4.safetensors vision-w8.safetensors embed-f16.safetensors \
+         lmhead-w8.safetensors model.safetensors.index.json tokenizer.json config.json preprocessor_config.json; do
+  [ -f "$tmp/bvl/$f" ] || bad "bundle lacks $f"
+done
+ls -d "$tmp"/*.tmp-* >/dev/null 2>&1 && bad "a staging folder was left behind"
+for m in demo-vlm-256.json demo-text-256.json; do
+  "$QHX" inspect "$tmp/bvl/$m" --verify >"$tmp/inspect.txt" 2>&1 || bad "qhx inspect $m: $(cat "$tmp/inspect.txt")"
+done
+grep -q "vision-w8.safetensors" "$tmp/inspect.txt" && bad "the text manifest names the vision file"
+
+PY=
+for p in python3 /usr/bin/python3; do
+  if "$p" -c 'import numpy' 2>/dev/null; then PY=$p; break; fi
+done
+
+# ---- every precision: qhx inspect sees the documented dtype of every tensor ------------------------
+if [ -n "$PY" ]; then
+  for prec in f16 bf16 w8 q4; do
+    expect_rc 0 "wrote" "$QHX" forge "$FX/qwen35-tiny-f32" "$tmp/p-$prec" --precision $prec
+    "$QHX" inspect "$tmp/p-$prec" --json >"$tmp/p-$prec.json" || { bad "qhx inspect $prec"; continue; }
+    "$PY" - "$tmp/p-$prec.json" "$prec" <<'PY' || bad "tensor dtypes of the $prec bundle"
+import json, sys
+d = json.load(open(sys.argv[1])); prec = sys.argv[2]
+t = {x["name"]: x for x in d["tensors"]}
+lin = {"f16": "F16", "bf16": "BF16", "w8": "I8", "q4": "U8"}[prec]
+lm = {"f16": "F16", "bf16": "BF16", "w8": "I8", "q4": "I8"}[prec]
+emb = "BF16" if prec == "bf16" else "F16"
+errors = []
+def want(name, dt):
+    if name not in t: errors.append(name + " missing")
+    elif t[name]["dtype"] != dt: errors.append("%s is %s, expected %s" % (name, t[name]["dtype"], dt))
+for name, x in t.items():
+    if name.endswith(".qscale"):
+        want(name, "F32")
+    elif name == "lm_head.weight":
+        want(name, lm)
+    elif "embed_tokens" in name:
+        want(name, emb)
+    elif len(x["shape"]) == 2:
+        want(name, lin)
+        if lin in ("I8", "U8"): want(name + ".qscale", "F32")
+        sc = t.get(name + ".qscale", {}).get("shape")
+        if lin == "U8" and sc != [x["shape"][0], x["shape"][1] * 2 // 32]:
+            errors.append("%s: U8 %s with scales %s (expected one per 32 columns)" % (name, x["shape"], sc))
+        if lin == "I8" and sc != [x["shape"][0]]:
+            errors.append("%s: I8 %s with scales %s (expected one per row)" % (name, x["shape"], sc))
+    else:
+        want(name, "F32")
+    if name.startswith("mtp."): errors.append(name + " should be dropped")
+for e in errors: print(e)
+sys.exit(1 if errors else 0)
+PY
+  done
+fi
+
+# ---- Ctrl-C: exit 130, no output folder, no staging folder --------------------------------------
+# The 2b preset writes ~3.9 GB, long enough to interrupt; skipped when the disk is short.
+avail_kb=$(df -Pk "$tmp" | awk 'NR==2 {print $4}')
+if [ "${avail_kb:-0}" -gt 6000000 ]; then
+  "$QHX" forge --random qwen3_5 "$tmp/big" --preset 2b 2>"$tmp/big.err" &
+  pid=$!
+  for _ in $(seq 1 300); do # wait until weights are streaming (at most 30 s)
+    ls "$tmp"/big.tmp-*/model.safetensors.tmp-* >/dev/null 2>&1 && break
+    sleep 0.1
+  done
+  sleep 0.5
+  kill -INT "$pid"
+  wait "$pid"
+  rc=$?
+  [ "$rc" = 130 ] || bad "interrupted forge exited $rc, expected 130: $(cat "$tmp/big.err")"
+  grep -q "interrupted" "$tmp/big.err" || bad "interrupted forge said: $(cat "$tmp/big.err")"
+  [ -e "$tmp/big" ] && bad "an interrupted run left $tmp/big"
+  ls -d "$tmp"/big.tmp-* >/dev/null 2>&1 && bad "an interrupted run left its staging folder"
+else
+  echo "forge: less than 6 GB free: the Ctrl-C check is skipped"
+fi
+
+# ---- a bf16 bundle runs exactly like its bf16 checkpoint ----------------------------------------
+GATE=$SHARED/oracle/parity_gate.py
+if [ -n "$PY" ] && [ -f "$GATE" ] && "$QHX" --help | grep -q '^  logits'; then
+  fx=$FX/qwen35-tiny-bf16
+  expect_rc 0 "wrote" "$QHX" forge "$fx" "$tmp/b16" --precision bf16
+  out=$tmp/run
+  mkdir -p "$out"
+  "$PY" - "$fx" >"$tmp/plan" <<'PY'
+import json, os, sys
+fx = sys.argv[1]
+golden = json.load(open(os.path.join(fx, "golden.json")))["prompts"]
+for p in json.load(open(os.path.join(fx, "prompts.json"))):
+    ids, g = p["ids"], golden[p["name"]]["greedy"]
+    print("%s\t%d\t%d\t%s\t%s" % (p["name"], len(ids), len(g), ",".join(map(str, ids)),
+                                  ",".join(map(str, ids + g[:-1]))))
+PY
+  while IFS=$'\t' read -r name n_prompt n_gen prompt forced; do
+    "$QHX" logits -m "$tmp/b16" --ids "$forced" --prefill "$n_prompt" --out "$out/$name.logits.f32" || bad "logits $name"
+    gen=$("$QHX" generate -m "$tmp/b16" --ids "$prompt" -n "$n_gen" --greedy --ignore-eos --print-ids) || bad "generate $name"
+    "$PY" -c 'import json, sys; print(json.dumps({"greedy": [int(x) for x in sys.argv[1].split()]}))' \
+      "$gen" >"$out/$name.greedy.json"
+  done <"$tmp/plan"
+  "$PY" "$GATE" --fixture "$fx" --run "$out" || bad "the bf16 bundle fails the parity gate"
+else
+  echo "forge: no numpy, parity gate or 'qhx logits': the bundle run is skipped"
+fi
+
+[ "$fail" = 0 ] && echo "forge: all checks passed"
+exit $fail
