@@ -17,6 +17,9 @@
 #include "kernels/x86/x86.h"
 
 #define AI static inline __attribute__((always_inline))
+/* Constant-count loops over rows and tokens must unroll (accumulators stay in registers) at
+ * any optimisation level, not only -O3. */
+#define UNROLL _Pragma("GCC unroll 32")
 
 /* Stack room for one quantized activation row: cols int8 + cols / 32 scales. */
 #define QX_MAX_COLS 8192
@@ -78,6 +81,7 @@ AI void rows_q(const qhx_weight *w, const qx_row *qx, float *y, int64_t r, int R
     const uint8_t *p[4];
     const float *d[4];
     __m256 acc[4];
+    UNROLL
     for (int i = 0; i < R; i++) {
         p[i] = (const uint8_t *)w->data + (size_t)(r + i) * (size_t)(w->cols / 2);
         d[i] = w->scales + (r + i) * ng;
@@ -85,11 +89,13 @@ AI void rows_q(const qhx_weight *w, const qx_row *qx, float *y, int64_t r, int R
     }
     for (int64_t g = 0; g < ng; g++) {
         __m256i q = _mm256_load_si256((const __m256i *)(qx->q + 32 * g));
+        UNROLL
         for (int i = 0; i < R; i++) {
             __m256i c = q4_codes8(p[i] + 16 * g);
             acc[i] = q4_dot(c, _mm256_sign_epi8(c, c), q, d[i][g] * qx->dx[g], acc[i]);
         }
     }
+    UNROLL
     for (int i = 0; i < R; i++) y[r + i] = hsum8(acc[i]);
 }
 
