@@ -37,6 +37,11 @@ int main(void) {
                                  V(avx512, bf16, QHX_W_BF16), V(avx512, q8, QHX_W_Q8),
                                  V(avx512, q4, QHX_W_Q4)};
         kc_run_all(vs, 5, sizes, nsz, q4cols, nq4);
+        if (cpu.features & QHX_CPU_AVX512_VNNI) {
+            const kc_variant vi[] = {{"q4_i8x_avx512", QHX_W_Q4, qhx_k_matvec_q4_i8x_avx512,
+                                      qhx_k_matmul_q4_i8x_avx512, 1}};
+            kc_run_all(vi, 1, sizes, nsz, q4cols, nq4);
+        }
     } else {
         fprintf(stderr, "avx512: skipped, the CPU or OS lacks AVX-512 F/BW/VL/DQ\n");
     }
@@ -59,8 +64,12 @@ int main(void) {
     memset(&k, 0, sizeof k);
     qhx_kern_install_x86(&k, QHX_ISA_BEST, &cpu);
     qhx_kern_install_x86_i8x(&k, QHX_ISA_BEST, &cpu);
-    if (has2) CHECK(k.matvec[QHX_W_Q4] == qhx_k_matvec_q4_i8x_avx2);
-    qhx_kern_install_x86_i8x(&k, QHX_ISA_REF, &cpu);
+    qhx_matvec_fn i8x = has512 && (cpu.features & QHX_CPU_AVX512_VNNI) ? qhx_k_matvec_q4_i8x_avx512
+                                                                       : qhx_k_matvec_q4_i8x_avx2;
+    if (has2) CHECK(k.matvec[QHX_W_Q4] == i8x);
+    qhx_kern_install_x86_i8x(&k, QHX_ISA_REF, &cpu); /* REF: leaves the table as it is */
+    if (has2) CHECK(k.matvec[QHX_W_Q4] == i8x);
+    qhx_kern_install_x86_i8x(&k, QHX_ISA_AVX2, &cpu);
     if (has2) CHECK(k.matvec[QHX_W_Q4] == qhx_k_matvec_q4_i8x_avx2);
 
     /* a CPU without the features gets nothing */

@@ -43,9 +43,14 @@ void qhx_kern_install_x86_i8x(qhx_kernels *k, qhx_isa max_isa, const qhx_cpu_inf
         cpu = &detected;
     }
     if (max_isa != QHX_ISA_AVX2 && max_isa != QHX_ISA_AVX512 && max_isa != QHX_ISA_BEST) return;
-    if ((cpu->features & QHX_CPU_GROUP_AVX2) != QHX_CPU_GROUP_AVX2) return;
-    k->matvec[QHX_W_Q4] = qhx_k_matvec_q4_i8x_avx2;
-    k->matmul[QHX_W_Q4] = qhx_k_matmul_q4_i8x_avx2;
+    unsigned f = cpu->features, vnni = QHX_CPU_GROUP_AVX512 | QHX_CPU_AVX512_VNNI;
+    if (max_isa != QHX_ISA_AVX2 && (f & vnni) == vnni) {
+        k->matvec[QHX_W_Q4] = qhx_k_matvec_q4_i8x_avx512;
+        k->matmul[QHX_W_Q4] = qhx_k_matmul_q4_i8x_avx512;
+    } else if ((f & QHX_CPU_GROUP_AVX2) == QHX_CPU_GROUP_AVX2) {
+        k->matvec[QHX_W_Q4] = qhx_k_matvec_q4_i8x_avx2;
+        k->matmul[QHX_W_Q4] = qhx_k_matmul_q4_i8x_avx2;
+    }
 }
 
 #else
