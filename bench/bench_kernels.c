@@ -262,7 +262,9 @@ typedef struct variant {
     qhx_wfmt fmt;
     qhx_matvec_fn mv;
     qhx_matmul_fn mm;
+    const char *label; /* instead of the format name */
 } variant;
+static const char *vname(const variant *v) { return v->label ? v->label : fmt_name(v->fmt); }
 
 static fig bench_matvec(team *tm, const variant *v, int64_t rows, int64_t cols, int reps) {
     size_t bytes = wbytes(v->fmt, rows, cols);
@@ -282,6 +284,25 @@ static fig bench_matvec(team *tm, const variant *v, int64_t rows, int64_t cols, 
     }
     free(x), free(y);
     free_weights(w, ncopies);
+    return fig_of(wr, cr, reps);
+}
+
+/* Compute ceiling: a 256 x 2048 matrix that stays in L2, 1 thread; rate in G weights/s. */
+static fig bench_matvec_cached(const variant *v, int reps) {
+    const int64_t rows = 256, cols = 2048, calls = 200;
+    qhx_weight w[1];
+    if (make_weights(w, 1, v->fmt, rows, cols) != 0) return (fig){-1, -1};
+    float *x = malloc((size_t)cols * sizeof(float)), *y = malloc((size_t)rows * sizeof(float));
+    for (int64_t c = 0; c < cols; c++) x[c] = (float)(rnd() % 2001) * 1e-3f - 1.0f;
+    double wr[64], cr[64];
+    v->mv(w, x, y, 0, rows);
+    for (int r = 0; r < reps; r++) {
+        stamp s0 = stamp_now();
+        for (int64_t i = 0; i < calls; i++) v->mv(w, x, y, 0, rows);
+        rates(s0, (double)(rows * cols * calls) / 1e9, 1, &wr[r], &cr[r]);
+    }
+    free(x), free(y);
+    free_weights(w, 1);
     return fig_of(wr, cr, reps);
 }
 
@@ -322,12 +343,12 @@ int main(int argc, char **argv) {
     if (reps < 1) reps = 1;
     if (reps > 64) reps = 64;
 
-    variant vs[10];
+    variant vs[12];
     int nv = 0;
 #if defined(QHX_HAVE_X86)
     qhx_cpu_info cpu;
     qhx_cpu_detect(&cpu);
-#define ADD(isa, f, F) vs[nv++] = (variant){#isa, F, qhx_k_matvec_##f##_##isa, qhx_k_matmul_##f##_##isa}
+#define ADD(isa, f, F) vs[nv++] = (variant){#isa, F, qhx_k_matvec_##f##_##isa, qhx_k_matmul_##f##_##isa, NULL}
     if ((cpu.features & QHX_CPU_GROUP_AVX512) == QHX_CPU_GROUP_AVX512 &&
         (!want_isa || !strcmp(want_isa, "avx512"))) {
         ADD(avx512, f32, QHX_W_F32);
@@ -342,6 +363,7 @@ int main(int argc, char **argv) {
         ADD(avx2, bf16, QHX_W_BF16);
         ADD(avx2, q8, QHX_W_Q8);
         ADD(avx2, q4, QHX_W_Q4);
+        vs[nv++] = (variant){"avx2", QHX_W_Q4, qhx_k_matvec_q4_i8x_avx2, qhx_k_matmul_q4_i8x_avx2, "q4i8x"};
     }
 #undef ADD
 #endif
@@ -366,7 +388,12 @@ int main(int argc, char **argv) {
         printf("read bandwidth probe (1 GiB, %d thr): wall %.1f GB/s, cpu %.1f GB/s\n", nt, probe[nt].wall,
                probe[nt].cpu);
     }
-    printf("\n%-7s %-5s %-14s %3s %8s %8s %7s\n", "matvec", "fmt", "shape", "thr", "wall GB/s", "cpu GB/s",
+    printf("\n%-7s %-6s %-14s %3s %21s\n", "matvec", "fmt", "in L2", "thr", "cpu G weights/s");
+    for (int i = 0; i < nv; i++) {
+        fig g = bench_matvec_cached(&vs[i], reps);
+        printf("%-7s %-6s %-14s %3d %21.1f\n", vs[i].isa, vname(&vs[i]), "256x2048", 1, g.cpu);
+    }
+    printf("\n%-7s %-6s %-14s %3s %8s %8s %7s\n", "matvec", "fmt", "shape", "thr", "wall GB/s", "cpu GB/s",
            "cpu/probe");
     for (int i = 0; i < nv; i++)
         for (int s = 0; s < n_mv; s++)
@@ -379,12 +406,12 @@ int main(int argc, char **argv) {
                 char shape[32];
                 snprintf(shape, sizeof shape, "%lldx%lld", (long long)mv_shapes[s][0],
                          (long long)mv_shapes[s][1]);
-                if (g.wall < 0) printf("%-7s %-5s %-14s %3d   (out of memory)\n", vs[i].isa, fmt_name(vs[i].fmt), shape, nt);
-                else printf("%-7s %-5s %-14s %3d %9.1f %8.1f %6.0f%%\n", vs[i].isa, fmt_name(vs[i].fmt), shape, nt,
+                if (g.wall < 0) printf("%-7s %-6s %-14s %3d   (out of memory)\n", vs[i].isa, vname(&vs[i]), shape, nt);
+                else printf("%-7s %-6s %-14s %3d %9.1f %8.1f %6.0f%%\n", vs[i].isa, vname(&vs[i]), shape, nt,
                             g.wall, g.cpu, 100.0 * g.cpu / probe[nt].cpu);
                 fflush(stdout);
             }
-    printf("\n%-7s %-5s %-14s %4s %3s %12s %11s\n", "matmul", "fmt", "shape", "n", "thr", "wall GFLOP/s",
+    printf("\n%-7s %-6s %-14s %4s %3s %12s %11s\n", "matmul", "fmt", "shape", "n", "thr", "wall GFLOP/s",
            "cpu GFLOP/s");
     for (int i = 0; i < nv; i++)
         for (int in = 0; in < 2; in++)
@@ -394,7 +421,7 @@ int main(int argc, char **argv) {
                 team_init(&tm, nt);
                 fig g = bench_matmul(&tm, &vs[i], 6144, 2048, mm_ns[in], reps > 5 ? 5 : reps);
                 team_free(&tm);
-                printf("%-7s %-5s %-14s %4lld %3d %12.1f %11.1f\n", vs[i].isa, fmt_name(vs[i].fmt), "6144x2048",
+                printf("%-7s %-6s %-14s %4lld %3d %12.1f %11.1f\n", vs[i].isa, vname(&vs[i]), "6144x2048",
                        (long long)mm_ns[in], nt, g.wall, g.cpu);
                 fflush(stdout);
             }

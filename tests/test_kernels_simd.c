@@ -11,7 +11,7 @@
 static const int64_t sizes[] = {1, 3, 15, 16, 17, 63, 64, 65, 257, 1000, 2048};
 static const int64_t q4cols[] = {32, 64, 96, 1024, 2048};
 
-#define V(isa, f, F) {#f "_" #isa, F, qhx_k_matvec_##f##_##isa, qhx_k_matmul_##f##_##isa}
+#define V(isa, f, F) {#f "_" #isa, F, qhx_k_matvec_##f##_##isa, qhx_k_matmul_##f##_##isa, 0}
 
 int main(void) {
     qhx_cpu_info cpu;
@@ -24,6 +24,11 @@ int main(void) {
                                  V(avx2, bf16, QHX_W_BF16), V(avx2, q8, QHX_W_Q8),
                                  V(avx2, q4, QHX_W_Q4)};
         kc_run_all(vs, 5, sizes, nsz, q4cols, nq4);
+        const kc_variant vi[] = {{"q4_i8x_avx2", QHX_W_Q4, qhx_k_matvec_q4_i8x_avx2,
+                                  qhx_k_matmul_q4_i8x_avx2, 1}};
+        kc_run_all(vi, 1, sizes, nsz, q4cols, nq4);
+        static const int64_t wide[] = {8192, 8224}; /* the last that quantizes x, the first that does not */
+        kc_check_variant(&vi[0], sizes, 4, wide, 2, (const int[]){3}, 1);
     } else {
         fprintf(stderr, "avx2: skipped, the CPU or OS lacks AVX2/FMA/F16C\n");
     }
@@ -32,6 +37,11 @@ int main(void) {
                                  V(avx512, bf16, QHX_W_BF16), V(avx512, q8, QHX_W_Q8),
                                  V(avx512, q4, QHX_W_Q4)};
         kc_run_all(vs, 5, sizes, nsz, q4cols, nq4);
+        if (cpu.features & QHX_CPU_AVX512_VNNI) {
+            const kc_variant vi[] = {{"q4_i8x_avx512", QHX_W_Q4, qhx_k_matvec_q4_i8x_avx512,
+                                      qhx_k_matmul_q4_i8x_avx512, 1}};
+            kc_run_all(vi, 1, sizes, nsz, q4cols, nq4);
+        }
     } else {
         fprintf(stderr, "avx512: skipped, the CPU or OS lacks AVX-512 F/BW/VL/DQ\n");
     }
@@ -50,6 +60,18 @@ int main(void) {
         qhx_kern_install_x86(&k, QHX_ISA_AVX2, &cpu);
         CHECK(k.isa == QHX_ISA_AVX2 && k.matvec[QHX_W_F16] == qhx_k_matvec_f16_avx2);
     }
+    /* the opt-in int8-activation Q4 variant */
+    memset(&k, 0, sizeof k);
+    qhx_kern_install_x86(&k, QHX_ISA_BEST, &cpu);
+    qhx_kern_install_x86_i8x(&k, QHX_ISA_BEST, &cpu);
+    qhx_matvec_fn i8x = has512 && (cpu.features & QHX_CPU_AVX512_VNNI) ? qhx_k_matvec_q4_i8x_avx512
+                                                                       : qhx_k_matvec_q4_i8x_avx2;
+    if (has2) CHECK(k.matvec[QHX_W_Q4] == i8x);
+    qhx_kern_install_x86_i8x(&k, QHX_ISA_REF, &cpu); /* REF: leaves the table as it is */
+    if (has2) CHECK(k.matvec[QHX_W_Q4] == i8x);
+    qhx_kern_install_x86_i8x(&k, QHX_ISA_AVX2, &cpu);
+    if (has2) CHECK(k.matvec[QHX_W_Q4] == qhx_k_matvec_q4_i8x_avx2);
+
     /* a CPU without the features gets nothing */
     qhx_cpu_info none = cpu;
     none.features = 0;

@@ -138,4 +138,77 @@ static inline __m128i _mm_srli_epi16(__m128i a, int n) {
     return a;
 }
 
+/* ---- for q4i8x_avx512.c -------------------------------------------------------------------- */
+
+#define _MM_SHUFFLE(a, b, c, d) (((a) << 6) | ((b) << 4) | ((c) << 2) | (d))
+
+static inline __m256i _mm256_set1_epi8(char v) {
+    __m256i r;
+    memset(r.b, (unsigned char)v, 32);
+    return r;
+}
+
+static inline __m256i _mm256_zextsi128_si256(__m128i a) {
+    __m256i r;
+    memset(&r, 0, sizeof r);
+    memcpy(r.b, a.b, 16);
+    return r;
+}
+
+static inline __m256i _mm256_and_si256(__m256i a, __m256i b) {
+    for (int i = 0; i < 32; i++) a.b[i] &= b.b[i];
+    return a;
+}
+
+static inline __m256i _mm256_srli_epi16(__m256i a, int n) {
+    for (int i = 0; i < 16; i++) {
+        uint16_t h = (uint16_t)(a.b[2 * i] | a.b[2 * i + 1] << 8);
+        h = n > 15 ? 0 : (uint16_t)(h >> n);
+        a.b[2 * i] = (uint8_t)h;
+        a.b[2 * i + 1] = (uint8_t)(h >> 8);
+    }
+    return a;
+}
+
+/* Upper 256 bits undefined on hardware; zero here. */
+static inline __m512i _mm512_castsi256_si512(__m256i a) {
+    __m512i r;
+    memset(&r, 0, sizeof r);
+    memcpy(r.i, a.b, 32);
+    return r;
+}
+
+static inline __m512i _mm512_inserti64x4(__m512i a, __m256i b, int imm) {
+    memcpy((char *)a.i + 32 * (imm & 1), b.b, 32);
+    return a;
+}
+
+/* 128-bit lanes: dst 0, 1 from a, 2, 3 from b, each chosen by two bits of imm. */
+static inline __m512i _mm512_shuffle_i64x2(__m512i a, __m512i b, int imm) {
+    __m512i r;
+    for (int l = 0; l < 4; l++)
+        memcpy((char *)r.i + 16 * l, (const char *)(l < 2 ? a.i : b.i) + 16 * (imm >> (2 * l) & 3), 16);
+    return r;
+}
+
+static inline __m512i _mm512_load_si512(const void *p) { __m512i r; memcpy(r.i, p, 64); return r; }
+
+/* src + sum of the 4 products u8(a) * s8(b) in each 32-bit lane, wrapping (no saturation). */
+static inline __m512i _mm512_dpbusd_epi32(__m512i src, __m512i a, __m512i b) {
+    const uint8_t *ua = (const uint8_t *)a.i;
+    const int8_t *sb = (const int8_t *)b.i;
+    for (int l = 0; l < 16; l++) {
+        int32_t s = 0;
+        for (int k = 0; k < 4; k++) s += (int32_t)ua[4 * l + k] * sb[4 * l + k];
+        src.i[l] = (int32_t)((uint32_t)src.i[l] + (uint32_t)s);
+    }
+    return src;
+}
+
+static inline __m512 _mm512_mask_blend_ps(__mmask16 m, __m512 a, __m512 b) {
+    for (int i = 0; i < 16; i++)
+        if (m >> i & 1) a.f[i] = b.f[i];
+    return a;
+}
+
 #endif

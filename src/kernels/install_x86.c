@@ -36,6 +36,23 @@ void qhx_kern_install_x86(qhx_kernels *k, qhx_isa max_isa, const qhx_cpu_info *c
     }
 }
 
+void qhx_kern_install_x86_i8x(qhx_kernels *k, qhx_isa max_isa, const qhx_cpu_info *cpu) {
+    qhx_cpu_info detected;
+    if (!cpu) {
+        qhx_cpu_detect(&detected);
+        cpu = &detected;
+    }
+    if (max_isa != QHX_ISA_AVX2 && max_isa != QHX_ISA_AVX512 && max_isa != QHX_ISA_BEST) return;
+    unsigned f = cpu->features, vnni = QHX_CPU_GROUP_AVX512 | QHX_CPU_AVX512_VNNI;
+    if (max_isa != QHX_ISA_AVX2 && (f & vnni) == vnni) {
+        k->matvec[QHX_W_Q4] = qhx_k_matvec_q4_i8x_avx512;
+        k->matmul[QHX_W_Q4] = qhx_k_matmul_q4_i8x_avx512;
+    } else if ((f & QHX_CPU_GROUP_AVX2) == QHX_CPU_GROUP_AVX2) {
+        k->matvec[QHX_W_Q4] = qhx_k_matvec_q4_i8x_avx2;
+        k->matmul[QHX_W_Q4] = qhx_k_matmul_q4_i8x_avx2;
+    }
+}
+
 #else
 typedef int qhx_install_x86_unused; /* ISO C forbids an empty translation unit */
 #endif

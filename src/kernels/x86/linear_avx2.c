@@ -15,6 +15,9 @@
 #include "kernels/x86/x86.h"
 
 #define AI static inline __attribute__((always_inline))
+/* Constant-count loops over rows and tokens must unroll (accumulators stay in registers) at
+ * any optimisation level, not only -O3. */
+#define UNROLL _Pragma("GCC unroll 32")
 
 AI size_t esize(int fmt) { return fmt == QHX_W_F32 ? 4 : fmt == QHX_W_Q8 ? 1 : 2; }
 
@@ -69,16 +72,19 @@ AI void matvec_rows(const qhx_weight *w, const float *x, float *y, int64_t r, in
     const size_t es = esize(fmt);
     const uint8_t *p[8];
     __m256 acc[8];
+    UNROLL
     for (int i = 0; i < R; i++) {
         p[i] = (const uint8_t *)w->data + (size_t)(r + i) * (size_t)cols * es;
         acc[i] = _mm256_setzero_ps();
     }
     for (int64_t k = 0; k < kv; k += 8) {
         __m256 xv = _mm256_loadu_ps(x + k);
+        UNROLL
         for (int i = 0; i < R; i++) acc[i] = _mm256_fmadd_ps(ld8w(p[i] + k * es, fmt), xv, acc[i]);
     }
     if (cols > kv) {
         __m256 xv = ld8x_tail(x + kv, cols - kv);
+        UNROLL
         for (int i = 0; i < R; i++)
             acc[i] = _mm256_fmadd_ps(ld8w_tail(p[i] + kv * es, cols - kv, fmt), xv, acc[i]);
     }
@@ -92,6 +98,7 @@ AI void matvec_rows(const qhx_weight *w, const float *x, float *y, int64_t r, in
         _mm_storeu_ps(y + r, lo);
         _mm_storeu_ps(y + r + 4, hi);
     } else {
+        UNROLL
         for (int i = 0; i < R; i++) y[r + i] = hsum8(acc[i]) * row_scale(w, r + i, fmt);
     }
 }
@@ -114,33 +121,46 @@ AI void mm_tile(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int6
     const uint8_t *p[3];
     const float *xt[4];
     __m256 acc[3][4];
+    UNROLL
     for (int i = 0; i < R; i++) p[i] = (const uint8_t *)w->data + (size_t)(r + i) * (size_t)cols * es;
+    UNROLL
     for (int j = 0; j < T; j++) xt[j] = X + (t + j) * ldx;
+    UNROLL
     for (int i = 0; i < R; i++)
+        UNROLL
         for (int j = 0; j < T; j++) acc[i][j] = _mm256_setzero_ps();
     for (int64_t k = 0; k < kv; k += 8) {
         __m256 wv[3];
+        UNROLL
         for (int i = 0; i < R; i++) wv[i] = ld8w(p[i] + k * es, fmt);
+        UNROLL
         for (int j = 0; j < T; j++) {
             __m256 xv = _mm256_loadu_ps(xt[j] + k);
+            UNROLL
             for (int i = 0; i < R; i++) acc[i][j] = _mm256_fmadd_ps(wv[i], xv, acc[i][j]);
         }
     }
     if (cols > kv) {
         __m256 wv[3];
+        UNROLL
         for (int i = 0; i < R; i++) wv[i] = ld8w_tail(p[i] + kv * es, cols - kv, fmt);
+        UNROLL
         for (int j = 0; j < T; j++) {
             __m256 xv = ld8x_tail(xt[j] + kv, cols - kv);
+            UNROLL
             for (int i = 0; i < R; i++) acc[i][j] = _mm256_fmadd_ps(wv[i], xv, acc[i][j]);
         }
     }
+    UNROLL
     for (int i = 0; i < R; i++) {
         float s = row_scale(w, r + i, fmt);
         if (T == 4) {
             _Alignas(16) float v[4];
             _mm_store_ps(v, hsum8x4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]));
+            UNROLL
             for (int j = 0; j < 4; j++) Y[(t + j) * ldy + r + i] = v[j] * s;
         } else {
+            UNROLL
             for (int j = 0; j < T; j++) Y[(t + j) * ldy + r + i] = hsum8(acc[i][j]) * s;
         }
     }
@@ -201,12 +221,14 @@ AI void q4_matvec_rows(const qhx_weight *w, const float *x, float *y, int64_t r,
     const uint8_t *p[4];
     const float *d[4];
     __m256 acc[4];
+    UNROLL
     for (int i = 0; i < R; i++) {
         p[i] = (const uint8_t *)w->data + (size_t)(r + i) * (size_t)(w->cols / 2);
         d[i] = w->scales + (r + i) * ng;
         acc[i] = _mm256_setzero_ps();
     }
     for (int64_t g = 0; g < ng; g++) {
+        UNROLL
         for (int i = 0; i < R; i++) {
             __m256 wv[4];
             q4_codes(p[i] + 16 * g, wv);
@@ -216,6 +238,7 @@ AI void q4_matvec_rows(const qhx_weight *w, const float *x, float *y, int64_t r,
     if (R == 4) {
         _mm_storeu_ps(y + r, hsum8x4(acc[0], acc[1], acc[2], acc[3]));
     } else {
+        UNROLL
         for (int i = 0; i < R; i++) y[r + i] = hsum8(acc[i]);
     }
 }
@@ -234,26 +257,33 @@ AI void q4_tile(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int6
     const uint8_t *p[2];
     const float *d[2];
     __m256 acc[2][4];
+    UNROLL
     for (int i = 0; i < R; i++) {
         p[i] = (const uint8_t *)w->data + (size_t)(r + i) * (size_t)(w->cols / 2);
         d[i] = w->scales + (r + i) * ng;
+        UNROLL
         for (int j = 0; j < T; j++) acc[i][j] = _mm256_setzero_ps();
     }
     for (int64_t g = 0; g < ng; g++) {
+        UNROLL
         for (int i = 0; i < R; i++) {
             __m256 wv[4];
             q4_codes(p[i] + 16 * g, wv);
             __m256 dv = _mm256_broadcast_ss(d[i] + g);
+            UNROLL
             for (int j = 0; j < T; j++)
                 acc[i][j] = q4_step(wv, X + (t + j) * ldx + 32 * g, dv, acc[i][j]);
         }
     }
+    UNROLL
     for (int i = 0; i < R; i++) {
         if (T == 4) {
             _Alignas(16) float v[4];
             _mm_store_ps(v, hsum8x4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]));
+            UNROLL
             for (int j = 0; j < 4; j++) Y[(t + j) * ldy + r + i] = v[j];
         } else {
+            UNROLL
             for (int j = 0; j < T; j++) Y[(t + j) * ldy + r + i] = hsum8(acc[i][j]);
         }
     }

@@ -24,6 +24,13 @@
 #else
 #define AI static inline __attribute__((always_inline))
 #endif
+/* Constant-count loops over rows and tokens must unroll (accumulators stay in registers) at
+ * any optimisation level, not only -O3; the emulated build keeps them rolled. */
+#ifdef QHX_X86_EMU
+#define UNROLL
+#else
+#define UNROLL _Pragma("GCC unroll 32")
+#endif
 
 AI size_t esize(int fmt) { return fmt == QHX_W_F32 ? 4 : fmt == QHX_W_Q8 ? 1 : 2; }
 
@@ -55,7 +62,9 @@ AI __m512 ld16w_mask(const uint8_t *p, __mmask16 m, int fmt) {
 AI float hsum16(__m512 v) {
     float a[16];
     _mm512_storeu_ps(a, v);
+    UNROLL
     for (int i = 0; i < 8; i++) a[i] += a[i + 8];
+    UNROLL
     for (int i = 0; i < 4; i++) a[i] += a[i + 4];
     a[0] += a[2];
     a[1] += a[3];
@@ -74,19 +83,23 @@ AI void matvec_rows(const qhx_weight *w, const float *x, float *y, int64_t r, in
     const __mmask16 tail = (__mmask16)((1u << (cols - kv)) - 1u);
     const uint8_t *p[8];
     __m512 acc[8];
+    UNROLL
     for (int i = 0; i < R; i++) {
         p[i] = (const uint8_t *)w->data + (size_t)(r + i) * (size_t)cols * es;
         acc[i] = _mm512_setzero_ps();
     }
     for (int64_t k = 0; k < kv; k += 16) {
         __m512 xv = _mm512_loadu_ps(x + k);
+        UNROLL
         for (int i = 0; i < R; i++) acc[i] = _mm512_fmadd_ps(ld16w(p[i] + k * es, fmt), xv, acc[i]);
     }
     if (tail) {
         __m512 xv = _mm512_maskz_loadu_ps(tail, x + kv);
+        UNROLL
         for (int i = 0; i < R; i++)
             acc[i] = _mm512_fmadd_ps(ld16w_mask(p[i] + kv * es, tail, fmt), xv, acc[i]);
     }
+    UNROLL
     for (int i = 0; i < R; i++) y[r + i] = hsum16(acc[i]) * row_scale(w, r + i, fmt);
 }
 
@@ -110,28 +123,40 @@ AI void mm_tile(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int6
     const uint8_t *p[TR];
     const float *xt[TT];
     __m512 acc[TR][TT];
+    UNROLL
     for (int i = 0; i < R; i++) p[i] = (const uint8_t *)w->data + (size_t)(r + i) * (size_t)cols * es;
+    UNROLL
     for (int j = 0; j < T; j++) xt[j] = X + (t + j) * ldx;
+    UNROLL
     for (int i = 0; i < R; i++)
+        UNROLL
         for (int j = 0; j < T; j++) acc[i][j] = _mm512_setzero_ps();
     for (int64_t k = 0; k < kv; k += 16) {
         __m512 wv[TR];
+        UNROLL
         for (int i = 0; i < R; i++) wv[i] = ld16w(p[i] + k * es, fmt);
+        UNROLL
         for (int j = 0; j < T; j++) {
             __m512 xv = _mm512_loadu_ps(xt[j] + k);
+            UNROLL
             for (int i = 0; i < R; i++) acc[i][j] = _mm512_fmadd_ps(wv[i], xv, acc[i][j]);
         }
     }
     if (tail) {
         __m512 wv[TR];
+        UNROLL
         for (int i = 0; i < R; i++) wv[i] = ld16w_mask(p[i] + kv * es, tail, fmt);
+        UNROLL
         for (int j = 0; j < T; j++) {
             __m512 xv = _mm512_maskz_loadu_ps(tail, xt[j] + kv);
+            UNROLL
             for (int i = 0; i < R; i++) acc[i][j] = _mm512_fmadd_ps(wv[i], xv, acc[i][j]);
         }
     }
+    UNROLL
     for (int i = 0; i < R; i++) {
         float s = row_scale(w, r + i, fmt);
+        UNROLL
         for (int j = 0; j < T; j++) Y[(t + j) * ldy + r + i] = hsum16(acc[i][j]) * s;
     }
 }
@@ -186,18 +211,21 @@ AI void q4_matvec_rows(const qhx_weight *w, const float *x, float *y, int64_t r,
     const uint8_t *p[8];
     const float *d[8];
     __m512 acc[8];
+    UNROLL
     for (int i = 0; i < R; i++) {
         p[i] = (const uint8_t *)w->data + (size_t)(r + i) * (size_t)(w->cols / 2);
         d[i] = w->scales + (r + i) * ng;
         acc[i] = _mm512_setzero_ps();
     }
     for (int64_t g = 0; g < ng; g++) {
+        UNROLL
         for (int i = 0; i < R; i++) {
             __m512 wv[2];
             q4_codes(p[i] + 16 * g, wv);
             acc[i] = q4_step(wv, x + 32 * g, _mm512_set1_ps(d[i][g]), acc[i]);
         }
     }
+    UNROLL
     for (int i = 0; i < R; i++) y[r + i] = hsum16(acc[i]);
 }
 
@@ -214,21 +242,27 @@ AI void q4_tile(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int6
     const uint8_t *p[TR];
     const float *d[TR];
     __m512 acc[TR][TT];
+    UNROLL
     for (int i = 0; i < R; i++) {
         p[i] = (const uint8_t *)w->data + (size_t)(r + i) * (size_t)(w->cols / 2);
         d[i] = w->scales + (r + i) * ng;
+        UNROLL
         for (int j = 0; j < T; j++) acc[i][j] = _mm512_setzero_ps();
     }
     for (int64_t g = 0; g < ng; g++) {
+        UNROLL
         for (int i = 0; i < R; i++) {
             __m512 wv[2];
             q4_codes(p[i] + 16 * g, wv);
             __m512 dv = _mm512_set1_ps(d[i][g]);
+            UNROLL
             for (int j = 0; j < T; j++)
                 acc[i][j] = q4_step(wv, X + (t + j) * ldx + 32 * g, dv, acc[i][j]);
         }
     }
+    UNROLL
     for (int i = 0; i < R; i++)
+        UNROLL
         for (int j = 0; j < T; j++) Y[(t + j) * ldy + r + i] = hsum16(acc[i][j]);
 }
 
