@@ -2,10 +2,15 @@
  * shapes, next to a streaming-read bandwidth probe on the same machine.
  *
  *   qhx_bench_kernels [--threads N] [--reps N] [--isa avx2|avx512] [--no-lmhead] [--quick]
+ *                     [--matmul-only] [--runtime-split]
  *
  * matvec: GB/s = weight bytes / time. Each rep walks enough copies of the matrix (>= 512 MiB)
  * that the weights come from DRAM, as in decode where the other layers evict them.
- * matmul: GFLOP/s = 2 * rows * cols * n / time, one matrix (blocking keeps it in cache).
+ * matmul: GFLOP/s = 2 * rows * cols * n / time, one matrix (blocking keeps it in cache); for the
+ * int8-activation kernels the same count ("GFLOP/s-equivalent": integer multiply-adds count as
+ * f32 ones). Threads take one row range each, or with --runtime-split the pieces the runtime's
+ * linear layers use (models/par.c: rows / (8 threads), multiples of 16, claimed in turn), which
+ * makes each call smaller and is what prefill actually runs.
  * Every figure is the median of the reps; threads split rows and meet at a barrier per call, as
  * the runtime's pool does. The probe sums a 1 GiB buffer (SSE2 64-bit adds, baseline x86-64).
  *
@@ -26,6 +31,7 @@
 #include "core/cpu.h"
 #include "kernels/quant.h"
 #if defined(QHX_HAVE_X86)
+#include "kernels/x86/ops_x86.h"
 #include "kernels/x86/x86.h"
 #endif
 
@@ -183,6 +189,7 @@ typedef struct job {
     const float *x;
     float *y;
     int64_t n;
+    int64_t piece;        /* matmul: rows per piece, 0 = one range per thread */
 } job;
 
 static void rows_of(int64_t rows, int ti, int nt, int64_t *r0, int64_t *r1) {
@@ -203,9 +210,22 @@ static void matvec_fn(void *arg, int ti, int nt) {
 
 static void matmul_fn(void *arg, int ti, int nt) {
     job *j = arg;
+    const int64_t rows = j->w[0].rows;
+    if (j->piece > 0) { /* pieces dealt round-robin: the same split as a pool with no stragglers */
+        for (int64_t r0 = ti * j->piece; r0 < rows; r0 += nt * j->piece)
+            j->mm(&j->w[0], j->x, j->w[0].cols, j->y, rows, j->n, r0, r0 + j->piece < rows ? r0 + j->piece : rows);
+        return;
+    }
     int64_t r0, r1;
-    rows_of(j->w[0].rows, ti, nt, &r0, &r1);
-    j->mm(&j->w[0], j->x, j->w[0].cols, j->y, j->w[0].rows, j->n, r0, r1);
+    rows_of(rows, ti, nt, &r0, &r1);
+    j->mm(&j->w[0], j->x, j->w[0].cols, j->y, rows, j->n, r0, r1);
+}
+
+/* Rows per piece as models/par.c cuts a linear layer over nt threads. */
+static int64_t runtime_piece(int64_t rows, int nt) {
+    if (nt <= 1) return rows;
+    int64_t per = rows / (8 * nt);
+    return per < 16 ? 16 : per - per % 16;
 }
 
 static uint64_t rng = 0x2545f4914f6cdd1dull;
@@ -306,12 +326,13 @@ static fig bench_matvec_cached(const variant *v, int reps) {
     return fig_of(wr, cr, reps);
 }
 
-static fig bench_matmul(team *tm, const variant *v, int64_t rows, int64_t cols, int64_t n, int reps) {
+static fig bench_matmul(team *tm, const variant *v, int64_t rows, int64_t cols, int64_t n, int reps, int split) {
     qhx_weight w[1];
     if (make_weights(w, 1, v->fmt, rows, cols) != 0) return (fig){-1, -1};
     float *X = malloc((size_t)(n * cols) * sizeof(float)), *Y = malloc((size_t)(n * rows) * sizeof(float));
     for (int64_t i = 0; i < n * cols; i++) X[i] = (float)(rnd() % 2001) * 1e-3f - 1.0f;
-    job j = {.mm = v->mm, .w = w, .ncopies = 1, .x = X, .y = Y, .n = n};
+    job j = {.mm = v->mm, .w = w, .ncopies = 1, .x = X, .y = Y, .n = n,
+             .piece = split ? runtime_piece(rows, tm->nt) : 0};
     double wr[64], cr[64];
     team_run(tm, matmul_fn, &j);
     for (int r = 0; r < reps; r++) {
@@ -325,7 +346,7 @@ static fig bench_matmul(team *tm, const variant *v, int64_t rows, int64_t cols, 
 }
 
 int main(int argc, char **argv) {
-    int max_threads = 2, reps = 7, lmhead = 1, quick = 0;
+    int max_threads = 2, reps = 7, lmhead = 1, quick = 0, matmul_only = 0, split = 0;
     const char *want_isa = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--threads") && i + 1 < argc) max_threads = atoi(argv[++i]);
@@ -333,8 +354,11 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--isa") && i + 1 < argc) want_isa = argv[++i];
         else if (!strcmp(argv[i], "--no-lmhead")) lmhead = 0;
         else if (!strcmp(argv[i], "--quick")) quick = 1, reps = 3;
+        else if (!strcmp(argv[i], "--matmul-only")) matmul_only = 1;
+        else if (!strcmp(argv[i], "--runtime-split")) split = 1;
         else {
-            fprintf(stderr, "usage: %s [--threads N] [--reps N] [--isa avx2|avx512] [--no-lmhead] [--quick]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--threads N] [--reps N] [--isa avx2|avx512] [--no-lmhead] [--quick]\n"
+                            "       [--matmul-only] [--runtime-split]\n", argv[0]);
             return 2;
         }
     }
@@ -343,7 +367,7 @@ int main(int argc, char **argv) {
     if (reps < 1) reps = 1;
     if (reps > 64) reps = 64;
 
-    variant vs[12];
+    variant vs[16];
     int nv = 0;
 #if defined(QHX_HAVE_X86)
     qhx_cpu_info cpu;
@@ -364,6 +388,11 @@ int main(int argc, char **argv) {
         ADD(avx2, q8, QHX_W_Q8);
         ADD(avx2, q4, QHX_W_Q4);
         vs[nv++] = (variant){"avx2", QHX_W_Q4, qhx_k_matvec_q4_i8x_avx2, qhx_k_matmul_q4_i8x_avx2, "q4i8x"};
+        /* prefill only: the packed f32 GEMM installed today, and the int8-activation GEMM */
+        vs[nv++] = (variant){"avx2", QHX_W_Q8, NULL, qhx_k_matmul_q8_gemm_avx2, "q8gemm"};
+        vs[nv++] = (variant){"avx2", QHX_W_Q4, NULL, qhx_k_matmul_q4_gemm_avx2, "q4gemm"};
+        vs[nv++] = (variant){"avx2", QHX_W_Q8, NULL, qhx_k_matmul_q8_i8gemm_avx2, "q8i8gemm"};
+        vs[nv++] = (variant){"avx2", QHX_W_Q4, NULL, qhx_k_matmul_q4_i8gemm_avx2, "q4i8gemm"};
     }
 #undef ADD
 #endif
@@ -375,12 +404,13 @@ int main(int argc, char **argv) {
 
     static const int64_t mv_shapes[][2] = {{6144, 2048}, {2048, 6144}, {248320, 2048}};
     static const int64_t mm_ns[] = {64, 512};
+    static const int64_t mm_shapes[][2] = {{6144, 2048}, {2048, 6144}}; /* gate/up, down */
     int n_mv = lmhead ? 3 : 2;
 
     printf("qhx_bench_kernels: medians of %d reps (lm-head %d), threads 1..%d; wall = per elapsed "
            "second, cpu = per CPU second of each thread\n", reps, reps > 3 ? 3 : reps, max_threads);
     fig probe[MAX_THREADS + 1];
-    for (int nt = 1; nt <= max_threads; nt++) {
+    for (int nt = 1; nt <= max_threads && !matmul_only; nt++) {
         team tm;
         team_init(&tm, nt);
         probe[nt] = bandwidth_probe(&tm, reps);
@@ -388,15 +418,17 @@ int main(int argc, char **argv) {
         printf("read bandwidth probe (1 GiB, %d thr): wall %.1f GB/s, cpu %.1f GB/s\n", nt, probe[nt].wall,
                probe[nt].cpu);
     }
-    printf("\n%-7s %-6s %-14s %3s %21s\n", "matvec", "fmt", "in L2", "thr", "cpu G weights/s");
+    if (!matmul_only) printf("\n%-7s %-6s %-14s %3s %21s\n", "matvec", "fmt", "in L2", "thr", "cpu G weights/s");
     for (int i = 0; i < nv; i++) {
+        if (matmul_only || !vs[i].mv) continue;
         fig g = bench_matvec_cached(&vs[i], reps);
         printf("%-7s %-6s %-14s %3d %21.1f\n", vs[i].isa, vname(&vs[i]), "256x2048", 1, g.cpu);
     }
-    printf("\n%-7s %-6s %-14s %3s %8s %8s %7s\n", "matvec", "fmt", "shape", "thr", "wall GB/s", "cpu GB/s",
-           "cpu/probe");
+    if (!matmul_only)
+        printf("\n%-7s %-6s %-14s %3s %8s %8s %7s\n", "matvec", "fmt", "shape", "thr", "wall GB/s", "cpu GB/s",
+               "cpu/probe");
     for (int i = 0; i < nv; i++)
-        for (int s = 0; s < n_mv; s++)
+        for (int s = 0; s < n_mv && !matmul_only && vs[i].mv; s++)
             for (int nt = 1; nt <= max_threads; nt++) {
                 team tm;
                 team_init(&tm, nt);
@@ -411,19 +443,23 @@ int main(int argc, char **argv) {
                             g.wall, g.cpu, 100.0 * g.cpu / probe[nt].cpu);
                 fflush(stdout);
             }
-    printf("\n%-7s %-6s %-14s %4s %3s %12s %11s\n", "matmul", "fmt", "shape", "n", "thr", "wall GFLOP/s",
-           "cpu GFLOP/s");
-    for (int i = 0; i < nv; i++)
-        for (int in = 0; in < 2; in++)
-            for (int nt = 1; nt <= max_threads; nt++) {
-                if (quick && in == 1) continue;
-                team tm;
-                team_init(&tm, nt);
-                fig g = bench_matmul(&tm, &vs[i], 6144, 2048, mm_ns[in], reps > 5 ? 5 : reps);
-                team_free(&tm);
-                printf("%-7s %-6s %-14s %4lld %3d %12.1f %11.1f\n", vs[i].isa, vname(&vs[i]), "6144x2048",
-                       (long long)mm_ns[in], nt, g.wall, g.cpu);
-                fflush(stdout);
-            }
+    printf("\n%-7s %-8s %-14s %4s %3s %12s %11s   (%s)\n", "matmul", "fmt", "shape", "n", "thr", "wall GFLOP/s",
+           "cpu GFLOP/s", split ? "runtime split" : "one range per thread");
+    for (int s = 0; s < 2; s++)
+        for (int i = 0; i < nv; i++)
+            for (int in = 0; in < 2; in++)
+                for (int nt = 1; nt <= max_threads; nt++) {
+                    if (quick && (in == 1 || s == 1)) continue;
+                    team tm;
+                    team_init(&tm, nt);
+                    fig g = bench_matmul(&tm, &vs[i], mm_shapes[s][0], mm_shapes[s][1], mm_ns[in], reps > 5 ? 5 : reps,
+                                         split);
+                    team_free(&tm);
+                    char shape[32];
+                    snprintf(shape, sizeof shape, "%lldx%lld", (long long)mm_shapes[s][0], (long long)mm_shapes[s][1]);
+                    printf("%-7s %-8s %-14s %4lld %3d %12.1f %11.1f\n", vs[i].isa, vname(&vs[i]), shape,
+                           (long long)mm_ns[in], nt, g.wall, g.cpu);
+                    fflush(stdout);
+                }
     return 0;
 }

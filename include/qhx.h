@@ -88,10 +88,20 @@ typedef enum qhx_weights_mode {
     QHX_WEIGHTS_READ = 2     /* read into anonymous memory, huge pages where available */
 } qhx_weights_mode;
 
+/* Arithmetic of the prompt (prefill) matmul of w8 and q4 weights. Decode is not affected. */
+typedef enum qhx_prefill_math {
+    QHX_PREFILL_MATH_DEFAULT = 0, /* QHX_PREFILL_MATH_F32 (BENCHMARKS.md, "int8-activation prefill GEMM") */
+    QHX_PREFILL_MATH_F32 = 1,     /* f32 activations, weights widened to f32: float32 rounding only */
+    QHX_PREFILL_MATH_INT8 = 2     /* activations rounded to int8 per block of 32 columns, integer
+                                     dot products (AVX2; elsewhere the same as F32). Faster; the
+                                     error bound is in docs/formats.md */
+} qhx_prefill_math;
+
 typedef struct qhx_model_params {
     qhx_isa max_isa;          /* QHX_ISA_BEST by default */
     int n_threads;            /* 0: one per physical core */
     qhx_weights_mode weights; /* QHX_WEIGHTS_DEFAULT */
+    qhx_prefill_math prefill_math; /* QHX_PREFILL_MATH_DEFAULT */
     int64_t max_context;      /* 0: the run plan's max_context */
     const char *backend;      /* NULL or "cpu"; a QNN library path is refused (docs/backends.md) */
 } qhx_model_params;

@@ -62,3 +62,11 @@ void qhx_kern_select(qhx_isa max_isa, qhx_kernels *k) {
     (void)max_isa;
 #endif
 }
+
+void qhx_kern_use_int8_prefill(qhx_isa max_isa, qhx_kernels *k) {
+#if defined(QHX_HAVE_X86)
+    qhx_kern_install_x86_i8gemm(k, max_isa, NULL);
+#else
+    (void)max_isa, (void)k;
+#endif
+}

@@ -12,7 +12,8 @@
 #include <string.h>
 
 qhx_model_params qhx_model_default_params(void) {
-    qhx_model_params p = {.max_isa = QHX_ISA_BEST, .n_threads = 0, .weights = QHX_WEIGHTS_DEFAULT, .max_context = 0};
+    qhx_model_params p = {.max_isa = QHX_ISA_BEST, .n_threads = 0, .weights = QHX_WEIGHTS_DEFAULT,
+                          .prefill_math = QHX_PREFILL_MATH_DEFAULT, .max_context = 0};
     return p;
 }
 
@@ -74,6 +75,8 @@ qhx_status qhx_model_open(const char *path, const qhx_model_params *params, qhx_
         return qhx_fail(err, QHX_E_ARG, "n_threads %d is outside [0, %d]", p.n_threads, QHX_POOL_MAX_THREADS);
     if ((unsigned)p.weights > QHX_WEIGHTS_READ)
         return qhx_fail(err, QHX_E_ARG, "weights mode %d is not one of default, mmap, read", (int)p.weights);
+    if ((unsigned)p.prefill_math > QHX_PREFILL_MATH_INT8)
+        return qhx_fail(err, QHX_E_ARG, "prefill_math %d is not one of default, f32, int8", (int)p.prefill_math);
     if ((unsigned)p.max_isa > QHX_ISA_BEST) return qhx_fail(err, QHX_E_ARG, "max_isa %d is not an instruction set", (int)p.max_isa);
     if (p.max_context < 0) return qhx_fail(err, QHX_E_ARG, "max_context %lld is negative", (long long)p.max_context);
     const qhx_backend *be;
@@ -85,6 +88,7 @@ qhx_status qhx_model_open(const char *path, const qhx_model_params *params, qhx_
     m->params.backend = NULL; /* the caller's string need not outlive the call */
     m->backend = be;
     qhx_kern_select(p.max_isa, &m->kern);
+    if (p.prefill_math == QHX_PREFILL_MATH_INT8) qhx_kern_use_int8_prefill(p.max_isa, &m->kern);
     qhx_status rc = qhx_plan_open(path, &m->plan, err);
     if (rc) goto fail;
     if (!m->plan->config) {

@@ -21,6 +21,7 @@ const char QHX_RUN_OPTS_HELP[] =
     "  --isa ref|avx2|avx512|neon|best  force an instruction set (default best)\n"
     "  --ctx N              context size of the session (default: prompt + N)\n"
     "  --prefill chunked|decode  prompt through the chunked path (default) or token by token\n"
+    "  --prefill-math default|f32|int8  w8/q4 prompt matmul with f32 or int8 activations\n"
     "  --ignore-eos         do not stop at the model's stop tokens\n"
     "  --quiet              no speed line on stderr\n";
 
@@ -51,7 +52,7 @@ int qhx_run_parse_opt(const char *cmd, int argc, char **argv, int *i, qhx_run_op
     if (!strcmp(a, "--no-think")) { o->think = 0; return 1; }
     static const char *const valued[] = {"-m", "--model", "-n", "--temp", "--top-k", "--top-p", "--min-p",
                                          "--repeat-penalty", "--seed", "--threads", "--isa", "--ctx",
-                                         "--prefill", "--system"};
+                                         "--prefill", "--prefill-math", "--system"};
     int known = 0;
     for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) known |= !strcmp(a, valued[k]);
     if (!known) return 0;
@@ -91,6 +92,9 @@ int qhx_run_parse_opt(const char *cmd, int argc, char **argv, int *i, qhx_run_op
         if (!strcmp(v, "chunked")) o->prefill = QHX_PREFILL_CHUNKED;
         else if (!strcmp(v, "decode")) o->prefill = QHX_PREFILL_DECODE;
         else return qhx_cli_usage_error(cmd, "--prefill: '%s' is not chunked or decode", v);
+    } else if (!strcmp(a, "--prefill-math")) {
+        if (qhx_cli_parse_prefill_math(v, &o->prefill_math))
+            return qhx_cli_usage_error(cmd, "--prefill-math: '%s' is not default, f32 or int8", v);
     }
     return 1;
 }
@@ -99,6 +103,7 @@ qhx_model_params qhx_run_model_params(const qhx_run_opts *o) {
     qhx_model_params mp = qhx_model_default_params();
     mp.n_threads = (int)o->threads;
     mp.max_isa = o->isa;
+    mp.prefill_math = o->prefill_math;
     return mp;
 }
 

@@ -69,6 +69,16 @@ int qhx_cli_parse_f64(const char *s, double lo, double hi, double *out) {
     return 0;
 }
 
+int qhx_cli_parse_prefill_math(const char *s, qhx_prefill_math *out) {
+    static const char *const names[] = {"default", "f32", "int8"};
+    for (int i = 0; i < 3; i++)
+        if (s && !strcmp(s, names[i])) {
+            *out = (qhx_prefill_math)i;
+            return 0;
+        }
+    return -1;
+}
+
 /* A manifest or bundle: the run plan knows where its tokenizer is. */
 static qhx_status tokenizer_of_plan(const char *path, struct qhx_tok **out, qhx_error *err) {
     qhx_plan *plan = NULL;

@@ -123,7 +123,8 @@ static double decode_bytes(const qhx_model *m) {
 
 static void usage(FILE *f) {
     fprintf(f, "usage: qhx bench -m MODEL [--pp N] [--tg N] [--ctx N] [--threads N] [--reps N]\n"
-               "                 [--weights mmap|read] [--isa ref|avx2|avx512|best] [--json]\n"
+               "                 [--weights mmap|read] [--isa ref|avx2|avx512|best]\n"
+               "                 [--prefill-math default|f32|int8] [--json]\n"
                "       qhx bench tokenizer ...\n"
                "  --pp N       prompt tokens for the prefill figure (default 512; 0: skip)\n"
                "  --tg N       tokens decoded one by one (default 128; 0: skip)\n"
@@ -135,13 +136,15 @@ static void usage(FILE *f) {
                "  --reps N     repetitions; figures are medians (default 3)\n"
                "  --weights    mmap (mapped, populated) or read (anonymous huge pages); default: the\n"
                "               library default\n"
+               "  --prefill-math  w8/q4 prompt matmul with f32 or int8 activations (default: the\n"
+               "               library default)\n"
                "  --bw-passes N  streaming passes of 1 GiB for the bandwidth (default 5 before and 3\n"
                "               after the runs, the best counts; 0: skip, no roofline)\n"
                "  --json       one JSON object instead of the table\n");
 }
 
 int qhx_bench_model(int argc, char **argv) {
-    const char *model = NULL, *wname = "default", *isa_name = "best";
+    const char *model = NULL, *wname = "default", *isa_name = "best", *math_name = "default";
     int64_t pp = 512, tg = 128, ctx = -1, threads = 0, reps = 3, bw_passes = 5, cmp_a = -1, cmp_b = -1;
     int json = 0;
     qhx_model_params mp = qhx_model_default_params();
@@ -177,6 +180,10 @@ int qhx_bench_model(int argc, char **argv) {
             else if (!strcmp(isa_name, "avx512")) mp.max_isa = QHX_ISA_AVX512;
             else if (!strcmp(isa_name, "best")) mp.max_isa = QHX_ISA_BEST;
             else return qhx_cli_usage_error(CMD, "--isa: expected ref, avx2, avx512 or best, got '%s'", isa_name);
+        } else if (!strcmp(a, "--prefill-math") && has) {
+            math_name = argv[++i];
+            if (qhx_cli_parse_prefill_math(math_name, &mp.prefill_math))
+                return qhx_cli_usage_error(CMD, "--prefill-math: expected default, f32 or int8, got '%s'", math_name);
         } else if (!strcmp(a, "--ctx-compare") && has) {
             const char *v = argv[++i], *comma = strchr(v, ',');
             char head[32];
@@ -313,11 +320,12 @@ int qhx_bench_model(int argc, char **argv) {
     const char *wmode = mp.weights == QHX_WEIGHTS_MMAP ? "mmap" : mp.weights == QHX_WEIGHTS_READ ? "read" : "default";
     if (json) {
         printf("{\"model\": \"%s\", \"family\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"weights\": \"%s\", "
+               "\"prefill_math\": \"%s\", "
                "\"pp\": %lld, \"tg\": %lld, \"ctx\": %lld, \"reps\": %lld, "
                "\"load_ms\": %.1f, \"prefill_tok_s\": %.3f, \"decode_tok_s\": %.3f, \"bandwidth_gbs\": %.2f, "
                "\"decode_bytes_per_token\": %.0f, \"decode_gbs\": %.2f, \"roofline_ratio\": %.4f, "
                "\"peak_rss_mb\": %.1f",
-               model, family, isa_used, n_threads, wmode, (long long)pp, (long long)tg, (long long)ctx, (long long)reps,
+               model, family, isa_used, n_threads, wmode, math_name, (long long)pp, (long long)tg, (long long)ctx, (long long)reps,
                load_ms, pre_s, dec_s, bw, bytes, achieved, ratio, rss_mb);
         if (cmp_a > 0)
             printf(", \"ctx_a\": %lld, \"ctx_b\": %lld, \"decode_tok_s_a\": %.3f, \"decode_tok_s_b\": %.3f, "
@@ -325,8 +333,8 @@ int qhx_bench_model(int argc, char **argv) {
                    (long long)cmp_a, (long long)cmp_b, dec_s, dec_b_s, dec_s > 0 ? dec_b_s / dec_s : 0.0);
         printf("}\n");
     } else {
-        printf("model %s (%s), isa %s, %d threads, weights %s, %lld reps (medians)\n", model, family, isa_used,
-               n_threads, wmode, (long long)reps);
+        printf("model %s (%s), isa %s, %d threads, weights %s, prefill math %s, %lld reps (medians)\n", model,
+               family, isa_used, n_threads, wmode, math_name, (long long)reps);
         printf("  load                 %10.1f ms\n", load_ms);
         if (pp > 0) printf("  prefill (pp %lld)      %10.2f tok/s\n", (long long)pp, pre_s);
         if (tg > 0) printf("  decode (tg %lld, ctx %lld) %8.2f tok/s\n", (long long)tg, (long long)ctx, dec_s);

@@ -35,6 +35,14 @@ void qhx_kern_install_x86(qhx_kernels *k, qhx_isa max_isa, const qhx_cpu_info *c
  * allowed by max_isa and present. Thread-safe; writes only *k. */
 void qhx_kern_install_x86_i8x(qhx_kernels *k, qhx_isa max_isa, const qhx_cpu_info *cpu);
 
+/* Opt-in (qhx_model_params.prefill_math = QHX_PREFILL_MATH_INT8): where k holds the AVX2
+ * kernels (k->isa == QHX_ISA_AVX2), replace the Q8 and Q4 matmul slots (prefill) with the GEMM
+ * that quantizes the activations to int8 per block of 32 (gemm_i8_avx2.c: integer dot products,
+ * results within the bound given there instead of float32 noise). Decode (matvec) is left as
+ * it is. Does nothing unless AVX2 is allowed by max_isa and present (cpu NULL: detect here), or
+ * when k holds other kernels (an AVX-512 table keeps its own). Thread-safe; writes only *k. */
+void qhx_kern_install_x86_i8gemm(qhx_kernels *k, qhx_isa max_isa, const qhx_cpu_info *cpu);
+
 /* ---- AVX2 + FMA + F16C (linear_avx2.c) ----------------------------------------------------- */
 
 void qhx_k_matvec_f32_avx2(const qhx_weight *w, const float *x, float *y, int64_t r0, int64_t r1);
@@ -59,6 +67,13 @@ void qhx_k_matmul_q4_avx2(const qhx_weight *w, const float *X, int64_t ldx, floa
 void qhx_k_matvec_q4_i8x_avx2(const qhx_weight *w, const float *x, float *y, int64_t r0, int64_t r1);
 void qhx_k_matmul_q4_i8x_avx2(const qhx_weight *w, const float *X, int64_t ldx, float *Y,
                               int64_t ldy, int64_t n, int64_t r0, int64_t r1);
+
+/* ---- AVX2, Q8 / Q4 prefill GEMM with int8 activations (gemm_i8_avx2.c; opt-in) ------------ */
+
+void qhx_k_matmul_q8_i8gemm_avx2(const qhx_weight *w, const float *X, int64_t ldx, float *Y,
+                                 int64_t ldy, int64_t n, int64_t r0, int64_t r1);
+void qhx_k_matmul_q4_i8gemm_avx2(const qhx_weight *w, const float *X, int64_t ldx, float *Y,
+                                 int64_t ldy, int64_t n, int64_t r0, int64_t r1);
 
 /* ---- AVX-512 F/BW/VL/DQ (linear_avx512.c) -------------------------------------------------- */
 

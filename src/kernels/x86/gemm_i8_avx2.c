@@ -1,0 +1,367 @@
+/* kernels/x86/gemm_i8_avx2.c: prefill matmul of Q8 and Q4 weights with the activations quantized
+ * to int8 and integer dot products (AVX2). Built with -mavx2 -mfma -mf16c; installed only on
+ * request (qhx_kern_install_x86_i8gemm, reached through qhx_model_params.prefill_math), because
+ * its results differ from the f32-activation GEMM by the rounding of x bounded below.
+ *
+ * Activations: each token's row is cut into blocks of 32 columns (the Q4 groups); block b gets
+ * dx = max|x| / 127 (f32) and codes q = x * (1 / dx) rounded to nearest, ties to even
+ * (vcvtps2dq under the default MXCSR, as nearbyintf), in [-127, 127]; all 0 when max|x| = 0. So
+ * |x - q dx| <= dx / 2, plus the f32 rounding of x * (1 / dx) (< 2e-5 dx; below dx = 2^-120,
+ * where 1 / dx could overflow, x / dx by division). A block holding a
+ * NaN or an infinity gets dx = NaN, so the outputs it feeds are NaN, as in the f32 path. Each
+ * call quantizes the X rows it needs itself (its share of the work is ~1 / rows of the call).
+ *
+ * Layout: per call, weights are packed into panels of 16 rows x KC columns in which a 32-byte
+ * vector holds one "quad" (4 consecutive columns) of 8 rows. A token's quad is broadcast to all
+ * 8 lanes, so one vpmaddubsw + vpmaddwd multiplies 8 rows x 4 columns and leaves one int32 per
+ * row: lanes are rows, and no horizontal sum is ever needed. The register tile is TT tokens x
+ * 16 rows; each panel vector loaded is used by TT tokens, each broadcast by 16 rows.
+ *
+ * Integer products (vpmaddubsw multiplies unsigned by signed bytes and adds pairs into int16
+ * with saturation; the bounds show it never saturates):
+ *   Q8: the unsigned side is |w| (<= 127, as forge never writes -128) and x takes the sign of w
+ *       (vpsignb; 0 where w = 0): |w| sign(x, w) = w x. A pair is at most 2 * 127 * 127 = 32258
+ *       < 32767. vpmaddwd with ones widens the pairs to int32, one per quad; a block sums to at
+ *       most 32 * 127 * 127 = 516128.
+ *   Q4: the stored nibble c = v + 8 is already unsigned, so no sign step: vpmaddubsw(c, q). A
+ *       pair is at most 2 * 15 * 127 = 3810, so a block's 8 quads add up in int16 (<= 30480) and
+ *       are widened once per block; then sum (c - 8) q = sum c q - 8 sum q, with 8 sum q per
+ *       token and block computed when x is quantized. Exact; one instruction less per quad than
+ *       the sign step would cost.
+ * Scaling: each block's int32 sum is converted to f32 and accumulated by one FMA per block, in
+ * column order: Q8 acc += isum * dx[b], times scale[r] after the last block; Q4 acc += isum *
+ * (d[r, b] * dx[b]). Partial sums are stored to Y between column blocks (exactly), so output
+ * (t, r) depends only on row r of W and row t of X: never on [r0, r1), n or the tiling.
+ * Error against exact arithmetic on the given x: at most sum_c |W'[r, c]| * dx[c / 32] / 2 from
+ * the rounding of x, plus float32 rounding of the block sums.
+ *
+ * Shapes without this path (cols not a multiple of 32, Q4 groups other than 32) go to the f32
+ * packed GEMM (gemm_avx2.c). */
+#include <immintrin.h>
+#include <string.h>
+
+#include "kernels/x86/ops_x86.h"
+#include "kernels/x86/x86.h"
+
+#define AI static inline __attribute__((always_inline))
+/* Constant-count loops over tokens and row halves must unroll (accumulators in registers) at
+ * any optimisation level, not only -O3. */
+#define UNROLL _Pragma("GCC unroll 32")
+/* The quad loop must stay a loop: unrolled, the compiler reassociates the integer sums into
+ * trees whose partial products no longer fit in 16 registers (2x slower, measured). */
+#define NO_UNROLL _Pragma("GCC unroll 1")
+
+#define KC 256         /* columns per column block */
+#define NBK (KC / 32)  /* quantization blocks per column block */
+#ifndef TC
+#define TC 128         /* tokens per chunk: quantized once, weights packed once per chunk */
+#endif
+#define NR 16          /* rows per panel: two vectors of 8 row lanes */
+#ifndef TT_Q8
+#define TT_Q8 4        /* tokens per register tile: 8 int32 sums + 2 panel vectors + |w| */
+#endif
+#ifndef TT_Q4
+#define TT_Q4 4
+#endif
+#define TT_MAX 6
+
+// ---- activations: int8 codes per block of 32 --------------------------------------------------
+
+/* TC tokens x KC columns of X, quantized (40 KB on the stack). */
+typedef struct xq_chunk {
+    _Alignas(32) int8_t q[TC][KC];
+    float dx[TC][NBK];      /* block scale: max|x| / 127 */
+    int32_t sum8[TC][NBK];  /* 8 * sum of the block's codes (the Q4 nibble offset) */
+} xq_chunk;
+
+AI int32_t hsum_epi32(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+    return _mm_cvtsi128_si32(s);
+}
+
+/* 32 values of x -> 32 codes at q, the block scale and 8 * the sum of the codes. */
+AI void quantize_block(const float *x, int8_t *q, float *dx, int32_t *sum8) {
+    const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    __m256 v0 = _mm256_loadu_ps(x), v1 = _mm256_loadu_ps(x + 8);
+    __m256 v2 = _mm256_loadu_ps(x + 16), v3 = _mm256_loadu_ps(x + 24);
+    __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_and_ps(v0, abs_mask), _mm256_and_ps(v1, abs_mask)),
+                             _mm256_max_ps(_mm256_and_ps(v2, abs_mask), _mm256_and_ps(v3, abs_mask)));
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_movehdup_ps(h));
+    float d = _mm_cvtss_f32(h) / 127.0f;
+    __m256i i0, i1, i2, i3;
+    if (d >= 0x1p-120f || !(d == d)) { /* the usual case: 1 / d is finite (or d is NaN) */
+        __m256 s = _mm256_set1_ps(1.0f / d);
+        i0 = _mm256_cvtps_epi32(_mm256_mul_ps(v0, s)), i1 = _mm256_cvtps_epi32(_mm256_mul_ps(v1, s));
+        i2 = _mm256_cvtps_epi32(_mm256_mul_ps(v2, s)), i3 = _mm256_cvtps_epi32(_mm256_mul_ps(v3, s));
+    } else if (d > 0.0f) { /* tiny: 1 / d may overflow, divide instead */
+        __m256 s = _mm256_set1_ps(d);
+        i0 = _mm256_cvtps_epi32(_mm256_div_ps(v0, s)), i1 = _mm256_cvtps_epi32(_mm256_div_ps(v1, s));
+        i2 = _mm256_cvtps_epi32(_mm256_div_ps(v2, s)), i3 = _mm256_cvtps_epi32(_mm256_div_ps(v3, s));
+    } else { /* all zeros */
+        i0 = i1 = i2 = i3 = _mm256_setzero_si256();
+    }
+    /* |x * id| <= 127 (plus rounding), so the saturating packs never clip; the packs interleave
+     * 32-bit pieces of the two 128-bit lanes, the permutation restores column order */
+    __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
+    p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_store_si256((__m256i *)q, p);
+    /* a NaN or infinity converts to INT32_MIN and packs to -128, a code no finite x gets */
+    int bad = _mm256_movemask_epi8(_mm256_cmpeq_epi8(p, _mm256_set1_epi8(-128)));
+    *dx = bad ? __builtin_nanf("") : d;
+    *sum8 = bad ? 0 : 8 * hsum_epi32(_mm256_add_epi32(_mm256_add_epi32(i0, i1), _mm256_add_epi32(i2, i3)));
+}
+
+/* Tokens [0, tc) of X (row stride ldx), columns [0, 32 nb) from X's pointer on. */
+static void quantize_chunk(const float *X, int64_t ldx, int tc, int nb, xq_chunk *xq) {
+    for (int t = 0; t < tc; t++)
+        for (int b = 0; b < nb; b++)
+            quantize_block(X + t * ldx + 32 * b, &xq->q[t][32 * b], &xq->dx[t][b], &xq->sum8[t][b]);
+}
+
+// ---- weights: panels of 16 rows, one quad of 8 rows per vector ---------------------------------
+
+typedef struct w_panel {
+    _Alignas(32) int8_t c[NBK][8][2][32]; /* [block][quad][row half]: rows 8h..8h+7 x 4 columns */
+    _Alignas(32) float d[NBK][NR];        /* Q4: group scales; 0 for rows past the end */
+    _Alignas(32) float s[NR];             /* Q8: row scales; 0 for rows past the end */
+} w_panel;
+
+/* 8 x 8 transpose of 32-bit elements: in v[i] element j is row i's quad j; out v[j] holds quad
+ * j of rows 0..7. */
+AI void transpose_quads(__m256i v[8]) {
+    __m256i t0 = _mm256_unpacklo_epi32(v[0], v[1]), t1 = _mm256_unpackhi_epi32(v[0], v[1]);
+    __m256i t2 = _mm256_unpacklo_epi32(v[2], v[3]), t3 = _mm256_unpackhi_epi32(v[2], v[3]);
+    __m256i t4 = _mm256_unpacklo_epi32(v[4], v[5]), t5 = _mm256_unpackhi_epi32(v[4], v[5]);
+    __m256i t6 = _mm256_unpacklo_epi32(v[6], v[7]), t7 = _mm256_unpackhi_epi32(v[6], v[7]);
+    __m256i u0 = _mm256_unpacklo_epi64(t0, t2), u1 = _mm256_unpackhi_epi64(t0, t2);
+    __m256i u2 = _mm256_unpacklo_epi64(t1, t3), u3 = _mm256_unpackhi_epi64(t1, t3);
+    __m256i u4 = _mm256_unpacklo_epi64(t4, t6), u5 = _mm256_unpackhi_epi64(t4, t6);
+    __m256i u6 = _mm256_unpacklo_epi64(t5, t7), u7 = _mm256_unpackhi_epi64(t5, t7);
+    v[0] = _mm256_permute2x128_si256(u0, u4, 0x20);
+    v[1] = _mm256_permute2x128_si256(u1, u5, 0x20);
+    v[2] = _mm256_permute2x128_si256(u2, u6, 0x20);
+    v[3] = _mm256_permute2x128_si256(u3, u7, 0x20);
+    v[4] = _mm256_permute2x128_si256(u0, u4, 0x31);
+    v[5] = _mm256_permute2x128_si256(u1, u5, 0x31);
+    v[6] = _mm256_permute2x128_si256(u2, u6, 0x31);
+    v[7] = _mm256_permute2x128_si256(u3, u7, 0x31);
+}
+
+/* The 32 codes of row `row`, columns [k, k + 32): Q8 bytes as stored; Q4 nibbles (0..15) in
+ * column order (docs/formats.md: byte i holds value i low and value i + 16 high). */
+AI __m256i load_codes(const qhx_weight *w, int q4, int64_t row, int64_t k) {
+    if (!q4) return _mm256_loadu_si256((const __m256i *)((const int8_t *)w->data + row * w->cols + k));
+    __m128i b = _mm_loadu_si128((const __m128i *)((const uint8_t *)w->data + row * (w->cols / 2) + k / 2));
+    const __m128i lo4 = _mm_set1_epi8(0x0f);
+    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(b, 4), lo4), _mm_and_si128(b, lo4));
+}
+
+/* Panel of rows [r, r + nr) (nr <= NR; missing rows are zeros), columns [k0, k0 + 32 nb). */
+static void pack_panel(const qhx_weight *w, int q4, int64_t r, int nr, int64_t k0, int nb, w_panel *P) {
+    for (int h = 0; h < 2; h++)
+        for (int b = 0; b < nb; b++) {
+            __m256i v[8];
+            for (int i = 0; i < 8; i++)
+                v[i] = 8 * h + i < nr ? load_codes(w, q4, r + 8 * h + i, k0 + 32 * b) : _mm256_setzero_si256();
+            transpose_quads(v);
+            for (int j = 0; j < 8; j++) _mm256_store_si256((__m256i *)P->c[b][j][h], v[j]);
+        }
+    const int64_t ng = w->cols / 32;
+    for (int i = 0; i < NR; i++) {
+        if (q4)
+            for (int b = 0; b < nb; b++) P->d[b][i] = i < nr ? w->scales[(r + i) * ng + k0 / 32 + b] : 0.0f;
+        else
+            P->s[i] = i < nr ? w->scales[r + i] : 0.0f;
+    }
+}
+
+// ---- register tiles ------------------------------------------------------------------------------
+
+/* A token's quad (4 codes) in every 32-bit lane. */
+AI __m256i bcast_quad(const int8_t *q) {
+    int32_t v;
+    memcpy(&v, q, sizeof v);
+    return _mm256_set1_epi32(v);
+}
+
+/* Accumulators of T tokens x 16 rows: zeros at the first column block, else the partial sums
+ * stored in Y (rows of stride ldy; only nr of the 16 lanes exist). */
+AI void acc_load(__m256 acc[][2], const float *Y, int64_t ldy, int T, int nr, int first) {
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(nr), lane);
+    const __m256i m1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(nr - 8), lane);
+    UNROLL
+    for (int t = 0; t < T; t++) {
+        if (first) {
+            acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+        } else if (nr == NR) {
+            acc[t][0] = _mm256_loadu_ps(Y + t * ldy);
+            acc[t][1] = _mm256_loadu_ps(Y + t * ldy + 8);
+        } else {
+            acc[t][0] = _mm256_maskload_ps(Y + t * ldy, m0);
+            acc[t][1] = _mm256_maskload_ps(Y + t * ldy + 8, m1);
+        }
+    }
+}
+
+/* Store the accumulators, times the row scales `scale` (16 floats) when given. */
+AI void acc_store(__m256 acc[][2], float *Y, int64_t ldy, int T, int nr, const float *scale) {
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(nr), lane);
+    const __m256i m1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(nr - 8), lane);
+    UNROLL
+    for (int t = 0; t < T; t++) {
+        __m256 a0 = acc[t][0], a1 = acc[t][1];
+        if (scale) {
+            a0 = _mm256_mul_ps(a0, _mm256_load_ps(scale));
+            a1 = _mm256_mul_ps(a1, _mm256_load_ps(scale + 8));
+        }
+        if (nr == NR) {
+            _mm256_storeu_ps(Y + t * ldy, a0);
+            _mm256_storeu_ps(Y + t * ldy + 8, a1);
+        } else {
+            _mm256_maskstore_ps(Y + t * ldy, m0, a0);
+            _mm256_maskstore_ps(Y + t * ldy + 8, m1, a1);
+        }
+    }
+}
+
+/* Q8: Y[t, 16 rows] (+)= sum over the nb blocks of tokens t0 .. t0 + T of the chunk. */
+AI void tile_q8(const w_panel *P, const xq_chunk *xq, int t0, int T, int nb, float *Y, int64_t ldy, int nr,
+                int first, int last) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc[TT_MAX][2];
+    acc_load(acc, Y, ldy, T, nr, first);
+    for (int b = 0; b < nb; b++) {
+        __m256i s[TT_MAX][2];
+        UNROLL
+        for (int t = 0; t < T; t++) s[t][0] = s[t][1] = _mm256_setzero_si256();
+        NO_UNROLL
+        for (int j = 0; j < 8; j++) {
+            __m256i w0 = _mm256_load_si256((const __m256i *)P->c[b][j][0]);
+            __m256i w1 = _mm256_load_si256((const __m256i *)P->c[b][j][1]);
+            __m256i a0 = _mm256_abs_epi8(w0), a1 = _mm256_abs_epi8(w1);
+            UNROLL
+            for (int t = 0; t < T; t++) {
+                __m256i x = bcast_quad(&xq->q[t0 + t][32 * b + 4 * j]);
+                __m256i p0 = _mm256_maddubs_epi16(a0, _mm256_sign_epi8(x, w0));
+                __m256i p1 = _mm256_maddubs_epi16(a1, _mm256_sign_epi8(x, w1));
+                s[t][0] = _mm256_add_epi32(s[t][0], _mm256_madd_epi16(p0, ones));
+                s[t][1] = _mm256_add_epi32(s[t][1], _mm256_madd_epi16(p1, ones));
+            }
+        }
+        UNROLL
+        for (int t = 0; t < T; t++) {
+            __m256 dx = _mm256_broadcast_ss(&xq->dx[t0 + t][b]);
+            acc[t][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[t][0]), dx, acc[t][0]);
+            acc[t][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[t][1]), dx, acc[t][1]);
+        }
+    }
+    acc_store(acc, Y, ldy, T, nr, last ? P->s : NULL);
+}
+
+/* Q4: as tile_q8, codes unsigned (nibbles) and group scales per row and block. */
+AI void tile_q4(const w_panel *P, const xq_chunk *xq, int t0, int T, int nb, float *Y, int64_t ldy, int nr,
+                int first) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc[TT_MAX][2];
+    acc_load(acc, Y, ldy, T, nr, first);
+    for (int b = 0; b < nb; b++) {
+        __m256i s[TT_MAX][2];
+        UNROLL
+        for (int t = 0; t < T; t++) s[t][0] = s[t][1] = _mm256_setzero_si256();
+        NO_UNROLL
+        for (int j = 0; j < 8; j++) {
+            __m256i c0 = _mm256_load_si256((const __m256i *)P->c[b][j][0]);
+            __m256i c1 = _mm256_load_si256((const __m256i *)P->c[b][j][1]);
+            UNROLL
+            for (int t = 0; t < T; t++) {
+                __m256i x = bcast_quad(&xq->q[t0 + t][32 * b + 4 * j]);
+                s[t][0] = _mm256_add_epi16(s[t][0], _mm256_maddubs_epi16(c0, x));
+                s[t][1] = _mm256_add_epi16(s[t][1], _mm256_maddubs_epi16(c1, x));
+            }
+        }
+        __m256 d0 = _mm256_load_ps(P->d[b]), d1 = _mm256_load_ps(P->d[b] + 8);
+        UNROLL
+        for (int t = 0; t < T; t++) {
+            __m256 dx = _mm256_broadcast_ss(&xq->dx[t0 + t][b]);
+            __m256i off = _mm256_set1_epi32(xq->sum8[t0 + t][b]);
+            __m256i i0 = _mm256_sub_epi32(_mm256_madd_epi16(s[t][0], ones), off);
+            __m256i i1 = _mm256_sub_epi32(_mm256_madd_epi16(s[t][1], ones), off);
+            acc[t][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i0), _mm256_mul_ps(d0, dx), acc[t][0]);
+            acc[t][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i1), _mm256_mul_ps(d1, dx), acc[t][1]);
+        }
+    }
+    acc_store(acc, Y, ldy, T, nr, NULL);
+}
+
+/* All tc tokens of the chunk against one packed panel, TT tokens at a time (constant T so the
+ * tile's loops unroll). Y points at the chunk's first token and the panel's first row. */
+static void panel_q8(const w_panel *P, const xq_chunk *xq, int tc, int nb, float *Y, int64_t ldy, int nr, int first,
+                     int last) {
+    int t = 0;
+    for (; t + TT_Q8 <= tc; t += TT_Q8) tile_q8(P, xq, t, TT_Q8, nb, Y + t * ldy, ldy, nr, first, last);
+    switch (tc - t) {
+    case 5: tile_q8(P, xq, t, 5, nb, Y + t * ldy, ldy, nr, first, last); break;
+    case 4: tile_q8(P, xq, t, 4, nb, Y + t * ldy, ldy, nr, first, last); break;
+    case 3: tile_q8(P, xq, t, 3, nb, Y + t * ldy, ldy, nr, first, last); break;
+    case 2: tile_q8(P, xq, t, 2, nb, Y + t * ldy, ldy, nr, first, last); break;
+    case 1: tile_q8(P, xq, t, 1, nb, Y + t * ldy, ldy, nr, first, last); break;
+    default: break;
+    }
+}
+
+static void panel_q4(const w_panel *P, const xq_chunk *xq, int tc, int nb, float *Y, int64_t ldy, int nr, int first) {
+    int t = 0;
+    for (; t + TT_Q4 <= tc; t += TT_Q4) tile_q4(P, xq, t, TT_Q4, nb, Y + t * ldy, ldy, nr, first);
+    switch (tc - t) {
+    case 5: tile_q4(P, xq, t, 5, nb, Y + t * ldy, ldy, nr, first); break;
+    case 4: tile_q4(P, xq, t, 4, nb, Y + t * ldy, ldy, nr, first); break;
+    case 3: tile_q4(P, xq, t, 3, nb, Y + t * ldy, ldy, nr, first); break;
+    case 2: tile_q4(P, xq, t, 2, nb, Y + t * ldy, ldy, nr, first); break;
+    case 1: tile_q4(P, xq, t, 1, nb, Y + t * ldy, ldy, nr, first); break;
+    default: break;
+    }
+}
+
+// ---- the loops -------------------------------------------------------------------------------------
+
+/* Token chunks, then column blocks: each chunk's X block is quantized once, then every panel
+ * of 16 rows of [r0, r1) is packed and run against all tokens of the chunk while it sits in L1. */
+static void gemm_i8(const qhx_weight *w, int q4, const float *X, int64_t ldx, float *Y, int64_t ldy, int64_t n,
+                    int64_t r0, int64_t r1) {
+    xq_chunk xq;
+    w_panel P;
+    const int64_t K = w->cols;
+    for (int64_t t0 = 0; t0 < n; t0 += TC) {
+        int tc = n - t0 < TC ? (int)(n - t0) : TC;
+        for (int64_t k0 = 0; k0 < K; k0 += KC) {
+            int nb = (int)((K - k0 < KC ? K - k0 : KC) / 32);
+            int first = k0 == 0, last = k0 + 32 * nb == K;
+            quantize_chunk(X + t0 * ldx + k0, ldx, tc, nb, &xq);
+            for (int64_t r = r0; r < r1; r += NR) {
+                int nr = r1 - r < NR ? (int)(r1 - r) : NR;
+                pack_panel(w, q4, r, nr, k0, nb, &P);
+                float *Yp = Y + t0 * ldy + r;
+                if (q4) panel_q4(&P, &xq, tc, nb, Yp, ldy, nr, first);
+                else panel_q8(&P, &xq, tc, nb, Yp, ldy, nr, first, last);
+            }
+        }
+    }
+}
+
+void qhx_k_matmul_q8_i8gemm_avx2(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy, int64_t n,
+                                 int64_t r0, int64_t r1) {
+    if (w->cols % 32) qhx_k_matmul_q8_gemm_avx2(w, X, ldx, Y, ldy, n, r0, r1);
+    else gemm_i8(w, 0, X, ldx, Y, ldy, n, r0, r1);
+}
+
+void qhx_k_matmul_q4_i8gemm_avx2(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy, int64_t n,
+                                 int64_t r0, int64_t r1) {
+    if (w->group != 32 || w->cols % 32) qhx_k_matmul_q4_gemm_avx2(w, X, ldx, Y, ldy, n, r0, r1);
+    else gemm_i8(w, 1, X, ldx, Y, ldy, n, r0, r1);
+}
