@@ -72,9 +72,10 @@ typedef struct qhx_kernels {
 void qhx_kern_select(qhx_isa max_isa, qhx_kernels *k);
 const char *qhx_isa_name(qhx_isa isa);
 
-/* After qhx_kern_select(max_isa, k): put the prefill matmul of Q8 and Q4 weights that quantizes
- * the activations to int8 (QHX_PREFILL_MATH_INT8) into k where this build and CPU have one
- * (x86 with AVX2 kernels in k); elsewhere k is left as it is. Writes only *k. */
-void qhx_kern_use_int8_prefill(qhx_isa max_isa, qhx_kernels *k);
+/* After qhx_kern_select(max_isa, k): for the formats in the bit mask `formats` (1u << QHX_W_Q8,
+ * 1u << QHX_W_Q4), put the prefill matmul that quantizes the activations to int8 into k where
+ * this build and CPU have one (x86 with AVX2 kernels in k); elsewhere k is left as it is.
+ * Writes only *k. */
+void qhx_kern_use_int8_prefill(qhx_isa max_isa, unsigned formats, qhx_kernels *k);
 
 #endif

@@ -63,10 +63,10 @@ void qhx_kern_select(qhx_isa max_isa, qhx_kernels *k) {
 #endif
 }
 
-void qhx_kern_use_int8_prefill(qhx_isa max_isa, qhx_kernels *k) {
+void qhx_kern_use_int8_prefill(qhx_isa max_isa, unsigned formats, qhx_kernels *k) {
 #if defined(QHX_HAVE_X86)
-    qhx_kern_install_x86_i8gemm(k, max_isa, NULL);
+    qhx_kern_install_x86_i8gemm(k, formats, max_isa, NULL);
 #else
-    (void)max_isa, (void)k;
+    (void)max_isa, (void)formats, (void)k;
 #endif
 }

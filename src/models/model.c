@@ -66,6 +66,15 @@ static qhx_status open_family(qhx_model *m, const qhx_plan *plan, qhx_error *err
     }
 }
 
+/* The weight formats whose prefill matmul quantizes activations to int8 (kernels.h bit mask). */
+static unsigned int8_prefill_formats(qhx_prefill_math math) {
+    switch (math) {
+    case QHX_PREFILL_MATH_INT8: return 1u << QHX_W_Q8 | 1u << QHX_W_Q4;
+    case QHX_PREFILL_MATH_F32: return 0;
+    default: return 0; /* QHX_PREFILL_MATH_DEFAULT */
+    }
+}
+
 qhx_status qhx_model_open(const char *path, const qhx_model_params *params, qhx_model **out,
                           qhx_error *err) {
     *out = NULL;
@@ -88,7 +97,7 @@ qhx_status qhx_model_open(const char *path, const qhx_model_params *params, qhx_
     m->params.backend = NULL; /* the caller's string need not outlive the call */
     m->backend = be;
     qhx_kern_select(p.max_isa, &m->kern);
-    if (p.prefill_math == QHX_PREFILL_MATH_INT8) qhx_kern_use_int8_prefill(p.max_isa, &m->kern);
+    qhx_kern_use_int8_prefill(p.max_isa, int8_prefill_formats(p.prefill_math), &m->kern);
     qhx_status rc = qhx_plan_open(path, &m->plan, err);
     if (rc) goto fail;
     if (!m->plan->config) {

@@ -10,7 +10,9 @@
  * call qhx_k_matvec_q4_ref / qhx_k_matmul_q4_ref, so every weight still runs.
  * Results are reproducible: output row r depends only on row r of W and the input vector, never
  * on the row range [r0, r1) of the call, and matmul's Y[t, r] is bitwise equal to the same
- * variant's matvec of X[t]. They differ from the _ref kernels only by summation order (float32 rounding noise). */
+ * variant's matvec of X[t]. They differ from the _ref kernels only by summation order (float32 rounding noise).
+ * Exceptions, each with its own error bound and install function: the *_i8x variants and the
+ * *_i8gemm prefill GEMM quantize x to int8 per block of 32 (and the i8gemm has no matvec twin). */
 #ifndef QHX_KERNELS_X86_H
 #define QHX_KERNELS_X86_H
 
@@ -35,13 +37,14 @@ void qhx_kern_install_x86(qhx_kernels *k, qhx_isa max_isa, const qhx_cpu_info *c
  * allowed by max_isa and present. Thread-safe; writes only *k. */
 void qhx_kern_install_x86_i8x(qhx_kernels *k, qhx_isa max_isa, const qhx_cpu_info *cpu);
 
-/* Opt-in (qhx_model_params.prefill_math = QHX_PREFILL_MATH_INT8): where k holds the AVX2
- * kernels (k->isa == QHX_ISA_AVX2), replace the Q8 and Q4 matmul slots (prefill) with the GEMM
- * that quantizes the activations to int8 per block of 32 (gemm_i8_avx2.c: integer dot products,
- * results within the bound given there instead of float32 noise). Decode (matvec) is left as
- * it is. Does nothing unless AVX2 is allowed by max_isa and present (cpu NULL: detect here), or
- * when k holds other kernels (an AVX-512 table keeps its own). Thread-safe; writes only *k. */
-void qhx_kern_install_x86_i8gemm(qhx_kernels *k, qhx_isa max_isa, const qhx_cpu_info *cpu);
+/* Where k holds the AVX2 kernels (k->isa == QHX_ISA_AVX2), replace the matmul slots (prefill)
+ * of the formats in the bit mask `formats` (1u << QHX_W_Q8, 1u << QHX_W_Q4; others ignored) with
+ * the GEMM that quantizes the activations to int8 per block of 32 (gemm_i8_avx2.c: integer dot
+ * products, results within the bound given there instead of float32 noise). Decode (matvec)
+ * is left as it is. Does nothing unless AVX2 is allowed by max_isa and present (cpu NULL:
+ * detect here), or when k holds other kernels (an AVX-512 table keeps its own). Reached
+ * through qhx_kern_use_int8_prefill (qhx_model_params.prefill_math). Thread-safe; writes only *k. */
+void qhx_kern_install_x86_i8gemm(qhx_kernels *k, unsigned formats, qhx_isa max_isa, const qhx_cpu_info *cpu);
 
 /* ---- AVX2 + FMA + F16C (linear_avx2.c) ----------------------------------------------------- */
 
