@@ -235,8 +235,8 @@ static void check_install(const qhx_cpu_info *cpu) {
     CHECK(r.matmul[QHX_W_Q8] == qhx_k_matmul_q8_ref);
 }
 
-/* Through the public parameters: an out-of-range prefill_math is refused, INT8 installs the
- * kernels in the model's table, F32 (the default) does not. */
+/* Through the public parameters: an out-of-range prefill_math is refused, INT8 installs both
+ * kernels in the model's table, the default only the Q4 one, F32 neither. */
 static void check_model_params(void) {
     const char *dir = QHX_SHARED_DIR "/fixtures/parity/qwen35-tiny-f32";
     qhx_model_params p = qhx_model_default_params();
@@ -250,12 +250,21 @@ static void check_model_params(void) {
         fprintf(stderr, "model params: %s (fixture missing?)\n", err.msg);
         return;
     }
-    if (m->kern.isa == QHX_ISA_AVX2) CHECK(m->kern.matmul[QHX_W_Q8] == qhx_k_matmul_q8_i8gemm_avx2);
+    int avx2 = m->kern.isa == QHX_ISA_AVX2;
+    if (avx2) CHECK(m->kern.matmul[QHX_W_Q8] == qhx_k_matmul_q8_i8gemm_avx2);
+    if (avx2) CHECK(m->kern.matmul[QHX_W_Q4] == qhx_k_matmul_q4_i8gemm_avx2);
     qhx_model_free(m);
     m = NULL;
     p.prefill_math = QHX_PREFILL_MATH_DEFAULT;
     CHECK(qhx_model_open(dir, &p, &m, &err) == QHX_OK);
     if (m) CHECK(m->kern.matmul[QHX_W_Q8] != qhx_k_matmul_q8_i8gemm_avx2);
+    if (m && avx2) CHECK(m->kern.matmul[QHX_W_Q4] == qhx_k_matmul_q4_i8gemm_avx2);
+    qhx_model_free(m);
+    m = NULL;
+    p.prefill_math = QHX_PREFILL_MATH_F32;
+    CHECK(qhx_model_open(dir, &p, &m, &err) == QHX_OK);
+    if (m) CHECK(m->kern.matmul[QHX_W_Q8] != qhx_k_matmul_q8_i8gemm_avx2);
+    if (m) CHECK(m->kern.matmul[QHX_W_Q4] != qhx_k_matmul_q4_i8gemm_avx2);
     qhx_model_free(m);
 }
 

@@ -71,7 +71,7 @@ static unsigned int8_prefill_formats(qhx_prefill_math math) {
     switch (math) {
     case QHX_PREFILL_MATH_INT8: return 1u << QHX_W_Q8 | 1u << QHX_W_Q4;
     case QHX_PREFILL_MATH_F32: return 0;
-    default: return 0; /* QHX_PREFILL_MATH_DEFAULT */
+    default: return 1u << QHX_W_Q4; /* QHX_PREFILL_MATH_DEFAULT: include/qhx.h says why */
     }
 }
 

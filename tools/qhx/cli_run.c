@@ -22,6 +22,7 @@ const char QHX_RUN_OPTS_HELP[] =
     "  --ctx N              context size of the session (default: prompt + N)\n"
     "  --prefill chunked|decode  prompt through the chunked path (default) or token by token\n"
     "  --prefill-math default|f32|int8  w8/q4 prompt matmul with f32 or int8 activations\n"
+    "                       (default: int8 for q4, f32 for w8)\n"
     "  --ignore-eos         do not stop at the model's stop tokens\n"
     "  --quiet              no speed line on stderr\n";
 

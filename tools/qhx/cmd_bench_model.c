@@ -143,8 +143,8 @@ static void usage(FILE *f) {
                "  --reps N     repetitions; figures are medians (default 3)\n"
                "  --weights    mmap (mapped, populated) or read (anonymous huge pages); default: the\n"
                "               library default\n"
-               "  --prefill-math  w8/q4 prompt matmul with f32 or int8 activations (default: the\n"
-               "               library default)\n"
+               "  --prefill-math  w8/q4 prompt matmul with f32 or int8 activations (default: int8\n"
+               "               for q4, f32 for w8)\n"
                "  --bw-passes N  streaming passes of 1 GiB for the bandwidth (default 5 before and 3\n"
                "               after the runs, the best counts; 0: skip, no roofline)\n"
                "  --json       one JSON object instead of the table\n");

@@ -53,7 +53,8 @@ static void usage(FILE *f) {
             "                      KL(P_MODEL2 || P_MODEL) per row\n"
             "  --min-agree X       --against: top-1 agreement a prompt needs to pass (default 0.9)\n"
             "  --threads N         worker threads\n"
-            "  --prefill-math M    w8/q4 prompt matmul with f32 or int8 activations (both models)\n"
+            "  --prefill-math M    w8/q4 prompt matmul with f32 or int8 activations, both models\n"
+            "                      (default: int8 for q4, f32 for w8)\n"
             "Image prompts are skipped. Last line: 'N passed, N failed'; exit 0 if none failed.\n");
 }
 

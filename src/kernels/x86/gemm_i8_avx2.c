@@ -1,15 +1,17 @@
 /* kernels/x86/gemm_i8_avx2.c: prefill matmul of Q8 and Q4 weights with the activations quantized
- * to int8 and integer dot products (AVX2). Built with -mavx2 -mfma -mf16c; installed only on
- * request (qhx_kern_install_x86_i8gemm, reached through qhx_model_params.prefill_math), because
- * its results differ from the f32-activation GEMM by the rounding of x bounded below.
+ * to int8 and integer dot products (AVX2). Built with -mavx2 -mfma -mf16c; installed by
+ * qhx_kern_install_x86_i8gemm as qhx_model_params.prefill_math asks (by default for Q4 only:
+ * BENCHMARKS.md, "int8-activation prefill GEMM"), since its results differ from the
+ * f32-activation GEMM by the rounding of x bounded below.
  *
  * Activations: each token's row is cut into blocks of 32 columns (the Q4 groups); block b gets
  * dx = max|x| / 127 (f32) and codes q = x * (1 / dx) rounded to nearest, ties to even
  * (vcvtps2dq under the default MXCSR, as nearbyintf), in [-127, 127]; all 0 when max|x| = 0. So
  * |x - q dx| <= dx / 2, plus the f32 rounding of x * (1 / dx) (< 2e-5 dx; below dx = 2^-120,
- * where 1 / dx could overflow, x / dx by division). A block holding a
- * NaN or an infinity gets dx = NaN, so the outputs it feeds are NaN, as in the f32 path. Each
- * call quantizes the X rows it needs itself (its share of the work is ~1 / rows of the call).
+ * where 1 / dx could overflow, x / dx by division). A block holding a NaN or an infinity gets
+ * dx = NaN, so the outputs it feeds are NaN, as in the f32 path. Each call quantizes the X rows
+ * it needs itself: ~1 / rows of the call in multiply-adds, but measured at about a fifth of the
+ * GEMM's time for the runtime's 128-row pieces (quantizing costs ~1.4 instructions per value).
  *
  * Layout: per call, weights are packed into panels of 16 rows x KC columns in which a 32-byte
  * vector holds one "quad" (4 consecutive columns) of 8 rows. A token's quad is broadcast to all
@@ -28,6 +30,9 @@
  *       are widened once per block; then sum (c - 8) q = sum c q - 8 sum q, with 8 sum q per
  *       token and block computed when x is quantized. Exact; one instruction less per quad than
  *       the sign step would cost.
+ * Speed: on Zen 3 vpmaddubsw and vpmaddwd share the two FMA pipes (measured: 4 of them and 4
+ * FMAs take as long as 8 FMAs), so Q8, with two multiply instructions and a sign step per 32
+ * products, runs ~1.25x the f32 GEMM in cache; Q4, with one, ~1.8x (BENCHMARKS.md).
  * Scaling: each block's int32 sum is converted to f32 and accumulated by one FMA per block, in
  * column order: Q8 acc += isum * dx[b], times scale[r] after the last block; Q4 acc += isum *
  * (d[r, b] * dx[b]). Partial sums are stored to Y between column blocks (exactly), so output
@@ -53,17 +58,13 @@
 
 #define KC 256         /* columns per column block */
 #define NBK (KC / 32)  /* quantization blocks per column block */
-#ifndef TC
 #define TC 128         /* tokens per chunk: quantized once, weights packed once per chunk */
-#endif
 #define NR 16          /* rows per panel: two vectors of 8 row lanes */
-#ifndef TT_Q8
-#define TT_Q8 4        /* tokens per register tile: 8 int32 sums + 2 panel vectors + |w| */
-#endif
-#ifndef TT_Q4
+/* Tokens per register tile: 8 sums + 2 panel vectors (+ 2 |w| for Q8) + a broadcast. With 3
+ * tokens Q8 spills less but reuses each panel load less; no difference was measurable. */
+#define TT_Q8 4
 #define TT_Q4 4
-#endif
-#define TT_MAX 6
+#define TT_MAX 6       /* the tail switch of panel_q8 / panel_q4 covers 1 .. TT_MAX - 1 tokens */
 
 // ---- activations: int8 codes per block of 32 --------------------------------------------------
 
