@@ -1,6 +1,7 @@
 # qhexrt: thin wrapper over CMake/CTest.
 #   make        Release build into build/bin (qhx, qhx_generate)
-#   make test   install deps, build Release + ASan/UBSan, run every CTest test in both
+#   make test   install deps, build Release + ASan/UBSan, run every CTest test in both, then the
+#               tests labelled tsan under ThreadSanitizer (make test-tsan)
 #   make demo   install deps, build, run text generation on a small random demo model
 #   make test-tsan  ThreadSanitizer build, runs the tests labelled tsan (pool, sessions)
 #   make fuzz   clang libFuzzer build; runs every fuzz target FUZZ_TIME seconds (default 60)
@@ -20,7 +21,7 @@ build:
 deps:
 	@bash scripts/deps.sh
 
-test: deps test-release test-asan
+test: deps test-release test-asan test-tsan
 
 test-release: build
 	cd build && ctest --output-on-failure -j $(JOBS)
@@ -32,8 +33,8 @@ test-asan:
 	  ctest --output-on-failure -j $(JOBS)
 
 test-tsan:
-	@$(CMAKE) -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DQHX_TSAN=ON $(CMFLAGS) >/dev/null
-	@$(CMAKE) --build build-tsan -j $(JOBS)
+	@$(CMAKE) -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DQHX_TSAN=ON -DQHX_WERROR=$(WERROR) $(CMFLAGS) >/dev/null
+	@$(CMAKE) --build build-tsan -j $(JOBS) --target test_pool test_session_threads
 	cd build-tsan && ctest --output-on-failure -L tsan
 
 # New inputs go to build-fuzz/corpus/<name> (the committed seeds in tests/fuzz/corpus/<name> are
