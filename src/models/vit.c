@@ -4,6 +4,7 @@
 #include "models/vit.h"
 
 #include "core/alloc.h"
+#include "kernels/attn.h"
 #include "kernels/ref.h"
 #include "kernels/vision.h"
 #include "models/par.h"
@@ -276,28 +277,35 @@ static void merger_forward(const qhx_vit *v, const qhx_vit_merger *m, const floa
 }
 
 typedef struct att_job {
+    const qhx_kernels *k;
     const float *qkv;
-    float *scores, *att;
-    int64_t N, D, H;
+    float *work, *att;
+    int64_t N, D, H, work_floats;
 } att_job;
 
-/* pieces: (patch, head) pairs; scores: one row of N per thread */
+/* pieces: (patch, head) pairs; work: att_work_floats per thread */
 static void att_task(void *ctx, int64_t i0, int64_t i1, int ti) {
     const att_job *j = ctx;
     const int64_t D = j->D, hd = D / j->H;
     float scale = 1.0f / sqrtf((float)hd);
     for (int64_t i = i0; i < i1; i++) {
         int64_t p = i / j->H, h = i % j->H;
-        qhx_k_attention_f32_ref(j->qkv + p * 3 * D, j->qkv + D, j->qkv + 2 * D, 3 * D, j->N, j->H, j->H, hd, scale,
-                                j->scores + ti * j->N, j->att + p * D, h, h + 1);
+        const float *q = j->qkv + p * 3 * D + h * hd, *K = j->qkv + D + h * hd, *V = j->qkv + 2 * D + h * hd;
+        qhx_attn_group(j->k, q, K, V, 3 * D, j->N, 1, hd, scale, j->work + ti * j->work_floats, j->att + p * D + h * hd);
     }
 }
 
+/* Scratch floats one thread needs for attention over N patches. */
+static int64_t att_work_floats(int64_t N, int64_t hd) { return qhx_attn_group_work(N, 1, hd); }
+
 /* Full (non-causal) multi-head attention over the N patches of one image: every query reads
- * all N keys. qkv: (N, 3D) = [q | k | v] with RoPE applied to q and k; att: (N, D);
- * scores: (n_threads, N). */
-static void attention(const qhx_vit *v, const float *qkv, int64_t N, int64_t D, int64_t H, float *scores, float *att) {
-    att_job j = {.qkv = qkv, .scores = scores, .att = att, .N = N, .D = D, .H = H};
+ * all N keys, through the decoder's blocked attention kernel (blocks of QHX_ATTN_BLOCK keys,
+ * partial softmaxes combined in block order: HF's softmax up to float rounding, and the same
+ * bits whichever thread runs which piece). qkv: (N, 3D) = [q | k | v] with RoPE applied to q
+ * and k; att: (N, D); work: (n_threads, att_work_floats). */
+static void attention(const qhx_vit *v, const float *qkv, int64_t N, int64_t D, int64_t H, float *work, float *att) {
+    att_job j = {.k = &v->kern, .qkv = qkv, .work = work, .att = att, .N = N, .D = D, .H = H,
+                 .work_floats = att_work_floats(N, D / H)};
     qhx_par_range(v->pool, N * H, 4, att_task, &j);
 }
 
@@ -321,7 +329,7 @@ qhx_status qhx_vit_encode(const qhx_vit *v, const qhx_image_patches *p, float *o
     s.qkv = qhx_aligned_alloc((size_t)(N * 3 * D) * fz);
     s.att = qhx_aligned_alloc((size_t)(N * D) * fz);
     s.mlp = qhx_aligned_alloc((size_t)(N * I) * fz);
-    s.scores = qhx_aligned_alloc((size_t)qhx_pool_n_threads(v->pool) * (size_t)N * fz);
+    s.scores = qhx_aligned_alloc((size_t)qhx_pool_n_threads(v->pool) * (size_t)att_work_floats(N, hd) * fz);
     s.cos = qhx_aligned_alloc((size_t)(N * hd / 2) * fz);
     s.sin = qhx_aligned_alloc((size_t)(N * hd / 2) * fz);
     s.pe = qhx_aligned_alloc((size_t)(N * D) * fz);
