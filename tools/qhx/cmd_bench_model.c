@@ -143,7 +143,7 @@ static qhx_status bench_image(const qhx_model *m, const char *path, double *ms, 
 
 static void usage(FILE *f) {
     fprintf(f, "usage: qhx bench -m MODEL [--pp N] [--tg N] [--ctx N] [--threads N] [--reps N]\n"
-               "                 [--weights mmap|read] [--isa ref|avx2|avx512|best] [--image FILE] [--json]\n"
+               "                 [--weights mmap|read] [--isa ref|avx2|avx512|neon|best] [--image FILE] [--json]\n"
                "       qhx bench tokenizer ...\n"
                "  --pp N       prompt tokens for the prefill figure (default 512; 0: skip)\n"
                "  --tg N       tokens decoded one by one (default 128; 0: skip)\n"
@@ -197,8 +197,9 @@ int qhx_bench_model(int argc, char **argv) {
             if (!strcmp(isa_name, "ref")) mp.max_isa = QHX_ISA_REF;
             else if (!strcmp(isa_name, "avx2")) mp.max_isa = QHX_ISA_AVX2;
             else if (!strcmp(isa_name, "avx512")) mp.max_isa = QHX_ISA_AVX512;
+            else if (!strcmp(isa_name, "neon")) mp.max_isa = QHX_ISA_NEON;
             else if (!strcmp(isa_name, "best")) mp.max_isa = QHX_ISA_BEST;
-            else return qhx_cli_usage_error(CMD, "--isa: expected ref, avx2, avx512 or best, got '%s'", isa_name);
+            else return qhx_cli_usage_error(CMD, "--isa: expected ref, avx2, avx512, neon or best, got '%s'", isa_name);
         } else if (!strcmp(a, "--ctx-compare") && has) {
             const char *v = argv[++i], *comma = strchr(v, ',');
             char head[32];
