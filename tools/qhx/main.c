@@ -2,6 +2,7 @@
 #include "cli.h"
 
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -23,10 +24,13 @@ static void print_usage(FILE *f) {
 /* SIGBUS: a file we map (weights with --weights mmap, a checkpoint being forged or inspected) was
  * truncated by another process, so a page we need no longer exists. The access cannot be
  * resumed; say so in one line, remove a half-written output file, and exit 1 instead of dumping
- * core. Only async-signal-safe calls here. */
+ * core. Only async-signal-safe calls here; several threads may fault at once, one reports. */
 static void on_sigbus(int sig) {
     static const char msg[] = "qhx: an input file shrank while it was mapped (SIGBUS); stopped, nothing written\n";
+    static atomic_flag reported = ATOMIC_FLAG_INIT;
     (void)sig;
+    if (atomic_flag_test_and_set(&reported)) /* another thread faulted too: it prints and exits */
+        for (;;) pause();
     qhx_cli_out_unlink_live();
     ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
     (void)w;
