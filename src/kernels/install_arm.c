@@ -24,6 +24,9 @@ void qhx_kern_install_arm(qhx_kernels *k, qhx_isa max_isa, const qhx_cpu_info *c
     k->matmul[QHX_W_BF16] = qhx_k_matmul_bf16_neon;
     k->matmul[QHX_W_Q8] = qhx_k_matmul_q8_neon;
     k->matmul[QHX_W_Q4] = qhx_k_matmul_q4_neon;
+    k->attn_block = qhx_k_attn_block_f32_neon;
+    k->delta_step = qhx_k_delta_step_f32_neon;
+    k->delta_chunked = qhx_k_delta_chunked_f32_neon;
     k->isa = QHX_ISA_NEON;
 }
 

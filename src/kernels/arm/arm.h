@@ -17,11 +17,11 @@
 
 /* ---- install ------------------------------------------------------------------------------- */
 
-/* Override the F32, F16, BF16, Q8 and Q4 matvec/matmul slots, attn_block and delta_step of k with
- * the NEON variants when max_isa allows them (QHX_ISA_NEON or QHX_ISA_BEST) and cpu reports
- * QHX_CPU_NEON (cpu NULL: detect here with qhx_cpu_detect); k->isa becomes QHX_ISA_NEON. Any
- * other max_isa, or a CPU without NEON, leaves k as it is. Call it after k holds the _ref
- * kernels. Thread-safe; writes only *k. */
+/* Override the F32, F16, BF16, Q8 and Q4 matvec/matmul slots, attn_block, delta_step and
+ * delta_chunked of k with the NEON variants when max_isa allows them (QHX_ISA_NEON or
+ * QHX_ISA_BEST) and cpu reports QHX_CPU_NEON (cpu NULL: detect here with qhx_cpu_detect);
+ * k->isa becomes QHX_ISA_NEON. Any other max_isa, or a CPU without NEON, leaves k as it is.
+ * Call it after k holds the _ref kernels. Thread-safe; writes only *k. */
 void qhx_kern_install_arm(qhx_kernels *k, qhx_isa max_isa, const qhx_cpu_info *cpu);
 
 /* ---- linear layers (linear_neon.c) ---------------------------------------------------------- */
@@ -42,5 +42,19 @@ void qhx_k_matmul_q8_neon(const qhx_weight *w, const float *X, int64_t ldx, floa
                           int64_t n, int64_t r0, int64_t r1);
 void qhx_k_matmul_q4_neon(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy,
                           int64_t n, int64_t r0, int64_t r1);
+
+/* ---- attention and the delta rule (ops_neon.c) ---------------------------------------------
+ * attn_block: qhx_attn_block_fn (kernels/attn.h), within float rounding of the reference; head
+ * dims that are not a multiple of 4 go to the reference. delta_step: bitwise the reference's
+ * qhx_k_delta_step_f32_ref (dv a multiple of 4, at most 512; else the reference). delta_chunked:
+ * qhx_k_delta_chunked_f32_ref's algebra, within float rounding (dk, dv multiples of 4, C <= 256;
+ * else the reference). */
+void qhx_k_attn_block_f32_neon(const float *q, const float *K, const float *V, int64_t ld, int64_t n, int64_t rep,
+                               int64_t hd, float scale, float *scores, float *o, float *ml);
+void qhx_k_delta_step_f32_neon(float *S, const float *q, const float *k, const float *v, float beta, float g,
+                               float *o, int64_t dk, int64_t dv);
+void qhx_k_delta_chunked_f32_neon(float *S, const float *q, int64_t ldq, const float *k, int64_t ldk, const float *v,
+                                  int64_t ldv, const float *beta, const float *g, int64_t ldg, float *o, int64_t ldo,
+                                  int64_t n, int64_t dk, int64_t dv, int64_t C, float *work);
 
 #endif
