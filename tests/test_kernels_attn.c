@@ -1,12 +1,14 @@
 // ctest-labels: kernels
-/* Kernels that kernels/select.c installs beside the x86 linear variants:
+/* Kernels that kernels/select.c installs beside the SIMD linear variants:
  *   - blocked attention (kernels/attn.h) against the one-pass reference attention, for the
  *     scalar and the selected (SIMD) block kernels, over one and several key blocks and GQA
  *     groups;
  *   - the selected delta-rule step against the reference step (bitwise: the two-pass form keeps
  *     every operation of the reference);
  *   - the selected Q8 / Q4 matvec (int16 activations on AVX2) against the references, within the
- *     int16 rounding of x, and independent of the row range. */
+ *     int16 rounding of x, and independent of the row range.
+ * "Selected" is what qhx_kern_select(QHX_ISA_BEST) installs: AVX2 / AVX-512 on x86, NEON on
+ * aarch64 (make test-arm runs this file under qemu-aarch64). */
 #include "core/alloc.h"
 #include "core/fp16.h"
 #include "core/rng.h"
@@ -15,6 +17,9 @@
 #include "kernels/ref.h"
 #if defined(QHX_HAVE_X86)
 #include "kernels/x86/ops_x86.h"
+#endif
+#if defined(QHX_HAVE_ARM) && defined(__aarch64__)
+#include "kernels/arm/arm.h"
 #endif
 #include "t.h"
 
@@ -261,6 +266,12 @@ int main(void) {
     qhx_kern_select(QHX_ISA_REF, &ref);
     qhx_kern_select(QHX_ISA_BEST, &best);
     CHECK(ref.attn_block == qhx_k_attn_block_f32_ref && ref.delta_step == qhx_k_delta_step_f32_ref);
+#if defined(QHX_HAVE_ARM) && defined(__aarch64__)
+    /* on aarch64 "best" is NEON (test_kernels_neon says why it must be), so the NEON variants
+     * of these slots are what the tests below check */
+    CHECK(best.isa == QHX_ISA_NEON && best.attn_block == qhx_k_attn_block_f32_neon &&
+          best.delta_step == qhx_k_delta_step_f32_neon && best.delta_chunked == qhx_k_delta_chunked_f32_neon);
+#endif
     test_attention(&ref, "ref");
     test_attention(&best, qhx_isa_name(best.isa));
     test_delta(&best);
