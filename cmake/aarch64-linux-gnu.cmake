@@ -17,4 +17,6 @@ set(CMAKE_FIND_ROOT_PATH_MODE_LIBRARY ONLY)
 set(CMAKE_FIND_ROOT_PATH_MODE_INCLUDE ONLY)
 set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE ONLY)
 
-set(CMAKE_CROSSCOMPILING_EMULATOR qemu-aarch64 -L /usr/${QHX_CROSS_TRIPLE})
+# An ARMv8.0 core (Cortex-A53: Advanced SIMD, no dot product, no fp16 arithmetic), so a kernel
+# that used anything beyond the baseline the NEON code promises would die with SIGILL here.
+set(CMAKE_CROSSCOMPILING_EMULATOR qemu-aarch64 -cpu cortex-a53 -L /usr/${QHX_CROSS_TRIPLE})
