@@ -4,11 +4,12 @@
  *
  * Numerics, shared by every path in this file so results do not depend on how rows or tokens are
  * grouped. Output (r, t) keeps eight f32 partial sums in two vectors (lo = lanes 0..3, hi = lanes
- * 4..7), lane j taking columns j, j+8, j+16, ... as the reference does (kernels/ref/linear_ref.c),
- * fed by fused multiply-adds in column order, the last partial block zero-padded. They reduce by
- * the reference's tree ((s0+s4)+(s1+s5)) + ((s2+s6)+(s3+s7)), so the only difference from the
- * reference is the single rounding of each fused multiply-add. Q8 then multiplies by the row
- * scale. Weights widen to f32 exactly (f16, bf16 and int8 are subsets of f32).
+ * 4..7), lane j taking columns j, j+8, j+16, ..., fed by fused multiply-adds in column order, the
+ * last partial block zero-padded, and reduced by the tree ((s0+s4)+(s1+s5)) + ((s2+s6)+(s3+s7)).
+ * That is the order of the F32/F16/BF16 references (kernels/ref/linear_ref.c), so for those the
+ * only difference is the single rounding of each fused multiply-add; the Q8/Q4 references sum
+ * sequentially (kernels/ref/quant.c), a different order within the tests' tolerance. Q8 then
+ * multiplies by the row scale. Weights widen to f32 exactly (f16, bf16, int8 are subsets of f32).
  * Q4 (group 32, docs/formats.md) differs only in its inner step: per group, the eight lanes of
  * s = codes (nib - 8) . x (lane j: values j, j+8, j+16, j+24), then acc = fma(d[group], s, acc);
  * the same tree reduces acc. */
