@@ -1,6 +1,8 @@
 # qhexrt: thin wrapper over CMake/CTest.
 #   make        Release build into build/bin (qhx, qhx_generate)
-#   make test   install deps, build Release + ASan/UBSan, run every CTest test in both, then test-arm
+#   make test   install deps, build Release + ASan/UBSan, run every CTest test in both, then the
+#               tests labelled tsan under ThreadSanitizer (make test-tsan) and the aarch64
+#               kernels under qemu (make test-arm)
 #   make demo   install deps, build, run text generation on a small random demo model
 #   make test-arm   aarch64 cross build of the kernels (QHX_KERNELS_ONLY), tests run under qemu-aarch64
 #   make test-tsan  ThreadSanitizer build, runs the tests labelled tsan (pool, sessions)
@@ -21,7 +23,7 @@ build:
 deps:
 	@bash scripts/deps.sh
 
-test: deps test-release test-asan test-arm
+test: deps test-release test-asan test-tsan test-arm
 
 test-release: build
 	cd build && ctest --output-on-failure -j $(JOBS)
@@ -42,8 +44,8 @@ test-arm:
 	cd build-arm && ctest --output-on-failure -j $(JOBS)
 
 test-tsan:
-	@$(CMAKE) -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DQHX_TSAN=ON $(CMFLAGS) >/dev/null
-	@$(CMAKE) --build build-tsan -j $(JOBS)
+	@$(CMAKE) -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DQHX_TSAN=ON -DQHX_WERROR=$(WERROR) $(CMFLAGS) >/dev/null
+	@$(CMAKE) --build build-tsan -j $(JOBS) --target test_pool test_session_threads
 	cd build-tsan && ctest --output-on-failure -L tsan
 
 # New inputs go to build-fuzz/corpus/<name> (the committed seeds in tests/fuzz/corpus/<name> are

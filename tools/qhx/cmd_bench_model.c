@@ -13,6 +13,7 @@
 #include "core/rng.h"
 #include "io/safetensors.h"
 #include "models/family.h"
+#include "models/qwen3vl.h"
 #include "runtime/session.h"
 
 #include <emmintrin.h>
@@ -119,11 +120,30 @@ static double decode_bytes(const qhx_model *m) {
     return total;
 }
 
+/* ---- the vision encoder ---------------------------------------------------------------------- */
+
+/* Time one image through qhx_qwen3vl_image_load: file decode, preprocessing and the vision tower,
+ * as a chat turn with that image pays it before its prompt. */
+static qhx_status bench_image(const qhx_model *m, const char *path, double *ms, int64_t *tokens, int64_t *gh,
+                              int64_t *gw, qhx_error *err) {
+    const qhx_qwen3vl *vl = qhx_qwen3vl_of(m);
+    if (!vl) return qhx_fail(err, QHX_E_UNSUPPORTED, "--image: %s is not a Qwen3-VL model", qhx_model_family_name(m));
+    qhx_vl_image im = {0};
+    double t = now_ms();
+    qhx_status st = qhx_qwen3vl_image_load(vl, path, &im, err);
+    *ms = now_ms() - t;
+    *tokens = im.n_tokens;
+    *gh = im.grid_h;
+    *gw = im.grid_w;
+    qhx_vl_image_deinit(&im);
+    return st;
+}
+
 /* ---- the benchmark ------------------------------------------------------------------------- */
 
 static void usage(FILE *f) {
     fprintf(f, "usage: qhx bench -m MODEL [--pp N] [--tg N] [--ctx N] [--threads N] [--reps N]\n"
-               "                 [--weights mmap|read] [--isa ref|avx2|avx512|best] [--json]\n"
+               "                 [--weights mmap|read] [--isa ref|avx2|avx512|best] [--image FILE] [--json]\n"
                "       qhx bench tokenizer ...\n"
                "  --pp N       prompt tokens for the prefill figure (default 512; 0: skip)\n"
                "  --tg N       tokens decoded one by one (default 128; 0: skip)\n"
@@ -137,11 +157,13 @@ static void usage(FILE *f) {
                "               library default\n"
                "  --bw-passes N  streaming passes of 1 GiB for the bandwidth (default 5 before and 3\n"
                "               after the runs, the best counts; 0: skip, no roofline)\n"
+               "  --image FILE also time the vision encoder on FILE (Qwen3-VL models): decode,\n"
+               "               preprocess and encode, median over the reps\n"
                "  --json       one JSON object instead of the table\n");
 }
 
 int qhx_bench_model(int argc, char **argv) {
-    const char *model = NULL, *wname = "default", *isa_name = "best";
+    const char *model = NULL, *wname = "default", *isa_name = "best", *image = NULL;
     int64_t pp = 512, tg = 128, ctx = -1, threads = 0, reps = 3, bw_passes = 5, cmp_a = -1, cmp_b = -1;
     int json = 0;
     qhx_model_params mp = qhx_model_default_params();
@@ -187,6 +209,8 @@ int qhx_bench_model(int argc, char **argv) {
                 return qhx_cli_usage_error(CMD, "--ctx-compare: expected A,B, got '%s'", v);
         } else if (!strcmp(a, "--bw-passes") && has) {
             if (qhx_cli_parse_i64(argv[++i], 0, 100, &bw_passes)) return qhx_cli_usage_error(CMD, "--bw-passes: bad count '%s'", argv[i]);
+        } else if (!strcmp(a, "--image") && has) {
+            image = argv[++i];
         } else if (!strcmp(a, "--json")) {
             json = 1;
         } else {
@@ -210,9 +234,11 @@ int qhx_bench_model(int argc, char **argv) {
     int rc = QHX_EXIT_OK;
     double *load = calloc((size_t)reps, sizeof(double)), *pre = calloc((size_t)reps, sizeof(double));
     double *dec = calloc((size_t)reps, sizeof(double)), *dec_b = calloc((size_t)reps, sizeof(double));
+    double *vis = calloc((size_t)reps, sizeof(double));
+    int64_t vis_tokens = 0, vis_grid_h = 0, vis_grid_w = 0;
     int32_t *ids = malloc((size_t)(n_ctx > 0 ? n_ctx : 1) * sizeof *ids);
     qhx_pool *bw_pool = NULL;
-    if (!load || !pre || !dec || !dec_b || !ids) {
+    if (!load || !pre || !dec || !dec_b || !vis || !ids) {
         fprintf(stderr, "qhx %s: out of memory\n", CMD);
         rc = QHX_EXIT_RUNTIME;
         goto out;
@@ -238,6 +264,11 @@ int qhx_bench_model(int argc, char **argv) {
         n_threads = qhx_pool_n_threads(m->pool);
         snprintf(isa_used, sizeof isa_used, "%s", qhx_isa_name(m->kern.isa));
         snprintf(family, sizeof family, "%s", qhx_model_family_name(m));
+        if (image && bench_image(m, image, &vis[r], &vis_tokens, &vis_grid_h, &vis_grid_w, &err)) {
+            qhx_model_free(m);
+            rc = qhx_cli_runtime_error(CMD, &err);
+            goto out;
+        }
         qhx_rng rng;
         qhx_rng_seed(&rng, 1234);
         int64_t V = qhx_model_n_vocab(m);
@@ -305,7 +336,7 @@ int qhx_bench_model(int argc, char **argv) {
     if (bw2 > bw) bw = bw2;
 
     double load_ms = median(load, (int)reps), pre_s = median(pre, (int)reps), dec_s = median(dec, (int)reps);
-    double dec_b_s = median(dec_b, (int)reps);
+    double dec_b_s = median(dec_b, (int)reps), vis_ms = median(vis, (int)reps);
     double achieved = bytes * dec_s / 1e9, ratio = bw > 0 ? achieved / bw : 0.0;
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
@@ -323,6 +354,9 @@ int qhx_bench_model(int argc, char **argv) {
             printf(", \"ctx_a\": %lld, \"ctx_b\": %lld, \"decode_tok_s_a\": %.3f, \"decode_tok_s_b\": %.3f, "
                    "\"ratio_b_over_a\": %.4f",
                    (long long)cmp_a, (long long)cmp_b, dec_s, dec_b_s, dec_s > 0 ? dec_b_s / dec_s : 0.0);
+        if (image)
+            printf(", \"vision_ms\": %.1f, \"vision_tokens\": %lld, \"vision_grid\": [%lld, %lld]", vis_ms,
+                   (long long)vis_tokens, (long long)vis_grid_h, (long long)vis_grid_w);
         printf("}\n");
     } else {
         printf("model %s (%s), isa %s, %d threads, weights %s, %lld reps (medians)\n", model, family, isa_used,
@@ -336,6 +370,9 @@ int qhx_bench_model(int argc, char **argv) {
         if (cmp_a > 0)
             printf("  decode at %lld ctx %8.2f tok/s, at %lld ctx %.2f tok/s: ratio %.3f (alternating rounds)\n",
                    (long long)cmp_a, dec_s, (long long)cmp_b, dec_b_s, dec_s > 0 ? dec_b_s / dec_s : 0.0);
+        if (image)
+            printf("  vision encode        %10.1f ms (%lld x %lld patches -> %lld tokens; decode + preprocess + tower)\n",
+                   vis_ms, (long long)vis_grid_h, (long long)vis_grid_w, (long long)vis_tokens);
         printf("  peak RSS             %10.1f MB\n", rss_mb);
     }
 out:
@@ -344,6 +381,7 @@ out:
     free(pre);
     free(dec);
     free(dec_b);
+    free(vis);
     free(ids);
     return rc;
 }
