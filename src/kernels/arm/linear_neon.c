@@ -253,22 +253,18 @@ AI void q4_codes(const uint8_t *p, float32x4_t c[8]) {
     widen16(vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(b, 4)), eight), c + 4);
 }
 
-/* The 32 activations of a group. */
-AI void q4_x(const float *xg, float32x4_t xv[8]) {
-    UNROLL
-    for (int i = 0; i < 8; i++) xv[i] = vld1q_f32(xg + 4 * i);
-}
-
-/* The group step: acc += d * (c . x) over one group; the eight lanes of the partial dot product
- * (lo, hi) take values j, j+8, j+16, j+24 as the column lanes of the other formats do. */
-AI f32x8 q4_step(const float32x4_t c[8], const float32x4_t xv[8], float d, f32x8 acc) {
-    float32x4_t lo = vmulq_f32(c[0], xv[0]), hi = vmulq_f32(c[1], xv[1]);
-    lo = vfmaq_f32(lo, c[2], xv[2]);
-    hi = vfmaq_f32(hi, c[3], xv[3]);
-    lo = vfmaq_f32(lo, c[4], xv[4]);
-    hi = vfmaq_f32(hi, c[5], xv[5]);
-    lo = vfmaq_f32(lo, c[6], xv[6]);
-    hi = vfmaq_f32(hi, c[7], xv[7]);
+/* The group step: acc += d * (c . x) over the group's 32 activations at xg; the eight lanes of
+ * the partial dot product (lo, hi) take values j, j+8, j+16, j+24 as the column lanes of the
+ * other formats do. x is loaded here, next to its use, rather than once per group for all rows
+ * or tokens: eight more live vectors would spill the accumulators (the loads hit L1). */
+AI f32x8 q4_step(const float32x4_t c[8], const float *xg, float d, f32x8 acc) {
+    float32x4_t lo = vmulq_f32(c[0], vld1q_f32(xg)), hi = vmulq_f32(c[1], vld1q_f32(xg + 4));
+    lo = vfmaq_f32(lo, c[2], vld1q_f32(xg + 8));
+    hi = vfmaq_f32(hi, c[3], vld1q_f32(xg + 12));
+    lo = vfmaq_f32(lo, c[4], vld1q_f32(xg + 16));
+    hi = vfmaq_f32(hi, c[5], vld1q_f32(xg + 20));
+    lo = vfmaq_f32(lo, c[6], vld1q_f32(xg + 24));
+    hi = vfmaq_f32(hi, c[7], vld1q_f32(xg + 28));
     acc.val[0] = vfmaq_n_f32(acc.val[0], lo, d);
     acc.val[1] = vfmaq_n_f32(acc.val[1], hi, d);
     return acc;
@@ -276,12 +272,13 @@ AI f32x8 q4_step(const float32x4_t c[8], const float32x4_t xv[8], float d, f32x8
 
 AI int q4_fast(const qhx_weight *w) { return w->group == 32 && w->cols % 32 == 0; }
 
-/* R (1 or 4) rows from r; each group's activations are loaded once for the R rows. */
+/* R (1 or 2) rows from r. Two rows keep everything in registers (8 code vectors and 2
+ * accumulators per row); four spilled to the stack. */
 AI void q4_matvec_rows(const qhx_weight *w, const float *x, float *y, int64_t r, int R) {
     const int64_t ng = w->cols / 32;
-    const uint8_t *p[4];
-    const float *d[4];
-    f32x8 acc[4];
+    const uint8_t *p[2];
+    const float *d[2];
+    f32x8 acc[2];
     UNROLL
     for (int i = 0; i < R; i++) {
         p[i] = (const uint8_t *)w->data + (size_t)(r + i) * (size_t)(w->cols / 2);
@@ -289,31 +286,25 @@ AI void q4_matvec_rows(const qhx_weight *w, const float *x, float *y, int64_t r,
         acc[i] = zero8();
     }
     for (int64_t g = 0; g < ng; g++) {
-        float32x4_t xv[8];
-        q4_x(x + 32 * g, xv);
         UNROLL
         for (int i = 0; i < R; i++) {
             float32x4_t c[8];
             q4_codes(p[i] + 16 * g, c);
-            acc[i] = q4_step(c, xv, d[i][g], acc[i]);
+            acc[i] = q4_step(c, x + 32 * g, d[i][g], acc[i]);
         }
     }
-    if (R == 4) {
-        vst1q_f32(y + r, hsum8x4(acc[0], acc[1], acc[2], acc[3]));
-    } else {
-        UNROLL
-        for (int i = 0; i < R; i++) y[r + i] = hsum8(acc[i]);
-    }
+    UNROLL
+    for (int i = 0; i < R; i++) y[r + i] = hsum8(acc[i]);
 }
 
 static void q4_matvec(const qhx_weight *w, const float *x, float *y, int64_t r0, int64_t r1) {
     int64_t r = r0;
-    for (; r + 4 <= r1; r += 4) q4_matvec_rows(w, x, y, r, 4);
+    for (; r + 2 <= r1; r += 2) q4_matvec_rows(w, x, y, r, 2);
     for (; r < r1; r++) q4_matvec_rows(w, x, y, r, 1);
 }
 
 /* One row x T tokens: the group's codes are widened once and used T times. 8 code vectors,
- * 2T accumulators, the partial sums and an activation block fit the registers for T = 4. */
+ * 2T accumulators and the partial sums fit the registers for T = 4. */
 AI void q4_tile(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy, int64_t t,
                 int64_t r, int T) {
     const int64_t ng = w->cols / 32;
@@ -326,11 +317,7 @@ AI void q4_tile(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int6
         float32x4_t c[8];
         q4_codes(p + 16 * g, c);
         UNROLL
-        for (int j = 0; j < T; j++) {
-            float32x4_t xv[8];
-            q4_x(X + (t + j) * ldx + 32 * g, xv);
-            acc[j] = q4_step(c, xv, d[g], acc[j]);
-        }
+        for (int j = 0; j < T; j++) acc[j] = q4_step(c, X + (t + j) * ldx + 32 * g, d[g], acc[j]);
     }
     if (T == 4) {
         float32x4_t v = hsum8x4(acc[0], acc[1], acc[2], acc[3]);

@@ -209,7 +209,8 @@ static void delta_chunk_neon(float *S, const float *q, int64_t ldq, const float 
         for (; s <= r; s++) E[r * C + s] = expf(gam[r] - gam[s]);
     }
     for (int64_t r = 0; r < c; r++)
-        for (int64_t i = 0; i < dk; i += 4) vst1q_f32(kb + r * dk + i, vmulq_n_f32(vld1q_f32(k + r * ldk + i), beta[r * ldg]));
+        for (int64_t i = 0; i < dk; i += 4)
+            vst1q_f32(kb + r * dk + i, vmulq_n_f32(vld1q_f32(k + r * ldk + i), beta[r * ldg]));
     for (int64_t r = 0; r < c; r++)
         for (int64_t s = 0; s < r; s++) T[r * C + s] = -(dot(kb + r * dk, k + s * ldk, dk) * E[r * C + s]);
     /* T <- (I + A)^-1 strictly lower part: row i += sum_m row_i[m] (original) T[m][:m], over the
