@@ -1,7 +1,10 @@
 # qhexrt: thin wrapper over CMake/CTest.
 #   make        Release build into build/bin (qhx, qhx_generate)
-#   make test   install deps, build Release + ASan/UBSan, run every CTest test in both
+#   make test   install deps, build Release + ASan/UBSan, run every CTest test in both, then the
+#               tests labelled tsan under ThreadSanitizer (make test-tsan) and the aarch64
+#               kernels under qemu (make test-arm)
 #   make demo   install deps, build, run text generation on a small random demo model
+#   make test-arm   aarch64 cross build of the kernels (QHX_KERNELS_ONLY), tests run under qemu-aarch64
 #   make test-tsan  ThreadSanitizer build, runs the tests labelled tsan (pool, sessions)
 #   make fuzz   clang libFuzzer build; runs every fuzz target FUZZ_TIME seconds (default 60)
 JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
@@ -9,7 +12,7 @@ CMAKE    ?= cmake
 WERROR   ?= $(if $(CI),ON,OFF)
 CMFLAGS  ?=
 
-.PHONY: all build deps test test-release test-asan test-tsan demo fuzz clean
+.PHONY: all build deps test test-release test-asan test-arm test-tsan demo fuzz clean
 
 all: build
 
@@ -20,7 +23,7 @@ build:
 deps:
 	@bash scripts/deps.sh
 
-test: deps test-release test-asan
+test: deps test-release test-asan test-tsan test-arm
 
 test-release: build
 	cd build && ctest --output-on-failure -j $(JOBS)
@@ -31,9 +34,18 @@ test-asan:
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --output-on-failure -j $(JOBS)
 
+# The NEON kernels on an emulated aarch64 CPU: core + kernels only (no arm64 libraries needed),
+# every kernel test through qemu-aarch64 (cmake/aarch64-linux-gnu.cmake sets the emulator).
+# test_kernels_neon fails unless qhx_kern_select really installed NEON.
+test-arm:
+	@$(CMAKE) -S . -B build-arm -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake -DQHX_KERNELS_ONLY=ON \
+	  -DCMAKE_BUILD_TYPE=Release -DQHX_WERROR=$(WERROR) $(CMFLAGS) >/dev/null
+	@$(CMAKE) --build build-arm -j $(JOBS)
+	cd build-arm && ctest --output-on-failure -j $(JOBS)
+
 test-tsan:
-	@$(CMAKE) -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DQHX_TSAN=ON $(CMFLAGS) >/dev/null
-	@$(CMAKE) --build build-tsan -j $(JOBS)
+	@$(CMAKE) -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DQHX_TSAN=ON -DQHX_WERROR=$(WERROR) $(CMFLAGS) >/dev/null
+	@$(CMAKE) --build build-tsan -j $(JOBS) --target test_pool test_session_threads
 	cd build-tsan && ctest --output-on-failure -L tsan
 
 # New inputs go to build-fuzz/corpus/<name> (the committed seeds in tests/fuzz/corpus/<name> are
@@ -56,4 +68,4 @@ demo: deps build
 	@bash scripts/demo.sh
 
 clean:
-	rm -rf build build-asan build-tsan build-fuzz
+	rm -rf build build-asan build-arm build-tsan build-fuzz

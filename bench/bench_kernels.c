@@ -1,7 +1,7 @@
-/* bench_kernels: speed of the x86 matvec (decode) and matmul (prefill) variants at Qwen3.5-2B
+/* bench_kernels: speed of the SIMD matvec (decode) and matmul (prefill) variants at Qwen3.5-2B
  * shapes, next to a streaming-read bandwidth probe on the same machine.
  *
- *   qhx_bench_kernels [--threads N] [--reps N] [--isa avx2|avx512] [--no-lmhead] [--quick]
+ *   qhx_bench_kernels [--threads N] [--reps N] [--isa avx2|avx512|neon] [--no-lmhead] [--quick]
  *                     [--matmul-only] [--runtime-split]
  *
  * matvec: GB/s = weight bytes / time. Each rep walks enough copies of the matrix (>= 512 MiB)
@@ -33,6 +33,8 @@
 #if defined(QHX_HAVE_X86)
 #include "kernels/x86/ops_x86.h"
 #include "kernels/x86/x86.h"
+#elif defined(QHX_HAVE_ARM) && defined(__aarch64__)
+#include "kernels/arm/arm.h"
 #endif
 
 #define MAX_THREADS 64
@@ -357,7 +359,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--matmul-only")) matmul_only = 1;
         else if (!strcmp(argv[i], "--runtime-split")) split = 1;
         else {
-            fprintf(stderr, "usage: %s [--threads N] [--reps N] [--isa avx2|avx512] [--no-lmhead] [--quick]\n"
+            fprintf(stderr, "usage: %s [--threads N] [--reps N] [--isa avx2|avx512|neon] [--no-lmhead] [--quick]\n"
                             "       [--matmul-only] [--runtime-split]\n", argv[0]);
             return 2;
         }
@@ -393,6 +395,18 @@ int main(int argc, char **argv) {
         vs[nv++] = (variant){"avx2", QHX_W_Q4, NULL, qhx_k_matmul_q4_gemm_avx2, "q4gemm"};
         vs[nv++] = (variant){"avx2", QHX_W_Q8, NULL, qhx_k_matmul_q8_i8gemm_avx2, "q8i8gemm"};
         vs[nv++] = (variant){"avx2", QHX_W_Q4, NULL, qhx_k_matmul_q4_i8gemm_avx2, "q4i8gemm"};
+    }
+#undef ADD
+#elif defined(QHX_HAVE_ARM) && defined(__aarch64__)
+    qhx_cpu_info cpu;
+    qhx_cpu_detect(&cpu);
+#define ADD(f, F) vs[nv++] = (variant){"neon", F, qhx_k_matvec_##f##_neon, qhx_k_matmul_##f##_neon, NULL}
+    if ((cpu.features & QHX_CPU_NEON) && (!want_isa || !strcmp(want_isa, "neon"))) {
+        ADD(f32, QHX_W_F32);
+        ADD(f16, QHX_W_F16);
+        ADD(bf16, QHX_W_BF16);
+        ADD(q8, QHX_W_Q8);
+        ADD(q4, QHX_W_Q4);
     }
 #undef ADD
 #endif

@@ -12,6 +12,8 @@ PACKAGES=(
   libjpeg62-turbo-dev       # JPEG decoding
   libspng-dev zlib1g-dev    # PNG decoding
   python3 python3-numpy     # parity_gate.py over the golden fixtures
+  gcc-aarch64-linux-gnu libc6-dev-arm64-cross   # make test-arm: the NEON kernels, cross-built
+  qemu-user                 # ... and run under qemu-aarch64
 )
 
 missing=()

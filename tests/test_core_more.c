@@ -1,13 +1,19 @@
 // ctest-labels: unit
-/* Core substrate, second part: arena, CPU detection, monotonic clock, random numbers. */
+/* Core substrate, second part: arena, CPU detection, monotonic clock, random numbers, files that
+ * change under us. */
 #include "core/alloc.h"
 #include "core/arena.h"
 #include "core/cpu.h"
+#include "core/file.h"
 #include "core/rng.h"
 #include "core/time.h"
 #include "t.h"
 
+#include <fcntl.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 static void test_arena(void) {
@@ -187,7 +193,39 @@ static void test_rng(void) {
     CHECK(big < UINT64_MAX);
 }
 
+/* A small file opened through qhx_file_map_open and then truncated by someone else must stay
+ * readable in full (a private copy); with a shared mapping this read would raise SIGBUS. */
+static void test_file_truncated_after_open(void) {
+    char path[] = "/tmp/qhx_trunc_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    if (fd < 0) return;
+    size_t n = (size_t)3 << 20;
+    uint8_t *buf = malloc(n);
+    CHECK(buf != NULL);
+    if (!buf) return;
+    for (size_t i = 0; i < n; i++) buf[i] = (uint8_t)(i * 131u + 7u);
+    CHECK_EQ(write(fd, buf, n), (ssize_t)n);
+    qhx_file_map map;
+    CHECK_EQ(qhx_file_map_open(path, &map, NULL), QHX_OK);
+    CHECK_EQ(ftruncate(fd, 0), 0);
+    CHECK_EQ(map.size, n);
+    CHECK(map.data && memcmp(map.data, buf, n) == 0);
+    qhx_file_map_close(&map);
+    /* above the size limit a file is mapped (sparse here, so nothing is written) */
+    CHECK_EQ(ftruncate(fd, (off_t)QHX_FILE_SMALL_MAX + 4096), 0);
+    CHECK_EQ(qhx_file_map_open(path, &map, NULL), QHX_OK);
+    CHECK_EQ(map.size, (size_t)QHX_FILE_SMALL_MAX + 4096);
+    CHECK_EQ(map.span, (size_t)0);
+    CHECK_EQ(map.data[map.size - 1], 0);
+    qhx_file_map_close(&map);
+    close(fd);
+    unlink(path);
+    free(buf);
+}
+
 int main(void) {
+    test_file_truncated_after_open();
     test_arena();
     test_cpu();
     test_time();

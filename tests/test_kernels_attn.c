@@ -1,12 +1,14 @@
 // ctest-labels: kernels
-/* Kernels that kernels/select.c installs beside the x86 linear variants:
+/* Kernels that kernels/select.c installs beside the SIMD linear variants:
  *   - blocked attention (kernels/attn.h) against the one-pass reference attention, for the
  *     scalar and the selected (SIMD) block kernels, over one and several key blocks and GQA
  *     groups;
  *   - the selected delta-rule step against the reference step (bitwise: the two-pass form keeps
  *     every operation of the reference);
  *   - the selected Q8 / Q4 matvec (int16 activations on AVX2) against the references, within the
- *     int16 rounding of x, and independent of the row range. */
+ *     int16 rounding of x, and independent of the row range.
+ * "Selected" is what qhx_kern_select(QHX_ISA_BEST) installs: AVX2 / AVX-512 on x86, NEON on
+ * aarch64 (make test-arm runs this file under qemu-aarch64). */
 #include "core/alloc.h"
 #include "core/fp16.h"
 #include "core/rng.h"
@@ -15,6 +17,9 @@
 #include "kernels/ref.h"
 #if defined(QHX_HAVE_X86)
 #include "kernels/x86/ops_x86.h"
+#endif
+#if defined(QHX_HAVE_ARM) && defined(__aarch64__)
+#include "kernels/arm/arm.h"
 #endif
 #include "t.h"
 
@@ -142,6 +147,17 @@ static void test_quant_matvec(const qhx_kernels *k) {
     }
 }
 
+/* max |a[i] - b[i]|, or NaN if any difference is NaN (fmax would skip it) */
+static double max_abs_diff(const float *a, const float *b, int64_t n) {
+    double worst = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (double)b[i]);
+        if (isnan(d)) return d;
+        if (d > worst) worst = d;
+    }
+    return worst;
+}
+
 /* the selected chunked delta rule against the reference's, and against n recurrent steps */
 static void test_delta_chunked(const qhx_kernels *k) {
     qhx_rng r;
@@ -163,9 +179,7 @@ static void test_delta_chunked(const qhx_kernels *k) {
         float *work = qhx_malloc((size_t)qhx_k_delta_chunked_work(C, dk, dv) * sizeof(float));
         qhx_k_delta_chunked_f32_ref(S1, q, dk, kk, dk, v, dv, beta, g, 1, o1, dv, n, dk, dv, C, work);
         k->delta_chunked(S2, q, dk, kk, dk, v, dv, beta, g, 1, o2, dv, n, dk, dv, C, work);
-        double wo = 0.0, ws = 0.0;
-        for (int64_t i = 0; i < n * dv; i++) wo = fmax(wo, fabs((double)o1[i] - (double)o2[i]));
-        for (int64_t i = 0; i < dk * dv; i++) ws = fmax(ws, fabs((double)S1[i] - (double)S2[i]));
+        double wo = max_abs_diff(o1, o2, n * dv), ws = max_abs_diff(S1, S2, dk * dv);
         if (!(wo < 1e-4 && ws < 1e-4))
             fprintf(stderr, "delta chunked n %lld dk %lld dv %lld C %lld: max |do| %g, |dS| %g\n", (long long)n,
                     (long long)dk, (long long)dv, (long long)C, wo, ws);
@@ -261,6 +275,12 @@ int main(void) {
     qhx_kern_select(QHX_ISA_REF, &ref);
     qhx_kern_select(QHX_ISA_BEST, &best);
     CHECK(ref.attn_block == qhx_k_attn_block_f32_ref && ref.delta_step == qhx_k_delta_step_f32_ref);
+#if defined(QHX_HAVE_ARM) && defined(__aarch64__)
+    /* on aarch64 "best" is NEON (test_kernels_neon says why it must be), so the NEON variants
+     * of these slots are what the tests below check */
+    CHECK(best.isa == QHX_ISA_NEON && best.attn_block == qhx_k_attn_block_f32_neon &&
+          best.delta_step == qhx_k_delta_step_f32_neon && best.delta_chunked == qhx_k_delta_chunked_f32_neon);
+#endif
     test_attention(&ref, "ref");
     test_attention(&best, qhx_isa_name(best.isa));
     test_delta(&best);

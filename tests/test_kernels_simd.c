@@ -2,10 +2,9 @@
 /* test_kernels_simd: every x86 matvec/matmul variant the host CPU can run, against the _ref
  * kernels and against itself under row splits, threads and token batching (kernels_check.h);
  * then the table install. Exits 77 (skipped) when the CPU has none of the ISAs. */
-#include "kernels_check.h"
-
 #if defined(QHX_HAVE_X86)
 #include "core/cpu.h"
+#include "kernels_check.h"
 #include "kernels/x86/x86.h"
 
 static const int64_t sizes[] = {1, 3, 15, 16, 17, 63, 64, 65, 257, 1000, 2048};
@@ -83,6 +82,8 @@ int main(void) {
     return rc ? rc : has2 || has512 ? 0 : 77;
 }
 #else
+#include <stdio.h>
+
 int main(void) {
     fprintf(stderr, "test_kernels_simd: no x86 variants on this architecture\n");
     return 77;

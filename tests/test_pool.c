@@ -186,6 +186,55 @@ static void test_busy_runs(void) {
     qhx_pool_free(p);
 }
 
+/* ---- run sizes that change from run to run, each job on the stack of a fresh call: a worker
+ * still holding the previous run's claim word must not claim a task of the next run while the
+ * caller is writing that run's job (an earlier claim scheme compared the word's task index with
+ * the next run's larger task count and ran a task twice, or after the caller had returned) ---- */
+struct resize_job {
+    uint64_t tag;            /* round * 2654435761 + n: the job as the caller wrote it */
+    int64_t round, n;
+    _Atomic int *hits;       /* [n] */
+    _Atomic int *bad;
+};
+
+static void resize_task(void *vctx, int64_t task, int thread_index) {
+    struct resize_job *j = vctx;
+    (void)thread_index;
+    volatile int spin = 0;
+    for (int i = 0; i < (int)(task % 3) * 40; i++) spin += i;
+    if (task < 0 || task >= j->n || j->tag != (uint64_t)j->round * 2654435761u + (uint64_t)j->n) {
+        atomic_store(j->bad, 1);
+        return;
+    }
+    atomic_fetch_add_explicit(&j->hits[task], 1, memory_order_relaxed);
+}
+
+static int resize_run(qhx_pool *p, int64_t round, int64_t n, _Atomic int *hits, _Atomic int *bad) {
+    struct resize_job j = {(uint64_t)round * 2654435761u + (uint64_t)n, round, n, hits, bad};
+    for (int64_t t = 0; t < n; t++) atomic_store_explicit(&hits[t], 0, memory_order_relaxed);
+    qhx_pool_run(p, resize_task, &j, n);
+    int wrong = 0;
+    for (int64_t t = 0; t < n; t++) wrong += atomic_load_explicit(&hits[t], memory_order_relaxed) != 1;
+    j.tag = 0; /* what a late reader of this job would see */
+    j.n = 0;
+    return wrong;
+}
+
+static void test_changing_run_sizes(void) {
+    const int runs = SLOW_BUILD ? 20000 : 200000;
+    static const int64_t sizes[] = {2, 17, 3, 64, 2, 5, 33};
+    _Atomic int hits[64], bad = 0;
+    for (int nt = 2; nt <= 3; nt++) {
+        qhx_pool *p;
+        CHECK_EQ(qhx_pool_create(nt, &p, NULL), QHX_OK);
+        int wrong = 0;
+        for (int r = 0; r < runs; r++) wrong += resize_run(p, r, sizes[r % 7], hits, &bad);
+        CHECK_EQ(wrong, 0);
+        CHECK_EQ(atomic_load(&bad), 0);
+        qhx_pool_free(p);
+    }
+}
+
 /* ---- workers that went to sleep wake up for the next run ---- */
 static void test_wake_after_idle(void) {
     qhx_pool *p;
@@ -334,6 +383,7 @@ int main(void) {
     test_reproducible();
     test_many_tiny_runs();
     test_busy_runs();
+    test_changing_run_sizes();
     test_wake_after_idle();
     test_nested();
     test_lifecycle();

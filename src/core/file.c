@@ -16,7 +16,7 @@
 #define OPEN_FLAGS (O_RDONLY | O_CLOEXEC | O_NONBLOCK)
 
 qhx_status qhx_file_map_open(const char *path, qhx_file_map *map, qhx_error *err) {
-    return qhx_file_load(path, QHX_FILE_MAP, map, err);
+    return qhx_file_load(path, QHX_FILE_SMALL_READ, map, err);
 }
 
 #define HUGE_ALIGN ((size_t)2 << 20)
@@ -34,7 +34,7 @@ static void *anon_huge(size_t size, size_t *span) {
     if (head) munmap(p, head);
     if (tail) munmap((uint8_t *)a + want, tail);
 #ifdef MADV_HUGEPAGE
-    madvise((void *)a, want, MADV_HUGEPAGE); /* advisory: fine if refused */
+    if (size >= HUGE_ALIGN) madvise((void *)a, want, MADV_HUGEPAGE); /* advisory: fine if refused */
 #endif
     *span = want;
     return (void *)a;
@@ -82,6 +82,10 @@ qhx_status qhx_file_load(const char *path, qhx_file_mode mode, qhx_file_map *map
         close(fd);
         return qhx_fail(err, QHX_E_LIMIT, "%s: %lld bytes cannot be addressed", path, (long long)st.st_size);
     }
+    /* A mapped file that another process truncates raises SIGBUS on the next touch of a lost
+     * page; a private copy cannot. Small files (tokenizer binaries, session states, goldens) are
+     * therefore read, which costs no more than paging them in once. */
+    if (mode == QHX_FILE_SMALL_READ) mode = (uint64_t)st.st_size <= QHX_FILE_SMALL_MAX ? QHX_FILE_READ : QHX_FILE_MAP;
     if (mode == QHX_FILE_READ) {
         size_t size = (size_t)st.st_size, span = 0;
         uint8_t *buf = anon_huge(size, &span);

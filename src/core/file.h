@@ -20,11 +20,17 @@ typedef struct qhx_file_map {
 typedef enum qhx_file_mode {
     QHX_FILE_MAP = 0,          /* a read-only mapping, paged in on first touch (qhx_file_map_open) */
     QHX_FILE_MAP_POPULATE = 1, /* the same, every page read and mapped up front (MAP_POPULATE) */
-    QHX_FILE_READ = 2          /* read() into anonymous memory aligned to 2 MiB, transparent huge
+    QHX_FILE_READ = 2,         /* read() into anonymous memory aligned to 2 MiB, transparent huge
                                 * pages requested (MADV_HUGEPAGE), then made read-only */
+    QHX_FILE_SMALL_READ = 3    /* READ up to QHX_FILE_SMALL_MAX bytes, MAP above (qhx_file_map_open) */
 } qhx_file_mode;
 
-/* Map `path`. On failure *map is zeroed and err names the path and the OS error. */
+/* Files up to this size are read rather than mapped by qhx_file_map_open, so that another process
+ * truncating them cannot fault a later access (SIGBUS). */
+#define QHX_FILE_SMALL_MAX ((uint64_t)256 << 20)
+
+/* Bring `path` into memory read-only: a private copy up to QHX_FILE_SMALL_MAX bytes, a mapping
+ * above. On failure *map is zeroed and err names the path and the OS error. */
 qhx_status qhx_file_map_open(const char *path, qhx_file_map *map /* OUT */, qhx_error *err);
 void qhx_file_map_close(qhx_file_map *map); /* NULL / zeroed allowed */
 

@@ -1,13 +1,16 @@
 /* core/pool: persistent workers, an atomic claim word, spin-then-park waiting.
  *
- * The claim word packs (generation << 32) | next_task_index. A run publishes its job (fn, ctx,
- * n_tasks, base) and then stores the word with a new generation and index 0. A thread claims a
- * task with a compare-and-swap that increments the index only if the generation is unchanged,
- * so a worker that wakes late can never claim a task of a newer run with an older job's
- * function: the job fields are rewritten only after every task of the previous run has been
- * claimed and finished, and any claim attempt on the old word then fails. Completion is counted
- * per task (n_done), not per worker, so the caller never waits on a worker that is asleep or
- * descheduled - it simply runs the remaining tasks itself. */
+ * The claim word packs (generation << 32) | tasks_left. A run publishes its job (fn, ctx,
+ * n_tasks, base) and then stores the word with a new generation and tasks_left = n_tasks. A
+ * thread claims a task with a compare-and-swap that decrements tasks_left only if the word is
+ * unchanged; the task claimed is n_tasks - tasks_left. A word with tasks_left == 0 is never
+ * swapped, so a worker holding a finished run's word cannot claim anything while the caller
+ * rewrites the job fields for the next run (the claim check uses only the word, never the
+ * fields, which may already belong to the next run at that moment). A successful swap proves
+ * the run was still open, and a run's fields are rewritten only after all of its tasks have been
+ * claimed and finished, so the fields read between the acquire of the word and the swap are that
+ * run's. Completion is counted per task (n_done), not per worker, so the caller never waits on a
+ * worker that is asleep or descheduled - it simply runs the remaining tasks itself. */
 #include "core/pool.h"
 
 #include "core/alloc.h"
@@ -47,7 +50,7 @@ struct qhx_pool {
     struct worker *workers;
     uint32_t gen;         /* caller side: generation of the last run */
 
-    _Alignas(64) _Atomic uint64_t word; /* (generation << 32) | next task index */
+    _Alignas(64) _Atomic uint64_t word; /* (generation << 32) | tasks not yet claimed */
     _Alignas(64) _Atomic int64_t n_done;
     _Alignas(64) _Atomic(qhx_pool_fn) fn;
     _Atomic(void *) ctx;
@@ -64,17 +67,16 @@ struct qhx_pool {
 static void work(qhx_pool *p, uint64_t w, int thread_index) {
     const uint32_t gen = (uint32_t)(w >> 32);
     for (;;) {
-        if ((uint32_t)(w >> 32) != gen) return;
-        uint64_t idx = (uint32_t)w;
+        uint32_t left = (uint32_t)w;
+        if ((uint32_t)(w >> 32) != gen || left == 0) return;
         qhx_pool_fn fn = atomic_load_explicit(&p->fn, memory_order_relaxed);
         void *ctx = atomic_load_explicit(&p->ctx, memory_order_relaxed);
         int64_t n = atomic_load_explicit(&p->n_tasks, memory_order_relaxed);
         int64_t base = atomic_load_explicit(&p->base, memory_order_relaxed);
-        if ((int64_t)idx >= n) return;
-        /* Success proves the word (and so the job fields read above) belonged to `gen`. */
-        if (atomic_compare_exchange_weak_explicit(&p->word, &w, w + 1, memory_order_acq_rel,
+        /* Success proves the run was still open, so the fields read above are its own. */
+        if (atomic_compare_exchange_weak_explicit(&p->word, &w, w - 1, memory_order_acq_rel,
                                                   memory_order_acquire)) {
-            fn(ctx, base + (int64_t)idx, thread_index);
+            fn(ctx, base + (n - (int64_t)left), thread_index);
             atomic_fetch_add_explicit(&p->n_done, 1, memory_order_release);
             w = atomic_load_explicit(&p->word, memory_order_acquire);
         }
@@ -199,7 +201,7 @@ static void run_round(qhx_pool *p, qhx_pool_fn fn, void *ctx, int64_t base, int6
     atomic_store_explicit(&p->base, base, memory_order_relaxed);
     atomic_store_explicit(&p->n_done, 0, memory_order_relaxed);
     p->gen++;
-    uint64_t w = (uint64_t)p->gen << 32;
+    uint64_t w = ((uint64_t)p->gen << 32) | (uint64_t)n;
     atomic_store(&p->word, w); /* seq_cst: publishes the job, ordered before the n_sleeping read */
     if (atomic_load(&p->n_sleeping) > 0) wake_all(p);
     work(p, w, 0);

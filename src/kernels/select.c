@@ -9,6 +9,9 @@
 #include "kernels/x86/ops_x86.h"
 #include "kernels/x86/x86.h"
 #endif
+#if defined(QHX_HAVE_ARM)
+#include "kernels/arm/arm.h"
+#endif
 
 #include <string.h>
 
@@ -58,6 +61,8 @@ void qhx_kern_select(qhx_isa max_isa, qhx_kernels *k) {
         k->matmul[QHX_W_Q8] = qhx_k_matmul_q8_gemm_avx2;
         k->matmul[QHX_W_Q4] = qhx_k_matmul_q4_gemm_avx2;
     }
+#elif defined(QHX_HAVE_ARM)
+    qhx_kern_install_arm(k, max_isa, NULL); /* the hwcap check is inside */
 #else
     (void)max_isa;
 #endif

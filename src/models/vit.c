@@ -4,6 +4,7 @@
 #include "models/vit.h"
 
 #include "core/alloc.h"
+#include "kernels/attn.h"
 #include "kernels/ref.h"
 #include "kernels/vision.h"
 #include "models/par.h"
@@ -190,7 +191,7 @@ int64_t qhx_vit_row_width(const qhx_vit *v) { return v->cfg.out_hidden_size * (1
 /* ---- forward -------------------------------------------------------------------- */
 
 typedef struct vit_scratch {
-    float *x, *h, *qkv, *att, *mlp, *scores, *cos, *sin, *pe, *g, *g1;
+    float *x, *h, *qkv, *att, *mlp, *scores, *cos, *sin, *pe, *g, *g1, *kv;
 } vit_scratch;
 
 /* Work is split over the model's pool in pieces fixed by the problem size (models/par.h):
@@ -276,29 +277,64 @@ static void merger_forward(const qhx_vit *v, const qhx_vit_merger *m, const floa
 }
 
 typedef struct att_job {
+    const qhx_kernels *k;
     const float *qkv;
-    float *scores, *att;
-    int64_t N, D, H;
+    float *kv, *work, *att;
+    int64_t N, D, H, work_floats;
 } att_job;
 
-/* pieces: (patch, head) pairs; scores: one row of N per thread */
+/* Queries of this many consecutive patches go through the kernel together, as the query heads
+ * of one GQA group: they share every key and value load, and each keeps its own accumulators,
+ * so the result is the same as one patch at a time. */
+#define ATT_QUERIES 4
+
+/* patches [p0, p1): q, k and v of each head into kv = [q heads | k heads | v heads], each
+ * (H, N, hd) */
+static void kv_pack_task(void *ctx, int64_t p0, int64_t p1, int ti) {
+    (void)ti;
+    const att_job *j = ctx;
+    const int64_t D = j->D, H = j->H, N = j->N, hd = D / H;
+    for (int64_t p = p0; p < p1; p++)
+        for (int64_t part = 0; part < 3; part++)
+            for (int64_t h = 0; h < H; h++)
+                memcpy(j->kv + ((part * H + h) * N + p) * hd, j->qkv + p * 3 * D + part * D + h * hd,
+                       (size_t)hd * sizeof(float));
+}
+
+/* pieces: (head, block of ATT_QUERIES patches) pairs; work: att_work_floats per thread */
 static void att_task(void *ctx, int64_t i0, int64_t i1, int ti) {
     const att_job *j = ctx;
-    const int64_t D = j->D, hd = D / j->H;
+    const int64_t D = j->D, H = j->H, N = j->N, hd = D / H, n_blk = (N + ATT_QUERIES - 1) / ATT_QUERIES;
     float scale = 1.0f / sqrtf((float)hd);
+    float *out = j->work + ti * j->work_floats, *work = out + ATT_QUERIES * hd;
     for (int64_t i = i0; i < i1; i++) {
-        int64_t p = i / j->H, h = i % j->H;
-        qhx_k_attention_f32_ref(j->qkv + p * 3 * D, j->qkv + D, j->qkv + 2 * D, 3 * D, j->N, j->H, j->H, hd, scale,
-                                j->scores + ti * j->N, j->att + p * D, h, h + 1);
+        int64_t h = i / n_blk, p0 = (i % n_blk) * ATT_QUERIES, nq = N - p0 < ATT_QUERIES ? N - p0 : ATT_QUERIES;
+        const float *q = j->kv + (h * N + p0) * hd;
+        const float *K = j->kv + (H + h) * N * hd, *V = j->kv + (2 * H + h) * N * hd;
+        qhx_attn_group(j->k, q, K, V, hd, N, nq, hd, scale, work, out);
+        for (int64_t r = 0; r < nq; r++)
+            memcpy(j->att + (p0 + r) * D + h * hd, out + r * hd, (size_t)hd * sizeof(float));
     }
 }
 
+/* Scratch floats one thread needs for attention over N patches. */
+static int64_t att_work_floats(int64_t N, int64_t hd) {
+    return ATT_QUERIES * hd + qhx_attn_group_work(N, ATT_QUERIES, hd);
+}
+
 /* Full (non-causal) multi-head attention over the N patches of one image: every query reads
- * all N keys. qkv: (N, 3D) = [q | k | v] with RoPE applied to q and k; att: (N, D);
- * scores: (n_threads, N). */
-static void attention(const qhx_vit *v, const float *qkv, int64_t N, int64_t D, int64_t H, float *scores, float *att) {
-    att_job j = {.qkv = qkv, .scores = scores, .att = att, .N = N, .D = D, .H = H};
-    qhx_par_range(v->pool, N * H, 4, att_task, &j);
+ * all N keys, through the decoder's blocked attention kernel (blocks of QHX_ATTN_BLOCK keys,
+ * partial softmaxes combined in block order: HF's softmax up to float rounding, and the same
+ * bits whichever thread runs which piece). qkv: (N, 3D) = [q | k | v] with RoPE applied to q
+ * and k; att: (N, D); work: (n_threads, att_work_floats). Each head's queries, keys and values
+ * are first copied to contiguous rows (kv: 3 N D floats): read in place they sit 3D floats
+ * apart, and every query walks all the keys. */
+static void attention(const qhx_vit *v, const float *qkv, int64_t N, int64_t D, int64_t H, float *kv, float *work,
+                      float *att) {
+    att_job j = {.k = &v->kern, .qkv = qkv, .kv = kv, .work = work, .att = att, .N = N, .D = D, .H = H,
+                 .work_floats = att_work_floats(N, D / H)};
+    qhx_par_range(v->pool, N, PATCH_CHUNK, kv_pack_task, &j);
+    qhx_par_range(v->pool, H * ((N + ATT_QUERIES - 1) / ATT_QUERIES), 1, att_task, &j);
 }
 
 qhx_status qhx_vit_encode(const qhx_vit *v, const qhx_image_patches *p, float *out, qhx_error *err) {
@@ -321,14 +357,15 @@ qhx_status qhx_vit_encode(const qhx_vit *v, const qhx_image_patches *p, float *o
     s.qkv = qhx_aligned_alloc((size_t)(N * 3 * D) * fz);
     s.att = qhx_aligned_alloc((size_t)(N * D) * fz);
     s.mlp = qhx_aligned_alloc((size_t)(N * I) * fz);
-    s.scores = qhx_aligned_alloc((size_t)qhx_pool_n_threads(v->pool) * (size_t)N * fz);
+    s.kv = qhx_aligned_alloc((size_t)(3 * N * D) * fz);
+    s.scores = qhx_aligned_alloc((size_t)qhx_pool_n_threads(v->pool) * (size_t)att_work_floats(N, hd) * fz);
     s.cos = qhx_aligned_alloc((size_t)(N * hd / 2) * fz);
     s.sin = qhx_aligned_alloc((size_t)(N * hd / 2) * fz);
     s.pe = qhx_aligned_alloc((size_t)(N * D) * fz);
     s.g = qhx_aligned_alloc((size_t)(G * HM) * fz);
     s.g1 = qhx_aligned_alloc((size_t)(G * HM) * fz);
     qhx_status rc = QHX_OK;
-    if (!s.x || !s.h || !s.qkv || !s.att || !s.mlp || !s.scores || !s.cos || !s.sin || !s.pe || !s.g || !s.g1) {
+    if (!s.x || !s.h || !s.qkv || !s.att || !s.mlp || !s.scores || !s.kv || !s.cos || !s.sin || !s.pe || !s.g || !s.g1) {
         rc = qhx_fail(err, QHX_E_NOMEM, "vision: out of memory for %lld patches", (long long)N);
         goto done;
     }
@@ -369,7 +406,7 @@ qhx_status qhx_vit_encode(const qhx_vit *v, const qhx_image_patches *p, float *o
             qhx_k_rope_neox_f32_ref(s.qkv + n * 3 * D, H, hd, hd, cs, sn);     /* q */
             qhx_k_rope_neox_f32_ref(s.qkv + n * 3 * D + D, H, hd, hd, cs, sn); /* k */
         }
-        attention(v, s.qkv, N, D, H, s.scores, s.att);
+        attention(v, s.qkv, N, D, H, s.kv, s.scores, s.att);
         linear(v, &B->proj, B->proj_b, s.att, D, s.h, D, N);
         qhx_k_add_f32_ref(s.x, s.h, N * D);
         layernorm_rows(v, s.x, B->norm2_w, B->norm2_b, s.h, N, D, c->layer_norm_eps);
@@ -388,6 +425,7 @@ done:
     qhx_aligned_free(s.att);
     qhx_aligned_free(s.mlp);
     qhx_aligned_free(s.scores);
+    qhx_aligned_free(s.kv);
     qhx_aligned_free(s.cos);
     qhx_aligned_free(s.sin);
     qhx_aligned_free(s.pe);

@@ -35,6 +35,15 @@ grep -q '"ctx": 40,' "$T/json" && grep -q '"isa": "ref"' "$T/json" || fail "--ct
   fail "bench --ctx-compare: $(cat "$T/err")"
 grep -q '"ratio_b_over_a": ' "$T/json" && [ "$(wc -l <"$T/json")" = 1 ] || fail "--ctx-compare json: $(cat "$T/json")"
 
+# --image on the Qwen3-VL fixture: 64x96 px -> 4 x 6 patches of 16 -> 6 tokens after the 2x2 merge
+# (preprocessor_config.json of the fixture); on a text-only model it is refused with exit 1
+VL="$FIX/qwen3vl-tiny-f32"
+"$BIN" bench -m "$VL" --image "$VL/image-64x96.png" --pp 4 --tg 2 --reps 2 --bw-passes 0 --json >"$T/json" 2>"$T/err" ||
+  fail "bench --image: $(cat "$T/err")"
+grep -Eq '"vision_ms": [0-9]' "$T/json" && grep -q '"vision_tokens": ' "$T/json" || fail "--image json: $(cat "$T/json")"
+"$BIN" bench -m "$M" --image "$VL/image-64x96.png" --pp 1 --tg 1 --reps 1 --bw-passes 0 >/dev/null 2>"$T/err"
+[ $? = 1 ] && grep -q "not a Qwen3-VL model" "$T/err" || fail "--image on a text model: $(cat "$T/err")"
+
 "$BIN" bench tokenizer --help >/dev/null 2>&1 || fail "bench tokenizer --help"
 "$BIN" bench --pp 4 >/dev/null 2>"$T/err"; [ $? = 2 ] && grep -q "MODEL is required" "$T/err" || fail "missing -m"
 "$BIN" bench -m "$M" --weights bogus >/dev/null 2>"$T/err"; [ $? = 2 ] || fail "bad --weights"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Ctrl-C: qhx generate interrupted while it generates keeps what it printed and exits 130 with one
 # stderr line; interrupted while it reads a long prompt it prints nothing and exits 130; qhx logits
-# interrupted leaves no output file. (qhx forge interrupted: tests/cli/forge.sh.)
+# interrupted leaves no output file. (qhx forge interrupted: tests/cli/forge.sh.) A mapped weight
+# file truncated by another process mid-run: one stderr line and exit 1, not a core dump.
 # Run as: bash interrupt.sh BIN_DIR SHARED_DIR SOURCE_DIR
 set -uo pipefail
 QHX=$1/qhx
@@ -89,4 +90,25 @@ pid=
 [ "$rc" = 0 ] || [ "$rc" = 130 ] || bad "logits after two SIGINTs exited $rc: $(cat "$tmp/l2.err")"
 [ "$rc" != 0 ] && [ -e "$tmp/l2.f32" ] && bad "logits after two SIGINTs left its output file"
 ls "$tmp"/l2.f32.tmp* >/dev/null 2>&1 && bad "logits after two SIGINTs left a temporary file"
+# ---- a mapped weight file truncated under a running model (SIGBUS) -------------------------------
+mkdir "$tmp/trunc"
+cp "$FX"/* "$tmp/trunc/"
+"$QHX" bench -m "$tmp/trunc" --weights mmap --pp 0 --tg 4000 --ctx 4096 --reps 50 >"$tmp/bus.out" 2>"$tmp/bus.err" </dev/null &
+pid=$!
+# truncate once the weights are mapped (the bandwidth probe runs first)
+for _ in $(seq 1 600); do grep -q 'trunc/model.safetensors' "/proc/$pid/maps" 2>/dev/null || ! kill -0 "$pid" 2>/dev/null && break; sleep 0.1; done
+sleep 0.5
+truncate -s 4096 "$tmp/trunc/model.safetensors"
+for _ in $(seq 1 600); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+kill -0 "$pid" 2>/dev/null && { kill -KILL "$pid"; bad "bench on a truncated mapping did not stop within 60 s"; }
+wait "$pid"
+rc=$?
+pid=
+if [ "$rc" = 0 ]; then
+  echo "interrupt: bench finished before the truncation: the SIGBUS case is not checked"
+else
+  [ "$rc" = 1 ] || bad "bench on a truncated mapping exited $rc, expected 1: $(head -c 300 "$tmp/bus.err")"
+  one_line bus "shrank while it was mapped"
+  [ -s "$tmp/bus.out" ] && bad "bench on a truncated mapping printed: $(head -c 200 "$tmp/bus.out")"
+fi
 exit $fail

@@ -13,9 +13,9 @@
 #include "core/rng.h"
 #include "io/safetensors.h"
 #include "models/family.h"
+#include "models/qwen3vl.h"
 #include "runtime/session.h"
 
-#include <emmintrin.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,13 +53,23 @@ static double median(double *v, int n) {
 #define BW_BYTES ((size_t)1 << 30) /* 1 GiB per pass */
 #define BW_PIECE ((size_t)16 << 20)
 
+/* x86-64: 16-byte SSE2 loads (baseline there). Other CPUs: plain 64-bit reads in eight lanes,
+ * which the compiler turns into its own vector loads. */
+#if defined(__SSE2__)
+#include <emmintrin.h>
+typedef __m128i bw_lane;
+#else
+typedef struct bw_lane { uint64_t q[2]; } bw_lane;
+#endif
+
 typedef struct bw_job {
     const uint8_t *buf;
-    __m128i sink[QHX_POOL_MAX_THREADS];
+    bw_lane sink[QHX_POOL_MAX_THREADS];
 } bw_job;
 
 static void bw_task(void *ctx, int64_t task, int ti) {
     bw_job *j = ctx;
+#if defined(__SSE2__)
     const __m128i *p = (const __m128i *)(j->buf + (size_t)task * BW_PIECE);
     const __m128i *e = p + BW_PIECE / sizeof(__m128i);
     __m128i a0 = _mm_setzero_si128(), a1 = a0, a2 = a0, a3 = a0;
@@ -75,6 +85,24 @@ static void bw_task(void *ctx, int64_t task, int ti) {
     }
     __m128i s = _mm_xor_si128(_mm_xor_si128(a0, a1), _mm_xor_si128(a2, a3));
     j->sink[ti] = _mm_xor_si128(j->sink[ti], s);
+#else
+    const uint64_t *q = (const uint64_t *)(j->buf + (size_t)task * BW_PIECE);
+    const uint64_t *end = q + BW_PIECE / sizeof(uint64_t);
+    uint64_t a[8] = {0};
+    for (; q < end; q += 8)
+        for (int i = 0; i < 8; i++) a[i] ^= q[i];
+    j->sink[ti].q[0] ^= a[0] ^ a[2] ^ a[4] ^ a[6];
+    j->sink[ti].q[1] ^= a[1] ^ a[3] ^ a[5] ^ a[7];
+#endif
+}
+
+/* The low 64 bits of a lane. */
+static uint64_t bw_low(bw_lane v) {
+#if defined(__SSE2__)
+    return (uint64_t)_mm_cvtsi128_si64(v);
+#else
+    return v.q[0];
+#endif
 }
 
 /* The best of `passes` streaming reads of 1 GiB by every thread of the pool, in GB/s (1e9). */
@@ -98,7 +126,7 @@ static double measure_bandwidth(qhx_pool *pool, int passes) {
             if (gbs > best) best = gbs;
         }
         uint64_t x = 0; /* keep the loads */
-        for (int i = 0; i < QHX_POOL_MAX_THREADS; i++) x ^= (uint64_t)_mm_cvtsi128_si64(j->sink[i]);
+        for (int i = 0; i < QHX_POOL_MAX_THREADS; i++) x ^= bw_low(j->sink[i]);
         if (x == 0x5a5a5a5a5a5a5a5aull) fprintf(stderr, " ");
         qhx_aligned_free(j);
     }
@@ -126,11 +154,30 @@ static double decode_bytes(const qhx_model *m) {
     return total;
 }
 
+/* ---- the vision encoder ---------------------------------------------------------------------- */
+
+/* Time one image through qhx_qwen3vl_image_load: file decode, preprocessing and the vision tower,
+ * as a chat turn with that image pays it before its prompt. */
+static qhx_status bench_image(const qhx_model *m, const char *path, double *ms, int64_t *tokens, int64_t *gh,
+                              int64_t *gw, qhx_error *err) {
+    const qhx_qwen3vl *vl = qhx_qwen3vl_of(m);
+    if (!vl) return qhx_fail(err, QHX_E_UNSUPPORTED, "--image: %s is not a Qwen3-VL model", qhx_model_family_name(m));
+    qhx_vl_image im = {0};
+    double t = now_ms();
+    qhx_status st = qhx_qwen3vl_image_load(vl, path, &im, err);
+    *ms = now_ms() - t;
+    *tokens = im.n_tokens;
+    *gh = im.grid_h;
+    *gw = im.grid_w;
+    qhx_vl_image_deinit(&im);
+    return st;
+}
+
 /* ---- the benchmark ------------------------------------------------------------------------- */
 
 static void usage(FILE *f) {
     fprintf(f, "usage: qhx bench -m MODEL [--pp N] [--tg N] [--ctx N] [--threads N] [--reps N]\n"
-               "                 [--weights mmap|read] [--isa ref|avx2|avx512|best]\n"
+               "                 [--weights mmap|read] [--isa ref|avx2|avx512|neon|best] [--image FILE]\n"
                "                 [--prefill-math default|f32|int8] [--json]\n"
                "       qhx bench tokenizer ...\n"
                "  --pp N       prompt tokens for the prefill figure (default 512; 0: skip)\n"
@@ -147,11 +194,13 @@ static void usage(FILE *f) {
                "               for q4, f32 for w8)\n"
                "  --bw-passes N  streaming passes of 1 GiB for the bandwidth (default 5 before and 3\n"
                "               after the runs, the best counts; 0: skip, no roofline)\n"
+               "  --image FILE also time the vision encoder on FILE (Qwen3-VL models): decode,\n"
+               "               preprocess and encode, median over the reps\n"
                "  --json       one JSON object instead of the table\n");
 }
 
 int qhx_bench_model(int argc, char **argv) {
-    const char *model = NULL, *wname = "default", *isa_name = "best", *math_name = "default";
+    const char *model = NULL, *wname = "default", *isa_name = "best", *math_name = "default", *image = NULL;
     int64_t pp = 512, tg = 128, ctx = -1, threads = 0, reps = 3, bw_passes = 5, cmp_a = -1, cmp_b = -1;
     int json = 0;
     qhx_model_params mp = qhx_model_default_params();
@@ -185,8 +234,9 @@ int qhx_bench_model(int argc, char **argv) {
             if (!strcmp(isa_name, "ref")) mp.max_isa = QHX_ISA_REF;
             else if (!strcmp(isa_name, "avx2")) mp.max_isa = QHX_ISA_AVX2;
             else if (!strcmp(isa_name, "avx512")) mp.max_isa = QHX_ISA_AVX512;
+            else if (!strcmp(isa_name, "neon")) mp.max_isa = QHX_ISA_NEON;
             else if (!strcmp(isa_name, "best")) mp.max_isa = QHX_ISA_BEST;
-            else return qhx_cli_usage_error(CMD, "--isa: expected ref, avx2, avx512 or best, got '%s'", isa_name);
+            else return qhx_cli_usage_error(CMD, "--isa: expected ref, avx2, avx512, neon or best, got '%s'", isa_name);
         } else if (!strcmp(a, "--prefill-math") && has) {
             math_name = argv[++i];
             if (qhx_cli_parse_prefill_math(math_name, &mp.prefill_math))
@@ -201,6 +251,8 @@ int qhx_bench_model(int argc, char **argv) {
                 return qhx_cli_usage_error(CMD, "--ctx-compare: expected A,B, got '%s'", v);
         } else if (!strcmp(a, "--bw-passes") && has) {
             if (qhx_cli_parse_i64(argv[++i], 0, 100, &bw_passes)) return qhx_cli_usage_error(CMD, "--bw-passes: bad count '%s'", argv[i]);
+        } else if (!strcmp(a, "--image") && has) {
+            image = argv[++i];
         } else if (!strcmp(a, "--json")) {
             json = 1;
         } else {
@@ -225,9 +277,11 @@ int qhx_bench_model(int argc, char **argv) {
     double *load = calloc((size_t)reps, sizeof(double)), *pre = calloc((size_t)reps, sizeof(double));
     double *pre_cpu = calloc((size_t)reps, sizeof(double));
     double *dec = calloc((size_t)reps, sizeof(double)), *dec_b = calloc((size_t)reps, sizeof(double));
+    double *vis = calloc((size_t)reps, sizeof(double));
+    int64_t vis_tokens = 0, vis_grid_h = 0, vis_grid_w = 0;
     int32_t *ids = malloc((size_t)(n_ctx > 0 ? n_ctx : 1) * sizeof *ids);
     qhx_pool *bw_pool = NULL;
-    if (!load || !pre || !pre_cpu || !dec || !dec_b || !ids) {
+    if (!load || !pre || !pre_cpu || !dec || !dec_b || !vis || !ids) {
         fprintf(stderr, "qhx %s: out of memory\n", CMD);
         rc = QHX_EXIT_RUNTIME;
         goto out;
@@ -253,6 +307,11 @@ int qhx_bench_model(int argc, char **argv) {
         n_threads = qhx_pool_n_threads(m->pool);
         snprintf(isa_used, sizeof isa_used, "%s", qhx_isa_name(m->kern.isa));
         snprintf(family, sizeof family, "%s", qhx_model_family_name(m));
+        if (image && bench_image(m, image, &vis[r], &vis_tokens, &vis_grid_h, &vis_grid_w, &err)) {
+            qhx_model_free(m);
+            rc = qhx_cli_runtime_error(CMD, &err);
+            goto out;
+        }
         qhx_rng rng;
         qhx_rng_seed(&rng, 1234);
         int64_t V = qhx_model_n_vocab(m);
@@ -325,7 +384,7 @@ int qhx_bench_model(int argc, char **argv) {
 
     double load_ms = median(load, (int)reps), pre_s = median(pre, (int)reps), dec_s = median(dec, (int)reps);
     double pre_cpu_s = median(pre_cpu, (int)reps);
-    double dec_b_s = median(dec_b, (int)reps);
+    double dec_b_s = median(dec_b, (int)reps), vis_ms = median(vis, (int)reps);
     double achieved = bytes * dec_s / 1e9, ratio = bw > 0 ? achieved / bw : 0.0;
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
@@ -345,6 +404,9 @@ int qhx_bench_model(int argc, char **argv) {
             printf(", \"ctx_a\": %lld, \"ctx_b\": %lld, \"decode_tok_s_a\": %.3f, \"decode_tok_s_b\": %.3f, "
                    "\"ratio_b_over_a\": %.4f",
                    (long long)cmp_a, (long long)cmp_b, dec_s, dec_b_s, dec_s > 0 ? dec_b_s / dec_s : 0.0);
+        if (image)
+            printf(", \"vision_ms\": %.1f, \"vision_tokens\": %lld, \"vision_grid\": [%lld, %lld]", vis_ms,
+                   (long long)vis_tokens, (long long)vis_grid_h, (long long)vis_grid_w);
         printf("}\n");
     } else {
         printf("model %s (%s), isa %s, %d threads, weights %s, prefill math %s, %lld reps (medians)\n", model,
@@ -360,6 +422,9 @@ int qhx_bench_model(int argc, char **argv) {
         if (cmp_a > 0)
             printf("  decode at %lld ctx %8.2f tok/s, at %lld ctx %.2f tok/s: ratio %.3f (alternating rounds)\n",
                    (long long)cmp_a, dec_s, (long long)cmp_b, dec_b_s, dec_s > 0 ? dec_b_s / dec_s : 0.0);
+        if (image)
+            printf("  vision encode        %10.1f ms (%lld x %lld patches -> %lld tokens; decode + preprocess + tower)\n",
+                   vis_ms, (long long)vis_grid_h, (long long)vis_grid_w, (long long)vis_tokens);
         printf("  peak RSS             %10.1f MB\n", rss_mb);
     }
 out:
@@ -369,6 +434,7 @@ out:
     free(pre_cpu);
     free(dec);
     free(dec_b);
+    free(vis);
     free(ids);
     return rc;
 }

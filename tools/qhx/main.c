@@ -1,8 +1,11 @@
 /* qhx: the command-line front end. One file per subcommand; this file dispatches. */
 #include "cli.h"
 
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 static const struct qhx_cli_cmd COMMANDS[] = {
 #define QHX_CLI_ENTRY(name, fn, help) {name, fn, help},
@@ -18,7 +21,32 @@ static void print_usage(FILE *f) {
     fprintf(f, "\nqhx COMMAND --help shows a command's options; qhx --version the version.\n");
 }
 
+/* SIGBUS: a file we map (weights with --weights mmap, a checkpoint being forged or inspected) was
+ * truncated by another process, so a page we need no longer exists. The access cannot be
+ * resumed; say so in one line, remove a half-written output file, and exit 1 instead of dumping
+ * core. Only async-signal-safe calls here; several threads may fault at once, one reports. */
+static void on_sigbus(int sig) {
+    static const char msg[] = "qhx: an input file shrank while it was mapped (SIGBUS); stopped, nothing written\n";
+    static atomic_flag reported = ATOMIC_FLAG_INIT;
+    (void)sig;
+    if (atomic_flag_test_and_set(&reported)) /* another thread faulted too: it prints and exits */
+        for (;;) pause();
+    qhx_cli_out_unlink_live();
+    ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
+    (void)w;
+    _exit(QHX_EXIT_RUNTIME);
+}
+
+static void catch_sigbus(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigbus;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGBUS, &sa, NULL);
+}
+
 int main(int argc, char **argv) {
+    catch_sigbus();
     if (argc < 2) {
         fprintf(stderr, "qhx: missing command (try 'qhx --help')\n");
         return QHX_EXIT_USAGE;
