@@ -47,9 +47,31 @@ static double quant_bound(const qhx_weight *w, const float *x, int64_t r) {
     return bound;
 }
 
+/* The kernel's arithmetic redone in double on the codes the file head documents (dx = max|x| /
+ * 127 in f32, q = nearbyintf(x * (1 / dx)), or x / dx below 2^-120): sum W'[r, c] q[c] dx[c / 32].
+ * What separates it from the kernel is only f32 rounding of the block sums, so a wrong rounding
+ * mode, scale or Q4 offset shows here even where the worst-case bound would let it pass.
+ * *mag gets sum |W'[r, c] q[c] dx|, the scale of that rounding. */
+static double emulate(const qhx_weight *w, const float *x, int64_t r, double *mag) {
+    double y = 0.0, m = 0.0;
+    for (int64_t b = 0; b < w->cols / 32; b++) {
+        float amax = 0.0f;
+        for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(x[32 * b + i]));
+        float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        for (int i = 0; i < 32; i++) {
+            float v = x[32 * b + i], q = d >= 0x1p-120f ? nearbyintf(v * id) : d > 0.0f ? nearbyintf(v / d) : 0.0f;
+            double t = (double)kc_wval(w, r, 32 * b + i) * q * d;
+            y += t, m += fabs(t);
+        }
+    }
+    *mag = m;
+    return y;
+}
+
 /* Y (n, ldy) against the reference matmul: |got - ref| <= quant_bound + KC_REL_TOL sum|W' x|
  * (kernels_check.h: the float32 summation-order slack, here of both the kernel's block sums and
- * the reference's column-order sum). Returns the worst error as a fraction of the allowed. */
+ * the reference's column-order sum); and against emulate() within KC_REL_TOL. Returns the worst
+ * error against the reference as a fraction of the allowed. */
 static double check_vs_ref(const i8_case *c, const qhx_weight *w, const float *X, int64_t ldx, const float *Y,
                            int64_t ldy, int64_t n) {
     float *Yr = kc_nan((size_t)(n * ldy));
@@ -69,6 +91,12 @@ static double check_vs_ref(const i8_case *c, const qhx_weight *w, const float *X
                             want, allowed);
             }
             if (!(rel <= worst)) worst = isnan(rel) ? INFINITY : rel;
+            double emag, emu = emulate(w, X + t * ldx, r, &emag);
+            if (!(fabs(got - emu) <= KC_REL_TOL * emag + 1e-30)) {
+                if (bad++ < 3)
+                    fprintf(stderr, "%s %lldx%lld n=%lld: Y[%lld, %lld] = %.9g, emulated %.9g\n", c->name,
+                            (long long)w->rows, (long long)w->cols, (long long)n, (long long)t, (long long)r, got, emu);
+            }
         }
     CHECK_EQ(bad, 0);
     free(Yr);

@@ -71,7 +71,7 @@ void qhx_k_matvec_q4_i8x_avx2(const qhx_weight *w, const float *x, float *y, int
 void qhx_k_matmul_q4_i8x_avx2(const qhx_weight *w, const float *X, int64_t ldx, float *Y,
                               int64_t ldy, int64_t n, int64_t r0, int64_t r1);
 
-/* ---- AVX2, Q8 / Q4 prefill GEMM with int8 activations (gemm_i8_avx2.c; opt-in) ------------ */
+/* ---- AVX2, Q8 / Q4 prefill GEMM with int8 activations (gemm_i8_avx2.c; prefill_math) ------ */
 
 void qhx_k_matmul_q8_i8gemm_avx2(const qhx_weight *w, const float *X, int64_t ldx, float *Y,
                                  int64_t ldy, int64_t n, int64_t r0, int64_t r1);
