@@ -39,10 +39,6 @@
 
 #define MAX_THREADS 64
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
-
 static double clock_s(clockid_t c) {
     struct timespec ts;
     clock_gettime(c, &ts);
@@ -135,29 +131,19 @@ static void team_free(team *tm) {
 
 // ---- bandwidth probe ---------------------------------------------------------------------------
 
-typedef struct probe_job { const uint64_t *buf; size_t n; uint64_t sum[MAX_THREADS * 8]; } probe_job;
+typedef struct probe_job {
+    const uint8_t *buf;
+    size_t n;
+    qhx_kernels k;              /* read_fold: the best streaming read the CPU has */
+    uint64_t sum[MAX_THREADS];  /* keeps the loads */
+} probe_job;
 
 static void probe_fn(void *arg, int ti, int nt) {
     probe_job *p = arg;
     size_t a = p->n * (size_t)ti / (size_t)nt, b = p->n * (size_t)(ti + 1) / (size_t)nt;
-    a &= ~(size_t)7;
-    b = ti == nt - 1 ? p->n : b & ~(size_t)7;
-#if defined(__SSE2__)
-    const __m128i *q = (const __m128i *)(p->buf + a);
-    __m128i s0 = _mm_setzero_si128(), s1 = s0, s2 = s0, s3 = s0;
-    for (size_t i = 0; i < (b - a) / 2; i += 4) {
-        s0 = _mm_add_epi64(s0, _mm_load_si128(q + i));
-        s1 = _mm_add_epi64(s1, _mm_load_si128(q + i + 1));
-        s2 = _mm_add_epi64(s2, _mm_load_si128(q + i + 2));
-        s3 = _mm_add_epi64(s3, _mm_load_si128(q + i + 3));
-    }
-    _mm_storeu_si128((__m128i *)&p->sum[ti * 8], _mm_add_epi64(_mm_add_epi64(s0, s1), _mm_add_epi64(s2, s3)));
-#else
-    uint64_t s[8] = {0};
-    for (size_t i = a; i < b; i += 8)
-        for (int j = 0; j < 8; j++) s[j] += p->buf[i + j];
-    p->sum[ti * 8] = s[0] + s[1] + s[2] + s[3] + s[4] + s[5] + s[6] + s[7];
-#endif
+    a &= ~(size_t)127;
+    b = ti == nt - 1 ? p->n : b & ~(size_t)127;
+    p->sum[ti] ^= p->k.read_fold(p->buf + a, b - a);
 }
 
 /* A figure: medians of the wall and cpu rates. */
@@ -166,10 +152,11 @@ static fig fig_of(double *w, double *c, int reps) { return (fig){median(w, reps)
 
 static fig bandwidth_probe(team *tm, int reps) {
     size_t bytes = (size_t)1 << 30;
-    uint64_t *buf = aligned_alloc(64, bytes);
+    uint8_t *buf = aligned_alloc(64, bytes);
     if (!buf) return (fig){0, 0};
     memset(buf, 1, bytes);
-    probe_job p = {.buf = buf, .n = bytes / 8};
+    probe_job p = {.buf = buf, .n = bytes};
+    qhx_kern_select(QHX_ISA_BEST, &p.k);
     double w[64], c[64];
     team_run(tm, probe_fn, &p); /* warm-up */
     for (int r = 0; r < reps; r++) {

@@ -5,9 +5,30 @@
 #if defined(QHX_HAVE_X86)
 #include "core/cpu.h"
 #include "kernels_check.h"
+#include "kernels/x86/ops_x86.h"
 #include "kernels/x86/x86.h"
 
 static const int64_t sizes[] = {1, 3, 15, 16, 17, 63, 64, 65, 257, 1000, 2048};
+
+/* The streaming read of the bandwidth probes: bit for bit the reference's fold, which is the XOR
+ * of every whole 64-bit word (checked word by word here), at sizes around the 128-byte blocks
+ * and from unaligned starts. */
+static void check_read_fold(void) {
+    enum { N = 4096 + 200 };
+    static uint64_t words[N / 8 + 1];
+    uint8_t *b = (uint8_t *)words;
+    for (size_t i = 0; i < sizeof words; i++) b[i] = (uint8_t)(i * 167u + 13u);
+    static const size_t ns[] = {0, 7, 8, 120, 127, 128, 129, 136, 255, 256, 1000, 4096, N};
+    for (size_t off = 0; off < 2; off++)
+        for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
+            size_t n = off && ns[i] >= 8 ? ns[i] - 8 : ns[i];
+            const uint8_t *p = b + 8 * off;
+            uint64_t want = 0;
+            for (size_t w = 0; w < n / 8; w++) want ^= ((const uint64_t *)p)[w];
+            CHECK_EQ(qhx_k_read_fold_ref(p, n), want);
+            CHECK_EQ(qhx_k_read_fold_avx2(p, n), want);
+        }
+}
 static const int64_t q4cols[] = {32, 64, 96, 1024, 2048};
 
 #define V(isa, f, F) {#f "_" #isa, F, qhx_k_matvec_##f##_##isa, qhx_k_matmul_##f##_##isa, 0}
@@ -28,6 +49,7 @@ int main(void) {
         kc_run_all(vi, 1, sizes, nsz, q4cols, nq4);
         static const int64_t wide[] = {8192, 8224}; /* the last that quantizes x, the first that does not */
         kc_check_variant(&vi[0], sizes, 4, wide, 2, (const int[]){3}, 1);
+        check_read_fold();
     } else {
         fprintf(stderr, "avx2: skipped, the CPU or OS lacks AVX2/FMA/F16C\n");
     }

@@ -63,6 +63,7 @@ typedef struct qhx_kernels {
     qhx_attn_block_fn attn_block;      /* kernels/attn.h */
     qhx_delta_step_fn delta_step;      /* qhx_k_delta_step_f32_ref's contract */
     qhx_delta_chunked_fn delta_chunked; /* qhx_k_delta_chunked_f32_ref's contract */
+    uint64_t (*read_fold)(const void *p, size_t n); /* qhx_k_read_fold_ref's contract (probes) */
     /* Element-wise and row ops are added here as SIMD variants appear; until then model code
      * calls the qhx_k_*_ref functions directly through the wrappers below. */
 } qhx_kernels;

@@ -103,6 +103,10 @@ void qhx_k_rope_neox_f32_ref(float *x, int64_t n_heads, int64_t hd, int64_t n_ro
 /* x (n,) <- softmax(x), fp32, max-subtracted. */
 void qhx_k_softmax_f32_ref(float *x, int64_t n);
 
+/* XOR of the n / 8 little 64-bit words at p (p 8-byte aligned; a tail of n % 8 bytes is ignored).
+ * A streaming read whose result depends on every word, for the memory-bandwidth probes. */
+uint64_t qhx_k_read_fold_ref(const void *p, size_t n);
+
 /* Causal GQA attention of one query token over n_kv cached tokens, query heads [h0, h1):
  *   out_h = softmax_tau((q_h . K[tau, g]) * scale) . V[tau, g],  g = h / (n_heads / n_kv_heads).
  * q (n_heads, hd); K, V (n_kv, ld) with head g at columns [g hd, (g+1) hd); scores (n_kv,)

@@ -41,6 +41,7 @@ void qhx_kern_select(qhx_isa max_isa, qhx_kernels *k) {
     k->attn_block = qhx_k_attn_block_f32_ref;
     k->delta_step = qhx_k_delta_step_f32_ref;
     k->delta_chunked = qhx_k_delta_chunked_f32_ref;
+    k->read_fold = qhx_k_read_fold_ref;
     qhx_kern_ref_quant(k);
     /* SIMD variants, bounded by max_isa (QHX_ISA_REF keeps the references) */
 #if defined(QHX_HAVE_X86)
@@ -49,6 +50,7 @@ void qhx_kern_select(qhx_isa max_isa, qhx_kernels *k) {
         k->attn_block = qhx_k_attn_block_f32_avx2;
         k->delta_step = qhx_k_delta_step_f32_avx2;
         k->delta_chunked = qhx_k_delta_chunked_f32_avx2;
+        k->read_fold = qhx_k_read_fold_avx2;
     }
     if (k->isa == QHX_ISA_AVX2) {
         /* decode of quantized weights: int16 activations */

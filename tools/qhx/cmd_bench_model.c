@@ -12,6 +12,7 @@
 #include "core/pool.h"
 #include "core/rng.h"
 #include "io/safetensors.h"
+#include "kernels/kernels.h"
 #include "models/family.h"
 #include "models/qwen3vl.h"
 #include "runtime/session.h"
@@ -53,56 +54,15 @@ static double median(double *v, int n) {
 #define BW_BYTES ((size_t)1 << 30) /* 1 GiB per pass */
 #define BW_PIECE ((size_t)16 << 20)
 
-/* x86-64: 16-byte SSE2 loads (baseline there). Other CPUs: plain 64-bit reads in eight lanes,
- * which the compiler turns into its own vector loads. */
-#if defined(__SSE2__)
-#include <emmintrin.h>
-typedef __m128i bw_lane;
-#else
-typedef struct bw_lane { uint64_t q[2]; } bw_lane;
-#endif
-
 typedef struct bw_job {
     const uint8_t *buf;
-    bw_lane sink[QHX_POOL_MAX_THREADS];
+    qhx_kernels k;                       /* read_fold: the best streaming read the CPU has */
+    uint64_t sink[QHX_POOL_MAX_THREADS]; /* keeps the loads */
 } bw_job;
 
 static void bw_task(void *ctx, int64_t task, int ti) {
     bw_job *j = ctx;
-#if defined(__SSE2__)
-    const __m128i *p = (const __m128i *)(j->buf + (size_t)task * BW_PIECE);
-    const __m128i *e = p + BW_PIECE / sizeof(__m128i);
-    __m128i a0 = _mm_setzero_si128(), a1 = a0, a2 = a0, a3 = a0;
-    for (; p < e; p += 8) {
-        a0 = _mm_xor_si128(a0, _mm_load_si128(p));
-        a1 = _mm_xor_si128(a1, _mm_load_si128(p + 1));
-        a2 = _mm_xor_si128(a2, _mm_load_si128(p + 2));
-        a3 = _mm_xor_si128(a3, _mm_load_si128(p + 3));
-        a0 = _mm_xor_si128(a0, _mm_load_si128(p + 4));
-        a1 = _mm_xor_si128(a1, _mm_load_si128(p + 5));
-        a2 = _mm_xor_si128(a2, _mm_load_si128(p + 6));
-        a3 = _mm_xor_si128(a3, _mm_load_si128(p + 7));
-    }
-    __m128i s = _mm_xor_si128(_mm_xor_si128(a0, a1), _mm_xor_si128(a2, a3));
-    j->sink[ti] = _mm_xor_si128(j->sink[ti], s);
-#else
-    const uint64_t *q = (const uint64_t *)(j->buf + (size_t)task * BW_PIECE);
-    const uint64_t *end = q + BW_PIECE / sizeof(uint64_t);
-    uint64_t a[8] = {0};
-    for (; q < end; q += 8)
-        for (int i = 0; i < 8; i++) a[i] ^= q[i];
-    j->sink[ti].q[0] ^= a[0] ^ a[2] ^ a[4] ^ a[6];
-    j->sink[ti].q[1] ^= a[1] ^ a[3] ^ a[5] ^ a[7];
-#endif
-}
-
-/* The low 64 bits of a lane. */
-static uint64_t bw_low(bw_lane v) {
-#if defined(__SSE2__)
-    return (uint64_t)_mm_cvtsi128_si64(v);
-#else
-    return v.q[0];
-#endif
+    j->sink[ti] ^= j->k.read_fold(j->buf + (size_t)task * BW_PIECE, BW_PIECE);
 }
 
 /* The best of `passes` streaming reads of 1 GiB by every thread of the pool, in GB/s (1e9). */
@@ -118,6 +78,7 @@ static double measure_bandwidth(qhx_pool *pool, int passes) {
     if (j) {
         memset(j, 0, sizeof *j);
         j->buf = buf;
+        qhx_kern_select(QHX_ISA_BEST, &j->k);
         for (int p = 0; p < passes; p++) {
             double t = now_ms();
             qhx_pool_run(pool, bw_task, j, (int64_t)(BW_BYTES / BW_PIECE));
@@ -126,7 +87,7 @@ static double measure_bandwidth(qhx_pool *pool, int passes) {
             if (gbs > best) best = gbs;
         }
         uint64_t x = 0; /* keep the loads */
-        for (int i = 0; i < QHX_POOL_MAX_THREADS; i++) x ^= bw_low(j->sink[i]);
+        for (int i = 0; i < QHX_POOL_MAX_THREADS; i++) x ^= j->sink[i];
         if (x == 0x5a5a5a5a5a5a5a5aull) fprintf(stderr, " ");
         qhx_aligned_free(j);
     }

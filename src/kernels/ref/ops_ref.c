@@ -115,3 +115,13 @@ void qhx_k_attention_f32_ref(const float *q, const float *K, const float *V, int
         }
     }
 }
+
+uint64_t qhx_k_read_fold_ref(const void *p, size_t n) {
+    const uint64_t *w = p;
+    uint64_t a[8] = {0};
+    size_t words = n / 8, i = 0;
+    for (; i + 8 <= words; i += 8)
+        for (int j = 0; j < 8; j++) a[j] ^= w[i + j]; /* eight chains, so the loads overlap */
+    for (; i < words; i++) a[0] ^= w[i];
+    return a[0] ^ a[1] ^ a[2] ^ a[3] ^ a[4] ^ a[5] ^ a[6] ^ a[7];
+}

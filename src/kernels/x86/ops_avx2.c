@@ -265,3 +265,24 @@ void qhx_k_delta_chunked_f32_avx2(float *S, const float *q, int64_t ldq, const f
                          o + t0 * ldo, ldo, c, dk, dv, C, work);
     }
 }
+
+/* ---- streaming read (bandwidth probes) --------------------------------------------------------- */
+
+/* XOR is associative and commutative, so four 256-bit chains folded at the end give exactly the
+ * reference's word-by-word XOR. */
+uint64_t qhx_k_read_fold_avx2(const void *p, size_t n) {
+    const uint8_t *b = p;
+    size_t blocks = n / 128, i = 0;
+    __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+    for (; i < blocks; i++) {
+        const __m256i *v = (const __m256i *)(b + 128 * i);
+        a0 = _mm256_xor_si256(a0, _mm256_loadu_si256(v));
+        a1 = _mm256_xor_si256(a1, _mm256_loadu_si256(v + 1));
+        a2 = _mm256_xor_si256(a2, _mm256_loadu_si256(v + 2));
+        a3 = _mm256_xor_si256(a3, _mm256_loadu_si256(v + 3));
+    }
+    __m256i a = _mm256_xor_si256(_mm256_xor_si256(a0, a1), _mm256_xor_si256(a2, a3));
+    __m128i h = _mm_xor_si128(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
+    uint64_t r = (uint64_t)_mm_cvtsi128_si64(h) ^ (uint64_t)_mm_extract_epi64(h, 1);
+    return r ^ qhx_k_read_fold_ref(b + 128 * blocks, n - 128 * blocks);
+}

@@ -30,4 +30,7 @@ void qhx_k_matmul_q8_gemm_avx2(const qhx_weight *w, const float *X, int64_t ldx,
 void qhx_k_matmul_q4_gemm_avx2(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy, int64_t n,
                                int64_t r0, int64_t r1);
 
+/* qhx_k_read_fold_ref with 32-byte loads (ops_avx2.c); the same result, bit for bit. */
+uint64_t qhx_k_read_fold_avx2(const void *p, size_t n);
+
 #endif
