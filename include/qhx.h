@@ -104,6 +104,12 @@ typedef struct qhx_model_params {
     int n_threads;            /* 0: one per physical core */
     qhx_weights_mode weights; /* QHX_WEIGHTS_DEFAULT */
     qhx_prefill_math prefill_math; /* QHX_PREFILL_MATH_DEFAULT */
+    /* Arithmetic of the decode (one token) matvec of q4 weights, the same three values: INT8
+       rounds the activations to int8 per block of 32 columns as the int8 prefill does (AVX2;
+       elsewhere the same as F32), F32 keeps them to 1.5e-5 of their block's largest value.
+       DEFAULT = INT8 (BENCHMARKS.md, "Q4 decode on int8 activations"). w8 decode is not
+       affected: it is bound by memory bandwidth either way. */
+    qhx_prefill_math decode_math;
     int64_t max_context;      /* 0: the run plan's max_context */
     const char *backend;      /* NULL or "cpu"; a QNN library path is refused (docs/backends.md) */
 } qhx_model_params;

@@ -264,7 +264,7 @@ static void check_install(const qhx_cpu_info *cpu) {
 }
 
 /* Through the public parameters: an out-of-range prefill_math is refused, INT8 installs both
- * kernels in the model's table, the default only the Q4 one, F32 neither. */
+ * kernels in the model's table, the default only the Q4 one, F32 neither; then decode_math. */
 static void check_model_params(void) {
     const char *dir = QHX_SHARED_DIR "/fixtures/parity/qwen35-tiny-f32";
     qhx_model_params p = qhx_model_default_params();
@@ -293,6 +293,23 @@ static void check_model_params(void) {
     CHECK(qhx_model_open(dir, &p, &m, &err) == QHX_OK);
     if (m) CHECK(m->kern.matmul[QHX_W_Q8] != qhx_k_matmul_q8_i8gemm_avx2);
     if (m) CHECK(m->kern.matmul[QHX_W_Q4] != qhx_k_matmul_q4_i8gemm_avx2);
+    /* decode_math: the default and INT8 put the int8-activation Q4 matvec in, F32 keeps the
+     * int16 one; Q8 decode is never changed */
+    if (m && avx2) CHECK(m->kern.matvec[QHX_W_Q4] == qhx_k_matvec_q4_i8x_avx2);
+    if (m && avx2) CHECK(m->kern.matvec[QHX_W_Q8] == qhx_k_matvec_q8_x16_avx2);
+    qhx_model_free(m);
+    m = NULL;
+    p.decode_math = (qhx_prefill_math)3;
+    CHECK(qhx_model_open(dir, &p, &m, &err) == QHX_E_ARG && m == NULL);
+    p.decode_math = QHX_PREFILL_MATH_F32;
+    CHECK(qhx_model_open(dir, &p, &m, &err) == QHX_OK);
+    if (m && avx2) CHECK(m->kern.matvec[QHX_W_Q4] == qhx_k_matvec_q4_x16_avx2);
+    qhx_model_free(m);
+    m = NULL;
+    p.decode_math = QHX_PREFILL_MATH_INT8;
+    p.max_isa = QHX_ISA_REF; /* the reference table stays the reference */
+    CHECK(qhx_model_open(dir, &p, &m, &err) == QHX_OK);
+    if (m) CHECK(m->kern.matvec[QHX_W_Q4] == qhx_k_matvec_q4_ref);
     qhx_model_free(m);
 }
 

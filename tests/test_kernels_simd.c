@@ -31,6 +31,29 @@ static void check_read_fold(void) {
 }
 static const int64_t q4cols[] = {32, 64, 96, 1024, 2048};
 
+/* An activation block holding a NaN or an infinity must make every output NaN, as the f32 path
+ * does, not a finite number from a saturated int8 code. Odd group counts (3, 9) take the tail
+ * paths. */
+static void check_i8x_nonfinite(qhx_matvec_fn mv) {
+    static const int64_t cols[] = {96, 288, 2048};
+    static const float bad[] = {NAN, INFINITY, -INFINITY};
+    for (int c = 0; c < 3; c++)
+        for (int b = 0; b < 3; b++) {
+            qhx_weight w = kc_make_weight(QHX_W_Q4, 5, cols[c]);
+            float *x = kc_nan((size_t)cols[c]), *y = kc_nan(5);
+            for (int64_t i = 0; i < cols[c]; i++) x[i] = kc_unif();
+            x[cols[c] / 2 + 1] = bad[b];
+            mv(&w, x, y, 0, 5);
+            CHECK(kc_all_nan(y, 5));
+            x[cols[c] / 2 + 1] = 0.5f;
+            mv(&w, x, y, 0, 5);
+            CHECK(kc_all_finite(y, 5));
+            free(x);
+            free(y);
+            kc_free_weight(&w);
+        }
+}
+
 #define V(isa, f, F) {#f "_" #isa, F, qhx_k_matvec_##f##_##isa, qhx_k_matmul_##f##_##isa, 0}
 
 int main(void) {
@@ -49,6 +72,7 @@ int main(void) {
         kc_run_all(vi, 1, sizes, nsz, q4cols, nq4);
         static const int64_t wide[] = {8192, 8224}; /* the last that quantizes x, the first that does not */
         kc_check_variant(&vi[0], sizes, 4, wide, 2, (const int[]){3}, 1);
+        check_i8x_nonfinite(qhx_k_matvec_q4_i8x_avx2);
         check_read_fold();
     } else {
         fprintf(stderr, "avx2: skipped, the CPU or OS lacks AVX2/FMA/F16C\n");

@@ -67,6 +67,19 @@ void qhx_kern_install_x86_i8gemm(qhx_kernels *k, unsigned formats, qhx_isa max_i
     if (formats & (1u << QHX_W_Q4)) k->matmul[QHX_W_Q4] = qhx_k_matmul_q4_i8gemm_avx2;
 }
 
+void qhx_kern_install_x86_i8x_decode(qhx_kernels *k, unsigned formats, qhx_isa max_isa, const qhx_cpu_info *cpu) {
+    qhx_cpu_info detected;
+    /* only over the AVX2 table, as for the prefill GEMM */
+    if (!(formats & (1u << QHX_W_Q4)) || k->isa != QHX_ISA_AVX2) return;
+    if (!cpu) {
+        qhx_cpu_detect(&detected);
+        cpu = &detected;
+    }
+    if (max_isa != QHX_ISA_AVX2 && max_isa != QHX_ISA_AVX512 && max_isa != QHX_ISA_BEST) return;
+    if ((cpu->features & QHX_CPU_GROUP_AVX2) != QHX_CPU_GROUP_AVX2) return;
+    k->matvec[QHX_W_Q4] = qhx_k_matvec_q4_i8x_avx2;
+}
+
 #else
 typedef int qhx_install_x86_unused; /* ISO C forbids an empty translation unit */
 #endif

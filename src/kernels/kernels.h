@@ -79,4 +79,9 @@ const char *qhx_isa_name(qhx_isa isa);
  * Writes only *k. */
 void qhx_kern_use_int8_prefill(qhx_isa max_isa, unsigned formats, qhx_kernels *k);
 
+/* The same for the decode matvec: for the formats in `formats` (only 1u << QHX_W_Q4 has such a
+ * kernel; other bits are ignored), put the matvec that quantizes the activations to int8 per
+ * block of 32 into k where this build and CPU have one (x86 with AVX2 kernels in k). */
+void qhx_kern_use_int8_decode(qhx_isa max_isa, unsigned formats, qhx_kernels *k);
+
 #endif

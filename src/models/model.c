@@ -13,7 +13,8 @@
 
 qhx_model_params qhx_model_default_params(void) {
     qhx_model_params p = {.max_isa = QHX_ISA_BEST, .n_threads = 0, .weights = QHX_WEIGHTS_DEFAULT,
-                          .prefill_math = QHX_PREFILL_MATH_DEFAULT, .max_context = 0};
+                          .prefill_math = QHX_PREFILL_MATH_DEFAULT,
+                          .decode_math = QHX_PREFILL_MATH_DEFAULT, .max_context = 0};
     return p;
 }
 
@@ -86,6 +87,8 @@ qhx_status qhx_model_open(const char *path, const qhx_model_params *params, qhx_
         return qhx_fail(err, QHX_E_ARG, "weights mode %d is not one of default, mmap, read", (int)p.weights);
     if ((unsigned)p.prefill_math > QHX_PREFILL_MATH_INT8)
         return qhx_fail(err, QHX_E_ARG, "prefill_math %d is not one of default, f32, int8", (int)p.prefill_math);
+    if ((unsigned)p.decode_math > QHX_PREFILL_MATH_INT8)
+        return qhx_fail(err, QHX_E_ARG, "decode_math %d is not one of default, f32, int8", (int)p.decode_math);
     if ((unsigned)p.max_isa > QHX_ISA_BEST) return qhx_fail(err, QHX_E_ARG, "max_isa %d is not an instruction set", (int)p.max_isa);
     if (p.max_context < 0) return qhx_fail(err, QHX_E_ARG, "max_context %lld is negative", (long long)p.max_context);
     const qhx_backend *be;
@@ -98,6 +101,7 @@ qhx_status qhx_model_open(const char *path, const qhx_model_params *params, qhx_
     m->backend = be;
     qhx_kern_select(p.max_isa, &m->kern);
     qhx_kern_use_int8_prefill(p.max_isa, int8_prefill_formats(p.prefill_math), &m->kern);
+    qhx_kern_use_int8_decode(p.max_isa, p.decode_math == QHX_PREFILL_MATH_F32 ? 0 : 1u << QHX_W_Q4, &m->kern);
     qhx_status rc = qhx_plan_open(path, &m->plan, err);
     if (rc) goto fail;
     if (!m->plan->config) {

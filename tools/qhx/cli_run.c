@@ -23,6 +23,8 @@ const char QHX_RUN_OPTS_HELP[] =
     "  --prefill chunked|decode  prompt through the chunked path (default) or token by token\n"
     "  --prefill-math default|f32|int8  w8/q4 prompt matmul with f32 or int8 activations\n"
     "                       (default: int8 for q4, f32 for w8)\n"
+    "  --decode-math default|f32|int8  q4 decode matvec with int8 activations or not\n"
+    "                       (default: int8)\n"
     "  --ignore-eos         do not stop at the model's stop tokens\n"
     "  --quiet              no speed line on stderr\n";
 
@@ -53,7 +55,7 @@ int qhx_run_parse_opt(const char *cmd, int argc, char **argv, int *i, qhx_run_op
     if (!strcmp(a, "--no-think")) { o->think = 0; return 1; }
     static const char *const valued[] = {"-m", "--model", "-n", "--temp", "--top-k", "--top-p", "--min-p",
                                          "--repeat-penalty", "--seed", "--threads", "--isa", "--ctx",
-                                         "--prefill", "--prefill-math", "--system"};
+                                         "--prefill", "--prefill-math", "--decode-math", "--system"};
     int known = 0;
     for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) known |= !strcmp(a, valued[k]);
     if (!known) return 0;
@@ -96,6 +98,9 @@ int qhx_run_parse_opt(const char *cmd, int argc, char **argv, int *i, qhx_run_op
     } else if (!strcmp(a, "--prefill-math")) {
         if (qhx_cli_parse_prefill_math(v, &o->prefill_math))
             return qhx_cli_usage_error(cmd, "--prefill-math: '%s' is not default, f32 or int8", v);
+    } else if (!strcmp(a, "--decode-math")) {
+        if (qhx_cli_parse_prefill_math(v, &o->decode_math))
+            return qhx_cli_usage_error(cmd, "--decode-math: '%s' is not default, f32 or int8", v);
     }
     return 1;
 }
@@ -105,6 +110,7 @@ qhx_model_params qhx_run_model_params(const qhx_run_opts *o) {
     mp.n_threads = (int)o->threads;
     mp.max_isa = o->isa;
     mp.prefill_math = o->prefill_math;
+    mp.decode_math = o->decode_math;
     return mp;
 }
 

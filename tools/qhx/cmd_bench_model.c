@@ -139,7 +139,7 @@ static qhx_status bench_image(const qhx_model *m, const char *path, double *ms, 
 static void usage(FILE *f) {
     fprintf(f, "usage: qhx bench -m MODEL [--pp N] [--tg N] [--ctx N] [--threads N] [--reps N]\n"
                "                 [--weights mmap|read] [--isa ref|avx2|avx512|neon|best] [--image FILE]\n"
-               "                 [--prefill-math default|f32|int8] [--json]\n"
+               "                 [--prefill-math default|f32|int8] [--decode-math default|f32|int8] [--json]\n"
                "       qhx bench tokenizer ...\n"
                "  --pp N       prompt tokens for the prefill figure (default 512; 0: skip)\n"
                "  --tg N       tokens decoded one by one (default 128; 0: skip)\n"
@@ -153,6 +153,7 @@ static void usage(FILE *f) {
                "               library default\n"
                "  --prefill-math  w8/q4 prompt matmul with f32 or int8 activations (default: int8\n"
                "               for q4, f32 for w8)\n"
+               "  --decode-math   q4 decode matvec with int8 activations or not (default: int8)\n"
                "  --bw-passes N  streaming passes of 1 GiB for the bandwidth (default 5 before and 3\n"
                "               after the runs, the best counts; 0: skip, no roofline)\n"
                "  --image FILE also time the vision encoder on FILE (Qwen3-VL models): decode,\n"
@@ -162,6 +163,7 @@ static void usage(FILE *f) {
 
 int qhx_bench_model(int argc, char **argv) {
     const char *model = NULL, *wname = "default", *isa_name = "best", *math_name = "default", *image = NULL;
+    const char *dmath_name = "default";
     int64_t pp = 512, tg = 128, ctx = -1, threads = 0, reps = 3, bw_passes = 5, cmp_a = -1, cmp_b = -1;
     int json = 0;
     qhx_model_params mp = qhx_model_default_params();
@@ -202,6 +204,10 @@ int qhx_bench_model(int argc, char **argv) {
             math_name = argv[++i];
             if (qhx_cli_parse_prefill_math(math_name, &mp.prefill_math))
                 return qhx_cli_usage_error(CMD, "--prefill-math: expected default, f32 or int8, got '%s'", math_name);
+        } else if (!strcmp(a, "--decode-math") && has) {
+            dmath_name = argv[++i];
+            if (qhx_cli_parse_prefill_math(dmath_name, &mp.decode_math))
+                return qhx_cli_usage_error(CMD, "--decode-math: expected default, f32 or int8, got '%s'", dmath_name);
         } else if (!strcmp(a, "--ctx-compare") && has) {
             const char *v = argv[++i], *comma = strchr(v, ',');
             char head[32];
@@ -353,13 +359,13 @@ int qhx_bench_model(int argc, char **argv) {
     const char *wmode = mp.weights == QHX_WEIGHTS_MMAP ? "mmap" : mp.weights == QHX_WEIGHTS_READ ? "read" : "default";
     if (json) {
         printf("{\"model\": \"%s\", \"family\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"weights\": \"%s\", "
-               "\"prefill_math\": \"%s\", "
+               "\"prefill_math\": \"%s\", \"decode_math\": \"%s\", "
                "\"pp\": %lld, \"tg\": %lld, \"ctx\": %lld, \"reps\": %lld, "
                "\"load_ms\": %.1f, \"prefill_tok_s\": %.3f, \"prefill_cpu_tok_s\": %.3f, \"decode_tok_s\": %.3f, "
                "\"bandwidth_gbs\": %.2f, "
                "\"decode_bytes_per_token\": %.0f, \"decode_gbs\": %.2f, \"roofline_ratio\": %.4f, "
                "\"peak_rss_mb\": %.1f",
-               model, family, isa_used, n_threads, wmode, math_name, (long long)pp, (long long)tg, (long long)ctx, (long long)reps,
+               model, family, isa_used, n_threads, wmode, math_name, dmath_name, (long long)pp, (long long)tg, (long long)ctx, (long long)reps,
                load_ms, pre_s, pre_cpu_s, dec_s, bw, bytes, achieved, ratio, rss_mb);
         if (cmp_a > 0)
             printf(", \"ctx_a\": %lld, \"ctx_b\": %lld, \"decode_tok_s_a\": %.3f, \"decode_tok_s_b\": %.3f, "
@@ -370,8 +376,8 @@ int qhx_bench_model(int argc, char **argv) {
                    (long long)vis_tokens, (long long)vis_grid_h, (long long)vis_grid_w);
         printf("}\n");
     } else {
-        printf("model %s (%s), isa %s, %d threads, weights %s, prefill math %s, %lld reps (medians)\n", model,
-               family, isa_used, n_threads, wmode, math_name, (long long)reps);
+        printf("model %s (%s), isa %s, %d threads, weights %s, prefill math %s, decode math %s, %lld reps (medians)\n",
+               model, family, isa_used, n_threads, wmode, math_name, dmath_name, (long long)reps);
         printf("  load                 %10.1f ms\n", load_ms);
         if (pp > 0)
             printf("  prefill (pp %lld)      %10.2f tok/s (%.2f per CPU second of each thread)\n", (long long)pp, pre_s,

@@ -1,7 +1,7 @@
 /* qhx parity: run every prompt of a parity fixture through a model and judge it against the
  * fixture's goldens (greedy-exact or tolerant gate), or compare it with a second model.
  *   qhx parity -m MODEL --golden FIXTURE_DIR [--gate exact|tol] [--tau X] [--tol X]
- *              [--against MODEL2 [--min-agree X]] [--threads N] [--prefill-math M]
+ *              [--against MODEL2 [--min-agree X]] [--threads N] [--prefill-math M] [--decode-math M]
  * One line per prompt, then "N passed, N failed". Exit 0 when every prompt passed, 1 otherwise
  * or on a runtime error (one stderr line), 2 on a usage error. Gates: runtime/parity.h and
  * docs/bundle.md "Checking a bundle: qhx parity". */
@@ -31,13 +31,14 @@ typedef struct parity_args {
     bool gate_given;
     int64_t threads;
     qhx_prefill_math prefill_math; /* both models */
+    qhx_prefill_math decode_math;  /* both models */
 } parity_args;
 
 static void usage(FILE *f) {
     fprintf(f,
             "usage: qhx parity -m MODEL --golden FIXTURE_DIR [--gate exact|tol] [--tau X] [--tol X]\n"
             "                  [--against MODEL2 [--min-agree X]] [--threads N]\n"
-            "                  [--prefill-math default|f32|int8]\n"
+            "                  [--prefill-math default|f32|int8] [--decode-math default|f32|int8]\n"
             "  -m, --model PATH    checkpoint folder, bundle folder or manifest\n"
             "  --golden DIR        parity fixture: prompts.json, golden.json, <name>.logits.f32\n"
             "  --gate exact|tol    exact: free-running greedy identical at every step;\n"
@@ -55,6 +56,8 @@ static void usage(FILE *f) {
             "  --threads N         worker threads\n"
             "  --prefill-math M    w8/q4 prompt matmul with f32 or int8 activations, both models\n"
             "                      (default: int8 for q4, f32 for w8)\n"
+            "  --decode-math M     q4 decode matvec with int8 activations or not, both models\n"
+            "                      (default: int8)\n"
             "Image prompts are skipped. Last line: 'N passed, N failed'; exit 0 if none failed.\n");
 }
 
@@ -90,6 +93,9 @@ static int parse_args(int argc, char **argv, parity_args *a) {
         } else if (!strcmp(o, "--prefill-math")) {
             if (qhx_cli_parse_prefill_math(v, &a->prefill_math))
                 return qhx_cli_usage_error(CMD, "--prefill-math: '%s' is not default, f32 or int8", v);
+        } else if (!strcmp(o, "--decode-math")) {
+            if (qhx_cli_parse_prefill_math(v, &a->decode_math))
+                return qhx_cli_usage_error(CMD, "--decode-math: '%s' is not default, f32 or int8", v);
         } else if (!strcmp(o, "--threads")) {
             if (qhx_cli_parse_i64(v, 1, 4096, &a->threads)) return qhx_cli_usage_error(CMD, "--threads: '%s' is not in [1, 4096]", v);
         } else
@@ -131,6 +137,7 @@ static qhx_status open_model(const char *path, const parity_args *a, int64_t n_c
     qhx_model_params mp = qhx_model_default_params();
     mp.n_threads = (int)a->threads;
     mp.prefill_math = a->prefill_math;
+    mp.decode_math = a->decode_math;
     qhx_status rc = qhx_model_open(path, &mp, m, err);
     if (rc) return rc;
     return qhx_session_create(*m, &(qhx_session_params){.n_ctx = n_ctx}, s, err);

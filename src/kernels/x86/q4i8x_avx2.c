@@ -1,19 +1,27 @@
 /* kernels/x86/q4i8x_avx2.c: Q4 matvec/matmul with the activations quantized to int8 on the fly
- * (AVX2), the way ggml pairs Q4_0 weights with Q8_0 activations. Not the default: results differ
- * from qhx_k_matvec_q4_ref by the activation rounding (bounded below), so the model opts in
- * (qhx_kern_install_x86_i8x) where that is acceptable. Built with -mavx2 -mfma -mf16c.
+ * (AVX2), the way ggml pairs Q4_0 weights with Q8_0 activations. The matvec is the default Q4
+ * decode kernel on AVX2 tables (qhx_model_params.decode_math; BENCHMARKS.md, "Q4 decode on int8
+ * activations"); the matmul is only reached through qhx_kern_install_x86_i8x (prefill has its
+ * own int8 GEMM). Built with -mavx2 -mfma -mf16c.
  *
- * Numerics (docs/formats.md Q4, group 32): x is cut into blocks of 32 aligned with the weight
- * groups; block b gets dx[b] = max|x| / 127 and q = x * (1 / dx) rounded to nearest even, in
- * [-127, 127] (all 0 when max|x| is 0). Then y[r] = sum_g (d[r, g] * dx[g]) * isum[r, g], isum = sum (nib - 8) * q
- * exact in int32, accumulated in 8 f32 lanes and reduced by the same tree as linear_avx2.c.
- * Error against exact arithmetic: at most sum_g |d[r, g]| * dx[g] / 2 * sum_i |nib - 8| plus
- * float32 rounding. Output row r depends only on row r and x; matmul equals matvec bitwise.
- * Columns over QX_MAX_COLS, groups other than 32 or cols not a multiple of 32 take the exact
- * qhx_k_matvec_q4_avx2 path instead. */
+ * Numerics (docs/formats.md Q4, group 32): x is quantized per block of 32 columns, aligned with
+ * the weight groups, as quant_x_avx2.h says (the same rounding as the int8 prefill GEMM: dx[g] =
+ * max|x| / 127, codes rounded to nearest even; a block with a NaN or an infinity makes the
+ * outputs NaN). Then y[r] = sum_g (d[r, g] * dx[g]) * isum[r, g] with isum = sum (nib - 8) * q
+ * exact in int32 (computed as sum nib * q - 8 sum q), each group's term added in f32 to one of
+ * two 8-lane accumulators in a fixed order. Error against exact arithmetic: at most
+ * sum_g |d[r, g]| * dx[g] / 2 * sum_i |nib - 8| plus float32 rounding. Output row r depends
+ * only on row r and x; matmul equals matvec bitwise. Columns over QX_MAX_COLS, groups other
+ * than 32 or cols not a multiple of 32 take the exact qhx_k_matvec_q4_avx2 path instead.
+ *
+ * Speed: per two groups (64 weights, 32 bytes) and row, one load, a shift, two masks, two
+ * vpmaddubsw, an add, one vpmaddwd, the offset subtract, a convert, a permute for the scales and
+ * one FMA: about 2.4x fewer instructions than the int16-activation kernel (linear_x16_avx2.c),
+ * which could not keep up with memory on Zen 3 (5-7 GB/s per thread against 10-15 here). */
 #include <immintrin.h>
 #include <string.h>
 
+#include "kernels/x86/quant_x_avx2.h"
 #include "kernels/x86/x86.h"
 
 #define AI static inline __attribute__((always_inline))
@@ -21,87 +29,127 @@
  * any optimisation level, not only -O3. */
 #define UNROLL _Pragma("GCC unroll 32")
 
-/* Stack room for one quantized activation row: cols int8 + cols / 32 scales. */
+/* Stack room for one quantized activation row. */
 #define QX_MAX_COLS 8192
 
+/* The activation row, laid out for two weight groups per 256-bit step. Groups 2p and 2p + 1 form
+ * pair p: lo[32p..] = [x codes 0..15 of group 2p | codes 0..15 of group 2p + 1] and hi[32p..]
+ * the codes 16..31 the same way, which is the order a 32-byte load of the two groups' packed
+ * nibbles gives after masking (low nibbles, then high ones). off holds, per 32-bit lane of the
+ * pair, 8 x the sum of the codes that lane multiplies: the weights enter the integer dot
+ * product as unsigned nibbles u, and sum (u - 8) q = sum u q - 8 sum q exactly. An odd last
+ * group fills the first half of its pair. */
 typedef struct qx_row {
-    _Alignas(32) int8_t q[QX_MAX_COLS];
-    float dx[QX_MAX_COLS / 32];
+    _Alignas(32) int8_t lo[QX_MAX_COLS / 2];
+    _Alignas(32) int8_t hi[QX_MAX_COLS / 2];
+    _Alignas(32) int32_t off[QX_MAX_COLS / 8];
+    _Alignas(32) float dx[QX_MAX_COLS / 32];
 } qx_row;
 
-/* Quantize x (cols,) into o. Per block the scale is max|x| / 127 and the codes are x * (1 / dx)
- * rounded to nearest even (cvtps2dq under the default MXCSR, as nearbyintf); |x / dx| <= 127, so
- * the saturating packs never clip. */
+/* Quantize x (cols,) into o, block by block as quant_x_avx2.h says (the prefill GEMM's rounding). */
 static void quantize_x(const float *x, int64_t cols, qx_row *o) {
-    const __m256 sign = _mm256_set1_ps(-0.0f);
-    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    const __m128i ones8 = _mm_set1_epi8(1), ones16 = _mm_set1_epi16(1);
+    _Alignas(32) int8_t q[32];
     for (int64_t b = 0; b < cols / 32; b++) {
-        const float *xb = x + 32 * b;
-        __m256 v0 = _mm256_loadu_ps(xb), v1 = _mm256_loadu_ps(xb + 8);
-        __m256 v2 = _mm256_loadu_ps(xb + 16), v3 = _mm256_loadu_ps(xb + 24);
-        __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v0), _mm256_andnot_ps(sign, v1)),
-                                 _mm256_max_ps(_mm256_andnot_ps(sign, v2), _mm256_andnot_ps(sign, v3)));
-        __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-        h = _mm_max_ps(h, _mm_movehl_ps(h, h));
-        h = _mm_max_ss(h, _mm_movehdup_ps(h));
-        float dx = _mm_cvtss_f32(h) / 127.0f, id = dx != 0.0f ? 1.0f / dx : 0.0f;
-        __m256 s = _mm256_set1_ps(id);
-        __m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(v0, s)), i1 = _mm256_cvtps_epi32(_mm256_mul_ps(v1, s));
-        __m256i i2 = _mm256_cvtps_epi32(_mm256_mul_ps(v2, s)), i3 = _mm256_cvtps_epi32(_mm256_mul_ps(v3, s));
-        __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
-        _mm256_store_si256((__m256i *)(o->q + 32 * b), _mm256_permutevar8x32_epi32(p, order));
-        o->dx[b] = dx;
+        int32_t sum8;
+        qx_quantize_block(x + 32 * b, q, &o->dx[b], &sum8);
+        __m128i q_lo = _mm_load_si128((const __m128i *)q), q_hi = _mm_load_si128((const __m128i *)(q + 16));
+        int64_t at = 32 * (b / 2) + 16 * (b % 2);
+        _mm_store_si128((__m128i *)(o->lo + at), q_lo);
+        _mm_store_si128((__m128i *)(o->hi + at), q_hi);
+        /* lane j of this half multiplies codes 4j..4j+3 and 16+4j..16+4j+3 */
+        __m128i pairs = _mm_add_epi16(_mm_maddubs_epi16(ones8, q_lo), _mm_maddubs_epi16(ones8, q_hi));
+        _mm_store_si128((__m128i *)(o->off + at / 4), _mm_slli_epi32(_mm_madd_epi16(pairs, ones16), 3));
     }
 }
 
 AI float hsum8(__m256 v) {
-    __m256 h = _mm256_hadd_ps(v, v);
-    h = _mm256_hadd_ps(h, h);
-    return _mm_cvtss_f32(_mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
 }
 
-/* The 32 codes of a group as int8 (nib - 8), in value order. */
-AI __m256i q4_codes8(const uint8_t *p) {
-    const __m128i m = _mm_set1_epi8(0x0f);
+/* Exact integer dot products of one pair of groups (32 packed bytes at p) with pair `pair` of
+ * qx: lanes 0-3 hold group 2p's four partial sums of (u - 8) q, lanes 4-7 group 2p + 1's. */
+AI __m256i pair_dot(const uint8_t *p, const qx_row *qx, int64_t pair) {
+    const __m256i mask = _mm256_set1_epi8(0x0f), ones16 = _mm256_set1_epi16(1);
+    __m256i b = _mm256_loadu_si256((const __m256i *)p);
+    __m256i u_lo = _mm256_and_si256(b, mask), u_hi = _mm256_and_si256(_mm256_srli_epi16(b, 4), mask);
+    /* |u q| <= 15 * 127: the int16 pair sums (<= 3810 each, two added) cannot saturate */
+    __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(u_lo, _mm256_load_si256((const __m256i *)(qx->lo + 32 * pair))),
+                                   _mm256_maddubs_epi16(u_hi, _mm256_load_si256((const __m256i *)(qx->hi + 32 * pair))));
+    return _mm256_sub_epi32(_mm256_madd_epi16(s16, ones16), _mm256_load_si256((const __m256i *)(qx->off + 8 * pair)));
+}
+
+/* The same for a lone last group (16 packed bytes): four partial sums. */
+AI __m128i group_dot(const uint8_t *p, const qx_row *qx, int64_t pair) {
+    const __m128i mask = _mm_set1_epi8(0x0f), ones16 = _mm_set1_epi16(1);
     __m128i b = _mm_loadu_si128((const __m128i *)p);
-    __m256i w = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(b, 4), m), _mm_and_si128(b, m));
-    return _mm256_sub_epi8(w, _mm256_set1_epi8(8));
+    __m128i u_lo = _mm_and_si128(b, mask), u_hi = _mm_and_si128(_mm_srli_epi16(b, 4), mask);
+    __m128i s16 = _mm_add_epi16(_mm_maddubs_epi16(u_lo, _mm_load_si128((const __m128i *)(qx->lo + 32 * pair))),
+                                _mm_maddubs_epi16(u_hi, _mm_load_si128((const __m128i *)(qx->hi + 32 * pair))));
+    return _mm_sub_epi32(_mm_madd_epi16(s16, ones16), _mm_load_si128((const __m128i *)(qx->off + 8 * pair)));
 }
 
-/* acc += scale * sum(w * q) over one group; aw = |w| (maddubs wants the unsigned side). */
-AI __m256 q4_dot(__m256i w, __m256i aw, __m256i q, float scale, __m256 acc) {
-    __m256i p16 = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(q, w));
-    __m256i p32 = _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
-    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(p32), _mm256_set1_ps(scale), acc);
-}
-
-/* Rows r..r+R-1, R <= 4, against one quantized activation row. */
+/* Rows r..r+R-1, R <= 4, against one quantized activation row. Per group the exact integer sum
+ * is scaled by d[r, g] * dx[g] (f32) and accumulated in f32: groups 8 at a time (their 8 scales
+ * in one multiply), pairs alternating between two accumulators so the FMA latency is hidden. */
 AI void rows_q(const qhx_weight *w, const qx_row *qx, float *y, int64_t r, int R) {
     const int64_t ng = w->cols / 32;
+    const __m256i spread[4] = {_mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1), _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3),
+                               _mm256_setr_epi32(4, 4, 4, 4, 5, 5, 5, 5), _mm256_setr_epi32(6, 6, 6, 6, 7, 7, 7, 7)};
     const uint8_t *p[4];
     const float *d[4];
-    __m256 acc[4];
+    __m256 acc[4], acc2[4];
     UNROLL
     for (int i = 0; i < R; i++) {
         p[i] = (const uint8_t *)w->data + (size_t)(r + i) * (size_t)(w->cols / 2);
         d[i] = w->scales + (r + i) * ng;
-        acc[i] = _mm256_setzero_ps();
+        acc[i] = acc2[i] = _mm256_setzero_ps();
     }
-    for (int64_t g = 0; g < ng; g++) {
-        __m256i q = _mm256_load_si256((const __m256i *)(qx->q + 32 * g));
+    int64_t g = 0;
+    for (; g + 8 <= ng; g += 8) {
+        __m256 dxv = _mm256_load_ps(qx->dx + g);
         UNROLL
         for (int i = 0; i < R; i++) {
-            __m256i c = q4_codes8(p[i] + 16 * g);
-            acc[i] = q4_dot(c, _mm256_sign_epi8(c, c), q, d[i][g] * qx->dx[g], acc[i]);
+            __m256 sc = _mm256_mul_ps(_mm256_loadu_ps(d[i] + g), dxv);
+            UNROLL
+            for (int k = 0; k < 4; k++) {
+                __m256 f = _mm256_cvtepi32_ps(pair_dot(p[i] + 16 * (g + 2 * k), qx, g / 2 + k));
+                __m256 s = _mm256_permutevar8x32_ps(sc, spread[k]);
+                if (k & 1) acc2[i] = _mm256_fmadd_ps(f, s, acc2[i]);
+                else acc[i] = _mm256_fmadd_ps(f, s, acc[i]);
+            }
+        }
+    }
+    for (; g + 2 <= ng; g += 2) {
+        UNROLL
+        for (int i = 0; i < R; i++) {
+            __m256 s = _mm256_set_m128(_mm_set1_ps(d[i][g + 1] * qx->dx[g + 1]), _mm_set1_ps(d[i][g] * qx->dx[g]));
+            acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(pair_dot(p[i] + 16 * g, qx, g / 2)), s, acc[i]);
         }
     }
     UNROLL
-    for (int i = 0; i < R; i++) y[r + i] = hsum8(acc[i]);
+    for (int i = 0; i < R; i++) {
+        __m256 a = _mm256_add_ps(acc[i], acc2[i]);
+        if (g < ng) { /* odd last group: add it in the low half */
+            __m128 f = _mm_cvtepi32_ps(group_dot(p[i] + 16 * g, qx, g / 2));
+            __m128 lo = _mm_fmadd_ps(f, _mm_set1_ps(d[i][g] * qx->dx[g]), _mm256_castps256_ps128(a));
+            a = _mm256_insertf128_ps(a, lo, 0);
+        }
+        y[r + i] = hsum8(a);
+    }
 }
+
+/* Rows shorter than a 4 KiB page are read one at a time (the prefetcher follows one stream per
+ * page better than four short interleaved ones: linear_x16_avx2.c). */
+#define ROW_BLOCK_MIN_BYTES 4096
 
 AI void rows_range(const qhx_weight *w, const qx_row *qx, float *y, int64_t r0, int64_t r1) {
     int64_t r = r0;
-    for (; r + 4 <= r1; r += 4) rows_q(w, qx, y, r, 4);
+    if (w->cols / 2 >= ROW_BLOCK_MIN_BYTES)
+        for (; r + 4 <= r1; r += 4) rows_q(w, qx, y, r, 4);
     for (; r < r1; r++) rows_q(w, qx, y, r, 1);
 }
 

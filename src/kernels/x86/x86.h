@@ -46,6 +46,12 @@ void qhx_kern_install_x86_i8x(qhx_kernels *k, qhx_isa max_isa, const qhx_cpu_inf
  * through qhx_kern_use_int8_prefill (qhx_model_params.prefill_math). Thread-safe; writes only *k. */
 void qhx_kern_install_x86_i8gemm(qhx_kernels *k, unsigned formats, qhx_isa max_isa, const qhx_cpu_info *cpu);
 
+/* Where k holds the AVX2 kernels, replace the Q4 matvec slot (decode) with
+ * qhx_k_matvec_q4_i8x_avx2 when `formats` has 1u << QHX_W_Q4 (other bits ignored). Same
+ * conditions as qhx_kern_install_x86_i8gemm; reached through qhx_kern_use_int8_decode
+ * (qhx_model_params.decode_math). Thread-safe; writes only *k. */
+void qhx_kern_install_x86_i8x_decode(qhx_kernels *k, unsigned formats, qhx_isa max_isa, const qhx_cpu_info *cpu);
+
 /* ---- AVX2 + FMA + F16C (linear_avx2.c) ----------------------------------------------------- */
 
 void qhx_k_matvec_f32_avx2(const qhx_weight *w, const float *x, float *y, int64_t r0, int64_t r1);
@@ -65,7 +71,7 @@ void qhx_k_matmul_q8_avx2(const qhx_weight *w, const float *X, int64_t ldx, floa
 void qhx_k_matmul_q4_avx2(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy,
                           int64_t n, int64_t r0, int64_t r1);
 
-/* ---- AVX2, Q4 with int8 activations (q4i8x_avx2.c; not installed by default) ---------------- */
+/* ---- AVX2, Q4 with int8 activations (q4i8x_avx2.c; the matvec through decode_math) --------- */
 
 void qhx_k_matvec_q4_i8x_avx2(const qhx_weight *w, const float *x, float *y, int64_t r0, int64_t r1);
 void qhx_k_matmul_q4_i8x_avx2(const qhx_weight *w, const float *X, int64_t ldx, float *Y,
