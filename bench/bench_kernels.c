@@ -2,7 +2,7 @@
  * shapes, next to a streaming-read bandwidth probe on the same machine.
  *
  *   qhx_bench_kernels [--threads N] [--reps N] [--isa avx2|avx512|neon] [--no-lmhead] [--quick]
- *                     [--matmul-only] [--runtime-split]
+ *                     [--matmul-only] [--runtime-split] [--only NAME,NAME...]
  *
  * matvec: GB/s = weight bytes / time. Each rep walks enough copies of the matrix (>= 512 MiB)
  * that the weights come from DRAM, as in decode where the other layers evict them.
@@ -336,7 +336,7 @@ static fig bench_matmul(team *tm, const variant *v, int64_t rows, int64_t cols, 
 
 int main(int argc, char **argv) {
     int max_threads = 2, reps = 7, lmhead = 1, quick = 0, matmul_only = 0, split = 0;
-    const char *want_isa = NULL;
+    const char *want_isa = NULL, *only = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--threads") && i + 1 < argc) max_threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
@@ -345,9 +345,10 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--quick")) quick = 1, reps = 3;
         else if (!strcmp(argv[i], "--matmul-only")) matmul_only = 1;
         else if (!strcmp(argv[i], "--runtime-split")) split = 1;
+        else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
         else {
             fprintf(stderr, "usage: %s [--threads N] [--reps N] [--isa avx2|avx512|neon] [--no-lmhead] [--quick]\n"
-                            "       [--matmul-only] [--runtime-split]\n", argv[0]);
+                            "       [--matmul-only] [--runtime-split] [--only NAME,NAME...]\n", argv[0]);
             return 2;
         }
     }
@@ -356,7 +357,7 @@ int main(int argc, char **argv) {
     if (reps < 1) reps = 1;
     if (reps > 64) reps = 64;
 
-    variant vs[16];
+    variant vs[24];
     int nv = 0;
 #if defined(QHX_HAVE_X86)
     qhx_cpu_info cpu;
@@ -377,7 +378,12 @@ int main(int argc, char **argv) {
         ADD(avx2, q8, QHX_W_Q8);
         ADD(avx2, q4, QHX_W_Q4);
         vs[nv++] = (variant){"avx2", QHX_W_Q4, qhx_k_matvec_q4_i8x_avx2, qhx_k_matmul_q4_i8x_avx2, "q4i8x"};
+        /* decode only: the int16-activation matvecs (Q8 default, Q4 under decode_math f32) */
+        vs[nv++] = (variant){"avx2", QHX_W_Q8, qhx_k_matvec_q8_x16_avx2, NULL, "q8x16"};
+        vs[nv++] = (variant){"avx2", QHX_W_Q4, qhx_k_matvec_q4_x16_avx2, NULL, "q4x16"};
         /* prefill only: the packed f32 GEMM installed today, and the int8-activation GEMM */
+        vs[nv++] = (variant){"avx2", QHX_W_F16, NULL, qhx_k_matmul_f16_gemm_avx2, "f16gemm"};
+        vs[nv++] = (variant){"avx2", QHX_W_BF16, NULL, qhx_k_matmul_bf16_gemm_avx2, "bf16gemm"};
         vs[nv++] = (variant){"avx2", QHX_W_Q8, NULL, qhx_k_matmul_q8_gemm_avx2, "q8gemm"};
         vs[nv++] = (variant){"avx2", QHX_W_Q4, NULL, qhx_k_matmul_q4_gemm_avx2, "q4gemm"};
         vs[nv++] = (variant){"avx2", QHX_W_Q8, NULL, qhx_k_matmul_q8_i8gemm_avx2, "q8i8gemm"};
@@ -397,6 +403,17 @@ int main(int argc, char **argv) {
     }
 #undef ADD
 #endif
+    if (only) { /* keep the variants named in the comma-separated list */
+        int kept = 0;
+        for (int i = 0; i < nv; i++) {
+            const char *name = vname(&vs[i]), *at = strstr(only, name);
+            size_t len = strlen(name);
+            while (at && !((at == only || at[-1] == ',') && (at[len] == ',' || at[len] == '\0')))
+                at = strstr(at + 1, name);
+            if (at) vs[kept++] = vs[i];
+        }
+        nv = kept;
+    }
     if (nv == 0) {
         fprintf(stderr, "no SIMD variant for this CPU%s%s\n", want_isa ? " and --isa " : "",
                 want_isa ? want_isa : "");
@@ -450,7 +467,7 @@ int main(int argc, char **argv) {
         for (int i = 0; i < nv; i++)
             for (int in = 0; in < 2; in++)
                 for (int nt = 1; nt <= max_threads; nt++) {
-                    if (quick && (in == 1 || s == 1)) continue;
+                    if (!vs[i].mm || (quick && (in == 1 || s == 1))) continue;
                     team tm;
                     team_init(&tm, nt);
                     fig g = bench_matmul(&tm, &vs[i], mm_shapes[s][0], mm_shapes[s][1], mm_ns[in], reps > 5 ? 5 : reps,
