@@ -64,8 +64,13 @@ typedef struct qhx_kernels {
     qhx_delta_step_fn delta_step;      /* qhx_k_delta_step_f32_ref's contract */
     qhx_delta_chunked_fn delta_chunked; /* qhx_k_delta_chunked_f32_ref's contract */
     uint64_t (*read_fold)(const void *p, size_t n); /* qhx_k_read_fold_ref's contract (probes) */
-    /* Element-wise and row ops are added here as SIMD variants appear; until then model code
-     * calls the qhx_k_*_ref functions directly through the wrappers below. */
+    /* Activations: the contracts of qhx_k_silu_f32_ref, qhx_k_swiglu_f32_ref and
+     * qhx_k_gelu_tanh_f32_ref (the SIMD ones within a few float32 ulps of them). Other
+     * element-wise and row ops are added here as SIMD variants appear; until then model code
+     * calls the qhx_k_*_ref functions directly. */
+    void (*silu)(float *x, int64_t n);
+    void (*swiglu)(const float *gate, const float *up, float *out, int64_t n);
+    void (*gelu_tanh)(float *x, int64_t n);
 } qhx_kernels;
 
 /* Fill k with the reference kernels, then the best variants allowed by max_isa and the CPU.

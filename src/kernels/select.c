@@ -5,6 +5,7 @@
 #include "kernels/kernels.h"
 #include "kernels/quant.h"
 #include "kernels/ref.h"
+#include "kernels/vision.h"
 #if defined(QHX_HAVE_X86)
 #include "kernels/x86/ops_x86.h"
 #include "kernels/x86/x86.h"
@@ -42,6 +43,9 @@ void qhx_kern_select(qhx_isa max_isa, qhx_kernels *k) {
     k->delta_step = qhx_k_delta_step_f32_ref;
     k->delta_chunked = qhx_k_delta_chunked_f32_ref;
     k->read_fold = qhx_k_read_fold_ref;
+    k->silu = qhx_k_silu_f32_ref;
+    k->swiglu = qhx_k_swiglu_f32_ref;
+    k->gelu_tanh = qhx_k_gelu_tanh_f32_ref;
     qhx_kern_ref_quant(k);
     /* SIMD variants, bounded by max_isa (QHX_ISA_REF keeps the references) */
 #if defined(QHX_HAVE_X86)
@@ -51,6 +55,9 @@ void qhx_kern_select(qhx_isa max_isa, qhx_kernels *k) {
         k->delta_step = qhx_k_delta_step_f32_avx2;
         k->delta_chunked = qhx_k_delta_chunked_f32_avx2;
         k->read_fold = qhx_k_read_fold_avx2;
+        k->silu = qhx_k_silu_f32_avx2;
+        k->swiglu = qhx_k_swiglu_f32_avx2;
+        k->gelu_tanh = qhx_k_gelu_tanh_f32_avx2;
     }
     if (k->isa == QHX_ISA_AVX2) {
         /* decode of quantized weights: int16 activations */

@@ -78,7 +78,7 @@ static void lins_task(void *ctx, int64_t task, int thread_index) {
         const qhx_par_lin *u = &j->ls[1];
         lin_rows(j->k, u->w, j->X, j->ldx, u->Y, u->ldy, j->n, r0, r1);
         for (int64_t t = 0; t < j->n; t++)
-            qhx_k_swiglu_f32_ref(l->Y + t * l->ldy + r0, u->Y + t * u->ldy + r0, l->Y + t * l->ldy + r0, r1 - r0);
+            j->k->swiglu(l->Y + t * l->ldy + r0, u->Y + t * u->ldy + r0, l->Y + t * l->ldy + r0, r1 - r0);
     }
 }
 

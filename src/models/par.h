@@ -32,7 +32,7 @@ void qhx_par_linears(struct qhx_pool *pool, const qhx_kernels *k, const qhx_par_
                      int64_t ldx, int64_t n);
 
 /* The gate and up projections of a SwiGLU MLP and the SwiGLU itself in one region: G <- X @ gate^T,
- * U <- X @ up^T, then G <- silu(G) * U (qhx_k_swiglu_f32_ref per element), each piece on its own
+ * U <- X @ up^T, then G <- silu(G) * U (the op table's swiglu per element), each piece on its own
  * rows. gate and up have the same shape; G and U are (n, rows) with stride ld. */
 void qhx_par_swiglu(struct qhx_pool *pool, const qhx_kernels *k, const qhx_weight *gate, const qhx_weight *up,
                     const float *X, int64_t ldx, float *G, float *U, int64_t ld, int64_t n);

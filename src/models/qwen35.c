@@ -610,7 +610,7 @@ static void gdn_prep_task(void *ctx, int64_t t0, int64_t t1, int ti) {
     const q35_layer *L = f->L;
     const int64_t C = d->conv_dim;
     qhx_k_conv1d_causal_f32_ref(s->ext + t0 * C, L->conv_w, s->cv + t0 * C, t1 - t0, C, d->K);
-    qhx_k_silu_f32_ref(s->cv + t0 * C, (t1 - t0) * C);
+    f->m->kern.silu(s->cv + t0 * C, (t1 - t0) * C);
     const float scale = (float)(1.0 / sqrt((double)d->dk));
     for (int64_t t = t0; t < t1; t++) {
         float *row = s->cv + t * C;
@@ -643,7 +643,7 @@ static void gdn_prep1_task(void *ctx, int64_t c0, int64_t c1, int ti) {
         for (int64_t j = 0; j < K; j++) acc += w[c * K + j] * s->ext[j * C + c];
         s->cv[c] = acc;
     }
-    qhx_k_silu_f32_ref(s->cv + c0, c1 - c0);
+    f->m->kern.silu(s->cv + c0, c1 - c0);
     const float scale = (float)(1.0 / sqrt((double)d->dk));
     for (int64_t h0 = c0; h0 < c1 && h0 < 2 * d->key_dim; h0 += d->dk) {
         float *v = s->cv + h0;

@@ -221,6 +221,7 @@ static void linear(const qhx_vit *v, const qhx_weight *w, const float *b, const 
 }
 
 typedef struct act_job {
+    const qhx_kernels *k;
     qhx_act a;
     float *x;
 } act_job;
@@ -230,14 +231,14 @@ static void act_task(void *ctx, int64_t i0, int64_t i1, int ti) {
     const act_job *j = ctx;
     float *x = j->x + i0;
     int64_t n = i1 - i0;
-    if (j->a == QHX_ACT_GELU_TANH) qhx_k_gelu_tanh_f32_ref(x, n);
+    if (j->a == QHX_ACT_GELU_TANH) j->k->gelu_tanh(x, n);
     else if (j->a == QHX_ACT_GELU_ERF) qhx_k_gelu_erf_f32_ref(x, n);
     else
-        qhx_k_silu_f32_ref(x, n);
+        j->k->silu(x, n);
 }
 
 static void act(const qhx_vit *v, qhx_act a, float *x, int64_t n) {
-    act_job j = {.a = a, .x = x};
+    act_job j = {.k = &v->kern, .a = a, .x = x};
     qhx_par_range(v->pool, n, ELEM_CHUNK, act_task, &j);
 }
 

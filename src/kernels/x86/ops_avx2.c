@@ -5,6 +5,7 @@
 #include <math.h>
 
 #include "kernels/attn.h"
+#include "kernels/vision.h"
 #include "kernels/x86/ops_x86.h"
 
 #define AI static inline __attribute__((always_inline))
@@ -35,6 +36,64 @@ AI __m256 exp_neg(__m256 x) {
     p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
     __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127)), 23);
     return _mm256_andnot_ps(under, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
+}
+
+/* exp(x) over the whole float range: exp_neg's reduction and polynomial, and 2^n applied as two
+ * factors 2^(n/2) 2^(n - n/2), so that results past the float range overflow to +inf and tiny
+ * ones underflow gradually (to subnormals, then 0) as expf's do, instead of wrapping the
+ * exponent. Inputs are clamped to [-104, 88.8], beyond which both are settled. NaN in gives a
+ * finite value here; the callers below carry NaN through x itself. */
+AI __m256 exp_any(__m256 x) {
+    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-104.0f)), _mm256_set1_ps(88.8f));
+    __m256 fx = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    __m256i n = _mm256_cvtps_epi32(fx), n1 = _mm256_srai_epi32(n, 1), n2 = _mm256_sub_epi32(n, n1);
+    const __m256i bias = _mm256_set1_epi32(127);
+    __m256 e1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23));
+    __m256 e2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, bias), 23));
+    return _mm256_mul_ps(_mm256_mul_ps(p, e1), e2);
+}
+
+/* silu(x) = x / (1 + exp(-x)), the reference's order of operations. */
+AI __m256 silu8(__m256 x) {
+    return _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), exp_any(_mm256_sub_ps(_mm256_setzero_ps(), x))));
+}
+
+void qhx_k_silu_f32_avx2(float *x, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, silu8(_mm256_loadu_ps(x + i)));
+    if (i < n) qhx_k_silu_f32_ref(x + i, n - i);
+}
+
+void qhx_k_swiglu_f32_avx2(const float *gate, const float *up, float *out, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(out + i, _mm256_mul_ps(silu8(_mm256_loadu_ps(gate + i)), _mm256_loadu_ps(up + i)));
+    if (i < n) qhx_k_swiglu_f32_ref(gate + i, up + i, out + i, n - i);
+}
+
+/* gelu_pytorch_tanh: 0.5 x (1 + tanh(y)), y = sqrt(2 / pi) (x + 0.044715 x^3), computed as the
+ * equal x / (1 + exp(-2y)): no tanh, and no cancellation in 1 + tanh(y) for negative y (where
+ * the float32 reference keeps only the absolute accuracy of tanh, ~6e-8 |x|). */
+void qhx_k_gelu_tanh_f32_avx2(float *x, int64_t n) {
+    const __m256 k2 = _mm256_set1_ps(-2.0f * 0.7978845608028654f), c = _mm256_set1_ps(0.044715f);
+    const __m256 one = _mm256_set1_ps(1.0f);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_loadu_ps(x + i);
+        __m256 inner = _mm256_fmadd_ps(_mm256_mul_ps(c, v), _mm256_mul_ps(v, v), v); /* v + 0.044715 v^3 */
+        _mm256_storeu_ps(x + i, _mm256_div_ps(v, _mm256_add_ps(one, exp_any(_mm256_mul_ps(k2, inner)))));
+    }
+    if (i < n) qhx_k_gelu_tanh_f32_ref(x + i, n - i);
 }
 
 /* s[j] = (q_j . k) * scale for up to 4 heads (R), hd a multiple of 8. */

@@ -30,6 +30,14 @@ void qhx_k_matmul_q8_gemm_avx2(const qhx_weight *w, const float *X, int64_t ldx,
 void qhx_k_matmul_q4_gemm_avx2(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy, int64_t n,
                                int64_t r0, int64_t r1);
 
+/* Activations (ops_avx2.c): qhx_k_silu_f32_ref, qhx_k_swiglu_f32_ref and qhx_k_gelu_tanh_f32_ref
+ * with a polynomial exp (~2 ulp); results within a few float32 ulps of the references (of |x|
+ * for GELU's negative tail, where the reference itself loses digits to 1 + tanh). NaN in, NaN
+ * out. */
+void qhx_k_silu_f32_avx2(float *x, int64_t n);
+void qhx_k_swiglu_f32_avx2(const float *gate, const float *up, float *out, int64_t n);
+void qhx_k_gelu_tanh_f32_avx2(float *x, int64_t n);
+
 /* qhx_k_read_fold_ref with 32-byte loads (ops_avx2.c); the same result, bit for bit. */
 uint64_t qhx_k_read_fold_avx2(const void *p, size_t n);
 
