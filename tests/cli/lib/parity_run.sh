@@ -1,0 +1,55 @@
+# Shared by parity.sh and parity_vl.sh (sourced, not run): the qhx commands on every parity
+# fixture whose folder matches a pattern, judged by the shared oracle (parity_gate.py:
+# greedy-exact, teacher-forced logits and, for image prompts, image embeddings within
+# tolerance). Needs BIN and SHARED set; exits 77 (skipped) without numpy, the oracle or fixtures.
+#   parity_run LABEL PATTERN      e.g. parity_run parity 'qwen35-*'
+parity_run() {
+  local label=$1 pattern=$2
+  local qhx=$BIN/qhx gate=$SHARED/oracle/parity_gate.py py=
+  # the first python3 on PATH may lack numpy (pyenv shims); fall back to the system one
+  for p in python3 /usr/bin/python3; do
+    if "$p" -c 'import numpy' 2>/dev/null; then py=$p; break; fi
+  done
+  [ -n "$py" ] || { echo "$label: python3 with numpy is missing: skipped"; exit 77; }
+  [ -f "$gate" ] || { echo "$label: $gate is missing: skipped"; exit 77; }
+
+  local tmp status=0 found=0
+  tmp=$(mktemp -d)
+  trap 'rm -rf "$tmp"' EXIT
+  for fx in "$SHARED"/fixtures/parity/$pattern/; do
+    [ -f "$fx/prompts.json" ] || continue
+    found=1
+    local case_name out
+    case_name=$(basename "$fx")
+    out=$tmp/$case_name
+    mkdir -p "$out"
+    # one line per prompt: NAME, n_prompt, n_gen, image file or "-", prompt ids, prompt ids +
+    # golden greedy[0..n-2] (teacher forcing)
+    "$py" - "$fx" > "$tmp/$case_name.plan" <<'PY'
+import json, os, sys
+fx = sys.argv[1]
+golden = json.load(open(os.path.join(fx, "golden.json")))["prompts"]
+for p in json.load(open(os.path.join(fx, "prompts.json"))):
+    ids = p["ids"]
+    g = golden[p["name"]]["greedy"]
+    print("%s\t%d\t%d\t%s\t%s\t%s" % (p["name"], len(ids), len(g), p.get("image", "-"),
+                                      ",".join(map(str, ids)), ",".join(map(str, ids + g[:-1]))))
+PY
+    while IFS=$'\t' read -r name n_prompt n_gen image prompt forced; do
+      local img=()
+      if [ "$image" != "-" ]; then
+        img=(--image "$fx/$image")
+        "$qhx" embed-image -m "$fx" --image "$fx/$image" --out "$out/$name.image_embd.f32"
+      fi
+      "$qhx" logits -m "$fx" --ids "$forced" --prefill "$n_prompt" "${img[@]}" --out "$out/$name.logits.f32"
+      local gen
+      gen=$("$qhx" generate -m "$fx" --ids "$prompt" "${img[@]}" -n "$n_gen" --greedy --ignore-eos --print-ids)
+      "$py" -c 'import json, sys; print(json.dumps({"greedy": [int(x) for x in sys.argv[1].split()]}))' \
+        "$gen" > "$out/$name.greedy.json"
+    done < "$tmp/$case_name.plan"
+    echo "== $case_name"
+    "$py" "$gate" --fixture "$fx" --run "$out" || status=1
+  done
+  [ "$found" = 1 ] || { echo "$label: no $pattern fixtures under $SHARED/fixtures/parity: skipped"; exit 77; }
+  exit $status
+}
