@@ -191,6 +191,10 @@ no_output "$tmp/f"
 check 2 "unknown option '--bo?gus'" generate -m "$FX" -p hi --bo$'\n'gus # stays one line
 check 2 "--ids" logits -m "$FX" --ids 1,x --out "$tmp/l.f32"
 no_output "$tmp/l.f32"
+check 2 "--prefill-math: 'int4'" generate -m "$FX" -p hi --prefill-math int4
+check 2 "--decode-math: 'f64'" generate -m "$FX" -p hi --decode-math f64
+check 2 "--decode-math: expected default, f32 or int8, got 'x'" bench -m "$FX" --decode-math x
+check 2 "--decode-math: 'int16'" parity -m "$FX" --golden "$FX" --decode-math int16
 
 # ---- failing writes: a file-size limit makes every write past 64 KiB fail ------------------------
 # (SIGXFSZ ignored, so the write returns EFBIG): the command reports it and leaves nothing.
