@@ -9,6 +9,7 @@
 #ifndef QHX_TEST_KERNELS_CHECK_H
 #define QHX_TEST_KERNELS_CHECK_H
 
+#include <float.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -20,6 +21,7 @@
 #include "kernels/kernels.h"
 #include "kernels/quant.h"
 #include "kernels/ref.h"
+#include "kernels/vision.h"
 #include "t.h"
 
 /* Tolerance, relative to sum_c |W[r,c] * x[c]| (the scale of the rounding error of any
@@ -311,6 +313,44 @@ static void kc_run_all(const kc_variant *vs, int nv, const int64_t *sizes, int n
             kc_check_variant(&vs[i], small, 3, small, 3, ns_all, 10);
         }
     }
+}
+
+/* |a - b| within `ulps` float32 ulps of the larger magnitude, plus `abs_tol`. */
+static inline int kc_close_ulps(float a, float b, float ulps, float abs_tol) {
+    if (isnan(a) || isnan(b)) return isnan(a) && isnan(b);
+    float m = fmaxf(fabsf(a), fabsf(b));
+    return fabsf(a - b) <= ulps * m * FLT_EPSILON + abs_tol;
+}
+
+/* SIMD activations (the op table's silu, swiglu, gelu_tanh slots) against the references: random inputs over [-30, 30] and around 0, the
+ * tails past exp's clamps, NaN; every length 0..40 (the tails of the vector loops) and one long
+ * run; in place and, for SwiGLU, out of place. GELU's negative tail is compared to 1e-6 |x|:
+ * there the float32 reference's 1 + tanh keeps only tanh's absolute accuracy. */
+static inline void kc_check_activations(void (*silu)(float *, int64_t),
+                                        void (*swiglu)(const float *, const float *, float *, int64_t),
+                                        void (*gelu_tanh)(float *, int64_t)) {
+    enum { N = 1000 };
+    static float x[N], a[N], b[N], up[N];
+    for (int i = 0; i < N; i++) {
+        float u = kc_unif();
+        x[i] = i % 3 == 0 ? 30.0f * u : i % 3 == 1 ? 3.0f * u : 1e-3f * u;
+        up[i] = kc_unif();
+    }
+    x[5] = 0.0f, x[6] = -0.0f, x[7] = 95.0f, x[8] = -95.0f, x[9] = NAN, x[10] = 88.5f, x[11] = -88.5f;
+    for (int len = 0; len <= N; len = len < 40 ? len + 1 : len == 40 ? N : N + 1) { /* 0..40, N */
+        memcpy(a, x, sizeof a), memcpy(b, x, sizeof b);
+        silu(a, len), qhx_k_silu_f32_ref(b, len);
+        for (int i = 0; i < len; i++) CHECK(kc_close_ulps(a[i], b[i], 8, 0));
+        swiglu(x, up, a, len), qhx_k_swiglu_f32_ref(x, up, b, len);
+        for (int i = 0; i < len; i++) CHECK(kc_close_ulps(a[i], b[i], 8, 0));
+        memcpy(a, x, sizeof a), memcpy(b, x, sizeof b);
+        gelu_tanh(a, len), qhx_k_gelu_tanh_f32_ref(b, len);
+        for (int i = 0; i < len; i++) CHECK(kc_close_ulps(a[i], b[i], 8, 1e-6f * fabsf(x[i])));
+        for (int i = len; i < N; i++) CHECK(a[i] == x[i] || (isnan(a[i]) && isnan(x[i]))); /* nothing past n */
+    }
+    memcpy(a, x, sizeof a);
+    silu(a, N);
+    CHECK(isnan(a[9]) && a[5] == 0.0f && a[7] == 95.0f && a[8] > -1e-30f && a[8] <= 0.0f);
 }
 
 #endif

@@ -60,6 +60,7 @@ int main(void) {
                              V(q4, QHX_W_Q4)};
     kc_run_all(vs, 5, sizes, (int)(sizeof sizes / sizeof sizes[0]), q4cols,
                (int)(sizeof q4cols / sizeof q4cols[0]));
+    kc_check_activations(qhx_k_silu_f32_neon, qhx_k_swiglu_f32_neon, qhx_k_gelu_tanh_f32_neon);
     test_select(&cpu);
     return t_done("test_kernels_neon");
 }

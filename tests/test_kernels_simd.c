@@ -3,8 +3,6 @@
  * kernels and against itself under row splits, threads and token batching (kernels_check.h);
  * then the table install. Exits 77 (skipped) when the CPU has none of the ISAs. */
 #if defined(QHX_HAVE_X86)
-#include <float.h>
-
 #include "core/cpu.h"
 #include "kernels_check.h"
 #include "kernels/vision.h"
@@ -33,42 +31,6 @@ static void check_read_fold(void) {
         }
 }
 static const int64_t q4cols[] = {32, 64, 96, 1024, 2048};
-
-/* |a - b| within `ulps` float32 ulps of the larger magnitude, plus `abs_tol`. */
-static int close_ulps(float a, float b, float ulps, float abs_tol) {
-    if (isnan(a) || isnan(b)) return isnan(a) && isnan(b);
-    float m = fmaxf(fabsf(a), fabsf(b));
-    return fabsf(a - b) <= ulps * m * FLT_EPSILON + abs_tol;
-}
-
-/* The AVX2 activations against the references: random inputs over [-30, 30] and around 0, the
- * tails past exp's clamps, NaN; every length 0..40 (tails of the 8-wide loops) and one long
- * run; in place and, for SwiGLU, out of place. GELU's negative tail is compared to 1e-6 |x|:
- * there the float32 reference's 1 + tanh keeps only tanh's absolute accuracy. */
-static void check_activations(void) {
-    enum { N = 1000 };
-    static float x[N], a[N], b[N], up[N];
-    for (int i = 0; i < N; i++) {
-        float u = kc_unif();
-        x[i] = i % 3 == 0 ? 30.0f * u : i % 3 == 1 ? 3.0f * u : 1e-3f * u;
-        up[i] = kc_unif();
-    }
-    x[5] = 0.0f, x[6] = -0.0f, x[7] = 95.0f, x[8] = -95.0f, x[9] = NAN, x[10] = 88.5f, x[11] = -88.5f;
-    for (int len = 0; len <= N; len = len < 40 ? len + 1 : len == 40 ? N : N + 1) { /* 0..40, N */
-        memcpy(a, x, sizeof a), memcpy(b, x, sizeof b);
-        qhx_k_silu_f32_avx2(a, len), qhx_k_silu_f32_ref(b, len);
-        for (int i = 0; i < len; i++) CHECK(close_ulps(a[i], b[i], 8, 0));
-        qhx_k_swiglu_f32_avx2(x, up, a, len), qhx_k_swiglu_f32_ref(x, up, b, len);
-        for (int i = 0; i < len; i++) CHECK(close_ulps(a[i], b[i], 8, 0));
-        memcpy(a, x, sizeof a), memcpy(b, x, sizeof b);
-        qhx_k_gelu_tanh_f32_avx2(a, len), qhx_k_gelu_tanh_f32_ref(b, len);
-        for (int i = 0; i < len; i++) CHECK(close_ulps(a[i], b[i], 8, 1e-6f * fabsf(x[i])));
-        for (int i = len; i < N; i++) CHECK(a[i] == x[i] || (isnan(a[i]) && isnan(x[i]))); /* nothing past n */
-    }
-    memcpy(a, x, sizeof a);
-    qhx_k_silu_f32_avx2(a, N);
-    CHECK(isnan(a[9]) && a[5] == 0.0f && a[7] == 95.0f && a[8] > -1e-30f && a[8] <= 0.0f);
-}
 
 /* An activation block holding a NaN or an infinity must make every output NaN, as the f32 path
  * does, not a finite number from a saturated int8 code. Odd group counts (3, 9) take the tail
@@ -112,7 +74,7 @@ int main(void) {
         static const int64_t wide[] = {8192, 8224}; /* the last that quantizes x, the first that does not */
         kc_check_variant(&vi[0], sizes, 4, wide, 2, (const int[]){3}, 1);
         check_i8x_nonfinite(qhx_k_matvec_q4_i8x_avx2);
-        check_activations();
+        kc_check_activations(qhx_k_silu_f32_avx2, qhx_k_swiglu_f32_avx2, qhx_k_gelu_tanh_f32_avx2);
         check_read_fold();
     } else {
         fprintf(stderr, "avx2: skipped, the CPU or OS lacks AVX2/FMA/F16C\n");

@@ -27,6 +27,9 @@ void qhx_kern_install_arm(qhx_kernels *k, qhx_isa max_isa, const qhx_cpu_info *c
     k->attn_block = qhx_k_attn_block_f32_neon;
     k->delta_step = qhx_k_delta_step_f32_neon;
     k->delta_chunked = qhx_k_delta_chunked_f32_neon;
+    k->silu = qhx_k_silu_f32_neon;
+    k->swiglu = qhx_k_swiglu_f32_neon;
+    k->gelu_tanh = qhx_k_gelu_tanh_f32_neon;
     k->isa = QHX_ISA_NEON;
 }
 

@@ -17,8 +17,8 @@
 
 /* ---- install ------------------------------------------------------------------------------- */
 
-/* Override the F32, F16, BF16, Q8 and Q4 matvec/matmul slots, attn_block, delta_step and
- * delta_chunked of k with the NEON variants when max_isa allows them (QHX_ISA_NEON or
+/* Override the F32, F16, BF16, Q8 and Q4 matvec/matmul slots, attn_block, delta_step,
+ * delta_chunked and the activations of k with the NEON variants when max_isa allows them (QHX_ISA_NEON or
  * QHX_ISA_BEST) and cpu reports QHX_CPU_NEON (cpu NULL: detect here with qhx_cpu_detect);
  * k->isa becomes QHX_ISA_NEON. Any other max_isa, or a CPU without NEON, leaves k as it is.
  * Call it after k holds the _ref kernels. Thread-safe; writes only *k. */
@@ -56,5 +56,12 @@ void qhx_k_delta_step_f32_neon(float *S, const float *q, const float *k, const f
 void qhx_k_delta_chunked_f32_neon(float *S, const float *q, int64_t ldq, const float *k, int64_t ldk, const float *v,
                                   int64_t ldv, const float *beta, const float *g, int64_t ldg, float *o, int64_t ldo,
                                   int64_t n, int64_t dk, int64_t dv, int64_t C, float *work);
+
+/* ---- activations (ops_neon.c) ----------------------------------------------------------------
+ * qhx_k_silu_f32_ref, qhx_k_swiglu_f32_ref and qhx_k_gelu_tanh_f32_ref with a polynomial exp,
+ * within a few float32 ulps of them, as the AVX2 ones (kernels/x86/ops_x86.h). */
+void qhx_k_silu_f32_neon(float *x, int64_t n);
+void qhx_k_swiglu_f32_neon(const float *gate, const float *up, float *out, int64_t n);
+void qhx_k_gelu_tanh_f32_neon(float *x, int64_t n);
 
 #endif

@@ -8,30 +8,79 @@
 #include "kernels/arm/arm.h"
 #include "kernels/attn.h"
 #include "kernels/ref.h"
+#include "kernels/vision.h"
 
 #define AI static inline __attribute__((always_inline))
 #define UNROLL _Pragma("GCC unroll 32")
 
-/* exp(x) for x <= 0, four lanes: x = n ln2 + r with |r| <= ln2 / 2 (ln2 split in two parts so
- * n ln2 is exact), e^r by the degree-5 polynomial of kernels/x86/ops_avx2.c (~2 ulp), 2^n built
- * in the exponent bits. Inputs below -87.3 give 0 (2^n would leave the normal range). */
-AI float32x4_t exp_neg(float32x4_t x) {
-    const float32x4_t lo = vdupq_n_f32(-87.3f);
-    const uint32x4_t under = vcltq_f32(x, lo);
-    x = vmaxq_f32(x, lo);
-    const float32x4_t n = vrndnq_f32(vmulq_n_f32(x, 1.44269504088896341f));
-    float32x4_t r = vfmsq_f32(x, n, vdupq_n_f32(0.693359375f));
-    r = vfmsq_f32(r, n, vdupq_n_f32(-2.12194440e-4f));
+/* The core of exp, four lanes: x = n ln2 + r with |r| <= ln2 / 2 (ln2 split in two parts so
+ * n ln2 is exact), e^r by the degree-5 polynomial of kernels/x86/ops_avx2.c (~2 ulp); returns e^r
+ * and sets *n. */
+AI float32x4_t exp_reduce(float32x4_t x, int32x4_t *n) {
+    const float32x4_t fn = vrndnq_f32(vmulq_n_f32(x, 1.44269504088896341f));
+    float32x4_t r = vfmsq_f32(x, fn, vdupq_n_f32(0.693359375f));
+    r = vfmsq_f32(r, fn, vdupq_n_f32(-2.12194440e-4f));
     float32x4_t p = vdupq_n_f32(1.9875691500e-4f);
     p = vfmaq_f32(vdupq_n_f32(1.3981999507e-3f), p, r);
     p = vfmaq_f32(vdupq_n_f32(8.3334519073e-3f), p, r);
     p = vfmaq_f32(vdupq_n_f32(4.1665795894e-2f), p, r);
     p = vfmaq_f32(vdupq_n_f32(1.6666665459e-1f), p, r);
     p = vfmaq_f32(vdupq_n_f32(5.0000001201e-1f), p, r);
-    p = vfmaq_f32(vaddq_f32(r, vdupq_n_f32(1.0f)), p, vmulq_f32(r, r));
-    const int32x4_t e = vshlq_n_s32(vaddq_s32(vcvtq_s32_f32(n), vdupq_n_s32(127)), 23);
-    const uint32x4_t v = vreinterpretq_u32_f32(vmulq_f32(p, vreinterpretq_f32_s32(e)));
+    *n = vcvtq_s32_f32(fn);
+    return vfmaq_f32(vaddq_f32(r, vdupq_n_f32(1.0f)), p, vmulq_f32(r, r));
+}
+
+/* 2^n built in the exponent bits, n in [-126, 127]. */
+AI float32x4_t pow2i(int32x4_t n) { return vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(n, vdupq_n_s32(127)), 23)); }
+
+/* exp(x) for x <= 0. Inputs below -87.3 give 0 (2^n would leave the normal range). */
+AI float32x4_t exp_neg(float32x4_t x) {
+    const float32x4_t lo = vdupq_n_f32(-87.3f);
+    const uint32x4_t under = vcltq_f32(x, lo);
+    int32x4_t n;
+    const float32x4_t p = exp_reduce(vmaxq_f32(x, lo), &n);
+    const uint32x4_t v = vreinterpretq_u32_f32(vmulq_f32(p, pow2i(n)));
     return vreinterpretq_f32_u32(vbicq_u32(v, under));
+}
+
+/* exp(x) over the whole float range, as exp_any in kernels/x86/ops_avx2.c: 2^n applied as two
+ * factors, so results overflow to +inf and underflow gradually as expf's do; inputs clamped to
+ * [-104, 88.8]. NaN in gives a finite value; the callers carry NaN through x itself. */
+AI float32x4_t exp_any(float32x4_t x) {
+    int32x4_t n;
+    const float32x4_t p = exp_reduce(vminq_f32(vmaxq_f32(x, vdupq_n_f32(-104.0f)), vdupq_n_f32(88.8f)), &n);
+    const int32x4_t n1 = vshrq_n_s32(n, 1);
+    return vmulq_f32(vmulq_f32(p, pow2i(n1)), pow2i(vsubq_s32(n, n1)));
+}
+
+/* ---- activations ------------------------------------------------------------------------- */
+
+/* silu(x) = x / (1 + exp(-x)), the reference's order of operations. */
+AI float32x4_t silu4(float32x4_t x) { return vdivq_f32(x, vaddq_f32(vdupq_n_f32(1.0f), exp_any(vnegq_f32(x)))); }
+
+void qhx_k_silu_f32_neon(float *x, int64_t n) {
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1q_f32(x + i, silu4(vld1q_f32(x + i)));
+    if (i < n) qhx_k_silu_f32_ref(x + i, n - i);
+}
+
+void qhx_k_swiglu_f32_neon(const float *gate, const float *up, float *out, int64_t n) {
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1q_f32(out + i, vmulq_f32(silu4(vld1q_f32(gate + i)), vld1q_f32(up + i)));
+    if (i < n) qhx_k_swiglu_f32_ref(gate + i, up + i, out + i, n - i);
+}
+
+/* gelu_pytorch_tanh as x / (1 + exp(-2y)), y = sqrt(2 / pi) (x + 0.044715 x^3): see
+ * qhx_k_gelu_tanh_f32_avx2. */
+void qhx_k_gelu_tanh_f32_neon(float *x, int64_t n) {
+    const float32x4_t k2 = vdupq_n_f32(-2.0f * 0.7978845608028654f), c = vdupq_n_f32(0.044715f);
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        const float32x4_t v = vld1q_f32(x + i);
+        const float32x4_t inner = vfmaq_f32(v, vmulq_f32(c, v), vmulq_f32(v, v)); /* v + 0.044715 v^3 */
+        vst1q_f32(x + i, vdivq_f32(v, vaddq_f32(vdupq_n_f32(1.0f), exp_any(vmulq_f32(k2, inner)))));
+    }
+    if (i < n) qhx_k_gelu_tanh_f32_ref(x + i, n - i);
 }
 
 /* ---- attention block --------------------------------------------------------------------- */
