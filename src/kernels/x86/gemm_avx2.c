@@ -84,11 +84,10 @@ static void pack(const qhx_weight *w, int fmt, int64_t r, int nr, int64_t k0, in
     }
 }
 
-/* Y[t + j, r .. r + nr) (+)= X[t + j, k0 .. k0 + kc) . P for j < T, with the token tile's x packed
- * as Xp[k * MT + j] (pack_x). first: start from zero; scale: multiply by these row scales at the
- * end (last column block), or NULL. */
-AI void tile(const float *P, const float *Xp, int64_t kc, float *Y, int64_t ldy, int T, int nr, int first,
-             const float *scale) {
+/* Y[t + j, r .. r + nr) (+)= X[t + j, k0 .. k0 + kc) . P for j < T. first: start from zero;
+ * scale: multiply by these row scales at the end (last column block), or NULL. */
+AI void tile(const float *P, const float *X, int64_t ldx, int64_t kc, float *Y, int64_t ldy, int T, int nr,
+             int first, const float *scale) {
     __m256 c[MT][2];
     const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     const __m256i m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(nr), lane);
@@ -107,7 +106,7 @@ AI void tile(const float *P, const float *Xp, int64_t kc, float *Y, int64_t ldy,
     for (int64_t k = 0; k < kc; k++) {
         __m256 w0 = _mm256_load_ps(P + k * NR), w1 = _mm256_load_ps(P + k * NR + 8);
         for (int j = 0; j < T; j++) {
-            __m256 xb = _mm256_broadcast_ss(Xp + k * MT + j);
+            __m256 xb = _mm256_broadcast_ss(X + j * ldx + k);
             c[j][0] = _mm256_fmadd_ps(xb, w0, c[j][0]);
             c[j][1] = _mm256_fmadd_ps(xb, w1, c[j][1]);
         }
@@ -132,32 +131,23 @@ AI void tile(const float *P, const float *Xp, int64_t kc, float *Y, int64_t ldy,
 
 #define NP 4 /* panels packed together: a token tile's x stays in L1 across them */
 
-/* Xp[k * MT + j] = X[j, k] for the T tokens of a tile, k < kc. The token rows of X are usually
- * a multiple of 4 KiB apart (hidden sizes of 1024, 2048...), so broadcasting from them in place
- * made every k step touch T lines of one L1 set; packed, the tile reads one contiguous stream. */
-static void pack_x(const float *X, int64_t ldx, int64_t kc, int T, float *Xp) {
-    for (int j = 0; j < T; j++)
-        for (int64_t k = 0; k < kc; k++) Xp[k * MT + j] = X[j * ldx + k];
-}
-
 /* Tokens [0, n) against the np packed panels of rows r .. (the last panel may be partial: nr_last). */
 static void tiles(const float *P, int np, int nr_last, const float *X, int64_t ldx, int64_t kc, float *Y, int64_t ldy,
                   int64_t n, int first, const float *const *scale) {
-    _Alignas(32) float Xp[KC * MT];
     for (int64_t t = 0; t < n; t += MT) {
         int T = n - t < MT ? (int)(n - t) : MT;
-        pack_x(X + t * ldx, ldx, kc, T, Xp);
         for (int p = 0; p < np; p++) {
             const float *Pp = P + p * KC * NR;
             int nr = p == np - 1 ? nr_last : NR;
             float *Yp = Y + t * ldy + p * NR;
+            const float *Xt = X + t * ldx;
             switch (T) {
-            case 6: tile(Pp, Xp, kc, Yp, ldy, 6, nr, first, scale[p]); break;
-            case 5: tile(Pp, Xp, kc, Yp, ldy, 5, nr, first, scale[p]); break;
-            case 4: tile(Pp, Xp, kc, Yp, ldy, 4, nr, first, scale[p]); break;
-            case 3: tile(Pp, Xp, kc, Yp, ldy, 3, nr, first, scale[p]); break;
-            case 2: tile(Pp, Xp, kc, Yp, ldy, 2, nr, first, scale[p]); break;
-            default: tile(Pp, Xp, kc, Yp, ldy, 1, nr, first, scale[p]); break;
+            case 6: tile(Pp, Xt, ldx, kc, Yp, ldy, 6, nr, first, scale[p]); break;
+            case 5: tile(Pp, Xt, ldx, kc, Yp, ldy, 5, nr, first, scale[p]); break;
+            case 4: tile(Pp, Xt, ldx, kc, Yp, ldy, 4, nr, first, scale[p]); break;
+            case 3: tile(Pp, Xt, ldx, kc, Yp, ldy, 3, nr, first, scale[p]); break;
+            case 2: tile(Pp, Xt, ldx, kc, Yp, ldy, 2, nr, first, scale[p]); break;
+            default: tile(Pp, Xt, ldx, kc, Yp, ldy, 1, nr, first, scale[p]); break;
             }
         }
     }
