@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "kernels/x86/ops_x86.h"
+#include "kernels/x86/tile_avx2.h"
 #include "kernels/x86/x86.h"
 
 #define AI static inline __attribute__((always_inline))
@@ -89,20 +90,7 @@ static void pack(const qhx_weight *w, int fmt, int64_t r, int nr, int64_t k0, in
 AI void tile(const float *P, const float *X, int64_t ldx, int64_t kc, float *Y, int64_t ldy, int T, int nr,
              int first, const float *scale) {
     __m256 c[MT][2];
-    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    const __m256i m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(nr), lane);
-    const __m256i m1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(nr - 8), lane);
-    for (int j = 0; j < T; j++) {
-        if (first) {
-            c[j][0] = c[j][1] = _mm256_setzero_ps();
-        } else if (nr == NR) {
-            c[j][0] = _mm256_loadu_ps(Y + j * ldy);
-            c[j][1] = _mm256_loadu_ps(Y + j * ldy + 8);
-        } else {
-            c[j][0] = _mm256_maskload_ps(Y + j * ldy, m0);
-            c[j][1] = _mm256_maskload_ps(Y + j * ldy + 8, m1);
-        }
-    }
+    tile_acc_load(c, Y, ldy, T, nr, first);
     for (int64_t k = 0; k < kc; k++) {
         __m256 w0 = _mm256_load_ps(P + k * NR), w1 = _mm256_load_ps(P + k * NR + 8);
         for (int j = 0; j < T; j++) {
@@ -111,22 +99,7 @@ AI void tile(const float *P, const float *X, int64_t ldx, int64_t kc, float *Y, 
             c[j][1] = _mm256_fmadd_ps(xb, w1, c[j][1]);
         }
     }
-    if (scale) {
-        __m256 s0 = _mm256_maskload_ps(scale, m0), s1 = _mm256_maskload_ps(scale + 8, m1);
-        for (int j = 0; j < T; j++) {
-            c[j][0] = _mm256_mul_ps(c[j][0], s0);
-            c[j][1] = _mm256_mul_ps(c[j][1], s1);
-        }
-    }
-    for (int j = 0; j < T; j++) {
-        if (nr == NR) {
-            _mm256_storeu_ps(Y + j * ldy, c[j][0]);
-            _mm256_storeu_ps(Y + j * ldy + 8, c[j][1]);
-        } else {
-            _mm256_maskstore_ps(Y + j * ldy, m0, c[j][0]);
-            _mm256_maskstore_ps(Y + j * ldy + 8, m1, c[j][1]);
-        }
-    }
+    tile_acc_store(c, Y, ldy, T, nr, scale);
 }
 
 #define NP 4 /* panels packed together: a token tile's x stays in L1 across them */
@@ -168,7 +141,7 @@ static void gemm(const qhx_weight *w, int fmt, const float *X, int64_t ldx, floa
                 nr = r1 - r < NR ? (int)(r1 - r) : NR;
                 pack(w, fmt, r, nr, k0, kc, P + np * KC * NR);
                 scale[np] = last && fmt == QHX_W_Q8 ? w->scales + r : NULL;
-                if (scale[np] && nr < NR) { /* the masked load reads only nr scales; keep it in bounds */
+                if (scale[np] && nr < NR) { /* tile_acc_store reads 16 scales: past the rows, zeros */
                     memset(sc, 0, sizeof sc);
                     memcpy(sc, scale[np], (size_t)nr * sizeof(float));
                     scale[np] = sc;

@@ -44,6 +44,7 @@
 
 #include "kernels/x86/ops_x86.h"
 #include "kernels/x86/quant_x_avx2.h"
+#include "kernels/x86/tile_avx2.h"
 #include "kernels/x86/x86.h"
 
 #define AI static inline __attribute__((always_inline))
@@ -146,54 +147,12 @@ AI __m256i bcast_quad(const int8_t *q) {
     return _mm256_set1_epi32(v);
 }
 
-/* Accumulators of T tokens x 16 rows: zeros at the first column block, else the partial sums
- * stored in Y (rows of stride ldy; only nr of the 16 lanes exist). */
-AI void acc_load(__m256 acc[][2], const float *Y, int64_t ldy, int T, int nr, int first) {
-    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    const __m256i m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(nr), lane);
-    const __m256i m1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(nr - 8), lane);
-    UNROLL
-    for (int t = 0; t < T; t++) {
-        if (first) {
-            acc[t][0] = acc[t][1] = _mm256_setzero_ps();
-        } else if (nr == NR) {
-            acc[t][0] = _mm256_loadu_ps(Y + t * ldy);
-            acc[t][1] = _mm256_loadu_ps(Y + t * ldy + 8);
-        } else {
-            acc[t][0] = _mm256_maskload_ps(Y + t * ldy, m0);
-            acc[t][1] = _mm256_maskload_ps(Y + t * ldy + 8, m1);
-        }
-    }
-}
-
-/* Store the accumulators, times the row scales `scale` (16 floats) when given. */
-AI void acc_store(__m256 acc[][2], float *Y, int64_t ldy, int T, int nr, const float *scale) {
-    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    const __m256i m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(nr), lane);
-    const __m256i m1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(nr - 8), lane);
-    UNROLL
-    for (int t = 0; t < T; t++) {
-        __m256 a0 = acc[t][0], a1 = acc[t][1];
-        if (scale) {
-            a0 = _mm256_mul_ps(a0, _mm256_load_ps(scale));
-            a1 = _mm256_mul_ps(a1, _mm256_load_ps(scale + 8));
-        }
-        if (nr == NR) {
-            _mm256_storeu_ps(Y + t * ldy, a0);
-            _mm256_storeu_ps(Y + t * ldy + 8, a1);
-        } else {
-            _mm256_maskstore_ps(Y + t * ldy, m0, a0);
-            _mm256_maskstore_ps(Y + t * ldy + 8, m1, a1);
-        }
-    }
-}
-
 /* Q8: Y[t, 16 rows] (+)= sum over the nb blocks of tokens t0 .. t0 + T of the chunk. */
 AI void tile_q8(const w_panel *P, const xq_chunk *xq, int t0, int T, int nb, float *Y, int64_t ldy, int nr,
                 int first, int last) {
     const __m256i ones = _mm256_set1_epi16(1);
     __m256 acc[TT_MAX][2];
-    acc_load(acc, Y, ldy, T, nr, first);
+    tile_acc_load(acc, Y, ldy, T, nr, first);
     for (int b = 0; b < nb; b++) {
         __m256i s[TT_MAX][2];
         UNROLL
@@ -219,7 +178,7 @@ AI void tile_q8(const w_panel *P, const xq_chunk *xq, int t0, int T, int nb, flo
             acc[t][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[t][1]), dx, acc[t][1]);
         }
     }
-    acc_store(acc, Y, ldy, T, nr, last ? P->s : NULL);
+    tile_acc_store(acc, Y, ldy, T, nr, last ? P->s : NULL);
 }
 
 /* Q4: as tile_q8, codes unsigned (nibbles) and group scales per row and block. */
@@ -227,7 +186,7 @@ AI void tile_q4(const w_panel *P, const xq_chunk *xq, int t0, int T, int nb, flo
                 int first) {
     const __m256i ones = _mm256_set1_epi16(1);
     __m256 acc[TT_MAX][2];
-    acc_load(acc, Y, ldy, T, nr, first);
+    tile_acc_load(acc, Y, ldy, T, nr, first);
     for (int b = 0; b < nb; b++) {
         __m256i s[TT_MAX][2];
         UNROLL
@@ -254,7 +213,7 @@ AI void tile_q4(const w_panel *P, const xq_chunk *xq, int t0, int T, int nb, flo
             acc[t][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i1), _mm256_mul_ps(d1, dx), acc[t][1]);
         }
     }
-    acc_store(acc, Y, ldy, T, nr, NULL);
+    tile_acc_store(acc, Y, ldy, T, nr, NULL);
 }
 
 /* All tc tokens of the chunk against one packed panel, TT tokens at a time (constant T so the
