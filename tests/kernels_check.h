@@ -129,20 +129,22 @@ static double kc_mag(const qhx_weight *w, const float *x, int64_t r) {
     return m;
 }
 
-/* What rounding x to int8 per block of 32 (scale max|x| / 127, error <= scale / 2 per element)
- * may add to row r of a Q4 product: sum_g |d[g]| * scale[g] / 2 * sum_i |nib - 8|, with 1e-6
- * relative slack for the float32 computation of the scales. */
+/* What rounding x to int8 per block of 32 (kernels/x86/quant_x_avx2.h: step max|x_b| / 127) may
+ * add to row r of a product with any weight format: sum over blocks b of sum_{c in b} |W'[r, c]|
+ * times half a step. Half a step is the exact-arithmetic rounding error; the f32 product
+ * x * (1 / step) moves the rounding point by at most 127 * 2^-22 < 2^-15 of a step, so the half
+ * step is taken as 0.5 + 2^-15. */
 static double kc_i8x_bound(const qhx_weight *w, const float *x, int64_t r) {
-    double b = 0.0;
-    for (int64_t g = 0; g < w->cols / 32; g++) {
-        double amax = 0.0, codes = 0.0;
+    double bound = 0.0;
+    for (int64_t b = 0; b < w->cols / 32; b++) {
+        double amax = 0.0, wsum = 0.0;
         for (int i = 0; i < 32; i++) {
-            amax = fmax(amax, fabs((double)x[32 * g + i]));
-            codes += fabs((double)kc_wval(w, r, 32 * g + i)); /* |d (nib - 8)| */
+            amax = fmax(amax, fabs((double)x[32 * b + i]));
+            wsum += fabs((double)kc_wval(w, r, 32 * b + i));
         }
-        b += codes * amax / 127.0 / 2.0;
+        bound += wsum * amax / 127.0 * (0.5 + 0x1p-15);
     }
-    return b * (1.0 + 1e-6);
+    return bound;
 }
 
 static float *kc_nan(size_t n) {

@@ -30,23 +30,6 @@ static float *make_x(int64_t n, int64_t cols, int64_t ldx) {
     return X;
 }
 
-/* What the int8 rounding of x may add to output (t, r): sum over blocks b of sum_{c in b} |W'[r, c]|
- * times half a step, the step being max|x_b| / 127. Half a step is the exact-arithmetic rounding
- * error; the f32 product x * (1 / step) moves the rounding point by at most 127 * 2^-22 < 2^-15
- * of a step, so the half step is taken as 0.5 + 2^-15. */
-static double quant_bound(const qhx_weight *w, const float *x, int64_t r) {
-    double bound = 0.0;
-    for (int64_t b = 0; b < w->cols / 32; b++) {
-        double amax = 0.0, wsum = 0.0;
-        for (int i = 0; i < 32; i++) {
-            amax = fmax(amax, fabs((double)x[32 * b + i]));
-            wsum += fabs((double)kc_wval(w, r, 32 * b + i));
-        }
-        bound += wsum * amax / 127.0 * (0.5 + 0x1p-15);
-    }
-    return bound;
-}
-
 /* The kernel's arithmetic redone in double on the codes the file head documents (dx = max|x| /
  * 127 in f32, q = nearbyintf(x * (1 / dx)), or x / dx below 2^-120): sum W'[r, c] q[c] dx[c / 32].
  * What separates it from the kernel is only f32 rounding of the block sums, so a wrong rounding
@@ -68,7 +51,7 @@ static double emulate(const qhx_weight *w, const float *x, int64_t r, double *ma
     return y;
 }
 
-/* Y (n, ldy) against the reference matmul: |got - ref| <= quant_bound + KC_REL_TOL sum|W' x|
+/* Y (n, ldy) against the reference matmul: |got - ref| <= kc_i8x_bound + KC_REL_TOL sum|W' x|
  * (kernels_check.h: the float32 summation-order slack, here of both the kernel's block sums and
  * the reference's column-order sum); and against emulate() within KC_REL_TOL. Returns the worst
  * error against the reference as a fraction of the allowed. */
@@ -82,7 +65,7 @@ static double check_vs_ref(const i8_case *c, const qhx_weight *w, const float *X
     for (int64_t t = 0; t < n; t++)
         for (int64_t r = 0; r < w->rows; r++) {
             double got = Y[t * ldy + r], want = Yr[t * ldy + r];
-            double allowed = quant_bound(w, X + t * ldx, r) + KC_REL_TOL * kc_mag(w, X + t * ldx, r) + 1e-30;
+            double allowed = kc_i8x_bound(w, X + t * ldx, r) + KC_REL_TOL * kc_mag(w, X + t * ldx, r) + 1e-30;
             double rel = fabs(got - want) / allowed;
             if (!(rel <= 1.0)) {
                 if (bad++ < 3)
