@@ -229,20 +229,20 @@ static void check_install(const qhx_cpu_info *cpu) {
     qhx_kern_select(QHX_ISA_AVX2, &k);
     qhx_matmul_fn q8 = k.matmul[QHX_W_Q8], q4 = k.matmul[QHX_W_Q4];
     const unsigned both = 1u << QHX_W_Q8 | 1u << QHX_W_Q4;
-    qhx_kern_install_x86_i8gemm(&k, both, QHX_ISA_REF, cpu); /* REF: nothing */
+    qhx_kern_install_x86_int8(&k, both, 0, QHX_ISA_REF, cpu); /* REF: nothing */
     CHECK(k.matmul[QHX_W_Q8] == q8 && k.matmul[QHX_W_Q4] == q4);
     qhx_cpu_info none = *cpu;
     none.features = 0;
-    qhx_kern_install_x86_i8gemm(&k, both, QHX_ISA_BEST, &none); /* no AVX2: nothing */
+    qhx_kern_install_x86_int8(&k, both, 0, QHX_ISA_BEST, &none); /* no AVX2: nothing */
     CHECK(k.matmul[QHX_W_Q8] == q8 && k.matmul[QHX_W_Q4] == q4);
-    qhx_kern_use_int8_prefill(QHX_ISA_AVX2, 1u << QHX_W_Q4, &k); /* Q4 only */
+    qhx_kern_use_int8(QHX_ISA_AVX2, 1u << QHX_W_Q4, 0, &k); /* Q4 only */
     CHECK(k.matmul[QHX_W_Q8] == q8 && k.matmul[QHX_W_Q4] == qhx_k_matmul_q4_i8gemm_avx2);
-    qhx_kern_use_int8_prefill(QHX_ISA_AVX2, both, &k);
+    qhx_kern_use_int8(QHX_ISA_AVX2, both, 0, &k);
     CHECK(k.matmul[QHX_W_Q8] == qhx_k_matmul_q8_i8gemm_avx2 && k.matmul[QHX_W_Q4] == qhx_k_matmul_q4_i8gemm_avx2);
     CHECK(k.matvec[QHX_W_Q8] == qhx_k_matvec_q8_x16_avx2); /* decode untouched */
     qhx_kernels r;
     qhx_kern_select(QHX_ISA_REF, &r);
-    qhx_kern_use_int8_prefill(QHX_ISA_REF, both, &r);
+    qhx_kern_use_int8(QHX_ISA_REF, both, 0, &r);
     CHECK(r.matmul[QHX_W_Q8] == qhx_k_matmul_q8_ref);
 }
 

@@ -53,31 +53,20 @@ void qhx_kern_install_x86_i8x(qhx_kernels *k, qhx_isa max_isa, const qhx_cpu_inf
     }
 }
 
-void qhx_kern_install_x86_i8gemm(qhx_kernels *k, unsigned formats, qhx_isa max_isa, const qhx_cpu_info *cpu) {
+void qhx_kern_install_x86_int8(qhx_kernels *k, unsigned prefill_formats, unsigned decode_formats, qhx_isa max_isa,
+                                const qhx_cpu_info *cpu) {
     qhx_cpu_info detected;
-    /* only over the AVX2 table: the AVX-512 matmul kernels have not been measured against it */
-    if (!formats || k->isa != QHX_ISA_AVX2) return;
+    /* only over the AVX2 table: the AVX-512 kernels have not been measured against these */
+    if (!(prefill_formats | decode_formats) || k->isa != QHX_ISA_AVX2) return;
     if (!cpu) {
         qhx_cpu_detect(&detected);
         cpu = &detected;
     }
     if (max_isa != QHX_ISA_AVX2 && max_isa != QHX_ISA_AVX512 && max_isa != QHX_ISA_BEST) return;
     if ((cpu->features & QHX_CPU_GROUP_AVX2) != QHX_CPU_GROUP_AVX2) return;
-    if (formats & (1u << QHX_W_Q8)) k->matmul[QHX_W_Q8] = qhx_k_matmul_q8_i8gemm_avx2;
-    if (formats & (1u << QHX_W_Q4)) k->matmul[QHX_W_Q4] = qhx_k_matmul_q4_i8gemm_avx2;
-}
-
-void qhx_kern_install_x86_i8x_decode(qhx_kernels *k, unsigned formats, qhx_isa max_isa, const qhx_cpu_info *cpu) {
-    qhx_cpu_info detected;
-    /* only over the AVX2 table, as for the prefill GEMM */
-    if (!(formats & (1u << QHX_W_Q4)) || k->isa != QHX_ISA_AVX2) return;
-    if (!cpu) {
-        qhx_cpu_detect(&detected);
-        cpu = &detected;
-    }
-    if (max_isa != QHX_ISA_AVX2 && max_isa != QHX_ISA_AVX512 && max_isa != QHX_ISA_BEST) return;
-    if ((cpu->features & QHX_CPU_GROUP_AVX2) != QHX_CPU_GROUP_AVX2) return;
-    k->matvec[QHX_W_Q4] = qhx_k_matvec_q4_i8x_avx2;
+    if (prefill_formats & (1u << QHX_W_Q8)) k->matmul[QHX_W_Q8] = qhx_k_matmul_q8_i8gemm_avx2;
+    if (prefill_formats & (1u << QHX_W_Q4)) k->matmul[QHX_W_Q4] = qhx_k_matmul_q4_i8gemm_avx2;
+    if (decode_formats & (1u << QHX_W_Q4)) k->matvec[QHX_W_Q4] = qhx_k_matvec_q4_i8x_avx2;
 }
 
 #else

@@ -78,15 +78,11 @@ typedef struct qhx_kernels {
 void qhx_kern_select(qhx_isa max_isa, qhx_kernels *k);
 const char *qhx_isa_name(qhx_isa isa);
 
-/* After qhx_kern_select(max_isa, k): for the formats in the bit mask `formats` (1u << QHX_W_Q8,
- * 1u << QHX_W_Q4), put the prefill matmul that quantizes the activations to int8 into k where
- * this build and CPU have one (x86 with AVX2 kernels in k); elsewhere k is left as it is.
- * Writes only *k. */
-void qhx_kern_use_int8_prefill(qhx_isa max_isa, unsigned formats, qhx_kernels *k);
-
-/* The same for the decode matvec: for the formats in `formats` (only 1u << QHX_W_Q4 has such a
- * kernel; other bits are ignored), put the matvec that quantizes the activations to int8 per
- * block of 32 into k where this build and CPU have one (x86 with AVX2 kernels in k). */
-void qhx_kern_use_int8_decode(qhx_isa max_isa, unsigned formats, qhx_kernels *k);
+/* After qhx_kern_select(max_isa, k): put the kernels that quantize the activations to int8 per
+ * block of 32 into k where this build and CPU have them (x86 with AVX2 kernels in k): the prefill
+ * matmul for the formats in the bit mask `prefill_formats` (1u << QHX_W_Q8, 1u << QHX_W_Q4), the
+ * decode matvec for those in `decode_formats` (only Q4 has one; other bits are ignored).
+ * Elsewhere k is left as it is. Writes only *k. */
+void qhx_kern_use_int8(qhx_isa max_isa, unsigned prefill_formats, unsigned decode_formats, qhx_kernels *k);
 
 #endif

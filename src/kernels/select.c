@@ -77,18 +77,10 @@ void qhx_kern_select(qhx_isa max_isa, qhx_kernels *k) {
 #endif
 }
 
-void qhx_kern_use_int8_decode(qhx_isa max_isa, unsigned formats, qhx_kernels *k) {
+void qhx_kern_use_int8(qhx_isa max_isa, unsigned prefill_formats, unsigned decode_formats, qhx_kernels *k) {
 #if defined(QHX_HAVE_X86)
-    qhx_kern_install_x86_i8x_decode(k, formats, max_isa, NULL);
+    qhx_kern_install_x86_int8(k, prefill_formats, decode_formats, max_isa, NULL);
 #else
-    (void)max_isa, (void)formats, (void)k;
-#endif
-}
-
-void qhx_kern_use_int8_prefill(qhx_isa max_isa, unsigned formats, qhx_kernels *k) {
-#if defined(QHX_HAVE_X86)
-    qhx_kern_install_x86_i8gemm(k, formats, max_isa, NULL);
-#else
-    (void)max_isa, (void)formats, (void)k;
+    (void)max_isa, (void)prefill_formats, (void)decode_formats, (void)k;
 #endif
 }

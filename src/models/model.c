@@ -100,8 +100,8 @@ qhx_status qhx_model_open(const char *path, const qhx_model_params *params, qhx_
     m->params.backend = NULL; /* the caller's string need not outlive the call */
     m->backend = be;
     qhx_kern_select(p.max_isa, &m->kern);
-    qhx_kern_use_int8_prefill(p.max_isa, int8_prefill_formats(p.prefill_math), &m->kern);
-    qhx_kern_use_int8_decode(p.max_isa, p.decode_math == QHX_PREFILL_MATH_F32 ? 0 : 1u << QHX_W_Q4, &m->kern);
+    qhx_kern_use_int8(p.max_isa, int8_prefill_formats(p.prefill_math),
+                      p.decode_math == QHX_PREFILL_MATH_F32 ? 0 : 1u << QHX_W_Q4, &m->kern);
     qhx_status rc = qhx_plan_open(path, &m->plan, err);
     if (rc) goto fail;
     if (!m->plan->config) {

@@ -1,6 +1,6 @@
 /* kernels/x86/gemm_i8_avx2.c: prefill matmul of Q8 and Q4 weights with the activations quantized
  * to int8 and integer dot products (AVX2). Built with -mavx2 -mfma -mf16c; installed by
- * qhx_kern_install_x86_i8gemm as qhx_model_params.prefill_math asks (by default for Q4 only:
+ * qhx_kern_install_x86_int8 as qhx_model_params.prefill_math asks (by default for Q4 only:
  * BENCHMARKS.md, "int8-activation prefill GEMM"), since its results differ from the
  * f32-activation GEMM by the rounding of x bounded below.
  *

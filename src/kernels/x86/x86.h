@@ -37,20 +37,16 @@ void qhx_kern_install_x86(qhx_kernels *k, qhx_isa max_isa, const qhx_cpu_info *c
  * allowed by max_isa and present. Thread-safe; writes only *k. */
 void qhx_kern_install_x86_i8x(qhx_kernels *k, qhx_isa max_isa, const qhx_cpu_info *cpu);
 
-/* Where k holds the AVX2 kernels (k->isa == QHX_ISA_AVX2), replace the matmul slots (prefill)
- * of the formats in the bit mask `formats` (1u << QHX_W_Q8, 1u << QHX_W_Q4; others ignored) with
- * the GEMM that quantizes the activations to int8 per block of 32 (gemm_i8_avx2.c: integer dot
- * products, results within the bound given there instead of float32 noise). Decode (matvec)
- * is left as it is. Does nothing unless AVX2 is allowed by max_isa and present (cpu NULL:
- * detect here), or when k holds other kernels (an AVX-512 table keeps its own). Reached
- * through qhx_kern_use_int8_prefill (qhx_model_params.prefill_math). Thread-safe; writes only *k. */
-void qhx_kern_install_x86_i8gemm(qhx_kernels *k, unsigned formats, qhx_isa max_isa, const qhx_cpu_info *cpu);
-
-/* Where k holds the AVX2 kernels, replace the Q4 matvec slot (decode) with
- * qhx_k_matvec_q4_i8x_avx2 when `formats` has 1u << QHX_W_Q4 (other bits ignored). Same
- * conditions as qhx_kern_install_x86_i8gemm; reached through qhx_kern_use_int8_decode
- * (qhx_model_params.decode_math). Thread-safe; writes only *k. */
-void qhx_kern_install_x86_i8x_decode(qhx_kernels *k, unsigned formats, qhx_isa max_isa, const qhx_cpu_info *cpu);
+/* Where k holds the AVX2 kernels (k->isa == QHX_ISA_AVX2), put in the kernels that quantize the
+ * activations to int8 per block of 32 (results within the bounds given in their files instead of
+ * float32 noise): the prefill GEMM (gemm_i8_avx2.c) in the matmul slots of the formats in the
+ * bit mask `prefill_formats` (1u << QHX_W_Q8, 1u << QHX_W_Q4), and the decode matvec
+ * (q4i8x_avx2.c) in the Q4 matvec slot when `decode_formats` has 1u << QHX_W_Q4; other bits are
+ * ignored. Does nothing unless AVX2 is allowed by max_isa and present (cpu NULL: detect here),
+ * or when k holds other kernels (an AVX-512 table keeps its own). Reached through
+ * qhx_kern_use_int8 (qhx_model_params.prefill_math, decode_math). Thread-safe; writes only *k. */
+void qhx_kern_install_x86_int8(qhx_kernels *k, unsigned prefill_formats, unsigned decode_formats, qhx_isa max_isa,
+                                const qhx_cpu_info *cpu);
 
 /* ---- AVX2 + FMA + F16C (linear_avx2.c) ----------------------------------------------------- */
 
@@ -71,7 +67,7 @@ void qhx_k_matmul_q8_avx2(const qhx_weight *w, const float *X, int64_t ldx, floa
 void qhx_k_matmul_q4_avx2(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy,
                           int64_t n, int64_t r0, int64_t r1);
 
-/* ---- AVX2, Q4 with int8 activations (q4i8x_avx2.c; the matvec through decode_math) --------- */
+/* ---- AVX2, Q4 with int8 activations (q4i8x_avx2.c; the matvec through qhx_kern_install_x86_int8) */
 
 void qhx_k_matvec_q4_i8x_avx2(const qhx_weight *w, const float *x, float *y, int64_t r0, int64_t r1);
 void qhx_k_matmul_q4_i8x_avx2(const qhx_weight *w, const float *X, int64_t ldx, float *Y,
