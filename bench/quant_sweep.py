@@ -3,13 +3,13 @@
 
 The parity fixtures hold three Qwen3.5 checkpoints with 6 prompts each, so one prompt moves a
 pass rate by 6 %. This script makes N more checkpoints of the same kind (the fixtures' generator,
-shared/oracle/make_tiny.py, with other seeds; odd seeds get 8 value heads as in the vrep case),
+tests/data/oracle/make_tiny.py, with other seeds; odd seeds get 8 value heads as in the vrep case),
 6 prompts each of the fixtures' lengths (random BPE ids with ChatML specials and newlines), and
 goldens in the fixture format computed by qhexrt's own f32 path (which passes the greedy-exact
 gate on the fixtures). Then it forges each checkpoint with the given options and counts the
 prompts that pass the tolerant gate of `qhx parity --gate tol`.
 
-    python3 bench/quant_sweep.py --qhx build/bin/qhx --make-tiny ../shared/oracle/make_tiny.py \
+    python3 bench/quant_sweep.py --qhx build/bin/qhx --make-tiny ../tests/data/oracle/make_tiny.py \
         --work /tmp/qsweep --seeds 36001-36030 --tau 0.02 -- --precision w8
 
 Needs python3 + numpy (Debian python3-numpy). Prints one line per checkpoint and a total.

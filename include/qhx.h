@@ -47,8 +47,28 @@ typedef struct qhx_error {
 /* Static text for a status code ("ok", "invalid argument", ...). Never NULL. */
 QHX_API const char *qhx_status_str(qhx_status code);
 
-/* Library version, e.g. "0.1.0". */
+/* ---- version -------------------------------------------------------------
+ * The header's version at compile time, and the library's at run time. A program built against
+ * one header and run against another library compares the two (as sqlite3_libversion_number()
+ * against SQLITE_VERSION_NUMBER):
+ *
+ *   if (!QHX_VERSION_COMPATIBLE(qhx_version_number()))
+ *       fprintf(stderr, "built for qhexrt %s, running %s\n", QHX_VERSION, qhx_version());
+ *
+ * Before 1.0 the ABI may change with the minor version, so compatible = same major and minor
+ * (the shared library's SONAME is libqhx.so.MAJOR.MINOR accordingly). CMakeLists.txt reads the
+ * three numbers below; they are the only place the version is written. */
+#define QHX_VERSION_MAJOR 0
+#define QHX_VERSION_MINOR 2
+#define QHX_VERSION_PATCH 0
+#define QHX_VERSION "0.2.0"
+#define QHX_VERSION_NUMBER (QHX_VERSION_MAJOR * 1000000 + QHX_VERSION_MINOR * 1000 + QHX_VERSION_PATCH)
+#define QHX_VERSION_COMPATIBLE(number) ((number) / 1000 == QHX_VERSION_NUMBER / 1000)
+
+/* The library's version string ("0.2.0") and number (QHX_VERSION_NUMBER of the header the
+ * library was built with). */
 QHX_API const char *qhx_version(void);
+QHX_API int qhx_version_number(void);
 
 
 /* ==== Usage ================================================================================

@@ -5,10 +5,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 QHX=build/bin/qhx
-TOK=../shared/fixtures/tokenizer/qwen3/tokenizer.json
+TOK=tests/data/fixtures/tokenizer/qwen3/tokenizer.json
 MODEL=build/demo-model
 [ -x "$QHX" ] || { echo "demo: build/bin/qhx is missing (run make)" >&2; exit 1; }
-[ -f "$TOK" ] || { echo "demo: $TOK is missing (the shared fixtures must sit beside this checkout)" >&2; exit 1; }
+[ -f "$TOK" ] || { echo "demo: $TOK is missing (it is part of the tree: is this a complete checkout?)" >&2; exit 1; }
 if [ ! -f "$MODEL/config.json" ]; then
   echo "demo: making a random-weight demo model (hidden 256, 8 layers, Qwen3 tokenizer) in $MODEL"
   rm -rf "$MODEL"

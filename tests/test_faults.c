@@ -332,11 +332,11 @@ static void test_damaged_state(void) {
 
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
-    snprintf(fx, sizeof fx, "%s/fixtures/parity/qwen35-tiny-f32", QHX_SHARED_DIR);
-    snprintf(fx_vl, sizeof fx_vl, "%s/fixtures/parity/qwen3vl-tiny-f32", QHX_SHARED_DIR);
+    snprintf(fx, sizeof fx, "%s/fixtures/parity/qwen35-tiny-f32", QHX_DATA_DIR);
+    snprintf(fx_vl, sizeof fx_vl, "%s/fixtures/parity/qwen3vl-tiny-f32", QHX_DATA_DIR);
     if (!qhx_path_is_dir(fx) || !qhx_path_is_dir(fx_vl)) {
-        printf("fixtures missing under %s: skipped\n", QHX_SHARED_DIR);
-        return 77;
+        fprintf(stderr, "FAIL: fixtures missing under %s\n", QHX_DATA_DIR);
+        return 1;
     }
     snprintf(base, sizeof base, "/tmp/qhx-test-faults-XXXXXX");
     if (!mkdtemp(base)) {

@@ -251,8 +251,9 @@ static void test_prep_config(void) {
     qhx_image_prep p;
     qhx_error err;
     char path[4096];
-    snprintf(path, sizeof path, "%s/fixtures/parity/qwen3vl-tiny-f32/preprocessor_config.json", QHX_SHARED_DIR);
-    if (!qhx_path_is_file(path)) { fprintf(stderr, "skip prep config: no fixture\n"); return; }
+    snprintf(path, sizeof path, "%s/fixtures/parity/qwen3vl-tiny-f32/preprocessor_config.json", QHX_DATA_DIR);
+    CHECK(qhx_path_is_file(path)); /* the fixture is in the tree: its absence is a failure */
+    if (!qhx_path_is_file(path)) return;
     CHECK_EQ(qhx_image_prep_load(path, &p, &err), QHX_OK);
     CHECK_EQ(p.min_pixels, 1024);
     CHECK_EQ(p.max_pixels, 1048576);

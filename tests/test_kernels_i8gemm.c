@@ -249,7 +249,7 @@ static void check_install(const qhx_cpu_info *cpu) {
 /* Through the public parameters: an out-of-range prefill_math is refused, INT8 installs both
  * kernels in the model's table, the default only the Q4 one, F32 neither; then decode_math. */
 static void check_model_params(void) {
-    const char *dir = QHX_SHARED_DIR "/fixtures/parity/qwen35-tiny-f32";
+    const char *dir = QHX_DATA_DIR "/fixtures/parity/qwen35-tiny-f32";
     qhx_model_params p = qhx_model_default_params();
     CHECK(p.prefill_math == QHX_PREFILL_MATH_DEFAULT);
     qhx_model *m = NULL;

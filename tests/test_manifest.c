@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define FIXTURES QHX_SHARED_DIR "/fixtures/parity"
+#define FIXTURES QHX_DATA_DIR "/fixtures/parity"
 #define LABEL "qwen3.5-2b-1024.json"
 
 /* A complete qwen3_5 manifest with an inline model config. */

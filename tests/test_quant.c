@@ -228,8 +228,9 @@ static void test_rms_table(void) {
     /* the linear weights of the tiny Qwen3.5 fixture (every 2-D F32 tensor but the embedding) */
     qhx_st_set *set = NULL;
     qhx_error err;
-    if (qhx_st_open(QHX_SHARED_DIR "/fixtures/parity/qwen35-tiny-f32", &set, &err) != QHX_OK) {
-        fprintf(stderr, "  fixture not available (%s); skipped\n", err.msg);
+    if (qhx_st_open(QHX_DATA_DIR "/fixtures/parity/qwen35-tiny-f32", &set, &err) != QHX_OK) {
+        fprintf(stderr, "FAIL: fixture not available (%s)\n", err.msg);
+        CHECK(0);
         return;
     }
     double se8 = 0, se32 = 0, se64 = 0, sez32 = 0, sez64 = 0, ss = 0;

@@ -333,11 +333,11 @@ static void test_alloc_failures(const char *fx) {
 }
 
 int main(void) {
-    snprintf(fx_f32, sizeof fx_f32, "%s/fixtures/parity/qwen35-tiny-f32", QHX_SHARED_DIR);
-    snprintf(fx_bf16, sizeof fx_bf16, "%s/fixtures/parity/qwen35-tiny-bf16", QHX_SHARED_DIR);
+    snprintf(fx_f32, sizeof fx_f32, "%s/fixtures/parity/qwen35-tiny-f32", QHX_DATA_DIR);
+    snprintf(fx_bf16, sizeof fx_bf16, "%s/fixtures/parity/qwen35-tiny-bf16", QHX_DATA_DIR);
     if (!qhx_path_is_dir(fx_f32) || !qhx_path_is_dir(fx_bf16)) {
-        printf("fixtures missing under %s: skipped\n", QHX_SHARED_DIR);
-        return 77;
+        fprintf(stderr, "FAIL: fixtures missing under %s\n", QHX_DATA_DIR);
+        return 1;
     }
     test_config();
     test_layouts(fx_f32);

@@ -5,8 +5,8 @@
  * every row (prompt prefill, then the golden tokens one at a time), and for image prompts the
  * image embeddings; p033's per-layer residual stream; prompt/image count errors; that
  * splitting a prefill anywhere (also inside the image run) gives the same logits; and that a
- * decode step allocates nothing. Every fixtures/parity/qwen3vl-* case is run; skips (77) when
- * there is none. */
+ * decode step allocates nothing. Every fixtures/parity/qwen3vl-* case is run; fails when there
+ * is none. */
 #include "t.h"
 
 #include "core/alloc.h"
@@ -330,7 +330,7 @@ static void run_case(void) {
 
 int main(void) {
     char root[2048];
-    snprintf(root, sizeof root, "%s/fixtures/parity", QHX_SHARED_DIR);
+    snprintf(root, sizeof root, "%s/fixtures/parity", QHX_DATA_DIR);
     DIR *d = opendir(root);
     int found = 0;
     struct dirent *de;
@@ -343,8 +343,8 @@ int main(void) {
     }
     if (d) closedir(d);
     if (!found) {
-        fprintf(stderr, "skip: no qwen3vl-* fixture under %s\n", root);
-        return 77;
+        fprintf(stderr, "FAIL: no qwen3vl-* fixture under %s\n", root);
+        return 1;
     }
     return t_done("test_qwen3vl_golden");
 }

@@ -318,10 +318,10 @@ static void test_half_checkpoints(void) {
 }
 
 int main(void) {
-    snprintf(fx, sizeof fx, "%s/fixtures/parity/qwen3vl-tiny-f32", QHX_SHARED_DIR);
+    snprintf(fx, sizeof fx, "%s/fixtures/parity/qwen3vl-tiny-f32", QHX_DATA_DIR);
     if (!qhx_path_is_dir(fx)) {
-        printf("fixture missing under %s: skipped\n", QHX_SHARED_DIR);
-        return 77;
+        fprintf(stderr, "FAIL: fixture missing under %s\n", QHX_DATA_DIR);
+        return 1;
     }
     qhx_model *m = NULL;
     qhx_error err;

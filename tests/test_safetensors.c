@@ -78,7 +78,7 @@ static void test_valid_and_lookup(void) {
 
 static void test_fixture(const char *dir, int64_t expect_tensors) {
     char path[1024];
-    snprintf(path, sizeof path, "%s/fixtures/parity/%s", QHX_SHARED_DIR, dir);
+    snprintf(path, sizeof path, "%s/fixtures/parity/%s", QHX_DATA_DIR, dir);
     qhx_st_set *s;
     qhx_error err;
     qhx_status rc = qhx_st_open(path, &s, &err);
@@ -94,7 +94,7 @@ static void test_fixture(const char *dir, int64_t expect_tensors) {
 
 static void test_alloc_failures(void) {
     char path[1024];
-    snprintf(path, sizeof path, "%s/fixtures/parity/qwen35-tiny-f32", QHX_SHARED_DIR);
+    snprintf(path, sizeof path, "%s/fixtures/parity/qwen35-tiny-f32", QHX_DATA_DIR);
     for (int64_t n = 0;; n++) {
         qhx_alloc_fail_after(n);
         qhx_st_set *s = NULL;

@@ -246,7 +246,7 @@ static void test_text_api(void) {
 }
 
 int main(void) {
-    snprintf(fx, sizeof fx, "%s/fixtures/parity/qwen35-tiny-f32", QHX_SHARED_DIR);
+    snprintf(fx, sizeof fx, "%s/fixtures/parity/qwen35-tiny-f32", QHX_DATA_DIR);
     test_sampling_determinism();
     test_stops_and_limits();
     test_chat_state_reuse();

@@ -136,13 +136,13 @@ static void test_pool_two_callers(void) {
 
 int main(void) {
     char fx[512], vl[512], png[600];
-    snprintf(fx, sizeof fx, "%s/fixtures/parity/qwen35-tiny-f32", QHX_SHARED_DIR);
-    snprintf(vl, sizeof vl, "%s/fixtures/parity/qwen3vl-tiny-f32", QHX_SHARED_DIR);
+    snprintf(fx, sizeof fx, "%s/fixtures/parity/qwen35-tiny-f32", QHX_DATA_DIR);
+    snprintf(vl, sizeof vl, "%s/fixtures/parity/qwen3vl-tiny-f32", QHX_DATA_DIR);
     snprintf(png, sizeof png, "%s/image-64x64.png", vl);
     test_pool_two_callers();
     if (!qhx_path_is_dir(fx) || !qhx_path_is_dir(vl)) {
-        printf("fixtures missing under %s: model cases skipped\n", QHX_SHARED_DIR);
-        return t_done("test_session_threads");
+        fprintf(stderr, "FAIL: fixtures missing under %s\n", QHX_DATA_DIR);
+        return 1;
     }
     check_parallel(fx, NULL);
     check_parallel(vl, png);

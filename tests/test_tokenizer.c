@@ -16,9 +16,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define QWEN3_DIR QHX_SHARED_DIR "/fixtures/tokenizer/qwen3"
-#define QWEN35_JSON QHX_SHARED_DIR "/fixtures/parity/qwen35-tiny-f32/tokenizer.json"
-#define QWEN3VL_JSON QHX_SHARED_DIR "/fixtures/parity/qwen3vl-tiny-f32/tokenizer.json"
+#define QWEN3_DIR QHX_DATA_DIR "/fixtures/tokenizer/qwen3"
+#define QWEN35_JSON QHX_DATA_DIR "/fixtures/parity/qwen35-tiny-f32/tokenizer.json"
+#define QWEN3VL_JSON QHX_DATA_DIR "/fixtures/parity/qwen3vl-tiny-f32/tokenizer.json"
 
 /* ---- golden lines ----------------------------------------------------------------------- */
 

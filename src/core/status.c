@@ -19,7 +19,9 @@ const char *qhx_status_str(qhx_status code) {
     return "unknown status";
 }
 
-const char *qhx_version(void) { return QHX_VERSION_STRING; }
+const char *qhx_version(void) { return QHX_VERSION; }
+
+int qhx_version_number(void) { return QHX_VERSION_NUMBER; }
 
 qhx_status qhx_fail(qhx_error *err, qhx_status code, const char *fmt, ...) {
     if (err) {

@@ -1,7 +1,7 @@
 /* forge_family: the two families' shapes (presets), the tensor list of their Hugging Face
  * checkpoints, and the JSON side files (config, generation config, tokenizer) of a random one.
  * Tensor names, shapes and draw order follow the parity fixtures' generator
- * (shared/oracle/make_tiny.py) so the tiny preset has exactly the fixtures' layout; the 2b
+ * (tests/data/oracle/make_tiny.py) so the tiny preset has exactly the fixtures' layout; the 2b
  * preset uses spec/qwen3_5.md §1.2 and spec/qwen3_vl.md §1, §7. */
 #include "forge/forge_internal.h"
 

@@ -1,7 +1,7 @@
 /* forge_random: write a random-weight Hugging Face checkpoint folder (config.json,
  * generation_config.json, tokenizer.json, tokenizer_config.json, [preprocessor_config.json],
  * model.safetensors), streaming the weights in chunks. Distributions: forge_family.c and the
- * header of shared/oracle/make_tiny.py (matrices N(0, w_std^2), zero-centred norms N(0, 0.1^2),
+ * header of tests/data/oracle/make_tiny.py (matrices N(0, w_std^2), zero-centred norms N(0, 0.1^2),
  * plain norms 1 + N(0, 0.1^2), biases N(0, 0.02^2), A_log = log U(1, 16), dt_bias N(0, 0.5^2),
  * DeltaNet k rows correlated with q rows). */
 #include "forge/forge_internal.h"

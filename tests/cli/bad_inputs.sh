@@ -6,15 +6,15 @@
 # invalid UTF-8, bad option values and failing writes. Each case must give the documented exit
 # code (docs/robustness.md), exactly one stderr line naming the problem, nothing on stdout, and
 # leave no output file (nor a temporary one) behind.
-# Run as: bash bad_inputs.sh BIN_DIR SHARED_DIR SOURCE_DIR
+# Run as: bash bad_inputs.sh BIN_DIR DATA_DIR SOURCE_DIR
 set -uo pipefail
 QHX=$1/qhx
 FIX=$2/fixtures/parity
 SRC=$3
 FX=$FIX/qwen35-tiny-f32
 VL=$FIX/qwen3vl-tiny-f32
-[ -d "$FX" ] && [ -d "$VL" ] || { echo "bad_inputs: fixtures missing under $FIX: skipped"; exit 77; }
-command -v python3 >/dev/null || { echo "bad_inputs: python3 missing: skipped"; exit 77; }
+[ -d "$FX" ] && [ -d "$VL" ] || { echo "FAIL: bad_inputs: fixtures missing under $FIX (the test data is part of the tree, under tests/data)" >&2; exit 1; }
+command -v python3 >/dev/null || { echo "FAIL: bad_inputs: python3 missing (scripts/deps.sh installs it)" >&2; exit 1; }
 tmp=$(mktemp -d /tmp/qhx_bad_inputs.XXXXXX)
 trap 'chmod -R u+rwx "$tmp" 2>/dev/null; rm -rf "$tmp"' EXIT
 fail=0

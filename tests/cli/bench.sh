@@ -2,12 +2,12 @@
 # qhx bench -m MODEL, end to end on a parity fixture: the table and the --json object (every key
 # the docs promise, positive rates), the tokenizer sub-mode still dispatches, bad arguments give
 # exit 2 with one line.
-# usage: bench.sh BIN_DIR SHARED_DIR SOURCE_DIR
+# usage: bench.sh BIN_DIR DATA_DIR SOURCE_DIR
 set -u
 BIN="$1/qhx"
 FIX="$2/fixtures/parity"
 [ -x "$BIN" ] || { echo "no $BIN"; exit 1; }
-[ -d "$FIX/qwen35-tiny-f32" ] || { echo "no fixtures at $FIX: skipped"; exit 77; }
+[ -d "$FIX/qwen35-tiny-f32" ] || { echo "FAIL: no fixtures at $FIX (the test data is part of the tree, under tests/data)" >&2; exit 1; }
 T=$(mktemp -d /tmp/qhx_cli_bench.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 fails=0

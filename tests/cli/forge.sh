@@ -2,12 +2,12 @@
 # qhx forge from the command line: usage errors, a refused existing output folder, Ctrl-C during a
 # large job (exit 130, nothing left behind), and a bf16 bundle of the bf16 parity fixture that the
 # model runs through the parity gate exactly like the fixture itself.
-# Run as: bash forge.sh BIN_DIR SHARED_DIR SOURCE_DIR
+# Run as: bash forge.sh BIN_DIR DATA_DIR SOURCE_DIR
 set -uo pipefail
 BIN=$1
-SHARED=$2
+DATA=$2
 QHX=$BIN/qhx
-FX=$SHARED/fixtures/parity
+FX=$DATA/fixtures/parity
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail=0
@@ -117,7 +117,7 @@ else
 fi
 
 # ---- a bf16 bundle runs exactly like its bf16 checkpoint ----------------------------------------
-GATE=$SHARED/oracle/parity_gate.py
+GATE=$DATA/oracle/parity_gate.py
 if [ -n "$PY" ] && [ -f "$GATE" ] && "$QHX" --help | grep -q '^  logits'; then
   fx=$FX/qwen35-tiny-bf16
   expect_rc 0 "wrote" "$QHX" forge "$fx" "$tmp/b16" --precision bf16
@@ -140,7 +140,7 @@ PY
   done <"$tmp/plan"
   "$PY" "$GATE" --fixture "$fx" --run "$out" || bad "the bf16 bundle fails the parity gate"
 else
-  echo "forge: no numpy, parity gate or 'qhx logits': the bundle run is skipped"
+  bad "no numpy (scripts/deps.sh), no parity gate at $GATE or no 'qhx logits': the bf16 bundle run cannot be checked"
 fi
 
 [ "$fail" = 0 ] && echo "forge: all checks passed"

@@ -3,14 +3,14 @@
 # the same tensor names, dtypes, shapes and byte ranges that python reads from the file header
 # on its own; the plan fields match the fixture configs; every bad input gives exactly one line
 # on stderr naming the problem, nothing on stdout and exit 1 (usage errors: exit 2).
-# usage: inspect.sh BIN_DIR SHARED_DIR SOURCE_DIR
+# usage: inspect.sh BIN_DIR DATA_DIR SOURCE_DIR
 set -u
 BIN="$1/qhx"
-SHARED="$2"
-FIX="$SHARED/fixtures/parity"
-command -v python3 >/dev/null || { echo "python3 missing: skipped"; exit 77; }
+DATA="$2"
+FIX="$DATA/fixtures/parity"
+command -v python3 >/dev/null || { echo "FAIL: python3 missing (scripts/deps.sh installs it)" >&2; exit 1; }
 [ -x "$BIN" ] || { echo "no $BIN"; exit 1; }
-[ -d "$FIX" ] || { echo "no fixtures at $FIX: skipped"; exit 77; }
+[ -d "$FIX" ] || { echo "FAIL: no fixtures at $FIX (the test data is part of the tree, under tests/data)" >&2; exit 1; }
 
 T=$(mktemp -d /tmp/qhx_cli_inspect.XXXXXX)
 trap 'rm -rf "$T"' EXIT

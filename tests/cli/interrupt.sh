@@ -3,11 +3,11 @@
 # stderr line; interrupted while it reads a long prompt it prints nothing and exits 130; qhx logits
 # interrupted leaves no output file. (qhx forge interrupted: tests/cli/forge.sh.) A mapped weight
 # file truncated by another process mid-run: one stderr line and exit 1, not a core dump.
-# Run as: bash interrupt.sh BIN_DIR SHARED_DIR SOURCE_DIR
+# Run as: bash interrupt.sh BIN_DIR DATA_DIR SOURCE_DIR
 set -uo pipefail
 QHX=$1/qhx
 FX=$2/fixtures/parity/qwen35-tiny-f32
-[ -d "$FX" ] || { echo "interrupt: $FX is missing: skipped"; exit 77; }
+[ -d "$FX" ] || { echo "FAIL: interrupt: $FX is missing (the test data is part of the tree, under tests/data)" >&2; exit 1; }
 tmp=$(mktemp -d /tmp/qhx_interrupt.XXXXXX)
 pid=
 trap '[ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null; rm -rf "$tmp"' EXIT

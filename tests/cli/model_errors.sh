@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # qhx logits / generate: usage errors exit 2, runtime errors exit 1, each with one stderr line.
-# Run as: bash model_errors.sh BIN_DIR SHARED_DIR SOURCE_DIR
+# Run as: bash model_errors.sh BIN_DIR DATA_DIR SOURCE_DIR
 set -uo pipefail
 QHX=$1/qhx
 FX=$2/fixtures/parity/qwen35-tiny-f32
-[ -d "$FX" ] || { echo "model_errors: $FX is missing: skipped"; exit 77; }
+[ -d "$FX" ] || { echo "FAIL: model_errors: $FX is missing (the test data is part of the tree, under tests/data)" >&2; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail=0

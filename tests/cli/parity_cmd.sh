@@ -3,18 +3,18 @@
 # goes through the tolerant gate at tau 0.02 (the pass fractions measured in BENCHMARKS.md,
 # "Quantization quality"); --against prints its summary; usage errors exit 2; a missing or broken
 # fixture exits 1 with one line on stderr.
-# Run as: bash parity_cmd.sh BIN_DIR SHARED_DIR SOURCE_DIR
+# Run as: bash parity_cmd.sh BIN_DIR DATA_DIR SOURCE_DIR
 set -uo pipefail
 BIN=$1
-SHARED=$2
+DATA=$2
 QHX=$BIN/qhx
-FX=$SHARED/fixtures/parity
+FX=$DATA/fixtures/parity
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail=0
 bad() { echo "FAIL: $*"; fail=1; }
 
-[ -f "$FX/qwen35-tiny-f32/golden.json" ] || { echo "parity_cmd: no fixtures under $FX: skipped"; exit 77; }
+[ -f "$FX/qwen35-tiny-f32/golden.json" ] || { echo "FAIL: parity_cmd: no fixtures under $FX (the test data is part of the tree, under tests/data)" >&2; exit 1; }
 
 expect_rc() { # expected-rc message-substring cmd...
   local want=$1 needle=$2

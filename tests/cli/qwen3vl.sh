@@ -2,12 +2,12 @@
 # qhx embed-image / logits / generate on the qwen3vl-tiny-f32 fixture: output shapes, greedy ids
 # equal to the golden ones (text and image prompts), and clear errors for a wrong image-pad count,
 # pads without an image, --image on a model without vision, and a missing image file.
-# Usage: qwen3vl.sh BIN_DIR SHARED_DIR SOURCE_DIR
+# Usage: qwen3vl.sh BIN_DIR DATA_DIR SOURCE_DIR
 set -u
 BIN=$1/qhx
 F=$2/fixtures/parity/qwen3vl-tiny-f32
-[ -d "$F" ] || { echo "skip: no fixture"; exit 77; }
-command -v python3 >/dev/null || { echo "skip: no python3 to read the golden json"; exit 77; }
+[ -d "$F" ] || { echo "FAIL: no fixture at $F (the test data is part of the tree, under tests/data)" >&2; exit 1; }
+command -v python3 >/dev/null || { echo "FAIL: no python3 to read the golden json (scripts/deps.sh installs it)" >&2; exit 1; }
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 fail=0

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The seed's positional qhx_generate, and qhx chat over a pipe.
-# Run as: bash seed_cli.sh BIN_DIR SHARED_DIR SOURCE_DIR
+# Run as: bash seed_cli.sh BIN_DIR DATA_DIR SOURCE_DIR
 set -uo pipefail
 BIN=$1
 FX=$2/fixtures/parity/qwen35-tiny-f32
 VL=$2/fixtures/parity/qwen3vl-tiny-f32
-[ -d "$FX" ] || { echo "seed_cli: $FX is missing: skipped"; exit 77; }
+[ -d "$FX" ] || { echo "FAIL: seed_cli: $FX is missing (the test data is part of the tree, under tests/data)" >&2; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail=0

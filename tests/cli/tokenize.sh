@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # CLI test of qhx tokenize / detokenize against the Qwen3 goldens.
-# usage: bash tokenize.sh BIN_DIR SHARED_DIR SOURCE_DIR
+# usage: bash tokenize.sh BIN_DIR DATA_DIR SOURCE_DIR
 set -u
 BIN=$1/qhx
-SHARED=$2
-FIX=$SHARED/fixtures/tokenizer/qwen3
+DATA=$2
+FIX=$DATA/fixtures/tokenizer/qwen3
 GOLDEN=$FIX/golden.jsonl
-command -v python3 >/dev/null || { echo "python3 not found: skipped"; exit 77; }
-[ -f "$GOLDEN" ] || { echo "no goldens at $GOLDEN: skipped"; exit 77; }
+command -v python3 >/dev/null || { echo "FAIL: python3 not found (scripts/deps.sh installs it)" >&2; exit 1; }
+[ -f "$GOLDEN" ] || { echo "FAIL: no goldens at $GOLDEN (the test data is part of the tree, under tests/data)" >&2; exit 1; }
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 fail=0

@@ -6,7 +6,7 @@
  * saved files, valid either way). Properties checked:
  *   - a refused file leaves the session as it was (position and logits) and carries a message;
  *   - an accepted file gives a position inside the context, and the session then generates.
- * Without the fixture (QHX_SHARED_DIR) every input is a no-op. */
+ * Without the fixture (QHX_DATA_DIR) every input is a no-op. */
 #include "qhx.h"
 
 #include "core/alloc.h"
@@ -29,7 +29,7 @@ static int ready;
 static void setup(void) {
     ready = 1;
     char path[1024];
-    snprintf(path, sizeof path, "%s/fixtures/parity/qwen35-tiny-f32", QHX_SHARED_DIR);
+    snprintf(path, sizeof path, "%s/fixtures/parity/qwen35-tiny-f32", QHX_DATA_DIR);
     qhx_error err = {0};
     qhx_model_params mp = qhx_model_default_params();
     mp.n_threads = 1;

@@ -1,22 +1,22 @@
 # Shared by parity.sh and parity_vl.sh (sourced, not run): the qhx commands on every parity
-# fixture whose folder matches a pattern, judged by the shared oracle (parity_gate.py:
+# fixture whose folder matches a pattern, judged by the oracle (parity_gate.py:
 # greedy-exact, teacher-forced logits and, for image prompts, image embeddings within
-# tolerance). Needs BIN and SHARED set; exits 77 (skipped) without numpy, the oracle or fixtures.
+# tolerance). Needs BIN and DATA set; fails without numpy, the oracle or fixtures.
 #   parity_run LABEL PATTERN      e.g. parity_run parity 'qwen35-*'
 parity_run() {
   local label=$1 pattern=$2
-  local qhx=$BIN/qhx gate=$SHARED/oracle/parity_gate.py py=
+  local qhx=$BIN/qhx gate=$DATA/oracle/parity_gate.py py=
   # the first python3 on PATH may lack numpy (pyenv shims); fall back to the system one
   for p in python3 /usr/bin/python3; do
     if "$p" -c 'import numpy' 2>/dev/null; then py=$p; break; fi
   done
-  [ -n "$py" ] || { echo "$label: python3 with numpy is missing: skipped"; exit 77; }
-  [ -f "$gate" ] || { echo "$label: $gate is missing: skipped"; exit 77; }
+  [ -n "$py" ] || { echo "FAIL: $label: python3 with numpy is missing (scripts/deps.sh installs it)" >&2; exit 1; }
+  [ -f "$gate" ] || { echo "FAIL: $label: $gate is missing (the test data is part of the tree, under tests/data)" >&2; exit 1; }
 
   local tmp status=0 found=0
   tmp=$(mktemp -d)
   trap 'rm -rf "$tmp"' EXIT
-  for fx in "$SHARED"/fixtures/parity/$pattern/; do
+  for fx in "$DATA"/fixtures/parity/$pattern/; do
     [ -f "$fx/prompts.json" ] || continue
     found=1
     local case_name out
@@ -50,6 +50,6 @@ PY
     echo "== $case_name"
     "$py" "$gate" --fixture "$fx" --run "$out" || status=1
   done
-  [ "$found" = 1 ] || { echo "$label: no $pattern fixtures under $SHARED/fixtures/parity: skipped"; exit 77; }
+  [ "$found" = 1 ] || { echo "FAIL: $label: no $pattern fixtures under $DATA/fixtures/parity (the test data is part of the tree, under tests/data)" >&2; exit 1; }
   exit $status
 }
