@@ -7,21 +7,30 @@
 #   make test-arm   aarch64 cross build of the kernels (QHX_KERNELS_ONLY), tests run under qemu-aarch64
 #   make test-tsan  ThreadSanitizer build, runs the tests labelled tsan (pool, sessions)
 #   make fuzz   clang libFuzzer build; runs every fuzz target FUZZ_TIME seconds (default 60)
+#   make install [PREFIX=/usr/local] [DESTDIR=]   qhx, qhx_generate, libqhx.so/.a, qhx.h, qhx.pc
+#   make uninstall   removes what the last make install wrote (build/install_manifest.txt)
 JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE    ?= cmake
 WERROR   ?= $(if $(CI),ON,OFF)
 CMFLAGS  ?=
+PREFIX   ?= /usr/local
+DESTDIR  ?=
 
-.PHONY: all build deps test test-release test-asan test-arm test-tsan demo fuzz clean
+.PHONY: all build deps deps-build test test-release test-asan test-arm test-tsan demo fuzz install uninstall clean
 
 all: build
 
 build:
-	@$(CMAKE) -S . -B build -DCMAKE_BUILD_TYPE=Release -DQHX_WERROR=$(WERROR) $(CMFLAGS) >/dev/null
+	@$(CMAKE) -S . -B build -DCMAKE_BUILD_TYPE=Release -DQHX_WERROR=$(WERROR) \
+	  -DCMAKE_INSTALL_PREFIX=$(PREFIX) $(CMFLAGS) >/dev/null
 	@$(CMAKE) --build build -j $(JOBS)
 
 deps:
 	@bash scripts/deps.sh
+
+# Only what building and running need (make demo); `deps` adds the test tools.
+deps-build:
+	@bash scripts/deps.sh --build
 
 test: deps test-release test-asan test-tsan test-arm
 
@@ -55,7 +64,7 @@ FUZZ_TIME ?= 60
 fuzz:
 	@CC=clang CXX=clang++ $(CMAKE) -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DQHX_LIBFUZZER=ON $(CMFLAGS) >/dev/null
 	@$(CMAKE) --build build-fuzz -j $(JOBS)
-	@set -e; for t in build-fuzz/bin/fuzz_*; do \
+	@set -e; for t in build-fuzz/fuzz/fuzz_*; do \
 	  case $$t in *_replay) continue;; esac; \
 	  n=$${t##*/fuzz_}; mkdir -p build-fuzz/corpus/$$n; \
 	  dict=; [ -f tests/fuzz/$$n.dict ] && dict=-dict=tests/fuzz/$$n.dict; \
@@ -64,8 +73,18 @@ fuzz:
 	    -artifact_prefix=build-fuzz/crash-$$n- -print_final_stats=1 2>&1 | tail -n 25; \
 	done
 
-demo: deps build
+demo: deps-build build
 	@bash scripts/demo.sh
+
+install: build
+	@DESTDIR=$(DESTDIR) $(CMAKE) --install build | grep -v '^-- Up-to-date' || true
+	@echo "installed under $(DESTDIR)$(PREFIX); build programs with: cc prog.c \$$(pkg-config --cflags --libs qhx)" \
+	  "(PKG_CONFIG_PATH=$(DESTDIR)$(PREFIX)/lib/pkgconfig outside the default search path)"
+
+uninstall:
+	@[ -f build/install_manifest.txt ] || { echo "uninstall: build/install_manifest.txt is missing (nothing installed from this build)" >&2; exit 1; }
+	@while IFS= read -r f; do rm -f "$$f"; done < build/install_manifest.txt
+	@echo "removed $$(wc -l < build/install_manifest.txt) files"
 
 clean:
 	rm -rf build build-asan build-arm build-tsan build-fuzz

@@ -1,5 +1,8 @@
 /* simple.c: the smallest qhexrt program: open a model, feed a prompt, stream 32 tokens.
- *   cc simple.c -Iinclude -Lbuild/lib -lqhx -o simple && ./simple MODEL "The capital of France is" */
+ * Against an installed qhexrt (make install; PKG_CONFIG_PATH=PREFIX/lib/pkgconfig when PREFIX
+ * is not in pkg-config's search path):
+ *   cc simple.c $(pkg-config --cflags --libs qhx) -o simple && ./simple MODEL "The capital of France is"
+ * qhx.pc puts the install's lib folder in the program's rpath, so no LD_LIBRARY_PATH is needed. */
 #include "qhx.h"
 
 #include <stdio.h>
@@ -17,6 +20,10 @@ int main(int argc, char **argv) {
     if (argc < 3) {
         fprintf(stderr, "usage: %s MODEL PROMPT\n", argv[0]);
         return 2;
+    }
+    if (!QHX_VERSION_COMPATIBLE(qhx_version_number())) {
+        fprintf(stderr, "built for qhexrt %s, but the library is %s\n", QHX_VERSION, qhx_version());
+        return 1;
     }
     qhx_error err;
     qhx_model *model = NULL;

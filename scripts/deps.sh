@@ -1,20 +1,42 @@
 #!/usr/bin/env bash
-# The one place that lists and installs the Debian packages qhexrt needs.
-# Idempotent: installs only what is missing. Needs root (prints the sudo line otherwise).
+# The one place that lists and installs the system packages qhexrt needs (Debian 12, Ubuntu
+# 22.04/24.04: the names below are the same on both).
+#   scripts/deps.sh           everything `make test` needs
+#   scripts/deps.sh --build   only what building and running need (`make demo`, `make install`)
+# Idempotent: installs only what is missing. Needs root (prints the exact sudo line otherwise).
 set -euo pipefail
 
-PACKAGES=(
+BUILD=(
   build-essential cmake pkg-config
-  clang                     # libFuzzer targets (optional fuzzing runs)
   libjansson-dev            # JSON: manifests, safetensors headers, tokenizer.json
   libpcre2-dev              # pre-tokenizer regex, taken from tokenizer.json
   libutf8proc-dev           # NFC normalization
-  libjpeg62-turbo-dev       # JPEG decoding
+  libjpeg-dev               # JPEG decoding (libjpeg-turbo on Debian and Ubuntu)
   libspng-dev zlib1g-dev    # PNG decoding
+)
+TEST=(
+  clang                     # libFuzzer targets (make fuzz)
   python3 python3-numpy     # parity_gate.py over the golden fixtures
+  binutils                  # nm: the exported symbols against qhx.h
   gcc-aarch64-linux-gnu libc6-dev-arm64-cross   # make test-arm: the NEON kernels, cross-built
   qemu-user                 # ... and run under qemu-aarch64
 )
+
+PACKAGES=("${BUILD[@]}")
+case "${1:-}" in
+  --build) ;;
+  "") PACKAGES+=("${TEST[@]}") ;;
+  *) echo "usage: scripts/deps.sh [--build]" >&2; exit 2 ;;
+esac
+
+if ! command -v dpkg-query >/dev/null || ! command -v apt-get >/dev/null; then
+  id=unknown
+  [ -r /etc/os-release ] && id=$(. /etc/os-release && echo "${ID:-unknown}")
+  echo "deps: this is not a Debian or Ubuntu system ($id): install the equivalents of" >&2
+  echo "  ${PACKAGES[*]}" >&2
+  echo "(C compiler, CMake >= 3.20, pkg-config, jansson, PCRE2, utf8proc, libjpeg(-turbo), libspng, zlib)" >&2
+  exit 1
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -23,7 +45,7 @@ done
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 if [ "$(id -u)" -ne 0 ]; then
-  echo "qhexrt needs these Debian packages; run:" >&2
+  echo "qhexrt needs these packages; run:" >&2
   echo "  sudo apt-get update && sudo apt-get install -y ${missing[*]}" >&2
   exit 1
 fi

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# make install's layout: the commands, the library (SONAME, static), qhx.h and a relocatable
+# qhx.pc; examples/simple.c built from the installed tree with pkg-config runs without
+# LD_LIBRARY_PATH; the version macros agree with the library. Run as: install.sh BIN_DIR DATA_DIR SOURCE_DIR
+set -uo pipefail
+BIN=$1 DATA=$2 SRC=$3
+BUILD=$(cd "$BIN/.." && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+bad() { echo "FAIL: $*"; fail=1; }
+command -v pkg-config >/dev/null || { echo "FAIL: pkg-config missing (scripts/deps.sh installs it)" >&2; exit 1; }
+
+cmake --install "$BUILD" --prefix "$tmp/p" >"$tmp/log" 2>&1 || { cat "$tmp/log"; echo "FAIL: cmake --install"; exit 1; }
+for f in bin/qhx bin/qhx_generate include/qhx.h lib/libqhx.a; do
+  [ -f "$tmp/p/$f" ] || bad "$f not installed"
+done
+pc=$(find "$tmp/p" -name qhx.pc | head -1)
+[ -n "$pc" ] || { echo "FAIL: qhx.pc not installed"; exit 1; }
+so=$(find "$tmp/p" -name 'libqhx.so.*.*.*' | head -1)
+[ -n "$so" ] || bad "no versioned libqhx.so.X.Y.Z"
+soname=$(objdump -p "$so" 2>/dev/null | awk '/SONAME/ {print $2}')
+case $soname in libqhx.so.[0-9]*) ;; *) bad "SONAME is '$soname'" ;; esac
+# nothing but the user's commands in bin/
+extra=$(ls "$tmp/p/bin" | grep -v -x -e qhx -e qhx_generate)
+[ -z "$extra" ] || bad "bin/ holds more than the commands: $extra"
+
+export PKG_CONFIG_PATH=$(dirname "$pc")
+cc "$SRC/examples/simple.c" $(pkg-config --cflags --libs qhx) -o "$tmp/simple" 2>"$tmp/cc" || { cat "$tmp/cc"; bad "simple.c does not build with pkg-config"; }
+if [ -x "$tmp/simple" ]; then
+  ldd "$tmp/simple" | grep -q "$tmp/p/.*libqhx.so" || bad "simple does not find the installed libqhx.so by itself: $(ldd "$tmp/simple" | grep qhx)"
+  out=$(env -u LD_LIBRARY_PATH "$tmp/simple" "$DATA/fixtures/parity/qwen35-tiny-f32" "Hello" 2>&1) || bad "simple failed: $out"
+  echo "$out" | grep -q "32 tokens" || bad "simple printed: $out"
+fi
+# static linking through pkg-config --static
+cc "$SRC/examples/simple.c" $(pkg-config --static --cflags qhx) "$tmp/p/lib/libqhx.a" $(pkg-config --static --libs-only-l qhx | sed 's/-lqhx//') -o "$tmp/simple_static" 2>"$tmp/cc" || { cat "$tmp/cc"; bad "simple.c does not link statically"; }
+
+# the header's version macros against the library's run-time answer and the .pc's
+cat >"$tmp/ver.c" <<'C'
+#include <qhx.h>
+#include <stdio.h>
+#include <string.h>
+int main(void) {
+    char s[32];
+    snprintf(s, sizeof s, "%d.%d.%d", QHX_VERSION_MAJOR, QHX_VERSION_MINOR, QHX_VERSION_PATCH);
+    if (strcmp(s, QHX_VERSION) || strcmp(s, qhx_version())) return 1;
+    if (qhx_version_number() != QHX_VERSION_NUMBER || !QHX_VERSION_COMPATIBLE(qhx_version_number())) return 1;
+    if (QHX_VERSION_COMPATIBLE(QHX_VERSION_NUMBER + 1000)) return 1; /* another minor: refused */
+    puts(s);
+    return 0;
+}
+C
+cc "$tmp/ver.c" $(pkg-config --cflags --libs qhx) -o "$tmp/ver" && v=$("$tmp/ver") || bad "version macros disagree with the library"
+[ "${v:-}" = "$(pkg-config --modversion qhx)" ] || bad "qhx.pc says $(pkg-config --modversion qhx), the library ${v:-?}"
+# relocatable: the .pc moved with its tree still points at itself
+mv "$tmp/p" "$tmp/moved"
+PKG_CONFIG_PATH=${PKG_CONFIG_PATH/$tmp\/p/$tmp\/moved} pkg-config --cflags qhx | grep -q "$tmp/moved" || bad "qhx.pc is not relocatable"
+[ $fail = 0 ] && echo "install: ok"
+exit $fail
