@@ -11,6 +11,12 @@ fail=0
 bad() { echo "FAIL: $*"; fail=1; }
 command -v pkg-config >/dev/null || { echo "FAIL: pkg-config missing (scripts/deps.sh installs it)" >&2; exit 1; }
 
+# a sanitized build installs an instrumented library: programs built against it need the runtime
+CC_SAN=
+grep -q '^QHX_SANITIZE:BOOL=ON' "$BUILD/CMakeCache.txt" 2>/dev/null && CC_SAN="-fsanitize=address,undefined"
+grep -q '^QHX_TSAN:BOOL=ON' "$BUILD/CMakeCache.txt" 2>/dev/null && CC_SAN="-fsanitize=thread"
+cc() { command cc $CC_SAN "$@"; }
+
 cmake --install "$BUILD" --prefix "$tmp/p" >"$tmp/log" 2>&1 || { cat "$tmp/log"; echo "FAIL: cmake --install"; exit 1; }
 for f in bin/qhx bin/qhx_generate include/qhx.h lib/libqhx.a; do
   [ -f "$tmp/p/$f" ] || bad "$f not installed"
