@@ -7,12 +7,14 @@
 #   make test-arm   aarch64 cross build of the kernels (QHX_KERNELS_ONLY), tests run under qemu-aarch64
 #   make test-tsan  ThreadSanitizer build, runs the tests labelled tsan (pool, sessions)
 #   make fuzz   clang libFuzzer build; runs every fuzz target FUZZ_TIME seconds (default 60)
+#   make test-hf    the checks against Hugging Face itself (torch + transformers on the CPU): needs
+#               the environment of scripts/hf_env.sh; make test never does
 JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE    ?= cmake
 WERROR   ?= $(if $(CI),ON,OFF)
 CMFLAGS  ?=
 
-.PHONY: all build deps test test-release test-asan test-arm test-tsan demo fuzz clean
+.PHONY: all build deps test test-release test-asan test-arm test-tsan test-hf demo fuzz clean
 
 all: build
 
@@ -24,6 +26,13 @@ deps:
 	@bash scripts/deps.sh
 
 test: deps test-release test-asan test-tsan test-arm
+	@echo "note: the Hugging Face checks are separate: bash scripts/hf_env.sh, then make test-hf"
+
+HF_VENV ?= build/hf-venv
+test-hf:
+	@[ -x $(HF_VENV)/bin/python ] || { echo "make test-hf: no Hugging Face environment in $(HF_VENV): run scripts/hf_env.sh first" >&2; exit 2; }
+	@$(MAKE) --no-print-directory build
+	@HF_VENV=$(abspath $(HF_VENV)) bash tests/hf/run_all.sh
 
 test-release: build
 	cd build && ctest --output-on-failure -j $(JOBS)
