@@ -9,6 +9,8 @@
 #   make fuzz   clang libFuzzer build; runs every fuzz target FUZZ_TIME seconds (default 60)
 #   make install [PREFIX=/usr/local] [DESTDIR=]   qhx, qhx_generate, libqhx.so/.a, qhx.h, qhx.pc
 #   make uninstall   removes what the last make install wrote (build/install_manifest.txt)
+#   make test-hf    the checks against Hugging Face itself (torch + transformers on the CPU): needs
+#               the environment of scripts/hf_env.sh; make test never does
 JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE    ?= cmake
 WERROR   ?= $(if $(CI),ON,OFF)
@@ -16,7 +18,7 @@ CMFLAGS  ?=
 PREFIX   ?= /usr/local
 DESTDIR  ?=
 
-.PHONY: all build deps deps-build test test-release test-asan test-arm test-tsan demo fuzz install uninstall clean
+.PHONY: all build deps deps-build test test-release test-asan test-arm test-tsan test-hf demo fuzz install uninstall clean
 
 all: build
 
@@ -33,6 +35,13 @@ deps-build:
 	@bash scripts/deps.sh --build
 
 test: deps test-release test-asan test-tsan test-arm
+	@echo "note: the Hugging Face checks are separate: bash scripts/hf_env.sh, then make test-hf"
+
+HF_VENV ?= build/hf-venv
+test-hf:
+	@[ -x $(HF_VENV)/bin/python ] || { echo "make test-hf: no Hugging Face environment in $(HF_VENV): run scripts/hf_env.sh first" >&2; exit 2; }
+	@$(MAKE) --no-print-directory build
+	@HF_VENV=$(abspath $(HF_VENV)) bash tests/hf/run_all.sh
 
 test-release: build
 	cd build && ctest --output-on-failure -j $(JOBS)

