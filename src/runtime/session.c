@@ -57,9 +57,10 @@ qhx_status qhx_session_create(const qhx_model *m, const qhx_session_params *para
     int64_t n_ctx = params->n_ctx;
     if (n_ctx == 0) n_ctx = m->max_context > 0 ? m->max_context : 4096;
     qhx_status rc;
-    if (m->max_context > 0 && n_ctx > m->max_context) {
-        rc = qhx_fail(err, QHX_E_LIMIT, "session: n_ctx %lld exceeds the model's max context %lld",
-                      (long long)n_ctx, (long long)m->max_context);
+    int64_t trained = qhx_model_trained_context(m);
+    if (trained > 0 && n_ctx > trained) {
+        rc = qhx_fail(err, QHX_E_LIMIT, "session: n_ctx %lld exceeds the %lld tokens the model was trained for",
+                      (long long)n_ctx, (long long)trained);
         goto fail;
     }
     s->params.n_ctx = n_ctx;
@@ -304,7 +305,9 @@ static qhx_status flush_stream(qhx_session *s, const qhx_generate_params *p, qhx
     return rc;
 }
 
-static int is_stop(const qhx_model *m, qhx_token t) { return qhx_model_is_stop(m, t); }
+static int is_stop(const qhx_model *m, qhx_token t, qhx_token turn_end) {
+    return qhx_model_is_stop(m, t) || (turn_end >= 0 && t == turn_end);
+}
 
 qhx_status qhx_session_generate(qhx_session *s, const qhx_generate_params *p, qhx_generate_stats *stats,
                                 qhx_error *err) {
@@ -321,13 +324,15 @@ qhx_status qhx_session_generate(qhx_session *s, const qhx_generate_params *p, qh
     if (!s->has_logits) return qhx_fail(err, QHX_E_ARG, "generate: feed a prompt first");
     uint64_t t0 = qhx_time_ns();
     st.stop = QHX_STOP_LENGTH;
+    /* both chat formats (ChatML) end a turn with <|im_end|> */
+    qhx_token turn_end = p->stop_at_turn_end ? qhx_model_token_id(s->m, "<|im_end|>") : -1;
     for (int64_t k = 0; k < p->max_tokens; k++) {
         if (s->params.abort_cb && s->params.abort_cb(s->params.abort_user)) {
             rc = qhx_fail(err, QHX_E_ABORTED, "generate: interrupted after %lld tokens", (long long)k);
             break;
         }
         qhx_token t = qhx_sampler_sample(s->smp, s->logits);
-        if (!p->ignore_stop && is_stop(s->m, t)) {
+        if (!p->ignore_stop && is_stop(s->m, t, turn_end)) {
             s->pending = t;
             st.stop = QHX_STOP_TOKEN;
             break;

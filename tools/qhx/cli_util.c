@@ -49,6 +49,46 @@ int qhx_cli_runtime_error(const char *cmd, const qhx_error *err) {
     return QHX_EXIT_RUNTIME;
 }
 
+/* Optimal string alignment distance (Levenshtein plus adjacent transpositions), which scores
+ * the usual typos (a letter missing, doubled, swapped) as 1. Words longer than 63 bytes are
+ * never close. */
+static size_t edit_distance(const char *a, const char *b) {
+    size_t na = strlen(a), nb = strlen(b);
+    if (na > 63 || nb > 63) return SIZE_MAX;
+    size_t d[64][64];
+    for (size_t i = 0; i <= na; i++) d[i][0] = i;
+    for (size_t j = 0; j <= nb; j++) d[0][j] = j;
+    for (size_t i = 1; i <= na; i++)
+        for (size_t j = 1; j <= nb; j++) {
+            size_t cost = a[i - 1] != b[j - 1], best = d[i - 1][j - 1] + cost;
+            if (d[i - 1][j] + 1 < best) best = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < best) best = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < best)
+                best = d[i - 2][j - 2] + 1;
+            d[i][j] = best;
+        }
+    return d[na][nb];
+}
+
+const char *qhx_cli_closest(const char *word, const char *const *names, size_t n) {
+    size_t len = strlen(word), limit = len / 3 > 2 ? len / 3 : 2, best = SIZE_MAX;
+    const char *pick = NULL;
+    for (size_t k = 0; k < n; k++) {
+        size_t d = edit_distance(word, names[k]);
+        if (d <= limit && d < best) best = d, pick = names[k];
+    }
+    return pick;
+}
+
+int qhx_cli_unknown_option(const char *cmd, const char *arg, const char *const *names, size_t n) {
+    char name[64];
+    size_t k = strcspn(arg, "=");
+    snprintf(name, sizeof name, "%.*s", (int)(k < sizeof name ? k : sizeof name - 1), arg);
+    const char *near = qhx_cli_closest(name, names, n);
+    if (near) return qhx_cli_usage_error(cmd, "unknown option '%s' (did you mean '%s'?)", arg, near);
+    return qhx_cli_usage_error(cmd, "unknown option '%s'", arg);
+}
+
 int qhx_cli_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out) {
     if (!s || !*s) return -1;
     char *end;
