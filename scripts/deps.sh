@@ -11,6 +11,8 @@ PACKAGES=(
   libutf8proc-dev           # NFC normalization
   libjpeg62-turbo-dev       # JPEG decoding
   libspng-dev zlib1g-dev    # PNG decoding
+  libedit-dev               # qhx chat: line editing and history (BSD licence)
+  python3-jinja2            # tests/cli/chat_templates.sh renders the released chat templates
   python3 python3-numpy     # parity_gate.py over the golden fixtures
   gcc-aarch64-linux-gnu libc6-dev-arm64-cross   # make test-arm: the NEON kernels, cross-built
   qemu-user                 # ... and run under qemu-aarch64

@@ -10,15 +10,21 @@
 
 #define MAX_IDS ((int64_t)1 << 24)
 
+static int is_sep(char c) { return c == ',' || c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
 int qhx_cli_parse_ids(const char *s, int32_t **ids, int64_t *n, char *why, size_t why_size) {
     *ids = NULL;
     *n = 0;
-    if (!s || !*s) {
+    int64_t count = 0;
+    for (const char *p = s ? s : ""; *p;) { /* count the ids: runs of non-separators */
+        while (*p && is_sep(*p)) p++;
+        if (*p) count++;
+        while (*p && !is_sep(*p)) p++;
+    }
+    if (count == 0) {
         snprintf(why, why_size, "empty id list");
         return -1;
     }
-    int64_t count = 1;
-    for (const char *p = s; *p; p++) count += *p == ',';
     if (count > MAX_IDS) {
         snprintf(why, why_size, "more than %lld ids", (long long)MAX_IDS);
         return -1;
@@ -30,18 +36,17 @@ int qhx_cli_parse_ids(const char *s, int32_t **ids, int64_t *n, char *why, size_
     }
     const char *p = s;
     for (int64_t i = 0; i < count; i++) {
+        while (is_sep(*p)) p++;
         char *end;
         errno = 0;
-        if (*p < '0' || *p > '9') goto bad;
-        long long v = strtoll(p, &end, 10);
-        if (errno || v > INT32_MAX || (*end != ',' && *end != '\0')) goto bad;
+        long long v = *p >= '0' && *p <= '9' ? strtoll(p, &end, 10) : -1;
+        if (v < 0 || errno || v > INT32_MAX || (*end && !is_sep(*end))) {
+            snprintf(why, why_size, "id %lld of '%.60s' is not an integer in [0, %d]", (long long)i + 1, s, INT32_MAX);
+            qhx_free(out);
+            return -1;
+        }
         out[i] = (int32_t)v;
-        p = *end ? end + 1 : end;
-        continue;
-    bad:
-        snprintf(why, why_size, "id %lld of '%s' is not an integer in [0, %d]", (long long)i + 1, s, INT32_MAX);
-        qhx_free(out);
-        return -1;
+        p = end;
     }
     *ids = out;
     *n = count;

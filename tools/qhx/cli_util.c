@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 /* Write s with control characters (a newline in an argument or a file name) as '?', so an
  * error stays on one line. */
@@ -47,6 +48,64 @@ int qhx_cli_runtime_error(const char *cmd, const qhx_error *err) {
     fputc('\n', stderr);
     if (err && err->code == QHX_E_ABORTED) return QHX_EXIT_INTERRUPTED;
     return QHX_EXIT_RUNTIME;
+}
+
+#define MAX_TEXT_BYTES ((size_t)64 << 20)
+
+qhx_status qhx_cli_read_text(const char *path, char **out, size_t *len, qhx_error *err) {
+    *out = NULL;
+    *len = 0;
+    if (strcmp(path, "-")) return qhx_file_read_all(path, MAX_TEXT_BYTES, out, len, err);
+    size_t cap = 1 << 16, n = 0;
+    char *buf = qhx_malloc(cap + 1);
+    if (!buf) return qhx_fail(err, QHX_E_NOMEM, "out of memory");
+    for (;;) {
+        if (n == cap) {
+            if (cap >= MAX_TEXT_BYTES) {
+                qhx_free(buf);
+                return qhx_fail(err, QHX_E_LIMIT, "stdin: more than %zu bytes", MAX_TEXT_BYTES);
+            }
+            char *p = qhx_realloc(buf, cap * 2 + 1);
+            if (!p) {
+                qhx_free(buf);
+                return qhx_fail(err, QHX_E_NOMEM, "out of memory");
+            }
+            buf = p;
+            cap *= 2;
+        }
+        size_t got = fread(buf + n, 1, cap - n, stdin);
+        n += got;
+        if (got) continue;
+        if (ferror(stdin)) {
+            qhx_free(buf);
+            return qhx_fail(err, QHX_E_IO, "stdin: read failed: %s", strerror(errno));
+        }
+        break;
+    }
+    buf[n] = '\0';
+    *out = buf;
+    *len = n;
+    return QHX_OK;
+}
+
+static int ends_with(const char *s, const char *tail) {
+    size_t n = strlen(s), m = strlen(tail);
+    return n >= m && !strcasecmp(s + n - m, tail);
+}
+
+qhx_status qhx_cli_check_model_path(const char *path, qhx_error *err) {
+    if (!qhx_path_is_file(path)) return QHX_OK;
+    char magic[4] = {0};
+    FILE *f = fopen(path, "rb");
+    size_t got = f ? fread(magic, 1, 4, f) : 0;
+    if (f) fclose(f);
+    if ((got == 4 && !memcmp(magic, "GGUF", 4)) || ends_with(path, ".gguf"))
+        return qhx_fail(err, QHX_E_UNSUPPORTED,
+                        "%s: GGUF is not supported: point -m at the Hugging Face folder, or convert with `qhx forge`", path);
+    if (ends_with(path, ".safetensors"))
+        return qhx_fail(err, QHX_E_ARG,
+                        "%s: a single .safetensors file: pass its folder (config.json, tokenizer.json and the weights)", path);
+    return QHX_OK;
 }
 
 /* Optimal string alignment distance (Levenshtein plus adjacent transpositions), which scores
