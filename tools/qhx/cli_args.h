@@ -48,8 +48,8 @@ typedef struct qhx_embed_image_args {
 int qhx_embed_image_parse_args(int argc, char **argv, qhx_embed_image_args *a /* OUT */);
 
 typedef struct qhx_tokenize_args {
-    const char *path, *save;
-    bool jsonl;
+    const char *path, *save; /* path: -m MODEL or --tokenizer PATH */
+    bool jsonl, pieces;
 } qhx_tokenize_args;
 int qhx_tokenize_parse_args(int argc, char **argv, qhx_tokenize_args *a /* OUT */);
 
