@@ -127,6 +127,24 @@ refuse 1 "exceeds the 262144 tokens the model was trained for" generate -m "$FX"
 man=$(cd "$tmp/bundle" && ls *.json | grep -v -e config -e index | head -1)
 "$QHX" generate -m "$tmp/bundle/$man" -p hi -n 100 --ctx 2048 --greedy --ignore-eos --quiet >/dev/null 2>"$tmp/err" || bad "--ctx above a bundle's context: $(cat "$tmp/err")"
 refuse 1 "--ctx can go up to 262144" generate -m "$tmp/bundle/$man" -p hi -n 100
+# ---- a chat stops at its turn end (<|im_end|> = 962), whatever the run plan's stop ids ------------
+python3 -c "import json,sys; m=json.load(open(sys.argv[1])); m['special_tokens']['stop_ids']=[960]; json.dump(m,open(sys.argv[1],'w'))" "$tmp/bundle/$man"
+"$QHX" inspect "$tmp/bundle/$man" | grep -q 'stop \[960\]' || bad "the edited plan: $("$QHX" inspect "$tmp/bundle/$man" | grep stop)"
+found=
+for seed in $(seq 1 40); do # a seed whose sampled answer holds <|im_end|> (before <|endoftext|>)
+  ids=$("$QHX" generate -m "$tmp/bundle/$man" -p hi --chat -n 40 --temp 5 --seed "$seed" --ignore-eos --print-ids --quiet 2>/dev/null)
+  k=$(echo "$ids" | tr ' ' '\n' | grep -n -m1 -E '^96[02]$')
+  [ "${k#*:}" = 962 ] && { found=$seed; k=${k%%:*}; break; }
+done
+if [ -z "$found" ]; then
+  bad "no seed in 1..40 samples <|im_end|>: the turn-end stop is not checked"
+else
+  want=$(echo "$ids" | cut -d' ' -f1-$((k - 1)))
+  got=$("$QHX" generate -m "$tmp/bundle/$man" -p hi --chat -n 40 --temp 5 --seed "$found" --print-ids 2>"$tmp/err")
+  [ "$got" = "$want" ] && grep -q "stop: eos" "$tmp/err" || bad "--chat did not stop at <|im_end|>: '$got' vs '$want' ($(cat "$tmp/err"))"
+  printf 'hi\n' | "$QHX" chat -m "$tmp/bundle/$man" -n 40 --temp 5 --seed "$found" >/dev/null 2>"$tmp/err"
+  grep -q "generated $((k - 1)) tokens .*stop: eos" "$tmp/err" || bad "chat did not stop at <|im_end|>: $(cat "$tmp/err")"
+fi
 # ---- images --------------------------------------------------------------------------------------
 "$QHX" generate -m "$VL" -p hi --chat --image "$VL/image-64x96.png" --image-max-tokens 2 -n 2 --greedy --json >"$tmp/i.json" 2>"$tmp/err" || bad "--image-max-tokens: $(cat "$tmp/err")"
 "$QHX" generate -m "$VL" -p hi --chat --image "$VL/image-64x96.png" -n 2 --greedy --json >"$tmp/i6.json" 2>/dev/null
