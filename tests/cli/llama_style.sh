@@ -50,6 +50,7 @@ refuse 2 "did you mean '--ctx-size'" generate -m "$FX" -p hi --ctx-siz 10
 refuse 2 "did you mean '--temp'" generate -m "$FX" -p hi --tmp 1
 refuse 2 "did you mean '--repeat-penalty'" chat -m "$FX" --repeat-penalt 1.1
 refuse 2 "did you mean 'generate'" genrate -m "$FX"
+refuse 2 "did you mean 'qwen3_5'" forge --random qwen3 "$tmp/rnd" --preset tiny
 refuse 2 "unknown option '--frobnicate'" generate -m "$FX" -p hi --frobnicate
 # ---- prompts from a file, stdin; ids ------------------------------------------------------------
 printf 'The capital of France is' >"$tmp/prompt.txt"
