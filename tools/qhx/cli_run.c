@@ -5,11 +5,15 @@
 #include "cli.h"
 
 #include "core/alloc.h"
+#include "core/file.h"
+#include "core/sha256.h"
 #include "core/time.h"
+#include "io/json.h"
 #include "io/manifest.h"
 #include "models/family.h"
 
 #include <fcntl.h>
+#include <jansson.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -293,6 +297,69 @@ void qhx_run_context_advice(const qhx_run_context *c, char *buf, size_t size) {
         snprintf(buf, size, " (--ctx can go up to %lld)", (long long)c->trained);
     else
         snprintf(buf, size, " (the most the model was trained for: a shorter prompt or -n)");
+}
+
+/* ---- the checkpoint's own chat template ---------------------------------------------------- */
+
+/* sha256 of the released chat templates the built-in formats are checked against by
+ * tests/cli/chat_templates.sh (tests/data/chat_templates/README.md lists them). */
+static const char *const KNOWN_TEMPLATES[] = {
+    NULL, /* none yet: the list grows with the template fixtures */
+};
+
+/* The chat_template text of the folder holding the model's tokenizer (owned: free), or NULL. */
+static char *folder_chat_template(const char *dir) {
+    static const char *const files[] = {"chat_template.jinja", "chat_template.json", "tokenizer_config.json"};
+    for (size_t k = 0; k < 3; k++) {
+        char *path = qhx_path_join(dir, files[k]);
+        if (!path || !qhx_path_is_file(path)) {
+            qhx_free(path);
+            continue;
+        }
+        char *text = NULL;
+        if (k == 0) {
+            size_t len;
+            if (qhx_file_read_all(path, (size_t)4 << 20, &text, &len, NULL)) text = NULL;
+            else {
+                char *copy = strndup(text, len);
+                qhx_free(text);
+                text = copy;
+            }
+        } else {
+            json_t *root = qhx_json_load_file(path, NULL);
+            const char *t = json_string_value(json_object_get(root, "chat_template"));
+            if (t) text = strdup(t);
+            json_decref(root);
+        }
+        qhx_free(path);
+        if (text) return text;
+    }
+    return NULL;
+}
+
+void qhx_run_chat_template_note(const qhx_model *m) {
+    const char *tok = m->plan ? m->plan->tokenizer.path : NULL;
+    if (!tok) return;
+    char *dir = strdup(tok);
+    if (!dir) return;
+    char *slash = strrchr(dir, '/');
+    if (slash) *slash = '\0';
+    else strcpy(dir, ".");
+    char *text = folder_chat_template(dir);
+    free(dir);
+    if (!text) return;
+    qhx_sha256 h;
+    uint8_t digest[32];
+    char hex[65];
+    qhx_sha256_init(&h);
+    qhx_sha256_update(&h, text, strlen(text));
+    qhx_sha256_final(&h, digest);
+    qhx_sha256_hex(digest, hex);
+    free(text);
+    for (size_t k = 0; k < sizeof KNOWN_TEMPLATES / sizeof KNOWN_TEMPLATES[0]; k++)
+        if (KNOWN_TEMPLATES[k] && !strcmp(hex, KNOWN_TEMPLATES[k])) return;
+    fprintf(stderr, "qhx: the model's chat_template (sha256 %.16s...) is not a released one this build knows: the built-in %s format is used\n",
+            hex, m->family == QHX_FAMILY_QWEN3_VL ? "Qwen3-VL" : "Qwen3.5");
 }
 
 /* ---- Ctrl-C -------------------------------------------------------------------------------- */

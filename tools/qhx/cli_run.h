@@ -79,6 +79,12 @@ qhx_status qhx_run_context_of(const qhx_model *m, const qhx_run_opts *o, qhx_run
  * only advice that can work), written into buf. */
 void qhx_run_context_advice(const qhx_run_context *c, char *buf, size_t size);
 
+/* The chat format is built in (text/tok_chat.c). When the model's folder ships a chat_template
+ * (tokenizer_config.json, chat_template.jinja or chat_template.json) whose sha256 is not one of
+ * the released templates the built-in format was checked against, say so once on stderr, as
+ * a template edited by a fine-tune may expect another format. */
+void qhx_run_chat_template_note(const qhx_model *m);
+
 /* Ctrl-C: after qhx_run_catch_sigint, the first SIGINT sets a flag that the abort callback
  * (qhx_run_interrupted) reports; a second one before qhx_run_clear_interrupt exits at once. */
 void qhx_run_catch_sigint(void);

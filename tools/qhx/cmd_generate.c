@@ -351,6 +351,7 @@ static int run_all(run *r) {
         qhx_free(text);
         return QHX_EXIT_OK;
     }
+    if (a->chat) qhx_run_chat_template_note(r->m);
     if (build_prompt(r)) return qhx_cli_runtime_error(CMD, err);
     if (r->n_ids == 0) return qhx_cli_usage_error(CMD, "the prompt is empty");
     return generate(r);
