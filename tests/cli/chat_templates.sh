@@ -16,7 +16,7 @@ rc=$?
 tmp=$(mktemp -d /tmp/qhx_chat_templates.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 mkdir "$tmp/m"
-for f in "$FIX/qwen35-tiny-f32"/*; do ln -s "$f" "$tmp/m/"; done
+for f in "$FIX/qwen35-tiny-f32"/*; do ln -s "$(realpath "$f")" "$tmp/m/"; done
 rm "$tmp/m/tokenizer_config.json"
 python3 -c "import json,sys; t=json.load(open(sys.argv[1])); t['chat_template']='{{ messages }}'; json.dump(t, open(sys.argv[2], 'w'))" \
   "$FIX/qwen35-tiny-f32/tokenizer_config.json" "$tmp/m/tokenizer_config.json"
