@@ -98,6 +98,11 @@ grep -q "already has an image" "$tmp/vl.err" || bad "a second /image: $(cat "$tm
 grep -q "No such file" "$tmp/vl.err" || bad "/image of a missing file: $(cat "$tmp/vl.err")"
 p=$(grep -o 'prompt [0-9]* tokens' "$tmp/vl.err" | head -1 | tr -dc 0-9)
 [ "${p:-0}" -ge 14 ] || bad "the /image turn has no image tokens: $(cat "$tmp/vl.err")"
+# --weights on chat as on generate
+for w in mmap read; do
+  printf 'hi\n' | "$QHX" chat -m "$FX" -n 2 --greedy --weights $w >/dev/null 2>"$tmp/w.err" && grep -q "stop: " "$tmp/w.err" ||
+    bad "chat --weights $w: $(cat "$tmp/w.err")"
+done
 # usage errors of /load, unknown commands with a suggestion
 printf '/load\n/lod x\n/bye\n' | "$QHX" chat -m "$FX" -n 2 --greedy >/dev/null 2>"$tmp/u.err"
 grep -q "usage: /load FILE" "$tmp/u.err" && grep -q "did you mean /load?" "$tmp/u.err" || bad "/load usage: $(cat "$tmp/u.err")"
