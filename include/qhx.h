@@ -147,7 +147,12 @@ QHX_API void qhx_model_free(qhx_model *model);
 
 QHX_API const char *qhx_model_family_name(const qhx_model *model); /* "qwen3_5", "qwen3_vl" */
 QHX_API int64_t qhx_model_n_vocab(const qhx_model *model);         /* logits per position */
+/* The context a session gets by default: the run plan's max_context (a bundle's, or
+ * min(4096, max_position_embeddings) for a checkpoint folder). */
 QHX_API int64_t qhx_model_max_context(const qhx_model *model);
+/* The longest context the model was trained for (config.json max_position_embeddings; the run
+ * plan's max_context when the config does not say): the most n_ctx a session may ask for. */
+QHX_API int64_t qhx_model_trained_context(const qhx_model *model);
 QHX_API int qhx_model_is_stop(const qhx_model *model, qhx_token token); /* 1 for a stop id */
 /* The id of an exact token string (e.g. "<|im_end|>"), or -1. */
 QHX_API qhx_token qhx_model_token_id(const qhx_model *model, const char *text);
@@ -180,15 +185,20 @@ QHX_API qhx_status qhx_chat_format(const qhx_model *model, const qhx_chat_msg *m
 
 /* Sampling. Zero-initialised fields mean "off" (temperature 0 = greedy: argmax, lowest id on
  * ties). Applied in the order of the Hugging Face logits processors: repetition penalty,
- * temperature, top-k, top-p, min-p. The same seed gives the same tokens at any thread count. */
+ * presence and frequency penalties, temperature, top-k, top-p, min-p. The same seed gives the
+ * same tokens at any thread count. */
 typedef struct qhx_sample_params {
     float temperature;     /* <= 0: greedy */
     int32_t top_k;         /* 0: off */
     float top_p;           /* 0 or 1: off; else (0, 1) */
     float min_p;           /* 0: off; else (0, 1) */
     float repeat_penalty;  /* 0 or 1: off; else > 0 (logit > 0 ? logit / p : logit * p) */
-    int32_t repeat_last_n; /* how many recent tokens the penalty sees; 0: 64 */
+    int32_t repeat_last_n; /* how many recent tokens the penalties see; 0: 64 */
     uint64_t seed;
+    /* OpenAI-style penalties over the same recent tokens: a token seen c > 0 times loses
+     * presence_penalty + c x frequency_penalty from its logit. 0: off; each in [-100, 100]. */
+    float presence_penalty;
+    float frequency_penalty;
 } qhx_sample_params;
 
 /* How a prompt goes through the model. */
@@ -198,7 +208,8 @@ typedef enum qhx_prefill_mode {
 } qhx_prefill_mode;
 
 typedef struct qhx_session_params {
-    int64_t n_ctx;     /* most tokens the session may hold; 0: the model's max context */
+    int64_t n_ctx;     /* most tokens the session may hold; 0: qhx_model_max_context; at most
+                          qhx_model_trained_context */
     int64_t n_batch;   /* most tokens per internal prefill step; 0: min(n_ctx, 512) */
     qhx_sample_params sampling;
     qhx_prefill_mode prefill;
@@ -243,6 +254,9 @@ typedef int (*qhx_token_cb)(void *user, qhx_token token, const char *text, size_
 typedef struct qhx_generate_params {
     int64_t max_tokens;  /* > 0 */
     int ignore_stop;     /* do not stop on the run plan's stop ids */
+    int stop_at_turn_end; /* also stop at the chat format's end-of-turn token (<|im_end|>), as
+                             a chat must whatever the run plan's stop ids are (the stop reason
+                             is then QHX_STOP_TOKEN, and the token closes the turn) */
     qhx_token_cb on_token;
     void *user;
 } qhx_generate_params;

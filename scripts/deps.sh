@@ -13,9 +13,11 @@ BUILD=(
   libutf8proc-dev           # NFC normalization
   libjpeg-dev               # JPEG decoding (libjpeg-turbo on Debian and Ubuntu)
   libspng-dev zlib1g-dev    # PNG decoding
+  libedit-dev               # qhx chat: line editing and history (BSD licence)
 )
 TEST=(
   clang                     # libFuzzer targets (make fuzz)
+  python3-jinja2            # tests/cli/chat_templates.sh renders the released chat templates
   python3 python3-numpy     # parity_gate.py over the golden fixtures
   binutils                  # nm: the exported symbols against qhx.h
   gcc-aarch64-linux-gnu libc6-dev-arm64-cross   # make test-arm: the NEON kernels, cross-built

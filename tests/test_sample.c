@@ -5,6 +5,7 @@
 #include "t.h"
 
 #include <math.h>
+#include <string.h>
 
 static qhx_sampler *make(qhx_sample_params p, int64_t V) {
     qhx_sampler *s = NULL;
@@ -107,8 +108,47 @@ static void test_seed_and_penalty(void) {
     qhx_sampler_free(g);
 }
 
+/* Presence and frequency penalties: a token seen c times loses presence + c x frequency once,
+ * whatever the order of the window; other tokens are untouched; bad values are refused. */
+static void test_presence_frequency(void) {
+    float l[4] = {1.0f, 0.9f, 0.5f, 0.0f};
+    qhx_sample_params p = qhx_sample_default_params();
+    p.presence_penalty = 0.2f;
+    qhx_sampler *g = make(p, 4);
+    CHECK_EQ(qhx_sampler_sample(g, l), 0);
+    qhx_sampler_accept(g, 0);
+    CHECK_EQ(qhx_sampler_sample(g, l), 1); /* 1.0 - 0.2 = 0.8 < 0.9 */
+    qhx_sampler_free(g);
+    p = qhx_sample_default_params();
+    p.frequency_penalty = 0.3f;
+    g = make(p, 4);
+    qhx_sampler_accept(g, 1);
+    CHECK_EQ(qhx_sampler_sample(g, l), 0);
+    qhx_sampler_accept(g, 0);
+    CHECK_EQ(qhx_sampler_sample(g, l), 0); /* 0.7 each: the lower id wins the tie */
+    qhx_sampler_accept(g, 0);
+    CHECK_EQ(qhx_sampler_sample(g, l), 1); /* 1.0 - 0.6 = 0.4 < 0.6 */
+    qhx_sampler_free(g);
+    /* both, and a negative presence penalty that favours a seen token */
+    p = qhx_sample_default_params();
+    p.presence_penalty = -0.6f;
+    g = make(p, 4);
+    qhx_sampler_accept(g, 2);
+    qhx_sampler_accept(g, 2);
+    CHECK_EQ(qhx_sampler_sample(g, l), 2); /* 0.5 + 0.6 = 1.1 > 1.0, counted once */
+    qhx_sampler_free(g);
+    qhx_error err;
+    p = qhx_sample_default_params();
+    p.frequency_penalty = 1000.0f;
+    CHECK_EQ(qhx_sample_params_check(&p, &err), QHX_E_ARG);
+    CHECK(strstr(err.msg, "frequency_penalty") != NULL);
+    p.frequency_penalty = NAN;
+    CHECK_EQ(qhx_sample_params_check(&p, &err), QHX_E_ARG);
+}
+
 int main(void) {
     test_greedy();
+    test_presence_frequency();
     test_params();
     test_distribution();
     test_seed_and_penalty();

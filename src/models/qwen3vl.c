@@ -265,14 +265,34 @@ void qhx_vl_image_deinit(qhx_vl_image *im) {
     memset(im, 0, sizeof *im);
 }
 
-qhx_status qhx_qwen3vl_image_encode(const qhx_qwen3vl *q, const qhx_image *img, qhx_vl_image *out,
-                                    qhx_error *err) {
-    memset(out, 0, sizeof *out);
-    if (!q || !q->vit) return qhx_fail(err, QHX_E_UNSUPPORTED, "this checkpoint has no vision tower");
+/* The preprocessing with at most max_tokens image tokens (0: no cap): smart_resize's pixel
+ * ceiling lowered to max_tokens merged patches, so the image is scaled down before the tower. */
+static qhx_status capped_prep(const qhx_qwen3vl *q, int64_t max_tokens, qhx_image_prep *prep, qhx_error *err) {
+    *prep = q->prep;
+    if (max_tokens <= 0) return QHX_OK;
+    int64_t side = prep->patch_size * prep->merge_size;
+    if (max_tokens > INT64_MAX / (side * side)) return QHX_OK;
+    int64_t cap = max_tokens * side * side;
+    if (prep->do_resize && cap < prep->min_pixels)
+        return qhx_fail(err, QHX_E_LIMIT, "an image takes at least %lld tokens (min_pixels %lld), only %lld fit",
+                        (long long)((prep->min_pixels + side * side - 1) / (side * side)), (long long)prep->min_pixels,
+                        (long long)max_tokens);
+    if (cap < prep->max_pixels) prep->max_pixels = cap;
+    return QHX_OK;
+}
+
+static qhx_status encode_with(const qhx_qwen3vl *q, const qhx_image *img, const qhx_image_prep *prep,
+                              int64_t max_tokens, qhx_vl_image *out, qhx_error *err) {
     qhx_image_patches p;
-    qhx_status rc = qhx_image_preprocess(img, &q->prep, &p, err);
+    qhx_status rc = qhx_image_preprocess(img, prep, &p, err);
     if (rc) return rc;
     int64_t M = q->vit->cfg.spatial_merge_size;
+    int64_t n_tokens = (p.grid_h / M) * (p.grid_w / M);
+    if (max_tokens > 0 && n_tokens > max_tokens) { /* not resized (do_resize false): cannot be capped */
+        qhx_image_patches_deinit(&p);
+        return qhx_fail(err, QHX_E_LIMIT, "the image takes %lld tokens, only %lld fit", (long long)n_tokens,
+                        (long long)max_tokens);
+    }
     out->grid_h = p.grid_h;
     out->grid_w = p.grid_w;
     out->n_tokens = (p.grid_h / M) * (p.grid_w / M);
@@ -288,17 +308,34 @@ qhx_status qhx_qwen3vl_image_encode(const qhx_qwen3vl *q, const qhx_image *img, 
     return rc;
 }
 
-qhx_status qhx_qwen3vl_image_load(const qhx_qwen3vl *q, const char *path, qhx_vl_image *out,
-                                  qhx_error *err) {
+qhx_status qhx_qwen3vl_image_encode(const qhx_qwen3vl *q, const qhx_image *img, qhx_vl_image *out,
+                                    qhx_error *err) {
+    memset(out, 0, sizeof *out);
+    if (!q || !q->vit) return qhx_fail(err, QHX_E_UNSUPPORTED, "this checkpoint has no vision tower");
+    return encode_with(q, img, &q->prep, 0, out, err);
+}
+
+qhx_status qhx_qwen3vl_image_load_capped(const qhx_qwen3vl *q, const char *path, int64_t max_tokens,
+                                         qhx_vl_image *out, qhx_error *err) {
     memset(out, 0, sizeof *out);
     if (!q || !q->vit) return qhx_fail(err, QHX_E_UNSUPPORTED, "%s: this checkpoint has no vision tower", path);
+    qhx_image_prep prep;
+    qhx_status rc = capped_prep(q, max_tokens, &prep, err);
+    if (rc) {
+        qhx_fail_prefix(err, "%s", path);
+        return rc;
+    }
     qhx_image img;
-    qhx_status rc = qhx_image_load(path, NULL, &img, err);
-    if (rc) return rc;
-    rc = qhx_qwen3vl_image_encode(q, &img, out, err);
+    if ((rc = qhx_image_load(path, NULL, &img, err))) return rc;
+    rc = encode_with(q, &img, &prep, max_tokens, out, err);
     qhx_image_deinit(&img);
     if (rc && rc != QHX_E_NOMEM) qhx_fail_prefix(err, "%s", path);
     return rc;
+}
+
+qhx_status qhx_qwen3vl_image_load(const qhx_qwen3vl *q, const char *path, qhx_vl_image *out,
+                                  qhx_error *err) {
+    return qhx_qwen3vl_image_load_capped(q, path, 0, out, err);
 }
 
 /* ---- state ------------------------------------------------------------------------------- */

@@ -39,6 +39,12 @@ const qhx_qwen3vl *qhx_qwen3vl_of(const qhx_model *m);
 qhx_status qhx_qwen3vl_image_load(const qhx_qwen3vl *vl, const char *path,
                                   qhx_vl_image *out /* OUT, owned: qhx_vl_image_deinit */,
                                   qhx_error *err);
+/* The same with at most max_tokens image tokens (0: no cap): the image is scaled down by
+ * smart_resize before the vision tower runs; QHX_E_LIMIT when even the smallest size the
+ * preprocessor allows (min_pixels) takes more. */
+qhx_status qhx_qwen3vl_image_load_capped(const qhx_qwen3vl *vl, const char *path, int64_t max_tokens,
+                                         qhx_vl_image *out /* OUT, owned: qhx_vl_image_deinit */,
+                                         qhx_error *err);
 /* The same from a decoded image. */
 qhx_status qhx_qwen3vl_image_encode(const qhx_qwen3vl *vl, const qhx_image *img,
                                     qhx_vl_image *out /* OUT */, qhx_error *err);

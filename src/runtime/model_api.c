@@ -13,6 +13,11 @@ const char *qhx_model_family_name(const qhx_model *m) { return qhx_family_name(m
 
 int64_t qhx_model_max_context(const qhx_model *m) { return m->max_context; }
 
+int64_t qhx_model_trained_context(const qhx_model *m) {
+    int64_t trained = m->plan && m->plan->config ? m->plan->dims.max_position_embeddings : 0;
+    return trained > m->max_context ? trained : m->max_context;
+}
+
 int qhx_model_is_stop(const qhx_model *m, qhx_token t) {
     if (m->plan) {
         const qhx_plan_tokens *sp = &m->plan->special;

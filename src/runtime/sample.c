@@ -38,6 +38,10 @@ qhx_status qhx_sample_params_check(const qhx_sample_params *p, qhx_error *err) {
     if (!(p->repeat_penalty >= 0.0f) || !isfinite(p->repeat_penalty))
         return qhx_fail(err, QHX_E_ARG, "repeat_penalty = %g: must be >= 0", p->repeat_penalty);
     if (p->top_k < 0) return qhx_fail(err, QHX_E_ARG, "top_k = %d: must be >= 0", p->top_k);
+    if (!(p->presence_penalty >= -100.0f && p->presence_penalty <= 100.0f))
+        return qhx_fail(err, QHX_E_ARG, "presence_penalty = %g: must be in [-100, 100]", p->presence_penalty);
+    if (!(p->frequency_penalty >= -100.0f && p->frequency_penalty <= 100.0f))
+        return qhx_fail(err, QHX_E_ARG, "frequency_penalty = %g: must be in [-100, 100]", p->frequency_penalty);
     if (p->repeat_last_n < 0 || p->repeat_last_n > 1 << 20)
         return qhx_fail(err, QHX_E_ARG, "repeat_last_n = %d: must be in [0, 1048576]", p->repeat_last_n);
     return QHX_OK;
@@ -192,6 +196,23 @@ static int64_t top_slice(qhx_sampler *s) {
     }
 }
 
+/* Presence and frequency penalties over the window: each distinct token once, with its count.
+ * idx (re-filled before the filters use it) counts, so the sampler stays allocation-free. */
+static void apply_presence_frequency(qhx_sampler *s) {
+    const qhx_sample_params *p = &s->p;
+    int32_t *count = s->idx;
+    for (int32_t i = 0; i < s->n_hist; i++)
+        if (s->hist[i] >= 0 && s->hist[i] < s->n_vocab) count[s->hist[i]] = 0;
+    for (int32_t i = 0; i < s->n_hist; i++)
+        if (s->hist[i] >= 0 && s->hist[i] < s->n_vocab) count[s->hist[i]]++;
+    for (int32_t i = 0; i < s->n_hist; i++) {
+        int32_t t = s->hist[i];
+        if (t < 0 || t >= s->n_vocab || count[t] == 0) continue;
+        s->work[t] -= p->presence_penalty + (float)count[t] * p->frequency_penalty;
+        count[t] = 0; /* penalised once */
+    }
+}
+
 int32_t qhx_sampler_sample(qhx_sampler *s, const float *logits) {
     const qhx_sample_params *p = &s->p;
     int64_t V = s->n_vocab;
@@ -205,6 +226,7 @@ int32_t qhx_sampler_sample(qhx_sampler *s, const float *logits) {
             float v = logits[t]; /* from the original logits: a repeated token is penalised once */
             s->work[t] = v > 0 ? v / p->repeat_penalty : v * p->repeat_penalty;
         }
+    if (p->presence_penalty != 0.0f || p->frequency_penalty != 0.0f) apply_presence_frequency(s);
     if (p->temperature <= 0.0f) return qhx_argmax(s->work, V);
     for (int64_t i = 0; i < V; i++) s->work[i] /= p->temperature;
 

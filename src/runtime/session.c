@@ -57,9 +57,10 @@ qhx_status qhx_session_create(const qhx_model *m, const qhx_session_params *para
     int64_t n_ctx = params->n_ctx;
     if (n_ctx == 0) n_ctx = m->max_context > 0 ? m->max_context : 4096;
     qhx_status rc;
-    if (m->max_context > 0 && n_ctx > m->max_context) {
-        rc = qhx_fail(err, QHX_E_LIMIT, "session: n_ctx %lld exceeds the model's max context %lld",
-                      (long long)n_ctx, (long long)m->max_context);
+    int64_t trained = qhx_model_trained_context(m);
+    if (trained > 0 && n_ctx > trained) {
+        rc = qhx_fail(err, QHX_E_LIMIT, "session: n_ctx %lld exceeds the %lld tokens the model was trained for",
+                      (long long)n_ctx, (long long)trained);
         goto fail;
     }
     s->params.n_ctx = n_ctx;
@@ -162,7 +163,7 @@ qhx_status qhx_session_decode(qhx_session *s, int32_t id, qhx_error *err) {
 }
 
 /* Feed the token sampled by the last generate, if any. */
-static qhx_status feed_pending(qhx_session *s, qhx_error *err) {
+qhx_status qhx_session_feed_pending(qhx_session *s, qhx_error *err) {
     if (s->pending < 0) return QHX_OK;
     qhx_status rc = qhx_session_decode(s, s->pending, err);
     if (rc == QHX_OK) s->pending = -1;
@@ -181,7 +182,7 @@ qhx_status qhx_session_feed(qhx_session *s, const qhx_token *ids, size_t n, qhx_
             return qhx_fail(err, QHX_E_ARG, "token %zu: id %d is outside the vocabulary [0, %lld)", i, ids[i],
                             (long long)s->n_vocab);
     uint64_t t0 = qhx_time_ns();
-    qhx_status rc = feed_pending(s, err);
+    qhx_status rc = qhx_session_feed_pending(s, err);
     if (rc) return rc;
     unsigned flags = s->params.prefill == QHX_PREFILL_DECODE ? QHX_FWD_SEQUENTIAL : 0u;
     if ((rc = forward(s, ids, (int64_t)n, flags, s->logits, err))) return rc;
@@ -267,7 +268,7 @@ qhx_status qhx_session_feed_chat(qhx_session *s, const qhx_chat_msg *msgs, size_
     if ((rc = chat_text(s, msgs, n, im.n_tokens, thinking, &text, err))) goto done;
     if ((rc = qhx_tok_encode_alloc(s->m->tok, text, strlen(text), &ids, &n_ids, err))) goto done;
     /* the pending token goes first, so the image announcement covers exactly these ids */
-    if ((rc = feed_pending(s, err))) goto done;
+    if ((rc = qhx_session_feed_pending(s, err))) goto done;
     if (vl && (rc = qhx_qwen3vl_attach(s->st, image_path ? &im : NULL, ids, (int64_t)n_ids, err))) goto done;
     rc = qhx_session_feed(s, ids, n_ids, err);
     if (vl) qhx_qwen3vl_attach(s->st, NULL, NULL, 0, NULL); /* the image dies here: drop the announcement */
@@ -304,7 +305,9 @@ static qhx_status flush_stream(qhx_session *s, const qhx_generate_params *p, qhx
     return rc;
 }
 
-static int is_stop(const qhx_model *m, qhx_token t) { return qhx_model_is_stop(m, t); }
+static int is_stop(const qhx_model *m, qhx_token t, qhx_token turn_end) {
+    return qhx_model_is_stop(m, t) || (turn_end >= 0 && t == turn_end);
+}
 
 qhx_status qhx_session_generate(qhx_session *s, const qhx_generate_params *p, qhx_generate_stats *stats,
                                 qhx_error *err) {
@@ -316,18 +319,20 @@ qhx_status qhx_session_generate(qhx_session *s, const qhx_generate_params *p, qh
         return qhx_fail(err, QHX_E_LIMIT,
                         "prompt (%lld tokens) + generation (%lld) would pass the context of %lld tokens",
                         (long long)held, (long long)p->max_tokens, (long long)n_ctx);
-    qhx_status rc = feed_pending(s, err);
+    qhx_status rc = qhx_session_feed_pending(s, err);
     if (rc) return rc;
     if (!s->has_logits) return qhx_fail(err, QHX_E_ARG, "generate: feed a prompt first");
     uint64_t t0 = qhx_time_ns();
     st.stop = QHX_STOP_LENGTH;
+    /* both chat formats (ChatML) end a turn with <|im_end|> */
+    qhx_token turn_end = p->stop_at_turn_end ? qhx_model_token_id(s->m, "<|im_end|>") : -1;
     for (int64_t k = 0; k < p->max_tokens; k++) {
         if (s->params.abort_cb && s->params.abort_cb(s->params.abort_user)) {
             rc = qhx_fail(err, QHX_E_ABORTED, "generate: interrupted after %lld tokens", (long long)k);
             break;
         }
         qhx_token t = qhx_sampler_sample(s->smp, s->logits);
-        if (!p->ignore_stop && is_stop(s->m, t)) {
+        if (!p->ignore_stop && is_stop(s->m, t, turn_end)) {
             s->pending = t;
             st.stop = QHX_STOP_TOKEN;
             break;

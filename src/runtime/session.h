@@ -20,6 +20,11 @@ qhx_status qhx_session_prefill(qhx_session *s, const int32_t *ids, int64_t n, fl
 /* Feed one token through the decode path; its logits become the session's logits. */
 qhx_status qhx_session_decode(qhx_session *s, int32_t id, qhx_error *err);
 
+/* Feed the token the last generate sampled and reported (its stop token, or the last one), if
+ * any: a caller announcing an image for the next ids (qhx_qwen3vl_attach) does this first, so
+ * the announcement covers exactly those ids. */
+qhx_status qhx_session_feed_pending(qhx_session *s, qhx_error *err);
+
 int64_t qhx_session_n_vocab(const qhx_session *s);
 const qhx_model *qhx_session_model(const qhx_session *s);
 qhx_model_state *qhx_session_state(qhx_session *s);

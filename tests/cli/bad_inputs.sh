@@ -178,7 +178,7 @@ check 1 "vocabulary" logits -m "$FX" --ids 1,2,5000 --prefill 2 --out "$tmp/l.f3
 no_output "$tmp/l.f32"
 
 # ---- bad options and values (usage errors: exit 2) -----------------------------------------------
-check 2 "-n: '-1'" generate -m "$FX" -p hi -n -1
+check 2 "-n: '-2'" generate -m "$FX" -p hi -n -2  # -1 means: until a stop or the context is full
 check 2 "--top-p: '2'" generate -m "$FX" -p hi --top-p 2
 check 2 "--temp: 'nan'" generate -m "$FX" -p hi --temp nan
 check 2 "--threads" generate -m "$FX" -p hi --threads 100000

@@ -30,7 +30,7 @@ expect_rc 2 "--preset" "$QHX" forge --random qwen3_5 "$tmp/x"
 expect_rc 2 "unknown option" "$QHX" forge --random qwen3_5 "$tmp/x" --preset tiny --bogus
 expect_rc 2 "--seed" "$QHX" forge --random qwen3_5 "$tmp/x" --preset tiny --seed -1
 expect_rc 0 "usage" "$QHX" forge --help
-expect_rc 1 "unknown family" "$QHX" forge --random llama "$tmp/x" --preset tiny
+expect_rc 2 "unknown family" "$QHX" forge --random llama "$tmp/x" --preset tiny
 expect_rc 2 "int3" "$QHX" forge "$FX/qwen35-tiny-f32" "$tmp/x" --precision int3
 [ -e "$tmp/x" ] && bad "a failed run left $tmp/x"
 

@@ -43,7 +43,7 @@ expect 0 generate -m "$FX" --ids 1,2 -n 4 --greedy --quiet
 expect 0 generate -m "$FX" --ids 1,2 --greedy --print-ids --quiet
 expect 2 generate -m "$FX" -n 4 --greedy --print-ids
 expect 2 generate -m "$FX" -p hi --ids 1 -n 4
-expect 2 generate -m "$FX" -p hi -n -1
+expect 2 generate -m "$FX" -p hi -n -2
 expect 2 generate -m "$FX" -p hi --top-p 2
 expect 2 generate -m "$FX" -p hi --temp -1
 expect 2 generate -m "$FX" -p hi --system s

@@ -134,4 +134,23 @@ expect 0 "tokenize --help" -- "$BIN" tokenize --help
 grep -q "usage: qhx tokenize" "$TMP/out" || bad "tokenize --help prints no usage"
 expect 0 "detokenize --help" -- "$BIN" detokenize --help
 
+# -m MODEL as the other commands take it; --pieces; the ids go back into generate --ids
+MODEL=$DATA/fixtures/parity/qwen35-tiny-f32
+if [ -d "$MODEL" ]; then
+  printf 'Hello world\n\tx' >"$TMP/p.txt"
+  "$BIN" tokenize -m "$MODEL" <"$TMP/p.txt" >"$TMP/m.ids" || bad "tokenize -m"
+  "$BIN" tokenize --tokenizer "$MODEL/tokenizer.json" <"$TMP/p.txt" >"$TMP/t.ids" || bad "tokenize --tokenizer"
+  cmp -s "$TMP/m.ids" "$TMP/t.ids" || bad "tokenize -m and --tokenizer differ"
+  "$BIN" tokenize --model "$MODEL" --pieces <"$TMP/p.txt" >"$TMP/pieces" || bad "tokenize --pieces"
+  [ "$(cut -f1 "$TMP/pieces" | tr '\n' ' ' | sed 's/ $//')" = "$(cat "$TMP/m.ids")" ] || bad "--pieces ids: $(cat "$TMP/pieces")"
+  [ "$(cut -f2 "$TMP/pieces" | tr -d '\n')" = 'Hello world\n\tx' ] || bad "--pieces texts: $(cat "$TMP/pieces")"
+  "$BIN" generate -m "$MODEL" --ids "$(cat "$TMP/m.ids")" -n 2 --greedy --quiet >/dev/null 2>"$TMP/err" || bad "--ids of tokenize's output: $(cat "$TMP/err")"
+  expect 2 "-m and --tokenizer" -- "$BIN" tokenize -m "$MODEL" --tokenizer "$MODEL"
+  expect 2 "--pieces with --jsonl" -- "$BIN" tokenize -m "$MODEL" --pieces --jsonl
+  expect 2 "did you mean --pieces" -- "$BIN" tokenize -m "$MODEL" --piece
+  grep -q "did you mean '--pieces'" "$TMP/err" || bad "tokenize --piece: $(cat "$TMP/err")"
+else
+  bad "$MODEL is missing"
+fi
+
 exit $fail

@@ -29,13 +29,15 @@ static int parse(int c, int argc, char **argv) {
     case 0: {
         qhx_generate_args a;
         rc = qhx_generate_parse_args(argc, argv, &a);
-        if (rc == -1 && (!a.run.model || !a.prompt == !a.ids_arg || a.run.n_new < 1)) __builtin_trap();
+        if (rc == -1 && (!a.run.model || (!!a.prompt + !!a.prompt_file + !!a.ids_arg) != 1 ||
+                         (a.run.n_new < 1 && a.run.n_new != -1)))
+            __builtin_trap();
         break;
     }
     case 1: {
         qhx_run_opts o;
         rc = qhx_chat_parse_args(argc, argv, &o);
-        if (rc == -1 && (!o.model || o.n_new < 1)) __builtin_trap();
+        if (rc == -1 && (!o.model || (o.n_new < 1 && o.n_new != -1))) __builtin_trap();
         break;
     }
     case 2: {

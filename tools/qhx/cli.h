@@ -37,6 +37,22 @@ int qhx_cli_runtime_error(const char *cmd, const qhx_error *err);
 struct qhx_tok;
 qhx_status qhx_cli_load_tokenizer(const char *path, struct qhx_tok **out, qhx_error *err);
 
+/* Read a whole text: the file at path, or stdin for "-" (at most 64 MiB). *out is owned
+ * (qhx_free) and NUL-terminated. */
+qhx_status qhx_cli_read_text(const char *path, char **out /* OUT */, size_t *len /* OUT */, qhx_error *err);
+
+/* Refuse, with advice, a -m path that is a kind of model qhexrt does not open: a GGUF file, or a
+ * single .safetensors file (its folder is the checkpoint). QHX_OK for anything else (the model
+ * loader judges it). */
+qhx_status qhx_cli_check_model_path(const char *path, qhx_error *err);
+
+/* "did you mean": the name in names[0..n) closest to word (edit distance, at most a third of
+ * the word's length and at least 2), or NULL when none is close. */
+const char *qhx_cli_closest(const char *word, const char *const *names, size_t n);
+/* The usage error for an unknown option: "unknown option 'X'", with "(did you mean 'Y'?)"
+ * when a name in names is close. Returns QHX_EXIT_USAGE. */
+int qhx_cli_unknown_option(const char *cmd, const char *arg, const char *const *names, size_t n);
+
 /* Strict number parsing: whole string, range-checked. Return 0 on success, -1 otherwise. */
 int qhx_cli_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out);
 int qhx_cli_parse_f64(const char *s, double lo, double hi, double *out);

@@ -15,13 +15,18 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* Exactly one of prompt, prompt_file and ids_arg is set when the parser returns -1. */
 typedef struct qhx_generate_args {
     qhx_run_opts run;
-    const char *prompt;
+    const char *prompt;      /* -p TEXT */
+    const char *prompt_file; /* -f FILE; "-" for stdin (-p -, or no prompt option at all) */
+    bool prompt_implicit;    /* no prompt option: stdin, unless it is a terminal */
     const char *ids_arg;
     const char *image;
     bool chat;
     bool print_ids;
+    bool json;               /* one JSON object: text, ids, stop reason, timings, seed */
+    bool print_prompt;       /* print the (chat-formatted) prompt text and stop */
 } qhx_generate_args;
 int qhx_generate_parse_args(int argc, char **argv, qhx_generate_args *a /* OUT */);
 
@@ -43,8 +48,8 @@ typedef struct qhx_embed_image_args {
 int qhx_embed_image_parse_args(int argc, char **argv, qhx_embed_image_args *a /* OUT */);
 
 typedef struct qhx_tokenize_args {
-    const char *path, *save;
-    bool jsonl;
+    const char *path, *save; /* path: -m MODEL or --tokenizer PATH */
+    bool jsonl, pieces;
 } qhx_tokenize_args;
 int qhx_tokenize_parse_args(int argc, char **argv, qhx_tokenize_args *a /* OUT */);
 

@@ -1,96 +1,174 @@
-/* cli_run.c: options, Ctrl-C and output shared by generate and chat. */
+/* cli_run.c: options, the context policy, Ctrl-C, stop strings and output shared by generate
+ * and chat. */
 #include "cli_run.h"
 
 #include "cli.h"
 
+#include "core/alloc.h"
+#include "core/file.h"
+#include "core/sha256.h"
+#include "core/time.h"
+#include "io/json.h"
+#include "io/manifest.h"
+#include "models/family.h"
+
+#include <fcntl.h>
+#include <jansson.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 const char QHX_RUN_OPTS_HELP[] =
-    "  -n N                 most tokens to generate (default 128)\n"
+    "  -n, --n-predict N    most tokens to generate (default 128; -1: until a stop or the\n"
+    "                       context is full)\n"
     "  --temp T             sampling temperature, >= 0 (0 = greedy)\n"
     "  --top-k K            keep the K most likely tokens (0 = off)\n"
     "  --top-p P            nucleus sampling, P in (0, 1]\n"
     "  --min-p P            drop tokens below P x the best one, P in [0, 1)\n"
     "  --repeat-penalty R   penalise recent tokens, R > 0 (1 = off)\n"
-    "  --seed S             sampling seed (same seed, same text at any thread count)\n"
+    "  --repeat-last-n N    how many recent tokens the penalties see (default 64)\n"
+    "  --presence-penalty P subtract P from the logit of every recent token, P in [-100, 100]\n"
+    "  --frequency-penalty F  subtract F x its count from every recent token's logit\n"
+    "  -s, --seed S         sampling seed (same seed, same text at any thread count; default:\n"
+    "                       random when sampling, shown by --verbose and --json)\n"
     "  --greedy             argmax decoding, every filter off\n"
-    "  --threads N          worker threads (default: one per physical core)\n"
-    "  --isa ref|avx2|avx512|neon|best  force an instruction set (default best)\n"
-    "  --ctx N              context size of the session (default: prompt + N)\n"
+    "  -r, --stop STR       stop when the text contains STR (not printed); repeatable\n"
+    "  -t, --threads N      worker threads (default: one per physical core)\n"
+    "  --isa ref|avx2|avx512|neon|best  force an instruction set (default best); one this\n"
+    "                       build or CPU cannot run is an error\n"
+    "  -c, --ctx, --ctx-size N  context of the session (default: a bundle's run plan context;\n"
+    "                       for a checkpoint folder the trained context, as far as memory\n"
+    "                       allows); at most the model's trained context\n"
+    "  --weights mmap|read  weights used in place from a mapping, or read into memory\n"
+    "                       (default read)\n"
     "  --prefill chunked|decode  prompt through the chunked path (default) or token by token\n"
     "  --prefill-math default|f32|int8  w8/q4 prompt matmul with f32 or int8 activations\n"
     "                       (default: int8 for q4, f32 for w8)\n"
     "  --decode-math default|f32|int8  q4 decode matvec with int8 activations or not\n"
     "                       (default: int8)\n"
+    "  --image-max-tokens N most tokens an image may take (Qwen3-VL; default: what leaves room\n"
+    "                       in the context for the prompt and the answer); the image is\n"
+    "                       scaled down before it is decoded to pixels\n"
     "  --ignore-eos         do not stop at the model's stop tokens\n"
+    "  -v, --verbose        the seed, the context and format notes on stderr\n"
     "  --quiet              no speed line on stderr\n";
+
+/* llama.cpp's spellings (and a few long forms) of our options. */
+static const struct { const char *from, *to; } ALIASES[] = {
+    {"--model", "-m"},         {"--n-predict", "-n"},      {"--predict", "-n"},
+    {"-t", "--threads"},       {"-c", "--ctx"},            {"--ctx-size", "--ctx"},
+    {"-s", "--seed"},          {"-r", "--stop"},           {"--reverse-prompt", "--stop"},
+    {"--temperature", "--temp"}, {"-v", "--verbose"},      {"--system-prompt", "--system"},
+    {"-sys", "--system"},
+};
+
+const char *const QHX_RUN_OPT_NAMES[] = {
+    "-m", "--model", "-n", "--n-predict", "--predict", "--temp", "--temperature", "--top-k", "--top-p",
+    "--min-p", "--repeat-penalty", "--repeat-last-n", "--presence-penalty", "--frequency-penalty", "-s",
+    "--seed", "--greedy", "-r", "--stop", "--reverse-prompt", "-t", "--threads", "--isa", "-c", "--ctx",
+    "--ctx-size", "--weights", "--prefill", "--prefill-math", "--decode-math", "--image-max-tokens",
+    "--ignore-eos", "-v", "--verbose", "--quiet", "--system", "--system-prompt", "--think", "--no-think",
+};
+const size_t QHX_RUN_N_OPT_NAMES = sizeof QHX_RUN_OPT_NAMES / sizeof QHX_RUN_OPT_NAMES[0];
 
 void qhx_run_opts_init(qhx_run_opts *o) {
     memset(o, 0, sizeof *o);
-    o->n_new = -1;
     o->isa = QHX_ISA_BEST;
     o->think = -1;
 }
 
-static int parse_isa(const char *v, qhx_isa *out) {
-    static const char *const names[] = {"ref", "avx2", "avx512", "neon", "best"};
-    for (int i = 0; i < 5; i++)
-        if (!strcmp(v, names[i])) {
-            *out = (qhx_isa)i;
-            return 0;
-        }
-    return -1;
+static const char *canonical(const char *a) {
+    for (size_t k = 0; k < sizeof ALIASES / sizeof ALIASES[0]; k++)
+        if (!strcmp(a, ALIASES[k].from)) return ALIASES[k].to;
+    return a;
 }
 
-int qhx_run_parse_opt(const char *cmd, int argc, char **argv, int *i, qhx_run_opts *o) {
-    const char *a = argv[*i];
-    /* flags */
-    if (!strcmp(a, "--greedy")) { o->sampling_set[6] = true; return 1; }
-    if (!strcmp(a, "--ignore-eos")) { o->ignore_eos = true; return 1; }
-    if (!strcmp(a, "--quiet")) { o->quiet = true; return 1; }
-    if (!strcmp(a, "--think")) { o->think = 1; return 1; }
-    if (!strcmp(a, "--no-think")) { o->think = 0; return 1; }
-    static const char *const valued[] = {"-m", "--model", "-n", "--temp", "--top-k", "--top-p", "--min-p",
-                                         "--repeat-penalty", "--seed", "--threads", "--isa", "--ctx",
-                                         "--prefill", "--prefill-math", "--decode-math", "--system"};
-    int known = 0;
-    for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) known |= !strcmp(a, valued[k]);
-    if (!known) return 0;
-    if (*i + 1 >= argc) return qhx_cli_usage_error(cmd, "%s needs a value", a);
-    const char *v = argv[++*i];
-    int64_t n;
+/* An instruction set this build can run at all (the CPU's own support is checked when the
+ * kernels are chosen): asking for another one would silently run the references. */
+static int parse_isa(const char *cmd, const char *v, qhx_isa *out) {
+    static const char *const names[] = {"ref", "avx2", "avx512", "neon", "best"};
+    int k = 0;
+    while (k < 5 && strcmp(v, names[k])) k++;
+    if (k == 5) return qhx_cli_usage_error(cmd, "--isa: '%s' is not ref, avx2, avx512, neon or best", v);
+#if defined(__x86_64__) || defined(__i386__)
+    if (k == QHX_ISA_NEON) return qhx_cli_usage_error(cmd, "--isa neon: this is an x86-64 build (ref, avx2, avx512 or best)");
+#elif defined(__aarch64__)
+    if (k == QHX_ISA_AVX2 || k == QHX_ISA_AVX512)
+        return qhx_cli_usage_error(cmd, "--isa %s: this is an aarch64 build (ref, neon or best)", v);
+#endif
+    *out = (qhx_isa)k;
+    return 0;
+}
+
+static int parse_flag(const char *a, qhx_run_opts *o) {
+    if (!strcmp(a, "--greedy")) o->sampling_set[QHX_RUN_S_GREEDY] = true;
+    else if (!strcmp(a, "--ignore-eos")) o->ignore_eos = true;
+    else if (!strcmp(a, "--quiet")) o->quiet = true;
+    else if (!strcmp(a, "--verbose")) o->verbose = true;
+    else if (!strcmp(a, "--think")) o->think = 1;
+    else if (!strcmp(a, "--no-think")) o->think = 0;
+    else return 0;
+    return 1;
+}
+
+/* A float option into the sampling parameters. */
+static int set_f(const char *cmd, const char *a, const char *v, double lo, double hi, bool lo_open, bool hi_open,
+                 float *dst, bool *set) {
     double d;
-    if (!strcmp(a, "-m") || !strcmp(a, "--model")) o->model = v;
+    if (qhx_cli_parse_f64(v, lo, hi, &d) || (lo_open && d <= lo) || (hi_open && d >= hi))
+        return qhx_cli_usage_error(cmd, "%s: '%s' is not in %c%g, %g%c", a, v, lo_open ? '(' : '[', lo, hi,
+                                   hi_open ? ')' : ']');
+    *dst = (float)d;
+    *set = true;
+    return 0;
+}
+
+static int parse_valued(const char *cmd, const char *a, const char *v, qhx_run_opts *o) {
+    int64_t n;
+    bool *set = o->sampling_set;
+    qhx_sample_params *s = &o->sampling;
+    if (!strcmp(a, "-m")) o->model = v;
     else if (!strcmp(a, "--system")) o->system = v;
     else if (!strcmp(a, "-n")) {
-        if (qhx_cli_parse_i64(v, 1, INT32_MAX, &o->n_new)) return qhx_cli_usage_error(cmd, "-n: '%s' is not a count >= 1", v);
-    } else if (!strcmp(a, "--temp")) {
-        if (qhx_cli_parse_f64(v, 0, 1000, &d)) return qhx_cli_usage_error(cmd, "--temp: '%s' is not in [0, 1000]", v);
-        o->sampling.temperature = (float)d, o->sampling_set[0] = true;
-    } else if (!strcmp(a, "--top-k")) {
+        if (qhx_cli_parse_i64(v, -1, INT32_MAX, &o->n_new) || o->n_new == 0)
+            return qhx_cli_usage_error(cmd, "-n: '%s' is not a count >= 1 (or -1: until a stop)", v);
+    } else if (!strcmp(a, "--temp")) return set_f(cmd, a, v, 0, 1000, false, false, &s->temperature, &set[QHX_RUN_S_TEMP]);
+    else if (!strcmp(a, "--top-k")) {
         if (qhx_cli_parse_i64(v, 0, INT32_MAX, &n)) return qhx_cli_usage_error(cmd, "--top-k: '%s' is not a count >= 0", v);
-        o->sampling.top_k = (int32_t)n, o->sampling_set[1] = true;
-    } else if (!strcmp(a, "--top-p")) {
-        if (qhx_cli_parse_f64(v, 0, 1, &d) || d <= 0) return qhx_cli_usage_error(cmd, "--top-p: '%s' is not in (0, 1]", v);
-        o->sampling.top_p = (float)d, o->sampling_set[2] = true;
-    } else if (!strcmp(a, "--min-p")) {
-        if (qhx_cli_parse_f64(v, 0, 1, &d) || d >= 1) return qhx_cli_usage_error(cmd, "--min-p: '%s' is not in [0, 1)", v);
-        o->sampling.min_p = (float)d, o->sampling_set[3] = true;
-    } else if (!strcmp(a, "--repeat-penalty")) {
-        if (qhx_cli_parse_f64(v, 0, 100, &d) || d <= 0) return qhx_cli_usage_error(cmd, "--repeat-penalty: '%s' is not in (0, 100]", v);
-        o->sampling.repeat_penalty = (float)d, o->sampling_set[4] = true;
+        s->top_k = (int32_t)n, set[QHX_RUN_S_TOP_K] = true;
+    } else if (!strcmp(a, "--top-p")) return set_f(cmd, a, v, 0, 1, true, false, &s->top_p, &set[QHX_RUN_S_TOP_P]);
+    else if (!strcmp(a, "--min-p")) return set_f(cmd, a, v, 0, 1, false, true, &s->min_p, &set[QHX_RUN_S_MIN_P]);
+    else if (!strcmp(a, "--repeat-penalty"))
+        return set_f(cmd, a, v, 0, 100, true, false, &s->repeat_penalty, &set[QHX_RUN_S_REPEAT]);
+    else if (!strcmp(a, "--presence-penalty"))
+        return set_f(cmd, a, v, -100, 100, false, false, &s->presence_penalty, &set[QHX_RUN_S_PRESENCE]);
+    else if (!strcmp(a, "--frequency-penalty"))
+        return set_f(cmd, a, v, -100, 100, false, false, &s->frequency_penalty, &set[QHX_RUN_S_FREQUENCY]);
+    else if (!strcmp(a, "--repeat-last-n")) {
+        if (qhx_cli_parse_i64(v, 1, 1 << 20, &n)) return qhx_cli_usage_error(cmd, "--repeat-last-n: '%s' is not in [1, 1048576]", v);
+        s->repeat_last_n = (int32_t)n, set[QHX_RUN_S_LAST_N] = true;
     } else if (!strcmp(a, "--seed")) {
         if (qhx_cli_parse_i64(v, 0, INT64_MAX, &n)) return qhx_cli_usage_error(cmd, "--seed: '%s' is not an integer >= 0", v);
-        o->sampling.seed = (uint64_t)n, o->sampling_set[5] = true;
+        s->seed = (uint64_t)n, set[QHX_RUN_S_SEED] = true;
+    } else if (!strcmp(a, "--stop")) {
+        if (!*v) return qhx_cli_usage_error(cmd, "--stop: the string is empty");
+        if (o->n_stops == QHX_RUN_MAX_STOPS) return qhx_cli_usage_error(cmd, "--stop: more than %d strings", QHX_RUN_MAX_STOPS);
+        o->stops[o->n_stops++] = v;
     } else if (!strcmp(a, "--threads")) {
         if (qhx_cli_parse_i64(v, 1, 512, &o->threads)) return qhx_cli_usage_error(cmd, "--threads: '%s' is not in [1, 512]", v);
-    } else if (!strcmp(a, "--isa")) {
-        if (parse_isa(v, &o->isa)) return qhx_cli_usage_error(cmd, "--isa: '%s' is not ref, avx2, avx512, neon or best", v);
-    } else if (!strcmp(a, "--ctx")) {
+    } else if (!strcmp(a, "--isa")) return parse_isa(cmd, v, &o->isa);
+    else if (!strcmp(a, "--ctx")) {
         if (qhx_cli_parse_i64(v, 1, (int64_t)1 << 24, &o->ctx)) return qhx_cli_usage_error(cmd, "--ctx: '%s' is not in [1, 16777216]", v);
+    } else if (!strcmp(a, "--image-max-tokens")) {
+        if (qhx_cli_parse_i64(v, 1, 1 << 20, &o->image_max_tokens))
+            return qhx_cli_usage_error(cmd, "--image-max-tokens: '%s' is not in [1, 1048576]", v);
+    } else if (!strcmp(a, "--weights")) {
+        if (!strcmp(v, "mmap")) o->weights = QHX_WEIGHTS_MMAP;
+        else if (!strcmp(v, "read")) o->weights = QHX_WEIGHTS_READ;
+        else return qhx_cli_usage_error(cmd, "--weights: '%s' is not mmap or read", v);
     } else if (!strcmp(a, "--prefill")) {
         if (!strcmp(v, "chunked")) o->prefill = QHX_PREFILL_CHUNKED;
         else if (!strcmp(v, "decode")) o->prefill = QHX_PREFILL_DECODE;
@@ -101,34 +179,187 @@ int qhx_run_parse_opt(const char *cmd, int argc, char **argv, int *i, qhx_run_op
     } else if (!strcmp(a, "--decode-math")) {
         if (qhx_cli_parse_prefill_math(v, &o->decode_math))
             return qhx_cli_usage_error(cmd, "--decode-math: '%s' is not default, f32 or int8", v);
-    }
-    return 1;
+    } else return -1;
+    return 0;
+}
+
+int qhx_run_parse_opt(const char *cmd, int argc, char **argv, int *i, qhx_run_opts *o) {
+    const char *a = canonical(argv[*i]);
+    if (parse_flag(a, o)) return 1;
+    static const char *const valued[] = {"-m", "-n", "--temp", "--top-k", "--top-p", "--min-p", "--repeat-penalty",
+                                         "--repeat-last-n", "--presence-penalty", "--frequency-penalty", "--seed",
+                                         "--stop", "--threads", "--isa", "--ctx", "--image-max-tokens", "--weights",
+                                         "--prefill", "--prefill-math", "--decode-math", "--system"};
+    int known = 0;
+    for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) known |= !strcmp(a, valued[k]);
+    if (!known) return 0;
+    if (*i + 1 >= argc) return qhx_cli_usage_error(cmd, "%s needs a value", argv[*i]);
+    const char *v = argv[++*i];
+    int rc = parse_valued(cmd, a, v, o);
+    return rc ? rc : 1;
 }
 
 qhx_model_params qhx_run_model_params(const qhx_run_opts *o) {
     qhx_model_params mp = qhx_model_default_params();
     mp.n_threads = (int)o->threads;
     mp.max_isa = o->isa;
+    mp.weights = o->weights;
     mp.prefill_math = o->prefill_math;
     mp.decode_math = o->decode_math;
     return mp;
 }
 
+/* A seed nobody chose: the kernel's random bytes, or the clock and the pid without them. */
+static uint64_t random_seed(void) {
+    uint64_t seed;
+    if (getrandom(&seed, sizeof seed, GRND_NONBLOCK) != (ssize_t)sizeof seed)
+        seed = qhx_time_ns() ^ ((uint64_t)getpid() << 32);
+    return seed & (uint64_t)INT64_MAX; /* printable, and --seed takes it back */
+}
+
+bool qhx_run_samples(const qhx_session_params *sp) { return sp->sampling.temperature > 0; }
+
 void qhx_run_apply_sampling(const qhx_run_opts *o, qhx_session_params *sp) {
     qhx_sample_params *s = &sp->sampling;
-    if (o->sampling_set[6]) {
-        uint64_t seed = s->seed;
+    const bool *set = o->sampling_set;
+    sp->prefill = o->prefill;
+    if (set[QHX_RUN_S_GREEDY]) {
         memset(s, 0, sizeof *s);
-        s->seed = seed;
+        s->seed = o->sampling.seed;
         return;
     }
-    if (o->sampling_set[0]) s->temperature = o->sampling.temperature;
-    if (o->sampling_set[1]) s->top_k = o->sampling.top_k;
-    if (o->sampling_set[2]) s->top_p = o->sampling.top_p;
-    if (o->sampling_set[3]) s->min_p = o->sampling.min_p;
-    if (o->sampling_set[4]) s->repeat_penalty = o->sampling.repeat_penalty;
-    if (o->sampling_set[5]) s->seed = o->sampling.seed;
-    sp->prefill = o->prefill;
+    if (set[QHX_RUN_S_TEMP]) s->temperature = o->sampling.temperature;
+    if (set[QHX_RUN_S_TOP_K]) s->top_k = o->sampling.top_k;
+    if (set[QHX_RUN_S_TOP_P]) s->top_p = o->sampling.top_p;
+    if (set[QHX_RUN_S_MIN_P]) s->min_p = o->sampling.min_p;
+    if (set[QHX_RUN_S_REPEAT]) s->repeat_penalty = o->sampling.repeat_penalty;
+    if (set[QHX_RUN_S_LAST_N]) s->repeat_last_n = o->sampling.repeat_last_n;
+    if (set[QHX_RUN_S_PRESENCE]) s->presence_penalty = o->sampling.presence_penalty;
+    if (set[QHX_RUN_S_FREQUENCY]) s->frequency_penalty = o->sampling.frequency_penalty;
+    if (set[QHX_RUN_S_SEED]) s->seed = o->sampling.seed;
+    else if (qhx_run_samples(sp)) s->seed = random_seed(); /* as llama.cpp: a new text each run */
+}
+
+/* ---- the context policy -------------------------------------------------------------------- */
+
+/* Bytes of KV cache one token takes (f32 keys and values of every softmax-attention layer). */
+static int64_t kv_bytes_per_token(const qhx_model *m) {
+    const qhx_plan_dims *d = &m->plan->dims;
+    int64_t layers = m->family == QHX_FAMILY_QWEN3_5 && d->n_full_layers > 0 ? d->n_full_layers : d->num_hidden_layers;
+    int64_t hd = d->head_dim > 0 ? d->head_dim : d->num_attention_heads > 0 ? d->hidden_size / d->num_attention_heads : 0;
+    int64_t b = layers * 2 * d->num_key_value_heads * hd * (int64_t)sizeof(float);
+    return b > 0 ? b : 1;
+}
+
+/* Half of the memory the system says is available now (after the weights were loaded): the
+ * KV cache is allocated, and zeroed, whole. 0 when /proc/meminfo cannot be read. */
+static int64_t kv_budget_bytes(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return 0;
+    char line[256];
+    long long kib = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %lld kB", &kib) == 1) break;
+    fclose(f);
+    return kib > 0 ? (int64_t)kib * 1024 / 2 : 0;
+}
+
+qhx_status qhx_run_context_of(const qhx_model *m, const qhx_run_opts *o, qhx_run_context *c, qhx_error *err) {
+    memset(c, 0, sizeof *c);
+    c->trained = qhx_model_trained_context(m);
+    if (o->ctx) {
+        if (c->trained > 0 && o->ctx > c->trained)
+            return qhx_fail(err, QHX_E_ARG, "--ctx %lld exceeds the %lld tokens the model was trained for",
+                            (long long)o->ctx, (long long)c->trained);
+        c->limit = o->ctx;
+        c->by_flag = true;
+        return QHX_OK;
+    }
+    if (m->plan->source == QHX_PLAN_FROM_MANIFEST || !m->plan->config) {
+        c->limit = qhx_model_max_context(m); /* the context the bundle was made for */
+        return QHX_OK;
+    }
+    c->limit = c->trained;
+    int64_t budget = kv_budget_bytes(), per = kv_bytes_per_token(m);
+    if (budget > 0 && c->limit > budget / per) {
+        int64_t fit = budget / per / 256 * 256;
+        c->limit = fit > 256 ? fit : 256;
+        c->by_memory = true;
+    }
+    return QHX_OK;
+}
+
+void qhx_run_context_advice(const qhx_run_context *c, char *buf, size_t size) {
+    if (c->by_memory)
+        snprintf(buf, size, " (limited by the free memory; the model was trained for %lld: a shorter prompt or -n)",
+                 (long long)c->trained);
+    else if (c->limit < c->trained)
+        snprintf(buf, size, " (--ctx can go up to %lld)", (long long)c->trained);
+    else
+        snprintf(buf, size, " (the most the model was trained for: a shorter prompt or -n)");
+}
+
+/* ---- the checkpoint's own chat template ---------------------------------------------------- */
+
+/* sha256 of the released chat templates the built-in formats are checked against by
+ * tests/cli/chat_templates.sh (tests/data/chat_templates/README.md lists them). */
+static const char *const KNOWN_TEMPLATES[] = {
+    NULL, /* none yet: the list grows with the template fixtures */
+};
+
+/* The chat_template text of the folder holding the model's tokenizer (owned: free), or NULL. */
+static char *folder_chat_template(const char *dir) {
+    static const char *const files[] = {"chat_template.jinja", "chat_template.json", "tokenizer_config.json"};
+    for (size_t k = 0; k < 3; k++) {
+        char *path = qhx_path_join(dir, files[k]);
+        if (!path || !qhx_path_is_file(path)) {
+            qhx_free(path);
+            continue;
+        }
+        char *text = NULL;
+        if (k == 0) {
+            size_t len;
+            if (qhx_file_read_all(path, (size_t)4 << 20, &text, &len, NULL)) text = NULL;
+            else {
+                char *copy = strndup(text, len);
+                qhx_free(text);
+                text = copy;
+            }
+        } else {
+            json_t *root = qhx_json_load_file(path, NULL);
+            const char *t = json_string_value(json_object_get(root, "chat_template"));
+            if (t) text = strdup(t);
+            json_decref(root);
+        }
+        qhx_free(path);
+        if (text) return text;
+    }
+    return NULL;
+}
+
+void qhx_run_chat_template_note(const qhx_model *m) {
+    const char *tok = m->plan ? m->plan->tokenizer.path : NULL;
+    if (!tok) return;
+    char *dir = strdup(tok);
+    if (!dir) return;
+    char *slash = strrchr(dir, '/');
+    if (slash) *slash = '\0';
+    else strcpy(dir, ".");
+    char *text = folder_chat_template(dir);
+    free(dir);
+    if (!text) return;
+    qhx_sha256 h;
+    uint8_t digest[32];
+    char hex[65];
+    qhx_sha256_init(&h);
+    qhx_sha256_update(&h, text, strlen(text));
+    qhx_sha256_final(&h, digest);
+    qhx_sha256_hex(digest, hex);
+    free(text);
+    for (size_t k = 0; k < sizeof KNOWN_TEMPLATES / sizeof KNOWN_TEMPLATES[0]; k++)
+        if (KNOWN_TEMPLATES[k] && !strcmp(hex, KNOWN_TEMPLATES[k])) return;
+    fprintf(stderr, "qhx: the model's chat_template (sha256 %.16s...) is not a released one this build knows: the built-in %s format is used\n",
+            hex, m->family == QHX_FAMILY_QWEN3_VL ? "Qwen3-VL" : "Qwen3.5");
 }
 
 /* ---- Ctrl-C -------------------------------------------------------------------------------- */
@@ -149,7 +380,7 @@ void qhx_run_catch_sigint(void) {
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_sigint;
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL); /* no SA_RESTART: a read at the chat prompt returns EINTR */
 }
 
 int qhx_run_interrupted(void *unused) {
@@ -157,19 +388,139 @@ int qhx_run_interrupted(void *unused) {
     return interrupted != 0;
 }
 
+void qhx_run_clear_interrupt(void) { interrupted = 0; }
+
 /* ---- output -------------------------------------------------------------------------------- */
 
-int qhx_run_print_text(void *user, qhx_token token, const char *text, size_t len) {
-    (void)user;
-    (void)token;
-    if (len) fwrite(text, 1, len, stdout);
-    fflush(stdout);
+void qhx_run_out_init(qhx_run_out *out, const qhx_run_opts *o, bool print_ids, bool collect) {
+    memset(out, 0, sizeof *out);
+    out->stops = o->stops;
+    out->n_stops = o->n_stops;
+    out->print_ids = print_ids;
+    out->print_text = !print_ids && !collect;
+    out->collect = collect;
+    out->t_start_ns = qhx_time_ns();
+}
+
+void qhx_run_out_free(qhx_run_out *out) {
+    free(out->held);
+    free(out->text);
+    free(out->ids);
+    memset(out, 0, sizeof *out);
+}
+
+/* Append n bytes to a growing buffer; false when out of memory. */
+static bool grow_put(char **buf, size_t *len, size_t *cap, const void *p, size_t n) {
+    if (*len + n + 1 > *cap) {
+        size_t c = *cap ? *cap : 256;
+        while (c < *len + n + 1) c *= 2;
+        char *q = realloc(*buf, c);
+        if (!q) return false;
+        *buf = q;
+        *cap = c;
+    }
+    memcpy(*buf + *len, p, n);
+    *len += n;
+    (*buf)[*len] = '\0';
+    return true;
+}
+
+/* Text that is final: printed (or collected). */
+static void emit_text(qhx_run_out *out, const char *p, size_t n) {
+    if (!n) return;
+    if (out->print_text) {
+        fwrite(p, 1, n, stdout);
+        fflush(stdout);
+    }
+    if (out->collect && !grow_put(&out->text, &out->n_text, &out->cap_text, p, n)) out->failed = true;
+}
+
+/* The earliest stop string in held, as its offset; -1 when none. */
+static ptrdiff_t find_stop(const qhx_run_out *out) {
+    ptrdiff_t best = -1;
+    for (int k = 0; k < out->n_stops; k++) {
+        const char *hit = memmem(out->held, out->n_held, out->stops[k], strlen(out->stops[k]));
+        if (hit && (best < 0 || hit - out->held < best)) best = hit - out->held;
+    }
+    return best;
+}
+
+/* The longest tail of held that is the start of a stop string: it must wait for more text. */
+static size_t stop_prefix_tail(const qhx_run_out *out) {
+    size_t keep = 0;
+    for (int k = 0; k < out->n_stops; k++) {
+        size_t m = strlen(out->stops[k]);
+        for (size_t t = m - 1 < out->n_held ? m - 1 : out->n_held; t > keep; t--)
+            if (!memcmp(out->held + out->n_held - t, out->stops[k], t)) {
+                keep = t;
+                break;
+            }
+    }
+    return keep;
+}
+
+int qhx_run_on_token(void *user, qhx_token token, const char *text, size_t len) {
+    qhx_run_out *out = user;
+    if (token >= 0 && !out->t_first_ns) out->t_first_ns = qhx_time_ns();
+    if (token >= 0 && out->print_ids) {
+        printf(out->n_printed_ids++ ? " %d" : "%d", token);
+        fflush(stdout); /* streamed, as text is */
+    }
+    if (token >= 0 && out->collect) {
+        if (out->n_ids == out->cap_ids) {
+            size_t c = out->cap_ids ? out->cap_ids * 2 : 64;
+            qhx_token *q = realloc(out->ids, c * sizeof *q);
+            if (!q) out->failed = true;
+            else out->ids = q, out->cap_ids = c;
+        }
+        if (out->n_ids < out->cap_ids) out->ids[out->n_ids++] = token;
+    }
+    if (!out->n_stops) {
+        emit_text(out, text, len);
+        return 0;
+    }
+    if (!grow_put(&out->held, &out->n_held, &out->cap_held, text, len)) {
+        out->failed = true;
+        return 1;
+    }
+    ptrdiff_t at = find_stop(out);
+    if (at >= 0) {
+        emit_text(out, out->held, (size_t)at);
+        out->n_held = 0;
+        out->stopped_by_string = true;
+        return 1;
+    }
+    size_t keep = stop_prefix_tail(out);
+    emit_text(out, out->held, out->n_held - keep);
+    memmove(out->held, out->held + out->n_held - keep, keep);
+    out->n_held = keep;
     return 0;
 }
 
-void qhx_run_print_stats(const qhx_generate_stats *st) {
+void qhx_run_out_finish(qhx_run_out *out) {
+    emit_text(out, out->held, out->n_held);
+    out->n_held = 0;
+}
+
+const char *qhx_run_stop_name(const qhx_generate_stats *st, const qhx_run_out *out, bool context_full,
+                              bool was_interrupted) {
+    if (was_interrupted) return "interrupted";
+    if (out && out->stopped_by_string) return "stop string";
+    if (st->stop == QHX_STOP_TOKEN) return "eos";
+    if (context_full) return "context full";
+    return "length";
+}
+
+void qhx_run_print_speed(const char *cmd, double load_s, const qhx_generate_stats *st, const qhx_run_out *out,
+                         const char *stop, bool was_interrupted) {
     double pf = st->prefill_ms > 0 ? (double)st->n_prompt * 1000.0 / st->prefill_ms : 0;
     double dc = st->decode_ms > 0 ? (double)st->n_generated * 1000.0 / st->decode_ms : 0;
-    fprintf(stderr, "qhx: prompt %lld tokens (%.1f tok/s), generated %lld tokens (%.1f tok/s)\n",
-            (long long)st->n_prompt, pf, (long long)st->n_generated, dc);
+    char first[64] = "";
+    if (out && out->t_first_ns)
+        snprintf(first, sizeof first, "first token %.1f ms, ", (double)(out->t_first_ns - out->t_start_ns) / 1e6);
+    if (was_interrupted) fprintf(stderr, "qhx %s: interrupted: ", cmd);
+    else fprintf(stderr, "qhx: ");
+    if (load_s >= 0) fprintf(stderr, "load %.2f s, ", load_s);
+    fprintf(stderr, "%sprompt %lld tokens (%.1f tok/s), generated %lld tokens (%.1f tok/s), stop: %s\n",
+            first, (long long)st->n_prompt, pf, (long long)st->n_generated, dc, stop);
 }

@@ -1,28 +1,44 @@
 /* cli_run.h: what the text-generating commands share (generate, chat): sampling and model
- * options, Ctrl-C handling, streaming output and the speed line. */
+ * options (with the llama.cpp spellings as aliases), the context policy, Ctrl-C handling, stop
+ * strings, streaming output and the speed line. */
 #ifndef QHX_CLI_RUN_H
 #define QHX_CLI_RUN_H
 
 #include "qhx.h"
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+
+#define QHX_RUN_MAX_STOPS 16
+
+/* Which sampling options were given (index into qhx_run_opts.sampling_set). */
+enum {
+    QHX_RUN_S_TEMP, QHX_RUN_S_TOP_K, QHX_RUN_S_TOP_P, QHX_RUN_S_MIN_P, QHX_RUN_S_REPEAT,
+    QHX_RUN_S_SEED, QHX_RUN_S_GREEDY, QHX_RUN_S_LAST_N, QHX_RUN_S_PRESENCE, QHX_RUN_S_FREQUENCY,
+    QHX_RUN_N_SAMPLING
+};
 
 typedef struct qhx_run_opts {
     const char *model;
-    int64_t n_new;          /* -n; -1 = not given */
+    int64_t n_new;          /* -n; 0 = not given, -1 = until a stop or the context is full */
     int64_t threads;        /* 0 = physical cores */
-    int64_t ctx;            /* --ctx; 0 = as needed */
+    int64_t ctx;            /* --ctx; 0 = the context policy's default */
     qhx_isa isa;
+    qhx_weights_mode weights;
     qhx_prefill_mode prefill;
     qhx_prefill_math prefill_math;
     qhx_prefill_math decode_math;
     qhx_sample_params sampling;
-    bool sampling_set[7];   /* temp, top-k, top-p, min-p, repeat-penalty, seed, greedy */
+    bool sampling_set[QHX_RUN_N_SAMPLING];
     const char *system;
     int think;              /* -1 = the model's default, 0 = --no-think, 1 = --think */
+    const char *stops[QHX_RUN_MAX_STOPS]; /* --stop strings, matched on the decoded text */
+    int n_stops;
+    int64_t image_max_tokens; /* --image-max-tokens; 0 = what leaves room in the context */
     bool ignore_eos;
     bool quiet;             /* no speed line */
+    bool verbose;           /* seed, context and format notes on stderr */
 } qhx_run_opts;
 
 /* Defaults: nothing given. */
@@ -32,23 +48,83 @@ void qhx_run_opts_init(qhx_run_opts *o);
  * a shared option, or an exit code >= 2 after printing a usage error. */
 int qhx_run_parse_opt(const char *cmd, int argc, char **argv, int *i, qhx_run_opts *o);
 
+/* The names of the shared options, for "did you mean". */
+extern const char *const QHX_RUN_OPT_NAMES[];
+extern const size_t QHX_RUN_N_OPT_NAMES;
+
 /* The help text of the shared options. */
 extern const char QHX_RUN_OPTS_HELP[];
 
 /* Model parameters and session sampling from the options (session defaults come from the
- * model's run plan; options override them; --greedy turns every filter off). */
+ * model's run plan; options override them; --greedy turns every filter off). When the result
+ * samples (temperature > 0) and no --seed was given, the seed is drawn at random. */
 qhx_model_params qhx_run_model_params(const qhx_run_opts *o);
 void qhx_run_apply_sampling(const qhx_run_opts *o, qhx_session_params *sp);
+/* Whether sp samples (temperature > 0), i.e. whether its seed matters. */
+bool qhx_run_samples(const qhx_session_params *sp);
+
+/* ---- the context policy (the one place that decides a session's context) ----------------
+ * --ctx N: N, at most the model's trained context. Otherwise a bundle's run plan context, or
+ * for a checkpoint folder the trained context, lowered (and said so, once) to what the
+ * memory can hold. */
+typedef struct qhx_run_context {
+    int64_t limit;     /* most tokens a session may hold */
+    int64_t trained;   /* qhx_model_trained_context */
+    bool by_memory;    /* limit was lowered to fit in memory */
+    bool by_flag;      /* limit is --ctx */
+} qhx_run_context;
+qhx_status qhx_run_context_of(const qhx_model *m, const qhx_run_opts *o, qhx_run_context *out /* OUT */,
+                              qhx_error *err);
+/* What to tell a user whose prompt does not fit limit (" (--ctx can go up to N)" and the like:
+ * only advice that can work), written into buf. */
+void qhx_run_context_advice(const qhx_run_context *c, char *buf, size_t size);
+
+/* The chat format is built in (text/tok_chat.c). When the model's folder ships a chat_template
+ * (tokenizer_config.json, chat_template.jinja or chat_template.json) whose sha256 is not one of
+ * the released templates the built-in format was checked against, say so once on stderr, as
+ * a template edited by a fine-tune may expect another format. */
+void qhx_run_chat_template_note(const qhx_model *m);
 
 /* Ctrl-C: after qhx_run_catch_sigint, the first SIGINT sets a flag that the abort callback
- * (qhx_run_interrupted) reports; a second one exits at once. */
+ * (qhx_run_interrupted) reports; a second one before qhx_run_clear_interrupt exits at once. */
 void qhx_run_catch_sigint(void);
 int qhx_run_interrupted(void *unused);
+void qhx_run_clear_interrupt(void);
 
-/* Token callback printing each piece of text to stdout as it comes (flushing). */
-int qhx_run_print_text(void *user, qhx_token token, const char *text, size_t len);
+/* ---- output: stop strings, text and ids, the speed line -----------------------------------
+ * A qhx_run_out is the on_token callback's state: it prints text (or ids) as it comes, holds
+ * back the text that could be the start of a stop string, and stops (never printing it) when
+ * one appears, even across token boundaries. Collects text and ids for --json. */
+typedef struct qhx_run_out {
+    const char *const *stops;
+    int n_stops;
+    bool print_ids, print_text, collect;
+    char *held;             /* text not printed yet (a possible stop-string prefix); owned */
+    size_t n_held, cap_held;
+    char *text;             /* --json: the text so far (owned) */
+    size_t n_text, cap_text;
+    qhx_token *ids;         /* --json: the ids so far (owned) */
+    size_t n_ids, cap_ids;
+    int n_printed_ids;
+    bool stopped_by_string;
+    bool failed;            /* out of memory while collecting */
+    uint64_t t_start_ns, t_first_ns; /* the feed's start; the first token's arrival (0: none) */
+} qhx_run_out;
+void qhx_run_out_init(qhx_run_out *out, const qhx_run_opts *o, bool print_ids, bool collect);
+void qhx_run_out_free(qhx_run_out *out);
+/* The qhx_token_cb. user is a qhx_run_out. */
+int qhx_run_on_token(void *user, qhx_token token, const char *text, size_t len);
+/* Print what was held back (the end of a generation that did not stop on a stop string). */
+void qhx_run_out_finish(qhx_run_out *out);
 
-/* "prompt N tokens (X tok/s), generated M tokens (Y tok/s)" on stderr. */
-void qhx_run_print_stats(const qhx_generate_stats *st);
+/* The stop reason in words: "eos", "length", "stop string", "context full", "interrupted". */
+const char *qhx_run_stop_name(const qhx_generate_stats *st, const qhx_run_out *out, bool context_full,
+                              bool interrupted);
+
+/* "qhx: load 0.31 s, first token 42 ms, prompt 12 tokens (300.0 tok/s), generated 64 tokens
+ * (25.0 tok/s), stop: eos" on stderr; interrupted: the same line starting "qhx CMD:
+ * interrupted: ", so it is the one line an interrupted run prints. load_s < 0: no load time. */
+void qhx_run_print_speed(const char *cmd, double load_s, const qhx_generate_stats *st, const qhx_run_out *out,
+                         const char *stop, bool interrupted);
 
 #endif

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 /* Write s with control characters (a newline in an argument or a file name) as '?', so an
  * error stays on one line. */
@@ -47,6 +48,104 @@ int qhx_cli_runtime_error(const char *cmd, const qhx_error *err) {
     fputc('\n', stderr);
     if (err && err->code == QHX_E_ABORTED) return QHX_EXIT_INTERRUPTED;
     return QHX_EXIT_RUNTIME;
+}
+
+#define MAX_TEXT_BYTES ((size_t)64 << 20)
+
+qhx_status qhx_cli_read_text(const char *path, char **out, size_t *len, qhx_error *err) {
+    *out = NULL;
+    *len = 0;
+    if (strcmp(path, "-")) return qhx_file_read_all(path, MAX_TEXT_BYTES, out, len, err);
+    size_t cap = 1 << 16, n = 0;
+    char *buf = qhx_malloc(cap + 1);
+    if (!buf) return qhx_fail(err, QHX_E_NOMEM, "out of memory");
+    for (;;) {
+        if (n == cap) {
+            if (cap >= MAX_TEXT_BYTES) {
+                qhx_free(buf);
+                return qhx_fail(err, QHX_E_LIMIT, "stdin: more than %zu bytes", MAX_TEXT_BYTES);
+            }
+            char *p = qhx_realloc(buf, cap * 2 + 1);
+            if (!p) {
+                qhx_free(buf);
+                return qhx_fail(err, QHX_E_NOMEM, "out of memory");
+            }
+            buf = p;
+            cap *= 2;
+        }
+        size_t got = fread(buf + n, 1, cap - n, stdin);
+        n += got;
+        if (got) continue;
+        if (ferror(stdin)) {
+            qhx_free(buf);
+            return qhx_fail(err, QHX_E_IO, "stdin: read failed: %s", strerror(errno));
+        }
+        break;
+    }
+    buf[n] = '\0';
+    *out = buf;
+    *len = n;
+    return QHX_OK;
+}
+
+static int ends_with(const char *s, const char *tail) {
+    size_t n = strlen(s), m = strlen(tail);
+    return n >= m && !strcasecmp(s + n - m, tail);
+}
+
+qhx_status qhx_cli_check_model_path(const char *path, qhx_error *err) {
+    if (!qhx_path_is_file(path)) return QHX_OK;
+    char magic[4] = {0};
+    FILE *f = fopen(path, "rb");
+    size_t got = f ? fread(magic, 1, 4, f) : 0;
+    if (f) fclose(f);
+    if ((got == 4 && !memcmp(magic, "GGUF", 4)) || ends_with(path, ".gguf"))
+        return qhx_fail(err, QHX_E_UNSUPPORTED,
+                        "%s: GGUF is not supported: point -m at the Hugging Face folder, or convert with `qhx forge`", path);
+    if (ends_with(path, ".safetensors"))
+        return qhx_fail(err, QHX_E_ARG,
+                        "%s: a single .safetensors file: pass its folder (config.json, tokenizer.json and the weights)", path);
+    return QHX_OK;
+}
+
+/* Optimal string alignment distance (Levenshtein plus adjacent transpositions), which scores
+ * the usual typos (a letter missing, doubled, swapped) as 1. Words longer than 63 bytes are
+ * never close. */
+static size_t edit_distance(const char *a, const char *b) {
+    size_t na = strlen(a), nb = strlen(b);
+    if (na > 63 || nb > 63) return SIZE_MAX;
+    size_t d[64][64];
+    for (size_t i = 0; i <= na; i++) d[i][0] = i;
+    for (size_t j = 0; j <= nb; j++) d[0][j] = j;
+    for (size_t i = 1; i <= na; i++)
+        for (size_t j = 1; j <= nb; j++) {
+            size_t cost = a[i - 1] != b[j - 1], best = d[i - 1][j - 1] + cost;
+            if (d[i - 1][j] + 1 < best) best = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < best) best = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < best)
+                best = d[i - 2][j - 2] + 1;
+            d[i][j] = best;
+        }
+    return d[na][nb];
+}
+
+const char *qhx_cli_closest(const char *word, const char *const *names, size_t n) {
+    size_t len = strlen(word), limit = len / 3 > 2 ? len / 3 : 2, best = SIZE_MAX;
+    const char *pick = NULL;
+    for (size_t k = 0; k < n; k++) {
+        size_t d = edit_distance(word, names[k]);
+        if (d <= limit && d < best) best = d, pick = names[k];
+    }
+    return pick;
+}
+
+int qhx_cli_unknown_option(const char *cmd, const char *arg, const char *const *names, size_t n) {
+    char name[64];
+    size_t k = strcspn(arg, "=");
+    snprintf(name, sizeof name, "%.*s", (int)(k < sizeof name ? k : sizeof name - 1), arg);
+    const char *near = qhx_cli_closest(name, names, n);
+    if (near) return qhx_cli_usage_error(cmd, "unknown option '%s' (did you mean '%s'?)", arg, near);
+    return qhx_cli_usage_error(cmd, "unknown option '%s'", arg);
 }
 
 int qhx_cli_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out) {

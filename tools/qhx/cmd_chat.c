@@ -1,51 +1,78 @@
-/* qhx chat: interactive multi-turn chat on a terminal (or over a pipe: one user turn per line).
- * The session keeps its state between turns and feeds only the new turn: the closing of the
- * previous answer, the user turn and the assistant header. Lines starting with '/' are
- * commands: /reset, /save FILE, /load FILE, /exit. */
+/* qhx chat: interactive multi-turn chat on a terminal (line editing and history by libedit), or
+ * over a pipe (one user turn per line). The session keeps its state between turns and feeds only
+ * the new turn: the closing of the previous answer, the user turn and the assistant header.
+ * Lines starting with '/' are commands (/help lists them). Ctrl-C stops the answer being
+ * written and returns to the prompt; Ctrl-C twice at the prompt, Ctrl-D or /bye quits. */
 #include "cli.h"
 #include "cli_args.h"
 #include "cli_run.h"
 
 #include "core/alloc.h"
+#include "core/time.h"
 #include "io/manifest.h"
 #include "models/family.h"
+#include "models/qwen3vl.h"
 #include "runtime/session.h"
 #include "text/tokenizer.h"
 
+#include <errno.h>
+#include <histedit.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 static const char *CMD = "chat";
 
+static const char COMMANDS_HELP[] =
+    "  /help, /?           this list\n"
+    "  /bye, /exit, /quit  leave (also Ctrl-D, or Ctrl-C twice at the prompt)\n"
+    "  /clear, /reset      start a new conversation\n"
+    "  /save FILE          save the conversation (the session state) to FILE\n"
+    "  /load FILE          go on from a conversation saved with /save\n"
+    "  /image FILE         put an image (PNG or JPEG) into the next message (Qwen3-VL)\n"
+    "  \"\"\" ... \"\"\"         a message of several lines; a line ending in \\ goes on as well\n"
+    "  Ctrl-C stops the answer being written and returns to the prompt.\n";
+
 static void usage(FILE *f) {
     fprintf(f,
             "usage: qhx chat -m MODEL [--system TEXT] [--think|--no-think] [options]\n"
-            "  Reads one user turn per line from stdin and prints each answer. Commands:\n"
-            "  /reset (new conversation), /save FILE, /load FILE (session state), /exit.\n"
+            "  Reads one user turn per line from stdin and prints each answer; on a terminal with\n"
+            "  line editing and history. Commands:\n%s"
             "  -m, --model PATH     manifest, bundle folder or Hugging Face checkpoint folder\n"
             "  --system TEXT        system message\n"
             "  --think, --no-think  Qwen3.5 thinking mode (default: the run plan's)\n"
             "%s"
-            "  (-n is the most tokens per answer; --ctx the whole conversation's context, default 4096)\n",
-            QHX_RUN_OPTS_HELP);
+            "  (-n is the most tokens per answer, default 512; --ctx the whole conversation's\n"
+            "  context)\n",
+            COMMANDS_HELP, QHX_RUN_OPTS_HELP);
 }
 
 typedef struct chat {
     qhx_run_opts run;
     qhx_model *m;
     qhx_session *s;
+    qhx_run_context ctx;
+    double load_s;
     bool first;               /* nothing fed yet */
-    bool interactive;
+    bool feeding;             /* Ctrl-C now aborts the prompt (otherwise it ends the answer) */
+    char *image;              /* /image FILE for the next turn (owned) */
+    EditLine *el;             /* NULL when stdin is not a terminal */
+    History *hist;
 } chat;
 
+/* ---- one turn ------------------------------------------------------------------------------ */
+
 /* The text of one user turn, formatted for the family; NULL on error. */
-static char *turn_text(chat *c, const char *user, qhx_error *err) {
+static char *turn_text(chat *c, const char *user, int64_t image_tokens, qhx_error *err) {
+    qhx_chat_part parts[2] = {{.text = NULL, .image_tokens = (int32_t)image_tokens},
+                              {.text = user, .text_len = strlen(user)}};
     qhx_chat_message msgs[2];
     size_t n = 0;
     if (c->first && c->run.system) msgs[n++] = (qhx_chat_message){.role = "system", .content = c->run.system};
-    msgs[n++] = (qhx_chat_message){.role = "user", .content = user};
+    msgs[n++] = image_tokens ? (qhx_chat_message){.role = "user", .parts = parts, .n_parts = 2}
+                             : (qhx_chat_message){.role = "user", .content = user};
     int think = c->run.think >= 0 ? c->run.think : (c->m->plan && c->m->plan->generation.thinking);
     qhx_chat_options opt = {.add_generation_prompt = 1, .enable_thinking = think};
     qhx_chat_family fam = c->m->family == QHX_FAMILY_QWEN3_VL ? QHX_CHAT_QWEN3VL : QHX_CHAT_QWEN35;
@@ -53,8 +80,8 @@ static char *turn_text(chat *c, const char *user, qhx_error *err) {
     size_t len;
     if (qhx_tok_chat_format(fam, msgs, n, &opt, &body, &len, err)) return NULL;
     if (c->first) return body;
-    /* close the previous answer: its stop token (<|im_end|>) is fed with this turn; after a
-     * length stop the closing token has to be added */
+    /* close the previous answer: its stop token (<|im_end|>) is fed with this turn; after any
+     * other stop (length, a stop string, Ctrl-C) the closing token has to be added */
     const char *sep = qhx_session_last_stop(c->s) == QHX_STOP_TOKEN ? "\n" : "<|im_end|>\n";
     char *t = qhx_malloc(strlen(sep) + len + 1);
     if (!t) {
@@ -68,57 +95,293 @@ static char *turn_text(chat *c, const char *user, qhx_error *err) {
     return t;
 }
 
-static int command(chat *c, char *line, qhx_error *err) {
-    if (!strcmp(line, "/exit") || !strcmp(line, "/quit")) return 1;
-    if (!strcmp(line, "/reset")) {
-        qhx_session_reset(c->s);
-        c->first = true;
-        fprintf(stderr, "(new conversation)\n");
-        return 0;
-    }
-    if (!strncmp(line, "/save ", 6) || !strncmp(line, "/load ", 6)) {
-        const char *path = line + 6;
-        qhx_status rc = line[1] == 's' ? qhx_session_save(c->s, path, err) : qhx_session_restore(c->s, path, err);
-        if (rc) fprintf(stderr, "qhx chat: %s\n", err->msg);
-        else {
-            if (line[1] == 'l') c->first = qhx_session_n_past(c->s) == 0;
-            fprintf(stderr, "(%s %s: %lld tokens)\n", line[1] == 's' ? "saved" : "loaded", path,
-                    (long long)qhx_session_n_past(c->s));
-        }
-        return 0;
-    }
-    fprintf(stderr, "qhx chat: unknown command '%s' (/reset, /save FILE, /load FILE, /exit)\n", line);
-    return 0;
+/* What the context can still take after this turn's text: room for the answer. */
+static void context_full_message(const chat *c, const char *what) {
+    char advice[160];
+    qhx_run_context_advice(&c->ctx, advice, sizeof advice);
+    fprintf(stderr, "qhx chat: %s: the conversation fills the context of %lld tokens; /clear starts a new one%s\n", what,
+            (long long)c->ctx.limit, c->ctx.limit < c->ctx.trained && !c->ctx.by_memory ? advice : "");
+}
+
+/* The turn's ids, with the /image (if any) encoded within the room the context has left. */
+static qhx_status turn_ids(chat *c, const char *user, qhx_vl_image *im, int32_t **ids, size_t *n, qhx_error *err) {
+    char *text = turn_text(c, user, c->image ? 1 : 0, err);
+    if (!text) return err->code;
+    qhx_status rc = qhx_tok_encode_alloc(c->m->tok, text, strlen(text), ids, n, err);
+    qhx_free(text);
+    if (rc || !c->image) return rc;
+    int64_t room = c->ctx.limit - qhx_session_n_past(c->s) - 2 - ((int64_t)*n - 1) - 1;
+    if (c->run.image_max_tokens && c->run.image_max_tokens < room) room = c->run.image_max_tokens;
+    if (room < 1) return qhx_fail(err, QHX_E_LIMIT, "no room is left for the image");
+    if ((rc = qhx_qwen3vl_image_load_capped(qhx_qwen3vl_of(c->m), c->image, room, im, err))) return rc;
+    qhx_free(*ids);
+    *ids = NULL;
+    if (!(text = turn_text(c, user, im->n_tokens, err))) return err->code;
+    rc = qhx_tok_encode_alloc(c->m->tok, text, strlen(text), ids, n, err);
+    qhx_free(text);
+    return rc;
+}
+
+/* Feed the turn (the pending stop token first, so an image's announcement covers these ids). */
+static qhx_status feed_turn(chat *c, const int32_t *ids, size_t n, const qhx_vl_image *im, qhx_error *err) {
+    const qhx_qwen3vl *vl = qhx_qwen3vl_of(c->m);
+    c->feeding = true;
+    qhx_status rc = qhx_session_feed_pending(c->s, err);
+    if (!rc && vl) rc = qhx_qwen3vl_attach(qhx_session_state(c->s), im->embd ? im : NULL, ids, (int64_t)n, err);
+    if (!rc) rc = qhx_session_feed(c->s, ids, n, err);
+    if (vl) qhx_qwen3vl_attach(qhx_session_state(c->s), NULL, NULL, 0, NULL);
+    c->feeding = false;
+    return rc;
+}
+
+/* Ctrl-C while the answer is written: stop after this token, cleanly (the state stays whole). */
+static int on_token(void *user, qhx_token t, const char *text, size_t len) {
+    int stop = qhx_run_on_token(user, t, text, len);
+    return stop || qhx_run_interrupted(NULL);
+}
+
+/* The abort callback: only a prompt being read is cut (between layers); an answer ends at a
+ * token boundary in on_token instead, so the conversation goes on after it. */
+static int abort_feed(void *user) {
+    const chat *c = user;
+    return c->feeding && qhx_run_interrupted(NULL);
 }
 
 /* One user turn: feed it, stream the answer. Returns an exit code >= 0 to stop, -1 to go on. */
 static int turn(chat *c, const char *user, qhx_error *err) {
-    char *text = turn_text(c, user, err);
-    if (!text) return qhx_cli_runtime_error(CMD, err);
-    qhx_status rc = qhx_session_feed_text(c->s, text, strlen(text), err);
-    qhx_free(text);
-    if (rc == QHX_E_LIMIT) {
-        fprintf(stderr, "qhx chat: %s (use /reset, or a larger --ctx)\n", err->msg);
-        return -1;
+    qhx_vl_image im = {0};
+    int32_t *ids = NULL;
+    size_t n = 0;
+    qhx_run_out out;
+    qhx_run_out_init(&out, &c->run, false, false);
+    qhx_status rc = turn_ids(c, user, &im, &ids, &n, err);
+    free(c->image);
+    c->image = NULL;
+    if (!rc) rc = feed_turn(c, ids, n, &im, err);
+    qhx_free(ids);
+    qhx_vl_image_deinit(&im);
+    if (rc == QHX_E_ABORTED) { /* cut in the middle of a layer: the state cannot go on */
+        qhx_session_reset(c->s);
+        c->first = true;
+        qhx_run_clear_interrupt();
+        fprintf(stderr, "\nqhx chat: interrupted while reading the message; the conversation starts over\n");
+        goto next;
     }
-    if (rc) return qhx_cli_runtime_error(CMD, err);
+    if (rc == QHX_E_LIMIT) {
+        context_full_message(c, err->msg);
+        goto next;
+    }
+    if (rc) { /* a bad message (invalid UTF-8, a broken image): say so, the chat goes on */
+        qhx_cli_runtime_error(CMD, err);
+        goto next;
+    }
     c->first = false;
     qhx_generate_stats st = {0};
     qhx_generate_params gp = {.max_tokens = c->run.n_new, .ignore_stop = c->run.ignore_eos,
-                              .on_token = qhx_run_print_text};
+                              .stop_at_turn_end = !c->run.ignore_eos, .on_token = on_token, .user = &out};
     int64_t room = qhx_session_n_ctx(c->s) - qhx_session_n_past(c->s) - 1;
-    if (gp.max_tokens > room) gp.max_tokens = room;
+    bool until_full = c->run.n_new < 0 || gp.max_tokens > room;
+    if (until_full) gp.max_tokens = room;
     if (gp.max_tokens < 1) {
-        fprintf(stderr, "qhx chat: the context is full (use /reset, or a larger --ctx)\n");
-        return -1;
+        context_full_message(c, "no room for an answer");
+        goto next;
     }
     rc = qhx_session_generate(c->s, &gp, &st, err);
+    qhx_run_out_finish(&out);
     printf("\n");
     fflush(stdout);
-    if (rc) return qhx_cli_runtime_error(CMD, err);
-    if (!c->run.quiet) qhx_run_print_stats(&st);
+    bool stopped = qhx_run_interrupted(NULL);
+    qhx_run_clear_interrupt();
+    if (rc && rc != QHX_E_ABORTED) {
+        qhx_cli_runtime_error(CMD, err);
+        goto next;
+    }
+    if (!c->run.quiet || stopped)
+        qhx_run_print_speed(CMD, c->load_s, &st, &out, qhx_run_stop_name(&st, &out, until_full, stopped), false);
+    c->load_s = -1; /* said once, with the first answer */
+next:
+    qhx_run_out_free(&out);
     return -1;
 }
+
+/* ---- commands ------------------------------------------------------------------------------ */
+
+static const char *const COMMAND_NAMES[] = {"/help", "/?", "/bye", "/exit", "/quit", "/clear", "/reset",
+                                            "/save", "/load", "/image"};
+
+/* The argument of "/cmd ARG" (spaces around it dropped), or NULL when there is none. */
+static const char *argument_of(char *line) {
+    char *p = line + strcspn(line, " \t");
+    while (*p == ' ' || *p == '\t') p++;
+    if (!*p) return NULL;
+    char *end = p + strlen(p);
+    while (end > p && (end[-1] == ' ' || end[-1] == '\t')) *--end = '\0';
+    return p;
+}
+
+static void save_or_load(chat *c, bool save, const char *path, qhx_error *err) {
+    qhx_status rc = save ? qhx_session_save(c->s, path, err) : qhx_session_restore(c->s, path, err);
+    if (rc) {
+        qhx_cli_runtime_error(CMD, err);
+        return;
+    }
+    if (!save) c->first = qhx_session_n_past(c->s) == 0;
+    fprintf(stderr, "(%s %s: %lld tokens)\n", save ? "saved" : "loaded", path, (long long)qhx_session_n_past(c->s));
+}
+
+static void set_image(chat *c, const char *path) {
+    if (!qhx_qwen3vl_of(c->m) || (c->m->plan && c->m->plan->host_op == QHX_HOST_OP_QWEN3_VL_TEXT_GENERATE)) {
+        fprintf(stderr, "qhx chat: /image needs a Qwen3-VL model with its vision tower\n");
+        return;
+    }
+    if (c->image) {
+        fprintf(stderr, "qhx chat: /image: the next message already has an image (one per message for now)\n");
+        return;
+    }
+    if (access(path, R_OK) != 0) {
+        fprintf(stderr, "qhx chat: /image: %s: %s\n", path, strerror(errno));
+        return;
+    }
+    c->image = strdup(path);
+    fprintf(stderr, "(the next message comes with %s)\n", path);
+}
+
+/* A line starting with '/'. Returns 1 to quit, 0 to go on. */
+static int command(chat *c, char *line, qhx_error *err) {
+    char name[32];
+    snprintf(name, sizeof name, "%.*s", (int)strcspn(line, " \t"), line);
+    const char *arg = argument_of(line);
+    if (!strcmp(name, "/bye") || !strcmp(name, "/exit") || !strcmp(name, "/quit")) return 1;
+    if (!strcmp(name, "/help") || !strcmp(name, "/?")) fputs(COMMANDS_HELP, stderr);
+    else if (!strcmp(name, "/clear") || !strcmp(name, "/reset")) {
+        qhx_session_reset(c->s);
+        c->first = true;
+        fprintf(stderr, "(new conversation)\n");
+    } else if (!strcmp(name, "/save") || !strcmp(name, "/load") || !strcmp(name, "/image")) {
+        if (!arg) fprintf(stderr, "qhx chat: usage: %s FILE\n", name);
+        else if (!strcmp(name, "/image")) set_image(c, arg);
+        else save_or_load(c, name[1] == 's', arg, err);
+    } else {
+        const char *near = qhx_cli_closest(name, COMMAND_NAMES, sizeof COMMAND_NAMES / sizeof COMMAND_NAMES[0]);
+        if (near) fprintf(stderr, "qhx chat: unknown command '%s' (did you mean %s? /help lists them)\n", name, near);
+        else fprintf(stderr, "qhx chat: unknown command '%s' (/help lists them)\n", name);
+    }
+    return 0;
+}
+
+/* ---- reading lines ------------------------------------------------------------------------- */
+
+static const char *prompt_of(EditLine *el) {
+    (void)el;
+    return "> ";
+}
+
+/* libedit's character reader, so that Ctrl-C at the prompt ends the read (EINTR) instead of
+ * being retried. */
+static int read_char(EditLine *el, wchar_t *out) {
+    (void)el;
+    for (;;) {
+        char ch;
+        ssize_t n = read(STDIN_FILENO, &ch, 1);
+        if (n == 1) {
+            *out = (wchar_t)(unsigned char)ch;
+            return 1;
+        }
+        if (n == 0) return 0;
+        if (errno != EINTR || qhx_run_interrupted(NULL)) return -1;
+    }
+}
+
+static void editor_open(chat *c) {
+    HistEvent ev;
+    c->el = el_init("qhx", stdin, stdout, stderr);
+    c->hist = history_init();
+    if (!c->el || !c->hist) return;
+    history(c->hist, &ev, H_SETSIZE, 1000);
+    el_set(c->el, EL_EDITOR, "emacs");
+    el_set(c->el, EL_PROMPT, prompt_of);
+    el_set(c->el, EL_HIST, history, c->hist);
+    el_set(c->el, EL_GETCFN, read_char);
+    el_source(c->el, NULL); /* ~/.editrc, as other libedit programs */
+}
+
+static void editor_close(chat *c) {
+    if (c->el) el_end(c->el);
+    if (c->hist) history_end(c->hist);
+}
+
+/* The next line, without its newline (owned: free). NULL at the end of input; *interrupted is
+ * set when Ctrl-C ended the read. */
+static char *read_line(chat *c, bool *was_interrupted) {
+    *was_interrupted = false;
+    if (c->el) {
+        int count = 0;
+        const char *l = el_gets(c->el, &count);
+        if (!l || count <= 0) {
+            *was_interrupted = qhx_run_interrupted(NULL);
+            return NULL;
+        }
+        size_t n = strlen(l);
+        while (n && (l[n - 1] == '\n' || l[n - 1] == '\r')) n--;
+        char *s = strndup(l, n);
+        if (s && n) {
+            HistEvent ev;
+            history(c->hist, &ev, H_ENTER, s);
+        }
+        return s;
+    }
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n = getline(&line, &cap, stdin);
+    if (n < 0) {
+        free(line);
+        *was_interrupted = qhx_run_interrupted(NULL);
+        return NULL;
+    }
+    while (n && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = '\0';
+    return line;
+}
+
+/* Append a line to a message being gathered; false when out of memory. */
+static bool append(char **msg, const char *line, size_t len) {
+    size_t have = *msg ? strlen(*msg) : 0;
+    char *m = realloc(*msg, have + len + 2);
+    if (!m) return false;
+    if (have) m[have++] = '\n';
+    memcpy(m + have, line, len);
+    m[have + len] = '\0';
+    *msg = m;
+    return true;
+}
+
+/* A whole message: one line, lines joined by a trailing '\', or """ ... """ (ollama's form).
+ * NULL at the end of input or on Ctrl-C (*was_interrupted). */
+static char *read_message(chat *c, bool *was_interrupted) {
+    char *line = read_line(c, was_interrupted);
+    if (!line) return NULL;
+    char *msg = NULL;
+    bool quoted = !strncmp(line, "\"\"\"", 3);
+    const char *part = quoted ? line + 3 : line;
+    for (;;) {
+        size_t len = strlen(part);
+        bool more;
+        if (quoted) {
+            bool closes = len >= 3 && !strcmp(part + len - 3, "\"\"\"");
+            if (closes) len -= 3;
+            more = !closes;
+        } else {
+            more = len && part[len - 1] == '\\';
+            if (more) len--;
+        }
+        if (!append(&msg, part, len)) more = false;
+        free(line);
+        if (!more) return msg;
+        if (!(line = read_line(c, was_interrupted))) return msg; /* the input ended inside it */
+        part = line;
+    }
+}
+
+/* ---- the chat ------------------------------------------------------------------------------ */
 
 int qhx_chat_parse_args(int argc, char **argv, qhx_run_opts *o) {
     qhx_run_opts_init(o);
@@ -129,69 +392,83 @@ int qhx_chat_parse_args(int argc, char **argv, qhx_run_opts *o) {
         }
         int r = qhx_run_parse_opt(CMD, argc, argv, &i, o);
         if (r > 1) return r;
-        if (r == 0) return qhx_cli_usage_error(CMD, "unknown option '%s'", argv[i]);
+        if (r == 0) return qhx_cli_unknown_option(CMD, argv[i], QHX_RUN_OPT_NAMES, QHX_RUN_N_OPT_NAMES);
     }
     if (!o->model) return qhx_cli_usage_error(CMD, "missing -m MODEL");
-    if (o->n_new < 0) o->n_new = 512;
+    if (o->n_new == 0) o->n_new = 512;
     return -1;
+}
+
+static int open_chat(chat *c, qhx_error *err) {
+    if (qhx_cli_check_model_path(c->run.model, err)) return qhx_cli_runtime_error(CMD, err);
+    uint64_t t0 = qhx_time_ns();
+    qhx_model_params mp = qhx_run_model_params(&c->run);
+    if (qhx_model_open(c->run.model, &mp, &c->m, err)) return qhx_cli_runtime_error(CMD, err);
+    c->load_s = (double)(qhx_time_ns() - t0) / 1e9;
+    if (c->run.think >= 0 && c->m->family == QHX_FAMILY_QWEN3_VL)
+        return qhx_cli_usage_error(CMD, "--think/--no-think: Qwen3-VL Instruct has no thinking mode");
+    if (!c->m->tok) {
+        qhx_fail(err, QHX_E_ARG, "%s: the model has no tokenizer.json", c->run.model);
+        return qhx_cli_runtime_error(CMD, err);
+    }
+    if (qhx_run_context_of(c->m, &c->run, &c->ctx, err)) return qhx_cli_runtime_error(CMD, err);
+    qhx_run_chat_template_note(c->m);
+    if (c->ctx.by_memory)
+        fprintf(stderr, "qhx chat: context limited to %lld tokens by the free memory (the model was trained for %lld)\n",
+                (long long)c->ctx.limit, (long long)c->ctx.trained);
+    qhx_session_params sp = qhx_session_default_params(c->m);
+    sp.n_ctx = c->ctx.limit;
+    qhx_run_apply_sampling(&c->run, &sp);
+    if (c->run.verbose)
+        fprintf(stderr, "qhx: context %lld tokens (trained %lld), %s, seed %llu\n", (long long)c->ctx.limit,
+                (long long)c->ctx.trained, qhx_run_samples(&sp) ? "sampling" : "greedy",
+                (unsigned long long)sp.sampling.seed);
+    qhx_run_catch_sigint();
+    sp.abort_cb = abort_feed;
+    sp.abort_user = c;
+    if (qhx_session_create(c->m, &sp, &c->s, err)) return qhx_cli_runtime_error(CMD, err);
+    return -1;
+}
+
+static int loop(chat *c, qhx_error *err) {
+    int ctrl_c = 0; /* Ctrl-C at the prompt in a row */
+    for (;;) {
+        bool was_interrupted;
+        if (!c->el && isatty(STDIN_FILENO)) {
+            fprintf(stderr, "> ");
+            fflush(stderr);
+        }
+        char *msg = read_message(c, &was_interrupted);
+        if (!msg && was_interrupted) {
+            qhx_run_clear_interrupt();
+            if (++ctrl_c >= 2) return QHX_EXIT_INTERRUPTED;
+            fprintf(stderr, "\n(Ctrl-C again, Ctrl-D or /bye to quit)\n");
+            continue;
+        }
+        if (!msg) return QHX_EXIT_OK;
+        ctrl_c = 0;
+        int quit = 0;
+        if (msg[0] == '/') quit = command(c, msg, err);
+        else if (msg[0]) turn(c, msg, err);
+        free(msg);
+        if (quit) return QHX_EXIT_OK;
+    }
 }
 
 int qhx_cmd_chat(int argc, char **argv) {
     chat c;
     memset(&c, 0, sizeof c);
-    int prc = qhx_chat_parse_args(argc, argv, &c.run);
-    if (prc >= 0) return prc;
+    int rc = qhx_chat_parse_args(argc, argv, &c.run);
+    if (rc >= 0) return rc;
     qhx_error err = {0};
-    int rc = QHX_EXIT_OK;
-    qhx_model_params mp = qhx_run_model_params(&c.run);
-    if (qhx_model_open(c.run.model, &mp, &c.m, &err)) return qhx_cli_runtime_error(CMD, &err);
-    qhx_session_params sp = qhx_session_default_params(c.m);
-    sp.n_ctx = c.run.ctx ? c.run.ctx : 4096;
-    if (qhx_model_max_context(c.m) > 0 && sp.n_ctx > qhx_model_max_context(c.m)) sp.n_ctx = qhx_model_max_context(c.m);
-    qhx_run_apply_sampling(&c.run, &sp);
-    qhx_run_catch_sigint();
-    sp.abort_cb = qhx_run_interrupted;
-    if (!c.m->tok) {
-        qhx_fail(&err, QHX_E_ARG, "%s: the model has no tokenizer.json", c.run.model);
-        rc = qhx_cli_runtime_error(CMD, &err);
-        goto done;
+    rc = open_chat(&c, &err);
+    if (rc < 0) {
+        c.first = true;
+        if (isatty(STDIN_FILENO)) editor_open(&c);
+        rc = loop(&c, &err);
+        editor_close(&c);
     }
-    if (qhx_session_create(c.m, &sp, &c.s, &err)) {
-        rc = qhx_cli_runtime_error(CMD, &err);
-        goto done;
-    }
-    c.first = true;
-    c.interactive = isatty(STDIN_FILENO);
-    char line[65536];
-    for (;;) {
-        if (c.interactive) {
-            fprintf(stderr, "> ");
-            fflush(stderr);
-        }
-        if (!fgets(line, sizeof line, stdin)) break;
-        size_t len = strlen(line);
-        if (len && line[len - 1] == '\n') line[--len] = '\0';
-        else if (len == sizeof line - 1) {
-            fprintf(stderr, "qhx chat: a line is longer than %zu bytes\n", sizeof line - 2);
-            rc = QHX_EXIT_RUNTIME;
-            break;
-        }
-        if (!len) continue;
-        if (line[0] == '/') {
-            if (command(&c, line, &err)) break;
-            continue;
-        }
-        int t = turn(&c, line, &err);
-        if (t >= 0) {
-            rc = t;
-            break;
-        }
-        if (qhx_run_interrupted(NULL)) {
-            rc = QHX_EXIT_INTERRUPTED;
-            break;
-        }
-    }
-done:
+    free(c.image);
     qhx_session_free(c.s);
     qhx_model_free(c.m);
     return rc;

@@ -157,6 +157,12 @@ int qhx_forge_parse_args(int argc, char **argv, qhx_forge_args *fa) {
     if (n_pos != 2)
         return qhx_cli_usage_error("forge", fa->random ? "--random needs FAMILY and OUT_DIR" : "needs HF_DIR and OUT_DIR");
     if (fa->random) {
+        static const char *const families[] = {"qwen3_5", "qwen3_vl"};
+        if (strcmp(pos[0], families[0]) && strcmp(pos[0], families[1])) {
+            const char *near = qhx_cli_closest(pos[0], families, 2);
+            return qhx_cli_usage_error("forge", "--random: unknown family '%s' (qwen3_5 or qwen3_vl%s%s%s)", pos[0],
+                                       near ? "; did you mean '" : "", near ? near : "", near ? "'?" : "");
+        }
         if (!p->preset) return qhx_cli_usage_error("forge", "--random needs --preset tiny|demo|2b");
         if (p->precision || p->lmhead || p->embed || p->name || p->max_context)
             return qhx_cli_usage_error("forge", "--precision/--lmhead/--embed/--name/--max-context are for conversion");

@@ -1,24 +1,30 @@
 /* qhx generate: continue a prompt, printing text as it is generated.
- *   qhx generate -m MODEL -p PROMPT [-n N] [sampling] [--chat [--system S] [--think|--no-think]]
- *   qhx generate -m MODEL --ids 1,2,3,... -n N --greedy --ignore-eos --print-ids [--image FILE]
+ *   qhx generate -m MODEL (-p PROMPT | -f FILE | --ids 1,2,3 | < stdin) [-n N] [sampling]
+ *                [--chat [--system S] [--think|--no-think]] [--image FILE] [--stop STR] [--json]
  * The prompt goes through the prompt path, then one decode step per new token; generation stops
- * at the run plan's stop ids (unless --ignore-eos) or after N tokens. A speed line goes to
- * stderr. Ctrl-C stops generation: what was generated stays printed, the exit code is 130. */
+ * at the run plan's stop ids (a chat also at its turn end; none with --ignore-eos), at a --stop
+ * string, after N tokens or when the context is full. A speed line goes to stderr. Ctrl-C
+ * stops generation: what was generated stays printed, the speed line says "interrupted", the
+ * exit code is 130. */
 #include "cli.h"
 #include "cli_args.h"
 #include "cli_model.h"
 #include "cli_run.h"
 
 #include "core/alloc.h"
+#include "core/time.h"
 #include "io/manifest.h"
 #include "models/family.h"
 #include "models/qwen3vl.h"
 #include "runtime/session.h"
 #include "text/tokenizer.h"
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char *CMD = "generate";
 
@@ -26,19 +32,58 @@ typedef qhx_generate_args gen_args;
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: qhx generate -m MODEL (-p PROMPT | --ids ID,ID,...) [options]\n"
+            "usage: qhx generate -m MODEL (-p PROMPT | -f FILE | --ids ID,ID,... | < PROMPT) [options]\n"
             "  -m, --model PATH     manifest, bundle folder or Hugging Face checkpoint folder\n"
-            "  -p, --prompt TEXT    the prompt (UTF-8)\n"
-            "  --ids LIST           the prompt as comma-separated token ids\n"
-            "  --image FILE         PNG or JPEG (Qwen3-VL). With -p --chat the image goes before the\n"
-            "                       text; with --ids the ids already hold <|vision_start|>, one\n"
-            "                       image-pad id per image token and <|vision_end|>\n"
-            "  --chat               wrap the prompt in the model's chat format (a user turn)\n"
+            "  -p, --prompt TEXT    the prompt (UTF-8); '-' reads it from stdin\n"
+            "  -f, --file FILE      the prompt from a file ('-': stdin). With no prompt option\n"
+            "                       the prompt is read from stdin when it is not a terminal\n"
+            "  --ids LIST           the prompt as token ids, separated by commas or spaces (the\n"
+            "                       output of qhx tokenize)\n"
+            "  --image FILE         PNG or JPEG (Qwen3-VL; one per prompt). With -p --chat the\n"
+            "                       image goes before the text; with --ids the ids already hold\n"
+            "                       <|vision_start|>, one image-pad id per image token and\n"
+            "                       <|vision_end|>\n"
+            "  --chat               wrap the prompt in the model's chat format (a user turn); the\n"
+            "                       answer stops at the format's end of turn\n"
             "  --system TEXT        system message (with --chat)\n"
             "  --think, --no-think  Qwen3.5 thinking mode (with --chat; default: the run plan's)\n"
             "  --print-ids          print the generated ids, space-separated, instead of text\n"
+            "  --json               print one JSON object instead of the text: text, ids, stop\n"
+            "                       reason, timings, seed\n"
+            "  --print-prompt       print the prompt as the model will read it (after the chat\n"
+            "                       format) and stop\n"
             "%s",
             QHX_RUN_OPTS_HELP);
+}
+
+static const char *const GEN_NAMES[] = {"-p", "--prompt", "-f", "--file", "--ids", "--image", "--chat",
+                                        "--print-ids", "--json", "--print-prompt", "--help"};
+
+static int unknown(const char *arg) {
+    const char *names[64];
+    size_t n = 0;
+    for (size_t k = 0; k < QHX_RUN_N_OPT_NAMES && n < 64; k++) names[n++] = QHX_RUN_OPT_NAMES[k];
+    for (size_t k = 0; k < sizeof GEN_NAMES / sizeof GEN_NAMES[0] && n < 64; k++) names[n++] = GEN_NAMES[k];
+    return qhx_cli_unknown_option(CMD, arg, names, n);
+}
+
+/* -p/--prompt, -f/--file, --ids, --image: each once. */
+static int parse_prompt_opt(int argc, char **argv, int *i, gen_args *a) {
+    const char *o = argv[*i];
+    if (*i + 1 >= argc) return qhx_cli_usage_error(CMD, "%s needs a value", o);
+    const char *v = argv[++*i];
+    if (!strcmp(o, "--image")) {
+        if (a->image) return qhx_cli_usage_error(CMD, "a second --image: one image per prompt (several are not supported yet)");
+        a->image = v;
+        return 0;
+    }
+    if (a->prompt || a->prompt_file || a->ids_arg)
+        return qhx_cli_usage_error(CMD, "give one of -p PROMPT, -f FILE and --ids LIST, once");
+    if (!strcmp(o, "--ids")) a->ids_arg = v;
+    else if (!strcmp(o, "-f") || !strcmp(o, "--file") || !strcmp(v, "-")) a->prompt_file = v;
+    else if (!*v) return qhx_cli_usage_error(CMD, "-p: the prompt is empty");
+    else a->prompt = v;
+    return 0;
 }
 
 int qhx_generate_parse_args(int argc, char **argv, gen_args *a) {
@@ -53,146 +98,276 @@ int qhx_generate_parse_args(int argc, char **argv, gen_args *a) {
         int r = qhx_run_parse_opt(CMD, argc, argv, &i, &a->run);
         if (r > 1) return r;
         if (r == 1) continue;
-        if (!strcmp(o, "--chat")) { a->chat = true; continue; }
-        if (!strcmp(o, "--print-ids")) { a->print_ids = true; continue; }
-        if (!strcmp(o, "-p") || !strcmp(o, "--prompt") || !strcmp(o, "--ids") || !strcmp(o, "--image")) {
-            if (i + 1 >= argc) return qhx_cli_usage_error(CMD, "%s needs a value", o);
-            const char *v = argv[++i];
-            if (!strcmp(o, "--ids")) a->ids_arg = v;
-            else if (!strcmp(o, "--image")) a->image = v;
-            else a->prompt = v;
-            continue;
-        }
-        return qhx_cli_usage_error(CMD, "unknown option '%s'", o);
+        if (!strcmp(o, "--chat")) a->chat = true;
+        else if (!strcmp(o, "--print-ids")) a->print_ids = true;
+        else if (!strcmp(o, "--json")) a->json = true;
+        else if (!strcmp(o, "--print-prompt")) a->print_prompt = true;
+        else if (!strcmp(o, "-p") || !strcmp(o, "--prompt") || !strcmp(o, "-f") || !strcmp(o, "--file") ||
+                 !strcmp(o, "--ids") || !strcmp(o, "--image")) {
+            if ((r = parse_prompt_opt(argc, argv, &i, a))) return r;
+        } else return unknown(o);
     }
     if (!a->run.model) return qhx_cli_usage_error(CMD, "missing -m MODEL");
-    if (!a->prompt == !a->ids_arg) return qhx_cli_usage_error(CMD, "give exactly one of -p PROMPT and --ids LIST");
-    if (a->chat && a->ids_arg) return qhx_cli_usage_error(CMD, "--chat needs a text prompt (-p)");
+    if (!a->prompt && !a->prompt_file && !a->ids_arg) {
+        a->prompt_file = "-";
+        a->prompt_implicit = true;
+    }
+    if (a->chat && a->ids_arg) return qhx_cli_usage_error(CMD, "--chat needs a text prompt (-p or -f)");
     if ((a->run.system || a->run.think >= 0) && !a->chat) return qhx_cli_usage_error(CMD, "--system/--think/--no-think need --chat");
-    if (a->image && a->prompt && !a->chat) return qhx_cli_usage_error(CMD, "--image with -p needs --chat (the image goes into the user turn)");
-    if (a->run.n_new < 0) a->run.n_new = 128;
+    if (a->image && !a->ids_arg && !a->chat) return qhx_cli_usage_error(CMD, "--image with a text prompt needs --chat (the image goes into the user turn)");
+    if (a->print_ids && a->json) return qhx_cli_usage_error(CMD, "--print-ids and --json: choose one");
+    if (a->run.n_new == 0) a->run.n_new = 128;
     return -1;
 }
 
-/* The prompt as ids: parsed --ids, or the (chat-formatted) text tokenized. With an image and a
- * chat prompt, the user turn holds the image placeholder expanded to n_image_tokens pads. */
-static qhx_status prompt_ids(const qhx_model *m, const gen_args *a, int64_t n_image_tokens, int32_t **ids,
-                             size_t *n, qhx_error *err) {
-    *ids = NULL;
-    *n = 0;
-    if (a->ids_arg) {
-        int64_t cnt;
-        char why[160];
-        if (qhx_cli_parse_ids(a->ids_arg, ids, &cnt, why, sizeof why))
-            return qhx_fail(err, QHX_E_ARG, "--ids: %s", why);
-        *n = (size_t)cnt;
+/* ---- the prompt ---------------------------------------------------------------------------- */
+
+/* The prompt text, chat-formatted when asked, with n_image_tokens pads for an image. */
+static qhx_status prompt_text(const qhx_model *m, const gen_args *a, const char *user, int64_t n_image_tokens,
+                              char **out, qhx_error *err) {
+    *out = NULL;
+    if (!a->chat) {
+        size_t n = strlen(user);
+        if (!(*out = qhx_malloc(n + 1))) return qhx_fail(err, QHX_E_NOMEM, "out of memory");
+        memcpy(*out, user, n + 1);
         return QHX_OK;
     }
-    if (!m->tok) return qhx_fail(err, QHX_E_ARG, "%s: the model has no tokenizer.json: use --ids", a->run.model);
-    const char *text = a->prompt;
-    char *formatted = NULL;
-    if (a->chat) {
-        qhx_chat_part parts[2] = {{.text = NULL, .image_tokens = (int32_t)n_image_tokens},
-                                  {.text = a->prompt, .text_len = strlen(a->prompt)}};
-        qhx_chat_message msgs[2];
-        size_t nm = 0;
-        if (a->run.system) msgs[nm++] = (qhx_chat_message){.role = "system", .content = a->run.system};
-        msgs[nm++] = a->image ? (qhx_chat_message){.role = "user", .parts = parts, .n_parts = 2}
-                              : (qhx_chat_message){.role = "user", .content = a->prompt};
-        int think = a->run.think >= 0 ? a->run.think : (m->plan && m->plan->generation.thinking);
-        qhx_chat_options opt = {.add_generation_prompt = 1, .enable_thinking = think};
-        size_t len;
-        qhx_chat_family fam = m->family == QHX_FAMILY_QWEN3_VL ? QHX_CHAT_QWEN3VL : QHX_CHAT_QWEN35;
-        qhx_status rc = qhx_tok_chat_format(fam, msgs, nm, &opt, &formatted, &len, err);
-        if (rc) return rc;
-        text = formatted;
+    qhx_chat_part parts[2] = {{.text = NULL, .image_tokens = (int32_t)n_image_tokens},
+                              {.text = user, .text_len = strlen(user)}};
+    qhx_chat_message msgs[2];
+    size_t nm = 0;
+    if (a->run.system) msgs[nm++] = (qhx_chat_message){.role = "system", .content = a->run.system};
+    msgs[nm++] = a->image ? (qhx_chat_message){.role = "user", .parts = parts, .n_parts = 2}
+                          : (qhx_chat_message){.role = "user", .content = user};
+    int think = a->run.think >= 0 ? a->run.think : (m->plan && m->plan->generation.thinking);
+    qhx_chat_options opt = {.add_generation_prompt = 1, .enable_thinking = think};
+    qhx_chat_family fam = m->family == QHX_FAMILY_QWEN3_VL ? QHX_CHAT_QWEN3VL : QHX_CHAT_QWEN35;
+    size_t len;
+    return qhx_tok_chat_format(fam, msgs, nm, &opt, out, &len, err);
+}
+
+static qhx_status encode(const qhx_model *m, const char *text, int32_t **ids, size_t *n, qhx_error *err) {
+    if (!m->tok) return qhx_fail(err, QHX_E_ARG, "the model has no tokenizer.json: use --ids");
+    return qhx_tok_encode_alloc(m->tok, text, strlen(text), ids, n, err);
+}
+
+/* ---- running ------------------------------------------------------------------------------- */
+
+typedef struct run {
+    gen_args a;
+    char *user;               /* the prompt text read from -f / stdin (owned), or NULL */
+    qhx_model *m;
+    qhx_session *s;
+    int32_t *ids;
+    size_t n_ids;
+    qhx_vl_image im;
+    qhx_run_context ctx;
+    qhx_run_out out;
+    double load_s;
+    uint64_t seed;
+    bool sampling;
+    qhx_error err;
+} run;
+
+/* The text prompt: -p, or read from -f FILE / stdin. Returns an exit code >= 0 on failure. */
+static int read_prompt(run *r) {
+    gen_args *a = &r->a;
+    if (a->prompt || a->ids_arg) return -1;
+    if (a->prompt_implicit && isatty(STDIN_FILENO))
+        return qhx_cli_usage_error(CMD, "missing -p PROMPT (or -f FILE, or the prompt on stdin)");
+    size_t len;
+    if (qhx_cli_read_text(a->prompt_file, &r->user, &len, &r->err)) return qhx_cli_runtime_error(CMD, &r->err);
+    if (!len) return qhx_cli_usage_error(CMD, "the prompt from %s is empty", strcmp(a->prompt_file, "-") ? a->prompt_file : "stdin");
+    if (strlen(r->user) != len) return qhx_cli_usage_error(CMD, "the prompt holds a NUL byte");
+    a->prompt = r->user;
+    return -1;
+}
+
+/* Checks that need the model: what the options ask must be something it does. */
+static int check_model_options(run *r) {
+    const gen_args *a = &r->a;
+    const qhx_qwen3vl *vl = qhx_qwen3vl_of(r->m);
+    if (a->run.think >= 0 && r->m->family == QHX_FAMILY_QWEN3_VL)
+        return qhx_cli_usage_error(CMD, "--think/--no-think: Qwen3-VL Instruct has no thinking mode");
+    if (!a->image) return -1;
+    if (!vl) {
+        qhx_fail(&r->err, QHX_E_UNSUPPORTED, "--image needs a Qwen3-VL model");
+        return qhx_cli_runtime_error(CMD, &r->err);
     }
-    qhx_status rc = qhx_tok_encode_alloc(m->tok, text, strlen(text), ids, n, err);
-    qhx_free(formatted);
-    if (rc == QHX_OK && *n == 0) rc = qhx_fail(err, QHX_E_ARG, "the prompt is empty");
+    if (r->m->plan && r->m->plan->host_op == QHX_HOST_OP_QWEN3_VL_TEXT_GENERATE) {
+        qhx_fail(&r->err, QHX_E_UNSUPPORTED, "%s: the run plan's host-op qwen3_vl_text_generate takes no images (use the -vlm- manifest)",
+                 a->image);
+        return qhx_cli_runtime_error(CMD, &r->err);
+    }
+    return -1;
+}
+
+/* The prompt ids, with the image (if any) encoded within the context's room. */
+static qhx_status build_prompt(run *r) {
+    const gen_args *a = &r->a;
+    qhx_error *err = &r->err;
+    if (a->ids_arg) {
+        if (a->image && qhx_qwen3vl_image_load(qhx_qwen3vl_of(r->m), a->image, &r->im, err)) return err->code;
+        return QHX_OK; /* parsed by the caller */
+    }
+    char *text = NULL;
+    qhx_status rc = prompt_text(r->m, a, a->prompt, 1, &text, err);
+    if (!rc) rc = encode(r->m, text, &r->ids, &r->n_ids, err);
+    qhx_free(text);
+    if (rc || !a->image) return rc;
+    /* the image: the room the text and the answer leave, decided before the tower runs */
+    int64_t n_text = (int64_t)r->n_ids - 1, answer = a->run.n_new > 0 ? a->run.n_new : 1;
+    int64_t room = r->ctx.limit - n_text - answer, budget = room;
+    if (a->run.image_max_tokens && a->run.image_max_tokens < budget) budget = a->run.image_max_tokens;
+    if (budget < 1) {
+        char advice[160];
+        qhx_run_context_advice(&r->ctx, advice, sizeof advice);
+        return qhx_fail(err, QHX_E_LIMIT, "the prompt (%lld tokens) and the answer (%lld) leave no room for the image in the context of %lld%s",
+                        (long long)n_text, (long long)answer, (long long)r->ctx.limit, advice);
+    }
+    if (a->run.verbose) fprintf(stderr, "qhx: the image may take up to %lld tokens\n", (long long)budget);
+    if ((rc = qhx_qwen3vl_image_load_capped(qhx_qwen3vl_of(r->m), a->image, budget, &r->im, err))) return rc;
+    qhx_free(r->ids);
+    r->ids = NULL;
+    if ((rc = prompt_text(r->m, a, a->prompt, r->im.n_tokens, &text, err))) return rc;
+    rc = encode(r->m, text, &r->ids, &r->n_ids, err);
+    qhx_free(text);
     return rc;
 }
 
-/* --print-ids: ids space-separated on one line. */
-static int print_id(void *user, qhx_token t, const char *text, size_t len) {
-    (void)text;
-    (void)len;
-    int *count = user;
-    if (t >= 0) printf((*count)++ ? " %d" : "%d", t);
-    fflush(stdout); /* streamed, as text is */
-    return 0;
+/* --json: one object on stdout. Text that is not valid UTF-8 (a tail cut by -n) gets '?' for
+ * its non-ASCII bytes, as JSON must be UTF-8. */
+static void print_json(const run *r, const qhx_generate_stats *st, const char *stop) {
+    const qhx_run_out *o = &r->out;
+    json_t *text = json_stringn(o->text ? o->text : "", o->n_text);
+    if (!text) {
+        char *copy = malloc(o->n_text + 1);
+        for (size_t k = 0; copy && k < o->n_text; k++) copy[k] = (unsigned char)o->text[k] >= 0x80 ? '?' : o->text[k];
+        text = copy ? json_stringn(copy, o->n_text) : json_string("");
+        free(copy);
+    }
+    json_t *ids = json_array();
+    for (size_t k = 0; k < o->n_ids; k++) json_array_append_new(ids, json_integer(o->ids[k]));
+    double first = o->t_first_ns ? (double)(o->t_first_ns - o->t_start_ns) / 1e6 : 0;
+    json_t *obj = json_pack("{s:o, s:o, s:s, s:I, s:b, s:I, s:I, s:f, s:f, s:f, s:f}", "text", text, "ids", ids,
+                            "stop", stop, "seed", (json_int_t)r->seed, "sampling", r->sampling, "n_prompt",
+                            (json_int_t)st->n_prompt, "n_generated", (json_int_t)st->n_generated, "load_ms",
+                            r->load_s * 1000.0, "first_token_ms", first, "prompt_ms", st->prefill_ms,
+                            "generate_ms", st->decode_ms);
+    char *s = obj ? json_dumps(obj, JSON_COMPACT) : NULL;
+    if (s) printf("%s\n", s);
+    fflush(stdout);
+    free(s);
+    json_decref(obj);
+}
+
+/* Session, prompt, generation, output. Returns the exit code. */
+static int generate(run *r) {
+    gen_args *a = &r->a;
+    qhx_error *err = &r->err;
+    int64_t n_ctx = a->run.n_new > 0 ? (int64_t)r->n_ids + a->run.n_new : r->ctx.limit;
+    if ((int64_t)r->n_ids + (a->run.n_new > 0 ? a->run.n_new : 1) > r->ctx.limit) {
+        char advice[160];
+        qhx_run_context_advice(&r->ctx, advice, sizeof advice);
+        if (r->ctx.by_flag)
+            qhx_fail(err, QHX_E_LIMIT, "prompt (%zu tokens) + generation (%lld) need %lld tokens of context; --ctx is %lld%s",
+                     r->n_ids, (long long)a->run.n_new, (long long)r->n_ids + a->run.n_new, (long long)r->ctx.limit, advice);
+        else
+            qhx_fail(err, QHX_E_LIMIT, "prompt (%zu tokens) + generation (%lld) exceed the model's context of %lld tokens%s",
+                     r->n_ids, (long long)(a->run.n_new > 0 ? a->run.n_new : 1), (long long)r->ctx.limit, advice);
+        return qhx_cli_runtime_error(CMD, err);
+    }
+    if (r->ctx.by_flag) n_ctx = r->ctx.limit;
+    if (a->run.n_new < 0 && r->ctx.by_memory)
+        fprintf(stderr, "qhx: context limited to %lld tokens by the free memory (the model was trained for %lld)\n",
+                (long long)r->ctx.limit, (long long)r->ctx.trained);
+    qhx_session_params sp = qhx_session_default_params(r->m);
+    sp.n_ctx = n_ctx;
+    qhx_run_apply_sampling(&a->run, &sp);
+    r->seed = sp.sampling.seed;
+    r->sampling = qhx_run_samples(&sp);
+    if (a->run.verbose)
+        fprintf(stderr, "qhx: context %lld tokens (trained %lld), %s, seed %llu\n", (long long)n_ctx,
+                (long long)r->ctx.trained, r->sampling ? "sampling" : "greedy", (unsigned long long)r->seed);
+    qhx_run_catch_sigint();
+    sp.abort_cb = qhx_run_interrupted;
+    if (qhx_session_create(r->m, &sp, &r->s, err)) return qhx_cli_runtime_error(CMD, err);
+    const qhx_qwen3vl *vl = qhx_qwen3vl_of(r->m);
+    qhx_run_out_init(&r->out, &a->run, a->print_ids, a->json);
+    if (vl && qhx_qwen3vl_attach(qhx_session_state(r->s), a->image ? &r->im : NULL, r->ids, (int64_t)r->n_ids, err))
+        return qhx_cli_runtime_error(CMD, err);
+    if (qhx_session_feed(r->s, r->ids, r->n_ids, err)) return qhx_cli_runtime_error(CMD, err);
+    int64_t max_tokens = a->run.n_new > 0 ? a->run.n_new : n_ctx - (int64_t)r->n_ids;
+    qhx_generate_params gp = {.max_tokens = max_tokens, .ignore_stop = a->run.ignore_eos,
+                              .stop_at_turn_end = a->chat && !a->run.ignore_eos, .on_token = qhx_run_on_token,
+                              .user = &r->out};
+    qhx_generate_stats st = {0};
+    qhx_status grc = qhx_session_generate(r->s, &gp, &st, err);
+    qhx_run_out_finish(&r->out);
+    bool stopped = grc == QHX_E_ABORTED;
+    bool full = a->run.n_new < 0 && st.stop == QHX_STOP_LENGTH;
+    const char *stop = qhx_run_stop_name(&st, &r->out, full, stopped);
+    if (a->json && !grc) print_json(r, &st, stop);
+    else if (!a->json) {
+        printf("\n");
+        fflush(stdout);
+    }
+    if (stopped) {
+        qhx_run_print_speed(CMD, r->load_s, &st, &r->out, stop, true);
+        return QHX_EXIT_INTERRUPTED;
+    }
+    if (grc) return qhx_cli_runtime_error(CMD, err);
+    if (r->out.failed) {
+        qhx_fail(err, QHX_E_NOMEM, "out of memory while collecting the output");
+        return qhx_cli_runtime_error(CMD, err);
+    }
+    if (!a->run.quiet) qhx_run_print_speed(CMD, r->load_s, &st, &r->out, stop, false);
+    return QHX_EXIT_OK;
+}
+
+static int run_all(run *r) {
+    gen_args *a = &r->a;
+    qhx_error *err = &r->err;
+    int rc = read_prompt(r);
+    if (rc >= 0) return rc;
+    if (a->ids_arg) {
+        int64_t cnt;
+        char why[160];
+        if (qhx_cli_parse_ids(a->ids_arg, &r->ids, &cnt, why, sizeof why)) return qhx_cli_usage_error(CMD, "--ids: %s", why);
+        r->n_ids = (size_t)cnt;
+    }
+    if (qhx_cli_check_model_path(a->run.model, err)) return qhx_cli_runtime_error(CMD, err);
+    uint64_t t0 = qhx_time_ns();
+    qhx_model_params mp = qhx_run_model_params(&a->run);
+    if (qhx_model_open(a->run.model, &mp, &r->m, err)) return qhx_cli_runtime_error(CMD, err);
+    r->load_s = (double)(qhx_time_ns() - t0) / 1e9;
+    if ((rc = check_model_options(r)) >= 0) return rc;
+    if (qhx_run_context_of(r->m, &a->run, &r->ctx, err)) return qhx_cli_runtime_error(CMD, err);
+    if (a->print_prompt && !a->ids_arg) {
+        char *text = NULL;
+        if (prompt_text(r->m, a, a->prompt, 0, &text, err)) return qhx_cli_runtime_error(CMD, err);
+        fputs(text, stdout);
+        fflush(stdout);
+        qhx_free(text);
+        return QHX_EXIT_OK;
+    }
+    if (a->chat) qhx_run_chat_template_note(r->m);
+    if (build_prompt(r)) return qhx_cli_runtime_error(CMD, err);
+    if (r->n_ids == 0) return qhx_cli_usage_error(CMD, "the prompt is empty");
+    return generate(r);
 }
 
 int qhx_cmd_generate(int argc, char **argv) {
-    gen_args a;
-    int rc = qhx_generate_parse_args(argc, argv, &a);
+    run r;
+    memset(&r, 0, sizeof r);
+    int rc = qhx_generate_parse_args(argc, argv, &r.a);
     if (rc >= 0) return rc;
-
-    qhx_error err = {0};
-    qhx_model *m = NULL;
-    qhx_session *s = NULL;
-    int32_t *ids = NULL;
-    size_t n_ids = 0;
-    qhx_vl_image im = {0};
-    qhx_generate_stats st = {0};
-    int n_printed = 0;
-    qhx_model_params mp = qhx_run_model_params(&a.run);
-    if (qhx_model_open(a.run.model, &mp, &m, &err)) goto fail;
-    const qhx_qwen3vl *vl = qhx_qwen3vl_of(m);
-    if (a.image) {
-        if (!vl) {
-            qhx_fail(&err, QHX_E_UNSUPPORTED, "--image needs a Qwen3-VL model");
-            goto fail;
-        }
-        if (m->plan && m->plan->host_op == QHX_HOST_OP_QWEN3_VL_TEXT_GENERATE) {
-            qhx_fail(&err, QHX_E_UNSUPPORTED, "%s: the run plan's host-op qwen3_vl_text_generate takes no images (use the -vlm- manifest)",
-                     a.image);
-            goto fail;
-        }
-        if (qhx_qwen3vl_image_load(vl, a.image, &im, &err)) goto fail;
-    }
-    if (prompt_ids(m, &a, im.n_tokens, &ids, &n_ids, &err)) goto fail;
-    int64_t need = (int64_t)n_ids + a.run.n_new;
-    int64_t max_ctx = qhx_model_max_context(m);
-    if (a.run.ctx && a.run.ctx < need) {
-        qhx_fail(&err, QHX_E_LIMIT, "prompt (%zu tokens) + generation (%lld) need %lld tokens of context; --ctx is %lld",
-                 n_ids, (long long)a.run.n_new, (long long)need, (long long)a.run.ctx);
-        goto fail;
-    }
-    if (max_ctx > 0 && need > max_ctx) {
-        qhx_fail(&err, QHX_E_LIMIT, "prompt (%zu tokens) + generation (%lld) exceed the model's context of %lld tokens",
-                 n_ids, (long long)a.run.n_new, (long long)max_ctx);
-        goto fail;
-    }
-    qhx_session_params sp = qhx_session_default_params(m);
-    sp.n_ctx = a.run.ctx ? a.run.ctx : need;
-    qhx_run_apply_sampling(&a.run, &sp);
-    qhx_run_catch_sigint();
-    sp.abort_cb = qhx_run_interrupted;
-    if (qhx_session_create(m, &sp, &s, &err)) goto fail;
-    if (vl && qhx_qwen3vl_attach(qhx_session_state(s), a.image ? &im : NULL, ids, (int64_t)n_ids, &err)) goto fail;
-    if (qhx_session_feed(s, ids, n_ids, &err)) goto fail;
-    qhx_generate_params gp = {.max_tokens = a.run.n_new, .ignore_stop = a.run.ignore_eos};
-    if (a.print_ids) {
-        gp.on_token = print_id;
-        gp.user = &n_printed;
-    } else {
-        gp.on_token = qhx_run_print_text;
-    }
-    qhx_status grc = qhx_session_generate(s, &gp, &st, &err);
-    printf("\n");
-    fflush(stdout);
-    if (grc) goto fail; /* the error is the one stderr line (Ctrl-C included) */
-    if (!a.run.quiet) qhx_run_print_stats(&st);
-    rc = QHX_EXIT_OK;
-    goto done;
-fail:
-    fflush(stdout);
-    rc = qhx_cli_runtime_error(CMD, &err);
-done:
-    qhx_session_free(s);
-    qhx_vl_image_deinit(&im);
-    qhx_model_free(m);
-    qhx_free(ids);
+    rc = run_all(&r);
+    qhx_run_out_free(&r.out);
+    qhx_session_free(r.s);
+    qhx_vl_image_deinit(&r.im);
+    qhx_model_free(r.m);
+    qhx_free(r.ids);
+    qhx_free(r.user);
     return rc;
 }

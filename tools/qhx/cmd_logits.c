@@ -87,6 +87,15 @@ int qhx_cmd_logits(int argc, char **argv) {
     qhx_model_params mp = qhx_model_default_params();
     mp.n_threads = (int)threads;
     if (qhx_model_open(model_dir, &mp, &m, &err)) goto fail;
+    qhx_run_opts defaults;
+    qhx_run_opts_init(&defaults);
+    qhx_run_context ctx;
+    if (qhx_run_context_of(m, &defaults, &ctx, &err)) goto fail;
+    if (n_ids > ctx.limit) {
+        qhx_fail(&err, QHX_E_LIMIT, "%lld ids exceed the model's context of %lld tokens", (long long)n_ids,
+                 (long long)ctx.limit);
+        goto fail;
+    }
     qhx_run_catch_sigint(); /* Ctrl-C: stop between layers, leave no output file, exit 130 */
     qhx_session_params sp = {.n_ctx = n_ids, .abort_cb = qhx_run_interrupted};
     if (qhx_session_create(m, &sp, &s, &err)) goto fail;

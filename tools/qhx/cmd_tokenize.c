@@ -18,11 +18,15 @@ static const char *CMD = "tokenize";
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: qhx tokenize --tokenizer PATH [--jsonl | --save-binary FILE]\n"
+            "usage: qhx tokenize (-m MODEL | --tokenizer PATH) [--pieces | --jsonl | --save-binary FILE]\n"
             "  Reads UTF-8 text on stdin (all of it, newlines included, as one text) and prints\n"
             "  its token ids, space-separated, on one line (as encode(text,\n"
             "  add_special_tokens=False) of the Hugging Face tokenizers library).\n"
+            "  -m, --model PATH    the model whose tokenizer to use (a manifest, a bundle or a\n"
+            "                      checkpoint folder); the ids go back into qhx generate --ids\n"
             "  --tokenizer PATH    tokenizer.json, tokenizer.qhxtok, or a model folder holding one\n"
+            "  --pieces            one line per token: its id, a tab, and its text (\\n, \\t, \\\\ and\n"
+            "                      \\xNN for control characters and bytes that are not whole UTF-8)\n"
             "  --jsonl             read lines {\"text\": \"...\"}; write, in order, lines {\"ids\": [...]}\n"
             "  --save-binary FILE  write the tokenizer's compact binary form (.qhxtok) and exit;\n"
             "                      saved as tokenizer.qhxtok next to tokenizer.json it is used\n"
@@ -111,6 +115,44 @@ static int run_jsonl(qhx_tok *tok) {
     return rc;
 }
 
+/* Bytes of s[0..n) that are whole UTF-8 from the start (a token's text may end inside a
+ * character that the next token completes). */
+static size_t utf8_prefix(const unsigned char *s, size_t n) {
+    size_t i = 0;
+    while (i < n) {
+        unsigned char c = s[i];
+        size_t k = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+        if (!k || i + k > n) break;
+        size_t j = 1;
+        while (j < k && (s[i + j] & 0xC0) == 0x80) j++;
+        if (j < k) break;
+        i += k;
+    }
+    return i;
+}
+
+/* --pieces: each token's own text on its line, escaped so a line stays a line. */
+static int print_pieces(FILE *out, const qhx_tok *tok, const int32_t *ids, size_t n, qhx_error *err) {
+    for (size_t k = 0; k < n; k++) {
+        char *text = NULL;
+        size_t len = 0;
+        if (qhx_tok_decode_alloc(tok, &ids[k], 1, 0, &text, &len, err)) return -1;
+        fprintf(out, "%d\t", (int)ids[k]);
+        size_t ok = utf8_prefix((const unsigned char *)text, len);
+        for (size_t i = 0; i < len; i++) {
+            unsigned char c = (unsigned char)text[i];
+            if (c == '\n') fputs("\\n", out);
+            else if (c == '\t') fputs("\\t", out);
+            else if (c == '\\') fputs("\\\\", out);
+            else if (c < 0x20 || c == 0x7f || (i >= ok && c >= 0x80)) fprintf(out, "\\x%02X", c);
+            else fputc(c, out);
+        }
+        fputc('\n', out);
+        qhx_free(text);
+    }
+    return ferror(out) ? -1 : 0;
+}
+
 int qhx_tokenize_parse_args(int argc, char **argv, qhx_tokenize_args *t) {
     memset(t, 0, sizeof *t);
     for (int i = 1; i < argc; i++) {
@@ -123,20 +165,24 @@ int qhx_tokenize_parse_args(int argc, char **argv, qhx_tokenize_args *t) {
             t->jsonl = true;
             continue;
         }
-        if (!strcmp(a, "--tokenizer") || !strcmp(a, "--save-binary")) {
+        if (!strcmp(a, "--pieces")) {
+            t->pieces = true;
+            continue;
+        }
+        bool is_path = !strcmp(a, "--tokenizer") || !strcmp(a, "-m") || !strcmp(a, "--model");
+        if (is_path || !strcmp(a, "--save-binary")) {
             if (i + 1 >= argc) return qhx_cli_usage_error(CMD, "%s needs a value", a);
-            if (!strcmp(a, "--tokenizer")) t->path = argv[++i];
+            if (is_path && t->path) return qhx_cli_usage_error(CMD, "give one of -m MODEL and --tokenizer PATH, once");
+            if (is_path) t->path = argv[++i];
             else t->save = argv[++i];
             continue;
         }
-        if (!strncmp(a, "--tokenizer=", 12)) {
-            t->path = a + 12;
-            continue;
-        }
-        return qhx_cli_usage_error(CMD, "unknown argument '%s'", a);
+        static const char *const names[] = {"-m", "--model", "--tokenizer", "--jsonl", "--pieces", "--save-binary", "--help"};
+        return qhx_cli_unknown_option(CMD, a, names, sizeof names / sizeof names[0]);
     }
-    if (!t->path || !*t->path) return qhx_cli_usage_error(CMD, "missing --tokenizer PATH");
-    if (t->save && t->jsonl) return qhx_cli_usage_error(CMD, "--save-binary and --jsonl do not go together");
+    if (!t->path || !*t->path) return qhx_cli_usage_error(CMD, "missing -m MODEL (or --tokenizer PATH)");
+    if ((t->save != NULL) + t->jsonl + t->pieces > 1)
+        return qhx_cli_usage_error(CMD, "--save-binary, --jsonl and --pieces: choose one");
     return -1;
 }
 
@@ -165,7 +211,9 @@ int qhx_cmd_tokenize(int argc, char **argv) {
             rc = QHX_EXIT_RUNTIME;
         } else if (qhx_tok_encode_alloc(tok, text, len, &ids, &n, &err) != QHX_OK) {
             rc = qhx_cli_runtime_error(CMD, &err);
-        } else if (print_ids(stdout, ids, n, 0) || fflush(stdout)) {
+        } else if (t.pieces && print_pieces(stdout, tok, ids, n, &err)) {
+            rc = err.msg[0] ? qhx_cli_runtime_error(CMD, &err) : QHX_EXIT_RUNTIME;
+        } else if (!t.pieces && (print_ids(stdout, ids, n, 0) || fflush(stdout))) {
             fprintf(stderr, "qhx %s: cannot write the output\n", CMD);
             rc = QHX_EXIT_RUNTIME;
         }

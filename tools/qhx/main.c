@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -45,6 +46,56 @@ static void catch_sigbus(void) {
     sigaction(SIGBUS, &sa, NULL);
 }
 
+/* Options whose value is free text: "--name=value" right after one of them is that text, not
+ * an option (a prompt may well read "--x=1"). */
+static int takes_text(const char *a) {
+    static const char *const text_opts[] = {"-p", "--prompt", "--system", "--system-prompt", "-sys",
+                                            "--stop", "-r", "--reverse-prompt", "--ids"};
+    for (size_t k = 0; k < sizeof text_opts / sizeof text_opts[0]; k++)
+        if (!strcmp(a, text_opts[k])) return 1;
+    return 0;
+}
+
+/* "--name=value" as two arguments, as llama.cpp and most GNU tools take them, for every
+ * subcommand at once. Nothing is split after "--" or in the value of a text option. Returns a
+ * new argv (owned: free; its strings point into argv or into the same block), or NULL when
+ * out of memory. */
+static char **split_eq_forms(int argc, char **argv, int *argc_out) {
+    size_t bytes = sizeof(char *) * (2 * (size_t)argc + 1);
+    for (int i = 0; i < argc; i++) bytes += strlen(argv[i]) + 1;
+    char **out = malloc(bytes);
+    if (!out) return NULL;
+    char *pool = (char *)(out + 2 * (size_t)argc + 1);
+    int n = 0, raw = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i], *eq = strchr(a, '=');
+        int split = !raw && i > 0 && !strncmp(a, "--", 2) && a[2] && eq && eq > a + 2 && !takes_text(argv[i - 1]);
+        if (!strcmp(a, "--")) raw = 1;
+        if (!split) {
+            out[n++] = argv[i];
+            continue;
+        }
+        size_t k = (size_t)(eq - a);
+        memcpy(pool, a, k);
+        pool[k] = '\0';
+        out[n++] = pool;
+        pool += k + 1;
+        out[n++] = (char *)eq + 1;
+    }
+    out[n] = NULL;
+    *argc_out = n;
+    return out;
+}
+
+static int unknown_command(const char *cmd) {
+    const char *names[sizeof COMMANDS / sizeof COMMANDS[0]];
+    for (size_t i = 0; i < N_COMMANDS; i++) names[i] = COMMANDS[i].name;
+    const char *near = qhx_cli_closest(cmd, names, N_COMMANDS);
+    if (near) fprintf(stderr, "qhx: unknown command '%s' (did you mean '%s'? try 'qhx --help')\n", cmd, near);
+    else fprintf(stderr, "qhx: unknown command '%s' (try 'qhx --help')\n", cmd);
+    return QHX_EXIT_USAGE;
+}
+
 int main(int argc, char **argv) {
     catch_sigbus();
     if (argc < 2) {
@@ -60,8 +111,17 @@ int main(int argc, char **argv) {
         printf("qhx %s\n", qhx_version());
         return 0;
     }
-    for (size_t i = 0; i < N_COMMANDS; i++)
-        if (!strcmp(cmd, COMMANDS[i].name)) return COMMANDS[i].fn(argc - 1, argv + 1);
-    fprintf(stderr, "qhx: unknown command '%s' (try 'qhx --help')\n", cmd);
-    return QHX_EXIT_USAGE;
+    for (size_t i = 0; i < N_COMMANDS; i++) {
+        if (strcmp(cmd, COMMANDS[i].name)) continue;
+        int n;
+        char **args = split_eq_forms(argc - 1, argv + 1, &n);
+        if (!args) {
+            fprintf(stderr, "qhx: out of memory\n");
+            return QHX_EXIT_RUNTIME;
+        }
+        int rc = COMMANDS[i].fn(n, args);
+        free(args);
+        return rc;
+    }
+    return unknown_command(cmd);
 }

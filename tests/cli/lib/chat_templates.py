@@ -1,0 +1,162 @@
+#!/usr/bin/env python3
+"""The built-in chat formats against released chat templates, token for token.
+
+For every template TEMPLATES_DIR/NAME.jinja (with NAME.json: {"family": "qwen3_5" | "qwen3_vl",
+"source": ..., "sha256": ...}) this renders a matrix of conversations with Jinja2 the way
+Hugging Face transformers' apply_chat_template does (a sandboxed environment with trim_blocks
+and lstrip_blocks, raise_exception, tojson without ASCII escaping), renders the same
+conversations with `qhx chat-format`, tokenizes both with `qhx tokenize` and compares the ids.
+A conversation the built-in format refuses (tools) is listed, not failed: a refusal is an
+error the user sees, not a wrong prompt.
+
+Usage: chat_templates.py QHX TEMPLATES_DIR QWEN35_MODEL QWEN3VL_MODEL
+Exit: 0 all rendered conversations equal, 1 a difference (the first diverging token is shown),
+77 no template to check.
+"""
+import hashlib
+import itertools
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import jinja2
+import jinja2.sandbox
+
+
+def environment():
+    """Jinja as transformers configures it for chat templates."""
+    env = jinja2.sandbox.ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+                                                       extensions=["jinja2.ext.loopcontrols"])
+
+    def raise_exception(message):
+        raise jinja2.exceptions.TemplateError(message)
+
+    def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
+        return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+    env.filters["tojson"] = tojson
+    env.globals["raise_exception"] = raise_exception
+    return env
+
+
+TOOL = {"type": "function", "function": {"name": "get_weather", "description": "Weather of a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+
+
+def user(text, image=False):
+    if not image:
+        return {"role": "user", "content": text}
+    return {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": text}]}
+
+
+def conversations(family):
+    """The matrix: system or not, 1 to 3 turns, reasoning in the history, thinking on/off/default,
+    images, tools and tool responses."""
+    out = []
+    for system, turns, reasoning, image in itertools.product([None, "You are concise. "], [1, 2, 3],
+                                                             [False, True], [False, True]):
+        msgs = []
+        if system:
+            msgs.append({"role": "system", "content": system})
+        for t in range(turns):
+            msgs.append(user(" Question %d:\nwhat is %d + %d? " % (t, t, t + 1), image and t == turns - 1))
+            if t < turns - 1:
+                answer = {"role": "assistant", "content": "It is %d.\n" % (2 * t + 1)}
+                if reasoning:
+                    answer["content"] = "<think>\nadd them\n</think>\n\n" + answer["content"]
+                msgs.append(answer)
+        for thinking in ([None, True, False] if family == "qwen3_5" else [None]):
+            conv = {"messages": msgs, "add_generation_prompt": True}
+            if thinking is not None:
+                conv["enable_thinking"] = thinking
+            out.append(conv)
+    # an answer to finish (no generation prompt), and reasoning_content as a field
+    out.append({"messages": [user("Hi"), {"role": "assistant", "content": "Hello!", "reasoning_content": "greet"}],
+                "add_generation_prompt": False})
+    # tools: definitions, a call and its response
+    out.append({"messages": [user("Weather in Paris?")], "tools": [TOOL], "add_generation_prompt": True})
+    out.append({"messages": [user("Weather in Paris?"),
+                             {"role": "assistant", "content": "", "tool_calls": [
+                                 {"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}]},
+                             {"role": "tool", "content": "sunny"}],
+                "tools": [TOOL], "add_generation_prompt": True})
+    return out
+
+
+def tokenize(qhx, model, text):
+    r = subprocess.run([qhx, "tokenize", "-m", model], input=text.encode(), capture_output=True)
+    if r.returncode:
+        raise SystemExit("FAIL: qhx tokenize: " + r.stderr.decode(errors="replace"))
+    return [int(t) for t in r.stdout.split()]
+
+
+def first_difference(a, b):
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return min(len(a), len(b))
+
+
+def check_template(qhx, path, meta, models, tmp):
+    env = environment()
+    template = env.from_string(open(path, encoding="utf-8").read())
+    model = models[meta["family"]]
+    failed = refused = checked = 0
+    for n, conv in enumerate(conversations(meta["family"])):
+        kwargs = {k: v for k, v in conv.items() if k != "messages"}
+        try:
+            want = template.render(messages=conv["messages"], **kwargs)
+        except jinja2.exceptions.TemplateError as e:
+            want = None
+            why = str(e)
+        conv_path = os.path.join(tmp, "conv%d.json" % n)
+        with open(conv_path, "w") as f:
+            json.dump(conv, f)
+        r = subprocess.run([qhx, "chat-format", "-m", model, conv_path], capture_output=True)
+        if want is None:  # the template refuses: so must we
+            if r.returncode == 0:
+                print("FAIL: %s, conversation %d: the template refuses it (%s), qhx rendered it" % (path, n, why))
+                failed += 1
+            continue
+        if r.returncode:
+            refused += 1
+            print("  not rendered by the built-in format: conversation %d (%s)" % (n, r.stderr.decode().strip()))
+            continue
+        got = r.stdout.decode()
+        checked += 1
+        a, b = tokenize(qhx, model, want), tokenize(qhx, model, got)
+        if a != b:
+            i = first_difference(a, b)
+            print("FAIL: %s, conversation %d (%s): token %d differs: template %s, qhx %s\n  template: %r\n  qhx:      %r"
+                  % (path, n, json.dumps(kwargs), i, a[max(0, i - 3):i + 4], b[max(0, i - 3):i + 4], want, got))
+            failed += 1
+    print("%s: %d conversations equal token for token, %d refused by the built-in format, %d failed"
+          % (os.path.basename(path), checked - failed if failed <= checked else 0, refused, failed))
+    return failed == 0
+
+
+def main():
+    qhx, tdir, q35, qvl = sys.argv[1:5]
+    models = {"qwen3_5": q35, "qwen3_vl": qvl}
+    names = sorted(f for f in os.listdir(tdir) if f.endswith(".jinja")) if os.path.isdir(tdir) else []
+    if not names:
+        print("chat_templates: no released template under %s (see its README.md): nothing checked" % tdir)
+        return 77
+    ok = True
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in names:
+            path = os.path.join(tdir, name)
+            meta = json.load(open(path[:-len(".jinja")] + ".json"))
+            digest = hashlib.sha256(open(path, "rb").read()).hexdigest()
+            if meta.get("sha256") and meta["sha256"] != digest:
+                print("FAIL: %s: sha256 %s, its .json says %s" % (path, digest, meta["sha256"]))
+                ok = False
+                continue
+            ok &= check_template(qhx, path, meta, models, tmp)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
