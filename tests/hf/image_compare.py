@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """qhexrt's image preprocessing against Hugging Face's Qwen2-VL image processors.
 
-    python tests/hf/image_compare.py --pixels build/bin/qhx_pixels [--json OUT.json] [--strict]
+    python tests/hf/image_compare.py --pixels build/tools/qhx_pixels [--json OUT.json] [--strict]
 
 Run in the HF environment (scripts/hf_env.sh). For every image (the parity fixtures' PNGs, the
 photographs in tests/data/image/photos/, and tests/data/image/resize_src.png) and every
@@ -81,7 +81,7 @@ def compare(a, b):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--pixels", default=os.path.join(ROOT, "build", "bin", "qhx_pixels"))
+    ap.add_argument("--pixels", default=os.path.join(ROOT, "build", "tools", "qhx_pixels"))
     ap.add_argument("--json", default=None)
     a = ap.parse_args()
 

@@ -17,7 +17,8 @@ if [ ! -x "$PY" ] || ! "$PY" -c 'import torch, transformers' 2>/dev/null; then
   echo "test-hf: no Hugging Face environment at $VENV: run scripts/hf_env.sh first" >&2
   exit 2
 fi
-[ -x "$BIN/qhx" ] && [ -x "$BIN/qhx_pixels" ] || { echo "test-hf: $BIN/qhx or qhx_pixels missing: run make build first" >&2; exit 2; }
+PIXELS=${PIXELS:-$ROOT/build/tools/qhx_pixels}
+[ -x "$BIN/qhx" ] && [ -x "$PIXELS" ] || { echo "test-hf: $BIN/qhx or qhx_pixels missing: run make build first" >&2; exit 2; }
 export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 mkdir -p "$OUT"
 pass=0 fail=0
@@ -38,7 +39,7 @@ done
 for t in parity parity_vl parity_qwen35vl; do
   step "qhexrt_$t" bash "$ROOT/tests/cli/$t.sh" "$BIN" "$DATA" "$ROOT"
 done
-step image_compare "$PY" "$ROOT/tests/hf/image_compare.py" --pixels "$BIN/qhx_pixels" --json "$OUT/image_compare.json"
+step image_compare "$PY" "$ROOT/tests/hf/image_compare.py" --pixels "$PIXELS" --json "$OUT/image_compare.json"
 step chat_templates "$PY" "$ROOT/tests/hf/chat_templates.py" --check
 echo "test-hf: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -303,8 +303,10 @@ void qhx_run_context_advice(const qhx_run_context *c, char *buf, size_t size) {
 
 /* sha256 of the released chat templates the built-in formats are checked against by
  * tests/cli/chat_templates.sh (tests/data/chat_templates/README.md lists them). */
+/* sha256 of the released chat templates the built-in formats are checked against
+ * (tests/data/chat_templates, tests/cli/chat_templates.sh). */
 static const char *const KNOWN_TEMPLATES[] = {
-    NULL, /* none yet: the list grows with the template fixtures */
+    "a4aee8afcf2e0711942cf848899be66016f8d14a889ff9ede07bca099c28f715", /* Qwen3.5-4B */
 };
 
 /* The chat_template text of the folder holding the model's tokenizer (owned: free), or NULL. */

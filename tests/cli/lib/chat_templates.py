@@ -2,7 +2,7 @@
 """The built-in chat formats against released chat templates, token for token.
 
 For every template TEMPLATES_DIR/NAME.jinja (with NAME.json: {"family": "qwen3_5" | "qwen3_vl",
-"source": ..., "sha256": ...}) this renders a matrix of conversations with Jinja2 the way
+"source": ..., "sha256": ..., optional "thinking_default": true | false}) this renders a matrix of conversations with Jinja2 the way
 Hugging Face transformers' apply_chat_template does (a sandboxed environment with trim_blocks
 and lstrip_blocks, raise_exception, tojson without ASCII escaping), renders the same
 conversations with `qhx chat-format`, tokenizes both with `qhx tokenize` and compares the ids.
@@ -112,8 +112,14 @@ def check_template(qhx, path, meta, models, tmp):
             want = None
             why = str(e)
         conv_path = os.path.join(tmp, "conv%d.json" % n)
+        ours = dict(conv)
+        # The template's own default when enable_thinking is unset (meta "thinking_default": the
+        # small Qwen3.5 variants think only when asked, the larger ones unless told not to); the
+        # run plan carries that default for qhx (generation.thinking), so it is passed explicitly.
+        if "enable_thinking" not in ours and "thinking_default" in meta:
+            ours["enable_thinking"] = meta["thinking_default"]
         with open(conv_path, "w") as f:
-            json.dump(conv, f)
+            json.dump(ours, f)
         r = subprocess.run([qhx, "chat-format", "-m", model, conv_path], capture_output=True)
         if want is None:  # the template refuses: so must we
             if r.returncode == 0:
