@@ -358,7 +358,7 @@ void qhx_parity_model_precision(const qhx_model *m, qhx_parity_precision *out) {
     char name[160];
     const char *pre = NULL;
     for (size_t i = 0; i < sizeof prefixes / sizeof *prefixes && !pre; i++) {
-        snprintf(name, sizeof name, "%sembed_tokens.weight", prefixes[i]);
+        snprintf(name, sizeof name, "%snorm.weight", prefixes[i]); /* a tied bundle has no embed_tokens */
         if (qhx_model_find_tensor(m, name)) pre = prefixes[i];
     }
     if (!pre) return;
