@@ -16,6 +16,9 @@ set -euo pipefail
 CK=$1 WORK=$2 SEQS=${3:-}
 : "${QHX:?}" "${LLAMA_DUMP:?}" "${LLAMA_QUANTIZE:?}" "${CONVERT:?}"
 HERE=$(cd "$(dirname "$0")" && pwd)
+PY=
+for p in python3 /usr/bin/python3; do "$p" -c 'import numpy' 2>/dev/null && { PY=$p; break; }; done
+[ -n "$PY" ] || { echo "kl_vs_llama: no python3 with numpy" >&2; exit 1; }
 mkdir -p "$WORK"
 if [ -z "$SEQS" ]; then
   SEQS=$WORK/seqs.tsv
@@ -59,7 +62,7 @@ for p in w8 q4; do dump_qhx "$WORK/qhx-$p" "$WORK/qhx-$p.f32"; args+=("qhx-$p=$W
 dump_llama "$WORK/F32.gguf" "$WORK/llama-F32.f32"
 args+=("llama-F32=$WORK/llama-F32.f32")
 for q in Q8_0 Q4_0 Q4_K_M; do dump_llama "$WORK/$q.gguf" "$WORK/llama-$q.f32"; args+=("llama-$q=$WORK/llama-$q.f32"); done
-python3 "$HERE/kl_compare.py" "$vocab" "$WORK/ref.f32" "${args[@]}"
+"$PY" "$HERE/kl_compare.py" "$vocab" "$WORK/ref.f32" "${args[@]}"
 echo "sizes (bytes of weights):"
 for p in w8 q4; do printf '  qhx-%s %s\n' "$p" "$(cat "$WORK/qhx-$p"/*.safetensors | wc -c)"; done
 for q in F32 Q8_0 Q4_0 Q4_K_M; do printf '  llama-%s %s\n' "$q" "$(stat -c %s "$WORK/$q.gguf")"; done
