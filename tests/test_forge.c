@@ -11,6 +11,8 @@
 #include "io/safetensors.h"
 #include "io/st_weight.h"
 #include "kernels/quant.h"
+#include "models/model.h"
+#include "models/weights.h"
 #include "t.h"
 
 #include <dirent.h>
@@ -231,6 +233,12 @@ static void check_bundle(const char *fixture, const char *dir, const expect *x) 
             continue;
         }
         const qhx_st_tensor *o = qhx_st_find(out, s->name);
+        if (strstr(s->name, "embed_tokens") && !x->embed) { /* tied: stored once, as the head */
+            emb = s;
+            if (o) fprintf(stderr, "%s: %s stored beside the tied lm-head\n", dir, s->name);
+            ok &= o == NULL;
+            continue;
+        }
         if (!o) {
             fprintf(stderr, "%s: %s missing\n", dir, s->name);
             ok = 0;
@@ -257,7 +265,7 @@ static void check_bundle(const char *fixture, const char *dir, const expect *x) 
         }
     }
     CHECK(ok);
-    /* the lm-head: the tied embedding in its own precision */
+    /* the lm-head: the tied embedding in its own precision (and, without --embed, the only copy) */
     const qhx_st_tensor *lm = qhx_st_find(out, "lm_head.weight");
     CHECK(lm != NULL && lm->dtype == x->lm);
     if (lm && emb) CHECK(matrix_close(out, "lm_head.weight", emb));
@@ -281,7 +289,7 @@ static void check_bundle(const char *fixture, const char *dir, const expect *x) 
 }
 
 static void check_manifest(const char *dir, const char *file, qhx_host_op op, qhx_precision precision,
-                           qhx_dtype lm_dtype, int64_t ctx) {
+                           qhx_dtype lm_dtype, bool embed_table, int64_t ctx) {
     char p[600];
     snprintf(p, sizeof p, "%s/%s", dir, file);
     qhx_error err;
@@ -295,7 +303,8 @@ static void check_manifest(const char *dir, const char *file, qhx_host_op op, qh
     CHECK_EQ(m->host_op, op);
     CHECK_EQ(m->precision, precision);
     CHECK_EQ(m->max_context, ctx);
-    CHECK(m->artifacts[QHX_ART_EMBEDDING].present && m->artifacts[QHX_ART_LM_HEAD].present);
+    CHECK(m->artifacts[QHX_ART_LM_HEAD].present);
+    CHECK_EQ(m->artifacts[QHX_ART_EMBEDDING].present, embed_table); /* tied: only with --embed */
     CHECK_EQ(m->artifacts[QHX_ART_LM_HEAD].dtype, lm_dtype);
     CHECK_EQ(m->artifacts[QHX_ART_VISION].present, op == QHX_HOST_OP_QWEN3_VL_GENERATE);
     CHECK_EQ(m->special.n_stop_ids, 2);
@@ -334,12 +343,12 @@ static void test_convert(void) {
             char file[128];
             if (f < 2) {
                 snprintf(file, sizeof file, "%s-%lld.json", fixtures[f], (long long)ctx);
-                check_manifest(dir, file, QHX_HOST_OP_QWEN3_5_GENERATE, prec[i], X[i].lm, ctx);
+                check_manifest(dir, file, QHX_HOST_OP_QWEN3_5_GENERATE, prec[i], X[i].lm, X[i].embed != NULL, ctx);
             } else {
                 snprintf(file, sizeof file, "%s-vlm-%lld.json", fixtures[f], (long long)ctx);
-                check_manifest(dir, file, QHX_HOST_OP_QWEN3_VL_GENERATE, prec[i], X[i].lm, ctx);
+                check_manifest(dir, file, QHX_HOST_OP_QWEN3_VL_GENERATE, prec[i], X[i].lm, X[i].embed != NULL, ctx);
                 snprintf(file, sizeof file, "%s-text-%lld.json", fixtures[f], (long long)ctx);
-                check_manifest(dir, file, QHX_HOST_OP_QWEN3_VL_TEXT_GENERATE, prec[i], X[i].lm, ctx);
+                check_manifest(dir, file, QHX_HOST_OP_QWEN3_VL_TEXT_GENERATE, prec[i], X[i].lm, X[i].embed != NULL, ctx);
             }
             rm_flat(dir);
         }
@@ -434,6 +443,65 @@ static void test_failures(void) {
     CHECK_EQ(n_entries(base), 0);
 }
 
+/* A tied bundle stores the matrix once, as lm_head.weight; the model's embedding lookup must read
+ * exactly that matrix's rows: the input rows the layer hook reports (layer -1) are bit for bit
+ * the head's dequantized rows of the fed ids. Both families, w8 and q4 heads. */
+typedef struct rows_cap {
+    float *x;
+    int64_t H, n;
+} rows_cap;
+
+static void on_input_rows(void *user, int64_t layer, int64_t pos0, const float *x, int64_t n) {
+    rows_cap *c = user;
+    if (layer == -1 && pos0 == 0 && n == c->n) memcpy(c->x, x, (size_t)(n * c->H) * sizeof(float));
+}
+
+static void check_tied_lookup(const char *fixture, const char *lmhead) {
+    char src[512], dir[300];
+    snprintf(src, sizeof src, "%s/%s", FIX, fixture);
+    snprintf(dir, sizeof dir, "%s/tied-%s-%s", base, fixture, lmhead);
+    qhx_error err;
+    qhx_forge_params p = {.precision = "q4", .lmhead = lmhead};
+    CHECK_EQ(qhx_forge_convert(src, dir, &p, &err), QHX_OK);
+    qhx_st_set *set = NULL;
+    qhx_model *m = NULL;
+    qhx_model_state *st = NULL;
+    CHECK_EQ(qhx_st_open(dir, &set, &err), QHX_OK);
+    char plan[600]; /* a Qwen3-VL bundle holds two manifests: take the text one */
+    if (!strncmp(fixture, "qwen3vl", 7)) snprintf(plan, sizeof plan, "%s/%s-text-512.json", dir, fixture);
+    else snprintf(plan, sizeof plan, "%s", dir);
+    CHECK_EQ(qhx_model_open(plan, NULL, &m, &err), QHX_OK);
+    if (!set || !m) {
+        fprintf(stderr, "%s: %s\n", dir, err.msg);
+        goto done;
+    }
+    for (int64_t i = 0; i < qhx_st_n_tensors(set); i++) CHECK(!strstr(qhx_st_tensor_at(set, i)->name, "embed_tokens"));
+    const qhx_model_config *c = qhx_model_get_config(m);
+    const int32_t ids[4] = {0, 17, 198, (int32_t)c->vocab_size - 1};
+    rows_cap cap = {.H = c->hidden_size, .n = 4};
+    float *want = qhx_calloc((size_t)(4 * c->hidden_size), sizeof(float));
+    cap.x = qhx_calloc((size_t)(4 * c->hidden_size), sizeof(float));
+    qhx_kernels k;
+    qhx_kern_select(QHX_ISA_REF, &k);
+    qhx_wowned owned = {0};
+    qhx_weight head;
+    CHECK_EQ(qhx_wbind_linear(set, "lm_head.weight", c->vocab_size, c->hidden_size, &k, &owned, &head, &err), QHX_OK);
+    for (int t = 0; t < 4; t++) k.row[head.fmt](&head, ids[t], want + t * c->hidden_size);
+    qhx_state_params sp = {.n_ctx = 16};
+    CHECK_EQ(qhx_model_state_create(m, &sp, &st, &err), QHX_OK);
+    qhx_forward_opts o = {.layer_cb = on_input_rows, .layer_cb_user = &cap};
+    if (st) CHECK_EQ(qhx_model_forward(m, st, ids, 4, &o, &err), QHX_OK);
+    CHECK(memcmp(want, cap.x, (size_t)(4 * c->hidden_size) * sizeof(float)) == 0);
+    qhx_wowned_free(&owned);
+    qhx_free(want);
+    qhx_free(cap.x);
+done:
+    qhx_model_state_free(st);
+    qhx_model_free(m);
+    qhx_st_free(set);
+    rm_flat(dir);
+}
+
 int main(void) {
     snprintf(base, sizeof base, "/tmp/qhx-test-forge-XXXXXX");
     if (!mkdtemp(base)) {
@@ -450,6 +518,9 @@ int main(void) {
     test_random();
     test_convert();
     test_sharded_input();
+    check_tied_lookup("qwen35-tiny-f32", "w8");
+    check_tied_lookup("qwen35-tiny-f32", "q4");
+    check_tied_lookup("qwen3vl-tiny-f32", "w8");
     test_failures();
     rm_flat(base);
     return t_done("test_forge");

@@ -139,6 +139,21 @@ static void test_compare(void) {
     qhx_parity_compare(ref, test, 3, 2, &c); /* accumulates */
     CHECK_EQ(c.n_rows, 6);
     CHECK_EQ(c.agree, 4);
+
+    /* quantiles from the log-spaced bins: the answer bounds the true quantile within one bin */
+    qhx_parity_cmp h = {0};
+    CHECK(qhx_parity_kl_quantile(&h, 0.999) == 0);
+    const double kmax = fmax(kl1, kl2), kmin = fmin(kl1, kl2);
+    double q1 = qhx_parity_kl_quantile(&c, 1.0), q0 = qhx_parity_kl_quantile(&c, 0.3); /* 2 of 6 rows are 0 */
+    CHECK(q1 >= kmax && q1 <= kmax * 1.13);
+    CHECK(q0 <= 1e-12);
+    double qm = qhx_parity_kl_quantile(&c, 0.5); /* rows 3 of 6: the smaller KL */
+    CHECK(qm >= kmin && qm <= kmin * 1.13);
+    qhx_parity_cmp_merge(&h, &c);
+    CHECK_EQ(h.n_rows, 6);
+    CHECK(qhx_parity_kl_quantile(&h, 1.0) == q1);
+    qhx_parity_compare(p, nanrow, 1, 2, &h); /* NaN: counted at the top, the max sticks */
+    CHECK(isinf(qhx_parity_kl_quantile(&h, 1.0)) && isnan(h.kl_max));
 }
 
 /* ---- fixture files ---------------------------------------------------------------------------- */

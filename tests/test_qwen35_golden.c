@@ -75,7 +75,7 @@ typedef struct layer_sink {
 
 static void on_layer(void *user, int64_t layer, int64_t pos0, const float *x, int64_t n) {
     layer_sink *s = user;
-    s->calls++;
+    if (layer >= 0) s->calls++; /* layer -1: the embedding rows */
     if (layer < 0 || layer >= s->n_layers || pos0 < 0 || pos0 + n > s->n_tok) return;
     memcpy(s->buf + (layer * s->n_tok + pos0) * s->hidden, x, (size_t)(n * s->hidden) * sizeof(float));
 }

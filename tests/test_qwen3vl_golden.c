@@ -207,6 +207,7 @@ typedef struct layer_cap {
 
 static void on_layer(void *user, int64_t layer, int64_t pos0, const float *x, int64_t n) {
     layer_cap *c = user;
+    if (layer < 0) return; /* the embedding rows */
     memcpy(c->x + (layer * c->n + pos0) * c->H, x, (size_t)(n * c->H) * sizeof(float));
 }
 

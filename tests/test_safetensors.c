@@ -5,8 +5,11 @@
 #include "io/safetensors.h"
 #include "t.h"
 
+#include <fcntl.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 /* Build a file image: u64 header length + header + data. Owned by the caller (free). */
 static uint8_t *image(const char *hdr, size_t data_len, uint64_t hlen_override, size_t *len) {
@@ -108,11 +111,93 @@ static void test_alloc_failures(void) {
     }
 }
 
+/* ---- leaving tensors out: never read, never resident ---------------------------------------- */
+
+/* Resident set of this process in KiB (/proc/self/status VmRSS), -1 if unknown. */
+static long rss_kib(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long v = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "VmRSS:", 6)) v = strtol(line + 6, NULL, 10);
+    if (f) fclose(f);
+    return v;
+}
+
+/* A file with a 4 KiB tensor "keep.w" and a 256 MiB one "skip.big" (a hole, so writing it is
+ * free). Opened with "skip." left out, the set lacks skip.big and the process grows by far less
+ * than its size, in READ and MAP_POPULATE mode; opened whole in READ mode it grows by about the
+ * size, so the measurement can fail. Also: the index verify pass ignores left-out names. */
+static void test_open_select(void) {
+    char dir[] = "/tmp/qhx-test-st-XXXXXX";
+    if (!mkdtemp(dir)) { CHECK(0); return; }
+    char path[128];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    const uint64_t big = (uint64_t)256 << 20;
+    char hdr[512];
+    int n = snprintf(hdr, sizeof hdr,
+                     "{\"keep.w\":{\"dtype\":\"F32\",\"shape\":[1024],\"data_offsets\":[0,4096]},"
+                     "\"skip.big\":{\"dtype\":\"U8\",\"shape\":[%llu],\"data_offsets\":[4096,%llu]}}",
+                     (unsigned long long)big, (unsigned long long)(4096 + big));
+    while (n % 8) hdr[n++] = ' ';
+    uint8_t len8[8];
+    for (int b = 0; b < 8; b++) len8[b] = (uint8_t)((uint64_t)n >> (8 * b));
+    FILE *f = fopen(path, "wb");
+    float keep[1024];
+    for (int k = 0; k < 1024; k++) keep[k] = (float)k;
+    CHECK(f && fwrite(len8, 1, 8, f) == 8 && fwrite(hdr, 1, (size_t)n, f) == (size_t)n &&
+          fwrite(keep, 4, 1024, f) == 1024);
+    if (f) fclose(f);
+    CHECK_EQ(truncate(path, (off_t)(8 + n + 4096 + big)), 0);
+
+    static const char *const skip[] = {"skip.", NULL};
+    const char *paths[1] = {path};
+    const qhx_file_mode modes[2] = {QHX_FILE_READ, QHX_FILE_MAP_POPULATE};
+    for (int m = 0; m < 2; m++) {
+        qhx_st_set *set = NULL;
+        qhx_error err;
+        long before = rss_kib();
+        CHECK_EQ(qhx_st_open_select(paths, 1, modes[m], skip, &set, &err), QHX_OK);
+        long grew = rss_kib() - before;
+        if (!set) continue;
+        CHECK_EQ(qhx_st_n_tensors(set), 1);
+        CHECK(qhx_st_find(set, "skip.big") == NULL);
+        const qhx_st_tensor *t = qhx_st_find(set, "keep.w");
+        CHECK(t && !memcmp(t->data, keep, sizeof keep));
+        CHECK(before > 0 && grew < 32 * 1024); /* far below the 256 MiB left out */
+        if (grew >= 32 * 1024) fprintf(stderr, "mode %d: grew by %ld KiB with skip.big left out\n", (int)modes[m], grew);
+        qhx_st_free(set);
+    }
+    qhx_st_set *whole = NULL;
+    qhx_error err;
+    long before = rss_kib();
+    CHECK_EQ(qhx_st_open_select(paths, 1, QHX_FILE_READ, NULL, &whole, &err), QHX_OK);
+    CHECK(rss_kib() - before > 200 * 1024); /* the measurement sees a whole read */
+    CHECK(whole && qhx_st_find(whole, "skip.big") != NULL);
+    qhx_st_free(whole);
+
+    /* an index naming a left-out tensor verifies */
+    char idx[128];
+    snprintf(idx, sizeof idx, "%s/model.safetensors.index.json", dir);
+    f = fopen(idx, "w");
+    CHECK(f && fputs("{\"weight_map\":{\"keep.w\":\"model.safetensors\",\"skip.big\":\"model.safetensors\"}}", f) >= 0);
+    if (f) fclose(f);
+    qhx_st_set *viaidx = NULL;
+    const char *dirs[1] = {dir};
+    CHECK_EQ(qhx_st_open_select(dirs, 1, QHX_FILE_READ, skip, &viaidx, &err), QHX_OK);
+    CHECK(viaidx && qhx_st_n_tensors(viaidx) == 1);
+    qhx_st_free(viaidx);
+    unlink(idx);
+    unlink(path);
+    rmdir(dir);
+}
+
 int main(void) {
     test_bad_files();
     test_valid_and_lookup();
     test_fixture("qwen35-tiny-f32", 123);
     test_fixture("qwen3vl-tiny-f32", 115);
     test_alloc_failures();
+    test_open_select();
     return t_done("test_safetensors");
 }

@@ -40,6 +40,18 @@ static void *anon_huge(size_t size, size_t *span) {
     return (void *)a;
 }
 
+qhx_status qhx_file_anon(size_t size, qhx_file_map *map, qhx_error *err) {
+    memset(map, 0, sizeof *map);
+    size_t span = 0;
+    uint8_t *buf = size ? anon_huge(size, &span) : NULL;
+    if (size && !buf) return qhx_fail(err, QHX_E_NOMEM, "cannot allocate %zu bytes of anonymous memory", size);
+    map->data = buf;
+    map->size = size;
+    map->span = span;
+    map->is_mapped = buf != NULL;
+    return QHX_OK;
+}
+
 static qhx_status read_into(int fd, const char *path, uint8_t *dst, size_t size, qhx_error *err) {
     size_t got = 0;
     while (got < size) {

@@ -39,6 +39,11 @@ void qhx_file_map_close(qhx_file_map *map); /* NULL / zeroed allowed */
  * grows meanwhile is refused with QHX_E_IO). */
 qhx_status qhx_file_load(const char *path, qhx_file_mode mode, qhx_file_map *map /* OUT */, qhx_error *err);
 
+/* A zeroed, writable anonymous region of `size` bytes on a 2 MiB boundary (transparent huge
+ * pages requested), closed with qhx_file_map_close; its pages become resident only when
+ * touched. */
+qhx_status qhx_file_anon(size_t size, qhx_file_map *map /* OUT */, qhx_error *err);
+
 /* Read a whole file of at most max_bytes into a new NUL-terminated buffer (owned: qhx_free).
  * A larger file is refused with QHX_E_LIMIT naming both sizes. */
 qhx_status qhx_file_read_all(const char *path, size_t max_bytes, char **out /* OUT */,

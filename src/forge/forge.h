@@ -13,6 +13,7 @@
 
 #include "core/status.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 
 typedef struct qhx_forge_params {
@@ -26,6 +27,9 @@ typedef struct qhx_forge_params {
     int64_t max_context;
     /* convert: manifest name prefix; NULL = the lower-cased name of the input folder */
     const char *name;
+    /* convert: leave the vision tower out (text manifests only). Qwen3.5 bundles always leave it
+     * out, since no Qwen3.5 run plan reads it yet. */
+    bool text_only;
 
     /* random: "tiny" or "2b" (required), seed, storage dtype ("f32", "bf16"; NULL = f32 for
      * tiny, bf16 for 2b), tokenizer.json to copy (NULL = write a minimal byte-level BPE one) */

@@ -4,8 +4,9 @@
  * output format (docs/bundle.md):
  *   - 2-D ".weight" matrices (linear layers) of the decoder: the chosen precision; of the vision
  *     tower: the same, except q4 -> w8; Q4 falls back to Q8 when cols % 32 != 0;
- *   - the embedding table: f16 or bf16 (host lookup); the lm-head: its own precision, written as
- *     "lm_head.weight" even when tied to the embedding;
+ *   - the lm-head: its own precision, written as "lm_head.weight"; when the checkpoint ties it to
+ *     the embedding, that one matrix is also the embedding table (the lookup dequantizes its
+ *     rows); an untied checkpoint, or --embed, adds a separate f16/bf16 lookup table;
  *   - everything else (norms, conv1d, A_log, dt_bias, biases, vision pos/patch tables): f32.
  * One safetensors file per role, plus model.safetensors.index.json over all of them, so the
  * bundle folder opens as one tensor set. Data streams in chunks; the pages of the mapped input
@@ -57,6 +58,7 @@ typedef struct convert {
     forge_job job;
     const qhx_forge_params *p;
     json_t *config;
+    bool tied; /* config: tie_word_embeddings */
     qhx_st_set *set;
     forge_family family;
     tplan *plans;
@@ -202,7 +204,7 @@ static qhx_status plan_all(convert *c, qhx_error *err) {
     c->plans = qhx_calloc((size_t)n + 1, sizeof *c->plans);
     if (!c->plans) return qhx_fail(err, QHX_E_NOMEM, "out of memory");
     const qhx_st_tensor *embed = NULL, *lm = NULL;
-    int64_t dropped = 0;
+    int64_t dropped = 0, dropped_vision = 0;
     for (int64_t i = 0; i < n; i++) {
         const qhx_st_tensor *t = qhx_st_tensor_at(c->set, i);
         if (t->dtype != QHX_DTYPE_F32 && t->dtype != QHX_DTYPE_F16 && t->dtype != QHX_DTYPE_BF16)
@@ -216,17 +218,26 @@ static qhx_status plan_all(convert *c, qhx_error *err) {
             lm = t;
             continue;
         }
-        qhx_status rc;
         if (has_suffix(t->name, "embed_tokens.weight") && !has_prefix(t->name, "model.visual.")) {
             if (embed) return qhx_fail(err, QHX_E_FORMAT, "two embedding tables: '%s' and '%s'", embed->name, t->name);
             embed = t;
-            rc = add_plan(c, t, t->name, ROLE_EMBED, c->emb, err);
-        } else {
-            role_t role = has_prefix(t->name, "model.visual.") ? ROLE_VISION : ROLE_DECODER;
-            ofmt_t f = !is_matrix_weight(t) ? OUT_F32 : role == ROLE_VISION ? c->vis : c->prec;
-            rc = add_plan(c, t, t->name, role, f, err);
+            continue; /* planned below, once it is known whether the head is tied to it */
         }
+        role_t role = has_prefix(t->name, "model.visual.") ? ROLE_VISION : ROLE_DECODER;
+        if (role == ROLE_VISION && (c->p->text_only || c->family == FORGE_QWEN3_5)) {
+            dropped_vision++;
+            continue;
+        }
+        ofmt_t f = !is_matrix_weight(t) ? OUT_F32 : role == ROLE_VISION ? c->vis : c->prec;
+        qhx_status rc = add_plan(c, t, t->name, role, f, err);
         if (rc != QHX_OK) return rc;
+    }
+    qhx_status rc;
+    if (!embed && lm && c->tied) { /* a bundle of a tied checkpoint: the head is the table */
+        if (c->p->embed)
+            return qhx_fail(err, QHX_E_ARG, "%s: --embed: the input stores its tied embedding only as lm_head.weight",
+                            qhx_st_file_path(c->set, 0));
+        return add_plan(c, lm, "lm_head.weight", ROLE_LMHEAD, c->lm, err);
     }
     if (!embed) return qhx_fail(err, QHX_E_FORMAT, "%s: no embedding table (*embed_tokens.weight)", qhx_st_file_path(c->set, 0));
     if (embed->n_dims != 2)
@@ -234,7 +245,17 @@ static qhx_status plan_all(convert *c, qhx_error *err) {
     if (lm && (lm->n_dims != 2 || lm->shape[0] != embed->shape[0] || lm->shape[1] != embed->shape[1]))
         return qhx_fail(err, QHX_E_FORMAT, "tensor 'lm_head.weight': shape differs from '%s'", embed->name);
     if (dropped) forge_job_log(&c->job, "dropped %lld mtp.* tensors (multi-token prediction is not used)", (long long)dropped);
-    if (!lm) forge_job_log(&c->job, "tied lm-head: writing lm_head.weight from %s", embed->name);
+    if (dropped_vision)
+        forge_job_log(&c->job, "left out %lld model.visual.* tensors (%s)", (long long)dropped_vision,
+                      c->family == FORGE_QWEN3_5 ? "no qwen3_5 run plan reads the vision tower" : "--text-only");
+    /* Tied: the matrix is stored once, as the head in the head's precision, and the embedding
+     * lookup dequantizes its rows (the same bytes the head multiplies with). --embed asks for a
+     * separate lookup table instead, as an untied checkpoint has. */
+    if (lm || c->p->embed) {
+        if ((rc = add_plan(c, embed, embed->name, ROLE_EMBED, c->emb, err))) return rc;
+    }
+    if (!lm) forge_job_log(&c->job, "tied lm-head: %s stored once as lm_head.weight (%s)%s", embed->name, OFMT_NAME[c->lm],
+                           c->p->embed ? ", plus a separate embedding table (--embed)" : ", the embedding lookup reads its rows");
     return add_plan(c, lm ? lm : embed, "lm_head.weight", ROLE_LMHEAD, c->lm, err);
 }
 
@@ -408,16 +429,13 @@ static qhx_status write_manifests(convert *c, const char *hf_dir, qhx_error *err
     plan->precision = plan_precision(c->prec);
     plan->max_context = c->ctx;
     if ((rc = set_artifact(c, plan, QHX_ART_WEIGHTS, ROLE_DECODER, err)) ||
-        (rc = set_artifact(c, plan, QHX_ART_EMBEDDING, ROLE_EMBED, err)) ||
+        (c->w[ROLE_EMBED] && (rc = set_artifact(c, plan, QHX_ART_EMBEDDING, ROLE_EMBED, err))) ||
         (rc = set_artifact(c, plan, QHX_ART_LM_HEAD, ROLE_LMHEAD, err)))
         goto done;
     int n_modes = 1;
     if (c->family == FORGE_QWEN3_VL) {
         if (c->w[ROLE_VISION]) n_modes = 2;
         else forge_job_log(&c->job, "no model.visual.* tensors: text manifest only");
-    } else if (c->w[ROLE_VISION]) {
-        forge_job_log(&c->job, "vision tower kept in %s; qwen3_5 runs text only, so no manifest uses it",
-                      c->fname[ROLE_VISION]);
     }
     for (int m = 0; m < n_modes; m++) { /* text first: the vlm manifest adds the vision artifact */
         char file[200];
@@ -465,6 +483,11 @@ static qhx_status read_config(convert *c, const char *hf_dir, qhx_error *err) {
         else if (!strcmp(mt, "qwen3_vl") || !strcmp(mt, "qwen3_vl_text")) c->family = FORGE_QWEN3_VL;
         else rc = qhx_fail(err, QHX_E_UNSUPPORTED, "%s: model_type '%s' (expected qwen3_5 or qwen3_vl)", path, mt);
     }
+    /* tie_word_embeddings: top level, or text_config's (which wins, as the models read it) */
+    c->tied = true;
+    if (rc == QHX_OK) rc = qhx_json_get_bool(c->config, "tie_word_embeddings", path, "", false, &c->tied, err);
+    const json_t *text = rc == QHX_OK ? json_object_get(c->config, "text_config") : NULL;
+    if (json_is_object(text)) rc = qhx_json_get_bool(text, "tie_word_embeddings", path, "text_config", false, &c->tied, err);
     qhx_free(path);
     return rc;
 }

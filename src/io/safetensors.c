@@ -11,8 +11,12 @@
 #include "io/json.h"
 
 #include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 struct qhx_st_set {
     qhx_st_tensor *tensors;  /* all files, header order within a file */
@@ -22,6 +26,7 @@ struct qhx_st_set {
     qhx_file_map *maps;      /* per file (zeroed when parsed from a caller buffer) */
     int n_files;
     qhx_file_mode mode;      /* how files are brought into memory */
+    const char *const *skip; /* name prefixes left out of the set (NULL-terminated), or NULL */
     char **meta;             /* key, value pairs of the first file's __metadata__ */
     int n_meta;
 };
@@ -260,6 +265,104 @@ qhx_status qhx_st_parse(const uint8_t *buf, size_t len, const char *label, qhx_s
     return QHX_OK;
 }
 
+/* ---- loading only the tensors a run plan reads ------------------------------------- */
+
+static bool skipped(const qhx_st_set *s, const char *name) {
+    for (const char *const *p = s->skip; p && *p; p++)
+        if (!strncmp(name, *p, strlen(*p))) return true;
+    return false;
+}
+
+/* Remove the skipped tensors among [first, n_tensors) from the table (their names freed). */
+static void drop_skipped(qhx_st_set *s, int64_t first) {
+    int64_t k = first;
+    for (int64_t i = first; i < s->n_tensors; i++) {
+        if (skipped(s, s->tensors[i].name)) qhx_free((void *)s->tensors[i].name);
+        else s->tensors[k++] = s->tensors[i];
+    }
+    s->n_tensors = k;
+}
+
+static qhx_status pread_all(int fd, const char *path, uint8_t *dst, size_t n, uint64_t off, qhx_error *err) {
+    while (n) {
+        ssize_t got = pread(fd, dst, n, (off_t)off);
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0) return qhx_fail(err, QHX_E_IO, "%s: read failed at byte %llu: %s", path, (unsigned long long)off, strerror(errno));
+        if (got == 0) return qhx_fail(err, QHX_E_IO, "%s: the file ended at byte %llu while loading", path, (unsigned long long)off);
+        dst += got, off += (uint64_t)got, n -= (size_t)got;
+    }
+    return QHX_OK;
+}
+
+/* Tensors [first, n_tensors) point into the lazy mapping `lazy`: read their bytes (and the header)
+ * at the same offsets into an anonymous buffer of the file's size, whose untouched pages never
+ * become resident, then make it read-only and point the tensors there. */
+static qhx_status read_selected(qhx_st_set *s, const char *path, int64_t first, qhx_file_map *lazy,
+                                qhx_file_map *out, qhx_error *err) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) return qhx_fail(err, QHX_E_IO, "%s: cannot open: %s", path, strerror(errno));
+    qhx_file_map buf;
+    qhx_status rc = qhx_file_anon(lazy->size, &buf, err);
+    uint64_t hlen = 0;
+    for (int i = 7; rc == QHX_OK && i >= 0; i--) hlen = (hlen << 8) | lazy->data[i];
+    if (rc == QHX_OK) rc = pread_all(fd, path, (uint8_t *)buf.data, (size_t)(8 + hlen), 0, err);
+    for (int64_t i = first; rc == QHX_OK && i < s->n_tensors; i++) {
+        qhx_st_tensor *t = &s->tensors[i];
+        rc = pread_all(fd, path, (uint8_t *)buf.data + t->offset, t->size, t->offset, err);
+        t->data = buf.data + t->offset;
+    }
+    close(fd);
+    if (rc == QHX_OK && mprotect((void *)buf.data, buf.span, PROT_READ) != 0)
+        rc = qhx_fail(err, QHX_E_IO, "%s: cannot make the buffer read-only: %s", path, strerror(errno));
+    if (rc != QHX_OK) {
+        qhx_file_map_close(&buf);
+        return rc;
+    }
+    *out = buf;
+    return QHX_OK;
+}
+
+/* Page in the kept tensors of a mapping up front, as MAP_POPULATE would the whole file. */
+static void populate_selected(const qhx_st_set *s, int64_t first, const qhx_file_map *m) {
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    volatile uint8_t sink = 0;
+    for (int64_t i = first; i < s->n_tensors; i++) {
+        const qhx_st_tensor *t = &s->tensors[i];
+        if (!t->size) continue;
+        uintptr_t a = (uintptr_t)t->data & ~(page - 1), b = (uintptr_t)t->data + t->size;
+#ifdef MADV_POPULATE_READ
+        if (madvise((void *)a, b - a, MADV_POPULATE_READ) == 0) continue;
+#endif
+        for (uintptr_t p = a; p < b; p += page) sink ^= *(const volatile uint8_t *)p; /* fault each page in */
+    }
+    (void)sink;
+    (void)m;
+}
+
+/* add_file when some tensors are left out: parse the header from a lazy mapping, drop the
+ * skipped tensors, then bring in only the others as the set's mode says. Skipped bytes are
+ * never read or paged in. */
+static qhx_status add_file_selected(qhx_st_set *s, const char *path, int idx, qhx_error *err) {
+    qhx_file_map lazy;
+    qhx_status rc = qhx_file_load(path, QHX_FILE_MAP, &lazy, err);
+    if (rc != QHX_OK) return rc;
+    int64_t first = s->n_tensors;
+    rc = parse_file(s, lazy.data, lazy.size, path, idx, err);
+    if (rc != QHX_OK) {
+        s->maps[idx] = lazy;
+        return rc;
+    }
+    drop_skipped(s, first);
+    if (s->mode == QHX_FILE_READ && lazy.size) {
+        rc = read_selected(s, path, first, &lazy, &s->maps[idx], err);
+        qhx_file_map_close(&lazy);
+        return rc;
+    }
+    if (s->mode == QHX_FILE_MAP_POPULATE) populate_selected(s, first, &lazy);
+    s->maps[idx] = lazy;
+    return QHX_OK;
+}
+
 /* Add one mapped file to the set. */
 static qhx_status add_file(qhx_st_set *s, const char *path, qhx_error *err) {
     for (int i = 0; i < s->n_files; i++) /* already part of the set (shared by two artifacts) */
@@ -277,6 +380,7 @@ static qhx_status add_file(qhx_st_set *s, const char *path, qhx_error *err) {
     s->paths[idx] = qhx_strdup(path);
     s->n_files++;
     if (!s->paths[idx]) return qhx_fail(err, QHX_E_NOMEM, "out of memory");
+    if (s->skip) return add_file_selected(s, path, idx, err);
     qhx_status rc = qhx_file_load(path, s->mode, &s->maps[idx], err);
     if (rc != QHX_OK) return rc;
     return parse_file(s, s->maps[idx].data, s->maps[idx].size, path, idx, err);
@@ -355,7 +459,7 @@ static qhx_status index_pass(qhx_st_set *s, const char *index_path, bool verify,
         if (!p) { rc = qhx_fail(err, QHX_E_NOMEM, "out of memory"); goto done; }
         if (!verify) {
             rc = add_file(s, p, err);
-        } else {
+        } else if (!skipped(s, tname)) {
             const qhx_st_tensor *t = qhx_st_find(s, tname);
             if (!t || strcmp(s->paths[t->file_index], p))
                 rc = qhx_fail(err, QHX_E_FORMAT, "%s: tensor '%s' is not in %s", index_path, tname, f);
@@ -398,10 +502,15 @@ qhx_status qhx_st_open_many(const char *const *paths, int n_paths, qhx_st_set **
 
 qhx_status qhx_st_open_many_mode(const char *const *paths, int n_paths, qhx_file_mode mode, qhx_st_set **out,
                                  qhx_error *err) {
+    return qhx_st_open_select(paths, n_paths, mode, NULL, out, err);
+}
+
+qhx_status qhx_st_open_select(const char *const *paths, int n_paths, qhx_file_mode mode, const char *const *skip,
+                              qhx_st_set **out, qhx_error *err) {
     *out = NULL;
     if (n_paths < 1 || n_paths > QHX_ST_MAX_SHARDS) return qhx_fail(err, QHX_E_ARG, "safetensors: %d paths", n_paths);
     qhx_st_set *s = set_new();
-    if (s) s->mode = mode;
+    if (s) s->mode = mode, s->skip = skip && *skip ? skip : NULL;
     char **indexes = qhx_calloc((size_t)n_paths, sizeof *indexes);
     qhx_status rc = (!s || !indexes) ? qhx_fail(err, QHX_E_NOMEM, "out of memory") : QHX_OK;
     for (int i = 0; rc == QHX_OK && i < n_paths; i++) rc = open_into(s, paths[i], &indexes[i], err);
@@ -410,6 +519,7 @@ qhx_status qhx_st_open_many_mode(const char *const *paths, int n_paths, qhx_file
         if (indexes[i]) rc = index_pass(s, indexes[i], true, err);
     for (int i = 0; indexes && i < n_paths; i++) qhx_free(indexes[i]);
     qhx_free(indexes);
+    if (s) s->skip = NULL; /* the caller's list is not kept */
     if (rc != QHX_OK) {
         qhx_st_free(s);
         return rc;

@@ -29,6 +29,16 @@ static qhx_file_mode file_mode(qhx_weights_mode w) {
     return QHX_FILE_READ;
 }
 
+/* Tensors no graph of the plan reads, by name prefix: the multi-token-prediction block (never
+ * used) and the vision tower unless the host-op feeds images. They are never read or paged in
+ * (qhx_st_open_select), which is what keeps a released Qwen3.5 folder opened for text at the
+ * decoder + head (BENCHMARKS.md, "Memory"). */
+static const char *const *unused_prefixes(const qhx_plan *plan) {
+    static const char *const text_only[] = {"mtp.", "model.visual.", NULL};
+    static const char *const with_images[] = {"mtp.", NULL};
+    return plan->host_op == QHX_HOST_OP_QWEN3_VL_GENERATE ? with_images : text_only;
+}
+
 /* Open every safetensors artifact of the plan (decoder, embedding, lm-head, vision) as one set. */
 static qhx_status open_weights(const qhx_plan *plan, qhx_weights_mode wmode, qhx_st_set **out, qhx_error *err) {
     const char *paths[QHX_ART_ROLE_COUNT];
@@ -42,7 +52,7 @@ static qhx_status open_weights(const qhx_plan *plan, qhx_weights_mode wmode, qhx
         if (!f->path) return qhx_fail(err, QHX_E_ARG, "%s: artifacts.%s: no path", plan->label, qhx_art_role_name((qhx_art_role)r));
         paths[n++] = f->path;
     }
-    return qhx_st_open_many_mode(paths, n, file_mode(wmode), out, err);
+    return qhx_st_open_select(paths, n, file_mode(wmode), unused_prefixes(plan), out, err);
 }
 
 /* Bind the family's weights; the family decides from the text config. */

@@ -109,7 +109,8 @@ void qhx_model_state_set_n_past(qhx_model_state *st, int64_t n);
 /* ---- forward ---------------------------------------------------------------------------- */
 
 /* Called after every decoder layer with the residual stream of the tokens just processed:
- * x (n, hidden_size) for positions pos0 .. pos0 + n - 1. For tests and debugging. */
+ * x (n, hidden_size) for positions pos0 .. pos0 + n - 1; first with layer = -1 for the input
+ * rows (the embedding lookup, image rows merged). For tests and debugging. */
 typedef void (*qhx_layer_cb)(void *user, int64_t layer, int64_t pos0, const float *x, int64_t n);
 
 enum {

@@ -323,6 +323,25 @@ static qhx_status bind_layer(q35_model *q, const qhx_model *m, const char *pre, 
 
 static const qhx_model_vt Q35_VT;
 
+/* The embedding table and the LM head. A checkpoint carries the table (and lm_head.weight when
+ * untied); a bundle of a tied checkpoint carries the matrix once, as lm_head.weight in the
+ * head's precision, and the lookup dequantizes its rows: the same values the head multiplies
+ * with (docs/bundle.md). */
+static qhx_status bind_embed_and_head(q35_model *q, const qhx_model *m, const char *dir, const char *embed_name,
+                                      qhx_error *err) {
+    const q35_dims *d = &q->d;
+    const bool has_embed = qhx_st_find(q->set, embed_name) != NULL;
+    const bool has_head = qhx_st_find(q->set, "lm_head.weight") != NULL;
+    qhx_status rc;
+    if (has_embed && (rc = bind_linear(q, m, embed_name, d->V, d->H, &q->embed, err))) return rc;
+    if (has_head && (rc = bind_linear(q, m, "lm_head.weight", d->V, d->H, &q->lm_head, err))) return rc;
+    if (has_embed && !has_head) q->lm_head = q->embed;
+    else if (!has_embed && has_head && m->cfg.tie_word_embeddings) q->embed = q->lm_head;
+    else if (!has_embed)
+        return qhx_fail(err, QHX_E_FORMAT, "%s: no text embedding: '%s' is missing%s", dir, embed_name, has_head ? " and the head is not tied to it (tie_word_embeddings is false)" : "");
+    return QHX_OK;
+}
+
 qhx_status qhx_qwen35_open(qhx_model *m, qhx_st_set *set, const char *dir, qhx_error *err) {
     const qhx_model_config *c = &m->cfg;
     q35_model *q = qhx_calloc(1, sizeof *q);
@@ -360,25 +379,12 @@ qhx_status qhx_qwen35_open(qhx_model *m, qhx_st_set *set, const char *dir, qhx_e
     qhx_status rc;
 
     /* text weights live under model.language_model. (VLM checkpoint) or model. (text-only) */
-    const char *pre = "model.language_model.";
-    if (!qhx_st_find(q->set, "model.language_model.embed_tokens.weight")) {
-        pre = "model.";
-        if (!qhx_st_find(q->set, "model.embed_tokens.weight"))
-            return qhx_fail(err, QHX_E_FORMAT,
-                            "%s: no text embedding: neither 'model.language_model.embed_tokens.weight' nor 'model.embed_tokens.weight' is present",
-                            dir);
-    }
+    const char *pre = qhx_st_find(q->set, "model.language_model.norm.weight") ? "model.language_model." : "model.";
     char nm[512];
-    snprintf(nm, sizeof nm, "%sembed_tokens.weight", pre);
-    if ((rc = bind_linear(q, m, nm, d->V, d->H, &q->embed, err))) return rc;
     snprintf(nm, sizeof nm, "%snorm.weight", pre);
     if ((rc = load_vec(q, nm, d->H, &q->final_norm, err))) return rc;
-    /* the LM head is the embedding unless the checkpoint carries its own */
-    if (qhx_st_find(q->set, "lm_head.weight")) {
-        if ((rc = bind_linear(q, m, "lm_head.weight", d->V, d->H, &q->lm_head, err))) return rc;
-    } else {
-        q->lm_head = q->embed;
-    }
+    snprintf(nm, sizeof nm, "%sembed_tokens.weight", pre);
+    if ((rc = bind_embed_and_head(q, m, dir, nm, err))) return rc;
 
     q->layers = qhx_calloc((size_t)d->L, sizeof *q->layers);
     if (!q->layers) return qhx_fail(err, QHX_E_NOMEM, "out of memory");
@@ -819,6 +825,7 @@ static qhx_status run_batch(const qhx_model *m, qhx_model_state *st, const int32
         }
     }
 
+    if (opts->layer_cb) opts->layer_cb(opts->layer_cb_user, -1, st->n_past, s->x, n);
     for (int64_t l = 0; l < d->L; l++) {
         const q35_layer *L = &q->layers[l];
         f.L = L;

@@ -322,6 +322,39 @@ double qhx_parity_kl(const float *p, const float *q, int64_t n) {
     return kl < 0 ? 0 : kl; /* rounding can leave -1e-17 for identical inputs; NaN stays NaN */
 }
 
+static int kl_bin(double kl) {
+    if (!(kl < 1e2)) return QHX_PARITY_KL_BINS - 1; /* also NaN */
+    if (kl < 1e-12) return 0;
+    int b = 1 + (int)floor((log10(kl) + 12.0) * QHX_PARITY_KL_PER_DECADE);
+    return b < 1 ? 1 : b > QHX_PARITY_KL_BINS - 2 ? QHX_PARITY_KL_BINS - 2 : b;
+}
+
+/* Upper edge of bin b (bin 0: 1e-12; the last: infinity). */
+static double kl_bin_top(int b) {
+    if (b == 0) return 1e-12;
+    if (b >= QHX_PARITY_KL_BINS - 1) return INFINITY;
+    return pow(10.0, -12.0 + (double)b / QHX_PARITY_KL_PER_DECADE);
+}
+
+double qhx_parity_kl_quantile(const qhx_parity_cmp *c, double q) {
+    if (c->n_rows <= 0) return 0;
+    const double want = q * (double)c->n_rows;
+    int64_t seen = 0;
+    for (int b = 0; b < QHX_PARITY_KL_BINS; b++) {
+        seen += c->kl_hist[b];
+        if ((double)seen >= want) return kl_bin_top(b);
+    }
+    return INFINITY;
+}
+
+void qhx_parity_cmp_merge(qhx_parity_cmp *a, const qhx_parity_cmp *b) {
+    a->n_rows += b->n_rows;
+    a->agree += b->agree;
+    a->kl_sum += b->kl_sum;
+    a->kl_max = max_nan(a->kl_max, b->kl_max);
+    for (int i = 0; i < QHX_PARITY_KL_BINS; i++) a->kl_hist[i] += b->kl_hist[i];
+}
+
 void qhx_parity_compare(const float *ref, const float *test, int64_t n_rows, int64_t vocab, qhx_parity_cmp *acc) {
     for (int64_t r = 0; r < n_rows; r++) {
         const float *a = ref + r * vocab, *b = test + r * vocab;
@@ -329,6 +362,7 @@ void qhx_parity_compare(const float *ref, const float *test, int64_t n_rows, int
         double kl = qhx_parity_kl(a, b, vocab);
         acc->kl_sum += kl;
         acc->kl_max = max_nan(acc->kl_max, kl);
+        acc->kl_hist[kl_bin(kl)]++;
     }
     acc->n_rows += n_rows;
 }
@@ -358,7 +392,7 @@ void qhx_parity_model_precision(const qhx_model *m, qhx_parity_precision *out) {
     char name[160];
     const char *pre = NULL;
     for (size_t i = 0; i < sizeof prefixes / sizeof *prefixes && !pre; i++) {
-        snprintf(name, sizeof name, "%sembed_tokens.weight", prefixes[i]);
+        snprintf(name, sizeof name, "%snorm.weight", prefixes[i]); /* a tied bundle has no embed_tokens */
         if (qhx_model_find_tensor(m, name)) pre = prefixes[i];
     }
     if (!pre) return;

@@ -110,12 +110,25 @@ void qhx_parity_judge(const qhx_parity_prompt *p, const int32_t *greedy, const f
  * (log-sum-exp with the max subtracted). 0 for identical inputs, never negative. */
 double qhx_parity_kl(const float *p, const float *q, int64_t n);
 
+/* Per-row KL counted in log-spaced bins for its quantiles: QHX_PARITY_KL_PER_DECADE bins per
+ * decade from 1e-12 to 1e2 nats, bin 0 below, the last at or above (NaN is counted in it). */
+#define QHX_PARITY_KL_PER_DECADE 20
+#define QHX_PARITY_KL_BINS (14 * QHX_PARITY_KL_PER_DECADE + 2)
+
 typedef struct qhx_parity_cmp {
     int64_t n_rows;
     int64_t agree;    /* rows where argmax(test) == argmax(ref) */
     double kl_sum;    /* sum over rows of KL(P_ref || P_test) */
     double kl_max;
+    int64_t kl_hist[QHX_PARITY_KL_BINS];
 } qhx_parity_cmp;
+
+/* The q-quantile (0 < q <= 1) of the rows' KL, as the upper edge of the bin it falls in (so the
+ * true quantile is at most this, and above the edge below it: within 12 %). 0 for no rows. */
+double qhx_parity_kl_quantile(const qhx_parity_cmp *c, double q);
+
+/* Add b's rows to a (histograms included); a NaN maximum sticks. */
+void qhx_parity_cmp_merge(qhx_parity_cmp *a, const qhx_parity_cmp *b);
 
 /* Add n_rows rows of ref and test (n_rows, vocab) to *acc (zero it first). */
 void qhx_parity_compare(const float *ref, const float *test, int64_t n_rows, int64_t vocab,

@@ -39,10 +39,16 @@ mkdir "$tmp/exists"
 expect_rc 1 "already exists" "$QHX" forge "$FX/qwen35-tiny-f32" "$tmp/exists" --precision w8
 expect_rc 0 "wrote" "$QHX" forge --random qwen3_vl "$tmp/rvl" --preset tiny --seed 3
 expect_rc 0 "manifest" "$QHX" forge "$tmp/rvl" "$tmp/bvl" --precision q4 --name demo --max-context 256
-for f in demo-vlm-256.json demo-text-256.json decoder-q4.safetensors vision-w8.safetensors embed-f16.safetensors \
+for f in demo-vlm-256.json demo-text-256.json decoder-q4.safetensors vision-w8.safetensors \
          lmhead-w8.safetensors model.safetensors.index.json tokenizer.json config.json preprocessor_config.json; do
   [ -f "$tmp/bvl/$f" ] || bad "bundle lacks $f"
 done
+# tied: the matrix is stored once (the head); --embed adds a separate lookup table
+[ ! -e "$tmp/bvl/embed-f16.safetensors" ] || bad "a tied bundle stores a second embedding table"
+expect_rc 0 "manifest" "$QHX" forge "$tmp/rvl" "$tmp/bvl2" --precision q4 --embed f16 --text-only
+[ -f "$tmp/bvl2/embed-f16.safetensors" ] || bad "--embed f16 wrote no embed-f16.safetensors"
+[ ! -e "$tmp/bvl2/vision-w8.safetensors" ] && ls "$tmp/bvl2" | grep -q -- '-text-' && ! ls "$tmp/bvl2" | grep -q -- '-vlm-' \
+  || bad "--text-only still wrote the vision tower or a vlm manifest: $(ls "$tmp/bvl2")"
 ls -d "$tmp"/*.tmp-* >/dev/null 2>&1 && bad "a staging folder was left behind"
 for m in demo-vlm-256.json demo-text-256.json; do
   "$QHX" inspect "$tmp/bvl/$m" --verify >"$tmp/inspect.txt" 2>&1 || bad "qhx inspect $m: $(cat "$tmp/inspect.txt")"

@@ -116,6 +116,8 @@ if [ -f "$BF/golden.json" ] && "$QHX" forge "$BF" "$W8" --precision w8 --quiet; 
   { [ "$rc" = 0 ] || [ "$rc" = 1 ]; } || bad "--against exited $rc: $out"
   printf '%s\n' "$out" | grep -q "^mean over $(n_text "$BF") prompts: top-1 agreement [0-9.]*, KL [0-9.e+-]* nats" \
     || bad "--against: no summary of means: $out"
+  printf '%s\n' "$out" | grep -q "KL mean [0-9.e+-]* p99 <= [0-9.e+-]* p99.9 <= [0-9.e+-]* max" \
+    || bad "--against: no KL quantiles: $out"
   printf '%s\n' "$out" | tail -n 1 | grep -q "^[0-9]* passed, [0-9]* failed$" || bad "--against: no last line: $out"
 else
   bad "qhx forge $BF w8 failed"

@@ -14,7 +14,7 @@
 
 static const char USAGE[] =
     "usage: qhx forge HF_DIR OUT_DIR --precision f16|bf16|w8|q4 [--lmhead f16|bf16|w8|q4]\n"
-    "                 [--embed f16|bf16] [--max-context N] [--name NAME] [--quiet]\n"
+    "                 [--embed f16|bf16] [--text-only] [--max-context N] [--name NAME] [--quiet]\n"
     "       qhx forge --random FAMILY OUT_DIR --preset tiny|demo|2b [--seed N] [--dtype f32|bf16]\n"
     "                 [--tokenizer FILE] [--quiet]\n"
     "\n"
@@ -23,7 +23,12 @@ static const char USAGE[] =
     "manifest per runnable configuration (docs/bundle.md). The second writes a random-weight\n"
     "checkpoint of FAMILY (qwen3_5 or qwen3_vl) with the tiny (parity fixture) or 2b (released\n"
     "model) shapes. OUT_DIR must not exist; it appears only when complete. Ctrl-C stops cleanly\n"
-    "(exit 130).\n";
+    "(exit 130).\n"
+    "\n"
+    "A tied embedding is stored once, as the lm-head in its precision (--lmhead; default: the\n"
+    "precision, w8 for q4), and the embedding lookup reads its rows; --embed adds a separate\n"
+    "lookup table of that dtype instead. --text-only leaves a Qwen3-VL vision tower out (Qwen3.5\n"
+    "bundles never carry it: no Qwen3.5 run plan reads it).\n";
 
 // ---- progress bar and cancel --------------------------------------------------------------------
 
@@ -127,6 +132,9 @@ int qhx_forge_parse_args(int argc, char **argv, qhx_forge_args *fa) {
         } else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) {
             fa->quiet = true;
             continue;
+        } else if (!strcmp(a, "--text-only")) {
+            p->text_only = true;
+            continue;
         } else if (!strcmp(a, "--precision")) slot = &p->precision;
         else if (!strcmp(a, "--lmhead")) slot = &p->lmhead;
         else if (!strcmp(a, "--embed")) slot = &p->embed;
@@ -164,8 +172,8 @@ int qhx_forge_parse_args(int argc, char **argv, qhx_forge_args *fa) {
                                        near ? "; did you mean '" : "", near ? near : "", near ? "'?" : "");
         }
         if (!p->preset) return qhx_cli_usage_error("forge", "--random needs --preset tiny|demo|2b");
-        if (p->precision || p->lmhead || p->embed || p->name || p->max_context)
-            return qhx_cli_usage_error("forge", "--precision/--lmhead/--embed/--name/--max-context are for conversion");
+        if (p->precision || p->lmhead || p->embed || p->name || p->max_context || p->text_only)
+            return qhx_cli_usage_error("forge", "--precision/--lmhead/--embed/--name/--max-context/--text-only are for conversion");
     } else {
         if (!p->precision) return qhx_cli_usage_error("forge", "--precision f16|bf16|w8|q4 is required");
         if (p->preset || p->dtype || p->tokenizer)

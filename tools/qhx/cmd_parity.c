@@ -219,10 +219,7 @@ static qhx_status against_prompt(parity_run *r, int64_t i, double min_agree, aga
     while (k < n && r->greedy[k] == r->greedy2[k]) k++;
     double agree = (double)c.agree / (double)c.n_rows, kl = c.kl_sum / (double)c.n_rows;
 
-    t->all.n_rows += c.n_rows;
-    t->all.agree += c.agree;
-    t->all.kl_sum += c.kl_sum;
-    if (!isnan(t->all.kl_max) && !(c.kl_max <= t->all.kl_max)) t->all.kl_max = c.kl_max; /* NaN sticks */
+    qhx_parity_cmp_merge(&t->all, &c);
     t->agree_sum += agree;
     t->kl_sum += kl;
     t->n_prompts++;
@@ -314,10 +311,11 @@ int qhx_cmd_parity(int argc, char **argv) {
     }
     if (a.against && tot.n_prompts > 0)
         printf("mean over %lld prompts: top-1 agreement %.4f, KL %.3e nats; over all %lld rows: top-1 agreement "
-               "%.4f, KL mean %.3e max %.3e nats\n",
+               "%.4f, KL mean %.3e p99 <= %.2e p99.9 <= %.2e max %.3e nats\n",
                (long long)tot.n_prompts, tot.agree_sum / (double)tot.n_prompts, tot.kl_sum / (double)tot.n_prompts,
                (long long)tot.all.n_rows, (double)tot.all.agree / (double)tot.all.n_rows,
-               tot.all.kl_sum / (double)tot.all.n_rows, tot.all.kl_max);
+               tot.all.kl_sum / (double)tot.all.n_rows, qhx_parity_kl_quantile(&tot.all, 0.99),
+               qhx_parity_kl_quantile(&tot.all, 0.999), tot.all.kl_max);
     if (n_skipped) printf("%lld image prompt%s skipped\n", (long long)n_skipped, n_skipped == 1 ? "" : "s");
     printf("%lld passed, %lld failed\n", (long long)n_passed, (long long)n_failed);
     if (fflush(stdout)) {
