@@ -12,6 +12,7 @@
 
 #include "kernels/kernels.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #define QHX_ATTN_BLOCK 256
@@ -43,5 +44,29 @@ int64_t qhx_attn_group_work(int64_t n_kv, int64_t rep, int64_t hd);
 /* All blocks of n_kv keys, then the combine: out (rep, hd) for the rep heads of one KV head. */
 void qhx_attn_group(const qhx_kernels *k, const float *q, const float *K, const float *V, int64_t ld,
                     int64_t n_kv, int64_t rep, int64_t hd, float scale, float *work, float *out);
+
+/* ---- keys and values in f32 or f16 (the KV cache element types) ---- */
+
+/* One KV head's keys and values in a cache: row t of K at K + t * ld elements (likewise V). */
+typedef struct qhx_kv_view {
+    const void *K, *V; /* float, or uint16_t halves when f16 */
+    int64_t ld;        /* elements between consecutive rows */
+    bool f16;
+} qhx_kv_view;
+
+/* Floats of scratch qhx_attn_block_kv needs: the scores and, for f16, the widened tile of one
+ * block (K then V, QHX_ATTN_BLOCK x hd each). */
+int64_t qhx_attn_block_kv_work(int64_t rep, int64_t hd, bool f16);
+/* Floats of scratch qhx_attn_group_kv needs for up to n_kv keys. */
+int64_t qhx_attn_group_kv_work(int64_t n_kv, int64_t rep, int64_t hd, bool f16);
+
+/* qhx_attn_block / qhx_attn_group over a view. f32: the same calls on the cache in place.
+ * f16: each block's rows are widened (exactly) into a tile of ld = hd and the same block kernel
+ * runs on it, so the result equals the f32 path on the widened values, and the prompt and
+ * decode paths give the same bits for a token, as they do in f32. */
+void qhx_attn_block_kv(const qhx_kernels *k, const float *q, const qhx_kv_view *kv, int64_t n_kv, int64_t b,
+                       int64_t rep, int64_t hd, float scale, float *work, float *part);
+void qhx_attn_group_kv(const qhx_kernels *k, const float *q, const qhx_kv_view *kv, int64_t n_kv, int64_t rep,
+                       int64_t hd, float scale, float *work, float *out);
 
 #endif
