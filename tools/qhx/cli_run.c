@@ -25,6 +25,7 @@ const char QHX_RUN_OPTS_HELP[] =
     "                       (default: int8 for q4, f32 for w8)\n"
     "  --decode-math default|f32|int8  q4 decode matvec with int8 activations or not\n"
     "                       (default: int8)\n"
+    "  --kv f32|f16         KV cache element type (default: the run plan's, else f32)\n"
     "  --ignore-eos         do not stop at the model's stop tokens\n"
     "  --quiet              no speed line on stderr\n";
 
@@ -55,7 +56,7 @@ int qhx_run_parse_opt(const char *cmd, int argc, char **argv, int *i, qhx_run_op
     if (!strcmp(a, "--no-think")) { o->think = 0; return 1; }
     static const char *const valued[] = {"-m", "--model", "-n", "--temp", "--top-k", "--top-p", "--min-p",
                                          "--repeat-penalty", "--seed", "--threads", "--isa", "--ctx",
-                                         "--prefill", "--prefill-math", "--decode-math", "--system"};
+                                         "--prefill", "--prefill-math", "--decode-math", "--kv", "--system"};
     int known = 0;
     for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) known |= !strcmp(a, valued[k]);
     if (!known) return 0;
@@ -101,6 +102,8 @@ int qhx_run_parse_opt(const char *cmd, int argc, char **argv, int *i, qhx_run_op
     } else if (!strcmp(a, "--decode-math")) {
         if (qhx_cli_parse_prefill_math(v, &o->decode_math))
             return qhx_cli_usage_error(cmd, "--decode-math: '%s' is not default, f32 or int8", v);
+    } else if (!strcmp(a, "--kv")) {
+        if (qhx_cli_parse_kv(v, &o->kv)) return qhx_cli_usage_error(cmd, "--kv: '%s' is not f32 or f16", v);
     }
     return 1;
 }
@@ -111,6 +114,7 @@ qhx_model_params qhx_run_model_params(const qhx_run_opts *o) {
     mp.max_isa = o->isa;
     mp.prefill_math = o->prefill_math;
     mp.decode_math = o->decode_math;
+    mp.kv_cache = o->kv;
     return mp;
 }
 

@@ -17,6 +17,7 @@ typedef struct qhx_run_opts {
     qhx_prefill_mode prefill;
     qhx_prefill_math prefill_math;
     qhx_prefill_math decode_math;
+    qhx_kv_type kv;         /* --kv; DEFAULT = the run plan's */
     qhx_sample_params sampling;
     bool sampling_set[7];   /* temp, top-k, top-p, min-p, repeat-penalty, seed, greedy */
     const char *system;
