@@ -202,7 +202,7 @@ static void test_errors(void) {
     /* unknown keys (typos) */
     expect("max_contxt", json_integer(5), QHX_E_FORMAT,
            "max_contxt: unknown key (expected one of: format, name, description, family, host_op, precision, "
-           "max_context, artifacts, tokenizer, preprocessor, special_tokens, generation, model)");
+           "max_context, kv_cache, artifacts, tokenizer, preprocessor, special_tokens, generation, model)");
     expect("artifacts.lmhead", json_object(), QHX_E_FORMAT,
            "artifacts.lmhead: unknown key (expected one of: weights, embedding, lm_head, vision)");
     expect("artifacts.weights.sha", json_string("x"), QHX_E_FORMAT,

@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define QHX_KV_BUILTIN QHX_KV_F32 /* what QHX_KV_DEFAULT means when no plan says otherwise */
+#define QHX_KV_BUILTIN QHX_KV_F16 /* what QHX_KV_DEFAULT means when no plan says otherwise */
 
 typedef struct qhx_kv_cache {
     qhx_kv_type type;  /* QHX_KV_F32 or QHX_KV_F16, never DEFAULT */

@@ -25,7 +25,7 @@ const char QHX_RUN_OPTS_HELP[] =
     "                       (default: int8 for q4, f32 for w8)\n"
     "  --decode-math default|f32|int8  q4 decode matvec with int8 activations or not\n"
     "                       (default: int8)\n"
-    "  --kv f32|f16         KV cache element type (default: the run plan's, else f32)\n"
+    "  --kv f32|f16         KV cache element type (default: the run plan's, else f16)\n"
     "  --ignore-eos         do not stop at the model's stop tokens\n"
     "  --quiet              no speed line on stderr\n";
 

@@ -158,7 +158,7 @@ static void usage(FILE *f) {
                "               after the runs, the best counts; 0: skip, no roofline)\n"
                "  --image FILE also time the vision encoder on FILE (Qwen3-VL models): decode,\n"
                "               preprocess and encode, median over the reps\n"
-               "  --kv f32|f16 KV cache element type (default: the run plan's, else f32)\n"
+               "  --kv f32|f16 KV cache element type (default: the run plan's, else f16)\n"
                "  --json       one JSON object instead of the table\n");
 }
 

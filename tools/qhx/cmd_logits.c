@@ -28,7 +28,7 @@ static void usage(FILE *f) {
             "                    <|vision_start|>, one image-pad id per image token, <|vision_end|>\n"
             "  --out FILE        write float32 [n_ids, vocab] logits, little-endian\n"
             "  --threads N       worker threads (accepted; single-threaded for now)\n"
-            "  --kv f32|f16      KV cache element type (default: the run plan's, else f32)\n");
+            "  --kv f32|f16      KV cache element type (default: the run plan's, else f16)\n");
 }
 
 int qhx_logits_parse_args(int argc, char **argv, qhx_logits_args *a) {
