@@ -1,0 +1,362 @@
+// ctest-labels: unit;model;session;kernels
+/* The KV cache element types (models/kv.h, include/qhx.h qhx_kv_type):
+ *   - the op table's f16 <-> f32 conversions equal core/fp16's, bit for bit (every f16 value, a
+ *     million random f32 patterns, ties and range edges, odd lengths);
+ *   - attention over an f16 view equals attention over the widened f32 values, bit for bit;
+ *   - on the Qwen3.5 and Qwen3-VL fixtures: the default is f16, f16 logits stay within
+ *     KV_F16_TOL of the f32 ones with the same argmax wherever the f32 top-2 margin exceeds it,
+ *     and the prompt path, the prompt in steps and token-by-token decode agree as in f32;
+ *   - session save/restore of an f16 cache continues identically; a file of the other element
+ *     type is refused by name, and its KV rows take half the bytes. */
+#include "core/alloc.h"
+#include "core/file.h"
+#include "core/fp16.h"
+#include "io/json.h"
+#include "kernels/attn.h"
+#include "models/family.h"
+#include "models/model.h"
+#include "runtime/session.h"
+#include "t.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Measured on the parity fixtures (docs/architecture.md, "Memory"): max |logit(f16 KV) -
+ * logit(f32 KV)| 1.9e-3 over 741 teacher-forced rows; f16 keeps 11 significant bits, so a key or
+ * value moves by up to 2^-12 of itself. */
+#define KV_F16_TOL 5e-3
+/* Chunked prefill vs token-by-token decode: test_qwen35_golden allows 5e-5 with an f32 cache (the
+ * chunked and recurrent delta rule round differently). With f16 a key element the two paths
+ * compute a hair apart can round to neighbouring halves (2^-11 apart, relative); measured
+ * 3.3e-5 and 4.5e-5 on p300, so twice the f32 bound. */
+#define TOL_PATHS_F16 1e-4
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static uint64_t next_u64(void) { /* splitmix64 */
+    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+static float next_f(void) { return (float)((double)(next_u64() >> 11) / 9007199254740992.0 * 2.0 - 1.0); }
+
+/* ---- conversions ------------------------------------------------------------------------------ */
+
+static bool is_signalling_f16(uint16_t h) { return (h & 0x7c00u) == 0x7c00u && (h & 0x3ffu) && !(h & 0x200u); }
+
+static void check_widen(const qhx_kernels *k) {
+    /* every f16 pattern but the signalling NaNs (kernels.h: F16C quiets them; the cache never
+     * holds one), in one call and in short odd runs that end in the scalar tail */
+    enum { N = 65536 };
+    uint16_t *h = qhx_malloc(N * sizeof *h);
+    float *got = qhx_malloc(N * sizeof *got);
+    int64_t n = 0;
+    for (uint32_t i = 0; i < N; i++)
+        if (!is_signalling_f16((uint16_t)i)) h[n++] = (uint16_t)i;
+    k->f16_to_f32(h, got, n);
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; i++) bad += qhx_f32_bits(got[i]) != qhx_f32_bits(qhx_f16_to_f32(h[i]));
+    for (int64_t len = 0; len <= 19; len++) {
+        memset(got, 0xff, 32 * sizeof *got);
+        k->f16_to_f32(h + 1000 + 3 * len, got + 1, len);
+        for (int64_t i = 0; i < len; i++) bad += qhx_f32_bits(got[1 + i]) != qhx_f32_bits(qhx_f16_to_f32(h[1000 + 3 * len + i]));
+        bad += qhx_f32_bits(got[1 + len]) != 0xffffffffu; /* nothing past n */
+    }
+    CHECK_EQ(bad, 0);
+    qhx_free(h);
+    qhx_free(got);
+}
+
+static void check_narrow(const qhx_kernels *k) {
+    enum { N = 1 << 20 };
+    float *x = qhx_malloc(N * sizeof *x);
+    uint16_t *got = qhx_malloc(N * sizeof *got);
+    int64_t n = 0;
+    /* every f16 value widened, the f32 neighbours of it and the exact midpoints to the next one
+     * (ties to even), then range edges, then random bit patterns */
+    for (uint32_t i = 0; i < 0x7c00u; i++) {
+        float v = qhx_f16_to_f32((uint16_t)i), w = qhx_f16_to_f32((uint16_t)(i + 1));
+        uint32_t b = qhx_f32_bits(v);
+        float mid = (float)(((double)v + (double)w) / 2.0);
+        x[n++] = v, x[n++] = -mid, x[n++] = mid, x[n++] = qhx_bits_f32(b + 1), x[n++] = -qhx_bits_f32(b ? b - 1 : 0);
+    }
+    const float edges[] = {0.0f, -0.0f, 65504.0f, 65519.996f, 65520.0f, -65520.0f, 1e9f, 5.96e-8f, 2.98e-8f, 2.99e-8f,
+                           INFINITY, -INFINITY, NAN, -NAN, qhx_bits_f32(0x7f800001u), qhx_bits_f32(0xffc12345u)};
+    for (size_t i = 0; i < sizeof edges / sizeof edges[0]; i++) x[n++] = edges[i];
+    while (n < N) x[n++] = qhx_bits_f32((uint32_t)next_u64());
+    k->f32_to_f16(x, got, n);
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; i++) bad += got[i] != qhx_f32_to_f16(x[i]);
+    for (int64_t len = 0; len <= 19; len++) {
+        memset(got, 0xff, 32 * sizeof *got);
+        k->f32_to_f16(x + 5 * len, got + 1, len);
+        for (int64_t i = 0; i < len; i++) bad += got[1 + i] != qhx_f32_to_f16(x[5 * len + i]);
+        bad += got[1 + len] != 0xffffu;
+    }
+    CHECK_EQ(bad, 0);
+    qhx_free(x);
+    qhx_free(got);
+}
+
+static void test_conversions(void) {
+    qhx_kernels ref, best;
+    qhx_kern_select(QHX_ISA_REF, &ref);
+    qhx_kern_select(QHX_ISA_BEST, &best);
+    printf("conversions: ref and %s\n", qhx_isa_name(best.isa));
+    check_widen(&ref);
+    check_narrow(&ref);
+    check_widen(&best);
+    check_narrow(&best);
+}
+
+/* ---- attention over views --------------------------------------------------------------------- */
+
+static void test_attn_views(void) {
+    qhx_kernels k;
+    qhx_kern_select(QHX_ISA_BEST, &k);
+    const int64_t n_kv = 600, n_heads = 3, hd = 40, rep = 2, ld = n_heads * hd, g = 1; /* 3 blocks, the last short */
+    const size_t cells = (size_t)(n_kv * ld);
+    float *K = qhx_malloc(cells * sizeof *K), *V = qhx_malloc(cells * sizeof *V);
+    float *Kw = qhx_malloc(cells * sizeof *Kw), *Vw = qhx_malloc(cells * sizeof *Vw);
+    uint16_t *K16 = qhx_malloc(cells * sizeof *K16), *V16 = qhx_malloc(cells * sizeof *V16);
+    float q[2 * 40], a[2 * 40], b[2 * 40];
+    for (size_t i = 0; i < cells; i++) K[i] = 2.0f * next_f(), V[i] = next_f();
+    for (int64_t i = 0; i < rep * hd; i++) q[i] = next_f();
+    qhx_f32_to_f16_row(K, K16, (int64_t)cells);
+    qhx_f32_to_f16_row(V, V16, (int64_t)cells);
+    qhx_f16_to_f32_row(K16, Kw, (int64_t)cells);
+    qhx_f16_to_f32_row(V16, Vw, (int64_t)cells);
+    const float scale = 0.158f;
+    const int64_t nw = qhx_attn_group_kv_work(n_kv, rep, hd, true);
+    float *work = qhx_malloc((size_t)nw * sizeof *work);
+    for (int64_t n = 1; n <= n_kv; n += 137) { /* 1, 138, 275, 412, 549: one to three blocks */
+        qhx_attn_group(&k, q, Kw + g * hd, Vw + g * hd, ld, n, rep, hd, scale, work, a);
+        qhx_kv_view v16 = {K16 + g * hd, V16 + g * hd, ld, true};
+        qhx_attn_group_kv(&k, q, &v16, n, rep, hd, scale, work, b);
+        CHECK(memcmp(a, b, sizeof a) == 0);
+        qhx_attn_group(&k, q, K + g * hd, V + g * hd, ld, n, rep, hd, scale, work, a);
+        qhx_kv_view v32 = {K + g * hd, V + g * hd, ld, false};
+        qhx_attn_group_kv(&k, q, &v32, n, rep, hd, scale, work, b);
+        CHECK(memcmp(a, b, sizeof a) == 0);
+    }
+    qhx_free(work);
+    qhx_free(K), qhx_free(V), qhx_free(Kw), qhx_free(Vw), qhx_free(K16), qhx_free(V16);
+}
+
+/* ---- models ----------------------------------------------------------------------------------- */
+
+/* The ids of the fixture prompt `name` (owned), or NULL. */
+static int32_t *fixture_prompt(const char *dir, const char *name, int64_t *n) {
+    char *p = qhx_path_join(dir, "prompts.json");
+    qhx_error err;
+    json_t *root = qhx_json_load_file(p, &err);
+    qhx_free(p);
+    int32_t *ids = NULL;
+    for (size_t i = 0; root && i < json_array_size(root); i++) {
+        json_t *e = json_array_get(root, i);
+        if (strcmp(json_string_value(json_object_get(e, "name")), name)) continue;
+        json_t *a = json_object_get(e, "ids");
+        *n = (int64_t)json_array_size(a);
+        ids = qhx_malloc((size_t)*n * sizeof *ids);
+        for (int64_t j = 0; j < *n; j++) ids[j] = (int32_t)json_integer_value(json_array_get(a, (size_t)j));
+    }
+    json_decref(root);
+    return ids;
+}
+
+/* logits (n, V) of ids through a new state: kv element type, n_batch (0: default), flags */
+static float *run_logits(const qhx_model *m, const int32_t *ids, int64_t n, qhx_kv_type kv, int64_t n_batch,
+                         unsigned flags) {
+    qhx_error err;
+    qhx_model_state *st = NULL;
+    float *rows = qhx_malloc((size_t)(n * qhx_model_n_vocab(m)) * sizeof(float));
+    CHECK_EQ(qhx_model_state_create(m, &(qhx_state_params){.n_ctx = n, .n_batch = n_batch, .kv_cache = kv}, &st, &err),
+             QHX_OK);
+    if (st) CHECK_EQ(qhx_model_state_kv_type(st), kv);
+    qhx_forward_opts o = {.flags = QHX_FWD_LOGITS_ALL | flags, .logits = rows};
+    if (st) CHECK_EQ(qhx_model_forward(m, st, ids, n, &o, &err), QHX_OK);
+    qhx_model_state_free(st);
+    return rows;
+}
+
+static double max_diff(const float *a, const float *b, int64_t n) {
+    double d = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double e = fabs((double)a[i] - (double)b[i]);
+        if (e != e) return INFINITY;
+        d = e > d ? e : d;
+    }
+    return d;
+}
+
+/* rows where the argmax differs although the first row's top-2 margin exceeds tol */
+static int64_t hard_flips(const float *ref, const float *x, int64_t n, int64_t V, double tol) {
+    int64_t flips = 0;
+    for (int64_t t = 0; t < n; t++) {
+        const float *r = ref + t * V, *y = x + t * V;
+        int64_t a = 0, b = 0;
+        for (int64_t v = 1; v < V; v++) a = r[v] > r[a] ? v : a, b = y[v] > y[b] ? v : b;
+        float second = -INFINITY;
+        for (int64_t v = 0; v < V; v++)
+            if (v != a && r[v] > second) second = r[v];
+        flips += a != b && r[a] - second > tol;
+    }
+    return flips;
+}
+
+static void test_model(const char *dir) {
+    qhx_error err;
+    qhx_model *m = NULL;
+    qhx_model_params mp = qhx_model_default_params();
+    mp.max_isa = QHX_ISA_REF; /* as the golden tests: the paths differ only where the math does */
+    CHECK_EQ(qhx_model_open(dir, &mp, &m, &err), QHX_OK);
+    if (!m) {
+        fprintf(stderr, "%s: %s\n", dir, err.msg);
+        return;
+    }
+    qhx_model_state *st = NULL;
+    CHECK_EQ(qhx_model_state_create(m, &(qhx_state_params){.n_ctx = 8}, &st, &err), QHX_OK);
+    if (st) CHECK_EQ(qhx_model_state_kv_type(st), QHX_KV_F16); /* the default */
+    qhx_model_state_free(st);
+    CHECK_EQ(qhx_model_state_create(m, &(qhx_state_params){.n_ctx = 8, .kv_cache = (qhx_kv_type)7}, &st, &err),
+             QHX_E_ARG);
+
+    int64_t n = 0;
+    int32_t *ids = fixture_prompt(dir, "p300", &n); /* past one key block of 256 */
+    CHECK(ids && n > 256);
+    if (!ids) goto out;
+    const int64_t V = qhx_model_n_vocab(m);
+    float *f32 = run_logits(m, ids, n, QHX_KV_F32, 0, 0), *f16 = run_logits(m, ids, n, QHX_KV_F16, 0, 0);
+    double d = max_diff(f32, f16, n * V);
+    int64_t flips = hard_flips(f32, f16, n, V, KV_F16_TOL);
+    printf("%s p300: f16 vs f32 KV max |dlogit| %.3g (bound %g), %lld argmax flips at margin > bound\n", dir, d,
+           KV_F16_TOL, (long long)flips);
+    CHECK(d > 0 && d <= KV_F16_TOL);
+    CHECK_EQ(flips, 0);
+    /* the prompt path vs token-by-token decode and vs the prompt in steps of 7, as in f32 */
+    float *seq = run_logits(m, ids, n, QHX_KV_F16, 0, QHX_FWD_SEQUENTIAL), *steps = run_logits(m, ids, n, QHX_KV_F16, 7, 0);
+    float *seq32 = run_logits(m, ids, n, QHX_KV_F32, 0, QHX_FWD_SEQUENTIAL);
+    double d_seq = max_diff(f16, seq, n * V), d_steps = max_diff(f16, steps, n * V), d_seq32 = max_diff(f32, seq32, n * V);
+    printf("%s p300: f16 KV prefill vs token-by-token %.3g (f32 KV: %.3g), vs steps of 7 %.3g\n", dir, d_seq, d_seq32,
+           d_steps);
+    if (d_seq32 == 0) { /* Qwen3-VL: no delta rule, the paths are the same arithmetic: the same bits */
+        CHECK(d_seq == 0);
+        CHECK(d_steps == 0);
+    }
+    CHECK(d_seq <= TOL_PATHS_F16);
+    CHECK(d_steps <= TOL_PATHS_F16);
+    qhx_free(seq), qhx_free(steps), qhx_free(seq32), qhx_free(f32), qhx_free(f16);
+out:
+    qhx_free(ids);
+    qhx_model_free(m);
+}
+
+/* ---- session files ---------------------------------------------------------------------------- */
+
+static qhx_session *new_session(qhx_model *m, qhx_kv_type kv) {
+    qhx_session_params p = qhx_session_default_params(m);
+    p.n_ctx = 96;
+    p.sampling = (qhx_sample_params){0};
+    p.kv_cache = kv;
+    qhx_session *s = NULL;
+    qhx_error err;
+    CHECK_EQ(qhx_session_create(m, &p, &s, &err), QHX_OK);
+    return s;
+}
+
+typedef struct collect {
+    qhx_token ids[64];
+    int n;
+} collect;
+
+static int on_token(void *user, qhx_token t, const char *text, size_t len) {
+    (void)text, (void)len;
+    collect *c = user;
+    if (t >= 0 && c->n < 64) c->ids[c->n++] = t;
+    return 0;
+}
+
+static int generate(qhx_session *s, collect *c) {
+    qhx_error err;
+    qhx_generate_params gp = {.max_tokens = 16, .ignore_stop = 1, .on_token = on_token, .user = c};
+    return qhx_session_generate(s, &gp, NULL, &err);
+}
+
+static long file_size(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return -1;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fclose(f);
+    return n;
+}
+
+static void test_session_file(const char *dir, const char *tmp) {
+    qhx_error err;
+    qhx_model *m = NULL;
+    CHECK_EQ(qhx_model_open(dir, NULL, &m, &err), QHX_OK);
+    if (!m) return;
+    int64_t n = 0;
+    int32_t *ids = fixture_prompt(dir, "p033", &n);
+    char p16[1100], p32[1100];
+    snprintf(p16, sizeof p16, "%s/kv16.state", tmp);
+    snprintf(p32, sizeof p32, "%s/kv32.state", tmp);
+    qhx_session *a = new_session(m, QHX_KV_DEFAULT), *b = new_session(m, QHX_KV_F16), *c = new_session(m, QHX_KV_F32);
+    if (!ids || !a || !b || !c) goto out;
+    CHECK_EQ(qhx_session_feed(a, ids, (size_t)n, &err), QHX_OK);
+    CHECK_EQ(qhx_session_feed(c, ids, (size_t)n, &err), QHX_OK);
+    CHECK_EQ(qhx_session_save(a, p16, &err), QHX_OK);
+    CHECK_EQ(qhx_session_save(c, p32, &err), QHX_OK);
+    /* restored into another f16 session, generation goes on identically */
+    CHECK_EQ(qhx_session_restore(b, p16, &err), QHX_OK);
+    collect ga = {0}, gb = {0};
+    CHECK_EQ(generate(a, &ga), QHX_OK);
+    CHECK_EQ(generate(b, &gb), QHX_OK);
+    CHECK_EQ(ga.n, 16);
+    CHECK(ga.n == gb.n && memcmp(ga.ids, gb.ids, sizeof ga.ids) == 0);
+    CHECK(memcmp(qhx_session_logits(a), qhx_session_logits(b), (size_t)qhx_model_n_vocab(m) * sizeof(float)) == 0);
+    /* the other element type is refused by name, the session left as it was */
+    int64_t held = qhx_session_n_past(c);
+    CHECK_EQ(qhx_session_restore(c, p16, &err), QHX_E_FORMAT);
+    CHECK_CONTAINS(err.msg, "saved with an f16 KV cache, this session's is f32");
+    CHECK_EQ(qhx_session_n_past(c), held);
+    CHECK_EQ(qhx_session_restore(b, p32, &err), QHX_E_FORMAT);
+    CHECK_CONTAINS(err.msg, "saved with an f32 KV cache, this session's is f16");
+    /* the cache rows: half the bytes (everything else in the file is the same size) */
+    const qhx_model_config *cfg = qhx_model_get_config(m);
+    int64_t n_attn = 0;
+    for (int64_t l = 0; l < cfg->num_hidden_layers; l++)
+        n_attn += qhx_model_family(m) == QHX_FAMILY_QWEN3_VL || cfg->layer_types[l] == QHX_LAYER_FULL_ATTENTION;
+    long saved = 2 * n_attn * n * cfg->num_key_value_heads * cfg->head_dim * 2; /* K and V, 2 bytes saved per element */
+    printf("%s: session file f32 KV %ld bytes, f16 KV %ld bytes\n", dir, file_size(p32), file_size(p16));
+    CHECK_EQ(file_size(p32) - file_size(p16), saved);
+out:
+    unlink(p16);
+    unlink(p32);
+    qhx_session_free(a), qhx_session_free(b), qhx_session_free(c);
+    qhx_free(ids);
+    qhx_model_free(m);
+}
+
+int main(void) {
+    char q35[512], vl[512], tmp[1024];
+    snprintf(q35, sizeof q35, "%s/fixtures/parity/qwen35-tiny-f32", QHX_DATA_DIR);
+    snprintf(vl, sizeof vl, "%s/fixtures/parity/qwen3vl-tiny-f32", QHX_DATA_DIR);
+    if (!qhx_path_is_dir(q35) || !qhx_path_is_dir(vl)) {
+        fprintf(stderr, "FAIL: fixtures missing under %s\n", QHX_DATA_DIR);
+        return 1;
+    }
+    snprintf(tmp, sizeof tmp, "/tmp/qhx_kv_XXXXXX");
+    if (!mkdtemp(tmp)) return 1;
+    test_conversions();
+    test_attn_views();
+    test_model(q35);
+    test_model(vl);
+    test_session_file(q35, tmp);
+    test_session_file(vl, tmp);
+    rmdir(tmp);
+    return t_done("test_kv_cache");
+}
