@@ -13,6 +13,7 @@
 #endif
 #if defined(QHX_HAVE_ARM)
 #include "kernels/arm/arm.h"
+#include "kernels/arm/cvt_arm.h"
 #endif
 
 #include "core/fp16.h"
@@ -79,6 +80,10 @@ void qhx_kern_select(qhx_isa max_isa, qhx_kernels *k) {
     }
 #elif defined(QHX_HAVE_ARM)
     qhx_kern_install_arm(k, max_isa, NULL); /* the hwcap check is inside */
+    if (k->isa == QHX_ISA_NEON) {
+        k->f16_to_f32 = qhx_k_f16_to_f32_neon;
+        k->f32_to_f16 = qhx_k_f32_to_f16_neon;
+    }
 #else
     (void)max_isa;
 #endif
