@@ -122,8 +122,9 @@ typedef enum qhx_prefill_math {
 /* Element type of the KV cache (the attention keys and values a session keeps per position).
  * Attention math is f32 either way: keys are normalised and rotated in f32, then stored; F16
  * stores them rounded to nearest even and widens them back exactly when attending (half the
- * bytes; the measured effect on logits is in BENCHMARKS.md and docs/architecture.md, "Memory").
- * DEFAULT: the run plan's "kv_cache" (docs/manifest.md), else QHX_KV_F16. */
+ * bytes; greedy-exact on every parity fixture, logits within ~2e-3 of f32: docs/architecture.md,
+ * "The KV cache"). DEFAULT: the run plan's "kv_cache" (docs/manifest.md), else QHX_KV_F16.
+ * A session file holds its cache's type; restoring it into a session of the other type fails. */
 typedef enum qhx_kv_type { QHX_KV_DEFAULT = 0, QHX_KV_F32 = 1, QHX_KV_F16 = 2 } qhx_kv_type;
 
 typedef struct qhx_model_params {
