@@ -51,7 +51,8 @@ static void token(const qhx_kernels *k, const shape *s, void *const *cache, bool
     for (int64_t l = 0; l < s->layers; l++) {
         const char *K = cache[l], *V = K + (size_t)(n_ctx * width) * elem;
         for (int64_t g = 0; g < s->nkv; g++) {
-            qhx_kv_view kv = {K + (size_t)(g * s->hd) * elem, V + (size_t)(g * s->hd) * elem, width, f16};
+            qhx_kv_view kv = {K + (size_t)(g * s->hd) * elem, V + (size_t)(g * s->hd) * elem, width,
+                              f16 ? QHX_KV_F16 : QHX_KV_F32, 0, 0};
             for (int64_t b = 0; b < nb; b++)
                 qhx_attn_block_kv(k, q + g * rep * s->hd, &kv, n_ctx, b, rep, s->hd, 0.08f, work, part + b * pf);
             qhx_attn_combine(part, nb, rep, s->hd, out + g * rep * s->hd);
@@ -72,7 +73,7 @@ static void bench(const qhx_kernels *k, const shape *s, int64_t n_ctx, int reps,
     }
     float *q = malloc((size_t)(s->nh * s->hd) * sizeof *q), *out = malloc((size_t)(s->nh * s->hd) * sizeof *out);
     for (int64_t i = 0; i < s->nh * s->hd; i++) q[i] = rnd();
-    float *work = malloc((size_t)qhx_attn_block_kv_work(rep, s->hd, f16) * sizeof *work);
+    float *work = malloc((size_t)qhx_attn_block_kv_work(rep, s->hd, f16 ? QHX_KV_F16 : QHX_KV_F32) * sizeof *work);
     float *part = malloc((size_t)(qhx_attn_n_blocks(n_ctx) * qhx_attn_part_floats(rep, s->hd)) * sizeof *part);
     double wall[64], cpu[64];
     token(k, s, cache, f16, n_ctx, q, work, part, out); /* warm-up */

@@ -123,9 +123,11 @@ typedef enum qhx_prefill_math {
  * Attention math is f32 either way: keys are normalised and rotated in f32, then stored; F16
  * stores them rounded to nearest even and widens them back exactly when attending (half the
  * bytes; greedy-exact on every parity fixture, logits within ~2e-3 of f32: docs/architecture.md,
- * "The KV cache"). DEFAULT: the run plan's "kv_cache" (docs/manifest.md), else QHX_KV_F16.
+ * "The KV cache"). Q8 stores blocks of 32 values as int8 with an f32 scale (max |x| / 127),
+ * 1.125 bytes a value; not greedy-exact on the fixtures (3 of 30 prompts diverge), so opt-in.
+ * DEFAULT: the run plan's "kv_cache" (docs/manifest.md), else QHX_KV_F16.
  * A session file holds its cache's type; restoring it into a session of the other type fails. */
-typedef enum qhx_kv_type { QHX_KV_DEFAULT = 0, QHX_KV_F32 = 1, QHX_KV_F16 = 2 } qhx_kv_type;
+typedef enum qhx_kv_type { QHX_KV_DEFAULT = 0, QHX_KV_F32 = 1, QHX_KV_F16 = 2, QHX_KV_Q8 = 3 } qhx_kv_type;
 
 typedef struct qhx_model_params {
     qhx_isa max_isa;          /* QHX_ISA_BEST by default */

@@ -111,15 +111,15 @@ static void test_attn_views(void) {
     qhx_f16_to_f32_row(K16, Kw, (int64_t)cells);
     qhx_f16_to_f32_row(V16, Vw, (int64_t)cells);
     const float scale = 0.158f;
-    const int64_t nw = qhx_attn_group_kv_work(n_kv, rep, hd, true);
+    const int64_t nw = qhx_attn_group_kv_work(n_kv, rep, hd, QHX_KV_F16);
     float *work = qhx_malloc((size_t)nw * sizeof *work);
     for (int64_t n = 1; n <= n_kv; n += 137) { /* 1, 138, 275, 412, 549: one to three blocks */
         qhx_attn_group(&k, q, Kw + g * hd, Vw + g * hd, ld, n, rep, hd, scale, work, a);
-        qhx_kv_view v16 = {K16 + g * hd, V16 + g * hd, ld, true};
+        qhx_kv_view v16 = {K16 + g * hd, V16 + g * hd, ld, QHX_KV_F16, 0, 0};
         qhx_attn_group_kv(&k, q, &v16, n, rep, hd, scale, work, b);
         CHECK(memcmp(a, b, sizeof a) == 0);
         qhx_attn_group(&k, q, K + g * hd, V + g * hd, ld, n, rep, hd, scale, work, a);
-        qhx_kv_view v32 = {K + g * hd, V + g * hd, ld, false};
+        qhx_kv_view v32 = {K + g * hd, V + g * hd, ld, QHX_KV_F32, 0, 0};
         qhx_attn_group_kv(&k, q, &v32, n, rep, hd, scale, work, b);
         CHECK(memcmp(a, b, sizeof a) == 0);
     }
@@ -127,8 +127,43 @@ static void test_attn_views(void) {
     qhx_free(K), qhx_free(V), qhx_free(Kw), qhx_free(Vw), qhx_free(K16), qhx_free(V16);
 }
 
+/* q8 rows (kernels/attn.h): per row the scales of every block of 32 values, then the int8
+ * values; attention over the view equals attention over scale * q computed here. */
+static void test_attn_q8_view(void) {
+    qhx_kernels k;
+    qhx_kern_select(QHX_ISA_BEST, &k);
+    enum { NKV = 300, HEADS = 2, HD = 64, REP = 3, W = HEADS * HD, NS = W / QHX_KV_Q8_BLOCK };
+    const int64_t row = NS * (int64_t)sizeof(float) + W, g = 1;
+    char *K = qhx_malloc((size_t)(NKV * row)), *V = qhx_malloc((size_t)(NKV * row));
+    float *Kw = qhx_malloc(NKV * W * sizeof(float)), *Vw = qhx_malloc(NKV * W * sizeof(float));
+    float q[REP * HD], a[REP * HD], b[REP * HD];
+    for (int64_t t = 0; t < NKV; t++)
+        for (int m = 0; m < 2; m++) {
+            char *r = (m ? V : K) + t * row;
+            float *w = (m ? Vw : Kw) + t * W, d[NS];
+            for (int j = 0; j < NS; j++) d[j] = 0.01f + 0.02f * (float)(next_u64() % 64);
+            memcpy(r, d, sizeof d);
+            for (int j = 0; j < W; j++) {
+                int8_t v = (int8_t)((int)(next_u64() % 255) - 127);
+                r[NS * (int64_t)sizeof(float) + j] = (char)v;
+                w[j] = d[j / QHX_KV_Q8_BLOCK] * (float)v;
+            }
+        }
+    for (int i = 0; i < REP * HD; i++) q[i] = next_f();
+    float *work = qhx_malloc((size_t)qhx_attn_group_kv_work(NKV, REP, HD, QHX_KV_Q8) * sizeof(float));
+    qhx_kv_view v8 = {K, V, row, QHX_KV_Q8, g * HD / QHX_KV_Q8_BLOCK * (int64_t)sizeof(float),
+                      NS * (int64_t)sizeof(float) + g * HD};
+    for (int64_t n = 1; n <= NKV; n += 99) {
+        qhx_attn_group(&k, q, Kw + g * HD, Vw + g * HD, W, n, REP, HD, 0.125f, work, a);
+        qhx_attn_group_kv(&k, q, &v8, n, REP, HD, 0.125f, work, b);
+        CHECK(memcmp(a, b, sizeof a) == 0);
+    }
+    qhx_free(work), qhx_free(K), qhx_free(V), qhx_free(Kw), qhx_free(Vw);
+}
+
 int main(void) {
     test_conversions();
     test_attn_views();
+    test_attn_q8_view();
     return t_done("test_kernels_cvt");
 }

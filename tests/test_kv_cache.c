@@ -4,8 +4,9 @@
  *   - on the Qwen3.5 and Qwen3-VL fixtures: the default is f16, f16 logits stay within
  *     KV_F16_TOL of the f32 ones with the same argmax wherever the f32 top-2 margin exceeds it,
  *     and the prompt path, the prompt in steps and token-by-token decode agree as in f32;
- *   - session save/restore of an f16 cache continues identically; a file of the other element
- *     type is refused by name, and its KV rows take half the bytes. */
+ *   - q8 the same with its own bounds (KV_Q8_TOL, TOL_PATHS_Q8);
+ *   - session save/restore of an f16 or q8 cache continues identically; a file of another
+ *     element type is refused by name; the KV rows take 2 (f16) or 1 + 4/32 (q8) bytes a value. */
 #include "core/alloc.h"
 #include "core/file.h"
 #include "io/json.h"
@@ -29,6 +30,11 @@
  * compute a hair apart can round to neighbouring halves (2^-11 apart, relative); measured
  * 3.3e-5 and 4.5e-5 on p300, so twice the f32 bound. */
 #define TOL_PATHS_F16 1e-4
+/* q8 (blocks of 32, scale max/127: a value moves by up to 1/254 of its block's largest):
+ * measured max |dlogit| vs f32 KV ~2e-2 on the fixtures' teacher-forced rows, and the paths
+ * apart by what one rounding step of a value the two paths compute a hair apart makes. */
+#define KV_Q8_TOL 0.1
+#define TOL_PATHS_Q8 2e-3 /* measured 2.9e-5 on p300 */
 
 /* ---- models ----------------------------------------------------------------------------------- */
 
@@ -91,6 +97,33 @@ static int64_t hard_flips(const float *ref, const float *x, int64_t n, int64_t V
     return flips;
 }
 
+/* One element type against f32 on the prompt ids (n): logits within tol (no argmax flip where
+ * the f32 top-2 margin exceeds it), and the prompt path vs token-by-token decode and vs the
+ * prompt in steps of 7 within tol_paths; bitwise where f32 is (d_seq32 == 0). */
+static void check_type(const qhx_model *m, const char *dir, const int32_t *ids, int64_t n, qhx_kv_type kv, double tol,
+                       double tol_paths, const float *f32, double d_seq32) {
+    const int64_t V = qhx_model_n_vocab(m);
+    const char *name = kv == QHX_KV_F16 ? "f16" : "q8";
+    float *x = run_logits(m, ids, n, kv, 0, 0);
+    double d = max_diff(f32, x, n * V);
+    int64_t flips = hard_flips(f32, x, n, V, tol);
+    printf("%s p300: %s vs f32 KV max |dlogit| %.3g (bound %g), %lld argmax flips at margin > bound\n", dir, name, d,
+           tol, (long long)flips);
+    CHECK(d > 0 && d <= tol);
+    CHECK_EQ(flips, 0);
+    float *seq = run_logits(m, ids, n, kv, 0, QHX_FWD_SEQUENTIAL), *steps = run_logits(m, ids, n, kv, 7, 0);
+    double d_seq = max_diff(x, seq, n * V), d_steps = max_diff(x, steps, n * V);
+    printf("%s p300: %s KV prefill vs token-by-token %.3g (f32 KV: %.3g), vs steps of 7 %.3g\n", dir, name, d_seq,
+           d_seq32, d_steps);
+    if (d_seq32 == 0) { /* Qwen3-VL: no delta rule, the paths are the same arithmetic: the same bits */
+        CHECK(d_seq == 0);
+        CHECK(d_steps == 0);
+    }
+    CHECK(d_seq <= tol_paths);
+    CHECK(d_steps <= tol_paths);
+    qhx_free(seq), qhx_free(steps), qhx_free(x);
+}
+
 static void test_model(const char *dir) {
     qhx_error err;
     qhx_model *m = NULL;
@@ -112,27 +145,11 @@ static void test_model(const char *dir) {
     int32_t *ids = fixture_prompt(dir, "p300", &n); /* past one key block of 256 */
     CHECK(ids && n > 256);
     if (!ids) goto out;
-    const int64_t V = qhx_model_n_vocab(m);
-    float *f32 = run_logits(m, ids, n, QHX_KV_F32, 0, 0), *f16 = run_logits(m, ids, n, QHX_KV_F16, 0, 0);
-    double d = max_diff(f32, f16, n * V);
-    int64_t flips = hard_flips(f32, f16, n, V, KV_F16_TOL);
-    printf("%s p300: f16 vs f32 KV max |dlogit| %.3g (bound %g), %lld argmax flips at margin > bound\n", dir, d,
-           KV_F16_TOL, (long long)flips);
-    CHECK(d > 0 && d <= KV_F16_TOL);
-    CHECK_EQ(flips, 0);
-    /* the prompt path vs token-by-token decode and vs the prompt in steps of 7, as in f32 */
-    float *seq = run_logits(m, ids, n, QHX_KV_F16, 0, QHX_FWD_SEQUENTIAL), *steps = run_logits(m, ids, n, QHX_KV_F16, 7, 0);
-    float *seq32 = run_logits(m, ids, n, QHX_KV_F32, 0, QHX_FWD_SEQUENTIAL);
-    double d_seq = max_diff(f16, seq, n * V), d_steps = max_diff(f16, steps, n * V), d_seq32 = max_diff(f32, seq32, n * V);
-    printf("%s p300: f16 KV prefill vs token-by-token %.3g (f32 KV: %.3g), vs steps of 7 %.3g\n", dir, d_seq, d_seq32,
-           d_steps);
-    if (d_seq32 == 0) { /* Qwen3-VL: no delta rule, the paths are the same arithmetic: the same bits */
-        CHECK(d_seq == 0);
-        CHECK(d_steps == 0);
-    }
-    CHECK(d_seq <= TOL_PATHS_F16);
-    CHECK(d_steps <= TOL_PATHS_F16);
-    qhx_free(seq), qhx_free(steps), qhx_free(seq32), qhx_free(f32), qhx_free(f16);
+    float *f32 = run_logits(m, ids, n, QHX_KV_F32, 0, 0), *seq32 = run_logits(m, ids, n, QHX_KV_F32, 0, QHX_FWD_SEQUENTIAL);
+    const double d_seq32 = max_diff(f32, seq32, n * qhx_model_n_vocab(m));
+    check_type(m, dir, ids, n, QHX_KV_F16, KV_F16_TOL, TOL_PATHS_F16, f32, d_seq32);
+    check_type(m, dir, ids, n, QHX_KV_Q8, KV_Q8_TOL, TOL_PATHS_Q8, f32, d_seq32);
+    qhx_free(f32), qhx_free(seq32);
 out:
     qhx_free(ids);
     qhx_model_free(m);
@@ -185,9 +202,10 @@ static void test_session_file(const char *dir, const char *tmp) {
     if (!m) return;
     int64_t n = 0;
     int32_t *ids = fixture_prompt(dir, "p033", &n);
-    char p16[1100], p32[1100];
+    char p16[1100], p32[1100], p8[1100];
     snprintf(p16, sizeof p16, "%s/kv16.state", tmp);
     snprintf(p32, sizeof p32, "%s/kv32.state", tmp);
+    snprintf(p8, sizeof p8, "%s/kv8.state", tmp);
     qhx_session *a = new_session(m, QHX_KV_DEFAULT), *b = new_session(m, QHX_KV_F16), *c = new_session(m, QHX_KV_F32);
     if (!ids || !a || !b || !c) goto out;
     CHECK_EQ(qhx_session_feed(a, ids, (size_t)n, &err), QHX_OK);
@@ -214,12 +232,29 @@ static void test_session_file(const char *dir, const char *tmp) {
     int64_t n_attn = 0;
     for (int64_t l = 0; l < cfg->num_hidden_layers; l++)
         n_attn += qhx_model_family(m) == QHX_FAMILY_QWEN3_VL || cfg->layer_types[l] == QHX_LAYER_FULL_ATTENTION;
-    long saved = 2 * n_attn * n * cfg->num_key_value_heads * cfg->head_dim * 2; /* K and V, 2 bytes saved per element */
-    printf("%s: session file f32 KV %ld bytes, f16 KV %ld bytes\n", dir, file_size(p32), file_size(p16));
-    CHECK_EQ(file_size(p32) - file_size(p16), saved);
+    const long width = cfg->num_key_value_heads * cfg->head_dim, rows = 2 * n_attn * n; /* K and V rows held */
+    CHECK_EQ(file_size(p32) - file_size(p16), rows * width * 2); /* 2 bytes saved per value */
+    /* q8: one byte per value and an f32 scale per 32 */
+    qhx_session *d = new_session(m, QHX_KV_Q8), *e = new_session(m, QHX_KV_Q8);
+    if (d && e) {
+        CHECK_EQ(qhx_session_feed(d, ids, (size_t)n, &err), QHX_OK);
+        CHECK_EQ(qhx_session_save(d, p8, &err), QHX_OK);
+        CHECK_EQ(qhx_session_restore(e, p8, &err), QHX_OK);
+        collect gd = {0}, ge = {0};
+        CHECK_EQ(generate(d, &gd), QHX_OK);
+        CHECK_EQ(generate(e, &ge), QHX_OK);
+        CHECK(gd.n == 16 && gd.n == ge.n && memcmp(gd.ids, ge.ids, sizeof gd.ids) == 0);
+        CHECK_EQ(file_size(p32) - file_size(p8), rows * (width * 4 - (width + width / 32 * 4)));
+        CHECK_EQ(qhx_session_restore(b, p8, &err), QHX_E_FORMAT);
+        CHECK_CONTAINS(err.msg, "saved with a q8 KV cache, this session's is f16");
+    }
+    printf("%s: session file f32 KV %ld bytes, f16 KV %ld bytes, q8 KV %ld bytes\n", dir, file_size(p32),
+           file_size(p16), file_size(p8));
+    qhx_session_free(d), qhx_session_free(e);
 out:
     unlink(p16);
     unlink(p32);
+    unlink(p8);
     qhx_session_free(a), qhx_session_free(b), qhx_session_free(c);
     qhx_free(ids);
     qhx_model_free(m);

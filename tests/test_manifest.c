@@ -194,7 +194,7 @@ static void test_errors(void) {
            "format: 'onnx/1' is not a qhexrt manifest format (expected \"qhexrt/1\")");
     expect("family", json_string("llama"), QHX_E_UNSUPPORTED, "family: unknown family 'llama' (expected qwen3_5 or qwen3_vl)");
     expect("host_op", json_string("qwen3_vl_generate"), QHX_E_FORMAT, "host_op: 'qwen3_vl_generate' does not run family 'qwen3_5'");
-    expect("kv_cache", json_string("q8"), QHX_E_UNSUPPORTED, "kv_cache: unknown KV cache type 'q8' (expected f32 or f16)");
+    expect("kv_cache", json_string("q4"), QHX_E_UNSUPPORTED, "kv_cache: unknown KV cache type 'q4' (expected f32, f16 or q8)");
     expect("kv_cache", json_integer(16), QHX_E_FORMAT, "kv_cache: expected a string");
     expect("precision", json_string("int4"), QHX_E_UNSUPPORTED,
            "precision: unknown precision 'int4' (expected f32, bf16, f16, w8 or q4)");
@@ -416,6 +416,10 @@ static void test_roundtrip(void) {
         p->kv_cache = QHX_KV_F16;
         a = write_text_of(p);
         CHECK(strstr(a, "\"kv_cache\": \"f16\"") != NULL);
+        qhx_free(a);
+        p->kv_cache = QHX_KV_Q8;
+        a = write_text_of(p);
+        CHECK(strstr(a, "\"kv_cache\": \"q8\"") != NULL);
         qhx_free(a);
     }
     qhx_plan_free(p);

@@ -33,6 +33,7 @@ static const char *const ROLE_NAMES[QHX_ART_ROLE_COUNT] = {"weights", "embedding
 static int kv_cache_from_name(const char *s, qhx_kv_type *out) {
     if (!strcmp(s, "f32")) *out = QHX_KV_F32;
     else if (!strcmp(s, "f16")) *out = QHX_KV_F16;
+    else if (!strcmp(s, "q8")) *out = QHX_KV_Q8;
     else return -1;
     return 0;
 }
@@ -669,7 +670,7 @@ static qhx_status parse_root(const pctx *c, qhx_plan *plan, const json_t *root) 
     s = NULL;
     if ((rc = get_string(c, root, "", "kv_cache", false, 16, &s))) return rc;
     if (s && kv_cache_from_name(s, &plan->kv_cache) != 0)
-        return bad(c, QHX_E_UNSUPPORTED, "kv_cache", "unknown KV cache type '%s' (expected f32 or f16)", s);
+        return bad(c, QHX_E_UNSUPPORTED, "kv_cache", "unknown KV cache type '%s' (expected f32, f16 or q8)", s);
 
     json_t *o;
     if ((rc = need_object(c, root, "", "artifacts", true, &o)) || (rc = parse_artifacts(c, plan, o))) return rc;
@@ -1279,7 +1280,7 @@ json_t *qhx_plan_to_json(const qhx_plan *plan, qhx_error *err) {
         b |= put(root, "host_op", json_string(qhx_host_op_name(plan->host_op)));
         b |= put(root, "precision", json_string(qhx_precision_name(plan->precision)));
         b |= put(root, "max_context", json_integer(plan->max_context));
-        if (plan->kv_cache) b |= put(root, "kv_cache", json_string(plan->kv_cache == QHX_KV_F16 ? "f16" : "f32"));
+        if (plan->kv_cache) b |= put(root, "kv_cache", json_string(plan->kv_cache == QHX_KV_F16 ? "f16" : plan->kv_cache == QHX_KV_Q8 ? "q8" : "f32"));
         for (int r = 0; r < QHX_ART_ROLE_COUNT; r++)
             if (plan->artifacts[r].present) b |= put(arts, ROLE_NAMES[r], file_json(&plan->artifacts[r], ENTRY_ARTIFACT));
         b |= put(root, "artifacts", json_incref(arts));

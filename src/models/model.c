@@ -102,7 +102,7 @@ qhx_status qhx_model_open(const char *path, const qhx_model_params *params, qhx_
         return qhx_fail(err, QHX_E_ARG, "decode_math %d is not one of default, f32, int8", (int)p.decode_math);
     if ((unsigned)p.max_isa > QHX_ISA_BEST) return qhx_fail(err, QHX_E_ARG, "max_isa %d is not an instruction set", (int)p.max_isa);
     if (p.max_context < 0) return qhx_fail(err, QHX_E_ARG, "max_context %lld is negative", (long long)p.max_context);
-    if ((unsigned)p.kv_cache > QHX_KV_F16) return qhx_fail(err, QHX_E_ARG, "kv_cache %d is not one of default, f32, f16", (int)p.kv_cache);
+    if ((unsigned)p.kv_cache > QHX_KV_Q8) return qhx_fail(err, QHX_E_ARG, "kv_cache %d is not one of default, f32, f16, q8", (int)p.kv_cache);
     const qhx_backend *be;
     qhx_status brc = qhx_backend_find(p.backend, &be, err);
     if (brc) return brc;
@@ -168,8 +168,8 @@ qhx_status qhx_model_state_create(const qhx_model *m, const qhx_state_params *pa
     if (n_batch < 1 || n_batch > n_ctx)
         return qhx_fail(err, QHX_E_ARG, "state: n_batch %lld is outside [1, n_ctx = %lld]",
                         (long long)n_batch, (long long)n_ctx);
-    if ((unsigned)params->kv_cache > QHX_KV_F16)
-        return qhx_fail(err, QHX_E_ARG, "state: kv_cache %d is not one of default, f32, f16", (int)params->kv_cache);
+    if ((unsigned)params->kv_cache > QHX_KV_Q8)
+        return qhx_fail(err, QHX_E_ARG, "state: kv_cache %d is not one of default, f32, f16, q8", (int)params->kv_cache);
     qhx_model_state *st = qhx_calloc(1, sizeof *st);
     if (!st) return qhx_fail(err, QHX_E_NOMEM, "state: out of memory");
     st->m = m;

@@ -457,11 +457,13 @@ static qhx_status q35_state_create(qhx_model_state *st, qhx_error *err) {
     size_t o_kv, o_conv, o_ssm, o_x, o_xn, o_tmp, o_ext, o_cv, o_z, o_beta, o_g, o_core, o_qg, o_q,
         o_gate, o_att, o_attw, o_attp, o_mg, o_mu, o_dwork, o_cos, o_sin, o_kk, o_vv, kvn;
     const size_t nthr = (size_t)qhx_pool_n_threads(st->m->pool), rep = (size_t)(d->nh / d->nkv);
-    const bool f16 = st->kv_type == QHX_KV_F16;
-    const size_t attw = (size_t)qhx_attn_group_kv_work(st->n_ctx, (int64_t)rep, d->hd, f16);
+    const size_t attw = (size_t)qhx_attn_group_kv_work(st->n_ctx, (int64_t)rep, d->hd, st->kv_type);
     const size_t dwork = (size_t)qhx_k_delta_chunked_work(DELTA_CHUNK, d->dk, d->dv);
-    /* the cache in floats: f16 elements pack two to a float (kv_dim rows, K and V: an even count) */
-    bool ok = qhx_size_mul(nc, (size_t)(2 * d->kv_dim) * qhx_kv_elem_bytes(st->kv_type) / sizeof(float), &kvn) &&
+    qhx_status krc = qhx_kv_check(st->kv_type, d->hd, err);
+    if (krc) return krc;
+    /* the cache in floats: per position a K and a V row, rounded up to whole floats */
+    const size_t kv_pos_floats = (2 * qhx_kv_row_bytes(st->kv_type, d->kv_dim) + sizeof(float) - 1) / sizeof(float);
+    bool ok = qhx_size_mul(nc, kv_pos_floats, &kvn) &&
               plan_add(&total, &o_kv, (size_t)d->n_full, kvn) &&
               plan_add(&total, &o_conv, (size_t)d->n_lin, (size_t)((d->K - 1) * d->conv_dim)) &&
               plan_add(&total, &o_ssm, (size_t)(d->n_lin * d->nv), (size_t)(d->dk * d->dv));

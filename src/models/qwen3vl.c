@@ -359,6 +359,8 @@ static void vl_state_free(void *impl) {
 
 static qhx_status vl_state_create(qhx_model_state *st, qhx_error *err) {
     const qhx_qwen3vl *q = st->m->impl;
+    qhx_status krc = qhx_kv_check(st->kv_type, q->hd, err);
+    if (krc) return krc;
     vl_state *s = qhx_calloc(1, sizeof *s);
     if (!s) return qhx_fail(err, QHX_E_NOMEM, "state: out of memory");
     size_t nb = (size_t)st->n_batch;
@@ -371,7 +373,7 @@ static qhx_status vl_state_create(qhx_model_state *st, qhx_error *err) {
     s->kv_data = qhx_aligned_alloc(kv);
     s->kv = (qhx_kv_cache){st->kv_type, s->kv_data, q->L, st->n_ctx, (int64_t)kvw};
     const int64_t rep = q->nh / q->nkv;
-    s->attw_floats = qhx_attn_group_kv_work(st->n_ctx, rep, q->hd, st->kv_type == QHX_KV_F16);
+    s->attw_floats = qhx_attn_group_kv_work(st->n_ctx, rep, q->hd, st->kv_type);
     size_t attw = (size_t)qhx_pool_n_threads(q->pool) * (size_t)s->attw_floats;
     size_t attp = (size_t)(q->nkv * qhx_attn_n_blocks(st->n_ctx) * qhx_attn_part_floats(rep, q->hd));
     float **f[] = {&s->x, &s->xn, &s->tmp, &s->q, &s->kk, &s->vv, &s->att, &s->mg, &s->mu, &s->attw, &s->attp,

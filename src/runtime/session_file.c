@@ -55,7 +55,7 @@ static uint64_t model_fingerprint(const qhx_model *m) {
     return h;
 }
 
-static const char *kv_name(uint32_t t) { return t == QHX_KV_F16 ? "f16" : "f32"; }
+static const char *kv_name(uint32_t t) { return t == QHX_KV_F16 ? "f16" : t == QHX_KV_Q8 ? "q8" : "f32"; }
 
 /* Bytes of region r that a state with n_past tokens carries. */
 static size_t region_bytes(const qhx_state_region *r, int64_t n_past) {
@@ -215,10 +215,10 @@ qhx_status qhx_session_restore_buf(qhx_session *s, const uint8_t *data, size_t s
     if (memcmp(digest, data + size - 32, 32)) BAD("%s: checksum mismatch (corrupt or truncated file)", path);
     if (fp != model_fingerprint(m)) BAD("%s: the session was saved with a different model or precision", path);
     const qhx_kv_type kv = qhx_model_state_kv_type(st);
-    if (f_kv != QHX_KV_F32 && f_kv != QHX_KV_F16) BAD("%s: KV element type %u is unknown", path, f_kv);
+    if (f_kv != QHX_KV_F32 && f_kv != QHX_KV_F16 && f_kv != QHX_KV_Q8) BAD("%s: KV element type %u is unknown", path, f_kv);
     if (f_kv != (uint32_t)kv)
-        BAD("%s: saved with an %s KV cache, this session's is %s (create it with kv_cache %s, qhx --kv %s)", path,
-            kv_name(f_kv), kv_name(kv), kv_name(f_kv), kv_name(f_kv));
+        BAD("%s: saved with a%s %s KV cache, this session's is %s (create it with kv_cache %s, qhx --kv %s)", path,
+            f_kv == QHX_KV_Q8 ? "" : "n", kv_name(f_kv), kv_name(kv), kv_name(f_kv), kv_name(f_kv));
     if (f_ctx != n_ctx) BAD("%s: saved with a context of %lld tokens, this session has %lld", path, (long long)f_ctx, (long long)n_ctx);
     if (f_vocab != n_vocab || (int)n_regions != nr || sbytes != sb) BAD("%s: the state layout does not match this session", path);
     if (f_past < 0 || f_past > n_ctx) BAD("%s: position %lld is outside [0, %lld]", path, (long long)f_past, (long long)n_ctx);

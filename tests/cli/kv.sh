@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# --kv f32|f16 (the KV cache element type) on generate, chat, logits, bench and parity: a bad
+# --kv f32|f16|q8 (the KV cache element type) on generate, chat, logits, bench and parity: a bad
 # value is a usage error (exit 2); f16 is the default and really runs (its logits differ from
 # f32's, within the documented bound, and the greedy tokens do not); a bundle's "kv_cache" is
 # its default and --kv overrides it; qhx parity gates f32 unless told, and an f16 cache passes
@@ -32,12 +32,12 @@ VL=$FX/qwen3vl-tiny-f32
 IDS=961,204,30,198,500,962,198,17,4,999,12,40,77
 
 # ---- usage ----------------------------------------------------------------------------------------
-for v in q8 F16 ""; do
-  expect_rc 2 "--kv: '$v' is not f32 or f16" "$QHX" generate -m "$F32" --ids 1,2 -n 1 --kv "$v"
-  expect_rc 2 "--kv: '$v' is not f32 or f16" "$QHX" chat -m "$F32" --kv "$v"
-  expect_rc 2 "--kv: '$v' is not f32 or f16" "$QHX" logits -m "$F32" --ids 1,2 --out "$tmp/x" --kv "$v"
-  expect_rc 2 "--kv: '$v' is not f32 or f16" "$QHX" bench -m "$F32" --kv "$v"
-  expect_rc 2 "--kv: '$v' is not f32 or f16" "$QHX" parity -m "$F32" --golden "$F32" --kv "$v"
+for v in q4 F16 ""; do
+  expect_rc 2 "--kv: '$v' is not f32, f16 or q8" "$QHX" generate -m "$F32" --ids 1,2 -n 1 --kv "$v"
+  expect_rc 2 "--kv: '$v' is not f32, f16 or q8" "$QHX" chat -m "$F32" --kv "$v"
+  expect_rc 2 "--kv: '$v' is not f32, f16 or q8" "$QHX" logits -m "$F32" --ids 1,2 --out "$tmp/x" --kv "$v"
+  expect_rc 2 "--kv: '$v' is not f32, f16 or q8" "$QHX" bench -m "$F32" --kv "$v"
+  expect_rc 2 "--kv: '$v' is not f32, f16 or q8" "$QHX" parity -m "$F32" --golden "$F32" --kv "$v"
 done
 expect_rc 2 "--kv" "$QHX" generate -m "$F32" --ids 1,2 -n 1 --kv
 expect_rc 2 "--kv" "$QHX" logits -m "$F32" --ids 1,2 --out "$tmp/x" --kv
@@ -63,8 +63,8 @@ grep -q '"kv_cache": "f32"' "$man" || bad "could not set kv_cache in $man"
 "$QHX" logits -m "$man" --ids "$IDS" --kv f16 --out "$tmp/b_f16" || bad "logits on the bundle --kv f16"
 cmp -s "$tmp/b_def" "$tmp/b_f32" || bad "the bundle's kv_cache f32 is not its default"
 cmp -s "$tmp/b_f16" "$tmp/b_f32" && bad "--kv f16 does not override the bundle's kv_cache"
-sed -i 's/"kv_cache": "f32"/"kv_cache": "q8"/' "$man"
-expect_rc 1 "kv_cache: unknown KV cache type 'q8'" "$QHX" logits -m "$man" --ids "$IDS" --out "$tmp/y"
+sed -i 's/"kv_cache": "f32"/"kv_cache": "q4"/' "$man"
+expect_rc 1 "kv_cache: unknown KV cache type 'q4'" "$QHX" logits -m "$man" --ids "$IDS" --out "$tmp/y"
 
 # ---- generate: the same greedy tokens either way ---------------------------------------------------
 for m in "$F32" "$VL"; do
@@ -72,6 +72,11 @@ for m in "$F32" "$VL"; do
   b=$("$QHX" generate -m "$m" --ids "$IDS" -n 24 --greedy --ignore-eos --print-ids --kv f16 2>/dev/null) || bad "generate --kv f16 $m"
   [ -n "$a" ] && [ "$a" = "$b" ] || bad "greedy tokens differ between --kv f32 and f16 on $m: '$a' vs '$b'"
 done
+
+# ---- q8: runs, and differs from f16 ----------------------------------------------------------------
+"$QHX" logits -m "$F32" --ids "$IDS" --prefill 7 --kv q8 --out "$tmp/q8" || bad "logits --kv q8"
+cmp -s "$tmp/q8" "$tmp/f16" && bad "--kv q8 and --kv f16 gave identical logits"
+expect_rc 0 "top-1 agreement" "$QHX" parity -m "$F32" --golden "$F32" --kv q8 --against "$F32"
 
 # ---- parity: f32 unless told; f16 passes the exact greedy gate, not the 2e-4 logit tolerance ------
 for m in "$F32" "$VL"; do

@@ -25,7 +25,7 @@ const char QHX_RUN_OPTS_HELP[] =
     "                       (default: int8 for q4, f32 for w8)\n"
     "  --decode-math default|f32|int8  q4 decode matvec with int8 activations or not\n"
     "                       (default: int8)\n"
-    "  --kv f32|f16         KV cache element type (default: the run plan's, else f16)\n"
+    "  --kv f32|f16|q8      KV cache element type (default: the run plan's, else f16)\n"
     "  --ignore-eos         do not stop at the model's stop tokens\n"
     "  --quiet              no speed line on stderr\n";
 
@@ -103,7 +103,7 @@ int qhx_run_parse_opt(const char *cmd, int argc, char **argv, int *i, qhx_run_op
         if (qhx_cli_parse_prefill_math(v, &o->decode_math))
             return qhx_cli_usage_error(cmd, "--decode-math: '%s' is not default, f32 or int8", v);
     } else if (!strcmp(a, "--kv")) {
-        if (qhx_cli_parse_kv(v, &o->kv)) return qhx_cli_usage_error(cmd, "--kv: '%s' is not f32 or f16", v);
+        if (qhx_cli_parse_kv(v, &o->kv)) return qhx_cli_usage_error(cmd, "--kv: '%s' is not f32, f16 or q8", v);
     }
     return 1;
 }

@@ -82,6 +82,7 @@ int qhx_cli_parse_prefill_math(const char *s, qhx_prefill_math *out) {
 int qhx_cli_parse_kv(const char *s, qhx_kv_type *out) {
     if (s && !strcmp(s, "f32")) *out = QHX_KV_F32;
     else if (s && !strcmp(s, "f16")) *out = QHX_KV_F16;
+    else if (s && !strcmp(s, "q8")) *out = QHX_KV_Q8;
     else return -1;
     return 0;
 }

@@ -28,7 +28,7 @@ static void usage(FILE *f) {
             "                    <|vision_start|>, one image-pad id per image token, <|vision_end|>\n"
             "  --out FILE        write float32 [n_ids, vocab] logits, little-endian\n"
             "  --threads N       worker threads (accepted; single-threaded for now)\n"
-            "  --kv f32|f16      KV cache element type (default: the run plan's, else f16)\n");
+            "  --kv f32|f16|q8   KV cache element type (default: the run plan's, else f16)\n");
 }
 
 int qhx_logits_parse_args(int argc, char **argv, qhx_logits_args *a) {
@@ -53,7 +53,7 @@ int qhx_logits_parse_args(int argc, char **argv, qhx_logits_args *a) {
         } else if (!strcmp(o, "--threads")) {
             if (qhx_cli_parse_i64(v, 1, 512, &a->threads)) return qhx_cli_usage_error(CMD, "--threads: '%s' is not in [1, 512]", v);
         } else if (!strcmp(o, "--kv")) {
-            if (qhx_cli_parse_kv(v, &a->kv)) return qhx_cli_usage_error(CMD, "--kv: '%s' is not f32 or f16", v);
+            if (qhx_cli_parse_kv(v, &a->kv)) return qhx_cli_usage_error(CMD, "--kv: '%s' is not f32, f16 or q8", v);
         } else
             return qhx_cli_usage_error(CMD, "unknown option '%s'", o);
     }

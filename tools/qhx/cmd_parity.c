@@ -39,7 +39,7 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: qhx parity -m MODEL --golden FIXTURE_DIR [--gate exact|tol] [--tau X] [--tol X]\n"
             "                  [--against MODEL2 [--min-agree X]] [--threads N]\n"
-            "                  [--prefill-math default|f32|int8] [--decode-math default|f32|int8] [--kv f32|f16]\n"
+            "                  [--prefill-math default|f32|int8] [--decode-math default|f32|int8] [--kv f32|f16|q8]\n"
             "  -m, --model PATH    checkpoint folder, bundle folder or manifest\n"
             "  --golden DIR        parity fixture: prompts.json, golden.json, <name>.logits.f32\n"
             "  --gate exact|tol    exact: free-running greedy identical at every step;\n"
@@ -55,7 +55,7 @@ static void usage(FILE *f) {
             "                      KL(P_MODEL2 || P_MODEL) per row\n"
             "  --min-agree X       --against: top-1 agreement a prompt needs to pass (default 0.9)\n"
             "  --threads N         worker threads\n"
-            "  --kv f32|f16        KV cache element type of MODEL (default f32, as the goldens: the\n"
+            "  --kv f32|f16|q8     KV cache element type of MODEL (default f32, as the goldens: the\n"
             "                      f16 cache moves logits by ~1e-3, past --tol); MODEL2 of --against\n"
             "                      always runs with an f32 cache\n"
             "  --prefill-math M    w8/q4 prompt matmul with f32 or int8 activations, both models\n"
@@ -102,7 +102,7 @@ static int parse_args(int argc, char **argv, parity_args *a) {
             if (qhx_cli_parse_prefill_math(v, &a->decode_math))
                 return qhx_cli_usage_error(CMD, "--decode-math: '%s' is not default, f32 or int8", v);
         } else if (!strcmp(o, "--kv")) {
-            if (qhx_cli_parse_kv(v, &a->kv)) return qhx_cli_usage_error(CMD, "--kv: '%s' is not f32 or f16", v);
+            if (qhx_cli_parse_kv(v, &a->kv)) return qhx_cli_usage_error(CMD, "--kv: '%s' is not f32, f16 or q8", v);
         } else if (!strcmp(o, "--threads")) {
             if (qhx_cli_parse_i64(v, 1, 4096, &a->threads)) return qhx_cli_usage_error(CMD, "--threads: '%s' is not in [1, 4096]", v);
         } else
