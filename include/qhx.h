@@ -119,6 +119,16 @@ typedef enum qhx_prefill_math {
                                      error bound is in docs/formats.md */
 } qhx_prefill_math;
 
+/* Element type of the KV cache (the attention keys and values a session keeps per position).
+ * Attention math is f32 either way: keys are normalised and rotated in f32, then stored; F16
+ * stores them rounded to nearest even and widens them back exactly when attending (half the
+ * bytes; greedy-exact on every parity fixture, logits within ~2e-3 of f32: docs/architecture.md,
+ * "The KV cache"). Q8 stores blocks of 32 values as int8 with an f32 scale (max |x| / 127),
+ * 1.125 bytes a value; not greedy-exact on the fixtures (3 of 30 prompts diverge), so opt-in.
+ * DEFAULT: the run plan's "kv_cache" (docs/manifest.md), else QHX_KV_F16.
+ * A session file holds its cache's type; restoring it into a session of the other type fails. */
+typedef enum qhx_kv_type { QHX_KV_DEFAULT = 0, QHX_KV_F32 = 1, QHX_KV_F16 = 2, QHX_KV_Q8 = 3 } qhx_kv_type;
+
 typedef struct qhx_model_params {
     qhx_isa max_isa;          /* QHX_ISA_BEST by default */
     int n_threads;            /* 0: one per physical core */
@@ -132,6 +142,7 @@ typedef struct qhx_model_params {
     qhx_prefill_math decode_math;
     int64_t max_context;      /* 0: the run plan's max_context */
     const char *backend;      /* NULL or "cpu"; a QNN library path is refused (docs/backends.md) */
+    qhx_kv_type kv_cache;     /* KV cache of the model's sessions: DEFAULT = the run plan's */
 } qhx_model_params;
 
 QHX_API qhx_model_params qhx_model_default_params(void);
@@ -215,6 +226,7 @@ typedef struct qhx_session_params {
     qhx_prefill_mode prefill;
     int (*abort_cb)(void *user); /* polled between layers and tokens; non-zero: QHX_E_ABORTED */
     void *abort_user;
+    qhx_kv_type kv_cache; /* DEFAULT: the model's (qhx_model_params.kv_cache, else the plan's) */
 } qhx_session_params;
 
 /* Defaults from the model's run plan (its generation defaults for sampling). */

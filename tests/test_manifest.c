@@ -64,6 +64,7 @@ static void test_valid(void) {
     CHECK_EQ(p->host_op, QHX_HOST_OP_QWEN3_5_GENERATE);
     CHECK_EQ(p->precision, QHX_PREC_BF16);
     CHECK_EQ(p->max_context, 1024);
+    CHECK_EQ(p->kv_cache, QHX_KV_DEFAULT); /* absent: the runtime's default */
     const qhx_plan_file *w = &p->artifacts[QHX_ART_WEIGHTS];
     CHECK(w->present);
     CHECK_STR(w->file, "weights/decoder.safetensors");
@@ -193,6 +194,8 @@ static void test_errors(void) {
            "format: 'onnx/1' is not a qhexrt manifest format (expected \"qhexrt/1\")");
     expect("family", json_string("llama"), QHX_E_UNSUPPORTED, "family: unknown family 'llama' (expected qwen3_5 or qwen3_vl)");
     expect("host_op", json_string("qwen3_vl_generate"), QHX_E_FORMAT, "host_op: 'qwen3_vl_generate' does not run family 'qwen3_5'");
+    expect("kv_cache", json_string("q4"), QHX_E_UNSUPPORTED, "kv_cache: unknown KV cache type 'q4' (expected f32, f16 or q8)");
+    expect("kv_cache", json_integer(16), QHX_E_FORMAT, "kv_cache: expected a string");
     expect("precision", json_string("int4"), QHX_E_UNSUPPORTED,
            "precision: unknown precision 'int4' (expected f32, bf16, f16, w8 or q4)");
     expect("artifacts.weights.format", json_string("gguf"), QHX_E_UNSUPPORTED,
@@ -202,7 +205,7 @@ static void test_errors(void) {
     /* unknown keys (typos) */
     expect("max_contxt", json_integer(5), QHX_E_FORMAT,
            "max_contxt: unknown key (expected one of: format, name, description, family, host_op, precision, "
-           "max_context, artifacts, tokenizer, preprocessor, special_tokens, generation, model)");
+           "max_context, kv_cache, artifacts, tokenizer, preprocessor, special_tokens, generation, model)");
     expect("artifacts.lmhead", json_object(), QHX_E_FORMAT,
            "artifacts.lmhead: unknown key (expected one of: weights, embedding, lm_head, vision)");
     expect("artifacts.weights.sha", json_string("x"), QHX_E_FORMAT,
@@ -394,6 +397,32 @@ static void test_roundtrip(void) {
     qhx_free(b);
     qhx_plan_free(p);
     qhx_plan_free(q);
+
+    /* the KV cache element type, written only when set */
+    json_t *root = json_loads(VALID, 0, NULL);
+    json_object_set_new(root, "kv_cache", json_string("f32"));
+    char *text = json_dumps(root, 0);
+    json_decref(root);
+    p = parse_ok(text, NULL);
+    free(text);
+    if (p) {
+        CHECK_EQ(p->kv_cache, QHX_KV_F32);
+        a = write_text_of(p);
+        CHECK(strstr(a, "\"kv_cache\": \"f32\"") != NULL);
+        q = parse_ok(a, NULL);
+        CHECK(q && q->kv_cache == QHX_KV_F32);
+        qhx_free(a);
+        qhx_plan_free(q);
+        p->kv_cache = QHX_KV_F16;
+        a = write_text_of(p);
+        CHECK(strstr(a, "\"kv_cache\": \"f16\"") != NULL);
+        qhx_free(a);
+        p->kv_cache = QHX_KV_Q8;
+        a = write_text_of(p);
+        CHECK(strstr(a, "\"kv_cache\": \"q8\"") != NULL);
+        qhx_free(a);
+    }
+    qhx_plan_free(p);
 
     /* a checkpoint plan saved as a manifest next to the files, then opened by path */
     char src[512], path[512];

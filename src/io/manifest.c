@@ -29,6 +29,14 @@ static const qhx_family HOST_OP_FAMILY[QHX_HOST_OP_COUNT] = {
     QHX_FAMILY_QWEN3_5, QHX_FAMILY_QWEN3_VL, QHX_FAMILY_QWEN3_VL};
 static const char *const PRECISION_NAMES[QHX_PREC_COUNT] = {"f32", "bf16", "f16", "w8", "q4"};
 static const char *const ROLE_NAMES[QHX_ART_ROLE_COUNT] = {"weights", "embedding", "lm_head", "vision"};
+/* "kv_cache": the element types of include/qhx.h's qhx_kv_type. */
+static int kv_cache_from_name(const char *s, qhx_kv_type *out) {
+    if (!strcmp(s, "f32")) *out = QHX_KV_F32;
+    else if (!strcmp(s, "f16")) *out = QHX_KV_F16;
+    else if (!strcmp(s, "q8")) *out = QHX_KV_Q8;
+    else return -1;
+    return 0;
+}
 static const char *const FORMAT_NAMES[QHX_ART_FORMAT_COUNT] = {"safetensors", "raw"};
 
 static int name_index(const char *const *names, int n, const char *s) {
@@ -615,7 +623,7 @@ static qhx_status check_files(const pctx *c, const qhx_plan *plan) {
 
 static qhx_status parse_root(const pctx *c, qhx_plan *plan, const json_t *root) {
     static const char *const keys[] = {"format", "name", "description", "family", "host_op",
-                                       "precision", "max_context", "artifacts", "tokenizer",
+                                       "precision", "max_context", "kv_cache", "artifacts", "tokenizer",
                                        "preprocessor", "special_tokens", "generation", "model", NULL};
     qhx_status rc;
     char p[300];
@@ -659,6 +667,10 @@ static qhx_status parse_root(const pctx *c, qhx_plan *plan, const json_t *root) 
     if ((rc = qhx_json_get_int(root, "max_context", c->label, "", true, 1, QHX_PLAN_MAX_CONTEXT,
                                &plan->max_context, c->err)))
         return rc;
+    s = NULL;
+    if ((rc = get_string(c, root, "", "kv_cache", false, 16, &s))) return rc;
+    if (s && kv_cache_from_name(s, &plan->kv_cache) != 0)
+        return bad(c, QHX_E_UNSUPPORTED, "kv_cache", "unknown KV cache type '%s' (expected f32, f16 or q8)", s);
 
     json_t *o;
     if ((rc = need_object(c, root, "", "artifacts", true, &o)) || (rc = parse_artifacts(c, plan, o))) return rc;
@@ -1268,6 +1280,7 @@ json_t *qhx_plan_to_json(const qhx_plan *plan, qhx_error *err) {
         b |= put(root, "host_op", json_string(qhx_host_op_name(plan->host_op)));
         b |= put(root, "precision", json_string(qhx_precision_name(plan->precision)));
         b |= put(root, "max_context", json_integer(plan->max_context));
+        if (plan->kv_cache) b |= put(root, "kv_cache", json_string(plan->kv_cache == QHX_KV_F16 ? "f16" : plan->kv_cache == QHX_KV_Q8 ? "q8" : "f32"));
         for (int r = 0; r < QHX_ART_ROLE_COUNT; r++)
             if (plan->artifacts[r].present) b |= put(arts, ROLE_NAMES[r], file_json(&plan->artifacts[r], ENTRY_ARTIFACT));
         b |= put(root, "artifacts", json_incref(arts));

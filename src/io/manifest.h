@@ -145,6 +145,7 @@ typedef struct qhx_plan {
     qhx_host_op host_op;
     qhx_precision precision;
     int64_t max_context;
+    qhx_kv_type kv_cache; /* "kv_cache": QHX_KV_DEFAULT when absent (the runtime's default) */
     qhx_plan_file artifacts[QHX_ART_ROLE_COUNT]; /* indexed by role; weights always present */
     qhx_plan_file tokenizer;                     /* tokenizer.json (always present) */
     qhx_plan_file preprocessor;                  /* preprocessor_config.json (optional) */

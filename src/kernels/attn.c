@@ -81,3 +81,51 @@ void qhx_attn_group(const qhx_kernels *k, const float *q, const float *K, const 
     for (int64_t b = 0; b < nb; b++) qhx_attn_block(k, q, K, V, ld, n_kv, b, rep, hd, scale, scores, part + b * pf);
     qhx_attn_combine(part, nb, rep, hd, out);
 }
+
+/* ---- f32 or f16 views ---- */
+
+int64_t qhx_attn_block_kv_work(int64_t rep, int64_t hd, qhx_kv_type type) {
+    return rep * QHX_ATTN_BLOCK + (type != QHX_KV_F32 ? 2 * QHX_ATTN_BLOCK * hd : 0);
+}
+
+int64_t qhx_attn_group_kv_work(int64_t n_kv, int64_t rep, int64_t hd, qhx_kv_type type) {
+    return qhx_attn_block_kv_work(rep, hd, type) + qhx_attn_n_blocks(n_kv) * qhx_attn_part_floats(rep, hd);
+}
+
+/* Rows [t0, t0 + n) of one head of K or V (base: the view's K or V) widened into tile (n, hd). */
+static void widen_rows(const qhx_kernels *k, const qhx_kv_view *kv, const void *base, int64_t t0, int64_t n,
+                       int64_t hd, float *tile) {
+    if (kv->type == QHX_KV_F16) {
+        for (int64_t t = 0; t < n; t++) k->f16_to_f32((const uint16_t *)base + (t0 + t) * kv->ld, tile + t * hd, hd);
+        return;
+    }
+    for (int64_t t = 0; t < n; t++) { /* q8 */
+        const char *row = (const char *)base + (t0 + t) * kv->ld;
+        const float *d = (const float *)(row + kv->q8_scales);
+        const int8_t *q = (const int8_t *)(row + kv->q8_values);
+        float *out = tile + t * hd;
+        for (int64_t j = 0; j < hd; j++) out[j] = d[j / QHX_KV_Q8_BLOCK] * (float)q[j];
+    }
+}
+
+void qhx_attn_block_kv(const qhx_kernels *k, const float *q, const qhx_kv_view *kv, int64_t n_kv, int64_t b,
+                       int64_t rep, int64_t hd, float scale, float *work, float *part) {
+    float *scores = work;
+    if (kv->type == QHX_KV_F32) {
+        qhx_attn_block(k, q, kv->K, kv->V, kv->ld, n_kv, b, rep, hd, scale, scores, part);
+        return;
+    }
+    int64_t t0 = b * QHX_ATTN_BLOCK, n = n_kv - t0 < QHX_ATTN_BLOCK ? n_kv - t0 : QHX_ATTN_BLOCK;
+    float *Kt = work + rep * QHX_ATTN_BLOCK, *Vt = Kt + QHX_ATTN_BLOCK * hd;
+    widen_rows(k, kv, kv->K, t0, n, hd, Kt);
+    widen_rows(k, kv, kv->V, t0, n, hd, Vt);
+    k->attn_block(q, Kt, Vt, hd, n, rep, hd, scale, scores, part, part + rep * hd);
+}
+
+void qhx_attn_group_kv(const qhx_kernels *k, const float *q, const qhx_kv_view *kv, int64_t n_kv, int64_t rep,
+                       int64_t hd, float scale, float *work, float *out) {
+    const int64_t nb = qhx_attn_n_blocks(n_kv), pf = qhx_attn_part_floats(rep, hd);
+    float *part = work + qhx_attn_block_kv_work(rep, hd, kv->type);
+    for (int64_t b = 0; b < nb; b++) qhx_attn_block_kv(k, q, kv, n_kv, b, rep, hd, scale, work, part + b * pf);
+    qhx_attn_combine(part, nb, rep, hd, out);
+}

@@ -71,6 +71,12 @@ typedef struct qhx_kernels {
     void (*silu)(float *x, int64_t n);
     void (*swiglu)(const float *gate, const float *up, float *out, int64_t n);
     void (*gelu_tanh)(float *x, int64_t n);
+    /* f16 <-> f32 of n contiguous values (the f16 KV cache): the contracts of core/fp16.h's
+     * qhx_f16_to_f32_row and qhx_f32_to_f16_row, bit for bit (round to nearest even; NaN stays
+     * NaN with the quiet bit set; the F16C variants quiet a signalling f16 NaN when widening,
+     * which qhx_f32_to_f16 never produces). */
+    void (*f16_to_f32)(const uint16_t *src, float *dst, int64_t n);
+    void (*f32_to_f16)(const float *src, uint16_t *dst, int64_t n);
 } qhx_kernels;
 
 /* Fill k with the reference kernels, then the best variants allowed by max_isa and the CPU.

@@ -7,12 +7,16 @@
 #include "kernels/ref.h"
 #include "kernels/vision.h"
 #if defined(QHX_HAVE_X86)
+#include "kernels/x86/cvt_x86.h"
 #include "kernels/x86/ops_x86.h"
 #include "kernels/x86/x86.h"
 #endif
 #if defined(QHX_HAVE_ARM)
 #include "kernels/arm/arm.h"
+#include "kernels/arm/cvt_arm.h"
 #endif
+
+#include "core/fp16.h"
 
 #include <string.h>
 
@@ -46,6 +50,8 @@ void qhx_kern_select(qhx_isa max_isa, qhx_kernels *k) {
     k->silu = qhx_k_silu_f32_ref;
     k->swiglu = qhx_k_swiglu_f32_ref;
     k->gelu_tanh = qhx_k_gelu_tanh_f32_ref;
+    k->f16_to_f32 = qhx_f16_to_f32_row;
+    k->f32_to_f16 = qhx_f32_to_f16_row;
     qhx_kern_ref_quant(k);
     /* SIMD variants, bounded by max_isa (QHX_ISA_REF keeps the references) */
 #if defined(QHX_HAVE_X86)
@@ -58,6 +64,8 @@ void qhx_kern_select(qhx_isa max_isa, qhx_kernels *k) {
         k->silu = qhx_k_silu_f32_avx2;
         k->swiglu = qhx_k_swiglu_f32_avx2;
         k->gelu_tanh = qhx_k_gelu_tanh_f32_avx2;
+        k->f16_to_f32 = qhx_k_f16_to_f32_f16c;
+        k->f32_to_f16 = qhx_k_f32_to_f16_f16c;
     }
     if (k->isa == QHX_ISA_AVX2) {
         /* decode of quantized weights: int16 activations */
@@ -72,6 +80,10 @@ void qhx_kern_select(qhx_isa max_isa, qhx_kernels *k) {
     }
 #elif defined(QHX_HAVE_ARM)
     qhx_kern_install_arm(k, max_isa, NULL); /* the hwcap check is inside */
+    if (k->isa == QHX_ISA_NEON) {
+        k->f16_to_f32 = qhx_k_f16_to_f32_neon;
+        k->f32_to_f16 = qhx_k_f32_to_f16_neon;
+    }
 #else
     (void)max_isa;
 #endif

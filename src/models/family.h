@@ -42,6 +42,7 @@ struct qhx_model {
     struct qhx_tok *tok;       /* the tokenizer (owned) */
     struct qhx_pool *pool;     /* worker threads (owned) */
     int64_t max_context;       /* plan's, or the caller's override */
+    qhx_kv_type kv_cache;      /* sessions' KV element type: the caller's, the plan's or the built-in default */
     const struct qhx_backend *backend; /* executes the graphs (runtime/backend.h) */
 };
 
@@ -49,6 +50,7 @@ struct qhx_model_state {
     const qhx_model *m;
     int64_t n_ctx, n_batch;
     int64_t n_past; /* tokens consumed */
+    qhx_kv_type kv_type; /* QHX_KV_F32 or QHX_KV_F16 (never DEFAULT) */
     void *impl;     /* family-owned: caches, recurrent state, scratch */
 };
 

@@ -6,6 +6,7 @@
 #include "core/file.h"
 #include "core/pool.h"
 #include "io/manifest.h"
+#include "models/kv.h"
 #include "runtime/backend.h"
 #include "text/tokenizer.h"
 
@@ -101,6 +102,7 @@ qhx_status qhx_model_open(const char *path, const qhx_model_params *params, qhx_
         return qhx_fail(err, QHX_E_ARG, "decode_math %d is not one of default, f32, int8", (int)p.decode_math);
     if ((unsigned)p.max_isa > QHX_ISA_BEST) return qhx_fail(err, QHX_E_ARG, "max_isa %d is not an instruction set", (int)p.max_isa);
     if (p.max_context < 0) return qhx_fail(err, QHX_E_ARG, "max_context %lld is negative", (long long)p.max_context);
+    if ((unsigned)p.kv_cache > QHX_KV_Q8) return qhx_fail(err, QHX_E_ARG, "kv_cache %d is not one of default, f32, f16, q8", (int)p.kv_cache);
     const qhx_backend *be;
     qhx_status brc = qhx_backend_find(p.backend, &be, err);
     if (brc) return brc;
@@ -119,6 +121,7 @@ qhx_status qhx_model_open(const char *path, const qhx_model_params *params, qhx_
         goto fail;
     }
     m->max_context = p.max_context ? p.max_context : m->plan->max_context;
+    m->kv_cache = p.kv_cache ? p.kv_cache : m->plan->kv_cache ? m->plan->kv_cache : QHX_KV_BUILTIN;
     /* the pool first: families keep a pointer to it */
     if ((rc = qhx_pool_create(p.n_threads, &m->pool, err))) goto fail;
     if ((rc = open_family(m, m->plan, err))) goto fail;
@@ -165,9 +168,12 @@ qhx_status qhx_model_state_create(const qhx_model *m, const qhx_state_params *pa
     if (n_batch < 1 || n_batch > n_ctx)
         return qhx_fail(err, QHX_E_ARG, "state: n_batch %lld is outside [1, n_ctx = %lld]",
                         (long long)n_batch, (long long)n_ctx);
+    if ((unsigned)params->kv_cache > QHX_KV_Q8)
+        return qhx_fail(err, QHX_E_ARG, "state: kv_cache %d is not one of default, f32, f16, q8", (int)params->kv_cache);
     qhx_model_state *st = qhx_calloc(1, sizeof *st);
     if (!st) return qhx_fail(err, QHX_E_NOMEM, "state: out of memory");
     st->m = m;
+    st->kv_type = params->kv_cache ? params->kv_cache : m->kv_cache ? m->kv_cache : QHX_KV_BUILTIN;
     st->n_ctx = n_ctx;
     st->n_batch = n_batch;
     qhx_status rc = m->vt->state_create(st, err);
@@ -195,6 +201,7 @@ void qhx_model_state_set_n_past(qhx_model_state *st, int64_t n) {
     if (n >= 0 && n <= st->n_ctx) st->n_past = n;
 }
 int64_t qhx_model_state_n_ctx(const qhx_model_state *st) { return st->n_ctx; }
+qhx_kv_type qhx_model_state_kv_type(const qhx_model_state *st) { return st->kv_type; }
 
 qhx_status qhx_model_forward(const qhx_model *m, qhx_model_state *st, const int32_t *ids,
                              int64_t n, const qhx_forward_opts *opts, qhx_error *err) {

@@ -91,6 +91,7 @@ const qhx_st_tensor *qhx_model_find_tensor(const qhx_model *m, const char *name)
 typedef struct qhx_state_params {
     int64_t n_ctx;    /* most tokens the sequence may hold (KV cache rows) */
     int64_t n_batch;  /* most tokens per internal prefill step; 0: min(n_ctx, 512) */
+    qhx_kv_type kv_cache; /* element type of the KV cache; DEFAULT: the model's (models/kv.h) */
 } qhx_state_params;
 
 /* Allocate a state for m: KV cache for n_ctx tokens, conv FIFOs, recurrent states and every
@@ -103,6 +104,7 @@ void qhx_model_state_free(qhx_model_state *st); /* NULL allowed */
 void qhx_model_state_reset(qhx_model_state *st);
 int64_t qhx_model_state_n_past(const qhx_model_state *st); /* tokens consumed so far */
 int64_t qhx_model_state_n_ctx(const qhx_model_state *st);
+qhx_kv_type qhx_model_state_kv_type(const qhx_model_state *st); /* QHX_KV_F32 or QHX_KV_F16 */
 /* Set the position after restoring the persistent regions (session files). 0 <= n <= n_ctx. */
 void qhx_model_state_set_n_past(qhx_model_state *st, int64_t n);
 

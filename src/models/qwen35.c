@@ -10,6 +10,7 @@
 #include "core/alloc.h"
 #include "kernels/attn.h"
 #include "kernels/ref.h"
+#include "models/kv.h"
 #include "models/par.h"
 #include "models/weights.h"
 
@@ -410,7 +411,7 @@ typedef struct q35_state {
     void *block;           /* one aligned allocation, carved below */
     size_t bytes;
     size_t persist_floats; /* kv + conv + ssm, zeroed by reset */
-    float *kv;             /* (n_full, 2, n_ctx, kv_dim): K rows then V rows per layer */
+    qhx_kv_cache kv;       /* (n_full, 2, n_ctx, kv_dim): K rows then V rows per layer */
     float *conv;           /* (n_lin, K - 1, conv_dim): pre-conv qkv FIFO, oldest first */
     float *ssm;            /* (n_lin, nv, dk, dv) recurrent state */
     float *x;              /* (n_batch, H) residual stream */
@@ -423,10 +424,11 @@ typedef struct q35_state {
     float *g;              /* (n_batch, nv) log decay */
     float *core;           /* (n_batch, value_dim) delta-rule output, then gated-norm output */
     float *qg;             /* (n_batch, q_out) q_proj output */
+    float *kk, *vv;        /* (n_batch, kv_dim) keys (normed, rotated in place) and values, f32 */
     float *q;              /* (n_batch, attn_dim) normed, rotated queries */
     float *gate;           /* (n_batch, attn_dim) */
     float *att;            /* (n_batch, attn_dim) attention output */
-    float *attw;           /* (n_threads, attention work for n_ctx keys) per-thread scratch */
+    float *attw;           /* (n_threads, attention work for n_ctx keys, f16 tile) per-thread scratch */
     float *attp;           /* (nkv, blocks of n_ctx, partial) decode attention partials */
     int64_t attw_floats;
     int n_threads;         /* of the model's pool: per-thread scratch below */
@@ -453,11 +455,16 @@ static qhx_status q35_state_create(qhx_model_state *st, qhx_error *err) {
     const q35_dims *d = &q->d;
     size_t nb = (size_t)st->n_batch, nc = (size_t)st->n_ctx, total = 0;
     size_t o_kv, o_conv, o_ssm, o_x, o_xn, o_tmp, o_ext, o_cv, o_z, o_beta, o_g, o_core, o_qg, o_q,
-        o_gate, o_att, o_attw, o_attp, o_mg, o_mu, o_dwork, o_cos, o_sin, kvn;
+        o_gate, o_att, o_attw, o_attp, o_mg, o_mu, o_dwork, o_cos, o_sin, o_kk, o_vv, kvn;
     const size_t nthr = (size_t)qhx_pool_n_threads(st->m->pool), rep = (size_t)(d->nh / d->nkv);
-    const size_t attw = (size_t)qhx_attn_group_work(st->n_ctx, (int64_t)rep, d->hd);
+    const size_t attw = (size_t)qhx_attn_group_kv_work(st->n_ctx, (int64_t)rep, d->hd, st->kv_type);
     const size_t dwork = (size_t)qhx_k_delta_chunked_work(DELTA_CHUNK, d->dk, d->dv);
-    bool ok = qhx_size_mul(nc, (size_t)(2 * d->kv_dim), &kvn) && plan_add(&total, &o_kv, (size_t)d->n_full, kvn) &&
+    qhx_status krc = qhx_kv_check(st->kv_type, d->hd, err);
+    if (krc) return krc;
+    /* the cache in floats: per position a K and a V row, rounded up to whole floats */
+    const size_t kv_pos_floats = (2 * qhx_kv_row_bytes(st->kv_type, d->kv_dim) + sizeof(float) - 1) / sizeof(float);
+    bool ok = qhx_size_mul(nc, kv_pos_floats, &kvn) &&
+              plan_add(&total, &o_kv, (size_t)d->n_full, kvn) &&
               plan_add(&total, &o_conv, (size_t)d->n_lin, (size_t)((d->K - 1) * d->conv_dim)) &&
               plan_add(&total, &o_ssm, (size_t)(d->n_lin * d->nv), (size_t)(d->dk * d->dv));
     size_t persist = total;
@@ -467,6 +474,7 @@ static qhx_status q35_state_create(qhx_model_state *st, qhx_error *err) {
          plan_add(&total, &o_cv, nb, (size_t)d->conv_dim) && plan_add(&total, &o_z, nb, (size_t)d->value_dim) &&
          plan_add(&total, &o_beta, nb, (size_t)d->nv) && plan_add(&total, &o_g, nb, (size_t)d->nv) &&
          plan_add(&total, &o_core, nb, (size_t)d->value_dim) && plan_add(&total, &o_qg, nb, (size_t)d->q_out) &&
+         plan_add(&total, &o_kk, nb, (size_t)d->kv_dim) && plan_add(&total, &o_vv, nb, (size_t)d->kv_dim) &&
          plan_add(&total, &o_q, nb, (size_t)d->attn_dim) && plan_add(&total, &o_gate, nb, (size_t)d->attn_dim) &&
          plan_add(&total, &o_att, nb, (size_t)d->attn_dim) && plan_add(&total, &o_attw, nthr, attw) &&
          plan_add(&total, &o_attp, (size_t)(d->nkv * qhx_attn_n_blocks(st->n_ctx)),
@@ -489,7 +497,7 @@ static qhx_status q35_state_create(qhx_model_state *st, qhx_error *err) {
     float *b = s->block;
     s->bytes = bytes;
     s->persist_floats = persist;
-    s->kv = b + o_kv;
+    s->kv = (qhx_kv_cache){st->kv_type, b + o_kv, d->n_full, st->n_ctx, d->kv_dim};
     s->conv = b + o_conv;
     s->ssm = b + o_ssm;
     s->x = b + o_x;
@@ -502,6 +510,8 @@ static qhx_status q35_state_create(qhx_model_state *st, qhx_error *err) {
     s->g = b + o_g;
     s->core = b + o_core;
     s->qg = b + o_qg;
+    s->kk = b + o_kk;
+    s->vv = b + o_vv;
     s->q = b + o_q;
     s->gate = b + o_gate;
     s->att = b + o_att;
@@ -536,9 +546,7 @@ static int q35_state_regions(const qhx_model_state *st, qhx_state_region *out, i
     const q35_dims *d = &q->d;
     q35_state *s = st->impl;
     int n = 0;
-    size_t kv_row = (size_t)d->kv_dim * sizeof(float);
-    for (int64_t l = 0; l < 2 * d->n_full && n < cap; l++) /* K then V of each attention layer */
-        out[n++] = (qhx_state_region){s->kv + l * st->n_ctx * d->kv_dim, kv_row, st->n_ctx, true};
+    n = qhx_kv_regions(&s->kv, out, cap); /* K then V of each attention layer */
     if (n < cap)
         out[n++] = (qhx_state_region){s->conv, (size_t)d->conv_dim * sizeof(float), d->n_lin * (d->K - 1), false};
     if (n < cap)
@@ -564,7 +572,6 @@ typedef struct q35_fw {
     q35_state *s;
     const q35_layer *L;
     int64_t n;
-    float *Kc, *Vc;       /* attention: this layer's cache */
     int64_t nb;           /* attention: key blocks of a decode step */
 } q35_fw;
 
@@ -726,10 +733,9 @@ static void attn_prep_task(void *ctx, int64_t t0, int64_t t1, int ti) {
     q35_state *s = f->s;
     const q35_layer *L = f->L;
     const int64_t kvd = d->kv_dim, hd = d->hd, half = d->rot / 2;
-    float *Kn = f->Kc + f->st->n_past * kvd;
     for (int64_t t = t0; t < t1; t++) {
         const float *qg = s->qg + t * d->q_out;
-        float *qt = s->q + t * d->attn_dim, *gt = s->gate + t * d->attn_dim, *kt = Kn + t * kvd;
+        float *qt = s->q + t * d->attn_dim, *gt = s->gate + t * d->attn_dim, *kt = s->kk + t * kvd;
         for (int64_t h = 0; h < d->nh; h++) {
             qhx_k_rmsnorm_zc_f32_ref(qg + h * 2 * hd, L->q_norm, qt + h * hd, hd, d->eps);
             memcpy(gt + h * hd, qg + h * 2 * hd + hd, (size_t)hd * sizeof(float));
@@ -739,6 +745,9 @@ static void attn_prep_task(void *ctx, int64_t t0, int64_t t1, int ti) {
         qhx_k_rope_neox_f32_ref(qt, d->nh, hd, d->rot, cs, sn);
         qhx_k_rope_neox_f32_ref(kt, d->nkv, hd, d->rot, cs, sn);
     }
+    /* the finished f32 rows into the cache (f16: rounded to nearest even) */
+    qhx_kv_store(&f->m->kern, &s->kv, L->slot, 0, f->st->n_past + t0, s->kk + t0 * kvd, t1 - t0);
+    qhx_kv_store(&f->m->kern, &s->kv, L->slot, 1, f->st->n_past + t0, s->vv + t0 * kvd, t1 - t0);
 }
 
 /* prompt: pieces are (token, KV head) pairs; token t sees the cache up to itself */
@@ -751,8 +760,9 @@ static void attn_tok_task(void *ctx, int64_t i0, int64_t i1, int ti) {
     for (int64_t i = i0; i < i1; i++) {
         int64_t t = i / d->nkv, g = i % d->nkv;
         float *at = s->att + t * d->attn_dim + g * rep * hd;
-        qhx_attn_group(&f->m->kern, s->q + t * d->attn_dim + g * rep * hd, f->Kc + g * hd, f->Vc + g * hd, d->kv_dim,
-                       f->st->n_past + t + 1, rep, hd, scale, s->attw + ti * s->attw_floats, at);
+        qhx_kv_view kv = qhx_kv_head(&s->kv, f->L->slot, g, hd);
+        qhx_attn_group_kv(&f->m->kern, s->q + t * d->attn_dim + g * rep * hd, &kv, f->st->n_past + t + 1, rep, hd,
+                          scale, s->attw + ti * s->attw_floats, at);
         qhx_k_mul_sigmoid_f32_ref(at, s->gate + t * d->attn_dim + g * rep * hd, rep * hd);
     }
 }
@@ -766,8 +776,9 @@ static void attn_blk_task(void *ctx, int64_t i0, int64_t i1, int ti) {
     const float scale = (float)(1.0 / sqrt((double)hd));
     for (int64_t i = i0; i < i1; i++) {
         int64_t g = i / f->nb, b = i % f->nb;
-        qhx_attn_block(&f->m->kern, s->q + g * rep * hd, f->Kc + g * hd, f->Vc + g * hd, d->kv_dim, f->st->n_past + 1,
-                       b, rep, hd, scale, s->attw + ti * s->attw_floats, s->attp + i * pf);
+        qhx_kv_view kv = qhx_kv_head(&s->kv, f->L->slot, g, hd);
+        qhx_attn_block_kv(&f->m->kern, s->q + g * rep * hd, &kv, f->st->n_past + 1, b, rep, hd, scale,
+                          s->attw + ti * s->attw_floats, s->attp + i * pf);
     }
 }
 
@@ -779,14 +790,8 @@ static void attn_forward(q35_fw *f) {
     q35_state *s = f->s;
     const q35_layer *L = f->L;
     const int64_t kvd = d->kv_dim, n = f->n, hd = d->hd, rep = d->nh / d->nkv;
-    float *Kc = s->kv + L->slot * 2 * st->n_ctx * kvd; /* (n_ctx, kv_dim) */
-    float *Vc = Kc + st->n_ctx * kvd;                   /* (n_ctx, kv_dim) */
-    f->Kc = Kc;
-    f->Vc = Vc;
 
-    const qhx_par_lin in[3] = {{&L->q_proj, s->qg, d->q_out},
-                               {&L->k_proj, Kc + st->n_past * kvd, kvd},
-                               {&L->v_proj, Vc + st->n_past * kvd, kvd}};
+    const qhx_par_lin in[3] = {{&L->q_proj, s->qg, d->q_out}, {&L->k_proj, s->kk, kvd}, {&L->v_proj, s->vv, kvd}};
     qhx_par_linears(m->pool, &m->kern, in, 3, s->xn, d->H, n);
     qhx_par_range(m->pool, n, TOK_CHUNK, attn_prep_task, f);
     if (n > 1) {

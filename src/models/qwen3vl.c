@@ -10,8 +10,9 @@
 #include "kernels/attn.h"
 #include "kernels/ref.h"
 #include "kernels/vision.h"
-#include "models/par.h"
 #include "models/family.h"
+#include "models/kv.h"
+#include "models/par.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -352,7 +353,8 @@ qhx_status qhx_qwen3vl_image_load(const qhx_qwen3vl *q, const char *path, qhx_vl
 /* ---- state ------------------------------------------------------------------------------- */
 
 typedef struct vl_state {
-    float *k, *v;              /* (L, n_ctx, Hkv hd): rotated keys, values */
+    qhx_kv_cache kv;           /* (L, 2, n_ctx, Hkv hd): rotated keys, then values, per layer */
+    void *kv_data;             /* its memory (owned) */
     int64_t next_pos;          /* position of the next text token: largest position so far + 1 */
     /* the announced prompt (qhx_qwen3vl_attach), rows plan_start .. plan_start + plan_n */
     int64_t plan_start, plan_n;
@@ -383,7 +385,8 @@ static void vl_state_free(void *impl) {
     vl_state *s = impl;
     if (!s) return;
     plan_clear(s);
-    float **f[] = {&s->k, &s->v, &s->x, &s->xn, &s->tmp, &s->q, &s->kk, &s->vv, &s->att, &s->mg, &s->mu,
+    qhx_aligned_free(s->kv_data);
+    float **f[] = {&s->x, &s->xn, &s->tmp, &s->q, &s->kk, &s->vv, &s->att, &s->mg, &s->mu,
                    &s->attw, &s->attp, &s->cosb, &s->sinb};
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) qhx_aligned_free(*f[i]);
     qhx_free(s->pos);
@@ -393,33 +396,35 @@ static void vl_state_free(void *impl) {
 
 static qhx_status vl_state_create(qhx_model_state *st, qhx_error *err) {
     const qhx_qwen3vl *q = st->m->impl;
+    qhx_status krc = qhx_kv_check(st->kv_type, q->hd, err);
+    if (krc) return krc;
     vl_state *s = qhx_calloc(1, sizeof *s);
     if (!s) return qhx_fail(err, QHX_E_NOMEM, "state: out of memory");
-    size_t nb = (size_t)st->n_batch, nc = (size_t)st->n_ctx;
+    size_t nb = (size_t)st->n_batch;
     size_t kvw = (size_t)(q->nkv * q->hd), qw = (size_t)(q->nh * q->hd), H = (size_t)q->H, I = (size_t)q->I;
     size_t kv;
-    if (!qhx_size_mul((size_t)q->L * nc, kvw * sizeof(float), &kv)) {
+    if (!qhx_kv_bytes(st->kv_type, q->L, st->n_ctx, (int64_t)kvw, &kv)) {
         qhx_free(s);
         return qhx_fail(err, QHX_E_LIMIT, "state: a KV cache of %lld tokens is too large", (long long)st->n_ctx);
     }
-    s->k = qhx_aligned_alloc(kv);
-    s->v = qhx_aligned_alloc(kv);
+    s->kv_data = qhx_aligned_alloc(kv);
+    s->kv = (qhx_kv_cache){st->kv_type, s->kv_data, q->L, st->n_ctx, (int64_t)kvw};
     const int64_t rep = q->nh / q->nkv;
-    s->attw_floats = qhx_attn_group_work(st->n_ctx, rep, q->hd);
+    s->attw_floats = qhx_attn_group_kv_work(st->n_ctx, rep, q->hd, st->kv_type);
     size_t attw = (size_t)qhx_pool_n_threads(q->pool) * (size_t)s->attw_floats;
     size_t attp = (size_t)(q->nkv * qhx_attn_n_blocks(st->n_ctx) * qhx_attn_part_floats(rep, q->hd));
     float **f[] = {&s->x, &s->xn, &s->tmp, &s->q, &s->kk, &s->vv, &s->att, &s->mg, &s->mu, &s->attw, &s->attp,
                    &s->cosb, &s->sinb};
     size_t n[] = {nb * H, nb * H, nb * H, nb * qw, nb * kvw, nb * kvw, nb * qw, nb * I, nb * I, attw, attp,
                   nb * (size_t)(q->hd / 2), nb * (size_t)(q->hd / 2)};
-    int ok = s->k && s->v;
+    int ok = s->kv_data != NULL;
     for (size_t i = 0; ok && i < sizeof f / sizeof f[0]; i++) ok = (*f[i] = qhx_aligned_alloc(n[i] * sizeof(float))) != NULL;
     s->pos = qhx_malloc(nb * 3 * sizeof *s->pos);
     s->row = qhx_malloc(nb * sizeof *s->row);
     if (!ok || !s->pos || !s->row) {
         vl_state_free(s);
         return qhx_fail(err, QHX_E_NOMEM, "state: out of memory (n_ctx %lld, n_batch %lld, %zu bytes of KV cache)",
-                        (long long)st->n_ctx, (long long)st->n_batch, 2 * kv);
+                        (long long)st->n_ctx, (long long)st->n_batch, kv);
     }
     st->impl = s;
     return QHX_OK;
@@ -509,7 +514,6 @@ typedef struct vl_fw {
     vl_state *s;
     const vl_layer *Ly;
     int64_t n, l;
-    float *Kc, *Vc;
 } vl_fw;
 
 /* Y (n, rows) stride ldy = X (n, cols) stride ldx @ W^T, rows split over the pool. */
@@ -539,9 +543,10 @@ static void vl_qk_task(void *ctx, int64_t t0, int64_t t1, int ti) {
         for (int64_t h = 0; h < q->nkv; h++) qhx_k_rmsnorm_f32_ref(kt + h * hd, f->Ly->k_norm, kt + h * hd, hd, q->eps);
         qhx_k_rope_neox_f32_ref(qt, q->nh, hd, hd, s->cosb + t * half, s->sinb + t * half);
         qhx_k_rope_neox_f32_ref(kt, q->nkv, hd, hd, s->cosb + t * half, s->sinb + t * half);
-        memcpy(f->Kc + (f->st->n_past + t) * kvw, kt, (size_t)kvw * sizeof(float));
-        memcpy(f->Vc + (f->st->n_past + t) * kvw, s->vv + t * kvw, (size_t)kvw * sizeof(float));
     }
+    /* the finished f32 rows into the cache (f16: rounded to nearest even) */
+    qhx_kv_store(q->kern, &s->kv, f->l, 0, f->st->n_past + t0, s->kk + t0 * kvw, t1 - t0);
+    qhx_kv_store(q->kern, &s->kv, f->l, 1, f->st->n_past + t0, s->vv + t0 * kvw, t1 - t0);
 }
 
 /* prompt: (token, KV head) pairs; causal: token t sees the cache up to and including itself,
@@ -550,13 +555,13 @@ static void vl_attn_tok_task(void *ctx, int64_t i0, int64_t i1, int ti) {
     const vl_fw *f = ctx;
     const qhx_qwen3vl *q = f->q;
     vl_state *s = f->s;
-    const int64_t hd = q->hd, rep = q->nh / q->nkv, qw = q->nh * hd, kvw = q->nkv * hd;
+    const int64_t hd = q->hd, rep = q->nh / q->nkv, qw = q->nh * hd;
     const float scale = 1.0f / sqrtf((float)hd);
     for (int64_t i = i0; i < i1; i++) {
         int64_t t = i / q->nkv, g = i % q->nkv;
-        qhx_attn_group(q->kern, s->q + t * qw + g * rep * hd, f->Kc + g * hd, f->Vc + g * hd, kvw,
-                       f->st->n_past + t + 1, rep, hd, scale, s->attw + ti * s->attw_floats,
-                       s->att + t * qw + g * rep * hd);
+        qhx_kv_view kv = qhx_kv_head(&s->kv, f->l, g, hd);
+        qhx_attn_group_kv(q->kern, s->q + t * qw + g * rep * hd, &kv, f->st->n_past + t + 1, rep, hd, scale,
+                          s->attw + ti * s->attw_floats, s->att + t * qw + g * rep * hd);
     }
 }
 
@@ -565,12 +570,13 @@ static void vl_attn_blk_task(void *ctx, int64_t i0, int64_t i1, int ti) {
     const vl_fw *f = ctx;
     const qhx_qwen3vl *q = f->q;
     vl_state *s = f->s;
-    const int64_t hd = q->hd, rep = q->nh / q->nkv, kvw = q->nkv * hd, pf = qhx_attn_part_floats(rep, hd);
+    const int64_t hd = q->hd, rep = q->nh / q->nkv, pf = qhx_attn_part_floats(rep, hd);
     const float scale = 1.0f / sqrtf((float)hd);
     for (int64_t i = i0; i < i1; i++) {
         int64_t g = i / s->nb, b = i % s->nb;
-        qhx_attn_block(q->kern, s->q + g * rep * hd, f->Kc + g * hd, f->Vc + g * hd, kvw, f->st->n_past + 1, b, rep,
-                       hd, scale, s->attw + ti * s->attw_floats, s->attp + i * pf);
+        qhx_kv_view kv = qhx_kv_head(&s->kv, f->l, g, hd);
+        qhx_attn_block_kv(q->kern, s->q + g * rep * hd, &kv, f->st->n_past + 1, b, rep, hd, scale,
+                          s->attw + ti * s->attw_floats, s->attp + i * pf);
     }
 }
 
@@ -618,8 +624,6 @@ static qhx_status run_batch(const qhx_model *m, qhx_model_state *st, const int32
             return qhx_fail(err, QHX_E_ABORTED, "forward: aborted at layer %lld", (long long)l);
         f.Ly = Ly;
         f.l = l;
-        f.Kc = s->k + (size_t)l * (size_t)st->n_ctx * (size_t)kvw;
-        f.Vc = s->v + (size_t)l * (size_t)st->n_ctx * (size_t)kvw;
         qhx_par_range(q->pool, n, TOK_CHUNK, vl_norm_in_task, &f);
         const qhx_par_lin in[3] = {{&Ly->q_proj, s->q, qw}, {&Ly->k_proj, s->kk, kvw}, {&Ly->v_proj, s->vv, kvw}};
         qhx_par_linears(q->pool, q->kern, in, 3, s->xn, H, n);
@@ -691,14 +695,8 @@ static qhx_status vl_forward(const qhx_model *m, qhx_model_state *st, const int3
 /* Save/restore: the K and V caches (per layer, one row per position) and the next text
  * position (which runs ahead of n_past after an image). An announced image is not part of it. */
 static int vl_state_regions(const qhx_model_state *st, qhx_state_region *out, int cap) {
-    const qhx_qwen3vl *q = st->m->impl;
     vl_state *s = st->impl;
-    size_t row = (size_t)(q->nkv * q->hd) * sizeof(float);
-    int n = 0;
-    for (int64_t l = 0; l < q->L && n + 2 <= cap; l++) {
-        out[n++] = (qhx_state_region){s->k + l * st->n_ctx * q->nkv * q->hd, row, st->n_ctx, true};
-        out[n++] = (qhx_state_region){s->v + l * st->n_ctx * q->nkv * q->hd, row, st->n_ctx, true};
-    }
+    int n = qhx_kv_regions(&s->kv, out, cap); /* K then V of each layer */
     if (n < cap) out[n++] = (qhx_state_region){&s->next_pos, sizeof s->next_pos, 1, false};
     return n;
 }

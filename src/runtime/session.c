@@ -64,7 +64,7 @@ qhx_status qhx_session_create(const qhx_model *m, const qhx_session_params *para
         goto fail;
     }
     s->params.n_ctx = n_ctx;
-    qhx_state_params sp = {.n_ctx = n_ctx, .n_batch = params->n_batch};
+    qhx_state_params sp = {.n_ctx = n_ctx, .n_batch = params->n_batch, .kv_cache = params->kv_cache};
     if ((rc = qhx_model_state_create(m, &sp, &s->st, err))) goto fail;
     if ((rc = qhx_sampler_create(&params->sampling, s->n_vocab, &s->smp, err))) goto fail;
     if (m->tok && (rc = qhx_tok_stream_create(m->tok, 0, &s->stream, err))) goto fail;

@@ -3,10 +3,13 @@
  * Layout (little-endian, this host's float format), then a SHA-256 of everything before it:
  *   "QHXSTATE" | u32 version | i32 last stop reason | u64 model fingerprint | i64 n_ctx | i64 n_past |
  *   i32 pending | i32 has_logits | i64 n_vocab | u32 n_regions | u32 sampler bytes |
+ *   u32 KV element type (qhx_kv_type: 1 f32, 2 f16) | u32 zero (version 2; version 1 files end
+ *   the header before it and hold an f32 cache) |
  *   per region: u64 bytes, bytes of data (per-token regions: only rows [0, n_past)) |
  *   sampler state | logits (n_vocab f32) | sha256 (32 bytes)
  * The fingerprint hashes the family, the configuration and every tensor's name, dtype and
- * shape, so a file made with another model or another precision is refused. Saving writes a
+ * shape, so a file made with another model or another precision is refused; a file whose KV
+ * element type is not the session's is refused by name (the cache rows differ). Saving writes a
  * temporary file beside the target and renames it, so a crash never leaves half a file; the file
  * holds the conversation, so it is made readable by its owner only (mode 0600, from mkstemp). */
 #include "core/alloc.h"
@@ -22,8 +25,9 @@
 #include <unistd.h>
 
 #define STATE_MAGIC "QHXSTATE"
-#define STATE_VERSION 1u
-#define HEADER_BYTES 64
+#define STATE_VERSION 2u
+#define HEADER_BYTES 72
+#define HEADER_BYTES_V1 64 /* version 1: no KV element type, an f32 cache */
 
 static uint64_t fnv(uint64_t h, const void *p, size_t n) {
     const uint8_t *b = p;
@@ -50,6 +54,8 @@ static uint64_t model_fingerprint(const qhx_model *m) {
     }
     return h;
 }
+
+static const char *kv_name(uint32_t t) { return t == QHX_KV_F16 ? "f16" : t == QHX_KV_Q8 ? "q8" : "f32"; }
 
 /* Bytes of region r that a state with n_past tokens carries. */
 static size_t region_bytes(const qhx_state_region *r, int64_t n_past) {
@@ -112,6 +118,8 @@ qhx_status qhx_session_save(const qhx_session *s_const, const char *path, qhx_er
     memcpy(hdr + 48, &n_vocab, 8);
     memcpy(hdr + 56, &n_regions, 4);
     memcpy(hdr + 60, &sbytes, 4);
+    uint32_t kv_type = (uint32_t)qhx_model_state_kv_type(st);
+    memcpy(hdr + 64, &kv_type, 4);
     put(&w, hdr, sizeof hdr);
     for (int i = 0; i < nr; i++) {
         uint64_t b = region_bytes(&regions[i], n_past);
@@ -176,7 +184,7 @@ qhx_status qhx_session_restore_buf(qhx_session *s, const uint8_t *data, size_t s
     for (int i = 0; i < nr; i++) cap += 8 + region_bytes(&regions[i], regions[i].n_rows);
     qhx_status rc = QHX_OK;
 #define BAD(...) do { rc = qhx_fail(err, QHX_E_FORMAT, __VA_ARGS__); goto done; } while (0)
-    if (size < HEADER_BYTES + 32) BAD("%s: %zu bytes, too short for a session file", path, size);
+    if (size < HEADER_BYTES_V1 + 32) BAD("%s: %zu bytes, too short for a session file", path, size);
     if (size > cap) BAD("%s: %zu bytes, more than a session of this model can hold (%zu)", path, size, cap);
     if (memcmp(data, STATE_MAGIC, 8)) BAD("%s: not a qhexrt session file", path);
     uint32_t ver, n_regions, sbytes;
@@ -193,7 +201,12 @@ qhx_status qhx_session_restore_buf(qhx_session *s, const uint8_t *data, size_t s
     memcpy(&f_vocab, data + 48, 8);
     memcpy(&n_regions, data + 56, 4);
     memcpy(&sbytes, data + 60, 4);
-    if (ver != STATE_VERSION) BAD("%s: session file version %u, this build reads version %u", path, ver, STATE_VERSION);
+    if (ver != STATE_VERSION && ver != 1u)
+        BAD("%s: session file version %u, this build reads versions 1 and %u", path, ver, STATE_VERSION);
+    const size_t hdr_bytes = ver == 1u ? HEADER_BYTES_V1 : HEADER_BYTES;
+    uint32_t f_kv = QHX_KV_F32;
+    if (ver != 1u) memcpy(&f_kv, data + 64, 4);
+    if (size < hdr_bytes + 32) BAD("%s: %zu bytes, too short for a session file", path, size);
     qhx_sha256 sha;
     uint8_t digest[32];
     qhx_sha256_init(&sha);
@@ -201,6 +214,11 @@ qhx_status qhx_session_restore_buf(qhx_session *s, const uint8_t *data, size_t s
     qhx_sha256_final(&sha, digest);
     if (memcmp(digest, data + size - 32, 32)) BAD("%s: checksum mismatch (corrupt or truncated file)", path);
     if (fp != model_fingerprint(m)) BAD("%s: the session was saved with a different model or precision", path);
+    const qhx_kv_type kv = qhx_model_state_kv_type(st);
+    if (f_kv != QHX_KV_F32 && f_kv != QHX_KV_F16 && f_kv != QHX_KV_Q8) BAD("%s: KV element type %u is unknown", path, f_kv);
+    if (f_kv != (uint32_t)kv)
+        BAD("%s: saved with a%s %s KV cache, this session's is %s (create it with kv_cache %s, qhx --kv %s)", path,
+            f_kv == QHX_KV_Q8 ? "" : "n", kv_name(f_kv), kv_name(kv), kv_name(f_kv), kv_name(f_kv));
     if (f_ctx != n_ctx) BAD("%s: saved with a context of %lld tokens, this session has %lld", path, (long long)f_ctx, (long long)n_ctx);
     if (f_vocab != n_vocab || (int)n_regions != nr || sbytes != sb) BAD("%s: the state layout does not match this session", path);
     if (f_past < 0 || f_past > n_ctx) BAD("%s: position %lld is outside [0, %lld]", path, (long long)f_past, (long long)n_ctx);
@@ -209,7 +227,7 @@ qhx_status qhx_session_restore_buf(qhx_session *s, const uint8_t *data, size_t s
         BAD("%s: position %lld and a pending token pass the context of %lld", path, (long long)f_past, (long long)n_ctx);
     if (last_stop < QHX_STOP_LENGTH || last_stop > QHX_STOP_CALLBACK) BAD("%s: stop reason %d is unknown", path, last_stop);
     /* validate every size before touching the session */
-    reader r = {data + HEADER_BYTES, data + size - 32};
+    reader r = {data + hdr_bytes, data + size - 32};
     for (int i = 0; i < nr; i++) {
         const uint8_t *b = take(&r, 8);
         uint64_t len;
@@ -225,7 +243,7 @@ qhx_status qhx_session_restore_buf(qhx_session *s, const uint8_t *data, size_t s
     /* commit: all checks passed */
     qhx_session_reset(s);
     qhx_sampler_state_read(smp, sstate, sb, NULL);
-    r.p = data + HEADER_BYTES;
+    r.p = data + hdr_bytes;
     for (int i = 0; i < nr; i++) {
         uint64_t len;
         memcpy(&len, take(&r, 8), 8);

@@ -139,7 +139,7 @@ for p in json.load(open(os.path.join(fx, "prompts.json"))):
                                   ",".join(map(str, ids + g[:-1]))))
 PY
   while IFS=$'\t' read -r name n_prompt n_gen prompt forced; do
-    "$QHX" logits -m "$tmp/b16" --ids "$forced" --prefill "$n_prompt" --out "$out/$name.logits.f32" || bad "logits $name"
+    "$QHX" logits -m "$tmp/b16" --ids "$forced" --prefill "$n_prompt" --kv f32 --out "$out/$name.logits.f32" || bad "logits $name"
     gen=$("$QHX" generate -m "$tmp/b16" --ids "$prompt" -n "$n_gen" --greedy --ignore-eos --print-ids) || bad "generate $name"
     "$PY" -c 'import json, sys; print(json.dumps({"greedy": [int(x) for x in sys.argv[1].split()]}))' \
       "$gen" >"$out/$name.greedy.json"

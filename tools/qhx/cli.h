@@ -58,6 +58,8 @@ int qhx_cli_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out);
 int qhx_cli_parse_f64(const char *s, double lo, double hi, double *out);
 /* --prefill-math: "default", "f32" or "int8" (qhx_prefill_math). 0 on success, -1 otherwise. */
 int qhx_cli_parse_prefill_math(const char *s, qhx_prefill_math *out);
+/* --kv: "f32", "f16" or "q8" (qhx_kv_type). 0 on success, -1 otherwise. */
+int qhx_cli_parse_kv(const char *s, qhx_kv_type *out);
 
 /* An output file that appears whole or not at all. open: a temporary file beside path (path
  * itself when it exists and is not a regular file, e.g. /dev/null); commit: flush, sync, close,

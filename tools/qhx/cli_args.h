@@ -39,6 +39,7 @@ typedef struct qhx_logits_args {
     int64_t n_ids;
     int64_t prefill; /* in [0, n_ids] */
     int64_t threads;
+    qhx_kv_type kv;  /* --kv; DEFAULT = the run plan's */
 } qhx_logits_args;
 int qhx_logits_parse_args(int argc, char **argv, qhx_logits_args *a /* OUT */);
 

@@ -52,6 +52,7 @@ const char QHX_RUN_OPTS_HELP[] =
     "  --image-max-tokens N most tokens an image may take (Qwen3-VL; default: what leaves room\n"
     "                       in the context for the prompt and the answer); the image is\n"
     "                       scaled down before it is decoded to pixels\n"
+    "  --kv f32|f16|q8      KV cache element type (default: the run plan's, else f16)\n"
     "  --ignore-eos         do not stop at the model's stop tokens\n"
     "  -v, --verbose        the seed, the context and format notes on stderr\n"
     "  --quiet              no speed line on stderr\n";
@@ -69,7 +70,7 @@ const char *const QHX_RUN_OPT_NAMES[] = {
     "-m", "--model", "-n", "--n-predict", "--predict", "--temp", "--temperature", "--top-k", "--top-p",
     "--min-p", "--repeat-penalty", "--repeat-last-n", "--presence-penalty", "--frequency-penalty", "-s",
     "--seed", "--greedy", "-r", "--stop", "--reverse-prompt", "-t", "--threads", "--isa", "-c", "--ctx",
-    "--ctx-size", "--weights", "--prefill", "--prefill-math", "--decode-math", "--image-max-tokens",
+    "--ctx-size", "--weights", "--prefill", "--prefill-math", "--decode-math", "--kv", "--image-max-tokens",
     "--ignore-eos", "-v", "--verbose", "--quiet", "--system", "--system-prompt", "--think", "--no-think",
 };
 const size_t QHX_RUN_N_OPT_NAMES = sizeof QHX_RUN_OPT_NAMES / sizeof QHX_RUN_OPT_NAMES[0];
@@ -179,6 +180,8 @@ static int parse_valued(const char *cmd, const char *a, const char *v, qhx_run_o
     } else if (!strcmp(a, "--decode-math")) {
         if (qhx_cli_parse_prefill_math(v, &o->decode_math))
             return qhx_cli_usage_error(cmd, "--decode-math: '%s' is not default, f32 or int8", v);
+    } else if (!strcmp(a, "--kv")) {
+        if (qhx_cli_parse_kv(v, &o->kv)) return qhx_cli_usage_error(cmd, "--kv: '%s' is not f32, f16 or q8", v);
     } else return -1;
     return 0;
 }
@@ -189,7 +192,7 @@ int qhx_run_parse_opt(const char *cmd, int argc, char **argv, int *i, qhx_run_op
     static const char *const valued[] = {"-m", "-n", "--temp", "--top-k", "--top-p", "--min-p", "--repeat-penalty",
                                          "--repeat-last-n", "--presence-penalty", "--frequency-penalty", "--seed",
                                          "--stop", "--threads", "--isa", "--ctx", "--image-max-tokens", "--weights",
-                                         "--prefill", "--prefill-math", "--decode-math", "--system"};
+                                         "--prefill", "--prefill-math", "--decode-math", "--kv", "--system"};
     int known = 0;
     for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) known |= !strcmp(a, valued[k]);
     if (!known) return 0;
@@ -206,6 +209,7 @@ qhx_model_params qhx_run_model_params(const qhx_run_opts *o) {
     mp.weights = o->weights;
     mp.prefill_math = o->prefill_math;
     mp.decode_math = o->decode_math;
+    mp.kv_cache = o->kv;
     return mp;
 }
 

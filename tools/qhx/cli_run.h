@@ -29,6 +29,7 @@ typedef struct qhx_run_opts {
     qhx_prefill_mode prefill;
     qhx_prefill_math prefill_math;
     qhx_prefill_math decode_math;
+    qhx_kv_type kv;         /* --kv; DEFAULT = the run plan's */
     qhx_sample_params sampling;
     bool sampling_set[QHX_RUN_N_SAMPLING];
     const char *system;

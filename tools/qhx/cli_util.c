@@ -178,6 +178,14 @@ int qhx_cli_parse_prefill_math(const char *s, qhx_prefill_math *out) {
     return -1;
 }
 
+int qhx_cli_parse_kv(const char *s, qhx_kv_type *out) {
+    if (s && !strcmp(s, "f32")) *out = QHX_KV_F32;
+    else if (s && !strcmp(s, "f16")) *out = QHX_KV_F16;
+    else if (s && !strcmp(s, "q8")) *out = QHX_KV_Q8;
+    else return -1;
+    return 0;
+}
+
 /* A manifest or bundle: the run plan knows where its tokenizer is. */
 static qhx_status tokenizer_of_plan(const char *path, struct qhx_tok **out, qhx_error *err) {
     qhx_plan *plan = NULL;

@@ -158,6 +158,7 @@ static void usage(FILE *f) {
                "               after the runs, the best counts; 0: skip, no roofline)\n"
                "  --image FILE also time the vision encoder on FILE (Qwen3-VL models): decode,\n"
                "               preprocess and encode, median over the reps\n"
+               "  --kv f32|f16|q8  KV cache element type (default: the run plan's, else f16)\n"
                "  --json       one JSON object instead of the table\n");
 }
 
@@ -218,6 +219,8 @@ int qhx_bench_model(int argc, char **argv) {
                 return qhx_cli_usage_error(CMD, "--ctx-compare: expected A,B, got '%s'", v);
         } else if (!strcmp(a, "--bw-passes") && has) {
             if (qhx_cli_parse_i64(argv[++i], 0, 100, &bw_passes)) return qhx_cli_usage_error(CMD, "--bw-passes: bad count '%s'", argv[i]);
+        } else if (!strcmp(a, "--kv") && has) {
+            if (qhx_cli_parse_kv(argv[++i], &mp.kv_cache)) return qhx_cli_usage_error(CMD, "--kv: '%s' is not f32, f16 or q8", argv[i]);
         } else if (!strcmp(a, "--image") && has) {
             image = argv[++i];
         } else if (!strcmp(a, "--json")) {

@@ -27,7 +27,8 @@ static void usage(FILE *f) {
             "  --image FILE      PNG or JPEG for the image-pad ids (Qwen3-VL): the ids already hold\n"
             "                    <|vision_start|>, one image-pad id per image token, <|vision_end|>\n"
             "  --out FILE        write float32 [n_ids, vocab] logits, little-endian\n"
-            "  --threads N       worker threads (accepted; single-threaded for now)\n");
+            "  --threads N       worker threads (accepted; single-threaded for now)\n"
+            "  --kv f32|f16|q8   KV cache element type (default: the run plan's, else f16)\n");
 }
 
 int qhx_logits_parse_args(int argc, char **argv, qhx_logits_args *a) {
@@ -51,6 +52,8 @@ int qhx_logits_parse_args(int argc, char **argv, qhx_logits_args *a) {
             if (qhx_cli_parse_i64(v, 0, INT32_MAX, &prefill)) return qhx_cli_usage_error(CMD, "--prefill: '%s' is not a count", v);
         } else if (!strcmp(o, "--threads")) {
             if (qhx_cli_parse_i64(v, 1, 512, &a->threads)) return qhx_cli_usage_error(CMD, "--threads: '%s' is not in [1, 512]", v);
+        } else if (!strcmp(o, "--kv")) {
+            if (qhx_cli_parse_kv(v, &a->kv)) return qhx_cli_usage_error(CMD, "--kv: '%s' is not f32, f16 or q8", v);
         } else
             return qhx_cli_usage_error(CMD, "unknown option '%s'", o);
     }
@@ -86,6 +89,7 @@ int qhx_cmd_logits(int argc, char **argv) {
     qhx_vl_image im = {0};
     qhx_model_params mp = qhx_model_default_params();
     mp.n_threads = (int)threads;
+    mp.kv_cache = a.kv;
     if (qhx_model_open(model_dir, &mp, &m, &err)) goto fail;
     qhx_run_opts defaults;
     qhx_run_opts_init(&defaults);

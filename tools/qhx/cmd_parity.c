@@ -1,7 +1,7 @@
 /* qhx parity: run every prompt of a parity fixture through a model and judge it against the
  * fixture's goldens (greedy-exact or tolerant gate), or compare it with a second model.
  *   qhx parity -m MODEL --golden FIXTURE_DIR [--gate exact|tol] [--tau X] [--tol X]
- *              [--against MODEL2 [--min-agree X]] [--threads N] [--prefill-math M] [--decode-math M]
+ *              [--against MODEL2 [--min-agree X]] [--threads N] [--prefill-math M] [--decode-math M] [--kv T]
  * One line per prompt, then "N passed, N failed". Exit 0 when every prompt passed, 1 otherwise
  * or on a runtime error (one stderr line), 2 on a usage error. Gates: runtime/parity.h and
  * docs/bundle.md "Checking a bundle: qhx parity". */
@@ -32,13 +32,14 @@ typedef struct parity_args {
     int64_t threads;
     qhx_prefill_math prefill_math; /* both models */
     qhx_prefill_math decode_math;  /* both models */
+    qhx_kv_type kv;                /* MODEL only (default f32); MODEL2 of --against keeps an f32 cache */
 } parity_args;
 
 static void usage(FILE *f) {
     fprintf(f,
             "usage: qhx parity -m MODEL --golden FIXTURE_DIR [--gate exact|tol] [--tau X] [--tol X]\n"
             "                  [--against MODEL2 [--min-agree X]] [--threads N]\n"
-            "                  [--prefill-math default|f32|int8] [--decode-math default|f32|int8]\n"
+            "                  [--prefill-math default|f32|int8] [--decode-math default|f32|int8] [--kv f32|f16|q8]\n"
             "  -m, --model PATH    checkpoint folder, bundle folder or manifest\n"
             "  --golden DIR        parity fixture: prompts.json, golden.json, <name>.logits.f32\n"
             "  --gate exact|tol    exact: free-running greedy identical at every step;\n"
@@ -54,6 +55,9 @@ static void usage(FILE *f) {
             "                      KL(P_MODEL2 || P_MODEL) per row\n"
             "  --min-agree X       --against: top-1 agreement a prompt needs to pass (default 0.9)\n"
             "  --threads N         worker threads\n"
+            "  --kv f32|f16|q8     KV cache element type of MODEL (default f32, as the goldens: the\n"
+            "                      f16 cache moves logits by ~1e-3, past --tol); MODEL2 of --against\n"
+            "                      always runs with an f32 cache\n"
             "  --prefill-math M    w8/q4 prompt matmul with f32 or int8 activations, both models\n"
             "                      (default: int8 for q4, f32 for w8)\n"
             "  --decode-math M     q4 decode matvec with int8 activations or not, both models\n"
@@ -67,6 +71,7 @@ static int parse_args(int argc, char **argv, parity_args *a) {
     a->gate = QHX_PARITY_GATE_TOL;
     a->tau = a->tol = a->min_agree = -1;
     a->threads = 1;
+    a->kv = QHX_KV_F32; /* the reference's: a run plan's f16 cache is gated with --kv f16 */
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
         if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
@@ -96,6 +101,8 @@ static int parse_args(int argc, char **argv, parity_args *a) {
         } else if (!strcmp(o, "--decode-math")) {
             if (qhx_cli_parse_prefill_math(v, &a->decode_math))
                 return qhx_cli_usage_error(CMD, "--decode-math: '%s' is not default, f32 or int8", v);
+        } else if (!strcmp(o, "--kv")) {
+            if (qhx_cli_parse_kv(v, &a->kv)) return qhx_cli_usage_error(CMD, "--kv: '%s' is not f32, f16 or q8", v);
         } else if (!strcmp(o, "--threads")) {
             if (qhx_cli_parse_i64(v, 1, 4096, &a->threads)) return qhx_cli_usage_error(CMD, "--threads: '%s' is not in [1, 4096]", v);
         } else
@@ -132,9 +139,10 @@ static void run_free(parity_run *r) {
 }
 
 /* Open a model and a session holding n_ctx tokens. */
-static qhx_status open_model(const char *path, const parity_args *a, int64_t n_ctx, qhx_model **m, qhx_session **s,
-                             qhx_error *err) {
+static qhx_status open_model(const char *path, const parity_args *a, qhx_kv_type kv, int64_t n_ctx, qhx_model **m,
+                             qhx_session **s, qhx_error *err) {
     qhx_model_params mp = qhx_model_default_params();
+    mp.kv_cache = kv;
     mp.n_threads = (int)a->threads;
     mp.prefill_math = a->prefill_math;
     mp.decode_math = a->decode_math;
@@ -258,10 +266,10 @@ int qhx_cmd_parity(int argc, char **argv) {
         if (p->n_steps > max_steps) max_steps = p->n_steps;
         if (p->n_rows > max_rows) max_rows = p->n_rows;
     }
-    if (open_model(a.model, &a, n_ctx, &r.m, &r.s, &err)) goto fail;
+    if (open_model(a.model, &a, a.kv, n_ctx, &r.m, &r.s, &err)) goto fail;
     r.V = qhx_session_n_vocab(r.s);
     if (a.against) {
-        if (open_model(a.against, &a, n_ctx, &r.m2, &r.s2, &err)) goto fail;
+        if (open_model(a.against, &a, QHX_KV_F32, n_ctx, &r.m2, &r.s2, &err)) goto fail;
         if (qhx_session_n_vocab(r.s2) != r.V) {
             qhx_fail(&err, QHX_E_ARG, "%s has %lld logits per row, %s has %lld", a.model, (long long)r.V, a.against,
                      (long long)qhx_session_n_vocab(r.s2));
