@@ -44,6 +44,19 @@ def read_until(needle, timeout=60):
     return seen
 def send(b):
     os.write(fd, b)
+def answer_started(timeout=60):
+    """The line is echoed and the first bytes of the answer are out: only then is a Ctrl-C one
+    that stops an answer (a loaded machine may take seconds to get there)."""
+    read_until(b"\r\n", timeout)
+    global buf
+    end = time.time() + timeout
+    while not buf:
+        left = end - time.time()
+        if left <= 0:
+            raise SystemExit("FAIL: chat on a terminal: no answer within %d s" % timeout)
+        r, _, _ = select.select([fd], [], [], left)
+        if r:
+            buf += os.read(fd, 4096)
 read_until(b"> ")
 send(b"/hlep\r")
 read_until(b"did you mean /help?")
@@ -58,12 +71,12 @@ send(b"/save\r")
 read_until(b"usage: /save FILE")
 read_until(b"> ")
 send(b"Tell me a long story\r")
-time.sleep(1.0)                      # the answer is being written (until the context is full)
+answer_started()                     # the answer is being written (until the context is full)
 send(b"\x03")                        # Ctrl-C: stop the answer, back to the prompt
 read_until(b"stop: interrupted")
 read_until(b"> ")
 send(b"hi\x1b[D\x1b[DX\r")           # line editing: the cursor moves left, X goes in the middle
-time.sleep(0.5)
+answer_started()
 send(b"\x03")
 read_until(b"stop: interrupted")
 read_until(b"> ")
