@@ -55,6 +55,22 @@ static void check_i8x_nonfinite(qhx_matvec_fn mv) {
         }
 }
 
+/* Two builds of one Q4 int8-activation matvec that compute the same integers in the same order
+ * (q4i8x_avx2.c and its AVX-VNNI build): equal bit for bit, odd group counts included. */
+static void check_same_matvec(qhx_matvec_fn a, qhx_matvec_fn b) {
+    static const int64_t cols[] = {32, 96, 288, 2048, 6144};
+    for (int c = 0; c < 5; c++) {
+        qhx_weight w = kc_make_weight(QHX_W_Q4, 37, cols[c]);
+        float *x = kc_nan((size_t)cols[c]), *ya = kc_nan(37), *yb = kc_nan(37);
+        for (int64_t i = 0; i < cols[c]; i++) x[i] = kc_unif() * (float)(1 + i % 7);
+        a(&w, x, ya, 0, 37);
+        b(&w, x, yb, 0, 37);
+        CHECK(memcmp(ya, yb, 37 * sizeof(float)) == 0);
+        free(x), free(ya), free(yb);
+        kc_free_weight(&w);
+    }
+}
+
 #define V(isa, f, F) {#f "_" #isa, F, qhx_k_matvec_##f##_##isa, qhx_k_matmul_##f##_##isa, 0}
 
 int main(void) {
@@ -74,6 +90,16 @@ int main(void) {
         static const int64_t wide[] = {8192, 8224}; /* the last that quantizes x, the first that does not */
         kc_check_variant(&vi[0], sizes, 4, wide, 2, (const int[]){3}, 1);
         check_i8x_nonfinite(qhx_k_matvec_q4_i8x_avx2);
+        if (cpu.features & QHX_CPU_AVX_VNNI) {
+            const kc_variant vv[] = {{"q4_i8x_avxvnni", QHX_W_Q4, qhx_k_matvec_q4_i8x_avxvnni,
+                                      qhx_k_matmul_q4_i8x_avxvnni, 1}};
+            kc_run_all(vv, 1, sizes, nsz, q4cols, nq4);
+            kc_check_variant(&vv[0], sizes, 4, wide, 2, (const int[]){3}, 1);
+            check_i8x_nonfinite(qhx_k_matvec_q4_i8x_avxvnni);
+            check_same_matvec(qhx_k_matvec_q4_i8x_avxvnni, qhx_k_matvec_q4_i8x_avx2);
+        } else {
+            fprintf(stderr, "avx-vnni: skipped, the CPU or OS lacks AVX-VNNI\n");
+        }
         kc_check_activations(qhx_k_silu_f32_avx2, qhx_k_swiglu_f32_avx2, qhx_k_gelu_tanh_f32_avx2);
         check_read_fold();
     } else {

@@ -80,6 +80,24 @@ void qhx_k_matmul_q8_i8gemm_avx2(const qhx_weight *w, const float *X, int64_t ld
 void qhx_k_matmul_q4_i8gemm_avx2(const qhx_weight *w, const float *X, int64_t ldx, float *Y,
                                  int64_t ldy, int64_t n, int64_t r0, int64_t r1);
 
+/* ---- AVX-VNNI (256-bit vpdpbusd): the int8 kernels above, rebuilt with -mavxvnni -------------
+ * (gemm_i8_avxvnni.c, q4i8x_avxvnni.c); bitwise the AVX2 builds' results. */
+
+void qhx_k_matvec_q4_i8x_avxvnni(const qhx_weight *w, const float *x, float *y, int64_t r0, int64_t r1);
+void qhx_k_matmul_q4_i8x_avxvnni(const qhx_weight *w, const float *X, int64_t ldx, float *Y,
+                                 int64_t ldy, int64_t n, int64_t r0, int64_t r1);
+void qhx_k_matmul_q8_i8gemm_avxvnni(const qhx_weight *w, const float *X, int64_t ldx, float *Y,
+                                    int64_t ldy, int64_t n, int64_t r0, int64_t r1);
+void qhx_k_matmul_q4_i8gemm_avxvnni(const qhx_weight *w, const float *X, int64_t ldx, float *Y,
+                                    int64_t ldy, int64_t n, int64_t r0, int64_t r1);
+
+/* ---- AVX-512 VNNI int8 prefill GEMM (gemm_i8_avx512.c): bitwise the AVX2 int8 GEMM's results */
+
+void qhx_k_matmul_q8_i8gemm_avx512(const qhx_weight *w, const float *X, int64_t ldx, float *Y,
+                                   int64_t ldy, int64_t n, int64_t r0, int64_t r1);
+void qhx_k_matmul_q4_i8gemm_avx512(const qhx_weight *w, const float *X, int64_t ldx, float *Y,
+                                   int64_t ldy, int64_t n, int64_t r0, int64_t r1);
+
 /* ---- AVX-512 F/BW/VL/DQ (linear_avx512.c) -------------------------------------------------- */
 
 void qhx_k_matvec_f32_avx512(const qhx_weight *w, const float *x, float *y, int64_t r0, int64_t r1);
