@@ -246,6 +246,19 @@ static void check_fallback(const i8_case *c) {
     kc_free_weight(&w);
 }
 
+/* The build of the int8 kernels install_x86.c picks for a table of `isa` on this CPU: AVX-512
+ * VNNI for prefill on AVX-512 tables, else AVX-VNNI, else AVX2; Q4 decode AVX-VNNI, else AVX2. */
+static qhx_matmul_fn want_prefill(const qhx_cpu_info *cpu, qhx_isa isa, qhx_wfmt f) {
+    int q4 = f == QHX_W_Q4;
+    if (isa == QHX_ISA_AVX512 && (cpu->features & QHX_CPU_AVX512_VNNI))
+        return q4 ? qhx_k_matmul_q4_i8gemm_avx512 : qhx_k_matmul_q8_i8gemm_avx512;
+    if (cpu->features & QHX_CPU_AVX_VNNI) return q4 ? qhx_k_matmul_q4_i8gemm_avxvnni : qhx_k_matmul_q8_i8gemm_avxvnni;
+    return q4 ? qhx_k_matmul_q4_i8gemm_avx2 : qhx_k_matmul_q8_i8gemm_avx2;
+}
+static qhx_matvec_fn want_decode(const qhx_cpu_info *cpu) {
+    return cpu->features & QHX_CPU_AVX_VNNI ? qhx_k_matvec_q4_i8x_avxvnni : qhx_k_matvec_q4_i8x_avx2;
+}
+
 static void check_install(const qhx_cpu_info *cpu) {
     qhx_kernels k;
     qhx_kern_select(QHX_ISA_AVX2, &k);
@@ -258,10 +271,30 @@ static void check_install(const qhx_cpu_info *cpu) {
     qhx_kern_install_x86_int8(&k, both, 0, QHX_ISA_BEST, &none); /* no AVX2: nothing */
     CHECK(k.matmul[QHX_W_Q8] == q8 && k.matmul[QHX_W_Q4] == q4);
     qhx_kern_use_int8(QHX_ISA_AVX2, 1u << QHX_W_Q4, 0, &k); /* Q4 only */
-    CHECK(k.matmul[QHX_W_Q8] == q8 && k.matmul[QHX_W_Q4] == qhx_k_matmul_q4_i8gemm_avx2);
+    CHECK(k.matmul[QHX_W_Q8] == q8 && k.matmul[QHX_W_Q4] == want_prefill(cpu, QHX_ISA_AVX2, QHX_W_Q4));
     qhx_kern_use_int8(QHX_ISA_AVX2, both, 0, &k);
-    CHECK(k.matmul[QHX_W_Q8] == qhx_k_matmul_q8_i8gemm_avx2 && k.matmul[QHX_W_Q4] == qhx_k_matmul_q4_i8gemm_avx2);
+    CHECK(k.matmul[QHX_W_Q8] == want_prefill(cpu, QHX_ISA_AVX2, QHX_W_Q8));
+    CHECK(k.matmul[QHX_W_Q4] == want_prefill(cpu, QHX_ISA_AVX2, QHX_W_Q4));
     CHECK(k.matvec[QHX_W_Q8] == qhx_k_matvec_q8_x16_avx2); /* decode untouched */
+    /* a CPU with AVX2 only gets the AVX2 builds, one with AVX-VNNI the VNNI ones */
+    qhx_cpu_info plain = *cpu, vnni = *cpu;
+    plain.features &= ~(QHX_CPU_AVX_VNNI | QHX_CPU_AVX512_VNNI);
+    vnni.features |= QHX_CPU_AVX_VNNI;
+    qhx_kern_select(QHX_ISA_AVX2, &k);
+    qhx_kern_install_x86_int8(&k, both, 1u << QHX_W_Q4, QHX_ISA_AVX2, &plain);
+    CHECK(k.matmul[QHX_W_Q8] == qhx_k_matmul_q8_i8gemm_avx2 && k.matvec[QHX_W_Q4] == qhx_k_matvec_q4_i8x_avx2);
+    qhx_kern_install_x86_int8(&k, both, 1u << QHX_W_Q4, QHX_ISA_AVX2, &vnni);
+    CHECK(k.matmul[QHX_W_Q4] == qhx_k_matmul_q4_i8gemm_avxvnni && k.matvec[QHX_W_Q4] == qhx_k_matvec_q4_i8x_avxvnni);
+    /* an AVX-512 table gets the AVX-512 VNNI GEMM where the CPU has VNNI, and keeps its own
+     * exact kernels for the formats not asked for */
+    if ((cpu->features & QHX_CPU_GROUP_AVX512) == QHX_CPU_GROUP_AVX512) {
+        qhx_kern_select(QHX_ISA_AVX512, &k);
+        CHECK(k.isa == QHX_ISA_AVX512);
+        qhx_kern_use_int8(QHX_ISA_AVX512, 1u << QHX_W_Q4, 1u << QHX_W_Q4, &k);
+        CHECK(k.matmul[QHX_W_Q4] == want_prefill(cpu, QHX_ISA_AVX512, QHX_W_Q4));
+        CHECK(k.matvec[QHX_W_Q4] == want_decode(cpu));
+        CHECK(k.matmul[QHX_W_Q8] == qhx_k_matmul_q8_avx512 && k.matvec[QHX_W_Q8] == qhx_k_matvec_q8_avx512);
+    }
     qhx_kernels r;
     qhx_kern_select(QHX_ISA_REF, &r);
     qhx_kern_use_int8(QHX_ISA_REF, both, 0, &r);
@@ -283,32 +316,36 @@ static void check_model_params(void) {
         fprintf(stderr, "model params: %s (fixture missing?)\n", err.msg);
         return;
     }
-    int avx2 = m->kern.isa == QHX_ISA_AVX2;
-    if (avx2) CHECK(m->kern.matmul[QHX_W_Q8] == qhx_k_matmul_q8_i8gemm_avx2);
-    if (avx2) CHECK(m->kern.matmul[QHX_W_Q4] == qhx_k_matmul_q4_i8gemm_avx2);
+    qhx_cpu_info cpu;
+    qhx_cpu_detect(&cpu);
+    qhx_isa isa = m->kern.isa;
+    int avx2 = isa == QHX_ISA_AVX2 || isa == QHX_ISA_AVX512; /* a table the int8 kernels go into */
+    if (avx2) CHECK(m->kern.matmul[QHX_W_Q8] == want_prefill(&cpu, isa, QHX_W_Q8));
+    if (avx2) CHECK(m->kern.matmul[QHX_W_Q4] == want_prefill(&cpu, isa, QHX_W_Q4));
     qhx_model_free(m);
     m = NULL;
     p.prefill_math = QHX_PREFILL_MATH_DEFAULT;
     CHECK(qhx_model_open(dir, &p, &m, &err) == QHX_OK);
-    if (m) CHECK(m->kern.matmul[QHX_W_Q8] != qhx_k_matmul_q8_i8gemm_avx2);
-    if (m && avx2) CHECK(m->kern.matmul[QHX_W_Q4] == qhx_k_matmul_q4_i8gemm_avx2);
+    if (m) CHECK(m->kern.matmul[QHX_W_Q8] != want_prefill(&cpu, isa, QHX_W_Q8));
+    if (m && avx2) CHECK(m->kern.matmul[QHX_W_Q4] == want_prefill(&cpu, isa, QHX_W_Q4));
     qhx_model_free(m);
     m = NULL;
     p.prefill_math = QHX_PREFILL_MATH_F32;
     CHECK(qhx_model_open(dir, &p, &m, &err) == QHX_OK);
-    if (m) CHECK(m->kern.matmul[QHX_W_Q8] != qhx_k_matmul_q8_i8gemm_avx2);
-    if (m) CHECK(m->kern.matmul[QHX_W_Q4] != qhx_k_matmul_q4_i8gemm_avx2);
+    if (m) CHECK(m->kern.matmul[QHX_W_Q8] != want_prefill(&cpu, isa, QHX_W_Q8));
+    if (m) CHECK(m->kern.matmul[QHX_W_Q4] != want_prefill(&cpu, isa, QHX_W_Q4));
     /* decode_math: the default and INT8 put the int8-activation Q4 matvec in, F32 keeps the
      * int16 one; Q8 decode is never changed */
-    if (m && avx2) CHECK(m->kern.matvec[QHX_W_Q4] == qhx_k_matvec_q4_i8x_avx2);
-    if (m && avx2) CHECK(m->kern.matvec[QHX_W_Q8] == qhx_k_matvec_q8_x16_avx2);
+    if (m && avx2) CHECK(m->kern.matvec[QHX_W_Q4] == want_decode(&cpu));
+    if (m && isa == QHX_ISA_AVX2) CHECK(m->kern.matvec[QHX_W_Q8] == qhx_k_matvec_q8_x16_avx2);
     qhx_model_free(m);
     m = NULL;
     p.decode_math = (qhx_prefill_math)3;
     CHECK(qhx_model_open(dir, &p, &m, &err) == QHX_E_ARG && m == NULL);
     p.decode_math = QHX_PREFILL_MATH_F32;
     CHECK(qhx_model_open(dir, &p, &m, &err) == QHX_OK);
-    if (m && avx2) CHECK(m->kern.matvec[QHX_W_Q4] == qhx_k_matvec_q4_x16_avx2);
+    if (m && isa == QHX_ISA_AVX2) CHECK(m->kern.matvec[QHX_W_Q4] == qhx_k_matvec_q4_x16_avx2);
+    if (m && isa == QHX_ISA_AVX512) CHECK(m->kern.matvec[QHX_W_Q4] == qhx_k_matvec_q4_avx512);
     qhx_model_free(m);
     m = NULL;
     p.decode_math = QHX_PREFILL_MATH_INT8;
