@@ -132,6 +132,11 @@ typedef struct qhx_model_params {
     qhx_prefill_math decode_math;
     int64_t max_context;      /* 0: the run plan's max_context */
     const char *backend;      /* NULL or "cpu"; a QNN library path is refused (docs/backends.md) */
+    /* NULL, or called on the opening thread while qhx_model_open brings the weight files into
+       memory, after each step of at most 64 MiB: bytes so far and the total expected (the
+       sizes of the plan's weight files; done can pass a short guess). For a progress line. */
+    void (*load_progress)(void *user, uint64_t done_bytes, uint64_t total_bytes);
+    void *load_progress_user;
 } qhx_model_params;
 
 QHX_API qhx_model_params qhx_model_default_params(void);

@@ -40,7 +40,14 @@ static void *anon_huge(size_t size, size_t *span) {
     return (void *)a;
 }
 
-static qhx_status read_into(int fd, const char *path, uint8_t *dst, size_t size, qhx_error *err) {
+static void progress_add(qhx_load_progress *pr, size_t bytes) {
+    if (!pr) return;
+    pr->done += bytes;
+    if (pr->fn) pr->fn(pr->user, pr->done, pr->total);
+}
+
+static qhx_status read_into(int fd, const char *path, uint8_t *dst, size_t size, qhx_load_progress *pr,
+                            qhx_error *err) {
     size_t got = 0;
     while (got < size) {
         size_t step = size - got < READ_STEP ? size - got : READ_STEP;
@@ -51,6 +58,7 @@ static qhx_status read_into(int fd, const char *path, uint8_t *dst, size_t size,
             return qhx_fail(err, QHX_E_IO, "%s: the file ended at byte %zu of the %zu it had when opened", path, got,
                             size);
         got += (size_t)n;
+        progress_add(pr, (size_t)n);
     }
     uint8_t extra;
     ssize_t n;
@@ -60,7 +68,29 @@ static qhx_status read_into(int fd, const char *path, uint8_t *dst, size_t size,
     return QHX_OK;
 }
 
+/* Bring the pages of a fresh read-only mapping in, READ_STEP bytes at a time. */
+static void populate_steps(const uint8_t *p, size_t size, qhx_load_progress *pr) {
+    for (size_t at = 0; at < size; at += READ_STEP) {
+        size_t step = size - at < READ_STEP ? size - at : READ_STEP;
+        int done = 0;
+#ifdef MADV_POPULATE_READ
+        done = madvise((void *)(p + at), step, MADV_POPULATE_READ) == 0;
+#endif
+        if (!done) {
+            volatile uint8_t sink = 0;
+            for (size_t i = 0; i < step; i += 4096) sink ^= p[at + i];
+            (void)sink;
+        }
+        progress_add(pr, step);
+    }
+}
+
 qhx_status qhx_file_load(const char *path, qhx_file_mode mode, qhx_file_map *map, qhx_error *err) {
+    return qhx_file_load_progress(path, mode, NULL, map, err);
+}
+
+qhx_status qhx_file_load_progress(const char *path, qhx_file_mode mode, qhx_load_progress *progress,
+                                  qhx_file_map *map, qhx_error *err) {
     memset(map, 0, sizeof *map);
     int fd = open(path, OPEN_FLAGS);
     if (fd < 0) return qhx_fail(err, QHX_E_IO, "%s: cannot open: %s", path, strerror(errno));
@@ -93,7 +123,7 @@ qhx_status qhx_file_load(const char *path, qhx_file_mode mode, qhx_file_map *map
             close(fd);
             return qhx_fail(err, QHX_E_NOMEM, "%s: cannot allocate %zu bytes to read it into", path, size);
         }
-        qhx_status rc = read_into(fd, path, buf, size, err);
+        qhx_status rc = read_into(fd, path, buf, size, progress, err);
         close(fd);
         if (rc == QHX_OK && mprotect(buf, span, PROT_READ) != 0)
             rc = qhx_fail(err, QHX_E_IO, "%s: cannot make the buffer read-only: %s", path, strerror(errno));
@@ -109,12 +139,13 @@ qhx_status qhx_file_load(const char *path, qhx_file_mode mode, qhx_file_map *map
     }
     int flags = MAP_PRIVATE;
 #ifdef MAP_POPULATE
-    if (mode == QHX_FILE_MAP_POPULATE) flags |= MAP_POPULATE;
+    if (mode == QHX_FILE_MAP_POPULATE && !progress) flags |= MAP_POPULATE;
 #endif
     void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, flags, fd, 0);
     int e = errno;
     close(fd);
     if (p == MAP_FAILED) return qhx_fail(err, QHX_E_IO, "%s: cannot map: %s", path, strerror(e));
+    if (mode == QHX_FILE_MAP_POPULATE && progress) populate_steps(p, (size_t)st.st_size, progress);
     map->data = p;
     map->size = (size_t)st.st_size;
     map->is_mapped = 1;

@@ -34,10 +34,26 @@ typedef enum qhx_file_mode {
 qhx_status qhx_file_map_open(const char *path, qhx_file_map *map /* OUT */, qhx_error *err);
 void qhx_file_map_close(qhx_file_map *map); /* NULL / zeroed allowed */
 
+/* Progress of a load that may span several files: after each step of at most 64 MiB that
+ * brings bytes into memory (a read, or populating a mapping), done grows and fn(user, done,
+ * total) is called on the loading thread. total is what the caller expects over all files (0
+ * when unknown); done may pass it if the guess was short. */
+typedef struct qhx_load_progress {
+    void (*fn)(void *user, uint64_t done_bytes, uint64_t total_bytes);
+    void *user;
+    uint64_t done, total;
+} qhx_load_progress;
+
 /* Map or read `path` as `mode` says; the result is closed with qhx_file_map_close either way.
  * QHX_FILE_READ checks that exactly the size fstat reported was read (a file that shrinks or
  * grows meanwhile is refused with QHX_E_IO). */
 qhx_status qhx_file_load(const char *path, qhx_file_mode mode, qhx_file_map *map /* OUT */, qhx_error *err);
+
+/* The same, reporting to progress (NULL: none) as the bytes come in. QHX_FILE_MAP_POPULATE then
+ * populates the mapping 64 MiB at a time (MADV_POPULATE_READ, or a read of every page where the
+ * kernel lacks it) instead of in one MAP_POPULATE call. */
+qhx_status qhx_file_load_progress(const char *path, qhx_file_mode mode, qhx_load_progress *progress,
+                                  qhx_file_map *map /* OUT */, qhx_error *err);
 
 /* Read a whole file of at most max_bytes into a new NUL-terminated buffer (owned: qhx_free).
  * A larger file is refused with QHX_E_LIMIT naming both sizes. */

@@ -22,6 +22,7 @@ struct qhx_st_set {
     qhx_file_map *maps;      /* per file (zeroed when parsed from a caller buffer) */
     int n_files;
     qhx_file_mode mode;      /* how files are brought into memory */
+    qhx_load_progress *progress; /* NULL or where loading reports (borrowed for the open) */
     char **meta;             /* key, value pairs of the first file's __metadata__ */
     int n_meta;
 };
@@ -277,7 +278,7 @@ static qhx_status add_file(qhx_st_set *s, const char *path, qhx_error *err) {
     s->paths[idx] = qhx_strdup(path);
     s->n_files++;
     if (!s->paths[idx]) return qhx_fail(err, QHX_E_NOMEM, "out of memory");
-    qhx_status rc = qhx_file_load(path, s->mode, &s->maps[idx], err);
+    qhx_status rc = qhx_file_load_progress(path, s->mode, s->progress, &s->maps[idx], err);
     if (rc != QHX_OK) return rc;
     return parse_file(s, s->maps[idx].data, s->maps[idx].size, path, idx, err);
 }
@@ -398,10 +399,15 @@ qhx_status qhx_st_open_many(const char *const *paths, int n_paths, qhx_st_set **
 
 qhx_status qhx_st_open_many_mode(const char *const *paths, int n_paths, qhx_file_mode mode, qhx_st_set **out,
                                  qhx_error *err) {
+    return qhx_st_open_many_progress(paths, n_paths, mode, NULL, out, err);
+}
+
+qhx_status qhx_st_open_many_progress(const char *const *paths, int n_paths, qhx_file_mode mode,
+                                     qhx_load_progress *progress, qhx_st_set **out, qhx_error *err) {
     *out = NULL;
     if (n_paths < 1 || n_paths > QHX_ST_MAX_SHARDS) return qhx_fail(err, QHX_E_ARG, "safetensors: %d paths", n_paths);
     qhx_st_set *s = set_new();
-    if (s) s->mode = mode;
+    if (s) s->mode = mode, s->progress = progress;
     char **indexes = qhx_calloc((size_t)n_paths, sizeof *indexes);
     qhx_status rc = (!s || !indexes) ? qhx_fail(err, QHX_E_NOMEM, "out of memory") : QHX_OK;
     for (int i = 0; rc == QHX_OK && i < n_paths; i++) rc = open_into(s, paths[i], &indexes[i], err);
@@ -414,6 +420,7 @@ qhx_status qhx_st_open_many_mode(const char *const *paths, int n_paths, qhx_file
         qhx_st_free(s);
         return rc;
     }
+    s->progress = NULL; /* borrowed for the open only */
     *out = s;
     return QHX_OK;
 }

@@ -50,6 +50,11 @@ qhx_status qhx_st_open_many(const char *const *paths, int n_paths, qhx_st_set **
 qhx_status qhx_st_open_many_mode(const char *const *paths, int n_paths, qhx_file_mode mode,
                                  qhx_st_set **out /* OUT */, qhx_error *err);
 
+/* The same, reporting the bytes brought into memory to progress (NULL: none; borrowed for the
+ * call only; core/file.h). */
+qhx_status qhx_st_open_many_progress(const char *const *paths, int n_paths, qhx_file_mode mode,
+                                     qhx_load_progress *progress, qhx_st_set **out /* OUT */, qhx_error *err);
+
 void qhx_st_free(qhx_st_set *set); /* NULL allowed; unmaps */
 
 int64_t qhx_st_n_tensors(const qhx_st_set *set);

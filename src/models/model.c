@@ -10,6 +10,7 @@
 #include "text/tokenizer.h"
 
 #include <string.h>
+#include <sys/stat.h>
 
 qhx_model_params qhx_model_default_params(void) {
     qhx_model_params p = {.max_isa = QHX_ISA_BEST, .n_threads = 0, .weights = QHX_WEIGHTS_DEFAULT,
@@ -30,7 +31,9 @@ static qhx_file_mode file_mode(qhx_weights_mode w) {
 }
 
 /* Open every safetensors artifact of the plan (decoder, embedding, lm-head, vision) as one set. */
-static qhx_status open_weights(const qhx_plan *plan, qhx_weights_mode wmode, qhx_st_set **out, qhx_error *err) {
+static qhx_status open_weights(const qhx_plan *plan, qhx_weights_mode wmode,
+                               void (*progress_fn)(void *, uint64_t, uint64_t), void *progress_user,
+                               qhx_st_set **out, qhx_error *err) {
     const char *paths[QHX_ART_ROLE_COUNT];
     int n = 0;
     for (int r = 0; r < QHX_ART_ROLE_COUNT; r++) {
@@ -42,7 +45,12 @@ static qhx_status open_weights(const qhx_plan *plan, qhx_weights_mode wmode, qhx
         if (!f->path) return qhx_fail(err, QHX_E_ARG, "%s: artifacts.%s: no path", plan->label, qhx_art_role_name((qhx_art_role)r));
         paths[n++] = f->path;
     }
-    return qhx_st_open_many_mode(paths, n, file_mode(wmode), out, err);
+    qhx_load_progress pr = {.fn = progress_fn, .user = progress_user};
+    for (int i = 0; i < n; i++) {
+        struct stat st;
+        if (stat(paths[i], &st) == 0 && S_ISREG(st.st_mode)) pr.total += (uint64_t)st.st_size;
+    }
+    return qhx_st_open_many_progress(paths, n, file_mode(wmode), progress_fn ? &pr : NULL, out, err);
 }
 
 /* Bind the family's weights; the family decides from the text config. */
@@ -54,11 +62,11 @@ static qhx_status open_family(qhx_model *m, const qhx_plan *plan, qhx_error *err
     case QHX_FAMILY_QWEN3_5:
         m->family = QHX_FAMILY_QWEN3_5;
         if ((rc = qhx_qwen35_parse_config(plan->config, label, &m->cfg, err))) return rc;
-        if ((rc = open_weights(plan, m->params.weights, &set, err))) return rc;
+        if ((rc = open_weights(plan, m->params.weights, m->params.load_progress, m->params.load_progress_user, &set, err))) return rc;
         return qhx_qwen35_open(m, set, plan->label, err);
     case QHX_FAMILY_QWEN3_VL:
         m->family = QHX_FAMILY_QWEN3_VL;
-        if ((rc = open_weights(plan, m->params.weights, &set, err))) return rc;
+        if ((rc = open_weights(plan, m->params.weights, m->params.load_progress, m->params.load_progress_user, &set, err))) return rc;
         return qhx_qwen3vl_open(m, plan->config, label, set,
                                 plan->preprocessor.present ? plan->preprocessor.path : NULL, err);
     default:

@@ -265,7 +265,11 @@ int qhx_bench_model(int argc, char **argv) {
     for (int64_t r = 0; r < reps; r++) {
         qhx_model *m = NULL;
         double t = now_ms();
-        if (qhx_model_open(model, &mp, &m, &err)) {
+        qhx_cli_progress lp;
+        qhx_cli_progress_attach(&mp, &lp);
+        qhx_status open_rc = qhx_model_open(model, &mp, &m, &err);
+        qhx_cli_progress_end(&lp);
+        if (open_rc) {
             rc = qhx_cli_runtime_error(CMD, &err);
             goto out;
         }

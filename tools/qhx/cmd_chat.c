@@ -144,7 +144,11 @@ int qhx_cmd_chat(int argc, char **argv) {
     qhx_error err = {0};
     int rc = QHX_EXIT_OK;
     qhx_model_params mp = qhx_run_model_params(&c.run);
-    if (qhx_model_open(c.run.model, &mp, &c.m, &err)) return qhx_cli_runtime_error(CMD, &err);
+    qhx_cli_progress lp;
+    qhx_cli_progress_attach(&mp, &lp);
+    qhx_status open_rc = qhx_model_open(c.run.model, &mp, &c.m, &err);
+    qhx_cli_progress_end(&lp);
+    if (open_rc) return qhx_cli_runtime_error(CMD, &err);
     qhx_session_params sp = qhx_session_default_params(c.m);
     sp.n_ctx = c.run.ctx ? c.run.ctx : 4096;
     if (qhx_model_max_context(c.m) > 0 && sp.n_ctx > qhx_model_max_context(c.m)) sp.n_ctx = qhx_model_max_context(c.m);

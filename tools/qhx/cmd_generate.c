@@ -137,7 +137,11 @@ int qhx_cmd_generate(int argc, char **argv) {
     qhx_generate_stats st = {0};
     int n_printed = 0;
     qhx_model_params mp = qhx_run_model_params(&a.run);
-    if (qhx_model_open(a.run.model, &mp, &m, &err)) goto fail;
+    qhx_cli_progress lp;
+    qhx_cli_progress_attach(&mp, &lp);
+    qhx_status open_rc = qhx_model_open(a.run.model, &mp, &m, &err);
+    qhx_cli_progress_end(&lp);
+    if (open_rc) goto fail;
     const qhx_qwen3vl *vl = qhx_qwen3vl_of(m);
     if (a.image) {
         if (!vl) {

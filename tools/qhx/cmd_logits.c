@@ -86,7 +86,11 @@ int qhx_cmd_logits(int argc, char **argv) {
     qhx_vl_image im = {0};
     qhx_model_params mp = qhx_model_default_params();
     mp.n_threads = (int)threads;
-    if (qhx_model_open(model_dir, &mp, &m, &err)) goto fail;
+    qhx_cli_progress lp;
+    qhx_cli_progress_attach(&mp, &lp);
+    qhx_status open_rc = qhx_model_open(model_dir, &mp, &m, &err);
+    qhx_cli_progress_end(&lp);
+    if (open_rc) goto fail;
     qhx_run_catch_sigint(); /* Ctrl-C: stop between layers, leave no output file, exit 130 */
     qhx_session_params sp = {.n_ctx = n_ids, .abort_cb = qhx_run_interrupted};
     if (qhx_session_create(m, &sp, &s, &err)) goto fail;
