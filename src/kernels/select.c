@@ -59,6 +59,7 @@ void qhx_kern_select(qhx_isa max_isa, qhx_kernels *k) {
         k->swiglu = qhx_k_swiglu_f32_avx2;
         k->gelu_tanh = qhx_k_gelu_tanh_f32_avx2;
     }
+    if (k->isa == QHX_ISA_AVX512) k->delta_chunked = qhx_k_delta_chunked_f32_avx512; /* same bits, faster */
     if (k->isa == QHX_ISA_AVX2) {
         /* decode of quantized weights: int16 activations */
         k->matvec[QHX_W_Q8] = qhx_k_matvec_q8_x16_avx2;
