@@ -268,6 +268,12 @@ static void test_file_load_progress(void) {
         }
         qhx_file_map_close(&map);
     }
+    /* AUTO: the file was just written, so the page cache holds it: mapped (no anonymous copy) */
+    qhx_file_map map;
+    CHECK_EQ(qhx_file_load(path, QHX_FILE_AUTO, &map, NULL), QHX_OK);
+    CHECK(map.size == n && memcmp(map.data, buf, n) == 0);
+    CHECK_EQ(map.span, (size_t)0);
+    qhx_file_map_close(&map);
     unlink(path);
     free(buf);
 }

@@ -85,6 +85,28 @@ static void populate_steps(const uint8_t *p, size_t size, qhx_load_progress *pr)
     }
 }
 
+/* The share of the file's pages in the page cache (mincore over a mapping that is not touched);
+ * 0 when it cannot be told. A mapping of a resident file costs no copy and no fresh memory,
+ * while a read into anonymous memory pays for both (on the KVM guest of BENCHMARKS.md 13-20 s
+ * for 2.9 GB, against 1.7-2.5 s mapped) to decode ~10 % faster. */
+static double resident_share(int fd, size_t size) {
+    long page = sysconf(_SC_PAGESIZE);
+    if (page <= 0 || size == 0) return 0.0;
+    size_t pages = (size + (size_t)page - 1) / (size_t)page;
+    void *p = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (p == MAP_FAILED) return 0.0;
+    unsigned char *vec = qhx_malloc(pages);
+    double share = 0.0;
+    if (vec && mincore(p, size, vec) == 0) {
+        size_t in = 0;
+        for (size_t i = 0; i < pages; i++) in += vec[i] & 1;
+        share = (double)in / (double)pages;
+    }
+    qhx_free(vec);
+    munmap(p, size);
+    return share;
+}
+
 qhx_status qhx_file_load(const char *path, qhx_file_mode mode, qhx_file_map *map, qhx_error *err) {
     return qhx_file_load_progress(path, mode, NULL, map, err);
 }
@@ -116,6 +138,8 @@ qhx_status qhx_file_load_progress(const char *path, qhx_file_mode mode, qhx_load
      * page; a private copy cannot. Small files (tokenizer binaries, session states, goldens) are
      * therefore read, which costs no more than paging them in once. */
     if (mode == QHX_FILE_SMALL_READ) mode = (uint64_t)st.st_size <= QHX_FILE_SMALL_MAX ? QHX_FILE_READ : QHX_FILE_MAP;
+    if (mode == QHX_FILE_AUTO) mode = resident_share(fd, (size_t)st.st_size) >= QHX_FILE_AUTO_RESIDENT
+                                          ? QHX_FILE_MAP_POPULATE : QHX_FILE_READ;
     if (mode == QHX_FILE_READ) {
         size_t size = (size_t)st.st_size, span = 0;
         uint8_t *buf = anon_huge(size, &span);

@@ -22,8 +22,14 @@ typedef enum qhx_file_mode {
     QHX_FILE_MAP_POPULATE = 1, /* the same, every page read and mapped up front (MAP_POPULATE) */
     QHX_FILE_READ = 2,         /* read() into anonymous memory aligned to 2 MiB, transparent huge
                                 * pages requested (MADV_HUGEPAGE), then made read-only */
-    QHX_FILE_SMALL_READ = 3    /* READ up to QHX_FILE_SMALL_MAX bytes, MAP above (qhx_file_map_open) */
+    QHX_FILE_SMALL_READ = 3,   /* READ up to QHX_FILE_SMALL_MAX bytes, MAP above (qhx_file_map_open) */
+    QHX_FILE_AUTO = 4          /* MAP_POPULATE when the page cache already holds (nearly) all of the
+                                * file, READ when it does not (QHX_WEIGHTS_DEFAULT; BENCHMARKS.md,
+                                * "Weights in memory" has the figures) */
 } qhx_file_mode;
+
+/* The share of a file's pages the page cache must hold for QHX_FILE_AUTO to map it. */
+#define QHX_FILE_AUTO_RESIDENT 0.95
 
 /* Files up to this size are read rather than mapped by qhx_file_map_open, so that another process
  * truncating them cannot fault a later access (SIGBUS). */

@@ -19,15 +19,16 @@ qhx_model_params qhx_model_default_params(void) {
     return p;
 }
 
-/* How the weights of a weights mode come into memory. The default is the faster of the two on
- * the development machine (BENCHMARKS.md, "Weights in memory"). */
+/* How the weights of a weights mode come into memory. The default decides per file: mapped when
+ * the page cache holds it, read otherwise (core/file.h QHX_FILE_AUTO; BENCHMARKS.md, "Weights
+ * in memory"). */
 static qhx_file_mode file_mode(qhx_weights_mode w) {
     switch (w) {
     case QHX_WEIGHTS_MMAP: return QHX_FILE_MAP_POPULATE;
     case QHX_WEIGHTS_READ: return QHX_FILE_READ;
     case QHX_WEIGHTS_DEFAULT: break;
     }
-    return QHX_FILE_READ;
+    return QHX_FILE_AUTO;
 }
 
 /* Open every safetensors artifact of the plan (decoder, embedding, lm-head, vision) as one set. */
