@@ -357,7 +357,7 @@ int main(int argc, char **argv) {
     if (reps < 1) reps = 1;
     if (reps > 64) reps = 64;
 
-    variant vs[24];
+    variant vs[40];
     int nv = 0;
 #if defined(QHX_HAVE_X86)
     qhx_cpu_info cpu;
@@ -370,6 +370,11 @@ int main(int argc, char **argv) {
         ADD(avx512, bf16, QHX_W_BF16);
         ADD(avx512, q8, QHX_W_Q8);
         ADD(avx512, q4, QHX_W_Q4);
+        if (cpu.features & QHX_CPU_AVX512_VNNI) {
+            vs[nv++] = (variant){"avx512", QHX_W_Q4, qhx_k_matvec_q4_i8x_avx512, qhx_k_matmul_q4_i8x_avx512, "q4i8x"};
+            vs[nv++] = (variant){"avx512", QHX_W_Q8, NULL, qhx_k_matmul_q8_i8gemm_avx512, "q8i8gemm"};
+            vs[nv++] = (variant){"avx512", QHX_W_Q4, NULL, qhx_k_matmul_q4_i8gemm_avx512, "q4i8gemm"};
+        }
     }
     if ((cpu.features & QHX_CPU_GROUP_AVX2) == QHX_CPU_GROUP_AVX2 && (!want_isa || !strcmp(want_isa, "avx2"))) {
         ADD(avx2, f32, QHX_W_F32);
@@ -388,6 +393,11 @@ int main(int argc, char **argv) {
         vs[nv++] = (variant){"avx2", QHX_W_Q4, NULL, qhx_k_matmul_q4_gemm_avx2, "q4gemm"};
         vs[nv++] = (variant){"avx2", QHX_W_Q8, NULL, qhx_k_matmul_q8_i8gemm_avx2, "q8i8gemm"};
         vs[nv++] = (variant){"avx2", QHX_W_Q4, NULL, qhx_k_matmul_q4_i8gemm_avx2, "q4i8gemm"};
+        if (cpu.features & QHX_CPU_AVX_VNNI) { /* the same kernels built for AVX-VNNI */
+            vs[nv++] = (variant){"avxvnni", QHX_W_Q4, qhx_k_matvec_q4_i8x_avxvnni, qhx_k_matmul_q4_i8x_avxvnni, "q4i8x"};
+            vs[nv++] = (variant){"avxvnni", QHX_W_Q8, NULL, qhx_k_matmul_q8_i8gemm_avxvnni, "q8i8gemm"};
+            vs[nv++] = (variant){"avxvnni", QHX_W_Q4, NULL, qhx_k_matmul_q4_i8gemm_avxvnni, "q4i8gemm"};
+        }
     }
 #undef ADD
 #elif defined(QHX_HAVE_ARM) && defined(__aarch64__)

@@ -103,7 +103,11 @@ typedef enum qhx_isa { QHX_ISA_REF = 0, QHX_ISA_AVX2, QHX_ISA_AVX512, QHX_ISA_NE
 
 /* How weights reach memory. */
 typedef enum qhx_weights_mode {
-    QHX_WEIGHTS_DEFAULT = 0, /* QHX_WEIGHTS_READ: it decoded faster (BENCHMARKS.md, "Weights in memory") */
+    QHX_WEIGHTS_DEFAULT = 0, /* per weight file: MMAP when the page cache already holds it (no copy,
+                                no second copy in memory: 1.7-2.5 s instead of 13-20 s for 2.9 GB
+                                on a KVM guest), READ when it does not (from disk either way, and
+                                the huge-page copy decodes ~10 % faster). BENCHMARKS.md, "Weights
+                                in memory" */
     QHX_WEIGHTS_MMAP = 1,    /* used in place from a read-only mapping, populated at open */
     QHX_WEIGHTS_READ = 2     /* read into anonymous memory, huge pages where available */
 } qhx_weights_mode;
@@ -143,6 +147,11 @@ typedef struct qhx_model_params {
     int64_t max_context;      /* 0: the run plan's max_context */
     const char *backend;      /* NULL or "cpu"; a QNN library path is refused (docs/backends.md) */
     qhx_kv_type kv_cache;     /* KV cache of the model's sessions: DEFAULT = the run plan's */
+    /* NULL, or called on the opening thread while qhx_model_open brings the weight files into
+       memory, after each step of at most 64 MiB: bytes so far and the total expected (the
+       sizes of the plan's weight files; done can pass a short guess). For a progress line. */
+    void (*load_progress)(void *user, uint64_t done_bytes, uint64_t total_bytes);
+    void *load_progress_user;
 } qhx_model_params;
 
 QHX_API qhx_model_params qhx_model_default_params(void);

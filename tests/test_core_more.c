@@ -224,8 +224,63 @@ static void test_file_truncated_after_open(void) {
     free(buf);
 }
 
+/* Load progress: every mode that brings bytes in reports them, in steps that add up to the file
+ * size, on top of what an earlier file of the same load reported; a plain mapping reports
+ * nothing. The data is the file's either way. */
+typedef struct progress_log {
+    int calls;
+    uint64_t last_done, last_total;
+    int monotonic;
+} progress_log;
+
+static void progress_note(void *user, uint64_t done, uint64_t total) {
+    progress_log *l = user;
+    if (done < l->last_done) l->monotonic = 0;
+    l->calls++, l->last_done = done, l->last_total = total;
+}
+
+static void test_file_load_progress(void) {
+    char path[] = "/tmp/qhx_prog_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    if (fd < 0) return;
+    size_t n = ((size_t)64 << 20) + 12345; /* two read steps */
+    uint8_t *buf = malloc(n);
+    if (!buf) return;
+    for (size_t i = 0; i < n; i++) buf[i] = (uint8_t)(i * 29u + 3u);
+    CHECK_EQ(write(fd, buf, n), (ssize_t)n);
+    close(fd);
+    static const qhx_file_mode modes[] = {QHX_FILE_READ, QHX_FILE_MAP_POPULATE, QHX_FILE_MAP};
+    for (int m = 0; m < 3; m++) {
+        progress_log log = {.monotonic = 1};
+        qhx_load_progress pr = {.fn = progress_note, .user = &log, .done = 1000, .total = 1000 + n};
+        qhx_file_map map;
+        CHECK_EQ(qhx_file_load_progress(path, modes[m], &pr, &map, NULL), QHX_OK);
+        CHECK(map.size == n && memcmp(map.data, buf, n) == 0);
+        if (modes[m] == QHX_FILE_MAP) {
+            CHECK_EQ(log.calls, 0);
+            CHECK_EQ(pr.done, (uint64_t)1000);
+        } else {
+            CHECK_EQ(log.calls, 2);
+            CHECK(log.monotonic);
+            CHECK_EQ(log.last_done, (uint64_t)(1000 + n));
+            CHECK_EQ(log.last_total, (uint64_t)(1000 + n));
+        }
+        qhx_file_map_close(&map);
+    }
+    /* AUTO: the file was just written, so the page cache holds it: mapped (no anonymous copy) */
+    qhx_file_map map;
+    CHECK_EQ(qhx_file_load(path, QHX_FILE_AUTO, &map, NULL), QHX_OK);
+    CHECK(map.size == n && memcmp(map.data, buf, n) == 0);
+    CHECK_EQ(map.span, (size_t)0);
+    qhx_file_map_close(&map);
+    unlink(path);
+    free(buf);
+}
+
 int main(void) {
     test_file_truncated_after_open();
+    test_file_load_progress();
     test_arena();
     test_cpu();
     test_time();

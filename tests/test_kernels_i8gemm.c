@@ -1,6 +1,8 @@
 // ctest-labels: kernels
 /* test_kernels_i8gemm: the prefill GEMM of Q8 and Q4 weights with int8 activations
- * (kernels/x86/gemm_i8_avx2.c) against the scalar reference matmul, within an error bound
+ * (kernels/x86/gemm_i8_avx2.c, and its AVX-VNNI and AVX-512 VNNI builds gemm_i8_avxvnni.c and
+ * gemm_i8_avx512.c where the CPU has them, which must also equal the AVX2 kernel bit for bit)
+ * against the scalar reference matmul, within an error bound
  * computed per output from the activation rounding; bitwise independence of the row range, the
  * thread split and the token count; NaN/infinity/zero/tiny activation blocks; the shapes it
  * hands to the f32 GEMM; and the opt-in install. Exits 77 (skipped) without AVX2. */
@@ -16,6 +18,7 @@ typedef struct i8_case {
     qhx_wfmt fmt;
     qhx_matmul_fn mm;
     const char *name;
+    unsigned needs; /* QHX_CPU_* bits the variant runs on */
 } i8_case;
 
 /* X (n, ldx): random values whose size changes from block to block (each block of 32 gets its
@@ -156,6 +159,24 @@ static void check_tokens(const i8_case *c, const qhx_weight *w, const float *X, 
     free(Z);
 }
 
+/* The VNNI builds (AVX-VNNI, AVX-512 VNNI) compute the same integers and the same f32 operations
+ * in the same order as the AVX2 kernel (gemm_i8_avx2.c, gemm_i8_avx512.c): their outputs must be
+ * its outputs bit for bit. */
+static void check_same_as_avx2(const i8_case *c, const qhx_weight *w, const float *X, int64_t ldx, const float *Y,
+                               int64_t ldy, int64_t n) {
+    qhx_matmul_fn avx2 = c->fmt == QHX_W_Q8 ? qhx_k_matmul_q8_i8gemm_avx2 : qhx_k_matmul_q4_i8gemm_avx2;
+    if (c->mm == avx2) return;
+    float *Z = kc_nan((size_t)(n * ldy));
+    avx2(w, X, ldx, Z, ldy, n, 0, w->rows);
+    int same = 1;
+    for (int64_t t = 0; t < n; t++) same &= memcmp(Y + t * ldy, Z + t * ldy, (size_t)w->rows * sizeof(float)) == 0;
+    if (!same)
+        fprintf(stderr, "%s %lldx%lld n=%lld: differs from the AVX2 int8 GEMM\n", c->name, (long long)w->rows,
+                (long long)w->cols, (long long)n);
+    CHECK(same);
+    free(Z);
+}
+
 static double check_shape(const i8_case *c, int64_t rows, int64_t cols, int64_t n) {
     qhx_weight w = kc_make_weight(c->fmt, rows, cols);
     int64_t ldx = cols + 5, ldy = rows + 3;
@@ -165,6 +186,7 @@ static double check_shape(const i8_case *c, int64_t rows, int64_t cols, int64_t 
     for (int64_t t = 0; t < n; t++) pad_nan &= kc_all_finite(Y + t * ldy, rows) && kc_all_nan(Y + t * ldy + rows, ldy - rows);
     CHECK(pad_nan);
     double worst = check_vs_ref(c, &w, X, ldx, Y, ldy, n);
+    check_same_as_avx2(c, &w, X, ldx, Y, ldy, n);
     check_splits(c, &w, X, ldx, Y, ldy, n);
     check_tokens(c, &w, X, ldx, Y, ldy, n);
     free(X), free(Y);
@@ -224,6 +246,19 @@ static void check_fallback(const i8_case *c) {
     kc_free_weight(&w);
 }
 
+/* The build of the int8 kernels install_x86.c picks for a table of `isa` on this CPU: AVX-512
+ * VNNI for prefill on AVX-512 tables, else AVX-VNNI, else AVX2; Q4 decode AVX-VNNI, else AVX2. */
+static qhx_matmul_fn want_prefill(const qhx_cpu_info *cpu, qhx_isa isa, qhx_wfmt f) {
+    int q4 = f == QHX_W_Q4;
+    if (isa == QHX_ISA_AVX512 && (cpu->features & QHX_CPU_AVX512_VNNI))
+        return q4 ? qhx_k_matmul_q4_i8gemm_avx512 : qhx_k_matmul_q8_i8gemm_avx512;
+    if (cpu->features & QHX_CPU_AVX_VNNI) return q4 ? qhx_k_matmul_q4_i8gemm_avxvnni : qhx_k_matmul_q8_i8gemm_avxvnni;
+    return q4 ? qhx_k_matmul_q4_i8gemm_avx2 : qhx_k_matmul_q8_i8gemm_avx2;
+}
+static qhx_matvec_fn want_decode(const qhx_cpu_info *cpu) {
+    return cpu->features & QHX_CPU_AVX_VNNI ? qhx_k_matvec_q4_i8x_avxvnni : qhx_k_matvec_q4_i8x_avx2;
+}
+
 static void check_install(const qhx_cpu_info *cpu) {
     qhx_kernels k;
     qhx_kern_select(QHX_ISA_AVX2, &k);
@@ -236,10 +271,30 @@ static void check_install(const qhx_cpu_info *cpu) {
     qhx_kern_install_x86_int8(&k, both, 0, QHX_ISA_BEST, &none); /* no AVX2: nothing */
     CHECK(k.matmul[QHX_W_Q8] == q8 && k.matmul[QHX_W_Q4] == q4);
     qhx_kern_use_int8(QHX_ISA_AVX2, 1u << QHX_W_Q4, 0, &k); /* Q4 only */
-    CHECK(k.matmul[QHX_W_Q8] == q8 && k.matmul[QHX_W_Q4] == qhx_k_matmul_q4_i8gemm_avx2);
+    CHECK(k.matmul[QHX_W_Q8] == q8 && k.matmul[QHX_W_Q4] == want_prefill(cpu, QHX_ISA_AVX2, QHX_W_Q4));
     qhx_kern_use_int8(QHX_ISA_AVX2, both, 0, &k);
-    CHECK(k.matmul[QHX_W_Q8] == qhx_k_matmul_q8_i8gemm_avx2 && k.matmul[QHX_W_Q4] == qhx_k_matmul_q4_i8gemm_avx2);
+    CHECK(k.matmul[QHX_W_Q8] == want_prefill(cpu, QHX_ISA_AVX2, QHX_W_Q8));
+    CHECK(k.matmul[QHX_W_Q4] == want_prefill(cpu, QHX_ISA_AVX2, QHX_W_Q4));
     CHECK(k.matvec[QHX_W_Q8] == qhx_k_matvec_q8_x16_avx2); /* decode untouched */
+    /* a CPU with AVX2 only gets the AVX2 builds, one with AVX-VNNI the VNNI ones */
+    qhx_cpu_info plain = *cpu, vnni = *cpu;
+    plain.features &= ~(QHX_CPU_AVX_VNNI | QHX_CPU_AVX512_VNNI);
+    vnni.features |= QHX_CPU_AVX_VNNI;
+    qhx_kern_select(QHX_ISA_AVX2, &k);
+    qhx_kern_install_x86_int8(&k, both, 1u << QHX_W_Q4, QHX_ISA_AVX2, &plain);
+    CHECK(k.matmul[QHX_W_Q8] == qhx_k_matmul_q8_i8gemm_avx2 && k.matvec[QHX_W_Q4] == qhx_k_matvec_q4_i8x_avx2);
+    qhx_kern_install_x86_int8(&k, both, 1u << QHX_W_Q4, QHX_ISA_AVX2, &vnni);
+    CHECK(k.matmul[QHX_W_Q4] == qhx_k_matmul_q4_i8gemm_avxvnni && k.matvec[QHX_W_Q4] == qhx_k_matvec_q4_i8x_avxvnni);
+    /* an AVX-512 table gets the AVX-512 VNNI GEMM where the CPU has VNNI, and keeps its own
+     * exact kernels for the formats not asked for */
+    if ((cpu->features & QHX_CPU_GROUP_AVX512) == QHX_CPU_GROUP_AVX512) {
+        qhx_kern_select(QHX_ISA_AVX512, &k);
+        CHECK(k.isa == QHX_ISA_AVX512);
+        qhx_kern_use_int8(QHX_ISA_AVX512, 1u << QHX_W_Q4, 1u << QHX_W_Q4, &k);
+        CHECK(k.matmul[QHX_W_Q4] == want_prefill(cpu, QHX_ISA_AVX512, QHX_W_Q4));
+        CHECK(k.matvec[QHX_W_Q4] == want_decode(cpu));
+        CHECK(k.matmul[QHX_W_Q8] == qhx_k_matmul_q8_avx512 && k.matvec[QHX_W_Q8] == qhx_k_matvec_q8_avx512);
+    }
     qhx_kernels r;
     qhx_kern_select(QHX_ISA_REF, &r);
     qhx_kern_use_int8(QHX_ISA_REF, both, 0, &r);
@@ -261,32 +316,36 @@ static void check_model_params(void) {
         fprintf(stderr, "model params: %s (fixture missing?)\n", err.msg);
         return;
     }
-    int avx2 = m->kern.isa == QHX_ISA_AVX2;
-    if (avx2) CHECK(m->kern.matmul[QHX_W_Q8] == qhx_k_matmul_q8_i8gemm_avx2);
-    if (avx2) CHECK(m->kern.matmul[QHX_W_Q4] == qhx_k_matmul_q4_i8gemm_avx2);
+    qhx_cpu_info cpu;
+    qhx_cpu_detect(&cpu);
+    qhx_isa isa = m->kern.isa;
+    int avx2 = isa == QHX_ISA_AVX2 || isa == QHX_ISA_AVX512; /* a table the int8 kernels go into */
+    if (avx2) CHECK(m->kern.matmul[QHX_W_Q8] == want_prefill(&cpu, isa, QHX_W_Q8));
+    if (avx2) CHECK(m->kern.matmul[QHX_W_Q4] == want_prefill(&cpu, isa, QHX_W_Q4));
     qhx_model_free(m);
     m = NULL;
     p.prefill_math = QHX_PREFILL_MATH_DEFAULT;
     CHECK(qhx_model_open(dir, &p, &m, &err) == QHX_OK);
-    if (m) CHECK(m->kern.matmul[QHX_W_Q8] != qhx_k_matmul_q8_i8gemm_avx2);
-    if (m && avx2) CHECK(m->kern.matmul[QHX_W_Q4] == qhx_k_matmul_q4_i8gemm_avx2);
+    if (m) CHECK(m->kern.matmul[QHX_W_Q8] != want_prefill(&cpu, isa, QHX_W_Q8));
+    if (m && avx2) CHECK(m->kern.matmul[QHX_W_Q4] == want_prefill(&cpu, isa, QHX_W_Q4));
     qhx_model_free(m);
     m = NULL;
     p.prefill_math = QHX_PREFILL_MATH_F32;
     CHECK(qhx_model_open(dir, &p, &m, &err) == QHX_OK);
-    if (m) CHECK(m->kern.matmul[QHX_W_Q8] != qhx_k_matmul_q8_i8gemm_avx2);
-    if (m) CHECK(m->kern.matmul[QHX_W_Q4] != qhx_k_matmul_q4_i8gemm_avx2);
+    if (m) CHECK(m->kern.matmul[QHX_W_Q8] != want_prefill(&cpu, isa, QHX_W_Q8));
+    if (m) CHECK(m->kern.matmul[QHX_W_Q4] != want_prefill(&cpu, isa, QHX_W_Q4));
     /* decode_math: the default and INT8 put the int8-activation Q4 matvec in, F32 keeps the
      * int16 one; Q8 decode is never changed */
-    if (m && avx2) CHECK(m->kern.matvec[QHX_W_Q4] == qhx_k_matvec_q4_i8x_avx2);
-    if (m && avx2) CHECK(m->kern.matvec[QHX_W_Q8] == qhx_k_matvec_q8_x16_avx2);
+    if (m && avx2) CHECK(m->kern.matvec[QHX_W_Q4] == want_decode(&cpu));
+    if (m && isa == QHX_ISA_AVX2) CHECK(m->kern.matvec[QHX_W_Q8] == qhx_k_matvec_q8_x16_avx2);
     qhx_model_free(m);
     m = NULL;
     p.decode_math = (qhx_prefill_math)3;
     CHECK(qhx_model_open(dir, &p, &m, &err) == QHX_E_ARG && m == NULL);
     p.decode_math = QHX_PREFILL_MATH_F32;
     CHECK(qhx_model_open(dir, &p, &m, &err) == QHX_OK);
-    if (m && avx2) CHECK(m->kern.matvec[QHX_W_Q4] == qhx_k_matvec_q4_x16_avx2);
+    if (m && isa == QHX_ISA_AVX2) CHECK(m->kern.matvec[QHX_W_Q4] == qhx_k_matvec_q4_x16_avx2);
+    if (m && isa == QHX_ISA_AVX512) CHECK(m->kern.matvec[QHX_W_Q4] == qhx_k_matvec_q4_avx512);
     qhx_model_free(m);
     m = NULL;
     p.decode_math = QHX_PREFILL_MATH_INT8;
@@ -304,25 +363,35 @@ int main(void) {
         fprintf(stderr, "test_kernels_i8gemm: skipped, the CPU or OS lacks AVX2/FMA/F16C\n");
         return 77;
     }
-    const i8_case cases[] = {{QHX_W_Q8, qhx_k_matmul_q8_i8gemm_avx2, "q8_i8gemm_avx2"},
-                             {QHX_W_Q4, qhx_k_matmul_q4_i8gemm_avx2, "q4_i8gemm_avx2"}};
-    /* rows: partial panels of 16; cols: partial and several column blocks of 256; n: partial
+    const unsigned vnni512 = QHX_CPU_GROUP_AVX512 | QHX_CPU_AVX512_VNNI;
+    const unsigned avxvnni = QHX_CPU_GROUP_AVX2 | QHX_CPU_AVX_VNNI;
+    const i8_case cases[] = {{QHX_W_Q8, qhx_k_matmul_q8_i8gemm_avx2, "q8_i8gemm_avx2", QHX_CPU_GROUP_AVX2},
+                             {QHX_W_Q4, qhx_k_matmul_q4_i8gemm_avx2, "q4_i8gemm_avx2", QHX_CPU_GROUP_AVX2},
+                             {QHX_W_Q8, qhx_k_matmul_q8_i8gemm_avxvnni, "q8_i8gemm_avxvnni", avxvnni},
+                             {QHX_W_Q4, qhx_k_matmul_q4_i8gemm_avxvnni, "q4_i8gemm_avxvnni", avxvnni},
+                             {QHX_W_Q8, qhx_k_matmul_q8_i8gemm_avx512, "q8_i8gemm_avx512", vnni512},
+                             {QHX_W_Q4, qhx_k_matmul_q4_i8gemm_avx512, "q4_i8gemm_avx512", vnni512}};
+    /* rows: partial panels of 16 (and of 32: 50 = 32 + 18); cols: partial and several column blocks of 256; n: partial
      * register tiles of 4 and (131) two token chunks of 128 */
-    static const int64_t rows[] = {1, 7, 17, 33};
+    static const int64_t rows[] = {1, 7, 17, 33, 50};
     static const int64_t cols[] = {32, 96, 288, 544};
     static const int64_t ns[] = {1, 3, 6, 13};
-    for (int ci = 0; ci < 2; ci++) {
+    for (int ci = 0; ci < (int)(sizeof cases / sizeof cases[0]); ci++) {
         const i8_case *c = &cases[ci];
+        if ((cpu.features & c->needs) != c->needs) {
+            fprintf(stderr, "%-18s skipped: the CPU or OS lacks it\n", c->name);
+            continue;
+        }
         double worst = 0.0;
         int before = t_failures;
-        for (int i = 0; i < 4; i++)
+        for (int i = 0; i < 5; i++)
             for (int j = 0; j < 4; j++)
                 for (int k = 0; k < 4; k++) worst = fmax(worst, check_shape(c, rows[i], cols[j], ns[k]));
         worst = fmax(worst, check_shape(c, 45, 2048, 131));
         worst = fmax(worst, check_shape(c, 130, 256, 7));
         check_special(c);
         check_fallback(c);
-        fprintf(stderr, "%-16s %s  worst error %.3g of the allowed bound\n", c->name,
+        fprintf(stderr, "%-18s %s  worst error %.3g of the allowed bound\n", c->name,
                 t_failures == before ? "ok  " : "FAIL", worst);
     }
     check_install(&cpu);

@@ -55,6 +55,53 @@ static void check_i8x_nonfinite(qhx_matvec_fn mv) {
         }
 }
 
+/* Two builds of one Q4 int8-activation matvec that compute the same integers in the same order
+ * (q4i8x_avx2.c and its AVX-VNNI build): equal bit for bit, odd group counts included. */
+static void check_same_matvec(qhx_matvec_fn a, qhx_matvec_fn b) {
+    static const int64_t cols[] = {32, 96, 288, 2048, 6144};
+    for (int c = 0; c < 5; c++) {
+        qhx_weight w = kc_make_weight(QHX_W_Q4, 37, cols[c]);
+        float *x = kc_nan((size_t)cols[c]), *ya = kc_nan(37), *yb = kc_nan(37);
+        for (int64_t i = 0; i < cols[c]; i++) x[i] = kc_unif() * (float)(1 + i % 7);
+        a(&w, x, ya, 0, 37);
+        b(&w, x, yb, 0, 37);
+        CHECK(memcmp(ya, yb, 37 * sizeof(float)) == 0);
+        free(x), free(ya), free(yb);
+        kc_free_weight(&w);
+    }
+}
+
+/* The AVX-512 build of the chunked delta rule (delta_avx512.c) against the AVX2 build: the same
+ * bits for the 128-wide heads it keeps in registers (one full chunk, a partial one, C = 16) and
+ * for the sizes it hands on; the AVX2 build itself is checked against the reference in
+ * test_kernels_attn. */
+static void check_delta_avx512(void) {
+    static const int64_t shapes[][4] = {/* n, dk, dv, C */ {150, 128, 128, 64}, {64, 128, 128, 64},
+                                        {37, 128, 128, 16}, {33, 16, 16, 8}, {20, 128, 64, 64}};
+    for (int si = 0; si < 5; si++) {
+        int64_t n = shapes[si][0], dk = shapes[si][1], dv = shapes[si][2], C = shapes[si][3];
+        float *q = kc_nan((size_t)(n * dk)), *kk = kc_nan((size_t)(n * dk)), *v = kc_nan((size_t)(n * dv));
+        float *beta = kc_nan((size_t)n), *g = kc_nan((size_t)n);
+        for (int64_t i = 0; i < n * dk; i++) q[i] = kc_unif(), kk[i] = kc_unif();
+        for (int64_t i = 0; i < n * dv; i++) v[i] = kc_unif();
+        for (int64_t t = 0; t < n; t++) {
+            qhx_k_l2norm_f32_ref(q + t * dk, dk, 1e-6f);
+            qhx_k_l2norm_f32_ref(kk + t * dk, dk, 1e-6f);
+            beta[t] = 0.5f + 0.25f * (kc_unif() + 1.0f), g[t] = -0.05f * (kc_unif() + 1.0f);
+        }
+        float *S1 = kc_nan((size_t)(dk * dv)), *S2 = kc_nan((size_t)(dk * dv));
+        for (int64_t i = 0; i < dk * dv; i++) S1[i] = S2[i] = 0.2f * kc_unif();
+        float *o1 = kc_nan((size_t)(n * dv)), *o2 = kc_nan((size_t)(n * dv));
+        float *work = kc_nan((size_t)qhx_k_delta_chunked_work(C, dk, dv));
+        qhx_k_delta_chunked_f32_avx2(S1, q, dk, kk, dk, v, dv, beta, g, 1, o1, dv, n, dk, dv, C, work);
+        qhx_k_delta_chunked_f32_avx512(S2, q, dk, kk, dk, v, dv, beta, g, 1, o2, dv, n, dk, dv, C, work);
+        CHECK(kc_all_finite(o2, n * dv));
+        CHECK(memcmp(o1, o2, (size_t)(n * dv) * sizeof(float)) == 0);
+        CHECK(memcmp(S1, S2, (size_t)(dk * dv) * sizeof(float)) == 0);
+        free(q), free(kk), free(v), free(beta), free(g), free(S1), free(S2), free(o1), free(o2), free(work);
+    }
+}
+
 #define V(isa, f, F) {#f "_" #isa, F, qhx_k_matvec_##f##_##isa, qhx_k_matmul_##f##_##isa, 0}
 
 int main(void) {
@@ -74,6 +121,16 @@ int main(void) {
         static const int64_t wide[] = {8192, 8224}; /* the last that quantizes x, the first that does not */
         kc_check_variant(&vi[0], sizes, 4, wide, 2, (const int[]){3}, 1);
         check_i8x_nonfinite(qhx_k_matvec_q4_i8x_avx2);
+        if (cpu.features & QHX_CPU_AVX_VNNI) {
+            const kc_variant vv[] = {{"q4_i8x_avxvnni", QHX_W_Q4, qhx_k_matvec_q4_i8x_avxvnni,
+                                      qhx_k_matmul_q4_i8x_avxvnni, 1}};
+            kc_run_all(vv, 1, sizes, nsz, q4cols, nq4);
+            kc_check_variant(&vv[0], sizes, 4, wide, 2, (const int[]){3}, 1);
+            check_i8x_nonfinite(qhx_k_matvec_q4_i8x_avxvnni);
+            check_same_matvec(qhx_k_matvec_q4_i8x_avxvnni, qhx_k_matvec_q4_i8x_avx2);
+        } else {
+            fprintf(stderr, "avx-vnni: skipped, the CPU or OS lacks AVX-VNNI\n");
+        }
         kc_check_activations(qhx_k_silu_f32_avx2, qhx_k_swiglu_f32_avx2, qhx_k_gelu_tanh_f32_avx2);
         check_read_fold();
     } else {
@@ -84,6 +141,7 @@ int main(void) {
                                  V(avx512, bf16, QHX_W_BF16), V(avx512, q8, QHX_W_Q8),
                                  V(avx512, q4, QHX_W_Q4)};
         kc_run_all(vs, 5, sizes, nsz, q4cols, nq4);
+        check_delta_avx512();
         if (cpu.features & QHX_CPU_AVX512_VNNI) {
             const kc_variant vi[] = {{"q4_i8x_avx512", QHX_W_Q4, qhx_k_matvec_q4_i8x_avx512,
                                       qhx_k_matmul_q4_i8x_avx512, 1}};

@@ -22,8 +22,14 @@ typedef enum qhx_file_mode {
     QHX_FILE_MAP_POPULATE = 1, /* the same, every page read and mapped up front (MAP_POPULATE) */
     QHX_FILE_READ = 2,         /* read() into anonymous memory aligned to 2 MiB, transparent huge
                                 * pages requested (MADV_HUGEPAGE), then made read-only */
-    QHX_FILE_SMALL_READ = 3    /* READ up to QHX_FILE_SMALL_MAX bytes, MAP above (qhx_file_map_open) */
+    QHX_FILE_SMALL_READ = 3,   /* READ up to QHX_FILE_SMALL_MAX bytes, MAP above (qhx_file_map_open) */
+    QHX_FILE_AUTO = 4          /* MAP_POPULATE when the page cache already holds (nearly) all of the
+                                * file, READ when it does not (QHX_WEIGHTS_DEFAULT; BENCHMARKS.md,
+                                * "Weights in memory" has the figures) */
 } qhx_file_mode;
+
+/* The share of a file's pages the page cache must hold for QHX_FILE_AUTO to map it. */
+#define QHX_FILE_AUTO_RESIDENT 0.95
 
 /* Files up to this size are read rather than mapped by qhx_file_map_open, so that another process
  * truncating them cannot fault a later access (SIGBUS). */
@@ -34,6 +40,16 @@ typedef enum qhx_file_mode {
 qhx_status qhx_file_map_open(const char *path, qhx_file_map *map /* OUT */, qhx_error *err);
 void qhx_file_map_close(qhx_file_map *map); /* NULL / zeroed allowed */
 
+/* Progress of a load that may span several files: after each step of at most 64 MiB that
+ * brings bytes into memory (a read, or populating a mapping), done grows and fn(user, done,
+ * total) is called on the loading thread. total is what the caller expects over all files (0
+ * when unknown); done may pass it if the guess was short. */
+typedef struct qhx_load_progress {
+    void (*fn)(void *user, uint64_t done_bytes, uint64_t total_bytes);
+    void *user;
+    uint64_t done, total;
+} qhx_load_progress;
+
 /* Map or read `path` as `mode` says; the result is closed with qhx_file_map_close either way.
  * QHX_FILE_READ checks that exactly the size fstat reported was read (a file that shrinks or
  * grows meanwhile is refused with QHX_E_IO). */
@@ -43,6 +59,19 @@ qhx_status qhx_file_load(const char *path, qhx_file_mode mode, qhx_file_map *map
  * pages requested), closed with qhx_file_map_close; its pages become resident only when
  * touched. */
 qhx_status qhx_file_anon(size_t size, qhx_file_map *map /* OUT */, qhx_error *err);
+
+/* The same, reporting to progress (NULL: none) as the bytes come in. QHX_FILE_MAP_POPULATE then
+ * populates the mapping 64 MiB at a time (MADV_POPULATE_READ, or a read of every page where the
+ * kernel lacks it) instead of in one MAP_POPULATE call. */
+qhx_status qhx_file_load_progress(const char *path, qhx_file_mode mode, qhx_load_progress *progress,
+                                  qhx_file_map *map /* OUT */, qhx_error *err);
+
+/* Add bytes to a load's progress and report it (NULL: nothing). */
+void qhx_load_progress_add(qhx_load_progress *pr, size_t bytes);
+
+/* The mode a load of `path` will use: QHX_FILE_AUTO resolved by the page-cache share (READ or
+ * MAP_POPULATE), any other mode as it is. */
+qhx_file_mode qhx_file_resolve_mode(const char *path, qhx_file_mode mode);
 
 /* Read a whole file of at most max_bytes into a new NUL-terminated buffer (owned: qhx_free).
  * A larger file is refused with QHX_E_LIMIT naming both sizes. */

@@ -27,6 +27,7 @@ struct qhx_st_set {
     int n_files;
     qhx_file_mode mode;      /* how files are brought into memory */
     const char *const *skip; /* name prefixes left out of the set (NULL-terminated), or NULL */
+    qhx_load_progress *progress; /* NULL or where loading reports (borrowed for the open) */
     char **meta;             /* key, value pairs of the first file's __metadata__ */
     int n_meta;
 };
@@ -310,6 +311,7 @@ static qhx_status read_selected(qhx_st_set *s, const char *path, int64_t first, 
         qhx_st_tensor *t = &s->tensors[i];
         rc = pread_all(fd, path, (uint8_t *)buf.data + t->offset, t->size, t->offset, err);
         t->data = buf.data + t->offset;
+        qhx_load_progress_add(s->progress, t->size);
     }
     close(fd);
     if (rc == QHX_OK && mprotect((void *)buf.data, buf.span, PROT_READ) != 0)
@@ -323,7 +325,7 @@ static qhx_status read_selected(qhx_st_set *s, const char *path, int64_t first, 
 }
 
 /* Page in the kept tensors of a mapping up front, as MAP_POPULATE would the whole file. */
-static void populate_selected(const qhx_st_set *s, int64_t first, const qhx_file_map *m) {
+static void populate_selected(const qhx_st_set *s, int64_t first, qhx_load_progress *progress) {
     const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
     volatile uint8_t sink = 0;
     for (int64_t i = first; i < s->n_tensors; i++) {
@@ -331,18 +333,19 @@ static void populate_selected(const qhx_st_set *s, int64_t first, const qhx_file
         if (!t->size) continue;
         uintptr_t a = (uintptr_t)t->data & ~(page - 1), b = (uintptr_t)t->data + t->size;
 #ifdef MADV_POPULATE_READ
-        if (madvise((void *)a, b - a, MADV_POPULATE_READ) == 0) continue;
+        if (madvise((void *)a, b - a, MADV_POPULATE_READ) != 0)
 #endif
-        for (uintptr_t p = a; p < b; p += page) sink ^= *(const volatile uint8_t *)p; /* fault each page in */
+            for (uintptr_t p = a; p < b; p += page) sink ^= *(const volatile uint8_t *)p; /* fault each page in */
+        qhx_load_progress_add(progress, t->size);
     }
     (void)sink;
-    (void)m;
 }
 
 /* add_file when some tensors are left out: parse the header from a lazy mapping, drop the
  * skipped tensors, then bring in only the others as the set's mode says. Skipped bytes are
  * never read or paged in. */
 static qhx_status add_file_selected(qhx_st_set *s, const char *path, int idx, qhx_error *err) {
+    const qhx_file_mode mode = qhx_file_resolve_mode(path, s->mode);
     qhx_file_map lazy;
     qhx_status rc = qhx_file_load(path, QHX_FILE_MAP, &lazy, err);
     if (rc != QHX_OK) return rc;
@@ -353,12 +356,12 @@ static qhx_status add_file_selected(qhx_st_set *s, const char *path, int idx, qh
         return rc;
     }
     drop_skipped(s, first);
-    if (s->mode == QHX_FILE_READ && lazy.size) {
+    if (mode == QHX_FILE_READ && lazy.size) {
         rc = read_selected(s, path, first, &lazy, &s->maps[idx], err);
         qhx_file_map_close(&lazy);
         return rc;
     }
-    if (s->mode == QHX_FILE_MAP_POPULATE) populate_selected(s, first, &lazy);
+    if (mode == QHX_FILE_MAP_POPULATE) populate_selected(s, first, s->progress);
     s->maps[idx] = lazy;
     return QHX_OK;
 }
@@ -381,7 +384,7 @@ static qhx_status add_file(qhx_st_set *s, const char *path, qhx_error *err) {
     s->n_files++;
     if (!s->paths[idx]) return qhx_fail(err, QHX_E_NOMEM, "out of memory");
     if (s->skip) return add_file_selected(s, path, idx, err);
-    qhx_status rc = qhx_file_load(path, s->mode, &s->maps[idx], err);
+    qhx_status rc = qhx_file_load_progress(path, s->mode, s->progress, &s->maps[idx], err);
     if (rc != QHX_OK) return rc;
     return parse_file(s, s->maps[idx].data, s->maps[idx].size, path, idx, err);
 }
@@ -502,15 +505,20 @@ qhx_status qhx_st_open_many(const char *const *paths, int n_paths, qhx_st_set **
 
 qhx_status qhx_st_open_many_mode(const char *const *paths, int n_paths, qhx_file_mode mode, qhx_st_set **out,
                                  qhx_error *err) {
-    return qhx_st_open_select(paths, n_paths, mode, NULL, out, err);
+    return qhx_st_open_select(paths, n_paths, mode, NULL, NULL, out, err);
+}
+
+qhx_status qhx_st_open_many_progress(const char *const *paths, int n_paths, qhx_file_mode mode,
+                                     qhx_load_progress *progress, qhx_st_set **out, qhx_error *err) {
+    return qhx_st_open_select(paths, n_paths, mode, NULL, progress, out, err);
 }
 
 qhx_status qhx_st_open_select(const char *const *paths, int n_paths, qhx_file_mode mode, const char *const *skip,
-                              qhx_st_set **out, qhx_error *err) {
+                              qhx_load_progress *progress, qhx_st_set **out, qhx_error *err) {
     *out = NULL;
     if (n_paths < 1 || n_paths > QHX_ST_MAX_SHARDS) return qhx_fail(err, QHX_E_ARG, "safetensors: %d paths", n_paths);
     qhx_st_set *s = set_new();
-    if (s) s->mode = mode, s->skip = skip && *skip ? skip : NULL;
+    if (s) s->mode = mode, s->skip = skip && *skip ? skip : NULL, s->progress = progress;
     char **indexes = qhx_calloc((size_t)n_paths, sizeof *indexes);
     qhx_status rc = (!s || !indexes) ? qhx_fail(err, QHX_E_NOMEM, "out of memory") : QHX_OK;
     for (int i = 0; rc == QHX_OK && i < n_paths; i++) rc = open_into(s, paths[i], &indexes[i], err);
@@ -519,7 +527,7 @@ qhx_status qhx_st_open_select(const char *const *paths, int n_paths, qhx_file_mo
         if (indexes[i]) rc = index_pass(s, indexes[i], true, err);
     for (int i = 0; indexes && i < n_paths; i++) qhx_free(indexes[i]);
     qhx_free(indexes);
-    if (s) s->skip = NULL; /* the caller's list is not kept */
+    if (s) s->skip = NULL, s->progress = NULL; /* the caller's list and progress are not kept */
     if (rc != QHX_OK) {
         qhx_st_free(s);
         return rc;

@@ -50,13 +50,19 @@ qhx_status qhx_st_open_many(const char *const *paths, int n_paths, qhx_st_set **
 qhx_status qhx_st_open_many_mode(const char *const *paths, int n_paths, qhx_file_mode mode,
                                  qhx_st_set **out /* OUT */, qhx_error *err);
 
+/* The same, reporting the bytes brought into memory to progress (NULL: none; borrowed for the
+ * call only; core/file.h). */
+qhx_status qhx_st_open_many_progress(const char *const *paths, int n_paths, qhx_file_mode mode,
+                                     qhx_load_progress *progress, qhx_st_set **out /* OUT */, qhx_error *err);
+
 /* The same, leaving out every tensor whose name starts with one of the `skip` prefixes
  * (NULL-terminated list; NULL or empty = none): the set does not list them, and their bytes are
  * never read (QHX_FILE_READ reads only the kept tensors' ranges into a buffer whose other pages
  * stay untouched) or paged in (QHX_FILE_MAP_POPULATE populates only the kept ranges). The list
- * must outlive the call only. */
+ * must outlive the call only; progress as qhx_st_open_many_progress. */
 qhx_status qhx_st_open_select(const char *const *paths, int n_paths, qhx_file_mode mode,
-                              const char *const *skip, qhx_st_set **out /* OUT */, qhx_error *err);
+                              const char *const *skip, qhx_load_progress *progress,
+                              qhx_st_set **out /* OUT */, qhx_error *err);
 
 void qhx_st_free(qhx_st_set *set); /* NULL allowed; unmaps */
 

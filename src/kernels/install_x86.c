@@ -53,20 +53,47 @@ void qhx_kern_install_x86_i8x(qhx_kernels *k, qhx_isa max_isa, const qhx_cpu_inf
     }
 }
 
+/* Which build of the int8 kernels, by measured speed (BENCHMARKS.md, "AVX-512 and VNNI: the
+ * kernel per slot"; AMD EPYC Zen 5, 1 thread, cpu figures):
+ *   prefill GEMM: AVX-512 VNNI where the table is AVX-512 (190-380 GFLOP/s at the 2B shapes),
+ *     else AVX-VNNI (145-205), else AVX2 (112-185);
+ *   Q4 decode matvec: AVX-VNNI (64 G weights/s in L2), else AVX2 (57). The 512-bit
+ *     q4i8x_avx512.c measured 33 and is not installed, on AVX-512 tables either.
+ * All builds of one kernel return the same bits, so the choice changes speed only. The rule is
+ * by feature, the same on every x86 vendor: it was measured on Zen 5 only (BENCHMARKS.md). */
+typedef struct int8_set {
+    qhx_matmul_fn prefill_q8, prefill_q4;
+    qhx_matvec_fn decode_q4;
+} int8_set;
+
+static int8_set int8_kernels(const qhx_kernels *k, unsigned f) {
+    int vnni512 = k->isa == QHX_ISA_AVX512 && (f & QHX_CPU_AVX512_VNNI);
+    int avxvnni = (f & QHX_CPU_AVX_VNNI) != 0;
+    int8_set s;
+    s.prefill_q8 = vnni512   ? qhx_k_matmul_q8_i8gemm_avx512
+                   : avxvnni ? qhx_k_matmul_q8_i8gemm_avxvnni
+                             : qhx_k_matmul_q8_i8gemm_avx2;
+    s.prefill_q4 = vnni512   ? qhx_k_matmul_q4_i8gemm_avx512
+                   : avxvnni ? qhx_k_matmul_q4_i8gemm_avxvnni
+                             : qhx_k_matmul_q4_i8gemm_avx2;
+    s.decode_q4 = avxvnni ? qhx_k_matvec_q4_i8x_avxvnni : qhx_k_matvec_q4_i8x_avx2;
+    return s;
+}
+
 void qhx_kern_install_x86_int8(qhx_kernels *k, unsigned prefill_formats, unsigned decode_formats, qhx_isa max_isa,
                                 const qhx_cpu_info *cpu) {
     qhx_cpu_info detected;
-    /* only over the AVX2 table: the AVX-512 kernels have not been measured against these */
-    if (!(prefill_formats | decode_formats) || k->isa != QHX_ISA_AVX2) return;
+    if (!(prefill_formats | decode_formats) || (k->isa != QHX_ISA_AVX2 && k->isa != QHX_ISA_AVX512)) return;
     if (!cpu) {
         qhx_cpu_detect(&detected);
         cpu = &detected;
     }
     if (max_isa != QHX_ISA_AVX2 && max_isa != QHX_ISA_AVX512 && max_isa != QHX_ISA_BEST) return;
     if ((cpu->features & QHX_CPU_GROUP_AVX2) != QHX_CPU_GROUP_AVX2) return;
-    if (prefill_formats & (1u << QHX_W_Q8)) k->matmul[QHX_W_Q8] = qhx_k_matmul_q8_i8gemm_avx2;
-    if (prefill_formats & (1u << QHX_W_Q4)) k->matmul[QHX_W_Q4] = qhx_k_matmul_q4_i8gemm_avx2;
-    if (decode_formats & (1u << QHX_W_Q4)) k->matvec[QHX_W_Q4] = qhx_k_matvec_q4_i8x_avx2;
+    int8_set s = int8_kernels(k, cpu->features);
+    if (prefill_formats & (1u << QHX_W_Q8)) k->matmul[QHX_W_Q8] = s.prefill_q8;
+    if (prefill_formats & (1u << QHX_W_Q4)) k->matmul[QHX_W_Q4] = s.prefill_q4;
+    if (decode_formats & (1u << QHX_W_Q4)) k->matvec[QHX_W_Q4] = s.decode_q4;
 }
 
 #else

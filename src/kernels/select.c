@@ -67,6 +67,7 @@ void qhx_kern_select(qhx_isa max_isa, qhx_kernels *k) {
         k->f16_to_f32 = qhx_k_f16_to_f32_f16c;
         k->f32_to_f16 = qhx_k_f32_to_f16_f16c;
     }
+    if (k->isa == QHX_ISA_AVX512) k->delta_chunked = qhx_k_delta_chunked_f32_avx512; /* same bits, faster */
     if (k->isa == QHX_ISA_AVX2) {
         /* decode of quantized weights: int16 activations */
         k->matvec[QHX_W_Q8] = qhx_k_matvec_q8_x16_avx2;

@@ -11,6 +11,7 @@
 #include "text/tokenizer.h"
 
 #include <string.h>
+#include <sys/stat.h>
 
 qhx_model_params qhx_model_default_params(void) {
     qhx_model_params p = {.max_isa = QHX_ISA_BEST, .n_threads = 0, .weights = QHX_WEIGHTS_DEFAULT,
@@ -19,15 +20,16 @@ qhx_model_params qhx_model_default_params(void) {
     return p;
 }
 
-/* How the weights of a weights mode come into memory. The default is the faster of the two on
- * the development machine (BENCHMARKS.md, "Weights in memory"). */
+/* How the weights of a weights mode come into memory. The default decides per file: mapped when
+ * the page cache holds it, read otherwise (core/file.h QHX_FILE_AUTO; BENCHMARKS.md, "Weights
+ * in memory"). */
 static qhx_file_mode file_mode(qhx_weights_mode w) {
     switch (w) {
     case QHX_WEIGHTS_MMAP: return QHX_FILE_MAP_POPULATE;
     case QHX_WEIGHTS_READ: return QHX_FILE_READ;
     case QHX_WEIGHTS_DEFAULT: break;
     }
-    return QHX_FILE_READ;
+    return QHX_FILE_AUTO;
 }
 
 /* Tensors no graph of the plan reads, by name prefix: the multi-token-prediction block (never
@@ -41,7 +43,9 @@ static const char *const *unused_prefixes(const qhx_plan *plan) {
 }
 
 /* Open every safetensors artifact of the plan (decoder, embedding, lm-head, vision) as one set. */
-static qhx_status open_weights(const qhx_plan *plan, qhx_weights_mode wmode, qhx_st_set **out, qhx_error *err) {
+static qhx_status open_weights(const qhx_plan *plan, qhx_weights_mode wmode,
+                               void (*progress_fn)(void *, uint64_t, uint64_t), void *progress_user,
+                               qhx_st_set **out, qhx_error *err) {
     const char *paths[QHX_ART_ROLE_COUNT];
     int n = 0;
     for (int r = 0; r < QHX_ART_ROLE_COUNT; r++) {
@@ -53,7 +57,13 @@ static qhx_status open_weights(const qhx_plan *plan, qhx_weights_mode wmode, qhx
         if (!f->path) return qhx_fail(err, QHX_E_ARG, "%s: artifacts.%s: no path", plan->label, qhx_art_role_name((qhx_art_role)r));
         paths[n++] = f->path;
     }
-    return qhx_st_open_select(paths, n, file_mode(wmode), unused_prefixes(plan), out, err);
+    qhx_load_progress pr = {.fn = progress_fn, .user = progress_user};
+    for (int i = 0; i < n; i++) {
+        struct stat st;
+        if (stat(paths[i], &st) == 0 && S_ISREG(st.st_mode)) pr.total += (uint64_t)st.st_size;
+    }
+    /* total counts whole files; the left-out tensors' bytes are never loaded, so done may end short of it */
+    return qhx_st_open_select(paths, n, file_mode(wmode), unused_prefixes(plan), progress_fn ? &pr : NULL, out, err);
 }
 
 /* Bind the family's weights; the family decides from the text config. */
@@ -65,11 +75,11 @@ static qhx_status open_family(qhx_model *m, const qhx_plan *plan, qhx_error *err
     case QHX_FAMILY_QWEN3_5:
         m->family = QHX_FAMILY_QWEN3_5;
         if ((rc = qhx_qwen35_parse_config(plan->config, label, &m->cfg, err))) return rc;
-        if ((rc = open_weights(plan, m->params.weights, &set, err))) return rc;
+        if ((rc = open_weights(plan, m->params.weights, m->params.load_progress, m->params.load_progress_user, &set, err))) return rc;
         return qhx_qwen35_open(m, set, plan->label, err);
     case QHX_FAMILY_QWEN3_VL:
         m->family = QHX_FAMILY_QWEN3_VL;
-        if ((rc = open_weights(plan, m->params.weights, &set, err))) return rc;
+        if ((rc = open_weights(plan, m->params.weights, m->params.load_progress, m->params.load_progress_user, &set, err))) return rc;
         return qhx_qwen3vl_open(m, plan->config, label, set,
                                 plan->preprocessor.present ? plan->preprocessor.path : NULL, err);
     default:

@@ -22,10 +22,12 @@ static void lin_task(void *ctx, int64_t task, int thread_index) {
 }
 
 /* Rows per piece: several pieces per thread so a thread slowed by a neighbour on a shared
- * machine hands work to the others; never less than one row tile per piece. */
-static int64_t row_chunk(int64_t rows, int64_t nt) {
+ * machine hands work to the others; never less than one row tile per piece. Prefill (n > 1)
+ * cuts 4 pieces per thread instead of 8: the int8 GEMMs quantize X once per piece, which at
+ * 8 pieces cost a fifth of the GEMM's time (BENCHMARKS.md, "AVX-512 and VNNI"). */
+static int64_t row_chunk(int64_t rows, int64_t nt, int64_t n) {
     if (nt <= 1) return rows > 0 ? rows : 1;
-    int64_t per = rows / (8 * nt);
+    int64_t per = rows / ((n > 1 ? 4 : 8) * nt);
     return per < QHX_PAR_ROW_ALIGN ? QHX_PAR_ROW_ALIGN : per - per % QHX_PAR_ROW_ALIGN;
 }
 
@@ -40,7 +42,7 @@ static void lin_rows(const qhx_kernels *k, const qhx_weight *w, const float *X, 
 void qhx_par_linear(struct qhx_pool *pool, const qhx_kernels *k, const qhx_weight *w, const float *X,
                     int64_t ldx, float *Y, int64_t ldy, int64_t n) {
     const int64_t rows = w->rows, nt = qhx_pool_n_threads(pool);
-    int64_t chunk = row_chunk(rows, nt);
+    int64_t chunk = row_chunk(rows, nt, n);
     if (chunk >= rows) {
         if (n == 1)
             k->matvec[w->fmt](w, X, Y, 0, rows);
@@ -87,7 +89,7 @@ static void lins_run(struct qhx_pool *pool, lins_job *j) {
     int n_layers = j->swiglu ? 1 : j->n_ls; /* with SwiGLU the up rows ride along with the gate's */
     j->first[0] = 0;
     for (int i = 0; i < n_layers; i++) {
-        j->chunk[i] = row_chunk(j->ls[i].w->rows, nt);
+        j->chunk[i] = row_chunk(j->ls[i].w->rows, nt, j->n);
         j->first[i + 1] = j->first[i] + (j->ls[i].w->rows + j->chunk[i] - 1) / j->chunk[i];
     }
     for (int i = n_layers; i < MAX_LINS; i++) j->first[i + 1] = j->first[n_layers];

@@ -31,6 +31,13 @@ done
   fail "bench --ctx: $(cat "$T/err")"
 grep -q '"ctx": 40,' "$T/json" && grep -q '"isa": "ref"' "$T/json" || fail "--ctx/--isa: $(cat "$T/json")"
 
+# --isa A,B: one JSON object per instruction set, in the order given; a bad name in the list is refused
+"$BIN" bench -m "$M" --pp 4 --tg 2 --reps 1 --bw-passes 0 --isa ref,best --json >"$T/json" 2>"$T/err" ||
+  fail "bench --isa ref,best: $(cat "$T/err")"
+[ "$(wc -l <"$T/json")" = 2 ] && head -1 "$T/json" | grep -q '"isa": "ref"' || fail "--isa list: $(cat "$T/json")"
+"$BIN" bench -m "$M" --pp 1 --tg 1 --reps 1 --bw-passes 0 --isa ref,z80 >/dev/null 2>"$T/err"; [ $? = 2 ] ||
+  fail "bad name in an --isa list"
+
 "$BIN" bench -m "$M" --ctx-compare 8,300 --tg 8 --reps 1 --bw-passes 0 --json >"$T/json" 2>"$T/err" ||
   fail "bench --ctx-compare: $(cat "$T/err")"
 grep -q '"ratio_b_over_a": ' "$T/json" && [ "$(wc -l <"$T/json")" = 1 ] || fail "--ctx-compare json: $(cat "$T/json")"

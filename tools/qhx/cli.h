@@ -61,6 +61,16 @@ int qhx_cli_parse_prefill_math(const char *s, qhx_prefill_math *out);
 /* --kv: "f32", "f16" or "q8" (qhx_kv_type). 0 on success, -1 otherwise. */
 int qhx_cli_parse_kv(const char *s, qhx_kv_type *out);
 
+/* A load progress line on stderr ("loading weights: 1.2 / 4.8 GB (25 %)"), shown only when stderr
+ * is a terminal and the load has taken more than a second. attach sets mp->load_progress to it
+ * (pr must outlive qhx_model_open); end finishes the line, if one was shown, with the time. */
+typedef struct qhx_cli_progress {
+    double t0, last; /* start and last redraw, seconds */
+    int tty, shown;
+} qhx_cli_progress;
+void qhx_cli_progress_attach(qhx_model_params *mp, qhx_cli_progress *pr /* OUT */);
+void qhx_cli_progress_end(qhx_cli_progress *pr);
+
 /* An output file that appears whole or not at all. open: a temporary file beside path (path
  * itself when it exists and is not a regular file, e.g. /dev/null); commit: flush, sync, close,
  * rename into place (on failure the temporary file is removed); abort: close and remove it.

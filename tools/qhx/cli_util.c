@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 /* Write s with control characters (a newline in an argument or a file name) as '?', so an
  * error stays on one line. */
@@ -298,4 +299,39 @@ void qhx_cli_out_abort(qhx_cli_out *o) {
     qhx_free(o->tmp);
     o->f = NULL;
     o->tmp = NULL;
+}
+
+/* ---- load progress line ---------------------------------------------------------------------- */
+
+static double mono_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Redraw at most 5 times a second; the last call (done >= total) always draws. */
+static void progress_draw(void *user, uint64_t done, uint64_t total) {
+    qhx_cli_progress *pr = user;
+    double now = mono_s();
+    if (!pr->tty || now - pr->t0 < 1.0) return;
+    if (pr->shown && now - pr->last < 0.2 && done < total) return;
+    if (total < done) total = done;
+    fprintf(stderr, "\rloading weights: %.1f / %.1f GB (%d %%)", (double)done / 1e9, (double)total / 1e9,
+            total ? (int)(100.0 * (double)done / (double)total) : 100);
+    fflush(stderr);
+    pr->shown = 1;
+    pr->last = now;
+}
+
+void qhx_cli_progress_attach(qhx_model_params *mp, qhx_cli_progress *pr) {
+    memset(pr, 0, sizeof *pr);
+    pr->tty = isatty(STDERR_FILENO);
+    pr->t0 = mono_s();
+    mp->load_progress = progress_draw;
+    mp->load_progress_user = pr;
+}
+
+void qhx_cli_progress_end(qhx_cli_progress *pr) {
+    if (pr->shown) fprintf(stderr, ", %.1f s\n", mono_s() - pr->t0);
+    pr->shown = 0;
 }

@@ -138,7 +138,7 @@ static qhx_status bench_image(const qhx_model *m, const char *path, double *ms, 
 
 static void usage(FILE *f) {
     fprintf(f, "usage: qhx bench -m MODEL [--pp N] [--tg N] [--ctx N] [--threads N] [--reps N]\n"
-               "                 [--weights mmap|read] [--isa ref|avx2|avx512|neon|best] [--image FILE]\n"
+               "                 [--weights mmap|read] [--isa ISA[,ISA...]] [--image FILE]\n"
                "                 [--prefill-math default|f32|int8] [--decode-math default|f32|int8] [--json]\n"
                "       qhx bench tokenizer ...\n"
                "  --pp N       prompt tokens for the prefill figure (default 512; 0: skip)\n"
@@ -162,7 +162,33 @@ static void usage(FILE *f) {
                "  --json       one JSON object instead of the table\n");
 }
 
+static int bench_one(int argc, char **argv);
+
+/* --isa A,B,...: the whole benchmark once per instruction set (ref, avx2, avx512, neon, best), one
+ * after the other in this process, so the kernel tables of one machine are compared in one run
+ * (e.g. --isa avx2,avx512 on an AVX-512 CPU). */
 int qhx_bench_model(int argc, char **argv) {
+    int at = -1;
+    for (int i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "--isa") && strchr(argv[i + 1], ',')) at = i + 1;
+    if (at < 0) return bench_one(argc, argv);
+    char list[128];
+    if (strlen(argv[at]) >= sizeof list) return qhx_cli_usage_error(CMD, "--isa: list too long");
+    snprintf(list, sizeof list, "%s", argv[at]);
+    char **args = malloc((size_t)argc * sizeof *args);
+    if (!args) return QHX_EXIT_RUNTIME;
+    memcpy(args, argv, (size_t)argc * sizeof *args);
+    int rc = QHX_EXIT_OK;
+    for (char *save = NULL, *isa = strtok_r(list, ",", &save); isa && rc == QHX_EXIT_OK;
+         isa = strtok_r(NULL, ",", &save)) {
+        args[at] = isa;
+        rc = bench_one(argc, args);
+    }
+    free(args);
+    return rc;
+}
+
+static int bench_one(int argc, char **argv) {
     const char *model = NULL, *wname = "default", *isa_name = "best", *math_name = "default", *image = NULL;
     const char *dmath_name = "default";
     int64_t pp = 512, tg = 128, ctx = -1, threads = 0, reps = 3, bw_passes = 5, cmp_a = -1, cmp_b = -1;
@@ -268,7 +294,11 @@ int qhx_bench_model(int argc, char **argv) {
     for (int64_t r = 0; r < reps; r++) {
         qhx_model *m = NULL;
         double t = now_ms();
-        if (qhx_model_open(model, &mp, &m, &err)) {
+        qhx_cli_progress lp;
+        qhx_cli_progress_attach(&mp, &lp);
+        qhx_status open_rc = qhx_model_open(model, &mp, &m, &err);
+        qhx_cli_progress_end(&lp);
+        if (open_rc) {
             rc = qhx_cli_runtime_error(CMD, &err);
             goto out;
         }

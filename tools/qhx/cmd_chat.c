@@ -403,7 +403,11 @@ static int open_chat(chat *c, qhx_error *err) {
     if (qhx_cli_check_model_path(c->run.model, err)) return qhx_cli_runtime_error(CMD, err);
     uint64_t t0 = qhx_time_ns();
     qhx_model_params mp = qhx_run_model_params(&c->run);
-    if (qhx_model_open(c->run.model, &mp, &c->m, err)) return qhx_cli_runtime_error(CMD, err);
+    qhx_cli_progress lp; /* a load progress line on a terminal once loading takes a second */
+    qhx_cli_progress_attach(&mp, &lp);
+    qhx_status open_rc = qhx_model_open(c->run.model, &mp, &c->m, err);
+    qhx_cli_progress_end(&lp);
+    if (open_rc) return qhx_cli_runtime_error(CMD, err);
     c->load_s = (double)(qhx_time_ns() - t0) / 1e9;
     if (c->run.think >= 0 && c->m->family == QHX_FAMILY_QWEN3_VL)
         return qhx_cli_usage_error(CMD, "--think/--no-think: Qwen3-VL Instruct has no thinking mode");

@@ -339,7 +339,11 @@ static int run_all(run *r) {
     if (qhx_cli_check_model_path(a->run.model, err)) return qhx_cli_runtime_error(CMD, err);
     uint64_t t0 = qhx_time_ns();
     qhx_model_params mp = qhx_run_model_params(&a->run);
-    if (qhx_model_open(a->run.model, &mp, &r->m, err)) return qhx_cli_runtime_error(CMD, err);
+    qhx_cli_progress lp; /* a load progress line on a terminal once loading takes a second */
+    qhx_cli_progress_attach(&mp, &lp);
+    qhx_status open_rc = qhx_model_open(a->run.model, &mp, &r->m, err);
+    qhx_cli_progress_end(&lp);
+    if (open_rc) return qhx_cli_runtime_error(CMD, err);
     r->load_s = (double)(qhx_time_ns() - t0) / 1e9;
     if ((rc = check_model_options(r)) >= 0) return rc;
     if (qhx_run_context_of(r->m, &a->run, &r->ctx, err)) return qhx_cli_runtime_error(CMD, err);

@@ -90,7 +90,11 @@ int qhx_cmd_logits(int argc, char **argv) {
     qhx_model_params mp = qhx_model_default_params();
     mp.n_threads = (int)threads;
     mp.kv_cache = a.kv;
-    if (qhx_model_open(model_dir, &mp, &m, &err)) goto fail;
+    qhx_cli_progress lp;
+    qhx_cli_progress_attach(&mp, &lp);
+    qhx_status open_rc = qhx_model_open(model_dir, &mp, &m, &err);
+    qhx_cli_progress_end(&lp);
+    if (open_rc) goto fail;
     qhx_run_opts defaults;
     qhx_run_opts_init(&defaults);
     qhx_run_context ctx;

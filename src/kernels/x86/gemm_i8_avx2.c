@@ -42,6 +42,7 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "kernels/x86/i8_panel_avx2.h"
 #include "kernels/x86/ops_x86.h"
 #include "kernels/x86/quant_x_avx2.h"
 #include "kernels/x86/tile_avx2.h"
@@ -54,6 +55,19 @@
 /* The quad loop must stay a loop: unrolled, the compiler reassociates the integer sums into
  * trees whose partial products no longer fit in 16 registers (2x slower, measured). */
 #define NO_UNROLL _Pragma("GCC unroll 1")
+
+/* The same body builds twice: here for AVX2, and from gemm_i8_avxvnni.c (QHX_I8_AVXVNNI, with
+ * -mavxvnni) where one vpdpbusd replaces the vpmaddubsw + vpmaddwd + add of a quad. vpdpbusd
+ * adds the four u8 x s8 products of a lane straight into int32 (no int16 step, no saturation),
+ * so it gives the same integers as the AVX2 sequence, whose int16 sums never saturate (bounds
+ * above): both builds return the same bits. For Q8 the VNNI build packs w + 128 (unsigned,
+ * w ^ 0x80) and takes off 128 * sum q per block (16 * sum8): one instruction per quad instead of
+ * |w| and a sign step. */
+#ifdef QHX_I8_AVXVNNI
+#define I8GEMM_NAME(f) f##_avxvnni
+#else
+#define I8GEMM_NAME(f) f##_avx2
+#endif
 
 #define KC 256         /* columns per column block */
 #define NBK (KC / 32)  /* quantization blocks per column block */
@@ -89,36 +103,6 @@ typedef struct w_panel {
     _Alignas(32) float s[NR];             /* Q8: row scales; 0 for rows past the end */
 } w_panel;
 
-/* 8 x 8 transpose of 32-bit elements: in v[i] element j is row i's quad j; out v[j] holds quad
- * j of rows 0..7. */
-AI void transpose_quads(__m256i v[8]) {
-    __m256i t0 = _mm256_unpacklo_epi32(v[0], v[1]), t1 = _mm256_unpackhi_epi32(v[0], v[1]);
-    __m256i t2 = _mm256_unpacklo_epi32(v[2], v[3]), t3 = _mm256_unpackhi_epi32(v[2], v[3]);
-    __m256i t4 = _mm256_unpacklo_epi32(v[4], v[5]), t5 = _mm256_unpackhi_epi32(v[4], v[5]);
-    __m256i t6 = _mm256_unpacklo_epi32(v[6], v[7]), t7 = _mm256_unpackhi_epi32(v[6], v[7]);
-    __m256i u0 = _mm256_unpacklo_epi64(t0, t2), u1 = _mm256_unpackhi_epi64(t0, t2);
-    __m256i u2 = _mm256_unpacklo_epi64(t1, t3), u3 = _mm256_unpackhi_epi64(t1, t3);
-    __m256i u4 = _mm256_unpacklo_epi64(t4, t6), u5 = _mm256_unpackhi_epi64(t4, t6);
-    __m256i u6 = _mm256_unpacklo_epi64(t5, t7), u7 = _mm256_unpackhi_epi64(t5, t7);
-    v[0] = _mm256_permute2x128_si256(u0, u4, 0x20);
-    v[1] = _mm256_permute2x128_si256(u1, u5, 0x20);
-    v[2] = _mm256_permute2x128_si256(u2, u6, 0x20);
-    v[3] = _mm256_permute2x128_si256(u3, u7, 0x20);
-    v[4] = _mm256_permute2x128_si256(u0, u4, 0x31);
-    v[5] = _mm256_permute2x128_si256(u1, u5, 0x31);
-    v[6] = _mm256_permute2x128_si256(u2, u6, 0x31);
-    v[7] = _mm256_permute2x128_si256(u3, u7, 0x31);
-}
-
-/* The 32 codes of row `row`, columns [k, k + 32): Q8 bytes as stored; Q4 nibbles (0..15) in
- * column order (docs/formats.md: byte i holds value i low and value i + 16 high). */
-AI __m256i load_codes(const qhx_weight *w, int q4, int64_t row, int64_t k) {
-    if (!q4) return _mm256_loadu_si256((const __m256i *)((const int8_t *)w->data + row * w->cols + k));
-    __m128i b = _mm_loadu_si128((const __m128i *)((const uint8_t *)w->data + row * (w->cols / 2) + k / 2));
-    const __m128i lo4 = _mm_set1_epi8(0x0f);
-    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(b, 4), lo4), _mm_and_si128(b, lo4));
-}
-
 /* Panel of rows [r, r + nr) (nr <= NR; missing rows are zeros), columns [k0, k0 + 32 nb). */
 static void pack_panel(const qhx_weight *w, int q4, int64_t r, int nr, int64_t k0, int nb, w_panel *P) {
     for (int h = 0; h < 2; h++)
@@ -126,6 +110,10 @@ static void pack_panel(const qhx_weight *w, int q4, int64_t r, int nr, int64_t k
             __m256i v[8];
             for (int i = 0; i < 8; i++)
                 v[i] = 8 * h + i < nr ? load_codes(w, q4, r + 8 * h + i, k0 + 32 * b) : _mm256_setzero_si256();
+#ifdef QHX_I8_AVXVNNI
+            if (!q4) /* w + 128 as unsigned; rows past the end become 128, times 0 row scale */
+                for (int i = 0; i < 8; i++) v[i] = _mm256_xor_si256(v[i], _mm256_set1_epi8((char)0x80));
+#endif
             transpose_quads(v);
             for (int j = 0; j < 8; j++) _mm256_store_si256((__m256i *)P->c[b][j][h], v[j]);
         }
@@ -151,6 +139,7 @@ AI __m256i bcast_quad(const int8_t *q) {
 AI void tile_q8(const w_panel *P, const xq_chunk *xq, int t0, int T, int nb, float *Y, int64_t ldy, int nr,
                 int first, int last) {
     const __m256i ones = _mm256_set1_epi16(1);
+    (void)ones; /* unused by the VNNI build */
     __m256 acc[TT_MAX][2];
     tile_acc_load(acc, Y, ldy, T, nr, first);
     for (int b = 0; b < nb; b++) {
@@ -161,6 +150,14 @@ AI void tile_q8(const w_panel *P, const xq_chunk *xq, int t0, int T, int nb, flo
         for (int j = 0; j < 8; j++) {
             __m256i w0 = _mm256_load_si256((const __m256i *)P->c[b][j][0]);
             __m256i w1 = _mm256_load_si256((const __m256i *)P->c[b][j][1]);
+#ifdef QHX_I8_AVXVNNI
+            UNROLL
+            for (int t = 0; t < T; t++) {
+                __m256i x = bcast_quad(&xq->q[t0 + t][32 * b + 4 * j]);
+                s[t][0] = _mm256_dpbusd_avx_epi32(s[t][0], w0, x); /* (w + 128) x */
+                s[t][1] = _mm256_dpbusd_avx_epi32(s[t][1], w1, x);
+            }
+#else
             __m256i a0 = _mm256_abs_epi8(w0), a1 = _mm256_abs_epi8(w1);
             UNROLL
             for (int t = 0; t < T; t++) {
@@ -170,9 +167,15 @@ AI void tile_q8(const w_panel *P, const xq_chunk *xq, int t0, int T, int nb, flo
                 s[t][0] = _mm256_add_epi32(s[t][0], _mm256_madd_epi16(p0, ones));
                 s[t][1] = _mm256_add_epi32(s[t][1], _mm256_madd_epi16(p1, ones));
             }
+#endif
         }
         UNROLL
         for (int t = 0; t < T; t++) {
+#ifdef QHX_I8_AVXVNNI
+            __m256i off = _mm256_set1_epi32(16 * xq->sum8[t0 + t][b]); /* 128 sum q */
+            s[t][0] = _mm256_sub_epi32(s[t][0], off);
+            s[t][1] = _mm256_sub_epi32(s[t][1], off);
+#endif
             __m256 dx = _mm256_broadcast_ss(&xq->dx[t0 + t][b]);
             acc[t][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[t][0]), dx, acc[t][0]);
             acc[t][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[t][1]), dx, acc[t][1]);
@@ -185,6 +188,7 @@ AI void tile_q8(const w_panel *P, const xq_chunk *xq, int t0, int T, int nb, flo
 AI void tile_q4(const w_panel *P, const xq_chunk *xq, int t0, int T, int nb, float *Y, int64_t ldy, int nr,
                 int first) {
     const __m256i ones = _mm256_set1_epi16(1);
+    (void)ones; /* unused by the VNNI build */
     __m256 acc[TT_MAX][2];
     tile_acc_load(acc, Y, ldy, T, nr, first);
     for (int b = 0; b < nb; b++) {
@@ -198,8 +202,13 @@ AI void tile_q4(const w_panel *P, const xq_chunk *xq, int t0, int T, int nb, flo
             UNROLL
             for (int t = 0; t < T; t++) {
                 __m256i x = bcast_quad(&xq->q[t0 + t][32 * b + 4 * j]);
-                s[t][0] = _mm256_add_epi16(s[t][0], _mm256_maddubs_epi16(c0, x));
+#ifdef QHX_I8_AVXVNNI
+                s[t][0] = _mm256_dpbusd_avx_epi32(s[t][0], c0, x); /* int32 lanes */
+                s[t][1] = _mm256_dpbusd_avx_epi32(s[t][1], c1, x);
+#else
+                s[t][0] = _mm256_add_epi16(s[t][0], _mm256_maddubs_epi16(c0, x)); /* int16 pairs */
                 s[t][1] = _mm256_add_epi16(s[t][1], _mm256_maddubs_epi16(c1, x));
+#endif
             }
         }
         __m256 d0 = _mm256_load_ps(P->d[b]), d1 = _mm256_load_ps(P->d[b] + 8);
@@ -207,8 +216,12 @@ AI void tile_q4(const w_panel *P, const xq_chunk *xq, int t0, int T, int nb, flo
         for (int t = 0; t < T; t++) {
             __m256 dx = _mm256_broadcast_ss(&xq->dx[t0 + t][b]);
             __m256i off = _mm256_set1_epi32(xq->sum8[t0 + t][b]);
+#ifdef QHX_I8_AVXVNNI
+            __m256i i0 = _mm256_sub_epi32(s[t][0], off), i1 = _mm256_sub_epi32(s[t][1], off);
+#else
             __m256i i0 = _mm256_sub_epi32(_mm256_madd_epi16(s[t][0], ones), off);
             __m256i i1 = _mm256_sub_epi32(_mm256_madd_epi16(s[t][1], ones), off);
+#endif
             acc[t][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i0), _mm256_mul_ps(d0, dx), acc[t][0]);
             acc[t][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i1), _mm256_mul_ps(d1, dx), acc[t][1]);
         }
@@ -271,13 +284,13 @@ static void gemm_i8(const qhx_weight *w, int q4, const float *X, int64_t ldx, fl
     }
 }
 
-void qhx_k_matmul_q8_i8gemm_avx2(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy, int64_t n,
+void I8GEMM_NAME(qhx_k_matmul_q8_i8gemm)(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy, int64_t n,
                                  int64_t r0, int64_t r1) {
     if (w->cols % 32) qhx_k_matmul_q8_gemm_avx2(w, X, ldx, Y, ldy, n, r0, r1);
     else gemm_i8(w, 0, X, ldx, Y, ldy, n, r0, r1);
 }
 
-void qhx_k_matmul_q4_i8gemm_avx2(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy, int64_t n,
+void I8GEMM_NAME(qhx_k_matmul_q4_i8gemm)(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy, int64_t n,
                                  int64_t r0, int64_t r1) {
     if (w->group != 32 || w->cols % 32) qhx_k_matmul_q4_gemm_avx2(w, X, ldx, Y, ldy, n, r0, r1);
     else gemm_i8(w, 1, X, ldx, Y, ldy, n, r0, r1);

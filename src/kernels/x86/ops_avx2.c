@@ -1,4 +1,4 @@
-/* kernels/x86/ops_avx2.c: blocked attention (kernels/attn.h) and the recurrent delta-rule step
+/* kernels/x86/ops_avx2.c: blocked attention (kernels/attn.h), the recurrent delta-rule step and the activations
  * with AVX2 + FMA. Built with -mavx2 -mfma -mf16c; installed by kernels/select.c only when the
  * table holds AVX2 (or better) kernels, i.e. after the CPU check. */
 #include <immintrin.h>
@@ -6,59 +6,10 @@
 
 #include "kernels/attn.h"
 #include "kernels/vision.h"
+#include "kernels/x86/exp_avx2.h"
 #include "kernels/x86/ops_x86.h"
 
 #define AI static inline __attribute__((always_inline))
-
-AI float hsum(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
-/* Cephes expf's core: x = n ln 2 + r (n = round(x / ln 2), ln 2 split in two for the
- * subtraction), exp(r) by a degree-5 polynomial; returns exp(r) and sets *n. ~2 ulp. */
-AI __m256 exp_reduce(__m256 x, __m256i *n) {
-    __m256 fx = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
-    r = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), r);
-    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-    *n = _mm256_cvtps_epi32(fx);
-    return _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-}
-
-/* 2^n as a float, for n in [-126, 127]. */
-AI __m256 pow2i(__m256i n) {
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n, _mm256_set1_epi32(127)), 23));
-}
-
-/* exp(x) for x <= 0. Inputs below -87.3 give 0. */
-AI __m256 exp_neg(__m256 x) {
-    const __m256 lo = _mm256_set1_ps(-87.3f);
-    __m256 under = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
-    __m256i n;
-    __m256 p = exp_reduce(_mm256_max_ps(x, lo), &n);
-    return _mm256_andnot_ps(under, _mm256_mul_ps(p, pow2i(n)));
-}
-
-/* exp(x) over the whole float range: 2^n applied as two factors 2^(n/2) 2^(n - n/2), so that
- * results past the float range overflow to +inf and tiny ones underflow gradually (to
- * subnormals, then 0) as expf's do, instead of wrapping the exponent. Inputs are clamped to
- * [-104, 88.8], beyond which both are settled. NaN in gives a finite value here; the callers
- * below carry NaN through x itself. */
-AI __m256 exp_any(__m256 x) {
-    __m256i n;
-    __m256 p = exp_reduce(_mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-104.0f)), _mm256_set1_ps(88.8f)), &n);
-    __m256i n1 = _mm256_srai_epi32(n, 1);
-    return _mm256_mul_ps(_mm256_mul_ps(p, pow2i(n1)), pow2i(_mm256_sub_epi32(n, n1)));
-}
 
 /* silu(x) = x / (1 + exp(-x)), the reference's order of operations. */
 AI __m256 silu8(__m256 x) {
@@ -202,123 +153,6 @@ void qhx_k_delta_step_f32_avx2(float *S, const float *q, const float *k, const f
             _mm256_storeu_ps(Si + m, s);
             _mm256_storeu_ps(o + m, _mm256_add_ps(_mm256_loadu_ps(o + m), _mm256_mul_ps(s, qi)));
         }
-    }
-}
-
-/* ---- chunked delta rule (prefill) ------------------------------------------------------------ */
-
-/* y[0, n) += a * x[0, n), n a multiple of 8 */
-AI void axpy(float *y, float a, const float *x, int64_t n) {
-    __m256 av = _mm256_set1_ps(a);
-    for (int64_t i = 0; i < n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
-}
-
-AI float dot(const float *a, const float *b, int64_t n) {
-    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
-        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
-    }
-    for (; i < n; i += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
-    return hsum(_mm256_add_ps(s0, s1));
-}
-
-/* One chunk of c <= C tokens: the algebra of kernels/ref/delta_ref.c's delta_chunk (spec §5.7)
- * with every inner loop over dk or dv in AVX2 and the decays exp(gam_r - gam_s) computed once.
- * work: qhx_k_delta_chunked_work floats (the reference's layout, then E and ek). */
-static void delta_chunk_avx2(float *S, const float *q, int64_t ldq, const float *k, int64_t ldk, const float *v,
-                             int64_t ldv, const float *beta, const float *g, int64_t ldg, float *o, int64_t ldo,
-                             int64_t c, int64_t dk, int64_t dv, int64_t C, float *work) {
-    float *gam = work;      /* (c,) */
-    float *T = gam + C;     /* (c, c) strictly lower part */
-    float *kb = T + C * C;  /* (c, dk) */
-    float *W = kb + C * dk; /* (c, dk) */
-    float *U = W + C * dk;  /* (c, dv) */
-    float *vnew = U + C * dv;
-    float *qe = vnew + C * dv; /* (dk,) */
-    float *E = qe + dk;        /* (c, c) exp(gam_r - gam_s), s <= r */
-    float *ek = E + C * C;     /* (c,) exp(gam_last - gam_r) */
-    float row[256];            /* (c,) the original row of -A in the substitution */
-
-    for (int64_t r = 0; r < c; r++) gam[r] = (r ? gam[r - 1] : 0.0f) + g[r * ldg];
-    for (int64_t r = 0; r < c; r++) {
-        __m256 gr = _mm256_set1_ps(gam[r]);
-        int64_t s = 0;
-        for (; s + 8 <= r + 1; s += 8)
-            _mm256_storeu_ps(E + r * C + s, exp_neg(_mm256_sub_ps(gr, _mm256_loadu_ps(gam + s))));
-        for (; s <= r; s++) E[r * C + s] = expf(gam[r] - gam[s]);
-    }
-    for (int64_t r = 0; r < c; r++) {
-        __m256 b = _mm256_set1_ps(beta[r * ldg]);
-        for (int64_t i = 0; i < dk; i += 8) _mm256_storeu_ps(kb + r * dk + i, _mm256_mul_ps(_mm256_loadu_ps(k + r * ldk + i), b));
-    }
-    for (int64_t r = 0; r < c; r++)
-        for (int64_t s = 0; s < r; s++) T[r * C + s] = -(dot(kb + r * dk, k + s * ldk, dk) * E[r * C + s]);
-    /* T <- (I + A)^-1 strictly lower part: row_i += row_i (original) . T[:i, :i] */
-    for (int64_t i = 1; i < c; i++) {
-        float *Ti = T + i * C;
-        for (int64_t m = 0; m < i; m++) row[m] = Ti[m];
-        for (int64_t m = 1; m < i; m++) {
-            float a = row[m];
-            const float *Tm = T + m * C;
-            for (int64_t s = 0; s < m; s++) Ti[s] += a * Tm[s];
-        }
-    }
-    /* W = T (beta exp(gam) K) */
-    for (int64_t r = 0; r < c; r++) {
-        float *Wr = W + r * dk;
-        for (int64_t i = 0; i < dk; i += 8) _mm256_storeu_ps(Wr + i, _mm256_setzero_ps());
-        for (int64_t s = 0; s <= r; s++) axpy(Wr, (s == r ? 1.0f : T[r * C + s]) * expf(gam[s]), kb + s * dk, dk);
-    }
-    /* U = T (beta V); then T's space is free for qk[r][s] = (q_r . k_s) exp(gam_r - gam_s) */
-    float *qk = T;
-    for (int64_t r = 0; r < c; r++) {
-        float *Ur = U + r * dv;
-        for (int64_t m = 0; m < dv; m += 8) _mm256_storeu_ps(Ur + m, _mm256_setzero_ps());
-        for (int64_t s = 0; s <= r; s++) axpy(Ur, (s == r ? 1.0f : T[r * C + s]) * beta[s * ldg], v + s * ldv, dv);
-    }
-    for (int64_t r = 0; r < c; r++)
-        for (int64_t s = 0; s <= r; s++) qk[r * C + s] = dot(q + r * ldq, k + s * ldk, dk) * E[r * C + s];
-    /* vnew = U - W S */
-    for (int64_t r = 0; r < c; r++) {
-        float *vr = vnew + r * dv;
-        for (int64_t m = 0; m < dv; m += 8) _mm256_storeu_ps(vr + m, _mm256_setzero_ps());
-        for (int64_t i = 0; i < dk; i++) axpy(vr, W[r * dk + i], S + i * dv, dv);
-        for (int64_t m = 0; m < dv; m += 8)
-            _mm256_storeu_ps(vr + m, _mm256_sub_ps(_mm256_loadu_ps(U + r * dv + m), _mm256_loadu_ps(vr + m)));
-    }
-    /* o_r = (q_r exp(gam_r)) S + sum_{s <= r} qk[r][s] vnew_s */
-    for (int64_t r = 0; r < c; r++) {
-        float *orow = o + r * ldo;
-        float er = expf(gam[r]);
-        for (int64_t i = 0; i < dk; i++) qe[i] = q[r * ldq + i] * er;
-        for (int64_t m = 0; m < dv; m += 8) _mm256_storeu_ps(orow + m, _mm256_setzero_ps());
-        for (int64_t i = 0; i < dk; i++) axpy(orow, qe[i], S + i * dv, dv);
-        for (int64_t s = 0; s <= r; s++) axpy(orow, qk[r * C + s], vnew + s * dv, dv);
-    }
-    /* S <- exp(gam_last) S + sum_r (k_r exp(gam_last - gam_r)) vnew_r^T */
-    float glast = gam[c - 1], elast = expf(glast);
-    for (int64_t r = 0; r < c; r++) ek[r] = expf(glast - gam[r]);
-    __m256 el = _mm256_set1_ps(elast);
-    for (int64_t i = 0; i < dk; i++) {
-        float *Si = S + i * dv;
-        for (int64_t m = 0; m < dv; m += 8) _mm256_storeu_ps(Si + m, _mm256_mul_ps(_mm256_loadu_ps(Si + m), el));
-        for (int64_t r = 0; r < c; r++) axpy(Si, k[r * ldk + i] * ek[r], vnew + r * dv, dv);
-    }
-}
-
-void qhx_k_delta_chunked_f32_avx2(float *S, const float *q, int64_t ldq, const float *k, int64_t ldk, const float *v,
-                                  int64_t ldv, const float *beta, const float *g, int64_t ldg, float *o, int64_t ldo,
-                                  int64_t n, int64_t dk, int64_t dv, int64_t C, float *work) {
-    if (dk % 8 || dv % 8 || C > 256) { /* the vector loops step by 8; row[] holds a chunk */
-        qhx_k_delta_chunked_f32_ref(S, q, ldq, k, ldk, v, ldv, beta, g, ldg, o, ldo, n, dk, dv, C, work);
-        return;
-    }
-    for (int64_t t0 = 0; t0 < n; t0 += C) {
-        int64_t c = n - t0 < C ? n - t0 : C;
-        delta_chunk_avx2(S, q + t0 * ldq, ldq, k + t0 * ldk, ldk, v + t0 * ldv, ldv, beta + t0 * ldg, g + t0 * ldg, ldg,
-                         o + t0 * ldo, ldo, c, dk, dv, C, work);
     }
 }
 

@@ -13,6 +13,12 @@ void qhx_k_delta_step_f32_avx2(float *S, const float *q, const float *k, const f
 void qhx_k_delta_chunked_f32_avx2(float *S, const float *q, int64_t ldq, const float *k, int64_t ldk, const float *v,
                                   int64_t ldv, const float *beta, const float *g, int64_t ldg, float *o, int64_t ldo,
                                   int64_t n, int64_t dk, int64_t dv, int64_t C, float *work);
+/* The same built for AVX-512 (delta_avx512.c): rows of 128 floats in zmm registers for dk = dv =
+ * 128, bitwise the AVX2 build's results; other sizes call the AVX2 build. */
+void qhx_k_delta_chunked_f32_avx512(float *S, const float *q, int64_t ldq, const float *k, int64_t ldk,
+                                    const float *v, int64_t ldv, const float *beta, const float *g, int64_t ldg,
+                                    float *o, int64_t ldo, int64_t n, int64_t dk, int64_t dv, int64_t C,
+                                    float *work);
 
 /* Q8 / Q4 decode matvec with the activation vector as int16 blocks (linear_x16_avx2.c). */
 void qhx_k_matvec_q8_x16_avx2(const qhx_weight *w, const float *x, float *y, int64_t r0, int64_t r1);

@@ -29,6 +29,17 @@
  * any optimisation level, not only -O3. */
 #define UNROLL _Pragma("GCC unroll 32")
 
+/* The same body builds twice: here for AVX2, and from q4i8x_avxvnni.c (QHX_I8_AVXVNNI, with
+ * -mavxvnni), where two vpdpbusd replace the two vpmaddubsw, their add and the vpmaddwd of a
+ * pair of groups, starting from -8 sum q (off is stored negated there). vpdpbusd adds the u8 x
+ * s8 products of a lane straight into int32, the AVX2 int16 sums never saturate: the same
+ * integers, so both builds return the same bits. */
+#ifdef QHX_I8_AVXVNNI
+#define Q4I8X_NAME(f) f##_avxvnni
+#else
+#define Q4I8X_NAME(f) f##_avx2
+#endif
+
 /* Stack room for one quantized activation row. */
 #define QX_MAX_COLS 8192
 
@@ -59,7 +70,11 @@ static void quantize_x(const float *x, int64_t cols, qx_row *o) {
         _mm_store_si128((__m128i *)(o->hi + at), q_hi);
         /* lane j of this half multiplies codes 4j..4j+3 and 16+4j..16+4j+3 */
         __m128i pairs = _mm_add_epi16(_mm_maddubs_epi16(ones8, q_lo), _mm_maddubs_epi16(ones8, q_hi));
-        _mm_store_si128((__m128i *)(o->off + at / 4), _mm_slli_epi32(_mm_madd_epi16(pairs, ones16), 3));
+        __m128i off = _mm_slli_epi32(_mm_madd_epi16(pairs, ones16), 3);
+#ifdef QHX_I8_AVXVNNI
+        off = _mm_sub_epi32(_mm_setzero_si128(), off);
+#endif
+        _mm_store_si128((__m128i *)(o->off + at / 4), off);
     }
 }
 
@@ -73,23 +88,37 @@ AI float hsum8(__m256 v) {
 /* Exact integer dot products of one pair of groups (32 packed bytes at p) with pair `pair` of
  * qx: lanes 0-3 hold group 2p's four partial sums of (u - 8) q, lanes 4-7 group 2p + 1's. */
 AI __m256i pair_dot(const uint8_t *p, const qx_row *qx, int64_t pair) {
-    const __m256i mask = _mm256_set1_epi8(0x0f), ones16 = _mm256_set1_epi16(1);
+    const __m256i mask = _mm256_set1_epi8(0x0f);
     __m256i b = _mm256_loadu_si256((const __m256i *)p);
     __m256i u_lo = _mm256_and_si256(b, mask), u_hi = _mm256_and_si256(_mm256_srli_epi16(b, 4), mask);
+#ifdef QHX_I8_AVXVNNI
+    __m256i s = _mm256_load_si256((const __m256i *)(qx->off + 8 * pair)); /* -8 sum q */
+    s = _mm256_dpbusd_avx_epi32(s, u_lo, _mm256_load_si256((const __m256i *)(qx->lo + 32 * pair)));
+    return _mm256_dpbusd_avx_epi32(s, u_hi, _mm256_load_si256((const __m256i *)(qx->hi + 32 * pair)));
+#else
+    const __m256i ones16 = _mm256_set1_epi16(1);
     /* |u q| <= 15 * 127: the int16 pair sums (<= 3810 each, two added) cannot saturate */
     __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(u_lo, _mm256_load_si256((const __m256i *)(qx->lo + 32 * pair))),
                                    _mm256_maddubs_epi16(u_hi, _mm256_load_si256((const __m256i *)(qx->hi + 32 * pair))));
     return _mm256_sub_epi32(_mm256_madd_epi16(s16, ones16), _mm256_load_si256((const __m256i *)(qx->off + 8 * pair)));
+#endif
 }
 
 /* The same for a lone last group (16 packed bytes): four partial sums. */
 AI __m128i group_dot(const uint8_t *p, const qx_row *qx, int64_t pair) {
-    const __m128i mask = _mm_set1_epi8(0x0f), ones16 = _mm_set1_epi16(1);
+    const __m128i mask = _mm_set1_epi8(0x0f);
     __m128i b = _mm_loadu_si128((const __m128i *)p);
     __m128i u_lo = _mm_and_si128(b, mask), u_hi = _mm_and_si128(_mm_srli_epi16(b, 4), mask);
+#ifdef QHX_I8_AVXVNNI
+    __m128i s = _mm_load_si128((const __m128i *)(qx->off + 8 * pair));
+    s = _mm_dpbusd_avx_epi32(s, u_lo, _mm_load_si128((const __m128i *)(qx->lo + 32 * pair)));
+    return _mm_dpbusd_avx_epi32(s, u_hi, _mm_load_si128((const __m128i *)(qx->hi + 32 * pair)));
+#else
+    const __m128i ones16 = _mm_set1_epi16(1);
     __m128i s16 = _mm_add_epi16(_mm_maddubs_epi16(u_lo, _mm_load_si128((const __m128i *)(qx->lo + 32 * pair))),
                                 _mm_maddubs_epi16(u_hi, _mm_load_si128((const __m128i *)(qx->hi + 32 * pair))));
     return _mm_sub_epi32(_mm_madd_epi16(s16, ones16), _mm_load_si128((const __m128i *)(qx->off + 8 * pair)));
+#endif
 }
 
 /* Rows r..r+R-1, R <= 4, against one quantized activation row. Per group the exact integer sum
@@ -157,7 +186,7 @@ static int i8x_ok(const qhx_weight *w) {
     return w->group == 32 && w->cols % 32 == 0 && w->cols <= QX_MAX_COLS;
 }
 
-void qhx_k_matvec_q4_i8x_avx2(const qhx_weight *w, const float *x, float *y, int64_t r0, int64_t r1) {
+void Q4I8X_NAME(qhx_k_matvec_q4_i8x)(const qhx_weight *w, const float *x, float *y, int64_t r0, int64_t r1) {
     if (!i8x_ok(w)) {
         qhx_k_matvec_q4_avx2(w, x, y, r0, r1);
         return;
@@ -172,7 +201,7 @@ void qhx_k_matvec_q4_i8x_avx2(const qhx_weight *w, const float *x, float *y, int
  * the exact path's ~21). */
 #define MM_BLOCK_BYTES (192 * 1024)
 
-void qhx_k_matmul_q4_i8x_avx2(const qhx_weight *w, const float *X, int64_t ldx, float *Y,
+void Q4I8X_NAME(qhx_k_matmul_q4_i8x)(const qhx_weight *w, const float *X, int64_t ldx, float *Y,
                               int64_t ldy, int64_t n, int64_t r0, int64_t r1) {
     if (!i8x_ok(w)) {
         qhx_k_matmul_q4_avx2(w, X, ldx, Y, ldy, n, r0, r1);

@@ -37,14 +37,16 @@ void qhx_kern_install_x86(qhx_kernels *k, qhx_isa max_isa, const qhx_cpu_info *c
  * allowed by max_isa and present. Thread-safe; writes only *k. */
 void qhx_kern_install_x86_i8x(qhx_kernels *k, qhx_isa max_isa, const qhx_cpu_info *cpu);
 
-/* Where k holds the AVX2 kernels (k->isa == QHX_ISA_AVX2), put in the kernels that quantize the
- * activations to int8 per block of 32 (results within the bounds given in their files instead of
- * float32 noise): the prefill GEMM (gemm_i8_avx2.c) in the matmul slots of the formats in the
- * bit mask `prefill_formats` (1u << QHX_W_Q8, 1u << QHX_W_Q4), and the decode matvec
- * (q4i8x_avx2.c) in the Q4 matvec slot when `decode_formats` has 1u << QHX_W_Q4; other bits are
- * ignored. Does nothing unless AVX2 is allowed by max_isa and present (cpu NULL: detect here),
- * or when k holds other kernels (an AVX-512 table keeps its own). Reached through
- * qhx_kern_use_int8 (qhx_model_params.prefill_math, decode_math). Thread-safe; writes only *k. */
+/* Where k holds the AVX2 or AVX-512 kernels (k->isa == QHX_ISA_AVX2 or QHX_ISA_AVX512), put in
+ * the kernels that quantize the activations to int8 per block of 32 (results within the bounds
+ * given in their files instead of float32 noise): the prefill GEMM in the matmul slots of the
+ * formats in the bit mask `prefill_formats` (1u << QHX_W_Q8, 1u << QHX_W_Q4), and the decode
+ * matvec in the Q4 matvec slot when `decode_formats` has 1u << QHX_W_Q4; other bits are ignored.
+ * The build of each (AVX2, AVX-VNNI, AVX-512 VNNI; all return the same bits) is the fastest
+ * measured for the CPU's features (install_x86.c has the rule and its figures). Does nothing
+ * unless AVX2 is allowed by max_isa and present (cpu NULL: detect here), or when k holds other
+ * kernels. Reached through qhx_kern_use_int8 (qhx_model_params.prefill_math, decode_math).
+ * Thread-safe; writes only *k. */
 void qhx_kern_install_x86_int8(qhx_kernels *k, unsigned prefill_formats, unsigned decode_formats, qhx_isa max_isa,
                                 const qhx_cpu_info *cpu);
 
@@ -79,6 +81,24 @@ void qhx_k_matmul_q8_i8gemm_avx2(const qhx_weight *w, const float *X, int64_t ld
                                  int64_t ldy, int64_t n, int64_t r0, int64_t r1);
 void qhx_k_matmul_q4_i8gemm_avx2(const qhx_weight *w, const float *X, int64_t ldx, float *Y,
                                  int64_t ldy, int64_t n, int64_t r0, int64_t r1);
+
+/* ---- AVX-VNNI (256-bit vpdpbusd): the int8 kernels above, rebuilt with -mavxvnni -------------
+ * (gemm_i8_avxvnni.c, q4i8x_avxvnni.c); bitwise the AVX2 builds' results. */
+
+void qhx_k_matvec_q4_i8x_avxvnni(const qhx_weight *w, const float *x, float *y, int64_t r0, int64_t r1);
+void qhx_k_matmul_q4_i8x_avxvnni(const qhx_weight *w, const float *X, int64_t ldx, float *Y,
+                                 int64_t ldy, int64_t n, int64_t r0, int64_t r1);
+void qhx_k_matmul_q8_i8gemm_avxvnni(const qhx_weight *w, const float *X, int64_t ldx, float *Y,
+                                    int64_t ldy, int64_t n, int64_t r0, int64_t r1);
+void qhx_k_matmul_q4_i8gemm_avxvnni(const qhx_weight *w, const float *X, int64_t ldx, float *Y,
+                                    int64_t ldy, int64_t n, int64_t r0, int64_t r1);
+
+/* ---- AVX-512 VNNI int8 prefill GEMM (gemm_i8_avx512.c): bitwise the AVX2 int8 GEMM's results */
+
+void qhx_k_matmul_q8_i8gemm_avx512(const qhx_weight *w, const float *X, int64_t ldx, float *Y,
+                                   int64_t ldy, int64_t n, int64_t r0, int64_t r1);
+void qhx_k_matmul_q4_i8gemm_avx512(const qhx_weight *w, const float *X, int64_t ldx, float *Y,
+                                   int64_t ldy, int64_t n, int64_t r0, int64_t r1);
 
 /* ---- AVX-512 F/BW/VL/DQ (linear_avx512.c) -------------------------------------------------- */
 
