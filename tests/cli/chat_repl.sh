@@ -44,10 +44,16 @@ def read_until(needle, timeout=60):
     return seen
 def send(b):
     os.write(fd, b)
-def answer_started(timeout=60):
-    """The line is echoed and the first bytes of the answer are out: only then is a Ctrl-C one
-    that stops an answer (a loaded machine may take seconds to get there)."""
-    read_until(b"\r\n", timeout)
+def drain(quiet=0.3):
+    """Read whatever the terminal still shows (prompt redraws) until it is quiet."""
+    global buf
+    while select.select([fd], [], [], quiet)[0]:
+        buf += os.read(fd, 4096)
+    buf = b""
+def answer_started(echo_tail=b"\r\n", timeout=60):
+    """The line is echoed (up to echo_tail) and the first bytes of the answer are out: only then
+    is a Ctrl-C one that stops an answer (a loaded machine may take seconds to get there)."""
+    read_until(echo_tail, timeout)
     global buf
     end = time.time() + timeout
     while not buf:
@@ -70,11 +76,13 @@ read_until(b"> ")
 send(b"/save\r")
 read_until(b"usage: /save FILE")
 read_until(b"> ")
+drain()
 send(b"Tell me a long story\r")
-answer_started()                     # the answer is being written (until the context is full)
+answer_started(b"story\r\n")                     # the answer is being written (until the context is full)
 send(b"\x03")                        # Ctrl-C: stop the answer, back to the prompt
 read_until(b"stop: interrupted")
 read_until(b"> ")
+drain()
 send(b"hi\x1b[D\x1b[DX\r")           # line editing: the cursor moves left, X goes in the middle
 answer_started()
 send(b"\x03")

@@ -17,6 +17,7 @@
 
 #include <errno.h>
 #include <histedit.h>
+#include <poll.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -276,11 +277,17 @@ static const char *prompt_of(EditLine *el) {
     return "> ";
 }
 
-/* libedit's character reader, so that Ctrl-C at the prompt ends the read (EINTR) instead of
- * being retried. */
+/* libedit's character reader, so that Ctrl-C at the prompt ends the read instead of being
+ * retried. The flag is checked before every wait and the wait is a poll of at most 0.1 s: a
+ * Ctrl-C that lands just before the process blocks (no EINTR then) is still seen, within 0.1 s. */
 static int read_char(EditLine *el, wchar_t *out) {
     (void)el;
     for (;;) {
+        if (qhx_run_interrupted(NULL)) return -1;
+        struct pollfd p = {.fd = STDIN_FILENO, .events = POLLIN};
+        int r = poll(&p, 1, 100);
+        if (r < 0 && errno != EINTR) return -1;
+        if (r <= 0) continue;
         char ch;
         ssize_t n = read(STDIN_FILENO, &ch, 1);
         if (n == 1) {
@@ -288,7 +295,7 @@ static int read_char(EditLine *el, wchar_t *out) {
             return 1;
         }
         if (n == 0) return 0;
-        if (errno != EINTR || qhx_run_interrupted(NULL)) return -1;
+        if (errno != EINTR && errno != EAGAIN) return -1;
     }
 }
 
