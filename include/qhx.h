@@ -119,8 +119,9 @@ typedef enum qhx_prefill_math {
                                      double its KL for a few percent) */
     QHX_PREFILL_MATH_F32 = 1,     /* f32 activations, weights widened to f32: float32 rounding only */
     QHX_PREFILL_MATH_INT8 = 2     /* activations rounded to int8 per block of 32 columns, integer
-                                     dot products (AVX2; elsewhere the same as F32). Faster; the
-                                     error bound is in docs/formats.md */
+                                     dot products (x86 AVX2 and AVX-512 tables, VNNI where the
+                                     CPU has it; elsewhere the same as F32). Faster; the error
+                                     bound is in docs/formats.md */
 } qhx_prefill_math;
 
 /* Element type of the KV cache (the attention keys and values a session keeps per position).
@@ -139,8 +140,9 @@ typedef struct qhx_model_params {
     qhx_weights_mode weights; /* QHX_WEIGHTS_DEFAULT */
     qhx_prefill_math prefill_math; /* QHX_PREFILL_MATH_DEFAULT */
     /* Arithmetic of the decode (one token) matvec of q4 weights, the same three values: INT8
-       rounds the activations to int8 per block of 32 columns as the int8 prefill does (AVX2;
-       elsewhere the same as F32), F32 keeps them to 1.5e-5 of their block's largest value.
+       rounds the activations to int8 per block of 32 columns as the int8 prefill does (x86
+       AVX2 and AVX-512 tables; elsewhere the same as F32), F32 keeps them to 1.5e-5 of their
+       block's largest value.
        DEFAULT = INT8 (BENCHMARKS.md, "Q4 decode on int8 activations"). w8 decode is not
        affected: it is bound by memory bandwidth either way. */
     qhx_prefill_math decode_math;
