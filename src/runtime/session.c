@@ -327,6 +327,12 @@ qhx_status qhx_session_generate(qhx_session *s, const qhx_generate_params *p, qh
             break;
         }
         qhx_token t = qhx_sampler_sample(s->smp, s->logits);
+        if (t < 0) {
+            rc = qhx_fail(err, QHX_E_FORMAT,
+                          "generate: the logits after %lld tokens are not finite (NaN or Inf): the weights "
+                          "or the computation overflowed", (long long)qhx_session_n_past(s));
+            break;
+        }
         if (!p->ignore_stop && is_stop(s->m, t)) {
             s->pending = t;
             st.stop = QHX_STOP_TOKEN;
