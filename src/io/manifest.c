@@ -1364,26 +1364,15 @@ qhx_status qhx_plan_save(const qhx_plan *plan, const char *path, qhx_error *err)
     size_t len;
     qhx_status rc = qhx_plan_write_json(plan, &text, &len, err);
     if (rc) return rc;
-    size_t plen = strlen(path);
-    char *tmp = qhx_malloc(plen + 5);
-    if (!tmp) {
-        qhx_free(text);
-        return qhx_fail(err, QHX_E_NOMEM, "out of memory");
+    qhx_out_file of;
+    if ((rc = qhx_out_open(&of, path, 0666, err)) == QHX_OK) {
+        if (fwrite(text, 1, len, of.f) != len) {
+            rc = qhx_fail(err, QHX_E_IO, "%s: write failed: %s", path, strerror(errno));
+            qhx_out_abort(&of);
+        } else {
+            rc = qhx_out_commit(&of, err);
+        }
     }
-    memcpy(tmp, path, plen);
-    memcpy(tmp + plen, ".tmp", 5);
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        rc = qhx_fail(err, QHX_E_IO, "%s: cannot create: %s", tmp, strerror(errno));
-    } else {
-        int ok = fwrite(text, 1, len, f) == len;
-        ok &= fflush(f) == 0;
-        ok &= fclose(f) == 0;
-        if (!ok) rc = qhx_fail(err, QHX_E_IO, "%s: write failed: %s", tmp, strerror(errno));
-        else if (rename(tmp, path) != 0) rc = qhx_fail(err, QHX_E_IO, "%s: cannot rename into place: %s", path, strerror(errno));
-        if (rc) unlink(tmp);
-    }
-    qhx_free(tmp);
     qhx_free(text);
     return rc;
 }

@@ -76,22 +76,10 @@ qhx_status qhx_session_save(const qhx_session *s_const, const char *path, qhx_er
     qhx_state_region regions[QHX_STATE_MAX_REGIONS];
     int nr = qhx_model_state_regions(st, regions, QHX_STATE_MAX_REGIONS);
     if (nr <= 0) return qhx_fail(err, QHX_E_UNSUPPORTED, "session save: this model family has no state description");
-    size_t plen = strlen(path);
-    char *tmp = qhx_malloc(plen + 16);
-    if (!tmp) return qhx_fail(err, QHX_E_NOMEM, "out of memory");
-    /* a unique temporary name: two saves to one path at once never write the same file */
-    snprintf(tmp, plen + 16, "%s.tmp-XXXXXX", path);
-    int fd = mkstemp(tmp);
-    writer w = {.f = fd >= 0 ? fdopen(fd, "wb") : NULL, .ok = 1};
-    if (!w.f) {
-        qhx_status rc = qhx_fail(err, QHX_E_IO, "%s: cannot create: %s", fd >= 0 ? tmp : path, strerror(errno));
-        if (fd >= 0) {
-            close(fd);
-            unlink(tmp);
-        }
-        qhx_free(tmp);
-        return rc;
-    }
+    qhx_out_file out;
+    qhx_status rc = qhx_out_open(&out, path, 0600, err);
+    if (rc) return rc;
+    writer w = {.f = out.f, .ok = 1};
     qhx_sha256_init(&w.sha);
     qhx_session_snapshot snap;
     qhx_session_get_snapshot(s, &snap);
@@ -129,14 +117,12 @@ qhx_status qhx_session_save(const qhx_session *s_const, const char *path, qhx_er
     uint8_t digest[32];
     qhx_sha256_final(&w.sha, digest);
     if (w.ok) w.ok = fwrite(digest, 1, 32, w.f) == 32;
-    if (w.ok) w.ok = fflush(w.f) == 0 && fsync(fileno(w.f)) == 0;
-    int closed = fclose(w.f) == 0;
-    qhx_status rc = QHX_OK;
-    if (!w.ok || !closed) rc = qhx_fail(err, QHX_E_IO, "%s: write failed: %s", tmp, strerror(errno));
-    else if (rename(tmp, path) != 0) rc = qhx_fail(err, QHX_E_IO, "%s: cannot rename into place: %s", path, strerror(errno));
-    if (rc) unlink(tmp);
-    qhx_free(tmp);
-    return rc;
+    if (!w.ok) {
+        rc = qhx_fail(err, QHX_E_IO, "%s: write failed: %s", path, strerror(errno));
+        qhx_out_abort(&out);
+        return rc;
+    }
+    return qhx_out_commit(&out, err);
 }
 
 /* ---- restore ------------------------------------------------------------------------------- */

@@ -3,6 +3,7 @@
 #define QHX_CLI_H
 
 #include "qhx.h"
+#include "core/file.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -43,14 +44,14 @@ int qhx_cli_parse_f64(const char *s, double lo, double hi, double *out);
 /* --prefill-math: "default", "f32" or "int8" (qhx_prefill_math). 0 on success, -1 otherwise. */
 int qhx_cli_parse_prefill_math(const char *s, qhx_prefill_math *out);
 
-/* An output file that appears whole or not at all. open: a temporary file beside path (path
- * itself when it exists and is not a regular file, e.g. /dev/null); commit: flush, sync, close,
- * rename into place (on failure the temporary file is removed); abort: close and remove it.
- * Both accept an output that was never opened. */
+/* An output file that appears whole or not at all, by the library's one policy (qhx_out_open,
+ * src/core/file.h: a temporary file beside path, renamed by commit; a device or a FIFO written in
+ * place; a link's target written, the link kept). The CLI adds the signal path: the temporary
+ * file being written is known to qhx_cli_out_unlink_live. Both commit and abort accept an
+ * output that was never opened. */
 typedef struct qhx_cli_out {
-    FILE *f;
-    char *tmp;        /* NULL when writing to path directly */
-    const char *path;
+    FILE *f;          /* file.f while open */
+    qhx_out_file file;
 } qhx_cli_out;
 qhx_status qhx_cli_out_open(qhx_cli_out *o /* OUT */, const char *path, qhx_error *err);
 qhx_status qhx_cli_out_commit(qhx_cli_out *o, qhx_error *err);

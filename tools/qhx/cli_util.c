@@ -8,6 +8,7 @@
 #include "core/status.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -119,76 +120,40 @@ qhx_status qhx_cli_load_tokenizer(const char *path, struct qhx_tok **out, qhx_er
 
 /* ---- whole-or-nothing output files --------------------------------------------------------- */
 
-/* The temporary file being written (one at a time in this program), for the Ctrl-C exit path. */
-static char *volatile live_tmp;
+/* The temporary file being written (one at a time in this program), for the signal exit path:
+ * a copy, so the handler never reads a name the library is freeing. Once renamed, unlinking
+ * the old name finds nothing, so the copy may outlive the rename by a moment. */
+static char live_tmp[4096];
+static volatile sig_atomic_t live;
+
+static void set_live(const char *tmp) {
+    live = 0;
+    if (!tmp || strlen(tmp) >= sizeof live_tmp) return;
+    memcpy(live_tmp, tmp, strlen(tmp) + 1);
+    live = 1;
+}
 
 void qhx_cli_out_unlink_live(void) {
-    char *t = live_tmp;
-    if (t) unlink(t);
+    if (live) unlink(live_tmp);
 }
 
 qhx_status qhx_cli_out_open(qhx_cli_out *o, const char *path, qhx_error *err) {
     memset(o, 0, sizeof *o);
-    o->path = path;
-    struct stat st;
-    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
-        if (S_ISDIR(st.st_mode)) return qhx_fail(err, QHX_E_IO, "%s: is a folder", path);
-        o->f = fopen(path, "wb"); /* a device or a pipe: nothing to replace atomically */
-        if (!o->f) return qhx_fail(err, QHX_E_IO, "%s: cannot open for writing: %s", path, strerror(errno));
-        return QHX_OK;
-    }
-    size_t n = strlen(path) + 16;
-    if (!(o->tmp = qhx_malloc(n))) return qhx_fail(err, QHX_E_NOMEM, "out of memory");
-    snprintf(o->tmp, n, "%s.tmp-XXXXXX", path);
-    int fd = mkstemp(o->tmp);
-    if (fd < 0) {
-        qhx_status rc = qhx_fail(err, QHX_E_IO, "%s: cannot create: %s", path, strerror(errno));
-        qhx_free(o->tmp);
-        o->tmp = NULL;
-        return rc;
-    }
-    live_tmp = o->tmp;
-    mode_t mask = umask(0); /* mkstemp makes 0600; give the file the usual permissions */
-    umask(mask);
-    fchmod(fd, 0666 & ~mask);
-    if (!(o->f = fdopen(fd, "wb"))) {
-        qhx_status rc = qhx_fail(err, QHX_E_IO, "%s: cannot open for writing: %s", path, strerror(errno));
-        close(fd);
-        unlink(o->tmp);
-        live_tmp = NULL;
-        qhx_free(o->tmp);
-        o->tmp = NULL;
-        return rc;
-    }
-    return QHX_OK;
+    qhx_status rc = qhx_out_open(&o->file, path, 0666, err);
+    o->f = o->file.f;
+    set_live(o->file.tmp);
+    return rc;
 }
 
 qhx_status qhx_cli_out_commit(qhx_cli_out *o, qhx_error *err) {
-    if (!o->f) return qhx_fail(err, QHX_E_IO, "%s: not open", o->path ? o->path : "output");
-    int ok = !ferror(o->f) && fflush(o->f) == 0;
-    if (ok && o->tmp) ok = fsync(fileno(o->f)) == 0;
-    int e = errno;
-    if (fclose(o->f) != 0 && ok) {
-        ok = 0;
-        e = errno;
-    }
     o->f = NULL;
-    qhx_status rc = QHX_OK;
-    if (!ok) rc = qhx_fail(err, QHX_E_IO, "%s: write failed: %s", o->path, strerror(e));
-    else if (o->tmp && rename(o->tmp, o->path) != 0)
-        rc = qhx_fail(err, QHX_E_IO, "%s: cannot rename into place: %s", o->path, strerror(errno));
-    if (rc && o->tmp) unlink(o->tmp);
-    live_tmp = NULL;
-    qhx_free(o->tmp);
-    o->tmp = NULL;
+    qhx_status rc = qhx_out_commit(&o->file, err);
+    live = 0;
     return rc;
 }
 
 void qhx_cli_out_abort(qhx_cli_out *o) {
-    if (o->f) fclose(o->f);
-    if (o->tmp) unlink(o->tmp);
-    if (o->tmp) live_tmp = NULL;
-    qhx_free(o->tmp);
     o->f = NULL;
-    o->tmp = NULL;
+    qhx_out_abort(&o->file);
+    live = 0;
 }
