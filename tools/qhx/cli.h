@@ -60,4 +60,18 @@ void qhx_cli_out_abort(qhx_cli_out *o);
  * if any (async-signal-safe). */
 void qhx_cli_out_unlink_live(void);
 
+/* ---- stdout, checked ----------------------------------------------------------------------
+ * Results go to stdout; a write that fails there (a full disk, a closed pipe with SIGPIPE
+ * ignored) must end the command with exit 1 and one line, not be ignored. The first failure's
+ * errno is kept. */
+/* Flush stdout; 0, or -1 once any write or flush of it has failed. */
+int qhx_cli_stdout_flush(void);
+/* Whether a write or flush of stdout has failed so far. */
+int qhx_cli_stdout_failed(void);
+/* Print "qhx CMD: stdout: write failed: <reason>"; return QHX_EXIT_RUNTIME. */
+int qhx_cli_stdout_error(const char *cmd);
+/* At exit: flush and close stdout. A command that succeeded (rc 0) but whose output was lost
+ * gets the error line and exit 1; otherwise rc is returned unchanged. */
+int qhx_cli_stdout_close(const char *cmd, int rc);
+
 #endif

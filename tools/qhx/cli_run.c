@@ -163,8 +163,7 @@ int qhx_run_print_text(void *user, qhx_token token, const char *text, size_t len
     (void)user;
     (void)token;
     if (len) fwrite(text, 1, len, stdout);
-    fflush(stdout);
-    return 0;
+    return qhx_cli_stdout_flush() != 0; /* lost output (a closed pipe, a full disk): stop now */
 }
 
 void qhx_run_print_stats(const qhx_generate_stats *st) {

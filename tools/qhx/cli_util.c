@@ -118,6 +118,38 @@ qhx_status qhx_cli_load_tokenizer(const char *path, struct qhx_tok **out, qhx_er
     return qhx_tok_load(path, out, err);
 }
 
+/* ---- stdout, checked ----------------------------------------------------------------------- */
+
+static int stdout_errno; /* the first failed write or flush of stdout; 0 while none has */
+
+int qhx_cli_stdout_flush(void) {
+    if (stdout_errno) return -1;
+    errno = 0;
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        stdout_errno = errno ? errno : EIO;
+        return -1;
+    }
+    return 0;
+}
+
+int qhx_cli_stdout_failed(void) { return stdout_errno != 0 || ferror(stdout); }
+
+int qhx_cli_stdout_error(const char *cmd) {
+    fprintf(stderr, "qhx %s: stdout: write failed: %s\n", cmd, strerror(stdout_errno ? stdout_errno : EIO));
+    return QHX_EXIT_RUNTIME;
+}
+
+int qhx_cli_stdout_close(const char *cmd, int rc) {
+    int failed = qhx_cli_stdout_flush() != 0;
+    errno = 0;
+    if (fclose(stdout) != 0 && !failed) {
+        failed = 1;
+        stdout_errno = errno ? errno : EIO;
+    }
+    if (failed && rc == QHX_EXIT_OK) return qhx_cli_stdout_error(cmd);
+    return rc;
+}
+
 /* ---- whole-or-nothing output files --------------------------------------------------------- */
 
 /* The temporary file being written (one at a time in this program), for the signal exit path:

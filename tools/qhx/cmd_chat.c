@@ -114,7 +114,7 @@ static int turn(chat *c, const char *user, qhx_error *err) {
     }
     rc = qhx_session_generate(c->s, &gp, &st, err);
     printf("\n");
-    fflush(stdout);
+    if (qhx_cli_stdout_flush()) return qhx_cli_stdout_error(CMD); /* nobody reads the answers */
     if (rc) return qhx_cli_runtime_error(CMD, err);
     if (!c->run.quiet) qhx_run_print_stats(&st);
     return -1;

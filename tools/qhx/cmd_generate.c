@@ -119,8 +119,7 @@ static int print_id(void *user, qhx_token t, const char *text, size_t len) {
     (void)len;
     int *count = user;
     if (t >= 0) printf((*count)++ ? " %d" : "%d", t);
-    fflush(stdout); /* streamed, as text is */
-    return 0;
+    return qhx_cli_stdout_flush() != 0; /* streamed, as text is; lost output stops generation */
 }
 
 int qhx_cmd_generate(int argc, char **argv) {
@@ -181,7 +180,10 @@ int qhx_cmd_generate(int argc, char **argv) {
     }
     qhx_status grc = qhx_session_generate(s, &gp, &st, &err);
     printf("\n");
-    fflush(stdout);
+    if (qhx_cli_stdout_flush()) {
+        rc = qhx_cli_stdout_error(CMD); /* the tokens went nowhere: no success line */
+        goto done;
+    }
     if (grc) goto fail; /* the error is the one stderr line (Ctrl-C included) */
     if (!a.run.quiet) qhx_run_print_stats(&st);
     rc = QHX_EXIT_OK;

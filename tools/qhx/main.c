@@ -54,14 +54,14 @@ int main(int argc, char **argv) {
     const char *cmd = argv[1];
     if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
         print_usage(stdout);
-        return 0;
+        return qhx_cli_stdout_close("help", 0);
     }
     if (!strcmp(cmd, "--version")) {
         printf("qhx %s\n", qhx_version());
-        return 0;
+        return qhx_cli_stdout_close("--version", 0);
     }
     for (size_t i = 0; i < N_COMMANDS; i++)
-        if (!strcmp(cmd, COMMANDS[i].name)) return COMMANDS[i].fn(argc - 1, argv + 1);
+        if (!strcmp(cmd, COMMANDS[i].name)) return qhx_cli_stdout_close(cmd, COMMANDS[i].fn(argc - 1, argv + 1));
     fprintf(stderr, "qhx: unknown command '%s' (try 'qhx --help')\n", cmd);
     return QHX_EXIT_USAGE;
 }
