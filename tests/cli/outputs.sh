@@ -110,4 +110,71 @@ what="qhx generate -n 3000 | head -c 1, SIGPIPE ignored"
 rc=$?
 one_line 1 "stdout: write failed: Broken pipe"
 
+# ---- signals and a truncated input leave no staging folder or temporary file -------------------
+# A random demo checkpoint (~100 MB) converts in about a second: signals are sent as soon as the
+# staging folder (forge) or the temporary file (logits --out) appears; a run that finished first
+# is reported, not failed.
+"$QHX" forge --random qwen3_5 "$tmp/ck" --preset demo --quiet || bad "forge --random demo failed"
+# wait_for GLOB PID: until a path matches GLOB or PID is gone (at most 30 s)
+wait_for() {
+  for _ in $(seq 1 3000); do
+    compgen -G "$1" >/dev/null && return 0
+    kill -0 "$2" 2>/dev/null || return 1
+    sleep 0.01
+  done
+  return 1
+}
+for sig in HUP QUIT TERM INT; do
+  what="forge, SIG$sig"
+  "$QHX" forge "$tmp/ck" "$tmp/b_$sig" --precision f16 --quiet 2>"$tmp/err" &
+  pid=$!
+  if wait_for "$tmp/b_$sig.tmp-*/*" "$pid"; then kill -"$sig" "$pid"; fi
+  wait "$pid"
+  rc=$?
+  if [ "$rc" = 0 ]; then
+    echo "outputs: $what: forge finished before the signal: not checked"
+  else
+    one_line 130 "interrupted"
+    [ -e "$tmp/b_$sig" ] && bad "$what left the bundle"
+  fi
+  no_temp "$tmp"
+  rm -rf "$tmp/b_$sig"
+done
+mkdir "$tmp/ck2"
+cp "$tmp/ck"/* "$tmp/ck2/"
+what="forge of a checkpoint truncated under it"
+"$QHX" forge "$tmp/ck2" "$tmp/b_trunc" --precision f16 --quiet 2>"$tmp/err" &
+pid=$!
+for _ in $(seq 1 3000); do
+  grep -q 'ck2/model.safetensors' "/proc/$pid/maps" 2>/dev/null || ! kill -0 "$pid" 2>/dev/null && break
+  sleep 0.01
+done
+truncate -s 4096 "$tmp/ck2/model.safetensors"
+wait "$pid"
+rc=$?
+if [ "$rc" = 0 ]; then
+  echo "outputs: $what: forge finished before the truncation: not checked"
+else
+  one_line 1 "nothing written"
+  [ -e "$tmp/b_trunc" ] && bad "$what left the bundle"
+fi
+no_temp "$tmp"
+for sig in HUP QUIT TERM INT; do
+  what="logits --out, SIG$sig"
+  ids=$(seq -s, 1 400)
+  "$QHX" logits -m "$tmp/ck" --ids "$ids" --out "$tmp/l_$sig.f32" 2>"$tmp/err" &
+  pid=$!
+  if wait_for "$tmp/l_$sig.f32.tmp-*" "$pid"; then kill -"$sig" "$pid"; fi
+  wait "$pid"
+  rc=$?
+  if [ "$rc" = 0 ]; then
+    echo "outputs: $what: logits finished before the signal: not checked"
+  else
+    one_line 130 "interrupted"
+    [ -e "$tmp/l_$sig.f32" ] && bad "$what left the output"
+  fi
+  no_temp "$tmp"
+  rm -f "$tmp/l_$sig.f32"
+done
+
 exit $fail

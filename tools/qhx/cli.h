@@ -56,9 +56,11 @@ typedef struct qhx_cli_out {
 qhx_status qhx_cli_out_open(qhx_cli_out *o /* OUT */, const char *path, qhx_error *err);
 qhx_status qhx_cli_out_commit(qhx_cli_out *o, qhx_error *err);
 void qhx_cli_out_abort(qhx_cli_out *o);
-/* For a signal handler about to _exit: remove the temporary file of the output being written,
- * if any (async-signal-safe). */
+/* For a signal handler about to _exit: remove the temporary file of the output being written
+ * and the staging folder being filled, if any (async-signal-safe). */
 void qhx_cli_out_unlink_live(void);
+/* The staging folder being filled (forge's staging callback), or NULL once it is gone. */
+void qhx_cli_stage_set(const char *dir);
 
 /* ---- stdout, checked ----------------------------------------------------------------------
  * Results go to stdout; a write that fails there (a full disk, a closed pipe with SIGPIPE

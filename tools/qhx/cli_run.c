@@ -145,11 +145,14 @@ static void on_sigint(int sig) {
 }
 
 void qhx_run_catch_sigint(void) {
+    /* SIGTERM, SIGHUP (the terminal went away) and SIGQUIT end the work as Ctrl-C does, so a
+     * half-written --out file is removed rather than left by the default action */
+    static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_sigint;
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
+    for (int k = 0; k < 4; k++) sigaction(sigs[k], &sa, NULL);
 }
 
 int qhx_run_interrupted(void *unused) {

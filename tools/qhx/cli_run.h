@@ -40,8 +40,8 @@ extern const char QHX_RUN_OPTS_HELP[];
 qhx_model_params qhx_run_model_params(const qhx_run_opts *o);
 void qhx_run_apply_sampling(const qhx_run_opts *o, qhx_session_params *sp);
 
-/* Ctrl-C: after qhx_run_catch_sigint, the first SIGINT sets a flag that the abort callback
- * (qhx_run_interrupted) reports; a second one exits at once. */
+/* Ctrl-C: after qhx_run_catch_sigint, the first SIGINT (or SIGTERM, SIGHUP, SIGQUIT) sets a
+ * flag that the abort callback (qhx_run_interrupted) reports; a second one exits at once. */
 void qhx_run_catch_sigint(void);
 int qhx_run_interrupted(void *unused);
 

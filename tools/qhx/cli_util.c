@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 #include <math.h>
 #include <stdarg.h>
@@ -165,8 +166,49 @@ static void set_live(const char *tmp) {
     live = 1;
 }
 
+/* A staging folder being filled (forge), for the same exit path. */
+static char live_stage[4096];
+static volatile sig_atomic_t stage_live;
+
+void qhx_cli_stage_set(const char *dir) {
+    stage_live = 0;
+    if (!dir || strlen(dir) >= sizeof live_stage) return;
+    memcpy(live_stage, dir, strlen(dir) + 1);
+    stage_live = 1;
+}
+
+/* Remove the flat staging folder with raw system calls only (opendir allocates, which a signal
+ * handler must not). */
+static void remove_stage(void) {
+    int fd = open(live_stage, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        char buf[4096];
+        long n;
+        int removed;
+        do { /* a directory read while entries go may skip some: read again until none is left */
+            removed = 0;
+            lseek(fd, 0, SEEK_SET);
+            while ((n = syscall(SYS_getdents64, fd, buf, sizeof buf)) > 0)
+                for (long off = 0; off < n;) {
+                    struct dirent64_raw {
+                        uint64_t ino;
+                        int64_t off;
+                        unsigned short reclen;
+                        unsigned char type;
+                        char name[];
+                    } *d = (struct dirent64_raw *)(buf + off);
+                    if (strcmp(d->name, ".") && strcmp(d->name, "..") && unlinkat(fd, d->name, 0) == 0) removed = 1;
+                    off += d->reclen;
+                }
+        } while (removed);
+        close(fd);
+    }
+    rmdir(live_stage);
+}
+
 void qhx_cli_out_unlink_live(void) {
     if (live) unlink(live_tmp);
+    if (stage_live) remove_stage();
 }
 
 qhx_status qhx_cli_out_open(qhx_cli_out *o, const char *path, qhx_error *err) {

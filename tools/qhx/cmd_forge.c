@@ -84,6 +84,11 @@ static int on_cancel(void *user) {
     return interrupted;
 }
 
+static void on_staging(void *user, const char *dir) {
+    (void)user;
+    qhx_cli_stage_set(dir); /* so the SIGBUS exit removes it too */
+}
+
 // ---- arguments -----------------------------------------------------------------------------------
 
 /* Whether v is one of the names in the NULL-terminated list. */
@@ -185,19 +190,21 @@ int qhx_cmd_forge(int argc, char **argv) {
     p.progress = on_progress;
     p.log = on_log;
     p.cancel = on_cancel;
+    p.staging = on_staging;
     p.user = &u;
-    struct sigaction sa, old_int, old_term;
+    /* every signal that ends a program by default from outside: cancel, so the staging
+     * folder goes with the job */
+    static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+    struct sigaction sa, old[4];
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old_int);
-    sigaction(SIGTERM, &sa, &old_term);
+    for (int k = 0; k < 4; k++) sigaction(sigs[k], &sa, &old[k]);
 
     qhx_error err = {0};
     qhx_status rc = random ? qhx_forge_random(family, pos[1], &p, &err) : qhx_forge_convert(pos[0], pos[1], &p, &err);
 
-    sigaction(SIGINT, &old_int, NULL);
-    sigaction(SIGTERM, &old_term, NULL);
+    for (int k = 0; k < 4; k++) sigaction(sigs[k], &old[k], NULL);
     if (u.drawn) {
         if (rc == QHX_OK) draw_bar(&u);
         fputc('\n', stderr);
