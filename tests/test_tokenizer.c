@@ -476,6 +476,45 @@ static qhx_status load_str(const char *json, qhx_error *err) {
 #define MINI_MODEL "\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1,\"ab\":2,\"\\u0120\":3},\"merges\":[\"a b\"]}"
 #define MINI_PRE "\"pre_tokenizer\":{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"use_regex\":true}"
 
+/* PCRE2's match limit is per call; the pre-tokenizer's budget is per input. The issue's pattern
+ * (?:.|.){0,20}X|. backtracks about 2^20 steps at every position (1 KB took 12.5 s, 8 KB over a
+ * minute): now refused with QHX_E_LIMIT in well under a second, while the usual patterns take
+ * long inputs (2 MB of spaces in one \s+ match) as before. */
+static void test_regex_budget(void) {
+    const char *json = "{" MINI_MODEL ",\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\","
+                       "\"pattern\":{\"Regex\":\"(?:.|.){0,20}X|.\"},\"behavior\":\"Isolated\"},{\"type\":\"ByteLevel\","
+                       "\"add_prefix_space\":false,\"use_regex\":false}]}}";
+    qhx_error err = {0};
+    qhx_tok *tok = NULL;
+    CHECK_EQ(qhx_tok_load_buffer(json, strlen(json), "t.json", &tok, &err), QHX_OK);
+    size_t n = 8192;
+    char *text = qhx_malloc(n);
+    memset(text, 'a', n);
+    int32_t *ids = NULL;
+    size_t n_ids = 0;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    CHECK_EQ(qhx_tok_encode_alloc(tok, text, n, &ids, &n_ids, &err), QHX_E_LIMIT);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    CHECK_CONTAINS(err.msg, "budget");
+    double sec = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    CHECK(sec < 5.0);
+    CHECK_EQ(qhx_tok_encode_alloc(tok, "ab", 2, &ids, &n_ids, &err), QHX_OK); /* short text: within budget */
+    qhx_free(ids);
+    qhx_tok_free(tok);
+    qhx_tok *q3 = NULL;
+    CHECK_EQ(qhx_tok_load(QWEN3VL_JSON, &q3, &err), QHX_OK);
+    size_t big = (size_t)2 << 20;
+    char *spaces = qhx_malloc(big);
+    memset(spaces, ' ', big);
+    ids = NULL;
+    CHECK_EQ(qhx_tok_encode_alloc(q3, spaces, big, &ids, &n_ids, &err), QHX_OK);
+    qhx_free(ids);
+    qhx_free(spaces);
+    qhx_free(text);
+    qhx_tok_free(q3);
+}
+
 static void test_refusals(void) {
     qhx_error err = {0};
     CHECK_EQ(load_str("{" MINI_MODEL "," MINI_PRE ",\"decoder\":{\"type\":\"ByteLevel\"}}", &err), QHX_OK);
@@ -741,6 +780,7 @@ int main(void) {
     test_stream();
     test_binary();
     test_refusals();
+    test_regex_budget();
     test_chat();
     test_threads();
     test_alloc_failures();

@@ -190,11 +190,32 @@ qhx_status qhx_session_feed(qhx_session *s, const qhx_token *ids, size_t n, qhx_
     return QHX_OK;
 }
 
+/* Refuse text that cannot fit before paying for its tokenization: NFC shrinks UTF-8 by at most
+ * 3x (three jamo into one syllable) and one token covers at most QHX_TOK_MAX_TOKEN_BYTES bytes,
+ * so len bytes make at least len / (3 * QHX_TOK_MAX_TOKEN_BYTES) tokens. */
+static qhx_status text_may_fit(const qhx_session *s, size_t len, qhx_error *err) {
+    int64_t room = qhx_session_n_ctx(s) - qhx_session_n_past(s) - (s->pending >= 0 ? 1 : 0);
+    uint64_t at_least = (uint64_t)len / (3u * QHX_TOK_MAX_TOKEN_BYTES);
+    if (at_least > (uint64_t)room)
+        return qhx_fail(err, QHX_E_LIMIT,
+                        "text of %zu bytes makes at least %llu tokens, more than the %lld left in the context",
+                        len, (unsigned long long)at_least, (long long)room);
+    return QHX_OK;
+}
+
+/* Tokenize with the session's abort callback polled. */
+static qhx_status encode(qhx_session *s, const char *text, size_t len, int32_t **ids, size_t *n, qhx_error *err) {
+    qhx_status rc = text_may_fit(s, len, err);
+    if (rc) return rc;
+    return qhx_tok_encode_alloc_abortable(s->m->tok, text, len, s->params.abort_cb, s->params.abort_user, ids, n,
+                                          err);
+}
+
 qhx_status qhx_session_feed_text(qhx_session *s, const char *text, size_t len, qhx_error *err) {
     if (!s->m->tok) return qhx_fail(err, QHX_E_ARG, "session: the model has no tokenizer");
     int32_t *ids = NULL;
     size_t n = 0;
-    qhx_status rc = qhx_tok_encode_alloc(s->m->tok, text, len, &ids, &n, err);
+    qhx_status rc = encode(s, text, len, &ids, &n, err);
     if (rc == QHX_OK) rc = qhx_session_feed(s, ids, n, err);
     qhx_free(ids);
     return rc;
@@ -265,7 +286,7 @@ qhx_status qhx_session_feed_chat(qhx_session *s, const qhx_chat_msg *msgs, size_
     qhx_status rc = QHX_OK;
     if (image_path && (rc = qhx_qwen3vl_image_load(vl, image_path, &im, err))) goto done;
     if ((rc = chat_text(s, msgs, n, im.n_tokens, thinking, &text, err))) goto done;
-    if ((rc = qhx_tok_encode_alloc(s->m->tok, text, strlen(text), &ids, &n_ids, err))) goto done;
+    if ((rc = encode(s, text, strlen(text), &ids, &n_ids, err))) goto done;
     /* the pending token goes first, so the image announcement covers exactly these ids */
     if ((rc = feed_pending(s, err))) goto done;
     if (vl && (rc = qhx_qwen3vl_attach(s->st, image_path ? &im : NULL, ids, (int64_t)n_ids, err))) goto done;

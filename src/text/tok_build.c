@@ -342,7 +342,7 @@ qhx_status qhx_tok_new(const char *name, qhx_tok **out, qhx_error *err) {
         return qhx_fail(err, QHX_E_NOMEM, "%s: out of memory", name);
     }
     /* patterns come from the file: bound the work of one match */
-    pcre2_set_match_limit(tok->mctx, 10000000);
+    pcre2_set_match_limit(tok->mctx, QHX_TOK_MATCH_MAX);
     pcre2_set_depth_limit(tok->mctx, 100000);
     pcre2_set_heap_limit(tok->mctx, 64 * 1024);
     *out = tok;
