@@ -69,8 +69,17 @@ static void put(writer *w, const void *p, size_t n) {
     w->ok = fwrite(p, 1, n, w->f) == n;
 }
 
+static qhx_status save(qhx_session *s, const char *path, qhx_error *err);
+
 qhx_status qhx_session_save(const qhx_session *s_const, const char *path, qhx_error *err) {
-    qhx_session *s = (qhx_session *)s_const; /* accessors are not const; nothing is modified */
+    qhx_session *s = (qhx_session *)s_const; /* accessors are not const; only the busy mark changes */
+    qhx_status rc = qhx_session_guard_enter(s, "session save", err);
+    if (rc) return rc;
+    if (!path) return qhx_session_guard_leave(s, qhx_fail(err, QHX_E_ARG, "session save: path is NULL"));
+    return qhx_session_guard_leave(s, save(s, path, err));
+}
+
+static qhx_status save(qhx_session *s, const char *path, qhx_error *err) {
     const qhx_model *m = qhx_session_model(s);
     qhx_model_state *st = qhx_session_state(s);
     qhx_state_region regions[QHX_STATE_MAX_REGIONS];
@@ -139,12 +148,16 @@ static const uint8_t *take(reader *r, size_t n) {
 }
 
 qhx_status qhx_session_restore(qhx_session *s, const char *path, qhx_error *err) {
-    qhx_file_map map;
-    qhx_status rc = qhx_file_map_open(path, &map, err);
+    qhx_status rc = qhx_session_guard_enter(s, "session restore", err);
     if (rc) return rc;
-    rc = qhx_session_restore_buf(s, map.data, map.size, path, err);
-    qhx_file_map_close(&map);
-    return rc;
+    if (!path) return qhx_session_guard_leave(s, qhx_fail(err, QHX_E_ARG, "session restore: path is NULL"));
+    qhx_file_map map;
+    rc = qhx_file_map_open(path, &map, err);
+    if (rc == QHX_OK) {
+        rc = qhx_session_restore_buf(s, map.data, map.size, path, err);
+        qhx_file_map_close(&map);
+    }
+    return qhx_session_guard_leave(s, rc);
 }
 
 qhx_status qhx_session_restore_buf(qhx_session *s, const uint8_t *data, size_t size, const char *path,
