@@ -41,6 +41,8 @@ qhx_status qhx_cli_load_tokenizer(const char *path, struct qhx_tok **out, qhx_er
 /* Strict number parsing: whole string, range-checked. Return 0 on success, -1 otherwise. */
 int qhx_cli_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out);
 int qhx_cli_parse_f64(const char *s, double lo, double hi, double *out);
+/* A decimal integer in [0, 2^64 - 1] (a seed). 0 on success, -1 otherwise. */
+int qhx_cli_parse_u64(const char *s, uint64_t *out);
 /* --prefill-math: "default", "f32" or "int8" (qhx_prefill_math). 0 on success, -1 otherwise. */
 int qhx_cli_parse_prefill_math(const char *s, qhx_prefill_math *out);
 

@@ -83,8 +83,9 @@ int qhx_run_parse_opt(const char *cmd, int argc, char **argv, int *i, qhx_run_op
         if (qhx_cli_parse_f64(v, 0, 100, &d) || d <= 0) return qhx_cli_usage_error(cmd, "--repeat-penalty: '%s' is not in (0, 100]", v);
         o->sampling.repeat_penalty = (float)d, o->sampling_set[4] = true;
     } else if (!strcmp(a, "--seed")) {
-        if (qhx_cli_parse_i64(v, 0, INT64_MAX, &n)) return qhx_cli_usage_error(cmd, "--seed: '%s' is not an integer >= 0", v);
-        o->sampling.seed = (uint64_t)n, o->sampling_set[5] = true;
+        if (qhx_cli_parse_u64(v, &o->sampling.seed))
+            return qhx_cli_usage_error(cmd, "--seed: '%s' is not an integer in [0, 18446744073709551615]", v);
+        o->sampling_set[5] = true;
     } else if (!strcmp(a, "--threads")) {
         if (qhx_cli_parse_i64(v, 1, 512, &o->threads)) return qhx_cli_usage_error(cmd, "--threads: '%s' is not in [1, 512]", v);
     } else if (!strcmp(a, "--isa")) {

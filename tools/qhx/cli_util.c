@@ -61,6 +61,16 @@ int qhx_cli_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out) {
     return 0;
 }
 
+int qhx_cli_parse_u64(const char *s, uint64_t *out) {
+    if (!s || *s < '0' || *s > '9') return -1; /* strtoull would take "-1" as 2^64 - 1 */
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end) return -1;
+    *out = v;
+    return 0;
+}
+
 int qhx_cli_parse_f64(const char *s, double lo, double hi, double *out) {
     if (!s || !*s) return -1;
     char *end;

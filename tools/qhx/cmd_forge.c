@@ -139,15 +139,18 @@ int qhx_forge_parse_args(int argc, char **argv, qhx_forge_args *fa) {
         else if (!strcmp(a, "--preset")) slot = &p->preset;
         else if (!strcmp(a, "--dtype")) slot = &p->dtype;
         else if (!strcmp(a, "--tokenizer")) slot = &p->tokenizer;
-        else if (!strcmp(a, "--seed") || !strcmp(a, "--max-context")) {
+        else if (!strcmp(a, "--seed")) {
+            if (i + 1 >= argc) return qhx_cli_usage_error("forge", "%s needs a value", a);
+            if (qhx_cli_parse_u64(argv[++i], &p->seed) != 0)
+                return qhx_cli_usage_error("forge", "--seed: '%s' is not an integer in [0, 18446744073709551615]",
+                                           argv[i]);
+            continue;
+        } else if (!strcmp(a, "--max-context")) {
             int64_t v;
             if (i + 1 >= argc) return qhx_cli_usage_error("forge", "%s needs a value", a);
-            int64_t hi = !strcmp(a, "--seed") ? INT64_MAX : 262144;
-            if (qhx_cli_parse_i64(argv[++i], !strcmp(a, "--seed") ? 0 : 1, hi, &v) != 0)
-                return qhx_cli_usage_error("forge", "%s: '%s' is not an integer in [%d, %lld]", a, argv[i],
-                                           !strcmp(a, "--seed") ? 0 : 1, (long long)hi);
-            if (!strcmp(a, "--seed")) p->seed = (uint64_t)v;
-            else p->max_context = v;
+            if (qhx_cli_parse_i64(argv[++i], 1, 262144, &v) != 0)
+                return qhx_cli_usage_error("forge", "%s: '%s' is not an integer in [1, 262144]", a, argv[i]);
+            p->max_context = v;
             continue;
         } else if (a[0] == '-' && a[1]) {
             return qhx_cli_usage_error("forge", "unknown option '%s'", a);
