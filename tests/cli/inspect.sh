@@ -175,5 +175,23 @@ JSON
 sed -i "s/$sha/$(echo "$sha" | tr '0-9a-f' '1-9a-f0')/" "$G/m.json"
 run_err 1 "artifacts.weights.sha256: 'model.safetensors' hashes to $sha" inspect "$G" --verify
 
+# ---- names from the file never reach the terminal raw --------------------------------------------
+# a tensor name and metadata holding a title change (OSC), a screen clear (CSI), a C1 control
+# and a byte that is not UTF-8: printed as \xHH, never as the bytes
+python3 - "$T/esc.safetensors" <<'PY'
+import json, struct, sys
+name = "a\x1b]0;pwned\x07b\x1b[2J\u009b\u00e9"
+h = {name: {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}, "__metadata__": {"k\x1b[H": "v\r"}}
+j = json.dumps(h).encode()
+open(sys.argv[1], "wb").write(struct.pack("<Q", len(j)) + j + b"\0\0\0\0")
+PY
+"$BIN" inspect "$T/esc.safetensors" >"$T/out" 2>"$T/err" || fail "inspect of escaped names: $(cat "$T/err")"
+if LC_ALL=C grep -q $'[\x01-\x08\x0b-\x1f\x7f]' "$T/out" || LC_ALL=C grep -q $'\xc2[\x80-\x9f]' "$T/out"; then
+  fail "inspect printed raw control characters: $(od -c "$T/out" | head -5)"
+fi
+grep -qF 'a\x1B]0;pwned\x07b\x1B[2J\xC2\x9B\xC3' "$T/out" && fail "inspect escaped a printable letter (é)"
+grep -qF 'a\x1B]0;pwned\x07b\x1B[2J\xC2\x9Bé' "$T/out" || fail "inspect: the escaped name is not shown: $(grep -a pwned "$T/out")"
+grep -qF 'k\x1B[H = v\x0D' "$T/out" || fail "inspect: the escaped metadata is not shown: $(grep -a metadata "$T/out")"
+
 echo "inspect.sh: $fails failure(s)"
 [ "$fails" = 0 ]
