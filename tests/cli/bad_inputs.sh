@@ -112,6 +112,35 @@ check 1 "'$T'" generate -m "$tmp/shape" -p hi
 check 1 "'$T'" logits -m "$tmp/shape" --ids 1,2 --out "$tmp/l.f32"
 no_output "$tmp/l.f32"
 
+# one non-finite value in a weight, in the tensor's own dtype: refused at load, naming the tensor
+# poke SRC DST NAME INDEX HEX: copy safetensors SRC to DST with element INDEX of NAME set to bytes HEX
+poke() {
+  python3 - "$@" <<'PY'
+import json, struct, sys
+src, dst, name, idx, val = sys.argv[1:]
+b = bytearray(open(src, "rb").read())
+n = struct.unpack("<Q", b[:8])[0]
+t = json.loads(b[8:8 + n])[name]
+v = bytes.fromhex(val)
+at = 8 + n + t["data_offsets"][0] + int(idx) * len(v)
+b[at:at + len(v)] = v
+open(dst, "wb").write(b)
+PY
+}
+for case in "f32 0000c07f NaN" "f32 0000807f +Inf" "bf16 c0ff NaN" "bf16 80ff -Inf"; do
+  set -- $case
+  src=$FIX/qwen35-tiny-$1
+  [ -d "$src" ] || continue
+  hf_copy "$src" "$tmp/nan_$1_$3"
+  rm "$tmp/nan_$1_$3/model.safetensors"
+  poke "$src/model.safetensors" "$tmp/nan_$1_$3/model.safetensors" "$T" 5 "$2"
+  check 1 "tensor '$T': element 5 is NaN or infinite" generate -m "$tmp/nan_$1_$3" -p hi
+done
+# a temperature so small that logit / T overflows float: still the best token, not id 0 each step
+"$QHX" generate -m "$FX" -p hi -n 4 --greedy --print-ids --quiet >"$tmp/greedy.ids" 2>&1
+"$QHX" generate -m "$FX" -p hi -n 4 --temp 1e-39 --print-ids --quiet >"$tmp/tiny.ids" 2>&1
+cmp -s "$tmp/greedy.ids" "$tmp/tiny.ids" || bad "--temp 1e-39 gave '$(cat "$tmp/tiny.ids")', greedy '$(cat "$tmp/greedy.ids")'"
+
 # ---- run plans -----------------------------------------------------------------------------------
 "$QHX" forge "$FX" "$tmp/bundle" --precision f16 --max-context 16 --quiet || bad "qhx forge (setup) failed"
 M=$(cd "$tmp/bundle" && ls ./*.json | grep -v -e config -e index -e tokenizer | head -1)
