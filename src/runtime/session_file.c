@@ -5,8 +5,9 @@
  *   i32 pending | i32 has_logits | i64 n_vocab | u32 n_regions | u32 sampler bytes |
  *   per region: u64 bytes, bytes of data (per-token regions: only rows [0, n_past)) |
  *   sampler state | logits (n_vocab f32) | sha256 (32 bytes)
- * The fingerprint hashes the family, the configuration and every tensor's name, dtype and
- * shape, so a file made with another model or another precision is refused. Saving writes a
+ * The fingerprint (the first 8 bytes of a SHA-256) covers the family, the configuration, every
+ * tensor's name, dtype, shape and sampled data, and the tokenizer, so a file made with another
+ * model (even one of the same shapes), precision or tokenizer is refused. Saving writes a
  * temporary file beside the target and renames it, so a crash never leaves half a file; the file
  * holds the conversation, so it is made readable by its owner only (mode 0600, from mkstemp). */
 #include "core/alloc.h"
@@ -15,6 +16,7 @@
 #include "models/family.h"
 #include "runtime/sample.h"
 #include "runtime/session.h"
+#include "text/tokenizer.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -22,33 +24,59 @@
 #include <unistd.h>
 
 #define STATE_MAGIC "QHXSTATE"
-#define STATE_VERSION 1u
+#define STATE_VERSION 2u /* 2: the fingerprint covers tensor data and the tokenizer */
 #define HEADER_BYTES 64
 
-static uint64_t fnv(uint64_t h, const void *p, size_t n) {
-    const uint8_t *b = p;
-    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
-    return h;
+/* Bytes of one tensor's data the fingerprint reads: its first and last SAMPLE_EDGE bytes and
+ * SAMPLE_WINDOWS windows of SAMPLE_WINDOW bytes spread evenly between (about 1.5 KB a tensor, a
+ * fraction of a millisecond per model). Sampled rather than full: hashing every weight would
+ * cost a pass over gigabytes at every save and restore. */
+#define SAMPLE_EDGE 256
+#define SAMPLE_WINDOWS 16
+#define SAMPLE_WINDOW 64
+
+static void hash_tensor_data(qhx_sha256 *h, const qhx_st_tensor *t) {
+    size_t n = t->size;
+    if (n <= 2 * SAMPLE_EDGE + SAMPLE_WINDOWS * SAMPLE_WINDOW) {
+        qhx_sha256_update(h, t->data, n);
+        return;
+    }
+    qhx_sha256_update(h, t->data, SAMPLE_EDGE);
+    size_t span = n - 2 * SAMPLE_EDGE - SAMPLE_WINDOW;
+    for (size_t w = 0; w < SAMPLE_WINDOWS; w++)
+        qhx_sha256_update(h, t->data + SAMPLE_EDGE + span * w / (SAMPLE_WINDOWS - 1), SAMPLE_WINDOW);
+    qhx_sha256_update(h, t->data + n - SAMPLE_EDGE, SAMPLE_EDGE);
 }
 
+/* What a session file must have been saved with (docs/robustness.md, "Session files"): the
+ * family, the configuration's dimensions, every tensor's name, dtype, shape and sampled data
+ * (so another checkpoint of the same shapes is told apart), and the tokenizer's identity. */
 static uint64_t model_fingerprint(const qhx_model *m) {
-    uint64_t h = 0xcbf29ce484222325ull;
+    qhx_sha256 h;
+    qhx_sha256_init(&h);
     int32_t fam = (int32_t)m->family;
-    h = fnv(h, &fam, sizeof fam);
+    qhx_sha256_update(&h, &fam, sizeof fam);
     const qhx_model_config *c = &m->cfg;
     int64_t dims[] = {c->vocab_size, c->hidden_size, c->intermediate_size, c->num_hidden_layers,
                       c->num_attention_heads, c->num_key_value_heads, c->head_dim, c->linear_num_key_heads,
                       c->linear_num_value_heads, c->linear_key_head_dim, c->linear_value_head_dim,
                       c->linear_conv_kernel_dim};
-    h = fnv(h, dims, sizeof dims);
+    qhx_sha256_update(&h, dims, sizeof dims);
     for (int64_t i = 0; m->weights && i < qhx_st_n_tensors(m->weights); i++) {
         const qhx_st_tensor *t = qhx_st_tensor_at(m->weights, i);
-        h = fnv(h, t->name, strlen(t->name) + 1);
+        qhx_sha256_update(&h, t->name, strlen(t->name) + 1);
         int32_t dt = (int32_t)t->dtype;
-        h = fnv(h, &dt, sizeof dt);
-        h = fnv(h, t->shape, (size_t)t->n_dims * sizeof t->shape[0]);
+        qhx_sha256_update(&h, &dt, sizeof dt);
+        qhx_sha256_update(&h, t->shape, (size_t)t->n_dims * sizeof t->shape[0]);
+        hash_tensor_data(&h, t);
     }
-    return h;
+    uint64_t tok = qhx_tok_identity(m->tok);
+    qhx_sha256_update(&h, &tok, sizeof tok);
+    uint8_t d[32];
+    qhx_sha256_final(&h, d);
+    uint64_t fp;
+    memcpy(&fp, d, sizeof fp);
+    return fp;
 }
 
 /* Bytes of region r that a state with n_past tokens carries. */

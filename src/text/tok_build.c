@@ -446,6 +446,20 @@ void qhx_tok_free(qhx_tok *tok) {
 
 int32_t qhx_tok_n_vocab(const qhx_tok *tok) { return tok ? tok->n_ids : 0; }
 
+uint64_t qhx_tok_identity(const qhx_tok *tok) {
+    if (!tok) return 0;
+    int64_t counts[3] = {tok->n_ids, tok->n_merges, tok->n_added};
+    uint64_t h = qhx_tok_hash(counts, sizeof counts);
+    if (tok->str && tok->str_bytes) h ^= qhx_tok_file_hash(tok->str, tok->str_bytes) * 0x9e3779b97f4a7c15ull;
+    if (tok->dec && tok->dec_off && tok->dec_off[tok->n_ids])
+        h ^= qhx_tok_file_hash(tok->dec, tok->dec_off[tok->n_ids]) * 0xbf58476d1ce4e5b9ull;
+    for (int32_t k = 0; k < tok->n_added; k++) {
+        const tok_added *a = &tok->added[k];
+        h = h * 0x100000001b3ull ^ qhx_tok_hash(tok->added_str + a->off, a->len) ^ (uint64_t)a->id;
+    }
+    return h;
+}
+
 int32_t qhx_tok_token_to_id(const qhx_tok *tok, const char *token) {
     if (!tok || !token) return -1;
     size_t n = strlen(token), len;

@@ -83,6 +83,10 @@ void qhx_tok_free(qhx_tok *tok);
 /* Number of ids: the largest id of the vocab and the added tokens, plus one. Some ids below
  * it may be unused (they decode to nothing). Model embedding tables may be larger. */
 int32_t qhx_tok_n_vocab(const qhx_tok *tok);
+/* A hash of what the tokenizer maps (every token's string and id, its decoded bytes, the added
+ * tokens and the merge count): equal for the JSON and binary forms of one tokenizer, different
+ * when any token differs. For session files. 0 for NULL. */
+uint64_t qhx_tok_identity(const qhx_tok *tok);
 
 /* Id of a token given as the library names it: an added token's content ("<|im_end|>") or a
  * vocab key in the byte-level alphabet ("Ġworld"). Added tokens win. -1 if absent. */

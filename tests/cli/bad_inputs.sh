@@ -141,6 +141,28 @@ done
 "$QHX" generate -m "$FX" -p hi -n 4 --temp 1e-39 --print-ids --quiet >"$tmp/tiny.ids" 2>&1
 cmp -s "$tmp/greedy.ids" "$tmp/tiny.ids" || bad "--temp 1e-39 gave '$(cat "$tmp/tiny.ids")', greedy '$(cat "$tmp/greedy.ids")'"
 
+# a session file is refused by another model of the same shapes (other weights) or with another
+# tokenizer, and accepted by its own model
+"$QHX" forge --random qwen3_5 "$tmp/fp_a" --preset tiny --seed 1 --quiet
+"$QHX" forge --random qwen3_5 "$tmp/fp_b" --preset tiny --seed 2 --quiet
+cp -r "$tmp/fp_a" "$tmp/fp_t"
+python3 - "$tmp/fp_t/tokenizer.json" <<'PY'
+import json, sys
+t = json.load(open(sys.argv[1]))
+v = t["model"]["vocab"]
+a, b = (next(k for k, i in v.items() if i == n) for n in (5, 6))
+v[a], v[b] = 6, 5 # two tokens swap ids, nothing else changes
+json.dump(t, open(sys.argv[1], "w"))
+PY
+printf 'hi\n/save %s\n' "$tmp/fp.state" | "$QHX" chat -m "$tmp/fp_a" -n 2 --quiet >/dev/null 2>"$tmp/err" ||
+  bad "chat /save on the forged model: $(cat "$tmp/err")"
+for other in fp_b fp_t; do
+  printf '/load %s\n' "$tmp/fp.state" | "$QHX" chat -m "$tmp/$other" -n 2 --quiet >/dev/null 2>"$tmp/err"
+  grep -q "different model" "$tmp/err" || bad "a session file of fp_a loaded into $other: $(cat "$tmp/err")"
+done
+printf '/load %s\n' "$tmp/fp.state" | "$QHX" chat -m "$tmp/fp_a" -n 2 --quiet >/dev/null 2>"$tmp/err"
+grep -q "loaded" "$tmp/err" || bad "a session file did not load into its own model: $(cat "$tmp/err")"
+
 # ---- run plans -----------------------------------------------------------------------------------
 "$QHX" forge "$FX" "$tmp/bundle" --precision f16 --max-context 16 --quiet || bad "qhx forge (setup) failed"
 M=$(cd "$tmp/bundle" && ls ./*.json | grep -v -e config -e index -e tokenizer | head -1)
