@@ -1173,13 +1173,26 @@ qhx_status qhx_plan_from_checkpoint(const char *dir, qhx_plan **out, qhx_error *
 
 /* ==== verification ========================================================================= */
 
+/* The dtype that holds most bytes of the weights artifact at each precision. */
+static const qhx_dtype PRECISION_DTYPE[QHX_PREC_COUNT] = {
+    [QHX_PREC_F32] = QHX_DTYPE_F32, [QHX_PREC_BF16] = QHX_DTYPE_BF16, [QHX_PREC_F16] = QHX_DTYPE_F16,
+    [QHX_PREC_W8] = QHX_DTYPE_I8, [QHX_PREC_Q4] = QHX_DTYPE_U8};
+
+/* The precision whose weights are mostly of dtype d, for messages. */
+static const char *precision_of_dtype(qhx_dtype d) {
+    for (int p = 0; p < QHX_PREC_COUNT; p++)
+        if (PRECISION_DTYPE[p] == d) return qhx_precision_name((qhx_precision)p);
+    return "no known";
+}
+
 static qhx_status verify_artifact(const qhx_plan *plan, const qhx_plan_file *f, const char *jpath,
-                                  unsigned flags, qhx_error *err) {
+                                  unsigned flags, int is_weights, qhx_error *err) {
     pctx c = {plan->label, err};
     char p[300];
     qhx_status rc;
     if ((rc = check_file(&c, f, jpath))) return rc;
-    if ((flags & QHX_PLAN_VERIFY_HEADERS) && f->format == QHX_ART_SAFETENSORS && (f->tensor_count >= 0 || f->has_dtype)) {
+    if ((flags & QHX_PLAN_VERIFY_HEADERS) && f->format == QHX_ART_SAFETENSORS &&
+        (f->tensor_count >= 0 || f->has_dtype || is_weights)) {
         qhx_st_set *set;
         if ((rc = qhx_st_open(f->path, &set, err))) return rc;
         uint64_t by_dtype[QHX_DTYPE_COUNT] = {0};
@@ -1195,6 +1208,11 @@ static qhx_status verify_artifact(const qhx_plan *plan, const qhx_plan_file *f, 
         if (f->has_dtype && n > 0 && (qhx_dtype)best != f->dtype)
             return bad(&c, QHX_E_FORMAT, jp(p, sizeof p, jpath, "dtype"), "%s, but most bytes of '%s' are %s",
                        qhx_dtype_name(f->dtype), f->file, qhx_dtype_name((qhx_dtype)best));
+        if (is_weights && n > 0 && (unsigned)plan->precision < QHX_PREC_COUNT &&
+            (qhx_dtype)best != PRECISION_DTYPE[plan->precision])
+            return bad(&c, QHX_E_FORMAT, "precision", "'%s', but most bytes of '%s' are %s (%s weights)",
+                       qhx_precision_name(plan->precision), f->file, qhx_dtype_name((qhx_dtype)best),
+                       precision_of_dtype((qhx_dtype)best));
     }
     if ((flags & QHX_PLAN_VERIFY_HEADERS) && f->format == QHX_ART_RAW) {
         struct stat st;
@@ -1217,13 +1235,14 @@ qhx_status qhx_plan_verify(const qhx_plan *plan, unsigned flags, qhx_error *err)
     for (int r = 0; r < QHX_ART_ROLE_COUNT; r++) {
         if (!plan->artifacts[r].present) continue;
         char p[64];
-        if ((rc = verify_artifact(plan, &plan->artifacts[r], jp(p, sizeof p, "artifacts", ROLE_NAMES[r]), flags, err)))
+        if ((rc = verify_artifact(plan, &plan->artifacts[r], jp(p, sizeof p, "artifacts", ROLE_NAMES[r]), flags,
+                                  r == QHX_ART_WEIGHTS, err)))
             return rc;
     }
     const qhx_plan_file *others[] = {&plan->tokenizer, &plan->preprocessor, &plan->model_config};
     const char *names[] = {"tokenizer", "preprocessor", "model.config"};
     for (int i = 0; i < 3; i++)
-        if (others[i]->present && (rc = verify_artifact(plan, others[i], names[i], flags & QHX_PLAN_VERIFY_SHA256, err)))
+        if (others[i]->present && (rc = verify_artifact(plan, others[i], names[i], flags & QHX_PLAN_VERIFY_SHA256, 0, err)))
             return rc;
     return QHX_OK;
 }

@@ -105,6 +105,11 @@ qhx_status qhx_model_open(const char *path, const qhx_model_params *params, qhx_
                       p.decode_math == QHX_PREFILL_MATH_F32 ? 0 : 1u << QHX_W_Q4, &m->kern);
     qhx_status rc = qhx_plan_open(path, &m->plan, err);
     if (rc) goto fail;
+    /* what a manifest says of its weights (tensor_count, dtype, precision) is checked against the
+     * safetensors headers now, at the cost of reading them once more; sha256 is left to
+     * `qhx inspect --verify` (a pass over every byte: seconds per GB) */
+    if (m->plan->source == QHX_PLAN_FROM_MANIFEST && (rc = qhx_plan_verify(m->plan, QHX_PLAN_VERIFY_HEADERS, err)))
+        goto fail;
     if (!m->plan->config) {
         rc = qhx_fail(err, QHX_E_FORMAT, "%s: the run plan has no model configuration", m->plan->label);
         goto fail;

@@ -163,6 +163,28 @@ done
 printf '/load %s\n' "$tmp/fp.state" | "$QHX" chat -m "$tmp/fp_a" -n 2 --quiet >/dev/null 2>"$tmp/err"
 grep -q "loaded" "$tmp/err" || bad "a session file did not load into its own model: $(cat "$tmp/err")"
 
+# a manifest's tensor_count, dtype and precision are checked against the weights at open
+"$QHX" forge "$tmp/fp_a" "$tmp/w8" --precision w8 --quiet
+man=$tmp/w8/fp_a-1024.json
+# edit_man KEY PYTHON: a copy of the w8 bundle's manifest, edited, as $tmp/w8/KEY.json
+edit_man() {
+  python3 - "$man" "$tmp/w8/$1.json" "$2" <<'PY'
+import json, sys
+src, dst, code = sys.argv[1:]
+m = json.load(open(src))
+exec(code)
+json.dump(m, open(dst, "w"))
+PY
+}
+edit_man count "m['artifacts']['weights']['tensor_count'] = 168"
+edit_man dtype "m['artifacts']['weights']['dtype'] = 'F16'"
+edit_man prec "m['precision'] = 'f16'"
+check 1 "artifacts.weights.tensor_count: 168, but 'decoder-w8.safetensors' has 169 tensors" generate -m "$tmp/w8/count.json" -p hi
+check 1 "artifacts.weights.dtype: F16, but most bytes of 'decoder-w8.safetensors' are I8" generate -m "$tmp/w8/dtype.json" -p hi
+check 1 "precision: 'f16', but most bytes of 'decoder-w8.safetensors' are I8 (w8 weights)" generate -m "$tmp/w8/prec.json" -p hi
+check 1 "precision: 'f16'" inspect "$tmp/w8/prec.json"
+"$QHX" generate -m "$man" -p hi -n 2 --quiet >/dev/null 2>"$tmp/err" || bad "the unedited w8 bundle: $(cat "$tmp/err")"
+
 # ---- run plans -----------------------------------------------------------------------------------
 "$QHX" forge "$FX" "$tmp/bundle" --precision f16 --max-context 16 --quiet || bad "qhx forge (setup) failed"
 M=$(cd "$tmp/bundle" && ls ./*.json | grep -v -e config -e index -e tokenizer | head -1)
