@@ -600,14 +600,38 @@ static qhx_status check_file(const pctx *c, const qhx_plan_file *f, const char *
     return QHX_OK;
 }
 
+/* A bundle's file must really be in the bundle: a symbolic link (the file itself or a folder on
+ * its way) that leads outside the bundle folder is refused, so a manifest never makes the
+ * runtime read, or quote in an error, a file elsewhere. (Checkpoint folders are not held to
+ * this: the Hugging Face cache links every snapshot file to a blob outside it.) */
+static qhx_status check_inside(const pctx *c, const qhx_plan *plan, const qhx_plan_file *f, const char *jpath) {
+    if (!f->present || !f->path || !plan->base_dir) return QHX_OK;
+    char *dir = realpath(plan->base_dir, NULL), *real = realpath(f->path, NULL); /* libc malloc */
+    size_t n = dir ? strlen(dir) : 0;
+    int inside = dir && real && !strncmp(real, dir, n) && (real[n] == '/' || (n == 1 && dir[0] == '/'));
+    int resolved = real != NULL;
+    free(dir);
+    free(real);
+    char p[300];
+    if (resolved && !inside)
+        return bad(c, QHX_E_IO, jp(p, sizeof p, jpath, "file"),
+                   "'%s' is a symbolic link leading outside the bundle folder (refused)", f->file);
+    return QHX_OK;
+}
+
 static qhx_status check_files(const pctx *c, const qhx_plan *plan) {
     qhx_status rc;
     for (int r = 0; r < QHX_ART_ROLE_COUNT; r++) {
         char p[64];
-        if ((rc = check_file(c, &plan->artifacts[r], jp(p, sizeof p, "artifacts", ROLE_NAMES[r])))) return rc;
+        jp(p, sizeof p, "artifacts", ROLE_NAMES[r]);
+        if ((rc = check_file(c, &plan->artifacts[r], p)) || (rc = check_inside(c, plan, &plan->artifacts[r], p)))
+            return rc;
     }
-    if ((rc = check_file(c, &plan->tokenizer, "tokenizer"))) return rc;
-    if ((rc = check_file(c, &plan->preprocessor, "preprocessor"))) return rc;
+    if ((rc = check_file(c, &plan->tokenizer, "tokenizer")) || (rc = check_inside(c, plan, &plan->tokenizer, "tokenizer")))
+        return rc;
+    if ((rc = check_file(c, &plan->preprocessor, "preprocessor")) ||
+        (rc = check_inside(c, plan, &plan->preprocessor, "preprocessor")))
+        return rc;
     return QHX_OK;
 }
 
@@ -698,6 +722,7 @@ static qhx_status parse_root(const pctx *c, qhx_plan *plan, const json_t *root) 
 static qhx_status load_model_config(const pctx *c, qhx_plan *plan) {
     if (!plan->model_config.present || !plan->model_config.path) return QHX_OK;
     qhx_status rc = check_file(c, &plan->model_config, "model.config");
+    if (rc == QHX_OK) rc = check_inside(c, plan, &plan->model_config, "model.config");
     if (rc) return rc;
     plan->config = qhx_json_load_file(plan->model_config.path, c->err);
     if (!plan->config) return c->err ? c->err->code : QHX_E_FORMAT;
