@@ -174,7 +174,7 @@ static int xmp_orientation(const char *t, size_t n) {
     return -1;
 }
 
-/* The orientation of a decoded PNG (1 = none). Allocates only the hex decode buffer. */
+/* The orientation of a decoded PNG (1 = none), or 0 when out of memory. */
 static int png_orientation(spng_ctx *ctx) {
     int v = -1;
     struct spng_exif ex;
@@ -182,8 +182,10 @@ static int png_orientation(spng_ctx *ctx) {
     if (have_exif) v = exif_tag((const uint8_t *)ex.data, ex.length);
     uint32_t n = 0;
     struct spng_text *text = NULL;
-    if (spng_get_text(ctx, NULL, &n) == 0 && n && (text = qhx_calloc(n, sizeof *text)) && spng_get_text(ctx, text, &n))
-        n = 0;
+    if (spng_get_text(ctx, NULL, &n) == 0 && n) {
+        if (!(text = qhx_calloc(n, sizeof *text))) return 0;
+        if (spng_get_text(ctx, text, &n)) n = 0;
+    }
     const struct spng_text *raw = NULL, *xmp = NULL;
     for (uint32_t i = 0; text && i < n; i++) {
         if (!strcmp(text[i].keyword, "Raw profile type exif")) raw = &text[i];
@@ -191,7 +193,11 @@ static int png_orientation(spng_ctx *ctx) {
     }
     if (!have_exif && raw) {
         uint8_t *buf = qhx_malloc(raw->length / 2 + 1);
-        long len = buf ? raw_profile_exif(raw->text, raw->length, buf) : -1;
+        if (!buf) {
+            qhx_free(text);
+            return 0;
+        }
+        long len = raw_profile_exif(raw->text, raw->length, buf);
         if (len > 0) {
             size_t m = (size_t)len;
             const uint8_t *p = skip_exif_header(buf, &m);
@@ -264,7 +270,10 @@ static qhx_status decode_png(const uint8_t *buf, size_t len, const qhx_image_lim
             for (size_t i = 0; i < npx; i++) memcpy(out->rgb + 3 * i, tmp + 4 * i, 3);
     }
     if (e) { rc = qhx_fail(err, QHX_E_FORMAT, "%s: PNG data: %s", label, spng_strerror(e)); goto fail; }
-    *orientation = png_orientation(ctx);
+    if (!(*orientation = png_orientation(ctx))) {
+        rc = qhx_fail(err, QHX_E_NOMEM, "%s: out of memory reading the PNG's text chunks", label);
+        goto fail;
+    }
     qhx_free(tmp);
     spng_ctx_free(ctx);
     return QHX_OK;
