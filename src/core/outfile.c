@@ -6,7 +6,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -96,10 +95,17 @@ qhx_status qhx_out_commit(qhx_out_file *o, qhx_error *err) {
         qhx_out_abort(o);
         return qhx_fail(err, QHX_E_IO, "%s: not open", o->path ? o->path : "output");
     }
+    errno = 0;
     int ok = !ferror(o->f) && fflush(o->f) == 0;
     int e = ok ? 0 : errno;
-    if (ok && o->tmp && fsync(fileno(o->f)) != 0) ok = 0, e = errno;
-    if (fclose(o->f) != 0 && ok) ok = 0, e = errno;
+    if (ok && o->tmp && fsync(fileno(o->f)) != 0) {
+        ok = 0;
+        e = errno;
+    }
+    if (fclose(o->f) != 0 && ok) {
+        ok = 0;
+        e = errno;
+    }
     o->f = NULL;
     qhx_status rc = QHX_OK;
     if (!ok) rc = qhx_fail(err, QHX_E_IO, "%s: write failed: %s", o->path, strerror(e ? e : EIO));
