@@ -604,19 +604,23 @@ static qhx_status check_file(const pctx *c, const qhx_plan_file *f, const char *
  * its way) that leads outside the bundle folder is refused, so a manifest never makes the
  * runtime read, or quote in an error, a file elsewhere. (Checkpoint folders are not held to
  * this: the Hugging Face cache links every snapshot file to a blob outside it.) */
-static qhx_status check_inside(const pctx *c, const qhx_plan *plan, const qhx_plan_file *f, const char *jpath) {
-    if (!f->present || !f->path || !plan->base_dir) return QHX_OK;
-    char *dir = realpath(plan->base_dir, NULL), *real = realpath(f->path, NULL); /* libc malloc */
+/* 1 when path resolves to something outside base_dir (0 inside, or when it does not resolve:
+ * the existence checks report that). */
+static int leads_outside(const char *base_dir, const char *path) {
+    char *dir = realpath(base_dir, NULL), *real = realpath(path, NULL); /* libc malloc */
     size_t n = dir ? strlen(dir) : 0;
     int inside = dir && real && !strncmp(real, dir, n) && (real[n] == '/' || (n == 1 && dir[0] == '/'));
-    int resolved = real != NULL;
+    int outside = real && !inside;
     free(dir);
     free(real);
+    return outside;
+}
+
+static qhx_status check_inside(const pctx *c, const qhx_plan *plan, const qhx_plan_file *f, const char *jpath) {
+    if (!f->present || !f->path || !plan->base_dir || !leads_outside(plan->base_dir, f->path)) return QHX_OK;
     char p[300];
-    if (resolved && !inside)
-        return bad(c, QHX_E_IO, jp(p, sizeof p, jpath, "file"),
-                   "'%s' is a symbolic link leading outside the bundle folder (refused)", f->file);
-    return QHX_OK;
+    return bad(c, QHX_E_IO, jp(p, sizeof p, jpath, "file"),
+               "'%s' is a symbolic link leading outside the bundle folder (refused)", f->file);
 }
 
 static qhx_status check_files(const pctx *c, const qhx_plan *plan) {
@@ -1216,10 +1220,19 @@ static qhx_status verify_artifact(const qhx_plan *plan, const qhx_plan_file *f, 
     char p[300];
     qhx_status rc;
     if ((rc = check_file(&c, f, jpath))) return rc;
+    int bundle = plan->source == QHX_PLAN_FROM_MANIFEST;
     if ((flags & QHX_PLAN_VERIFY_HEADERS) && f->format == QHX_ART_SAFETENSORS &&
-        (f->tensor_count >= 0 || f->has_dtype || is_weights)) {
+        (f->tensor_count >= 0 || f->has_dtype || is_weights || bundle)) {
         qhx_st_set *set;
         if ((rc = qhx_st_open(f->path, &set, err))) return rc;
+        for (int i = 0; bundle && i < qhx_st_n_files(set); i++) /* the shards of an index too */
+            if (leads_outside(plan->base_dir, qhx_st_file_path(set, i))) {
+                rc = bad(&c, QHX_E_IO, jp(p, sizeof p, jpath, "file"),
+                         "shard '%s' is a symbolic link leading outside the bundle folder (refused)",
+                         qhx_st_file_path(set, i));
+                qhx_st_free(set);
+                return rc;
+            }
         uint64_t by_dtype[QHX_DTYPE_COUNT] = {0};
         int64_t n = qhx_st_n_tensors(set);
         for (int64_t i = 0; i < n; i++) by_dtype[qhx_st_tensor_at(set, i)->dtype] += qhx_st_tensor_at(set, i)->size;

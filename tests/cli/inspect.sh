@@ -190,6 +190,18 @@ rm "$L/model.safetensors"
 ln -s "$G/model.safetensors" "$L/model.safetensors"
 run_err 1 "artifacts.weights.file: 'model.safetensors' is a symbolic link leading outside the bundle folder" inspect "$L/m.json"
 run_err 1 "is a symbolic link leading outside" generate -m "$L/m.json" -p hi
+# the shard of an index, linked outside the bundle
+rm "$L/model.safetensors"
+ln -s "$G/model.safetensors" "$L/model-00001-of-00001.safetensors"
+python3 - "$G/model.safetensors" "$L/model.safetensors.index.json" <<'PY'
+import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+h = json.loads(b[8:8 + struct.unpack("<Q", b[:8])[0]])
+names = [k for k in h if k != "__metadata__"]
+json.dump({"metadata": {}, "weight_map": {k: "model-00001-of-00001.safetensors" for k in names}}, open(sys.argv[2], "w"))
+PY
+sed 's/"model.safetensors"/"model.safetensors.index.json"/' "$L/m.json" >"$L/idx.json"
+run_err 1 "shard '$L/model-00001-of-00001.safetensors' is a symbolic link leading outside the bundle folder" inspect "$L/idx.json"
 # and a JSON error quotes no bytes of the file, only where they are
 printf '{"a": rootsecret}' >"$T/bad.json"
 "$BIN" inspect "$T/bad.json" >/dev/null 2>"$T/err"
