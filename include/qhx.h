@@ -87,6 +87,16 @@ QHX_API int qhx_version_number(void);
  *
  * Threads: a model is immutable after open and may be shared; different sessions may run
  * concurrently (each on the model's thread pool in turn); one session is not re-entrant.
+ * Re-entrancy: from a callback of a call on a session (on_token, abort_cb), every feed,
+ * generate, save and restore of the same session returns QHX_E_ARG, qhx_session_sample returns
+ * -1 and qhx_session_reset does nothing; the read-only calls (n_past, n_ctx, logits, last_stop)
+ * and every call on another session or on the model are allowed.
+ * NULL: err may always be NULL. A NULL model, session, path, OUT pointer or array with a
+ * non-zero count, where this header does not say NULL is allowed, returns QHX_E_ARG from a
+ * fallible call; the accessors return 0 (counts, max context), NULL (logits), "?" (family
+ * name), -1 (token id, sample) or QHX_STOP_LENGTH; *_free and *_reset do nothing. Enum fields
+ * outside their listed values (a prefill mode, an ISA) are QHX_E_ARG. Pointers that are not
+ * NULL must be valid: they are not checked.
  * Ownership: pointers returned by *_logits / *_name are borrowed (valid until the owner is
  * freed or the next mutating call on it); objects from *_open / *_create are owned and released
  * by the matching *_free, which accepts NULL. */
@@ -187,7 +197,9 @@ QHX_API qhx_token qhx_model_token_id(const qhx_model *model, const char *text);
 QHX_API qhx_status qhx_tokenize(const qhx_model *model, const char *text, size_t len,
                                 qhx_token *ids, size_t cap, size_t *n_out /* OUT */, qhx_error *err);
 /* Decode ids to UTF-8 (special tokens included). Writes at most cap bytes plus a NUL when it
- * fits; *len_out is the full length (without NUL); QHX_E_LIMIT when cap <= length. */
+ * fits; *len_out is the full length (without NUL); QHX_E_LIMIT when cap <= length. An id
+ * outside [0, qhx_model_n_vocab) is QHX_E_ARG; ids inside it the tokenizer lacks (padding rows
+ * of the embedding) decode to nothing, as in the Hugging Face library. */
 QHX_API qhx_status qhx_detokenize(const qhx_model *model, const qhx_token *ids, size_t n,
                                   char *buf, size_t cap, size_t *len_out /* OUT */, qhx_error *err);
 
@@ -243,7 +255,8 @@ typedef struct qhx_session_params {
 /* Defaults from the model's run plan (its generation defaults for sampling). */
 QHX_API qhx_session_params qhx_session_default_params(const qhx_model *model);
 
-/* Create a session (KV cache, recurrent state, scratch: all allocated here, once). */
+/* Create a session (KV cache, recurrent state, scratch: all allocated here, once). params is
+ * required; a prefill mode other than the two above, a negative n_ctx or n_batch: QHX_E_ARG. */
 QHX_API qhx_status qhx_session_create(const qhx_model *model, const qhx_session_params *params,
                                       qhx_session **out /* OUT, owned: qhx_session_free */,
                                       qhx_error *err);
@@ -267,7 +280,8 @@ QHX_API qhx_status qhx_session_feed_chat(qhx_session *s, const qhx_chat_msg *msg
                                         const char *image_path, int thinking, qhx_error *err);
 /* Logits (n_vocab,) after the last fed token. Borrowed until the next mutating call. */
 QHX_API const float *qhx_session_logits(const qhx_session *s);
-/* Sample the next token from the current logits with the session's sampler (not fed). */
+/* Sample the next token from the current logits with the session's sampler (not fed). -1
+ * when the logits hold a NaN or +Inf (qhx_session_generate then fails with QHX_E_FORMAT). */
 QHX_API qhx_token qhx_session_sample(qhx_session *s);
 
 /* Called for each generated token with its text (complete UTF-8 only; may be empty while a

@@ -10,6 +10,7 @@
 #include "t.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -278,7 +279,78 @@ static void test_file_load_progress(void) {
     free(buf);
 }
 
+/* Write "text" to path through qhx_out_open/commit; the status. */
+static qhx_status out_write(const char *path, const char *text, qhx_error *err) {
+    qhx_out_file o;
+    qhx_status rc = qhx_out_open(&o, path, 0666, err);
+    if (rc) return rc;
+    fputs(text, o.f);
+    return qhx_out_commit(&o, err);
+}
+
+static int file_is(const char *path, const char *text) {
+    char *got = NULL;
+    size_t n = 0;
+    int same = qhx_file_read_all(path, 1 << 20, &got, &n, NULL) == QHX_OK && !strcmp(got, text);
+    qhx_free(got);
+    return same;
+}
+
+/* The one output policy: never replace a device, a FIFO or a link; whole files or nothing. */
+static void test_out_file_targets(void) {
+    char dir[] = "/tmp/qhx_out_XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char reg[256], lnk[256], dangling[256], fifo[256], sub[256];
+    snprintf(reg, sizeof reg, "%s/reg", dir);
+    snprintf(lnk, sizeof lnk, "%s/lnk", dir);
+    snprintf(dangling, sizeof dangling, "%s/dangling", dir);
+    snprintf(fifo, sizeof fifo, "%s/fifo", dir);
+    snprintf(sub, sizeof sub, "%s/sub", dir);
+    qhx_error err;
+    CHECK_EQ(out_write(reg, "one", &err), QHX_OK);
+    CHECK(file_is(reg, "one"));
+    CHECK_EQ(symlink("reg", lnk), 0);
+    CHECK_EQ(out_write(lnk, "two", &err), QHX_OK); /* through the link: the link stays */
+    struct stat st;
+    CHECK(lstat(lnk, &st) == 0 && S_ISLNK(st.st_mode));
+    CHECK(file_is(reg, "two"));
+    CHECK_EQ(symlink("nowhere", dangling), 0);
+    CHECK_EQ(out_write(dangling, "x", &err), QHX_E_IO);
+    CHECK_CONTAINS(err.msg, "symbolic link to nothing");
+    CHECK(lstat(dangling, &st) == 0 && S_ISLNK(st.st_mode));
+    CHECK_EQ(mkdir(sub, 0700), 0);
+    CHECK_EQ(out_write(sub, "x", &err), QHX_E_IO);
+    CHECK_CONTAINS(err.msg, "is a folder");
+    CHECK_EQ(mkfifo(fifo, 0600), 0);
+    CHECK_EQ(out_write(fifo, "x", &err), QHX_E_IO); /* no reader: refused, not waited on */
+    CHECK_CONTAINS(err.msg, "FIFO with no reader");
+    CHECK(lstat(fifo, &st) == 0 && S_ISFIFO(st.st_mode));
+    int rd = open(fifo, O_RDONLY | O_NONBLOCK);
+    CHECK_EQ(out_write(fifo, "pipe", &err), QHX_OK); /* a reader: written in place */
+    char buf[8] = {0};
+    CHECK_EQ(read(rd, buf, sizeof buf - 1), 4);
+    CHECK_STR(buf, "pipe");
+    close(rd);
+    CHECK(lstat(fifo, &st) == 0 && S_ISFIFO(st.st_mode));
+    CHECK_EQ(out_write("/dev/null", "x", &err), QHX_OK);
+    CHECK(stat("/dev/null", &st) == 0 && S_ISCHR(st.st_mode));
+    if (access("/dev/full", W_OK) == 0) {
+        CHECK_EQ(out_write("/dev/full", "x", &err), QHX_E_IO);
+        CHECK_CONTAINS(err.msg, "write failed");
+        CHECK(stat("/dev/full", &st) == 0 && S_ISCHR(st.st_mode));
+    }
+    qhx_out_file o;
+    CHECK_EQ(qhx_out_open(&o, reg, 0600, &err), QHX_OK);
+    fputs("three", o.f);
+    qhx_out_abort(&o); /* abandoned: the old file stays, no temporary file */
+    CHECK(file_is(reg, "two"));
+    qhx_out_abort(&o);
+    unlink(reg), unlink(lnk), unlink(dangling), unlink(fifo), rmdir(sub);
+    CHECK_EQ(rmdir(dir), 0); /* fails if a temporary file was left */
+}
+
 int main(void) {
+    test_out_file_targets();
     test_file_truncated_after_open();
     test_file_load_progress();
     test_arena();

@@ -65,6 +65,12 @@ static void test_decode(void) {
         "gray2.png", "gray4.png", "gray16.png", "rgb16.png", "rgba16.png", "rgb.jpg", "gray.jpg",
         "cmyk.jpg", "exif2.jpg", "exif3.jpg", "exif4.jpg", "exif5.jpg", "exif6.jpg", "exif7.jpg",
         "exif8.jpg", "exif6p.png",
+        /* Pillow reads a CMYK JPEG without an Adobe marker as Adobe CMYK too, and honours the
+         * orientation in PNG text chunks ("Raw profile type exif": tEXt, zTXt, iTXt, before or
+         * after the image data) and in XMP (attribute and element forms; with an eXIf lacking
+         * the tag) */
+        "cmyk_noadobe.jpg", "exif_text.png", "exif_ztxt.png", "exif_itxt.png", "exif_late.png", "xmp_attr.png",
+        "xmp_elem.png", "exif_xmp.png",
     };
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) check_decode(files[i]);
 }

@@ -18,6 +18,8 @@ static void test_greedy(void) {
     float l[6] = {0.5f, 2.0f, NAN, 2.0f, -1.0f, 1.0f};
     CHECK_EQ(qhx_argmax(l, 6), 1); /* tie between 1 and 3: lowest id */
     qhx_sampler *s = make(qhx_sample_default_params(), 6);
+    CHECK_EQ(qhx_sampler_sample(s, l), -1); /* a NaN in the row: an error, never a token */
+    l[2] = 0.0f;
     CHECK_EQ(qhx_sampler_sample(s, l), 1);
     qhx_sampler_free(s);
     float nan_first[3] = {NAN, -5.0f, -7.0f};
@@ -146,9 +148,34 @@ static void test_presence_frequency(void) {
     CHECK_EQ(qhx_sample_params_check(&p, &err), QHX_E_ARG);
 }
 
+/* Non-finite rows are refused at every temperature; a temperature so small that logit / T
+ * overflows float still samples the best token (it is then all the mass), never NaN -> id 0. */
+static void test_non_finite(void) {
+    float l[4] = {-3.0f, 5.0f, 4.5f, 1.0f};
+    qhx_sample_params p = qhx_sample_default_params();
+    p.temperature = 1e-39f;
+    p.seed = 3;
+    qhx_sampler *s = make(p, 4);
+    for (int i = 0; i < 20; i++) CHECK_EQ(qhx_sampler_sample(s, l), 1);
+    p.top_p = 0.9f;
+    p.top_k = 2;
+    qhx_sampler *f = make(p, 4);
+    for (int i = 0; i < 20; i++) CHECK_EQ(qhx_sampler_sample(f, l), 1);
+    float neg[4] = {-3e38f, -1e38f, -2e38f, -INFINITY};
+    CHECK_EQ(qhx_sampler_sample(s, neg), 1);
+    float inf[4] = {0.0f, INFINITY, 1.0f, 2.0f};
+    CHECK_EQ(qhx_sampler_sample(s, inf), -1);
+    float nan[4] = {NAN, NAN, NAN, NAN};
+    CHECK_EQ(qhx_sampler_sample(s, nan), -1);
+    CHECK_EQ(qhx_sampler_sample(f, nan), -1);
+    qhx_sampler_free(s);
+    qhx_sampler_free(f);
+}
+
 int main(void) {
     test_greedy();
     test_presence_frequency();
+    test_non_finite();
     test_params();
     test_distribution();
     test_seed_and_penalty();

@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
+#include <utf8proc.h>
 #include <unistd.h>
 
 #define QWEN3_DIR QHX_DATA_DIR "/fixtures/tokenizer/qwen3"
@@ -475,6 +477,45 @@ static qhx_status load_str(const char *json, qhx_error *err) {
 #define MINI_MODEL "\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1,\"ab\":2,\"\\u0120\":3},\"merges\":[\"a b\"]}"
 #define MINI_PRE "\"pre_tokenizer\":{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"use_regex\":true}"
 
+/* PCRE2's match limit is per call; the pre-tokenizer's budget is per input. The issue's pattern
+ * (?:.|.){0,20}X|. backtracks about 2^20 steps at every position (1 KB took 12.5 s, 8 KB over a
+ * minute): now refused with QHX_E_LIMIT in well under a second, while the usual patterns take
+ * long inputs (2 MB of spaces in one \s+ match) as before. */
+static void test_regex_budget(void) {
+    const char *json = "{" MINI_MODEL ",\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\","
+                       "\"pattern\":{\"Regex\":\"(?:.|.){0,20}X|.\"},\"behavior\":\"Isolated\"},{\"type\":\"ByteLevel\","
+                       "\"add_prefix_space\":false,\"use_regex\":false}]}}";
+    qhx_error err = {0};
+    qhx_tok *tok = NULL;
+    CHECK_EQ(qhx_tok_load_buffer(json, strlen(json), "t.json", &tok, &err), QHX_OK);
+    size_t n = 8192;
+    char *text = qhx_malloc(n);
+    memset(text, 'a', n);
+    int32_t *ids = NULL;
+    size_t n_ids = 0;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    CHECK_EQ(qhx_tok_encode_alloc(tok, text, n, &ids, &n_ids, &err), QHX_E_LIMIT);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    CHECK_CONTAINS(err.msg, "budget");
+    double sec = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    CHECK(sec < 5.0);
+    CHECK_EQ(qhx_tok_encode_alloc(tok, "ab", 2, &ids, &n_ids, &err), QHX_OK); /* short text: within budget */
+    qhx_free(ids);
+    qhx_tok_free(tok);
+    qhx_tok *q3 = NULL;
+    CHECK_EQ(qhx_tok_load(QWEN3VL_JSON, &q3, &err), QHX_OK);
+    size_t big = (size_t)2 << 20;
+    char *spaces = qhx_malloc(big);
+    memset(spaces, ' ', big);
+    ids = NULL;
+    CHECK_EQ(qhx_tok_encode_alloc(q3, spaces, big, &ids, &n_ids, &err), QHX_OK);
+    qhx_free(ids);
+    qhx_free(spaces);
+    qhx_free(text);
+    qhx_tok_free(q3);
+}
+
 static void test_refusals(void) {
     qhx_error err = {0};
     CHECK_EQ(load_str("{" MINI_MODEL "," MINI_PRE ",\"decoder\":{\"type\":\"ByteLevel\"}}", &err), QHX_OK);
@@ -706,7 +747,63 @@ static void test_golden_qwen35_rebuilt(void) {
     NG = n3;
 }
 
+/* NFC as utf8proc computes it (its own canonical ordering: quadratic in a run of marks). */
+static size_t nfc_utf8proc(const uint8_t *s, size_t n, int32_t *buf, size_t cap) {
+    const utf8proc_option_t opt = UTF8PROC_STABLE | UTF8PROC_COMPOSE;
+    utf8proc_ssize_t m = utf8proc_decompose(s, (utf8proc_ssize_t)n, buf, (utf8proc_ssize_t)cap, opt);
+    if (m < 0 || (size_t)m > cap) return (size_t)-1;
+    return (size_t)utf8proc_normalize_utf32(buf, m, opt);
+}
+
+/* qhx_tok_nfc (its own ordering: a stable sort per run of marks) equals utf8proc's NFC on random
+ * mixes of starters, marks of several classes, singletons, exclusions and Hangul; and a long run
+ * of marks costs milliseconds, not the minute the bubble sort took. */
+static void test_nfc(void) {
+    static const uint32_t pool[] = {'a', 'e', 'o', 'A', ' ', 0x301, 0x316, 0x327, 0x308, 0x323, 0x345, 0x344,
+                                    0x1F00, 0x3B1, 0x3C9, 0xAC00, 0x1100, 0x1161, 0x11A8, 0xF73, 0xF71, 0xF72,
+                                    0x1E0A, 0x958, 0x915, 0x93C, 0x2126, 0x212B, 0x5B0, 0x5B8, 0x5C1, 0x5BC, 0x1D15F};
+    const size_t npool = sizeof pool / sizeof pool[0];
+    uint64_t r = 12345;
+    int32_t ref[512];
+    char text[512];
+    int same = 1;
+    for (int t = 0; t < 5000 && same; t++) {
+        size_t n = 0, len = 1 + (size_t)(t % 40);
+        for (size_t k = 0; k < len; k++) {
+            r = r * 6364136223846793005ull + 1442695040888963407ull;
+            n += (size_t)qhx_tok_utf8_put(text + n, pool[(r >> 33) % npool]);
+        }
+        size_t m = nfc_utf8proc((const uint8_t *)text, n, ref, 512);
+        tok_buf out = {0};
+        CHECK(qhx_tok_nfc(text, n, &out));
+        char want[2048];
+        size_t wn = 0;
+        for (size_t j = 0; m != (size_t)-1 && j < m; j++) wn += (size_t)qhx_tok_utf8_put(want + wn, (uint32_t)ref[j]);
+        same = m != (size_t)-1 && out.n == wn && !memcmp(out.p, want, wn);
+        if (!same) fprintf(stderr, "test_nfc: case %d differs from utf8proc\n", t);
+        qhx_free(out.p);
+    }
+    CHECK(same);
+    size_t pairs = 65536, n = 1 + 4 * pairs; /* 'a' + (U+0301 U+0316) x 65536: 256 KB */
+    char *hostile = qhx_malloc(n);
+    hostile[0] = 'a';
+    for (size_t k = 0; k < pairs; k++) memcpy(hostile + 1 + 4 * k, "\xcc\x81\xcc\x96", 4);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    tok_buf out = {0};
+    CHECK(qhx_tok_nfc(hostile, n, &out));
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double sec = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    CHECK(sec < 3.0); /* the quadratic sort took over 60 s */
+    /* the result: "á" (composed), then the 65536 U+0316 (class 220), then 65535 U+0301 (230) */
+    CHECK(out.n == 2 + 2 * pairs + 2 * (pairs - 1) && !memcmp(out.p, "\xc3\xa1\xcc\x96", 4) &&
+          !memcmp(out.p + out.n - 2, "\xcc\x81", 2));
+    qhx_free(out.p);
+    qhx_free(hostile);
+}
+
 int main(void) {
+    test_nfc();
     test_golden();
     test_golden_qwen35_rebuilt();
     test_bpe_paths();
@@ -715,6 +812,7 @@ int main(void) {
     test_stream();
     test_binary();
     test_refusals();
+    test_regex_budget();
     test_chat();
     test_threads();
     test_alloc_failures();

@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 /* A read-only view of a whole file. Mapped (PROT_READ, MAP_PRIVATE, never written) or, for an
  * empty file, data == NULL and size == 0. The fd is closed right after mapping. */
@@ -84,5 +85,30 @@ int qhx_path_is_file(const char *path);
 
 /* Join dir and name into a new string (owned: qhx_free); NULL on allocation failure. */
 char *qhx_path_join(const char *dir, const char *name);
+
+/* ---- output files that appear whole or not at all -------------------------------------------
+ * The one policy for every writer (session files, tokenizer binaries, manifests, safetensors,
+ * the CLI's --out files), so none ever replaces something that is not a regular file:
+ *   - a missing or regular target: written to TARGET.tmp-XXXXXX beside it, synced and renamed
+ *     onto it by commit (a reader never sees half a file; a failure leaves the old file);
+ *   - a symbolic link: the link is kept and what it points at is written, by the same rules
+ *     (a link to nothing is refused);
+ *   - a device or a FIFO (/dev/null, a pipe): written directly, never replaced; a FIFO with no
+ *     reader is refused rather than waited on;
+ *   - a folder or a socket: refused. */
+typedef struct qhx_out_file {
+    FILE *f;
+    char *tmp;  /* the temporary file; NULL when the target is written directly */
+    char *dest; /* what commit renames onto: the target, or what its link points at */
+    const char *path; /* the target as given, for messages */
+} qhx_out_file;
+
+/* mode: the new file's permissions (0600 for private data; 0666 is narrowed by the umask).
+ * On failure *o holds nothing to release. */
+qhx_status qhx_out_open(qhx_out_file *o /* OUT */, const char *path, unsigned mode, qhx_error *err);
+/* Flush, sync, close and rename into place. On failure the temporary file is removed. */
+qhx_status qhx_out_commit(qhx_out_file *o, qhx_error *err);
+/* Close and remove the temporary file. Accepts an output never opened or already committed. */
+void qhx_out_abort(qhx_out_file *o);
 
 #endif

@@ -40,10 +40,14 @@ typedef struct qhx_forge_params {
 
     /* Optional callbacks (all may be NULL); `user` is passed back. progress: bytes written so
      * far of the total to write. cancel: polled between chunks; non-zero stops the job, which
-     * then returns QHX_E_ABORTED after removing its temporary folder. log: one line, no newline. */
+     * then returns QHX_E_ABORTED after removing its temporary folder. log: one line, no newline.
+     * staging: the staging folder once created, then NULL once it is renamed or removed; a
+     * program that may die of a signal no callback sees (SIGBUS from a checkpoint truncated
+     * under the mapping) removes it on its way out. */
     void (*progress)(void *user, uint64_t done, uint64_t total);
     int (*cancel)(void *user);
     void (*log)(void *user, const char *line);
+    void (*staging)(void *user, const char *dir);
     void *user;
 } qhx_forge_params;
 

@@ -62,6 +62,7 @@ qhx_status forge_job_begin(forge_job *j, const char *out_dir, const qhx_forge_pa
     mode_t mask = umask(0);
     umask(mask);
     chmod(j->tmp_dir, 0777 & ~mask);
+    if (p->staging) p->staging(p->user, j->tmp_dir);
     return QHX_OK;
 }
 
@@ -70,11 +71,13 @@ qhx_status forge_job_commit(forge_job *j, qhx_error *err) {
         return qhx_fail(err, QHX_E_IO, "%s: cannot rename %s into place: %s", j->out_dir, j->tmp_dir, strerror(errno));
     qhx_free(j->tmp_dir);
     j->tmp_dir = NULL;
+    if (j->p->staging) j->p->staging(j->p->user, NULL);
     return QHX_OK;
 }
 
 void forge_job_end(forge_job *j) {
     if (j->tmp_dir) remove_flat_dir(j->tmp_dir);
+    if (j->tmp_dir && j->p && j->p->staging) j->p->staging(j->p->user, NULL);
     qhx_free(j->tmp_dir);
     qhx_free(j->out_dir);
     j->tmp_dir = j->out_dir = NULL;

@@ -56,27 +56,34 @@ static uint32_t rd32(const uint8_t *p, int be) {
               : ((uint32_t)p[3] << 24 | (uint32_t)p[2] << 16 | (uint32_t)p[1] << 8 | p[0]);
 }
 
-/* The Orientation tag (0x0112) of IFD0 of a TIFF-structured EXIF block, or 1 when absent or
- * unreadable (PIL then leaves the image as it is). */
-static int exif_orientation(const uint8_t *t, size_t n) {
-    if (n < 8) return 1;
+/* The Orientation tag (0x0112) of IFD0 of a TIFF-structured EXIF block: its value (1..8; 0 for
+ * one PIL does not act on), or -1 when the tag is absent or the block unreadable. */
+static int exif_tag(const uint8_t *t, size_t n) {
+    if (n < 8) return -1;
     int be;
     if (t[0] == 'I' && t[1] == 'I') be = 0;
     else if (t[0] == 'M' && t[1] == 'M') be = 1;
-    else return 1;
-    if (rd16(t + 2, be) != 42) return 1;
+    else return -1;
+    if (rd16(t + 2, be) != 42) return -1;
     uint32_t ifd = rd32(t + 4, be);
-    if (ifd > n || n - ifd < 2) return 1;
+    if (ifd > n || n - ifd < 2) return -1;
     unsigned count = rd16(t + ifd, be);
     for (unsigned i = 0; i < count; i++) {
         size_t e = (size_t)ifd + 2 + (size_t)i * 12;
-        if (e + 12 > n) return 1;
+        if (e + 12 > n) return -1;
         if (rd16(t + e, be) != 0x0112) continue;
         unsigned type = rd16(t + e + 2, be);
         unsigned v = type == 3 ? rd16(t + e + 8, be) : type == 4 ? (unsigned)rd32(t + e + 8, be) : 0;
-        return v >= 1 && v <= 8 ? (int)v : 1;
+        return v >= 1 && v <= 8 ? (int)v : 0;
     }
-    return 1;
+    return -1;
+}
+
+/* The orientation to apply (1 = none) from an EXIF block; PIL leaves an image without a
+ * readable tag as it is. */
+static int exif_orientation(const uint8_t *t, size_t n) {
+    int v = exif_tag(t, n);
+    return v >= 1 ? v : 1;
 }
 
 /* Apply orientation o (2..8) as PIL's exif_transpose: 2 FLIP_LEFT_RIGHT, 3 ROTATE_180,
@@ -108,6 +115,99 @@ static qhx_status apply_orientation(qhx_image *img, int o, qhx_error *err) {
     img->width = ow;
     img->height = oh;
     return QHX_OK;
+}
+
+/* ---- PNG orientation: eXIf, then text chunks, then XMP ------------------------------------
+ * As Pillow (PngImagePlugin, Image.getexif) reads it after the whole file is loaded: the eXIf
+ * chunk; else a text chunk (tEXt, zTXt or iTXt) "Raw profile type exif", whose lines after the
+ * third hold the EXIF block in hex; and, when neither has an Orientation tag, the XMP packet
+ * (a text chunk "XML:com.adobe.xmp"): the first digit after `tiff:Orientation="` or
+ * `tiff:Orientation>`. With several chunks of one key, the last counts. */
+
+static int hex_digit(int c) {
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+static int hex_space(int c) { return c == ' ' || c == '\t' || c == '\v' || c == '\f' || c == '\r'; }
+
+/* The EXIF block of a "Raw profile type exif" text (decoded into out, which holds n bytes):
+ * its length, or -1 when the hex is malformed (Pillow then fails; here the image just keeps
+ * its orientation). */
+static long raw_profile_exif(const char *t, size_t n, uint8_t *out) {
+    size_t i = 0;
+    for (int lines = 0; lines < 3 && i < n; i++)
+        if (t[i] == '\n') lines++;
+    long len = 0;
+    int hi = -1;
+    for (; i < n; i++) {
+        int c = (unsigned char)t[i];
+        if (c == '\n') continue; /* the lines are joined */
+        if (hi < 0 && hex_space(c)) continue;
+        int d = hex_digit(c);
+        if (d < 0) return -1;
+        if (hi < 0) {
+            hi = d;
+        } else {
+            out[len++] = (uint8_t)(hi << 4 | d);
+            hi = -1;
+        }
+    }
+    return hi < 0 ? len : -1;
+}
+
+/* Drop the "Exif\0\0" header Pillow strips (once or twice). */
+static const uint8_t *skip_exif_header(const uint8_t *p, size_t *n) {
+    for (int k = 0; k < 2 && *n >= 6 && !memcmp(p, "Exif\0\0", 6); k++) p += 6, *n -= 6;
+    return p;
+}
+
+/* The XMP orientation digit (0..9), or -1 when there is none. */
+static int xmp_orientation(const char *t, size_t n) {
+    static const char key[] = "tiff:Orientation";
+    size_t k = sizeof key - 1;
+    for (size_t i = 0; i + k < n; i++) {
+        if (memcmp(t + i, key, k)) continue;
+        size_t j = i + k;
+        if (t[j] == '=' && j + 2 < n && t[j + 1] == '"' && t[j + 2] >= '0' && t[j + 2] <= '9') return t[j + 2] - '0';
+        if (t[j] == '>' && j + 1 < n && t[j + 1] >= '0' && t[j + 1] <= '9') return t[j + 1] - '0';
+    }
+    return -1;
+}
+
+/* The orientation of a decoded PNG (1 = none), or 0 when out of memory. */
+static int png_orientation(spng_ctx *ctx) {
+    int v = -1;
+    struct spng_exif ex;
+    int have_exif = spng_get_exif(ctx, &ex) == 0 && ex.data;
+    if (have_exif) v = exif_tag((const uint8_t *)ex.data, ex.length);
+    uint32_t n = 0;
+    struct spng_text *text = NULL;
+    if (spng_get_text(ctx, NULL, &n) == 0 && n) {
+        if (!(text = qhx_calloc(n, sizeof *text))) return 0;
+        if (spng_get_text(ctx, text, &n)) n = 0;
+    }
+    const struct spng_text *raw = NULL, *xmp = NULL;
+    for (uint32_t i = 0; text && i < n; i++) {
+        if (!strcmp(text[i].keyword, "Raw profile type exif")) raw = &text[i];
+        if (!strcmp(text[i].keyword, "XML:com.adobe.xmp")) xmp = &text[i];
+    }
+    if (!have_exif && raw) {
+        uint8_t *buf = qhx_malloc(raw->length / 2 + 1);
+        if (!buf) {
+            qhx_free(text);
+            return 0;
+        }
+        long len = raw_profile_exif(raw->text, raw->length, buf);
+        if (len > 0) {
+            size_t m = (size_t)len;
+            const uint8_t *p = skip_exif_header(buf, &m);
+            v = exif_tag(p, m);
+        }
+        qhx_free(buf);
+    }
+    if (v < 0 && xmp) v = xmp_orientation(xmp->text, xmp->length);
+    qhx_free(text);
+    return v >= 2 && v <= 8 ? v : 1;
 }
 
 /* ---- PNG ---------------------------------------------------------------------- */
@@ -170,8 +270,10 @@ static qhx_status decode_png(const uint8_t *buf, size_t len, const qhx_image_lim
             for (size_t i = 0; i < npx; i++) memcpy(out->rgb + 3 * i, tmp + 4 * i, 3);
     }
     if (e) { rc = qhx_fail(err, QHX_E_FORMAT, "%s: PNG data: %s", label, spng_strerror(e)); goto fail; }
-    struct spng_exif ex;
-    if (spng_get_exif(ctx, &ex) == 0 && ex.data) *orientation = exif_orientation((const uint8_t *)ex.data, ex.length);
+    if (!(*orientation = png_orientation(ctx))) {
+        rc = qhx_fail(err, QHX_E_NOMEM, "%s: out of memory reading the PNG's text chunks", label);
+        goto fail;
+    }
     qhx_free(tmp);
     spng_ctx_free(ctx);
     return QHX_OK;
@@ -263,7 +365,9 @@ static qhx_status decode_jpeg(const uint8_t *buf, size_t len, const qhx_image_li
     if (!out->rgb || !job->row) { rc = qhx_fail(err, QHX_E_NOMEM, "%s: out of memory for %zu bytes", label, bytes); goto done; }
     out->width = W;
     out->height = H;
-    int invert = cmyk && ci->saw_Adobe_marker; /* PIL reads Adobe CMYK as "CMYK;I" */
+    /* Pillow reads every CMYK JPEG as "CMYK;I" (Adobe's inverted convention), with an Adobe
+     * marker or without one: so do we */
+    int invert = cmyk;
     while (ci->output_scanline < ci->output_height) {
         int64_t y = ci->output_scanline;
         JSAMPROW rp = job->row;

@@ -7,6 +7,7 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <string.h>
 
 static pthread_once_t alloc_once = PTHREAD_ONCE_INIT;
 static void set_alloc(void) { json_set_alloc_funcs(qhx_malloc, qhx_free); }
@@ -17,9 +18,14 @@ json_t *qhx_json_parse(const char *buf, size_t len, const char *label, qhx_error
     json_t *root = json_loadb(buf, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
     if (!root && json_error_code(&je) == json_error_out_of_memory)
         qhx_fail(err, QHX_E_NOMEM, "%s: out of memory while parsing JSON", label);
-    else if (!root)
+    else if (!root) {
+        /* jansson adds "near '<bytes>'": dropped, so an error never repeats the file's content
+         * (the position says where to look) */
+        char *near = strstr(je.text, " near '");
+        if (near) *near = '\0';
         qhx_fail(err, QHX_E_FORMAT, "%s: invalid JSON at line %d, column %d (byte %d): %s", label,
                  je.line, je.column, je.position, je.text);
+    }
     return root;
 }
 

@@ -608,14 +608,42 @@ static qhx_status check_file(const pctx *c, const qhx_plan_file *f, const char *
     return QHX_OK;
 }
 
+/* A bundle's file must really be in the bundle: a symbolic link (the file itself or a folder on
+ * its way) that leads outside the bundle folder is refused, so a manifest never makes the
+ * runtime read, or quote in an error, a file elsewhere. (Checkpoint folders are not held to
+ * this: the Hugging Face cache links every snapshot file to a blob outside it.) */
+/* 1 when path resolves to something outside base_dir (0 inside, or when it does not resolve:
+ * the existence checks report that). */
+static int leads_outside(const char *base_dir, const char *path) {
+    char *dir = realpath(base_dir, NULL), *real = realpath(path, NULL); /* libc malloc */
+    size_t n = dir ? strlen(dir) : 0;
+    int inside = dir && real && !strncmp(real, dir, n) && (real[n] == '/' || (n == 1 && dir[0] == '/'));
+    int outside = real && !inside;
+    free(dir);
+    free(real);
+    return outside;
+}
+
+static qhx_status check_inside(const pctx *c, const qhx_plan *plan, const qhx_plan_file *f, const char *jpath) {
+    if (!f->present || !f->path || !plan->base_dir || !leads_outside(plan->base_dir, f->path)) return QHX_OK;
+    char p[300];
+    return bad(c, QHX_E_IO, jp(p, sizeof p, jpath, "file"),
+               "'%s' is a symbolic link leading outside the bundle folder (refused)", f->file);
+}
+
 static qhx_status check_files(const pctx *c, const qhx_plan *plan) {
     qhx_status rc;
     for (int r = 0; r < QHX_ART_ROLE_COUNT; r++) {
         char p[64];
-        if ((rc = check_file(c, &plan->artifacts[r], jp(p, sizeof p, "artifacts", ROLE_NAMES[r])))) return rc;
+        jp(p, sizeof p, "artifacts", ROLE_NAMES[r]);
+        if ((rc = check_file(c, &plan->artifacts[r], p)) || (rc = check_inside(c, plan, &plan->artifacts[r], p)))
+            return rc;
     }
-    if ((rc = check_file(c, &plan->tokenizer, "tokenizer"))) return rc;
-    if ((rc = check_file(c, &plan->preprocessor, "preprocessor"))) return rc;
+    if ((rc = check_file(c, &plan->tokenizer, "tokenizer")) || (rc = check_inside(c, plan, &plan->tokenizer, "tokenizer")))
+        return rc;
+    if ((rc = check_file(c, &plan->preprocessor, "preprocessor")) ||
+        (rc = check_inside(c, plan, &plan->preprocessor, "preprocessor")))
+        return rc;
     return QHX_OK;
 }
 
@@ -710,6 +738,7 @@ static qhx_status parse_root(const pctx *c, qhx_plan *plan, const json_t *root) 
 static qhx_status load_model_config(const pctx *c, qhx_plan *plan) {
     if (!plan->model_config.present || !plan->model_config.path) return QHX_OK;
     qhx_status rc = check_file(c, &plan->model_config, "model.config");
+    if (rc == QHX_OK) rc = check_inside(c, plan, &plan->model_config, "model.config");
     if (rc) return rc;
     plan->config = qhx_json_load_file(plan->model_config.path, c->err);
     if (!plan->config) return c->err ? c->err->code : QHX_E_FORMAT;
@@ -1185,15 +1214,37 @@ qhx_status qhx_plan_from_checkpoint(const char *dir, qhx_plan **out, qhx_error *
 
 /* ==== verification ========================================================================= */
 
+/* The dtype that holds most bytes of the weights artifact at each precision. */
+static const qhx_dtype PRECISION_DTYPE[QHX_PREC_COUNT] = {
+    [QHX_PREC_F32] = QHX_DTYPE_F32, [QHX_PREC_BF16] = QHX_DTYPE_BF16, [QHX_PREC_F16] = QHX_DTYPE_F16,
+    [QHX_PREC_W8] = QHX_DTYPE_I8, [QHX_PREC_Q4] = QHX_DTYPE_U8};
+
+/* The precision whose weights are mostly of dtype d, for messages. */
+static const char *precision_of_dtype(qhx_dtype d) {
+    for (int p = 0; p < QHX_PREC_COUNT; p++)
+        if (PRECISION_DTYPE[p] == d) return qhx_precision_name((qhx_precision)p);
+    return "no known";
+}
+
 static qhx_status verify_artifact(const qhx_plan *plan, const qhx_plan_file *f, const char *jpath,
-                                  unsigned flags, qhx_error *err) {
+                                  unsigned flags, int is_weights, qhx_error *err) {
     pctx c = {plan->label, err};
     char p[300];
     qhx_status rc;
     if ((rc = check_file(&c, f, jpath))) return rc;
-    if ((flags & QHX_PLAN_VERIFY_HEADERS) && f->format == QHX_ART_SAFETENSORS && (f->tensor_count >= 0 || f->has_dtype)) {
+    int bundle = plan->source == QHX_PLAN_FROM_MANIFEST;
+    if ((flags & QHX_PLAN_VERIFY_HEADERS) && f->format == QHX_ART_SAFETENSORS &&
+        (f->tensor_count >= 0 || f->has_dtype || is_weights || bundle)) {
         qhx_st_set *set;
         if ((rc = qhx_st_open(f->path, &set, err))) return rc;
+        for (int i = 0; bundle && i < qhx_st_n_files(set); i++) /* the shards of an index too */
+            if (leads_outside(plan->base_dir, qhx_st_file_path(set, i))) {
+                rc = bad(&c, QHX_E_IO, jp(p, sizeof p, jpath, "file"),
+                         "shard '%s' is a symbolic link leading outside the bundle folder (refused)",
+                         qhx_st_file_path(set, i));
+                qhx_st_free(set);
+                return rc;
+            }
         uint64_t by_dtype[QHX_DTYPE_COUNT] = {0};
         int64_t n = qhx_st_n_tensors(set);
         for (int64_t i = 0; i < n; i++) by_dtype[qhx_st_tensor_at(set, i)->dtype] += qhx_st_tensor_at(set, i)->size;
@@ -1207,6 +1258,11 @@ static qhx_status verify_artifact(const qhx_plan *plan, const qhx_plan_file *f, 
         if (f->has_dtype && n > 0 && (qhx_dtype)best != f->dtype)
             return bad(&c, QHX_E_FORMAT, jp(p, sizeof p, jpath, "dtype"), "%s, but most bytes of '%s' are %s",
                        qhx_dtype_name(f->dtype), f->file, qhx_dtype_name((qhx_dtype)best));
+        if (is_weights && n > 0 && (unsigned)plan->precision < QHX_PREC_COUNT &&
+            (qhx_dtype)best != PRECISION_DTYPE[plan->precision])
+            return bad(&c, QHX_E_FORMAT, "precision", "'%s', but most bytes of '%s' are %s (%s weights)",
+                       qhx_precision_name(plan->precision), f->file, qhx_dtype_name((qhx_dtype)best),
+                       precision_of_dtype((qhx_dtype)best));
     }
     if ((flags & QHX_PLAN_VERIFY_HEADERS) && f->format == QHX_ART_RAW) {
         struct stat st;
@@ -1229,13 +1285,14 @@ qhx_status qhx_plan_verify(const qhx_plan *plan, unsigned flags, qhx_error *err)
     for (int r = 0; r < QHX_ART_ROLE_COUNT; r++) {
         if (!plan->artifacts[r].present) continue;
         char p[64];
-        if ((rc = verify_artifact(plan, &plan->artifacts[r], jp(p, sizeof p, "artifacts", ROLE_NAMES[r]), flags, err)))
+        if ((rc = verify_artifact(plan, &plan->artifacts[r], jp(p, sizeof p, "artifacts", ROLE_NAMES[r]), flags,
+                                  r == QHX_ART_WEIGHTS, err)))
             return rc;
     }
     const qhx_plan_file *others[] = {&plan->tokenizer, &plan->preprocessor, &plan->model_config};
     const char *names[] = {"tokenizer", "preprocessor", "model.config"};
     for (int i = 0; i < 3; i++)
-        if (others[i]->present && (rc = verify_artifact(plan, others[i], names[i], flags & QHX_PLAN_VERIFY_SHA256, err)))
+        if (others[i]->present && (rc = verify_artifact(plan, others[i], names[i], flags & QHX_PLAN_VERIFY_SHA256, 0, err)))
             return rc;
     return QHX_OK;
 }
@@ -1377,26 +1434,15 @@ qhx_status qhx_plan_save(const qhx_plan *plan, const char *path, qhx_error *err)
     size_t len;
     qhx_status rc = qhx_plan_write_json(plan, &text, &len, err);
     if (rc) return rc;
-    size_t plen = strlen(path);
-    char *tmp = qhx_malloc(plen + 5);
-    if (!tmp) {
-        qhx_free(text);
-        return qhx_fail(err, QHX_E_NOMEM, "out of memory");
+    qhx_out_file of;
+    if ((rc = qhx_out_open(&of, path, 0666, err)) == QHX_OK) {
+        if (fwrite(text, 1, len, of.f) != len) {
+            rc = qhx_fail(err, QHX_E_IO, "%s: write failed: %s", path, strerror(errno));
+            qhx_out_abort(&of);
+        } else {
+            rc = qhx_out_commit(&of, err);
+        }
     }
-    memcpy(tmp, path, plen);
-    memcpy(tmp + plen, ".tmp", 5);
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        rc = qhx_fail(err, QHX_E_IO, "%s: cannot create: %s", tmp, strerror(errno));
-    } else {
-        int ok = fwrite(text, 1, len, f) == len;
-        ok &= fflush(f) == 0;
-        ok &= fclose(f) == 0;
-        if (!ok) rc = qhx_fail(err, QHX_E_IO, "%s: write failed: %s", tmp, strerror(errno));
-        else if (rename(tmp, path) != 0) rc = qhx_fail(err, QHX_E_IO, "%s: cannot rename into place: %s", path, strerror(errno));
-        if (rc) unlink(tmp);
-    }
-    qhx_free(tmp);
     qhx_free(text);
     return rc;
 }

@@ -212,7 +212,8 @@ json_t *qhx_plan_to_json(const qhx_plan *plan, qhx_error *err);
 qhx_status qhx_plan_write_json(const qhx_plan *plan, char **out /* OUT, owned */,
                                size_t *out_len /* OUT */, qhx_error *err);
 
-/* Write the manifest text to `path` (replaced atomically: written to path.tmp, then renamed). */
+/* Write the manifest text to `path` (qhx_out_open: whole or not at all, a non-regular target
+ * written in place, never replaced). */
 qhx_status qhx_plan_save(const qhx_plan *plan, const char *path, qhx_error *err);
 
 /* ---- names --------------------------------------------------------------------------- */

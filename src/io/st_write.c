@@ -2,6 +2,7 @@
 #include "io/st_write.h"
 
 #include "core/alloc.h"
+#include "core/file.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -25,7 +26,8 @@ typedef struct stw_tensor {
 } stw_tensor;
 
 struct qhx_stw {
-    char *path, *tmp_path;
+    char *path;
+    qhx_out_file out; /* out.f is f while the file is open */
     stw_tensor *t;
     int64_t n, cap;
     char **meta; /* key, value pairs */
@@ -50,13 +52,11 @@ qhx_status qhx_stw_create(const char *path, qhx_stw **out, qhx_error *err) {
 
 void qhx_stw_free(qhx_stw *w) {
     if (!w) return;
-    if (w->f) fclose(w->f);
-    if (w->tmp_path && !w->finished) unlink(w->tmp_path);
+    qhx_out_abort(&w->out);
     for (int64_t i = 0; i < w->n; i++) qhx_free(w->t[i].name);
     for (int i = 0; i < 2 * w->n_meta; i++) qhx_free(w->meta[i]);
     qhx_free(w->meta);
     qhx_free(w->t);
-    qhx_free(w->tmp_path);
     qhx_free(w->path);
     qhx_free(w);
 }
@@ -174,7 +174,7 @@ static char *build_header(qhx_stw *w) {
 }
 
 static qhx_status io_fail(qhx_stw *w, qhx_error *err, const char *what) {
-    return qhx_fail(err, QHX_E_IO, "%s: %s: %s", w->tmp_path ? w->tmp_path : w->path, what, strerror(errno));
+    return qhx_fail(err, QHX_E_IO, "%s: %s: %s", w->path, what, strerror(errno));
 }
 
 qhx_status qhx_stw_begin(qhx_stw *w, qhx_error *err) {
@@ -191,30 +191,12 @@ qhx_status qhx_stw_begin(qhx_stw *w, qhx_error *err) {
     size_t hlen = strlen(hdr), padded = (hlen + 7) & ~(size_t)7;
     w->file_bytes = 8 + padded + off;
 
-    size_t plen = strlen(w->path);
-    w->tmp_path = qhx_malloc(plen + 12);
-    if (!w->tmp_path) {
-        free(hdr);
-        return qhx_fail(err, QHX_E_NOMEM, "%s: out of memory", w->path);
-    }
-    snprintf(w->tmp_path, plen + 12, "%s.tmp-XXXXXX", w->path);
-    int fd = mkstemp(w->tmp_path);
-    if (fd < 0) {
-        qhx_status rc = qhx_fail(err, QHX_E_IO, "%s: cannot create a temporary file: %s", w->path, strerror(errno));
-        qhx_free(w->tmp_path);
-        w->tmp_path = NULL;
+    qhx_status rc = qhx_out_open(&w->out, w->path, 0666, err);
+    if (rc) {
         free(hdr);
         return rc;
     }
-    mode_t mask = umask(0);
-    umask(mask);
-    (void)fchmod(fd, 0666 & ~mask);
-    w->f = fdopen(fd, "wb");
-    if (!w->f) {
-        close(fd);
-        free(hdr);
-        return io_fail(w, err, "cannot open for writing");
-    }
+    w->f = w->out.f;
     setvbuf(w->f, NULL, _IOFBF, (size_t)1 << 20);
     uint8_t len8[8];
     for (int i = 0; i < 8; i++) len8[i] = (uint8_t)((uint64_t)padded >> (8 * i));
@@ -261,20 +243,9 @@ qhx_status qhx_stw_finish(qhx_stw *w, qhx_error *err) {
     if (next)
         return qhx_fail(err, QHX_E_ARG, "%s: tensor '%s' incomplete: %llu of %llu bytes written", w->path, next,
                         (unsigned long long)w->cur_done, (unsigned long long)w->t[w->cur].size);
-    FILE *f = w->f;
     w->f = NULL;
-    int ok = fflush(f) == 0 && fsync(fileno(f)) == 0;
-    int saved = errno;
-    if (fclose(f) != 0 && ok) {
-        ok = 0;
-        saved = errno;
-    }
-    if (!ok) {
-        errno = saved;
-        return io_fail(w, err, "write failed");
-    }
-    if (rename(w->tmp_path, w->path) != 0)
-        return qhx_fail(err, QHX_E_IO, "%s: cannot rename %s into place: %s", w->path, w->tmp_path, strerror(errno));
+    qhx_status rc = qhx_out_commit(&w->out, err);
+    if (rc) return rc;
     w->finished = 1;
     return QHX_OK;
 }

@@ -99,6 +99,7 @@ static unsigned int8_prefill_formats(qhx_prefill_math math) {
 
 qhx_status qhx_model_open(const char *path, const qhx_model_params *params, qhx_model **out,
                           qhx_error *err) {
+    if (!out) return qhx_fail(err, QHX_E_ARG, "model open: out is NULL");
     *out = NULL;
     if (!path) return qhx_fail(err, QHX_E_ARG, "model path is NULL");
     qhx_model_params p = params ? *params : qhx_model_default_params();
@@ -126,6 +127,11 @@ qhx_status qhx_model_open(const char *path, const qhx_model_params *params, qhx_
                       p.decode_math == QHX_PREFILL_MATH_F32 ? 0 : 1u << QHX_W_Q4, &m->kern);
     qhx_status rc = qhx_plan_open(path, &m->plan, err);
     if (rc) goto fail;
+    /* what a manifest says of its weights (tensor_count, dtype, precision) is checked against the
+     * safetensors headers now, at the cost of reading them once more; sha256 is left to
+     * `qhx inspect --verify` (a pass over every byte: seconds per GB) */
+    if (m->plan->source == QHX_PLAN_FROM_MANIFEST && (rc = qhx_plan_verify(m->plan, QHX_PLAN_VERIFY_HEADERS, err)))
+        goto fail;
     if (!m->plan->config) {
         rc = qhx_fail(err, QHX_E_FORMAT, "%s: the run plan has no model configuration", m->plan->label);
         goto fail;
@@ -161,7 +167,7 @@ void qhx_model_free(qhx_model *m) {
 
 qhx_family qhx_model_family(const qhx_model *m) { return m->family; }
 const qhx_model_config *qhx_model_get_config(const qhx_model *m) { return &m->cfg; }
-int64_t qhx_model_n_vocab(const qhx_model *m) { return m->cfg.vocab_size; }
+int64_t qhx_model_n_vocab(const qhx_model *m) { return m ? m->cfg.vocab_size : 0; }
 const qhx_st_tensor *qhx_model_find_tensor(const qhx_model *m, const char *name) {
     return m->weights ? qhx_st_find(m->weights, name) : NULL;
 }

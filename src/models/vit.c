@@ -119,6 +119,7 @@ static qhx_status patch_weight(qhx_vit *v, const qhx_st_set *st, const char *nam
     int64_t shape[5] = {c->hidden_size, c->in_channels, c->temporal_patch_size, c->patch_size, c->patch_size};
     const qhx_st_tensor *t;
     qhx_status rc = qhx_st_get(st, name, QHX_DT_FLOATS, 5, shape, &t, err);
+    if (rc == QHX_OK) rc = qhx_wcheck_finite(st, t, name, err);
     if (rc) return rc;
     qhx_weight *w = &v->patch_embed;
     w->fmt = t->dtype == QHX_DTYPE_F32 ? QHX_W_F32 : t->dtype == QHX_DTYPE_F16 ? QHX_W_F16 : QHX_W_BF16;

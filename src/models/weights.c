@@ -30,6 +30,62 @@ static void *owned_alloc(qhx_wowned *o, size_t bytes) {
     return p;
 }
 
+/* ---- non-finite values -----------------------------------------------------------------------
+ * One NaN or Inf in a weight makes every logit NaN a few layers later; the sampler would then
+ * see garbage. So every float tensor is checked once, at load, in its own dtype: a value is
+ * non-finite when its exponent bits are all ones (f32 0x7f800000, f16 0x7c00, bf16 0x7f80).
+ * Branch-free per block, so the compiler vectorizes it: about a memory pass over the weights. */
+
+#define SCAN_BLOCK 4096
+
+static int64_t first_bad_u16(const uint8_t *p, int64_t n, uint16_t exp_mask) {
+    for (int64_t b = 0; b < n; b += SCAN_BLOCK) {
+        int64_t e = b + SCAN_BLOCK < n ? b + SCAN_BLOCK : n;
+        unsigned bad = 0;
+        for (int64_t i = b; i < e; i++) {
+            uint16_t v;
+            memcpy(&v, p + 2 * i, 2);
+            bad |= (v & exp_mask) == exp_mask;
+        }
+        if (!bad) continue;
+        for (int64_t i = b; i < e; i++) {
+            uint16_t v;
+            memcpy(&v, p + 2 * i, 2);
+            if ((v & exp_mask) == exp_mask) return i;
+        }
+    }
+    return -1;
+}
+
+static int64_t first_bad_f32(const uint8_t *p, int64_t n) {
+    for (int64_t b = 0; b < n; b += SCAN_BLOCK) {
+        int64_t e = b + SCAN_BLOCK < n ? b + SCAN_BLOCK : n;
+        unsigned bad = 0;
+        for (int64_t i = b; i < e; i++) {
+            uint32_t v;
+            memcpy(&v, p + 4 * i, 4);
+            bad |= (v & 0x7f800000u) == 0x7f800000u;
+        }
+        if (!bad) continue;
+        for (int64_t i = b; i < e; i++) {
+            uint32_t v;
+            memcpy(&v, p + 4 * i, 4);
+            if ((v & 0x7f800000u) == 0x7f800000u) return i;
+        }
+    }
+    return -1;
+}
+
+qhx_status qhx_wcheck_finite(const qhx_st_set *set, const qhx_st_tensor *t, const char *name, qhx_error *err) {
+    int64_t at = t->dtype == QHX_DTYPE_F32   ? first_bad_f32(t->data, t->n_elements)
+                 : t->dtype == QHX_DTYPE_F16  ? first_bad_u16(t->data, t->n_elements, 0x7c00)
+                 : t->dtype == QHX_DTYPE_BF16 ? first_bad_u16(t->data, t->n_elements, 0x7f80)
+                                              : -1;
+    if (at < 0) return QHX_OK;
+    return qhx_fail(err, QHX_E_FORMAT, "%s: tensor '%s': element %lld is NaN or infinite", qhx_st_file_path(set, t->file_index),
+                    name, (long long)at);
+}
+
 qhx_status qhx_wbind_linear(const qhx_st_set *set, const char *name, int64_t rows, int64_t cols,
                             const qhx_kernels *k, qhx_wowned *owned, qhx_weight *out,
                             qhx_error *err) {
@@ -45,6 +101,7 @@ qhx_status qhx_wbind_linear(const qhx_st_set *set, const char *name, int64_t row
     }
     int64_t shape[2] = {rows, cols};
     qhx_status rc = qhx_st_get(set, name, QHX_DT_FLOATS, 2, shape, &t, err);
+    if (rc == QHX_OK) rc = qhx_wcheck_finite(set, t, name, err);
     if (rc) return rc;
     qhx_wfmt fmt = t->dtype == QHX_DTYPE_F32 ? QHX_W_F32 : t->dtype == QHX_DTYPE_F16 ? QHX_W_F16 : QHX_W_BF16;
     if (!k->matvec[fmt] || !k->matmul[fmt] || !k->row[fmt])
@@ -73,6 +130,7 @@ qhx_status qhx_wload_f32(const qhx_st_set *set, const char *name, int n_dims,
     *out = NULL;
     const qhx_st_tensor *t;
     qhx_status rc = qhx_st_get(set, name, QHX_DT_FLOATS, n_dims, shape, &t, err);
+    if (rc == QHX_OK) rc = qhx_wcheck_finite(set, t, name, err);
     if (rc) return rc;
     size_t bytes;
     if (!qhx_size_mul((size_t)t->n_elements, sizeof(float), &bytes))

@@ -23,11 +23,16 @@ typedef struct qhx_wowned {
 void qhx_wowned_free(qhx_wowned *o); /* frees every buffer; o itself is caller storage */
 
 /* Bind tensor `name` as a linear weight (rows, cols) = (out_features, in_features). Accepts
- * F32, F16, BF16 storage; refuses a format the kernel table k has no matvec/matmul/row for.
+ * F32, F16, BF16 storage (finite only); refuses a format the kernel table k has no
+ * matvec/matmul/row for.
  * *out views the mapping (lifetime: the set) or an aligned copy owned by `owned`. */
 qhx_status qhx_wbind_linear(const qhx_st_set *set, const char *name, int64_t rows, int64_t cols,
                             const qhx_kernels *k, qhx_wowned *owned, qhx_weight *out /* OUT */,
                             qhx_error *err);
+
+/* QHX_E_FORMAT naming the file, tensor and element when an F32/F16/BF16 tensor holds a NaN or an
+ * Inf (other dtypes pass). Both binders below call it, so no model loads non-finite weights. */
+qhx_status qhx_wcheck_finite(const qhx_st_set *set, const qhx_st_tensor *t, const char *name, qhx_error *err);
 
 /* Load tensor `name` of rank n_dims and the given shape (-1 = any), any float dtype, as a new
  * f32 array of its n_elements values owned by `owned`. *n_out (may be NULL) gets the count. */

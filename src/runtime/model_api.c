@@ -9,9 +9,9 @@
 
 #include <string.h>
 
-const char *qhx_model_family_name(const qhx_model *m) { return qhx_family_name(m->family); }
+const char *qhx_model_family_name(const qhx_model *m) { return m ? qhx_family_name(m->family) : "?"; }
 
-int64_t qhx_model_max_context(const qhx_model *m) { return m->max_context; }
+int64_t qhx_model_max_context(const qhx_model *m) { return m ? m->max_context : 0; }
 
 int64_t qhx_model_trained_context(const qhx_model *m) {
     int64_t trained = m->plan && m->plan->config ? m->plan->dims.max_position_embeddings : 0;
@@ -19,6 +19,7 @@ int64_t qhx_model_trained_context(const qhx_model *m) {
 }
 
 int qhx_model_is_stop(const qhx_model *m, qhx_token t) {
+    if (!m) return 0;
     if (m->plan) {
         const qhx_plan_tokens *sp = &m->plan->special;
         for (int i = 0; i < sp->n_stop_ids; i++)
@@ -29,17 +30,19 @@ int qhx_model_is_stop(const qhx_model *m, qhx_token t) {
 }
 
 qhx_token qhx_model_token_id(const qhx_model *m, const char *text) {
-    return m->tok && text ? qhx_tok_token_to_id(m->tok, text) : -1;
+    return m && m->tok && text ? qhx_tok_token_to_id(m->tok, text) : -1;
 }
 
 int32_t qhx_argmax_f32(const float *x, int64_t n) { return qhx_argmax(x, n); }
 
 static qhx_status need_tok(const qhx_model *m, qhx_error *err) {
+    if (!m) return qhx_fail(err, QHX_E_ARG, "model is NULL");
     return m->tok ? QHX_OK : qhx_fail(err, QHX_E_ARG, "the model has no tokenizer");
 }
 
 qhx_status qhx_tokenize(const qhx_model *m, const char *text, size_t len, qhx_token *ids, size_t cap,
                         size_t *n_out, qhx_error *err) {
+    if (!n_out) return qhx_fail(err, QHX_E_ARG, "tokenize: n_out is NULL");
     *n_out = 0;
     qhx_status rc = need_tok(m, err);
     if (rc) return rc;
@@ -50,10 +53,17 @@ qhx_status qhx_tokenize(const qhx_model *m, const char *text, size_t len, qhx_to
 
 qhx_status qhx_detokenize(const qhx_model *m, const qhx_token *ids, size_t n, char *buf, size_t cap,
                           size_t *len_out, qhx_error *err) {
+    if (!len_out) return qhx_fail(err, QHX_E_ARG, "detokenize: len_out is NULL");
     *len_out = 0;
     qhx_status rc = need_tok(m, err);
     if (rc) return rc;
     if (!ids && n) return qhx_fail(err, QHX_E_ARG, "detokenize: ids is NULL");
+    if (!buf && cap) return qhx_fail(err, QHX_E_ARG, "detokenize: buf is NULL with cap %zu", cap);
+    int64_t vocab = qhx_model_n_vocab(m);
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= vocab)
+            return qhx_fail(err, QHX_E_ARG, "detokenize: token %zu: id %d is outside the vocabulary [0, %lld)", i,
+                            ids[i], (long long)vocab);
     rc = qhx_tok_decode(m->tok, ids, n, 0, buf, cap, len_out, err);
     if (rc) return rc;
     if (*len_out >= cap) /* no room for the terminator: the caller asked a size */
@@ -64,7 +74,10 @@ qhx_status qhx_detokenize(const qhx_model *m, const qhx_token *ids, size_t n, ch
 
 qhx_status qhx_chat_format(const qhx_model *m, const qhx_chat_msg *msgs, size_t n, int add_generation_prompt,
                            int thinking, char *buf, size_t cap, size_t *len_out, qhx_error *err) {
+    if (!len_out) return qhx_fail(err, QHX_E_ARG, "chat: len_out is NULL");
     *len_out = 0;
+    if (!m) return qhx_fail(err, QHX_E_ARG, "chat: model is NULL");
+    if (!buf && cap) return qhx_fail(err, QHX_E_ARG, "chat: buf is NULL with cap %zu", cap);
     if (n > 4096) return qhx_fail(err, QHX_E_LIMIT, "chat: %zu messages, the limit is 4096", n);
     if (!msgs && n) return qhx_fail(err, QHX_E_ARG, "chat: msgs is NULL");
     qhx_chat_message *cm = qhx_calloc(n ? n : 1, sizeof *cm);

@@ -213,12 +213,38 @@ static void apply_presence_frequency(qhx_sampler *s) {
     }
 }
 
+/* Largest logit of a row, or NaN when the row holds a NaN or +Inf: a healthy model never makes
+ * one, so such a row means non-finite weights or activations, and sampling it would give garbage
+ * (every probability NaN, hence token 0) instead of an error. */
+static float row_max(const float *x, int64_t n) {
+    float mx = -INFINITY;
+    for (int64_t i = 0; i < n; i++) {
+        if (!(x[i] < INFINITY)) return NAN; /* NaN or +Inf */
+        if (x[i] > mx) mx = x[i];
+    }
+    return mx;
+}
+
+/* work /= T. When the largest |logit| / T would overflow (T tiny), the shift by the row's
+ * largest logit comes first: (x - max) / T <= 0 never overflows and gives the same softmax. */
+static void temper(qhx_sampler *s, float mx) {
+    int64_t V = s->n_vocab;
+    float T = s->p.temperature, lo = INFINITY;
+    for (int64_t i = 0; i < V; i++)
+        if (s->work[i] > -INFINITY && s->work[i] < lo) lo = s->work[i];
+    float big = fmaxf(fabsf(mx), lo < INFINITY ? fabsf(lo) : 0.0f);
+    if (isfinite(big / T)) {
+        for (int64_t i = 0; i < V; i++) s->work[i] /= T;
+        return;
+    }
+    for (int64_t i = 0; i < V; i++) s->work[i] = (s->work[i] - mx) / T;
+}
+
 int32_t qhx_sampler_sample(qhx_sampler *s, const float *logits) {
     const qhx_sample_params *p = &s->p;
     int64_t V = s->n_vocab;
+    if (isnan(row_max(logits, V))) return -1;
     memcpy(s->work, logits, (size_t)V * sizeof *s->work);
-    for (int64_t i = 0; i < V; i++)
-        if (s->work[i] != s->work[i]) s->work[i] = -INFINITY; /* NaN is never chosen */
     if (p->repeat_penalty != 1.0f)
         for (int32_t i = 0; i < s->n_hist; i++) {
             int32_t t = s->hist[i];
@@ -228,7 +254,9 @@ int32_t qhx_sampler_sample(qhx_sampler *s, const float *logits) {
         }
     if (p->presence_penalty != 0.0f || p->frequency_penalty != 0.0f) apply_presence_frequency(s);
     if (p->temperature <= 0.0f) return qhx_argmax(s->work, V);
-    for (int64_t i = 0; i < V; i++) s->work[i] /= p->temperature;
+    float best = row_max(s->work, V);
+    if (best == -INFINITY) return qhx_argmax(s->work, V); /* every token masked: nothing to weigh */
+    temper(s, best);
 
     int64_t n;
     for (int64_t i = 0; i < V; i++) s->idx[i] = (int32_t)i;

@@ -30,7 +30,7 @@ void qhx_sampler_reset(qhx_sampler *s);
 /* Record a token (prompt or generated) for the repetition penalty window. */
 void qhx_sampler_accept(qhx_sampler *s, int32_t token);
 /* Choose the next token from logits[0..n_vocab). Does not modify logits; does not record the
- * token (call accept). Never allocates. */
+ * token (call accept). Never allocates. Returns -1 for a row holding a NaN or +Inf. */
 int32_t qhx_sampler_sample(qhx_sampler *s, const float *logits);
 
 /* Sampler state (rng + penalty window) as bytes, for session files. Layout: 4 x u64 rng,

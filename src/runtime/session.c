@@ -24,9 +24,26 @@ struct qhx_session {
     bool has_logits;
     qhx_stop_reason last_stop;
     bool broken;            /* an aborted forward left the state half-updated */
+    bool busy;              /* inside feed/generate/save/restore: a call from its callbacks is refused */
     int64_t n_fed;          /* tokens fed since the last generate (for its stats) */
     double feed_ms;
 };
+
+/* ---- the busy guard -------------------------------------------------------------------------
+ * One session is not re-entrant (qhx.h): a feed, generate, save or restore called from the
+ * callbacks of a call running on the same session would change the state under it. */
+
+static qhx_status enter(qhx_session *s, const char *what, qhx_error *err) {
+    if (!s) return qhx_fail(err, QHX_E_ARG, "%s: session is NULL", what);
+    if (s->busy) return qhx_fail(err, QHX_E_ARG, "%s: the session is busy (called from its own callback)", what);
+    s->busy = true;
+    return QHX_OK;
+}
+
+static qhx_status leave(qhx_session *s, qhx_status rc) {
+    s->busy = false;
+    return rc;
+}
 
 /* ---- lifetime ------------------------------------------------------------------------------ */
 
@@ -46,8 +63,14 @@ qhx_session_params qhx_session_default_params(const qhx_model *m) {
 
 qhx_status qhx_session_create(const qhx_model *m, const qhx_session_params *params,
                               qhx_session **out, qhx_error *err) {
+    if (!out) return qhx_fail(err, QHX_E_ARG, "session: out is NULL");
     *out = NULL;
     if (!m || !params) return qhx_fail(err, QHX_E_ARG, "session: model and params are required");
+    if ((unsigned)params->prefill > QHX_PREFILL_DECODE)
+        return qhx_fail(err, QHX_E_ARG, "session: prefill mode %d is not chunked (0) or decode (1)", (int)params->prefill);
+    if (params->n_ctx < 0 || params->n_batch < 0)
+        return qhx_fail(err, QHX_E_ARG, "session: n_ctx %lld and n_batch %lld must be >= 0", (long long)params->n_ctx,
+                        (long long)params->n_batch);
     qhx_session *s = qhx_calloc(1, sizeof *s);
     if (!s) return qhx_fail(err, QHX_E_NOMEM, "session: out of memory");
     s->m = m;
@@ -90,6 +113,7 @@ void qhx_session_free(qhx_session *s) {
 }
 
 void qhx_session_reset(qhx_session *s) {
+    if (!s || s->busy) return; /* from its own callback: the running call owns the state */
     qhx_model_state_reset(s->st);
     qhx_sampler_reset(s->smp);
     if (s->stream) {
@@ -105,10 +129,10 @@ void qhx_session_reset(qhx_session *s) {
     s->feed_ms = 0;
 }
 
-int64_t qhx_session_n_past(const qhx_session *s) { return qhx_model_state_n_past(s->st); }
-int64_t qhx_session_n_ctx(const qhx_session *s) { return qhx_model_state_n_ctx(s->st); }
+int64_t qhx_session_n_past(const qhx_session *s) { return s ? qhx_model_state_n_past(s->st) : 0; }
+int64_t qhx_session_n_ctx(const qhx_session *s) { return s ? qhx_model_state_n_ctx(s->st) : 0; }
 int64_t qhx_session_n_vocab(const qhx_session *s) { return s->n_vocab; }
-const float *qhx_session_logits(const qhx_session *s) { return s->logits; }
+const float *qhx_session_logits(const qhx_session *s) { return s ? s->logits : NULL; }
 float *qhx_session_logits_mut(qhx_session *s) { return s->logits; }
 const qhx_model *qhx_session_model(const qhx_session *s) { return s->m; }
 qhx_model_state *qhx_session_state(qhx_session *s) { return s->st; }
@@ -170,7 +194,7 @@ qhx_status qhx_session_feed_pending(qhx_session *s, qhx_error *err) {
     return rc;
 }
 
-qhx_status qhx_session_feed(qhx_session *s, const qhx_token *ids, size_t n, qhx_error *err) {
+static qhx_status feed_ids(qhx_session *s, const qhx_token *ids, size_t n, qhx_error *err) {
     if (n == 0) return QHX_OK;
     if (!ids) return qhx_fail(err, QHX_E_ARG, "session: ids is NULL");
     int64_t held = qhx_session_n_past(s), extra = s->pending >= 0 ? 1 : 0, n_ctx = qhx_session_n_ctx(s);
@@ -191,12 +215,33 @@ qhx_status qhx_session_feed(qhx_session *s, const qhx_token *ids, size_t n, qhx_
     return QHX_OK;
 }
 
-qhx_status qhx_session_feed_text(qhx_session *s, const char *text, size_t len, qhx_error *err) {
+/* Refuse text that cannot fit before paying for its tokenization: NFC shrinks UTF-8 by at most
+ * 3x (three jamo into one syllable) and one token covers at most QHX_TOK_MAX_TOKEN_BYTES bytes,
+ * so len bytes make at least len / (3 * QHX_TOK_MAX_TOKEN_BYTES) tokens. */
+static qhx_status text_may_fit(const qhx_session *s, size_t len, qhx_error *err) {
+    int64_t room = qhx_session_n_ctx(s) - qhx_session_n_past(s) - (s->pending >= 0 ? 1 : 0);
+    uint64_t at_least = (uint64_t)len / (3u * QHX_TOK_MAX_TOKEN_BYTES);
+    if (at_least > (uint64_t)room)
+        return qhx_fail(err, QHX_E_LIMIT,
+                        "text of %zu bytes makes at least %llu tokens, more than the %lld left in the context",
+                        len, (unsigned long long)at_least, (long long)room);
+    return QHX_OK;
+}
+
+/* Tokenize with the session's abort callback polled. */
+static qhx_status encode(qhx_session *s, const char *text, size_t len, int32_t **ids, size_t *n, qhx_error *err) {
+    qhx_status rc = text_may_fit(s, len, err);
+    if (rc) return rc;
+    return qhx_tok_encode_alloc_abortable(s->m->tok, text, len, s->params.abort_cb, s->params.abort_user, ids, n,
+                                          err);
+}
+
+static qhx_status feed_text(qhx_session *s, const char *text, size_t len, qhx_error *err) {
     if (!s->m->tok) return qhx_fail(err, QHX_E_ARG, "session: the model has no tokenizer");
     int32_t *ids = NULL;
     size_t n = 0;
-    qhx_status rc = qhx_tok_encode_alloc(s->m->tok, text, len, &ids, &n, err);
-    if (rc == QHX_OK) rc = qhx_session_feed(s, ids, n, err);
+    qhx_status rc = encode(s, text, len, &ids, &n, err);
+    if (rc == QHX_OK) rc = feed_ids(s, ids, n, err);
     qhx_free(ids);
     return rc;
 }
@@ -250,8 +295,8 @@ static qhx_status chat_text(qhx_session *s, const qhx_chat_msg *msgs, size_t n, 
     return QHX_OK;
 }
 
-qhx_status qhx_session_feed_chat(qhx_session *s, const qhx_chat_msg *msgs, size_t n, const char *image_path,
-                                 int thinking, qhx_error *err) {
+static qhx_status feed_chat(qhx_session *s, const qhx_chat_msg *msgs, size_t n, const char *image_path,
+                            int thinking, qhx_error *err) {
     if (!s->m->tok) return qhx_fail(err, QHX_E_ARG, "session: the model has no tokenizer");
     if (!msgs || n == 0 || n > 4096) return qhx_fail(err, QHX_E_ARG, "chat: 1 to 4096 messages are needed");
     const qhx_qwen3vl *vl = qhx_qwen3vl_of(s->m);
@@ -266,11 +311,11 @@ qhx_status qhx_session_feed_chat(qhx_session *s, const qhx_chat_msg *msgs, size_
     qhx_status rc = QHX_OK;
     if (image_path && (rc = qhx_qwen3vl_image_load(vl, image_path, &im, err))) goto done;
     if ((rc = chat_text(s, msgs, n, im.n_tokens, thinking, &text, err))) goto done;
-    if ((rc = qhx_tok_encode_alloc(s->m->tok, text, strlen(text), &ids, &n_ids, err))) goto done;
+    if ((rc = encode(s, text, strlen(text), &ids, &n_ids, err))) goto done;
     /* the pending token goes first, so the image announcement covers exactly these ids */
     if ((rc = qhx_session_feed_pending(s, err))) goto done;
     if (vl && (rc = qhx_qwen3vl_attach(s->st, image_path ? &im : NULL, ids, (int64_t)n_ids, err))) goto done;
-    rc = qhx_session_feed(s, ids, n_ids, err);
+    rc = feed_ids(s, ids, n_ids, err);
     if (vl) qhx_qwen3vl_attach(s->st, NULL, NULL, 0, NULL); /* the image dies here: drop the announcement */
 done:
     qhx_vl_image_deinit(&im);
@@ -279,9 +324,12 @@ done:
     return rc;
 }
 
-qhx_stop_reason qhx_session_last_stop(const qhx_session *s) { return s->last_stop; }
+qhx_stop_reason qhx_session_last_stop(const qhx_session *s) { return s ? s->last_stop : QHX_STOP_LENGTH; }
 
-qhx_token qhx_session_sample(qhx_session *s) { return qhx_sampler_sample(s->smp, s->logits); }
+qhx_token qhx_session_sample(qhx_session *s) {
+    return s && !s->busy ? qhx_sampler_sample(s->smp, s->logits) : -1;
+}
+
 
 /* ---- generation ---------------------------------------------------------------------------- */
 
@@ -309,8 +357,8 @@ static int is_stop(const qhx_model *m, qhx_token t, qhx_token turn_end) {
     return qhx_model_is_stop(m, t) || (turn_end >= 0 && t == turn_end);
 }
 
-qhx_status qhx_session_generate(qhx_session *s, const qhx_generate_params *p, qhx_generate_stats *stats,
-                                qhx_error *err) {
+static qhx_status generate(qhx_session *s, const qhx_generate_params *p, qhx_generate_stats *stats,
+                           qhx_error *err) {
     qhx_generate_stats st = {.n_prompt = s->n_fed, .prefill_ms = s->feed_ms};
     if (stats) *stats = st;
     if (!p || p->max_tokens < 1) return qhx_fail(err, QHX_E_ARG, "generate: max_tokens must be >= 1");
@@ -332,6 +380,12 @@ qhx_status qhx_session_generate(qhx_session *s, const qhx_generate_params *p, qh
             break;
         }
         qhx_token t = qhx_sampler_sample(s->smp, s->logits);
+        if (t < 0) {
+            rc = qhx_fail(err, QHX_E_FORMAT,
+                          "generate: the logits after %lld tokens are not finite (NaN or Inf): the weights "
+                          "or the computation overflowed", (long long)qhx_session_n_past(s));
+            break;
+        }
         if (!p->ignore_stop && is_stop(s->m, t, turn_end)) {
             s->pending = t;
             st.stop = QHX_STOP_TOKEN;
@@ -363,3 +417,32 @@ qhx_status qhx_session_generate(qhx_session *s, const qhx_generate_params *p, qh
     if (stats) *stats = st;
     return rc;
 }
+
+/* ---- the public calls: NULL and re-entrancy checked once, here ------------------------------ */
+
+qhx_status qhx_session_feed(qhx_session *s, const qhx_token *ids, size_t n, qhx_error *err) {
+    qhx_status rc = enter(s, "feed", err);
+    return rc ? rc : leave(s, feed_ids(s, ids, n, err));
+}
+
+qhx_status qhx_session_feed_text(qhx_session *s, const char *text, size_t len, qhx_error *err) {
+    qhx_status rc = enter(s, "feed text", err);
+    if (rc) return rc;
+    if (!text && len) return leave(s, qhx_fail(err, QHX_E_ARG, "feed text: text is NULL"));
+    return leave(s, feed_text(s, text ? text : "", len, err));
+}
+
+qhx_status qhx_session_feed_chat(qhx_session *s, const qhx_chat_msg *msgs, size_t n, const char *image_path,
+                                 int thinking, qhx_error *err) {
+    qhx_status rc = enter(s, "chat", err);
+    return rc ? rc : leave(s, feed_chat(s, msgs, n, image_path, thinking, err));
+}
+
+qhx_status qhx_session_generate(qhx_session *s, const qhx_generate_params *p, qhx_generate_stats *stats,
+                                qhx_error *err) {
+    qhx_status rc = enter(s, "generate", err);
+    return rc ? rc : leave(s, generate(s, p, stats, err));
+}
+
+qhx_status qhx_session_guard_enter(qhx_session *s, const char *what, qhx_error *err) { return enter(s, what, err); }
+qhx_status qhx_session_guard_leave(qhx_session *s, qhx_status rc) { return leave(s, rc); }

@@ -47,5 +47,10 @@ float *qhx_session_logits_mut(qhx_session *s);
 qhx_status qhx_session_restore_buf(qhx_session *s, const uint8_t *data, size_t size, const char *label,
                                    qhx_error *err);
 struct qhx_sampler *qhx_session_sampler(qhx_session *s);
+/* The re-entrancy guard of the public calls (session_file.c's save and restore use it too):
+ * enter refuses a NULL or busy session with QHX_E_ARG, else marks it busy; leave clears the mark
+ * and returns rc. */
+qhx_status qhx_session_guard_enter(qhx_session *s, const char *what, qhx_error *err);
+qhx_status qhx_session_guard_leave(qhx_session *s, qhx_status rc);
 
 #endif

@@ -3,13 +3,15 @@
  * Layout (little-endian, this host's float format), then a SHA-256 of everything before it:
  *   "QHXSTATE" | u32 version | i32 last stop reason | u64 model fingerprint | i64 n_ctx | i64 n_past |
  *   i32 pending | i32 has_logits | i64 n_vocab | u32 n_regions | u32 sampler bytes |
- *   u32 KV element type (qhx_kv_type: 1 f32, 2 f16) | u32 zero (version 2; version 1 files end
- *   the header before it and hold an f32 cache) |
+ *   u32 KV element type (qhx_kv_type: 1 f32, 2 f16, 3 q8) | u32 zero |
  *   per region: u64 bytes, bytes of data (per-token regions: only rows [0, n_past)) |
  *   sampler state | logits (n_vocab f32) | sha256 (32 bytes)
- * The fingerprint hashes the family, the configuration and every tensor's name, dtype and
- * shape, so a file made with another model or another precision is refused; a file whose KV
- * element type is not the session's is refused by name (the cache rows differ). Saving writes a
+ * The fingerprint (the first 8 bytes of a SHA-256) covers the family, the configuration, every
+ * tensor's name, dtype, shape and sampled data, and the tokenizer, so a file made with another
+ * model (even one of the same shapes), precision or tokenizer is refused; a file whose KV
+ * element type is not the session's is refused by name (the cache rows differ). Files of
+ * versions 1 and 2 (fingerprints without the data, or no KV element type) are refused with a
+ * line saying to save the session again. Saving writes a
  * temporary file beside the target and renames it, so a crash never leaves half a file; the file
  * holds the conversation, so it is made readable by its owner only (mode 0600, from mkstemp). */
 #include "core/alloc.h"
@@ -18,6 +20,7 @@
 #include "models/family.h"
 #include "runtime/sample.h"
 #include "runtime/session.h"
+#include "text/tokenizer.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -25,34 +28,59 @@
 #include <unistd.h>
 
 #define STATE_MAGIC "QHXSTATE"
-#define STATE_VERSION 2u
+#define STATE_VERSION 3u /* 3: KV element type in the header; fingerprint over data and tokenizer */
 #define HEADER_BYTES 72
-#define HEADER_BYTES_V1 64 /* version 1: no KV element type, an f32 cache */
 
-static uint64_t fnv(uint64_t h, const void *p, size_t n) {
-    const uint8_t *b = p;
-    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
-    return h;
+/* Bytes of one tensor's data the fingerprint reads: its first and last SAMPLE_EDGE bytes and
+ * SAMPLE_WINDOWS windows of SAMPLE_WINDOW bytes spread evenly between (about 1.5 KB a tensor, a
+ * fraction of a millisecond per model). Sampled rather than full: hashing every weight would
+ * cost a pass over gigabytes at every save and restore. */
+#define SAMPLE_EDGE 256
+#define SAMPLE_WINDOWS 16
+#define SAMPLE_WINDOW 64
+
+static void hash_tensor_data(qhx_sha256 *h, const qhx_st_tensor *t) {
+    size_t n = t->size;
+    if (n <= 2 * SAMPLE_EDGE + SAMPLE_WINDOWS * SAMPLE_WINDOW) {
+        qhx_sha256_update(h, t->data, n);
+        return;
+    }
+    qhx_sha256_update(h, t->data, SAMPLE_EDGE);
+    size_t span = n - 2 * SAMPLE_EDGE - SAMPLE_WINDOW;
+    for (size_t w = 0; w < SAMPLE_WINDOWS; w++)
+        qhx_sha256_update(h, t->data + SAMPLE_EDGE + span * w / (SAMPLE_WINDOWS - 1), SAMPLE_WINDOW);
+    qhx_sha256_update(h, t->data + n - SAMPLE_EDGE, SAMPLE_EDGE);
 }
 
+/* What a session file must have been saved with (docs/robustness.md, "Session files"): the
+ * family, the configuration's dimensions, every tensor's name, dtype, shape and sampled data
+ * (so another checkpoint of the same shapes is told apart), and the tokenizer's identity. */
 static uint64_t model_fingerprint(const qhx_model *m) {
-    uint64_t h = 0xcbf29ce484222325ull;
+    qhx_sha256 h;
+    qhx_sha256_init(&h);
     int32_t fam = (int32_t)m->family;
-    h = fnv(h, &fam, sizeof fam);
+    qhx_sha256_update(&h, &fam, sizeof fam);
     const qhx_model_config *c = &m->cfg;
     int64_t dims[] = {c->vocab_size, c->hidden_size, c->intermediate_size, c->num_hidden_layers,
                       c->num_attention_heads, c->num_key_value_heads, c->head_dim, c->linear_num_key_heads,
                       c->linear_num_value_heads, c->linear_key_head_dim, c->linear_value_head_dim,
                       c->linear_conv_kernel_dim};
-    h = fnv(h, dims, sizeof dims);
+    qhx_sha256_update(&h, dims, sizeof dims);
     for (int64_t i = 0; m->weights && i < qhx_st_n_tensors(m->weights); i++) {
         const qhx_st_tensor *t = qhx_st_tensor_at(m->weights, i);
-        h = fnv(h, t->name, strlen(t->name) + 1);
+        qhx_sha256_update(&h, t->name, strlen(t->name) + 1);
         int32_t dt = (int32_t)t->dtype;
-        h = fnv(h, &dt, sizeof dt);
-        h = fnv(h, t->shape, (size_t)t->n_dims * sizeof t->shape[0]);
+        qhx_sha256_update(&h, &dt, sizeof dt);
+        qhx_sha256_update(&h, t->shape, (size_t)t->n_dims * sizeof t->shape[0]);
+        hash_tensor_data(&h, t);
     }
-    return h;
+    uint64_t tok = qhx_tok_identity(m->tok);
+    qhx_sha256_update(&h, &tok, sizeof tok);
+    uint8_t d[32];
+    qhx_sha256_final(&h, d);
+    uint64_t fp;
+    memcpy(&fp, d, sizeof fp);
+    return fp;
 }
 
 static const char *kv_name(uint32_t t) { return t == QHX_KV_F16 ? "f16" : t == QHX_KV_Q8 ? "q8" : "f32"; }
@@ -75,29 +103,26 @@ static void put(writer *w, const void *p, size_t n) {
     w->ok = fwrite(p, 1, n, w->f) == n;
 }
 
+static qhx_status save(qhx_session *s, const char *path, qhx_error *err);
+
 qhx_status qhx_session_save(const qhx_session *s_const, const char *path, qhx_error *err) {
-    qhx_session *s = (qhx_session *)s_const; /* accessors are not const; nothing is modified */
+    qhx_session *s = (qhx_session *)s_const; /* accessors are not const; only the busy mark changes */
+    qhx_status rc = qhx_session_guard_enter(s, "session save", err);
+    if (rc) return rc;
+    if (!path) return qhx_session_guard_leave(s, qhx_fail(err, QHX_E_ARG, "session save: path is NULL"));
+    return qhx_session_guard_leave(s, save(s, path, err));
+}
+
+static qhx_status save(qhx_session *s, const char *path, qhx_error *err) {
     const qhx_model *m = qhx_session_model(s);
     qhx_model_state *st = qhx_session_state(s);
     qhx_state_region regions[QHX_STATE_MAX_REGIONS];
     int nr = qhx_model_state_regions(st, regions, QHX_STATE_MAX_REGIONS);
     if (nr <= 0) return qhx_fail(err, QHX_E_UNSUPPORTED, "session save: this model family has no state description");
-    size_t plen = strlen(path);
-    char *tmp = qhx_malloc(plen + 16);
-    if (!tmp) return qhx_fail(err, QHX_E_NOMEM, "out of memory");
-    /* a unique temporary name: two saves to one path at once never write the same file */
-    snprintf(tmp, plen + 16, "%s.tmp-XXXXXX", path);
-    int fd = mkstemp(tmp);
-    writer w = {.f = fd >= 0 ? fdopen(fd, "wb") : NULL, .ok = 1};
-    if (!w.f) {
-        qhx_status rc = qhx_fail(err, QHX_E_IO, "%s: cannot create: %s", fd >= 0 ? tmp : path, strerror(errno));
-        if (fd >= 0) {
-            close(fd);
-            unlink(tmp);
-        }
-        qhx_free(tmp);
-        return rc;
-    }
+    qhx_out_file out;
+    qhx_status rc = qhx_out_open(&out, path, 0600, err);
+    if (rc) return rc;
+    writer w = {.f = out.f, .ok = 1};
     qhx_sha256_init(&w.sha);
     qhx_session_snapshot snap;
     qhx_session_get_snapshot(s, &snap);
@@ -137,14 +162,12 @@ qhx_status qhx_session_save(const qhx_session *s_const, const char *path, qhx_er
     uint8_t digest[32];
     qhx_sha256_final(&w.sha, digest);
     if (w.ok) w.ok = fwrite(digest, 1, 32, w.f) == 32;
-    if (w.ok) w.ok = fflush(w.f) == 0 && fsync(fileno(w.f)) == 0;
-    int closed = fclose(w.f) == 0;
-    qhx_status rc = QHX_OK;
-    if (!w.ok || !closed) rc = qhx_fail(err, QHX_E_IO, "%s: write failed: %s", tmp, strerror(errno));
-    else if (rename(tmp, path) != 0) rc = qhx_fail(err, QHX_E_IO, "%s: cannot rename into place: %s", path, strerror(errno));
-    if (rc) unlink(tmp);
-    qhx_free(tmp);
-    return rc;
+    if (!w.ok) {
+        rc = qhx_fail(err, QHX_E_IO, "%s: write failed: %s", path, strerror(errno));
+        qhx_out_abort(&out);
+        return rc;
+    }
+    return qhx_out_commit(&out, err);
 }
 
 /* ---- restore ------------------------------------------------------------------------------- */
@@ -161,12 +184,16 @@ static const uint8_t *take(reader *r, size_t n) {
 }
 
 qhx_status qhx_session_restore(qhx_session *s, const char *path, qhx_error *err) {
-    qhx_file_map map;
-    qhx_status rc = qhx_file_map_open(path, &map, err);
+    qhx_status rc = qhx_session_guard_enter(s, "session restore", err);
     if (rc) return rc;
-    rc = qhx_session_restore_buf(s, map.data, map.size, path, err);
-    qhx_file_map_close(&map);
-    return rc;
+    if (!path) return qhx_session_guard_leave(s, qhx_fail(err, QHX_E_ARG, "session restore: path is NULL"));
+    qhx_file_map map;
+    rc = qhx_file_map_open(path, &map, err);
+    if (rc == QHX_OK) {
+        rc = qhx_session_restore_buf(s, map.data, map.size, path, err);
+        qhx_file_map_close(&map);
+    }
+    return qhx_session_guard_leave(s, rc);
 }
 
 qhx_status qhx_session_restore_buf(qhx_session *s, const uint8_t *data, size_t size, const char *path,
@@ -184,7 +211,7 @@ qhx_status qhx_session_restore_buf(qhx_session *s, const uint8_t *data, size_t s
     for (int i = 0; i < nr; i++) cap += 8 + region_bytes(&regions[i], regions[i].n_rows);
     qhx_status rc = QHX_OK;
 #define BAD(...) do { rc = qhx_fail(err, QHX_E_FORMAT, __VA_ARGS__); goto done; } while (0)
-    if (size < HEADER_BYTES_V1 + 32) BAD("%s: %zu bytes, too short for a session file", path, size);
+    if (size < HEADER_BYTES + 32) BAD("%s: %zu bytes, too short for a session file", path, size);
     if (size > cap) BAD("%s: %zu bytes, more than a session of this model can hold (%zu)", path, size, cap);
     if (memcmp(data, STATE_MAGIC, 8)) BAD("%s: not a qhexrt session file", path);
     uint32_t ver, n_regions, sbytes;
@@ -201,12 +228,13 @@ qhx_status qhx_session_restore_buf(qhx_session *s, const uint8_t *data, size_t s
     memcpy(&f_vocab, data + 48, 8);
     memcpy(&n_regions, data + 56, 4);
     memcpy(&sbytes, data + 60, 4);
-    if (ver != STATE_VERSION && ver != 1u)
-        BAD("%s: session file version %u, this build reads versions 1 and %u", path, ver, STATE_VERSION);
-    const size_t hdr_bytes = ver == 1u ? HEADER_BYTES_V1 : HEADER_BYTES;
-    uint32_t f_kv = QHX_KV_F32;
-    if (ver != 1u) memcpy(&f_kv, data + 64, 4);
-    if (size < hdr_bytes + 32) BAD("%s: %zu bytes, too short for a session file", path, size);
+    if (ver == 1u || ver == 2u)
+        BAD("%s: session file version %u was saved by an earlier qhexrt, whose model check this build cannot "
+            "verify: save the session again", path, ver);
+    if (ver != STATE_VERSION) BAD("%s: session file version %u, this build reads version %u", path, ver, STATE_VERSION);
+    const size_t hdr_bytes = HEADER_BYTES;
+    uint32_t f_kv;
+    memcpy(&f_kv, data + 64, 4);
     qhx_sha256 sha;
     uint8_t digest[32];
     qhx_sha256_init(&sha);

@@ -8,6 +8,7 @@
 #include "text/tok_internal.h"
 
 #include "core/alloc.h"
+#include "core/file.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -86,8 +87,6 @@ qhx_status qhx_tok_save(const qhx_tok *tok, const char *path, qhx_error *err) {
     char *added_str = qhx_malloc(added_bytes + 1);
     tokbin_split *splits = qhx_calloc(QHX_TOK_MAX_SPLITS + 1, sizeof *splits);
     char *pats = qhx_malloc(pat_bytes + 1);
-    char *tmp = NULL;
-    FILE *f = NULL;
     qhx_status rc = QHX_OK;
     if (!added || !added_str || !splits || !pats) {
         rc = qhx_fail(err, QHX_E_NOMEM, "%s: out of memory", path);
@@ -159,37 +158,17 @@ qhx_status qhx_tok_save(const qhx_tok *tok, const char *path, qhx_error *err) {
         if (bytes[k]) memcpy(body + sec[k].offset, data[k], bytes[k]);
     h.body_hash = qhx_tok_file_hash(body + HEADER_BYTES, (size_t)pos - HEADER_BYTES);
     memcpy(body, &h, sizeof h);
-    size_t plen = strlen(path);
-    tmp = qhx_malloc(plen + 32);
-    if (!tmp) {
-        qhx_free(body);
-        rc = qhx_fail(err, QHX_E_NOMEM, "%s: out of memory", path);
-        goto out;
-    }
-    snprintf(tmp, plen + 32, "%s.tmp%ld", path, (long)getpid());
-    f = fopen(tmp, "wb");
-    if (!f || fwrite(body, 1, (size_t)pos, f) != (size_t)pos || fflush(f) != 0) {
-        rc = qhx_fail(err, QHX_E_IO, "%s: cannot write: %s", tmp, strerror(errno));
-        qhx_free(body);
-        if (f) fclose(f);
-        f = NULL;
-        remove(tmp);
-        goto out;
+    qhx_out_file of;
+    if ((rc = qhx_out_open(&of, path, 0666, err)) == QHX_OK) {
+        if (fwrite(body, 1, (size_t)pos, of.f) != (size_t)pos) {
+            rc = qhx_fail(err, QHX_E_IO, "%s: write failed: %s", path, strerror(errno));
+            qhx_out_abort(&of);
+        } else {
+            rc = qhx_out_commit(&of, err);
+        }
     }
     qhx_free(body);
-    if (fclose(f) != 0) {
-        f = NULL;
-        rc = qhx_fail(err, QHX_E_IO, "%s: cannot write: %s", tmp, strerror(errno));
-        remove(tmp);
-        goto out;
-    }
-    f = NULL;
-    if (rename(tmp, path) != 0) {
-        rc = qhx_fail(err, QHX_E_IO, "%s: cannot rename to %s: %s", tmp, path, strerror(errno));
-        remove(tmp);
-    }
 out:
-    qhx_free(tmp);
     qhx_free(added);
     qhx_free(added_str);
     qhx_free(splits);

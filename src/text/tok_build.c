@@ -342,7 +342,7 @@ qhx_status qhx_tok_new(const char *name, qhx_tok **out, qhx_error *err) {
         return qhx_fail(err, QHX_E_NOMEM, "%s: out of memory", name);
     }
     /* patterns come from the file: bound the work of one match */
-    pcre2_set_match_limit(tok->mctx, 10000000);
+    pcre2_set_match_limit(tok->mctx, QHX_TOK_MATCH_MAX);
     pcre2_set_depth_limit(tok->mctx, 100000);
     pcre2_set_heap_limit(tok->mctx, 64 * 1024);
     *out = tok;
@@ -445,6 +445,20 @@ void qhx_tok_free(qhx_tok *tok) {
 /* ---- vocabulary accessors ---------------------------------------------------------------- */
 
 int32_t qhx_tok_n_vocab(const qhx_tok *tok) { return tok ? tok->n_ids : 0; }
+
+uint64_t qhx_tok_identity(const qhx_tok *tok) {
+    if (!tok) return 0;
+    int64_t counts[3] = {tok->n_ids, tok->n_merges, tok->n_added};
+    uint64_t h = qhx_tok_hash(counts, sizeof counts);
+    if (tok->str && tok->str_bytes) h ^= qhx_tok_file_hash(tok->str, tok->str_bytes) * 0x9e3779b97f4a7c15ull;
+    if (tok->dec && tok->dec_off && tok->dec_off[tok->n_ids])
+        h ^= qhx_tok_file_hash(tok->dec, tok->dec_off[tok->n_ids]) * 0xbf58476d1ce4e5b9ull;
+    for (int32_t k = 0; k < tok->n_added; k++) {
+        const tok_added *a = &tok->added[k];
+        h = h * 0x100000001b3ull ^ qhx_tok_hash(tok->added_str + a->off, a->len) ^ (uint64_t)a->id;
+    }
+    return h;
+}
 
 int32_t qhx_tok_token_to_id(const qhx_tok *tok, const char *token) {
     if (!tok || !token) return -1;

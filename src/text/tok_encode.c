@@ -45,6 +45,12 @@ typedef struct enc {
     tok_ids *out;
     tok_cache *cache; /* NULL when another call holds it */
     pcre2_match_data *md;
+    pcre2_match_context *mctx; /* this input's: its match limit changes per attempt */
+    uint64_t budget;           /* regex steps this input may still be charged */
+    size_t text_len;
+    int (*abort)(void *); /* polled every ABORT_POLL matches; NULL: never */
+    void *abort_user;
+    unsigned matches;
     tok_buf norm, pfx, bl;
     spanv lv[QHX_TOK_MAX_SPLITS + 1];
     sym *syms;
@@ -316,6 +322,33 @@ static bool spans_push(spanv *v, size_t a, size_t b, int m) {
 
 static qhx_status stage(enc *e, int k, const char *s, size_t n);
 
+#define ABORT_POLL 4096u /* matches between two polls of the abort callback */
+
+/* One pcre2 match from `start` under the input's budget. A first attempt of QHX_TOK_MATCH_FREE
+ * steps costs nothing; each attempt that runs out is charged its limit, and the next gets four
+ * times as many steps. So the work done is at most FREE steps per match plus about 4/3 of what
+ * was charged: linear in the input however the pattern backtracks. Returns pcre2's result;
+ * *spent is set when the input's budget ran out (the result is then PCRE2_ERROR_MATCHLIMIT). */
+static int budget_match(enc *e, const pcre2_code *re, int jit, const uint8_t *s, size_t n, size_t start,
+                        int *spent) {
+    uint64_t limit = QHX_TOK_MATCH_FREE;
+    *spent = 0;
+    for (;;) {
+        pcre2_set_match_limit(e->mctx, (uint32_t)limit);
+        int r = jit ? pcre2_jit_match(re, s, n, start, 0, e->md, e->mctx)
+                    : pcre2_match(re, s, n, start, PCRE2_NO_UTF_CHECK, e->md, e->mctx);
+        if (r != PCRE2_ERROR_MATCHLIMIT || limit >= QHX_TOK_MATCH_MAX) return r;
+        if (limit >= e->budget) {
+            *spent = 1;
+            return r;
+        }
+        e->budget -= limit;
+        limit *= 4;
+        if (limit > QHX_TOK_MATCH_MAX) limit = QHX_TOK_MATCH_MAX;
+        if (limit > e->budget) limit = e->budget;
+    }
+}
+
 /* Next match of sp->re in s[0..n) from *last_end, with the library's (Oniguruma iterator's)
  * rule for empty matches. Returns 1 with the match in [*ms, *me), 0 at the end. */
 static int next_match(enc *e, const tok_split *sp, const uint8_t *s, size_t n, size_t *last_end,
@@ -325,10 +358,22 @@ static int next_match(enc *e, const tok_split *sp, const uint8_t *s, size_t n, s
         if (*last_end > n) return 0;
         int plain = sp->re_plain && !e->extra;
         const pcre2_code *re = plain ? sp->re_plain : sp->re;
-        int r = (plain ? sp->jit_plain : sp->jit)
-                    ? pcre2_jit_match(re, s, n, *last_end, 0, e->md, e->tok->mctx)
-                    : pcre2_match(re, s, n, *last_end, PCRE2_NO_UTF_CHECK, e->md, e->tok->mctx);
+        if (e->abort && ++e->matches % ABORT_POLL == 0 && e->abort(e->abort_user)) {
+            *rc = qhx_fail(e->err, QHX_E_ABORTED, "tokenizer: interrupted at byte %zu of a %zu-byte piece", *last_end, n);
+            return -1;
+        }
+        int spent;
+        int r = budget_match(e, re, plain ? sp->jit_plain : sp->jit, s, n, *last_end, &spent);
         if (r == PCRE2_ERROR_NOMATCH) return 0;
+        if (spent) {
+            *rc = qhx_fail(e->err, QHX_E_LIMIT,
+                           "tokenizer: the pre-tokenizer regex used up its budget of %llu steps for this "
+                           "%zu-byte text (at byte %zu of a %zu-byte piece): the pattern backtracks too much",
+                           (unsigned long long)QHX_TOK_MATCH_BUDGET +
+                               (unsigned long long)QHX_TOK_MATCH_PER_BYTE * e->text_len,
+                           e->text_len, *last_end, n);
+            return -1;
+        }
         if (r < 0) {
             PCRE2_UCHAR msg[120];
             if (pcre2_get_error_message(r, msg, sizeof msg) < 0) strcpy((char *)msg, "error");
@@ -518,8 +563,8 @@ static qhx_status piece(enc *e, int phase, const char *s, size_t n) {
 
 /* ---- entry points ---------------------------------------------------------------------- */
 
-static qhx_status run(qhx_tok *tok, const char *text, size_t len, tok_ids *out,
-                      qhx_tok_piece_fn fn, void *ctx, qhx_error *err) {
+static qhx_status run_abortable(qhx_tok *tok, const char *text, size_t len, tok_ids *out, qhx_tok_piece_fn fn,
+                                void *ctx, int (*abort)(void *), void *abort_user, qhx_error *err) {
     if (!tok) return qhx_fail(err, QHX_E_ARG, "tokenizer: no tokenizer");
     if (!text && len) return qhx_fail(err, QHX_E_ARG, "tokenizer: no text");
     if (!len) return QHX_OK;
@@ -528,9 +573,16 @@ static qhx_status run(qhx_tok *tok, const char *text, size_t len, tok_ids *out,
         return qhx_fail(err, QHX_E_FORMAT,
                         "text is not valid UTF-8: byte 0x%02X at offset %zu does not start a well-formed sequence",
                         (unsigned)(uint8_t)text[bad], bad);
-    enc e = {.tok = tok, .out = out, .fn = fn, .fn_ctx = ctx, .err = err};
+    enc e = {.tok = tok, .out = out, .fn = fn, .fn_ctx = ctx, .err = err, .abort = abort, .abort_user = abort_user};
     e.md = pcre2_match_data_create(1, tok->gctx);
-    if (!e.md) return qhx_fail(err, QHX_E_NOMEM, "tokenizer: out of memory");
+    e.mctx = pcre2_match_context_copy(tok->mctx);
+    e.text_len = len;
+    e.budget = QHX_TOK_MATCH_BUDGET + (uint64_t)QHX_TOK_MATCH_PER_BYTE * len;
+    if (!e.md || !e.mctx) {
+        pcre2_match_data_free(e.md);
+        pcre2_match_context_free(e.mctx);
+        return qhx_fail(err, QHX_E_NOMEM, "tokenizer: out of memory");
+    }
     if (!fn && tok->cache.mu_ready && pthread_mutex_trylock(&tok->cache.mu) == 0) {
         e.cache = &tok->cache;
         if (!e.cache->hot && (e.cache->hot = qhx_malloc(HOT_PAIRS * sizeof(tok_merge))))
@@ -538,9 +590,10 @@ static qhx_status run(qhx_tok *tok, const char *text, size_t len, tok_ids *out,
         if (!e.cache->lines) e.cache->lines = qhx_aligned_alloc(CACHE_LINES * sizeof(tok_cache_line));
     }
     qhx_status rc = added_split(&e, &tok->trie_raw, 1, text, len);
-    if (rc == QHX_E_ABORTED) qhx_fail(err, rc, "tokenizer: stopped by the callback");
+    if (rc == QHX_E_ABORTED && !abort) qhx_fail(err, rc, "tokenizer: stopped by the callback");
     if (e.cache) pthread_mutex_unlock(&tok->cache.mu);
     pcre2_match_data_free(e.md);
+    pcre2_match_context_free(e.mctx);
     qhx_free(e.norm.p);
     qhx_free(e.pfx.p);
     qhx_free(e.bl.p);
@@ -548,6 +601,11 @@ static qhx_status run(qhx_tok *tok, const char *text, size_t len, tok_ids *out,
     qhx_free(e.syms);
     qhx_free(e.heap);
     return rc;
+}
+
+static qhx_status run(qhx_tok *tok, const char *text, size_t len, tok_ids *out, qhx_tok_piece_fn fn, void *ctx,
+                      qhx_error *err) {
+    return run_abortable(tok, text, len, out, fn, ctx, NULL, NULL, err);
 }
 
 qhx_status qhx_tok_encode(qhx_tok *tok, const char *text, size_t len, int32_t *ids, size_t cap,
@@ -569,10 +627,15 @@ qhx_status qhx_tok_encode(qhx_tok *tok, const char *text, size_t len, int32_t *i
 
 qhx_status qhx_tok_encode_alloc(qhx_tok *tok, const char *text, size_t len, int32_t **ids_out,
                                 size_t *n_out, qhx_error *err) {
+    return qhx_tok_encode_alloc_abortable(tok, text, len, NULL, NULL, ids_out, n_out, err);
+}
+
+qhx_status qhx_tok_encode_alloc_abortable(qhx_tok *tok, const char *text, size_t len, int (*abort)(void *),
+                                          void *user, int32_t **ids_out, size_t *n_out, qhx_error *err) {
     tok_ids v = {0};
     *ids_out = NULL;
     *n_out = 0;
-    qhx_status rc = run(tok, text, len, &v, NULL, NULL, err);
+    qhx_status rc = run_abortable(tok, text, len, &v, NULL, NULL, abort, user, err);
     if (rc) {
         qhx_free(v.p);
         return rc;

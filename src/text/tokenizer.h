@@ -39,6 +39,14 @@ typedef struct qhx_tok qhx_tok;
 #define QHX_TOK_MAX_ADDED_BYTES 256                /* one added token's content */
 #define QHX_TOK_MAX_PATTERN_BYTES 16384            /* one Split regex */
 #define QHX_TOK_MAX_SPLITS 8                       /* Split stages in the pre-tokenizer */
+/* Regex work per input (PCRE2's match limit counts one call only): a match may take
+ * QHX_TOK_MATCH_FREE steps uncharged; beyond that, its attempts are charged to a budget of
+ * QHX_TOK_MATCH_BUDGET + QHX_TOK_MATCH_PER_BYTE steps per input byte, shared by every match
+ * of the input; one match never takes more than QHX_TOK_MATCH_MAX. Past either: QHX_E_LIMIT. */
+#define QHX_TOK_MATCH_FREE 4096u
+#define QHX_TOK_MATCH_BUDGET 10000000u
+#define QHX_TOK_MATCH_PER_BYTE 256u
+#define QHX_TOK_MATCH_MAX 10000000u
 
 /* Load a tokenizer. `path` is a tokenizer.json file or a folder holding one (a model
  * folder). `name` (may be NULL) is used in error messages instead of the path.
@@ -75,6 +83,10 @@ void qhx_tok_free(qhx_tok *tok);
 /* Number of ids: the largest id of the vocab and the added tokens, plus one. Some ids below
  * it may be unused (they decode to nothing). Model embedding tables may be larger. */
 int32_t qhx_tok_n_vocab(const qhx_tok *tok);
+/* A hash of what the tokenizer maps (every token's string and id, its decoded bytes, the added
+ * tokens and the merge count): equal for the JSON and binary forms of one tokenizer, different
+ * when any token differs. For session files. 0 for NULL. */
+uint64_t qhx_tok_identity(const qhx_tok *tok);
 
 /* Id of a token given as the library names it: an added token's content ("<|im_end|>") or a
  * vocab key in the byte-level alphabet ("Ġworld"). Added tokens win. -1 if absent. */
@@ -104,6 +116,11 @@ qhx_status qhx_tok_encode(qhx_tok *tok, const char *text, size_t len, int32_t *i
 qhx_status qhx_tok_encode_alloc(qhx_tok *tok, const char *text, size_t len,
                                 int32_t **ids_out /* OUT */, size_t *n_out /* OUT */,
                                 qhx_error *err);
+/* As qhx_tok_encode_alloc, polling abort(user) while it works (every few thousand regex
+ * matches): non-zero stops it with QHX_E_ABORTED. abort may be NULL. */
+qhx_status qhx_tok_encode_alloc_abortable(qhx_tok *tok, const char *text, size_t len, int (*abort)(void *),
+                                          void *user, int32_t **ids_out /* OUT, owned */,
+                                          size_t *n_out /* OUT */, qhx_error *err);
 
 /* The pre-tokenizer's pieces of `text` (after added-token matching and normalization), for
  * tests and tools. For each piece, `fn(ctx, piece, piece_len, added_id)` is called in order;

@@ -112,6 +112,79 @@ check 1 "'$T'" generate -m "$tmp/shape" -p hi
 check 1 "'$T'" logits -m "$tmp/shape" --ids 1,2 --out "$tmp/l.f32"
 no_output "$tmp/l.f32"
 
+# one non-finite value in a weight, in the tensor's own dtype: refused at load, naming the tensor
+# poke SRC DST NAME INDEX HEX: copy safetensors SRC to DST with element INDEX of NAME set to bytes HEX
+poke() {
+  python3 - "$@" <<'PY'
+import json, struct, sys
+src, dst, name, idx, val = sys.argv[1:]
+b = bytearray(open(src, "rb").read())
+n = struct.unpack("<Q", b[:8])[0]
+t = json.loads(b[8:8 + n])[name]
+v = bytes.fromhex(val)
+at = 8 + n + t["data_offsets"][0] + int(idx) * len(v)
+b[at:at + len(v)] = v
+open(dst, "wb").write(b)
+PY
+}
+for case in "f32 0000c07f NaN" "f32 0000807f +Inf" "bf16 c0ff NaN" "bf16 80ff -Inf"; do
+  set -- $case
+  src=$FIX/qwen35-tiny-$1
+  [ -d "$src" ] || continue
+  hf_copy "$src" "$tmp/nan_$1_$3"
+  rm "$tmp/nan_$1_$3/model.safetensors"
+  poke "$src/model.safetensors" "$tmp/nan_$1_$3/model.safetensors" "$T" 5 "$2"
+  check 1 "tensor '$T': element 5 is NaN or infinite" generate -m "$tmp/nan_$1_$3" -p hi
+done
+# a temperature so small that logit / T overflows float: still the best token, not id 0 each step
+"$QHX" generate -m "$FX" -p hi -n 4 --greedy --print-ids --quiet >"$tmp/greedy.ids" 2>&1
+"$QHX" generate -m "$FX" -p hi -n 4 --temp 1e-39 --print-ids --quiet >"$tmp/tiny.ids" 2>&1
+cmp -s "$tmp/greedy.ids" "$tmp/tiny.ids" || bad "--temp 1e-39 gave '$(cat "$tmp/tiny.ids")', greedy '$(cat "$tmp/greedy.ids")'"
+
+# a session file is refused by another model of the same shapes (other weights) or with another
+# tokenizer, and accepted by its own model
+"$QHX" forge --random qwen3_5 "$tmp/fp_a" --preset tiny --seed 1 --quiet
+"$QHX" forge --random qwen3_5 "$tmp/fp_b" --preset tiny --seed 2 --quiet
+cp -r "$tmp/fp_a" "$tmp/fp_t"
+python3 - "$tmp/fp_t/tokenizer.json" <<'PY'
+import json, sys
+t = json.load(open(sys.argv[1]))
+v = t["model"]["vocab"]
+a, b = (next(k for k, i in v.items() if i == n) for n in (5, 6))
+v[a], v[b] = 6, 5 # two tokens swap ids, nothing else changes
+json.dump(t, open(sys.argv[1], "w"))
+PY
+printf 'hi\n/save %s\n' "$tmp/fp.state" | "$QHX" chat -m "$tmp/fp_a" -n 2 --quiet >/dev/null 2>"$tmp/err" ||
+  bad "chat /save on the forged model: $(cat "$tmp/err")"
+for other in fp_b fp_t; do
+  printf '/load %s\n' "$tmp/fp.state" | "$QHX" chat -m "$tmp/$other" -n 2 --quiet >/dev/null 2>"$tmp/err"
+  grep -q "different model" "$tmp/err" || bad "a session file of fp_a loaded into $other: $(cat "$tmp/err")"
+done
+printf '/load %s\n' "$tmp/fp.state" | "$QHX" chat -m "$tmp/fp_a" -n 2 --quiet >/dev/null 2>"$tmp/err"
+grep -q "loaded" "$tmp/err" || bad "a session file did not load into its own model: $(cat "$tmp/err")"
+
+# a manifest's tensor_count, dtype and precision are checked against the weights at open
+"$QHX" forge "$tmp/fp_a" "$tmp/w8" --precision w8 --quiet
+man=$tmp/w8/fp_a-1024.json
+# edit_man KEY PYTHON: a copy of the w8 bundle's manifest, edited, as $tmp/w8/KEY.json
+edit_man() {
+  python3 - "$man" "$tmp/w8/$1.json" "$2" <<'PY'
+import json, sys
+src, dst, code = sys.argv[1:]
+m = json.load(open(src))
+exec(code)
+json.dump(m, open(dst, "w"))
+PY
+}
+edit_man count "m['artifacts']['weights']['tensor_count'] = 168"
+edit_man dtype "m['artifacts']['weights']['dtype'] = 'F16'"
+edit_man prec "m['precision'] = 'f16'"
+check 1 "artifacts.weights.tensor_count: 168, but 'decoder-w8.safetensors' has 169 tensors" generate -m "$tmp/w8/count.json" -p hi
+check 1 "artifacts.weights.dtype: F16, but most bytes of 'decoder-w8.safetensors' are I8" generate -m "$tmp/w8/dtype.json" -p hi
+check 1 "precision: 'f16', but most bytes of 'decoder-w8.safetensors' are I8 (w8 weights)" generate -m "$tmp/w8/prec.json" -p hi
+check 1 "precision: 'f16'" inspect "$tmp/w8/prec.json"
+"$QHX" generate -m "$man" -p hi -n 2 --quiet >/dev/null 2>"$tmp/err" || bad "the unedited w8 bundle: $(cat "$tmp/err")"
+
 # ---- run plans -----------------------------------------------------------------------------------
 "$QHX" forge "$FX" "$tmp/bundle" --precision f16 --max-context 16 --quiet || bad "qhx forge (setup) failed"
 M=$(cd "$tmp/bundle" && ls ./*.json | grep -v -e config -e index -e tokenizer | head -1)
@@ -181,6 +254,12 @@ no_output "$tmp/l.f32"
 check 2 "-n: '-2'" generate -m "$FX" -p hi -n -2  # -1 means: until a stop or the context is full
 check 2 "--top-p: '2'" generate -m "$FX" -p hi --top-p 2
 check 2 "--temp: 'nan'" generate -m "$FX" -p hi --temp nan
+# the seed is 64-bit: its whole range is accepted, one past it and negatives are not
+check 2 "--seed: '18446744073709551616'" generate -m "$FX" -p hi --seed 18446744073709551616
+check 2 "--seed: '-1'" generate -m "$FX" -p hi --seed -1
+check 2 "--seed: '-1'" forge --random qwen3_5 "$tmp/never" --preset tiny --seed -1
+"$QHX" generate -m "$FX" -p hi -n 2 --temp 1 --seed 18446744073709551615 --quiet >/dev/null 2>"$tmp/err" ||
+  bad "--seed 18446744073709551615 refused: $(cat "$tmp/err")"
 check 2 "--threads" generate -m "$FX" -p hi --threads 100000
 check 2 "--threads: '1000'" logits -m "$FX" --ids 1 --out "$tmp/l.f32" --threads 1000
 check 2 "--ctx" generate -m "$FX" -p hi --ctx 0

@@ -137,8 +137,7 @@ run_err 1 "config.json: format: missing (this looks like a Hugging Face config.j
 # a bundle whose manifest points at a broken or missing weights file, or outside the folder
 B="$T/bundle"
 mkdir -p "$B"
-ln -s "$FIX/qwen35-tiny-f32/config.json" "$B/config.json"
-ln -s "$FIX/qwen35-tiny-f32/tokenizer.json" "$B/tokenizer.json"
+cp "$FIX/qwen35-tiny-f32/config.json" "$FIX/qwen35-tiny-f32/tokenizer.json" "$B/" # copies: a bundle's links may not lead out
 cp "$T/overlap.safetensors" "$B/model.safetensors"
 manifest() { # $1 = weights file name, $2 = output file
   cat >"$2" <<JSON
@@ -162,7 +161,7 @@ run_err 1 "2 manifests in this folder (plan.json, plan2.json): name one" inspect
 # a good bundle: manifest + --verify with a correct and a wrong hash
 G="$T/good"
 mkdir -p "$G"
-for f in config.json tokenizer.json model.safetensors; do ln -s "$FIX/qwen35-tiny-f32/$f" "$G/$f"; done
+for f in config.json tokenizer.json model.safetensors; do cp "$FIX/qwen35-tiny-f32/$f" "$G/$f"; done
 sha=$(python3 -c "import hashlib,sys; print(hashlib.sha256(open(sys.argv[1],'rb').read()).hexdigest())" "$FIX/qwen35-tiny-f32/model.safetensors")
 cat >"$G/m.json" <<JSON
 {"format": "qhexrt/1", "name": "good", "family": "qwen3_5", "host_op": "qwen3_5_generate",
@@ -174,6 +173,58 @@ JSON
 "$BIN" inspect "$G" --verify >"$T/out" 2>"$T/err" && grep -q "sha256 $sha" "$T/out" || fail "inspect --verify good bundle: $(cat "$T/err")"
 sed -i "s/$sha/$(echo "$sha" | tr '0-9a-f' '1-9a-f0')/" "$G/m.json"
 run_err 1 "artifacts.weights.sha256: 'model.safetensors' hashes to $sha" inspect "$G" --verify
+
+# ---- a bundle's files may not be links leading out of its folder ---------------------------------
+L="$T/linked"
+mkdir -p "$L/sub"
+cp "$G/m.json" "$G/tokenizer.json" "$G/model.safetensors" "$L/"
+printf '{"model_type": "qwen3_5", "x": [root:x:0:0:secret\n' >"$T/outside.json" # not JSON: must never be quoted
+ln -s "$T/outside.json" "$L/config.json"
+run_err 1 "model.config.file: 'config.json' is a symbolic link leading outside the bundle folder" inspect "$L/m.json"
+grep -q "root" "$T/err" && fail "a refused link's content was quoted: $(cat "$T/err")"
+rm "$L/config.json"
+cp "$G/config.json" "$L/sub/config.json"
+ln -s sub/config.json "$L/config.json" # a link inside the bundle is fine
+"$BIN" inspect "$L/m.json" >/dev/null 2>"$T/err" || fail "a link inside the bundle was refused: $(cat "$T/err")"
+rm "$L/model.safetensors"
+ln -s "$G/model.safetensors" "$L/model.safetensors"
+run_err 1 "artifacts.weights.file: 'model.safetensors' is a symbolic link leading outside the bundle folder" inspect "$L/m.json"
+run_err 1 "is a symbolic link leading outside" generate -m "$L/m.json" -p hi
+# the shard of an index, linked outside the bundle
+rm "$L/model.safetensors"
+ln -s "$G/model.safetensors" "$L/model-00001-of-00001.safetensors"
+python3 - "$G/model.safetensors" "$L/model.safetensors.index.json" <<'PY'
+import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+h = json.loads(b[8:8 + struct.unpack("<Q", b[:8])[0]])
+names = [k for k in h if k != "__metadata__"]
+json.dump({"metadata": {}, "weight_map": {k: "model-00001-of-00001.safetensors" for k in names}}, open(sys.argv[2], "w"))
+PY
+sed 's/"model.safetensors"/"model.safetensors.index.json"/' "$L/m.json" >"$L/idx.json"
+run_err 1 "shard '$L/model-00001-of-00001.safetensors' is a symbolic link leading outside the bundle folder" inspect "$L/idx.json"
+# and a JSON error quotes no bytes of the file, only where they are
+printf '{"a": rootsecret}' >"$T/bad.json"
+"$BIN" inspect "$T/bad.json" >/dev/null 2>"$T/err"
+grep -q "rootsecret\|near" "$T/err" && fail "a JSON error quoted the file: $(cat "$T/err")"
+grep -q "byte" "$T/err" || fail "a JSON error does not say where: $(cat "$T/err")"
+
+# ---- names from the file never reach the terminal raw --------------------------------------------
+# a tensor name and metadata holding a title change (OSC), a screen clear (CSI), a C1 control
+# and a byte that is not UTF-8: printed as \xHH, never as the bytes
+python3 - "$T/esc.safetensors" <<'PY'
+import json, struct, sys
+name = "a\x1b]0;pwned\x07b\x1b[2J\u009b\u00e9"
+h = {name: {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}, "__metadata__": {"k\x1b[H": "v\r"}}
+j = json.dumps(h).encode()
+open(sys.argv[1], "wb").write(struct.pack("<Q", len(j)) + j + b"\0\0\0\0")
+PY
+"$BIN" inspect "$T/esc.safetensors" >"$T/out" 2>"$T/err" || fail "inspect of escaped names: $(cat "$T/err")"
+if LC_ALL=C grep -q $'[\x01-\x08\x0b-\x1f\x7f]' "$T/out" || LC_ALL=C grep -q $'\xc2[\x80-\x9f]' "$T/out"; then
+  fail "inspect printed raw control characters: $(od -c "$T/out" | head -5)"
+fi
+grep -qF 'a\x1B]0;pwned\x07b\x1B[2J\xC2\x9B\xC3' "$T/out" && fail "inspect escaped a printable letter (é)"
+grep -qF 'a\x1B]0;pwned\x07b\x1B[2J\xC2\x9Bé' "$T/out" || fail "inspect: the escaped name is not shown: $(grep -a pwned "$T/out")"
+grep -qF 'k\x1B[H = v\x0D' "$T/out" || fail "inspect: the escaped metadata is not shown: $(grep -a metadata "$T/out")"
 
 echo "inspect.sh: $fails failure(s)"
 [ "$fails" = 0 ]

@@ -3,6 +3,7 @@
 #define QHX_CLI_H
 
 #include "qhx.h"
+#include "core/file.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -56,6 +57,8 @@ int qhx_cli_unknown_option(const char *cmd, const char *arg, const char *const *
 /* Strict number parsing: whole string, range-checked. Return 0 on success, -1 otherwise. */
 int qhx_cli_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out);
 int qhx_cli_parse_f64(const char *s, double lo, double hi, double *out);
+/* A decimal integer in [0, 2^64 - 1] (a seed). 0 on success, -1 otherwise. */
+int qhx_cli_parse_u64(const char *s, uint64_t *out);
 /* --prefill-math: "default", "f32" or "int8" (qhx_prefill_math). 0 on success, -1 otherwise. */
 int qhx_cli_parse_prefill_math(const char *s, qhx_prefill_math *out);
 /* --kv: "f32", "f16" or "q8" (qhx_kv_type). 0 on success, -1 otherwise. */
@@ -71,20 +74,36 @@ typedef struct qhx_cli_progress {
 void qhx_cli_progress_attach(qhx_model_params *mp, qhx_cli_progress *pr /* OUT */);
 void qhx_cli_progress_end(qhx_cli_progress *pr);
 
-/* An output file that appears whole or not at all. open: a temporary file beside path (path
- * itself when it exists and is not a regular file, e.g. /dev/null); commit: flush, sync, close,
- * rename into place (on failure the temporary file is removed); abort: close and remove it.
- * Both accept an output that was never opened. */
+/* An output file that appears whole or not at all, by the library's one policy (qhx_out_open,
+ * src/core/file.h: a temporary file beside path, renamed by commit; a device or a FIFO written in
+ * place; a link's target written, the link kept). The CLI adds the signal path: the temporary
+ * file being written is known to qhx_cli_out_unlink_live. Both commit and abort accept an
+ * output that was never opened. */
 typedef struct qhx_cli_out {
-    FILE *f;
-    char *tmp;        /* NULL when writing to path directly */
-    const char *path;
+    FILE *f;          /* file.f while open */
+    qhx_out_file file;
 } qhx_cli_out;
 qhx_status qhx_cli_out_open(qhx_cli_out *o /* OUT */, const char *path, qhx_error *err);
 qhx_status qhx_cli_out_commit(qhx_cli_out *o, qhx_error *err);
 void qhx_cli_out_abort(qhx_cli_out *o);
-/* For a signal handler about to _exit: remove the temporary file of the output being written,
- * if any (async-signal-safe). */
+/* For a signal handler about to _exit: remove the temporary file of the output being written
+ * and the staging folder being filled, if any (async-signal-safe). */
 void qhx_cli_out_unlink_live(void);
+/* The staging folder being filled (forge's staging callback), or NULL once it is gone. */
+void qhx_cli_stage_set(const char *dir);
+
+/* ---- stdout, checked ----------------------------------------------------------------------
+ * Results go to stdout; a write that fails there (a full disk, a closed pipe with SIGPIPE
+ * ignored) must end the command with exit 1 and one line, not be ignored. The first failure's
+ * errno is kept. */
+/* Flush stdout; 0, or -1 once any write or flush of it has failed. */
+int qhx_cli_stdout_flush(void);
+/* Whether a write or flush of stdout has failed so far. */
+int qhx_cli_stdout_failed(void);
+/* Print "qhx CMD: stdout: write failed: <reason>"; return QHX_EXIT_RUNTIME. */
+int qhx_cli_stdout_error(const char *cmd);
+/* At exit: flush and close stdout. A command that succeeded (rc 0) but whose output was lost
+ * gets the error line and exit 1; otherwise rc is returned unchanged. */
+int qhx_cli_stdout_close(const char *cmd, int rc);
 
 #endif

@@ -152,8 +152,9 @@ static int parse_valued(const char *cmd, const char *a, const char *v, qhx_run_o
         if (qhx_cli_parse_i64(v, 1, 1 << 20, &n)) return qhx_cli_usage_error(cmd, "--repeat-last-n: '%s' is not in [1, 1048576]", v);
         s->repeat_last_n = (int32_t)n, set[QHX_RUN_S_LAST_N] = true;
     } else if (!strcmp(a, "--seed")) {
-        if (qhx_cli_parse_i64(v, 0, INT64_MAX, &n)) return qhx_cli_usage_error(cmd, "--seed: '%s' is not an integer >= 0", v);
-        s->seed = (uint64_t)n, set[QHX_RUN_S_SEED] = true;
+        if (qhx_cli_parse_u64(v, &s->seed))
+            return qhx_cli_usage_error(cmd, "--seed: '%s' is not an integer in [0, 18446744073709551615]", v);
+        set[QHX_RUN_S_SEED] = true;
     } else if (!strcmp(a, "--stop")) {
         if (!*v) return qhx_cli_usage_error(cmd, "--stop: the string is empty");
         if (o->n_stops == QHX_RUN_MAX_STOPS) return qhx_cli_usage_error(cmd, "--stop: more than %d strings", QHX_RUN_MAX_STOPS);
@@ -382,11 +383,14 @@ static void on_sigint(int sig) {
 }
 
 void qhx_run_catch_sigint(void) {
+    /* SIGTERM, SIGHUP (the terminal went away) and SIGQUIT end the work as Ctrl-C does, so a
+     * half-written --out file is removed rather than left by the default action */
+    static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_sigint;
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL); /* no SA_RESTART: a read at the chat prompt returns EINTR */
+    for (int k = 0; k < 4; k++) sigaction(sigs[k], &sa, NULL); /* no SA_RESTART: a read at the chat prompt returns EINTR */
 }
 
 int qhx_run_interrupted(void *unused) {
@@ -436,7 +440,7 @@ static void emit_text(qhx_run_out *out, const char *p, size_t n) {
     if (!n) return;
     if (out->print_text) {
         fwrite(p, 1, n, stdout);
-        fflush(stdout);
+        if (qhx_cli_stdout_flush()) out->lost = true; /* a closed pipe, a full disk: stop now */
     }
     if (out->collect && !grow_put(&out->text, &out->n_text, &out->cap_text, p, n)) out->failed = true;
 }
@@ -470,7 +474,7 @@ int qhx_run_on_token(void *user, qhx_token token, const char *text, size_t len) 
     if (token >= 0 && !out->t_first_ns) out->t_first_ns = qhx_time_ns();
     if (token >= 0 && out->print_ids) {
         printf(out->n_printed_ids++ ? " %d" : "%d", token);
-        fflush(stdout); /* streamed, as text is */
+        if (qhx_cli_stdout_flush()) out->lost = true; /* streamed, as text is; lost output stops it */
     }
     if (token >= 0 && out->collect) {
         if (out->n_ids == out->cap_ids) {
@@ -483,7 +487,7 @@ int qhx_run_on_token(void *user, qhx_token token, const char *text, size_t len) 
     }
     if (!out->n_stops) {
         emit_text(out, text, len);
-        return 0;
+        return out->lost;
     }
     if (!grow_put(&out->held, &out->n_held, &out->cap_held, text, len)) {
         out->failed = true;
@@ -500,7 +504,7 @@ int qhx_run_on_token(void *user, qhx_token token, const char *text, size_t len) 
     emit_text(out, out->held, out->n_held - keep);
     memmove(out->held, out->held + out->n_held - keep, keep);
     out->n_held = keep;
-    return 0;
+    return out->lost;
 }
 
 void qhx_run_out_finish(qhx_run_out *out) {

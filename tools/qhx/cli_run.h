@@ -86,8 +86,8 @@ void qhx_run_context_advice(const qhx_run_context *c, char *buf, size_t size);
  * a template edited by a fine-tune may expect another format. */
 void qhx_run_chat_template_note(const qhx_model *m);
 
-/* Ctrl-C: after qhx_run_catch_sigint, the first SIGINT sets a flag that the abort callback
- * (qhx_run_interrupted) reports; a second one before qhx_run_clear_interrupt exits at once. */
+/* Ctrl-C: after qhx_run_catch_sigint, the first SIGINT (or SIGTERM, SIGHUP, SIGQUIT) sets a
+ * flag that the abort callback (qhx_run_interrupted) reports; a second one exits at once. */
 void qhx_run_catch_sigint(void);
 int qhx_run_interrupted(void *unused);
 void qhx_run_clear_interrupt(void);
@@ -109,6 +109,7 @@ typedef struct qhx_run_out {
     int n_printed_ids;
     bool stopped_by_string;
     bool failed;            /* out of memory while collecting */
+    bool lost;              /* stdout took no more output (a closed pipe, a full disk) */
     uint64_t t_start_ns, t_first_ns; /* the feed's start; the first token's arrival (0: none) */
 } qhx_run_out;
 void qhx_run_out_init(qhx_run_out *out, const qhx_run_opts *o, bool print_ids, bool collect);

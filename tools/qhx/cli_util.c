@@ -8,8 +8,10 @@
 #include "core/status.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 #include <math.h>
 #include <stdarg.h>
@@ -159,6 +161,16 @@ int qhx_cli_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out) {
     return 0;
 }
 
+int qhx_cli_parse_u64(const char *s, uint64_t *out) {
+    if (!s || *s < '0' || *s > '9') return -1; /* strtoull would take "-1" as 2^64 - 1 */
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end) return -1;
+    *out = v;
+    return 0;
+}
+
 int qhx_cli_parse_f64(const char *s, double lo, double hi, double *out) {
     if (!s || !*s) return -1;
     char *end;
@@ -225,80 +237,117 @@ qhx_status qhx_cli_load_tokenizer(const char *path, struct qhx_tok **out, qhx_er
     return qhx_tok_load(path, out, err);
 }
 
+/* ---- stdout, checked ----------------------------------------------------------------------- */
+
+static int stdout_errno; /* the first failed write or flush of stdout; 0 while none has */
+
+int qhx_cli_stdout_flush(void) {
+    if (stdout_errno) return -1;
+    errno = 0;
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        stdout_errno = errno ? errno : EIO;
+        return -1;
+    }
+    return 0;
+}
+
+int qhx_cli_stdout_failed(void) { return stdout_errno != 0 || ferror(stdout); }
+
+int qhx_cli_stdout_error(const char *cmd) {
+    fprintf(stderr, "qhx %s: stdout: write failed: %s\n", cmd, strerror(stdout_errno ? stdout_errno : EIO));
+    return QHX_EXIT_RUNTIME;
+}
+
+int qhx_cli_stdout_close(const char *cmd, int rc) {
+    int failed = qhx_cli_stdout_flush() != 0;
+    errno = 0;
+    if (fclose(stdout) != 0 && !failed) {
+        failed = 1;
+        stdout_errno = errno ? errno : EIO;
+    }
+    if (failed && rc == QHX_EXIT_OK) return qhx_cli_stdout_error(cmd);
+    return rc;
+}
+
 /* ---- whole-or-nothing output files --------------------------------------------------------- */
 
-/* The temporary file being written (one at a time in this program), for the Ctrl-C exit path. */
-static char *volatile live_tmp;
+/* The temporary file being written (one at a time in this program), for the signal exit path:
+ * a copy, so the handler never reads a name the library is freeing. Once renamed, unlinking
+ * the old name finds nothing, so the copy may outlive the rename by a moment. */
+static char live_tmp[4096];
+static volatile sig_atomic_t live;
+
+static void set_live(const char *tmp) {
+    live = 0;
+    if (!tmp || strlen(tmp) >= sizeof live_tmp) return;
+    memcpy(live_tmp, tmp, strlen(tmp) + 1);
+    live = 1;
+}
+
+/* A staging folder being filled (forge), for the same exit path. */
+static char live_stage[4096];
+static volatile sig_atomic_t stage_live;
+
+void qhx_cli_stage_set(const char *dir) {
+    stage_live = 0;
+    if (!dir || strlen(dir) >= sizeof live_stage) return;
+    memcpy(live_stage, dir, strlen(dir) + 1);
+    stage_live = 1;
+}
+
+/* Remove the flat staging folder with raw system calls only (opendir allocates, which a signal
+ * handler must not). */
+static void remove_stage(void) {
+    int fd = open(live_stage, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        char buf[4096];
+        long n;
+        int removed;
+        do { /* a directory read while entries go may skip some: read again until none is left */
+            removed = 0;
+            lseek(fd, 0, SEEK_SET);
+            while ((n = syscall(SYS_getdents64, fd, buf, sizeof buf)) > 0)
+                for (long off = 0; off < n;) {
+                    struct dirent64_raw {
+                        uint64_t ino;
+                        int64_t off;
+                        unsigned short reclen;
+                        unsigned char type;
+                        char name[];
+                    } *d = (struct dirent64_raw *)(buf + off);
+                    if (strcmp(d->name, ".") && strcmp(d->name, "..") && unlinkat(fd, d->name, 0) == 0) removed = 1;
+                    off += d->reclen;
+                }
+        } while (removed);
+        close(fd);
+    }
+    rmdir(live_stage);
+}
 
 void qhx_cli_out_unlink_live(void) {
-    char *t = live_tmp;
-    if (t) unlink(t);
+    if (live) unlink(live_tmp);
+    if (stage_live) remove_stage();
 }
 
 qhx_status qhx_cli_out_open(qhx_cli_out *o, const char *path, qhx_error *err) {
     memset(o, 0, sizeof *o);
-    o->path = path;
-    struct stat st;
-    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
-        if (S_ISDIR(st.st_mode)) return qhx_fail(err, QHX_E_IO, "%s: is a folder", path);
-        o->f = fopen(path, "wb"); /* a device or a pipe: nothing to replace atomically */
-        if (!o->f) return qhx_fail(err, QHX_E_IO, "%s: cannot open for writing: %s", path, strerror(errno));
-        return QHX_OK;
-    }
-    size_t n = strlen(path) + 16;
-    if (!(o->tmp = qhx_malloc(n))) return qhx_fail(err, QHX_E_NOMEM, "out of memory");
-    snprintf(o->tmp, n, "%s.tmp-XXXXXX", path);
-    int fd = mkstemp(o->tmp);
-    if (fd < 0) {
-        qhx_status rc = qhx_fail(err, QHX_E_IO, "%s: cannot create: %s", path, strerror(errno));
-        qhx_free(o->tmp);
-        o->tmp = NULL;
-        return rc;
-    }
-    live_tmp = o->tmp;
-    mode_t mask = umask(0); /* mkstemp makes 0600; give the file the usual permissions */
-    umask(mask);
-    fchmod(fd, 0666 & ~mask);
-    if (!(o->f = fdopen(fd, "wb"))) {
-        qhx_status rc = qhx_fail(err, QHX_E_IO, "%s: cannot open for writing: %s", path, strerror(errno));
-        close(fd);
-        unlink(o->tmp);
-        live_tmp = NULL;
-        qhx_free(o->tmp);
-        o->tmp = NULL;
-        return rc;
-    }
-    return QHX_OK;
+    qhx_status rc = qhx_out_open(&o->file, path, 0666, err);
+    o->f = o->file.f;
+    set_live(o->file.tmp);
+    return rc;
 }
 
 qhx_status qhx_cli_out_commit(qhx_cli_out *o, qhx_error *err) {
-    if (!o->f) return qhx_fail(err, QHX_E_IO, "%s: not open", o->path ? o->path : "output");
-    int ok = !ferror(o->f) && fflush(o->f) == 0;
-    if (ok && o->tmp) ok = fsync(fileno(o->f)) == 0;
-    int e = errno;
-    if (fclose(o->f) != 0 && ok) {
-        ok = 0;
-        e = errno;
-    }
     o->f = NULL;
-    qhx_status rc = QHX_OK;
-    if (!ok) rc = qhx_fail(err, QHX_E_IO, "%s: write failed: %s", o->path, strerror(e));
-    else if (o->tmp && rename(o->tmp, o->path) != 0)
-        rc = qhx_fail(err, QHX_E_IO, "%s: cannot rename into place: %s", o->path, strerror(errno));
-    if (rc && o->tmp) unlink(o->tmp);
-    live_tmp = NULL;
-    qhx_free(o->tmp);
-    o->tmp = NULL;
+    qhx_status rc = qhx_out_commit(&o->file, err);
+    live = 0;
     return rc;
 }
 
 void qhx_cli_out_abort(qhx_cli_out *o) {
-    if (o->f) fclose(o->f);
-    if (o->tmp) unlink(o->tmp);
-    if (o->tmp) live_tmp = NULL;
-    qhx_free(o->tmp);
     o->f = NULL;
-    o->tmp = NULL;
+    qhx_out_abort(&o->file);
+    live = 0;
 }
 
 /* ---- load progress line ---------------------------------------------------------------------- */

@@ -190,7 +190,10 @@ static int turn(chat *c, const char *user, qhx_error *err) {
     rc = qhx_session_generate(c->s, &gp, &st, err);
     qhx_run_out_finish(&out);
     printf("\n");
-    fflush(stdout);
+    if (out.lost || qhx_cli_stdout_flush()) { /* nobody reads the answers */
+        qhx_run_out_free(&out);
+        return qhx_cli_stdout_error(CMD);
+    }
     bool stopped = qhx_run_interrupted(NULL);
     qhx_run_clear_interrupt();
     if (rc && rc != QHX_E_ABORTED) {
@@ -459,9 +462,11 @@ static int loop(chat *c, qhx_error *err) {
         if (!msg) return QHX_EXIT_OK;
         ctrl_c = 0;
         int quit = 0;
+        int code = -1;
         if (msg[0] == '/') quit = command(c, msg, err);
-        else if (msg[0]) turn(c, msg, err);
+        else if (msg[0]) code = turn(c, msg, err);
         free(msg);
+        if (code >= 0) return code; /* stdout is gone */
         if (quit) return QHX_EXIT_OK;
     }
 }

@@ -89,6 +89,11 @@ static int on_cancel(void *user) {
     return interrupted;
 }
 
+static void on_staging(void *user, const char *dir) {
+    (void)user;
+    qhx_cli_stage_set(dir); /* so the SIGBUS exit removes it too */
+}
+
 // ---- arguments -----------------------------------------------------------------------------------
 
 /* Whether v is one of the names in the NULL-terminated list. */
@@ -142,15 +147,18 @@ int qhx_forge_parse_args(int argc, char **argv, qhx_forge_args *fa) {
         else if (!strcmp(a, "--preset")) slot = &p->preset;
         else if (!strcmp(a, "--dtype")) slot = &p->dtype;
         else if (!strcmp(a, "--tokenizer")) slot = &p->tokenizer;
-        else if (!strcmp(a, "--seed") || !strcmp(a, "--max-context")) {
+        else if (!strcmp(a, "--seed")) {
+            if (i + 1 >= argc) return qhx_cli_usage_error("forge", "%s needs a value", a);
+            if (qhx_cli_parse_u64(argv[++i], &p->seed) != 0)
+                return qhx_cli_usage_error("forge", "--seed: '%s' is not an integer in [0, 18446744073709551615]",
+                                           argv[i]);
+            continue;
+        } else if (!strcmp(a, "--max-context")) {
             int64_t v;
             if (i + 1 >= argc) return qhx_cli_usage_error("forge", "%s needs a value", a);
-            int64_t hi = !strcmp(a, "--seed") ? INT64_MAX : 262144;
-            if (qhx_cli_parse_i64(argv[++i], !strcmp(a, "--seed") ? 0 : 1, hi, &v) != 0)
-                return qhx_cli_usage_error("forge", "%s: '%s' is not an integer in [%d, %lld]", a, argv[i],
-                                           !strcmp(a, "--seed") ? 0 : 1, (long long)hi);
-            if (!strcmp(a, "--seed")) p->seed = (uint64_t)v;
-            else p->max_context = v;
+            if (qhx_cli_parse_i64(argv[++i], 1, 262144, &v) != 0)
+                return qhx_cli_usage_error("forge", "%s: '%s' is not an integer in [1, 262144]", a, argv[i]);
+            p->max_context = v;
             continue;
         } else if (a[0] == '-' && a[1]) {
             return qhx_cli_usage_error("forge", "unknown option '%s'", a);
@@ -199,19 +207,21 @@ int qhx_cmd_forge(int argc, char **argv) {
     p.progress = on_progress;
     p.log = on_log;
     p.cancel = on_cancel;
+    p.staging = on_staging;
     p.user = &u;
-    struct sigaction sa, old_int, old_term;
+    /* every signal that ends a program by default from outside: cancel, so the staging
+     * folder goes with the job */
+    static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+    struct sigaction sa, old[4];
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old_int);
-    sigaction(SIGTERM, &sa, &old_term);
+    for (int k = 0; k < 4; k++) sigaction(sigs[k], &sa, &old[k]);
 
     qhx_error err = {0};
     qhx_status rc = random ? qhx_forge_random(family, pos[1], &p, &err) : qhx_forge_convert(pos[0], pos[1], &p, &err);
 
-    sigaction(SIGINT, &old_int, NULL);
-    sigaction(SIGTERM, &old_term, NULL);
+    for (int k = 0; k < 4; k++) sigaction(sigs[k], &old[k], NULL);
     if (u.drawn) {
         if (rc == QHX_OK) draw_bar(&u);
         fputc('\n', stderr);

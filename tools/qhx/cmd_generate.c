@@ -308,10 +308,8 @@ static int generate(run *r) {
     bool full = a->run.n_new < 0 && st.stop == QHX_STOP_LENGTH;
     const char *stop = qhx_run_stop_name(&st, &r->out, full, stopped);
     if (a->json && !grc) print_json(r, &st, stop);
-    else if (!a->json) {
-        printf("\n");
-        fflush(stdout);
-    }
+    else if (!a->json) printf("\n");
+    if (r->out.lost || qhx_cli_stdout_flush()) return qhx_cli_stdout_error(CMD); /* the tokens went nowhere */
     if (stopped) {
         qhx_run_print_speed(CMD, r->load_s, &st, &r->out, stop, true);
         return QHX_EXIT_INTERRUPTED;

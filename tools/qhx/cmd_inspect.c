@@ -68,6 +68,53 @@ static void add_total(struct totals *t, const struct row *r) {
     t->bytes_by_dtype[r->dtype] += r->bytes;
 }
 
+/* Length of the UTF-8 sequence at p (0 if it is not one) and its code point. */
+static int utf8_at(const unsigned char *p, uint32_t *cp) {
+    int n = p[0] < 0x80 ? 1 : p[0] >= 0xc2 && p[0] < 0xe0 ? 2 : p[0] >= 0xe0 && p[0] < 0xf0 ? 3
+          : p[0] >= 0xf0 && p[0] < 0xf5 ? 4 : 0;
+    if (!n) return 0;
+    uint32_t v = n == 1 ? p[0] : p[0] & (0x7f >> n);
+    for (int i = 1; i < n; i++) {
+        if ((p[i] & 0xc0) != 0x80) return 0; /* the NUL terminator stops here too */
+        v = v << 6 | (p[i] & 0x3f);
+    }
+    static const uint32_t least[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (v < least[n] || v > 0x10ffff || (v >= 0xd800 && v < 0xe000)) return 0;
+    *cp = v;
+    return n;
+}
+
+/* Text from a file (tensor names, metadata, manifest strings) as it may go to a terminal:
+ * control characters (C0, DEL, C1 as UTF-8) and bytes that are not UTF-8 become \xHH, so a
+ * name cannot change the title or clear the screen; a backslash becomes \\. Returns one of a
+ * few rotating buffers, so several may appear in one printf. */
+static const char *shown(const char *s) {
+    static char ring[8][4 * QHX_ST_MAX_NAME + 8];
+    static int next;
+    char *out = ring[next], *end = out + sizeof ring[0] - 5;
+    next = (next + 1) % 8;
+    char *o = out;
+    const unsigned char *p = (const unsigned char *)(s ? s : "");
+    while (*p && o < end) {
+        uint32_t cp;
+        int k = utf8_at(p, &cp);
+        int control = !k || cp < 0x20 || cp == 0x7f || (cp >= 0x80 && cp < 0xa0);
+        if (control) {
+            for (int i = 0; i < (k ? k : 1) && o < end; i++) o += snprintf(o, 5, "\\x%02X", p[i]);
+            p += k ? k : 1;
+        } else if (*p == '\\') {
+            *o++ = '\\', *o++ = '\\';
+            p++;
+        } else {
+            memcpy(o, p, (size_t)k);
+            o += k;
+            p += k;
+        }
+    }
+    *o = '\0';
+    return out;
+}
+
 static const char *base_name(const char *path) {
     const char *s = strrchr(path, '/');
     return s ? s + 1 : path;
@@ -84,10 +131,11 @@ static void print_row_text(const struct row *r, int with_artifact) {
     char shape[160];
     shape_text(shape, sizeof shape, r->n_dims, r->shape);
     if (with_artifact)
-        printf("  %-10s %-56s %-5s %-22s %12llu\n", r->artifact, r->name, qhx_dtype_name(r->dtype), shape,
+        printf("  %-10s %-56s %-5s %-22s %12llu\n", r->artifact, shown(r->name), qhx_dtype_name(r->dtype), shape,
                (unsigned long long)r->bytes);
     else
-        printf("  %-60s %-5s %-22s %12llu\n", r->name, qhx_dtype_name(r->dtype), shape, (unsigned long long)r->bytes);
+        printf("  %-60s %-5s %-22s %12llu\n", shown(r->name), qhx_dtype_name(r->dtype), shape,
+               (unsigned long long)r->bytes);
 }
 
 static json_t *row_json(const struct row *r) {
@@ -176,12 +224,12 @@ static int inspect_safetensors(const char *path, int as_json) {
         qhx_st_free(set);
         return print_json_doc(doc);
     }
-    printf("safetensors  %s\n", path);
-    for (int i = 0; i < qhx_st_n_files(set); i++) printf("file         %s\n", qhx_st_file_path(set, i));
+    printf("safetensors  %s\n", shown(path));
+    for (int i = 0; i < qhx_st_n_files(set); i++) printf("file         %s\n", shown(qhx_st_file_path(set, i)));
     for (int i = 0; i < qhx_st_n_metadata(set); i++) {
         const char *k, *v;
         qhx_st_metadata_at(set, i, &k, &v);
-        printf("metadata     %s = %s\n", k, v);
+        printf("metadata     %s = %s\n", shown(k), shown(v));
     }
     printf("\ntensors\n  %-60s %-5s %-22s %12s\n", "NAME", "DTYPE", "SHAPE", "BYTES");
     set_rows(set, NULL, NULL, &tot);
@@ -228,16 +276,17 @@ static json_t *dims_json(const qhx_plan_dims *d) {
 }
 
 static void print_file_line(const char *label, const qhx_plan_file *f) {
-    printf("%-12s %s", label, f->file);
+    printf("%-12s %s", label, shown(f->file));
     if (f->bytes >= 0) printf(" (%lld bytes)", (long long)f->bytes);
     if (f->sha256[0]) printf(" sha256 %s", f->sha256);
     printf("\n");
 }
 
 static void print_plan_text(const qhx_plan *p) {
-    printf("plan         %s\n", p->name);
-    if (p->description) printf("description  %s\n", p->description);
-    printf("source       %s %s\n", p->source == QHX_PLAN_FROM_CHECKPOINT ? "checkpoint folder" : "manifest", p->label);
+    printf("plan         %s\n", shown(p->name));
+    if (p->description) printf("description  %s\n", shown(p->description));
+    printf("source       %s %s\n", p->source == QHX_PLAN_FROM_CHECKPOINT ? "checkpoint folder" : "manifest",
+           shown(p->label));
     printf("family       %s\n", qhx_family_name(p->family));
     printf("host_op      %s\n", qhx_host_op_name(p->host_op));
     printf("precision    %s\n", qhx_precision_name(p->precision));
@@ -246,7 +295,7 @@ static void print_plan_text(const qhx_plan *p) {
         const qhx_plan_dims *d = &p->dims;
         printf("model        %s (text %s): vocab %lld, hidden %lld, intermediate %lld, layers %lld, heads %lld/%lld kv, "
                "head_dim %lld, max_position %lld, %s embeddings\n",
-               d->model_type, d->text_model_type, (long long)d->vocab_size, (long long)d->hidden_size,
+               shown(d->model_type), shown(d->text_model_type), (long long)d->vocab_size, (long long)d->hidden_size,
                (long long)d->intermediate_size, (long long)d->num_hidden_layers, (long long)d->num_attention_heads,
                (long long)d->num_key_value_heads, (long long)d->head_dim, (long long)d->max_position_embeddings,
                d->tie_word_embeddings ? "tied" : "separate");
@@ -266,7 +315,7 @@ static void print_plan_text(const qhx_plan *p) {
     for (int r = 0; r < QHX_ART_ROLE_COUNT; r++) {
         const qhx_plan_file *f = &p->artifacts[r];
         if (!f->present) continue;
-        printf("  %-10s %s  %s", qhx_art_role_name((qhx_art_role)r), f->file, qhx_art_format_name(f->format));
+        printf("  %-10s %s  %s", qhx_art_role_name((qhx_art_role)r), shown(f->file), qhx_art_format_name(f->format));
         if (f->has_dtype) printf("  %s", qhx_dtype_name(f->dtype));
         if (f->tensor_count >= 0) printf("  %lld tensors", (long long)f->tensor_count);
         if (f->bytes >= 0) printf("  %lld bytes", (long long)f->bytes);
@@ -333,7 +382,7 @@ static int inspect_plan(const char *path, int as_json, int verify) {
         if (!f->present) continue;
         const char *role = qhx_art_role_name((qhx_art_role)r);
         if (!as_json) {
-            printf("\ntensors (%s: %s)\n  %-10s %-56s %-5s %-22s %12s\n", role, f->file, "ARTIFACT", "NAME", "DTYPE",
+            printf("\ntensors (%s: %s)\n  %-10s %-56s %-5s %-22s %12s\n", role, shown(f->file), "ARTIFACT", "NAME", "DTYPE",
                    "SHAPE", "BYTES");
         }
         if (sets[r]) {

@@ -124,6 +124,10 @@ int qhx_cmd_logits(int argc, char **argv) {
         if (qhx_session_decode(s, ids[i], &err)) goto fail;
         if (fwrite(qhx_session_logits(s), sizeof(float), (size_t)V, f) != (size_t)V) goto write_fail;
     }
+    if (qhx_run_interrupted(NULL)) { /* a signal after the last layer: still no file */
+        qhx_fail(&err, QHX_E_ABORTED, "interrupted");
+        goto fail;
+    }
     if (qhx_cli_out_commit(&out, &err)) goto fail;
     rc = QHX_EXIT_OK;
     goto done;

@@ -105,11 +105,11 @@ int main(int argc, char **argv) {
     const char *cmd = argv[1];
     if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
         print_usage(stdout);
-        return 0;
+        return qhx_cli_stdout_close("help", 0);
     }
     if (!strcmp(cmd, "--version")) {
         printf("qhx %s\n", qhx_version());
-        return 0;
+        return qhx_cli_stdout_close("--version", 0);
     }
     for (size_t i = 0; i < N_COMMANDS; i++) {
         if (strcmp(cmd, COMMANDS[i].name)) continue;
@@ -119,7 +119,7 @@ int main(int argc, char **argv) {
             fprintf(stderr, "qhx: out of memory\n");
             return QHX_EXIT_RUNTIME;
         }
-        int rc = COMMANDS[i].fn(n, args);
+        int rc = qhx_cli_stdout_close(cmd, COMMANDS[i].fn(n, args));
         free(args);
         return rc;
     }

@@ -43,6 +43,67 @@ def pack_bits(vals, depth):
     return bytes(int(bits[i:i + 8], 2) for i in range(0, len(bits), 8))
 
 
+def strip_jpeg_marker(b, marker):
+    """The JPEG bytes b without its segments of the given marker (up to the scan)."""
+    out, i = bytearray(b[:2]), 2
+    while b[i + 1] != 0xDA:
+        n = 2 + (b[i + 2] << 8 | b[i + 3])
+        if b[i + 1] != marker:
+            out += b[i:i + n]
+        i += n
+    return bytes(out + b[i:])
+
+
+def raw_profile(exif_bytes):
+    """ImageMagick's "Raw profile type exif" text: a name line, a length line, then hex lines."""
+    h = exif_bytes.hex()
+    return "\nexif\n%8d\n" % len(exif_bytes) + "\n".join(h[i:i + 72] for i in range(0, len(h), 72)) + "\n"
+
+
+def move_text_after_idat(path, key):
+    b = open(path, "rb").read()
+    chunks, i = [], 8
+    while i < len(b):
+        n = struct.unpack(">I", b[i:i + 4])[0]
+        chunks.append(b[i:i + 12 + n])
+        i += 12 + n
+    moved = [c for c in chunks if c[4:8] in (b"tEXt", b"zTXt", b"iTXt") and c[8:8 + len(key)] == key]
+    rest = [c for c in chunks if c not in moved]
+    end = rest.pop()  # IEND
+    open(path, "wb").write(b[:8] + b"".join(rest + moved + [end]))
+
+
+def png_text_orientations(img):
+    from PIL import PngImagePlugin
+    ex = Image.Exif()
+    ex[0x0112] = 6
+    exif = b"Exif\0\0" + ex.tobytes()
+    cases = {
+        "exif_text.png": lambda p: p.add_text("Raw profile type exif", raw_profile(exif)),
+        "exif_ztxt.png": lambda p: p.add_text("Raw profile type exif", raw_profile(ex.tobytes()), zip=True),
+        "exif_itxt.png": lambda p: p.add_itxt("Raw profile type exif", raw_profile(exif), zip=True),
+        "xmp_attr.png": lambda p: p.add_itxt("XML:com.adobe.xmp",
+                                             '<x:xmpmeta><rdf:Description tiff:Orientation="8"/></x:xmpmeta>'),
+        "xmp_elem.png": lambda p: p.add_text("XML:com.adobe.xmp",
+                                             "<x:xmpmeta><tiff:Orientation>3</tiff:Orientation></x:xmpmeta>"),
+    }
+    for name, add in cases.items():
+        info = PngImagePlugin.PngInfo()
+        add(info)
+        img.save(os.path.join(out, name), pnginfo=info)
+    # an eXIf chunk without an Orientation tag leaves the XMP to decide
+    noor = Image.Exif()
+    noor[0x010F] = "maker"
+    info = PngImagePlugin.PngInfo()
+    info.add_itxt("XML:com.adobe.xmp", '<rdf:Description tiff:Orientation="5"/>')
+    img.save(os.path.join(out, "exif_xmp.png"), pnginfo=info, exif=noor.tobytes())
+    # a raw profile after the image data
+    info = PngImagePlugin.PngInfo()
+    info.add_text("Raw profile type exif", raw_profile(exif))
+    img.save(os.path.join(out, "exif_late.png"), pnginfo=info)
+    move_text_after_idat(os.path.join(out, "exif_late.png"), b"Raw profile type exif")
+
+
 def expect(name):
     path = os.path.join(out, name)
     im = Image.open(path)
@@ -88,6 +149,12 @@ def main():
     ex = Image.Exif()
     ex[0x0112] = 6
     Image.fromarray(rgb, "RGB").save(os.path.join(out, "exif6p.png"), exif=ex.tobytes())
+
+    # a CMYK JPEG without its Adobe marker: Pillow still reads it as Adobe's inverted CMYK
+    cmyk = open(os.path.join(out, "cmyk.jpg"), "rb").read()
+    open(os.path.join(out, "cmyk_noadobe.jpg"), "wb").write(strip_jpeg_marker(cmyk, 0xEE))
+    # EXIF orientation in PNG text chunks and XMP, which Pillow honours too
+    png_text_orientations(Image.fromarray(rgb, "RGB"))
 
     for f in sorted(os.listdir(out)):
         if f.endswith((".png", ".jpg")) and not f.startswith("resize_"):
