@@ -40,7 +40,7 @@ static void setup(void) {
     qhx_session_params sp = qhx_session_default_params(model);
     sp.n_ctx = N_CTX;
     sp.sampling = (qhx_sample_params){0}; /* greedy: the restored sampler state is still read */
-    sp.kv_cache = QHX_KV_F32; /* the seeds' cache (version 1 files are f32; v2_* seeds say f32) */
+    sp.kv_cache = QHX_KV_F32; /* the seeds' cache (v3_f32_* are files of this build, saved from such a session) */
     if (qhx_session_create(model, &sp, &sess, &err)) {
         fprintf(stderr, "fuzz_session_file: %s\n", err.msg);
         __builtin_trap();
