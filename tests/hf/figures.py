@@ -39,11 +39,11 @@ def run_qhx(qhx, fx, p, golden, tmp):
         out["embd"] = np.fromfile(e, dtype="<f4")
     lg = os.path.join(tmp, p["name"] + ".logits")
     forced = ids + g[:-1]
-    subprocess.run([qhx, "logits", "-m", fx, "--ids", ",".join(map(str, forced)), "--prefill", str(len(ids))]
-                   + img + ["--out", lg], check=True, capture_output=True)
+    subprocess.run([qhx, "logits", "-m", fx, "--ids", ",".join(map(str, forced)), "--prefill", str(len(ids)),
+                    "--kv", "f32"] + img + ["--out", lg], check=True, capture_output=True)  # f32 KV: the gates' setting
     out["logits"] = np.fromfile(lg, dtype="<f4")
     r = subprocess.run([qhx, "generate", "-m", fx, "--ids", ",".join(map(str, ids))] + img
-                       + ["-n", str(len(g)), "--greedy", "--ignore-eos", "--print-ids"],
+                       + ["-n", str(len(g)), "--greedy", "--ignore-eos", "--print-ids", "--kv", "f32"],
                        check=True, capture_output=True, text=True)
     out["greedy"] = [int(x) for x in r.stdout.split()]
     return out
