@@ -3,14 +3,16 @@
  * Templates followed (the tokenizer_config.json files of the parity fixtures carry no
  * chat_template, so these come from the released models' templates, summarized in
  * spec/qwen3_5.md §9.3 and spec/qwen3_vl.md §6.1):
- *   - Qwen3.5: the Qwen3.5 chat_template.jinja without tools: contents rendered by its
+ *   - Qwen3.5: the Qwen3.5 chat_template.jinja: contents rendered by its
  *     render_content macro and |trim'med; a system message only first; assistant turns after
  *     the last user query keep their reasoning as "<think>\n...\n</think>\n\n", earlier ones
  *     drop it; the generation prompt ends with "<think>\n" (thinking) or
- *     "<think>\n\n</think>\n\n" (not thinking).
+ *     "<think>\n\n</think>\n\n" (not thinking); tools as its "# Tools" system block, an
+ *     assistant's tool calls as <tool_call><function=...><parameter=...> blocks, and "tool"
+ *     messages as <tool_response> blocks in one user turn per run of them.
  *   - Qwen3-VL: the Qwen3-VL Instruct chat_template without tools: contents verbatim, images
  *     as <|vision_start|><|image_pad|><|vision_end|>, no <think> block.
- * Tool definitions, tool calls and the "tool" role are not rendered (refused by name). */
+ * Qwen3-VL: tool definitions, tool calls and the "tool" role are refused by name. */
 #include "text/tok_internal.h"
 
 #include "core/alloc.h"
@@ -116,10 +118,15 @@ static int role_is(const qhx_chat_message *m, const char *r) { return m->role &&
 static qhx_status check_roles(chat *c, const qhx_chat_message *msgs, size_t n) {
     for (size_t i = 0; i < n; i++) {
         const qhx_chat_message *m = &msgs[i];
-        if (!role_is(m, "system") && !role_is(m, "user") && !role_is(m, "assistant"))
+        const bool tool_ok = c->fam == QHX_CHAT_QWEN35;
+        if (!role_is(m, "system") && !role_is(m, "user") && !role_is(m, "assistant") && !(tool_ok && role_is(m, "tool")))
             return qhx_fail(c->err, m->role ? QHX_E_UNSUPPORTED : QHX_E_ARG,
-                            "chat: message %zu: role '%s' is not supported (system, user, assistant)",
-                            i, m->role ? m->role : "(none)");
+                            "chat: message %zu: role '%s' is not supported (system, user, assistant%s)",
+                            i, m->role ? m->role : "(none)", tool_ok ? ", tool" : "");
+        if (m->n_tool_calls && (!tool_ok || !role_is(m, "assistant") || !m->tool_calls))
+            return qhx_fail(c->err, tool_ok ? QHX_E_ARG : QHX_E_UNSUPPORTED,
+                            "chat: message %zu: tool calls are %s", i,
+                            tool_ok ? "for assistant messages" : "not rendered by the Qwen3-VL format");
         if (role_is(m, "system") && i != 0)
             return qhx_fail(c->err, QHX_E_ARG, "chat: message %zu: a system message must be the first", i);
         if (m->n_parts && !m->parts)
@@ -136,16 +143,89 @@ static qhx_status check_roles(chat *c, const qhx_chat_message *msgs, size_t n) {
     return QHX_OK;
 }
 
+/* The template's instructions after the tool list, word for word. */
+static const char TOOLS_HOWTO[] =
+    "\n\nIf you choose to call a function ONLY reply in the following format with NO suffix:\n\n<tool_call>\n"
+    "<function=example_function_name>\n<parameter=example_parameter_1>\nvalue_1\n</parameter>\n"
+    "<parameter=example_parameter_2>\nThis is the value for the second parameter\nthat can span\nmultiple lines\n"
+    "</parameter>\n</function>\n</tool_call>\n\n<IMPORTANT>\nReminder:\n- Function calls MUST follow the "
+    "specified format: an inner <function=...></function> block must be nested within <tool_call></tool_call> "
+    "XML tags\n- Required parameters MUST be specified\n- You may provide optional reasoning for your function "
+    "call in natural language BEFORE the function call, but NOT after\n- If there is no function call "
+    "available, answer the question like normal with your current knowledge and do not tell the user about "
+    "function calls\n</IMPORTANT>";
+
+/* The system turn: the tools block (with the system message after it) or the system message. */
+static qhx_status qwen35_system(chat *c, const qhx_chat_message *msgs, size_t n) {
+    tok_buf *o = &c->out;
+    cstr sys = {"", 0};
+    bool has_sys = n && role_is(&msgs[0], "system");
+    if (has_sys) {
+        qhx_status rc = render(c, &msgs[0], 0, false, true, true, &c->tmp);
+        if (rc) return rc;
+        sys = trim((cstr){c->tmp.p, c->tmp.n});
+    }
+    if (c->opt->n_tools) {
+        puts_(c, o, "<|im_start|>system\n# Tools\n\nYou have access to the following functions:\n\n<tools>");
+        for (size_t k = 0; k < c->opt->n_tools; k++) {
+            if (!c->opt->tools || !c->opt->tools[k])
+                return qhx_fail(c->err, QHX_E_ARG, "chat: tool %zu has no definition", k);
+            puts_(c, o, "\n");
+            puts_(c, o, c->opt->tools[k]);
+        }
+        puts_(c, o, "\n</tools>");
+        puts_(c, o, TOOLS_HOWTO);
+        if (sys.n) {
+            puts_(c, o, "\n\n");
+            put(c, o, sys.p, sys.n);
+        }
+        puts_(c, o, "<|im_end|>\n");
+    } else if (has_sys) {
+        puts_(c, o, "<|im_start|>system\n");
+        put(c, o, sys.p, sys.n);
+        puts_(c, o, "<|im_end|>\n");
+    }
+    return QHX_OK;
+}
+
+/* An assistant's tool calls, after its content (`content` as the template has it then). */
+static qhx_status qwen35_tool_calls(chat *c, const qhx_chat_message *m, size_t idx, cstr content) {
+    tok_buf *o = &c->out;
+    for (size_t j = 0; j < m->n_tool_calls; j++) {
+        const qhx_chat_tool_call *tc = &m->tool_calls[j];
+        if (!tc->name || (tc->n_args && !tc->args))
+            return qhx_fail(c->err, QHX_E_ARG, "chat: message %zu: tool call %zu has no name or arguments", idx, j);
+        puts_(c, o, j ? "\n<tool_call>\n<function=" : trim(content).n ? "\n\n<tool_call>\n<function=" : "<tool_call>\n<function=");
+        puts_(c, o, tc->name);
+        puts_(c, o, ">\n");
+        for (size_t k = 0; k < tc->n_args; k++) {
+            if (!tc->args[k].name || !tc->args[k].value)
+                return qhx_fail(c->err, QHX_E_ARG, "chat: message %zu: tool call %zu: argument %zu is empty", idx, j, k);
+            puts_(c, o, "<parameter=");
+            puts_(c, o, tc->args[k].name);
+            puts_(c, o, ">\n");
+            puts_(c, o, tc->args[k].value);
+            puts_(c, o, "\n</parameter>\n");
+        }
+        puts_(c, o, "</function>\n</tool_call>");
+    }
+    return QHX_OK;
+}
+
+/* A tool's response: a run of tool messages is one user turn of <tool_response> blocks. */
+static void qwen35_tool_response(chat *c, const qhx_chat_message *msgs, size_t n, size_t i, cstr content) {
+    tok_buf *o = &c->out;
+    if (i > 0 && !role_is(&msgs[i - 1], "tool")) puts_(c, o, "<|im_start|>user");
+    puts_(c, o, "\n<tool_response>\n");
+    put(c, o, content.p, content.n);
+    puts_(c, o, "\n</tool_response>");
+    if (i + 1 == n || !role_is(&msgs[i + 1], "tool")) puts_(c, o, "<|im_end|>\n");
+}
+
 static qhx_status qwen35(chat *c, const qhx_chat_message *msgs, size_t n) {
     qhx_status rc;
     tok_buf *o = &c->out;
-    if (n && role_is(&msgs[0], "system")) {
-        if ((rc = render(c, &msgs[0], 0, false, true, true, &c->tmp))) return rc;
-        cstr t = trim((cstr){c->tmp.p, c->tmp.n});
-        puts_(c, o, "<|im_start|>system\n");
-        put(c, o, t.p, t.n);
-        puts_(c, o, "<|im_end|>\n");
-    }
+    if ((rc = qwen35_system(c, msgs, n))) return rc;
     /* the last user message that is a real query (not a wrapped tool response) */
     size_t last_query = 0;
     int found = 0;
@@ -174,6 +254,10 @@ static qhx_status qwen35(chat *c, const qhx_chat_message *msgs, size_t n) {
             puts_(c, o, "<|im_end|>\n");
             continue;
         }
+        if (role_is(m, "tool")) {
+            qwen35_tool_response(c, msgs, n, i, t);
+            continue;
+        }
         /* assistant: split off the reasoning as the template does */
         cstr reasoning = {"", 0}, content = t;
         const char *close = find(t, "</think>");
@@ -196,6 +280,7 @@ static qhx_status qwen35(chat *c, const qhx_chat_message *msgs, size_t n) {
             puts_(c, o, "\n</think>\n\n");
         }
         put(c, o, content.p, content.n);
+        if ((rc = qwen35_tool_calls(c, m, i, content))) return rc;
         puts_(c, o, "<|im_end|>\n");
     }
     if (c->opt->add_generation_prompt) {
@@ -226,12 +311,14 @@ qhx_status qhx_tok_chat_format(qhx_chat_family family, const qhx_chat_message *m
                                size_t *len_out, qhx_error *err) {
     *out = NULL;
     *len_out = 0;
-    static const qhx_chat_options dflt = {1, 0, 0};
+    static const qhx_chat_options dflt = {.add_generation_prompt = 1};
     if (!msgs && n_msgs) return qhx_fail(err, QHX_E_ARG, "chat: no messages");
     if (family != QHX_CHAT_QWEN35 && family != QHX_CHAT_QWEN3VL)
         return qhx_fail(err, QHX_E_ARG, "chat: unknown family %d", (int)family);
     chat c = {.fam = family, .opt = opt ? opt : &dflt, .ok = true, .err = err};
     qhx_status rc = check_roles(&c, msgs, n_msgs);
+    if (!rc && family == QHX_CHAT_QWEN3VL && c.opt->n_tools)
+        rc = qhx_fail(err, QHX_E_UNSUPPORTED, "chat: tools are not rendered by the Qwen3-VL format");
     if (!rc) rc = family == QHX_CHAT_QWEN35 ? qwen35(&c, msgs, n_msgs) : qwen3vl(&c, msgs, n_msgs);
     if (!rc && !(c.ok && qhx_tok_buf_put(&c.out, "", 1)))
         rc = qhx_fail(err, QHX_E_NOMEM, "chat: out of memory");

@@ -185,17 +185,36 @@ typedef struct qhx_chat_part {
                                renders it before the processor expands it) */
 } qhx_chat_part;
 
+/* A tool call's argument: its name, and its value as the template prints it (JSON text for an
+ * object or a list, Python's str() of anything else: a string as it is, True, None, 3, 0.5). */
+typedef struct qhx_chat_tool_arg {
+    const char *name;
+    const char *value;
+} qhx_chat_tool_arg;
+
+typedef struct qhx_chat_tool_call {
+    const char *name;
+    const qhx_chat_tool_arg *args;
+    size_t n_args;
+} qhx_chat_tool_call;
+
 typedef struct qhx_chat_message {
-    const char *role;            /* "system" (first message only), "user" or "assistant" */
+    const char *role;            /* "system" (first message only), "user", "assistant" or, for
+                                    Qwen3.5, "tool" (a tool's response) */
     const char *content;         /* NUL-terminated text, used when parts == NULL */
     const qhx_chat_part *parts;  /* or a list of parts, in order */
     size_t n_parts;
+    const qhx_chat_tool_call *tool_calls; /* assistant, Qwen3.5: the calls after its content */
+    size_t n_tool_calls;
 } qhx_chat_message;
 
 typedef struct qhx_chat_options {
     int add_generation_prompt; /* end with "<|im_start|>assistant\n" (+ think preamble) */
     int enable_thinking;       /* Qwen3.5 only: 1 = "<think>\n", 0 = "<think>\n\n</think>\n\n" */
     int add_vision_id;         /* "Picture N: " before each image */
+    const char *const *tools;  /* Qwen3.5: the tool definitions, each as JSON text (the
+                                  template's tojson: ", " and ": " separators, UTF-8 as is) */
+    size_t n_tools;
 } qhx_chat_options;
 
 /* Render messages into a prompt string (owned: qhx_free; NUL-terminated, *len_out bytes).

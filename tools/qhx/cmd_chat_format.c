@@ -6,8 +6,10 @@
  *   {"messages": [{"role": "system"|"user"|"assistant", "content": "text" or
  *                  [{"type": "text", "text": "..."}, {"type": "image"}], "reasoning_content": "..."}],
  *    "add_generation_prompt": true, "enable_thinking": false, "add_vision_id": false}
- * enable_thinking absent: the run plan's default. Tools and the tool role are refused (the
- * built-in format does not render them). */
+ * enable_thinking absent: the run plan's default. "tools" (a list of definitions), an assistant's
+ * "tool_calls" ([{"function": {"name", "arguments": {...}}}]) and the "tool" role are rendered
+ * for Qwen3.5 as its template does (tools as the template's tojson, arguments as it prints them);
+ * Qwen3-VL refuses them. */
 #include "cli.h"
 
 #include "core/alloc.h"
@@ -24,6 +26,9 @@ static const char *CMD = "chat-format";
 
 #define MAX_MESSAGES 256
 #define MAX_PARTS 1024
+#define MAX_TOOLS 64
+#define MAX_CALLS 256
+#define MAX_ARGS 1024
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -38,9 +43,84 @@ static void usage(FILE *f) {
 typedef struct conv {
     qhx_chat_message msgs[MAX_MESSAGES];
     qhx_chat_part parts[MAX_PARTS];
-    char *owned[MAX_MESSAGES]; /* contents rebuilt with their reasoning (free) */
-    size_t n_msgs, n_parts, n_owned;
+    qhx_chat_tool_call calls[MAX_CALLS];
+    qhx_chat_tool_arg args[MAX_ARGS];
+    const char *tools[MAX_TOOLS];
+    char *owned[MAX_MESSAGES + MAX_TOOLS + MAX_ARGS]; /* text made here (free) */
+    size_t n_msgs, n_parts, n_calls, n_args, n_tools, n_owned;
 } conv;
+
+static char *keep(conv *c, char *t) {
+    if (t) c->owned[c->n_owned++] = t;
+    return t;
+}
+
+/* JSON text as the template's tojson writes it (json.dumps: ", " and ": ", UTF-8 as is):
+ * jansson's default layout; numbers with a fraction are where the two may differ. */
+static char *tojson(json_t *v) { return json_dumps(v, JSON_ENCODE_ANY | JSON_PRESERVE_ORDER); }
+
+/* A value as the template prints an argument: tojson for objects and lists, str() otherwise. */
+static char *arg_text(json_t *v) {
+    char buf[64];
+    if (json_is_object(v) || json_is_array(v)) return tojson(v);
+    if (json_is_string(v)) return strdup(json_string_value(v));
+    if (json_is_true(v)) return strdup("True");
+    if (json_is_false(v)) return strdup("False");
+    if (json_is_null(v)) return strdup("None");
+    if (json_is_integer(v)) snprintf(buf, sizeof buf, "%lld", (long long)json_integer_value(v));
+    else { /* Python's repr: the shortest digits that read back the same double */
+        double d = json_real_value(v);
+        for (int prec = 1; prec <= 17; prec++) {
+            snprintf(buf, sizeof buf, "%.*g", prec, d);
+            if (strtod(buf, NULL) == d) break;
+        }
+        if (!strpbrk(buf, ".en")) strcat(buf, ".0");
+    }
+    return strdup(buf);
+}
+
+static qhx_status tool_calls_of(conv *c, json_t *list, size_t idx, qhx_chat_message *m, qhx_error *err) {
+    if (!json_is_array(list)) return qhx_fail(err, QHX_E_FORMAT, "message %zu: tool_calls is not a list", idx);
+    m->tool_calls = &c->calls[c->n_calls];
+    size_t j;
+    json_t *call;
+    json_array_foreach(list, j, call) {
+        if (c->n_calls == MAX_CALLS) return qhx_fail(err, QHX_E_LIMIT, "more than %d tool calls", MAX_CALLS);
+        json_t *fn = json_object_get(call, "function");
+        if (!json_is_object(fn)) fn = call;
+        qhx_chat_tool_call *tc = &c->calls[c->n_calls++];
+        memset(tc, 0, sizeof *tc);
+        tc->name = json_string_value(json_object_get(fn, "name"));
+        if (!tc->name) return qhx_fail(err, QHX_E_FORMAT, "message %zu: tool call %zu has no name", idx, j);
+        json_t *args = json_object_get(fn, "arguments");
+        if (args && !json_is_object(args))
+            return qhx_fail(err, QHX_E_UNSUPPORTED, "message %zu: tool call %zu: arguments must be an object", idx, j);
+        tc->args = &c->args[c->n_args];
+        const char *key;
+        json_t *v;
+        json_object_foreach(args, key, v) {
+            if (c->n_args == MAX_ARGS) return qhx_fail(err, QHX_E_LIMIT, "more than %d tool arguments", MAX_ARGS);
+            char *text = keep(c, arg_text(v));
+            if (!text) return qhx_fail(err, QHX_E_NOMEM, "out of memory");
+            c->args[c->n_args++] = (qhx_chat_tool_arg){.name = key, .value = text};
+            tc->n_args++;
+        }
+        m->n_tool_calls++;
+    }
+    return QHX_OK;
+}
+
+static qhx_status tools_of(conv *c, json_t *list, qhx_error *err) {
+    if (!list || json_is_null(list)) return QHX_OK;
+    if (!json_is_array(list)) return qhx_fail(err, QHX_E_FORMAT, "\"tools\" is not a list");
+    size_t k;
+    json_t *tool;
+    json_array_foreach(list, k, tool) {
+        if (c->n_tools == MAX_TOOLS) return qhx_fail(err, QHX_E_LIMIT, "more than %d tools", MAX_TOOLS);
+        if (!(c->tools[c->n_tools++] = keep(c, tojson(tool)))) return qhx_fail(err, QHX_E_NOMEM, "out of memory");
+    }
+    return QHX_OK;
+}
 
 /* A content list: text parts and image placeholders. */
 static qhx_status parts_of(conv *c, json_t *list, size_t idx, qhx_chat_message *m, qhx_error *err) {
@@ -70,14 +150,13 @@ static qhx_status with_reasoning(conv *c, const char *reasoning, qhx_chat_messag
     char *t = malloc(n);
     if (!t) return qhx_fail(err, QHX_E_NOMEM, "out of memory");
     snprintf(t, n, "<think>\n%s\n</think>\n\n%s", reasoning, content);
-    c->owned[c->n_owned++] = t;
-    m->content = t;
+    m->content = keep(c, t);
     return QHX_OK;
 }
 
 static qhx_status messages_of(conv *c, json_t *root, qhx_error *err) {
-    if (json_object_get(root, "tools"))
-        return qhx_fail(err, QHX_E_UNSUPPORTED, "tools are not rendered by the built-in chat format");
+    qhx_status trc = tools_of(c, json_object_get(root, "tools"), err);
+    if (trc) return trc;
     json_t *list = json_object_get(root, "messages");
     if (!json_is_array(list) || !json_array_size(list)) return qhx_fail(err, QHX_E_FORMAT, "no \"messages\" list");
     size_t i;
@@ -86,9 +165,10 @@ static qhx_status messages_of(conv *c, json_t *root, qhx_error *err) {
         if (i == MAX_MESSAGES) return qhx_fail(err, QHX_E_LIMIT, "more than %d messages", MAX_MESSAGES);
         qhx_chat_message *m = &c->msgs[c->n_msgs++];
         memset(m, 0, sizeof *m);
+        qhx_status rc0;
         m->role = json_string_value(json_object_get(msg, "role"));
-        if (json_object_get(msg, "tool_calls"))
-            return qhx_fail(err, QHX_E_UNSUPPORTED, "message %zu: tool calls are not rendered by the built-in chat format", i);
+        json_t *calls = json_object_get(msg, "tool_calls");
+        if (calls && !json_is_null(calls) && (rc0 = tool_calls_of(c, calls, i, m, err))) return rc0;
         json_t *content = json_object_get(msg, "content");
         qhx_status rc = QHX_OK;
         if (json_is_array(content)) rc = parts_of(c, content, i, m, err);
@@ -128,7 +208,8 @@ static int format_conversation(const char *model, const char *file) {
     else if (!qhx_plan_open(model, &plan, &err) && !messages_of(c, root, &err)) {
         qhx_chat_options opt = {.add_generation_prompt = flag(root, "add_generation_prompt", 0),
                                 .enable_thinking = flag(root, "enable_thinking", plan->generation.thinking),
-                                .add_vision_id = flag(root, "add_vision_id", 0)};
+                                .add_vision_id = flag(root, "add_vision_id", 0),
+                                .tools = c->tools, .n_tools = c->n_tools};
         qhx_chat_family fam = plan->family == QHX_FAMILY_QWEN3_VL ? QHX_CHAT_QWEN3VL : QHX_CHAT_QWEN35;
         if (!qhx_tok_chat_format(fam, c->msgs, c->n_msgs, &opt, &out, &len, &err)) {
             fwrite(out, 1, len, stdout);

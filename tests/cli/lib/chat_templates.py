@@ -82,6 +82,19 @@ def conversations(family):
                                  {"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}]},
                              {"role": "tool", "content": "sunny"}],
                 "tools": [TOOL], "add_generation_prompt": True})
+    # two calls with non-string arguments, two responses in a row, an answer after them, a system
+    # message beside the tools, and reasoning before the calls
+    two = [{"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}},
+           {"type": "function", "function": {"name": "convert", "arguments": {
+               "values": [1, 2.5], "opts": {"round": True, "unit": "°C"}, "note": None, "exact": False}}}]
+    out.append({"messages": [{"role": "system", "content": "Be brief."}, user("Weather in Paris, in C?"),
+                             {"role": "assistant", "content": "<think>\nneed tools\n</think>\n\nChecking.",
+                              "tool_calls": two},
+                             {"role": "tool", "content": "sunny, 21"}, {"role": "tool", "content": " 21 C "},
+                             {"role": "assistant", "content": "Sunny, 21 C."}, user("Thanks")],
+                "tools": [TOOL, {"type": "function", "function": {"name": "convert", "description": "Units é",
+                                                                   "parameters": {"type": "object"}}}],
+                "add_generation_prompt": True})
     return out
 
 
