@@ -164,8 +164,10 @@ qhx_status qhx_qwen35_parse_config(const json_t *root, const char *label, qhx_mo
     if ((rc = qhx_json_get_bool(tc, "attn_output_gate", lb, pa, false, &cfg->attn_output_gate, err))) return rc;
     if (!cfg->attn_output_gate)
         return qhx_fail(err, QHX_E_UNSUPPORTED, "%sattn_output_gate: false is not supported", at.pre);
-    /* informational: the LM head is lm_head.weight when present, else the embedding; the
-     * composite config's top level wins, as in HF */
+    /* with no lm_head.weight the head is the embedding unless this says the two are untied
+     * (qhx_wbind_embed_head); absent = tied, as the manifest reads it; the composite config's
+     * top level wins, as in HF */
+    cfg->tie_word_embeddings = true;
     if ((rc = qhx_json_get_bool(tc, "tie_word_embeddings", lb, pa, false, &cfg->tie_word_embeddings, err))) return rc;
     if (tc != root &&
         (rc = qhx_json_get_bool(root, "tie_word_embeddings", lb, "", false, &cfg->tie_word_embeddings, err)))
@@ -324,25 +326,6 @@ static qhx_status bind_layer(q35_model *q, const qhx_model *m, const char *pre, 
 
 static const qhx_model_vt Q35_VT;
 
-/* The embedding table and the LM head. A checkpoint carries the table (and lm_head.weight when
- * untied); a bundle of a tied checkpoint carries the matrix once, as lm_head.weight in the
- * head's precision, and the lookup dequantizes its rows: the same values the head multiplies
- * with (docs/bundle.md). */
-static qhx_status bind_embed_and_head(q35_model *q, const qhx_model *m, const char *dir, const char *embed_name,
-                                      qhx_error *err) {
-    const q35_dims *d = &q->d;
-    const bool has_embed = qhx_st_find(q->set, embed_name) != NULL;
-    const bool has_head = qhx_st_find(q->set, "lm_head.weight") != NULL;
-    qhx_status rc;
-    if (has_embed && (rc = bind_linear(q, m, embed_name, d->V, d->H, &q->embed, err))) return rc;
-    if (has_head && (rc = bind_linear(q, m, "lm_head.weight", d->V, d->H, &q->lm_head, err))) return rc;
-    if (has_embed && !has_head) q->lm_head = q->embed;
-    else if (!has_embed && has_head && m->cfg.tie_word_embeddings) q->embed = q->lm_head;
-    else if (!has_embed)
-        return qhx_fail(err, QHX_E_FORMAT, "%s: no text embedding: '%s' is missing%s", dir, embed_name, has_head ? " and the head is not tied to it (tie_word_embeddings is false)" : "");
-    return QHX_OK;
-}
-
 qhx_status qhx_qwen35_open(qhx_model *m, qhx_st_set *set, const char *dir, qhx_error *err) {
     const qhx_model_config *c = &m->cfg;
     q35_model *q = qhx_calloc(1, sizeof *q);
@@ -385,7 +368,9 @@ qhx_status qhx_qwen35_open(qhx_model *m, qhx_st_set *set, const char *dir, qhx_e
     snprintf(nm, sizeof nm, "%snorm.weight", pre);
     if ((rc = load_vec(q, nm, d->H, &q->final_norm, err))) return rc;
     snprintf(nm, sizeof nm, "%sembed_tokens.weight", pre);
-    if ((rc = bind_embed_and_head(q, m, dir, nm, err))) return rc;
+    if ((rc = qhx_wbind_embed_head(q->set, dir, nm, m->cfg.tie_word_embeddings, d->V, d->H, &m->kern, &q->owned,
+                                   &q->embed, &q->lm_head, err)))
+        return rc;
 
     q->layers = qhx_calloc((size_t)d->L, sizeof *q->layers);
     if (!q->layers) return qhx_fail(err, QHX_E_NOMEM, "out of memory");

@@ -224,23 +224,10 @@ qhx_status qhx_qwen3vl_open(qhx_model *m, const json_t *root, const char *cfg_pa
     const char *pre = "model.language_model.";
 #define NAME(...) (snprintf(nm, sizeof nm, __VA_ARGS__), nm)
     if ((rc = vec(q, NAME("%snorm.weight", pre), q->H, &q->final_norm, err))) return rc;
-    /* The embedding table and the LM head: a tied checkpoint's bundle stores the matrix once, as
-     * lm_head.weight in the head's precision, and the lookup dequantizes its rows; a checkpoint
-     * carries the table, and lm_head.weight only when untied (docs/bundle.md). */
-    const bool has_embed = qhx_st_find(q->set, NAME("%sembed_tokens.weight", pre)) != NULL;
-    const bool has_head = qhx_st_find(q->set, "lm_head.weight") != NULL;
-    if (!has_embed && !has_head)
-        return qhx_fail(err, QHX_E_FORMAT, "%s: no text embedding: neither '%sembed_tokens.weight' nor 'lm_head.weight' is present",
-                        qhx_st_file_path(q->set, 0), pre);
-    if (has_embed && (rc = lin(q, NAME("%sembed_tokens.weight", pre), q->V, q->H, &q->embed, err))) return rc;
-    if ((has_head || !c->tie_word_embeddings) && (rc = lin(q, "lm_head.weight", q->V, q->H, &q->lm_head, err))) return rc;
-    if (!has_head && c->tie_word_embeddings) q->lm_head = q->embed;
-    if (!has_embed) {
-        if (!c->tie_word_embeddings)
-            return qhx_fail(err, QHX_E_FORMAT, "%s: no text embedding: '%sembed_tokens.weight' is missing and the head is not tied to it",
-                            qhx_st_file_path(q->set, 0), pre);
-        q->embed = q->lm_head;
-    }
+    /* the table and the head, or one matrix for both in a tied bundle (models/weights.h) */
+    if ((rc = qhx_wbind_embed_head(q->set, qhx_st_file_path(q->set, 0), NAME("%sembed_tokens.weight", pre),
+                                   c->tie_word_embeddings, q->V, q->H, q->kern, &q->owned, &q->embed, &q->lm_head, err)))
+        return rc;
     q->layers = qhx_calloc((size_t)q->L, sizeof *q->layers);
     if (!q->layers) return qhx_fail(err, QHX_E_NOMEM, "out of memory");
     for (int64_t l = 0; l < q->L; l++) {

@@ -124,6 +124,22 @@ qhx_status qhx_wbind_linear(const qhx_st_set *set, const char *name, int64_t row
     return QHX_OK;
 }
 
+qhx_status qhx_wbind_embed_head(const qhx_st_set *set, const char *label, const char *embed_name, bool tied,
+                                int64_t rows, int64_t cols, const qhx_kernels *k, qhx_wowned *owned,
+                                qhx_weight *embed, qhx_weight *head, qhx_error *err) {
+    const bool has_embed = qhx_st_find(set, embed_name) != NULL;
+    const bool has_head = qhx_st_find(set, "lm_head.weight") != NULL;
+    if (!has_embed && (!has_head || !tied))
+        return qhx_fail(err, QHX_E_FORMAT, "%s: no text embedding: '%s' is missing%s", label, embed_name,
+                        has_head ? " and the head is not tied to it (tie_word_embeddings is false)" : "");
+    qhx_status rc;
+    if (has_embed && (rc = qhx_wbind_linear(set, embed_name, rows, cols, k, owned, embed, err))) return rc;
+    if ((has_head || !tied) && (rc = qhx_wbind_linear(set, "lm_head.weight", rows, cols, k, owned, head, err))) return rc;
+    if (!has_head && tied) *head = *embed;
+    if (!has_embed) *embed = *head;
+    return QHX_OK;
+}
+
 qhx_status qhx_wload_f32(const qhx_st_set *set, const char *name, int n_dims,
                          const int64_t *shape, qhx_wowned *owned, float **out, int64_t *n_out,
                          qhx_error *err) {

@@ -11,6 +11,7 @@
 #include "io/safetensors.h"
 #include "kernels/kernels.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 
 /* Buffers a model owns (aligned copies); freed together. */
@@ -33,6 +34,16 @@ qhx_status qhx_wbind_linear(const qhx_st_set *set, const char *name, int64_t row
 /* QHX_E_FORMAT naming the file, tensor and element when an F32/F16/BF16 tensor holds a NaN or an
  * Inf (other dtypes pass). Both binders below call it, so no model loads non-finite weights. */
 qhx_status qhx_wcheck_finite(const qhx_st_set *set, const qhx_st_tensor *t, const char *name, qhx_error *err);
+
+/* The embedding table and the LM head, both (rows, cols). A checkpoint carries the table (and
+ * lm_head.weight when untied); a bundle of a tied checkpoint carries the matrix once, as
+ * lm_head.weight in the head's precision, and the embedding is that matrix (the lookup
+ * dequantizes its rows: the values the head multiplies with; docs/bundle.md). Without
+ * lm_head.weight a tied model's head is the table; an untied model needs both. `label` names
+ * the checkpoint in messages. */
+qhx_status qhx_wbind_embed_head(const qhx_st_set *set, const char *label, const char *embed_name, bool tied,
+                                int64_t rows, int64_t cols, const qhx_kernels *k, qhx_wowned *owned,
+                                qhx_weight *embed /* OUT */, qhx_weight *head /* OUT */, qhx_error *err);
 
 /* Load tensor `name` of rank n_dims and the given shape (-1 = any), any float dtype, as a new
  * f32 array of its n_elements values owned by `owned`. *n_out (may be NULL) gets the count. */
