@@ -80,17 +80,19 @@ static qhx_status read_into(int fd, const char *path, uint8_t *dst, size_t size,
     return QHX_OK;
 }
 
-/* Bring the pages of a fresh read-only mapping in, READ_STEP bytes at a time. */
-static void populate_steps(const uint8_t *p, size_t size, qhx_load_progress *pr) {
-    for (size_t at = 0; at < size; at += READ_STEP) {
-        size_t step = size - at < READ_STEP ? size - at : READ_STEP;
+void qhx_file_populate(const uint8_t *p, size_t size, qhx_load_progress *pr) {
+    if (!size) return;
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t a = (uintptr_t)p & ~(page - 1), end = (uintptr_t)p + size;
+    for (uintptr_t at = a; at < end; at += READ_STEP) {
+        size_t step = end - at < READ_STEP ? end - at : READ_STEP;
         int done = 0;
 #ifdef MADV_POPULATE_READ
-        done = madvise((void *)(p + at), step, MADV_POPULATE_READ) == 0;
+        done = madvise((void *)at, step, MADV_POPULATE_READ) == 0;
 #endif
         if (!done) {
             volatile uint8_t sink = 0;
-            for (size_t i = 0; i < step; i += 4096) sink ^= p[at + i];
+            for (size_t i = 0; i < step; i += page) sink ^= *(const volatile uint8_t *)(at + i);
             (void)sink;
         }
         qhx_load_progress_add(pr, step);
@@ -191,7 +193,7 @@ qhx_status qhx_file_load_progress(const char *path, qhx_file_mode mode, qhx_load
     int e = errno;
     close(fd);
     if (p == MAP_FAILED) return qhx_fail(err, QHX_E_IO, "%s: cannot map: %s", path, strerror(e));
-    if (mode == QHX_FILE_MAP_POPULATE && progress) populate_steps(p, (size_t)st.st_size, progress);
+    if (mode == QHX_FILE_MAP_POPULATE && progress) qhx_file_populate(p, (size_t)st.st_size, progress);
     map->data = p;
     map->size = (size_t)st.st_size;
     map->is_mapped = 1;

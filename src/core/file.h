@@ -67,6 +67,11 @@ qhx_status qhx_file_anon(size_t size, qhx_file_map *map /* OUT */, qhx_error *er
 qhx_status qhx_file_load_progress(const char *path, qhx_file_mode mode, qhx_load_progress *progress,
                                   qhx_file_map *map /* OUT */, qhx_error *err);
 
+/* Bring the pages of [p, p + size) of a read-only mapping into memory, 64 MiB at a time
+ * (MADV_POPULATE_READ, or a read of every page where the kernel lacks it), reporting to
+ * progress (NULL: none). */
+void qhx_file_populate(const uint8_t *p, size_t size, qhx_load_progress *progress);
+
 /* Add bytes to a load's progress and report it (NULL: nothing). */
 void qhx_load_progress_add(qhx_load_progress *pr, size_t bytes);
 

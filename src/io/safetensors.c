@@ -324,23 +324,6 @@ static qhx_status read_selected(qhx_st_set *s, const char *path, int64_t first, 
     return QHX_OK;
 }
 
-/* Page in the kept tensors of a mapping up front, as MAP_POPULATE would the whole file. */
-static void populate_selected(const qhx_st_set *s, int64_t first, qhx_load_progress *progress) {
-    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-    volatile uint8_t sink = 0;
-    for (int64_t i = first; i < s->n_tensors; i++) {
-        const qhx_st_tensor *t = &s->tensors[i];
-        if (!t->size) continue;
-        uintptr_t a = (uintptr_t)t->data & ~(page - 1), b = (uintptr_t)t->data + t->size;
-#ifdef MADV_POPULATE_READ
-        if (madvise((void *)a, b - a, MADV_POPULATE_READ) != 0)
-#endif
-            for (uintptr_t p = a; p < b; p += page) sink ^= *(const volatile uint8_t *)p; /* fault each page in */
-        qhx_load_progress_add(progress, t->size);
-    }
-    (void)sink;
-}
-
 /* add_file when some tensors are left out: parse the header from a lazy mapping, drop the
  * skipped tensors, then bring in only the others as the set's mode says. Skipped bytes are
  * never read or paged in. */
@@ -361,7 +344,8 @@ static qhx_status add_file_selected(qhx_st_set *s, const char *path, int idx, qh
         qhx_file_map_close(&lazy);
         return rc;
     }
-    if (mode == QHX_FILE_MAP_POPULATE) populate_selected(s, first, s->progress);
+    if (mode == QHX_FILE_MAP_POPULATE) /* the kept tensors only, as MAP_POPULATE would the whole file */
+        for (int64_t i = first; i < s->n_tensors; i++) qhx_file_populate(s->tensors[i].data, s->tensors[i].size, s->progress);
     s->maps[idx] = lazy;
     return QHX_OK;
 }
