@@ -178,6 +178,16 @@ QHX_API qhx_status qhx_model_open(const char *path, const qhx_model_params *para
 QHX_API void qhx_model_free(qhx_model *model);
 
 QHX_API const char *qhx_model_family_name(const qhx_model *model); /* "qwen3_5", "qwen3_vl" */
+/* The family as people write it, for messages: "Qwen3.5", "Qwen3-VL". */
+QHX_API const char *qhx_model_family_title(const qhx_model *model);
+/* The run plan's host-op ("qwen3_vl_generate", ...) and whether it feeds images (1) or text only. */
+QHX_API const char *qhx_model_host_op(const qhx_model *model);
+QHX_API int qhx_model_takes_images(const qhx_model *model);
+/* Whether the model's chat format has a thinking mode (--think / enable_thinking). */
+QHX_API int qhx_model_has_thinking(const qhx_model *model);
+/* Bytes of KV cache one token of context takes in a session of this model (every attention
+ * layer's keys and values in the model's KV element type); for sizing a context to memory. */
+QHX_API int64_t qhx_model_kv_bytes_per_token(const qhx_model *model);
 QHX_API int64_t qhx_model_n_vocab(const qhx_model *model);         /* logits per position */
 /* The context a session gets by default: the run plan's max_context (a bundle's, or
  * min(4096, max_position_embeddings) for a checkpoint folder). */

@@ -1,5 +1,5 @@
 // ctest-labels: unit;kernels
-/* The kernels under the f16 KV cache (models/kv.h):
+/* The kernels under the f16 KV cache (ops/kv.h):
  *   - the op table's f16 <-> f32 conversions equal core/fp16's, bit for bit, for the references
  *     and the SIMD variants this CPU runs (every f16 value, a million random f32 patterns, ties
  *     and range edges, odd lengths that end in the scalar tails, nothing written past n);

@@ -12,7 +12,10 @@
 #include "core/cpu.h"
 #include "kernels/x86/ops_x86.h"
 #include "kernels/x86/x86.h"
-#include "models/family.h"
+#include "backends/cpu.h"
+#include "runtime/model.h"
+
+#define KERN(m) qhx_backend_cpu_kernels((m)->graphs)
 
 typedef struct i8_case {
     qhx_wfmt fmt;
@@ -318,40 +321,40 @@ static void check_model_params(void) {
     }
     qhx_cpu_info cpu;
     qhx_cpu_detect(&cpu);
-    qhx_isa isa = m->kern.isa;
+    qhx_isa isa = KERN(m)->isa;
     int avx2 = isa == QHX_ISA_AVX2 || isa == QHX_ISA_AVX512; /* a table the int8 kernels go into */
-    if (avx2) CHECK(m->kern.matmul[QHX_W_Q8] == want_prefill(&cpu, isa, QHX_W_Q8));
-    if (avx2) CHECK(m->kern.matmul[QHX_W_Q4] == want_prefill(&cpu, isa, QHX_W_Q4));
+    if (avx2) CHECK(KERN(m)->matmul[QHX_W_Q8] == want_prefill(&cpu, isa, QHX_W_Q8));
+    if (avx2) CHECK(KERN(m)->matmul[QHX_W_Q4] == want_prefill(&cpu, isa, QHX_W_Q4));
     qhx_model_free(m);
     m = NULL;
     p.prefill_math = QHX_PREFILL_MATH_DEFAULT;
     CHECK(qhx_model_open(dir, &p, &m, &err) == QHX_OK);
-    if (m) CHECK(m->kern.matmul[QHX_W_Q8] != want_prefill(&cpu, isa, QHX_W_Q8));
-    if (m && avx2) CHECK(m->kern.matmul[QHX_W_Q4] == want_prefill(&cpu, isa, QHX_W_Q4));
+    if (m) CHECK(KERN(m)->matmul[QHX_W_Q8] != want_prefill(&cpu, isa, QHX_W_Q8));
+    if (m && avx2) CHECK(KERN(m)->matmul[QHX_W_Q4] == want_prefill(&cpu, isa, QHX_W_Q4));
     qhx_model_free(m);
     m = NULL;
     p.prefill_math = QHX_PREFILL_MATH_F32;
     CHECK(qhx_model_open(dir, &p, &m, &err) == QHX_OK);
-    if (m) CHECK(m->kern.matmul[QHX_W_Q8] != want_prefill(&cpu, isa, QHX_W_Q8));
-    if (m) CHECK(m->kern.matmul[QHX_W_Q4] != want_prefill(&cpu, isa, QHX_W_Q4));
+    if (m) CHECK(KERN(m)->matmul[QHX_W_Q8] != want_prefill(&cpu, isa, QHX_W_Q8));
+    if (m) CHECK(KERN(m)->matmul[QHX_W_Q4] != want_prefill(&cpu, isa, QHX_W_Q4));
     /* decode_math: the default and INT8 put the int8-activation Q4 matvec in, F32 keeps the
      * int16 one; Q8 decode is never changed */
-    if (m && avx2) CHECK(m->kern.matvec[QHX_W_Q4] == want_decode(&cpu));
-    if (m && isa == QHX_ISA_AVX2) CHECK(m->kern.matvec[QHX_W_Q8] == qhx_k_matvec_q8_x16_avx2);
+    if (m && avx2) CHECK(KERN(m)->matvec[QHX_W_Q4] == want_decode(&cpu));
+    if (m && isa == QHX_ISA_AVX2) CHECK(KERN(m)->matvec[QHX_W_Q8] == qhx_k_matvec_q8_x16_avx2);
     qhx_model_free(m);
     m = NULL;
     p.decode_math = (qhx_prefill_math)3;
     CHECK(qhx_model_open(dir, &p, &m, &err) == QHX_E_ARG && m == NULL);
     p.decode_math = QHX_PREFILL_MATH_F32;
     CHECK(qhx_model_open(dir, &p, &m, &err) == QHX_OK);
-    if (m && isa == QHX_ISA_AVX2) CHECK(m->kern.matvec[QHX_W_Q4] == qhx_k_matvec_q4_x16_avx2);
-    if (m && isa == QHX_ISA_AVX512) CHECK(m->kern.matvec[QHX_W_Q4] == qhx_k_matvec_q4_avx512);
+    if (m && isa == QHX_ISA_AVX2) CHECK(KERN(m)->matvec[QHX_W_Q4] == qhx_k_matvec_q4_x16_avx2);
+    if (m && isa == QHX_ISA_AVX512) CHECK(KERN(m)->matvec[QHX_W_Q4] == qhx_k_matvec_q4_avx512);
     qhx_model_free(m);
     m = NULL;
     p.decode_math = QHX_PREFILL_MATH_INT8;
     p.max_isa = QHX_ISA_REF; /* the reference table stays the reference */
     CHECK(qhx_model_open(dir, &p, &m, &err) == QHX_OK);
-    if (m) CHECK(m->kern.matvec[QHX_W_Q4] == qhx_k_matvec_q4_ref);
+    if (m) CHECK(KERN(m)->matvec[QHX_W_Q4] == qhx_k_matvec_q4_ref);
     qhx_model_free(m);
 }
 

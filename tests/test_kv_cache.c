@@ -1,5 +1,5 @@
 // ctest-labels: unit;model;session
-/* The KV cache element types (models/kv.h, include/qhx.h qhx_kv_type; the kernels under them:
+/* The KV cache element types (ops/kv.h, include/qhx.h qhx_kv_type; the kernels under them:
  * test_kernels_cvt):
  *   - on the Qwen3.5 and Qwen3-VL fixtures: the default is f16, f16 logits stay within
  *     KV_F16_TOL of the f32 ones with the same argmax wherever the f32 top-2 margin exceeds it,
@@ -10,8 +10,8 @@
 #include "core/alloc.h"
 #include "core/file.h"
 #include "io/json.h"
-#include "models/family.h"
-#include "models/model.h"
+#include "families/family.h"
+#include "runtime/model.h"
 #include "runtime/session.h"
 #include "t.h"
 
@@ -231,7 +231,7 @@ static void test_session_file(const char *dir, const char *tmp) {
     const qhx_model_config *cfg = qhx_model_get_config(m);
     int64_t n_attn = 0;
     for (int64_t l = 0; l < cfg->num_hidden_layers; l++)
-        n_attn += qhx_model_family(m) == QHX_FAMILY_QWEN3_VL || cfg->layer_types[l] == QHX_LAYER_FULL_ATTENTION;
+        n_attn += cfg->layer_types[l] == QHX_LAYER_FULL_ATTENTION; /* every layer of Qwen3-VL */
     const long width = cfg->num_key_value_heads * cfg->head_dim, rows = 2 * n_attn * n; /* K and V rows held */
     CHECK_EQ(file_size(p32) - file_size(p16), rows * width * 2); /* 2 bytes saved per value */
     /* q8: one byte per value and an f32 scale per 32 */

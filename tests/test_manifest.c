@@ -5,6 +5,7 @@
 #include "core/alloc.h"
 #include "core/sha256.h"
 #include "io/manifest.h"
+#include "runtime/model.h"
 #include "t.h"
 
 #include <stdlib.h>
@@ -55,13 +56,32 @@ static qhx_plan *parse_ok(const char *text, const char *base_dir) {
     return p;
 }
 
+/* The plan resolved against the family registry (runtime/model.h): family, host-op, config. */
+static qhx_plan_resolved *resolve(const qhx_plan *p) {
+    qhx_plan_resolved *r = malloc(sizeof *r);
+    qhx_error err = {0};
+    if (!r) return NULL;
+    qhx_status rc = qhx_plan_resolve(p, r, &err);
+    CHECK_EQ(rc, QHX_OK);
+    if (rc == QHX_OK) return r;
+    fprintf(stderr, "  resolve: %s\n", err.msg);
+    free(r);
+    return NULL;
+}
+
+static int64_t n_full(const qhx_model_config *c) {
+    int64_t n = 0;
+    for (int64_t l = 0; l < c->num_hidden_layers; l++) n += c->layer_types[l] == QHX_LAYER_FULL_ATTENTION;
+    return n;
+}
+
 static void test_valid(void) {
     qhx_plan *p = parse_ok(VALID, NULL);
     if (!p) return;
     CHECK_STR(p->name, "qwen3.5-2b-1024");
     CHECK_STR(p->description, "Qwen3.5-2B, 1024-token context");
-    CHECK_EQ(p->family, QHX_FAMILY_QWEN3_5);
-    CHECK_EQ(p->host_op, QHX_HOST_OP_QWEN3_5_GENERATE);
+    CHECK_STR(p->family, "qwen3_5");
+    CHECK_STR(p->host_op, "qwen3_5_generate");
     CHECK_EQ(p->precision, QHX_PREC_BF16);
     CHECK_EQ(p->max_context, 1024);
     CHECK_EQ(p->kv_cache, QHX_KV_DEFAULT); /* absent: the runtime's default */
@@ -94,18 +114,25 @@ static void test_valid(void) {
     CHECK(p->generation.thinking);
     CHECK(p->config != NULL && !p->model_config.present);
     CHECK(p->text_config == json_object_get(p->config, "text_config"));
-    const qhx_plan_dims *d = &p->dims;
-    CHECK_STR(d->model_type, "qwen3_5");
-    CHECK_STR(d->text_model_type, "qwen3_5_text");
-    CHECK(d->vocab_size == 1024 && d->hidden_size == 64 && d->intermediate_size == 128);
-    CHECK(d->num_hidden_layers == 8 && d->num_attention_heads == 4 && d->num_key_value_heads == 2);
-    CHECK(d->head_dim == 32 && d->max_position_embeddings == 262144);
-    CHECK_NEAR(d->rms_norm_eps, 1e-6, 0);
-    CHECK_NEAR(d->rope_theta, 1e7, 0);
-    CHECK(d->tie_word_embeddings);
-    CHECK(d->n_full_layers == 2 && d->n_linear_layers == 6);
-    CHECK(d->linear_num_value_heads == 8 && d->linear_conv_kernel_dim == 4);
-    CHECK(!d->has_vision);
+    CHECK_STR(p->model_type, "qwen3_5");
+    CHECK(!p->has_vision_config);
+    /* the dimensions, as the family that runs the plan reads them */
+    qhx_plan_resolved *r = resolve(p);
+    if (r) {
+        const qhx_model_config *d = &r->cfg;
+        CHECK_STR(r->family->name, "qwen3_5");
+        CHECK_STR(r->host_op->name, "qwen3_5_generate");
+        CHECK(d->vocab_size == 1024 && d->hidden_size == 64 && d->intermediate_size == 128);
+        CHECK(d->num_hidden_layers == 8 && d->num_attention_heads == 4 && d->num_key_value_heads == 2);
+        CHECK(d->head_dim == 32 && d->max_position_embeddings == 262144);
+        CHECK_NEAR(d->rms_norm_eps, 1e-6, 0);
+        CHECK_NEAR(d->rope_theta, 1e7, 0);
+        CHECK(d->tie_word_embeddings);
+        CHECK(n_full(d) == 2 && d->num_hidden_layers - n_full(d) == 6);
+        CHECK(d->linear_num_value_heads == 8 && d->linear_conv_kernel_dim == 4);
+        CHECK(!d->has_vision);
+    }
+    free(r);
     qhx_plan_free(p);
 
     /* defaults when generation is absent */
@@ -150,6 +177,13 @@ static void expect(const char *dotted, json_t *v, qhx_status code, const char *w
     qhx_error err = {0};
     qhx_status rc = qhx_plan_parse(text, strlen(text), NULL, LABEL, &p, &err);
     free(text);
+    if (rc == QHX_OK) { /* what the plan says that only its family can check */
+        qhx_plan_resolved *r = malloc(sizeof *r);
+        rc = r ? qhx_plan_resolve(p, r, &err) : QHX_E_NOMEM;
+        free(r);
+        qhx_plan_free(p);
+        p = NULL;
+    }
     CHECK_EQ(rc, code);
     CHECK(p == NULL);
     char full[600];
@@ -170,9 +204,8 @@ static void test_errors(void) {
     expect("tokenizer", NULL, QHX_E_FORMAT, "tokenizer: missing");
     expect("special_tokens.stop_ids", NULL, QHX_E_FORMAT, "special_tokens.stop_ids: missing");
     expect("model", NULL, QHX_E_FORMAT, "model: missing");
-    expect("model.text_config.hidden_size", NULL, QHX_E_FORMAT, "model.text_config.hidden_size: missing");
-    expect("model.text_config.linear_num_key_heads", NULL, QHX_E_FORMAT,
-           "model.text_config.linear_num_key_heads: missing");
+    expect("model.text_config.hidden_size", NULL, QHX_E_FORMAT, "text_config.hidden_size: missing");
+    expect("model.text_config.linear_num_key_heads", NULL, QHX_E_FORMAT, "text_config.linear_num_key_heads: missing");
     expect("format", NULL, QHX_E_FORMAT, "format: missing");
     expect("artifacts.embedding.shape", NULL, QHX_E_FORMAT, "artifacts.embedding.shape: missing (raw artifacts need one)");
     /* mistyped */
@@ -185,23 +218,25 @@ static void test_errors(void) {
     expect("generation.top_p", json_real(1.5), QHX_E_FORMAT, "generation.top_p: 1.5 is out of range (0, 1]");
     expect("max_context", json_integer(0), QHX_E_FORMAT, "max_context: 0 is out of range [1, 1048576]");
     expect("artifacts.weights.sha256", json_string("abc"), QHX_E_FORMAT, "artifacts.weights.sha256: expected 64 hex digits");
-    expect("model.text_config.vocab_size", json_real(1024.0), QHX_E_FORMAT,
-           "model.text_config.vocab_size: expected an integer");
+    expect("model.text_config.vocab_size", json_real(1024.0), QHX_E_FORMAT, "text_config.vocab_size: expected an integer");
     /* versions and enumerations */
     expect("format", json_string("qhexrt/2"), QHX_E_UNSUPPORTED,
            "format: unsupported version 'qhexrt/2' (this build reads qhexrt/1)");
     expect("format", json_string("onnx/1"), QHX_E_FORMAT,
            "format: 'onnx/1' is not a qhexrt manifest format (expected \"qhexrt/1\")");
-    expect("family", json_string("llama"), QHX_E_UNSUPPORTED, "family: unknown family 'llama' (expected qwen3_5 or qwen3_vl)");
-    expect("host_op", json_string("qwen3_vl_generate"), QHX_E_FORMAT, "host_op: 'qwen3_vl_generate' does not run family 'qwen3_5'");
+    expect("family", json_string("llama"), QHX_E_UNSUPPORTED,
+           "family: 'llama' is not supported by this build (known: qwen3_5, qwen3_vl)");
+    expect("family", json_string("Qwen3.5"), QHX_E_FORMAT, "family: 'Qwen3.5' is not a name (lower-case letters, digits, '_')");
+    expect("host_op", json_string("qwen3_vl_generate"), QHX_E_FORMAT,
+           "host_op: 'qwen3_vl_generate' is not a host-op of family qwen3_5 (it offers: qwen3_5_generate)");
     expect("kv_cache", json_string("q4"), QHX_E_UNSUPPORTED, "kv_cache: unknown KV cache type 'q4' (expected f32, f16 or q8)");
     expect("kv_cache", json_integer(16), QHX_E_FORMAT, "kv_cache: expected a string");
     expect("precision", json_string("int4"), QHX_E_UNSUPPORTED,
            "precision: unknown precision 'int4' (expected f32, bf16, f16, w8 or q4)");
     expect("artifacts.weights.format", json_string("gguf"), QHX_E_UNSUPPORTED,
            "artifacts.weights.format: unknown artifact format 'gguf' (expected safetensors or raw)");
-    expect("model.model_type", json_string("llama"), QHX_E_UNSUPPORTED,
-           "model.model_type: 'llama' is not supported (expected one of: qwen3_5, qwen3_5_text, qwen3_vl, qwen3_vl_text)");
+    expect("model.model_type", json_string("llama"), QHX_E_FORMAT,
+           "family: 'qwen3_5' does not match the model config's model_type 'llama'");
     /* unknown keys (typos) */
     expect("max_contxt", json_integer(5), QHX_E_FORMAT,
            "max_contxt: unknown key (expected one of: format, name, description, family, host_op, precision, "
@@ -233,7 +268,7 @@ static void test_errors(void) {
     expect("max_context", json_integer(300000), QHX_E_FORMAT,
            "max_context: 300000 exceeds the model's max_position_embeddings 262144");
     expect("model.text_config.num_key_value_heads", json_integer(3), QHX_E_FORMAT,
-           "model.text_config.num_key_value_heads: 3 does not divide num_attention_heads 4");
+           "text_config.num_attention_heads: 4 is not a multiple of num_key_value_heads 3");
     expect("model.model_type", json_string("qwen3_vl"), QHX_E_FORMAT,
            "family: 'qwen3_5' does not match the model config's model_type 'qwen3_vl'");
     expect("artifacts.embedding.bytes", json_integer(7), QHX_E_FORMAT,
@@ -313,9 +348,11 @@ static void test_bundle(void) {
     if (p) {
         CHECK_EQ(p->source, QHX_PLAN_FROM_MANIFEST);
         CHECK_STR(p->name, "qwen3vl-2b-vlm-512");
-        CHECK_EQ(p->host_op, QHX_HOST_OP_QWEN3_VL_GENERATE);
-        CHECK(p->model_config.present && p->config != NULL);
-        CHECK(p->dims.has_vision && p->dims.vision_depth == 4 && p->dims.num_hidden_layers == 4);
+        CHECK_STR(p->host_op, "qwen3_vl_generate");
+        CHECK(p->model_config.present && p->config != NULL && p->has_vision_config);
+        qhx_plan_resolved *r = resolve(p);
+        if (r) CHECK(r->cfg.has_vision && r->cfg.vision.depth == 4 && r->cfg.num_hidden_layers == 4);
+        free(r);
         CHECK_EQ(qhx_plan_verify(p, QHX_PLAN_VERIFY_HEADERS, &err), QHX_OK);
     }
     qhx_plan_free(p);
@@ -329,7 +366,7 @@ static void test_bundle(void) {
     char path[512];
     snprintf(path, sizeof path, "%s/qwen3vl-2b-text-512.json", tmpdir);
     CHECK_EQ(qhx_plan_open(path, &p, &err), QHX_OK);
-    if (p) CHECK_EQ(p->host_op, QHX_HOST_OP_QWEN3_VL_TEXT_GENERATE);
+    if (p) CHECK_STR(p->host_op, "qwen3_vl_text_generate");
     qhx_plan_free(p);
 
     /* a missing artifact file, a wrong size, a wrong count */
@@ -437,6 +474,14 @@ static void test_roundtrip(void) {
     qhx_error err;
     CHECK_EQ(qhx_plan_from_checkpoint(src, &p, &err), QHX_OK);
     if (!p) return;
+    CHECK(qhx_plan_to_json(p, &err) == NULL); /* it names no family yet */
+    CHECK_CONTAINS(err.msg, "family");
+    qhx_plan_resolved *r = resolve(p);
+    if (r) { /* what the runtime would run */
+        snprintf(p->family, sizeof p->family, "%s", r->family->name);
+        snprintf(p->host_op, sizeof p->host_op, "%s", r->host_op->name);
+    }
+    free(r);
     a = write_text_of(p);
     CHECK(strstr(a, "\"config\": \"config.json\"") != NULL);
     /* parse with the fixture folder as base: same text again */
@@ -483,8 +528,8 @@ static void test_roundtrip(void) {
 
 struct fixture_expect {
     const char *dir;
-    qhx_family family;
-    qhx_host_op host_op;
+    const char *family;
+    const char *host_op;
     qhx_precision precision;
     int n_stop;
     int32_t stop0, stop1;
@@ -506,8 +551,8 @@ static void test_fixture(const struct fixture_expect *x) {
     }
     CHECK_EQ(p->source, QHX_PLAN_FROM_CHECKPOINT);
     CHECK_STR(p->name, x->dir);
-    CHECK_EQ(p->family, x->family);
-    CHECK_EQ(p->host_op, x->host_op);
+    CHECK_STR(p->family, ""); /* a checkpoint folder: the runtime resolves both */
+    CHECK_STR(p->host_op, "");
     CHECK_EQ(p->precision, x->precision);
     CHECK_EQ(p->max_context, QHX_PLAN_DEFAULT_CONTEXT);
     CHECK_STR(p->artifacts[QHX_ART_WEIGHTS].file, "model.safetensors");
@@ -520,12 +565,18 @@ static void test_fixture(const struct fixture_expect *x) {
     CHECK_EQ(p->special.im_end, x->im_start + 1);
     CHECK_EQ(p->special.image_pad, x->image_pad);
     CHECK_EQ(p->special.vision_start, x->vision_start);
-    CHECK_EQ(p->dims.vocab_size, 1024);
-    CHECK_EQ(p->dims.hidden_size, 64);
-    CHECK_EQ(p->dims.num_hidden_layers, x->layers);
-    CHECK_EQ(p->dims.head_dim, 32);
-    CHECK_EQ(p->dims.linear_num_value_heads, x->linear_v_heads);
-    CHECK_EQ(p->dims.has_vision, x->vision);
+    CHECK_EQ(p->has_vision_config, x->vision);
+    qhx_plan_resolved *r = resolve(p);
+    if (r) {
+        CHECK_STR(r->family->name, x->family);
+        CHECK_STR(r->host_op->name, x->host_op);
+        CHECK_EQ(r->cfg.vocab_size, 1024);
+        CHECK_EQ(r->cfg.hidden_size, 64);
+        CHECK_EQ(r->cfg.num_hidden_layers, x->layers);
+        CHECK_EQ(r->cfg.head_dim, 32);
+        CHECK_EQ(r->cfg.linear_num_value_heads, x->linear_v_heads);
+    }
+    free(r);
     CHECK_NEAR(p->generation.temperature, 0, 0); /* do_sample false */
     CHECK_EQ(qhx_plan_verify(p, QHX_PLAN_VERIFY_HEADERS, &err), QHX_OK);
     qhx_plan_free(p);
@@ -533,10 +584,10 @@ static void test_fixture(const struct fixture_expect *x) {
 
 static void test_fixtures(void) {
     const struct fixture_expect xs[] = {
-        {"qwen35-tiny-f32", QHX_FAMILY_QWEN3_5, QHX_HOST_OP_QWEN3_5_GENERATE, QHX_PREC_F32, 2, 962, 960, 961, 972, 969, 123, 8, 4, true},
-        {"qwen35-tiny-bf16", QHX_FAMILY_QWEN3_5, QHX_HOST_OP_QWEN3_5_GENERATE, QHX_PREC_BF16, 2, 962, 960, 961, 972, 969, 123, 8, 4, true},
-        {"qwen35-tiny-vrep-f32", QHX_FAMILY_QWEN3_5, QHX_HOST_OP_QWEN3_5_GENERATE, QHX_PREC_F32, 2, 962, 960, 961, 972, 969, 123, 8, 8, true},
-        {"qwen3vl-tiny-f32", QHX_FAMILY_QWEN3_VL, QHX_HOST_OP_QWEN3_VL_GENERATE, QHX_PREC_F32, 2, 992, 990, 991, 1002, 999, 115, 4, 0, true},
+        {"qwen35-tiny-f32", "qwen3_5", "qwen3_5_generate", QHX_PREC_F32, 2, 962, 960, 961, 972, 969, 123, 8, 4, true},
+        {"qwen35-tiny-bf16", "qwen3_5", "qwen3_5_generate", QHX_PREC_BF16, 2, 962, 960, 961, 972, 969, 123, 8, 4, true},
+        {"qwen35-tiny-vrep-f32", "qwen3_5", "qwen3_5_generate", QHX_PREC_F32, 2, 962, 960, 961, 972, 969, 123, 8, 8, true},
+        {"qwen3vl-tiny-f32", "qwen3_vl", "qwen3_vl_generate", QHX_PREC_F32, 2, 992, 990, 991, 1002, 999, 115, 4, 0, true},
     };
     for (size_t i = 0; i < sizeof xs / sizeof xs[0]; i++) test_fixture(&xs[i]);
 }

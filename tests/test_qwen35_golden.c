@@ -13,7 +13,7 @@
 #include "core/alloc.h"
 #include "core/file.h"
 #include "io/json.h"
-#include "models/model.h"
+#include "runtime/model.h"
 #include "runtime/session.h"
 #include "t.h"
 

@@ -12,8 +12,8 @@
 #include "core/alloc.h"
 #include "core/file.h"
 #include "io/json.h"
-#include "models/model.h"
-#include "models/qwen3vl.h"
+#include "runtime/model.h"
+#include "runtime/model.h"
 #include "runtime/session.h"
 
 #include <dirent.h>
@@ -53,13 +53,13 @@ static int32_t *json_ids(const json_t *a, int64_t *n) {
 }
 
 /* A state for n_ctx tokens whose prompt ids (n,) are announced with image (may be NULL). */
-static qhx_model_state *new_state(const qhx_model *m, int64_t n_ctx, int64_t n_batch, const qhx_vl_image *im,
+static qhx_model_state *new_state(const qhx_model *m, int64_t n_ctx, int64_t n_batch, const qhx_image_embed *im,
                                   const int32_t *ids, int64_t n) {
     qhx_model_state *st = NULL;
     qhx_error err;
     qhx_state_params sp = {.n_ctx = n_ctx, .n_batch = n_batch};
     CHECK_EQ(qhx_model_state_create(m, &sp, &st, &err), QHX_OK);
-    if (st) CHECK_EQ(qhx_qwen3vl_attach(st, im, ids, n, &err), QHX_OK);
+    if (st) CHECK_EQ(qhx_model_state_attach(st, im, im ? 1 : 0, ids, n, &err), QHX_OK);
     return st;
 }
 
@@ -73,7 +73,6 @@ static qhx_status feed(const qhx_model *m, qhx_model_state *st, const int32_t *i
 }
 
 static void run_prompt(const qhx_model *m, const json_t *prompt, const json_t *gold) {
-    const qhx_qwen3vl *vl = qhx_qwen3vl_of(m);
     const char *name = json_string_value(json_object_get(prompt, "name"));
     const char *image = json_string_value(json_object_get(prompt, "image"));
     int is_img = image != NULL;
@@ -86,12 +85,12 @@ static void run_prompt(const qhx_model *m, const json_t *prompt, const json_t *g
     const json_t *row_margins = json_object_get(gold, "row_margins");
     int64_t V = qhx_model_n_vocab(m), rows = n + ng - 1;
     qhx_error err = {0};
-    qhx_vl_image im = {0};
-    const qhx_vl_image *imp = is_img ? &im : NULL;
+    qhx_image_embed im = {0};
+    const qhx_image_embed *imp = is_img ? &im : NULL;
     double embd_max = 0;
     if (is_img) {
         char *path = qhx_path_join(fixture, image);
-        qhx_status rc = qhx_qwen3vl_image_load(vl, path, &im, &err);
+        qhx_status rc = qhx_model_image_load(m, path, 0, &im, &err);
         qhx_free(path);
         CHECK_EQ(rc, QHX_OK);
         if (rc) { fprintf(stderr, "%s: %s\n", name, err.msg); goto out; }
@@ -114,7 +113,7 @@ static void run_prompt(const qhx_model *m, const json_t *prompt, const json_t *g
     int64_t first_diff = ng;
     if (st && logits) {
         const int64_t *pos;
-        CHECK_EQ(qhx_qwen3vl_attached_positions(st, &pos), n);
+        CHECK_EQ(qhx_model_state_positions(st, &pos), n);
         const json_t *thw = json_object_get(gold, "mrope_positions_thw");
         int pos_bad = 0;
         for (int64_t i = 0; thw && i < n; i++)
@@ -195,7 +194,7 @@ static void run_prompt(const qhx_model *m, const json_t *prompt, const json_t *g
     }
     qhx_free(logits);
 out:
-    qhx_vl_image_deinit(&im);
+    qhx_image_embed_deinit(&im);
     qhx_free(ids);
     qhx_free(greedy);
 }
@@ -253,13 +252,13 @@ static void test_layers(const qhx_model *m, const json_t *prompts, const json_t 
  * announced prompt, on the case's last image prompt. */
 static void test_errors(const qhx_model *m, const json_t *prompts, int64_t pad_id) {
     qhx_error err;
-    qhx_vl_image im = {0};
+    qhx_image_embed im = {0};
     const json_t *p = NULL;
     for (size_t i = 0; i < json_array_size(prompts); i++)
         if (json_object_get(json_array_get(prompts, i), "image")) p = json_array_get(prompts, i);
     if (!p) return;
     char *path = qhx_path_join(fixture, json_string_value(json_object_get(p, "image")));
-    CHECK_EQ(qhx_qwen3vl_image_load(qhx_qwen3vl_of(m), path, &im, &err), QHX_OK);
+    CHECK_EQ(qhx_model_image_load(m, path, 0, &im, &err), QHX_OK);
     qhx_free(path);
     int64_t n;
     int32_t *ids = json_ids(json_object_get(p, "ids"), &n);
@@ -274,25 +273,25 @@ static void test_errors(const qhx_model *m, const json_t *prompts, int64_t pad_i
     while (j < n && ids[j] != pad_id) j++;
     memcpy(fewer, ids, (size_t)n * sizeof *ids);
     memmove(fewer + j, fewer + j + 1, (size_t)(n - j - 1) * sizeof *ids);
-    CHECK_EQ(qhx_qwen3vl_attach(st, &im, fewer, n - 1, &err), QHX_E_ARG);
+    CHECK_EQ(qhx_model_state_attach(st, &im, 1, fewer, n - 1, &err), QHX_E_ARG);
     CHECK_CONTAINS(err.msg, need);
-    CHECK_EQ(qhx_qwen3vl_attach(st, NULL, ids, n, &err), QHX_E_ARG);
+    CHECK_EQ(qhx_model_state_attach(st, NULL, 0, ids, n, &err), QHX_E_ARG);
     CHECK_CONTAINS(err.msg, "no image");
     /* Pads split in two runs. */
     memcpy(fewer, ids, (size_t)n * sizeof *ids);
     fewer[j + 1] = 198;
     fewer[n - 1] = (int32_t)pad_id;
-    CHECK_EQ(qhx_qwen3vl_attach(st, &im, fewer, n, &err), QHX_E_ARG);
+    CHECK_EQ(qhx_model_state_attach(st, &im, 1, fewer, n, &err), QHX_E_ARG);
     CHECK_CONTAINS(err.msg, "contiguous");
     /* Feeding other ids than the announced ones is refused. */
-    CHECK_EQ(qhx_qwen3vl_attach(st, &im, ids, n, &err), QHX_OK);
+    CHECK_EQ(qhx_model_state_attach(st, &im, 1, ids, n, &err), QHX_OK);
     int32_t other = ids[0] == 5 ? 6 : 5;
     CHECK_EQ(qhx_model_forward(m, st, &other, 1, NULL, &err), QHX_E_ARG);
     CHECK_CONTAINS(err.msg, "announced");
     qhx_model_state_free(st);
     qhx_free(fewer);
     qhx_free(ids);
-    qhx_vl_image_deinit(&im);
+    qhx_image_embed_deinit(&im);
 }
 
 /* One fixture case: every prompt, the layer file, the error paths. */
@@ -305,8 +304,8 @@ static void run_case(void) {
     mp.kv_cache = QHX_KV_F32;
     CHECK_EQ(qhx_model_open(fixture, &mp, &m, &err), QHX_OK);
     if (!m) { fprintf(stderr, "%s\n", err.msg); return; }
-    CHECK_EQ(qhx_model_family(m), QHX_FAMILY_QWEN3_VL);
-    CHECK(qhx_qwen3vl_of(m) != NULL);
+    CHECK_STR(qhx_model_family_name(m), "qwen3_vl");
+    CHECK(qhx_model_takes_images(m));
     char *gp = qhx_path_join(fixture, "golden.json"), *pp = qhx_path_join(fixture, "prompts.json");
     char *cp = qhx_path_join(fixture, "config.json");
     json_t *golden = qhx_json_load_file(gp, &err), *prompts = qhx_json_load_file(pp, &err);

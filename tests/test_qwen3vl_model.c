@@ -12,8 +12,8 @@
 #include "core/fp16.h"
 #include "io/json.h"
 #include "io/safetensors.h"
-#include "models/model.h"
-#include "models/qwen3vl.h"
+#include "runtime/model.h"
+#include "runtime/model.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,8 +96,8 @@ static void test_config_errors(void) {
     expect_open_error("vision_config", "deepstack_visual_indexes", "[1, 9]", NULL, QHX_E_FORMAT, "deepstack_visual_indexes");
     expect_open_error("vision_config", "num_position_embeddings", "60", NULL, QHX_E_FORMAT, "num_position_embeddings");
     expect_open_error("vision_config", "out_hidden_size", "32", NULL, QHX_E_FORMAT, "out_hidden_size");
-    /* without text_config the root is read as a bare text config, which lacks the dimensions */
-    expect_open_error(NULL, "text_config", NULL, NULL, QHX_E_FORMAT, "vocab_size: missing");
+    /* without text_config the folder has no eos_token_id left (and the family needs text_config) */
+    expect_open_error(NULL, "text_config", NULL, NULL, QHX_E_FORMAT, "no stop tokens");
     expect_open_error("text_config", "num_hidden_layers", "5", NULL, QHX_E_FORMAT, "layers.4");
     expect_open_error("text_config", "tie_word_embeddings", "false", NULL, QHX_E_FORMAT, "lm_head.weight");
     expect_open_error("text_config", "unused", "0", "{\"patch_size\": 14}", QHX_E_FORMAT, "patch_size");
@@ -127,16 +127,16 @@ static void test_alloc_failures(void) {
         qhx_error err = {0};
         qhx_model *m = NULL;
         qhx_model_state *st = NULL;
-        qhx_vl_image im = {0};
+        qhx_image_embed im = {0};
         int32_t *ids = NULL;
         int64_t n_ids = 0;
         float logits[1024];
         qhx_alloc_fail_after(n);
         qhx_status rc = qhx_model_open(fx, NULL, &m, &err);
-        if (!rc) rc = qhx_qwen3vl_image_load(qhx_qwen3vl_of(m), png, &im, &err);
+        if (!rc) rc = qhx_model_image_load(m, png, 0, &im, &err);
         if (!rc) rc = qhx_model_state_create(m, &(qhx_state_params){.n_ctx = 16}, &st, &err);
         if (!rc) ids = image_prompt(im.n_tokens, &n_ids);
-        if (!rc) rc = qhx_qwen3vl_attach(st, &im, ids, n_ids, &err);
+        if (!rc) rc = qhx_model_state_attach(st, &im, 1, ids, n_ids, &err);
         if (!rc) rc = qhx_model_forward(m, st, ids, n_ids, &(qhx_forward_opts){.logits = logits}, &err);
         bool fired = qhx_alloc_failed();
         qhx_alloc_fail_after(-1);
@@ -148,7 +148,7 @@ static void test_alloc_failures(void) {
             done = 1;
         }
         free(ids);
-        qhx_vl_image_deinit(&im);
+        qhx_image_embed_deinit(&im);
         qhx_model_state_free(st);
         qhx_model_free(m);
     }
@@ -165,41 +165,41 @@ static void test_resized_image(const qhx_model *m) {
     int64_t h, w;
     qhx_error err;
     CHECK_EQ(qhx_smart_resize(50, 70, 32, 1024, 1048576, &h, &w, &err), QHX_OK);
-    qhx_vl_image im = {0};
-    CHECK_EQ(qhx_qwen3vl_image_encode(qhx_qwen3vl_of(m), &img, &im, &err), QHX_OK);
+    qhx_image_embed im = {0};
+    CHECK_EQ(qhx_model_image_encode(m, &img, &im, &err), QHX_OK);
     CHECK_EQ(im.grid_h, h / 16);
     CHECK_EQ(im.grid_w, w / 16);
     CHECK_EQ(im.n_tokens, (h / 32) * (w / 32));
     int finite = 1;
     for (int64_t i = 0; im.embd && i < im.n_tokens * im.row_width; i++) finite &= isfinite(im.embd[i]) != 0;
     CHECK(finite);
-    qhx_vl_image_deinit(&im);
+    qhx_image_embed_deinit(&im);
     qhx_image_deinit(&img);
 }
 
 /* Text after the image continues at s + max(rows, cols); decode continues at max + 1. */
 static void test_positions(const qhx_model *m) {
     qhx_image img = {96, 64, qhx_calloc(96 * 64, 3)}; /* 64 high, 96 wide: 2 x 3 tokens */
-    qhx_vl_image im = {0};
+    qhx_image_embed im = {0};
     qhx_error err;
-    CHECK_EQ(qhx_qwen3vl_image_encode(qhx_qwen3vl_of(m), &img, &im, &err), QHX_OK);
+    CHECK_EQ(qhx_model_image_encode(m, &img, &im, &err), QHX_OK);
     int64_t n;
     int32_t *ids = image_prompt(im.n_tokens, &n);
     qhx_model_state *st = NULL;
     CHECK_EQ(qhx_model_state_create(m, &(qhx_state_params){.n_ctx = 32}, &st, &err), QHX_OK);
-    CHECK_EQ(qhx_qwen3vl_attach(st, &im, ids, n, &err), QHX_OK);
+    CHECK_EQ(qhx_model_state_attach(st, &im, 1, ids, n, &err), QHX_OK);
     const int64_t *pos;
-    CHECK_EQ(qhx_qwen3vl_attached_positions(st, &pos), n);
+    CHECK_EQ(qhx_model_state_positions(st, &pos), n);
     static const int64_t want[][3] = {{0, 0, 0}, {1, 1, 1}, {2, 2, 2}, {2, 2, 3}, {2, 2, 4}, {2, 3, 2},
                                       {2, 3, 3}, {2, 3, 4}, {5, 5, 5}, {6, 6, 6}, {7, 7, 7}};
     CHECK_EQ(n, 11);
     for (int64_t i = 0; i < n && i < 11; i++)
         for (int a = 0; a < 3; a++) CHECK_EQ(pos[i * 3 + a], want[i][a]);
     qhx_model_state_reset(st);
-    CHECK_EQ(qhx_qwen3vl_attached_positions(st, &pos), 0);
+    CHECK_EQ(qhx_model_state_positions(st, &pos), 0);
     qhx_model_state_free(st);
     free(ids);
-    qhx_vl_image_deinit(&im);
+    qhx_image_embed_deinit(&im);
     qhx_image_deinit(&img);
 }
 
@@ -268,12 +268,12 @@ static char *rounded_ckpt(qhx_dtype dt, int as_f32, char *dir, size_t dir_size) 
 static float *image_logits(const char *dir, int64_t *n_out) {
     qhx_model *m = NULL;
     qhx_model_state *st = NULL;
-    qhx_vl_image im = {0};
+    qhx_image_embed im = {0};
     qhx_error err;
     float *lg = NULL;
     int32_t *ids = NULL;
     char *png = qhx_path_join(fx, "image-64x96.png");
-    if (qhx_model_open(dir, NULL, &m, &err) || qhx_qwen3vl_image_load(qhx_qwen3vl_of(m), png, &im, &err)) {
+    if (qhx_model_open(dir, NULL, &m, &err) || qhx_model_image_load(m, png, 0, &im, &err)) {
         fprintf(stderr, "%s: %s\n", dir, err.msg);
         goto done;
     }
@@ -281,7 +281,7 @@ static float *image_logits(const char *dir, int64_t *n_out) {
     ids = image_prompt(im.n_tokens, &n);
     lg = malloc((size_t)(n * 1024) * sizeof *lg);
     if (qhx_model_state_create(m, &(qhx_state_params){.n_ctx = n}, &st, &err) ||
-        qhx_qwen3vl_attach(st, &im, ids, n, &err) ||
+        qhx_model_state_attach(st, &im, 1, ids, n, &err) ||
         qhx_model_forward(m, st, ids, n, &(qhx_forward_opts){.flags = QHX_FWD_LOGITS_ALL, .logits = lg}, &err)) {
         fprintf(stderr, "%s: %s\n", dir, err.msg);
         free(lg);
@@ -291,7 +291,7 @@ static float *image_logits(const char *dir, int64_t *n_out) {
 done:
     free(ids);
     qhx_free(png);
-    qhx_vl_image_deinit(&im);
+    qhx_image_embed_deinit(&im);
     qhx_model_state_free(st);
     qhx_model_free(m);
     return lg;

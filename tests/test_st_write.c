@@ -5,7 +5,7 @@
 #include "core/alloc.h"
 #include "core/fp16.h"
 #include "io/safetensors.h"
-#include "io/st_weight.h"
+#include "ops/st_weight.h"
 #include "io/st_write.h"
 #include "kernels/quant.h"
 #include "t.h"

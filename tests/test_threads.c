@@ -9,8 +9,8 @@
 #include "core/file.h"
 #include "core/pool.h"
 #include "core/rng.h"
-#include "models/family.h"
-#include "models/qwen3vl.h"
+#include "families/family.h"
+#include "runtime/model.h"
 #include "t.h"
 
 #include <stdio.h>
@@ -41,7 +41,9 @@ static float *run(const char *dir, const run_cfg *c, int64_t *V_out, float **img
         fprintf(stderr, "%s: %s\n", dir, err.msg);
         return NULL;
     }
-    CHECK_EQ(qhx_pool_n_threads(m->pool), c->threads);
+    qhx_backend_info bi;
+    qhx_model_backend_info(m, &bi);
+    CHECK_EQ(bi.n_threads, c->threads);
     const int64_t V = qhx_model_n_vocab(m);
     *V_out = V;
     float *out = qhx_malloc((size_t)((N_PROMPT + N_DECODE) * V) * sizeof(float));
@@ -60,11 +62,10 @@ static float *run(const char *dir, const run_cfg *c, int64_t *V_out, float **img
             CHECK_EQ(qhx_model_forward(m, st, ids + N_PROMPT + k, 1, &od, &err), QHX_OK);
         }
     }
-    const qhx_qwen3vl *vl = qhx_qwen3vl_of(m);
     char *png = qhx_path_join(dir, "image-64x64.png");
-    if (vl && png && qhx_path_is_file(png)) {
-        qhx_vl_image im = {0};
-        if (qhx_qwen3vl_image_load(vl, png, &im, &err) == QHX_OK) {
+    if (qhx_model_takes_images(m) && png && qhx_path_is_file(png)) {
+        qhx_image_embed im = {0};
+        if (qhx_model_image_load(m, png, 0, &im, &err) == QHX_OK) {
             *n_img = im.n_tokens * im.row_width;
             *img = qhx_malloc((size_t)*n_img * sizeof(float));
             memcpy(*img, im.embd, (size_t)*n_img * sizeof(float));
@@ -72,7 +73,7 @@ static float *run(const char *dir, const run_cfg *c, int64_t *V_out, float **img
             fprintf(stderr, "%s: %s\n", png, err.msg);
             CHECK(0);
         }
-        qhx_vl_image_deinit(&im);
+        qhx_image_embed_deinit(&im);
     }
     qhx_free(png);
     qhx_model_state_free(st);

@@ -4,7 +4,7 @@
 #include "t.h"
 
 #include "kernels/vision.h"
-#include "models/qwen3vl.h"
+#include "ops/rope.h"
 
 #include <math.h>
 #include <string.h>
@@ -50,7 +50,7 @@ static void test_pos_embed(void) {
 static void test_mrope_axes(void) {
     unsigned char ax[64];
     const int64_t real[3] = {24, 20, 20};
-    qhx_qwen3vl_mrope_axes(real, true, 64, ax);
+    qhx_rope_mrope_axes(real, true, 64, ax);
     int count[3] = {0, 0, 0};
     for (int j = 0; j < 64; j++) count[ax[j]]++;
     CHECK_EQ(count[0], 24);
@@ -64,13 +64,13 @@ static void test_mrope_axes(void) {
     for (int j = 60; j < 64; j++) CHECK_EQ(ax[j], 0); /* the tail is T, as HF */
     const int64_t tiny[3] = {6, 5, 5};
     static const unsigned char want_tiny[16] = {0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2, 0};
-    qhx_qwen3vl_mrope_axes(tiny, true, 16, ax);
+    qhx_rope_mrope_axes(tiny, true, 16, ax);
     CHECK(memcmp(ax, want_tiny, 16) == 0);
     const int64_t odd[3] = {4, 2, 2}; /* 8 slots: slot 7 (>= 3 * 2) falls back to T */
-    qhx_qwen3vl_mrope_axes(odd, true, 8, ax);
+    qhx_rope_mrope_axes(odd, true, 8, ax);
     static const unsigned char want_odd[8] = {0, 1, 2, 0, 1, 2, 0, 0};
     CHECK(memcmp(ax, want_odd, 8) == 0);
-    qhx_qwen3vl_mrope_axes(odd, false, 8, ax);
+    qhx_rope_mrope_axes(odd, false, 8, ax);
     static const unsigned char want_chunk[8] = {0, 0, 0, 0, 1, 1, 2, 2};
     CHECK(memcmp(ax, want_chunk, 8) == 0);
 }

@@ -17,9 +17,10 @@
 #include "core/file.h"
 #include "core/fp16.h"
 #include "io/json.h"
+#include "families/family.h"
 #include "io/manifest.h"
 #include "io/safetensors.h"
-#include "io/st_weight.h"
+#include "ops/st_weight.h"
 #include "io/st_write.h"
 #include "kernels/quant.h"
 
@@ -58,9 +59,10 @@ typedef struct convert {
     forge_job job;
     const qhx_forge_params *p;
     json_t *config;
-    bool tied; /* config: tie_word_embeddings */
+    qhx_model_config cfg; /* parsed by the family */
+    bool tied;            /* config: tie_word_embeddings */
     qhx_st_set *set;
-    forge_family family;
+    const qhx_family_desc *family;
     tplan *plans;
     int64_t n_plans;
     ofmt_t prec, lm, emb, vis;
@@ -82,6 +84,13 @@ static int has_prefix(const char *s, const char *pre) { return !strncmp(s, pre, 
 static int has_suffix(const char *s, const char *suf) {
     size_t a = strlen(s), b = strlen(suf);
     return a >= b && !strcmp(s + a - b, suf);
+}
+
+/* Whether the family offers a host-op that feeds images (its bundles then keep the tower). */
+static bool takes_images(const qhx_family_desc *f) {
+    for (const qhx_family_host_op *op = f->host_ops; op->name; op++)
+        if (op->loop == QHX_LOOP_IMAGE_TEXT) return true;
+    return false;
 }
 
 // ---- reading source elements as f32 ------------------------------------------------------------
@@ -218,13 +227,15 @@ static qhx_status plan_all(convert *c, qhx_error *err) {
             lm = t;
             continue;
         }
-        if (has_suffix(t->name, "embed_tokens.weight") && !has_prefix(t->name, "model.visual.")) {
+        const char *vp = c->family->vision_prefix;
+        bool vision = vp && has_prefix(t->name, vp);
+        if (has_suffix(t->name, "embed_tokens.weight") && !vision) {
             if (embed) return qhx_fail(err, QHX_E_FORMAT, "two embedding tables: '%s' and '%s'", embed->name, t->name);
             embed = t;
             continue; /* planned below, once it is known whether the head is tied to it */
         }
-        role_t role = has_prefix(t->name, "model.visual.") ? ROLE_VISION : ROLE_DECODER;
-        if (role == ROLE_VISION && (c->p->text_only || c->family == FORGE_QWEN3_5)) {
+        role_t role = vision ? ROLE_VISION : ROLE_DECODER;
+        if (role == ROLE_VISION && (c->p->text_only || !takes_images(c->family))) {
             dropped_vision++;
             continue;
         }
@@ -246,8 +257,8 @@ static qhx_status plan_all(convert *c, qhx_error *err) {
         return qhx_fail(err, QHX_E_FORMAT, "tensor 'lm_head.weight': shape differs from '%s'", embed->name);
     if (dropped) forge_job_log(&c->job, "dropped %lld mtp.* tensors (multi-token prediction is not used)", (long long)dropped);
     if (dropped_vision)
-        forge_job_log(&c->job, "left out %lld model.visual.* tensors (%s)", (long long)dropped_vision,
-                      c->family == FORGE_QWEN3_5 ? "no qwen3_5 run plan reads the vision tower" : "--text-only");
+        forge_job_log(&c->job, "left out %lld %s* tensors (%s)", (long long)dropped_vision, c->family->vision_prefix,
+                      !takes_images(c->family) ? "no run plan of this family reads the vision tower" : "--text-only");
     /* Tied: the matrix is stored once, as the head in the head's precision, and the embedding
      * lookup dequantizes its rows (the same bytes the head multiplies with). --embed asks for a
      * separate lookup table instead, as an untied checkpoint has. */
@@ -374,14 +385,9 @@ static qhx_status resolve_name_ctx(convert *c, const char *hf_dir, qhx_error *er
     for (const char *s = name; *s; s++)
         if (!isalnum((unsigned char)*s) && !strchr("._-", *s))
             return qhx_fail(err, QHX_E_ARG, "bundle name '%s': only letters, digits, '.', '_' and '-' are allowed", name);
-    const json_t *text = json_object_get(c->config, "text_config");
-    if (!json_is_object(text)) text = c->config;
-    int64_t max_pos = 262144;
-    c->ctx = c->p->max_context ? c->p->max_context : c->family == FORGE_QWEN3_5 ? 1024 : 512;
-    qhx_status rc = qhx_json_get_int(text, "max_position_embeddings", "config.json", "text_config", false, 1,
-                                     INT64_MAX, &max_pos, err);
-    if (rc != QHX_OK) return rc;
-    if (c->ctx > max_pos)
+    int64_t max_pos = c->cfg.max_position_embeddings;
+    c->ctx = c->p->max_context ? c->p->max_context : c->family->bundle_context;
+    if (max_pos > 0 && c->ctx > max_pos)
         return qhx_fail(err, QHX_E_ARG, "max context %lld exceeds max_position_embeddings %lld", (long long)c->ctx,
                         (long long)max_pos);
     return QHX_OK;
@@ -432,22 +438,23 @@ static qhx_status write_manifests(convert *c, const char *hf_dir, qhx_error *err
         (c->w[ROLE_EMBED] && (rc = set_artifact(c, plan, QHX_ART_EMBEDDING, ROLE_EMBED, err))) ||
         (rc = set_artifact(c, plan, QHX_ART_LM_HEAD, ROLE_LMHEAD, err)))
         goto done;
-    int n_modes = 1;
-    if (c->family == FORGE_QWEN3_VL) {
-        if (c->w[ROLE_VISION]) n_modes = 2;
-        else forge_job_log(&c->job, "no model.visual.* tensors: text manifest only");
-    }
-    for (int m = 0; m < n_modes; m++) { /* text first: the vlm manifest adds the vision artifact */
+    /* one manifest per host-op of the family: the text ones first, then (with a vision tower)
+     * the image ones, which add the vision artifact */
+    const bool images = takes_images(c->family);
+    if (images && !c->w[ROLE_VISION]) forge_job_log(&c->job, "no vision tensors: text manifest only");
+    snprintf(plan->family, sizeof plan->family, "%s", c->family->name);
+    for (int pass = 0; pass < 2; pass++)
+    for (const qhx_family_host_op *op = c->family->host_ops; op->name; op++) {
+        if ((op->loop == QHX_LOOP_IMAGE_TEXT) != (pass == 1)) continue;
+        if (pass == 1 && !c->w[ROLE_VISION]) break;
         char file[200];
-        if (c->family == FORGE_QWEN3_5) {
+        snprintf(plan->host_op, sizeof plan->host_op, "%s", op->name);
+        if (!images) {
             snprintf(file, sizeof file, "%s-%lld.json", c->name, (long long)c->ctx);
-            plan->host_op = QHX_HOST_OP_QWEN3_5_GENERATE;
-        } else if (m == 0) {
+        } else if (pass == 0) {
             snprintf(file, sizeof file, "%s-text-%lld.json", c->name, (long long)c->ctx);
-            plan->host_op = QHX_HOST_OP_QWEN3_VL_TEXT_GENERATE;
         } else {
             snprintf(file, sizeof file, "%s-vlm-%lld.json", c->name, (long long)c->ctx);
-            plan->host_op = QHX_HOST_OP_QWEN3_VL_GENERATE;
             if ((rc = set_artifact(c, plan, QHX_ART_VISION, ROLE_VISION, err))) goto done;
         }
         char *path = forge_job_path(&c->job, file);
@@ -478,16 +485,13 @@ static qhx_status read_config(convert *c, const char *hf_dir, qhx_error *err) {
     qhx_status rc = c->config ? QHX_OK : err ? err->code : QHX_E_FORMAT;
     const char *mt = NULL;
     if (rc == QHX_OK) rc = qhx_json_get_str(c->config, "model_type", path, "", true, &mt, err);
-    if (rc == QHX_OK) {
-        if (!strcmp(mt, "qwen3_5") || !strcmp(mt, "qwen3_5_text")) c->family = FORGE_QWEN3_5;
-        else if (!strcmp(mt, "qwen3_vl") || !strcmp(mt, "qwen3_vl_text")) c->family = FORGE_QWEN3_VL;
-        else rc = qhx_fail(err, QHX_E_UNSUPPORTED, "%s: model_type '%s' (expected qwen3_5 or qwen3_vl)", path, mt);
+    if (rc == QHX_OK && !(c->family = qhx_family_for_model_type(mt))) {
+        char names[256];
+        rc = qhx_fail(err, QHX_E_UNSUPPORTED, "%s: model_type '%s' is not read by any family of this build (%s)", path, mt,
+                      qhx_family_names(names, sizeof names));
     }
-    /* tie_word_embeddings: top level, or text_config's (which wins, as the models read it) */
-    c->tied = true;
-    if (rc == QHX_OK) rc = qhx_json_get_bool(c->config, "tie_word_embeddings", path, "", false, &c->tied, err);
-    const json_t *text = rc == QHX_OK ? json_object_get(c->config, "text_config") : NULL;
-    if (json_is_object(text)) rc = qhx_json_get_bool(text, "tie_word_embeddings", path, "text_config", false, &c->tied, err);
+    if (rc == QHX_OK) rc = c->family->parse_config(c->config, path, &c->cfg, err); /* the family's only parser */
+    c->tied = c->cfg.tie_word_embeddings;
     qhx_free(path);
     return rc;
 }

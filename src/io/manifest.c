@@ -22,11 +22,6 @@
 
 /* ==== names ================================================================================ */
 
-static const char *const FAMILY_NAMES[QHX_FAMILY_COUNT] = {"qwen3_5", "qwen3_vl"};
-static const char *const HOST_OP_NAMES[QHX_HOST_OP_COUNT] = {
-    "qwen3_5_generate", "qwen3_vl_generate", "qwen3_vl_text_generate"};
-static const qhx_family HOST_OP_FAMILY[QHX_HOST_OP_COUNT] = {
-    QHX_FAMILY_QWEN3_5, QHX_FAMILY_QWEN3_VL, QHX_FAMILY_QWEN3_VL};
 static const char *const PRECISION_NAMES[QHX_PREC_COUNT] = {"f32", "bf16", "f16", "w8", "q4"};
 static const char *const ROLE_NAMES[QHX_ART_ROLE_COUNT] = {"weights", "embedding", "lm_head", "vision"};
 /* "kv_cache": the element types of include/qhx.h's qhx_kv_type. */
@@ -45,27 +40,9 @@ static int name_index(const char *const *names, int n, const char *s) {
     return -1;
 }
 
-const char *qhx_family_name(qhx_family f) { return (unsigned)f < QHX_FAMILY_COUNT ? FAMILY_NAMES[f] : "?"; }
-const char *qhx_host_op_name(qhx_host_op op) { return (unsigned)op < QHX_HOST_OP_COUNT ? HOST_OP_NAMES[op] : "?"; }
 const char *qhx_precision_name(qhx_precision p) { return (unsigned)p < QHX_PREC_COUNT ? PRECISION_NAMES[p] : "?"; }
 const char *qhx_art_role_name(qhx_art_role r) { return (unsigned)r < QHX_ART_ROLE_COUNT ? ROLE_NAMES[r] : "?"; }
 const char *qhx_art_format_name(qhx_art_format f) { return (unsigned)f < QHX_ART_FORMAT_COUNT ? FORMAT_NAMES[f] : "?"; }
-qhx_family qhx_host_op_family(qhx_host_op op) {
-    return (unsigned)op < QHX_HOST_OP_COUNT ? HOST_OP_FAMILY[op] : QHX_FAMILY_COUNT;
-}
-
-int qhx_family_from_name(const char *name, qhx_family *out) {
-    int i = name_index(FAMILY_NAMES, QHX_FAMILY_COUNT, name);
-    if (i < 0) return -1;
-    *out = (qhx_family)i;
-    return 0;
-}
-int qhx_host_op_from_name(const char *name, qhx_host_op *out) {
-    int i = name_index(HOST_OP_NAMES, QHX_HOST_OP_COUNT, name);
-    if (i < 0) return -1;
-    *out = (qhx_host_op)i;
-    return 0;
-}
 int qhx_precision_from_name(const char *name, qhx_precision *out) {
     int i = name_index(PRECISION_NAMES, QHX_PREC_COUNT, name);
     if (i < 0) return -1;
@@ -73,14 +50,6 @@ int qhx_precision_from_name(const char *name, qhx_precision *out) {
     return 0;
 }
 
-/* model_type values of config.json per family. */
-static int family_of_model_type(const char *mt, qhx_family *out) {
-    if (!strcmp(mt, "qwen3_5") || !strcmp(mt, "qwen3_5_text")) *out = QHX_FAMILY_QWEN3_5;
-    else if (!strcmp(mt, "qwen3_vl") || !strcmp(mt, "qwen3_vl_text")) *out = QHX_FAMILY_QWEN3_VL;
-    else return -1;
-    return 0;
-}
-#define MODEL_TYPES_TEXT "qwen3_5, qwen3_5_text, qwen3_vl, qwen3_vl_text"
 
 /* ==== messages and small checks ============================================================ */
 
@@ -158,6 +127,20 @@ static qhx_status get_string(const pctx *c, const json_t *obj, const char *paren
         if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
             return bad(c, QHX_E_FORMAT, jp(p, sizeof p, parent, key), "contains a control character");
     *out = s;
+    return QHX_OK;
+}
+
+/* A required name of the run plan's plug points ("family", "host_op"): 1 to cap - 1 bytes of
+ * [a-z0-9_], copied into out (cap bytes). */
+static qhx_status get_ident(const pctx *c, const json_t *obj, const char *key, char *out, size_t cap) {
+    const char *s = NULL;
+    qhx_status rc = get_string(c, obj, "", key, true, cap - 1, &s);
+    if (rc) return rc;
+    if (!s[0]) return bad(c, QHX_E_FORMAT, key, "empty");
+    for (const char *q = s; *q; q++)
+        if (!((*q >= 'a' && *q <= 'z') || (*q >= '0' && *q <= '9') || *q == '_'))
+            return bad(c, QHX_E_FORMAT, key, "'%s' is not a name (lower-case letters, digits, '_')", s);
+    snprintf(out, cap, "%s", s);
     return QHX_OK;
 }
 
@@ -397,6 +380,11 @@ static int32_t *token_slot(qhx_plan_tokens *t, int i) {
     return slots[i];
 }
 
+int32_t qhx_plan_token_id(const qhx_plan_tokens *t, int i) {
+    return i >= 0 && i < QHX_PLAN_N_TOKEN_IDS ? *token_slot((qhx_plan_tokens *)t, i + 1) : -1;
+}
+const char *qhx_plan_token_key(int i) { return i >= 0 && i < QHX_PLAN_N_TOKEN_IDS ? TOKEN_KEYS[i + 1] : "?"; }
+
 static qhx_status parse_special(const pctx *c, qhx_plan *plan, const json_t *st) {
     qhx_status rc = check_keys(c, st, "special_tokens", TOKEN_KEYS);
     if (rc != QHX_OK) return rc;
@@ -446,152 +434,27 @@ static qhx_status parse_generation(const pctx *c, qhx_plan *plan, const json_t *
     return qhx_json_get_bool(g, "thinking", c->label, "generation", false, &d->thinking, c->err);
 }
 
-/* ==== model dimensions (Hugging Face config) ================================================ */
+/* ==== the model config ===================================================================== */
 
-static qhx_status get_dim(const pctx *c, const json_t *obj, const char *parent, const char *key,
-                          bool required, int64_t hi, int64_t *out) {
-    return qhx_json_get_int(obj, key, c->label, parent, required, 1, hi, out, c->err);
-}
-
-/* Read the dimensions of `config` (an HF config object) into plan->dims. `prefix` is the JSON
+/* What the plan itself takes from `config` (an HF config object): its model_type (which family
+ * reads it is the runtime's business: families/registry.c) and where its text part is. The
+ * dimensions are parsed once, by the family (families/<name>/config.c). `prefix` is the JSON
  * path of config inside the file named by c->label ("" for a config file, "model" inline). */
-static qhx_status extract_dims(const pctx *c, qhx_plan *plan, const json_t *config, const char *prefix) {
-    qhx_plan_dims *d = &plan->dims;
-    memset(d, 0, sizeof *d);
+static qhx_status read_config_head(const pctx *c, qhx_plan *plan, const json_t *config, const char *prefix) {
     qhx_status rc;
-    char tp[300], p[300];
-    const char *mt = NULL, *tmt = NULL;
-    if ((rc = get_string(c, config, prefix, "model_type", true, sizeof d->model_type - 1, &mt)) != QHX_OK) return rc;
-    snprintf(d->model_type, sizeof d->model_type, "%s", mt);
-    qhx_family fam;
-    if (family_of_model_type(mt, &fam) != 0)
-        return bad(c, QHX_E_UNSUPPORTED, jp(p, sizeof p, prefix, "model_type"),
-                   "'%s' is not supported (expected one of: " MODEL_TYPES_TEXT ")", mt);
-
+    const char *mt = NULL;
+    if ((rc = get_string(c, config, prefix, "model_type", true, sizeof plan->model_type - 1, &mt)) != QHX_OK) return rc;
+    snprintf(plan->model_type, sizeof plan->model_type, "%s", mt);
     json_t *text = NULL;
     if ((rc = need_object(c, config, prefix, "text_config", false, &text)) != QHX_OK) return rc;
-    const char *tpre = prefix;
-    if (text) tpre = jp(tp, sizeof tp, prefix, "text_config");
-    else text = (json_t *)config;
-    plan->text_config = text;
-    if ((rc = get_string(c, text, tpre, "model_type", false, sizeof d->text_model_type - 1, &tmt)) != QHX_OK) return rc;
-    snprintf(d->text_model_type, sizeof d->text_model_type, "%s", tmt ? tmt : mt);
-
-    if ((rc = get_dim(c, text, tpre, "vocab_size", true, (int64_t)1 << 24, &d->vocab_size)) ||
-        (rc = get_dim(c, text, tpre, "hidden_size", true, (int64_t)1 << 17, &d->hidden_size)) ||
-        (rc = get_dim(c, text, tpre, "intermediate_size", true, (int64_t)1 << 20, &d->intermediate_size)) ||
-        (rc = get_dim(c, text, tpre, "num_hidden_layers", true, 1024, &d->num_hidden_layers)) ||
-        (rc = get_dim(c, text, tpre, "num_attention_heads", true, 4096, &d->num_attention_heads)))
-        return rc;
-    d->num_key_value_heads = d->num_attention_heads;
-    if ((rc = get_dim(c, text, tpre, "num_key_value_heads", false, d->num_attention_heads, &d->num_key_value_heads)))
-        return rc;
-    if (d->num_attention_heads % d->num_key_value_heads != 0)
-        return bad(c, QHX_E_FORMAT, jp(p, sizeof p, tpre, "num_key_value_heads"),
-                   "%lld does not divide num_attention_heads %lld", (long long)d->num_key_value_heads,
-                   (long long)d->num_attention_heads);
-    d->head_dim = d->hidden_size / d->num_attention_heads;
-    if ((rc = get_dim(c, text, tpre, "head_dim", false, 4096, &d->head_dim))) return rc;
-    if (d->head_dim < 1)
-        return bad(c, QHX_E_FORMAT, jp(p, sizeof p, tpre, "head_dim"), "missing, and hidden_size < num_attention_heads");
-    if ((rc = get_dim(c, text, tpre, "max_position_embeddings", false, (int64_t)1 << 31, &d->max_position_embeddings)))
-        return rc;
-    if ((rc = qhx_json_get_num(text, "rms_norm_eps", c->label, tpre, false, &d->rms_norm_eps, c->err))) return rc;
-    if (d->rms_norm_eps < 0 || d->rms_norm_eps >= 1)
-        return bad(c, QHX_E_FORMAT, jp(p, sizeof p, tpre, "rms_norm_eps"), "%g is out of range [0, 1)", d->rms_norm_eps);
-    json_t *rp = json_object_get(text, "rope_parameters");
-    if ((rc = qhx_json_get_num(text, "rope_theta", c->label, tpre, false, &d->rope_theta, c->err))) return rc;
-    if (json_is_object(rp) &&
-        (rc = qhx_json_get_num(rp, "rope_theta", c->label, jp(p, sizeof p, tpre, "rope_parameters"), false,
-                               &d->rope_theta, c->err)))
-        return rc;
-    if (d->rope_theta < 0) return bad(c, QHX_E_FORMAT, jp(p, sizeof p, tpre, "rope_theta"), "negative");
-    /* Hugging Face's PretrainedConfig default is true; the text part wins over the top level. */
-    d->tie_word_embeddings = true;
-    if ((rc = qhx_json_get_bool(config, "tie_word_embeddings", c->label, prefix, false, &d->tie_word_embeddings, c->err)) ||
-        (rc = qhx_json_get_bool(text, "tie_word_embeddings", c->label, tpre, false, &d->tie_word_embeddings, c->err)))
-        return rc;
-
-    if (fam == QHX_FAMILY_QWEN3_5) {
-        if ((rc = get_dim(c, text, tpre, "linear_num_key_heads", true, 4096, &d->linear_num_key_heads)) ||
-            (rc = get_dim(c, text, tpre, "linear_num_value_heads", true, 4096, &d->linear_num_value_heads)) ||
-            (rc = get_dim(c, text, tpre, "linear_key_head_dim", true, 4096, &d->linear_key_head_dim)) ||
-            (rc = get_dim(c, text, tpre, "linear_value_head_dim", true, 4096, &d->linear_value_head_dim)) ||
-            (rc = get_dim(c, text, tpre, "linear_conv_kernel_dim", true, 64, &d->linear_conv_kernel_dim)))
-            return rc;
-        if (d->linear_num_value_heads % d->linear_num_key_heads != 0)
-            return bad(c, QHX_E_FORMAT, jp(p, sizeof p, tpre, "linear_num_value_heads"),
-                       "%lld is not a multiple of linear_num_key_heads %lld",
-                       (long long)d->linear_num_value_heads, (long long)d->linear_num_key_heads);
-        json_t *lt = json_object_get(text, "layer_types");
-        if (lt && !json_is_null(lt)) {
-            jp(p, sizeof p, tpre, "layer_types");
-            if (!json_is_array(lt)) return bad(c, QHX_E_FORMAT, p, "expected an array of strings");
-            if ((int64_t)json_array_size(lt) != d->num_hidden_layers)
-                return bad(c, QHX_E_FORMAT, p, "%zu entries for %lld layers", json_array_size(lt),
-                           (long long)d->num_hidden_layers);
-            for (size_t i = 0; i < json_array_size(lt); i++) {
-                const char *s = json_string_value(json_array_get(lt, i));
-                if (s && !strcmp(s, "linear_attention")) d->n_linear_layers++;
-                else if (s && !strcmp(s, "full_attention")) d->n_full_layers++;
-                else return bad(c, QHX_E_FORMAT, p, "[%zu]: expected \"linear_attention\" or \"full_attention\"", i);
-            }
-        } else {
-            int64_t interval = 4;
-            if ((rc = get_dim(c, text, tpre, "full_attention_interval", false, 1024, &interval))) return rc;
-            d->n_full_layers = d->num_hidden_layers / interval;
-            d->n_linear_layers = d->num_hidden_layers - d->n_full_layers;
-        }
-    }
-
+    plan->text_config = text ? text : config;
     json_t *vc = NULL;
     if ((rc = need_object(c, config, prefix, "vision_config", false, &vc)) != QHX_OK) return rc;
-    if (vc) {
-        const char *vp = jp(p, sizeof p, prefix, "vision_config");
-        d->vision_temporal_patch_size = 2;
-        if ((rc = get_dim(c, vc, vp, "depth", true, 1024, &d->vision_depth)) ||
-            (rc = get_dim(c, vc, vp, "hidden_size", true, (int64_t)1 << 17, &d->vision_hidden_size)) ||
-            (rc = get_dim(c, vc, vp, "intermediate_size", true, (int64_t)1 << 20, &d->vision_intermediate_size)) ||
-            (rc = get_dim(c, vc, vp, "num_heads", true, 4096, &d->vision_num_heads)) ||
-            (rc = get_dim(c, vc, vp, "patch_size", true, 4096, &d->vision_patch_size)) ||
-            (rc = get_dim(c, vc, vp, "temporal_patch_size", false, 64, &d->vision_temporal_patch_size)) ||
-            (rc = get_dim(c, vc, vp, "spatial_merge_size", true, 64, &d->vision_spatial_merge_size)) ||
-            (rc = get_dim(c, vc, vp, "out_hidden_size", true, (int64_t)1 << 17, &d->vision_out_hidden_size)))
-            return rc;
-        d->has_vision = true;
-    }
+    plan->has_vision_config = vc != NULL;
     return QHX_OK;
 }
 
 /* ==== cross-checks and files =============================================================== */
-
-/* Checks that need the model config (skipped when it is not loaded). */
-static qhx_status check_against_config(const pctx *c, qhx_plan *plan) {
-    const qhx_plan_dims *d = &plan->dims;
-    qhx_family fam = plan->family;
-    family_of_model_type(d->model_type, &fam); /* validated in extract_dims */
-    if (fam != plan->family)
-        return bad(c, QHX_E_FORMAT, "family", "'%s' does not match the model config's model_type '%s'",
-                   FAMILY_NAMES[plan->family], d->model_type);
-    if (d->max_position_embeddings > 0 && plan->max_context > d->max_position_embeddings)
-        return bad(c, QHX_E_FORMAT, "max_context", "%lld exceeds the model's max_position_embeddings %lld",
-                   (long long)plan->max_context, (long long)d->max_position_embeddings);
-    if (plan->host_op == QHX_HOST_OP_QWEN3_VL_GENERATE && !d->has_vision)
-        return bad(c, QHX_E_FORMAT, "host_op", "qwen3_vl_generate needs a vision_config in the model config");
-    const qhx_plan_tokens *t = &plan->special;
-    for (int i = 0; i < t->n_stop_ids; i++)
-        if (t->stop_ids[i] >= d->vocab_size)
-            return bad(c, QHX_E_FORMAT, "special_tokens.stop_ids", "[%d]: %d is not below vocab_size %lld", i,
-                       t->stop_ids[i], (long long)d->vocab_size);
-    for (int i = 1; TOKEN_KEYS[i]; i++) {
-        int32_t v = *token_slot((qhx_plan_tokens *)t, i);
-        char p[64];
-        if (v >= d->vocab_size)
-            return bad(c, QHX_E_FORMAT, jp(p, sizeof p, "special_tokens", TOKEN_KEYS[i]),
-                       "%d is not below vocab_size %lld", v, (long long)d->vocab_size);
-    }
-    return QHX_OK;
-}
 
 /* The file exists as a regular file (symlinks followed) with the expected size. */
 static qhx_status check_file(const pctx *c, const qhx_plan_file *f, const char *jpath) {
@@ -654,7 +517,6 @@ static qhx_status parse_root(const pctx *c, qhx_plan *plan, const json_t *root) 
                                        "precision", "max_context", "kv_cache", "artifacts", "tokenizer",
                                        "preprocessor", "special_tokens", "generation", "model", NULL};
     qhx_status rc;
-    char p[300];
     if (!json_is_object(root)) return bad(c, QHX_E_FORMAT, "", "a manifest must be a JSON object");
 
     /* The version first: a newer manifest may legitimately carry keys this build does not know. */
@@ -680,15 +542,10 @@ static qhx_status parse_root(const pctx *c, qhx_plan *plan, const json_t *root) 
     if ((rc = get_string(c, root, "", "description", false, 4096, &s))) return rc;
     if (s && !(plan->description = qhx_strdup(s))) return qhx_fail(c->err, QHX_E_NOMEM, "%s: out of memory", c->label);
 
-    if ((rc = get_string(c, root, "", "family", true, 64, &s))) return rc;
-    if (qhx_family_from_name(s, &plan->family) != 0)
-        return bad(c, QHX_E_UNSUPPORTED, "family", "unknown family '%s' (expected qwen3_5 or qwen3_vl)", s);
-    if ((rc = get_string(c, root, "", "host_op", true, 64, &s))) return rc;
-    if (qhx_host_op_from_name(s, &plan->host_op) != 0)
-        return bad(c, QHX_E_UNSUPPORTED, "host_op",
-                   "unknown host-op '%s' (expected qwen3_5_generate, qwen3_vl_generate or qwen3_vl_text_generate)", s);
-    if (HOST_OP_FAMILY[plan->host_op] != plan->family)
-        return bad(c, QHX_E_FORMAT, "host_op", "'%s' does not run family '%s'", s, FAMILY_NAMES[plan->family]);
+    /* family and host-op are names here; the runtime resolves them (families/registry.c) */
+    if ((rc = get_ident(c, root, "family", plan->family, sizeof plan->family)) ||
+        (rc = get_ident(c, root, "host_op", plan->host_op, sizeof plan->host_op)))
+        return rc;
     if ((rc = get_string(c, root, "", "precision", true, 16, &s))) return rc;
     if (qhx_precision_from_name(s, &plan->precision) != 0)
         return bad(c, QHX_E_UNSUPPORTED, "precision", "unknown precision '%s' (expected f32, bf16, f16, w8 or q4)", s);
@@ -710,13 +567,6 @@ static qhx_status parse_root(const pctx *c, qhx_plan *plan, const json_t *root) 
     if ((rc = need_object(c, root, "", "special_tokens", true, &o)) || (rc = parse_special(c, plan, o))) return rc;
     if ((rc = need_object(c, root, "", "generation", false, &o))) return rc;
     if (o && (rc = parse_generation(c, plan, o))) return rc;
-    if (plan->host_op == QHX_HOST_OP_QWEN3_VL_GENERATE) {
-        const char *need[] = {"image_pad", "vision_start", "vision_end"};
-        int32_t have[] = {plan->special.image_pad, plan->special.vision_start, plan->special.vision_end};
-        for (int i = 0; i < 3; i++)
-            if (have[i] < 0)
-                return bad(c, QHX_E_FORMAT, jp(p, sizeof p, "special_tokens", need[i]), "missing (qwen3_vl_generate needs it)");
-    }
 
     /* model: {"config": FILE} or an inline Hugging Face config object */
     json_t *m;
@@ -729,7 +579,7 @@ static qhx_status parse_root(const pctx *c, qhx_plan *plan, const json_t *root) 
         if ((rc = file_set_name(plan, &plan->model_config, s, c->err))) return rc;
     } else {
         plan->config = json_incref(m);
-        if ((rc = extract_dims(c, plan, m, "model"))) return rc;
+        if ((rc = read_config_head(c, plan, m, "model"))) return rc;
     }
     return QHX_OK;
 }
@@ -744,7 +594,7 @@ static qhx_status load_model_config(const pctx *c, qhx_plan *plan) {
     if (!plan->config) return c->err ? c->err->code : QHX_E_FORMAT;
     pctx cc = {plan->model_config.path, c->err};
     if (!json_is_object(plan->config)) return bad(&cc, QHX_E_FORMAT, "", "expected a JSON object");
-    return extract_dims(&cc, plan, plan->config, "");
+    return read_config_head(&cc, plan, plan->config, "");
 }
 
 qhx_status qhx_plan_parse(const char *buf, size_t len, const char *base_dir, const char *label,
@@ -765,7 +615,6 @@ qhx_status qhx_plan_parse(const char *buf, size_t len, const char *base_dir, con
     plan->source = QHX_PLAN_FROM_MANIFEST;
     if ((rc = parse_root(&c, plan, root))) goto fail;
     if (base_dir && (rc = load_model_config(&c, plan))) goto fail;
-    if (plan->config && (rc = check_against_config(&c, plan))) goto fail;
     if (base_dir && (rc = check_files(&c, plan))) goto fail;
     json_decref(root);
     *out = plan;
@@ -1117,31 +966,23 @@ static qhx_status checkpoint_fill(qhx_plan *plan, const char *dir, qhx_error *er
     else plan->name = qhx_strndup(dir + start, nlen > QHX_PLAN_MAX_NAME ? QHX_PLAN_MAX_NAME : nlen);
     if (!plan->name) return qhx_fail(err, QHX_E_NOMEM, "out of memory");
 
-    /* config.json -> family, dims */
+    /* config.json -> model_type (the runtime finds the family that reads it) */
     if ((rc = file_set_name(plan, &plan->model_config, "config.json", err))) return rc;
     cfg_path = plan->model_config.path;
     if (!(plan->config = qhx_json_load_file(cfg_path, err))) return err ? err->code : QHX_E_FORMAT;
     pctx cc = {cfg_path, err};
     if (!json_is_object(plan->config)) return bad(&cc, QHX_E_FORMAT, "", "expected a JSON object");
     file_set_size(&plan->model_config);
-    if ((rc = extract_dims(&cc, plan, plan->config, ""))) return rc;
-    family_of_model_type(plan->dims.model_type, &plan->family);
+    if ((rc = read_config_head(&cc, plan, plan->config, ""))) return rc;
 
-    /* weights -> precision, host-op */
+    /* weights -> precision, whether a vision tower is there (the runtime picks the host-op) */
     if ((rc = find_weights(dir, &weights, err))) return rc;
     rc = qhx_plan_set_artifact(plan, QHX_ART_WEIGHTS, weights, QHX_ART_SAFETENSORS, false, QHX_DTYPE_F32, err);
     qhx_free(weights);
     if (rc) return rc;
     file_set_size(&plan->artifacts[QHX_ART_WEIGHTS]);
-    bool vision_tensors = false;
-    if ((rc = scan_weights(plan, &vision_tensors, err))) return rc;
-    if (plan->family == QHX_FAMILY_QWEN3_5) plan->host_op = QHX_HOST_OP_QWEN3_5_GENERATE;
-    else if (vision_tensors && plan->dims.has_vision) plan->host_op = QHX_HOST_OP_QWEN3_VL_GENERATE;
-    else plan->host_op = QHX_HOST_OP_QWEN3_VL_TEXT_GENERATE;
-
-    plan->max_context = QHX_PLAN_DEFAULT_CONTEXT;
-    if (plan->dims.max_position_embeddings > 0 && plan->dims.max_position_embeddings < plan->max_context)
-        plan->max_context = plan->dims.max_position_embeddings;
+    if ((rc = scan_weights(plan, &plan->vision_tensors, err))) return rc;
+    plan->max_context = QHX_PLAN_DEFAULT_CONTEXT; /* the runtime caps it by the trained length */
 
     /* tokenizer, preprocessor */
     if ((rc = file_set_name(plan, &plan->tokenizer, "tokenizer.json", err))) return rc;
@@ -1190,8 +1031,6 @@ static qhx_status checkpoint_fill(qhx_plan *plan, const char *dir, qhx_error *er
     }
     if (gc && (rc = take_generation(plan, gc, gen_path, err))) goto done;
 
-    pctx c = {dir, err};
-    rc = check_against_config(&c, plan);
 done:
     qhx_free(gen_path);
     json_decref(gc);
@@ -1327,14 +1166,19 @@ static json_t *file_json(const qhx_plan_file *f, int kind) {
 }
 
 json_t *qhx_plan_to_json(const qhx_plan *plan, qhx_error *err) {
+    if (!plan->family[0] || !plan->host_op[0]) {
+        qhx_fail(err, QHX_E_ARG, "%s: the plan names no family or host-op (a checkpoint folder: set them first)",
+                 plan->label);
+        return NULL;
+    }
     json_t *root = json_object(), *arts = json_object(), *st = json_object(), *gen = json_object();
     int b = !root || !arts || !st || !gen;
     if (!b) {
         b |= put(root, "format", json_string(QHX_PLAN_FORMAT));
         b |= put(root, "name", json_string(plan->name ? plan->name : "unnamed"));
         if (plan->description) b |= put(root, "description", json_string(plan->description));
-        b |= put(root, "family", json_string(qhx_family_name(plan->family)));
-        b |= put(root, "host_op", json_string(qhx_host_op_name(plan->host_op)));
+        b |= put(root, "family", json_string(plan->family));
+        b |= put(root, "host_op", json_string(plan->host_op));
         b |= put(root, "precision", json_string(qhx_precision_name(plan->precision)));
         b |= put(root, "max_context", json_integer(plan->max_context));
         if (plan->kv_cache) b |= put(root, "kv_cache", json_string(plan->kv_cache == QHX_KV_F16 ? "f16" : plan->kv_cache == QHX_KV_Q8 ? "q8" : "f32"));

@@ -1,7 +1,7 @@
 /* io/manifest: the run plan. One in-memory qhx_plan says what to run (model family, host-op,
  * precision, context length), from which files (weights, tokenizer, optional separate embedding,
- * lm-head and vision files), with which special tokens and generation defaults, and the model
- * dimensions (Hugging Face config.json fields).
+ * lm-head and vision files), with which special tokens and generation defaults, and the Hugging
+ * Face config.json (kept as JSON: the family parses it).
  *
  * A plan comes from either
  *   - a manifest: a JSON file `"format": "qhexrt/1"` documented in docs/manifest.md, whose
@@ -35,19 +35,7 @@
 #define QHX_PLAN_MAX_CONTEXT ((int64_t)1 << 20)
 #define QHX_PLAN_DEFAULT_CONTEXT 4096          /* checkpoint folders (capped by the config) */
 #define QHX_PLAN_MAX_SCAN 256                  /* .json files looked at in a bundle folder */
-
-typedef enum qhx_family {
-    QHX_FAMILY_QWEN3_5 = 0, /* "qwen3_5": Gated-DeltaNet hybrid (config model_type qwen3_5[_text]) */
-    QHX_FAMILY_QWEN3_VL,    /* "qwen3_vl": Qwen3 dense decoder + ViT (model_type qwen3_vl[_text]) */
-    QHX_FAMILY_COUNT
-} qhx_family;
-
-typedef enum qhx_host_op {
-    QHX_HOST_OP_QWEN3_5_GENERATE = 0,  /* "qwen3_5_generate": text -> text, qwen3_5 */
-    QHX_HOST_OP_QWEN3_VL_GENERATE,     /* "qwen3_vl_generate": image + text -> text, qwen3_vl */
-    QHX_HOST_OP_QWEN3_VL_TEXT_GENERATE,/* "qwen3_vl_text_generate": text -> text, qwen3_vl */
-    QHX_HOST_OP_COUNT
-} qhx_host_op;
+#define QHX_PLAN_MAX_IDENT 64                  /* bytes in family / host_op, with the NUL */
 
 typedef enum qhx_precision {
     QHX_PREC_F32 = 0, /* "f32": weights used as stored (f32), f32 compute */
@@ -98,6 +86,11 @@ typedef struct qhx_plan_tokens {
     int32_t think_start, think_end;
 } qhx_plan_tokens;
 
+/* The single ids of qhx_plan_tokens by index (bos .. think_end), with their manifest keys. */
+#define QHX_PLAN_N_TOKEN_IDS 11
+int32_t qhx_plan_token_id(const qhx_plan_tokens *t, int i);
+const char *qhx_plan_token_key(int i);
+
 /* Sampling defaults (a request may override them). temperature 0 means greedy. */
 typedef struct qhx_plan_generation {
     double temperature;        /* [0, 100] */
@@ -108,27 +101,6 @@ typedef struct qhx_plan_generation {
     int64_t max_new_tokens;    /* >= 1 */
     bool thinking;             /* open the assistant turn in thinking mode */
 } qhx_plan_generation;
-
-/* Model dimensions read from the Hugging Face config (text part: text_config when present).
- * Zero where the config does not say (optional fields). */
-typedef struct qhx_plan_dims {
-    char model_type[32];      /* config.json model_type, e.g. "qwen3_5" */
-    char text_model_type[32]; /* text_config.model_type, or model_type */
-    int64_t vocab_size, hidden_size, intermediate_size, num_hidden_layers;
-    int64_t num_attention_heads, num_key_value_heads, head_dim;
-    int64_t max_position_embeddings; /* 0 if absent */
-    double rms_norm_eps, rope_theta;  /* 0 if absent */
-    bool tie_word_embeddings;         /* HF default (true) when absent */
-    /* qwen3_5: Gated DeltaNet layers */
-    int64_t n_linear_layers, n_full_layers;
-    int64_t linear_num_key_heads, linear_num_value_heads;
-    int64_t linear_key_head_dim, linear_value_head_dim, linear_conv_kernel_dim;
-    /* vision tower (vision_config present) */
-    bool has_vision;
-    int64_t vision_depth, vision_hidden_size, vision_intermediate_size, vision_num_heads;
-    int64_t vision_patch_size, vision_temporal_patch_size, vision_spatial_merge_size;
-    int64_t vision_out_hidden_size;
-} qhx_plan_dims;
 
 typedef enum qhx_plan_source {
     QHX_PLAN_FROM_MANIFEST = 0,
@@ -141,8 +113,11 @@ typedef struct qhx_plan {
     char *base_dir;  /* folder the files are relative to; NULL if parsed without one (owned) */
     char *name;      /* (owned) */
     char *description; /* optional, NULL if absent (owned) */
-    qhx_family family;
-    qhx_host_op host_op;
+    /* The plug points by name (docs/manifest.md): the runtime resolves them against its family
+     * registry. A checkpoint folder leaves both empty: the family is the one that reads
+     * model_type, the host-op that family's default. */
+    char family[QHX_PLAN_MAX_IDENT];
+    char host_op[QHX_PLAN_MAX_IDENT];
     qhx_precision precision;
     int64_t max_context;
     qhx_kv_type kv_cache; /* "kv_cache": QHX_KV_DEFAULT when absent (the runtime's default) */
@@ -157,7 +132,9 @@ typedef struct qhx_plan {
      * under "text_config" when there is one, else the config itself. */
     json_t *config;
     const json_t *text_config;
-    qhx_plan_dims dims; /* valid when config != NULL */
+    char model_type[64];     /* config.json model_type; "" while config is NULL */
+    bool has_vision_config;  /* config.json has a vision_config */
+    bool vision_tensors;     /* a checkpoint folder: its weights hold a vision tower */
 } qhx_plan;
 
 /* ---- building a plan ---------------------------------------------------------------- */
@@ -177,9 +154,9 @@ qhx_status qhx_plan_parse(const char *buf, size_t len, const char *base_dir, con
                           qhx_plan **out /* OUT, owned: qhx_plan_free */, qhx_error *err);
 
 /* Build a plan from a Hugging Face checkpoint folder (see docs/manifest.md, "Checkpoint
- * folders"): family from config.json model_type, host-op by family (qwen3_vl without vision
- * tensors: qwen3_vl_text_generate), precision from the dtype holding most tensor bytes,
- * max_context = min(4096, max_position_embeddings), stop ids from generation_config.json and
+ * folders"): family and host-op left to the runtime (model_type and vision_tensors say what it
+ * needs), precision from the dtype holding most tensor bytes, max_context 4096 (the runtime
+ * caps it by max_position_embeddings), stop ids from generation_config.json and
  * config.json eos_token_id, other special ids from tokenizer_config.json / tokenizer.json. */
 qhx_status qhx_plan_from_checkpoint(const char *dir, qhx_plan **out /* OUT, owned */,
                                     qhx_error *err);
@@ -218,18 +195,11 @@ qhx_status qhx_plan_save(const qhx_plan *plan, const char *path, qhx_error *err)
 
 /* ---- names --------------------------------------------------------------------------- */
 
-/* Manifest spellings ("qwen3_5", "qwen3_vl_generate", "w8", "lm_head", "safetensors"); "?" for
- * out-of-range values. The _from_name parsers return 0 and set *out, or -1 if unknown. */
-const char *qhx_family_name(qhx_family f);
-const char *qhx_host_op_name(qhx_host_op op);
+/* Manifest spellings ("w8", "lm_head", "safetensors"); "?" for out-of-range values. The
+ * _from_name parsers return 0 and set *out, or -1 if unknown. */
 const char *qhx_precision_name(qhx_precision p);
 const char *qhx_art_role_name(qhx_art_role r);
 const char *qhx_art_format_name(qhx_art_format f);
-int qhx_family_from_name(const char *name, qhx_family *out);
-int qhx_host_op_from_name(const char *name, qhx_host_op *out);
 int qhx_precision_from_name(const char *name, qhx_precision *out);
-
-/* The family a host-op belongs to. */
-qhx_family qhx_host_op_family(qhx_host_op op);
 
 #endif

@@ -48,7 +48,7 @@ void qhx_attn_group(const qhx_kernels *k, const float *q, const float *K, const 
 /* ---- keys and values in f32, f16 or q8 (the KV cache element types) ---- */
 
 /* q8: per row of a cache, the scales of every block of QHX_KV_Q8_BLOCK values (f32), then the
- * values (int8): x = scale[j / QHX_KV_Q8_BLOCK] * q[j] (models/kv.h stores them). */
+ * values (int8): x = scale[j / QHX_KV_Q8_BLOCK] * q[j] (ops/kv.h stores them). */
 #define QHX_KV_Q8_BLOCK 32
 
 /* One KV head's keys and values in a cache. f32 / f16: row t of K at K + t * ld elements

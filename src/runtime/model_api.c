@@ -2,21 +2,31 @@
  * limits, stop ids, and the text helpers (tokenize, detokenize, chat formatting). */
 #include "core/alloc.h"
 #include "io/manifest.h"
-#include "models/family.h"
+#include "ops/kv.h"
+#include "runtime/model.h"
 #include "runtime/sample.h"
 #include "runtime/session.h"
 #include "text/tokenizer.h"
 
 #include <string.h>
 
-const char *qhx_model_family_name(const qhx_model *m) { return m ? qhx_family_name(m->family) : "?"; }
+const char *qhx_model_family_name(const qhx_model *m) { return m ? m->family->name : "?"; }
+const char *qhx_model_family_title(const qhx_model *m) { return m ? m->family->title : "?"; }
+const char *qhx_model_host_op(const qhx_model *m) { return m ? m->host_op->name : "?"; }
+int qhx_model_takes_images(const qhx_model *m) { return m && m->images; }
+int qhx_model_has_thinking(const qhx_model *m) { return m && m->family->chat == QHX_CHAT_QWEN35; }
+
+int64_t qhx_model_kv_bytes_per_token(const qhx_model *m) {
+    if (!m) return 0;
+    const qhx_model_config *c = &m->cfg;
+    int64_t layers = 0;
+    for (int64_t l = 0; l < c->num_hidden_layers; l++) layers += c->layer_types[l] == QHX_LAYER_FULL_ATTENTION;
+    return layers * 2 * (int64_t)qhx_kv_row_bytes(m->kv_cache, c->num_key_value_heads * c->head_dim);
+}
 
 int64_t qhx_model_max_context(const qhx_model *m) { return m ? m->max_context : 0; }
 
-int64_t qhx_model_trained_context(const qhx_model *m) {
-    int64_t trained = m->plan && m->plan->config ? m->plan->dims.max_position_embeddings : 0;
-    return trained > m->max_context ? trained : m->max_context;
-}
+int64_t qhx_model_trained_context(const qhx_model *m) { return m ? m->trained_context : 0; }
 
 int qhx_model_is_stop(const qhx_model *m, qhx_token t) {
     if (!m) return 0;
@@ -87,7 +97,7 @@ qhx_status qhx_chat_format(const qhx_model *m, const qhx_chat_msg *msgs, size_t 
         cm[i].content = msgs[i].content ? msgs[i].content : "";
     }
     qhx_chat_options opt = {.add_generation_prompt = add_generation_prompt, .enable_thinking = thinking};
-    qhx_chat_family fam = m->family == QHX_FAMILY_QWEN3_VL ? QHX_CHAT_QWEN3VL : QHX_CHAT_QWEN35;
+    qhx_chat_family fam = qhx_model_chat_style(m);
     char *out = NULL;
     size_t len = 0;
     qhx_status rc = qhx_tok_chat_format(fam, cm, n, &opt, &out, &len, err);

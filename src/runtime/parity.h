@@ -6,7 +6,7 @@
 #ifndef QHX_RUNTIME_PARITY_H
 #define QHX_RUNTIME_PARITY_H
 
-#include "models/model.h"
+#include "runtime/model.h"
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -1,33 +1,12 @@
-/* runtime/session.c: the public session (qhx.h) and the internal prefill/decode calls. */
-#include "runtime/session.h"
+/* runtime/session.c: the public session (qhx.h): lifetime, feeding, the internal prefill and
+ * decode calls; chat turns and generation go through the model's host-op (runtime/hostop.c). */
+#include "runtime/session_impl.h"
 
 #include "core/alloc.h"
 #include "core/time.h"
-#include "io/manifest.h"
-#include "models/family.h"
-#include "models/qwen3vl.h"
-#include "runtime/backend.h"
-#include "runtime/sample.h"
-#include "text/tokenizer.h"
+#include "runtime/hostop.h"
 
 #include <string.h>
-
-struct qhx_session {
-    const qhx_model *m;
-    qhx_model_state *st;
-    qhx_session_params params;
-    int64_t n_vocab;
-    float *logits;          /* (vocab,) after the last fed token */
-    qhx_sampler *smp;
-    qhx_tok_stream *stream; /* NULL when the model has no tokenizer */
-    int32_t pending;        /* sampled and reported, not yet fed; -1 if none */
-    bool has_logits;
-    qhx_stop_reason last_stop;
-    bool broken;            /* an aborted forward left the state half-updated */
-    bool busy;              /* inside feed/generate/save/restore: a call from its callbacks is refused */
-    int64_t n_fed;          /* tokens fed since the last generate (for its stats) */
-    double feed_ms;
-};
 
 /* ---- the busy guard -------------------------------------------------------------------------
  * One session is not re-entrant (qhx.h): a feed, generate, save or restore called from the
@@ -157,14 +136,9 @@ static qhx_status forward(qhx_session *s, const int32_t *ids, int64_t n, unsigne
                           qhx_error *err) {
     if (s->broken)
         return qhx_fail(err, QHX_E_ARG, "session: an interrupted call left it incomplete; reset it first");
-    qhx_graph_io io = {.ids = ids, .n = n, .logits = logits, .logits_all = (flags & QHX_FWD_LOGITS_ALL) != 0,
-                       .sequential = (flags & QHX_FWD_SEQUENTIAL) != 0, .abort_cb = s->params.abort_cb,
-                       .abort_user = s->params.abort_user};
-    qhx_graph g = n == 1 ? QHX_GRAPH_DECODE : QHX_GRAPH_PREFILL;
-    const qhx_backend *be = s->m->backend;
-    qhx_status rc = be ? be->run(s->m, s->st, g, &io, err) : qhx_model_forward(s->m, s->st, ids, n,
-        &(qhx_forward_opts){.flags = flags, .logits = logits, .abort_cb = s->params.abort_cb,
-                            .abort_cb_user = s->params.abort_user}, err);
+    const qhx_forward_opts o = {.flags = flags, .logits = logits, .abort_cb = s->params.abort_cb,
+                                .abort_cb_user = s->params.abort_user};
+    qhx_status rc = qhx_model_forward(s->m, s->st, ids, n, &o, err);
     if (rc == QHX_E_ABORTED) s->broken = true;
     if (rc == QHX_OK) {
         for (int64_t i = 0; i < n; i++) qhx_sampler_accept(s->smp, ids[i]);
@@ -194,7 +168,7 @@ qhx_status qhx_session_feed_pending(qhx_session *s, qhx_error *err) {
     return rc;
 }
 
-static qhx_status feed_ids(qhx_session *s, const qhx_token *ids, size_t n, qhx_error *err) {
+qhx_status qhx_session_feed_ids(qhx_session *s, const qhx_token *ids, size_t n, qhx_error *err) {
     if (n == 0) return QHX_OK;
     if (!ids) return qhx_fail(err, QHX_E_ARG, "session: ids is NULL");
     int64_t held = qhx_session_n_past(s), extra = s->pending >= 0 ? 1 : 0, n_ctx = qhx_session_n_ctx(s);
@@ -229,7 +203,7 @@ static qhx_status text_may_fit(const qhx_session *s, size_t len, qhx_error *err)
 }
 
 /* Tokenize with the session's abort callback polled. */
-static qhx_status encode(qhx_session *s, const char *text, size_t len, int32_t **ids, size_t *n, qhx_error *err) {
+qhx_status qhx_session_encode(qhx_session *s, const char *text, size_t len, int32_t **ids, size_t *n, qhx_error *err) {
     qhx_status rc = text_may_fit(s, len, err);
     if (rc) return rc;
     return qhx_tok_encode_alloc_abortable(s->m->tok, text, len, s->params.abort_cb, s->params.abort_user, ids, n,
@@ -240,86 +214,8 @@ static qhx_status feed_text(qhx_session *s, const char *text, size_t len, qhx_er
     if (!s->m->tok) return qhx_fail(err, QHX_E_ARG, "session: the model has no tokenizer");
     int32_t *ids = NULL;
     size_t n = 0;
-    qhx_status rc = encode(s, text, len, &ids, &n, err);
-    if (rc == QHX_OK) rc = feed_ids(s, ids, n, err);
-    qhx_free(ids);
-    return rc;
-}
-
-/* The prompt text of a chat turn (owned: qhx_free). After an earlier answer in this session the
- * text starts by closing it: its stop token is pending (fed first), or, after a length stop,
- * the end-of-turn marker is added. */
-static qhx_status chat_text(qhx_session *s, const qhx_chat_msg *msgs, size_t n, int64_t image_tokens,
-                            int thinking, char **out, qhx_error *err) {
-    *out = NULL;
-    qhx_chat_message *cm = qhx_calloc(n, sizeof *cm);
-    qhx_chat_part parts[2];
-    if (!cm) return qhx_fail(err, QHX_E_NOMEM, "chat: out of memory");
-    size_t last_user = n;
-    for (size_t i = 0; i < n; i++) {
-        cm[i].role = msgs[i].role;
-        cm[i].content = msgs[i].content ? msgs[i].content : "";
-        if (msgs[i].role && !strcmp(msgs[i].role, "user")) last_user = i;
-    }
-    if (image_tokens > 0) {
-        if (last_user == n) {
-            qhx_free(cm);
-            return qhx_fail(err, QHX_E_ARG, "chat: an image needs a user message");
-        }
-        parts[0] = (qhx_chat_part){.text = NULL, .image_tokens = (int32_t)image_tokens};
-        parts[1] = (qhx_chat_part){.text = cm[last_user].content, .text_len = strlen(cm[last_user].content)};
-        cm[last_user].parts = parts;
-        cm[last_user].n_parts = 2;
-    }
-    qhx_chat_options opt = {.add_generation_prompt = 1, .enable_thinking = thinking};
-    qhx_chat_family fam = s->m->family == QHX_FAMILY_QWEN3_VL ? QHX_CHAT_QWEN3VL : QHX_CHAT_QWEN35;
-    char *body = NULL;
-    size_t len = 0;
-    qhx_status rc = qhx_tok_chat_format(fam, cm, n, &opt, &body, &len, err);
-    qhx_free(cm);
-    if (rc) return rc;
-    if (qhx_session_n_past(s) == 0 && s->pending < 0) {
-        *out = body;
-        return QHX_OK;
-    }
-    const char *sep = s->last_stop == QHX_STOP_TOKEN ? "\n" : "<|im_end|>\n";
-    char *t = qhx_malloc(strlen(sep) + len + 1);
-    if (!t) {
-        qhx_free(body);
-        return qhx_fail(err, QHX_E_NOMEM, "chat: out of memory");
-    }
-    memcpy(t, sep, strlen(sep));
-    memcpy(t + strlen(sep), body, len + 1);
-    qhx_free(body);
-    *out = t;
-    return QHX_OK;
-}
-
-static qhx_status feed_chat(qhx_session *s, const qhx_chat_msg *msgs, size_t n, const char *image_path,
-                            int thinking, qhx_error *err) {
-    if (!s->m->tok) return qhx_fail(err, QHX_E_ARG, "session: the model has no tokenizer");
-    if (!msgs || n == 0 || n > 4096) return qhx_fail(err, QHX_E_ARG, "chat: 1 to 4096 messages are needed");
-    const qhx_qwen3vl *vl = qhx_qwen3vl_of(s->m);
-    if (image_path && !vl) return qhx_fail(err, QHX_E_UNSUPPORTED, "%s: images need a Qwen3-VL model", image_path);
-    if (image_path && s->m->plan && s->m->plan->host_op == QHX_HOST_OP_QWEN3_VL_TEXT_GENERATE)
-        return qhx_fail(err, QHX_E_UNSUPPORTED, "%s: the run plan's host-op qwen3_vl_text_generate takes no images (use the -vlm- manifest)",
-                        image_path);
-    qhx_vl_image im = {0};
-    char *text = NULL;
-    int32_t *ids = NULL;
-    size_t n_ids = 0;
-    qhx_status rc = QHX_OK;
-    if (image_path && (rc = qhx_qwen3vl_image_load(vl, image_path, &im, err))) goto done;
-    if ((rc = chat_text(s, msgs, n, im.n_tokens, thinking, &text, err))) goto done;
-    if ((rc = encode(s, text, strlen(text), &ids, &n_ids, err))) goto done;
-    /* the pending token goes first, so the image announcement covers exactly these ids */
-    if ((rc = qhx_session_feed_pending(s, err))) goto done;
-    if (vl && (rc = qhx_qwen3vl_attach(s->st, image_path ? &im : NULL, ids, (int64_t)n_ids, err))) goto done;
-    rc = feed_ids(s, ids, n_ids, err);
-    if (vl) qhx_qwen3vl_attach(s->st, NULL, NULL, 0, NULL); /* the image dies here: drop the announcement */
-done:
-    qhx_vl_image_deinit(&im);
-    qhx_free(text);
+    qhx_status rc = qhx_session_encode(s, text, len, &ids, &n, err);
+    if (rc == QHX_OK) rc = qhx_session_feed_ids(s, ids, n, err);
     qhx_free(ids);
     return rc;
 }
@@ -331,98 +227,11 @@ qhx_token qhx_session_sample(qhx_session *s) {
 }
 
 
-/* ---- generation ---------------------------------------------------------------------------- */
-
-/* Report a token (and whatever text it completes) to the callback. Returns 1 when the callback
- * asks to stop, 0 to go on, -1 when the text could not be made (out of memory; err set, and the
- * token is not reported). */
-static int emit(qhx_session *s, const qhx_generate_params *p, qhx_token t, qhx_error *err) {
-    const char *text = "";
-    size_t len = 0;
-    if (s->stream && qhx_tok_stream_push(s->stream, t, &text, &len, err) != QHX_OK) return -1;
-    return p->on_token ? p->on_token(p->user, t, text, len) != 0 : 0;
-}
-
-/* The text the stream still holds (an incomplete UTF-8 tail), reported with token -1. */
-static qhx_status flush_stream(qhx_session *s, const qhx_generate_params *p, qhx_error *err) {
-    const char *text;
-    size_t len = 0;
-    if (!s->stream) return QHX_OK;
-    qhx_status rc = qhx_tok_stream_flush(s->stream, &text, &len, err);
-    if (rc == QHX_OK && len && p->on_token) p->on_token(p->user, -1, text, len);
-    return rc;
-}
-
-static int is_stop(const qhx_model *m, qhx_token t, qhx_token turn_end) {
-    return qhx_model_is_stop(m, t) || (turn_end >= 0 && t == turn_end);
-}
-
-static qhx_status generate(qhx_session *s, const qhx_generate_params *p, qhx_generate_stats *stats,
-                           qhx_error *err) {
-    qhx_generate_stats st = {.n_prompt = s->n_fed, .prefill_ms = s->feed_ms};
-    if (stats) *stats = st;
-    if (!p || p->max_tokens < 1) return qhx_fail(err, QHX_E_ARG, "generate: max_tokens must be >= 1");
-    int64_t held = qhx_session_n_past(s) + (s->pending >= 0 ? 1 : 0), n_ctx = qhx_session_n_ctx(s);
-    if (p->max_tokens > n_ctx - held)
-        return qhx_fail(err, QHX_E_LIMIT,
-                        "prompt (%lld tokens) + generation (%lld) would pass the context of %lld tokens",
-                        (long long)held, (long long)p->max_tokens, (long long)n_ctx);
-    qhx_status rc = qhx_session_feed_pending(s, err);
-    if (rc) return rc;
-    if (!s->has_logits) return qhx_fail(err, QHX_E_ARG, "generate: feed a prompt first");
-    uint64_t t0 = qhx_time_ns();
-    st.stop = QHX_STOP_LENGTH;
-    /* both chat formats (ChatML) end a turn with <|im_end|> */
-    qhx_token turn_end = p->stop_at_turn_end ? qhx_model_token_id(s->m, "<|im_end|>") : -1;
-    for (int64_t k = 0; k < p->max_tokens; k++) {
-        if (s->params.abort_cb && s->params.abort_cb(s->params.abort_user)) {
-            rc = qhx_fail(err, QHX_E_ABORTED, "generate: interrupted after %lld tokens", (long long)k);
-            break;
-        }
-        qhx_token t = qhx_sampler_sample(s->smp, s->logits);
-        if (t < 0) {
-            rc = qhx_fail(err, QHX_E_FORMAT,
-                          "generate: the logits after %lld tokens are not finite (NaN or Inf): the weights "
-                          "or the computation overflowed", (long long)qhx_session_n_past(s));
-            break;
-        }
-        if (!p->ignore_stop && is_stop(s->m, t, turn_end)) {
-            s->pending = t;
-            st.stop = QHX_STOP_TOKEN;
-            break;
-        }
-        int e = emit(s, p, t, err);
-        if (e < 0) { /* t is dropped: the state never held it */
-            rc = QHX_E_NOMEM;
-            break;
-        }
-        st.n_generated++;
-        if (e) {
-            s->pending = t;
-            st.stop = QHX_STOP_CALLBACK;
-            break;
-        }
-        if (k + 1 == p->max_tokens) {
-            s->pending = t; /* fed by the next call, so the state never holds a token twice */
-            break;
-        }
-        if ((rc = qhx_session_decode(s, t, err))) break;
-    }
-    if (rc == QHX_OK) rc = flush_stream(s, p, err);
-    else flush_stream(s, p, NULL);
-    s->last_stop = st.stop;
-    st.decode_ms = (double)(qhx_time_ns() - t0) / 1e6;
-    s->n_fed = 0;
-    s->feed_ms = 0;
-    if (stats) *stats = st;
-    return rc;
-}
-
 /* ---- the public calls: NULL and re-entrancy checked once, here ------------------------------ */
 
 qhx_status qhx_session_feed(qhx_session *s, const qhx_token *ids, size_t n, qhx_error *err) {
     qhx_status rc = enter(s, "feed", err);
-    return rc ? rc : leave(s, feed_ids(s, ids, n, err));
+    return rc ? rc : leave(s, qhx_session_feed_ids(s, ids, n, err));
 }
 
 qhx_status qhx_session_feed_text(qhx_session *s, const char *text, size_t len, qhx_error *err) {
@@ -435,13 +244,15 @@ qhx_status qhx_session_feed_text(qhx_session *s, const char *text, size_t len, q
 qhx_status qhx_session_feed_chat(qhx_session *s, const qhx_chat_msg *msgs, size_t n, const char *image_path,
                                  int thinking, qhx_error *err) {
     qhx_status rc = enter(s, "chat", err);
-    return rc ? rc : leave(s, feed_chat(s, msgs, n, image_path, thinking, err));
+    if (rc) return rc;
+    const char *const images[1] = {image_path};
+    return leave(s, qhx_hostop_of(s->m)->feed_chat(s, msgs, n, images, image_path ? 1 : 0, 0, thinking, err));
 }
 
 qhx_status qhx_session_generate(qhx_session *s, const qhx_generate_params *p, qhx_generate_stats *stats,
                                 qhx_error *err) {
     qhx_status rc = enter(s, "generate", err);
-    return rc ? rc : leave(s, generate(s, p, stats, err));
+    return rc ? rc : leave(s, qhx_hostop_of(s->m)->generate(s, p, stats, err));
 }
 
 qhx_status qhx_session_guard_enter(qhx_session *s, const char *what, qhx_error *err) { return enter(s, what, err); }

@@ -6,7 +6,7 @@
 #ifndef QHX_RUNTIME_SESSION_H
 #define QHX_RUNTIME_SESSION_H
 
-#include "models/model.h"
+#include "runtime/model.h"
 
 #include <stddef.h>
 #include <stdint.h>

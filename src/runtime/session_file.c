@@ -17,7 +17,7 @@
 #include "core/alloc.h"
 #include "core/file.h"
 #include "core/sha256.h"
-#include "models/family.h"
+#include "runtime/model.h"
 #include "runtime/sample.h"
 #include "runtime/session.h"
 #include "text/tokenizer.h"
@@ -58,16 +58,16 @@ static void hash_tensor_data(qhx_sha256 *h, const qhx_st_tensor *t) {
 static uint64_t model_fingerprint(const qhx_model *m) {
     qhx_sha256 h;
     qhx_sha256_init(&h);
-    int32_t fam = (int32_t)m->family;
-    qhx_sha256_update(&h, &fam, sizeof fam);
+    qhx_sha256_update(&h, m->family->name, strlen(m->family->name) + 1);
     const qhx_model_config *c = &m->cfg;
     int64_t dims[] = {c->vocab_size, c->hidden_size, c->intermediate_size, c->num_hidden_layers,
                       c->num_attention_heads, c->num_key_value_heads, c->head_dim, c->linear_num_key_heads,
                       c->linear_num_value_heads, c->linear_key_head_dim, c->linear_value_head_dim,
                       c->linear_conv_kernel_dim};
     qhx_sha256_update(&h, dims, sizeof dims);
-    for (int64_t i = 0; m->weights && i < qhx_st_n_tensors(m->weights); i++) {
-        const qhx_st_tensor *t = qhx_st_tensor_at(m->weights, i);
+    const qhx_st_set *set = qhx_model_tensors(m);
+    for (int64_t i = 0; set && i < qhx_st_n_tensors(set); i++) {
+        const qhx_st_tensor *t = qhx_st_tensor_at(set, i);
         qhx_sha256_update(&h, t->name, strlen(t->name) + 1);
         int32_t dt = (int32_t)t->dtype;
         qhx_sha256_update(&h, &dt, sizeof dt);

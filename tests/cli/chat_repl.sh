@@ -107,7 +107,7 @@ n_answers=$(grep -c "stop: " "$tmp/err")
 [ "$n_answers" = 4 ] || bad "chat over a pipe: $n_answers answers, expected 4 (Hello, the two multi-line messages, again): $(cat "$tmp/err")"
 grep -q "not valid UTF-8" "$tmp/err" || bad "a line of invalid UTF-8 gave no error: $(cat "$tmp/err")"
 grep -q "(new conversation)" "$tmp/err" || bad "/clear: $(cat "$tmp/err")"
-grep -q "/image needs a Qwen3-VL model" "$tmp/err" || bad "/image on Qwen3.5: $(cat "$tmp/err")"
+grep -q "/image needs a model whose run plan takes images" "$tmp/err" || bad "/image on Qwen3.5: $(cat "$tmp/err")"
 # the prompt of the multi-line turns holds their lines (prompt tokens: Hello 1 line < 2 lines)
 p1=$(grep -o 'prompt [0-9]* tokens' "$tmp/err" | sed -n 2p | tr -dc 0-9)
 [ "${p1:-0}" -gt 8 ] || bad "the \"\"\" message looks cut: $(cat "$tmp/err")"

@@ -165,8 +165,8 @@ case $(uname -m) in
   x86_64) refuse 2 "--isa neon: this is an x86-64 build" generate -m "$FX" -p hi --isa neon ;;
   aarch64) refuse 2 "this is an aarch64 build" generate -m "$FX" -p hi --isa avx2 ;;
 esac
-refuse 2 "Qwen3-VL Instruct has no thinking mode" generate -m "$VL" -p hi --chat --think
-refuse 2 "Qwen3-VL Instruct has no thinking mode" chat -m "$VL" --no-think
+refuse 2 "the Qwen3-VL chat format has no thinking mode" generate -m "$VL" -p hi --chat --think
+refuse 2 "the Qwen3-VL chat format has no thinking mode" chat -m "$VL" --no-think
 # ---- the speed line, weights -----------------------------------------------------------------------
 for w in mmap read; do
   "$QHX" generate -m "$FX" -p 'Once upon' -n 4 --greedy --weights $w >/dev/null 2>"$tmp/speed" || bad "--weights $w: $(cat "$tmp/speed")"

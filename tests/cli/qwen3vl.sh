@@ -54,7 +54,7 @@ Q35=$2/fixtures/parity/qwen35-tiny-f32
 if [ -d "$Q35" ]; then
   "$BIN" logits -m "$Q35" --ids 1,2,3 --image "$F/image-64x96.png" --out "$T/x.f32" 2>"$T/err"
   rc=$?
-  check '[ $rc = 1 ] && grep -q "needs a Qwen3-VL checkpoint" "$T/err"' "--image on Qwen3.5: $(cat "$T/err")"
+  check '[ $rc = 1 ] && grep -q "takes images" "$T/err"' "--image on Qwen3.5: $(cat "$T/err")"
 fi
 "$BIN" embed-image -m "$F" --image "$T/missing.png" --out "$T/x.f32" 2>"$T/err"
 rc=$?

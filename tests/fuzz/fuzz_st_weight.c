@@ -4,7 +4,7 @@
  * can use: the reference row and matvec kernels read its first and last rows (ASan sees any
  * byte they touch outside the input), and the scales must be finite. */
 #include "core/alloc.h"
-#include "io/st_weight.h"
+#include "ops/st_weight.h"
 #include "kernels/kernels.h"
 
 #include <math.h>

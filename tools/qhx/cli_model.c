@@ -64,16 +64,14 @@ int qhx_cli_parse_ids(const char *s, int32_t **ids, int64_t *n, char *why, size_
 }
 
 qhx_status qhx_cli_attach_image(const qhx_model *m, qhx_session *s, const char *image_path,
-                                const int32_t *ids, int64_t n, qhx_vl_image *im, qhx_error *err) {
+                                const int32_t *ids, int64_t n, qhx_image_embed *im, qhx_error *err) {
     memset(im, 0, sizeof *im);
-    const qhx_qwen3vl *vl = qhx_qwen3vl_of(m);
-    if (!vl) {
-        if (image_path) return qhx_fail(err, QHX_E_UNSUPPORTED, "--image needs a Qwen3-VL checkpoint");
-        return QHX_OK;
-    }
     if (image_path) {
-        qhx_status rc = qhx_qwen3vl_image_load(vl, image_path, im, err);
+        if (!qhx_model_takes_images(m))
+            return qhx_fail(err, QHX_E_UNSUPPORTED, "--image needs a model whose run plan takes images (%s takes none)",
+                            qhx_model_host_op(m));
+        qhx_status rc = qhx_model_image_load(m, image_path, 0, im, err);
         if (rc) return rc;
     }
-    return qhx_qwen3vl_attach(qhx_session_state(s), image_path ? im : NULL, ids, n, err);
+    return qhx_model_state_attach(qhx_session_state(s), im, image_path ? 1 : 0, ids, n, err);
 }

@@ -2,7 +2,6 @@
 #ifndef QHX_CLI_MODEL_H
 #define QHX_CLI_MODEL_H
 
-#include "models/qwen3vl.h"
 #include "runtime/session.h"
 
 #include <stddef.h>
@@ -13,12 +12,12 @@
 int qhx_cli_parse_ids(const char *s, int32_t **ids /* OUT */, int64_t *n /* OUT */, char *why,
                       size_t why_size);
 
-/* Qwen3-VL: load and encode image_path (may be NULL) into *im and announce ids (n,) with it as
- * the session's next tokens, so the image-pad ids take the image's embeddings; without an image
- * the ids must hold no image-pad id. Other families: an image is refused, else nothing happens.
- * *im is owned by the caller (qhx_vl_image_deinit) and must outlive the prefill. */
+/* Load and encode image_path (may be NULL) into *im and announce ids (n,) with it as the
+ * session's next tokens, so the image-pad ids take the image's embeddings; without an image the
+ * ids must hold no image-pad id. A model whose host-op takes no images refuses an image. *im is
+ * owned by the caller (qhx_image_embed_deinit) and must outlive the prefill. */
 qhx_status qhx_cli_attach_image(const qhx_model *m, qhx_session *s, const char *image_path,
-                                const int32_t *ids, int64_t n, qhx_vl_image *im /* OUT */,
+                                const int32_t *ids, int64_t n, qhx_image_embed *im /* OUT */,
                                 qhx_error *err);
 
 #endif

@@ -10,7 +10,7 @@
 #include "core/time.h"
 #include "io/json.h"
 #include "io/manifest.h"
-#include "models/family.h"
+#include "runtime/model.h"
 
 #include <fcntl.h>
 #include <jansson.h>
@@ -247,15 +247,6 @@ void qhx_run_apply_sampling(const qhx_run_opts *o, qhx_session_params *sp) {
 
 /* ---- the context policy -------------------------------------------------------------------- */
 
-/* Bytes of KV cache one token takes (f32 keys and values of every softmax-attention layer). */
-static int64_t kv_bytes_per_token(const qhx_model *m) {
-    const qhx_plan_dims *d = &m->plan->dims;
-    int64_t layers = m->family == QHX_FAMILY_QWEN3_5 && d->n_full_layers > 0 ? d->n_full_layers : d->num_hidden_layers;
-    int64_t hd = d->head_dim > 0 ? d->head_dim : d->num_attention_heads > 0 ? d->hidden_size / d->num_attention_heads : 0;
-    int64_t b = layers * 2 * d->num_key_value_heads * hd * (int64_t)sizeof(float);
-    return b > 0 ? b : 1;
-}
-
 /* Half of the memory the system says is available now (after the weights were loaded): the
  * KV cache is allocated, and zeroed, whole. 0 when /proc/meminfo cannot be read. */
 static int64_t kv_budget_bytes(void) {
@@ -285,7 +276,7 @@ qhx_status qhx_run_context_of(const qhx_model *m, const qhx_run_opts *o, qhx_run
         return QHX_OK;
     }
     c->limit = c->trained;
-    int64_t budget = kv_budget_bytes(), per = kv_bytes_per_token(m);
+    int64_t budget = kv_budget_bytes(), per = qhx_model_kv_bytes_per_token(m);
     if (budget > 0 && c->limit > budget / per) {
         int64_t fit = budget / per / 256 * 256;
         c->limit = fit > 256 ? fit : 256;
@@ -366,7 +357,7 @@ void qhx_run_chat_template_note(const qhx_model *m) {
     for (size_t k = 0; k < sizeof KNOWN_TEMPLATES / sizeof KNOWN_TEMPLATES[0]; k++)
         if (KNOWN_TEMPLATES[k] && !strcmp(hex, KNOWN_TEMPLATES[k])) return;
     fprintf(stderr, "qhx: the model's chat_template (sha256 %.16s...) is not a released one this build knows: the built-in %s format is used\n",
-            hex, m->family == QHX_FAMILY_QWEN3_VL ? "Qwen3-VL" : "Qwen3.5");
+            hex, qhx_model_family_title(m));
 }
 
 /* ---- Ctrl-C -------------------------------------------------------------------------------- */

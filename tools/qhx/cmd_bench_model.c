@@ -13,8 +13,7 @@
 #include "core/rng.h"
 #include "io/safetensors.h"
 #include "kernels/kernels.h"
-#include "models/family.h"
-#include "models/qwen3vl.h"
+#include "runtime/model.h"
 #include "runtime/session.h"
 
 #include <stdio.h>
@@ -102,7 +101,7 @@ static int starts_with(const char *s, const char *p) { return !strncmp(s, p, str
 /* Bytes of the tensors a decode step streams: every decoder tensor and the lm-head (the
  * embedding when the head is tied); not the embedding lookup, the vision tower or MTP. */
 static double decode_bytes(const qhx_model *m) {
-    const qhx_st_set *set = m->weights;
+    const qhx_st_set *set = qhx_model_tensors(m);
     if (!set) return 0.0;
     int tied = !qhx_st_find(set, "lm_head.weight");
     double total = 0.0;
@@ -117,20 +116,21 @@ static double decode_bytes(const qhx_model *m) {
 
 /* ---- the vision encoder ---------------------------------------------------------------------- */
 
-/* Time one image through qhx_qwen3vl_image_load: file decode, preprocessing and the vision tower,
+/* Time one image through qhx_model_image_load: file decode, preprocessing and the vision tower,
  * as a chat turn with that image pays it before its prompt. */
 static qhx_status bench_image(const qhx_model *m, const char *path, double *ms, int64_t *tokens, int64_t *gh,
                               int64_t *gw, qhx_error *err) {
-    const qhx_qwen3vl *vl = qhx_qwen3vl_of(m);
-    if (!vl) return qhx_fail(err, QHX_E_UNSUPPORTED, "--image: %s is not a Qwen3-VL model", qhx_model_family_name(m));
-    qhx_vl_image im = {0};
+    if (!qhx_model_takes_images(m))
+        return qhx_fail(err, QHX_E_UNSUPPORTED, "--image: the run plan of this %s model takes no images (host-op %s)",
+                        qhx_model_family_title(m), qhx_model_host_op(m));
+    qhx_image_embed im = {0};
     double t = now_ms();
-    qhx_status st = qhx_qwen3vl_image_load(vl, path, &im, err);
+    qhx_status st = qhx_model_image_load(m, path, 0, &im, err);
     *ms = now_ms() - t;
     *tokens = im.n_tokens;
     *gh = im.grid_h;
     *gw = im.grid_w;
-    qhx_vl_image_deinit(&im);
+    qhx_image_embed_deinit(&im);
     return st;
 }
 
@@ -304,8 +304,10 @@ static int bench_one(int argc, char **argv) {
         }
         load[r] = now_ms() - t;
         bytes = decode_bytes(m);
-        n_threads = qhx_pool_n_threads(m->pool);
-        snprintf(isa_used, sizeof isa_used, "%s", qhx_isa_name(m->kern.isa));
+        qhx_backend_info bi;
+        qhx_model_backend_info(m, &bi);
+        n_threads = bi.n_threads;
+        snprintf(isa_used, sizeof isa_used, "%s", bi.isa);
         snprintf(family, sizeof family, "%s", qhx_model_family_name(m));
         if (image && bench_image(m, image, &vis[r], &vis_tokens, &vis_grid_h, &vis_grid_w, &err)) {
             qhx_model_free(m);

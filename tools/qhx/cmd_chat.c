@@ -10,8 +10,7 @@
 #include "core/alloc.h"
 #include "core/time.h"
 #include "io/manifest.h"
-#include "models/family.h"
-#include "models/qwen3vl.h"
+#include "runtime/model.h"
 #include "runtime/session.h"
 #include "text/tokenizer.h"
 
@@ -76,7 +75,7 @@ static char *turn_text(chat *c, const char *user, int64_t image_tokens, qhx_erro
                              : (qhx_chat_message){.role = "user", .content = user};
     int think = c->run.think >= 0 ? c->run.think : (c->m->plan && c->m->plan->generation.thinking);
     qhx_chat_options opt = {.add_generation_prompt = 1, .enable_thinking = think};
-    qhx_chat_family fam = c->m->family == QHX_FAMILY_QWEN3_VL ? QHX_CHAT_QWEN3VL : QHX_CHAT_QWEN35;
+    qhx_chat_family fam = qhx_model_chat_style(c->m);
     char *body = NULL;
     size_t len;
     if (qhx_tok_chat_format(fam, msgs, n, &opt, &body, &len, err)) return NULL;
@@ -105,7 +104,7 @@ static void context_full_message(const chat *c, const char *what) {
 }
 
 /* The turn's ids, with the /image (if any) encoded within the room the context has left. */
-static qhx_status turn_ids(chat *c, const char *user, qhx_vl_image *im, int32_t **ids, size_t *n, qhx_error *err) {
+static qhx_status turn_ids(chat *c, const char *user, qhx_image_embed *im, int32_t **ids, size_t *n, qhx_error *err) {
     char *text = turn_text(c, user, c->image ? 1 : 0, err);
     if (!text) return err->code;
     qhx_status rc = qhx_tok_encode_alloc(c->m->tok, text, strlen(text), ids, n, err);
@@ -114,7 +113,7 @@ static qhx_status turn_ids(chat *c, const char *user, qhx_vl_image *im, int32_t 
     int64_t room = c->ctx.limit - qhx_session_n_past(c->s) - 2 - ((int64_t)*n - 1) - 1;
     if (c->run.image_max_tokens && c->run.image_max_tokens < room) room = c->run.image_max_tokens;
     if (room < 1) return qhx_fail(err, QHX_E_LIMIT, "no room is left for the image");
-    if ((rc = qhx_qwen3vl_image_load_capped(qhx_qwen3vl_of(c->m), c->image, room, im, err))) return rc;
+    if ((rc = qhx_model_image_load(c->m, c->image, room, im, err))) return rc;
     qhx_free(*ids);
     *ids = NULL;
     if (!(text = turn_text(c, user, im->n_tokens, err))) return err->code;
@@ -124,13 +123,13 @@ static qhx_status turn_ids(chat *c, const char *user, qhx_vl_image *im, int32_t 
 }
 
 /* Feed the turn (the pending stop token first, so an image's announcement covers these ids). */
-static qhx_status feed_turn(chat *c, const int32_t *ids, size_t n, const qhx_vl_image *im, qhx_error *err) {
-    const qhx_qwen3vl *vl = qhx_qwen3vl_of(c->m);
+static qhx_status feed_turn(chat *c, const int32_t *ids, size_t n, const qhx_image_embed *im, qhx_error *err) {
+
     c->feeding = true;
     qhx_status rc = qhx_session_feed_pending(c->s, err);
-    if (!rc && vl) rc = qhx_qwen3vl_attach(qhx_session_state(c->s), im->embd ? im : NULL, ids, (int64_t)n, err);
+    if (!rc) rc = qhx_model_state_attach(qhx_session_state(c->s), im, im->embd ? 1 : 0, ids, (int64_t)n, err);
     if (!rc) rc = qhx_session_feed(c->s, ids, n, err);
-    if (vl) qhx_qwen3vl_attach(qhx_session_state(c->s), NULL, NULL, 0, NULL);
+    qhx_model_state_attach(qhx_session_state(c->s), NULL, 0, NULL, 0, NULL);
     c->feeding = false;
     return rc;
 }
@@ -150,7 +149,7 @@ static int abort_feed(void *user) {
 
 /* One user turn: feed it, stream the answer. Returns an exit code >= 0 to stop, -1 to go on. */
 static int turn(chat *c, const char *user, qhx_error *err) {
-    qhx_vl_image im = {0};
+    qhx_image_embed im = {0};
     int32_t *ids = NULL;
     size_t n = 0;
     qhx_run_out out;
@@ -160,7 +159,7 @@ static int turn(chat *c, const char *user, qhx_error *err) {
     c->image = NULL;
     if (!rc) rc = feed_turn(c, ids, n, &im, err);
     qhx_free(ids);
-    qhx_vl_image_deinit(&im);
+    qhx_image_embed_deinit(&im);
     if (rc == QHX_E_ABORTED) { /* cut in the middle of a layer: the state cannot go on */
         qhx_session_reset(c->s);
         c->first = true;
@@ -234,8 +233,9 @@ static void save_or_load(chat *c, bool save, const char *path, qhx_error *err) {
 }
 
 static void set_image(chat *c, const char *path) {
-    if (!qhx_qwen3vl_of(c->m) || (c->m->plan && c->m->plan->host_op == QHX_HOST_OP_QWEN3_VL_TEXT_GENERATE)) {
-        fprintf(stderr, "qhx chat: /image needs a Qwen3-VL model with its vision tower\n");
+    if (!qhx_model_takes_images(c->m)) {
+        fprintf(stderr, "qhx chat: /image needs a model whose run plan takes images (host-op %s takes none)\n",
+                qhx_model_host_op(c->m));
         return;
     }
     if (c->image) {
@@ -419,8 +419,8 @@ static int open_chat(chat *c, qhx_error *err) {
     qhx_cli_progress_end(&lp);
     if (open_rc) return qhx_cli_runtime_error(CMD, err);
     c->load_s = (double)(qhx_time_ns() - t0) / 1e9;
-    if (c->run.think >= 0 && c->m->family == QHX_FAMILY_QWEN3_VL)
-        return qhx_cli_usage_error(CMD, "--think/--no-think: Qwen3-VL Instruct has no thinking mode");
+    if (c->run.think >= 0 && !qhx_model_has_thinking(c->m))
+        return qhx_cli_usage_error(CMD, "--think/--no-think: the %s chat format has no thinking mode", qhx_model_family_title(c->m));
     if (!c->m->tok) {
         qhx_fail(err, QHX_E_ARG, "%s: the model has no tokenizer.json", c->run.model);
         return qhx_cli_runtime_error(CMD, err);

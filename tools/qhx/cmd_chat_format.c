@@ -14,7 +14,7 @@
 
 #include "core/alloc.h"
 #include "io/manifest.h"
-#include "models/family.h"
+#include "runtime/model.h"
 #include "text/tokenizer.h"
 
 #include <jansson.h>
@@ -48,6 +48,7 @@ typedef struct conv {
     const char *tools[MAX_TOOLS];
     char *owned[MAX_MESSAGES + MAX_TOOLS + MAX_ARGS]; /* text made here (free) */
     size_t n_msgs, n_parts, n_calls, n_args, n_tools, n_owned;
+    qhx_plan_resolved res; /* the model's family (its chat format) */
 } conv;
 
 static char *keep(conv *c, char *t) {
@@ -205,12 +206,12 @@ static int format_conversation(const char *model, const char *file) {
     char *out = NULL;
     int rc = QHX_EXIT_RUNTIME;
     if (!c) qhx_fail(&err, QHX_E_NOMEM, "out of memory");
-    else if (!qhx_plan_open(model, &plan, &err) && !messages_of(c, root, &err)) {
+    else if (!qhx_plan_open(model, &plan, &err) && !qhx_plan_resolve(plan, &c->res, &err) && !messages_of(c, root, &err)) {
         qhx_chat_options opt = {.add_generation_prompt = flag(root, "add_generation_prompt", 0),
                                 .enable_thinking = flag(root, "enable_thinking", plan->generation.thinking),
                                 .add_vision_id = flag(root, "add_vision_id", 0),
                                 .tools = c->tools, .n_tools = c->n_tools};
-        qhx_chat_family fam = plan->family == QHX_FAMILY_QWEN3_VL ? QHX_CHAT_QWEN3VL : QHX_CHAT_QWEN35;
+        qhx_chat_family fam = c->res.family->chat;
         if (!qhx_tok_chat_format(fam, c->msgs, c->n_msgs, &opt, &out, &len, &err)) {
             fwrite(out, 1, len, stdout);
             rc = fflush(stdout) ? QHX_EXIT_RUNTIME : QHX_EXIT_OK;

@@ -2,9 +2,9 @@
  * image-token embeddings as float32 [n_image_tokens, hidden * (1 + n_deepstack)]; each row is
  * [final merger | deepstack 0 | deepstack 1 | ...], rows in the order of the image tokens. */
 #include "cli.h"
+#include "runtime/model.h"
 #include "cli_args.h"
 
-#include "models/qwen3vl.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -47,15 +47,15 @@ int qhx_cmd_embed_image(int argc, char **argv) {
     const char *model = a.model, *image = a.image, *out_path = a.out;
     qhx_error err = {0};
     qhx_model *m = NULL;
-    qhx_vl_image im = {0};
+    qhx_image_embed im = {0};
     qhx_cli_out out = {0};
     int rc = QHX_EXIT_RUNTIME;
     if (qhx_model_open(model, NULL, &m, &err)) goto fail;
-    if (!qhx_qwen3vl_of(m)) {
-        qhx_fail(&err, QHX_E_UNSUPPORTED, "%s: not a Qwen3-VL checkpoint", model);
+    if (!qhx_model_takes_images(m)) {
+        qhx_fail(&err, QHX_E_UNSUPPORTED, "%s: its run plan takes no images (host-op %s)", model, qhx_model_host_op(m));
         goto fail;
     }
-    if (qhx_qwen3vl_image_load(qhx_qwen3vl_of(m), image, &im, &err)) goto fail;
+    if (qhx_model_image_load(m, image, 0, &im, &err)) goto fail;
     size_t n = (size_t)(im.n_tokens * im.row_width);
     if (qhx_cli_out_open(&out, out_path, &err)) goto fail;
     fwrite(im.embd, sizeof(float), n, out.f); /* a short write shows in the commit's check */
@@ -66,7 +66,7 @@ fail:
     rc = qhx_cli_runtime_error(CMD, &err);
 done:
     qhx_cli_out_abort(&out);
-    qhx_vl_image_deinit(&im);
+    qhx_image_embed_deinit(&im);
     qhx_model_free(m);
     return rc;
 }

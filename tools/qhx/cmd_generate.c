@@ -14,8 +14,7 @@
 #include "core/alloc.h"
 #include "core/time.h"
 #include "io/manifest.h"
-#include "models/family.h"
-#include "models/qwen3vl.h"
+#include "runtime/model.h"
 #include "runtime/session.h"
 #include "text/tokenizer.h"
 
@@ -141,7 +140,7 @@ static qhx_status prompt_text(const qhx_model *m, const gen_args *a, const char 
                           : (qhx_chat_message){.role = "user", .content = user};
     int think = a->run.think >= 0 ? a->run.think : (m->plan && m->plan->generation.thinking);
     qhx_chat_options opt = {.add_generation_prompt = 1, .enable_thinking = think};
-    qhx_chat_family fam = m->family == QHX_FAMILY_QWEN3_VL ? QHX_CHAT_QWEN3VL : QHX_CHAT_QWEN35;
+    qhx_chat_family fam = qhx_model_chat_style(m);
     size_t len;
     return qhx_tok_chat_format(fam, msgs, nm, &opt, out, &len, err);
 }
@@ -160,7 +159,7 @@ typedef struct run {
     qhx_session *s;
     int32_t *ids;
     size_t n_ids;
-    qhx_vl_image im;
+    qhx_image_embed im;
     qhx_run_context ctx;
     qhx_run_out out;
     double load_s;
@@ -186,20 +185,12 @@ static int read_prompt(run *r) {
 /* Checks that need the model: what the options ask must be something it does. */
 static int check_model_options(run *r) {
     const gen_args *a = &r->a;
-    const qhx_qwen3vl *vl = qhx_qwen3vl_of(r->m);
-    if (a->run.think >= 0 && r->m->family == QHX_FAMILY_QWEN3_VL)
-        return qhx_cli_usage_error(CMD, "--think/--no-think: Qwen3-VL Instruct has no thinking mode");
-    if (!a->image) return -1;
-    if (!vl) {
-        qhx_fail(&r->err, QHX_E_UNSUPPORTED, "--image needs a Qwen3-VL model");
-        return qhx_cli_runtime_error(CMD, &r->err);
-    }
-    if (r->m->plan && r->m->plan->host_op == QHX_HOST_OP_QWEN3_VL_TEXT_GENERATE) {
-        qhx_fail(&r->err, QHX_E_UNSUPPORTED, "%s: the run plan's host-op qwen3_vl_text_generate takes no images (use the -vlm- manifest)",
-                 a->image);
-        return qhx_cli_runtime_error(CMD, &r->err);
-    }
-    return -1;
+    if (a->run.think >= 0 && !qhx_model_has_thinking(r->m))
+        return qhx_cli_usage_error(CMD, "--think/--no-think: the %s chat format has no thinking mode", qhx_model_family_title(r->m));
+    if (!a->image || qhx_model_takes_images(r->m)) return -1;
+    qhx_image_embed none; /* the model's own message: which host-op, and where images are */
+    qhx_model_image_load(r->m, a->image, 0, &none, &r->err);
+    return qhx_cli_runtime_error(CMD, &r->err);
 }
 
 /* The prompt ids, with the image (if any) encoded within the context's room. */
@@ -207,7 +198,7 @@ static qhx_status build_prompt(run *r) {
     const gen_args *a = &r->a;
     qhx_error *err = &r->err;
     if (a->ids_arg) {
-        if (a->image && qhx_qwen3vl_image_load(qhx_qwen3vl_of(r->m), a->image, &r->im, err)) return err->code;
+        if (a->image && qhx_model_image_load(r->m, a->image, 0, &r->im, err)) return err->code;
         return QHX_OK; /* parsed by the caller */
     }
     char *text = NULL;
@@ -226,7 +217,7 @@ static qhx_status build_prompt(run *r) {
                         (long long)n_text, (long long)answer, (long long)r->ctx.limit, advice);
     }
     if (a->run.verbose) fprintf(stderr, "qhx: the image may take up to %lld tokens\n", (long long)budget);
-    if ((rc = qhx_qwen3vl_image_load_capped(qhx_qwen3vl_of(r->m), a->image, budget, &r->im, err))) return rc;
+    if ((rc = qhx_model_image_load(r->m, a->image, budget, &r->im, err))) return rc;
     qhx_free(r->ids);
     r->ids = NULL;
     if ((rc = prompt_text(r->m, a, a->prompt, r->im.n_tokens, &text, err))) return rc;
@@ -292,9 +283,8 @@ static int generate(run *r) {
     qhx_run_catch_sigint();
     sp.abort_cb = qhx_run_interrupted;
     if (qhx_session_create(r->m, &sp, &r->s, err)) return qhx_cli_runtime_error(CMD, err);
-    const qhx_qwen3vl *vl = qhx_qwen3vl_of(r->m);
     qhx_run_out_init(&r->out, &a->run, a->print_ids, a->json);
-    if (vl && qhx_qwen3vl_attach(qhx_session_state(r->s), a->image ? &r->im : NULL, r->ids, (int64_t)r->n_ids, err))
+    if (qhx_model_state_attach(qhx_session_state(r->s), &r->im, a->image ? 1 : 0, r->ids, (int64_t)r->n_ids, err))
         return qhx_cli_runtime_error(CMD, err);
     if (qhx_session_feed(r->s, r->ids, r->n_ids, err)) return qhx_cli_runtime_error(CMD, err);
     int64_t max_tokens = a->run.n_new > 0 ? a->run.n_new : n_ctx - (int64_t)r->n_ids;
@@ -367,7 +357,7 @@ int qhx_cmd_generate(int argc, char **argv) {
     rc = run_all(&r);
     qhx_run_out_free(&r.out);
     qhx_session_free(r.s);
-    qhx_vl_image_deinit(&r.im);
+    qhx_image_embed_deinit(&r.im);
     qhx_model_free(r.m);
     qhx_free(r.ids);
     qhx_free(r.user);

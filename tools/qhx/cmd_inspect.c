@@ -10,6 +10,7 @@
 #include "core/alloc.h"
 #include "io/manifest.h"
 #include "io/safetensors.h"
+#include "runtime/model.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -241,9 +242,10 @@ static int inspect_safetensors(const char *path, int as_json) {
 
 /* ---- a run plan ------------------------------------------------------------------------- */
 
-static json_t *dims_json(const qhx_plan_dims *d) {
-    json_t *o = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:b}",
-                          "model_type", d->model_type, "text_model_type", d->text_model_type,
+/* The model's dimensions as its family reads them (qhx_plan_resolve). */
+static json_t *dims_json(const qhx_plan *plan, const qhx_model_config *d) {
+    json_t *o = json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:b}",
+                          "model_type", plan->model_type,
                           "vocab_size", (json_int_t)d->vocab_size, "hidden_size", (json_int_t)d->hidden_size,
                           "intermediate_size", (json_int_t)d->intermediate_size,
                           "num_hidden_layers", (json_int_t)d->num_hidden_layers,
@@ -253,25 +255,27 @@ static json_t *dims_json(const qhx_plan_dims *d) {
                           "max_position_embeddings", (json_int_t)d->max_position_embeddings,
                           "rms_norm_eps", d->rms_norm_eps, "rope_theta", d->rope_theta,
                           "tie_word_embeddings", d->tie_word_embeddings);
-    if (o && (d->n_linear_layers || d->linear_num_key_heads))
+    int64_t n_full = 0;
+    for (int64_t l = 0; l < d->num_hidden_layers; l++) n_full += d->layer_types[l] == QHX_LAYER_FULL_ATTENTION;
+    if (o && d->linear_num_key_heads)
         json_object_set_new(o, "linear_attention",
                             json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "n_linear_layers",
-                                      (json_int_t)d->n_linear_layers, "n_full_layers", (json_int_t)d->n_full_layers,
+                                      (json_int_t)(d->num_hidden_layers - n_full), "n_full_layers", (json_int_t)n_full,
                                       "linear_num_key_heads", (json_int_t)d->linear_num_key_heads,
                                       "linear_num_value_heads", (json_int_t)d->linear_num_value_heads,
                                       "linear_key_head_dim", (json_int_t)d->linear_key_head_dim,
                                       "linear_value_head_dim", (json_int_t)d->linear_value_head_dim,
                                       "linear_conv_kernel_dim", (json_int_t)d->linear_conv_kernel_dim));
+    const qhx_vit_config *v = &d->vision;
     if (o && d->has_vision)
         json_object_set_new(o, "vision",
-                            json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "depth", (json_int_t)d->vision_depth,
-                                      "hidden_size", (json_int_t)d->vision_hidden_size,
-                                      "intermediate_size", (json_int_t)d->vision_intermediate_size,
-                                      "num_heads", (json_int_t)d->vision_num_heads,
-                                      "patch_size", (json_int_t)d->vision_patch_size,
-                                      "temporal_patch_size", (json_int_t)d->vision_temporal_patch_size,
-                                      "spatial_merge_size", (json_int_t)d->vision_spatial_merge_size,
-                                      "out_hidden_size", (json_int_t)d->vision_out_hidden_size));
+                            json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "depth", (json_int_t)v->depth,
+                                      "hidden_size", (json_int_t)v->hidden_size,
+                                      "intermediate_size", (json_int_t)v->intermediate_size,
+                                      "num_heads", (json_int_t)v->num_heads, "patch_size", (json_int_t)v->patch_size,
+                                      "temporal_patch_size", (json_int_t)v->temporal_patch_size,
+                                      "spatial_merge_size", (json_int_t)v->spatial_merge_size,
+                                      "out_hidden_size", (json_int_t)v->out_hidden_size));
     return o;
 }
 
@@ -282,33 +286,34 @@ static void print_file_line(const char *label, const qhx_plan_file *f) {
     printf("\n");
 }
 
-static void print_plan_text(const qhx_plan *p) {
+static void print_plan_text(const qhx_plan *p, const qhx_model_config *d) {
     printf("plan         %s\n", shown(p->name));
     if (p->description) printf("description  %s\n", shown(p->description));
     printf("source       %s %s\n", p->source == QHX_PLAN_FROM_CHECKPOINT ? "checkpoint folder" : "manifest",
            shown(p->label));
-    printf("family       %s\n", qhx_family_name(p->family));
-    printf("host_op      %s\n", qhx_host_op_name(p->host_op));
+    printf("family       %s\n", shown(p->family));
+    printf("host_op      %s\n", shown(p->host_op));
     printf("precision    %s\n", qhx_precision_name(p->precision));
     printf("max_context  %lld\n", (long long)p->max_context);
-    if (p->config) {
-        const qhx_plan_dims *d = &p->dims;
-        printf("model        %s (text %s): vocab %lld, hidden %lld, intermediate %lld, layers %lld, heads %lld/%lld kv, "
+    if (d) {
+        int64_t n_full = 0;
+        for (int64_t l = 0; l < d->num_hidden_layers; l++) n_full += d->layer_types[l] == QHX_LAYER_FULL_ATTENTION;
+        printf("model        %s: vocab %lld, hidden %lld, intermediate %lld, layers %lld, heads %lld/%lld kv, "
                "head_dim %lld, max_position %lld, %s embeddings\n",
-               shown(d->model_type), shown(d->text_model_type), (long long)d->vocab_size, (long long)d->hidden_size,
+               shown(p->model_type), (long long)d->vocab_size, (long long)d->hidden_size,
                (long long)d->intermediate_size, (long long)d->num_hidden_layers, (long long)d->num_attention_heads,
                (long long)d->num_key_value_heads, (long long)d->head_dim, (long long)d->max_position_embeddings,
                d->tie_word_embeddings ? "tied" : "separate");
-        if (d->n_linear_layers || d->linear_num_key_heads)
+        if (d->linear_num_key_heads)
             printf("             linear attention: %lld linear + %lld full layers, %lld k-heads x %lld, %lld v-heads x %lld, conv %lld\n",
-                   (long long)d->n_linear_layers, (long long)d->n_full_layers, (long long)d->linear_num_key_heads,
+                   (long long)(d->num_hidden_layers - n_full), (long long)n_full, (long long)d->linear_num_key_heads,
                    (long long)d->linear_key_head_dim, (long long)d->linear_num_value_heads,
                    (long long)d->linear_value_head_dim, (long long)d->linear_conv_kernel_dim);
         if (d->has_vision)
             printf("             vision: depth %lld, hidden %lld, heads %lld, patch %lld, merge %lld, out %lld\n",
-                   (long long)d->vision_depth, (long long)d->vision_hidden_size, (long long)d->vision_num_heads,
-                   (long long)d->vision_patch_size, (long long)d->vision_spatial_merge_size,
-                   (long long)d->vision_out_hidden_size);
+                   (long long)d->vision.depth, (long long)d->vision.hidden_size, (long long)d->vision.num_heads,
+                   (long long)d->vision.patch_size, (long long)d->vision.spatial_merge_size,
+                   (long long)d->vision.out_hidden_size);
     }
     if (p->model_config.present) print_file_line("config", &p->model_config);
     printf("artifacts\n");
@@ -347,9 +352,18 @@ static int inspect_plan(const char *path, int as_json, int verify) {
     qhx_error err = {0};
     if (qhx_plan_open(path, &plan, &err) != QHX_OK) return qhx_cli_runtime_error("inspect", &err);
     unsigned flags = QHX_PLAN_VERIFY_HEADERS | (verify ? QHX_PLAN_VERIFY_SHA256 : 0);
-    if (qhx_plan_verify(plan, flags, &err) != QHX_OK) {
+    qhx_plan_resolved *res = plan->config ? malloc(sizeof *res) : NULL;
+    if (plan->config && !res) qhx_fail(&err, QHX_E_NOMEM, "out of memory");
+    if ((plan->config && (!res || qhx_plan_resolve(plan, res, &err) != QHX_OK)) ||
+        qhx_plan_verify(plan, flags, &err) != QHX_OK) {
+        free(res);
         qhx_plan_free(plan);
         return qhx_cli_runtime_error("inspect", &err);
+    }
+    const qhx_model_config *cfg = res ? &res->cfg : NULL;
+    if (res) { /* a checkpoint folder names neither: show what the runtime would run */
+        snprintf(plan->family, sizeof plan->family, "%s", res->family->name);
+        snprintf(plan->host_op, sizeof plan->host_op, "%s", res->host_op->name);
     }
     /* open every safetensors artifact before printing anything: errors stay one line */
     qhx_st_set *sets[QHX_ART_ROLE_COUNT] = {0};
@@ -358,6 +372,7 @@ static int inspect_plan(const char *path, int as_json, int verify) {
         if (!f->present || f->format != QHX_ART_SAFETENSORS) continue;
         if (qhx_st_open(f->path, &sets[r], &err) != QHX_OK) {
             for (int k = 0; k < r; k++) qhx_st_free(sets[k]);
+            free(res);
             qhx_plan_free(plan);
             return qhx_cli_runtime_error("inspect", &err);
         }
@@ -373,9 +388,9 @@ static int inspect_plan(const char *path, int as_json, int verify) {
         json_object_set_new(doc, "source", json_string(plan->source == QHX_PLAN_FROM_CHECKPOINT ? "checkpoint" : "manifest"));
         json_object_set_new(doc, "base_dir", json_string(plan->base_dir));
         json_object_set_new(doc, "plan", pj ? pj : json_null());
-        json_object_set_new(doc, "dims", plan->config ? dims_json(&plan->dims) : json_null());
+        json_object_set_new(doc, "dims", cfg ? dims_json(plan, cfg) : json_null());
     } else {
-        print_plan_text(plan);
+        print_plan_text(plan, cfg);
     }
     for (int r = 0; r < QHX_ART_ROLE_COUNT; r++) {
         const qhx_plan_file *f = &plan->artifacts[r];
@@ -397,6 +412,7 @@ static int inspect_plan(const char *path, int as_json, int verify) {
         }
     }
     for (int r = 0; r < QHX_ART_ROLE_COUNT; r++) qhx_st_free(sets[r]);
+    free(res);
     qhx_plan_free(plan);
     if (as_json) {
         json_object_set_new(doc, "tensors", tensors);

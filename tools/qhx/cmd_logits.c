@@ -9,7 +9,7 @@
 #include "cli_run.h"
 
 #include "core/alloc.h"
-#include "models/qwen3vl.h"
+#include "runtime/model.h"
 #include "runtime/session.h"
 
 #include <errno.h>
@@ -86,7 +86,7 @@ int qhx_cmd_logits(int argc, char **argv) {
     qhx_session *s = NULL;
     float *rows = NULL;
     qhx_cli_out out = {0};
-    qhx_vl_image im = {0};
+    qhx_image_embed im = {0};
     qhx_model_params mp = qhx_model_default_params();
     mp.n_threads = (int)threads;
     mp.kv_cache = a.kv;
@@ -139,7 +139,7 @@ done:
     qhx_cli_out_abort(&out);
     qhx_free(rows);
     qhx_session_free(s);
-    qhx_vl_image_deinit(&im);
+    qhx_image_embed_deinit(&im);
     qhx_model_free(m);
     qhx_free(ids);
     return rc;

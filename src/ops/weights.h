@@ -1,11 +1,11 @@
-/* models/weights.h: binding checkpoint tensors to what model code uses. A linear layer becomes a
+/* ops/weights.h: binding checkpoint tensors to what model code uses. A linear layer becomes a
  * qhx_weight that points into the mapping (copied into an aligned model-owned buffer only when
  * its bytes are misaligned for the element type); small vectors (norm weights, conv taps, decay
  * parameters) are widened to model-owned f32 copies. Quantized formats plug in at
  * qhx_wbind_linear: a bundle tensor in a Q8/Q4 layout binds data + scales the same way, and
  * model code does not change. */
-#ifndef QHX_MODELS_WEIGHTS_H
-#define QHX_MODELS_WEIGHTS_H
+#ifndef QHX_OPS_WEIGHTS_H
+#define QHX_OPS_WEIGHTS_H
 
 #include "core/status.h"
 #include "io/safetensors.h"

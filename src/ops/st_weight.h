@@ -1,4 +1,4 @@
-/* io/st_weight: view a stored matrix, plain or quantized, as a qhx_weight for the kernels.
+/* ops/st_weight: view a stored matrix, plain or quantized, as a qhx_weight for the kernels.
  *
  * How a quantized matrix is stored (docs/formats.md, "Naming"): the matrix keeps its checkpoint
  * name, and its scales sit beside it under "<name>.qscale":
@@ -8,8 +8,8 @@
  * (".qmin" is reserved for a zero-point variant and refused here.) The dtype of <name> alone
  * says which: I8 means Q8, U8 means Q4. Tensors whose names end in ".qscale"/".qmin" are
  * never weights of their own. */
-#ifndef QHX_IO_ST_WEIGHT_H
-#define QHX_IO_ST_WEIGHT_H
+#ifndef QHX_OPS_ST_WEIGHT_H
+#define QHX_OPS_ST_WEIGHT_H
 
 #include "io/safetensors.h"
 #include "kernels/kernels.h"

@@ -1,13 +1,13 @@
-/* models/vit: the Qwen3-VL vision tower in float32 (contract in vit.h; spec/qwen3_vl.md §3).
+/* ops/vit: the Qwen3-VL vision tower in float32 (contract in vit.h; spec/qwen3_vl.md §3).
  * Patch rows arrive in merge-window order and stay in it: position embeddings and rotary
  * coordinates are permuted to match, exactly as the reference does. */
-#include "models/vit.h"
+#include "ops/vit.h"
 
 #include "core/alloc.h"
 #include "kernels/attn.h"
 #include "kernels/ref.h"
 #include "kernels/vision.h"
-#include "models/par.h"
+#include "ops/par.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -195,7 +195,7 @@ typedef struct vit_scratch {
     float *x, *h, *qkv, *att, *mlp, *scores, *cos, *sin, *pe, *g, *g1, *kv;
 } vit_scratch;
 
-/* Work is split over the model's pool in pieces fixed by the problem size (models/par.h):
+/* Work is split over the model's pool in pieces fixed by the problem size (ops/par.h):
  * output rows of the linear layers, patch ranges, (patch, head) pairs of attention. */
 
 #define PATCH_CHUNK 16

@@ -1,5 +1,5 @@
 /* io/st_weight: recognise plain, Q8 and Q4 matrices in a safetensors set (see st_weight.h). */
-#include "io/st_weight.h"
+#include "ops/st_weight.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -1,212 +1,24 @@
-/* models/qwen35.c: the Qwen3.5 text model (Gated DeltaNet + gated attention hybrid) on the CPU.
- * config.json parsing, weight binding (in place from the mapped safetensors), the per-sequence
+/* families/qwen35/qwen35.c: the Qwen3.5 text model (Gated DeltaNet + gated attention hybrid) on
+ * the CPU: weight binding (in place from the mapped safetensors), the per-sequence
  * state, and the forward pass in two forms: the prompt path (batched projections, chunked delta
  * rule) and the single-token decode path (recurrent delta rule). The math follows
  * spec/qwen3_5.md and the Hugging Face reference (transformers models/qwen3_5); every number is
  * fp32. Not here: the vision tower (model.visual.* is skipped), MTP drafting (mtp.* tensors stay
  * reachable through the model's tensor set), tokenizing, sampling. */
-#include "models/family.h"
+#include "families/qwen35/qwen35.h"
 
 #include "core/alloc.h"
 #include "kernels/attn.h"
 #include "kernels/ref.h"
-#include "models/kv.h"
-#include "models/par.h"
-#include "models/weights.h"
+#include "ops/blocks.h"
+#include "ops/kv.h"
+#include "ops/par.h"
+#include "ops/rope.h"
+#include "ops/weights.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-
-/* ---- config.json ------------------------------------------------------------------------- */
-
-#define CAP_DIM ((int64_t)1 << 20) /* any single dimension */
-#define CAP_VOCAB ((int64_t)1 << 23)
-#define CAP_HEAD_DIM 4096
-#define CAP_CONV 64
-
-/* Where a field lives, for messages: "config.json: text_config." (or "config.json: " for a bare
- * text config); a field name follows directly. */
-typedef struct cfg_at {
-    const char *label; /* the file */
-    const char *path;  /* JSON path of the text config object, "" for the root */
-    char pre[600];
-} cfg_at;
-
-static qhx_status parse_rope(const json_t *tc, const cfg_at *at, qhx_model_config *cfg, qhx_error *err) {
-    qhx_status rc;
-    /* rope_parameters (current HF) or rope_scaling (older configs); theta and the partial
-     * rotary factor may also sit directly in text_config */
-    const char *rkey = "rope_parameters";
-    const json_t *rp = json_object_get(tc, rkey);
-    if (!rp || json_is_null(rp)) {
-        rkey = "rope_scaling";
-        rp = json_object_get(tc, rkey);
-    }
-    if ((rc = qhx_json_get_num(tc, "rope_theta", at->label, at->path, false, &cfg->rope_theta, err))) return rc;
-    if ((rc = qhx_json_get_num(tc, "partial_rotary_factor", at->label, at->path, false, &cfg->partial_rotary_factor,
-                               err)))
-        return rc;
-    if (rp && !json_is_null(rp)) {
-        char rpath[64];
-        snprintf(rpath, sizeof rpath, "%s%s%s", at->path, at->path[0] ? "." : "", rkey);
-        if (!json_is_object(rp)) return qhx_fail(err, QHX_E_FORMAT, "%s%s: expected an object", at->pre, rkey);
-        const char *type = NULL;
-        if ((rc = qhx_json_get_str(rp, "rope_type", at->label, rpath, false, &type, err))) return rc;
-        if (!type && (rc = qhx_json_get_str(rp, "type", at->label, rpath, false, &type, err))) return rc;
-        /* "mrope" (older Qwen-VL spelling) is default RoPE with sections */
-        if (type && strcmp(type, "default") && strcmp(type, "mrope"))
-            return qhx_fail(err, QHX_E_UNSUPPORTED, "%s%s.rope_type: '%s' is not supported (only 'default')", at->pre,
-                            rkey, type);
-        if ((rc = qhx_json_get_num(rp, "rope_theta", at->label, rpath, false, &cfg->rope_theta, err))) return rc;
-        if ((rc = qhx_json_get_num(rp, "partial_rotary_factor", at->label, rpath, false, &cfg->partial_rotary_factor,
-                                   err)))
-            return rc;
-        if ((rc = qhx_json_get_bool(rp, "mrope_interleaved", at->label, rpath, false, &cfg->mrope_interleaved, err)))
-            return rc;
-        const json_t *ms = json_object_get(rp, "mrope_section");
-        if (ms && !json_is_null(ms)) {
-            if (!json_is_array(ms) || json_array_size(ms) != 3)
-                return qhx_fail(err, QHX_E_FORMAT, "%s%s.mrope_section: expected an array of 3 integers", at->pre, rkey);
-            for (size_t i = 0; i < 3; i++) {
-                const json_t *v = json_array_get(ms, i);
-                if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > CAP_HEAD_DIM)
-                    return qhx_fail(err, QHX_E_FORMAT, "%s%s.mrope_section[%zu]: expected an integer in [0, %d]",
-                                    at->pre, rkey, i, CAP_HEAD_DIM);
-                cfg->mrope_section[i] = json_integer_value(v);
-            }
-        }
-    }
-    if (!(cfg->rope_theta > 0.0) || !isfinite(cfg->rope_theta))
-        return qhx_fail(err, QHX_E_FORMAT, "%srope_theta: %g is not positive", at->pre, cfg->rope_theta);
-    if (!(cfg->partial_rotary_factor > 0.0 && cfg->partial_rotary_factor <= 1.0))
-        return qhx_fail(err, QHX_E_FORMAT, "%spartial_rotary_factor: %g is outside (0, 1]", at->pre,
-                        cfg->partial_rotary_factor);
-    /* HF: rotary dim = int(head_dim * partial_rotary_factor), truncated */
-    cfg->rotary_dim = (int64_t)((double)cfg->head_dim * cfg->partial_rotary_factor);
-    if (cfg->rotary_dim < 2 || cfg->rotary_dim % 2)
-        return qhx_fail(err, QHX_E_UNSUPPORTED,
-                        "%spartial_rotary_factor: head_dim %lld x %g gives %lld rotary dims (must be even and >= 2)",
-                        at->pre, (long long)cfg->head_dim, cfg->partial_rotary_factor, (long long)cfg->rotary_dim);
-    int64_t msum = cfg->mrope_section[0] + cfg->mrope_section[1] + cfg->mrope_section[2];
-    if (msum > cfg->rotary_dim / 2)
-        return qhx_fail(err, QHX_E_FORMAT, "%s%s.mrope_section: sums to %lld, more than the %lld rotary frequencies",
-                        at->pre, rkey, (long long)msum, (long long)(cfg->rotary_dim / 2));
-    return QHX_OK;
-}
-
-qhx_status qhx_qwen35_parse_config(const json_t *root, const char *label, qhx_model_config *cfg,
-                                   qhx_error *err) {
-    qhx_status rc;
-    memset(cfg, 0, sizeof *cfg);
-    if (!json_is_object(root)) return qhx_fail(err, QHX_E_FORMAT, "%s: expected a JSON object", label);
-    const json_t *tc = root;
-    cfg_at at = {.label = label, .path = ""};
-    const json_t *t = json_object_get(root, "text_config");
-    if (t && !json_is_null(t)) {
-        if (!json_is_object(t)) return qhx_fail(err, QHX_E_FORMAT, "%s: text_config: expected an object", label);
-        tc = t;
-        at.path = "text_config";
-    } else {
-        const char *mt = NULL;
-        if ((rc = qhx_json_get_str(root, "model_type", label, "", false, &mt, err))) return rc;
-        if (mt && strcmp(mt, "qwen3_5_text"))
-            return qhx_fail(err, QHX_E_FORMAT, "%s: text_config: missing (model_type '%s' is a composite config)",
-                            label, mt);
-    }
-    snprintf(at.pre, sizeof at.pre, "%s: %s%s", label, at.path, at.path[0] ? "." : "");
-    const char *lb = at.label, *pa = at.path;
-
-    struct { const char *key; int64_t *dst; int64_t lo, hi; } dims[] = {
-        {"vocab_size", &cfg->vocab_size, 1, CAP_VOCAB},
-        {"hidden_size", &cfg->hidden_size, 1, CAP_DIM},
-        {"intermediate_size", &cfg->intermediate_size, 1, CAP_DIM},
-        {"num_hidden_layers", &cfg->num_hidden_layers, 1, QHX_MODEL_MAX_LAYERS},
-        {"num_attention_heads", &cfg->num_attention_heads, 1, CAP_HEAD_DIM},
-        {"num_key_value_heads", &cfg->num_key_value_heads, 1, CAP_HEAD_DIM},
-        {"head_dim", &cfg->head_dim, 1, CAP_HEAD_DIM},
-        {"linear_num_key_heads", &cfg->linear_num_key_heads, 1, CAP_HEAD_DIM},
-        {"linear_num_value_heads", &cfg->linear_num_value_heads, 1, CAP_HEAD_DIM},
-        {"linear_key_head_dim", &cfg->linear_key_head_dim, 1, CAP_HEAD_DIM},
-        {"linear_value_head_dim", &cfg->linear_value_head_dim, 1, CAP_HEAD_DIM},
-        {"linear_conv_kernel_dim", &cfg->linear_conv_kernel_dim, 1, CAP_CONV},
-    };
-    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
-        if ((rc = qhx_json_get_int(tc, dims[i].key, lb, pa, true, dims[i].lo, dims[i].hi, dims[i].dst, err)))
-            return rc;
-
-    /* HF defaults where a field is absent */
-    cfg->max_position_embeddings = 262144;
-    cfg->eos_token_id = -1;
-    cfg->rms_norm_eps = 1e-6;
-    cfg->rope_theta = 10000.0;
-    cfg->partial_rotary_factor = 0.25;
-    cfg->attn_output_gate = true;
-    if ((rc = qhx_json_get_int(tc, "max_position_embeddings", lb, pa, false, 1, INT64_MAX,
-                               &cfg->max_position_embeddings, err)))
-        return rc;
-    if ((rc = qhx_json_get_int(tc, "mtp_num_hidden_layers", lb, pa, false, 0, 64, &cfg->mtp_num_hidden_layers, err)))
-        return rc;
-    if ((rc = qhx_json_get_num(tc, "rms_norm_eps", lb, pa, false, &cfg->rms_norm_eps, err))) return rc;
-    if (!(cfg->rms_norm_eps > 0.0 && cfg->rms_norm_eps < 1.0))
-        return qhx_fail(err, QHX_E_FORMAT, "%srms_norm_eps: %g is outside (0, 1)", at.pre, cfg->rms_norm_eps);
-    const json_t *eos = json_object_get(tc, "eos_token_id");
-    if (json_is_array(eos)) eos = json_array_get(eos, 0);
-    if (json_is_integer(eos)) cfg->eos_token_id = json_integer_value(eos);
-
-    const char *act = "silu";
-    if ((rc = qhx_json_get_str(tc, "hidden_act", lb, pa, false, &act, err))) return rc;
-    if (strcmp(act, "silu"))
-        return qhx_fail(err, QHX_E_UNSUPPORTED, "%shidden_act: '%s' is not supported (only 'silu')", at.pre, act);
-    bool bias = false;
-    if ((rc = qhx_json_get_bool(tc, "attention_bias", lb, pa, false, &bias, err))) return rc;
-    if (bias) return qhx_fail(err, QHX_E_UNSUPPORTED, "%sattention_bias: true is not supported", at.pre);
-    if ((rc = qhx_json_get_bool(tc, "attn_output_gate", lb, pa, false, &cfg->attn_output_gate, err))) return rc;
-    if (!cfg->attn_output_gate)
-        return qhx_fail(err, QHX_E_UNSUPPORTED, "%sattn_output_gate: false is not supported", at.pre);
-    /* with no lm_head.weight the head is the embedding unless this says the two are untied
-     * (qhx_wbind_embed_head); absent = tied, as the manifest reads it; the composite config's
-     * top level wins, as in HF */
-    cfg->tie_word_embeddings = true;
-    if ((rc = qhx_json_get_bool(tc, "tie_word_embeddings", lb, pa, false, &cfg->tie_word_embeddings, err))) return rc;
-    if (tc != root &&
-        (rc = qhx_json_get_bool(root, "tie_word_embeddings", lb, "", false, &cfg->tie_word_embeddings, err)))
-        return rc;
-
-    if (cfg->num_attention_heads % cfg->num_key_value_heads)
-        return qhx_fail(err, QHX_E_FORMAT, "%snum_attention_heads: %lld is not a multiple of num_key_value_heads %lld",
-                        at.pre, (long long)cfg->num_attention_heads, (long long)cfg->num_key_value_heads);
-    if (cfg->linear_num_value_heads % cfg->linear_num_key_heads)
-        return qhx_fail(err, QHX_E_FORMAT,
-                        "%slinear_num_value_heads: %lld is not a multiple of linear_num_key_heads %lld", at.pre,
-                        (long long)cfg->linear_num_value_heads, (long long)cfg->linear_num_key_heads);
-
-    /* layer_types, else every full_attention_interval-th layer is full attention */
-    const json_t *lt = json_object_get(tc, "layer_types");
-    if (lt && !json_is_null(lt)) {
-        if (!json_is_array(lt) || (int64_t)json_array_size(lt) != cfg->num_hidden_layers)
-            return qhx_fail(err, QHX_E_FORMAT, "%slayer_types: expected an array of num_hidden_layers = %lld strings",
-                            at.pre, (long long)cfg->num_hidden_layers);
-        for (int64_t i = 0; i < cfg->num_hidden_layers; i++) {
-            const char *s = json_string_value(json_array_get(lt, (size_t)i));
-            if (s && !strcmp(s, "linear_attention")) cfg->layer_types[i] = QHX_LAYER_LINEAR_ATTENTION;
-            else if (s && !strcmp(s, "full_attention")) cfg->layer_types[i] = QHX_LAYER_FULL_ATTENTION;
-            else
-                return qhx_fail(err, QHX_E_UNSUPPORTED,
-                                "%slayer_types[%lld]: '%s' is not supported (linear_attention, full_attention)",
-                                at.pre, (long long)i, s ? s : "(not a string)");
-        }
-    } else {
-        cfg->full_attention_interval = 4;
-        if ((rc = qhx_json_get_int(tc, "full_attention_interval", lb, pa, false, 1, QHX_MODEL_MAX_LAYERS,
-                                   &cfg->full_attention_interval, err)))
-            return rc;
-        for (int64_t i = 0; i < cfg->num_hidden_layers; i++)
-            cfg->layer_types[i] = (i + 1) % cfg->full_attention_interval == 0 ? QHX_LAYER_FULL_ATTENTION
-                                                                               : QHX_LAYER_LINEAR_ATTENTION;
-    }
-    return parse_rope(tc, &at, cfg, err);
-}
 
 /* ---- bound weights ----------------------------------------------------------------------- */
 
@@ -266,9 +78,9 @@ static void q35_free_impl(void *impl) {
     qhx_free(q);
 }
 
-static qhx_status bind_linear(q35_model *q, const qhx_model *m, const char *name, int64_t rows,
+static qhx_status bind_linear(q35_model *q, const qhx_net *m, const char *name, int64_t rows,
                               int64_t cols, qhx_weight *w, qhx_error *err) {
-    return qhx_wbind_linear(q->set, name, rows, cols, &m->kern, &q->owned, w, err);
+    return qhx_wbind_linear(q->set, name, rows, cols, m->kern, &q->owned, w, err);
 }
 
 /* A (n,) vector of any float dtype as a model-owned f32 copy. */
@@ -280,7 +92,7 @@ static qhx_status load_vec(q35_model *q, const char *name, int64_t n, const floa
     return rc;
 }
 
-static qhx_status bind_layer(q35_model *q, const qhx_model *m, const char *pre, int64_t i,
+static qhx_status bind_layer(q35_model *q, const qhx_net *m, const char *pre, int64_t i,
                              q35_layer *L, qhx_error *err) {
     const q35_dims *d = &q->d;
     char nm[512];
@@ -324,9 +136,10 @@ static qhx_status bind_layer(q35_model *q, const qhx_model *m, const char *pre, 
     return QHX_OK;
 }
 
-static const qhx_model_vt Q35_VT;
+static const qhx_net_vt Q35_VT;
 
-qhx_status qhx_qwen35_open(qhx_model *m, qhx_st_set *set, const char *dir, qhx_error *err) {
+qhx_status qhx_qwen35_bind(qhx_net *m, qhx_st_set *set, const qhx_net_bind_args *a, qhx_error *err) {
+    const char *dir = a->label;
     const qhx_model_config *c = &m->cfg;
     q35_model *q = qhx_calloc(1, sizeof *q);
     if (!q) {
@@ -368,7 +181,7 @@ qhx_status qhx_qwen35_open(qhx_model *m, qhx_st_set *set, const char *dir, qhx_e
     snprintf(nm, sizeof nm, "%snorm.weight", pre);
     if ((rc = load_vec(q, nm, d->H, &q->final_norm, err))) return rc;
     snprintf(nm, sizeof nm, "%sembed_tokens.weight", pre);
-    if ((rc = qhx_wbind_embed_head(q->set, dir, nm, m->cfg.tie_word_embeddings, d->V, d->H, &m->kern, &q->owned,
+    if ((rc = qhx_wbind_embed_head(q->set, dir, nm, m->cfg.tie_word_embeddings, d->V, d->H, m->kern, &q->owned,
                                    &q->embed, &q->lm_head, err)))
         return rc;
 
@@ -384,8 +197,7 @@ qhx_status qhx_qwen35_open(qhx_model *m, qhx_st_set *set, const char *dir, qhx_e
     /* HF default RoPE: inv_freq_i = 1 / theta^(2i / rot), the exponent and power in fp32 */
     q->inv_freq = qhx_malloc((size_t)(d->rot / 2) * sizeof(float));
     if (!q->inv_freq) return qhx_fail(err, QHX_E_NOMEM, "out of memory");
-    for (int64_t i = 0; i < d->rot / 2; i++)
-        q->inv_freq[i] = 1.0f / powf((float)c->rope_theta, (float)(2 * i) / (float)d->rot);
+    qhx_rope_inv_freq(c->rope_theta, d->rot, q->inv_freq);
     m->weights = q->set;
     return QHX_OK;
 }
@@ -435,7 +247,7 @@ static bool plan_add(size_t *total, size_t *at, size_t a, size_t b) {
     return qhx_size_add(*total, n, total);
 }
 
-static qhx_status q35_state_create(qhx_model_state *st, qhx_error *err) {
+static qhx_status q35_state_create(qhx_net_state *st, qhx_error *err) {
     const q35_model *q = st->m->impl;
     const q35_dims *d = &q->d;
     size_t nb = (size_t)st->n_batch, nc = (size_t)st->n_ctx, total = 0;
@@ -521,12 +333,12 @@ static void q35_state_free(void *impl) {
     qhx_free(s);
 }
 
-static void q35_state_reset(qhx_model_state *st) {
+static void q35_state_reset(qhx_net_state *st) {
     q35_state *s = st->impl;
     memset(s->block, 0, s->persist_floats * sizeof(float));
 }
 
-static int q35_state_regions(const qhx_model_state *st, qhx_state_region *out, int cap) {
+static int q35_state_regions(const qhx_net_state *st, qhx_state_region *out, int cap) {
     const q35_model *q = st->m->impl;
     const q35_dims *d = &q->d;
     q35_state *s = st->impl;
@@ -541,7 +353,7 @@ static int q35_state_regions(const qhx_model_state *st, qhx_state_region *out, i
 
 /* ---- forward ----------------------------------------------------------------------------- */
 
-/* Work is spread over the model's pool (models/par.h) in pieces fixed by the problem size:
+/* Work is spread over the model's pool (ops/par.h) in pieces fixed by the problem size:
  * output rows of the linear layers, token ranges of the per-token ops, value heads of the delta
  * rule, (token, KV head) pairs and fixed key blocks of attention. Each output element is
  * computed by one piece in the same order whatever the thread count, so 1 and N threads give
@@ -551,49 +363,18 @@ static int q35_state_regions(const qhx_model_state *st, qhx_state_region *out, i
 
 /* One batch step: what the pieces share. */
 typedef struct q35_fw {
-    const qhx_model *m;
+    const qhx_net *m;
     const q35_model *q;
-    const qhx_model_state *st;
+    const qhx_net_state *st;
     q35_state *s;
     const q35_layer *L;
     int64_t n;
-    int64_t nb;           /* attention: key blocks of a decode step */
 } q35_fw;
 
 /* Y (n, w.rows) stride ldy = X (n, w.cols) stride ldx @ W^T, rows split over the pool. */
-static void linear(const qhx_model *m, const qhx_weight *w, const float *X, int64_t ldx, float *Y,
+static void linear(const qhx_net *m, const qhx_weight *w, const float *X, int64_t ldx, float *Y,
                    int64_t ldy, int64_t n) {
-    qhx_par_linear(m->pool, &m->kern, w, X, ldx, Y, ldy, n);
-}
-
-/* Element-wise ops are cut into pieces of this many elements. */
-#define ELEM_CHUNK 3072
-
-/* ---- per-token pieces ---- */
-
-static void norm_in_task(void *ctx, int64_t t0, int64_t t1, int ti) {
-    (void)ti;
-    const q35_fw *f = ctx;
-    const int64_t H = f->q->d.H;
-    for (int64_t t = t0; t < t1; t++)
-        qhx_k_rmsnorm_zc_f32_ref(f->s->x + t * H, f->L->input_norm, f->s->xn + t * H, H, f->q->d.eps);
-}
-
-/* residual add of the mixer output, then the post-attention norm */
-static void add_norm_task(void *ctx, int64_t t0, int64_t t1, int ti) {
-    (void)ti;
-    const q35_fw *f = ctx;
-    const int64_t H = f->q->d.H;
-    for (int64_t t = t0; t < t1; t++) {
-        qhx_k_add_f32_ref(f->s->x + t * H, f->s->tmp + t * H, H);
-        qhx_k_rmsnorm_zc_f32_ref(f->s->x + t * H, f->L->post_norm, f->s->xn + t * H, H, f->q->d.eps);
-    }
-}
-
-static void add_task(void *ctx, int64_t i0, int64_t i1, int ti) {
-    (void)ti;
-    const q35_fw *f = ctx;
-    qhx_k_add_f32_ref(f->s->x + i0, f->s->tmp + i0, i1 - i0);
+    qhx_par_linear(m->pool, m->kern, w, X, ldx, Y, ldy, n);
 }
 
 /* ---- Gated DeltaNet ---- */
@@ -608,7 +389,7 @@ static void gdn_prep_task(void *ctx, int64_t t0, int64_t t1, int ti) {
     const q35_layer *L = f->L;
     const int64_t C = d->conv_dim;
     qhx_k_conv1d_causal_f32_ref(s->ext + t0 * C, L->conv_w, s->cv + t0 * C, t1 - t0, C, d->K);
-    f->m->kern.silu(s->cv + t0 * C, (t1 - t0) * C);
+    f->m->kern->silu(s->cv + t0 * C, (t1 - t0) * C);
     const float scale = (float)(1.0 / sqrt((double)d->dk));
     for (int64_t t = t0; t < t1; t++) {
         float *row = s->cv + t * C;
@@ -641,7 +422,7 @@ static void gdn_prep1_task(void *ctx, int64_t c0, int64_t c1, int ti) {
         for (int64_t j = 0; j < K; j++) acc += w[c * K + j] * s->ext[j * C + c];
         s->cv[c] = acc;
     }
-    f->m->kern.silu(s->cv + c0, c1 - c0);
+    f->m->kern->silu(s->cv + c0, c1 - c0);
     const float scale = (float)(1.0 / sqrt((double)d->dk));
     for (int64_t h0 = c0; h0 < c1 && h0 < 2 * d->key_dim; h0 += d->dk) {
         float *v = s->cv + h0;
@@ -666,9 +447,9 @@ static void gdn_delta_task(void *ctx, int64_t j0, int64_t j1, int ti) {
         const float *vp = s->cv + 2 * d->key_dim + j * d->dv;
         float *op = s->core + j * d->dv;
         if (n == 1)
-            f->m->kern.delta_step(S, qp, kp, vp, s->beta[j], s->g[j], op, d->dk, d->dv);
+            f->m->kern->delta_step(S, qp, kp, vp, s->beta[j], s->g[j], op, d->dk, d->dv);
         else
-            f->m->kern.delta_chunked(S, qp, C, kp, C, vp, C, s->beta + j, s->g + j, d->nv, op, d->value_dim, n, d->dk,
+            f->m->kern->delta_chunked(S, qp, C, kp, C, vp, C, s->beta + j, s->g + j, d->nv, op, d->value_dim, n, d->dk,
                                      d->dv, DELTA_CHUNK, s->dwork + ti * s->dwork_floats);
         for (int64_t t = 0; t < n; t++) {
             float *o = s->core + t * d->value_dim + j * d->dv;
@@ -679,7 +460,7 @@ static void gdn_delta_task(void *ctx, int64_t j0, int64_t j1, int ti) {
 
 /* Gated DeltaNet mixer over n tokens: xn (n, H) -> tmp (n, H). n == 1: recurrent form. */
 static void gdn_forward(q35_fw *f) {
-    const qhx_model *m = f->m;
+    const qhx_net *m = f->m;
     const q35_dims *d = &f->q->d;
     q35_state *s = f->s;
     const q35_layer *L = f->L;
@@ -692,7 +473,7 @@ static void gdn_forward(q35_fw *f) {
                                {&L->in_proj_z, s->z, d->value_dim},
                                {&L->in_proj_b, s->beta, d->nv},
                                {&L->in_proj_a, s->g, d->nv}};
-    qhx_par_linears(m->pool, &m->kern, in, 4, s->xn, d->H, n);
+    qhx_par_linears(m->pool, m->kern, in, 4, s->xn, d->H, n);
     if (n == 1 && d->dk == d->dv && d->key_dim % d->dk == 0) {
         /* one token: split the channels (in whole heads) rather than the tokens */
         qhx_par_range(m->pool, C, 4 * d->dk, gdn_prep1_task, f);
@@ -710,109 +491,60 @@ static void gdn_forward(q35_fw *f) {
 
 /* ---- gated attention ---- */
 
-/* tokens [t0, t1): per head [query | gate] halves of q_proj, q/k RMSNorm, then the rotary */
-static void attn_prep_task(void *ctx, int64_t t0, int64_t t1, int ti) {
+/* tokens [t0, t1): q_proj gives per head [query (hd) | gate (hd)]: the halves apart */
+static void attn_split_task(void *ctx, int64_t t0, int64_t t1, int ti) {
     (void)ti;
     const q35_fw *f = ctx;
     const q35_dims *d = &f->q->d;
     q35_state *s = f->s;
-    const q35_layer *L = f->L;
-    const int64_t kvd = d->kv_dim, hd = d->hd, half = d->rot / 2;
+    const int64_t hd = d->hd;
     for (int64_t t = t0; t < t1; t++) {
         const float *qg = s->qg + t * d->q_out;
-        float *qt = s->q + t * d->attn_dim, *gt = s->gate + t * d->attn_dim, *kt = s->kk + t * kvd;
+        float *qt = s->q + t * d->attn_dim, *gt = s->gate + t * d->attn_dim;
         for (int64_t h = 0; h < d->nh; h++) {
-            qhx_k_rmsnorm_zc_f32_ref(qg + h * 2 * hd, L->q_norm, qt + h * hd, hd, d->eps);
+            memcpy(qt + h * hd, qg + h * 2 * hd, (size_t)hd * sizeof(float));
             memcpy(gt + h * hd, qg + h * 2 * hd + hd, (size_t)hd * sizeof(float));
         }
-        for (int64_t g = 0; g < d->nkv; g++) qhx_k_rmsnorm_zc_f32_ref(kt + g * hd, L->k_norm, kt + g * hd, hd, d->eps);
-        const float *cs = s->cosb + t * half, *sn = s->sinb + t * half;
-        qhx_k_rope_neox_f32_ref(qt, d->nh, hd, d->rot, cs, sn);
-        qhx_k_rope_neox_f32_ref(kt, d->nkv, hd, d->rot, cs, sn);
-    }
-    /* the finished f32 rows into the cache (f16: rounded to nearest even) */
-    qhx_kv_store(&f->m->kern, &s->kv, L->slot, 0, f->st->n_past + t0, s->kk + t0 * kvd, t1 - t0);
-    qhx_kv_store(&f->m->kern, &s->kv, L->slot, 1, f->st->n_past + t0, s->vv + t0 * kvd, t1 - t0);
-}
-
-/* prompt: pieces are (token, KV head) pairs; token t sees the cache up to itself */
-static void attn_tok_task(void *ctx, int64_t i0, int64_t i1, int ti) {
-    const q35_fw *f = ctx;
-    const q35_dims *d = &f->q->d;
-    q35_state *s = f->s;
-    const int64_t hd = d->hd, rep = d->nh / d->nkv;
-    const float scale = (float)(1.0 / sqrt((double)hd));
-    for (int64_t i = i0; i < i1; i++) {
-        int64_t t = i / d->nkv, g = i % d->nkv;
-        float *at = s->att + t * d->attn_dim + g * rep * hd;
-        qhx_kv_view kv = qhx_kv_head(&s->kv, f->L->slot, g, hd);
-        qhx_attn_group_kv(&f->m->kern, s->q + t * d->attn_dim + g * rep * hd, &kv, f->st->n_past + t + 1, rep, hd,
-                          scale, s->attw + ti * s->attw_floats, at);
-        qhx_k_mul_sigmoid_f32_ref(at, s->gate + t * d->attn_dim + g * rep * hd, rep * hd);
     }
 }
 
-/* decode: pieces are (KV head, key block) pairs into the partials */
-static void attn_blk_task(void *ctx, int64_t i0, int64_t i1, int ti) {
-    const q35_fw *f = ctx;
-    const q35_dims *d = &f->q->d;
-    q35_state *s = f->s;
-    const int64_t hd = d->hd, rep = d->nh / d->nkv, pf = qhx_attn_part_floats(rep, hd);
-    const float scale = (float)(1.0 / sqrt((double)hd));
-    for (int64_t i = i0; i < i1; i++) {
-        int64_t g = i / f->nb, b = i % f->nb;
-        qhx_kv_view kv = qhx_kv_head(&s->kv, f->L->slot, g, hd);
-        qhx_attn_block_kv(&f->m->kern, s->q + g * rep * hd, &kv, f->st->n_past + 1, b, rep, hd, scale,
-                          s->attw + ti * s->attw_floats, s->attp + i * pf);
-    }
-}
-
-/* Gated attention mixer over n tokens at positions n_past ..: xn (n, H) -> tmp (n, H). */
+/* Gated attention mixer over n tokens at positions n_past ..: xn (n, H) -> tmp (n, H): zero-
+ * centred q/k norms, partial rotary (rot of hd dims), output gated by sigmoid(gate). */
 static void attn_forward(q35_fw *f) {
-    const qhx_model *m = f->m;
+    const qhx_net *m = f->m;
     const q35_dims *d = &f->q->d;
-    const qhx_model_state *st = f->st;
     q35_state *s = f->s;
     const q35_layer *L = f->L;
-    const int64_t kvd = d->kv_dim, n = f->n, hd = d->hd, rep = d->nh / d->nkv;
+    const int64_t kvd = d->kv_dim, n = f->n;
 
     const qhx_par_lin in[3] = {{&L->q_proj, s->qg, d->q_out}, {&L->k_proj, s->kk, kvd}, {&L->v_proj, s->vv, kvd}};
-    qhx_par_linears(m->pool, &m->kern, in, 3, s->xn, d->H, n);
-    qhx_par_range(m->pool, n, TOK_CHUNK, attn_prep_task, f);
-    if (n > 1) {
-        qhx_par_range(m->pool, n * d->nkv, 1, attn_tok_task, f);
-    } else {
-        f->nb = qhx_attn_n_blocks(st->n_past + 1);
-        qhx_par_range(m->pool, d->nkv * f->nb, 1, attn_blk_task, f);
-        const int64_t pf = qhx_attn_part_floats(rep, hd);
-        for (int64_t g = 0; g < d->nkv; g++) {
-            float *at = s->att + g * rep * hd;
-            qhx_attn_combine(s->attp + g * f->nb * pf, f->nb, rep, hd, at);
-            qhx_k_mul_sigmoid_f32_ref(at, s->gate + g * rep * hd, rep * hd);
-        }
-    }
+    qhx_par_linears(m->pool, m->kern, in, 3, s->xn, d->H, n);
+    qhx_par_range(m->pool, n, TOK_CHUNK, attn_split_task, f);
+    const qhx_op_attn a = {.kern = m->kern, .pool = m->pool, .kv = &s->kv, .slot = L->slot, .nh = d->nh,
+                           .nkv = d->nkv, .hd = d->hd, .rot = d->rot, .norm = QHX_NORM_ZERO_CENTRED,
+                           .q_norm = L->q_norm, .k_norm = L->k_norm, .eps = d->eps,
+                           .scale = (float)(1.0 / sqrt((double)d->hd)), .q = s->q, .k = s->kk, .v = s->vv,
+                           .cos = s->cosb, .sin = s->sinb, .gate = s->gate, .out = s->att, .work = s->attw,
+                           .work_floats = s->attw_floats, .part = s->attp, .n_past = f->st->n_past, .n = n};
+    qhx_op_attention(&a);
     linear(m, &L->o_proj, s->att, d->attn_dim, s->tmp, d->H, n);
 }
 
 /* n <= n_batch tokens through every layer. logits: NULL, (n, V) when all, else (V) of the last. */
-static qhx_status run_batch(const qhx_model *m, qhx_model_state *st, const int32_t *ids, int64_t n,
+static qhx_status run_batch(const qhx_net *m, qhx_net_state *st, const int32_t *ids, int64_t n,
                             float *logits, bool all, const qhx_forward_opts *opts, qhx_error *err) {
     const q35_model *q = m->impl;
     const q35_dims *d = &q->d;
     q35_state *s = st->impl;
-    const int64_t H = d->H;
+    const int64_t H = d->H, half = d->rot / 2;
     q35_fw f = {.m = m, .q = q, .st = st, .s = s, .n = n};
 
-    for (int64_t t = 0; t < n; t++) m->kern.row[q->embed.fmt](&q->embed, ids[t], s->x + t * H);
+    for (int64_t t = 0; t < n; t++) m->kern->row[q->embed.fmt](&q->embed, ids[t], s->x + t * H);
     /* text-only M-RoPE: the T, H and W streams all carry the token position, so every rotary
-     * frequency uses it (1-D RoPE); angles p * inv_freq in fp32 as HF */
+     * frequency uses it (1-D RoPE) */
     for (int64_t t = 0; t < n; t++) {
-        float p = (float)(st->n_past + t);
-        for (int64_t i = 0; i < d->rot / 2; i++) {
-            float a = p * q->inv_freq[i];
-            s->cosb[t * (d->rot / 2) + i] = cosf(a);
-            s->sinb[t * (d->rot / 2) + i] = sinf(a);
-        }
+        const int64_t pos[3] = {st->n_past + t, st->n_past + t, st->n_past + t};
+        qhx_rope_angles(pos, NULL, q->inv_freq, half, s->cosb + t * half, s->sinb + t * half);
     }
 
     if (opts->layer_cb) opts->layer_cb(opts->layer_cb_user, -1, st->n_past, s->x, n);
@@ -821,48 +553,61 @@ static qhx_status run_batch(const qhx_model *m, qhx_model_state *st, const int32
         f.L = L;
         if (opts->abort_cb && opts->abort_cb(opts->abort_cb_user))
             return qhx_fail(err, QHX_E_ABORTED, "forward: aborted at layer %lld", (long long)l);
-        qhx_par_range(m->pool, n, TOK_CHUNK, norm_in_task, &f);
+        qhx_op_rmsnorm_rows(m->pool, QHX_NORM_ZERO_CENTRED, s->x, L->input_norm, s->xn, n, H, d->eps);
         if (L->type == QHX_LAYER_LINEAR_ATTENTION)
             gdn_forward(&f);
         else
             attn_forward(&f);
-        qhx_par_range(m->pool, n, TOK_CHUNK, add_norm_task, &f);
-        qhx_par_swiglu(m->pool, &m->kern, &L->gate_proj, &L->up_proj, s->xn, H, s->mg, s->mu, d->I, n);
-        linear(m, &L->down_proj, s->mg, d->I, s->tmp, H, n);
-        qhx_par_range(m->pool, n * H, 8 * ELEM_CHUNK, add_task, &f);
+        qhx_op_add_rmsnorm_rows(m->pool, QHX_NORM_ZERO_CENTRED, s->x, s->tmp, L->post_norm, s->xn, n, H, d->eps);
+        qhx_op_swiglu_mlp(m->pool, m->kern, &L->gate_proj, &L->up_proj, &L->down_proj, s->xn, H, s->mg, s->mu, d->I,
+                          s->tmp, n);
+        qhx_op_add(m->pool, s->x, s->tmp, n * H);
         if (opts->layer_cb) opts->layer_cb(opts->layer_cb_user, l, st->n_past, s->x, n);
     }
-
-    if (logits) {
-        int64_t t0 = all ? 0 : n - 1, nr = all ? n : 1;
-        for (int64_t t = t0; t < n; t++) qhx_k_rmsnorm_zc_f32_ref(s->x + t * H, q->final_norm, s->xn + t * H, H, d->eps);
-        linear(m, &q->lm_head, s->xn + t0 * H, H, logits, d->V, nr);
-    }
+    if (logits)
+        qhx_op_lm_head(m->pool, m->kern, QHX_NORM_ZERO_CENTRED, s->x, q->final_norm, d->eps, s->xn, &q->lm_head, logits,
+                       H, d->V, n, all);
     st->n_past += n;
     return QHX_OK;
 }
 
-static qhx_status q35_forward(const qhx_model *m, qhx_model_state *st, const int32_t *ids, int64_t n,
+typedef struct q35_steps {
+    const qhx_net *m;
+    qhx_net_state *st;
+    const int32_t *ids;
+    const qhx_forward_opts *opts;
+    bool all;
+} q35_steps;
+
+static qhx_status q35_step(void *ctx, int64_t t0, int64_t nt, float *logits, qhx_error *err) {
+    const q35_steps *c = ctx;
+    return run_batch(c->m, c->st, c->ids + t0, nt, logits, c->all, c->opts, err);
+}
+
+static qhx_status q35_forward(const qhx_net *m, qhx_net_state *st, const int32_t *ids, int64_t n,
                               const qhx_forward_opts *opts, qhx_error *err) {
-    const int64_t V = m->cfg.vocab_size;
-    const bool all = (opts->flags & QHX_FWD_LOGITS_ALL) != 0;
+    q35_steps c = {m, st, ids, opts, (opts->flags & QHX_FWD_LOGITS_ALL) != 0};
     const int64_t step = (opts->flags & QHX_FWD_SEQUENTIAL) ? 1 : st->n_batch;
-    for (int64_t t0 = 0; t0 < n; t0 += step) {
-        int64_t nt = n - t0 < step ? n - t0 : step;
-        float *lg = NULL;
-        if (opts->logits && all) lg = opts->logits + t0 * V;
-        else if (opts->logits && t0 + nt == n) lg = opts->logits;
-        qhx_status rc = run_batch(m, st, ids + t0, nt, lg, all, opts, err);
-        if (rc) return rc;
-    }
+    return qhx_op_batches(n, step, m->cfg.vocab_size, opts->logits, c.all, q35_step, &c, err);
+}
+
+/* The lm-head graph alone: hidden (n, H) rows after the last layer -> logits (n, V). */
+static qhx_status q35_lm_head(const qhx_net *m, const float *hidden, int64_t n, float *logits, qhx_error *err) {
+    const q35_model *q = m->impl;
+    float *xn = qhx_aligned_alloc((size_t)n * (size_t)q->d.H * sizeof(float));
+    if (!xn) return qhx_fail(err, QHX_E_NOMEM, "lm_head: out of memory for %lld rows", (long long)n);
+    qhx_op_lm_head(m->pool, m->kern, QHX_NORM_ZERO_CENTRED, hidden, q->final_norm, q->d.eps, xn, &q->lm_head, logits,
+                   q->d.H, q->d.V, n, true);
+    qhx_aligned_free(xn);
     return QHX_OK;
 }
 
-static const qhx_model_vt Q35_VT = {
+static const qhx_net_vt Q35_VT = {
     .free_impl = q35_free_impl,
     .state_create = q35_state_create,
     .state_free = q35_state_free,
     .state_reset = q35_state_reset,
     .forward = q35_forward,
     .state_regions = q35_state_regions,
+    .lm_head = q35_lm_head,
 };

@@ -1,15 +1,15 @@
-/* models/vit.h: the Qwen3-VL vision tower (Hugging Face Qwen3VLVisionModel): patch embedding,
+/* ops/vit.h: the Qwen3-VL vision tower (Hugging Face Qwen3VLVisionModel): patch embedding,
  * bilinearly resampled learned position table, pre-LN ViT blocks with 2-D rotary and full
  * attention within the image, the final patch merger and the DeepStack mergers.
  * Spec: spec/qwen3_vl.md §3. Float32 compute over F32/F16/BF16 weights. */
-#ifndef QHX_MODELS_VIT_H
-#define QHX_MODELS_VIT_H
+#ifndef QHX_OPS_VIT_H
+#define QHX_OPS_VIT_H
 
 #include "image/image.h"
 #include "io/json.h"
 #include "io/safetensors.h"
 #include "kernels/kernels.h"
-#include "models/weights.h"
+#include "ops/weights.h"
 
 #define QHX_VIT_MAX_DEEPSTACK 8
 #define QHX_VIT_MAX_DEPTH 256

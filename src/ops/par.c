@@ -1,5 +1,5 @@
-/* models/par.c: linear layers and ranges over the pool (see par.h). */
-#include "models/par.h"
+/* ops/par.c: linear layers and ranges over the pool (see par.h). */
+#include "ops/par.h"
 
 #include "kernels/ref.h"
 

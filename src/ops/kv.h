@@ -1,4 +1,4 @@
-/* models/kv.h: the KV cache of the attention layers, shared by the families: per attention layer
+/* ops/kv.h: the KV cache of the attention layers, shared by the families: per attention layer
  * the keys of every position, then the values, each a row of `width` = KV heads x head_dim
  * values, in f32, f16 or q8 (qhx_kv_type, include/qhx.h; q8 rows: the f32 scales of every
  * block of QHX_KV_Q8_BLOCK values, then the int8 values, kernels/attn.h).
@@ -7,11 +7,12 @@
  * stored with qhx_kv_store: f16 rounds to nearest even (the op table's f32_to_f16), q8 takes
  * scale = max |x| / 127 per block and rounds x / scale half away from zero. Attention
  * reads a head through qhx_kv_head (kernels/attn.h widens f16 blocks exactly). */
-#ifndef QHX_MODELS_KV_H
-#define QHX_MODELS_KV_H
+#ifndef QHX_OPS_KV_H
+#define QHX_OPS_KV_H
 
 #include "kernels/attn.h"
-#include "models/family.h"
+#include "core/status.h"
+#include "ops/state.h"
 
 #include <stdbool.h>
 #include <stddef.h>

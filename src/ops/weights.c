@@ -1,9 +1,9 @@
-/* models/weights.c: tensor -> qhx_weight / f32 vector binding (see weights.h). */
-#include "models/weights.h"
+/* ops/weights.c: tensor -> qhx_weight / f32 vector binding (see weights.h). */
+#include "ops/weights.h"
 
 #include "core/alloc.h"
 #include "core/fp16.h"
-#include "io/st_weight.h"
+#include "ops/st_weight.h"
 
 #include <string.h>
 

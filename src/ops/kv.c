@@ -1,5 +1,5 @@
-/* models/kv.c: the KV cache layout and its element types (kv.h). */
-#include "models/kv.h"
+/* ops/kv.c: the KV cache layout and its element types (kv.h). */
+#include "ops/kv.h"
 
 #include "core/alloc.h"
 

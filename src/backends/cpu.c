@@ -1,0 +1,221 @@
+/* backends/cpu.c: the CPU backend. Loading opens the plan's safetensors artifacts as one tensor
+ * set (leaving out what no graph of the plan reads), picks the kernel table for this CPU and
+ * starts the thread pool, then lets the family bind its weights into a qhx_net. "prefill" and
+ * "decode" run the family's forward pass (batched projections + chunked delta rule, or the
+ * recurrent decode step) with the lm-head fused into both; "lm_head" runs the final norm and
+ * head alone; "vision" runs the family's vision tower. A sequence is the family's qhx_net_state. */
+#include "backends/cpu.h"
+
+#include "core/alloc.h"
+#include "core/file.h"
+#include "core/pool.h"
+
+#include <sys/stat.h>
+
+struct qhx_graphs {
+    qhx_net net;
+    qhx_kernels kern;
+    qhx_pool *pool;
+};
+
+/* A CPU sequence is the net's state itself. */
+static qhx_net_state *net_state(qhx_seq *s) { return (qhx_net_state *)(void *)s; }
+static const qhx_net_state *net_state_c(const qhx_seq *s) { return (const qhx_net_state *)(const void *)s; }
+
+/* ---- loading ---------------------------------------------------------------------------- */
+
+/* How the weights of a weights mode come into memory. The default decides per file: mapped when
+ * the page cache holds it, read otherwise (core/file.h QHX_FILE_AUTO; BENCHMARKS.md, "Weights
+ * in memory"). */
+static qhx_file_mode file_mode(qhx_weights_mode w) {
+    switch (w) {
+    case QHX_WEIGHTS_MMAP: return QHX_FILE_MAP_POPULATE;
+    case QHX_WEIGHTS_READ: return QHX_FILE_READ;
+    case QHX_WEIGHTS_DEFAULT: break;
+    }
+    return QHX_FILE_AUTO;
+}
+
+/* The weight formats whose matmuls quantize activations to int8 (kernels.h bit mask). */
+static unsigned int8_prefill_formats(qhx_prefill_math math) {
+    switch (math) {
+    case QHX_PREFILL_MATH_INT8: return 1u << QHX_W_Q8 | 1u << QHX_W_Q4;
+    case QHX_PREFILL_MATH_F32: return 0;
+    default: return 1u << QHX_W_Q4; /* QHX_PREFILL_MATH_DEFAULT: include/qhx.h says why */
+    }
+}
+
+/* Open every safetensors artifact of the plan (decoder, embedding, lm-head, vision) as one set.
+ * Tensors no graph of the plan reads are left out by name prefix: the multi-token-prediction
+ * block (never used) and the vision tower unless the host-op feeds images. They are never read
+ * or paged in (qhx_st_open_select), which is what keeps a released Qwen3.5 folder opened for
+ * text at the decoder + head (BENCHMARKS.md, "Memory"). */
+static qhx_status open_weights(const qhx_backend_load_args *a, qhx_st_set **out, qhx_error *err) {
+    const qhx_plan *plan = a->plan;
+    const char *paths[QHX_ART_ROLE_COUNT];
+    int n = 0;
+    for (int r = 0; r < QHX_ART_ROLE_COUNT; r++) {
+        const qhx_plan_file *f = &plan->artifacts[r];
+        if (!f->present) continue;
+        if (f->format != QHX_ART_SAFETENSORS)
+            return qhx_fail(err, QHX_E_UNSUPPORTED, "%s: artifacts.%s: format '%s' is not supported by the CPU backend",
+                            plan->label, qhx_art_role_name((qhx_art_role)r), qhx_art_format_name(f->format));
+        if (!f->path) return qhx_fail(err, QHX_E_ARG, "%s: artifacts.%s: no path", plan->label, qhx_art_role_name((qhx_art_role)r));
+        paths[n++] = f->path;
+    }
+    const qhx_model_params *p = a->params;
+    qhx_load_progress pr = {.fn = p->load_progress, .user = p->load_progress_user};
+    for (int i = 0; i < n; i++) {
+        struct stat st;
+        if (stat(paths[i], &st) == 0 && S_ISREG(st.st_mode)) pr.total += (uint64_t)st.st_size;
+    }
+    const char *skip[3] = {"mtp.", NULL, NULL};
+    if (!a->vision) skip[1] = a->family->vision_prefix;
+    /* total counts whole files; the left-out tensors' bytes are never loaded, so done may end short of it */
+    return qhx_st_open_select(paths, n, file_mode(p->weights), skip, p->load_progress ? &pr : NULL, out, err);
+}
+
+static void cpu_unload(qhx_graphs *g) {
+    if (!g) return;
+    if (g->net.vt && g->net.impl) g->net.vt->free_impl(g->net.impl);
+    qhx_pool_free(g->pool);
+    qhx_free(g);
+}
+
+static qhx_status cpu_load(const qhx_backend_load_args *a, qhx_graphs **out, qhx_error *err) {
+    *out = NULL;
+    const qhx_model_params *p = a->params;
+    qhx_graphs *g = qhx_calloc(1, sizeof *g);
+    if (!g) return qhx_fail(err, QHX_E_NOMEM, "out of memory");
+    qhx_kern_select(p->max_isa, &g->kern);
+    qhx_kern_use_int8(p->max_isa, int8_prefill_formats(p->prefill_math),
+                      p->decode_math == QHX_PREFILL_MATH_F32 ? 0 : 1u << QHX_W_Q4, &g->kern);
+    g->net.family = a->family;
+    g->net.cfg = *a->cfg;
+    g->net.kern = &g->kern;
+    qhx_st_set *set = NULL;
+    qhx_status rc = qhx_pool_create(p->n_threads, &g->pool, err); /* first: families keep a pointer to it */
+    if (rc == QHX_OK) {
+        g->net.pool = g->pool;
+        rc = open_weights(a, &set, err);
+    }
+    if (rc == QHX_OK) {
+        const qhx_net_bind_args ba = {.label = a->plan->label, .vision = a->vision};
+        g->net.weights = set;
+        rc = a->family->bind(&g->net, set, &ba, err); /* owns set from here on, also on failure */
+    }
+    if (rc) {
+        cpu_unload(g);
+        return rc;
+    }
+    *out = g;
+    return QHX_OK;
+}
+
+static bool cpu_has_graph(const qhx_graphs *g, qhx_graph which) {
+    switch (which) {
+    case QHX_GRAPH_PREFILL:
+    case QHX_GRAPH_DECODE: return true;
+    case QHX_GRAPH_LM_HEAD: return g->net.vt->lm_head != NULL;
+    case QHX_GRAPH_VISION: return g->net.vt->encode_image != NULL && g->net.cfg.has_vision; /* bound */
+    case QHX_GRAPH_COUNT: break;
+    }
+    return false;
+}
+
+static void cpu_info(const qhx_graphs *g, qhx_backend_info *out) {
+    *out = (qhx_backend_info){.n_threads = qhx_pool_n_threads(g->pool), .isa = qhx_isa_name(g->kern.isa)};
+}
+
+const qhx_kernels *qhx_backend_cpu_kernels(const qhx_graphs *g) { return &g->kern; }
+
+static const qhx_st_set *cpu_tensors(const qhx_graphs *g) { return g->net.weights; }
+
+/* ---- sequences -------------------------------------------------------------------------- */
+
+static qhx_status cpu_seq_create(const qhx_graphs *g, const qhx_seq_params *p, qhx_seq **out, qhx_error *err) {
+    const qhx_net_state_params np = {.n_ctx = p->n_ctx, .n_batch = p->n_batch, .kv_cache = p->kv_cache};
+    qhx_net_state *st = NULL;
+    qhx_status rc = qhx_net_state_create(&g->net, &np, &st, err);
+    *out = (qhx_seq *)(void *)st;
+    return rc;
+}
+
+static void cpu_seq_free(qhx_seq *s) { qhx_net_state_free(net_state(s)); }
+static void cpu_seq_reset(qhx_seq *s) { qhx_net_state_reset(net_state(s)); }
+
+static void cpu_seq_info(const qhx_seq *s, qhx_seq_info *out) {
+    const qhx_net_state *st = net_state_c(s);
+    *out = (qhx_seq_info){.n_past = st->n_past, .n_ctx = st->n_ctx, .kv_type = st->kv_type};
+}
+
+static void cpu_seq_set_n_past(qhx_seq *s, int64_t n) {
+    qhx_net_state *st = net_state(s);
+    if (n >= 0 && n <= st->n_ctx) st->n_past = n;
+}
+
+static int cpu_seq_regions(const qhx_seq *s, qhx_state_region *out, int cap) {
+    return qhx_net_state_regions(net_state_c(s), out, cap);
+}
+
+static qhx_status cpu_seq_attach(qhx_seq *s, const qhx_image_embed *images, int n_images, const int32_t *ids,
+                                 int64_t n, qhx_error *err) {
+    return qhx_net_attach(net_state(s), images, n_images, ids, n, err);
+}
+
+static int64_t cpu_seq_positions(const qhx_seq *s, const int64_t **pos) {
+    const qhx_net_state *st = net_state_c(s);
+    *pos = NULL;
+    return st->m->vt->attached_positions ? st->m->vt->attached_positions(st, pos) : 0;
+}
+
+/* ---- graphs ----------------------------------------------------------------------------- */
+
+static qhx_status run_tokens(const qhx_graphs *g, qhx_seq *s, qhx_graph which, const qhx_graph_io *io,
+                             qhx_error *err) {
+    if (which == QHX_GRAPH_DECODE && io->n != 1)
+        return qhx_fail(err, QHX_E_ARG, "decode graph: one token per call, got %lld", (long long)io->n);
+    const qhx_forward_opts o = {
+        .flags = (io->logits_all ? QHX_FWD_LOGITS_ALL : 0u) | (io->sequential ? QHX_FWD_SEQUENTIAL : 0u),
+        .logits = io->logits, .layer_cb = io->layer_cb, .layer_cb_user = io->layer_cb_user,
+        .abort_cb = io->abort_cb, .abort_cb_user = io->abort_user};
+    return qhx_net_forward(&g->net, net_state(s), io->ids, io->n, &o, err);
+}
+
+static qhx_status cpu_run(const qhx_graphs *g, qhx_seq *s, qhx_graph which, const qhx_graph_io *io, qhx_error *err) {
+    if (!cpu_has_graph(g, which))
+        return qhx_fail(err, QHX_E_UNSUPPORTED, "cpu backend: this model has no %s graph",
+                        which == QHX_GRAPH_VISION ? "vision" : which == QHX_GRAPH_LM_HEAD ? "lm_head" : "such");
+    switch (which) {
+    case QHX_GRAPH_PREFILL:
+    case QHX_GRAPH_DECODE:
+        if (!s) return qhx_fail(err, QHX_E_ARG, "%s graph: no sequence", which == QHX_GRAPH_DECODE ? "decode" : "prefill");
+        return run_tokens(g, s, which, io, err);
+    case QHX_GRAPH_LM_HEAD:
+        if (io->n < 1 || !io->hidden || !io->logits) return qhx_fail(err, QHX_E_ARG, "lm_head graph: no rows");
+        return g->net.vt->lm_head(&g->net, io->hidden, io->n, io->logits, err);
+    case QHX_GRAPH_VISION:
+        if (!io->pixels || !io->image) return qhx_fail(err, QHX_E_ARG, "vision graph: no image");
+        return g->net.vt->encode_image(&g->net, io->pixels, io->image, err);
+    case QHX_GRAPH_COUNT: break;
+    }
+    return qhx_fail(err, QHX_E_ARG, "cpu backend: graph %d does not exist", (int)which);
+}
+
+const qhx_backend QHX_BACKEND_CPU = {
+    .name = "cpu",
+    .info = cpu_info,
+    .load = cpu_load,
+    .unload = cpu_unload,
+    .has_graph = cpu_has_graph,
+    .tensors = cpu_tensors,
+    .seq_create = cpu_seq_create,
+    .seq_free = cpu_seq_free,
+    .seq_reset = cpu_seq_reset,
+    .seq_info = cpu_seq_info,
+    .seq_set_n_past = cpu_seq_set_n_past,
+    .seq_regions = cpu_seq_regions,
+    .seq_attach = cpu_seq_attach,
+    .seq_positions = cpu_seq_positions,
+    .run = cpu_run,
+};

@@ -1,0 +1,24 @@
+/* backends/registry.c: the backends of this build. Adding a backend: one file implementing
+ * backends/backend.h and one line in BACKENDS. */
+#include "backends/backend.h"
+
+#include <string.h>
+
+extern const qhx_backend QHX_BACKEND_CPU;
+
+static const qhx_backend *const BACKENDS[] = {
+    &QHX_BACKEND_CPU,
+};
+
+qhx_status qhx_backend_find(const char *name, const qhx_backend **out, qhx_error *err) {
+    *out = NULL;
+    if (!name || !*name || !strcmp(name, "-")) name = "cpu";
+    for (size_t i = 0; i < sizeof BACKENDS / sizeof BACKENDS[0]; i++)
+        if (!strcmp(BACKENDS[i]->name, name)) {
+            *out = BACKENDS[i];
+            return QHX_OK;
+        }
+    if (strstr(name, "Qnn") || strstr(name, "qnn") || strstr(name, "QNN"))
+        return qhx_fail(err, QHX_E_UNSUPPORTED, "%s: this build has no QNN backend (docs/backends.md); use cpu", name);
+    return qhx_fail(err, QHX_E_UNSUPPORTED, "backend '%s' is not available in this build (available: cpu)", name);
+}

@@ -1,0 +1,225 @@
+/* families/family.h: what a model family is to the rest of the runtime.
+ *
+ * A family is one folder under src/families/ (qwen35/, qwen3vl/) exported as one descriptor,
+ * qhx_family_desc: the manifest's family name, the config.json model_type values it reads, the
+ * only parser of its Hugging Face config, the binder of its weights (which yields a qhx_net: the
+ * family's graphs over bound weights), the chat style of its prompts and the host-ops it offers.
+ * families/registry.c lists the descriptors; nothing outside the family folders and the
+ * registries tests which family a model is.
+ *
+ * A qhx_net is immutable after binding and may be shared by several sequences; a qhx_net_state
+ * holds everything one sequence mutates (KV cache, conv FIFO, recurrent state, positions,
+ * scratch). The CPU backend (backends/cpu.c) drives nets through the qhx_net_* calls below: a
+ * prompt is a call with many tokens (batched projections, chunked delta rule), decode a call with
+ * one token (recurrent form). A net knows nothing of tokenizers, sampling or run plans.
+ *
+ * Threads: a net may be used by several threads, each with its own state; one state is not
+ * re-entrant. */
+#ifndef QHX_FAMILIES_FAMILY_H
+#define QHX_FAMILIES_FAMILY_H
+
+#include "core/status.h"
+#include "image/image.h"
+#include "io/json.h"
+#include "io/safetensors.h"
+#include "kernels/kernels.h"
+#include "ops/state.h"
+#include "ops/vit.h"
+#include "text/tokenizer.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define QHX_MODEL_MAX_LAYERS 1024
+
+typedef enum qhx_layer_type {
+    QHX_LAYER_LINEAR_ATTENTION = 0, /* Gated DeltaNet mixer */
+    QHX_LAYER_FULL_ATTENTION = 1,   /* gated softmax attention mixer */
+} qhx_layer_type;
+
+/* Model hyperparameters under their Hugging Face config.json names (text_config of a composite
+ * config; the vision tower's under vision). Derived values are marked. */
+typedef struct qhx_model_config {
+    int64_t vocab_size;
+    int64_t hidden_size;
+    int64_t intermediate_size;
+    int64_t num_hidden_layers;
+    int64_t num_attention_heads;
+    int64_t num_key_value_heads;
+    int64_t head_dim;
+    int64_t linear_num_key_heads;
+    int64_t linear_num_value_heads;
+    int64_t linear_key_head_dim;
+    int64_t linear_value_head_dim;
+    int64_t linear_conv_kernel_dim;
+    int64_t full_attention_interval;     /* 0 when layer_types was given explicitly */
+    int64_t max_position_embeddings;     /* 0 when absent */
+    int64_t mtp_num_hidden_layers;
+    int64_t eos_token_id;                /* -1 when absent */
+    int64_t image_token_id;              /* -1 when the family takes no images */
+    double rms_norm_eps;
+    double rope_theta;
+    double partial_rotary_factor;
+    int64_t mrope_section[3];            /* T, H, W frequency counts; zeros when absent */
+    bool mrope_interleaved;
+    bool tie_word_embeddings;
+    bool attn_output_gate;
+    qhx_layer_type layer_types[QHX_MODEL_MAX_LAYERS]; /* [num_hidden_layers] */
+    int64_t rotary_dim;                  /* derived: int(head_dim * partial_rotary_factor) */
+    bool has_vision;                     /* config.json has a vision_config (vision below) */
+    qhx_vit_config vision;
+    int64_t image_row_width;             /* derived: floats per image token out of the vision
+                                            graph (merger row, then one row per DeepStack tap) */
+} qhx_model_config;
+
+/* ---- images at the net boundary --------------------------------------------------------- */
+
+/* One encoded image: its patch grid and the embedding rows of its tokens. */
+typedef struct qhx_image_embed {
+    int64_t grid_h, grid_w; /* patches per axis, before merging */
+    int64_t n_tokens;       /* (grid_h / merge) * (grid_w / merge) */
+    int64_t row_width;      /* qhx_model_config.image_row_width */
+    float *embd;            /* owned, (n_tokens, row_width) */
+} qhx_image_embed;
+
+void qhx_image_embed_deinit(qhx_image_embed *im); /* NULL / zeroed allowed */
+
+/* ---- forward ---------------------------------------------------------------------------- */
+
+/* Called after every decoder layer with the residual stream of the tokens just processed:
+ * x (n, hidden_size) for positions pos0 .. pos0 + n - 1; first with layer = -1 for the input
+ * rows (the embedding lookup, image rows merged). For tests and debugging. */
+typedef void (*qhx_layer_cb)(void *user, int64_t layer, int64_t pos0, const float *x, int64_t n);
+
+enum {
+    QHX_FWD_LOGITS_ALL = 1u << 0,  /* logits for every token (else only the last) */
+    QHX_FWD_SEQUENTIAL = 1u << 1,  /* run the tokens one at a time through the decode path */
+};
+
+typedef struct qhx_forward_opts {
+    unsigned flags;          /* QHX_FWD_* */
+    float *logits;           /* OUT or NULL: (n, vocab) with LOGITS_ALL, else (vocab) */
+    qhx_layer_cb layer_cb;   /* optional */
+    void *layer_cb_user;
+    int (*abort_cb)(void *user); /* optional: non-zero between layers -> QHX_E_ABORTED */
+    void *abort_cb_user;
+} qhx_forward_opts;
+
+/* ---- nets ------------------------------------------------------------------------------- */
+
+typedef struct qhx_net qhx_net;
+typedef struct qhx_net_state qhx_net_state;
+
+/* What a family implements for its net. Optional entries may be NULL. */
+typedef struct qhx_net_vt {
+    void (*free_impl)(void *impl);
+    qhx_status (*state_create)(qhx_net_state *st, qhx_error *err); /* fills st->impl */
+    void (*state_free)(void *impl);
+    void (*state_reset)(qhx_net_state *st);
+    qhx_status (*forward)(const qhx_net *m, qhx_net_state *st, const int32_t *ids, int64_t n,
+                          const qhx_forward_opts *opts, qhx_error *err);
+    /* Describe the persistent state (caches, recurrent state) as regions; returns the count
+     * written (at most cap). Everything else in a state is scratch. */
+    int (*state_regions)(const qhx_net_state *st, qhx_state_region *out, int cap);
+    /* hidden (n, H) after the last decoder layer -> logits (n, V): final norm + lm-head */
+    qhx_status (*lm_head)(const qhx_net *m, const float *hidden, int64_t n, float *logits, qhx_error *err);
+    /* optional, families with a vision tower: patches -> out->embd (out's grid, n_tokens and
+     * row_width set by the caller, embd allocated by it) */
+    qhx_status (*encode_image)(const qhx_net *m, const qhx_image_patches *p, qhx_image_embed *out, qhx_error *err);
+    /* optional: announce the images of the next n tokens (qhx_net_attach) */
+    qhx_status (*attach)(qhx_net_state *st, const qhx_image_embed *images, int n_images, const int32_t *ids,
+                         int64_t n, qhx_error *err);
+    /* optional, for tests: the (t, h, w) positions of the announced tokens */
+    int64_t (*attached_positions)(const qhx_net_state *st, const int64_t **pos);
+} qhx_net_vt;
+
+struct qhx_net {
+    const struct qhx_family_desc *family;
+    const qhx_net_vt *vt;
+    qhx_model_config cfg;
+    const qhx_kernels *kern;   /* the op table (owned by the backend) */
+    struct qhx_pool *pool;     /* worker threads (owned by the backend; NULL: the calling thread) */
+    const qhx_st_set *weights; /* the checkpoint's tensors; owned by impl */
+    void *impl;                /* family-owned: bound weights */
+};
+
+struct qhx_net_state {
+    const qhx_net *m;
+    int64_t n_ctx, n_batch;
+    int64_t n_past;      /* tokens consumed */
+    qhx_kv_type kv_type; /* QHX_KV_F32, _F16 or _Q8 (never DEFAULT) */
+    void *impl;          /* family-owned: caches, recurrent state, scratch */
+};
+
+typedef struct qhx_net_state_params {
+    int64_t n_ctx;        /* most tokens the sequence may hold (KV cache rows), in [1, 2^24] */
+    int64_t n_batch;      /* most tokens per internal prefill step; 0: min(n_ctx, 512) */
+    qhx_kv_type kv_cache; /* never DEFAULT here */
+} qhx_net_state_params;
+
+/* net.c: the checks every family shares, then the family's entry. */
+qhx_status qhx_net_state_create(const qhx_net *m, const qhx_net_state_params *p,
+                                qhx_net_state **out /* OUT, owned: qhx_net_state_free */, qhx_error *err);
+void qhx_net_state_free(qhx_net_state *st); /* NULL allowed */
+void qhx_net_state_reset(qhx_net_state *st);
+/* Feed n >= 1 tokens ids at positions n_past ..: QHX_E_LIMIT past n_ctx, QHX_E_ARG for an id
+ * outside the vocabulary (st unchanged in both cases); QHX_E_ABORTED leaves st unusable until
+ * reset. */
+qhx_status qhx_net_forward(const qhx_net *m, qhx_net_state *st, const int32_t *ids, int64_t n,
+                           const qhx_forward_opts *opts, qhx_error *err);
+int qhx_net_state_regions(const qhx_net_state *st, qhx_state_region *out, int cap);
+/* Announce the next n tokens of st: ids (n,) with the pads of images[0..n_images) in order, one
+ * contiguous run of images[i].n_tokens pad ids per image. The images must stay alive until those
+ * tokens have been fed; forward refuses ids that differ from the announced ones. n_images 0 (or
+ * images NULL): no pad id may appear. Replaces an earlier announcement; reset drops it. A family
+ * without images gives QHX_E_UNSUPPORTED. */
+qhx_status qhx_net_attach(qhx_net_state *st, const qhx_image_embed *images, int n_images, const int32_t *ids,
+                          int64_t n, qhx_error *err);
+void qhx_net_free(qhx_net *m); /* NULL allowed; every state of m freed first */
+
+/* ---- family descriptors ----------------------------------------------------------------- */
+
+/* The generate loops a host-op can be (runtime/hostop.c implements them). */
+typedef enum qhx_loop {
+    QHX_LOOP_TEXT = 0,       /* text -> text; images refused, vision weights never loaded */
+    QHX_LOOP_IMAGE_TEXT = 1, /* image + text -> text */
+} qhx_loop;
+
+typedef struct qhx_family_host_op {
+    const char *name; /* the manifest's host_op, e.g. "qwen3_vl_generate" */
+    qhx_loop loop;
+} qhx_family_host_op;
+
+typedef struct qhx_net_bind_args {
+    const char *label;   /* names the checkpoint in messages */
+    bool vision;         /* bind the vision tower too (the plan feeds images) */
+} qhx_net_bind_args;
+
+typedef struct qhx_family_desc {
+    const char *name;                     /* the manifest's family, e.g. "qwen3_5" */
+    const char *title;                    /* as people write it, e.g. "Qwen3.5" */
+    const char *const *model_types;       /* config.json model_type values it reads; NULL ends */
+    qhx_chat_family chat;                 /* how its prompts are written (text/tokenizer.h) */
+    const qhx_family_host_op *host_ops;   /* the host-ops it offers; name NULL ends. A checkpoint
+                                             folder runs the first whose loop takes images when
+                                             it has a vision tower, else the first text one */
+    const char *vision_prefix;            /* tensor-name prefix of the vision tower, or NULL */
+    int64_t bundle_context;               /* max_context of a bundle forged without one */
+    /* The only parser of the family's config.json: root is the whole file (composite or bare
+     * text config), label names it in messages. Unsupported values are refused by field. */
+    qhx_status (*parse_config)(const json_t *root, const char *label, qhx_model_config *cfg, qhx_error *err);
+    /* Bind the tensors of set (owned by m from the call on, also on failure) for m->cfg (already
+     * parsed) into m->impl and set m->vt. */
+    qhx_status (*bind)(qhx_net *m, qhx_st_set *set, const qhx_net_bind_args *a, qhx_error *err);
+} qhx_family_desc;
+
+/* registry.c: the families of this build. */
+const qhx_family_desc *qhx_family_find(const char *name);              /* NULL if unknown */
+const qhx_family_desc *qhx_family_for_model_type(const char *model_type); /* NULL if unknown */
+const qhx_family_host_op *qhx_family_host_op_find(const qhx_family_desc *f, const char *name);
+/* The host-op a checkpoint folder runs (see host_ops above). */
+const qhx_family_host_op *qhx_family_default_host_op(const qhx_family_desc *f, bool has_vision);
+/* "qwen3_5, qwen3_vl": every family name, for messages, into buf (cap bytes); returns buf. */
+const char *qhx_family_names(char *buf, size_t cap);
+
+#endif

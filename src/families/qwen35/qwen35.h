@@ -1,0 +1,18 @@
+/* families/qwen35/qwen35.h: what the Qwen3.5 family's files share (config.c: the descriptor
+ * and config parser; qwen35.c: weights, state and the forward pass). Not for other layers: they
+ * reach the family through its descriptor (families/family.h). */
+#ifndef QHX_FAMILIES_QWEN35_H
+#define QHX_FAMILIES_QWEN35_H
+
+#include "families/family.h"
+
+/* Fill cfg from a parsed config.json (composite with text_config, or a bare text config).
+ * `label` names the file in messages. Unsupported values are refused by field name. */
+qhx_status qhx_qwen35_parse_config(const json_t *root, const char *label, qhx_model_config *cfg,
+                                   qhx_error *err);
+
+/* Bind the weights of set (owned from the call on; config already in m->cfg) into m->impl and
+ * set m->vt. */
+qhx_status qhx_qwen35_bind(qhx_net *m, qhx_st_set *set, const qhx_net_bind_args *a, qhx_error *err);
+
+#endif

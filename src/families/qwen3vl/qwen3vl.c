@@ -1,0 +1,470 @@
+/* families/qwen3vl/qwen3vl.c: the Qwen3-VL family in float32 (contracts in families/family.h;
+ * spec/qwen3_vl.md §4-§5). The text decoder is a dense Qwen3 stack: plain RMSNorm
+ * x * rsqrt(mean(x^2) + eps) * w (not the zero-centred 1 + w of Qwen3.5), per-head q/k RMSNorm
+ * before an interleaved M-RoPE over (t, h, w) positions, GQA, SwiGLU, a tied lm-head. Image-pad
+ * rows take the vision tower's merger output and receive DeepStack feature l after layer l. */
+#include "families/qwen3vl/qwen3vl.h"
+
+#include "core/alloc.h"
+#include "core/file.h"
+#include "kernels/attn.h"
+#include "kernels/ref.h"
+#include "kernels/vision.h"
+#include "ops/blocks.h"
+#include "ops/rope.h"
+#include "ops/kv.h"
+#include "ops/par.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ---- model ------------------------------------------------------------------------------- */
+
+typedef struct vl_layer {
+    float *input_norm, *post_norm;             /* (hidden) */
+    qhx_weight q_proj, k_proj, v_proj, o_proj; /* (Hq hd, hidden), (Hkv hd, hidden) x2, (hidden, Hq hd) */
+    float *q_norm, *k_norm;                    /* (head_dim), shared by the heads */
+    qhx_weight gate_proj, up_proj, down_proj;  /* (I, hidden) x2, (hidden, I) */
+} vl_layer;
+
+typedef struct qhx_qwen3vl {
+    int64_t H, I, V, L, nh, nkv, hd;  /* hidden, intermediate, vocab, layers, heads, kv heads, head dim */
+    float eps;
+    int64_t image_token_id;
+    qhx_st_set *set;
+    qhx_wowned owned;
+    qhx_weight embed, lm_head;        /* (V, H); lm_head is embed when tied */
+    float *final_norm;                /* (H) */
+    vl_layer *layers;                 /* (L) */
+    float *inv_freq;                  /* (hd / 2): 1 / theta^(2j / hd), float32 as HF */
+    unsigned char *axis;              /* (hd / 2): M-RoPE axis of each frequency slot, 0 T 1 H 2 W */
+    qhx_vit *vit;                     /* NULL when the checkpoint has no vision tower */
+    const qhx_kernels *kern;          /* the model's op table */
+    struct qhx_pool *pool;            /* the model's threads (NULL: the calling thread only) */
+} qhx_qwen3vl;
+
+static void vl_free_impl(void *impl) {
+    qhx_qwen3vl *q = impl;
+    if (!q) return;
+    qhx_vit_free(q->vit);
+    qhx_wowned_free(&q->owned);
+    qhx_free(q->layers);
+    qhx_free(q->inv_freq);
+    qhx_free(q->axis);
+    qhx_st_free(q->set);
+    qhx_free(q);
+}
+
+/* ---- open -------------------------------------------------------------------------------- */
+
+static const qhx_net_vt VL_VT;
+
+static qhx_status vec(qhx_qwen3vl *q, const char *name, int64_t n, float **out, qhx_error *err) {
+    return qhx_wload_f32(q->set, name, 1, &n, &q->owned, out, NULL, err);
+}
+
+static qhx_status lin(qhx_qwen3vl *q, const char *name, int64_t rows, int64_t cols, qhx_weight *out,
+                      qhx_error *err) {
+    return qhx_wbind_linear(q->set, name, rows, cols, q->kern, &q->owned, out, err);
+}
+
+/* The tower, when the config has one and the set holds it; m->cfg.has_vision then says whether
+ * it was bound (the vision graph exists). */
+static qhx_status open_vision(qhx_qwen3vl *q, qhx_model_config *c, bool wanted, qhx_error *err) {
+    if (!wanted || !c->has_vision || !qhx_st_find(q->set, "model.visual.patch_embed.proj.weight")) {
+        c->has_vision = false; /* text only */
+        return QHX_OK;
+    }
+    qhx_status rc = qhx_vit_load(q->set, &c->vision, "model.visual.", q->kern, &q->vit, err);
+    if (rc) return rc;
+    q->vit->pool = q->pool;
+    return QHX_OK;
+}
+
+qhx_status qhx_qwen3vl_bind(qhx_net *m, qhx_st_set *set, const qhx_net_bind_args *a, qhx_error *err) {
+    qhx_qwen3vl *q = qhx_calloc(1, sizeof *q);
+    if (!q) {
+        qhx_st_free(set);
+        return qhx_fail(err, QHX_E_NOMEM, "out of memory");
+    }
+    q->set = set; /* owned from here on, also on failure */
+    m->weights = set;
+    m->impl = q;
+    m->vt = &VL_VT;
+    q->kern = m->kern;
+    q->pool = m->pool;
+    qhx_status rc;
+    const qhx_model_config *c = &m->cfg;
+    q->image_token_id = c->image_token_id;
+    q->H = c->hidden_size;
+    q->I = c->intermediate_size;
+    q->V = c->vocab_size;
+    q->L = c->num_hidden_layers;
+    q->nh = c->num_attention_heads;
+    q->nkv = c->num_key_value_heads;
+    q->hd = c->head_dim;
+    q->eps = (float)c->rms_norm_eps;
+
+    char nm[512];
+    const char *pre = "model.language_model.";
+#define NAME(...) (snprintf(nm, sizeof nm, __VA_ARGS__), nm)
+    if ((rc = vec(q, NAME("%snorm.weight", pre), q->H, &q->final_norm, err))) return rc;
+    /* the table and the head, or one matrix for both in a tied bundle (ops/weights.h) */
+    if ((rc = qhx_wbind_embed_head(q->set, qhx_st_file_path(q->set, 0), NAME("%sembed_tokens.weight", pre),
+                                   c->tie_word_embeddings, q->V, q->H, q->kern, &q->owned, &q->embed, &q->lm_head, err)))
+        return rc;
+    q->layers = qhx_calloc((size_t)q->L, sizeof *q->layers);
+    if (!q->layers) return qhx_fail(err, QHX_E_NOMEM, "out of memory");
+    for (int64_t l = 0; l < q->L; l++) {
+        vl_layer *Ly = &q->layers[l];
+        long long i = (long long)l;
+        if ((rc = vec(q, NAME("%slayers.%lld.input_layernorm.weight", pre, i), q->H, &Ly->input_norm, err))) return rc;
+        if ((rc = vec(q, NAME("%slayers.%lld.post_attention_layernorm.weight", pre, i), q->H, &Ly->post_norm, err))) return rc;
+        if ((rc = lin(q, NAME("%slayers.%lld.self_attn.q_proj.weight", pre, i), q->nh * q->hd, q->H, &Ly->q_proj, err))) return rc;
+        if ((rc = lin(q, NAME("%slayers.%lld.self_attn.k_proj.weight", pre, i), q->nkv * q->hd, q->H, &Ly->k_proj, err))) return rc;
+        if ((rc = lin(q, NAME("%slayers.%lld.self_attn.v_proj.weight", pre, i), q->nkv * q->hd, q->H, &Ly->v_proj, err))) return rc;
+        if ((rc = lin(q, NAME("%slayers.%lld.self_attn.o_proj.weight", pre, i), q->H, q->nh * q->hd, &Ly->o_proj, err))) return rc;
+        if ((rc = vec(q, NAME("%slayers.%lld.self_attn.q_norm.weight", pre, i), q->hd, &Ly->q_norm, err))) return rc;
+        if ((rc = vec(q, NAME("%slayers.%lld.self_attn.k_norm.weight", pre, i), q->hd, &Ly->k_norm, err))) return rc;
+        if ((rc = lin(q, NAME("%slayers.%lld.mlp.gate_proj.weight", pre, i), q->I, q->H, &Ly->gate_proj, err))) return rc;
+        if ((rc = lin(q, NAME("%slayers.%lld.mlp.up_proj.weight", pre, i), q->I, q->H, &Ly->up_proj, err))) return rc;
+        if ((rc = lin(q, NAME("%slayers.%lld.mlp.down_proj.weight", pre, i), q->H, q->I, &Ly->down_proj, err))) return rc;
+    }
+#undef NAME
+    q->inv_freq = qhx_malloc((size_t)(q->hd / 2) * sizeof *q->inv_freq);
+    q->axis = qhx_malloc((size_t)(q->hd / 2));
+    if (!q->inv_freq || !q->axis) return qhx_fail(err, QHX_E_NOMEM, "out of memory");
+    qhx_rope_inv_freq(c->rope_theta, q->hd, q->inv_freq); /* HF default rope init, float32 */
+    qhx_rope_mrope_axes(c->mrope_section, c->mrope_interleaved, q->hd / 2, q->axis);
+    return open_vision(q, &m->cfg, a->vision, err);
+}
+
+/* ---- the vision graph -------------------------------------------------------------------- */
+
+static qhx_status vl_encode_image(const qhx_net *m, const qhx_image_patches *p, qhx_image_embed *out, qhx_error *err) {
+    const qhx_qwen3vl *q = m->impl;
+    if (!q->vit) return qhx_fail(err, QHX_E_UNSUPPORTED, "this checkpoint has no vision tower");
+    if (out->row_width != qhx_vit_row_width(q->vit) || !out->embd)
+        return qhx_fail(err, QHX_E_ARG, "vision: the output rows are not this model's (%lld floats)",
+                        (long long)qhx_vit_row_width(q->vit));
+    return qhx_vit_encode(q->vit, p, out->embd, err);
+}
+
+/* ---- state ------------------------------------------------------------------------------- */
+
+typedef struct vl_state {
+    qhx_kv_cache kv;           /* (L, 2, n_ctx, Hkv hd): rotated keys, then values, per layer */
+    void *kv_data;             /* its memory (owned) */
+    int64_t next_pos;          /* position of the next text token: largest position so far + 1 */
+    /* the announced prompt (qhx_net_attach), rows plan_start .. plan_start + plan_n */
+    int64_t plan_start, plan_n;
+    int64_t *plan_pos;         /* (plan_n, 3) */
+    const float **plan_src;    /* (plan_n): the token's image row (borrowed), or NULL for text */
+    int32_t *plan_ids;         /* (plan_n) */
+    int64_t image_rw;          /* row width of the announced images */
+    /* scratch for n_batch tokens */
+    float *x, *xn, *tmp, *q, *kk, *vv, *att, *mg, *mu, *cosb, *sinb;
+    float *attw;               /* (n_threads, attention work for n_ctx keys) per-thread scratch */
+    float *attp;               /* (nkv, key blocks of n_ctx, partial): decode attention */
+    int64_t attw_floats, nb;   /* nb: key blocks of the current decode step */
+    int64_t *pos;              /* (n_batch, 3) positions of the batch */
+    const float **src;         /* (n_batch) image rows of the batch, NULL for text */
+} vl_state;
+
+static void plan_clear(vl_state *s) {
+    qhx_free(s->plan_pos);
+    qhx_free(s->plan_src);
+    qhx_free(s->plan_ids);
+    s->plan_pos = NULL;
+    s->plan_src = NULL;
+    s->plan_ids = NULL;
+    s->plan_n = s->plan_start = s->image_rw = 0;
+}
+
+static void vl_state_free(void *impl) {
+    vl_state *s = impl;
+    if (!s) return;
+    plan_clear(s);
+    qhx_aligned_free(s->kv_data);
+    float **f[] = {&s->x, &s->xn, &s->tmp, &s->q, &s->kk, &s->vv, &s->att, &s->mg, &s->mu,
+                   &s->attw, &s->attp, &s->cosb, &s->sinb};
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) qhx_aligned_free(*f[i]);
+    qhx_free(s->pos);
+    qhx_free(s->src);
+    qhx_free(s);
+}
+
+static qhx_status vl_state_create(qhx_net_state *st, qhx_error *err) {
+    const qhx_qwen3vl *q = st->m->impl;
+    qhx_status krc = qhx_kv_check(st->kv_type, q->hd, err);
+    if (krc) return krc;
+    vl_state *s = qhx_calloc(1, sizeof *s);
+    if (!s) return qhx_fail(err, QHX_E_NOMEM, "state: out of memory");
+    size_t nb = (size_t)st->n_batch;
+    size_t kvw = (size_t)(q->nkv * q->hd), qw = (size_t)(q->nh * q->hd), H = (size_t)q->H, I = (size_t)q->I;
+    size_t kv;
+    if (!qhx_kv_bytes(st->kv_type, q->L, st->n_ctx, (int64_t)kvw, &kv)) {
+        qhx_free(s);
+        return qhx_fail(err, QHX_E_LIMIT, "state: a KV cache of %lld tokens is too large", (long long)st->n_ctx);
+    }
+    s->kv_data = qhx_aligned_alloc(kv);
+    s->kv = (qhx_kv_cache){st->kv_type, s->kv_data, q->L, st->n_ctx, (int64_t)kvw};
+    const int64_t rep = q->nh / q->nkv;
+    s->attw_floats = qhx_attn_group_kv_work(st->n_ctx, rep, q->hd, st->kv_type);
+    size_t attw = (size_t)qhx_pool_n_threads(q->pool) * (size_t)s->attw_floats;
+    size_t attp = (size_t)(q->nkv * qhx_attn_n_blocks(st->n_ctx) * qhx_attn_part_floats(rep, q->hd));
+    float **f[] = {&s->x, &s->xn, &s->tmp, &s->q, &s->kk, &s->vv, &s->att, &s->mg, &s->mu, &s->attw, &s->attp,
+                   &s->cosb, &s->sinb};
+    size_t n[] = {nb * H, nb * H, nb * H, nb * qw, nb * kvw, nb * kvw, nb * qw, nb * I, nb * I, attw, attp,
+                  nb * (size_t)(q->hd / 2), nb * (size_t)(q->hd / 2)};
+    int ok = s->kv_data != NULL;
+    for (size_t i = 0; ok && i < sizeof f / sizeof f[0]; i++) ok = (*f[i] = qhx_aligned_alloc(n[i] * sizeof(float))) != NULL;
+    s->pos = qhx_malloc(nb * 3 * sizeof *s->pos);
+    s->src = qhx_malloc(nb * sizeof *s->src);
+    if (!ok || !s->pos || !s->src) {
+        vl_state_free(s);
+        return qhx_fail(err, QHX_E_NOMEM, "state: out of memory (n_ctx %lld, n_batch %lld, %zu bytes of KV cache)",
+                        (long long)st->n_ctx, (long long)st->n_batch, kv);
+    }
+    st->impl = s;
+    return QHX_OK;
+}
+
+static void vl_state_reset(qhx_net_state *st) {
+    vl_state *s = st->impl;
+    plan_clear(s);
+    s->next_pos = 0;
+}
+
+/* Check that the pads of ids are the images' runs, in order: image k's n_tokens pads in one
+ * contiguous run. */
+static qhx_status check_pads(const qhx_qwen3vl *q, const qhx_image_embed *images, int n_images, const int32_t *ids,
+                             int64_t n, qhx_error *err) {
+    int64_t n_pad = 0, want = 0;
+    for (int64_t i = 0; i < n; i++) n_pad += ids[i] == q->image_token_id;
+    for (int k = 0; k < n_images; k++) want += images[k].n_tokens;
+    if (n_images == 0 && n_pad)
+        return qhx_fail(err, QHX_E_ARG, "the ids hold %lld image-pad tokens (id %lld) but no image was given",
+                        (long long)n_pad, (long long)q->image_token_id);
+    if (n_pad != want) {
+        if (n_images == 1)
+            return qhx_fail(err, QHX_E_ARG, "the ids hold %lld image-pad tokens (id %lld) but the image (%lldx%lld patches) needs %lld",
+                            (long long)n_pad, (long long)q->image_token_id, (long long)images[0].grid_h,
+                            (long long)images[0].grid_w, (long long)images[0].n_tokens);
+        return qhx_fail(err, QHX_E_ARG, "the ids hold %lld image-pad tokens (id %lld) but the %d images need %lld",
+                        (long long)n_pad, (long long)q->image_token_id, n_images, (long long)want);
+    }
+    int k = 0;
+    for (int64_t i = 0; i < n; k++) {
+        while (i < n && ids[i] != q->image_token_id) i++;
+        if (i == n) break;
+        int64_t run = 0;
+        while (i + run < n && ids[i + run] == q->image_token_id && run < images[k].n_tokens) run++;
+        if (run != images[k].n_tokens)
+            return qhx_fail(err, QHX_E_ARG, "the %lld image-pad tokens of image %d must be one contiguous run (found %lld at position %lld)",
+                            (long long)images[k].n_tokens, k + 1, (long long)run, (long long)i);
+        i += run;
+    }
+    for (int j = 0; j < n_images; j++)
+        if (!q->vit || images[j].row_width != qhx_vit_row_width(q->vit) || !images[j].embd)
+            return qhx_fail(err, QHX_E_ARG, "attach: image %d was not encoded by this model", j + 1);
+    return QHX_OK;
+}
+
+/* HF get_rope_index: text tokens advance all three axes together; image k's token (r, c) of its
+ * merged (gh, gw) grid sits at (s, s + r, s + c) with s the next text position before it, and the
+ * text after it continues at s + max(gh, gw). */
+static void plan_positions(const qhx_qwen3vl *q, vl_state *s, const qhx_image_embed *images, const int32_t *ids,
+                           int64_t n) {
+    const int64_t M = q->vit ? q->vit->cfg.spatial_merge_size : 1;
+    int64_t next = s->next_pos;
+    int k = 0;
+    for (int64_t i = 0; i < n;) {
+        if (ids[i] != q->image_token_id) {
+            s->plan_pos[i * 3] = s->plan_pos[i * 3 + 1] = s->plan_pos[i * 3 + 2] = next++;
+            s->plan_src[i++] = NULL;
+            continue;
+        }
+        const qhx_image_embed *im = &images[k++];
+        int64_t gh = im->grid_h / M, gw = im->grid_w / M;
+        for (int64_t r = 0; r < im->n_tokens; r++, i++) {
+            s->plan_pos[i * 3] = next;
+            s->plan_pos[i * 3 + 1] = next + r / gw;
+            s->plan_pos[i * 3 + 2] = next + r % gw;
+            s->plan_src[i] = im->embd + r * im->row_width;
+        }
+        next += gh > gw ? gh : gw;
+    }
+}
+
+static qhx_status vl_attach(qhx_net_state *st, const qhx_image_embed *images, int n_images, const int32_t *ids,
+                            int64_t n, qhx_error *err) {
+    const qhx_qwen3vl *q = st->m->impl;
+    vl_state *s = st->impl;
+    plan_clear(s);
+    if (n < 1 || !ids) return qhx_fail(err, QHX_E_ARG, "attach: no tokens");
+    qhx_status rc = check_pads(q, images, n_images, ids, n, err);
+    if (rc) return rc;
+    s->plan_pos = qhx_malloc((size_t)n * 3 * sizeof *s->plan_pos);
+    s->plan_src = qhx_malloc((size_t)n * sizeof *s->plan_src);
+    s->plan_ids = qhx_malloc((size_t)n * sizeof *s->plan_ids);
+    if (!s->plan_pos || !s->plan_src || !s->plan_ids) {
+        plan_clear(s);
+        return qhx_fail(err, QHX_E_NOMEM, "attach: out of memory");
+    }
+    memcpy(s->plan_ids, ids, (size_t)n * sizeof *ids);
+    plan_positions(q, s, images, ids, n);
+    s->plan_start = st->n_past;
+    s->plan_n = n;
+    s->image_rw = n_images ? images[0].row_width : 0;
+    return QHX_OK;
+}
+
+static int64_t vl_attached_positions(const qhx_net_state *st, const int64_t **pos) {
+    const vl_state *s = st->impl;
+    *pos = s->plan_pos;
+    return s->plan_n;
+}
+
+/* ---- forward ----------------------------------------------------------------------------- */
+
+/* Work is spread over the model's pool (ops/blocks.h, ops/par.h) in pieces fixed by the problem
+ * size; results do not depend on the thread count. */
+
+/* Y (n, rows) stride ldy = X (n, cols) stride ldx @ W^T, rows split over the pool. */
+static void linear(const qhx_qwen3vl *q, const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy,
+                   int64_t n) {
+    qhx_par_linear(q->pool, q->kern, w, X, ldx, Y, ldy, n);
+}
+
+/* Dense attention over n tokens at positions n_past ..: xn (n, H) -> tmp (n, H): plain q/k norms,
+ * the full head rotated by M-RoPE, no output gate. */
+static void attn_forward(const qhx_qwen3vl *q, const qhx_net_state *st, vl_state *s, const vl_layer *Ly, int64_t l,
+                         int64_t n) {
+    const int64_t H = q->H, qw = q->nh * q->hd, kvw = q->nkv * q->hd;
+    const qhx_par_lin in[3] = {{&Ly->q_proj, s->q, qw}, {&Ly->k_proj, s->kk, kvw}, {&Ly->v_proj, s->vv, kvw}};
+    qhx_par_linears(q->pool, q->kern, in, 3, s->xn, H, n);
+    const qhx_op_attn a = {.kern = q->kern, .pool = q->pool, .kv = &s->kv, .slot = l, .nh = q->nh, .nkv = q->nkv,
+                           .hd = q->hd, .rot = q->hd, .norm = QHX_NORM_PLAIN, .q_norm = Ly->q_norm,
+                           .k_norm = Ly->k_norm, .eps = q->eps, .scale = 1.0f / sqrtf((float)q->hd), .q = s->q,
+                           .k = s->kk, .v = s->vv, .cos = s->cosb, .sin = s->sinb, .gate = NULL, .out = s->att,
+                           .work = s->attw, .work_floats = s->attw_floats, .part = s->attp, .n_past = st->n_past,
+                           .n = n};
+    qhx_op_attention(&a);
+    linear(q, &Ly->o_proj, s->att, qw, s->tmp, H, n);
+}
+
+/* n <= n_batch tokens through every layer; positions and image rows already in s->pos, s->src. */
+static qhx_status run_batch(const qhx_net *m, qhx_net_state *st, const int32_t *ids, int64_t n,
+                            float *logits, bool all, const qhx_forward_opts *opts, qhx_error *err) {
+    const qhx_qwen3vl *q = m->impl;
+    vl_state *s = st->impl;
+    const int64_t H = q->H, half = q->hd / 2;
+    const int64_t RW = s->image_rw, n_ds = RW ? RW / H - 1 : 0;
+
+    for (int64_t t = 0; t < n; t++) {
+        if (s->src[t]) memcpy(s->x + t * H, s->src[t], (size_t)H * sizeof(float));
+        else q->kern->row[q->embed.fmt](&q->embed, ids[t], s->x + t * H);
+        qhx_rope_angles(s->pos + t * 3, q->axis, q->inv_freq, half, s->cosb + t * half, s->sinb + t * half);
+    }
+    if (opts->layer_cb) opts->layer_cb(opts->layer_cb_user, -1, st->n_past, s->x, n);
+    for (int64_t l = 0; l < q->L; l++) {
+        const vl_layer *Ly = &q->layers[l];
+        if (opts->abort_cb && opts->abort_cb(opts->abort_cb_user))
+            return qhx_fail(err, QHX_E_ABORTED, "forward: aborted at layer %lld", (long long)l);
+        qhx_op_rmsnorm_rows(q->pool, QHX_NORM_PLAIN, s->x, Ly->input_norm, s->xn, n, H, q->eps);
+        attn_forward(q, st, s, Ly, l, n);
+        qhx_op_add_rmsnorm_rows(q->pool, QHX_NORM_PLAIN, s->x, s->tmp, Ly->post_norm, s->xn, n, H, q->eps);
+        qhx_op_swiglu_mlp(q->pool, q->kern, &Ly->gate_proj, &Ly->up_proj, &Ly->down_proj, s->xn, H, s->mg, s->mu, q->I,
+                          s->tmp, n);
+        qhx_op_add(q->pool, s->x, s->tmp, n * H);
+        /* the layer's output as HF hooks see it: before the DeepStack add */
+        if (opts->layer_cb) opts->layer_cb(opts->layer_cb_user, l, st->n_past, s->x, n);
+        if (l < n_ds)
+            for (int64_t t = 0; t < n; t++)
+                if (s->src[t]) qhx_k_add_f32_ref(s->x + t * H, s->src[t] + (1 + l) * H, H);
+    }
+    if (logits)
+        qhx_op_lm_head(q->pool, q->kern, QHX_NORM_PLAIN, s->x, q->final_norm, q->eps, s->xn, &q->lm_head, logits, H,
+                       q->V, n, all);
+    st->n_past += n;
+    return QHX_OK;
+}
+
+typedef struct vl_steps {
+    const qhx_net *m;
+    qhx_net_state *st;
+    const int32_t *ids;
+    const qhx_forward_opts *opts;
+    bool all;
+} vl_steps;
+
+/* One batch: the positions and image rows of its tokens (the announced ones from the plan,
+ * text after it at the next text position), then the layers. */
+static qhx_status vl_step(void *ctx, int64_t t0, int64_t nt, float *logits, qhx_error *err) {
+    const vl_steps *c = ctx;
+    qhx_net_state *st = c->st;
+    vl_state *s = st->impl;
+    int64_t next = s->next_pos;
+    for (int64_t t = 0; t < nt; t++) {
+        int64_t i = st->n_past + t - s->plan_start;
+        int in_plan = s->plan_n && i >= 0 && i < s->plan_n;
+        for (int a = 0; a < 3; a++) s->pos[t * 3 + a] = in_plan ? s->plan_pos[i * 3 + a] : next;
+        s->src[t] = in_plan ? s->plan_src[i] : NULL;
+        for (int a = 0; a < 3; a++)
+            if (s->pos[t * 3 + a] + 1 > next) next = s->pos[t * 3 + a] + 1;
+    }
+    qhx_status rc = run_batch(c->m, st, c->ids + t0, nt, logits, c->all, c->opts, err);
+    if (rc == QHX_OK) s->next_pos = next;
+    return rc;
+}
+
+static qhx_status vl_forward(const qhx_net *m, qhx_net_state *st, const int32_t *ids, int64_t n,
+                             const qhx_forward_opts *opts, qhx_error *err) {
+    vl_state *s = st->impl;
+    /* Tokens inside the announced prompt must be the announced ones. Elsewhere every id is text,
+     * the image-pad id too (as in HF decoding, which passes no pixels after the prompt). */
+    for (int64_t t = 0; t < n; t++) {
+        int64_t i = st->n_past + t - s->plan_start;
+        if (s->plan_n && i >= 0 && i < s->plan_n && ids[t] != s->plan_ids[i])
+            return qhx_fail(err, QHX_E_ARG, "forward: token %lld is %d, but the prompt announced with the image has %d there",
+                            (long long)(st->n_past + t), ids[t], s->plan_ids[i]);
+    }
+    vl_steps c = {m, st, ids, opts, (opts->flags & QHX_FWD_LOGITS_ALL) != 0};
+    const int64_t step = (opts->flags & QHX_FWD_SEQUENTIAL) ? 1 : st->n_batch;
+    return qhx_op_batches(n, step, m->cfg.vocab_size, opts->logits, c.all, vl_step, &c, err);
+}
+
+/* The lm-head graph alone: hidden (n, H) rows after the last layer -> logits (n, V). */
+static qhx_status vl_lm_head(const qhx_net *m, const float *hidden, int64_t n, float *logits, qhx_error *err) {
+    const qhx_qwen3vl *q = m->impl;
+    float *xn = qhx_aligned_alloc((size_t)n * (size_t)q->H * sizeof(float));
+    if (!xn) return qhx_fail(err, QHX_E_NOMEM, "lm_head: out of memory for %lld rows", (long long)n);
+    qhx_op_lm_head(q->pool, q->kern, QHX_NORM_PLAIN, hidden, q->final_norm, q->eps, xn, &q->lm_head, logits, q->H, q->V,
+                   n, true);
+    qhx_aligned_free(xn);
+    return QHX_OK;
+}
+
+/* Save/restore: the K and V caches (per layer, one row per position) and the next text
+ * position (which runs ahead of n_past after an image). An announced image is not part of it. */
+static int vl_state_regions(const qhx_net_state *st, qhx_state_region *out, int cap) {
+    vl_state *s = st->impl;
+    int n = qhx_kv_regions(&s->kv, out, cap); /* K then V of each layer */
+    if (n < cap) out[n++] = (qhx_state_region){&s->next_pos, sizeof s->next_pos, 1, false};
+    return n;
+}
+
+static const qhx_net_vt VL_VT = {
+    .state_regions = vl_state_regions,
+    .free_impl = vl_free_impl,
+    .state_create = vl_state_create,
+    .state_free = vl_state_free,
+    .state_reset = vl_state_reset,
+    .forward = vl_forward,
+    .lm_head = vl_lm_head,
+    .encode_image = vl_encode_image,
+    .attach = vl_attach,
+    .attached_positions = vl_attached_positions,
+};

@@ -1,0 +1,211 @@
+/* runtime/hostop.c: the generate loops (runtime/hostop.h). */
+#include "runtime/hostop.h"
+
+#include "core/alloc.h"
+#include "core/time.h"
+#include "runtime/session_impl.h"
+
+#include <string.h>
+
+/* ---- chat turns ------------------------------------------------------------------------- */
+
+/* The prompt text of a chat turn (owned: qhx_free). After an earlier answer in this session the
+ * text starts by closing it: its stop token is pending (fed first), or, after a length stop,
+ * the end-of-turn marker is added. */
+static qhx_status chat_text(qhx_session *s, const qhx_chat_msg *msgs, size_t n, const qhx_image_embed *images,
+                            int n_images, int thinking, char **out, qhx_error *err) {
+    *out = NULL;
+    qhx_chat_message *cm = qhx_calloc(n, sizeof *cm);
+    qhx_chat_part parts[QHX_HOSTOP_MAX_IMAGES + 1];
+    if (!cm) return qhx_fail(err, QHX_E_NOMEM, "chat: out of memory");
+    size_t last_user = n;
+    for (size_t i = 0; i < n; i++) {
+        cm[i].role = msgs[i].role;
+        cm[i].content = msgs[i].content ? msgs[i].content : "";
+        if (msgs[i].role && !strcmp(msgs[i].role, "user")) last_user = i;
+    }
+    if (n_images > 0) { /* the images first, in order, then the text of the last user message */
+        if (last_user == n) {
+            qhx_free(cm);
+            return qhx_fail(err, QHX_E_ARG, "chat: an image needs a user message");
+        }
+        for (int k = 0; k < n_images; k++)
+            parts[k] = (qhx_chat_part){.text = NULL, .image_tokens = (int32_t)images[k].n_tokens};
+        parts[n_images] = (qhx_chat_part){.text = cm[last_user].content, .text_len = strlen(cm[last_user].content)};
+        cm[last_user].parts = parts;
+        cm[last_user].n_parts = (size_t)n_images + 1;
+    }
+    qhx_chat_options opt = {.add_generation_prompt = 1, .enable_thinking = thinking};
+    qhx_chat_family fam = qhx_model_chat_style(s->m);
+    char *body = NULL;
+    size_t len = 0;
+    qhx_status rc = qhx_tok_chat_format(fam, cm, n, &opt, &body, &len, err);
+    qhx_free(cm);
+    if (rc) return rc;
+    if (qhx_session_n_past(s) == 0 && s->pending < 0) {
+        *out = body;
+        return QHX_OK;
+    }
+    const char *sep = s->last_stop == QHX_STOP_TOKEN ? "\n" : "<|im_end|>\n";
+    char *t = qhx_malloc(strlen(sep) + len + 1);
+    if (!t) {
+        qhx_free(body);
+        return qhx_fail(err, QHX_E_NOMEM, "chat: out of memory");
+    }
+    memcpy(t, sep, strlen(sep));
+    memcpy(t + strlen(sep), body, len + 1);
+    qhx_free(body);
+    *out = t;
+    return QHX_OK;
+}
+
+/* One chat turn: its text (images as runs of pads), tokens, then the feed; the pending token
+ * goes first, so an image announcement covers exactly the turn's ids. */
+static qhx_status feed_turn(qhx_session *s, const qhx_chat_msg *msgs, size_t n, const qhx_image_embed *images,
+                            int n_images, int thinking, qhx_error *err) {
+    char *text = NULL;
+    int32_t *ids = NULL;
+    size_t n_ids = 0;
+    qhx_status rc;
+    if ((rc = chat_text(s, msgs, n, images, n_images, thinking, &text, err))) goto done;
+    if ((rc = qhx_session_encode(s, text, strlen(text), &ids, &n_ids, err))) goto done;
+    if ((rc = qhx_session_feed_pending(s, err))) goto done;
+    if (n_ids && (rc = qhx_model_state_attach(s->st, images, n_images, ids, (int64_t)n_ids, err))) goto done;
+    rc = qhx_session_feed_ids(s, ids, n_ids, err);
+    qhx_model_state_attach(s->st, NULL, 0, NULL, 0, NULL); /* the images die here: drop the announcement */
+done:
+    qhx_free(text);
+    qhx_free(ids);
+    return rc;
+}
+
+static qhx_status check_turn(const qhx_session *s, const qhx_chat_msg *msgs, size_t n, qhx_error *err) {
+    if (!s->m->tok) return qhx_fail(err, QHX_E_ARG, "session: the model has no tokenizer");
+    if (!msgs || n == 0 || n > 4096) return qhx_fail(err, QHX_E_ARG, "chat: 1 to 4096 messages are needed");
+    return QHX_OK;
+}
+
+static qhx_status text_feed_chat(qhx_session *s, const qhx_chat_msg *msgs, size_t n, const char *const *images,
+                                 int n_images, int64_t max_image_tokens, int thinking, qhx_error *err) {
+    (void)max_image_tokens;
+    qhx_status rc = check_turn(s, msgs, n, err);
+    if (rc) return rc;
+    if (n_images > 0) { /* the model's own message says why: no vision graph, or a text host-op */
+        qhx_image_embed none;
+        return qhx_model_image_load(s->m, images[0], 0, &none, err);
+    }
+    return feed_turn(s, msgs, n, NULL, 0, thinking, err);
+}
+
+static qhx_status image_feed_chat(qhx_session *s, const qhx_chat_msg *msgs, size_t n, const char *const *images,
+                                  int n_images, int64_t max_image_tokens, int thinking, qhx_error *err) {
+    qhx_status rc = check_turn(s, msgs, n, err);
+    if (rc) return rc;
+    if (n_images < 0 || n_images > QHX_HOSTOP_MAX_IMAGES)
+        return qhx_fail(err, QHX_E_LIMIT, "chat: %d images in one turn, the limit is %d", n_images, QHX_HOSTOP_MAX_IMAGES);
+    qhx_image_embed im[QHX_HOSTOP_MAX_IMAGES];
+    memset(im, 0, sizeof im);
+    for (int k = 0; k < n_images && rc == QHX_OK; k++) {
+        if (!images[k]) rc = qhx_fail(err, QHX_E_ARG, "chat: image %d has no path", k + 1);
+        else rc = qhx_model_image_load(s->m, images[k], max_image_tokens, &im[k], err);
+    }
+    if (rc == QHX_OK) rc = feed_turn(s, msgs, n, im, n_images, thinking, err);
+    for (int k = 0; k < n_images; k++) qhx_image_embed_deinit(&im[k]);
+    return rc;
+}
+
+/* ---- generation ---------------------------------------------------------------------------- */
+
+/* Report a token (and whatever text it completes) to the callback. Returns 1 when the callback
+ * asks to stop, 0 to go on, -1 when the text could not be made (out of memory; err set, and the
+ * token is not reported). */
+static int emit(qhx_session *s, const qhx_generate_params *p, qhx_token t, qhx_error *err) {
+    const char *text = "";
+    size_t len = 0;
+    if (s->stream && qhx_tok_stream_push(s->stream, t, &text, &len, err) != QHX_OK) return -1;
+    return p->on_token ? p->on_token(p->user, t, text, len) != 0 : 0;
+}
+
+/* The text the stream still holds (an incomplete UTF-8 tail), reported with token -1. */
+static qhx_status flush_stream(qhx_session *s, const qhx_generate_params *p, qhx_error *err) {
+    const char *text;
+    size_t len = 0;
+    if (!s->stream) return QHX_OK;
+    qhx_status rc = qhx_tok_stream_flush(s->stream, &text, &len, err);
+    if (rc == QHX_OK && len && p->on_token) p->on_token(p->user, -1, text, len);
+    return rc;
+}
+
+static int is_stop(const qhx_model *m, qhx_token t, qhx_token turn_end) {
+    return qhx_model_is_stop(m, t) || (turn_end >= 0 && t == turn_end);
+}
+
+static qhx_status generate_tokens(qhx_session *s, const qhx_generate_params *p, qhx_generate_stats *stats,
+                           qhx_error *err) {
+    qhx_generate_stats st = {.n_prompt = s->n_fed, .prefill_ms = s->feed_ms};
+    if (stats) *stats = st;
+    if (!p || p->max_tokens < 1) return qhx_fail(err, QHX_E_ARG, "generate: max_tokens must be >= 1");
+    int64_t held = qhx_session_n_past(s) + (s->pending >= 0 ? 1 : 0), n_ctx = qhx_session_n_ctx(s);
+    if (p->max_tokens > n_ctx - held)
+        return qhx_fail(err, QHX_E_LIMIT,
+                        "prompt (%lld tokens) + generation (%lld) would pass the context of %lld tokens",
+                        (long long)held, (long long)p->max_tokens, (long long)n_ctx);
+    qhx_status rc = qhx_session_feed_pending(s, err);
+    if (rc) return rc;
+    if (!s->has_logits) return qhx_fail(err, QHX_E_ARG, "generate: feed a prompt first");
+    uint64_t t0 = qhx_time_ns();
+    st.stop = QHX_STOP_LENGTH;
+    /* both chat formats (ChatML) end a turn with <|im_end|> */
+    qhx_token turn_end = p->stop_at_turn_end ? qhx_model_token_id(s->m, "<|im_end|>") : -1;
+    for (int64_t k = 0; k < p->max_tokens; k++) {
+        if (s->params.abort_cb && s->params.abort_cb(s->params.abort_user)) {
+            rc = qhx_fail(err, QHX_E_ABORTED, "generate: interrupted after %lld tokens", (long long)k);
+            break;
+        }
+        qhx_token t = qhx_sampler_sample(s->smp, s->logits);
+        if (t < 0) {
+            rc = qhx_fail(err, QHX_E_FORMAT,
+                          "generate: the logits after %lld tokens are not finite (NaN or Inf): the weights "
+                          "or the computation overflowed", (long long)qhx_session_n_past(s));
+            break;
+        }
+        if (!p->ignore_stop && is_stop(s->m, t, turn_end)) {
+            s->pending = t;
+            st.stop = QHX_STOP_TOKEN;
+            break;
+        }
+        int e = emit(s, p, t, err);
+        if (e < 0) { /* t is dropped: the state never held it */
+            rc = QHX_E_NOMEM;
+            break;
+        }
+        st.n_generated++;
+        if (e) {
+            s->pending = t;
+            st.stop = QHX_STOP_CALLBACK;
+            break;
+        }
+        if (k + 1 == p->max_tokens) {
+            s->pending = t; /* fed by the next call, so the state never holds a token twice */
+            break;
+        }
+        if ((rc = qhx_session_decode(s, t, err))) break;
+    }
+    if (rc == QHX_OK) rc = flush_stream(s, p, err);
+    else flush_stream(s, p, NULL);
+    s->last_stop = st.stop;
+    st.decode_ms = (double)(qhx_time_ns() - t0) / 1e6;
+    s->n_fed = 0;
+    s->feed_ms = 0;
+    if (stats) *stats = st;
+    return rc;
+}
+
+/* ---- the table -------------------------------------------------------------------------- */
+
+static const qhx_hostop HOSTOPS[] = {
+    [QHX_LOOP_TEXT] = {"text", text_feed_chat, generate_tokens},
+    [QHX_LOOP_IMAGE_TEXT] = {"image_text", image_feed_chat, generate_tokens},
+};
+
+const qhx_hostop *qhx_hostop_of(const qhx_model *m) { return &HOSTOPS[m->host_op->loop]; }

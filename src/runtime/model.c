@@ -1,0 +1,405 @@
+/* runtime/model.c: opening a model (qhx.h qhx_model_open): the run plan, its family (from the
+ * registry) and the only parse of its config, the host-op, the backend and its graphs, the
+ * tokenizer and the image preprocessing; then the sequence calls, each through the backend. */
+#include "runtime/model.h"
+
+#include "core/alloc.h"
+#include "core/pool.h"
+#include "ops/kv.h"
+
+#include <stdio.h>
+#include <string.h>
+
+struct qhx_model_state {
+    const qhx_model *m;
+    qhx_seq *seq; /* the backend's */
+};
+
+qhx_model_params qhx_model_default_params(void) {
+    qhx_model_params p = {.max_isa = QHX_ISA_BEST, .n_threads = 0, .weights = QHX_WEIGHTS_DEFAULT,
+                          .prefill_math = QHX_PREFILL_MATH_DEFAULT,
+                          .decode_math = QHX_PREFILL_MATH_DEFAULT, .max_context = 0};
+    return p;
+}
+
+/* ---- opening ------------------------------------------------------------------------------ */
+
+static qhx_status check_params(const qhx_model_params *p, qhx_error *err) {
+    if (p->n_threads < 0 || p->n_threads > QHX_POOL_MAX_THREADS)
+        return qhx_fail(err, QHX_E_ARG, "n_threads %d is outside [0, %d]", p->n_threads, QHX_POOL_MAX_THREADS);
+    if ((unsigned)p->weights > QHX_WEIGHTS_READ)
+        return qhx_fail(err, QHX_E_ARG, "weights mode %d is not one of default, mmap, read", (int)p->weights);
+    if ((unsigned)p->prefill_math > QHX_PREFILL_MATH_INT8)
+        return qhx_fail(err, QHX_E_ARG, "prefill_math %d is not one of default, f32, int8", (int)p->prefill_math);
+    if ((unsigned)p->decode_math > QHX_PREFILL_MATH_INT8)
+        return qhx_fail(err, QHX_E_ARG, "decode_math %d is not one of default, f32, int8", (int)p->decode_math);
+    if ((unsigned)p->max_isa > QHX_ISA_BEST) return qhx_fail(err, QHX_E_ARG, "max_isa %d is not an instruction set", (int)p->max_isa);
+    if (p->max_context < 0) return qhx_fail(err, QHX_E_ARG, "max_context %lld is negative", (long long)p->max_context);
+    if ((unsigned)p->kv_cache > QHX_KV_Q8) return qhx_fail(err, QHX_E_ARG, "kv_cache %d is not one of default, f32, f16, q8", (int)p->kv_cache);
+    return QHX_OK;
+}
+
+/* The family the plan names (a manifest), or the one that reads its config's model_type (a
+ * checkpoint folder); a manifest's family must also read its config. */
+static qhx_status find_family(const qhx_plan *plan, qhx_plan_resolved *r, qhx_error *err) {
+    char names[256];
+    const qhx_family_desc *by_type = qhx_family_for_model_type(plan->model_type);
+    if (plan->family[0]) {
+        r->family = qhx_family_find(plan->family);
+        if (!r->family)
+            return qhx_fail(err, QHX_E_UNSUPPORTED, "%s: family: '%s' is not supported by this build (known: %s)",
+                            plan->label, plan->family, qhx_family_names(names, sizeof names));
+        if (by_type != r->family)
+            return qhx_fail(err, QHX_E_FORMAT, "%s: family: '%s' does not match the model config's model_type '%s'",
+                            plan->label, plan->family, plan->model_type);
+        return QHX_OK;
+    }
+    if (!by_type)
+        return qhx_fail(err, QHX_E_UNSUPPORTED, "%s: model_type: '%s' is not supported (families: %s)",
+                        plan->model_config.path ? plan->model_config.path : plan->label, plan->model_type,
+                        qhx_family_names(names, sizeof names));
+    r->family = by_type;
+    return QHX_OK;
+}
+
+static qhx_status find_host_op(const qhx_plan *plan, qhx_plan_resolved *r, qhx_error *err) {
+    if (!plan->host_op[0]) { /* a checkpoint folder: images when it carries a vision tower */
+        r->host_op = qhx_family_default_host_op(r->family, r->cfg.has_vision && plan->vision_tensors);
+        return QHX_OK;
+    }
+    r->host_op = qhx_family_host_op_find(r->family, plan->host_op);
+    if (!r->host_op) {
+        char offered[256];
+        size_t at = 0;
+        offered[0] = '\0';
+        for (const qhx_family_host_op *h = r->family->host_ops; h->name && at < sizeof offered; h++)
+            at += (size_t)snprintf(offered + at, sizeof offered - at, "%s%s", at ? ", " : "", h->name);
+        return qhx_fail(err, QHX_E_FORMAT, "%s: host_op: '%s' is not a host-op of family %s (it offers: %s)",
+                        plan->label, plan->host_op, r->family->name, offered);
+    }
+    if (r->host_op->loop == QHX_LOOP_IMAGE_TEXT && !r->cfg.has_vision)
+        return qhx_fail(err, QHX_E_FORMAT, "%s: host_op: %s needs a vision_config in the model config", plan->label,
+                        r->host_op->name);
+    return QHX_OK;
+}
+
+/* What the plan says that only the parsed config can check: the context against the trained
+ * one, special ids against the vocabulary. */
+static qhx_status check_plan_against_config(const qhx_plan *plan, const qhx_plan_resolved *r, qhx_error *err) {
+    const qhx_model_config *c = &r->cfg;
+    if (plan->source == QHX_PLAN_FROM_MANIFEST && c->max_position_embeddings > 0 &&
+        plan->max_context > c->max_position_embeddings)
+        return qhx_fail(err, QHX_E_FORMAT, "%s: max_context: %lld exceeds the model's max_position_embeddings %lld",
+                        plan->label, (long long)plan->max_context, (long long)c->max_position_embeddings);
+    const qhx_plan_tokens *t = &plan->special;
+    if (plan->source == QHX_PLAN_FROM_MANIFEST && r->host_op->loop == QHX_LOOP_IMAGE_TEXT) {
+        const char *need[] = {"image_pad", "vision_start", "vision_end"};
+        int32_t have[] = {t->image_pad, t->vision_start, t->vision_end};
+        for (int i = 0; i < 3; i++)
+            if (have[i] < 0)
+                return qhx_fail(err, QHX_E_FORMAT, "%s: special_tokens.%s: missing (%s needs it)", plan->label, need[i],
+                                r->host_op->name);
+    }
+    for (int i = 0; i < t->n_stop_ids; i++)
+        if (t->stop_ids[i] >= c->vocab_size)
+            return qhx_fail(err, QHX_E_FORMAT, "%s: special_tokens.stop_ids: [%d]: %d is not below vocab_size %lld",
+                            plan->label, i, t->stop_ids[i], (long long)c->vocab_size);
+    for (int i = 0; i < QHX_PLAN_N_TOKEN_IDS; i++) {
+        int32_t v = qhx_plan_token_id(t, i);
+        if (v >= c->vocab_size)
+            return qhx_fail(err, QHX_E_FORMAT, "%s: special_tokens.%s: %d is not below vocab_size %lld", plan->label,
+                            qhx_plan_token_key(i), v, (long long)c->vocab_size);
+    }
+    return QHX_OK;
+}
+
+qhx_status qhx_plan_resolve(const qhx_plan *plan, qhx_plan_resolved *r, qhx_error *err) {
+    memset(r, 0, sizeof *r);
+    if (!plan->config) return qhx_fail(err, QHX_E_FORMAT, "%s: the run plan has no model configuration", plan->label);
+    qhx_status rc = find_family(plan, r, err);
+    if (rc) return rc;
+    const char *label = plan->model_config.path ? plan->model_config.path : plan->label;
+    if ((rc = r->family->parse_config(plan->config, label, &r->cfg, err)) || (rc = find_host_op(plan, r, err)))
+        return rc;
+    return check_plan_against_config(plan, r, err);
+}
+
+/* The context: the caller's, else the plan's; a checkpoint folder's default is capped by the
+ * trained length. The trained length bounds every session. */
+static qhx_status set_context(qhx_model *m, qhx_error *err) {
+    const qhx_plan *plan = m->plan;
+    int64_t mpe = m->cfg.max_position_embeddings, ctx = plan->max_context;
+    if (plan->source == QHX_PLAN_FROM_CHECKPOINT && mpe > 0 && mpe < ctx) ctx = mpe;
+    if (m->params.max_context) ctx = m->params.max_context;
+    m->max_context = ctx;
+    m->trained_context = mpe > ctx ? mpe : ctx;
+    (void)err;
+    return QHX_OK;
+}
+
+/* Image preprocessing: the vision config's patch, temporal patch and merge sizes, then the
+ * plan's preprocessor_config.json, which must agree with them. */
+static qhx_status set_image_prep(qhx_model *m, qhx_error *err) {
+    const qhx_vit_config *v = &m->cfg.vision;
+    m->prep = qhx_image_prep_default();
+    m->prep.patch_size = v->patch_size;
+    m->prep.temporal_patch_size = v->temporal_patch_size;
+    m->prep.merge_size = v->spatial_merge_size;
+    const qhx_plan_file *pf = &m->plan->preprocessor;
+    qhx_status rc;
+    if (pf->present && pf->path && (rc = qhx_image_prep_load(pf->path, &m->prep, err))) return rc;
+    if (m->prep.patch_size != v->patch_size || m->prep.temporal_patch_size != v->temporal_patch_size ||
+        m->prep.merge_size != v->spatial_merge_size)
+        return qhx_fail(err, QHX_E_FORMAT, "%s: patch_size / temporal_patch_size / merge_size disagree with config.json vision_config",
+                        pf->present && pf->path ? pf->path : m->plan->label);
+    return QHX_OK;
+}
+
+static qhx_status load_graphs(qhx_model *m, qhx_error *err) {
+    bool images = m->host_op->loop == QHX_LOOP_IMAGE_TEXT;
+    const qhx_backend_load_args a = {.plan = m->plan, .family = m->family, .cfg = &m->cfg, .params = &m->params,
+                                     .vision = images};
+    qhx_status rc = m->backend->load(&a, &m->graphs, err);
+    if (rc) return rc;
+    if (!images) return QHX_OK;
+    if (!m->backend->has_graph(m->graphs, QHX_GRAPH_VISION)) {
+        if (m->plan->host_op[0])
+            return qhx_fail(err, QHX_E_FORMAT, "%s: host_op: %s needs the vision tower, which the weights lack",
+                            m->plan->label, m->host_op->name);
+        m->host_op = qhx_family_default_host_op(m->family, false);
+        return QHX_OK;
+    }
+    m->images = true;
+    return set_image_prep(m, err);
+}
+
+static qhx_status load_tokenizer(qhx_model *m, qhx_error *err) {
+    const qhx_plan_file *t = &m->plan->tokenizer;
+    if (!t->present || !t->path) return QHX_OK;
+    qhx_status rc = qhx_tok_load(t->path, &m->tok, err);
+    if (rc) return rc;
+    if (qhx_tok_n_vocab(m->tok) > m->cfg.vocab_size)
+        return qhx_fail(err, QHX_E_FORMAT, "%s: the tokenizer has %d ids but the model only %lld embedding rows",
+                        t->path, qhx_tok_n_vocab(m->tok), (long long)m->cfg.vocab_size);
+    return QHX_OK;
+}
+
+static qhx_status open_plan(qhx_model *m, const char *path, qhx_error *err) {
+    qhx_status rc = qhx_plan_open(path, &m->plan, err);
+    if (rc) return rc;
+    /* what a manifest says of its weights (tensor_count, dtype, precision) is checked against the
+     * safetensors headers now, at the cost of reading them once more; sha256 is left to
+     * `qhx inspect --verify` (a pass over every byte: seconds per GB) */
+    if (m->plan->source == QHX_PLAN_FROM_MANIFEST && (rc = qhx_plan_verify(m->plan, QHX_PLAN_VERIFY_HEADERS, err)))
+        return rc;
+    return QHX_OK;
+}
+
+qhx_status qhx_model_open(const char *path, const qhx_model_params *params, qhx_model **out, qhx_error *err) {
+    if (!out) return qhx_fail(err, QHX_E_ARG, "model open: out is NULL");
+    *out = NULL;
+    if (!path) return qhx_fail(err, QHX_E_ARG, "model path is NULL");
+    qhx_model_params p = params ? *params : qhx_model_default_params();
+    qhx_status rc = check_params(&p, err);
+    const qhx_backend *be = NULL;
+    if (rc || (rc = qhx_backend_find(p.backend, &be, err))) return rc;
+    qhx_model *m = qhx_calloc(1, sizeof *m);
+    if (!m) return qhx_fail(err, QHX_E_NOMEM, "out of memory");
+    m->params = p;
+    m->params.backend = NULL; /* the caller's string need not outlive the call */
+    m->backend = be;
+    qhx_plan_resolved *r = qhx_malloc(sizeof *r); /* a config is 8 KB: not on the stack */
+    if (!r) {
+        rc = qhx_fail(err, QHX_E_NOMEM, "out of memory");
+        goto fail;
+    }
+    if ((rc = open_plan(m, path, err)) == QHX_OK && (rc = qhx_plan_resolve(m->plan, r, err)) == QHX_OK) {
+        m->family = r->family;
+        m->host_op = r->host_op;
+        m->cfg = r->cfg;
+    }
+    qhx_free(r);
+    if (rc || (rc = set_context(m, err))) goto fail;
+    m->kv_cache = p.kv_cache ? p.kv_cache : m->plan->kv_cache ? m->plan->kv_cache : QHX_KV_BUILTIN;
+    if ((rc = load_graphs(m, err)) || (rc = load_tokenizer(m, err))) goto fail;
+    *out = m;
+    return QHX_OK;
+fail:
+    qhx_model_free(m);
+    return rc;
+}
+
+void qhx_model_free(qhx_model *m) {
+    if (!m) return;
+    if (m->backend) m->backend->unload(m->graphs);
+    qhx_tok_free(m->tok);
+    qhx_plan_free(m->plan);
+    qhx_free(m);
+}
+
+const qhx_model_config *qhx_model_get_config(const qhx_model *m) { return &m->cfg; }
+int64_t qhx_model_n_vocab(const qhx_model *m) { return m ? m->cfg.vocab_size : 0; }
+void qhx_model_backend_info(const qhx_model *m, qhx_backend_info *out) { m->backend->info(m->graphs, out); }
+qhx_chat_family qhx_model_chat_style(const qhx_model *m) { return m->family->chat; }
+
+const qhx_st_set *qhx_model_tensors(const qhx_model *m) { return m->backend->tensors(m->graphs); }
+
+const qhx_st_tensor *qhx_model_find_tensor(const qhx_model *m, const char *name) {
+    const qhx_st_set *set = qhx_model_tensors(m);
+    return set ? qhx_st_find(set, name) : NULL;
+}
+
+/* ---- images ------------------------------------------------------------------------------- */
+
+/* The preprocessing with at most max_tokens image tokens (0: no cap): smart_resize's pixel
+ * ceiling lowered to max_tokens merged patches, so the image is scaled down before the tower. */
+static qhx_status capped_prep(const qhx_model *m, int64_t max_tokens, qhx_image_prep *prep, qhx_error *err) {
+    *prep = m->prep;
+    if (max_tokens <= 0) return QHX_OK;
+    int64_t side = prep->patch_size * prep->merge_size;
+    if (max_tokens > INT64_MAX / (side * side)) return QHX_OK;
+    int64_t cap = max_tokens * side * side;
+    if (prep->do_resize && cap < prep->min_pixels)
+        return qhx_fail(err, QHX_E_LIMIT, "an image takes at least %lld tokens (min_pixels %lld), only %lld fit",
+                        (long long)((prep->min_pixels + side * side - 1) / (side * side)), (long long)prep->min_pixels,
+                        (long long)max_tokens);
+    if (cap < prep->max_pixels) prep->max_pixels = cap;
+    return QHX_OK;
+}
+
+/* Preprocess on the host, then the vision graph into rows the host allocates. */
+static qhx_status encode_with(const qhx_model *m, const qhx_image *img, const qhx_image_prep *prep,
+                              int64_t max_tokens, qhx_image_embed *out, qhx_error *err) {
+    qhx_image_patches p;
+    qhx_status rc = qhx_image_preprocess(img, prep, &p, err);
+    if (rc) return rc;
+    int64_t M = prep->merge_size;
+    int64_t n_tokens = (p.grid_h / M) * (p.grid_w / M);
+    if (max_tokens > 0 && n_tokens > max_tokens) { /* not resized (do_resize false): cannot be capped */
+        qhx_image_patches_deinit(&p);
+        return qhx_fail(err, QHX_E_LIMIT, "the image takes %lld tokens, only %lld fit", (long long)n_tokens,
+                        (long long)max_tokens);
+    }
+    out->grid_h = p.grid_h;
+    out->grid_w = p.grid_w;
+    out->n_tokens = n_tokens;
+    out->row_width = m->cfg.image_row_width;
+    size_t bytes;
+    if (!qhx_size_mul((size_t)out->n_tokens * (size_t)out->row_width, sizeof(float), &bytes) ||
+        !(out->embd = qhx_malloc(bytes))) {
+        rc = qhx_fail(err, QHX_E_NOMEM, "image: out of memory for %lld token embeddings", (long long)out->n_tokens);
+    } else {
+        const qhx_graph_io io = {.pixels = &p, .image = out};
+        rc = m->backend->run(m->graphs, NULL, QHX_GRAPH_VISION, &io, err);
+    }
+    qhx_image_patches_deinit(&p);
+    if (rc) qhx_image_embed_deinit(out);
+    return rc;
+}
+
+static qhx_status need_images(const qhx_model *m, const char *what, qhx_error *err) {
+    if (!m) return qhx_fail(err, QHX_E_ARG, "image: model is NULL");
+    if (m->images) return QHX_OK;
+    if (m->cfg.has_vision)
+        return qhx_fail(err, QHX_E_UNSUPPORTED, "%s: the run plan's host-op %s takes no images (use the -vlm- manifest)",
+                        what, m->host_op->name);
+    return qhx_fail(err, QHX_E_UNSUPPORTED, "%s: this model takes no images (host-op %s)", what, m->host_op->name);
+}
+
+qhx_status qhx_model_image_load(const qhx_model *m, const char *path, int64_t max_tokens, qhx_image_embed *out,
+                                qhx_error *err) {
+    *out = (qhx_image_embed){0};
+    qhx_status rc = need_images(m, path, err);
+    if (rc) return rc;
+    qhx_image_prep prep;
+    if ((rc = capped_prep(m, max_tokens, &prep, err))) {
+        qhx_fail_prefix(err, "%s", path);
+        return rc;
+    }
+    qhx_image img;
+    if ((rc = qhx_image_load(path, NULL, &img, err))) return rc;
+    rc = encode_with(m, &img, &prep, max_tokens, out, err);
+    qhx_image_deinit(&img);
+    if (rc && rc != QHX_E_NOMEM) qhx_fail_prefix(err, "%s", path);
+    return rc;
+}
+
+qhx_status qhx_model_image_encode(const qhx_model *m, const qhx_image *img, qhx_image_embed *out, qhx_error *err) {
+    *out = (qhx_image_embed){0};
+    qhx_status rc = need_images(m, "image", err);
+    return rc ? rc : encode_with(m, img, &m->prep, 0, out, err);
+}
+
+/* ---- sequences ---------------------------------------------------------------------------- */
+
+qhx_status qhx_model_state_create(const qhx_model *m, const qhx_state_params *params, qhx_model_state **out,
+                                  qhx_error *err) {
+    *out = NULL;
+    if (!m || !params) return qhx_fail(err, QHX_E_ARG, "state: model and params are required");
+    if ((unsigned)params->kv_cache > QHX_KV_Q8)
+        return qhx_fail(err, QHX_E_ARG, "state: kv_cache %d is not one of default, f32, f16, q8", (int)params->kv_cache);
+    qhx_model_state *st = qhx_calloc(1, sizeof *st);
+    if (!st) return qhx_fail(err, QHX_E_NOMEM, "state: out of memory");
+    st->m = m;
+    const qhx_seq_params sp = {.n_ctx = params->n_ctx, .n_batch = params->n_batch,
+                               .kv_cache = params->kv_cache ? params->kv_cache : m->kv_cache};
+    qhx_status rc = m->backend->seq_create(m->graphs, &sp, &st->seq, err);
+    if (rc) {
+        qhx_free(st);
+        return rc;
+    }
+    *out = st;
+    return QHX_OK;
+}
+
+void qhx_model_state_free(qhx_model_state *st) {
+    if (!st) return;
+    st->m->backend->seq_free(st->seq);
+    qhx_free(st);
+}
+
+void qhx_model_state_reset(qhx_model_state *st) { st->m->backend->seq_reset(st->seq); }
+
+static qhx_seq_info info(const qhx_model_state *st) {
+    qhx_seq_info i;
+    st->m->backend->seq_info(st->seq, &i);
+    return i;
+}
+
+int64_t qhx_model_state_n_past(const qhx_model_state *st) { return info(st).n_past; }
+int64_t qhx_model_state_n_ctx(const qhx_model_state *st) { return info(st).n_ctx; }
+qhx_kv_type qhx_model_state_kv_type(const qhx_model_state *st) { return info(st).kv_type; }
+void qhx_model_state_set_n_past(qhx_model_state *st, int64_t n) { st->m->backend->seq_set_n_past(st->seq, n); }
+
+int qhx_model_state_regions(const qhx_model_state *st, qhx_state_region *out, int cap) {
+    return st->m->backend->seq_regions(st->seq, out, cap);
+}
+
+qhx_status qhx_model_forward(const qhx_model *m, qhx_model_state *st, const int32_t *ids, int64_t n,
+                             const qhx_forward_opts *opts, qhx_error *err) {
+    if (!m || !st || st->m != m) return qhx_fail(err, QHX_E_ARG, "forward: state does not belong to this model");
+    static const qhx_forward_opts none = {0};
+    if (!opts) opts = &none;
+    const bool sequential = (opts->flags & QHX_FWD_SEQUENTIAL) != 0;
+    const qhx_graph_io io = {.ids = ids, .n = n, .logits = opts->logits,
+                             .logits_all = (opts->flags & QHX_FWD_LOGITS_ALL) != 0, .sequential = sequential,
+                             .abort_cb = opts->abort_cb, .abort_user = opts->abort_cb_user,
+                             .layer_cb = opts->layer_cb, .layer_cb_user = opts->layer_cb_user};
+    return m->backend->run(m->graphs, st->seq, n == 1 ? QHX_GRAPH_DECODE : QHX_GRAPH_PREFILL, &io, err);
+}
+
+qhx_status qhx_model_lm_head(const qhx_model *m, const float *hidden, int64_t n, float *logits, qhx_error *err) {
+    const qhx_graph_io io = {.hidden = hidden, .n = n, .logits = logits};
+    return m->backend->run(m->graphs, NULL, QHX_GRAPH_LM_HEAD, &io, err);
+}
+
+qhx_status qhx_model_state_attach(qhx_model_state *st, const qhx_image_embed *images, int n_images,
+                                  const int32_t *ids, int64_t n, qhx_error *err) {
+    if (!st) return qhx_fail(err, QHX_E_ARG, "attach: state is NULL");
+    return st->m->backend->seq_attach(st->seq, images, n_images, ids, n, err);
+}
+
+int64_t qhx_model_state_positions(const qhx_model_state *st, const int64_t **pos) {
+    *pos = NULL;
+    return st ? st->m->backend->seq_positions(st->seq, pos) : 0;
+}

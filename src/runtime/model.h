@@ -1,0 +1,128 @@
+/* runtime/model.h: the model object behind qhx.h (run plan + family + host-op + backend + the
+ * backend's loaded graphs + tokenizer + image preprocessing) and the internal calls on it that
+ * host-ops, sessions, developer tools and tests use. Every call on a sequence goes through the
+ * backend table (backends/backend.h); nothing here reaches a family's internals.
+ *
+ * Usage (internal):
+ *   qhx_model *m; qhx_model_state *st; qhx_error err;
+ *   qhx_model_open("ckpt/", NULL, &m, &err);
+ *   qhx_model_state_create(m, &(qhx_state_params){.n_ctx = 4096}, &st, &err);
+ *   qhx_model_forward(m, st, prompt, n_prompt, &(qhx_forward_opts){.logits = last}, &err);
+ *   ... argmax(last) -> id; qhx_model_forward(m, st, &id, 1, &opts, &err); ...
+ *   qhx_model_state_free(st); qhx_model_free(m);
+ *
+ * Threads: a model may be used by several threads, each with its own state; one state is not
+ * re-entrant. */
+#ifndef QHX_RUNTIME_MODEL_H
+#define QHX_RUNTIME_MODEL_H
+
+#include "backends/backend.h"
+#include "image/image.h"
+#include "io/manifest.h"
+#include "text/tokenizer.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct qhx_model {
+    qhx_model_params params;
+    qhx_plan *plan;                     /* the run plan (owned) */
+    const qhx_family_desc *family;      /* from the plan's family, or its config's model_type */
+    const qhx_family_host_op *host_op;  /* from the plan's host_op, or the family's default */
+    qhx_model_config cfg;               /* parsed once, by the family */
+    const qhx_backend *backend;
+    qhx_graphs *graphs;                 /* the backend's loaded graphs (owned) */
+    qhx_tok *tok;                       /* the tokenizer (owned); NULL when the plan has none */
+    bool images;                        /* the host-op feeds images and the vision graph exists */
+    qhx_image_prep prep;                /* image preprocessing (images only) */
+    /* the one owner of each: set at open, read everywhere else */
+    int64_t max_context;                /* default context of sessions (plan's, or the caller's) */
+    int64_t trained_context;            /* the most a session may hold */
+    qhx_kv_type kv_cache;               /* sessions' KV element type: the caller's, the plan's or the default */
+};
+
+/* ---- plans ------------------------------------------------------------------------------ */
+
+/* What a run plan comes to: the family that runs it (the plan's family, or the one that reads
+ * its config's model_type), the config parsed by that family, and the host-op (the plan's, or
+ * for a checkpoint folder the family's default: images when it carries a vision tower). */
+typedef struct qhx_plan_resolved {
+    const qhx_family_desc *family;
+    const qhx_family_host_op *host_op;
+    qhx_model_config cfg;
+} qhx_plan_resolved;
+
+qhx_status qhx_plan_resolve(const qhx_plan *plan, qhx_plan_resolved *out /* OUT */, qhx_error *err);
+
+/* ---- model ------------------------------------------------------------------------------ */
+
+const qhx_model_config *qhx_model_get_config(const qhx_model *m); /* borrowed, lives with m */
+/* The loaded tensors (NULL for a backend that keeps none on the host), and one of them by exact
+ * name, or NULL. Borrowed: live with m. */
+const qhx_st_set *qhx_model_tensors(const qhx_model *m);
+const qhx_st_tensor *qhx_model_find_tensor(const qhx_model *m, const char *name);
+/* What the backend runs on (threads, instruction set). */
+void qhx_model_backend_info(const qhx_model *m, qhx_backend_info *out);
+/* The chat style of the model's family (text/tokenizer.h). */
+qhx_chat_family qhx_model_chat_style(const qhx_model *m);
+
+/* ---- images ----------------------------------------------------------------------------- */
+
+/* Decode, preprocess (the plan's preprocessor_config.json) and encode an image file through the
+ * vision graph, with at most max_tokens image tokens (0: no cap; the image is then scaled down by
+ * smart_resize before the tower; QHX_E_LIMIT when even the smallest size the preprocessor allows
+ * takes more). QHX_E_UNSUPPORTED when the model's host-op takes no images. Thread-safe for one
+ * model. */
+qhx_status qhx_model_image_load(const qhx_model *m, const char *path, int64_t max_tokens,
+                                qhx_image_embed *out /* OUT, owned: qhx_image_embed_deinit */, qhx_error *err);
+/* The same from a decoded image, uncapped. */
+qhx_status qhx_model_image_encode(const qhx_model *m, const qhx_image *img,
+                                  qhx_image_embed *out /* OUT, owned */, qhx_error *err);
+
+/* ---- sequences -------------------------------------------------------------------------- */
+
+typedef struct qhx_model_state qhx_model_state; /* one sequence: the backend's state + its model */
+
+typedef struct qhx_state_params {
+    int64_t n_ctx;        /* most tokens the sequence may hold (KV cache rows) */
+    int64_t n_batch;      /* most tokens per internal prefill step; 0: min(n_ctx, 512) */
+    qhx_kv_type kv_cache; /* element type of the KV cache; DEFAULT: the model's */
+} qhx_state_params;
+
+/* Allocate a state: KV cache for n_ctx tokens, conv FIFOs, recurrent states and every scratch
+ * buffer, so forward allocates nothing. */
+qhx_status qhx_model_state_create(const qhx_model *m, const qhx_state_params *params,
+                                  qhx_model_state **out /* OUT, owned: qhx_model_state_free */,
+                                  qhx_error *err);
+void qhx_model_state_free(qhx_model_state *st); /* NULL allowed */
+void qhx_model_state_reset(qhx_model_state *st); /* position 0, zero conv/recurrent state */
+int64_t qhx_model_state_n_past(const qhx_model_state *st);
+int64_t qhx_model_state_n_ctx(const qhx_model_state *st);
+qhx_kv_type qhx_model_state_kv_type(const qhx_model_state *st);
+/* Set the position after restoring the persistent regions (session files). 0 <= n <= n_ctx. */
+void qhx_model_state_set_n_past(qhx_model_state *st, int64_t n);
+/* The persistent parts of st (for save/restore); returns the count written, at most cap. */
+int qhx_model_state_regions(const qhx_model_state *st, qhx_state_region *out, int cap);
+
+/* Feed n >= 1 tokens ids (n,) at positions n_past .. n_past + n - 1 through the backend's
+ * prefill graph (n > 1, unless QHX_FWD_SEQUENTIAL) or decode graph (n == 1). opts may be NULL
+ * (no logits). QHX_E_LIMIT when n_past + n > n_ctx and QHX_E_ARG for an id outside the
+ * vocabulary (st unchanged in both cases); QHX_E_ABORTED leaves st unusable until reset. */
+qhx_status qhx_model_forward(const qhx_model *m, qhx_model_state *st, const int32_t *ids, int64_t n,
+                             const qhx_forward_opts *opts, qhx_error *err);
+/* The lm-head graph alone: hidden (n, hidden_size) -> logits (n, vocab). */
+qhx_status qhx_model_lm_head(const qhx_model *m, const float *hidden, int64_t n, float *logits, qhx_error *err);
+
+/* Announce the next n tokens of st (from its current position): ids (n,) with the pads of
+ * images[0..n_images) in order, one run of images[i].n_tokens pad ids each. Their M-RoPE
+ * positions follow HF get_rope_index; forward then puts each image's rows at its pads. The
+ * images must stay alive until those tokens have been fed; forward refuses ids that differ from
+ * the announced ones. n_images 0: no pad id may appear. Errors (QHX_E_ARG) name the counts.
+ * Replaces an earlier announcement; reset drops it. */
+qhx_status qhx_model_state_attach(qhx_model_state *st, const qhx_image_embed *images, int n_images,
+                                  const int32_t *ids, int64_t n, qhx_error *err);
+/* Positions of the announced tokens: pos (n, 3) as t, h, w; for tests. Returns the count
+ * announced, or 0 when nothing is attached. Borrowed, lives until the next attach/reset. */
+int64_t qhx_model_state_positions(const qhx_model_state *st, const int64_t **pos);
+
+#endif

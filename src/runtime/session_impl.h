@@ -1,0 +1,38 @@
+/* runtime/session_impl.h: the session object, shared by the files that implement it
+ * (session.c: lifetime and feeding; hostop.c: the generate loops; session_file.c: save and
+ * restore). Not for other layers: they use qhx.h and runtime/session.h. */
+#ifndef QHX_RUNTIME_SESSION_IMPL_H
+#define QHX_RUNTIME_SESSION_IMPL_H
+
+#include "runtime/model.h"
+#include "runtime/sample.h"
+#include "runtime/session.h"
+#include "text/tokenizer.h"
+
+#include <stdbool.h>
+
+struct qhx_session {
+    const qhx_model *m;
+    qhx_model_state *st;
+    qhx_session_params params;
+    int64_t n_vocab;
+    float *logits;          /* (vocab,) after the last fed token */
+    qhx_sampler *smp;
+    qhx_tok_stream *stream; /* NULL when the model has no tokenizer */
+    int32_t pending;        /* sampled and reported, not yet fed; -1 if none */
+    bool has_logits;
+    qhx_stop_reason last_stop;
+    bool broken;            /* an aborted forward left the state half-updated */
+    bool busy;              /* inside feed/generate/save/restore: a call from its callbacks is refused */
+    int64_t n_fed;          /* tokens fed since the last generate (for its stats) */
+    double feed_ms;
+};
+
+/* Feed ids (n) through the prompt path after the pending token, with the context checked first
+ * (QHX_E_LIMIT) and every id checked (QHX_E_ARG); counts them for the next generate's stats. */
+qhx_status qhx_session_feed_ids(qhx_session *s, const qhx_token *ids, size_t n, qhx_error *err);
+/* Tokenize text (len bytes) with the session's abort callback polled, refusing text that cannot
+ * fit in the context before paying for it. *ids owned: qhx_free. */
+qhx_status qhx_session_encode(qhx_session *s, const char *text, size_t len, int32_t **ids, size_t *n, qhx_error *err);
+
+#endif
