@@ -1,8 +1,7 @@
 // ctest-labels: unit
-/* Core substrate, second part: arena, CPU detection, monotonic clock, random numbers, files that
+/* Core substrate, second part: CPU detection, monotonic clock, random numbers, files that
  * change under us. */
 #include "core/alloc.h"
-#include "core/arena.h"
 #include "core/cpu.h"
 #include "core/file.h"
 #include "core/rng.h"
@@ -16,70 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-static void test_arena(void) {
-    qhx_arena a;
-    qhx_error err;
-    CHECK_EQ(qhx_arena_init(&a, 1000, &err), QHX_OK);
-    CHECK_EQ(qhx_arena_capacity(&a), 1024);
-    CHECK_EQ(qhx_arena_used(&a), 0);
-    unsigned char *p = qhx_arena_alloc(&a, 1);
-    unsigned char *q = qhx_arena_alloc(&a, 100);
-    unsigned char *z = qhx_arena_alloc(&a, 0);
-    CHECK(p && q && z);
-    CHECK_EQ((uintptr_t)p % QHX_ALIGN, 0);
-    CHECK_EQ((uintptr_t)q % QHX_ALIGN, 0);
-    CHECK_EQ(q - p, 64);
-    CHECK_EQ(z - q, 128);
-    CHECK_EQ(qhx_arena_used(&a), 64 + 128 + 64);
-    size_t mark = qhx_arena_used(&a);
-    CHECK(qhx_arena_alloc(&a, 1024 - mark + 1) == NULL); /* does not fit: nothing consumed */
-    CHECK_EQ(qhx_arena_used(&a), mark);
-    void *rest = qhx_arena_alloc(&a, 1024 - mark);
-    CHECK(rest != NULL);
-    CHECK(qhx_arena_alloc(&a, 1) == NULL);
-    qhx_arena_rewind(&a, mark);
-    CHECK_EQ(qhx_arena_used(&a), mark);
-    qhx_arena_rewind(&a, 4096); /* beyond use: ignored */
-    CHECK_EQ(qhx_arena_used(&a), mark);
-    qhx_arena_reset(&a);
-    CHECK_EQ(qhx_arena_used(&a), 0);
-    CHECK_EQ(a.high_water, 1024);
-    CHECK(qhx_arena_alloc(&a, SIZE_MAX) == NULL);
-    CHECK(qhx_arena_alloc(&a, SIZE_MAX - 10) == NULL);
-    CHECK(qhx_arena_alloc(&a, 64) == p);
-    qhx_arena_deinit(&a);
-    CHECK(a.base == NULL && a.capacity == 0);
-    qhx_arena_deinit(&a); /* twice is fine */
-    qhx_arena_deinit(NULL);
-
-    /* planning: the sum of qhx_arena_need is exactly enough */
-    size_t sizes[] = {3, 64, 65, 1, 4096, 0, 200};
-    size_t total = 0;
-    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) total += qhx_arena_need(sizes[i]);
-    CHECK_EQ(qhx_arena_init(&a, total, &err), QHX_OK);
-    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) CHECK(qhx_arena_alloc(&a, sizes[i]) != NULL);
-    CHECK(qhx_arena_alloc(&a, 1) == NULL);
-    qhx_arena_deinit(&a);
-    CHECK_EQ(qhx_arena_need(SIZE_MAX), SIZE_MAX);
-
-    /* empty arena, caller buffers */
-    CHECK_EQ(qhx_arena_init(&a, 0, &err), QHX_OK);
-    CHECK(qhx_arena_alloc(&a, 1) == NULL);
-    qhx_arena_deinit(&a);
-    _Alignas(64) static unsigned char buf[256];
-    CHECK_EQ(qhx_arena_init_buffer(&a, buf, sizeof buf, &err), QHX_OK);
-    CHECK(qhx_arena_alloc(&a, 200) == buf);
-    qhx_arena_deinit(&a); /* does not free buf */
-    CHECK_EQ(qhx_arena_init_buffer(&a, buf + 1, 100, &err), QHX_E_ARG);
-    CHECK_CONTAINS(err.msg, "aligned");
-
-    /* allocation failure */
-    qhx_alloc_fail_after(0);
-    CHECK_EQ(qhx_arena_init(&a, 100, &err), QHX_E_NOMEM);
-    qhx_alloc_fail_after(-1);
-    CHECK(a.base == NULL);
-}
 
 static void test_cpu(void) {
     qhx_cpu_info info;
@@ -353,7 +288,6 @@ int main(void) {
     test_out_file_targets();
     test_file_truncated_after_open();
     test_file_load_progress();
-    test_arena();
     test_cpu();
     test_time();
     test_rng();
