@@ -207,6 +207,7 @@ const qhx_family_desc QHX_FAMILY_QWEN3_5 = {
     .title = "Qwen3.5",
     .model_types = MODEL_TYPES,
     .chat = QHX_CHAT_QWEN35,
+    .thinking = true,
     .host_ops = HOST_OPS,
     .vision_prefix = "model.visual.",
     .bundle_context = 1024,

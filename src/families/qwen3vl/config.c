@@ -127,6 +127,7 @@ const qhx_family_desc QHX_FAMILY_QWEN3_VL = {
     .title = "Qwen3-VL",
     .model_types = MODEL_TYPES,
     .chat = QHX_CHAT_QWEN3VL,
+    .thinking = false,
     .host_ops = HOST_OPS,
     .vision_prefix = "model.visual.",
     .bundle_context = 512,
