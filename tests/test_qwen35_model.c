@@ -10,7 +10,7 @@
 #include "core/file.h"
 #include "io/json.h"
 #include "io/safetensors.h"
-#include "families/family.h"
+#include "families/qwen35/qwen35.h"
 #include "runtime/model.h"
 #include "runtime/session.h"
 #include "t.h"
