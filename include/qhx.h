@@ -335,6 +335,73 @@ QHX_API qhx_stop_reason qhx_session_last_stop(const qhx_session *s);
 QHX_API qhx_status qhx_session_save(const qhx_session *s, const char *path, qhx_error *err);
 QHX_API qhx_status qhx_session_restore(qhx_session *s, const char *path, qhx_error *err);
 
+/* ==== For front ends ========================================================================
+ * What a command-line or chat front end needs beyond the calls above: a few more facts about
+ * the model, images encoded once and fed with ids the caller built, chat text with an image in
+ * it, and the closing of an earlier answer. The qhx product commands (generate, chat) are built
+ * on these and the calls above only. */
+
+/* Whether the model has a tokenizer (a tokenizer.json or its binary form): without one, text
+ * cannot be tokenized and chat turns cannot be fed, only ids. */
+QHX_API int qhx_model_has_tokenizer(const qhx_model *model);
+/* The run plan's default thinking mode for chat prompts (generation.thinking): 1 or 0. */
+QHX_API int qhx_model_thinking_default(const qhx_model *model);
+/* 1 when the default context (qhx_model_max_context) is the run plan's own, as for a manifest or
+ * a bundle; 0 for a checkpoint folder, whose sessions may use the whole trained context
+ * (qhx_model_trained_context) as far as memory allows. */
+QHX_API int qhx_model_context_from_plan(const qhx_model *model);
+
+/* The chat template the model's folder ships beside its tokenizer (chat_template.jinja,
+ * chat_template.json or tokenizer_config.json's "chat_template"), against the released templates
+ * the built-in chat format was checked against (tests/data/chat_templates). */
+typedef enum qhx_chat_template_kind {
+    QHX_CHAT_TEMPLATE_NONE = 0,  /* no template found (or a NULL model) */
+    QHX_CHAT_TEMPLATE_KNOWN = 1, /* a released template the built-in format matches */
+    QHX_CHAT_TEMPLATE_OTHER = 2  /* another one (a fine-tune may expect another format) */
+} qhx_chat_template_kind;
+/* sha256_hex: NULL, or 65 bytes that get the template's sha256 in hex when one is found. */
+QHX_API qhx_chat_template_kind qhx_model_chat_template(const qhx_model *model, char *sha256_hex);
+
+/* As qhx_chat_format, with an image of image_tokens tokens (<|vision_start|>, that many
+ * image-pad tokens, <|vision_end|>) before the text of the last user message; image_tokens 0:
+ * no image (the same text as qhx_chat_format). QHX_E_ARG when image_tokens > 0 and no message
+ * is a user message, or image_tokens is negative or above 2^20. */
+QHX_API qhx_status qhx_chat_format_image(const qhx_model *model, const qhx_chat_msg *msgs, size_t n,
+                                         int add_generation_prompt, int thinking, int64_t image_tokens,
+                                         char *buf, size_t cap, size_t *len_out /* OUT */, qhx_error *err);
+
+/* The text of a chat turn as qhx_session_feed_chat feeds it to this session: when the session
+ * holds an earlier conversation, the closing of the last answer first (a line break after its
+ * end-of-turn token, which the session feeds itself; after any other stop, the end-of-turn
+ * marker too), then msgs as qhx_chat_format_image renders them with the assistant header.
+ * Output as qhx_chat_format (size query with cap == 0). */
+QHX_API qhx_status qhx_session_chat_format(const qhx_session *s, const qhx_chat_msg *msgs, size_t n,
+                                           int thinking, int64_t image_tokens, char *buf, size_t cap,
+                                           size_t *len_out /* OUT */, qhx_error *err);
+
+/* An image decoded, preprocessed and run through the model's vision tower once (Qwen3-VL), to
+ * be fed with ids the caller made (qhx_session_feed_image). */
+typedef struct qhx_encoded_image qhx_encoded_image;
+
+/* Load and encode the PNG or JPEG at path. max_tokens > 0: at most that many image tokens (the
+ * image is scaled down before it is encoded; QHX_E_LIMIT when even the smallest size the
+ * preprocessor allows takes more); 0: the preprocessor's own size. QHX_E_UNSUPPORTED, saying
+ * why, for a model that takes no images (qhx_model_takes_images). */
+QHX_API qhx_status qhx_encoded_image_load(const qhx_model *model, const char *path, int64_t max_tokens,
+                                          qhx_encoded_image **out /* OUT, owned: qhx_encoded_image_free */,
+                                          qhx_error *err);
+/* The image's token count: the image-pad ids the prompt must hold for it (0 for NULL). */
+QHX_API int64_t qhx_encoded_image_n_tokens(const qhx_encoded_image *image);
+QHX_API void qhx_encoded_image_free(qhx_encoded_image *image); /* NULL is a no-op */
+
+/* Feed ids as qhx_session_feed does, with image (NULL for none) at its pad tokens: the ids hold
+ * <|vision_start|>, qhx_encoded_image_n_tokens image-pad ids in one run, <|vision_end|>. The
+ * token the last generate left pending is fed first. Qwen3-VL without an image: the ids may hold
+ * no image-pad id (QHX_E_ARG). Another family: an image is QHX_E_UNSUPPORTED. The image is only
+ * read during the call. */
+QHX_API qhx_status qhx_session_feed_image(qhx_session *s, const qhx_token *ids, size_t n,
+                                          const qhx_encoded_image *image, qhx_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -84,35 +84,6 @@ qhx_status qhx_detokenize(const qhx_model *m, const qhx_token *ids, size_t n, ch
 
 qhx_status qhx_chat_format(const qhx_model *m, const qhx_chat_msg *msgs, size_t n, int add_generation_prompt,
                            int thinking, char *buf, size_t cap, size_t *len_out, qhx_error *err) {
-    if (!len_out) return qhx_fail(err, QHX_E_ARG, "chat: len_out is NULL");
-    *len_out = 0;
-    if (!m) return qhx_fail(err, QHX_E_ARG, "chat: model is NULL");
-    if (!buf && cap) return qhx_fail(err, QHX_E_ARG, "chat: buf is NULL with cap %zu", cap);
-    if (n > 4096) return qhx_fail(err, QHX_E_LIMIT, "chat: %zu messages, the limit is 4096", n);
-    if (!msgs && n) return qhx_fail(err, QHX_E_ARG, "chat: msgs is NULL");
-    qhx_chat_message *cm = qhx_calloc(n ? n : 1, sizeof *cm);
-    if (!cm) return qhx_fail(err, QHX_E_NOMEM, "chat: out of memory");
-    for (size_t i = 0; i < n; i++) {
-        cm[i].role = msgs[i].role;
-        cm[i].content = msgs[i].content ? msgs[i].content : "";
-    }
-    qhx_chat_options opt = {.add_generation_prompt = add_generation_prompt, .enable_thinking = thinking};
-    qhx_chat_family fam = qhx_model_chat_style(m);
-    char *out = NULL;
-    size_t len = 0;
-    qhx_status rc = qhx_tok_chat_format(fam, cm, n, &opt, &out, &len, err);
-    qhx_free(cm);
-    if (rc) return rc;
-    *len_out = len;
-    if (len < cap) {
-        memcpy(buf, out, len + 1);
-    } else {
-        if (cap) {
-            memcpy(buf, out, cap - 1);
-            buf[cap - 1] = '\0';
-        }
-        rc = qhx_fail(err, QHX_E_LIMIT, "chat: %zu bytes + NUL do not fit in %zu", len, cap);
-    }
-    qhx_free(out);
-    return rc;
+    /* the same text without an image (runtime/api_frontend.c) */
+    return qhx_chat_format_image(m, msgs, n, add_generation_prompt, thinking, 0, buf, cap, len_out, err);
 }

@@ -6,7 +6,7 @@
  *   - usage error (2): nothing on stdout, exactly one line on stderr, "qhx CMD: ... --help')";
  *   - no other return value; nothing leaks (LeakSanitizer). */
 #include "cli.h"
-#include "cli_args.h"
+#include "cli_dev_args.h"
 
 #include "core/alloc.h"
 
@@ -47,7 +47,7 @@ static int parse(int c, int argc, char **argv) {
             if (!a.model || !a.out || !a.ids || a.n_ids < 1 || a.prefill < 0 || a.prefill > a.n_ids) __builtin_trap();
             volatile int32_t last = a.ids[a.n_ids - 1]; /* the ids array holds n_ids */
             (void)last;
-            qhx_free(a.ids);
+            free(a.ids);
         }
         break;
     }

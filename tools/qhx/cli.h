@@ -1,9 +1,14 @@
-/* cli.h: shared pieces of the qhx subcommands (exit codes, argument helpers). */
+/* cli.h: shared pieces of the qhx subcommands (exit codes, argument helpers).
+ *
+ * The product commands (generate, chat) and the plumbing they share (cli.h, cli_args.h,
+ * cli_run.h, cli_model.h and their .c files, main.c) use the public API (qhx.h) only: that is
+ * what keeps the library's public surface sufficient for a real front end, and CMake builds
+ * them without src/ on the include path. Their own heap is libc's. The developer commands (see
+ * cli_dev.h) may use internal headers. */
 #ifndef QHX_CLI_H
 #define QHX_CLI_H
 
 #include "qhx.h"
-#include "core/file.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -33,13 +38,22 @@ int qhx_cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((fo
  * when aborted); return QHX_EXIT_RUNTIME (or QHX_EXIT_INTERRUPTED if aborted). */
 int qhx_cli_runtime_error(const char *cmd, const qhx_error *err);
 
-/* Load the tokenizer named by --tokenizer: a tokenizer.json (or its binary form), a model
- * folder holding one, a manifest, or a bundle folder (the run plan's tokenizer artifact). */
-struct qhx_tok;
-qhx_status qhx_cli_load_tokenizer(const char *path, struct qhx_tok **out, qhx_error *err);
+/* Fill err (NULL allowed) with code and the formatted one-line message; return code. */
+qhx_status qhx_cli_fail(qhx_error *err, qhx_status code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* A monotonic clock in nanoseconds (timings of the speed line). */
+uint64_t qhx_cli_time_ns(void);
+
+/* Whether path is a regular file (stat follows links). */
+int qhx_cli_is_file(const char *path);
+
+/* Tokenize text (NUL-terminated) with the model's tokenizer into a new array (owned: free) of
+ * *n ids. Errors as qhx_tokenize. */
+qhx_status qhx_cli_tokenize(const qhx_model *m, const char *text, qhx_token **ids /* OUT */, size_t *n /* OUT */,
+                            qhx_error *err);
 
 /* Read a whole text: the file at path, or stdin for "-" (at most 64 MiB). *out is owned
- * (qhx_free) and NUL-terminated. */
+ * (free) and NUL-terminated. */
 qhx_status qhx_cli_read_text(const char *path, char **out /* OUT */, size_t *len /* OUT */, qhx_error *err);
 
 /* Refuse, with advice, a -m path that is a kind of model qhexrt does not open: a GGUF file, or a
@@ -74,18 +88,9 @@ typedef struct qhx_cli_progress {
 void qhx_cli_progress_attach(qhx_model_params *mp, qhx_cli_progress *pr /* OUT */);
 void qhx_cli_progress_end(qhx_cli_progress *pr);
 
-/* An output file that appears whole or not at all, by the library's one policy (qhx_out_open,
- * src/core/file.h: a temporary file beside path, renamed by commit; a device or a FIFO written in
- * place; a link's target written, the link kept). The CLI adds the signal path: the temporary
- * file being written is known to qhx_cli_out_unlink_live. Both commit and abort accept an
- * output that was never opened. */
-typedef struct qhx_cli_out {
-    FILE *f;          /* file.f while open */
-    qhx_out_file file;
-} qhx_cli_out;
-qhx_status qhx_cli_out_open(qhx_cli_out *o /* OUT */, const char *path, qhx_error *err);
-qhx_status qhx_cli_out_commit(qhx_cli_out *o, qhx_error *err);
-void qhx_cli_out_abort(qhx_cli_out *o);
+/* The signal path of the whole-or-nothing output files (qhx_cli_out, cli_dev.h): the temporary
+ * file being written, or NULL once it is committed or aborted. */
+void qhx_cli_live_set(const char *tmp);
 /* For a signal handler about to _exit: remove the temporary file of the output being written
  * and the staging folder being filled, if any (async-signal-safe). */
 void qhx_cli_out_unlink_live(void);

@@ -1,8 +1,6 @@
 /* cli_model.c: token-id list parsing for the model-running commands. */
 #include "cli_model.h"
 
-#include "core/alloc.h"
-
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,7 +50,7 @@ int qhx_cli_parse_ids(const char *s, int32_t **ids, int64_t *n, char *why, size_
         else snprintf(why, why_size, "id %lld of '%.60s' is not an integer in [0, %d]", (long long)bad, s, INT32_MAX);
         return -1;
     }
-    int32_t *out = qhx_malloc((size_t)count * sizeof *out);
+    int32_t *out = malloc((size_t)count * sizeof *out);
     if (!out) {
         snprintf(why, why_size, "out of memory");
         return -1;
@@ -61,17 +59,4 @@ int qhx_cli_parse_ids(const char *s, int32_t **ids, int64_t *n, char *why, size_
     *ids = out;
     *n = count;
     return 0;
-}
-
-qhx_status qhx_cli_attach_image(const qhx_model *m, qhx_session *s, const char *image_path,
-                                const int32_t *ids, int64_t n, qhx_image_embed *im, qhx_error *err) {
-    memset(im, 0, sizeof *im);
-    if (image_path) {
-        if (!qhx_model_takes_images(m))
-            return qhx_fail(err, QHX_E_UNSUPPORTED, "--image needs a model whose run plan takes images (%s takes none)",
-                            qhx_model_host_op(m));
-        qhx_status rc = qhx_model_image_load(m, image_path, 0, im, err);
-        if (rc) return rc;
-    }
-    return qhx_model_state_attach(qhx_session_state(s), im, image_path ? 1 : 0, ids, n, err);
 }

@@ -4,16 +4,7 @@
 
 #include "cli.h"
 
-#include "core/alloc.h"
-#include "core/file.h"
-#include "core/sha256.h"
-#include "core/time.h"
-#include "io/json.h"
-#include "io/manifest.h"
-#include "runtime/model.h"
-
 #include <fcntl.h>
-#include <jansson.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -218,7 +209,7 @@ qhx_model_params qhx_run_model_params(const qhx_run_opts *o) {
 static uint64_t random_seed(void) {
     uint64_t seed;
     if (getrandom(&seed, sizeof seed, GRND_NONBLOCK) != (ssize_t)sizeof seed)
-        seed = qhx_time_ns() ^ ((uint64_t)getpid() << 32);
+        seed = qhx_cli_time_ns() ^ ((uint64_t)getpid() << 32);
     return seed & (uint64_t)INT64_MAX; /* printable, and --seed takes it back */
 }
 
@@ -265,18 +256,19 @@ qhx_status qhx_run_context_of(const qhx_model *m, const qhx_run_opts *o, qhx_run
     c->trained = qhx_model_trained_context(m);
     if (o->ctx) {
         if (c->trained > 0 && o->ctx > c->trained)
-            return qhx_fail(err, QHX_E_ARG, "--ctx %lld exceeds the %lld tokens the model was trained for",
-                            (long long)o->ctx, (long long)c->trained);
+            return qhx_cli_fail(err, QHX_E_ARG, "--ctx %lld exceeds the %lld tokens the model was trained for",
+                                (long long)o->ctx, (long long)c->trained);
         c->limit = o->ctx;
         c->by_flag = true;
         return QHX_OK;
     }
-    if (m->plan->source == QHX_PLAN_FROM_MANIFEST || !m->plan->config) {
+    if (qhx_model_context_from_plan(m)) {
         c->limit = qhx_model_max_context(m); /* the context the bundle was made for */
         return QHX_OK;
     }
     c->limit = c->trained;
     int64_t budget = kv_budget_bytes(), per = qhx_model_kv_bytes_per_token(m);
+    if (per < 1) per = 1;
     if (budget > 0 && c->limit > budget / per) {
         int64_t fit = budget / per / 256 * 256;
         c->limit = fit > 256 ? fit : 256;
@@ -297,67 +289,35 @@ void qhx_run_context_advice(const qhx_run_context *c, char *buf, size_t size) {
 
 /* ---- the checkpoint's own chat template ---------------------------------------------------- */
 
-/* sha256 of the released chat templates the built-in formats are checked against by
- * tests/cli/chat_templates.sh (tests/data/chat_templates/README.md lists them). */
-/* sha256 of the released chat templates the built-in formats are checked against
- * (tests/data/chat_templates, tests/cli/chat_templates.sh). */
-static const char *const KNOWN_TEMPLATES[] = {
-    "a4aee8afcf2e0711942cf848899be66016f8d14a889ff9ede07bca099c28f715", /* Qwen3.5-4B */
-};
-
-/* The chat_template text of the folder holding the model's tokenizer (owned: free), or NULL. */
-static char *folder_chat_template(const char *dir) {
-    static const char *const files[] = {"chat_template.jinja", "chat_template.json", "tokenizer_config.json"};
-    for (size_t k = 0; k < 3; k++) {
-        char *path = qhx_path_join(dir, files[k]);
-        if (!path || !qhx_path_is_file(path)) {
-            qhx_free(path);
-            continue;
-        }
-        char *text = NULL;
-        if (k == 0) {
-            size_t len;
-            if (qhx_file_read_all(path, (size_t)4 << 20, &text, &len, NULL)) text = NULL;
-            else {
-                char *copy = strndup(text, len);
-                qhx_free(text);
-                text = copy;
-            }
-        } else {
-            json_t *root = qhx_json_load_file(path, NULL);
-            const char *t = json_string_value(json_object_get(root, "chat_template"));
-            if (t) text = strdup(t);
-            json_decref(root);
-        }
-        qhx_free(path);
-        if (text) return text;
-    }
-    return NULL;
-}
-
 void qhx_run_chat_template_note(const qhx_model *m) {
-    const char *tok = m->plan ? m->plan->tokenizer.path : NULL;
-    if (!tok) return;
-    char *dir = strdup(tok);
-    if (!dir) return;
-    char *slash = strrchr(dir, '/');
-    if (slash) *slash = '\0';
-    else strcpy(dir, ".");
-    char *text = folder_chat_template(dir);
-    free(dir);
-    if (!text) return;
-    qhx_sha256 h;
-    uint8_t digest[32];
     char hex[65];
-    qhx_sha256_init(&h);
-    qhx_sha256_update(&h, text, strlen(text));
-    qhx_sha256_final(&h, digest);
-    qhx_sha256_hex(digest, hex);
-    free(text);
-    for (size_t k = 0; k < sizeof KNOWN_TEMPLATES / sizeof KNOWN_TEMPLATES[0]; k++)
-        if (KNOWN_TEMPLATES[k] && !strcmp(hex, KNOWN_TEMPLATES[k])) return;
+    if (qhx_model_chat_template(m, hex) != QHX_CHAT_TEMPLATE_OTHER) return;
     fprintf(stderr, "qhx: the model's chat_template (sha256 %.16s...) is not a released one this build knows: the built-in %s format is used\n",
             hex, qhx_model_family_title(m));
+}
+
+/* ---- chat text ----------------------------------------------------------------------------- */
+
+static qhx_status chat_format(const qhx_model *m, const qhx_session *s, const qhx_chat_msg *msgs, size_t n,
+                              int thinking, int64_t image_tokens, char *buf, size_t cap, size_t *len, qhx_error *err) {
+    if (s) return qhx_session_chat_format(s, msgs, n, thinking, image_tokens, buf, cap, len, err);
+    return qhx_chat_format_image(m, msgs, n, 1, thinking, image_tokens, buf, cap, len, err);
+}
+
+qhx_status qhx_run_chat_text(const qhx_model *m, const qhx_session *s, const qhx_chat_msg *msgs, size_t n,
+                             int thinking, int64_t image_tokens, char **out, qhx_error *err) {
+    *out = NULL;
+    size_t len = 0;
+    qhx_status rc = chat_format(m, s, msgs, n, thinking, image_tokens, NULL, 0, &len, err); /* the size */
+    if (rc != QHX_E_LIMIT || len == 0) return rc ? rc : qhx_cli_fail(err, QHX_E_INTERNAL, "chat: no text");
+    char *buf = malloc(len + 1);
+    if (!buf) return qhx_cli_fail(err, QHX_E_NOMEM, "out of memory");
+    if ((rc = chat_format(m, s, msgs, n, thinking, image_tokens, buf, len + 1, &len, err))) {
+        free(buf);
+        return rc;
+    }
+    *out = buf;
+    return QHX_OK;
 }
 
 /* ---- Ctrl-C -------------------------------------------------------------------------------- */
@@ -400,7 +360,7 @@ void qhx_run_out_init(qhx_run_out *out, const qhx_run_opts *o, bool print_ids, b
     out->print_ids = print_ids;
     out->print_text = !print_ids && !collect;
     out->collect = collect;
-    out->t_start_ns = qhx_time_ns();
+    out->t_start_ns = qhx_cli_time_ns();
 }
 
 void qhx_run_out_free(qhx_run_out *out) {
@@ -462,7 +422,7 @@ static size_t stop_prefix_tail(const qhx_run_out *out) {
 
 int qhx_run_on_token(void *user, qhx_token token, const char *text, size_t len) {
     qhx_run_out *out = user;
-    if (token >= 0 && !out->t_first_ns) out->t_first_ns = qhx_time_ns();
+    if (token >= 0 && !out->t_first_ns) out->t_first_ns = qhx_cli_time_ns();
     if (token >= 0 && out->print_ids) {
         printf(out->n_printed_ids++ ? " %d" : "%d", token);
         if (qhx_cli_stdout_flush()) out->lost = true; /* streamed, as text is; lost output stops it */

@@ -1,12 +1,6 @@
 /* cli_util: argument parsing helpers and error printing shared by the subcommands. */
 #include "cli.h"
 
-#include "core/alloc.h"
-#include "core/file.h"
-#include "io/manifest.h"
-#include "text/tokenizer.h"
-#include "core/status.h"
-
 #include <errno.h>
 #include <signal.h>
 #include <fcntl.h>
@@ -53,25 +47,106 @@ int qhx_cli_runtime_error(const char *cmd, const qhx_error *err) {
     return QHX_EXIT_RUNTIME;
 }
 
+qhx_status qhx_cli_fail(qhx_error *err, qhx_status code, const char *fmt, ...) {
+    if (err) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+        va_end(ap);
+        err->code = code;
+    }
+    return code;
+}
+
+uint64_t qhx_cli_time_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+int qhx_cli_is_file(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+qhx_status qhx_cli_tokenize(const qhx_model *m, const char *text, qhx_token **ids, size_t *n, qhx_error *err) {
+    *ids = NULL;
+    *n = 0;
+    size_t len = strlen(text), cap = len / 3 + 64, got = 0; /* a guess; the exact count on a retry */
+    for (int attempt = 0; attempt < 2; attempt++) {
+        qhx_token *buf = malloc(cap * sizeof *buf);
+        if (!buf) return qhx_cli_fail(err, QHX_E_NOMEM, "out of memory");
+        qhx_status rc = qhx_tokenize(m, text, len, buf, cap, &got, err);
+        if (rc == QHX_OK) {
+            *ids = buf;
+            *n = got;
+            return QHX_OK;
+        }
+        free(buf);
+        if (rc != QHX_E_LIMIT || got <= cap) return rc;
+        cap = got;
+    }
+    return qhx_cli_fail(err, QHX_E_INTERNAL, "tokenize: the count changed between two calls");
+}
+
 #define MAX_TEXT_BYTES ((size_t)64 << 20)
+
+/* A whole regular file of at most max bytes, NUL-terminated (owned: free). */
+static qhx_status read_file(const char *path, size_t max, char **out, size_t *out_len, qhx_error *err) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) return qhx_cli_fail(err, QHX_E_IO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return qhx_cli_fail(err, QHX_E_IO, "%s: not a readable regular file", path);
+    }
+    if ((uint64_t)st.st_size > max) {
+        close(fd);
+        return qhx_cli_fail(err, QHX_E_LIMIT, "%s: file has %lld bytes, the limit is %zu", path, (long long)st.st_size,
+                            max);
+    }
+    size_t size = (size_t)st.st_size, got = 0;
+    char *buf = malloc(size + 1);
+    if (!buf) {
+        close(fd);
+        return qhx_cli_fail(err, QHX_E_NOMEM, "%s: cannot allocate %zu bytes", path, size + 1);
+    }
+    while (got < size) {
+        ssize_t n = read(fd, buf + got, size - got);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+            int e = errno;
+            close(fd);
+            free(buf);
+            return qhx_cli_fail(err, QHX_E_IO, "%s: read failed at byte %zu: %s", path, got,
+                                n == 0 ? "unexpected end of file" : strerror(e));
+        }
+        got += (size_t)n;
+    }
+    close(fd);
+    buf[size] = '\0';
+    *out = buf;
+    *out_len = size;
+    return QHX_OK;
+}
 
 qhx_status qhx_cli_read_text(const char *path, char **out, size_t *len, qhx_error *err) {
     *out = NULL;
     *len = 0;
-    if (strcmp(path, "-")) return qhx_file_read_all(path, MAX_TEXT_BYTES, out, len, err);
+    if (strcmp(path, "-")) return read_file(path, MAX_TEXT_BYTES, out, len, err);
     size_t cap = 1 << 16, n = 0;
-    char *buf = qhx_malloc(cap + 1);
-    if (!buf) return qhx_fail(err, QHX_E_NOMEM, "out of memory");
+    char *buf = malloc(cap + 1);
+    if (!buf) return qhx_cli_fail(err, QHX_E_NOMEM, "out of memory");
     for (;;) {
         if (n == cap) {
             if (cap >= MAX_TEXT_BYTES) {
-                qhx_free(buf);
-                return qhx_fail(err, QHX_E_LIMIT, "stdin: more than %zu bytes", MAX_TEXT_BYTES);
+                free(buf);
+                return qhx_cli_fail(err, QHX_E_LIMIT, "stdin: more than %zu bytes", MAX_TEXT_BYTES);
             }
-            char *p = qhx_realloc(buf, cap * 2 + 1);
+            char *p = realloc(buf, cap * 2 + 1);
             if (!p) {
-                qhx_free(buf);
-                return qhx_fail(err, QHX_E_NOMEM, "out of memory");
+                free(buf);
+                return qhx_cli_fail(err, QHX_E_NOMEM, "out of memory");
             }
             buf = p;
             cap *= 2;
@@ -80,8 +155,8 @@ qhx_status qhx_cli_read_text(const char *path, char **out, size_t *len, qhx_erro
         n += got;
         if (got) continue;
         if (ferror(stdin)) {
-            qhx_free(buf);
-            return qhx_fail(err, QHX_E_IO, "stdin: read failed: %s", strerror(errno));
+            free(buf);
+            return qhx_cli_fail(err, QHX_E_IO, "stdin: read failed: %s", strerror(errno));
         }
         break;
     }
@@ -97,17 +172,17 @@ static int ends_with(const char *s, const char *tail) {
 }
 
 qhx_status qhx_cli_check_model_path(const char *path, qhx_error *err) {
-    if (!qhx_path_is_file(path)) return QHX_OK;
+    if (!qhx_cli_is_file(path)) return QHX_OK;
     char magic[4] = {0};
     FILE *f = fopen(path, "rb");
     size_t got = f ? fread(magic, 1, 4, f) : 0;
     if (f) fclose(f);
     if ((got == 4 && !memcmp(magic, "GGUF", 4)) || ends_with(path, ".gguf"))
-        return qhx_fail(err, QHX_E_UNSUPPORTED,
-                        "%s: GGUF is not supported: point -m at the Hugging Face folder, or convert with `qhx forge`", path);
+        return qhx_cli_fail(err, QHX_E_UNSUPPORTED,
+                            "%s: GGUF is not supported: point -m at the Hugging Face folder, or convert with `qhx forge`", path);
     if (ends_with(path, ".safetensors"))
-        return qhx_fail(err, QHX_E_ARG,
-                        "%s: a single .safetensors file: pass its folder (config.json, tokenizer.json and the weights)", path);
+        return qhx_cli_fail(err, QHX_E_ARG,
+                            "%s: a single .safetensors file: pass its folder (config.json, tokenizer.json and the weights)", path);
     return QHX_OK;
 }
 
@@ -199,44 +274,6 @@ int qhx_cli_parse_kv(const char *s, qhx_kv_type *out) {
     return 0;
 }
 
-/* A manifest or bundle: the run plan knows where its tokenizer is. */
-static qhx_status tokenizer_of_plan(const char *path, struct qhx_tok **out, qhx_error *err) {
-    qhx_plan *plan = NULL;
-    qhx_status rc = qhx_plan_open(path, &plan, err);
-    if (rc == QHX_OK && !(plan->tokenizer.present && plan->tokenizer.path))
-        rc = qhx_fail(err, QHX_E_FORMAT, "%s: the run plan names no tokenizer", path);
-    if (rc == QHX_OK) rc = qhx_tok_load(plan->tokenizer.path, out, err);
-    qhx_plan_free(plan);
-    return rc;
-}
-
-qhx_status qhx_cli_load_tokenizer(const char *path, struct qhx_tok **out, qhx_error *err) {
-    *out = NULL;
-    const char *base = strrchr(path, '/');
-    base = base ? base + 1 : path;
-    size_t n = strlen(base);
-    int is_json = n > 5 && !strcmp(base + n - 5, ".json");
-    if (qhx_path_is_dir(path)) {
-        char *tj = qhx_path_join(path, "tokenizer.json");
-        char *tb = qhx_path_join(path, "tokenizer.qhxtok");
-        int direct = (tj && qhx_path_is_file(tj)) || (tb && qhx_path_is_file(tb));
-        qhx_free(tj);
-        qhx_free(tb);
-        return direct ? qhx_tok_load(path, out, err) : tokenizer_of_plan(path, out, err);
-    }
-    if (is_json && strcmp(base, "tokenizer.json")) {
-        /* a manifest declares its format; anything else is taken as a tokenizer file */
-        char *head = NULL;
-        size_t len = 0;
-        if (qhx_file_read_all(path, (size_t)1 << 20, &head, &len, NULL) == QHX_OK && strstr(head, "\"qhexrt/")) {
-            qhx_free(head);
-            return tokenizer_of_plan(path, out, err);
-        }
-        qhx_free(head);
-    }
-    return qhx_tok_load(path, out, err);
-}
-
 /* ---- stdout, checked ----------------------------------------------------------------------- */
 
 static int stdout_errno; /* the first failed write or flush of stdout; 0 while none has */
@@ -277,7 +314,7 @@ int qhx_cli_stdout_close(const char *cmd, int rc) {
 static char live_tmp[4096];
 static volatile sig_atomic_t live;
 
-static void set_live(const char *tmp) {
+void qhx_cli_live_set(const char *tmp) {
     live = 0;
     if (!tmp || strlen(tmp) >= sizeof live_tmp) return;
     memcpy(live_tmp, tmp, strlen(tmp) + 1);
@@ -327,27 +364,6 @@ static void remove_stage(void) {
 void qhx_cli_out_unlink_live(void) {
     if (live) unlink(live_tmp);
     if (stage_live) remove_stage();
-}
-
-qhx_status qhx_cli_out_open(qhx_cli_out *o, const char *path, qhx_error *err) {
-    memset(o, 0, sizeof *o);
-    qhx_status rc = qhx_out_open(&o->file, path, 0666, err);
-    o->f = o->file.f;
-    set_live(o->file.tmp);
-    return rc;
-}
-
-qhx_status qhx_cli_out_commit(qhx_cli_out *o, qhx_error *err) {
-    o->f = NULL;
-    qhx_status rc = qhx_out_commit(&o->file, err);
-    live = 0;
-    return rc;
-}
-
-void qhx_cli_out_abort(qhx_cli_out *o) {
-    o->f = NULL;
-    qhx_out_abort(&o->file);
-    live = 0;
 }
 
 /* ---- load progress line ---------------------------------------------------------------------- */

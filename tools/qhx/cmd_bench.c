@@ -3,7 +3,7 @@
  *   qhx bench tokenizer --tokenizer PATH [--input FILE] [--mb N] [--runs N]
  * tokenizer: load time (tokenizer.json and the binary form) and single-thread encode
  * throughput in 64 KiB chunks over ~10 MB of mixed English, code and CJK text. */
-#include "cli.h"
+#include "cli_dev.h"
 
 #include "core/alloc.h"
 #include "core/file.h"

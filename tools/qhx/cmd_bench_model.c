@@ -6,7 +6,7 @@
  * path from an empty session (timed: prefill), fill the context up to --ctx tokens (default:
  * the prompt), then decode --tg tokens one at a time (timed: decode). Figures are medians over
  * the repetitions. Token ids are pseudo-random (fixed seed): speed does not depend on them. */
-#include "cli.h"
+#include "cli_dev.h"
 
 #include "core/alloc.h"
 #include "core/pool.h"

@@ -7,13 +7,6 @@
 #include "cli_args.h"
 #include "cli_run.h"
 
-#include "core/alloc.h"
-#include "core/time.h"
-#include "io/manifest.h"
-#include "runtime/model.h"
-#include "runtime/session.h"
-#include "text/tokenizer.h"
-
 #include <errno.h>
 #include <histedit.h>
 #include <poll.h>
@@ -64,35 +57,17 @@ typedef struct chat {
 
 /* ---- one turn ------------------------------------------------------------------------------ */
 
-/* The text of one user turn, formatted for the family; NULL on error. */
+/* The text of one user turn (owned: free) as the session takes it next: the closing of the
+ * previous answer first, when there is one (qhx_session_chat_format). NULL on error. */
 static char *turn_text(chat *c, const char *user, int64_t image_tokens, qhx_error *err) {
-    qhx_chat_part parts[2] = {{.text = NULL, .image_tokens = (int32_t)image_tokens},
-                              {.text = user, .text_len = strlen(user)}};
-    qhx_chat_message msgs[2];
+    qhx_chat_msg msgs[2];
     size_t n = 0;
-    if (c->first && c->run.system) msgs[n++] = (qhx_chat_message){.role = "system", .content = c->run.system};
-    msgs[n++] = image_tokens ? (qhx_chat_message){.role = "user", .parts = parts, .n_parts = 2}
-                             : (qhx_chat_message){.role = "user", .content = user};
-    int think = c->run.think >= 0 ? c->run.think : (c->m->plan && c->m->plan->generation.thinking);
-    qhx_chat_options opt = {.add_generation_prompt = 1, .enable_thinking = think};
-    qhx_chat_family fam = qhx_model_chat_style(c->m);
-    char *body = NULL;
-    size_t len;
-    if (qhx_tok_chat_format(fam, msgs, n, &opt, &body, &len, err)) return NULL;
-    if (c->first) return body;
-    /* close the previous answer: its stop token (<|im_end|>) is fed with this turn; after any
-     * other stop (length, a stop string, Ctrl-C) the closing token has to be added */
-    const char *sep = qhx_session_last_stop(c->s) == QHX_STOP_TOKEN ? "\n" : "<|im_end|>\n";
-    char *t = qhx_malloc(strlen(sep) + len + 1);
-    if (!t) {
-        qhx_free(body);
-        qhx_fail(err, QHX_E_NOMEM, "out of memory");
-        return NULL;
-    }
-    strcpy(t, sep);
-    strcat(t, body);
-    qhx_free(body);
-    return t;
+    if (c->first && c->run.system) msgs[n++] = (qhx_chat_msg){.role = "system", .content = c->run.system};
+    msgs[n++] = (qhx_chat_msg){.role = "user", .content = user};
+    int think = c->run.think >= 0 ? c->run.think : qhx_model_thinking_default(c->m);
+    char *text = NULL;
+    if (qhx_run_chat_text(c->m, c->s, msgs, n, think, image_tokens, &text, err)) return NULL;
+    return text;
 }
 
 /* What the context can still take after this turn's text: room for the answer. */
@@ -104,32 +79,29 @@ static void context_full_message(const chat *c, const char *what) {
 }
 
 /* The turn's ids, with the /image (if any) encoded within the room the context has left. */
-static qhx_status turn_ids(chat *c, const char *user, qhx_image_embed *im, int32_t **ids, size_t *n, qhx_error *err) {
+static qhx_status turn_ids(chat *c, const char *user, qhx_encoded_image **im, qhx_token **ids, size_t *n,
+                           qhx_error *err) {
     char *text = turn_text(c, user, c->image ? 1 : 0, err);
     if (!text) return err->code;
-    qhx_status rc = qhx_tok_encode_alloc(c->m->tok, text, strlen(text), ids, n, err);
-    qhx_free(text);
+    qhx_status rc = qhx_cli_tokenize(c->m, text, ids, n, err);
+    free(text);
     if (rc || !c->image) return rc;
     int64_t room = c->ctx.limit - qhx_session_n_past(c->s) - 2 - ((int64_t)*n - 1) - 1;
     if (c->run.image_max_tokens && c->run.image_max_tokens < room) room = c->run.image_max_tokens;
-    if (room < 1) return qhx_fail(err, QHX_E_LIMIT, "no room is left for the image");
-    if ((rc = qhx_model_image_load(c->m, c->image, room, im, err))) return rc;
-    qhx_free(*ids);
+    if (room < 1) return qhx_cli_fail(err, QHX_E_LIMIT, "no room is left for the image");
+    if ((rc = qhx_encoded_image_load(c->m, c->image, room, im, err))) return rc;
+    free(*ids);
     *ids = NULL;
-    if (!(text = turn_text(c, user, im->n_tokens, err))) return err->code;
-    rc = qhx_tok_encode_alloc(c->m->tok, text, strlen(text), ids, n, err);
-    qhx_free(text);
+    if (!(text = turn_text(c, user, qhx_encoded_image_n_tokens(*im), err))) return err->code;
+    rc = qhx_cli_tokenize(c->m, text, ids, n, err);
+    free(text);
     return rc;
 }
 
 /* Feed the turn (the pending stop token first, so an image's announcement covers these ids). */
-static qhx_status feed_turn(chat *c, const int32_t *ids, size_t n, const qhx_image_embed *im, qhx_error *err) {
-
+static qhx_status feed_turn(chat *c, const qhx_token *ids, size_t n, const qhx_encoded_image *im, qhx_error *err) {
     c->feeding = true;
-    qhx_status rc = qhx_session_feed_pending(c->s, err);
-    if (!rc) rc = qhx_model_state_attach(qhx_session_state(c->s), im, im->embd ? 1 : 0, ids, (int64_t)n, err);
-    if (!rc) rc = qhx_session_feed(c->s, ids, n, err);
-    qhx_model_state_attach(qhx_session_state(c->s), NULL, 0, NULL, 0, NULL);
+    qhx_status rc = qhx_session_feed_image(c->s, ids, n, im, err);
     c->feeding = false;
     return rc;
 }
@@ -149,17 +121,17 @@ static int abort_feed(void *user) {
 
 /* One user turn: feed it, stream the answer. Returns an exit code >= 0 to stop, -1 to go on. */
 static int turn(chat *c, const char *user, qhx_error *err) {
-    qhx_image_embed im = {0};
-    int32_t *ids = NULL;
+    qhx_encoded_image *im = NULL;
+    qhx_token *ids = NULL;
     size_t n = 0;
     qhx_run_out out;
     qhx_run_out_init(&out, &c->run, false, false);
     qhx_status rc = turn_ids(c, user, &im, &ids, &n, err);
     free(c->image);
     c->image = NULL;
-    if (!rc) rc = feed_turn(c, ids, n, &im, err);
-    qhx_free(ids);
-    qhx_image_embed_deinit(&im);
+    if (!rc) rc = feed_turn(c, ids, n, im, err);
+    free(ids);
+    qhx_encoded_image_free(im);
     if (rc == QHX_E_ABORTED) { /* cut in the middle of a layer: the state cannot go on */
         qhx_session_reset(c->s);
         c->first = true;
@@ -411,18 +383,18 @@ int qhx_chat_parse_args(int argc, char **argv, qhx_run_opts *o) {
 
 static int open_chat(chat *c, qhx_error *err) {
     if (qhx_cli_check_model_path(c->run.model, err)) return qhx_cli_runtime_error(CMD, err);
-    uint64_t t0 = qhx_time_ns();
+    uint64_t t0 = qhx_cli_time_ns();
     qhx_model_params mp = qhx_run_model_params(&c->run);
     qhx_cli_progress lp; /* a load progress line on a terminal once loading takes a second */
     qhx_cli_progress_attach(&mp, &lp);
     qhx_status open_rc = qhx_model_open(c->run.model, &mp, &c->m, err);
     qhx_cli_progress_end(&lp);
     if (open_rc) return qhx_cli_runtime_error(CMD, err);
-    c->load_s = (double)(qhx_time_ns() - t0) / 1e9;
+    c->load_s = (double)(qhx_cli_time_ns() - t0) / 1e9;
     if (c->run.think >= 0 && !qhx_model_has_thinking(c->m))
         return qhx_cli_usage_error(CMD, "--think/--no-think: the %s chat format has no thinking mode", qhx_model_family_title(c->m));
-    if (!c->m->tok) {
-        qhx_fail(err, QHX_E_ARG, "%s: the model has no tokenizer.json", c->run.model);
+    if (!qhx_model_has_tokenizer(c->m)) {
+        qhx_cli_fail(err, QHX_E_ARG, "%s: the model has no tokenizer.json", c->run.model);
         return qhx_cli_runtime_error(CMD, err);
     }
     if (qhx_run_context_of(c->m, &c->run, &c->ctx, err)) return qhx_cli_runtime_error(CMD, err);

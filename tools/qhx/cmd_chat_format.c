@@ -10,7 +10,7 @@
  * "tool_calls" ([{"function": {"name", "arguments": {...}}}]) and the "tool" role are rendered
  * for Qwen3.5 as its template does (tools as the template's tojson, arguments as it prints them);
  * Qwen3-VL refuses them. */
-#include "cli.h"
+#include "cli_dev.h"
 
 #include "core/alloc.h"
 #include "io/manifest.h"
@@ -195,7 +195,7 @@ static int format_conversation(const char *model, const char *file) {
     if (qhx_cli_read_text(file ? file : "-", &text, &len, &err)) return qhx_cli_runtime_error(CMD, &err);
     json_error_t je;
     json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
-    qhx_free(text);
+    free(text);
     if (!json_is_object(root)) {
         json_decref(root);
         qhx_fail(&err, QHX_E_FORMAT, "%s: not a JSON object (line %d: %s)", file ? file : "stdin", je.line, je.text);

@@ -2,8 +2,8 @@
  *   qhx detokenize --tokenizer PATH [--skip-special]
  * Reads ids (separated by spaces, tabs or newlines) on stdin and writes the decoded text, as
  * decode(ids) of the Hugging Face tokenizers library, with no newline added. */
-#include "cli.h"
-#include "cli_args.h"
+#include "cli_dev.h"
+#include "cli_dev_args.h"
 
 #include "core/alloc.h"
 #include "text/tokenizer.h"

@@ -1,10 +1,9 @@
 /* qhx embed-image: run the vision tower of a Qwen3-VL checkpoint on one image and write the
  * image-token embeddings as float32 [n_image_tokens, hidden * (1 + n_deepstack)]; each row is
  * [final merger | deepstack 0 | deepstack 1 | ...], rows in the order of the image tokens. */
-#include "cli.h"
+#include "cli_dev.h"
+#include "cli_dev_args.h"
 #include "runtime/model.h"
-#include "cli_args.h"
-
 
 #include <stdio.h>
 #include <string.h>

@@ -1,8 +1,8 @@
 /* qhx forge: convert a Hugging Face checkpoint folder into a qhexrt bundle, or write a
  * random-weight checkpoint of a family. The work is in src/forge; this file parses arguments,
  * draws the progress bar (only when stderr is a terminal) and turns SIGINT into a cancel. */
-#include "cli.h"
-#include "cli_args.h"
+#include "cli_dev.h"
+#include "cli_dev_args.h"
 
 #include "forge/forge.h"
 

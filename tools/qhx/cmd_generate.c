@@ -11,13 +11,6 @@
 #include "cli_model.h"
 #include "cli_run.h"
 
-#include "core/alloc.h"
-#include "core/time.h"
-#include "io/manifest.h"
-#include "runtime/model.h"
-#include "runtime/session.h"
-#include "text/tokenizer.h"
-
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -121,33 +114,28 @@ int qhx_generate_parse_args(int argc, char **argv, gen_args *a) {
 
 /* ---- the prompt ---------------------------------------------------------------------------- */
 
-/* The prompt text, chat-formatted when asked, with n_image_tokens pads for an image. */
+/* The prompt text (owned: free), chat-formatted when asked, with n_image_tokens pads for an
+ * image. */
 static qhx_status prompt_text(const qhx_model *m, const gen_args *a, const char *user, int64_t n_image_tokens,
                               char **out, qhx_error *err) {
     *out = NULL;
     if (!a->chat) {
         size_t n = strlen(user);
-        if (!(*out = qhx_malloc(n + 1))) return qhx_fail(err, QHX_E_NOMEM, "out of memory");
+        if (!(*out = malloc(n + 1))) return qhx_cli_fail(err, QHX_E_NOMEM, "out of memory");
         memcpy(*out, user, n + 1);
         return QHX_OK;
     }
-    qhx_chat_part parts[2] = {{.text = NULL, .image_tokens = (int32_t)n_image_tokens},
-                              {.text = user, .text_len = strlen(user)}};
-    qhx_chat_message msgs[2];
+    qhx_chat_msg msgs[2];
     size_t nm = 0;
-    if (a->run.system) msgs[nm++] = (qhx_chat_message){.role = "system", .content = a->run.system};
-    msgs[nm++] = a->image ? (qhx_chat_message){.role = "user", .parts = parts, .n_parts = 2}
-                          : (qhx_chat_message){.role = "user", .content = user};
-    int think = a->run.think >= 0 ? a->run.think : (m->plan && m->plan->generation.thinking);
-    qhx_chat_options opt = {.add_generation_prompt = 1, .enable_thinking = think};
-    qhx_chat_family fam = qhx_model_chat_style(m);
-    size_t len;
-    return qhx_tok_chat_format(fam, msgs, nm, &opt, out, &len, err);
+    if (a->run.system) msgs[nm++] = (qhx_chat_msg){.role = "system", .content = a->run.system};
+    msgs[nm++] = (qhx_chat_msg){.role = "user", .content = user};
+    int think = a->run.think >= 0 ? a->run.think : qhx_model_thinking_default(m);
+    return qhx_run_chat_text(m, NULL, msgs, nm, think, a->image ? n_image_tokens : 0, out, err);
 }
 
-static qhx_status encode(const qhx_model *m, const char *text, int32_t **ids, size_t *n, qhx_error *err) {
-    if (!m->tok) return qhx_fail(err, QHX_E_ARG, "the model has no tokenizer.json: use --ids");
-    return qhx_tok_encode_alloc(m->tok, text, strlen(text), ids, n, err);
+static qhx_status encode(const qhx_model *m, const char *text, qhx_token **ids, size_t *n, qhx_error *err) {
+    if (!qhx_model_has_tokenizer(m)) return qhx_cli_fail(err, QHX_E_ARG, "the model has no tokenizer.json: use --ids");
+    return qhx_cli_tokenize(m, text, ids, n, err);
 }
 
 /* ---- running ------------------------------------------------------------------------------- */
@@ -157,9 +145,9 @@ typedef struct run {
     char *user;               /* the prompt text read from -f / stdin (owned), or NULL */
     qhx_model *m;
     qhx_session *s;
-    int32_t *ids;
+    qhx_token *ids;           /* owned: free */
     size_t n_ids;
-    qhx_image_embed im;
+    qhx_encoded_image *im;    /* --image, encoded */
     qhx_run_context ctx;
     qhx_run_out out;
     double load_s;
@@ -188,8 +176,9 @@ static int check_model_options(run *r) {
     if (a->run.think >= 0 && !qhx_model_has_thinking(r->m))
         return qhx_cli_usage_error(CMD, "--think/--no-think: the %s chat format has no thinking mode", qhx_model_family_title(r->m));
     if (!a->image || qhx_model_takes_images(r->m)) return -1;
-    qhx_image_embed none; /* the model's own message: which host-op, and where images are */
-    qhx_model_image_load(r->m, a->image, 0, &none, &r->err);
+    qhx_encoded_image *none = NULL; /* the model's own message: which host-op, and where images are */
+    qhx_encoded_image_load(r->m, a->image, 0, &none, &r->err);
+    qhx_encoded_image_free(none);
     return qhx_cli_runtime_error(CMD, &r->err);
 }
 
@@ -198,13 +187,13 @@ static qhx_status build_prompt(run *r) {
     const gen_args *a = &r->a;
     qhx_error *err = &r->err;
     if (a->ids_arg) {
-        if (a->image && qhx_model_image_load(r->m, a->image, 0, &r->im, err)) return err->code;
+        if (a->image && qhx_encoded_image_load(r->m, a->image, 0, &r->im, err)) return err->code;
         return QHX_OK; /* parsed by the caller */
     }
     char *text = NULL;
     qhx_status rc = prompt_text(r->m, a, a->prompt, 1, &text, err);
     if (!rc) rc = encode(r->m, text, &r->ids, &r->n_ids, err);
-    qhx_free(text);
+    free(text);
     if (rc || !a->image) return rc;
     /* the image: the room the text and the answer leave, decided before the tower runs */
     int64_t n_text = (int64_t)r->n_ids - 1, answer = a->run.n_new > 0 ? a->run.n_new : 1;
@@ -213,16 +202,16 @@ static qhx_status build_prompt(run *r) {
     if (budget < 1) {
         char advice[160];
         qhx_run_context_advice(&r->ctx, advice, sizeof advice);
-        return qhx_fail(err, QHX_E_LIMIT, "the prompt (%lld tokens) and the answer (%lld) leave no room for the image in the context of %lld%s",
-                        (long long)n_text, (long long)answer, (long long)r->ctx.limit, advice);
+        return qhx_cli_fail(err, QHX_E_LIMIT, "the prompt (%lld tokens) and the answer (%lld) leave no room for the image in the context of %lld%s",
+                            (long long)n_text, (long long)answer, (long long)r->ctx.limit, advice);
     }
     if (a->run.verbose) fprintf(stderr, "qhx: the image may take up to %lld tokens\n", (long long)budget);
-    if ((rc = qhx_model_image_load(r->m, a->image, budget, &r->im, err))) return rc;
-    qhx_free(r->ids);
+    if ((rc = qhx_encoded_image_load(r->m, a->image, budget, &r->im, err))) return rc;
+    free(r->ids);
     r->ids = NULL;
-    if ((rc = prompt_text(r->m, a, a->prompt, r->im.n_tokens, &text, err))) return rc;
+    if ((rc = prompt_text(r->m, a, a->prompt, qhx_encoded_image_n_tokens(r->im), &text, err))) return rc;
     rc = encode(r->m, text, &r->ids, &r->n_ids, err);
-    qhx_free(text);
+    free(text);
     return rc;
 }
 
@@ -261,10 +250,10 @@ static int generate(run *r) {
         char advice[160];
         qhx_run_context_advice(&r->ctx, advice, sizeof advice);
         if (r->ctx.by_flag)
-            qhx_fail(err, QHX_E_LIMIT, "prompt (%zu tokens) + generation (%lld) need %lld tokens of context; --ctx is %lld%s",
+            qhx_cli_fail(err, QHX_E_LIMIT, "prompt (%zu tokens) + generation (%lld) need %lld tokens of context; --ctx is %lld%s",
                      r->n_ids, (long long)a->run.n_new, (long long)r->n_ids + a->run.n_new, (long long)r->ctx.limit, advice);
         else
-            qhx_fail(err, QHX_E_LIMIT, "prompt (%zu tokens) + generation (%lld) exceed the model's context of %lld tokens%s",
+            qhx_cli_fail(err, QHX_E_LIMIT, "prompt (%zu tokens) + generation (%lld) exceed the model's context of %lld tokens%s",
                      r->n_ids, (long long)(a->run.n_new > 0 ? a->run.n_new : 1), (long long)r->ctx.limit, advice);
         return qhx_cli_runtime_error(CMD, err);
     }
@@ -284,9 +273,8 @@ static int generate(run *r) {
     sp.abort_cb = qhx_run_interrupted;
     if (qhx_session_create(r->m, &sp, &r->s, err)) return qhx_cli_runtime_error(CMD, err);
     qhx_run_out_init(&r->out, &a->run, a->print_ids, a->json);
-    if (qhx_model_state_attach(qhx_session_state(r->s), &r->im, a->image ? 1 : 0, r->ids, (int64_t)r->n_ids, err))
-        return qhx_cli_runtime_error(CMD, err);
-    if (qhx_session_feed(r->s, r->ids, r->n_ids, err)) return qhx_cli_runtime_error(CMD, err);
+    /* with the image at its pad ids; a Qwen3-VL prompt without one may hold no pad id */
+    if (qhx_session_feed_image(r->s, r->ids, r->n_ids, r->im, err)) return qhx_cli_runtime_error(CMD, err);
     int64_t max_tokens = a->run.n_new > 0 ? a->run.n_new : n_ctx - (int64_t)r->n_ids;
     qhx_generate_params gp = {.max_tokens = max_tokens, .ignore_stop = a->run.ignore_eos,
                               .stop_at_turn_end = a->chat && !a->run.ignore_eos, .on_token = qhx_run_on_token,
@@ -306,7 +294,7 @@ static int generate(run *r) {
     }
     if (grc) return qhx_cli_runtime_error(CMD, err);
     if (r->out.failed) {
-        qhx_fail(err, QHX_E_NOMEM, "out of memory while collecting the output");
+        qhx_cli_fail(err, QHX_E_NOMEM, "out of memory while collecting the output");
         return qhx_cli_runtime_error(CMD, err);
     }
     if (!a->run.quiet) qhx_run_print_speed(CMD, r->load_s, &st, &r->out, stop, false);
@@ -325,22 +313,22 @@ static int run_all(run *r) {
         r->n_ids = (size_t)cnt;
     }
     if (qhx_cli_check_model_path(a->run.model, err)) return qhx_cli_runtime_error(CMD, err);
-    uint64_t t0 = qhx_time_ns();
+    uint64_t t0 = qhx_cli_time_ns();
     qhx_model_params mp = qhx_run_model_params(&a->run);
     qhx_cli_progress lp; /* a load progress line on a terminal once loading takes a second */
     qhx_cli_progress_attach(&mp, &lp);
     qhx_status open_rc = qhx_model_open(a->run.model, &mp, &r->m, err);
     qhx_cli_progress_end(&lp);
     if (open_rc) return qhx_cli_runtime_error(CMD, err);
-    r->load_s = (double)(qhx_time_ns() - t0) / 1e9;
+    r->load_s = (double)(qhx_cli_time_ns() - t0) / 1e9;
     if ((rc = check_model_options(r)) >= 0) return rc;
     if (qhx_run_context_of(r->m, &a->run, &r->ctx, err)) return qhx_cli_runtime_error(CMD, err);
     if (a->print_prompt && !a->ids_arg) {
         char *text = NULL;
-        if (prompt_text(r->m, a, a->prompt, 0, &text, err)) return qhx_cli_runtime_error(CMD, err);
+        if (prompt_text(r->m, a, a->prompt, 1, &text, err)) return qhx_cli_runtime_error(CMD, err); /* one pad */
         fputs(text, stdout);
         fflush(stdout);
-        qhx_free(text);
+        free(text);
         return QHX_EXIT_OK;
     }
     if (a->chat) qhx_run_chat_template_note(r->m);
@@ -357,9 +345,9 @@ int qhx_cmd_generate(int argc, char **argv) {
     rc = run_all(&r);
     qhx_run_out_free(&r.out);
     qhx_session_free(r.s);
-    qhx_image_embed_deinit(&r.im);
+    qhx_encoded_image_free(r.im);
     qhx_model_free(r.m);
-    qhx_free(r.ids);
-    qhx_free(r.user);
+    free(r.ids);
+    free(r.user);
     return rc;
 }

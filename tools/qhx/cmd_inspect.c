@@ -4,8 +4,8 @@
  *   - a .safetensors file or a *.safetensors.index.json: every tensor and the __metadata__.
  * --json prints one JSON document instead (built with jansson). This command reads internal
  * headers (io/manifest.h, io/safetensors.h): the public API has no inspection call yet. */
-#include "cli.h"
-#include "cli_args.h"
+#include "cli_dev.h"
+#include "cli_dev_args.h"
 
 #include "core/alloc.h"
 #include "io/manifest.h"

@@ -3,8 +3,8 @@
  * The first N ids (default: all) go through the prompt path in one call; each further id goes
  * through the single-token decode path. FILE gets little-endian float32 (n_ids, vocab).
  * --image (Qwen3-VL): the ids hold the image's pad tokens, which take its embeddings. */
-#include "cli.h"
-#include "cli_args.h"
+#include "cli_dev.h"
+#include "cli_dev_args.h"
 #include "cli_model.h"
 #include "cli_run.h"
 
@@ -14,6 +14,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const char *CMD = "logits";
@@ -64,7 +65,7 @@ int qhx_logits_parse_args(int argc, char **argv, qhx_logits_args *a) {
     if (qhx_cli_parse_ids(ids_arg, &a->ids, &a->n_ids, why, sizeof why)) return qhx_cli_usage_error(CMD, "--ids: %s", why);
     if (prefill < 0) prefill = a->n_ids;
     if (prefill > a->n_ids) {
-        qhx_free(a->ids);
+        free(a->ids);
         a->ids = NULL;
         return qhx_cli_usage_error(CMD, "--prefill %lld is more than the %lld ids", (long long)prefill, (long long)a->n_ids);
     }
@@ -141,6 +142,6 @@ done:
     qhx_session_free(s);
     qhx_image_embed_deinit(&im);
     qhx_model_free(m);
-    qhx_free(ids);
+    free(ids);
     return rc;
 }

@@ -5,7 +5,7 @@
  * One line per prompt, then "N passed, N failed". Exit 0 when every prompt passed, 1 otherwise
  * or on a runtime error (one stderr line), 2 on a usage error. Gates: runtime/parity.h and
  * docs/bundle.md "Checking a bundle: qhx parity". */
-#include "cli.h"
+#include "cli_dev.h"
 
 #include "core/alloc.h"
 #include "runtime/parity.h"

@@ -3,8 +3,8 @@
  *   qhx tokenize --tokenizer PATH --jsonl      lines {"text": ...} -> lines {"ids": [...]}
  *   qhx tokenize --tokenizer PATH --save-binary FILE
  * PATH is a tokenizer.json, a tokenizer.qhxtok, or a model folder holding one. */
-#include "cli.h"
-#include "cli_args.h"
+#include "cli_dev.h"
+#include "cli_dev_args.h"
 
 #include "core/alloc.h"
 #include "text/tokenizer.h"
