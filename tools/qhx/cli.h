@@ -3,8 +3,8 @@
  * The product commands (generate, chat) and the plumbing they share (cli.h, cli_args.h,
  * cli_run.h, cli_model.h and their .c files, main.c) use the public API (qhx.h) only: that is
  * what keeps the library's public surface sufficient for a real front end, and CMake builds
- * them without src/ on the include path. Their own heap is libc's. The developer commands (see
- * cli_dev.h) may use internal headers. */
+ * them without src/ on the include path. Their own heap is libc's. The developer commands
+ * (tools/qhx/dev, cli_dev.h) may use internal headers. */
 #ifndef QHX_CLI_H
 #define QHX_CLI_H
 
