@@ -72,7 +72,7 @@ int qhx_cli_is_file(const char *path) {
 qhx_status qhx_cli_tokenize(const qhx_model *m, const char *text, qhx_token **ids, size_t *n, qhx_error *err) {
     *ids = NULL;
     *n = 0;
-    size_t len = strlen(text), cap = len / 3 + 64, got = 0; /* a guess; the exact count on a retry */
+    size_t len = strlen(text), cap = len / 2 + 64, got = 0; /* a guess; the exact count on a retry */
     for (int attempt = 0; attempt < 2; attempt++) {
         qhx_token *buf = malloc(cap * sizeof *buf);
         if (!buf) return qhx_cli_fail(err, QHX_E_NOMEM, "out of memory");
