@@ -7,15 +7,13 @@
 #include "core/sha256.h"
 #include "io/json.h"
 #include "io/manifest.h"
+#include "runtime/hostop.h"
 #include "runtime/model.h"
 #include "runtime/session.h"
 #include "text/tokenizer.h"
 
 #include <jansson.h>
 #include <string.h>
-
-#define MAX_CHAT_MESSAGES 4096
-#define MAX_IMAGE_TOKENS ((int64_t)1 << 20) /* as text/tok_chat.c */
 
 /* ---- model facts ----------------------------------------------------------------------------- */
 
@@ -93,42 +91,6 @@ qhx_chat_template_kind qhx_model_chat_template(const qhx_model *m, char *sha256_
 
 /* ---- chat text ------------------------------------------------------------------------------- */
 
-/* msgs rendered for the model's family (owned: qhx_free), with image_tokens pads before the text
- * of the last user message when image_tokens > 0. */
-static qhx_status render_chat(const qhx_model *m, const qhx_chat_msg *msgs, size_t n, int add_generation_prompt,
-                              int thinking, int64_t image_tokens, char **out, size_t *len, qhx_error *err) {
-    *out = NULL;
-    *len = 0;
-    if (n > MAX_CHAT_MESSAGES) return qhx_fail(err, QHX_E_LIMIT, "chat: %zu messages, the limit is %d", n, MAX_CHAT_MESSAGES);
-    if (!msgs && n) return qhx_fail(err, QHX_E_ARG, "chat: msgs is NULL");
-    if (image_tokens < 0 || image_tokens > MAX_IMAGE_TOKENS)
-        return qhx_fail(err, QHX_E_ARG, "chat: %lld image tokens is outside [0, %lld]", (long long)image_tokens,
-                        (long long)MAX_IMAGE_TOKENS);
-    qhx_chat_message *cm = qhx_calloc(n ? n : 1, sizeof *cm);
-    if (!cm) return qhx_fail(err, QHX_E_NOMEM, "chat: out of memory");
-    size_t last_user = n;
-    for (size_t i = 0; i < n; i++) {
-        cm[i].role = msgs[i].role;
-        cm[i].content = msgs[i].content ? msgs[i].content : "";
-        if (msgs[i].role && !strcmp(msgs[i].role, "user")) last_user = i;
-    }
-    qhx_chat_part parts[2];
-    if (image_tokens > 0) {
-        if (last_user == n) {
-            qhx_free(cm);
-            return qhx_fail(err, QHX_E_ARG, "chat: an image needs a user message");
-        }
-        parts[0] = (qhx_chat_part){.text = NULL, .image_tokens = (int32_t)image_tokens};
-        parts[1] = (qhx_chat_part){.text = cm[last_user].content, .text_len = strlen(cm[last_user].content)};
-        cm[last_user].parts = parts;
-        cm[last_user].n_parts = 2;
-    }
-    qhx_chat_options opt = {.add_generation_prompt = add_generation_prompt, .enable_thinking = thinking};
-    qhx_status rc = qhx_tok_chat_format(qhx_model_chat_style(m), cm, n, &opt, out, len, err);
-    qhx_free(cm);
-    return rc;
-}
-
 /* text (len bytes, owned: freed here) into buf[cap] by qhx_chat_format's rules. */
 static qhx_status copy_out(char *text, size_t len, char *buf, size_t cap, size_t *len_out, qhx_error *err) {
     qhx_status rc = QHX_OK;
@@ -155,7 +117,10 @@ qhx_status qhx_chat_format_image(const qhx_model *m, const qhx_chat_msg *msgs, s
     if (!buf && cap) return qhx_fail(err, QHX_E_ARG, "chat: buf is NULL with cap %zu", cap);
     char *text = NULL;
     size_t len = 0;
-    qhx_status rc = render_chat(m, msgs, n, add_generation_prompt, thinking, image_tokens, &text, &len, err);
+    if (image_tokens < 0) return qhx_fail(err, QHX_E_ARG, "chat: %lld image tokens is negative", (long long)image_tokens);
+    int n_img = image_tokens > 0;
+    qhx_status rc = qhx_chat_turn_text(m, NULL, msgs, n, &image_tokens, n_img, add_generation_prompt, thinking, &text,
+                                       &len, err);
     return rc ? rc : copy_out(text, len, buf, cap, len_out, err);
 }
 
@@ -165,24 +130,13 @@ qhx_status qhx_session_chat_format(const qhx_session *s, const qhx_chat_msg *msg
     *len_out = 0;
     if (!s) return qhx_fail(err, QHX_E_ARG, "chat: session is NULL");
     if (!buf && cap) return qhx_fail(err, QHX_E_ARG, "chat: buf is NULL with cap %zu", cap);
-    char *body = NULL;
+    char *text = NULL;
     size_t len = 0;
-    qhx_status rc = render_chat(qhx_session_model(s), msgs, n, 1, thinking, image_tokens, &body, &len, err);
-    if (rc) return rc;
-    if (qhx_session_n_past(s) == 0) return copy_out(body, len, buf, cap, len_out, err);
-    /* close the previous answer: its stop token (<|im_end|>) is pending and fed with this turn;
-     * after any other stop (length, a stop string, a callback) the marker has to be added */
-    const char *sep = qhx_session_last_stop(s) == QHX_STOP_TOKEN ? "\n" : "<|im_end|>\n";
-    size_t n_sep = strlen(sep);
-    char *t = qhx_malloc(n_sep + len + 1);
-    if (!t) {
-        qhx_free(body);
-        return qhx_fail(err, QHX_E_NOMEM, "chat: out of memory");
-    }
-    memcpy(t, sep, n_sep);
-    memcpy(t + n_sep, body, len + 1);
-    qhx_free(body);
-    return copy_out(t, n_sep + len, buf, cap, len_out, err);
+    if (image_tokens < 0) return qhx_fail(err, QHX_E_ARG, "chat: %lld image tokens is negative", (long long)image_tokens);
+    int n_img = image_tokens > 0;
+    qhx_status rc = qhx_chat_turn_text(qhx_session_model(s), s, msgs, n, &image_tokens, n_img, 1, thinking, &text, &len,
+                                       err);
+    return rc ? rc : copy_out(text, len, buf, cap, len_out, err);
 }
 
 /* ---- images ---------------------------------------------------------------------------------- */

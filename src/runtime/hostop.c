@@ -9,13 +9,20 @@
 
 /* ---- chat turns ------------------------------------------------------------------------- */
 
-/* The prompt text of a chat turn (owned: qhx_free). After an earlier answer in this session the
- * text starts by closing it: its stop token is pending (fed first), or, after a length stop,
- * the end-of-turn marker is added. */
-static qhx_status chat_text(qhx_session *s, const qhx_chat_msg *msgs, size_t n, const qhx_image_embed *images,
-                            int n_images, int thinking, char **out, qhx_error *err) {
+qhx_status qhx_chat_turn_text(const qhx_model *m, const qhx_session *s, const qhx_chat_msg *msgs, size_t n,
+                              const int64_t *image_tokens, int n_images, int add_generation_prompt, int thinking,
+                              char **out, size_t *len_out, qhx_error *err) {
     *out = NULL;
-    qhx_chat_message *cm = qhx_calloc(n, sizeof *cm);
+    *len_out = 0;
+    if (n > QHX_CHAT_MAX_MESSAGES) return qhx_fail(err, QHX_E_LIMIT, "chat: %zu messages, the limit is %d", n, QHX_CHAT_MAX_MESSAGES);
+    if (!msgs && n) return qhx_fail(err, QHX_E_ARG, "chat: msgs is NULL");
+    if (n_images < 0 || n_images > QHX_HOSTOP_MAX_IMAGES)
+        return qhx_fail(err, QHX_E_LIMIT, "chat: %d images in one turn, the limit is %d", n_images, QHX_HOSTOP_MAX_IMAGES);
+    for (int k = 0; k < n_images; k++)
+        if (image_tokens[k] < 1 || image_tokens[k] > QHX_CHAT_MAX_IMAGE_TOKENS)
+            return qhx_fail(err, QHX_E_ARG, "chat: image %d: %lld image tokens is outside [1, %lld]", k + 1,
+                            (long long)image_tokens[k], (long long)QHX_CHAT_MAX_IMAGE_TOKENS);
+    qhx_chat_message *cm = qhx_calloc(n ? n : 1, sizeof *cm);
     qhx_chat_part parts[QHX_HOSTOP_MAX_IMAGES + 1];
     if (!cm) return qhx_fail(err, QHX_E_NOMEM, "chat: out of memory");
     size_t last_user = n;
@@ -29,33 +36,36 @@ static qhx_status chat_text(qhx_session *s, const qhx_chat_msg *msgs, size_t n, 
             qhx_free(cm);
             return qhx_fail(err, QHX_E_ARG, "chat: an image needs a user message");
         }
-        for (int k = 0; k < n_images; k++)
-            parts[k] = (qhx_chat_part){.text = NULL, .image_tokens = (int32_t)images[k].n_tokens};
+        for (int k = 0; k < n_images; k++) parts[k] = (qhx_chat_part){.text = NULL, .image_tokens = (int32_t)image_tokens[k]};
         parts[n_images] = (qhx_chat_part){.text = cm[last_user].content, .text_len = strlen(cm[last_user].content)};
         cm[last_user].parts = parts;
         cm[last_user].n_parts = (size_t)n_images + 1;
     }
-    qhx_chat_options opt = {.add_generation_prompt = 1, .enable_thinking = thinking};
-    qhx_chat_family fam = qhx_model_chat_style(s->m);
+    qhx_chat_options opt = {.add_generation_prompt = add_generation_prompt, .enable_thinking = thinking};
     char *body = NULL;
     size_t len = 0;
-    qhx_status rc = qhx_tok_chat_format(fam, cm, n, &opt, &body, &len, err);
+    qhx_status rc = qhx_tok_chat_format(qhx_model_chat_style(m), cm, n, &opt, &body, &len, err);
     qhx_free(cm);
     if (rc) return rc;
-    if (qhx_session_n_past(s) == 0 && s->pending < 0) {
+    if (!s || (qhx_session_n_past(s) == 0 && s->pending < 0)) {
         *out = body;
+        *len_out = len;
         return QHX_OK;
     }
+    /* close the previous answer: its stop token (<|im_end|>) is pending and fed with this turn;
+     * after any other stop (length, a stop string, a callback) the marker has to be added */
     const char *sep = s->last_stop == QHX_STOP_TOKEN ? "\n" : "<|im_end|>\n";
-    char *t = qhx_malloc(strlen(sep) + len + 1);
+    size_t n_sep = strlen(sep);
+    char *t = qhx_malloc(n_sep + len + 1);
     if (!t) {
         qhx_free(body);
         return qhx_fail(err, QHX_E_NOMEM, "chat: out of memory");
     }
-    memcpy(t, sep, strlen(sep));
-    memcpy(t + strlen(sep), body, len + 1);
+    memcpy(t, sep, n_sep);
+    memcpy(t + n_sep, body, len + 1);
     qhx_free(body);
     *out = t;
+    *len_out = n_sep + len;
     return QHX_OK;
 }
 
@@ -65,9 +75,11 @@ static qhx_status feed_turn(qhx_session *s, const qhx_chat_msg *msgs, size_t n, 
                             int n_images, int thinking, qhx_error *err) {
     char *text = NULL;
     int32_t *ids = NULL;
-    size_t n_ids = 0;
+    size_t n_ids = 0, len = 0;
+    int64_t tokens[QHX_HOSTOP_MAX_IMAGES];
+    for (int k = 0; k < n_images; k++) tokens[k] = images[k].n_tokens;
     qhx_status rc;
-    if ((rc = chat_text(s, msgs, n, images, n_images, thinking, &text, err))) goto done;
+    if ((rc = qhx_chat_turn_text(s->m, s, msgs, n, tokens, n_images, 1, thinking, &text, &len, err))) goto done;
     if ((rc = qhx_session_encode(s, text, strlen(text), &ids, &n_ids, err))) goto done;
     if ((rc = qhx_session_feed_pending(s, err))) goto done;
     if (n_ids && (rc = qhx_model_state_attach(s->st, images, n_images, ids, (int64_t)n_ids, err))) goto done;

@@ -12,7 +12,19 @@
 
 #include "runtime/session.h"
 
-#define QHX_HOSTOP_MAX_IMAGES 16 /* images in one chat turn */
+#define QHX_HOSTOP_MAX_IMAGES 16                 /* images in one chat turn */
+#define QHX_CHAT_MAX_MESSAGES 4096               /* messages in one chat call */
+#define QHX_CHAT_MAX_IMAGE_TOKENS ((int64_t)1 << 20) /* pads of one image, as text/tok_chat.c */
+
+/* The prompt text of a chat turn (owned: qhx_free, *len_out bytes): msgs in the model's chat
+ * format, with image_tokens[k] pads for image k (n_images, in order) before the text of the last
+ * user message. With a session s that already holds an answer, the text first closes it: its
+ * stop token is pending (then only the newline), or after another stop the end-of-turn marker
+ * is added. s NULL: no closing. The one writer of chat turns: sessions, host-ops and the public
+ * chat-formatting calls use it. */
+qhx_status qhx_chat_turn_text(const qhx_model *m, const qhx_session *s, const qhx_chat_msg *msgs, size_t n,
+                              const int64_t *image_tokens, int n_images, int add_generation_prompt, int thinking,
+                              char **out, size_t *len_out, qhx_error *err);
 
 typedef struct qhx_hostop {
     const char *name; /* the loop: "text", "image_text" */
