@@ -11,6 +11,8 @@
 #include "kernels/ref.h"
 #include "kernels/vision.h"
 #include "ops/blocks.h"
+#include "ops/imgplan.h"
+#include "ops/mrope.h"
 #include "ops/rope.h"
 #include "ops/kv.h"
 #include "ops/par.h"
@@ -157,12 +159,7 @@ typedef struct vl_state {
     qhx_kv_cache kv;           /* (L, 2, n_ctx, Hkv hd): rotated keys, then values, per layer */
     void *kv_data;             /* its memory (owned) */
     int64_t next_pos;          /* position of the next text token: largest position so far + 1 */
-    /* the announced prompt (qhx_net_attach), rows plan_start .. plan_start + plan_n */
-    int64_t plan_start, plan_n;
-    int64_t *plan_pos;         /* (plan_n, 3) */
-    const float **plan_src;    /* (plan_n): the token's image row (borrowed), or NULL for text */
-    int32_t *plan_ids;         /* (plan_n) */
-    int64_t image_rw;          /* row width of the announced images */
+    qhx_img_plan plan;         /* the announced prompt with its images (qhx_net_attach) */
     /* scratch for n_batch tokens */
     float *x, *xn, *tmp, *q, *kk, *vv, *att, *mg, *mu, *cosb, *sinb;
     float *attw;               /* (n_threads, attention work for n_ctx keys) per-thread scratch */
@@ -172,20 +169,10 @@ typedef struct vl_state {
     const float **src;         /* (n_batch) image rows of the batch, NULL for text */
 } vl_state;
 
-static void plan_clear(vl_state *s) {
-    qhx_free(s->plan_pos);
-    qhx_free(s->plan_src);
-    qhx_free(s->plan_ids);
-    s->plan_pos = NULL;
-    s->plan_src = NULL;
-    s->plan_ids = NULL;
-    s->plan_n = s->plan_start = s->image_rw = 0;
-}
-
 static void vl_state_free(void *impl) {
     vl_state *s = impl;
     if (!s) return;
-    plan_clear(s);
+    qhx_img_plan_clear(&s->plan);
     qhx_aligned_free(s->kv_data);
     float **f[] = {&s->x, &s->xn, &s->tmp, &s->q, &s->kk, &s->vv, &s->att, &s->mg, &s->mu,
                    &s->attw, &s->attp, &s->cosb, &s->sinb};
@@ -233,98 +220,35 @@ static qhx_status vl_state_create(qhx_net_state *st, qhx_error *err) {
 
 static void vl_state_reset(qhx_net_state *st) {
     vl_state *s = st->impl;
-    plan_clear(s);
+    qhx_img_plan_clear(&s->plan);
     s->next_pos = 0;
 }
 
-/* Check that the pads of ids are the images' runs, in order: image k's n_tokens pads in one
- * contiguous run. */
-static qhx_status check_pads(const qhx_qwen3vl *q, const qhx_image_embed *images, int n_images, const int32_t *ids,
-                             int64_t n, qhx_error *err) {
-    int64_t n_pad = 0, want = 0;
-    for (int64_t i = 0; i < n; i++) n_pad += ids[i] == q->image_token_id;
-    for (int k = 0; k < n_images; k++) want += images[k].n_tokens;
-    if (n_images == 0 && n_pad)
-        return qhx_fail(err, QHX_E_ARG, "the ids hold %lld image-pad tokens (id %lld) but no image was given",
-                        (long long)n_pad, (long long)q->image_token_id);
-    if (n_pad != want) {
-        if (n_images == 1)
-            return qhx_fail(err, QHX_E_ARG, "the ids hold %lld image-pad tokens (id %lld) but the image (%lldx%lld patches) needs %lld",
-                            (long long)n_pad, (long long)q->image_token_id, (long long)images[0].grid_h,
-                            (long long)images[0].grid_w, (long long)images[0].n_tokens);
-        return qhx_fail(err, QHX_E_ARG, "the ids hold %lld image-pad tokens (id %lld) but the %d images need %lld",
-                        (long long)n_pad, (long long)q->image_token_id, n_images, (long long)want);
-    }
-    int k = 0;
-    for (int64_t i = 0; i < n; k++) {
-        while (i < n && ids[i] != q->image_token_id) i++;
-        if (i == n) break;
-        int64_t run = 0;
-        while (i + run < n && ids[i + run] == q->image_token_id && run < images[k].n_tokens) run++;
-        if (run != images[k].n_tokens)
-            return qhx_fail(err, QHX_E_ARG, "the %lld image-pad tokens of image %d must be one contiguous run (found %lld at position %lld)",
-                            (long long)images[k].n_tokens, k + 1, (long long)run, (long long)i);
-        i += run;
-    }
-    for (int j = 0; j < n_images; j++)
-        if (!q->vit || images[j].row_width != qhx_vit_row_width(q->vit) || !images[j].embd)
-            return qhx_fail(err, QHX_E_ARG, "attach: image %d was not encoded by this model", j + 1);
-    return QHX_OK;
-}
-
-/* HF get_rope_index: text tokens advance all three axes together; image k's token (r, c) of its
- * merged (gh, gw) grid sits at (s, s + r, s + c) with s the next text position before it, and the
- * text after it continues at s + max(gh, gw). */
-static void plan_positions(const qhx_qwen3vl *q, vl_state *s, const qhx_image_embed *images, const int32_t *ids,
-                           int64_t n) {
-    const int64_t M = q->vit ? q->vit->cfg.spatial_merge_size : 1;
-    int64_t next = s->next_pos;
-    int k = 0;
-    for (int64_t i = 0; i < n;) {
-        if (ids[i] != q->image_token_id) {
-            s->plan_pos[i * 3] = s->plan_pos[i * 3 + 1] = s->plan_pos[i * 3 + 2] = next++;
-            s->plan_src[i++] = NULL;
-            continue;
-        }
-        const qhx_image_embed *im = &images[k++];
-        int64_t gh = im->grid_h / M, gw = im->grid_w / M;
-        for (int64_t r = 0; r < im->n_tokens; r++, i++) {
-            s->plan_pos[i * 3] = next;
-            s->plan_pos[i * 3 + 1] = next + r / gw;
-            s->plan_pos[i * 3 + 2] = next + r % gw;
-            s->plan_src[i] = im->embd + r * im->row_width;
-        }
-        next += gh > gw ? gh : gw;
-    }
-}
-
+/* HF get_rope_index over the images (ops/mrope.h): text tokens advance all three axes
+ * together; image k's token (r, c) of its merged (gh, gw) grid sits at (s, s + r, s + c) with s
+ * the next text position before it, and the text after it continues at s + max(gh, gw). */
 static qhx_status vl_attach(qhx_net_state *st, const qhx_image_embed *images, int n_images, const int32_t *ids,
                             int64_t n, qhx_error *err) {
     const qhx_qwen3vl *q = st->m->impl;
     vl_state *s = st->impl;
-    plan_clear(s);
-    if (n < 1 || !ids) return qhx_fail(err, QHX_E_ARG, "attach: no tokens");
-    qhx_status rc = check_pads(q, images, n_images, ids, n, err);
-    if (rc) return rc;
-    s->plan_pos = qhx_malloc((size_t)n * 3 * sizeof *s->plan_pos);
-    s->plan_src = qhx_malloc((size_t)n * sizeof *s->plan_src);
-    s->plan_ids = qhx_malloc((size_t)n * sizeof *s->plan_ids);
-    if (!s->plan_pos || !s->plan_src || !s->plan_ids) {
-        plan_clear(s);
-        return qhx_fail(err, QHX_E_NOMEM, "attach: out of memory");
-    }
-    memcpy(s->plan_ids, ids, (size_t)n * sizeof *ids);
-    plan_positions(q, s, images, ids, n);
-    s->plan_start = st->n_past;
-    s->plan_n = n;
-    s->image_rw = n_images ? images[0].row_width : 0;
-    return QHX_OK;
+    if (n_images < 0 || n_images > QHX_MROPE_MAX_IMAGES)
+        return qhx_fail(err, QHX_E_ARG, "attach: %d images (at most %d)", n_images, QHX_MROPE_MAX_IMAGES);
+    if (n_images && !q->vit) return qhx_fail(err, QHX_E_ARG, "attach: this model has no vision tower");
+    qhx_img_view *v = n_images ? qhx_malloc((size_t)n_images * sizeof *v) : NULL;
+    if (n_images && !v) return qhx_fail(err, QHX_E_NOMEM, "attach: out of memory");
+    for (int k = 0; k < n_images; k++)
+        v[k] = (qhx_img_view){images[k].grid_h, images[k].grid_w, images[k].n_tokens, images[k].row_width, images[k].embd};
+    const int64_t merge = q->vit ? q->vit->cfg.spatial_merge_size : 1, rw = q->vit ? qhx_vit_row_width(q->vit) : 0;
+    qhx_status rc = qhx_img_plan_set(&s->plan, v, n_images, ids, n, (int32_t)q->image_token_id, merge, rw, st->n_past,
+                                     s->next_pos, err);
+    qhx_free(v);
+    return rc;
 }
 
 static int64_t vl_attached_positions(const qhx_net_state *st, const int64_t **pos) {
     const vl_state *s = st->impl;
-    *pos = s->plan_pos;
-    return s->plan_n;
+    *pos = s->plan.n ? s->plan.pos : NULL;
+    return s->plan.n;
 }
 
 /* ---- forward ----------------------------------------------------------------------------- */
@@ -361,7 +285,7 @@ static qhx_status run_batch(const qhx_net *m, qhx_net_state *st, const int32_t *
     const qhx_qwen3vl *q = m->impl;
     vl_state *s = st->impl;
     const int64_t H = q->H, half = q->hd / 2;
-    const int64_t RW = s->image_rw, n_ds = RW ? RW / H - 1 : 0;
+    const int64_t RW = s->plan.row_width, n_ds = RW ? RW / H - 1 : 0;
 
     for (int64_t t = 0; t < n; t++) {
         if (s->src[t]) memcpy(s->x + t * H, s->src[t], (size_t)H * sizeof(float));
@@ -407,14 +331,7 @@ static qhx_status vl_step(void *ctx, int64_t t0, int64_t nt, float *logits, qhx_
     qhx_net_state *st = c->st;
     vl_state *s = st->impl;
     int64_t next = s->next_pos;
-    for (int64_t t = 0; t < nt; t++) {
-        int64_t i = st->n_past + t - s->plan_start;
-        int in_plan = s->plan_n && i >= 0 && i < s->plan_n;
-        for (int a = 0; a < 3; a++) s->pos[t * 3 + a] = in_plan ? s->plan_pos[i * 3 + a] : next;
-        s->src[t] = in_plan ? s->plan_src[i] : NULL;
-        for (int a = 0; a < 3; a++)
-            if (s->pos[t * 3 + a] + 1 > next) next = s->pos[t * 3 + a] + 1;
-    }
+    qhx_img_plan_batch(&s->plan, st->n_past, nt, &next, s->pos, s->src);
     qhx_status rc = run_batch(c->m, st, c->ids + t0, nt, logits, c->all, c->opts, err);
     if (rc == QHX_OK) s->next_pos = next;
     return rc;
@@ -425,12 +342,8 @@ static qhx_status vl_forward(const qhx_net *m, qhx_net_state *st, const int32_t 
     vl_state *s = st->impl;
     /* Tokens inside the announced prompt must be the announced ones. Elsewhere every id is text,
      * the image-pad id too (as in HF decoding, which passes no pixels after the prompt). */
-    for (int64_t t = 0; t < n; t++) {
-        int64_t i = st->n_past + t - s->plan_start;
-        if (s->plan_n && i >= 0 && i < s->plan_n && ids[t] != s->plan_ids[i])
-            return qhx_fail(err, QHX_E_ARG, "forward: token %lld is %d, but the prompt announced with the image has %d there",
-                            (long long)(st->n_past + t), ids[t], s->plan_ids[i]);
-    }
+    qhx_status crc = qhx_img_plan_check(&s->plan, ids, n, st->n_past, err);
+    if (crc) return crc;
     vl_steps c = {m, st, ids, opts, (opts->flags & QHX_FWD_LOGITS_ALL) != 0};
     const int64_t step = (opts->flags & QHX_FWD_SEQUENTIAL) ? 1 : st->n_batch;
     return qhx_op_batches(n, step, m->cfg.vocab_size, opts->logits, c.all, vl_step, &c, err);
