@@ -164,6 +164,11 @@ typedef struct qhx_model_params {
        sizes of the plan's weight files; done can pass a short guess). For a progress line. */
     void (*load_progress)(void *user, uint64_t done_bytes, uint64_t total_bytes);
     void *load_progress_user;
+    /* A Hugging Face checkpoint folder with a vision tower: 1 opens it for images (the tower is
+       loaded, images can be fed), -1 for text only (the tower is never read), 0 (default) the
+       family's choice: Qwen3-VL folders with images, Qwen3.5 folders text only. A manifest's
+       host_op decides for itself (a bundle's -vlm- manifest takes images). */
+    int vision;
 } qhx_model_params;
 
 QHX_API qhx_model_params qhx_model_default_params(void);

@@ -203,8 +203,13 @@ typedef struct qhx_family_desc {
     bool thinking;                        /* its chat format has a thinking mode (<think>) */
     const qhx_family_host_op *host_ops;   /* the host-ops it offers; name NULL ends. A checkpoint
                                              folder runs the first whose loop takes images when
-                                             it has a vision tower, else the first text one */
+                                             it has a vision tower and opens for images
+                                             (folder_images below), else the first text one */
     const char *vision_prefix;            /* tensor-name prefix of the vision tower, or NULL */
+    /* A checkpoint folder with a vision tower runs the image host-op by default (true), or only
+     * when the caller asks for images (false: qhx_model_params.vision > 0), so that a folder
+     * opened for text leaves the tower unread. */
+    bool folder_images;
     int64_t bundle_context;               /* max_context of a bundle forged without one */
     /* The only parser of the family's config.json: root is the whole file (composite or bare
      * text config), label names it in messages. Unsupported values are refused by field. */

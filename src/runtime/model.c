@@ -6,6 +6,7 @@
 #include "core/alloc.h"
 #include "core/pool.h"
 #include "ops/kv.h"
+#include "ops/mrope.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -35,6 +36,7 @@ static qhx_status check_params(const qhx_model_params *p, qhx_error *err) {
         return qhx_fail(err, QHX_E_ARG, "decode_math %d is not one of default, f32, int8", (int)p->decode_math);
     if ((unsigned)p->max_isa > QHX_ISA_BEST) return qhx_fail(err, QHX_E_ARG, "max_isa %d is not an instruction set", (int)p->max_isa);
     if (p->max_context < 0) return qhx_fail(err, QHX_E_ARG, "max_context %lld is negative", (long long)p->max_context);
+    if (p->vision < -1 || p->vision > 1) return qhx_fail(err, QHX_E_ARG, "vision %d is not -1, 0 or 1", p->vision);
     if ((unsigned)p->kv_cache > QHX_KV_Q8) return qhx_fail(err, QHX_E_ARG, "kv_cache %d is not one of default, f32, f16, q8", (int)p->kv_cache);
     return QHX_OK;
 }
@@ -217,6 +219,11 @@ qhx_status qhx_model_open(const char *path, const qhx_model_params *params, qhx_
         m->family = r->family;
         m->host_op = r->host_op;
         m->cfg = r->cfg;
+        /* a checkpoint folder with a tower: images as the caller asks, else as the family says */
+        if (m->plan->source == QHX_PLAN_FROM_CHECKPOINT && m->cfg.has_vision && m->plan->vision_tensors) {
+            bool images = p.vision > 0 || (p.vision == 0 && m->family->folder_images);
+            m->host_op = qhx_family_default_host_op(m->family, images);
+        }
     }
     qhx_free(r);
     if (rc || (rc = set_context(m, err))) goto fail;
@@ -321,6 +328,50 @@ qhx_status qhx_model_image_load(const qhx_model *m, const char *path, int64_t ma
     rc = encode_with(m, &img, &prep, max_tokens, out, err);
     qhx_image_deinit(&img);
     if (rc && rc != QHX_E_NOMEM) qhx_fail_prefix(err, "%s", path);
+    return rc;
+}
+
+/* Tokens each decoded image takes uncapped (smart_resize), then the budget split into caps. */
+static qhx_status image_caps(const qhx_model *m, const qhx_image *img, int n, int64_t budget, int64_t *cap,
+                             qhx_error *err) {
+    const qhx_image_prep *p = &m->prep;
+    const int64_t side = p->patch_size * p->merge_size;
+    int64_t need[QHX_MROPE_MAX_IMAGES];
+    qhx_status rc = QHX_OK;
+    for (int k = 0; k < n && !rc; k++) {
+        int64_t h = img[k].height, w = img[k].width;
+        if (p->do_resize) rc = qhx_smart_resize(img[k].height, img[k].width, side, p->min_pixels, p->max_pixels, &h, &w, err);
+        need[k] = (h / side) * (w / side);
+    }
+    int64_t min_tokens = p->do_resize ? (p->min_pixels + side * side - 1) / (side * side) : 1;
+    return rc ? rc : qhx_image_budget_split(need, n, budget, min_tokens, cap, err);
+}
+
+qhx_status qhx_model_images_load(const qhx_model *m, const char *const *paths, int n, int64_t budget,
+                                 qhx_image_embed *out, qhx_error *err) {
+    if (n < 1 || n > QHX_MROPE_MAX_IMAGES || !paths || !out)
+        return qhx_fail(err, QHX_E_ARG, "images: %d images (1 to %d)", n, QHX_MROPE_MAX_IMAGES);
+    memset(out, 0, (size_t)n * sizeof *out);
+    for (int k = 0; k < n; k++)
+        if (!paths[k]) return qhx_fail(err, QHX_E_ARG, "images: image %d has no path", k + 1);
+    qhx_status rc = need_images(m, paths[0], err);
+    if (rc) return rc;
+    qhx_image *img = qhx_calloc((size_t)n, sizeof *img);
+    int64_t *cap = qhx_calloc((size_t)n, sizeof *cap);
+    if (!img || !cap) rc = qhx_fail(err, QHX_E_NOMEM, "out of memory");
+    /* every image decoded first: the split needs all their sizes before any is encoded */
+    for (int k = 0; k < n && !rc; k++) rc = qhx_image_load(paths[k], NULL, &img[k], err);
+    if (!rc && budget > 0 && (rc = image_caps(m, img, n, budget, cap, err))) qhx_fail_prefix(err, "%d image%s", n, n == 1 ? "" : "s");
+    for (int k = 0; k < n && !rc; k++) {
+        qhx_image_prep prep;
+        if (!(rc = capped_prep(m, cap[k], &prep, err))) rc = encode_with(m, &img[k], &prep, cap[k], &out[k], err);
+        if (rc && rc != QHX_E_NOMEM) qhx_fail_prefix(err, "%s", paths[k]);
+    }
+    for (int k = 0; img && k < n; k++) qhx_image_deinit(&img[k]);
+    qhx_free(img);
+    qhx_free(cap);
+    if (rc)
+        for (int k = 0; k < n; k++) qhx_image_embed_deinit(&out[k]);
     return rc;
 }
 

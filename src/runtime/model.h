@@ -75,6 +75,13 @@ qhx_chat_family qhx_model_chat_style(const qhx_model *m);
  * model. */
 qhx_status qhx_model_image_load(const qhx_model *m, const char *path, int64_t max_tokens,
                                 qhx_image_embed *out /* OUT, owned: qhx_image_embed_deinit */, qhx_error *err);
+/* Several images (paths (n,), in order) into out (n,) (OUT, each owned: qhx_image_embed_deinit;
+ * all zeroed on failure): every file decoded first, then budget > 0 bounds their tokens together
+ * (ops/mrope.h qhx_image_budget_split: an image needing less than an equal share keeps its size,
+ * the others share the rest and are scaled down before the tower); 0: no bound. QHX_E_LIMIT
+ * (naming the counts) when the budget cannot hold the smallest sizes. */
+qhx_status qhx_model_images_load(const qhx_model *m, const char *const *paths, int n, int64_t budget,
+                                 qhx_image_embed *out /* OUT (n,) */, qhx_error *err);
 /* The same from a decoded image, uncapped. */
 qhx_status qhx_model_image_encode(const qhx_model *m, const qhx_image *img,
                                   qhx_image_embed *out /* OUT, owned */, qhx_error *err);

@@ -385,6 +385,7 @@ static int open_chat(chat *c, qhx_error *err) {
     if (qhx_cli_check_model_path(c->run.model, err)) return qhx_cli_runtime_error(CMD, err);
     uint64_t t0 = qhx_cli_time_ns();
     qhx_model_params mp = qhx_run_model_params(&c->run);
+    mp.vision = 1; /* a checkpoint folder with a tower opens for images, so /image works */
     qhx_cli_progress lp; /* a load progress line on a terminal once loading takes a second */
     qhx_cli_progress_attach(&mp, &lp);
     qhx_status open_rc = qhx_model_open(c->run.model, &mp, &c->m, err);

@@ -315,6 +315,7 @@ static int run_all(run *r) {
     if (qhx_cli_check_model_path(a->run.model, err)) return qhx_cli_runtime_error(CMD, err);
     uint64_t t0 = qhx_cli_time_ns();
     qhx_model_params mp = qhx_run_model_params(&a->run);
+    if (a->image) mp.vision = 1; /* a checkpoint folder opens with its tower */
     qhx_cli_progress lp; /* a load progress line on a terminal once loading takes a second */
     qhx_cli_progress_attach(&mp, &lp);
     qhx_status open_rc = qhx_model_open(a->run.model, &mp, &r->m, err);

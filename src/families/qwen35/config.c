@@ -82,8 +82,40 @@ static qhx_status parse_rope(const json_t *tc, const cfg_at *at, qhx_model_confi
     return QHX_OK;
 }
 
+/* vision_config of a composite config (Qwen3_5VisionConfig): the Qwen3-VL tower's fields, but
+ * no DeepStack: the class has no deepstack_visual_indexes (the released files' "[]" is an unused
+ * key) and Qwen3_5VisionModel builds no DeepStack merger, so whatever the key says is ignored.
+ * image_token_id defaults to Qwen3_5Config's 248056. */
+static qhx_status parse_vision(const json_t *root, const char *label, qhx_model_config *c, qhx_error *err) {
+    const json_t *vc = json_object_get(root, "vision_config");
+    if (!vc || json_is_null(vc)) return QHX_OK;
+    if (!json_is_object(vc)) return qhx_fail(err, QHX_E_FORMAT, "%s: vision_config: expected an object", label);
+    qhx_status rc = qhx_vit_config_parse(vc, label, &c->vision, err);
+    if (rc) return rc;
+    c->vision.n_deepstack = 0;
+    if (c->vision.out_hidden_size != c->hidden_size)
+        return qhx_fail(err, QHX_E_FORMAT, "%s: vision_config.out_hidden_size %lld != text_config.hidden_size %lld",
+                        label, (long long)c->vision.out_hidden_size, (long long)c->hidden_size);
+    c->image_token_id = 248056;
+    if ((rc = qhx_json_get_int(root, "image_token_id", label, "", false, 0, CAP_VOCAB, &c->image_token_id, err)))
+        return rc;
+    c->has_vision = true;
+    c->image_row_width = c->vision.out_hidden_size;
+    return QHX_OK;
+}
+
+static qhx_status parse_text(const json_t *root, const char *label, qhx_model_config *cfg, qhx_error *err);
+
 qhx_status qhx_qwen35_parse_config(const json_t *root, const char *label, qhx_model_config *cfg,
                                    qhx_error *err) {
+    qhx_status rc = parse_text(root, label, cfg, err);
+    if (rc) return rc;
+    cfg->image_token_id = -1;
+    /* only a composite config (text_config + vision_config) has a tower */
+    return json_object_get(root, "text_config") ? parse_vision(root, label, cfg, err) : QHX_OK;
+}
+
+static qhx_status parse_text(const json_t *root, const char *label, qhx_model_config *cfg, qhx_error *err) {
     qhx_status rc;
     memset(cfg, 0, sizeof *cfg);
     if (!json_is_object(root)) return qhx_fail(err, QHX_E_FORMAT, "%s: expected a JSON object", label);
@@ -197,8 +229,11 @@ qhx_status qhx_qwen35_parse_config(const json_t *root, const char *label, qhx_mo
 
 static const char *const MODEL_TYPES[] = {"qwen3_5", "qwen3_5_text", NULL};
 
+/* text first: a bundle's text manifest keeps the seed's name (NAME-CTX.json), and a checkpoint
+ * folder runs it unless the caller asks for images (folder_images below) */
 static const qhx_family_host_op HOST_OPS[] = {
     {"qwen3_5_generate", QHX_LOOP_TEXT},
+    {"qwen3_5_vl_generate", QHX_LOOP_IMAGE_TEXT},
     {NULL, QHX_LOOP_TEXT},
 };
 
@@ -210,6 +245,7 @@ const qhx_family_desc QHX_FAMILY_QWEN3_5 = {
     .thinking = true,
     .host_ops = HOST_OPS,
     .vision_prefix = "model.visual.",
+    .folder_images = false, /* a released folder opened for text leaves its 24-block tower unread */
     .bundle_context = 1024,
     .parse_config = qhx_qwen35_parse_config,
     .bind = qhx_qwen35_bind,

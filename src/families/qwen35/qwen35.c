@@ -3,14 +3,19 @@
  * state, and the forward pass in two forms: the prompt path (batched projections, chunked delta
  * rule) and the single-token decode path (recurrent delta rule). The math follows
  * spec/qwen3_5.md and the Hugging Face reference (transformers models/qwen3_5); every number is
- * fp32. Not here: the vision tower (model.visual.* is skipped), MTP drafting (mtp.* tensors stay
- * reachable through the model's tensor set), tokenizing, sampling. */
+ * fp32. With an image host-op the vision tower (model.visual.*, the shared ViT of ops/vit.h
+ * without DeepStack, as Qwen3_5VisionModel) is bound too: announced image rows replace the
+ * embedding rows at their pads and the attention layers turn with 3-D M-RoPE positions through
+ * the partial rotary (docs/vision.md). Not here: MTP drafting (mtp.* tensors stay reachable
+ * through the model's tensor set), tokenizing, sampling. */
 #include "families/qwen35/qwen35.h"
 
 #include "core/alloc.h"
 #include "kernels/attn.h"
 #include "kernels/ref.h"
 #include "ops/blocks.h"
+#include "ops/imgplan.h"
+#include "ops/mrope.h"
 #include "ops/kv.h"
 #include "ops/par.h"
 #include "ops/rope.h"
@@ -65,14 +70,18 @@ typedef struct q35_model {
     qhx_weight lm_head;          /* (V, H): embed when tied */
     const float *final_norm;     /* (H,) zero-centred */
     float *inv_freq;             /* (rot / 2,) */
+    unsigned char *axis;         /* (rot / 2,): M-RoPE axis of each frequency slot, 0 T 1 H 2 W */
     q35_layer *layers;           /* (L,) */
+    qhx_vit *vit;                /* NULL: a text host-op, or no tower in the checkpoint */
 } q35_model;
 
 static void q35_free_impl(void *impl) {
     q35_model *q = impl;
     if (!q) return;
+    qhx_vit_free(q->vit);
     qhx_wowned_free(&q->owned);
     qhx_free(q->inv_freq);
+    qhx_free(q->axis);
     qhx_free(q->layers);
     qhx_st_free(q->set);
     qhx_free(q);
@@ -198,7 +207,20 @@ qhx_status qhx_qwen35_bind(qhx_net *m, qhx_st_set *set, const qhx_net_bind_args 
     q->inv_freq = qhx_malloc((size_t)(d->rot / 2) * sizeof(float));
     if (!q->inv_freq) return qhx_fail(err, QHX_E_NOMEM, "out of memory");
     qhx_rope_inv_freq(c->rope_theta, d->rot, q->inv_freq);
+    /* Qwen3_5TextRotaryEmbedding: mrope_section splits the rot / 2 frequencies, interleaved as
+     * the released configs say (recomposition_frequencies) */
+    q->axis = qhx_malloc((size_t)(d->rot / 2));
+    if (!q->axis) return qhx_fail(err, QHX_E_NOMEM, "out of memory");
+    qhx_rope_mrope_axes(c->mrope_section, c->mrope_interleaved, d->rot / 2, q->axis);
     m->weights = q->set;
+    /* the tower when the plan feeds images and the set holds it; m->cfg.has_vision then says
+     * whether it was bound (the vision graph exists) */
+    if (!a->vision || !c->has_vision || !qhx_st_find(q->set, "model.visual.patch_embed.proj.weight")) {
+        m->cfg.has_vision = false;
+        return QHX_OK;
+    }
+    if ((rc = qhx_vit_load(q->set, &c->vision, "model.visual.", m->kern, &q->vit, err))) return rc;
+    q->vit->pool = m->pool;
     return QHX_OK;
 }
 
@@ -234,6 +256,12 @@ typedef struct q35_state {
     float *dwork;          /* (n_threads, chunked delta-rule scratch) */
     int64_t dwork_floats;
     float *cosb, *sinb;    /* (n_batch, rot / 2) */
+    /* images: the announced prompt; the next text position (behind n_past after an image); the
+     * batch's positions (n_batch, 3) and image rows (n_batch, NULL for text) */
+    qhx_img_plan plan;
+    int64_t next_pos;
+    int64_t *pos;
+    const float **src;
 } q35_state;
 
 #define DELTA_CHUNK 64 /* HF chunk_size for the chunked delta rule */
@@ -322,6 +350,15 @@ static qhx_status q35_state_create(qhx_net_state *st, qhx_error *err) {
     s->dwork_floats = (int64_t)dwork;
     s->cosb = b + o_cos;
     s->sinb = b + o_sin;
+    s->pos = qhx_malloc(nb * 3 * sizeof *s->pos);
+    s->src = qhx_calloc(nb, sizeof *s->src);
+    if (!s->pos || !s->src) {
+        qhx_free(s->pos);
+        qhx_free(s->src);
+        qhx_aligned_free(s->block);
+        qhx_free(s);
+        return qhx_fail(err, QHX_E_NOMEM, "state: out of memory");
+    }
     st->impl = s; /* qhx_aligned_alloc zeroes: the state starts reset */
     return QHX_OK;
 }
@@ -329,6 +366,9 @@ static qhx_status q35_state_create(qhx_net_state *st, qhx_error *err) {
 static void q35_state_free(void *impl) {
     q35_state *s = impl;
     if (!s) return;
+    qhx_img_plan_clear(&s->plan);
+    qhx_free(s->pos);
+    qhx_free(s->src);
     qhx_aligned_free(s->block);
     qhx_free(s);
 }
@@ -336,6 +376,8 @@ static void q35_state_free(void *impl) {
 static void q35_state_reset(qhx_net_state *st) {
     q35_state *s = st->impl;
     memset(s->block, 0, s->persist_floats * sizeof(float));
+    qhx_img_plan_clear(&s->plan);
+    s->next_pos = 0;
 }
 
 static int q35_state_regions(const qhx_net_state *st, qhx_state_region *out, int cap) {
@@ -348,6 +390,9 @@ static int q35_state_regions(const qhx_net_state *st, qhx_state_region *out, int
         out[n++] = (qhx_state_region){s->conv, (size_t)d->conv_dim * sizeof(float), d->n_lin * (d->K - 1), false};
     if (n < cap)
         out[n++] = (qhx_state_region){s->ssm, (size_t)(d->dk * d->dv) * sizeof(float), d->n_lin * d->nv, false};
+    /* with a tower: the next text position, which falls behind n_past after an image (a text
+     * plan's positions are the rows, and its session files keep their layout) */
+    if (q->vit && n < cap) out[n++] = (qhx_state_region){&s->next_pos, sizeof s->next_pos, 1, false};
     return n;
 }
 
@@ -539,12 +584,13 @@ static qhx_status run_batch(const qhx_net *m, qhx_net_state *st, const int32_t *
     const int64_t H = d->H, half = d->rot / 2;
     q35_fw f = {.m = m, .q = q, .st = st, .s = s, .n = n};
 
-    for (int64_t t = 0; t < n; t++) m->kern->row[q->embed.fmt](&q->embed, ids[t], s->x + t * H);
-    /* text-only M-RoPE: the T, H and W streams all carry the token position, so every rotary
-     * frequency uses it (1-D RoPE) */
+    /* image rows (Qwen3_5Model.forward: masked_scatter of the merger output at the pads; no
+     * DeepStack) or the embedding lookup; then M-RoPE: frequency slot j turns with the position
+     * of its axis (all three equal for text, which is 1-D RoPE) */
     for (int64_t t = 0; t < n; t++) {
-        const int64_t pos[3] = {st->n_past + t, st->n_past + t, st->n_past + t};
-        qhx_rope_angles(pos, NULL, q->inv_freq, half, s->cosb + t * half, s->sinb + t * half);
+        if (s->src[t]) memcpy(s->x + t * H, s->src[t], (size_t)H * sizeof(float));
+        else m->kern->row[q->embed.fmt](&q->embed, ids[t], s->x + t * H);
+        qhx_rope_angles(s->pos + t * 3, q->axis, q->inv_freq, half, s->cosb + t * half, s->sinb + t * half);
     }
 
     if (opts->layer_cb) opts->layer_cb(opts->layer_cb_user, -1, st->n_past, s->x, n);
@@ -579,13 +625,25 @@ typedef struct q35_steps {
     bool all;
 } q35_steps;
 
+/* One batch: positions and image rows of its tokens (the announced ones from the plan, text
+ * after it at the next text position; a text plan's positions are its rows), then the layers. */
 static qhx_status q35_step(void *ctx, int64_t t0, int64_t nt, float *logits, qhx_error *err) {
     const q35_steps *c = ctx;
-    return run_batch(c->m, c->st, c->ids + t0, nt, logits, c->all, c->opts, err);
+    const q35_model *q = c->m->impl;
+    q35_state *s = c->st->impl;
+    int64_t next = q->vit ? s->next_pos : c->st->n_past;
+    qhx_img_plan_batch(&s->plan, c->st->n_past, nt, &next, s->pos, s->src);
+    qhx_status rc = run_batch(c->m, c->st, c->ids + t0, nt, logits, c->all, c->opts, err);
+    if (rc == QHX_OK) s->next_pos = next;
+    return rc;
 }
 
 static qhx_status q35_forward(const qhx_net *m, qhx_net_state *st, const int32_t *ids, int64_t n,
                               const qhx_forward_opts *opts, qhx_error *err) {
+    q35_state *s = st->impl;
+    /* inside an announced prompt only the announced ids; elsewhere every id is text */
+    qhx_status crc = qhx_img_plan_check(&s->plan, ids, n, st->n_past, err);
+    if (crc) return crc;
     q35_steps c = {m, st, ids, opts, (opts->flags & QHX_FWD_LOGITS_ALL) != 0};
     const int64_t step = (opts->flags & QHX_FWD_SEQUENTIAL) ? 1 : st->n_batch;
     return qhx_op_batches(n, step, m->cfg.vocab_size, opts->logits, c.all, q35_step, &c, err);
@@ -602,6 +660,44 @@ static qhx_status q35_lm_head(const qhx_net *m, const float *hidden, int64_t n, 
     return QHX_OK;
 }
 
+/* ---- images ------------------------------------------------------------------------------ */
+
+static qhx_status q35_encode_image(const qhx_net *m, const qhx_image_patches *p, qhx_image_embed *out, qhx_error *err) {
+    const q35_model *q = m->impl;
+    if (!q->vit) return qhx_fail(err, QHX_E_UNSUPPORTED, "this checkpoint has no vision tower");
+    if (out->row_width != qhx_vit_row_width(q->vit) || !out->embd)
+        return qhx_fail(err, QHX_E_ARG, "vision: the output rows are not this model's (%lld floats)",
+                        (long long)qhx_vit_row_width(q->vit));
+    return qhx_vit_encode(q->vit, p, out->embd, err);
+}
+
+/* HF get_rope_index over the images (ops/mrope.h), the same rule as Qwen3-VL's. */
+static qhx_status q35_attach(qhx_net_state *st, const qhx_image_embed *images, int n_images, const int32_t *ids,
+                             int64_t n, qhx_error *err) {
+    const q35_model *q = st->m->impl;
+    q35_state *s = st->impl;
+    if (n_images < 0 || n_images > QHX_MROPE_MAX_IMAGES)
+        return qhx_fail(err, QHX_E_ARG, "attach: %d images (at most %d)", n_images, QHX_MROPE_MAX_IMAGES);
+    if (n_images && !q->vit) return qhx_fail(err, QHX_E_ARG, "attach: this model has no vision tower");
+    if (!q->vit) s->next_pos = st->n_past; /* a text plan: positions are the rows */
+    qhx_img_view *v = n_images ? qhx_malloc((size_t)n_images * sizeof *v) : NULL;
+    if (n_images && !v) return qhx_fail(err, QHX_E_NOMEM, "attach: out of memory");
+    for (int k = 0; k < n_images; k++)
+        v[k] = (qhx_img_view){images[k].grid_h, images[k].grid_w, images[k].n_tokens, images[k].row_width, images[k].embd};
+    const int64_t merge = q->vit ? q->vit->cfg.spatial_merge_size : 1, rw = q->vit ? qhx_vit_row_width(q->vit) : 0;
+    /* without a tower every id is text, the image-pad id too (a text plan reads no images) */
+    const int32_t pad = q->vit ? (int32_t)st->m->cfg.image_token_id : -1;
+    qhx_status rc = qhx_img_plan_set(&s->plan, v, n_images, ids, n, pad, merge, rw, st->n_past, s->next_pos, err);
+    qhx_free(v);
+    return rc;
+}
+
+static int64_t q35_attached_positions(const qhx_net_state *st, const int64_t **pos) {
+    const q35_state *s = st->impl;
+    *pos = s->plan.n ? s->plan.pos : NULL;
+    return s->plan.n;
+}
+
 static const qhx_net_vt Q35_VT = {
     .free_impl = q35_free_impl,
     .state_create = q35_state_create,
@@ -610,4 +706,7 @@ static const qhx_net_vt Q35_VT = {
     .forward = q35_forward,
     .state_regions = q35_state_regions,
     .lm_head = q35_lm_head,
+    .encode_image = q35_encode_image,
+    .attach = q35_attach,
+    .attached_positions = q35_attached_positions,
 };

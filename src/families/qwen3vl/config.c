@@ -130,6 +130,7 @@ const qhx_family_desc QHX_FAMILY_QWEN3_VL = {
     .thinking = false,
     .host_ops = HOST_OPS,
     .vision_prefix = "model.visual.",
+    .folder_images = true,
     .bundle_context = 512,
     .parse_config = parse_config,
     .bind = qhx_qwen3vl_bind,

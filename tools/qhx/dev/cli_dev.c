@@ -70,15 +70,14 @@ void qhx_cli_out_abort(qhx_cli_out *o) {
     qhx_cli_live_set(NULL);
 }
 
-qhx_status qhx_cli_attach_image(const qhx_model *m, qhx_session *s, const char *image_path,
-                                const int32_t *ids, int64_t n, qhx_image_embed *im, qhx_error *err) {
-    memset(im, 0, sizeof *im);
-    if (image_path) {
+qhx_status qhx_cli_attach_images(const qhx_model *m, qhx_session *s, const char *const *paths, int n_paths,
+                                 const int32_t *ids, int64_t n, qhx_image_embed *ims, qhx_error *err) {
+    if (n_paths > 0) {
         if (!qhx_model_takes_images(m))
             return qhx_fail(err, QHX_E_UNSUPPORTED, "--image needs a model whose run plan takes images (%s takes none)",
                             qhx_model_host_op(m));
-        qhx_status rc = qhx_model_image_load(m, image_path, 0, im, err);
+        qhx_status rc = qhx_model_images_load(m, paths, n_paths, 0, ims, err);
         if (rc) return rc;
     }
-    return qhx_model_state_attach(qhx_session_state(s), im, image_path ? 1 : 0, ids, n, err);
+    return qhx_model_state_attach(qhx_session_state(s), ims, n_paths, ids, n, err);
 }

@@ -31,12 +31,13 @@ qhx_status qhx_cli_out_open(qhx_cli_out *o /* OUT */, const char *path, qhx_erro
 qhx_status qhx_cli_out_commit(qhx_cli_out *o, qhx_error *err);
 void qhx_cli_out_abort(qhx_cli_out *o);
 
-/* Load and encode image_path (may be NULL) into *im and announce ids (n,) with it as the
- * session's next tokens, so the image-pad ids take the image's embeddings; without an image the
- * ids must hold no image-pad id. A model whose host-op takes no images refuses an image. *im is
- * owned by the caller (qhx_image_embed_deinit) and must outlive the prefill. */
-qhx_status qhx_cli_attach_image(const qhx_model *m, qhx_session *s, const char *image_path,
-                                const int32_t *ids, int64_t n, qhx_image_embed *im /* OUT */,
-                                qhx_error *err);
+/* Load and encode the n_paths images (in order) into ims (n_paths,) and announce ids (n,) with
+ * them as the session's next tokens: one run of the image-pad id per image, which takes its
+ * embeddings; without images the ids must hold no image-pad id (a model that takes images) or
+ * are all text (one that does not). A model whose host-op takes no images refuses images. ims
+ * are owned by the caller (qhx_image_embed_deinit each) and must outlive the prefill. */
+qhx_status qhx_cli_attach_images(const qhx_model *m, qhx_session *s, const char *const *paths, int n_paths,
+                                 const int32_t *ids, int64_t n, qhx_image_embed *ims /* OUT (n_paths,) */,
+                                 qhx_error *err);
 
 #endif

@@ -10,8 +10,13 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* Most --image options one developer command takes (a cap on the command line, not the model). */
+#define QHX_CLI_MAX_IMAGES 16
+
 typedef struct qhx_logits_args {
-    const char *model, *out, *image;
+    const char *model, *out;
+    const char *images[QHX_CLI_MAX_IMAGES]; /* --image, repeatable, in order */
+    int n_images;
     int32_t *ids;    /* owned: free (set only when the parser returns -1) */
     int64_t n_ids;
     int64_t prefill; /* in [0, n_ids] */

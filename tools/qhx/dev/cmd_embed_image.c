@@ -1,4 +1,4 @@
-/* qhx embed-image: run the vision tower of a Qwen3-VL checkpoint on one image and write the
+/* qhx embed-image: run the vision tower of a Qwen3-VL or Qwen3.5 checkpoint on one image and write the
  * image-token embeddings as float32 [n_image_tokens, hidden * (1 + n_deepstack)]; each row is
  * [final merger | deepstack 0 | deepstack 1 | ...], rows in the order of the image tokens. */
 #include "cli_dev.h"
@@ -49,7 +49,9 @@ int qhx_cmd_embed_image(int argc, char **argv) {
     qhx_image_embed im = {0};
     qhx_cli_out out = {0};
     int rc = QHX_EXIT_RUNTIME;
-    if (qhx_model_open(model, NULL, &m, &err)) goto fail;
+    qhx_model_params mp = qhx_model_default_params();
+    mp.vision = 1; /* a checkpoint folder opens with its tower (a Qwen3.5 one would not by default) */
+    if (qhx_model_open(model, &mp, &m, &err)) goto fail;
     if (!qhx_model_takes_images(m)) {
         qhx_fail(&err, QHX_E_UNSUPPORTED, "%s: its run plan takes no images (host-op %s)", model, qhx_model_host_op(m));
         goto fail;

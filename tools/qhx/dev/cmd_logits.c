@@ -21,12 +21,13 @@ static const char *CMD = "logits";
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: qhx logits -m MODEL --ids ID,ID,... [--prefill N] [--image FILE] --out FILE [--threads N]\n"
+            "usage: qhx logits -m MODEL --ids ID,ID,... [--prefill N] [--image FILE]... --out FILE [--threads N]\n"
             "  -m, --model DIR   Hugging Face checkpoint folder (config.json, *.safetensors)\n"
             "  --ids LIST        comma-separated token ids\n"
             "  --prefill N       feed the first N ids as one prompt (default: all); the rest one by one\n"
-            "  --image FILE      PNG or JPEG for the image-pad ids (Qwen3-VL): the ids already hold\n"
-            "                    <|vision_start|>, one image-pad id per image token, <|vision_end|>\n"
+            "  --image FILE      PNG or JPEG for the image-pad ids (Qwen3-VL, Qwen3.5): the ids already\n"
+            "                    hold <|vision_start|>, one image-pad id per image token, <|vision_end|>;\n"
+            "                    repeat it for several images, in the order of their pad runs\n"
             "  --out FILE        write float32 [n_ids, vocab] logits, little-endian\n"
             "  --threads N       worker threads (accepted; single-threaded for now)\n"
             "  --kv f32|f16|q8   KV cache element type (default: the run plan's, else f16)\n");
@@ -48,7 +49,10 @@ int qhx_logits_parse_args(int argc, char **argv, qhx_logits_args *a) {
         if (!strcmp(o, "-m") || !strcmp(o, "--model")) a->model = v;
         else if (!strcmp(o, "--ids")) ids_arg = v;
         else if (!strcmp(o, "--out")) a->out = v;
-        else if (!strcmp(o, "--image")) a->image = v;
+        else if (!strcmp(o, "--image")) {
+            if (a->n_images == QHX_CLI_MAX_IMAGES) return qhx_cli_usage_error(CMD, "--image: more than %d images", QHX_CLI_MAX_IMAGES);
+            a->images[a->n_images++] = v;
+        }
         else if (!strcmp(o, "--prefill")) {
             if (qhx_cli_parse_i64(v, 0, INT32_MAX, &prefill)) return qhx_cli_usage_error(CMD, "--prefill: '%s' is not a count", v);
         } else if (!strcmp(o, "--threads")) {
@@ -77,7 +81,7 @@ int qhx_cmd_logits(int argc, char **argv) {
     qhx_logits_args a;
     int prc = qhx_logits_parse_args(argc, argv, &a);
     if (prc >= 0) return prc;
-    const char *model_dir = a.model, *out_path = a.out, *image = a.image;
+    const char *model_dir = a.model, *out_path = a.out;
     int32_t *ids = a.ids;
     int64_t n_ids = a.n_ids, prefill = a.prefill, threads = a.threads;
 
@@ -87,10 +91,11 @@ int qhx_cmd_logits(int argc, char **argv) {
     qhx_session *s = NULL;
     float *rows = NULL;
     qhx_cli_out out = {0};
-    qhx_image_embed im = {0};
+    qhx_image_embed im[QHX_CLI_MAX_IMAGES] = {{0}};
     qhx_model_params mp = qhx_model_default_params();
     mp.n_threads = (int)threads;
     mp.kv_cache = a.kv;
+    if (a.n_images) mp.vision = 1; /* a checkpoint folder opens with its tower */
     qhx_cli_progress lp;
     qhx_cli_progress_attach(&mp, &lp);
     qhx_status open_rc = qhx_model_open(model_dir, &mp, &m, &err);
@@ -108,7 +113,7 @@ int qhx_cmd_logits(int argc, char **argv) {
     qhx_run_catch_sigint(); /* Ctrl-C: stop between layers, leave no output file, exit 130 */
     qhx_session_params sp = {.n_ctx = n_ids, .abort_cb = qhx_run_interrupted};
     if (qhx_session_create(m, &sp, &s, &err)) goto fail;
-    if (qhx_cli_attach_image(m, s, image, ids, n_ids, &im, &err)) goto fail;
+    if (qhx_cli_attach_images(m, s, a.images, a.n_images, ids, n_ids, im, &err)) goto fail;
     int64_t V = qhx_session_n_vocab(s);
     if (qhx_cli_out_open(&out, out_path, &err)) goto fail;
     FILE *f = out.f;
@@ -140,7 +145,7 @@ done:
     qhx_cli_out_abort(&out);
     qhx_free(rows);
     qhx_session_free(s);
-    qhx_image_embed_deinit(&im);
+    for (int k = 0; k < a.n_images; k++) qhx_image_embed_deinit(&im[k]);
     qhx_model_free(m);
     free(ids);
     return rc;
