@@ -419,8 +419,9 @@ static qhx_status set_artifact(convert *c, qhx_plan *plan, qhx_art_role art, rol
     return QHX_OK;
 }
 
-/* One manifest per runnable configuration: qwen3_5 NAME-CTX.json; qwen3_vl NAME-text-CTX.json and,
- * when the checkpoint has the vision tower, NAME-vlm-CTX.json. The run plan starts from the
+/* One manifest per runnable configuration: the text one (NAME-CTX.json when the family's first
+ * host-op is a text one, as Qwen3.5's; NAME-text-CTX.json when it takes images, as Qwen3-VL's)
+ * and, when the checkpoint has the vision tower (and no --text-only), NAME-vlm-CTX.json. The run plan starts from the
  * source checkpoint folder (tokens, generation defaults, config), then gets the bundle's
  * artifacts, precision, context and name; each manifest is read back before it counts. */
 static qhx_status write_manifests(convert *c, const char *hf_dir, qhx_error *err) {
@@ -441,6 +442,7 @@ static qhx_status write_manifests(convert *c, const char *hf_dir, qhx_error *err
     /* one manifest per host-op of the family: the text ones first, then (with a vision tower)
      * the image ones, which add the vision artifact */
     const bool images = takes_images(c->family);
+    const bool text_first = c->family->host_ops[0].loop == QHX_LOOP_TEXT; /* the text manifest keeps the plain name */
     if (images && !c->w[ROLE_VISION]) forge_job_log(&c->job, "no vision tensors: text manifest only");
     snprintf(plan->family, sizeof plan->family, "%s", c->family->name);
     for (int pass = 0; pass < 2; pass++)
@@ -449,7 +451,7 @@ static qhx_status write_manifests(convert *c, const char *hf_dir, qhx_error *err
         if (pass == 1 && !c->w[ROLE_VISION]) break;
         char file[200];
         snprintf(plan->host_op, sizeof plan->host_op, "%s", op->name);
-        if (!images) {
+        if (!images || (pass == 0 && text_first)) {
             snprintf(file, sizeof file, "%s-%lld.json", c->name, (long long)c->ctx);
         } else if (pass == 0) {
             snprintf(file, sizeof file, "%s-text-%lld.json", c->name, (long long)c->ctx);

@@ -4,7 +4,7 @@
 # printed, across token boundaries), presence/frequency penalties, the random default seed,
 # --json, the context policy (-n -1, --ctx up to the trained context on checkpoints and
 # bundles), the image-token budget, the refusals (GGUF, a single .safetensors, --isa of another
-# architecture, --think on Qwen3-VL, a second --image) and the speed line.
+# architecture, --think on Qwen3-VL, a 17th --image) and the speed line.
 # Run as: bash llama_style.sh BIN_DIR DATA_DIR SOURCE_DIR
 set -uo pipefail
 QHX=$1/qhx
@@ -155,7 +155,17 @@ python3 -c "import json,sys; a=json.load(open(sys.argv[1])); b=json.load(open(sy
 "$QHX" generate -m "$VL" -p hi --chat --image "$VL/image-64x96.png" -c 20 -n 2 --greedy --json >"$tmp/i20.json" 2>"$tmp/err" || bad "image fitted to --ctx 20: $(cat "$tmp/err")"
 json "$tmp/i20.json" 'j["n_prompt"] + 2 <= 20' || bad "image fitted to --ctx 20: $(head -c 200 "$tmp/i20.json")"
 refuse 1 "leave no room for the image" generate -m "$VL" -p "hi there, a long prompt that does not leave room" --chat --image "$VL/image-64x96.png" -c 18 -n 2
-refuse 2 "a second --image" generate -m "$VL" -p hi --chat --image "$VL/image-64x96.png" --image "$VL/image-64x64.png"
+# two images in one turn: the 64x64 one adds its 4 tokens and its vision_start / vision_end
+"$QHX" generate -m "$VL" -p hi --chat --image "$VL/image-64x96.png" --image "$VL/image-64x64.png" -n 2 --greedy --json >"$tmp/i2.json" 2>"$tmp/err" || bad "two images: $(cat "$tmp/err")"
+python3 -c "import json,sys; a=json.load(open(sys.argv[1])); b=json.load(open(sys.argv[2])); sys.exit(0 if a['n_prompt'] == b['n_prompt'] + 6 else 1)" "$tmp/i2.json" "$tmp/i6.json" ||
+  bad "two images: $(head -c 200 "$tmp/i2.json") / $(head -c 200 "$tmp/i6.json")"
+# --image-max-tokens bounds both together (6 + 4 tokens into 6)
+"$QHX" generate -m "$VL" -p hi --chat --image "$VL/image-64x96.png" --image "$VL/image-64x64.png" --image-max-tokens 6 -n 2 --greedy --json >"$tmp/i2c.json" 2>"$tmp/err" || bad "two images, capped: $(cat "$tmp/err")"
+python3 -c "import json,sys; a=json.load(open(sys.argv[1])); b=json.load(open(sys.argv[2])); sys.exit(0 if a['n_prompt'] <= b['n_prompt'] - 4 else 1)" "$tmp/i2c.json" "$tmp/i2.json" ||
+  bad "two images, --image-max-tokens 6: $(head -c 200 "$tmp/i2c.json") / $(head -c 200 "$tmp/i2.json")"
+many=()
+for k in $(seq 17); do many+=(--image "$VL/image-64x64.png"); done
+refuse 2 "more than 16 images" generate -m "$VL" -p hi --chat "${many[@]}"
 # ---- refusals ------------------------------------------------------------------------------------
 printf 'GGUF\003\000\000\000' >"$tmp/m.gguf"
 refuse 1 "GGUF is not supported: point -m at the Hugging Face folder, or convert with \`qhx forge\`" generate -m "$tmp/m.gguf" -p hi
