@@ -287,12 +287,24 @@ QHX_API qhx_status qhx_session_feed(qhx_session *s, const qhx_token *ids, size_t
 /* Tokenize and feed text. */
 QHX_API qhx_status qhx_session_feed_text(qhx_session *s, const char *text, size_t len, qhx_error *err);
 /* Feed a chat prompt: msgs rendered in the model family's chat format, ending with the
- * assistant header (thinking: Qwen3.5's open think block). image_path (Qwen3-VL only; NULL for
- * none) is decoded, encoded and placed before the text of the last user message. For a
- * conversation that goes on in the same session, pass only the new messages: the session
- * closes the previous answer itself. */
+ * assistant header (thinking: Qwen3.5's open think block). image_path (NULL for none) is
+ * decoded, encoded and placed before the text of the last user message; it needs a model whose
+ * host-op takes images (qhx_model_takes_images: Qwen3-VL; Qwen3.5 through a bundle's -vlm-
+ * manifest or a checkpoint folder opened with qhx_model_params.vision = 1). The image takes at
+ * most what the context leaves after the text and one token of answer (scaled down before its
+ * encoder pass if needed). For a conversation that goes on in the same session, pass only the
+ * new messages: the session closes the previous answer itself. */
 QHX_API qhx_status qhx_session_feed_chat(qhx_session *s, const qhx_chat_msg *msgs, size_t n,
                                         const char *image_path, int thinking, qhx_error *err);
+/* The same with several images: image_paths (n_images,), placed in that order before the text
+ * of the last user message (n_images 0: none; at most 16). Their tokens together fit in what the
+ * context leaves: when they would take more, the room is shared (an image needing less than an
+ * equal share keeps its size, the others are scaled down to share the rest); QHX_E_LIMIT names
+ * the counts when even the smallest sizes do not fit. Positions follow Hugging Face
+ * get_rope_index across the images (docs/vision.md). A NULL path: QHX_E_ARG. */
+QHX_API qhx_status qhx_session_feed_chat_images(qhx_session *s, const qhx_chat_msg *msgs, size_t n,
+                                               const char *const *image_paths, size_t n_images,
+                                               int thinking, qhx_error *err);
 /* Logits (n_vocab,) after the last fed token. Borrowed until the next mutating call. */
 QHX_API const float *qhx_session_logits(const qhx_session *s);
 /* Sample the next token from the current logits with the session's sampler (not fed). -1

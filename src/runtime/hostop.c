@@ -109,6 +109,28 @@ static qhx_status text_feed_chat(qhx_session *s, const qhx_chat_msg *msgs, size_
     return feed_turn(s, msgs, n, NULL, 0, thinking, err);
 }
 
+/* What the images of a turn may take together: the context left after the turn's text (rendered
+ * with one pad per image) and one token of answer. */
+static qhx_status image_budget(qhx_session *s, const qhx_chat_msg *msgs, size_t n, int n_images, int thinking,
+                               int64_t *budget, qhx_error *err) {
+    int64_t one[QHX_HOSTOP_MAX_IMAGES];
+    for (int k = 0; k < n_images; k++) one[k] = 1;
+    char *text = NULL;
+    int32_t *ids = NULL;
+    size_t n_ids = 0, len = 0;
+    qhx_status rc = qhx_chat_turn_text(s->m, s, msgs, n, one, n_images, 1, thinking, &text, &len, err);
+    if (!rc) rc = qhx_session_encode(s, text, strlen(text), &ids, &n_ids, err);
+    qhx_free(text);
+    qhx_free(ids);
+    if (rc) return rc;
+    const int64_t text_tokens = (int64_t)n_ids - n_images, pending = s->pending >= 0 ? 1 : 0;
+    *budget = qhx_session_n_ctx(s) - qhx_session_n_past(s) - pending - text_tokens - 1;
+    if (*budget < 1)
+        return qhx_fail(err, QHX_E_LIMIT, "chat: the turn's text (%lld tokens) leaves no room for %d image%s in the context of %lld",
+                        (long long)text_tokens, n_images, n_images == 1 ? "" : "s", (long long)qhx_session_n_ctx(s));
+    return QHX_OK;
+}
+
 static qhx_status image_feed_chat(qhx_session *s, const qhx_chat_msg *msgs, size_t n, const char *const *images,
                                   int n_images, int64_t max_image_tokens, int thinking, qhx_error *err) {
     qhx_status rc = check_turn(s, msgs, n, err);
@@ -117,9 +139,12 @@ static qhx_status image_feed_chat(qhx_session *s, const qhx_chat_msg *msgs, size
         return qhx_fail(err, QHX_E_LIMIT, "chat: %d images in one turn, the limit is %d", n_images, QHX_HOSTOP_MAX_IMAGES);
     qhx_image_embed im[QHX_HOSTOP_MAX_IMAGES];
     memset(im, 0, sizeof im);
-    for (int k = 0; k < n_images && rc == QHX_OK; k++) {
+    for (int k = 0; k < n_images && rc == QHX_OK; k++)
         if (!images[k]) rc = qhx_fail(err, QHX_E_ARG, "chat: image %d has no path", k + 1);
-        else rc = qhx_model_image_load(s->m, images[k], max_image_tokens, &im[k], err);
+    int64_t budget = 0;
+    if (rc == QHX_OK && n_images > 0 && (rc = image_budget(s, msgs, n, n_images, thinking, &budget, err)) == QHX_OK) {
+        if (max_image_tokens > 0 && max_image_tokens < budget) budget = max_image_tokens;
+        rc = qhx_model_images_load(s->m, images, n_images, budget, im, err);
     }
     if (rc == QHX_OK) rc = feed_turn(s, msgs, n, im, n_images, thinking, err);
     for (int k = 0; k < n_images; k++) qhx_image_embed_deinit(&im[k]);

@@ -249,6 +249,18 @@ qhx_status qhx_session_feed_chat(qhx_session *s, const qhx_chat_msg *msgs, size_
     return leave(s, qhx_hostop_of(s->m)->feed_chat(s, msgs, n, images, image_path ? 1 : 0, 0, thinking, err));
 }
 
+qhx_status qhx_session_feed_chat_images(qhx_session *s, const qhx_chat_msg *msgs, size_t n,
+                                        const char *const *image_paths, size_t n_images, int thinking,
+                                        qhx_error *err) {
+    qhx_status rc = enter(s, "chat", err);
+    if (rc) return rc;
+    if (n_images > QHX_HOSTOP_MAX_IMAGES)
+        return leave(s, qhx_fail(err, QHX_E_LIMIT, "chat: %zu images in one turn, the limit is %d", n_images,
+                                 QHX_HOSTOP_MAX_IMAGES));
+    if (n_images && !image_paths) return leave(s, qhx_fail(err, QHX_E_ARG, "chat: %zu images but no paths", n_images));
+    return leave(s, qhx_hostop_of(s->m)->feed_chat(s, msgs, n, image_paths, (int)n_images, 0, thinking, err));
+}
+
 qhx_status qhx_session_generate(qhx_session *s, const qhx_generate_params *p, qhx_generate_stats *stats,
                                 qhx_error *err) {
     qhx_status rc = enter(s, "generate", err);

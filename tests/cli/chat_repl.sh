@@ -111,14 +111,21 @@ grep -q "/image needs a model whose run plan takes images" "$tmp/err" || bad "/i
 # the prompt of the multi-line turns holds their lines (prompt tokens: Hello 1 line < 2 lines)
 p1=$(grep -o 'prompt [0-9]* tokens' "$tmp/err" | sed -n 2p | tr -dc 0-9)
 [ "${p1:-0}" -gt 8 ] || bad "the \"\"\" message looks cut: $(cat "$tmp/err")"
-# /image on Qwen3-VL, then a turn with it; a second /image before that turn is refused
+# /image twice on Qwen3-VL, then a turn with both (6 + 4 image tokens, two vision_start/end pairs)
 printf '/image %s\n/image %s\nWhat is this?\n/image %s/none.png\n/bye\n' "$VL/image-64x96.png" "$VL/image-64x64.png" "$tmp" |
   "$QHX" chat -m "$VL" -n 2 --greedy >"$tmp/vl.out" 2>"$tmp/vl.err"
 [ $? = 0 ] || bad "chat with /image: $(cat "$tmp/vl.err")"
-grep -q "already has an image" "$tmp/vl.err" || bad "a second /image: $(cat "$tmp/vl.err")"
+grep -q "comes with 2 images" "$tmp/vl.err" || bad "a second /image: $(cat "$tmp/vl.err")"
 grep -q "No such file" "$tmp/vl.err" || bad "/image of a missing file: $(cat "$tmp/vl.err")"
 p=$(grep -o 'prompt [0-9]* tokens' "$tmp/vl.err" | head -1 | tr -dc 0-9)
-[ "${p:-0}" -ge 14 ] || bad "the /image turn has no image tokens: $(cat "$tmp/vl.err")"
+[ "${p:-0}" -ge 20 ] || bad "the /image turn lacks image tokens: $(cat "$tmp/vl.err")"
+# /image on Qwen3.5 with its tower (the checkpoint folder opens for images in chat)
+Q35VL=$2/fixtures/parity/qwen35vl-tiny-f32
+printf '/image %s\nWhat is this?\n/bye\n' "$Q35VL/image-64x96.png" |
+  "$QHX" chat -m "$Q35VL" -n 2 --greedy >"$tmp/q.out" 2>"$tmp/q.err"
+[ $? = 0 ] || bad "Qwen3.5 chat with /image: $(cat "$tmp/q.err")"
+p=$(grep -o 'prompt [0-9]* tokens' "$tmp/q.err" | head -1 | tr -dc 0-9)
+[ "${p:-0}" -ge 14 ] || bad "the Qwen3.5 /image turn lacks image tokens: $(cat "$tmp/q.err")"
 # --weights on chat as on generate
 for w in mmap read; do
   printf 'hi\n' | "$QHX" chat -m "$FX" -n 2 --greedy --weights $w >/dev/null 2>"$tmp/w.err" && grep -q "stop: " "$tmp/w.err" ||

@@ -266,6 +266,7 @@ static int bench_one(int argc, char **argv) {
     if (cmp_b + tg > n_ctx) n_ctx = cmp_b + tg;
     if (n_ctx < 1) n_ctx = 1;
     mp.n_threads = (int)threads;
+    if (image) mp.vision = 1; /* a checkpoint folder opens with its tower (a Qwen3.5 one would not by default) */
     mp.max_context = n_ctx;
 
     qhx_error err = {0};
