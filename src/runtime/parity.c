@@ -76,6 +76,7 @@ static qhx_status get_margins(const json_t *obj, const char *key, const char *la
 
 static void prompt_free(qhx_parity_prompt *p) {
     qhx_free(p->name);
+    qhx_free(p->image);
     qhx_free(p->ids);
     qhx_free(p->greedy);
     qhx_free(p->greedy_margins);
@@ -106,7 +107,14 @@ static qhx_status read_prompt(const json_t *pj, int64_t index, const json_t *gp,
         return qhx_fail(err, QHX_E_FORMAT, "%s: %s.name: '%.64s' is not a plain file name of 1-64 characters", plabel,
                         path, name);
     if (!(p->name = qhx_strdup(name))) return qhx_fail(err, QHX_E_NOMEM, "%s: out of memory", plabel);
-    p->has_image = json_object_get(pj, "image") != NULL;
+    const json_t *im = json_object_get(pj, "image");
+    p->has_image = im != NULL;
+    if (im) { /* a file in the fixture folder */
+        const char *f = json_string_value(im);
+        if (!f || !f[0] || strlen(f) > 128 || strchr(f, '/') || f[0] == '.')
+            return qhx_fail(err, QHX_E_FORMAT, "%s: %s.image: expected a plain file name of 1-128 characters", plabel, path);
+        if (!(p->image = qhx_strdup(f))) return qhx_fail(err, QHX_E_NOMEM, "%s: out of memory", plabel);
+    }
     if ((rc = get_ids(pj, "ids", plabel, path, -1, QHX_PARITY_MAX_IDS, 0, INT32_MAX, &p->ids, &p->n_ids, err)))
         return rc;
 
@@ -241,10 +249,57 @@ done:
 
 /* ---- running a model ------------------------------------------------------------------------ */
 
+qhx_status qhx_parity_golden_embd(const qhx_parity_fixture *fx, int64_t i, int64_t n_floats, float **embd,
+                                  qhx_error *err) {
+    *embd = NULL;
+    if (i < 0 || i >= fx->n_prompts || n_floats < 1)
+        return qhx_fail(err, QHX_E_ARG, "golden image embeddings: prompt %lld of %lld, %lld floats", (long long)i,
+                        (long long)fx->n_prompts, (long long)n_floats);
+    char file[96];
+    snprintf(file, sizeof file, "%s.image_embd.f32", fx->prompts[i].name);
+    char *path = qhx_path_join(fx->dir, file);
+    if (!path) return qhx_fail(err, QHX_E_NOMEM, "%s: out of memory", file);
+    qhx_file_map map;
+    qhx_status rc = qhx_file_map_open(path, &map, err);
+    if (rc) {
+        qhx_free(path);
+        return rc;
+    }
+    size_t want = 0;
+    float *e = NULL;
+    if (!qhx_size_mul((size_t)n_floats, sizeof(float), &want) || map.size != want)
+        rc = qhx_fail(err, QHX_E_FORMAT, "%s: %zu bytes, expected %lld floats x 4 = %zu (the image's tokens x row width)",
+                      path, map.size, (long long)n_floats, want);
+    else if (!(e = qhx_malloc(want)))
+        rc = qhx_fail(err, QHX_E_NOMEM, "%s: out of memory for %zu bytes", path, want);
+    else
+        memcpy(e, map.data, want); /* little-endian, as the logits files */
+    *embd = e;
+    qhx_file_map_close(&map);
+    qhx_free(path);
+    return rc;
+}
+
+/* Reset s and prefill ids (n_ids,) announced with the images (none: text), logits of every row
+ * into rows (NULL: none); the announcement is dropped after the prompt. */
+static qhx_status prefill_images(qhx_session *s, const qhx_image_embed *images, int n_images, const int32_t *ids,
+                                 int64_t n_ids, float *rows, qhx_error *err) {
+    qhx_session_reset(s);
+    qhx_model_state *st = qhx_session_state(s);
+    qhx_status rc = n_images ? qhx_model_state_attach(st, images, n_images, ids, n_ids, err) : QHX_OK;
+    if (!rc) rc = qhx_session_prefill(s, ids, n_ids, rows, err);
+    if (n_images) qhx_model_state_attach(st, NULL, 0, NULL, 0, NULL);
+    return rc;
+}
+
 qhx_status qhx_parity_greedy(qhx_session *s, const int32_t *ids, int64_t n_ids, int64_t n_steps, int32_t *out,
                              qhx_error *err) {
-    qhx_session_reset(s);
-    qhx_status rc = qhx_session_prefill(s, ids, n_ids, NULL, err);
+    return qhx_parity_greedy_images(s, NULL, 0, ids, n_ids, n_steps, out, err);
+}
+
+qhx_status qhx_parity_greedy_images(qhx_session *s, const qhx_image_embed *images, int n_images, const int32_t *ids,
+                                    int64_t n_ids, int64_t n_steps, int32_t *out, qhx_error *err) {
+    qhx_status rc = prefill_images(s, images, n_images, ids, n_ids, NULL, err);
     if (rc) return rc;
     int64_t V = qhx_session_n_vocab(s);
     for (int64_t k = 0; k < n_steps; k++) {
@@ -256,8 +311,13 @@ qhx_status qhx_parity_greedy(qhx_session *s, const int32_t *ids, int64_t n_ids, 
 
 qhx_status qhx_parity_forced(qhx_session *s, const int32_t *ids, int64_t n_ids, const int32_t *forced,
                              int64_t n_forced, float *rows, qhx_error *err) {
-    qhx_session_reset(s);
-    qhx_status rc = qhx_session_prefill(s, ids, n_ids, rows, err);
+    return qhx_parity_forced_images(s, NULL, 0, ids, n_ids, forced, n_forced, rows, err);
+}
+
+qhx_status qhx_parity_forced_images(qhx_session *s, const qhx_image_embed *images, int n_images, const int32_t *ids,
+                                    int64_t n_ids, const int32_t *forced, int64_t n_forced, float *rows,
+                                    qhx_error *err) {
+    qhx_status rc = prefill_images(s, images, n_images, ids, n_ids, rows, err);
     if (rc) return rc;
     int64_t V = qhx_session_n_vocab(s);
     for (int64_t k = 0; k < n_forced; k++) {

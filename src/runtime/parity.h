@@ -24,6 +24,7 @@ typedef struct qhx_parity_prompt {
     int32_t *ids;             /* (n_ids,) the prompt, no BOS added */
     int64_t n_ids;
     bool has_image;           /* the prompt carries an "image" key */
+    char *image;              /* its file name in the fixture folder (owned), NULL for text */
     int32_t *greedy;          /* (n_steps,) golden free-running greedy ids */
     double *greedy_margins;   /* (n_steps,) golden top1 - top2 at the step that chose greedy[k] */
     int64_t n_steps;
@@ -58,6 +59,11 @@ void qhx_parity_fixture_free(qhx_parity_fixture *fx); /* NULL allowed */
 qhx_status qhx_parity_golden_logits(const qhx_parity_fixture *fx, int64_t i, int64_t vocab,
                                     float **rows /* OUT, owned */, qhx_error *err);
 
+/* Read dir/<name>.image_embd.f32 of prompt i: float32 (n_floats,) exactly (QHX_E_FORMAT naming
+ * both sizes otherwise). *embd is owned (qhx_free). */
+qhx_status qhx_parity_golden_embd(const qhx_parity_fixture *fx, int64_t i, int64_t n_floats,
+                                  float **embd /* OUT, owned */, qhx_error *err);
+
 /* ---- running a model ------------------------------------------------------------------------ */
 
 /* Free-running greedy: reset s, feed ids (n_ids,) through the prompt path, then take n_steps
@@ -70,6 +76,14 @@ qhx_status qhx_parity_greedy(qhx_session *s, const int32_t *ids, int64_t n_ids, 
  * prompt path in one call with the logits of every position (rows 0 .. n_ids - 1), then feed
  * forced (n_forced,) one token at a time through the decode path (rows n_ids ..).
  * rows (n_ids + n_forced, vocab): OUT. */
+/* The greedy and teacher-forced runs with the prompt's ids announced with images (n_images,)
+ * (runtime/model.h qhx_model_state_attach; n_images 0: the same as the plain ones). The
+ * announcement is dropped after the prompt. */
+qhx_status qhx_parity_greedy_images(qhx_session *s, const qhx_image_embed *images, int n_images, const int32_t *ids,
+                                    int64_t n_ids, int64_t n_steps, int32_t *out /* OUT */, qhx_error *err);
+qhx_status qhx_parity_forced_images(qhx_session *s, const qhx_image_embed *images, int n_images, const int32_t *ids,
+                                    int64_t n_ids, const int32_t *forced, int64_t n_forced, float *rows /* OUT */,
+                                    qhx_error *err);
 qhx_status qhx_parity_forced(qhx_session *s, const int32_t *ids, int64_t n_ids,
                              const int32_t *forced, int64_t n_forced, float *rows /* OUT */,
                              qhx_error *err);

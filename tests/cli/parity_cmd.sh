@@ -88,6 +88,23 @@ for fx in "$FX"/qwen35-*/; do
 done
 [ "$found" = 1 ] || bad "no qwen35-* fixture found under $FX"
 
+# ---- Qwen3.5 with images: the folder opens with its tower, every prompt runs, the image prompts
+# through the image gate (tau 5e-3, logits 5e-3) with their embeddings compared --------------------
+VLF=$FX/qwen35vl-tiny-f32
+if [ -f "$VLF/golden.json" ]; then
+  out=$("$QHX" parity -m "$VLF" --golden "$VLF" 2>&1)
+  rc=$?
+  [ "$rc" = 0 ] || bad "qwen35vl-tiny-f32 exited $rc: $out"
+  [ "$(printf '%s\n' "$out" | tail -n 1)" = "8 passed, 0 failed" ] || bad "qwen35vl-tiny-f32: expected all 8 to pass: $out"
+  [ "$(printf '%s\n' "$out" | grep -c 'image_embd max|d|')" = 2 ] || bad "qwen35vl-tiny-f32: the image prompts did not run: $out"
+  printf '%s\n' "$out" | grep -q "^image prompts: tau 0.005, logits tol 0.005, image_embd tol 0.003" || bad "qwen35vl-tiny-f32: image gate: $out"
+  # an impossible embedding tolerance fails the image prompts only
+  out=$("$QHX" parity -m "$VLF" --golden "$VLF" --tol-embd 1e-9 2>&1)
+  [ "$(printf '%s\n' "$out" | tail -n 1)" = "6 passed, 2 failed" ] || bad "qwen35vl-tiny-f32 --tol-embd 1e-9: $out"
+else
+  bad "qwen35vl-tiny-f32 missing under $FX"
+fi
+
 # ---- a w8 bundle through the tolerant gate at tau 0.02, and --against its source ---------------------
 # Measured (BENCHMARKS.md, "Quantization quality"): the w8 bundles of qwen35-tiny-bf16 and
 # qwen35-tiny-vrep-f32 pass 5 of 6 prompts (>= 80%, asserted here for the bf16 one); that of

@@ -8,6 +8,8 @@
 #include "cli_dev.h"
 
 #include "core/alloc.h"
+#include "core/file.h"
+#include "runtime/model.h"
 #include "runtime/parity.h"
 #include "runtime/session.h"
 
@@ -23,11 +25,15 @@ static const char *CMD = "parity";
 #define TAU_QUANT 0.02  /* w8/q4 weights: the seed's tolerant greedy gate for quantized bundles */
 #define TOL_FLOAT 2e-4  /* max |logit - golden| for float weights */
 #define MIN_AGREE 0.9   /* --against: teacher-forced top-1 agreement a prompt needs */
+/* Image prompts (fixtures README §5): the goldens' vision tower departs from HF by ~1e-3 */
+#define TAU_IMAGE 5e-3
+#define TOL_IMAGE 5e-3
+#define TOL_EMBD 3e-3   /* max |image embedding - golden| */
 
 typedef struct parity_args {
     const char *model, *golden, *against;
     qhx_parity_gate_kind gate;
-    double tau, tol, min_agree; /* < 0: default */
+    double tau, tol, min_agree, tol_embd; /* < 0: default */
     bool gate_given;
     int64_t threads;
     qhx_prefill_math prefill_math; /* both models */
@@ -62,14 +68,19 @@ static void usage(FILE *f) {
             "                      (default: int8 for q4, f32 for w8)\n"
             "  --decode-math M     q4 decode matvec with int8 activations or not, both models\n"
             "                      (default: int8)\n"
-            "Image prompts are skipped. Last line: 'N passed, N failed'; exit 0 if none failed.\n");
+            "  --tol-embd X        image prompts: max |image embedding - golden| (default 3e-3)\n"
+            "Image prompts run with their image when MODEL has a vision tower (a checkpoint folder\n"
+            "is opened with it; a bundle needs its -vlm- manifest), gated with tau 5e-3 and tol 5e-3\n"
+            "unless --tau / --tol say otherwise, and their image embeddings compared with the\n"
+            "golden; otherwise, and with --against, they are skipped.\n"
+            "Last line: 'N passed, N failed'; exit 0 if none failed.\n");
 }
 
 /* Fill a from argv. Returns -1 to continue, else an exit code (help or usage error). */
 static int parse_args(int argc, char **argv, parity_args *a) {
     memset(a, 0, sizeof *a);
     a->gate = QHX_PARITY_GATE_TOL;
-    a->tau = a->tol = a->min_agree = -1;
+    a->tau = a->tol = a->min_agree = a->tol_embd = -1;
     a->threads = 1;
     a->kv = QHX_KV_F32; /* the reference's: a run plan's f16 cache is gated with --kv f16 */
     for (int i = 1; i < argc; i++) {
@@ -92,6 +103,8 @@ static int parse_args(int argc, char **argv, parity_args *a) {
             if (qhx_cli_parse_f64(v, 0, 1e9, &a->tau)) return qhx_cli_usage_error(CMD, "--tau: '%s' is not a number >= 0", v);
         } else if (!strcmp(o, "--tol")) {
             if (qhx_cli_parse_f64(v, 0, 1e9, &a->tol)) return qhx_cli_usage_error(CMD, "--tol: '%s' is not a number >= 0", v);
+        } else if (!strcmp(o, "--tol-embd")) {
+            if (qhx_cli_parse_f64(v, 0, 1e9, &a->tol_embd)) return qhx_cli_usage_error(CMD, "--tol-embd: '%s' is not a number >= 0", v);
         } else if (!strcmp(o, "--min-agree")) {
             if (qhx_cli_parse_f64(v, 0, 1, &a->min_agree))
                 return qhx_cli_usage_error(CMD, "--min-agree: '%s' is not a number in [0, 1]", v);
@@ -111,7 +124,7 @@ static int parse_args(int argc, char **argv, parity_args *a) {
     if (!a->model) return qhx_cli_usage_error(CMD, "missing -m MODEL");
     if (!a->golden) return qhx_cli_usage_error(CMD, "missing --golden FIXTURE_DIR");
     if (a->min_agree >= 0 && !a->against) return qhx_cli_usage_error(CMD, "--min-agree needs --against");
-    if (a->against && (a->tol >= 0 || a->tau >= 0 || a->gate_given))
+    if (a->against && (a->tol >= 0 || a->tau >= 0 || a->gate_given || a->tol_embd >= 0))
         return qhx_cli_usage_error(CMD, "--gate, --tau and --tol apply to the golden gate, not to --against");
     return -1;
 }
@@ -138,10 +151,12 @@ static void run_free(parity_run *r) {
     qhx_parity_fixture_free(r->fx);
 }
 
-/* Open a model and a session holding n_ctx tokens. */
-static qhx_status open_model(const char *path, const parity_args *a, qhx_kv_type kv, int64_t n_ctx, qhx_model **m,
-                             qhx_session **s, qhx_error *err) {
+/* Open a model (a checkpoint folder with its vision tower when the fixture has image prompts)
+ * and a session holding n_ctx tokens. */
+static qhx_status open_model(const char *path, const parity_args *a, qhx_kv_type kv, int64_t n_ctx, bool vision,
+                             qhx_model **m, qhx_session **s, qhx_error *err) {
     qhx_model_params mp = qhx_model_default_params();
+    mp.vision = vision ? 1 : 0;
     mp.kv_cache = kv;
     mp.n_threads = (int)a->threads;
     mp.prefill_math = a->prefill_math;
@@ -175,17 +190,44 @@ static void print_greedy(const char *who, int64_t first_diff, int64_t n_steps) {
 
 /* ---- golden gate ----------------------------------------------------------------------------- */
 
-static qhx_status golden_prompt(parity_run *r, int64_t i, const qhx_parity_gate *gate, bool *pass, qhx_error *err) {
+/* An image prompt's image, encoded, and its embeddings against the golden: max |diff| into
+ * *embd_diff. */
+static qhx_status prompt_image(parity_run *r, int64_t i, qhx_image_embed *im, double *embd_diff, qhx_error *err) {
+    const qhx_parity_prompt *p = &r->fx->prompts[i];
+    char *path = qhx_path_join(r->fx->dir, p->image);
+    if (!path) return qhx_fail(err, QHX_E_NOMEM, "out of memory");
+    qhx_status rc = qhx_model_images_load(r->m, (const char *const *)&path, 1, 0, im, err);
+    qhx_free(path);
+    float *golden = NULL;
+    if (!rc) rc = qhx_parity_golden_embd(r->fx, i, im->n_tokens * im->row_width, &golden, err);
+    double d = 0;
+    for (int64_t k = 0; !rc && k < im->n_tokens * im->row_width; k++) {
+        double e = fabs((double)im->embd[k] - (double)golden[k]);
+        if (isnan(e) || e > d) d = isnan(e) ? INFINITY : e;
+    }
+    qhx_free(golden);
+    *embd_diff = d;
+    return rc;
+}
+
+static qhx_status golden_prompt(parity_run *r, int64_t i, const qhx_parity_gate *gate, double tol_embd, bool *pass,
+                                qhx_error *err) {
     const qhx_parity_prompt *p = &r->fx->prompts[i];
     float *golden = NULL;
+    qhx_image_embed im = {0};
+    double embd_diff = 0;
     qhx_status rc = qhx_parity_golden_logits(r->fx, i, r->V, &golden, err);
     if (rc) return rc;
-    if ((rc = qhx_parity_greedy(r->s, p->ids, p->n_ids, p->n_steps, r->greedy, err)) ||
-        (rc = qhx_parity_forced(r->s, p->ids, p->n_ids, p->greedy, p->n_steps - 1, r->rows, err))) {
+    if ((p->image && (rc = prompt_image(r, i, &im, &embd_diff, err))) ||
+        (rc = qhx_parity_greedy_images(r->s, &im, p->image ? 1 : 0, p->ids, p->n_ids, p->n_steps, r->greedy, err)) ||
+        (rc = qhx_parity_forced_images(r->s, &im, p->image ? 1 : 0, p->ids, p->n_ids, p->greedy, p->n_steps - 1,
+                                       r->rows, err))) {
         qhx_fail_prefix(err, "prompt %s", p->name);
         qhx_free(golden);
+        qhx_image_embed_deinit(&im);
         return rc;
     }
+    qhx_image_embed_deinit(&im);
     qhx_parity_result res;
     qhx_parity_judge(p, r->greedy, r->rows, golden, r->V, gate, &res);
     qhx_free(golden);
@@ -196,9 +238,11 @@ static qhx_status golden_prompt(parity_run *r, int64_t i, const qhx_parity_gate 
         printf(" (golden margin %.2e %s tau)", res.first_diff_margin, res.first_diff_margin < gate->tau ? "<" : ">=");
     printf("; teacher-forced %lld rows: max|dlogit| %.2e", (long long)p->n_rows, res.max_abs);
     if (gate->kind == QHX_PARITY_GATE_TOL && gate->tol >= 0) printf(", %lld over tol", (long long)res.rows_over_tol);
-    printf(", argmax flips %lld (%lld at margin >= tau)  %s\n", (long long)res.flips, (long long)res.hard_flips,
-           res.pass ? "PASS" : "FAIL");
-    *pass = res.pass;
+    printf(", argmax flips %lld (%lld at margin >= tau)", (long long)res.flips, (long long)res.hard_flips);
+    bool embd_ok = !p->image || embd_diff <= tol_embd;
+    if (p->image) printf("; image_embd max|d| %.2e (tol %g)", embd_diff, tol_embd);
+    printf("  %s\n", res.pass && embd_ok ? "PASS" : "FAIL");
+    *pass = res.pass && embd_ok;
     return QHX_OK;
 }
 
@@ -259,17 +303,20 @@ int qhx_cmd_parity(int argc, char **argv) {
     if (qhx_parity_fixture_open(a.golden, &r.fx, &err)) goto fail;
 
     int64_t n_ctx = 1, max_steps = 1, max_rows = 1;
+    bool images = false;
+    for (int64_t i = 0; i < r.fx->n_prompts; i++) images |= r.fx->prompts[i].image != NULL;
     for (int64_t i = 0; i < r.fx->n_prompts; i++) {
         const qhx_parity_prompt *p = &r.fx->prompts[i];
-        if (p->has_image) continue;
+        if (p->has_image && (!images || a.against)) continue;
         if (p->n_ids + p->n_steps > n_ctx) n_ctx = p->n_ids + p->n_steps;
         if (p->n_steps > max_steps) max_steps = p->n_steps;
         if (p->n_rows > max_rows) max_rows = p->n_rows;
     }
-    if (open_model(a.model, &a, a.kv, n_ctx, &r.m, &r.s, &err)) goto fail;
+    if (open_model(a.model, &a, a.kv, n_ctx, images && !a.against, &r.m, &r.s, &err)) goto fail;
+    const bool run_images = images && !a.against && qhx_model_takes_images(r.m);
     r.V = qhx_session_n_vocab(r.s);
     if (a.against) {
-        if (open_model(a.against, &a, QHX_KV_F32, n_ctx, &r.m2, &r.s2, &err)) goto fail;
+        if (open_model(a.against, &a, QHX_KV_F32, n_ctx, false, &r.m2, &r.s2, &err)) goto fail;
         if (qhx_session_n_vocab(r.s2) != r.V) {
             qhx_fail(&err, QHX_E_ARG, "%s has %lld logits per row, %s has %lld", a.model, (long long)r.V, a.against,
                      (long long)qhx_session_n_vocab(r.s2));
@@ -287,6 +334,10 @@ int qhx_cmd_parity(int argc, char **argv) {
         .check_rows = !pr.quantized,
     };
     double min_agree = a.min_agree >= 0 ? a.min_agree : MIN_AGREE;
+    qhx_parity_gate gate_img = gate; /* image prompts: the wider defaults, unless given */
+    if (a.tau < 0) gate_img.tau = pr.quantized ? TAU_QUANT : TAU_IMAGE;
+    if (a.tol < 0) gate_img.tol = pr.quantized ? -1 : TOL_IMAGE;
+    const double tol_embd = a.tol_embd >= 0 ? a.tol_embd : TOL_EMBD;
     print_model("model", a.model, r.m);
     if (a.against) {
         print_model("against", a.against, r.m2);
@@ -301,17 +352,24 @@ int qhx_cmd_parity(int argc, char **argv) {
         printf(gate.check_rows ? ", row argmax checked\n" : ", row argmax reported only\n");
     }
 
+    if (run_images) {
+        printf("image prompts: tau %g, ", gate_img.tau);
+        if (gate_img.tol >= 0) printf("logits tol %g, ", gate_img.tol);
+        else printf("logits tol not applied, ");
+        printf("image_embd tol %g\n", tol_embd);
+    }
     against_totals tot = {0};
     for (int64_t i = 0; i < r.fx->n_prompts; i++) {
         const qhx_parity_prompt *p = &r.fx->prompts[i];
-        if (p->has_image) {
-            printf("%-10s skipped (image prompt)\n", p->name);
+        if (p->has_image && (!run_images || !p->image)) {
+            printf("%-10s skipped (image prompt%s)\n", p->name,
+                   a.against ? "" : "; the model has no vision tower");
             n_skipped++;
             continue;
         }
         bool pass = false;
         qhx_status st = a.against ? against_prompt(&r, i, min_agree, &tot, &pass, &err)
-                                  : golden_prompt(&r, i, &gate, &pass, &err);
+                                  : golden_prompt(&r, i, p->image ? &gate_img : &gate, tol_embd, &pass, &err);
         if (st) goto fail;
         if (pass) n_passed++;
         else n_failed++;
