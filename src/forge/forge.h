@@ -27,9 +27,12 @@ typedef struct qhx_forge_params {
     int64_t max_context;
     /* convert: manifest name prefix; NULL = the lower-cased name of the input folder */
     const char *name;
-    /* convert: leave the vision tower out (text manifests only). Qwen3.5 bundles always leave it
-     * out, since no Qwen3.5 run plan reads it yet. */
+    /* convert: leave the vision tower out (text manifests only); otherwise a checkpoint with one
+     * gets a -vlm- manifest beside the text one (both families). */
     bool text_only;
+    /* random, qwen3_5: also write the vision tower (model.visual.*, the released layout without
+     * DeepStack), after the text tensors, whose values stay those of a checkpoint without it */
+    bool vision;
 
     /* random: "tiny" or "2b" (required), seed, storage dtype ("f32", "bf16"; NULL = f32 for
      * tiny, bf16 for 2b), tokenizer.json to copy (NULL = write a minimal byte-level BPE one) */

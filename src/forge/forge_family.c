@@ -49,6 +49,15 @@ static qhx_status demo_preset(forge_family family, forge_dims *o, qhx_error *err
     o->qkv_std = 0.1;
     o->conv_std = 0.5;
     o->qk_corr = 0.8;
+    o->v_depth = 24; /* the vision config the demo's config.json describes (no tower is written) */
+    o->v_hidden = 1024;
+    o->v_heads = 16;
+    o->v_inter = 4096;
+    o->v_patch = 16;
+    o->v_tp = 2;
+    o->v_merge = 2;
+    o->v_num_pos = 2304;
+    o->pos_std = 0.3;
     return QHX_OK;
 }
 
@@ -86,6 +95,18 @@ qhx_status forge_preset(forge_family family, const char *preset, forge_dims *o, 
         o->qkv_std = tiny ? 0.1 : 0.02;
         o->conv_std = tiny ? 0.5 : 0.3;
         o->qk_corr = 0.8;
+        /* the tower the config describes (written only with --vision): 2b = the released
+         * Qwen3.5-2B's, no DeepStack (Qwen3_5VisionModel has none) */
+        o->v_depth = tiny ? 2 : 24;
+        o->v_hidden = tiny ? 32 : 1024;
+        o->v_heads = tiny ? 2 : 16;
+        o->v_inter = tiny ? 64 : 4096;
+        o->v_patch = 16;
+        o->v_tp = 2;
+        o->v_merge = 2;
+        o->v_num_pos = tiny ? 64 : 2304;
+        o->n_deepstack = 0;
+        o->pos_std = 0.3;
     } else {
         o->hidden = tiny ? 64 : 2048;
         o->layers = tiny ? 4 : 28;
@@ -232,8 +253,9 @@ static void merger(tlist *l, const forge_dims *d, const char *p, int64_t norm_di
     VEC(l, 0.0, 0.02, d->hidden, "%slinear_fc2.bias", p);
 }
 
-static void qwen3vl_list(tlist *l, const forge_dims *d) {
-    const int64_t H = d->hidden, I = d->inter, VH = d->v_hidden, VI = d->v_inter;
+/* model.visual.*: patch embedding, position table, blocks, merger, DeepStack mergers */
+static void vision_tower(tlist *l, const forge_dims *d) {
+    const int64_t VH = d->v_hidden, VI = d->v_inter;
     const int64_t MH = VH * d->v_merge * d->v_merge;
     const char *V = "model.visual.";
     add(l, 0.0, d->w_std, 5, SH(VH, 3, d->v_tp, d->v_patch, d->v_patch), "%spatch_embed.proj.weight", V);
@@ -261,6 +283,12 @@ static void qwen3vl_list(tlist *l, const forge_dims *d) {
         snprintf(p, sizeof p, "%sdeepstack_merger_list.%lld.", V, (long long)j);
         merger(l, d, p, MH);
     }
+}
+
+static void qwen3vl_list(tlist *l, const forge_dims *d) {
+    const int64_t H = d->hidden, I = d->inter;
+    char p[96];
+    vision_tower(l, d);
     const char *P = "model.language_model.";
     MAT(l, d->emb_std, d->vocab, H, "%sembed_tokens.weight", P);
     for (int64_t i = 0; i < d->layers; i++) {
@@ -282,8 +310,12 @@ static void qwen3vl_list(tlist *l, const forge_dims *d) {
 
 qhx_status forge_tensor_list(const forge_dims *d, forge_tdesc **out, int64_t *n, qhx_error *err) {
     tlist l = {0};
-    if (d->family == FORGE_QWEN3_5) qwen35_list(&l, d);
-    else qwen3vl_list(&l, d);
+    if (d->family == FORGE_QWEN3_5) {
+        qwen35_list(&l, d);
+        if (d->with_vision) vision_tower(&l, d); /* last, as the released files and make_tiny.py order it */
+    } else {
+        qwen3vl_list(&l, d);
+    }
     if (l.oom) {
         qhx_free(l.t);
         *out = NULL;
@@ -468,24 +500,25 @@ static json_t *qwen35_config(const forge_dims *d, const char *dtype) {
         "linear_num_value_heads", (json_int_t)d->nv, "mamba_ssm_dtype", "float32", "mtp_num_hidden_layers",
         (json_int_t)d->mtp_layers, "mtp_use_dedicated_embeddings", 0, "bos_token_id", "eos_token_id",
         (json_int_t)tok_id(d, ID_ENDOFTEXT), "pad_token_id", "dtype", dtype);
-    /* No model.visual.* weights are written; the vision config only completes the file (for 2b:
-     * assumed equal to Qwen3-VL-2B's tower, which spec/qwen3_5.md does not pin down). */
-    int tiny = !strcmp(d->preset, "tiny");
+    /* The vision config of the tower (the released Qwen3.5-2B's for 2b); its model.visual.*
+     * weights are written only with --vision. (The released files also carry
+     * "deepstack_visual_indexes": [], which Qwen3_5VisionConfig does not read.) */
     json_t *vision = json_pack("{s:s, s:I, s:I, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f}", "model_type",
-                               "qwen3_5_vision", "depth", (json_int_t)(tiny ? 2 : 24), "hidden_size",
-                               (json_int_t)(tiny ? 32 : 1024), "hidden_act", "gelu_pytorch_tanh",
-                               "intermediate_size", (json_int_t)(tiny ? 64 : 4096), "num_heads",
-                               (json_int_t)(tiny ? 2 : 16), "in_channels", (json_int_t)3, "patch_size", (json_int_t)16,
-                               "spatial_merge_size", (json_int_t)2, "temporal_patch_size", (json_int_t)2,
+                               "qwen3_5_vision", "depth", (json_int_t)d->v_depth, "hidden_size",
+                               (json_int_t)d->v_hidden, "hidden_act", "gelu_pytorch_tanh",
+                               "intermediate_size", (json_int_t)d->v_inter, "num_heads",
+                               (json_int_t)d->v_heads, "in_channels", (json_int_t)3, "patch_size", (json_int_t)d->v_patch,
+                               "spatial_merge_size", (json_int_t)d->v_merge, "temporal_patch_size", (json_int_t)d->v_tp,
                                "out_hidden_size", (json_int_t)d->hidden, "num_position_embeddings",
-                               (json_int_t)(tiny ? 64 : 2304), "initializer_range", 0.02);
+                               (json_int_t)d->v_num_pos, "initializer_range", 0.02);
     return json_pack("{s:[s], s:s, s:I, s:I, s:I, s:I, s:b, s:o, s:o, s:s}", "architectures",
                      "Qwen3_5ForConditionalGeneration", "model_type", "qwen3_5", "image_token_id",
                      (json_int_t)tok_id(d, ID_IMAGE_PAD), "video_token_id", (json_int_t)tok_id(d, ID_VIDEO_PAD),
                      "vision_start_token_id", (json_int_t)tok_id(d, ID_VISION_START), "vision_end_token_id",
                      (json_int_t)tok_id(d, ID_VISION_END), "tie_word_embeddings", 1, "text_config", text,
                      "vision_config", vision, "_qhexrt_note",
-                     "random-weight checkpoint written by qhx forge --random; no model.visual.* weights (text only)");
+                     d->with_vision ? "random-weight checkpoint written by qhx forge --random --vision"
+                                    : "random-weight checkpoint written by qhx forge --random; no model.visual.* weights (text only)");
 }
 
 static json_t *qwen3vl_config(const forge_dims *d, const char *dtype) {

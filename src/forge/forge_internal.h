@@ -24,7 +24,8 @@ typedef struct forge_dims {
     /* qwen3_5 */
     int64_t nk, nv, dk, dv, conv_k, mtp_layers, attn_interval;
     double partial_rotary;
-    /* qwen3_vl vision tower */
+    /* vision tower (qwen3_vl; qwen3_5 with with_vision) */
+    int with_vision;
     int64_t v_depth, v_hidden, v_heads, v_inter, v_patch, v_tp, v_merge, v_num_pos;
     int64_t n_deepstack, deepstack[4];
     /* random weights: std of matrices, embedding, DeltaNet in_proj_qkv, conv1d, vision pos

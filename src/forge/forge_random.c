@@ -49,6 +49,10 @@ qhx_status qhx_forge_random(const char *family, const char *out_dir, const qhx_f
     forge_dims d;
     qhx_status rc = forge_preset((forge_family)fam, p->preset, &d, err);
     if (rc != QHX_OK) return rc;
+    if (p->vision && fam != FORGE_QWEN3_5)
+        return qhx_fail(err, QHX_E_ARG, "--vision is for qwen3_5 (a qwen3_vl checkpoint always has its tower)");
+    if (p->vision && !strcmp(d.preset, "demo")) return qhx_fail(err, QHX_E_ARG, "--vision: the demo preset has no tower");
+    d.with_vision = fam == FORGE_QWEN3_VL || p->vision;
     const char *dtype = p->dtype ? p->dtype : (!strcmp(d.preset, "tiny") ? "f32" : "bf16");
     int bf16 = !strcmp(dtype, "bf16");
     if (!bf16 && strcmp(dtype, "f32")) return qhx_fail(err, QHX_E_ARG, "unknown dtype '%s' (expected f32 or bf16)", dtype);
@@ -82,8 +86,7 @@ qhx_status qhx_forge_random(const char *family, const char *out_dir, const qhx_f
         (rc = forge_write_json(&job, "generation_config.json", forge_generation_config(&d), err)) ||
         (rc = forge_write_json(&job, "tokenizer_config.json", forge_tokenizer_config(&d), err)))
         goto done;
-    if (d.family == FORGE_QWEN3_VL &&
-        (rc = forge_write_json(&job, "preprocessor_config.json", forge_preprocessor_config(&d), err)))
+    if (d.with_vision && (rc = forge_write_json(&job, "preprocessor_config.json", forge_preprocessor_config(&d), err)))
         goto done;
     rc = p->tokenizer ? forge_copy_file(&job, p->tokenizer, "tokenizer.json", err)
                       : forge_write_json(&job, "tokenizer.json", forge_tokenizer_json(&d), err);

@@ -16,7 +16,7 @@ static const char USAGE[] =
     "usage: qhx forge HF_DIR OUT_DIR --precision f16|bf16|w8|q4 [--lmhead f16|bf16|w8|q4]\n"
     "                 [--embed f16|bf16] [--text-only] [--max-context N] [--name NAME] [--quiet]\n"
     "       qhx forge --random FAMILY OUT_DIR --preset tiny|demo|2b [--seed N] [--dtype f32|bf16]\n"
-    "                 [--tokenizer FILE] [--quiet]\n"
+    "                 [--tokenizer FILE] [--vision] [--quiet]\n"
     "\n"
     "The first form converts a Hugging Face checkpoint folder (config.json, *.safetensors,\n"
     "tokenizer.json) into a bundle: weights in the chosen precision, tokenizer, configs and one\n"
@@ -27,8 +27,10 @@ static const char USAGE[] =
     "\n"
     "A tied embedding is stored once, as the lm-head in its precision (--lmhead; default: the\n"
     "precision, w8 for q4), and the embedding lookup reads its rows; --embed adds a separate\n"
-    "lookup table of that dtype instead. --text-only leaves a Qwen3-VL vision tower out (Qwen3.5\n"
-    "bundles never carry it: no Qwen3.5 run plan reads it).\n";
+    "lookup table of that dtype instead. A checkpoint with a vision tower (Qwen3-VL, Qwen3.5) gets a\n"
+    "-vlm- manifest (image + text) beside the text one; --text-only leaves the tower out, and then\n"
+    "the bundle carries no vision weights and only the text manifest. --vision (with --random\n"
+    "qwen3_5) also writes the Qwen3.5 vision tower.\n";
 
 // ---- progress bar and cancel --------------------------------------------------------------------
 
@@ -140,6 +142,9 @@ int qhx_forge_parse_args(int argc, char **argv, qhx_forge_args *fa) {
         } else if (!strcmp(a, "--text-only")) {
             p->text_only = true;
             continue;
+        } else if (!strcmp(a, "--vision")) {
+            p->vision = true;
+            continue;
         } else if (!strcmp(a, "--precision")) slot = &p->precision;
         else if (!strcmp(a, "--lmhead")) slot = &p->lmhead;
         else if (!strcmp(a, "--embed")) slot = &p->embed;
@@ -182,10 +187,12 @@ int qhx_forge_parse_args(int argc, char **argv, qhx_forge_args *fa) {
         if (!p->preset) return qhx_cli_usage_error("forge", "--random needs --preset tiny|demo|2b");
         if (p->precision || p->lmhead || p->embed || p->name || p->max_context || p->text_only)
             return qhx_cli_usage_error("forge", "--precision/--lmhead/--embed/--name/--max-context/--text-only are for conversion");
+        if (p->vision && strcmp(pos[0], "qwen3_5"))
+            return qhx_cli_usage_error("forge", "--vision is for --random qwen3_5 (qwen3_vl checkpoints always have their tower)");
     } else {
         if (!p->precision) return qhx_cli_usage_error("forge", "--precision f16|bf16|w8|q4 is required");
-        if (p->preset || p->dtype || p->tokenizer)
-            return qhx_cli_usage_error("forge", "--preset/--dtype/--tokenizer are for --random");
+        if (p->preset || p->dtype || p->tokenizer || p->vision)
+            return qhx_cli_usage_error("forge", "--preset/--dtype/--tokenizer/--vision are for --random");
     }
     int rc = check_values(p);
     if (rc >= 0) return rc;
