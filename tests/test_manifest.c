@@ -228,7 +228,7 @@ static void test_errors(void) {
            "family: 'llama' is not supported by this build (known: qwen3_5, qwen3_vl)");
     expect("family", json_string("Qwen3.5"), QHX_E_FORMAT, "family: 'Qwen3.5' is not a name (lower-case letters, digits, '_')");
     expect("host_op", json_string("qwen3_vl_generate"), QHX_E_FORMAT,
-           "host_op: 'qwen3_vl_generate' is not a host-op of family qwen3_5 (it offers: qwen3_5_generate)");
+           "host_op: 'qwen3_vl_generate' is not a host-op of family qwen3_5 (it offers: qwen3_5_generate, qwen3_5_vl_generate)");
     expect("kv_cache", json_string("q4"), QHX_E_UNSUPPORTED, "kv_cache: unknown KV cache type 'q4' (expected f32, f16 or q8)");
     expect("kv_cache", json_integer(16), QHX_E_FORMAT, "kv_cache: expected a string");
     expect("precision", json_string("int4"), QHX_E_UNSUPPORTED,
