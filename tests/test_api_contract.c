@@ -20,6 +20,10 @@ static void test_null_model_calls(qhx_model *m) {
     CHECK_EQ(qhx_model_open(fx, NULL, NULL, &err), QHX_E_ARG);
     CHECK_EQ(qhx_model_open(NULL, NULL, &out, &err), QHX_E_ARG);
     CHECK(out == NULL);
+    qhx_model_params badp = qhx_model_default_params();
+    badp.vision = 2; /* -1, 0 or 1 */
+    CHECK_EQ(qhx_model_open(fx, &badp, &out, &err), QHX_E_ARG);
+    CHECK(out == NULL);
     CHECK_EQ(qhx_model_n_vocab(NULL), 0);
     CHECK_EQ(qhx_model_max_context(NULL), 0);
     CHECK_STR(qhx_model_family_name(NULL), "?");
@@ -173,6 +177,49 @@ static void test_long_text(qhx_model *m) {
     free(text);
 }
 
+/* Several images in one chat turn through the public API: a Qwen3.5 checkpoint folder opened for
+ * images; the turn's prompt holds both images' tokens; the limits and a text model's refusal. */
+static void test_chat_images(qhx_model *text_model) {
+    char dir[1100], a[1200], b[1200];
+    snprintf(dir, sizeof dir, "%s/fixtures/parity/qwen35vl-tiny-f32", QHX_DATA_DIR);
+    snprintf(a, sizeof a, "%s/image-64x96.png", dir);
+    snprintf(b, sizeof b, "%s/image-64x64.png", dir);
+    qhx_error err;
+    qhx_model_params mp = qhx_model_default_params();
+    mp.vision = 1;
+    qhx_model *m = NULL;
+    CHECK_EQ(qhx_model_open(dir, &mp, &m, &err), QHX_OK);
+    if (!m) return;
+    CHECK_EQ(qhx_model_takes_images(m), 1);
+    qhx_session_params sp = qhx_session_default_params(m);
+    sp.n_ctx = 256;
+    qhx_session *s = NULL;
+    CHECK_EQ(qhx_session_create(m, &sp, &s, &err), QHX_OK);
+    const qhx_chat_msg msg = {"user", "What differs?"};
+    const char *two[2] = {a, b};
+    CHECK_EQ(qhx_session_feed_chat_images(s, &msg, 1, two, 2, 0, &err), QHX_OK);
+    const int64_t with_two = qhx_session_n_past(s);
+    qhx_session_reset(s);
+    CHECK_EQ(qhx_session_feed_chat_images(s, &msg, 1, two, 1, 0, &err), QHX_OK);
+    CHECK_EQ(with_two, qhx_session_n_past(s) + 4 + 2); /* the 64x64 image: 4 pads, vision_start, _end */
+    qhx_generate_params gp = {.max_tokens = 2, .ignore_stop = 1};
+    CHECK_EQ(qhx_session_generate(s, &gp, NULL, &err), QHX_OK);
+    const char *none[2] = {a, NULL};
+    CHECK_EQ(qhx_session_feed_chat_images(s, &msg, 1, none, 2, 0, &err), QHX_E_ARG);
+    const char *many[17];
+    for (int k = 0; k < 17; k++) many[k] = b;
+    CHECK_EQ(qhx_session_feed_chat_images(s, &msg, 1, many, 17, 0, &err), QHX_E_LIMIT);
+    CHECK_EQ(qhx_session_feed_chat_images(s, &msg, 1, NULL, 2, 0, &err), QHX_E_ARG);
+    qhx_session_free(s);
+    qhx_model_free(m);
+    /* a model whose host-op takes no images refuses them */
+    s = NULL;
+    sp = qhx_session_default_params(text_model);
+    CHECK_EQ(qhx_session_create(text_model, &sp, &s, &err), QHX_OK);
+    CHECK_EQ(qhx_session_feed_chat_images(s, &msg, 1, two, 2, 0, &err), QHX_E_UNSUPPORTED);
+    qhx_session_free(s);
+}
+
 int main(void) {
     snprintf(fx, sizeof fx, "%s/fixtures/parity/qwen35-tiny-f32", QHX_DATA_DIR);
     qhx_error err;
@@ -185,6 +232,7 @@ int main(void) {
     test_null_session_calls(m);
     test_reentrancy(m);
     test_long_text(m);
+    test_chat_images(m);
     qhx_model_free(m);
     return t_done("test_api_contract");
 }
