@@ -336,7 +336,8 @@ static qhx_status image_caps(const qhx_model *m, const qhx_image *img, int n, in
                              qhx_error *err) {
     const qhx_image_prep *p = &m->prep;
     const int64_t side = p->patch_size * p->merge_size;
-    int64_t need[QHX_MROPE_MAX_IMAGES];
+    int64_t *need = qhx_malloc((size_t)n * sizeof *need);
+    if (!need) return qhx_fail(err, QHX_E_NOMEM, "out of memory");
     qhx_status rc = QHX_OK;
     for (int k = 0; k < n && !rc; k++) {
         int64_t h = img[k].height, w = img[k].width;
@@ -344,7 +345,9 @@ static qhx_status image_caps(const qhx_model *m, const qhx_image *img, int n, in
         need[k] = (h / side) * (w / side);
     }
     int64_t min_tokens = p->do_resize ? (p->min_pixels + side * side - 1) / (side * side) : 1;
-    return rc ? rc : qhx_image_budget_split(need, n, budget, min_tokens, cap, err);
+    if (!rc) rc = qhx_image_budget_split(need, n, budget, min_tokens, cap, err);
+    qhx_free(need);
+    return rc;
 }
 
 qhx_status qhx_model_images_load(const qhx_model *m, const char *const *paths, int n, int64_t budget,
