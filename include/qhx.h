@@ -419,6 +419,31 @@ QHX_API void qhx_encoded_image_free(qhx_encoded_image *image); /* NULL is a no-o
 QHX_API qhx_status qhx_session_feed_image(qhx_session *s, const qhx_token *ids, size_t n,
                                           const qhx_encoded_image *image, qhx_error *err);
 
+/* Several images in one prompt (at most 16), for both image families:
+ * - qhx_chat_format_images / qhx_session_chat_format_images: as qhx_chat_format_image /
+ *   qhx_session_chat_format with image k of image_tokens[k] tokens (each in [1, 2^20]), the
+ *   images in order before the text of the last user message (n_images 0: none);
+ * - qhx_encoded_images_load: load and encode paths (n,) into out (n,) (each owned:
+ *   qhx_encoded_image_free; all NULL on failure), every file decoded first; budget > 0 bounds
+ *   their tokens together (an image needing less than an equal share keeps its size, the others
+ *   share the rest and are scaled down before they are encoded; QHX_E_LIMIT naming the counts
+ *   when even the smallest sizes do not fit), 0: no bound;
+ * - qhx_session_feed_images: as qhx_session_feed_image with images (n_images,) in the order of
+ *   their <|vision_start|> pads <|vision_end|> runs in ids, each run exactly
+ *   qhx_encoded_image_n_tokens long (QHX_E_ARG naming the image and both counts otherwise).
+ * Positions follow Hugging Face get_rope_index across the images (docs/vision.md). */
+QHX_API qhx_status qhx_chat_format_images(const qhx_model *model, const qhx_chat_msg *msgs, size_t n,
+                                          int add_generation_prompt, int thinking, const int64_t *image_tokens,
+                                          size_t n_images, char *buf, size_t cap, size_t *len_out /* OUT */,
+                                          qhx_error *err);
+QHX_API qhx_status qhx_session_chat_format_images(const qhx_session *s, const qhx_chat_msg *msgs, size_t n,
+                                                  int thinking, const int64_t *image_tokens, size_t n_images,
+                                                  char *buf, size_t cap, size_t *len_out /* OUT */, qhx_error *err);
+QHX_API qhx_status qhx_encoded_images_load(const qhx_model *model, const char *const *paths, size_t n, int64_t budget,
+                                           qhx_encoded_image **out /* OUT: n of them, each owned */, qhx_error *err);
+QHX_API qhx_status qhx_session_feed_images(qhx_session *s, const qhx_token *ids, size_t n,
+                                           const qhx_encoded_image *const *images, size_t n_images, qhx_error *err);
+
 #ifdef __cplusplus
 }
 #endif

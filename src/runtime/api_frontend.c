@@ -108,6 +108,47 @@ static qhx_status copy_out(char *text, size_t len, char *buf, size_t cap, size_t
     return rc;
 }
 
+/* The images' pad counts: at most QHX_HOSTOP_MAX_IMAGES, each in [1, QHX_CHAT_MAX_IMAGE_TOKENS]. */
+static qhx_status check_image_tokens(const int64_t *image_tokens, size_t n_images, qhx_error *err) {
+    if (n_images > QHX_HOSTOP_MAX_IMAGES)
+        return qhx_fail(err, QHX_E_LIMIT, "chat: %zu images in one turn, the limit is %d", n_images, QHX_HOSTOP_MAX_IMAGES);
+    if (n_images && !image_tokens) return qhx_fail(err, QHX_E_ARG, "chat: %zu images but no token counts", n_images);
+    for (size_t k = 0; k < n_images; k++)
+        if (image_tokens[k] < 1 || image_tokens[k] > QHX_CHAT_MAX_IMAGE_TOKENS)
+            return qhx_fail(err, QHX_E_ARG, "chat: image %zu: %lld image tokens", k + 1, (long long)image_tokens[k]);
+    return QHX_OK;
+}
+
+qhx_status qhx_chat_format_images(const qhx_model *m, const qhx_chat_msg *msgs, size_t n, int add_generation_prompt,
+                                  int thinking, const int64_t *image_tokens, size_t n_images, char *buf, size_t cap,
+                                  size_t *len_out, qhx_error *err) {
+    if (!len_out) return qhx_fail(err, QHX_E_ARG, "chat: len_out is NULL");
+    *len_out = 0;
+    if (!m) return qhx_fail(err, QHX_E_ARG, "chat: model is NULL");
+    if (!buf && cap) return qhx_fail(err, QHX_E_ARG, "chat: buf is NULL with cap %zu", cap);
+    qhx_status rc = check_image_tokens(image_tokens, n_images, err);
+    char *text = NULL;
+    size_t len = 0;
+    if (!rc) rc = qhx_chat_turn_text(m, NULL, msgs, n, image_tokens, (int)n_images, add_generation_prompt, thinking,
+                                     &text, &len, err);
+    return rc ? rc : copy_out(text, len, buf, cap, len_out, err);
+}
+
+qhx_status qhx_session_chat_format_images(const qhx_session *s, const qhx_chat_msg *msgs, size_t n, int thinking,
+                                          const int64_t *image_tokens, size_t n_images, char *buf, size_t cap,
+                                          size_t *len_out, qhx_error *err) {
+    if (!len_out) return qhx_fail(err, QHX_E_ARG, "chat: len_out is NULL");
+    *len_out = 0;
+    if (!s) return qhx_fail(err, QHX_E_ARG, "chat: session is NULL");
+    if (!buf && cap) return qhx_fail(err, QHX_E_ARG, "chat: buf is NULL with cap %zu", cap);
+    qhx_status rc = check_image_tokens(image_tokens, n_images, err);
+    char *text = NULL;
+    size_t len = 0;
+    if (!rc) rc = qhx_chat_turn_text(qhx_session_model(s), s, msgs, n, image_tokens, (int)n_images, 1, thinking, &text,
+                                     &len, err);
+    return rc ? rc : copy_out(text, len, buf, cap, len_out, err);
+}
+
 qhx_status qhx_chat_format_image(const qhx_model *m, const qhx_chat_msg *msgs, size_t n, int add_generation_prompt,
                                  int thinking, int64_t image_tokens, char *buf, size_t cap, size_t *len_out,
                                  qhx_error *err) {
@@ -169,6 +210,57 @@ void qhx_encoded_image_free(qhx_encoded_image *e) {
     if (!e) return;
     qhx_image_embed_deinit(&e->im);
     qhx_free(e);
+}
+
+qhx_status qhx_encoded_images_load(const qhx_model *m, const char *const *paths, size_t n, int64_t budget,
+                                   qhx_encoded_image **out, qhx_error *err) {
+    if (!out) return qhx_fail(err, QHX_E_ARG, "images: out is NULL");
+    for (size_t k = 0; k < n; k++) out[k] = NULL;
+    if (!m) return qhx_fail(err, QHX_E_ARG, "images: model is NULL");
+    if (n < 1 || n > QHX_HOSTOP_MAX_IMAGES || !paths)
+        return qhx_fail(err, n > QHX_HOSTOP_MAX_IMAGES ? QHX_E_LIMIT : QHX_E_ARG, "images: %zu images (1 to %d)", n,
+                        QHX_HOSTOP_MAX_IMAGES);
+    if (budget < 0) return qhx_fail(err, QHX_E_ARG, "images: budget %lld is negative", (long long)budget);
+    qhx_image_embed im[QHX_HOSTOP_MAX_IMAGES];
+    qhx_status rc = qhx_model_images_load(m, paths, (int)n, budget, im, err); /* says why a model takes none */
+    for (size_t k = 0; !rc && k < n; k++) {
+        if (!(out[k] = qhx_calloc(1, sizeof *out[k]))) rc = qhx_fail(err, QHX_E_NOMEM, "images: out of memory");
+        else out[k]->im = im[k], im[k] = (qhx_image_embed){0};
+    }
+    if (rc) {
+        for (size_t k = 0; k < n; k++) {
+            qhx_encoded_image_free(out[k]);
+            out[k] = NULL;
+            qhx_image_embed_deinit(&im[k]);
+        }
+    }
+    return rc;
+}
+
+qhx_status qhx_session_feed_images(qhx_session *s, const qhx_token *ids, size_t n,
+                                   const qhx_encoded_image *const *images, size_t n_images, qhx_error *err) {
+    qhx_status rc = qhx_session_guard_enter(s, "feed images", err);
+    if (rc) return rc;
+    const qhx_model *m = qhx_session_model(s);
+    if (n_images > QHX_HOSTOP_MAX_IMAGES)
+        return qhx_session_guard_leave(s, qhx_fail(err, QHX_E_LIMIT, "feed images: %zu images, the limit is %d", n_images,
+                                                   QHX_HOSTOP_MAX_IMAGES));
+    if (n_images && !qhx_model_takes_images(m))
+        return qhx_session_guard_leave(s, qhx_fail(err, QHX_E_UNSUPPORTED, "feed images: the model's host-op %s takes no images",
+                                                   qhx_model_host_op(m)));
+    if ((!ids && n) || (n_images && !images)) return qhx_session_guard_leave(s, qhx_fail(err, QHX_E_ARG, "feed images: ids or images is NULL"));
+    if (n > (size_t)INT64_MAX) return qhx_session_guard_leave(s, qhx_fail(err, QHX_E_LIMIT, "feed images: %zu ids", n));
+    qhx_image_embed im[QHX_HOSTOP_MAX_IMAGES];
+    for (size_t k = 0; k < n_images; k++) {
+        if (!images[k]) return qhx_session_guard_leave(s, qhx_fail(err, QHX_E_ARG, "feed images: image %zu is NULL", k + 1));
+        im[k] = images[k]->im; /* a shallow view: the rows stay the caller's */
+    }
+    rc = qhx_session_feed_pending(s, err); /* first, so the announcement covers exactly these ids */
+    if (!rc && n) rc = qhx_model_state_attach(qhx_session_state(s), im, (int)n_images, ids, (int64_t)n, err);
+    qhx_session_guard_leave(s, rc);
+    if (!rc) rc = qhx_session_feed(s, ids, n, err);
+    qhx_model_state_attach(qhx_session_state(s), NULL, 0, NULL, 0, NULL); /* the images are the caller's: drop them */
+    return rc;
 }
 
 qhx_status qhx_session_feed_image(qhx_session *s, const qhx_token *ids, size_t n, const qhx_encoded_image *image,

@@ -14,6 +14,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* Most --image options one command takes (a cap on the command line; the library's per-turn
+ * limit is the same). */
+#define QHX_CLI_MAX_IMAGES 16
+
 /* Exactly one of prompt, prompt_file and ids_arg is set when the parser returns -1. */
 typedef struct qhx_generate_args {
     qhx_run_opts run;
@@ -21,7 +25,8 @@ typedef struct qhx_generate_args {
     const char *prompt_file; /* -f FILE; "-" for stdin (-p -, or no prompt option at all) */
     bool prompt_implicit;    /* no prompt option: stdin, unless it is a terminal */
     const char *ids_arg;
-    const char *image;
+    const char *images[QHX_CLI_MAX_IMAGES]; /* --image, repeatable, in order */
+    int n_images;
     bool chat;
     bool print_ids;
     bool json;               /* one JSON object: text, ids, stop reason, timings, seed */

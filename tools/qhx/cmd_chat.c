@@ -24,7 +24,8 @@ static const char COMMANDS_HELP[] =
     "  /clear, /reset      start a new conversation\n"
     "  /save FILE          save the conversation (the session state) to FILE\n"
     "  /load FILE          go on from a conversation saved with /save\n"
-    "  /image FILE         put an image (PNG or JPEG) into the next message (Qwen3-VL)\n"
+    "  /image FILE         put an image (PNG or JPEG) into the next message (a model that takes\n"
+    "                      images: Qwen3-VL, Qwen3.5 with its tower); repeat it for several\n"
     "  \"\"\" ... \"\"\"         a message of several lines; a line ending in \\ goes on as well\n"
     "  Ctrl-C stops the answer being written and returns to the prompt.\n";
 
@@ -50,7 +51,8 @@ typedef struct chat {
     double load_s;
     bool first;               /* nothing fed yet */
     bool feeding;             /* Ctrl-C now aborts the prompt (otherwise it ends the answer) */
-    char *image;              /* /image FILE for the next turn (owned) */
+    char *images[QHX_CLI_MAX_IMAGES]; /* /image FILE (repeatable) for the next turn, in order (owned) */
+    int n_images;
     EditLine *el;             /* NULL when stdin is not a terminal */
     History *hist;
 } chat;
@@ -59,14 +61,16 @@ typedef struct chat {
 
 /* The text of one user turn (owned: free) as the session takes it next: the closing of the
  * previous answer first, when there is one (qhx_session_chat_format). NULL on error. */
-static char *turn_text(chat *c, const char *user, int64_t image_tokens, qhx_error *err) {
+static char *turn_text(chat *c, const char *user, const int64_t *image_tokens, qhx_error *err) {
+    int64_t one[QHX_CLI_MAX_IMAGES]; /* the /image files in order; NULL counts: one pad each */
+    for (int k = 0; k < c->n_images; k++) one[k] = image_tokens ? image_tokens[k] : 1;
     qhx_chat_msg msgs[2];
     size_t n = 0;
     if (c->first && c->run.system) msgs[n++] = (qhx_chat_msg){.role = "system", .content = c->run.system};
     msgs[n++] = (qhx_chat_msg){.role = "user", .content = user};
     int think = c->run.think >= 0 ? c->run.think : qhx_model_thinking_default(c->m);
     char *text = NULL;
-    if (qhx_run_chat_text(c->m, c->s, msgs, n, think, image_tokens, &text, err)) return NULL;
+    if (qhx_run_chat_text(c->m, c->s, msgs, n, think, one, (size_t)c->n_images, &text, err)) return NULL;
     return text;
 }
 
@@ -78,30 +82,35 @@ static void context_full_message(const chat *c, const char *what) {
             (long long)c->ctx.limit, c->ctx.limit < c->ctx.trained && !c->ctx.by_memory ? advice : "");
 }
 
-/* The turn's ids, with the /image (if any) encoded within the room the context has left. */
+/* The turn's ids, with the /image files (if any) encoded within the room the context has left,
+ * shared over them (--image-max-tokens bounds their sum). im: (QHX_CLI_MAX_IMAGES,) OUT. */
 static qhx_status turn_ids(chat *c, const char *user, qhx_encoded_image **im, qhx_token **ids, size_t *n,
                            qhx_error *err) {
-    char *text = turn_text(c, user, c->image ? 1 : 0, err);
+    char *text = turn_text(c, user, NULL, err);
     if (!text) return err->code;
     qhx_status rc = qhx_cli_tokenize(c->m, text, ids, n, err);
     free(text);
-    if (rc || !c->image) return rc;
-    int64_t room = c->ctx.limit - qhx_session_n_past(c->s) - 2 - ((int64_t)*n - 1) - 1;
+    if (rc || !c->n_images) return rc;
+    int64_t room = c->ctx.limit - qhx_session_n_past(c->s) - 2 - ((int64_t)*n - c->n_images) - 1;
     if (c->run.image_max_tokens && c->run.image_max_tokens < room) room = c->run.image_max_tokens;
-    if (room < 1) return qhx_cli_fail(err, QHX_E_LIMIT, "no room is left for the image");
-    if ((rc = qhx_encoded_image_load(c->m, c->image, room, im, err))) return rc;
+    if (room < 1) return qhx_cli_fail(err, QHX_E_LIMIT, "no room is left for the image%s", c->n_images > 1 ? "s" : "");
+    if ((rc = qhx_encoded_images_load(c->m, (const char *const *)c->images, (size_t)c->n_images, room, im, err)))
+        return rc;
     free(*ids);
     *ids = NULL;
-    if (!(text = turn_text(c, user, qhx_encoded_image_n_tokens(*im), err))) return err->code;
+    int64_t tokens[QHX_CLI_MAX_IMAGES];
+    for (int k = 0; k < c->n_images; k++) tokens[k] = qhx_encoded_image_n_tokens(im[k]);
+    if (!(text = turn_text(c, user, tokens, err))) return err->code;
     rc = qhx_cli_tokenize(c->m, text, ids, n, err);
     free(text);
     return rc;
 }
 
 /* Feed the turn (the pending stop token first, so an image's announcement covers these ids). */
-static qhx_status feed_turn(chat *c, const qhx_token *ids, size_t n, const qhx_encoded_image *im, qhx_error *err) {
+static qhx_status feed_turn(chat *c, const qhx_token *ids, size_t n, qhx_encoded_image *const *im, int n_images,
+                            qhx_error *err) {
     c->feeding = true;
-    qhx_status rc = qhx_session_feed_image(c->s, ids, n, im, err);
+    qhx_status rc = qhx_session_feed_images(c->s, ids, n, (const qhx_encoded_image *const *)im, (size_t)n_images, err);
     c->feeding = false;
     return rc;
 }
@@ -121,17 +130,18 @@ static int abort_feed(void *user) {
 
 /* One user turn: feed it, stream the answer. Returns an exit code >= 0 to stop, -1 to go on. */
 static int turn(chat *c, const char *user, qhx_error *err) {
-    qhx_encoded_image *im = NULL;
+    qhx_encoded_image *im[QHX_CLI_MAX_IMAGES] = {0};
     qhx_token *ids = NULL;
     size_t n = 0;
     qhx_run_out out;
     qhx_run_out_init(&out, &c->run, false, false);
-    qhx_status rc = turn_ids(c, user, &im, &ids, &n, err);
-    free(c->image);
-    c->image = NULL;
-    if (!rc) rc = feed_turn(c, ids, n, im, err);
+    qhx_status rc = turn_ids(c, user, im, &ids, &n, err);
+    const int n_images = c->n_images;
+    for (int k = 0; k < c->n_images; k++) free(c->images[k]);
+    c->n_images = 0;
+    if (!rc) rc = feed_turn(c, ids, n, im, n_images, err);
     free(ids);
-    qhx_encoded_image_free(im);
+    for (int k = 0; k < n_images; k++) qhx_encoded_image_free(im[k]);
     if (rc == QHX_E_ABORTED) { /* cut in the middle of a layer: the state cannot go on */
         qhx_session_reset(c->s);
         c->first = true;
@@ -210,16 +220,22 @@ static void set_image(chat *c, const char *path) {
                 qhx_model_host_op(c->m));
         return;
     }
-    if (c->image) {
-        fprintf(stderr, "qhx chat: /image: the next message already has an image (one per message for now)\n");
+    if (c->n_images == QHX_CLI_MAX_IMAGES) {
+        fprintf(stderr, "qhx chat: /image: the next message already has %d images\n", QHX_CLI_MAX_IMAGES);
         return;
     }
     if (access(path, R_OK) != 0) {
         fprintf(stderr, "qhx chat: /image: %s: %s\n", path, strerror(errno));
         return;
     }
-    c->image = strdup(path);
-    fprintf(stderr, "(the next message comes with %s)\n", path);
+    char *copy = strdup(path);
+    if (!copy) {
+        fprintf(stderr, "qhx chat: /image: out of memory\n");
+        return;
+    }
+    c->images[c->n_images++] = copy;
+    if (c->n_images == 1) fprintf(stderr, "(the next message comes with %s)\n", path);
+    else fprintf(stderr, "(the next message comes with %d images, %s last)\n", c->n_images, path);
 }
 
 /* A line starting with '/'. Returns 1 to quit, 0 to go on. */
@@ -457,7 +473,7 @@ int qhx_cmd_chat(int argc, char **argv) {
         rc = loop(&c, &err);
         editor_close(&c);
     }
-    free(c.image);
+    for (int k = 0; k < c.n_images; k++) free(c.images[k]);
     qhx_session_free(c.s);
     qhx_model_free(c.m);
     return rc;

@@ -1,6 +1,6 @@
 /* qhx generate: continue a prompt, printing text as it is generated.
  *   qhx generate -m MODEL (-p PROMPT | -f FILE | --ids 1,2,3 | < stdin) [-n N] [sampling]
- *                [--chat [--system S] [--think|--no-think]] [--image FILE] [--stop STR] [--json]
+ *                [--chat [--system S] [--think|--no-think]] [--image FILE]... [--stop STR] [--json]
  * The prompt goes through the prompt path, then one decode step per new token; generation stops
  * at the run plan's stop ids (a chat also at its turn end; none with --ignore-eos), at a --stop
  * string, after N tokens or when the context is full. A speed line goes to stderr. Ctrl-C
@@ -31,10 +31,11 @@ static void usage(FILE *f) {
             "                       the prompt is read from stdin when it is not a terminal\n"
             "  --ids LIST           the prompt as token ids, separated by commas or spaces (the\n"
             "                       output of qhx tokenize)\n"
-            "  --image FILE         PNG or JPEG (Qwen3-VL; one per prompt). With -p --chat the\n"
-            "                       image goes before the text; with --ids the ids already hold\n"
-            "                       <|vision_start|>, one image-pad id per image token and\n"
-            "                       <|vision_end|>\n"
+            "  --image FILE         PNG or JPEG (Qwen3-VL, Qwen3.5); repeat it for several, in\n"
+            "                       order. With -p --chat the images go before the text of the\n"
+            "                       user turn; with --ids the ids already hold one\n"
+            "                       <|vision_start|>, image-pad ids (one per image token),\n"
+            "                       <|vision_end|> run per image\n"
             "  --chat               wrap the prompt in the model's chat format (a user turn); the\n"
             "                       answer stops at the format's end of turn\n"
             "  --system TEXT        system message (with --chat)\n"
@@ -59,14 +60,15 @@ static int unknown(const char *arg) {
     return qhx_cli_unknown_option(CMD, arg, names, n);
 }
 
-/* -p/--prompt, -f/--file, --ids, --image: each once. */
+/* -p/--prompt, -f/--file, --ids: one of them, once; --image: repeatable. */
 static int parse_prompt_opt(int argc, char **argv, int *i, gen_args *a) {
     const char *o = argv[*i];
     if (*i + 1 >= argc) return qhx_cli_usage_error(CMD, "%s needs a value", o);
     const char *v = argv[++*i];
     if (!strcmp(o, "--image")) {
-        if (a->image) return qhx_cli_usage_error(CMD, "a second --image: one image per prompt (several are not supported yet)");
-        a->image = v;
+        if (a->n_images == QHX_CLI_MAX_IMAGES) return qhx_cli_usage_error(CMD, "--image: more than %d images", QHX_CLI_MAX_IMAGES);
+        if (!*v) return qhx_cli_usage_error(CMD, "--image: the file name is empty");
+        a->images[a->n_images++] = v;
         return 0;
     }
     if (a->prompt || a->prompt_file || a->ids_arg)
@@ -106,7 +108,7 @@ int qhx_generate_parse_args(int argc, char **argv, gen_args *a) {
     }
     if (a->chat && a->ids_arg) return qhx_cli_usage_error(CMD, "--chat needs a text prompt (-p or -f)");
     if ((a->run.system || a->run.think >= 0) && !a->chat) return qhx_cli_usage_error(CMD, "--system/--think/--no-think need --chat");
-    if (a->image && !a->ids_arg && !a->chat) return qhx_cli_usage_error(CMD, "--image with a text prompt needs --chat (the image goes into the user turn)");
+    if (a->n_images && !a->ids_arg && !a->chat) return qhx_cli_usage_error(CMD, "--image with a text prompt needs --chat (the image goes into the user turn)");
     if (a->print_ids && a->json) return qhx_cli_usage_error(CMD, "--print-ids and --json: choose one");
     if (a->run.n_new == 0) a->run.n_new = 128;
     return -1;
@@ -114,9 +116,9 @@ int qhx_generate_parse_args(int argc, char **argv, gen_args *a) {
 
 /* ---- the prompt ---------------------------------------------------------------------------- */
 
-/* The prompt text (owned: free), chat-formatted when asked, with n_image_tokens pads for an
- * image. */
-static qhx_status prompt_text(const qhx_model *m, const gen_args *a, const char *user, int64_t n_image_tokens,
+/* The prompt text (owned: free), chat-formatted when asked: one image part per --image, in
+ * order, of image_tokens[k] pads (NULL: one each, for counting the text), then the text. */
+static qhx_status prompt_text(const qhx_model *m, const gen_args *a, const char *user, const int64_t *image_tokens,
                               char **out, qhx_error *err) {
     *out = NULL;
     if (!a->chat) {
@@ -130,7 +132,9 @@ static qhx_status prompt_text(const qhx_model *m, const gen_args *a, const char 
     if (a->run.system) msgs[nm++] = (qhx_chat_msg){.role = "system", .content = a->run.system};
     msgs[nm++] = (qhx_chat_msg){.role = "user", .content = user};
     int think = a->run.think >= 0 ? a->run.think : qhx_model_thinking_default(m);
-    return qhx_run_chat_text(m, NULL, msgs, nm, think, a->image ? n_image_tokens : 0, out, err);
+    int64_t one[QHX_CLI_MAX_IMAGES];
+    for (int k = 0; k < a->n_images; k++) one[k] = image_tokens ? image_tokens[k] : 1;
+    return qhx_run_chat_text(m, NULL, msgs, nm, think, one, (size_t)a->n_images, out, err);
 }
 
 static qhx_status encode(const qhx_model *m, const char *text, qhx_token **ids, size_t *n, qhx_error *err) {
@@ -147,7 +151,7 @@ typedef struct run {
     qhx_session *s;
     qhx_token *ids;           /* owned: free */
     size_t n_ids;
-    qhx_encoded_image *im;    /* --image, encoded */
+    qhx_encoded_image *im[QHX_CLI_MAX_IMAGES]; /* --image, encoded, in order */
     qhx_run_context ctx;
     qhx_run_out out;
     double load_s;
@@ -175,9 +179,9 @@ static int check_model_options(run *r) {
     const gen_args *a = &r->a;
     if (a->run.think >= 0 && !qhx_model_has_thinking(r->m))
         return qhx_cli_usage_error(CMD, "--think/--no-think: the %s chat format has no thinking mode", qhx_model_family_title(r->m));
-    if (!a->image || qhx_model_takes_images(r->m)) return -1;
+    if (!a->n_images || qhx_model_takes_images(r->m)) return -1;
     qhx_encoded_image *none = NULL; /* the model's own message: which host-op, and where images are */
-    qhx_encoded_image_load(r->m, a->image, 0, &none, &r->err);
+    qhx_encoded_image_load(r->m, a->images[0], 0, &none, &r->err);
     qhx_encoded_image_free(none);
     return qhx_cli_runtime_error(CMD, &r->err);
 }
@@ -186,17 +190,18 @@ static int check_model_options(run *r) {
 static qhx_status build_prompt(run *r) {
     const gen_args *a = &r->a;
     qhx_error *err = &r->err;
-    if (a->ids_arg) {
-        if (a->image && qhx_encoded_image_load(r->m, a->image, 0, &r->im, err)) return err->code;
+    if (a->ids_arg) { /* the ids fix each image's token count: no budget */
+        if (a->n_images && qhx_encoded_images_load(r->m, a->images, (size_t)a->n_images, 0, r->im, err)) return err->code;
         return QHX_OK; /* parsed by the caller */
     }
     char *text = NULL;
-    qhx_status rc = prompt_text(r->m, a, a->prompt, 1, &text, err);
+    qhx_status rc = prompt_text(r->m, a, a->prompt, NULL, &text, err);
     if (!rc) rc = encode(r->m, text, &r->ids, &r->n_ids, err);
     free(text);
-    if (rc || !a->image) return rc;
-    /* the image: the room the text and the answer leave, decided before the tower runs */
-    int64_t n_text = (int64_t)r->n_ids - 1, answer = a->run.n_new > 0 ? a->run.n_new : 1;
+    if (rc || !a->n_images) return rc;
+    /* the images: the room the text and the answer leave (--image-max-tokens bounds their sum),
+     * shared over them before the tower runs */
+    int64_t n_text = (int64_t)r->n_ids - a->n_images, answer = a->run.n_new > 0 ? a->run.n_new : 1;
     int64_t room = r->ctx.limit - n_text - answer, budget = room;
     if (a->run.image_max_tokens && a->run.image_max_tokens < budget) budget = a->run.image_max_tokens;
     if (budget < 1) {
@@ -205,11 +210,14 @@ static qhx_status build_prompt(run *r) {
         return qhx_cli_fail(err, QHX_E_LIMIT, "the prompt (%lld tokens) and the answer (%lld) leave no room for the image in the context of %lld%s",
                             (long long)n_text, (long long)answer, (long long)r->ctx.limit, advice);
     }
-    if (a->run.verbose) fprintf(stderr, "qhx: the image may take up to %lld tokens\n", (long long)budget);
-    if ((rc = qhx_encoded_image_load(r->m, a->image, budget, &r->im, err))) return rc;
+    if (a->run.verbose)
+        fprintf(stderr, "qhx: the image%s may take up to %lld tokens\n", a->n_images > 1 ? "s" : "", (long long)budget);
+    if ((rc = qhx_encoded_images_load(r->m, a->images, (size_t)a->n_images, budget, r->im, err))) return rc;
     free(r->ids);
     r->ids = NULL;
-    if ((rc = prompt_text(r->m, a, a->prompt, qhx_encoded_image_n_tokens(r->im), &text, err))) return rc;
+    int64_t tokens[QHX_CLI_MAX_IMAGES];
+    for (int k = 0; k < a->n_images; k++) tokens[k] = qhx_encoded_image_n_tokens(r->im[k]);
+    if ((rc = prompt_text(r->m, a, a->prompt, tokens, &text, err))) return rc;
     rc = encode(r->m, text, &r->ids, &r->n_ids, err);
     free(text);
     return rc;
@@ -274,7 +282,8 @@ static int generate(run *r) {
     if (qhx_session_create(r->m, &sp, &r->s, err)) return qhx_cli_runtime_error(CMD, err);
     qhx_run_out_init(&r->out, &a->run, a->print_ids, a->json);
     /* with the image at its pad ids; a Qwen3-VL prompt without one may hold no pad id */
-    if (qhx_session_feed_image(r->s, r->ids, r->n_ids, r->im, err)) return qhx_cli_runtime_error(CMD, err);
+    if (qhx_session_feed_images(r->s, r->ids, r->n_ids, (const qhx_encoded_image *const *)r->im, (size_t)r->a.n_images, err))
+        return qhx_cli_runtime_error(CMD, err);
     int64_t max_tokens = a->run.n_new > 0 ? a->run.n_new : n_ctx - (int64_t)r->n_ids;
     qhx_generate_params gp = {.max_tokens = max_tokens, .ignore_stop = a->run.ignore_eos,
                               .stop_at_turn_end = a->chat && !a->run.ignore_eos, .on_token = qhx_run_on_token,
@@ -315,7 +324,7 @@ static int run_all(run *r) {
     if (qhx_cli_check_model_path(a->run.model, err)) return qhx_cli_runtime_error(CMD, err);
     uint64_t t0 = qhx_cli_time_ns();
     qhx_model_params mp = qhx_run_model_params(&a->run);
-    if (a->image) mp.vision = 1; /* a checkpoint folder opens with its tower */
+    if (a->n_images) mp.vision = 1; /* a checkpoint folder opens with its tower */
     qhx_cli_progress lp; /* a load progress line on a terminal once loading takes a second */
     qhx_cli_progress_attach(&mp, &lp);
     qhx_status open_rc = qhx_model_open(a->run.model, &mp, &r->m, err);
@@ -326,7 +335,7 @@ static int run_all(run *r) {
     if (qhx_run_context_of(r->m, &a->run, &r->ctx, err)) return qhx_cli_runtime_error(CMD, err);
     if (a->print_prompt && !a->ids_arg) {
         char *text = NULL;
-        if (prompt_text(r->m, a, a->prompt, 1, &text, err)) return qhx_cli_runtime_error(CMD, err); /* one pad */
+        if (prompt_text(r->m, a, a->prompt, NULL, &text, err)) return qhx_cli_runtime_error(CMD, err); /* one pad each */
         fputs(text, stdout);
         fflush(stdout);
         free(text);
@@ -346,7 +355,7 @@ int qhx_cmd_generate(int argc, char **argv) {
     rc = run_all(&r);
     qhx_run_out_free(&r.out);
     qhx_session_free(r.s);
-    qhx_encoded_image_free(r.im);
+    for (int k = 0; k < r.a.n_images; k++) qhx_encoded_image_free(r.im[k]);
     qhx_model_free(r.m);
     free(r.ids);
     free(r.user);

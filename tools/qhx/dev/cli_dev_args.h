@@ -10,9 +10,6 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* Most --image options one developer command takes (a cap on the command line, not the model). */
-#define QHX_CLI_MAX_IMAGES 16
-
 typedef struct qhx_logits_args {
     const char *model, *out;
     const char *images[QHX_CLI_MAX_IMAGES]; /* --image, repeatable, in order */
