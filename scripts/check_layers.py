@@ -83,7 +83,7 @@ def parse_layers(doc_path, doc_label, problems):
 def find_cycle(graph):
     """One cycle of a directed graph {node: iterable of nodes} as a list of nodes, or None."""
     state = {}
-    for root in graph:
+    for root in sorted(graph):  # sorted: the same cycle is reported whatever the hash seed
         if state.get(root):
             continue
         stack = [(root, iter(sorted(graph.get(root, ()))))]
