@@ -444,6 +444,127 @@ QHX_API qhx_status qhx_encoded_images_load(const qhx_model *model, const char *c
 QHX_API qhx_status qhx_session_feed_images(qhx_session *s, const qhx_token *ids, size_t n,
                                            const qhx_encoded_image *const *images, size_t n_images, qhx_error *err);
 
+/* ==== Serving: prompts in memory, sampling, checkpoints, several sessions ==================
+ * What a server needs beyond the calls above (qhx serve uses only this header):
+ *   - a chat prompt with tools, tool calls, reasoning and encoded image bytes, rendered in the
+ *     model's chat format and tokenized once (qhx_prompt), fed in pieces from any offset;
+ *   - a sampler of its own per request (qhx_sampler_new), over the session's logits;
+ *   - in-memory checkpoints of a session's state at a position, and rollback to one;
+ *   - one decode step for several sessions at once (qhx_sessions_decode). */
+
+/* A content part: text, or an image as the bytes of a PNG or JPEG file. */
+typedef struct qhx_chat_content {
+    const char *text;  /* UTF-8, text_len bytes; NULL for an image */
+    size_t text_len;
+    const void *image; /* encoded PNG/JPEG bytes (Qwen3-VL only), image_size bytes */
+    size_t image_size;
+} qhx_chat_content;
+
+/* A tool call's argument as the chat template prints it (JSON text for an object or a list,
+ * the string itself for a string, True/False/None, a number as Python writes it). */
+typedef struct qhx_chat_call_arg {
+    const char *name;
+    const char *value;
+} qhx_chat_call_arg;
+
+typedef struct qhx_chat_call {
+    const char *name;
+    const qhx_chat_call_arg *args;
+    size_t n_args;
+} qhx_chat_call;
+
+typedef struct qhx_chat_turn {
+    const char *role;                 /* "system" (first only), "user", "assistant", "tool" */
+    const char *content;              /* used when parts is NULL; NULL = "" */
+    const qhx_chat_content *parts;    /* or the content as parts, in order */
+    size_t n_parts;
+    const char *reasoning;            /* assistant: its reasoning (Qwen3.5 think block), or NULL */
+    const qhx_chat_call *calls;       /* assistant: tool calls after its content (Qwen3.5) */
+    size_t n_calls;
+} qhx_chat_turn;
+
+typedef struct qhx_chat_spec {
+    const qhx_chat_turn *turns;
+    size_t n_turns;                   /* 1 .. 4096 */
+    const char *const *tools;         /* tool definitions as JSON text (Qwen3.5); NULL for none */
+    size_t n_tools;
+    int thinking;                     /* Qwen3.5: open a think block after the assistant header */
+    int64_t max_images;               /* most images (0: 1, the most one prompt can hold now) */
+    int64_t max_image_pixels;         /* most decoded pixels per image (0: 16 Mpx), checked from
+                                         the file header before any pixel buffer exists */
+    int64_t max_image_tokens;         /* most tokens per encoded image (0: no cap) */
+} qhx_chat_spec;
+
+/* A tokenized prompt with its encoded images (owned: qhx_prompt_free). */
+typedef struct qhx_prompt qhx_prompt;
+
+/* Render spec in the model's chat format ending with the assistant header, tokenize it and
+ * encode its images. Errors: QHX_E_ARG (roles, a system message not first, tools or images the
+ * family does not take, an image outside a user message), QHX_E_FORMAT (invalid UTF-8, an
+ * image that does not decode), QHX_E_LIMIT (caps above), QHX_E_NOMEM. */
+QHX_API qhx_status qhx_prompt_from_chat(const qhx_model *model, const qhx_chat_spec *spec,
+                                        qhx_prompt **out /* OUT, owned */, qhx_error *err);
+/* A prompt of plain ids (checked against the vocabulary). */
+QHX_API qhx_status qhx_prompt_from_ids(const qhx_model *model, const qhx_token *ids, size_t n,
+                                       qhx_prompt **out /* OUT, owned */, qhx_error *err);
+QHX_API void qhx_prompt_free(qhx_prompt *p);
+/* The ids (borrowed, lives with p) and their count. */
+QHX_API const qhx_token *qhx_prompt_ids(const qhx_prompt *p, size_t *n /* OUT */);
+/* Index of the first id that stands for an image (<|vision_start|>), or the count when there is
+ * none: a state holding a prefix of the ids up to there can be reused for another prompt. */
+QHX_API size_t qhx_prompt_reusable(const qhx_prompt *p);
+/* Feed ids [from, n) of p after what s holds; s must hold exactly ids [0, from) of a prompt
+ * that shares them (from <= qhx_prompt_reusable when p has an image). Errors as
+ * qhx_session_feed. */
+QHX_API qhx_status qhx_session_feed_prompt(qhx_session *s, const qhx_prompt *p, size_t from,
+                                           qhx_error *err);
+
+/* A sampler with its own parameters and seed (qhx_sample_params), for one request. The
+ * penalties see the tokens passed to qhx_sampler_accept (the recent prompt, then each token
+ * chosen). Owned: qhx_sampler_delete. */
+typedef struct qhx_sampler_handle qhx_sampler_handle;
+QHX_API qhx_status qhx_sampler_new(const qhx_model *model, const qhx_sample_params *params,
+                                   qhx_sampler_handle **out /* OUT, owned */, qhx_error *err);
+QHX_API void qhx_sampler_delete(qhx_sampler_handle *smp);
+QHX_API void qhx_sampler_push(qhx_sampler_handle *smp, qhx_token token);
+/* The next token from logits (qhx_model_n_vocab values); -1 when they hold a NaN or +Inf. */
+QHX_API qhx_token qhx_sampler_pick(qhx_sampler_handle *smp, const float *logits);
+
+/* Streaming detokenizer: push ids, get the text each completes (never half a UTF-8
+ * sequence); the concatenation of every push and the final flush is qhx_detokenize of all.
+ * Owned: qhx_text_stream_free. */
+typedef struct qhx_text_stream qhx_text_stream;
+QHX_API qhx_status qhx_text_stream_new(const qhx_model *model, qhx_text_stream **out /* OUT */,
+                                       qhx_error *err);
+/* *text (borrowed until the next call on st) / *len: the text completed by token. */
+QHX_API qhx_status qhx_text_stream_push(qhx_text_stream *st, qhx_token token, const char **text,
+                                        size_t *len, qhx_error *err);
+QHX_API qhx_status qhx_text_stream_flush(qhx_text_stream *st, const char **text, size_t *len,
+                                         qhx_error *err);
+QHX_API void qhx_text_stream_free(qhx_text_stream *st);
+
+/* A copy of what a session's state needs to return to its current position: the recurrent
+ * state (Qwen3.5's conv and SSM states, Qwen3-VL's next position), the position and the
+ * logits. The KV cache rows are not copied: rows below the position stay valid as long as the
+ * session only appends after it, so a rollback is valid while nothing was fed at a position
+ * below the checkpoint's since it was taken (the caller keeps that rule: after rolling back
+ * to an earlier checkpoint and feeding, drop the later ones). Owned: qhx_checkpoint_free. */
+typedef struct qhx_checkpoint qhx_checkpoint;
+QHX_API qhx_status qhx_session_checkpoint(qhx_session *s, qhx_checkpoint **out /* OUT, owned */,
+                                          qhx_error *err);
+/* Return s to the checkpoint (taken on s; QHX_E_ARG for another session's). */
+QHX_API qhx_status qhx_session_rollback(qhx_session *s, const qhx_checkpoint *cp, qhx_error *err);
+QHX_API int64_t qhx_checkpoint_n_past(const qhx_checkpoint *cp);
+QHX_API size_t qhx_checkpoint_bytes(const qhx_checkpoint *cp);
+QHX_API void qhx_checkpoint_free(qhx_checkpoint *cp);
+
+/* One decode step for n sessions of one model: tokens[i] is fed to sessions[i] (each then has
+ * the logits after it). Each session's result is the same as qhx_session_feed of its token
+ * alone. Sessions must be distinct. On failure some sessions may have been fed: *n_done (may
+ * be NULL) says how many, in order. */
+QHX_API qhx_status qhx_sessions_decode(qhx_session *const *sessions, const qhx_token *tokens,
+                                       size_t n, size_t *n_done /* OUT */, qhx_error *err);
+
 #ifdef __cplusplus
 }
 #endif

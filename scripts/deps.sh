@@ -14,11 +14,13 @@ BUILD=(
   libjpeg-dev               # JPEG decoding (libjpeg-turbo on Debian and Ubuntu)
   libspng-dev zlib1g-dev    # PNG decoding
   libedit-dev               # qhx chat: line editing and history (BSD licence)
+  libmicrohttpd-dev         # qhx serve: the HTTP server (LGPL-2.1+)
 )
 TEST=(
   clang                     # libFuzzer targets (make fuzz)
   python3-jinja2            # tests/cli/chat_templates.sh renders the released chat templates
   python3 python3-numpy     # parity_gate.py over the golden fixtures
+  python3-venv curl         # tests/cli/serve.sh: the openai client in build/serve-venv, raw SSE
   binutils                  # nm: the exported symbols against qhx.h
   gcc-aarch64-linux-gnu libc6-dev-arm64-cross   # make test-arm: the NEON kernels, cross-built
   qemu-user                 # ... and run under qemu-aarch64

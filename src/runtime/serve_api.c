@@ -1,0 +1,451 @@
+/* runtime/serve_api.c: the public calls a server needs (qhx.h, "Serving"): chat prompts built
+ * in memory (tools, tool calls, reasoning, encoded image bytes), a sampler per request, a
+ * streaming detokenizer, in-memory checkpoints of a session's state and one decode step over
+ * several sessions. Thin wrappers over the tokenizer's chat format, the sampler, the Qwen3-VL
+ * image path and the model state's regions. */
+#include "core/alloc.h"
+#include "image/image.h"
+#include "io/manifest.h"
+#include "models/family.h"
+#include "models/qwen3vl.h"
+#include "runtime/sample.h"
+#include "runtime/session.h"
+#include "text/tokenizer.h"
+
+#include <string.h>
+
+#define MAX_TURNS 4096
+#define DEFAULT_MAX_PIXELS ((int64_t)16 << 20)
+
+/* ==== prompts ================================================================================ */
+
+struct qhx_prompt {
+    const qhx_model *m;
+    int32_t *ids;
+    size_t n;
+    size_t reusable;   /* first id standing for an image, or n */
+    qhx_vl_image image; /* n_tokens 0: none */
+};
+
+void qhx_prompt_free(qhx_prompt *p) {
+    if (!p) return;
+    qhx_free(p->ids);
+    qhx_vl_image_deinit(&p->image);
+    qhx_free(p);
+}
+
+const qhx_token *qhx_prompt_ids(const qhx_prompt *p, size_t *n) {
+    if (n) *n = p ? p->n : 0;
+    return p ? p->ids : NULL;
+}
+
+size_t qhx_prompt_reusable(const qhx_prompt *p) { return p ? p->reusable : 0; }
+
+static void find_reusable(qhx_prompt *p) {
+    p->reusable = p->n;
+    int32_t vs = p->m->tok ? qhx_tok_token_to_id(p->m->tok, "<|vision_start|>") : -1;
+    if (vs < 0 || p->image.n_tokens == 0) return;
+    for (size_t i = 0; i < p->n; i++)
+        if (p->ids[i] == vs) {
+            p->reusable = i;
+            return;
+        }
+}
+
+qhx_status qhx_prompt_from_ids(const qhx_model *m, const qhx_token *ids, size_t n, qhx_prompt **out,
+                               qhx_error *err) {
+    if (!out) return qhx_fail(err, QHX_E_ARG, "prompt: out is NULL");
+    *out = NULL;
+    if (!m || (!ids && n)) return qhx_fail(err, QHX_E_ARG, "prompt: model and ids are required");
+    if (n == 0) return qhx_fail(err, QHX_E_ARG, "prompt: no tokens");
+    int64_t vocab = qhx_model_n_vocab(m);
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= vocab)
+            return qhx_fail(err, QHX_E_ARG, "prompt: token %zu: id %d is outside the vocabulary [0, %lld)", i, ids[i],
+                            (long long)vocab);
+    qhx_prompt *p = qhx_calloc(1, sizeof *p);
+    if (!p || !(p->ids = qhx_malloc(n * sizeof *p->ids))) {
+        qhx_free(p);
+        return qhx_fail(err, QHX_E_NOMEM, "prompt: out of memory for %zu ids", n);
+    }
+    p->m = m;
+    memcpy(p->ids, ids, n * sizeof *ids);
+    p->n = p->reusable = n;
+    *out = p;
+    return QHX_OK;
+}
+
+/* Decode and encode the one image of a chat spec. */
+static qhx_status encode_image(const qhx_model *m, const qhx_chat_spec *spec, const qhx_chat_content *c,
+                               qhx_vl_image *out, qhx_error *err) {
+    const qhx_qwen3vl *vl = qhx_qwen3vl_of(m);
+    if (!vl) return qhx_fail(err, QHX_E_ARG, "image: this model (%s) takes no images", qhx_family_name(m->family));
+    if (m->plan && m->plan->host_op == QHX_HOST_OP_QWEN3_VL_TEXT_GENERATE)
+        return qhx_fail(err, QHX_E_ARG, "image: the run plan's host-op qwen3_vl_text_generate takes no images");
+    if (!c->image || !c->image_size) return qhx_fail(err, QHX_E_FORMAT, "image: no bytes");
+    int64_t max_px = spec->max_image_pixels > 0 ? spec->max_image_pixels : DEFAULT_MAX_PIXELS;
+    qhx_image_limits lim = qhx_image_default_limits();
+    if ((uint64_t)max_px * 3u < lim.max_bytes) lim.max_bytes = (size_t)max_px * 3u;
+    qhx_image img;
+    qhx_status rc = qhx_image_decode(c->image, c->image_size, &lim, "image", &img, err);
+    if (rc) return rc;
+    rc = qhx_qwen3vl_image_encode(vl, &img, out, err);
+    qhx_image_deinit(&img);
+    if (rc) return rc;
+    if (spec->max_image_tokens > 0 && out->n_tokens > spec->max_image_tokens) {
+        int64_t n = out->n_tokens;
+        qhx_vl_image_deinit(out);
+        return qhx_fail(err, QHX_E_LIMIT, "image: it takes %lld tokens, the cap is %lld", (long long)n,
+                        (long long)spec->max_image_tokens);
+    }
+    return QHX_OK;
+}
+
+/* The tokenizer's chat messages for spec: parts, tool calls and reasoning carried over; the one
+ * image (if any) becomes a placeholder of image_tokens pads. Text made here is kept in *owned. */
+typedef struct chat_build {
+    qhx_chat_message *msgs;
+    qhx_chat_part *parts;
+    qhx_chat_tool_call *calls;
+    qhx_chat_tool_arg *args;
+    char **owned;
+    size_t n_owned;
+} chat_build;
+
+static void chat_build_free(chat_build *b, size_t n_turns) {
+    for (size_t i = 0; b->owned && i < n_turns; i++) qhx_free(b->owned[i]);
+    qhx_free(b->owned);
+    qhx_free(b->msgs);
+    qhx_free(b->parts);
+    qhx_free(b->calls);
+    qhx_free(b->args);
+}
+
+static size_t count_parts(const qhx_chat_spec *spec, size_t *n_calls, size_t *n_args, size_t *n_images) {
+    size_t parts = 0;
+    *n_calls = *n_args = *n_images = 0;
+    for (size_t i = 0; i < spec->n_turns; i++) {
+        const qhx_chat_turn *t = &spec->turns[i];
+        parts += t->parts ? t->n_parts : 0;
+        for (size_t k = 0; t->parts && k < t->n_parts; k++) *n_images += t->parts[k].text == NULL;
+        *n_calls += t->calls ? t->n_calls : 0;
+        for (size_t k = 0; t->calls && k < t->n_calls; k++) *n_args += t->calls[k].n_args;
+    }
+    return parts;
+}
+
+/* reasoning goes back into the content as the template reads it there */
+static qhx_status with_reasoning(chat_build *b, size_t i, const qhx_chat_turn *t, qhx_error *err) {
+    const char *content = t->content ? t->content : "";
+    size_t a = strlen(t->reasoning), c = strlen(content);
+    char *s = qhx_malloc(a + c + 32);
+    if (!s) return qhx_fail(err, QHX_E_NOMEM, "chat: out of memory");
+    memcpy(s, "<think>\n", 8);
+    memcpy(s + 8, t->reasoning, a);
+    memcpy(s + 8 + a, "\n</think>\n\n", 11);
+    memcpy(s + 19 + a, content, c + 1);
+    b->owned[i] = s;
+    b->msgs[i].content = s;
+    return QHX_OK;
+}
+
+static qhx_status build_messages(const qhx_chat_spec *spec, int64_t image_tokens, chat_build *b, qhx_error *err) {
+    size_t n_calls, n_args, n_images;
+    size_t n_parts = count_parts(spec, &n_calls, &n_args, &n_images);
+    b->msgs = qhx_calloc(spec->n_turns, sizeof *b->msgs);
+    b->parts = qhx_calloc(n_parts ? n_parts : 1, sizeof *b->parts);
+    b->calls = qhx_calloc(n_calls ? n_calls : 1, sizeof *b->calls);
+    b->args = qhx_calloc(n_args ? n_args : 1, sizeof *b->args);
+    b->owned = qhx_calloc(spec->n_turns, sizeof *b->owned);
+    if (!b->msgs || !b->parts || !b->calls || !b->args || !b->owned) return qhx_fail(err, QHX_E_NOMEM, "chat: out of memory");
+    size_t pi = 0, ci = 0, ai = 0;
+    for (size_t i = 0; i < spec->n_turns; i++) {
+        const qhx_chat_turn *t = &spec->turns[i];
+        qhx_chat_message *m = &b->msgs[i];
+        if (!t->role) return qhx_fail(err, QHX_E_ARG, "chat: message %zu has no role", i);
+        m->role = t->role;
+        m->content = t->content ? t->content : "";
+        if (t->parts && t->n_parts) {
+            m->parts = &b->parts[pi];
+            m->n_parts = t->n_parts;
+            for (size_t k = 0; k < t->n_parts; k++, pi++) {
+                const qhx_chat_content *c = &t->parts[k];
+                b->parts[pi] = c->text ? (qhx_chat_part){.text = c->text, .text_len = c->text_len}
+                                       : (qhx_chat_part){.text = NULL, .image_tokens = (int32_t)image_tokens};
+                if (!c->text && strcmp(t->role, "user"))
+                    return qhx_fail(err, QHX_E_ARG, "chat: message %zu: an image in a %s message (only user messages take images)",
+                                    i, t->role);
+            }
+        }
+        if (t->calls && t->n_calls) {
+            m->tool_calls = &b->calls[ci];
+            m->n_tool_calls = t->n_calls;
+            for (size_t k = 0; k < t->n_calls; k++, ci++) {
+                const qhx_chat_call *c = &t->calls[k];
+                if (c->n_args && !c->args) return qhx_fail(err, QHX_E_ARG, "chat: message %zu: call %zu has no arguments", i, k);
+                b->calls[ci] = (qhx_chat_tool_call){.name = c->name, .args = &b->args[ai], .n_args = c->n_args};
+                for (size_t j = 0; j < c->n_args; j++, ai++)
+                    b->args[ai] = (qhx_chat_tool_arg){.name = c->args[j].name, .value = c->args[j].value};
+            }
+        }
+        if (t->reasoning) {
+            if (m->parts) return qhx_fail(err, QHX_E_ARG, "chat: message %zu: reasoning with a content list", i);
+            qhx_status rc = with_reasoning(b, i, t, err);
+            if (rc) return rc;
+        }
+    }
+    return QHX_OK;
+}
+
+static qhx_status render_and_encode(const qhx_model *m, const qhx_chat_spec *spec, qhx_prompt *p, qhx_error *err) {
+    chat_build b = {0};
+    char *text = NULL;
+    size_t len = 0;
+    qhx_status rc = build_messages(spec, p->image.n_tokens, &b, err);
+    if (!rc) {
+        qhx_chat_options opt = {.add_generation_prompt = 1, .enable_thinking = spec->thinking,
+                                .tools = spec->tools, .n_tools = spec->tools ? spec->n_tools : 0};
+        qhx_chat_family fam = m->family == QHX_FAMILY_QWEN3_VL ? QHX_CHAT_QWEN3VL : QHX_CHAT_QWEN35;
+        rc = qhx_tok_chat_format(fam, b.msgs, spec->n_turns, &opt, &text, &len, err);
+        if (rc == QHX_E_UNSUPPORTED) rc = QHX_E_ARG; /* tools on Qwen3-VL: the caller's request */
+    }
+    chat_build_free(&b, spec->n_turns);
+    if (!rc) rc = qhx_tok_encode_alloc(m->tok, text, len, &p->ids, &p->n, err);
+    qhx_free(text);
+    if (!rc && p->n == 0) rc = qhx_fail(err, QHX_E_ARG, "chat: the prompt is empty");
+    return rc;
+}
+
+qhx_status qhx_prompt_from_chat(const qhx_model *m, const qhx_chat_spec *spec, qhx_prompt **out, qhx_error *err) {
+    if (!out) return qhx_fail(err, QHX_E_ARG, "chat: out is NULL");
+    *out = NULL;
+    if (!m || !spec) return qhx_fail(err, QHX_E_ARG, "chat: model and spec are required");
+    if (!m->tok) return qhx_fail(err, QHX_E_ARG, "chat: the model has no tokenizer");
+    if (!spec->turns || spec->n_turns == 0 || spec->n_turns > MAX_TURNS)
+        return qhx_fail(err, QHX_E_ARG, "chat: 1 to %d messages are needed", MAX_TURNS);
+    size_t n_calls, n_args, n_images;
+    count_parts(spec, &n_calls, &n_args, &n_images);
+    int64_t max_images = spec->max_images > 0 ? spec->max_images : 1;
+    if (max_images > 1) max_images = 1; /* one image per prompt: what the Qwen3-VL attach takes */
+    if ((int64_t)n_images > max_images)
+        return qhx_fail(err, QHX_E_LIMIT, "chat: %zu images, at most %lld per request", n_images, (long long)max_images);
+    qhx_prompt *p = qhx_calloc(1, sizeof *p);
+    if (!p) return qhx_fail(err, QHX_E_NOMEM, "chat: out of memory");
+    p->m = m;
+    qhx_status rc = QHX_OK;
+    for (size_t i = 0; !rc && n_images && i < spec->n_turns; i++)
+        for (size_t k = 0; !rc && spec->turns[i].parts && k < spec->turns[i].n_parts; k++)
+            if (!spec->turns[i].parts[k].text) rc = encode_image(m, spec, &spec->turns[i].parts[k], &p->image, err);
+    if (!rc) rc = render_and_encode(m, spec, p, err);
+    if (rc) {
+        qhx_prompt_free(p);
+        return rc;
+    }
+    find_reusable(p);
+    *out = p;
+    return QHX_OK;
+}
+
+qhx_status qhx_session_feed_prompt(qhx_session *s, const qhx_prompt *p, size_t from, qhx_error *err) {
+    if (!s || !p) return qhx_fail(err, QHX_E_ARG, "feed prompt: session and prompt are required");
+    if (from >= p->n) return qhx_fail(err, QHX_E_ARG, "feed prompt: offset %zu is not inside the %zu ids", from, p->n);
+    if (p->image.n_tokens && from > p->reusable)
+        return qhx_fail(err, QHX_E_ARG, "feed prompt: offset %zu is inside the image (from %zu)", from, p->reusable);
+    if (!p->image.n_tokens) return qhx_session_feed(s, p->ids + from, p->n - from, err);
+    qhx_status rc = qhx_session_guard_enter(s, "feed prompt", err);
+    if (rc) return rc;
+    if (qhx_session_n_past(s) + (int64_t)(p->n - from) > qhx_session_n_ctx(s)) {
+        rc = qhx_fail(err, QHX_E_LIMIT, "context full: %lld tokens held + %zu new exceed the context of %lld",
+                      (long long)qhx_session_n_past(s), p->n - from, (long long)qhx_session_n_ctx(s));
+        return qhx_session_guard_leave(s, rc);
+    }
+    rc = qhx_session_feed_pending(s, err);
+    qhx_session_guard_leave(s, QHX_OK);
+    if (rc) return rc;
+    /* the image announcement covers exactly the ids fed below */
+    qhx_model_state *st = qhx_session_state(s);
+    if ((rc = qhx_qwen3vl_attach(st, &p->image, p->ids + from, (int64_t)(p->n - from), err))) return rc;
+    rc = qhx_session_feed(s, p->ids + from, p->n - from, err);
+    qhx_qwen3vl_attach(st, NULL, NULL, 0, NULL);
+    return rc;
+}
+
+/* ==== sampling and text ====================================================================== */
+
+struct qhx_sampler_handle {
+    qhx_sampler *smp;
+};
+
+qhx_status qhx_sampler_new(const qhx_model *m, const qhx_sample_params *params, qhx_sampler_handle **out,
+                           qhx_error *err) {
+    if (!out) return qhx_fail(err, QHX_E_ARG, "sampler: out is NULL");
+    *out = NULL;
+    if (!m || !params) return qhx_fail(err, QHX_E_ARG, "sampler: model and params are required");
+    qhx_sampler_handle *h = qhx_calloc(1, sizeof *h);
+    if (!h) return qhx_fail(err, QHX_E_NOMEM, "sampler: out of memory");
+    qhx_status rc = qhx_sampler_create(params, qhx_model_n_vocab(m), &h->smp, err);
+    if (rc) {
+        qhx_free(h);
+        return rc;
+    }
+    *out = h;
+    return QHX_OK;
+}
+
+void qhx_sampler_delete(qhx_sampler_handle *h) {
+    if (!h) return;
+    qhx_sampler_free(h->smp);
+    qhx_free(h);
+}
+
+void qhx_sampler_push(qhx_sampler_handle *h, qhx_token t) {
+    if (h) qhx_sampler_accept(h->smp, t);
+}
+
+qhx_token qhx_sampler_pick(qhx_sampler_handle *h, const float *logits) {
+    return h && logits ? qhx_sampler_sample(h->smp, logits) : -1;
+}
+
+struct qhx_text_stream {
+    qhx_tok_stream *st;
+};
+
+qhx_status qhx_text_stream_new(const qhx_model *m, qhx_text_stream **out, qhx_error *err) {
+    if (!out) return qhx_fail(err, QHX_E_ARG, "text stream: out is NULL");
+    *out = NULL;
+    if (!m || !m->tok) return qhx_fail(err, QHX_E_ARG, "text stream: the model has no tokenizer");
+    qhx_text_stream *t = qhx_calloc(1, sizeof *t);
+    if (!t) return qhx_fail(err, QHX_E_NOMEM, "text stream: out of memory");
+    qhx_status rc = qhx_tok_stream_create(m->tok, 0, &t->st, err);
+    if (rc) {
+        qhx_free(t);
+        return rc;
+    }
+    *out = t;
+    return QHX_OK;
+}
+
+qhx_status qhx_text_stream_push(qhx_text_stream *t, qhx_token token, const char **text, size_t *len, qhx_error *err) {
+    if (!t || !text || !len) return qhx_fail(err, QHX_E_ARG, "text stream: stream and outputs are required");
+    return qhx_tok_stream_push(t->st, token, text, len, err);
+}
+
+qhx_status qhx_text_stream_flush(qhx_text_stream *t, const char **text, size_t *len, qhx_error *err) {
+    if (!t || !text || !len) return qhx_fail(err, QHX_E_ARG, "text stream: stream and outputs are required");
+    return qhx_tok_stream_flush(t->st, text, len, err);
+}
+
+void qhx_text_stream_free(qhx_text_stream *t) {
+    if (!t) return;
+    qhx_tok_stream_free(t->st);
+    qhx_free(t);
+}
+
+/* ==== checkpoints ============================================================================ */
+
+struct qhx_checkpoint {
+    const qhx_session *owner;
+    int64_t n_past;
+    qhx_session_snapshot snap;
+    size_t bytes;   /* of data */
+    uint8_t *data;  /* the regions that are not per token, in order, then the logits */
+};
+
+static int state_regions(qhx_session *s, qhx_state_region *r) {
+    return qhx_model_state_regions(qhx_session_state(s), r, QHX_STATE_MAX_REGIONS);
+}
+
+static size_t fixed_bytes(const qhx_state_region *r, int nr, size_t logit_bytes) {
+    size_t b = logit_bytes;
+    for (int i = 0; i < nr; i++)
+        if (!r[i].per_token) b += (size_t)r[i].n_rows * r[i].row_bytes;
+    return b;
+}
+
+qhx_status qhx_session_checkpoint(qhx_session *s, qhx_checkpoint **out, qhx_error *err) {
+    if (!out) return qhx_fail(err, QHX_E_ARG, "checkpoint: out is NULL");
+    *out = NULL;
+    if (!s) return qhx_fail(err, QHX_E_ARG, "checkpoint: session is NULL");
+    qhx_state_region *r = qhx_malloc(QHX_STATE_MAX_REGIONS * sizeof *r);
+    qhx_checkpoint *cp = qhx_calloc(1, sizeof *cp);
+    if (!r || !cp) goto nomem;
+    int nr = state_regions(s, r);
+    if (nr <= 0) {
+        qhx_free(r);
+        qhx_free(cp);
+        return qhx_fail(err, QHX_E_UNSUPPORTED, "checkpoint: this model family has no state description");
+    }
+    size_t lb = (size_t)qhx_session_n_vocab(s) * sizeof(float);
+    cp->bytes = fixed_bytes(r, nr, lb);
+    if (!(cp->data = qhx_malloc(cp->bytes))) goto nomem;
+    uint8_t *d = cp->data;
+    for (int i = 0; i < nr; i++) {
+        if (r[i].per_token) continue;
+        size_t b = (size_t)r[i].n_rows * r[i].row_bytes;
+        memcpy(d, r[i].data, b);
+        d += b;
+    }
+    memcpy(d, qhx_session_logits(s), lb);
+    cp->owner = s;
+    cp->n_past = qhx_session_n_past(s);
+    qhx_session_get_snapshot(s, &cp->snap);
+    qhx_free(r);
+    *out = cp;
+    return QHX_OK;
+nomem:
+    qhx_free(r);
+    qhx_checkpoint_free(cp);
+    return qhx_fail(err, QHX_E_NOMEM, "checkpoint: out of memory");
+}
+
+qhx_status qhx_session_rollback(qhx_session *s, const qhx_checkpoint *cp, qhx_error *err) {
+    if (!s || !cp) return qhx_fail(err, QHX_E_ARG, "rollback: session and checkpoint are required");
+    if (cp->owner != s) return qhx_fail(err, QHX_E_ARG, "rollback: the checkpoint was taken on another session");
+    qhx_status rc = qhx_session_guard_enter(s, "rollback", err);
+    if (rc) return rc;
+    qhx_state_region *r = qhx_malloc(QHX_STATE_MAX_REGIONS * sizeof *r);
+    if (!r) return qhx_session_guard_leave(s, qhx_fail(err, QHX_E_NOMEM, "rollback: out of memory"));
+    int nr = state_regions(s, r);
+    size_t lb = (size_t)qhx_session_n_vocab(s) * sizeof(float);
+    if (nr <= 0 || fixed_bytes(r, nr, lb) != cp->bytes) {
+        qhx_free(r);
+        return qhx_session_guard_leave(s, qhx_fail(err, QHX_E_ARG, "rollback: the checkpoint does not fit this session"));
+    }
+    const uint8_t *d = cp->data;
+    for (int i = 0; i < nr; i++) {
+        if (r[i].per_token) continue;
+        size_t b = (size_t)r[i].n_rows * r[i].row_bytes;
+        memcpy(r[i].data, d, b);
+        d += b;
+    }
+    memcpy(qhx_session_logits_mut(s), d, lb);
+    qhx_model_state_set_n_past(qhx_session_state(s), cp->n_past);
+    qhx_session_set_snapshot(s, &cp->snap);
+    qhx_free(r);
+    return qhx_session_guard_leave(s, QHX_OK);
+}
+
+int64_t qhx_checkpoint_n_past(const qhx_checkpoint *cp) { return cp ? cp->n_past : 0; }
+size_t qhx_checkpoint_bytes(const qhx_checkpoint *cp) { return cp ? cp->bytes + sizeof *cp : 0; }
+
+void qhx_checkpoint_free(qhx_checkpoint *cp) {
+    if (!cp) return;
+    qhx_free(cp->data);
+    qhx_free(cp);
+}
+
+/* ==== several sessions ======================================================================= */
+
+/* One step per session, in turn, for now; the batched forward (one B-row matmul per projection
+ * for all of them) goes behind this call without changing its contract. */
+qhx_status qhx_sessions_decode(qhx_session *const *ss, const qhx_token *tokens, size_t n, size_t *n_done,
+                               qhx_error *err) {
+    if (n_done) *n_done = 0;
+    if (n && (!ss || !tokens)) return qhx_fail(err, QHX_E_ARG, "decode: sessions and tokens are required");
+    for (size_t i = 0; i < n; i++) {
+        qhx_status rc = qhx_session_feed(ss[i], &tokens[i], 1, err);
+        if (rc) return rc;
+        if (n_done) *n_done = i + 1;
+    }
+    return QHX_OK;
+}

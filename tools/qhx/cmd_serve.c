@@ -1,0 +1,185 @@
+/* qhx serve: an OpenAI-compatible HTTP server (docs/server.md).
+ *   qhx serve -m MODEL [--host 127.0.0.1] [--port 8080] [--parallel N] [--queue N] [--ctx N]
+ *             [--threads N] [--api-key KEY | --api-key-file F] [--alias NAME] [--max-tokens N]
+ *             [--max-body BYTES]
+ * Prints "qhx serve: listening on http://HOST:PORT" on stdout when ready; SIGINT or SIGTERM
+ * stop accepting connections, let the requests in hand finish, and exit 0. */
+#include "cli.h"
+#include "serve/serve.h"
+
+#include "core/alloc.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+static const char *CMD = "serve";
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: qhx serve -m MODEL [options]\n"
+            "  An OpenAI-compatible HTTP server: /v1/chat/completions, /v1/completions, /v1/models,\n"
+            "  /health, /tokenize, /detokenize, /metrics (docs/server.md).\n"
+            "  --host ADDR          address to listen on (default 127.0.0.1: this machine only)\n"
+            "  --port N             port (default 8080; 0: any free port)\n"
+            "  --parallel N         slots: requests generated at once (default 4)\n"
+            "  --queue N            requests that may wait for a slot before 503 (default 64)\n"
+            "  --ctx N              context per slot (default: the model's)\n"
+            "  --threads N          compute threads (default: one per physical core)\n"
+            "  --api-key KEY        require Authorization: Bearer KEY (not /health)\n"
+            "  --api-key-file F     the same, the key read from a file\n"
+            "  --alias NAME         the model id reported (default: the model path's last part)\n"
+            "  --max-tokens N       most tokens one request may generate (default 4096)\n"
+            "  --max-body BYTES     request body cap (default 32 MiB)\n");
+}
+
+srv_limits srv_default_limits(void) {
+    return (srv_limits){.max_body = (size_t)32 << 20, .max_messages = 1024, .max_images = 1,
+                        .max_image_pixels = (int64_t)16 << 20, .max_image_tokens = 16384, .max_tokens = 4096,
+                        .max_stops = 16, .max_stop_len = 256, .max_tools = 128, .max_top_logprobs = 20,
+                        .max_prompt_ids = 1 << 20, .conn_timeout_s = 30, .body_timeout_s = 30,
+                        .max_connections = 256, .max_per_ip = 128};
+}
+
+typedef struct serve_args {
+    srv_config cfg;
+    const char *key_file;
+} serve_args;
+
+static const char *const NAMES[] = {"-m", "--model", "--host", "--port", "--parallel", "--queue", "--ctx", "--threads",
+                                    "--api-key", "--api-key-file", "--alias", "--max-tokens", "--max-body", "--help"};
+
+static int parse(int argc, char **argv, serve_args *a) {
+    srv_config *c = &a->cfg;
+    for (int i = 1; i < argc; i++) {
+        const char *o = argv[i];
+        if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
+            usage(stdout);
+            return -1;
+        }
+        if (o[0] != '-') return qhx_cli_usage_error(CMD, "unexpected argument '%s'", o);
+        bool known = false;
+        for (size_t k = 0; k < sizeof NAMES / sizeof NAMES[0]; k++) known |= !strcmp(o, NAMES[k]);
+        if (!known) return qhx_cli_unknown_option(CMD, o, NAMES, sizeof NAMES / sizeof NAMES[0]);
+        if (i + 1 >= argc) return qhx_cli_usage_error(CMD, "%s needs a value", o);
+        const char *v = argv[++i];
+        int64_t x = 0;
+        if (!strcmp(o, "-m") || !strcmp(o, "--model")) c->model_path = v;
+        else if (!strcmp(o, "--host")) c->host = v;
+        else if (!strcmp(o, "--api-key")) c->api_key = v;
+        else if (!strcmp(o, "--api-key-file")) a->key_file = v;
+        else if (!strcmp(o, "--alias")) c->alias = v;
+        else if (!strcmp(o, "--port")) {
+            if (qhx_cli_parse_i64(v, 0, 65535, &x)) return qhx_cli_usage_error(CMD, "--port: '%s' is not in [0, 65535]", v);
+            c->port = (int)x;
+        } else if (!strcmp(o, "--parallel")) {
+            if (qhx_cli_parse_i64(v, 1, 64, &x)) return qhx_cli_usage_error(CMD, "--parallel: '%s' is not in [1, 64]", v);
+            c->parallel = (int)x;
+        } else if (!strcmp(o, "--queue")) {
+            if (qhx_cli_parse_i64(v, 0, 100000, &x)) return qhx_cli_usage_error(CMD, "--queue: '%s' is not in [0, 100000]", v);
+            c->queue = (int)x;
+        } else if (!strcmp(o, "--ctx")) {
+            if (qhx_cli_parse_i64(v, 16, (int64_t)1 << 24, &x)) return qhx_cli_usage_error(CMD, "--ctx: '%s' is not in [16, 16777216]", v);
+            c->ctx = x;
+        } else if (!strcmp(o, "--threads")) {
+            if (qhx_cli_parse_i64(v, 1, 1024, &x)) return qhx_cli_usage_error(CMD, "--threads: '%s' is not in [1, 1024]", v);
+            c->threads = (int)x;
+        } else if (!strcmp(o, "--max-tokens")) {
+            if (qhx_cli_parse_i64(v, 1, (int64_t)1 << 24, &x)) return qhx_cli_usage_error(CMD, "--max-tokens: '%s' is not in [1, 16777216]", v);
+            c->lim.max_tokens = x;
+        } else if (!strcmp(o, "--max-body")) {
+            if (qhx_cli_parse_i64(v, 1024, (int64_t)1 << 30, &x)) return qhx_cli_usage_error(CMD, "--max-body: '%s' is not in [1024, 1 GiB]", v);
+            c->lim.max_body = (size_t)x;
+        }
+    }
+    if (!c->model_path) return qhx_cli_usage_error(CMD, "missing -m MODEL");
+    if (c->api_key && a->key_file) return qhx_cli_usage_error(CMD, "--api-key and --api-key-file: choose one");
+    return 0;
+}
+
+/* The key from a file: its first line, surrounding whitespace dropped. */
+static int read_key(const char *path, char **out, qhx_error *err) {
+    char *text = NULL;
+    size_t len = 0;
+    if (qhx_cli_read_text(path, &text, &len, err)) return -1;
+    size_t b = 0, e = strcspn(text, "\r\n");
+    while (b < e && (text[b] == ' ' || text[b] == '\t')) b++;
+    while (e > b && (text[e - 1] == ' ' || text[e - 1] == '\t')) e--;
+    if (e == b) {
+        qhx_free(text);
+        qhx_fail(err, QHX_E_FORMAT, "%s: the key file is empty", path);
+        return -1;
+    }
+    memmove(text, text + b, e - b);
+    text[e - b] = '\0';
+    *out = text;
+    return 0;
+}
+
+static const char *default_alias(const char *path, char *buf, size_t n) {
+    size_t len = strlen(path);
+    while (len > 1 && path[len - 1] == '/') len--;
+    size_t b = len;
+    while (b > 0 && path[b - 1] != '/') b--;
+    snprintf(buf, n, "%.*s", (int)(len - b), path + b);
+    return buf;
+}
+
+int qhx_cmd_serve(int argc, char **argv) {
+    serve_args a = {.cfg = {.host = "127.0.0.1", .port = 8080, .parallel = 4, .queue = 64, .lim = srv_default_limits()}};
+    int pr = parse(argc, argv, &a);
+    if (pr) return pr < 0 ? QHX_EXIT_OK : pr;
+    srv_config *cfg = &a.cfg;
+    qhx_error err = {0};
+    char *key = NULL, alias[256];
+    if (a.key_file) {
+        if (read_key(a.key_file, &key, &err)) return qhx_cli_runtime_error(CMD, &err);
+        cfg->api_key = key;
+    }
+    if (!cfg->alias) cfg->alias = default_alias(cfg->model_path, alias, sizeof alias);
+    if (qhx_cli_check_model_path(cfg->model_path, &err)) {
+        qhx_free(key);
+        return qhx_cli_runtime_error(CMD, &err);
+    }
+
+    /* SIGINT/SIGTERM are taken by sigwait below: blocked here, before any thread starts, so
+       every thread inherits the mask */
+    sigset_t stop_set;
+    sigemptyset(&stop_set);
+    sigaddset(&stop_set, SIGINT);
+    sigaddset(&stop_set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop_set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    qhx_model_params mp = qhx_model_default_params();
+    mp.n_threads = cfg->threads;
+    qhx_model *m = NULL;
+    srv_engine *e = NULL;
+    srv_http *h = NULL;
+    srv_stats stats = {0};
+    int rc = QHX_EXIT_RUNTIME, port = 0;
+    if (qhx_model_open(cfg->model_path, &mp, &m, &err)) goto out;
+    if (cfg->ctx && cfg->ctx > qhx_model_trained_context(m)) {
+        qhx_fail(&err, QHX_E_LIMIT, "--ctx %lld exceeds the %lld tokens the model was trained for", (long long)cfg->ctx,
+                 (long long)qhx_model_trained_context(m));
+        goto out;
+    }
+    if (srv_engine_start(m, cfg, &stats, &e, &err)) goto out;
+    if (!(h = srv_http_start(m, cfg, e, &stats, &port, &err))) goto out;
+    printf("qhx serve: listening on http://%s%s%s:%d (model %s, %d slots)\n", strchr(cfg->host, ':') ? "[" : "",
+           cfg->host, strchr(cfg->host, ':') ? "]" : "", port, cfg->alias, cfg->parallel);
+    fflush(stdout);
+    int sig = 0;
+    sigwait(&stop_set, &sig);
+    fprintf(stderr, "qhx serve: %s: finishing the requests in hand\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    srv_http_quiesce(h);
+    srv_engine_stop(e); /* drains the queue and the slots */
+    rc = QHX_EXIT_OK;
+out:
+    srv_http_stop(h);
+    srv_engine_free(e);
+    qhx_model_free(m);
+    qhx_free(key);
+    if (rc) return qhx_cli_runtime_error(CMD, &err);
+    return rc;
+}

@@ -1,0 +1,506 @@
+/* engine.c: N slots, each one session, fed by one engine thread from a bounded queue.
+ *
+ * A step of the loop: admit waiting jobs into free slots (the slot with the longest reusable
+ * prefix of the job's prompt), prefill what each new job's prompt adds to its slot, then sample
+ * one token for every active job and feed all the tokens that go on with one
+ * qhx_sessions_decode call (the batched decode step).
+ *
+ * Prompt reuse. A slot remembers the ids its state holds (hist). A prompt that starts with all
+ * of hist continues from there. Otherwise the state has to go back to an earlier position:
+ * the KV cache could be cut anywhere, but Qwen3.5's recurrent state (conv FIFO, delta-rule
+ * state) cannot be undone, so the slot keeps checkpoints of that state at the end of each prompt
+ * it prefilled (the turn boundaries of a chat) and rolls back to the longest one the new prompt
+ * shares. A prompt must leave at least one id to feed (its logits start the answer) unless a
+ * checkpoint sits exactly at its end. */
+#include "serve.h"
+
+#include "core/alloc.h"
+#include "core/status.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#define MAX_CKPT 4
+#define MAX_SLOTS 64 /* --parallel at most */
+
+typedef struct ckpt {
+    qhx_checkpoint *cp;
+    int64_t n;
+    uint64_t used; /* engine step when last made or used */
+} ckpt;
+
+typedef struct slot {
+    struct srv_engine *e;
+    int index;
+    qhx_session *s;
+    qhx_token *hist; /* ids the state holds, in order */
+    size_t n_hist, cap_hist;
+    ckpt ck[MAX_CKPT];
+    int n_ck;
+    uint64_t last_used;
+    /* the job in hand */
+    srv_job *job;
+    qhx_sampler_handle *smp;
+    qhx_text_stream *ts;
+    srv_output *out;
+    int64_t n_gen, max_gen;
+} slot;
+
+struct srv_engine {
+    const qhx_model *m;
+    const srv_config *cfg;
+    srv_stats *stats;
+    pthread_t thread;
+    bool thread_started;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    srv_job **queue; /* ring */
+    int q_head, q_len, q_cap;
+    bool stopping;
+    slot *slots;
+    int n_slots;
+    atomic_int busy;
+    uint64_t step;
+    qhx_token turn_end;
+};
+
+/* ---- slots --------------------------------------------------------------------------------- */
+
+static int slot_abort(void *user) {
+    slot *sl = user;
+    return sl->job && atomic_load(&sl->job->cancelled);
+}
+
+static void drop_ckpts_above(slot *sl, int64_t n) {
+    int k = 0;
+    for (int i = 0; i < sl->n_ck; i++) {
+        if (sl->ck[i].n > n) qhx_checkpoint_free(sl->ck[i].cp);
+        else sl->ck[k++] = sl->ck[i];
+    }
+    sl->n_ck = k;
+}
+
+static void slot_forget(slot *sl) {
+    qhx_session_reset(sl->s);
+    sl->n_hist = 0;
+    drop_ckpts_above(sl, -1);
+}
+
+static size_t common_prefix(const qhx_token *a, size_t na, const qhx_token *b, size_t nb) {
+    size_t n = na < nb ? na : nb, i = 0;
+    while (i < n && a[i] == b[i]) i++;
+    return i;
+}
+
+/* Where a prompt would start in this slot: the position to continue from (hist length, a
+ * checkpoint's, or 0) and the checkpoint to roll back to (-1: none). */
+static int64_t reuse_point(const slot *sl, const qhx_prompt *p, int *ck_out) {
+    size_t n;
+    const qhx_token *ids = qhx_prompt_ids(p, &n);
+    size_t shared = common_prefix(sl->hist, sl->n_hist, ids, qhx_prompt_reusable(p));
+    *ck_out = -1;
+    int64_t best = 0;
+    /* continuing needs one id left to feed (its logits start the answer) */
+    if (sl->n_hist == shared && shared < n) best = (int64_t)shared;
+    for (int i = 0; i < sl->n_ck; i++) {
+        int64_t c = sl->ck[i].n;
+        bool ok = c <= (int64_t)shared && (c < (int64_t)n || c == (int64_t)n);
+        if (ok && c > best) {
+            best = c;
+            *ck_out = i;
+        }
+    }
+    if (*ck_out >= 0 && best == (int64_t)sl->n_hist && (int64_t)sl->n_hist < (int64_t)n) *ck_out = -1; /* no need */
+    return best;
+}
+
+static int hist_set(slot *sl, const qhx_token *ids, size_t n) {
+    if (n > sl->cap_hist) {
+        qhx_token *h = qhx_realloc(sl->hist, n * sizeof *h);
+        if (!h) return -1;
+        sl->hist = h;
+        sl->cap_hist = n;
+    }
+    memmove(sl->hist, ids, n * sizeof *ids);
+    sl->n_hist = n;
+    return 0;
+}
+
+static int hist_push(slot *sl, qhx_token t) {
+    if (sl->n_hist == sl->cap_hist) {
+        size_t cap = sl->cap_hist ? 2 * sl->cap_hist : 256;
+        qhx_token *h = qhx_realloc(sl->hist, cap * sizeof *h);
+        if (!h) return -1;
+        sl->hist = h;
+        sl->cap_hist = cap;
+    }
+    sl->hist[sl->n_hist++] = t;
+    return 0;
+}
+
+/* A checkpoint at the slot's current position (the end of a prompt), the least recently used
+ * one making room. Failure only costs reuse later. */
+static void take_ckpt(slot *sl) {
+    int64_t n = (int64_t)sl->n_hist;
+    for (int i = 0; i < sl->n_ck; i++)
+        if (sl->ck[i].n == n) {
+            sl->ck[i].used = sl->e->step;
+            return;
+        }
+    qhx_checkpoint *cp = NULL;
+    if (qhx_session_checkpoint(sl->s, &cp, NULL)) return;
+    if (sl->n_ck == MAX_CKPT) {
+        int old = 0;
+        for (int i = 1; i < sl->n_ck; i++)
+            if (sl->ck[i].used < sl->ck[old].used) old = i;
+        qhx_checkpoint_free(sl->ck[old].cp);
+        sl->ck[old] = sl->ck[--sl->n_ck];
+    }
+    sl->ck[sl->n_ck++] = (ckpt){.cp = cp, .n = n, .used = sl->e->step};
+}
+
+/* ---- a job's life in a slot -------------------------------------------------------------- */
+
+static void release(slot *sl) {
+    const char *t;
+    size_t l;
+    qhx_text_stream_flush(sl->ts, &t, &l, NULL); /* what a failed job left in the stream */
+    srv_output_free(sl->out);
+    qhx_sampler_delete(sl->smp);
+    sl->out = NULL;
+    sl->smp = NULL;
+    srv_job_unref(sl->job);
+    sl->job = NULL;
+    atomic_fetch_sub(&sl->e->busy, 1);
+}
+
+static void fail_job(slot *sl, int status, const char *msg) {
+    srv_job_finish(sl->job, status, msg);
+    release(sl);
+}
+
+static void cancel_job(slot *sl) {
+    atomic_fetch_add(&sl->e->stats->cancelled, 1);
+    srv_job_finish(sl->job, 499, "the client closed the connection");
+    release(sl);
+}
+
+static void end_job(slot *sl, srv_finish why) {
+    srv_job *j = sl->job;
+    const char *text;
+    size_t len = 0;
+    if (qhx_text_stream_flush(sl->ts, &text, &len, NULL) == QHX_OK && len)
+        srv_output_token(sl->out, -1, text, len, NULL);
+    j->finish = why;
+    j->n_generated = sl->n_gen;
+    if (srv_output_end(sl->out)) {
+        fail_job(sl, 503, "out of memory");
+        return;
+    }
+    atomic_fetch_add(&sl->e->stats->generated_tokens, sl->n_gen);
+    srv_job_finish(j, 0, NULL);
+    release(sl);
+}
+
+/* Put the job's prompt into the slot: roll back or reset as reuse_point says, prefill the rest,
+ * checkpoint the end of the prompt. 0 when the job can start sampling, -1 when it ended here. */
+static int start_job(slot *sl) {
+    srv_engine *e = sl->e;
+    srv_job *j = sl->job;
+    qhx_error err = {0};
+    size_t n;
+    const qhx_token *ids = qhx_prompt_ids(j->prompt, &n);
+    int64_t ctx = qhx_session_n_ctx(sl->s);
+    char msg[256];
+    j->n_prompt = (int64_t)n;
+    if ((int64_t)n >= ctx) {
+        snprintf(msg, sizeof msg, "the prompt has %zu tokens; the context is %lld tokens", n, (long long)ctx);
+        fail_job(sl, 400, msg);
+        return -1;
+    }
+    int64_t room = ctx - (int64_t)n;
+    if (j->max_tokens > room) {
+        snprintf(msg, sizeof msg, "the prompt (%zu tokens) + max_tokens (%lld) exceed the context of %lld tokens", n,
+                 (long long)j->max_tokens, (long long)ctx);
+        fail_job(sl, 400, msg);
+        return -1;
+    }
+    sl->max_gen = j->max_tokens > 0 ? j->max_tokens : room < e->cfg->lim.max_tokens ? room : e->cfg->lim.max_tokens;
+    int ck;
+    int64_t from = reuse_point(sl, j->prompt, &ck);
+    if (ck >= 0) {
+        if (qhx_session_rollback(sl->s, sl->ck[ck].cp, &err)) {
+            slot_forget(sl);
+            from = 0;
+        } else {
+            sl->n_hist = (size_t)from;
+            sl->ck[ck].used = e->step;
+            drop_ckpts_above(sl, from);
+        }
+    } else if (from == 0 && sl->n_hist) slot_forget(sl);
+    if (from < (int64_t)n) {
+        qhx_status rc = qhx_session_feed_prompt(sl->s, j->prompt, (size_t)from, &err);
+        if (rc) {
+            slot_forget(sl);
+            if (rc == QHX_E_ABORTED) cancel_job(sl);
+            else fail_job(sl, rc == QHX_E_NOMEM || rc == QHX_E_INTERNAL ? 500 : 400, err.msg);
+            return -1;
+        }
+    }
+    if (hist_set(sl, ids, n)) {
+        slot_forget(sl);
+        fail_job(sl, 503, "out of memory");
+        return -1;
+    }
+    take_ckpt(sl);
+    j->n_cached = from;
+    atomic_fetch_add(&e->stats->prompt_tokens, (long long)n);
+    atomic_fetch_add(&e->stats->cached_tokens, (long long)from);
+    if (qhx_sampler_new(e->m, &j->sampling, &sl->smp, &err)) {
+        fail_job(sl, 400, err.msg);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) qhx_sampler_push(sl->smp, ids[i]);
+    if (!(sl->out = srv_output_new(e->m, j))) {
+        fail_job(sl, 503, "out of memory");
+        return -1;
+    }
+    sl->n_gen = 0;
+    return 0;
+}
+
+/* Sample the next token of the slot's job and pass it on. Returns 1 when the token is to be
+ * fed (the answer goes on), 0 when the job ended. */
+static int next_token(slot *sl, qhx_token *out) {
+    srv_engine *e = sl->e;
+    srv_job *j = sl->job;
+    if (atomic_load(&j->cancelled)) {
+        cancel_job(sl);
+        return 0;
+    }
+    const float *lg = qhx_session_logits(sl->s);
+    qhx_token t = qhx_sampler_pick(sl->smp, lg);
+    if (t < 0) {
+        slot_forget(sl);
+        fail_job(sl, 500, "the logits are not finite (NaN or Inf)");
+        return 0;
+    }
+    if (!j->ignore_eos && (qhx_model_is_stop(e->m, t) || t == e->turn_end)) {
+        end_job(sl, SRV_FINISH_STOP);
+        return 0;
+    }
+    const char *text = "";
+    size_t len = 0;
+    if (qhx_text_stream_push(sl->ts, t, &text, &len, NULL)) {
+        fail_job(sl, 503, "out of memory");
+        return 0;
+    }
+    int r = srv_output_token(sl->out, t, text, len, lg);
+    if (r < 0) {
+        fail_job(sl, 503, "out of memory");
+        return 0;
+    }
+    sl->n_gen++;
+    qhx_sampler_push(sl->smp, t);
+    if (r == 1) {
+        end_job(sl, SRV_FINISH_STOP);
+        return 0;
+    }
+    if (sl->n_gen >= sl->max_gen) {
+        end_job(sl, SRV_FINISH_LENGTH);
+        return 0;
+    }
+    *out = t;
+    return 1;
+}
+
+/* A session that failed its decode step: aborted by its client, or broken. */
+static void decode_failed(slot *sl, qhx_status rc, const char *msg) {
+    slot_forget(sl);
+    if (rc == QHX_E_ABORTED) cancel_job(sl);
+    else fail_job(sl, 500, msg);
+}
+
+/* One token for every active job, then one decode step for all that go on. */
+static void engine_step(srv_engine *e) {
+    qhx_session *ss[MAX_SLOTS];
+    qhx_token tk[MAX_SLOTS];
+    slot *who[MAX_SLOTS];
+    size_t nb = 0;
+    for (int i = 0; i < e->n_slots; i++) {
+        slot *sl = &e->slots[i];
+        if (sl->job && next_token(sl, &tk[nb])) {
+            ss[nb] = sl->s;
+            who[nb++] = sl;
+        }
+    }
+    if (!nb) return;
+    qhx_error err = {0};
+    size_t done = 0;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    qhx_status rc = qhx_sessions_decode(ss, tk, nb, &done, &err);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    atomic_fetch_add(&e->stats->decode_ns, (long long)((t1.tv_sec - t0.tv_sec) * 1000000000LL + (t1.tv_nsec - t0.tv_nsec)));
+    atomic_fetch_add(&e->stats->decode_tokens, (long long)done);
+    for (size_t i = 0; i < done; i++)
+        if (hist_push(who[i], tk[i])) decode_failed(who[i], QHX_E_NOMEM, "out of memory");
+    if (rc == QHX_OK) return;
+    decode_failed(who[done], rc, err.msg);
+    for (size_t i = done + 1; i < nb; i++) { /* the rest of the batch, one by one */
+        rc = qhx_sessions_decode(&ss[i], &tk[i], 1, NULL, &err);
+        if (rc) decode_failed(who[i], rc, err.msg);
+        else if (hist_push(who[i], tk[i])) decode_failed(who[i], QHX_E_NOMEM, "out of memory");
+    }
+}
+
+/* ---- the queue and the thread ------------------------------------------------------------ */
+
+/* The free slot for p: the longest reusable prefix, then the least recently used. */
+static slot *pick_slot(srv_engine *e, const qhx_prompt *p) {
+    slot *best = NULL;
+    int64_t best_n = -1;
+    for (int i = 0; i < e->n_slots; i++) {
+        slot *sl = &e->slots[i];
+        if (sl->job) continue;
+        int ck;
+        int64_t n = reuse_point(sl, p, &ck);
+        if (n > best_n || (n == best_n && sl->last_used < best->last_used)) {
+            best = sl;
+            best_n = n;
+        }
+    }
+    return best;
+}
+
+static void *engine_main(void *arg) {
+    srv_engine *e = arg;
+    for (;;) {
+        slot *fresh[MAX_SLOTS];
+        int n_fresh = 0;
+        pthread_mutex_lock(&e->mu);
+        while (!e->stopping && e->q_len == 0 && atomic_load(&e->busy) == 0) pthread_cond_wait(&e->cv, &e->mu);
+        if (e->stopping && e->q_len == 0 && atomic_load(&e->busy) == 0) {
+            pthread_mutex_unlock(&e->mu);
+            break;
+        }
+        while (e->q_len > 0) {
+            srv_job *j = e->queue[e->q_head];
+            slot *sl = atomic_load(&j->cancelled) ? NULL : pick_slot(e, j->prompt);
+            if (!sl && !atomic_load(&j->cancelled)) break;
+            e->q_head = (e->q_head + 1) % e->q_cap;
+            e->q_len--;
+            if (!sl) { /* went away while waiting */
+                atomic_fetch_add(&e->stats->cancelled, 1);
+                srv_job_finish(j, 499, "the client closed the connection");
+                srv_job_unref(j);
+                continue;
+            }
+            sl->job = j;
+            sl->last_used = e->step;
+            atomic_fetch_add(&e->busy, 1);
+            fresh[n_fresh++] = sl;
+        }
+        pthread_mutex_unlock(&e->mu);
+        e->step++;
+        for (int i = 0; i < n_fresh; i++) start_job(fresh[i]);
+        engine_step(e);
+    }
+    return NULL;
+}
+
+int srv_engine_submit(srv_engine *e, srv_job *j) {
+    pthread_mutex_lock(&e->mu);
+    if (e->stopping || e->q_len == e->q_cap) {
+        pthread_mutex_unlock(&e->mu);
+        atomic_fetch_add(&e->stats->rejected, 1);
+        return -1;
+    }
+    srv_job_ref(j);
+    j->t_submit = srv_now();
+    e->queue[(e->q_head + e->q_len) % e->q_cap] = j;
+    e->q_len++;
+    pthread_cond_signal(&e->cv);
+    pthread_mutex_unlock(&e->mu);
+    return 0;
+}
+
+int srv_engine_queue_length(srv_engine *e) {
+    pthread_mutex_lock(&e->mu);
+    int n = e->q_len;
+    pthread_mutex_unlock(&e->mu);
+    return n;
+}
+
+int srv_engine_busy_slots(srv_engine *e) { return atomic_load(&e->busy); }
+
+static void free_engine(srv_engine *e) {
+    for (int i = 0; e->slots && i < e->n_slots; i++) {
+        slot *sl = &e->slots[i];
+        drop_ckpts_above(sl, -1);
+        qhx_session_free(sl->s);
+        qhx_text_stream_free(sl->ts);
+        qhx_free(sl->hist);
+    }
+    qhx_free(e->slots);
+    qhx_free(e->queue);
+    pthread_cond_destroy(&e->cv);
+    pthread_mutex_destroy(&e->mu);
+    qhx_free(e);
+}
+
+void srv_engine_stop(srv_engine *e) {
+    if (!e) return;
+    pthread_mutex_lock(&e->mu);
+    e->stopping = true;
+    pthread_cond_signal(&e->cv);
+    pthread_mutex_unlock(&e->mu);
+    if (e->thread_started) pthread_join(e->thread, NULL);
+    e->thread_started = false;
+}
+
+void srv_engine_free(srv_engine *e) {
+    if (!e) return;
+    srv_engine_stop(e);
+    free_engine(e);
+}
+
+qhx_status srv_engine_start(const qhx_model *m, const srv_config *cfg, srv_stats *stats, srv_engine **out,
+                            qhx_error *err) {
+    *out = NULL;
+    srv_engine *e = qhx_calloc(1, sizeof *e);
+    if (!e) return qhx_fail(err, QHX_E_NOMEM, "serve: out of memory");
+    pthread_mutex_init(&e->mu, NULL);
+    pthread_cond_init(&e->cv, NULL);
+    atomic_init(&e->busy, 0);
+    e->m = m;
+    e->cfg = cfg;
+    e->stats = stats;
+    e->n_slots = cfg->parallel < 1 ? 1 : cfg->parallel > MAX_SLOTS ? MAX_SLOTS : cfg->parallel;
+    e->q_cap = cfg->queue > 0 ? cfg->queue : 1;
+    e->turn_end = qhx_model_token_id(m, "<|im_end|>");
+    e->slots = qhx_calloc((size_t)e->n_slots, sizeof *e->slots);
+    e->queue = qhx_calloc((size_t)e->q_cap, sizeof *e->queue);
+    qhx_status rc = QHX_OK;
+    if (!e->slots || !e->queue) rc = qhx_fail(err, QHX_E_NOMEM, "serve: out of memory");
+    for (int i = 0; !rc && i < e->n_slots; i++) {
+        slot *sl = &e->slots[i];
+        sl->e = e;
+        sl->index = i;
+        qhx_session_params sp = qhx_session_default_params(m);
+        sp.n_ctx = cfg->ctx;
+        sp.abort_cb = slot_abort;
+        sp.abort_user = sl;
+        rc = qhx_session_create(m, &sp, &sl->s, err);
+        if (!rc) rc = qhx_text_stream_new(m, &sl->ts, err);
+    }
+    if (!rc && pthread_create(&e->thread, NULL, engine_main, e)) rc = qhx_fail(err, QHX_E_NOMEM, "serve: no engine thread");
+    if (rc) {
+        free_engine(e);
+        return rc;
+    }
+    e->thread_started = true;
+    *out = e;
+    return QHX_OK;
+}

@@ -1,0 +1,562 @@
+/* request.c: request bodies -> jobs. Every field is checked for its type and range; unknown
+ * fields are ignored (as the OpenAI API does); a failure names the field and gives the HTTP
+ * status (400 for bad input, 413 for a cap). The chat messages become a qhx_chat_spec, rendered
+ * and tokenized by qhx_prompt_from_chat. */
+#include "serve.h"
+
+#include "core/alloc.h"
+#include "core/status.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_ARG_TEXT (1u << 20)
+
+/* What a chat request owns while its spec is built (freed once the prompt exists). */
+typedef struct chat_req {
+    qhx_chat_turn *turns;
+    qhx_chat_content *parts;
+    qhx_chat_call *calls;
+    qhx_chat_call_arg *args;
+    const char **tools;
+    char **owned; /* made here: tool JSON, argument text, decoded images */
+    size_t n_parts, n_calls, n_args, n_tools, n_owned, cap_owned;
+} chat_req;
+
+static int fail(int *status, int code, qhx_error *err, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static int fail(int *status, int code, qhx_error *err, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    if (err) {
+        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+        err->code = QHX_E_ARG;
+    }
+    va_end(ap);
+    *status = code;
+    return -1;
+}
+
+static char *own(chat_req *c, char *p) {
+    if (!p) return NULL;
+    if (c->n_owned == c->cap_owned) {
+        size_t cap = c->cap_owned ? 2 * c->cap_owned : 16;
+        char **o = qhx_realloc(c->owned, cap * sizeof *o);
+        if (!o) {
+            qhx_free(p);
+            return NULL;
+        }
+        c->owned = o;
+        c->cap_owned = cap;
+    }
+    return c->owned[c->n_owned++] = p;
+}
+
+static void chat_req_free(chat_req *c) {
+    for (size_t i = 0; i < c->n_owned; i++) qhx_free(c->owned[i]);
+    qhx_free(c->owned);
+    qhx_free(c->turns);
+    qhx_free(c->parts);
+    qhx_free(c->calls);
+    qhx_free(c->args);
+    qhx_free(c->tools);
+}
+
+/* ---- base64 (data: URLs) ------------------------------------------------------------------- */
+
+static int b64_value(unsigned char ch) {
+    if (ch >= 'A' && ch <= 'Z') return ch - 'A';
+    if (ch >= 'a' && ch <= 'z') return ch - 'a' + 26;
+    if (ch >= '0' && ch <= '9') return ch - '0' + 52;
+    if (ch == '+' || ch == '-') return 62;
+    if (ch == '/' || ch == '_') return 63;
+    return -1;
+}
+
+/* Decode base64 (padding optional, whitespace skipped) into a new buffer (malloc). NULL on a
+ * bad character. */
+static unsigned char *b64_decode(const char *s, size_t n, size_t *out_n) {
+    unsigned char *out = qhx_malloc(n / 4 * 3 + 3);
+    if (!out) return NULL;
+    size_t o = 0;
+    uint32_t acc = 0;
+    int bits = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch == '=') break;
+        if (ch == ' ' || ch == '\n' || ch == '\r' || ch == '\t') continue;
+        int v = b64_value(ch);
+        if (v < 0) {
+            qhx_free(out);
+            return NULL;
+        }
+        acc = (acc << 6) | (uint32_t)v;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            out[o++] = (unsigned char)(acc >> bits);
+        }
+    }
+    *out_n = o;
+    return out;
+}
+
+/* ---- field helpers ------------------------------------------------------------------------- */
+
+static bool present(json_t *v) { return v && !json_is_null(v); }
+
+static int get_number(json_t *root, const char *key, double lo, double hi, float *out, int *status, qhx_error *err) {
+    json_t *v = json_object_get(root, key);
+    if (!present(v)) return 0;
+    if (!json_is_number(v)) return fail(status, 400, err, "'%s' must be a number", key);
+    double d = json_number_value(v);
+    if (!isfinite(d) || d < lo || d > hi) return fail(status, 400, err, "'%s' = %g is outside [%g, %g]", key, d, lo, hi);
+    *out = (float)d;
+    return 0;
+}
+
+static int get_int(json_t *root, const char *key, int64_t lo, int64_t hi, int64_t *out, int *status, qhx_error *err) {
+    json_t *v = json_object_get(root, key);
+    if (!present(v)) return 0;
+    if (!json_is_integer(v)) return fail(status, 400, err, "'%s' must be an integer", key);
+    json_int_t x = json_integer_value(v);
+    if (x < lo || x > hi)
+        return fail(status, 400, err, "'%s' = %lld is outside [%lld, %lld]", key, (long long)x, (long long)lo,
+                    (long long)hi);
+    *out = (int64_t)x;
+    return 0;
+}
+
+static int get_bool(json_t *root, const char *key, bool *out, int *status, qhx_error *err) {
+    json_t *v = json_object_get(root, key);
+    if (!present(v)) return 0;
+    if (!json_is_boolean(v)) return fail(status, 400, err, "'%s' must be true or false", key);
+    *out = json_is_true(v);
+    return 0;
+}
+
+/* Sampling, max_tokens, stop, n, seed, stream, logprobs: shared by both endpoints. */
+static int common_fields(const qhx_model *m, const srv_config *cfg, json_t *root, srv_job *j, int *status,
+                         qhx_error *err) {
+    const srv_limits *lim = &cfg->lim;
+    qhx_sample_params *sp = &j->sampling;
+    *sp = qhx_session_default_params(m).sampling;
+    if (get_number(root, "temperature", 0, 100, &sp->temperature, status, err)) return -1;
+    if (get_number(root, "top_p", 0, 1, &sp->top_p, status, err)) return -1;
+    if (get_number(root, "min_p", 0, 0.999999, &sp->min_p, status, err)) return -1;
+    if (get_number(root, "repeat_penalty", 0, 100, &sp->repeat_penalty, status, err)) return -1;
+    if (get_number(root, "presence_penalty", -2, 2, &sp->presence_penalty, status, err)) return -1;
+    if (get_number(root, "frequency_penalty", -2, 2, &sp->frequency_penalty, status, err)) return -1;
+    int64_t top_k = sp->top_k, seed = 0, n = 1, rln = sp->repeat_last_n;
+    if (get_int(root, "top_k", -1, 1 << 24, &top_k, status, err)) return -1;
+    sp->top_k = top_k < 0 ? 0 : (int32_t)top_k;
+    if (get_int(root, "repeat_last_n", 0, 1 << 20, &rln, status, err)) return -1;
+    sp->repeat_last_n = (int32_t)rln;
+    json_t *sv = json_object_get(root, "seed");
+    if (present(sv) && !json_is_integer(sv)) return fail(status, 400, err, "'seed' must be an integer");
+    if (present(sv)) seed = (int64_t)json_integer_value(sv);
+    sp->seed = (uint64_t)seed;
+    if (get_int(root, "n", 1, 1 << 20, &n, status, err)) return -1;
+    if (n != 1) return fail(status, 400, err, "'n' = %lld: only one choice per request is supported", (long long)n);
+    int64_t mt = -1;
+    if (get_int(root, "max_tokens", 1, INT64_MAX, &mt, status, err)) return -1;
+    if (get_int(root, "max_completion_tokens", 1, INT64_MAX, &mt, status, err)) return -1;
+    if (mt > lim->max_tokens)
+        return fail(status, 400, err, "'max_tokens' = %lld: the server's cap is %lld", (long long)mt,
+                    (long long)lim->max_tokens);
+    j->max_tokens = mt;
+    if (get_bool(root, "stream", &j->stream, status, err)) return -1;
+    json_t *so = json_object_get(root, "stream_options");
+    if (present(so) && !json_is_object(so)) return fail(status, 400, err, "'stream_options' must be an object");
+    if (present(so) && get_bool(so, "include_usage", &j->include_usage, status, err)) return -1;
+    bool ignore_eos = false;
+    if (get_bool(root, "ignore_eos", &ignore_eos, status, err)) return -1;
+    j->ignore_eos = ignore_eos;
+    json_t *stop = json_object_get(root, "stop");
+    if (present(stop)) {
+        if (!json_is_string(stop) && !json_is_array(stop))
+            return fail(status, 400, err, "'stop' must be a string or a list of strings");
+        size_t ns = json_is_string(stop) ? 1 : json_array_size(stop);
+        if ((int64_t)ns > lim->max_stops)
+            return fail(status, 400, err, "'stop': %zu strings, at most %lld", ns, (long long)lim->max_stops);
+        j->stops = qhx_calloc(ns ? ns : 1, sizeof *j->stops);
+        if (!j->stops) return fail(status, 503, err, "out of memory");
+        for (size_t i = 0; i < ns; i++) {
+            json_t *s = json_is_string(stop) ? stop : json_array_get(stop, i);
+            if (!json_is_string(s)) return fail(status, 400, err, "'stop'[%zu] must be a string", i);
+            size_t sl = json_string_length(s);
+            if (sl == 0) continue;
+            if ((int64_t)sl > lim->max_stop_len)
+                return fail(status, 400, err, "'stop'[%zu]: %zu bytes, at most %lld", i, sl, (long long)lim->max_stop_len);
+            if (memchr(json_string_value(s), 0, sl)) return fail(status, 400, err, "'stop'[%zu] holds a NUL", i);
+            if (!(j->stops[j->n_stops++] = qhx_strdup(json_string_value(s)))) return fail(status, 503, err, "out of memory");
+        }
+    }
+    return 0;
+}
+
+/* ---- chat messages ------------------------------------------------------------------------- */
+
+/* JSON text of v in memory from the project's funnel (jansson's own buffer copied, freed). */
+static char *dump_json(json_t *v) {
+    char *t = json_dumps(v, JSON_ENCODE_ANY | JSON_PRESERVE_ORDER);
+    char *c = t ? qhx_strdup(t) : NULL;
+    free(t);
+    return c;
+}
+
+/* A JSON value as the Qwen3.5 template prints a tool-call argument (str() of a scalar). */
+static char *arg_text(json_t *v) {
+    char buf[64];
+    if (json_is_object(v) || json_is_array(v)) return dump_json(v);
+    if (json_is_string(v)) return qhx_strdup(json_string_value(v));
+    if (json_is_true(v)) return qhx_strdup("True");
+    if (json_is_false(v)) return qhx_strdup("False");
+    if (json_is_null(v)) return qhx_strdup("None");
+    if (json_is_integer(v)) snprintf(buf, sizeof buf, "%lld", (long long)json_integer_value(v));
+    else {
+        double d = json_real_value(v);
+        for (int prec = 1; prec <= 17; prec++) { /* Python's repr: the shortest that reads back */
+            snprintf(buf, sizeof buf, "%.*g", prec, d);
+            if (strtod(buf, NULL) == d) break;
+        }
+        if (!strpbrk(buf, ".en")) strcat(buf, ".0");
+    }
+    return qhx_strdup(buf);
+}
+
+static int tool_calls_of(chat_req *c, json_t *list, size_t idx, qhx_chat_turn *t, int *status, qhx_error *err) {
+    if (!json_is_array(list)) return fail(status, 400, err, "messages[%zu].tool_calls must be a list", idx);
+    t->calls = &c->calls[c->n_calls];
+    size_t k;
+    json_t *call;
+    json_array_foreach(list, k, call) {
+        json_t *fn = json_is_object(call) ? json_object_get(call, "function") : NULL;
+        if (!json_is_object(fn)) return fail(status, 400, err, "messages[%zu].tool_calls[%zu] has no 'function' object", idx, k);
+        json_t *name = json_object_get(fn, "name");
+        if (!json_is_string(name)) return fail(status, 400, err, "messages[%zu].tool_calls[%zu].function.name must be a string", idx, k);
+        json_t *args = json_object_get(fn, "arguments"), *parsed = NULL;
+        if (json_is_string(args)) { /* the OpenAI shape: a JSON text */
+            json_error_t je;
+            parsed = json_loadb(json_string_value(args), json_string_length(args), JSON_DECODE_ANY, &je);
+            args = parsed;
+        } else if (present(args)) json_incref(args);
+        if (present(args) && !json_is_object(args)) {
+            json_decref(args);
+            return fail(status, 400, err, "messages[%zu].tool_calls[%zu].function.arguments must be a JSON object", idx, k);
+        }
+        qhx_chat_call *tc = &c->calls[c->n_calls++];
+        *tc = (qhx_chat_call){.name = json_string_value(name), .args = &c->args[c->n_args]};
+        const char *key;
+        json_t *v;
+        int bad = 0;
+        json_object_foreach(args, key, v) {
+            char *text = own(c, arg_text(v));
+            char *kname = own(c, qhx_strdup(key));
+            if (!text || !kname) {
+                bad = 1;
+                break;
+            }
+            c->args[c->n_args++] = (qhx_chat_call_arg){.name = kname, .value = text};
+            tc->n_args++;
+        }
+        json_decref(args);
+        if (bad) return fail(status, 503, err, "out of memory");
+        t->n_calls++;
+    }
+    return 0;
+}
+
+/* An image part: a data: URL with base64 PNG or JPEG. Remote URLs are refused. */
+static int image_part(chat_req *c, json_t *item, size_t idx, size_t k, qhx_chat_content *p, int *status, qhx_error *err) {
+    json_t *iu = json_object_get(item, "image_url");
+    json_t *url = json_is_object(iu) ? json_object_get(iu, "url") : iu;
+    if (!json_is_string(url)) return fail(status, 400, err, "messages[%zu].content[%zu].image_url.url must be a string", idx, k);
+    const char *u = json_string_value(url);
+    size_t n = json_string_length(url);
+    if (strncmp(u, "data:", 5))
+        return fail(status, 400, err, "messages[%zu].content[%zu]: only data: URLs (base64 PNG or JPEG) are taken; remote image URLs are not fetched", idx, k);
+    const char *comma = memchr(u, ',', n);
+    if (!comma || !strstr(u, ";base64") || strstr(u, ";base64") > comma)
+        return fail(status, 400, err, "messages[%zu].content[%zu]: the data: URL must be base64 (data:image/png;base64,...)", idx, k);
+    size_t bytes = 0;
+    unsigned char *img = b64_decode(comma + 1, n - (size_t)(comma + 1 - u), &bytes);
+    if (!img) return fail(status, 400, err, "messages[%zu].content[%zu]: the data: URL is not valid base64", idx, k);
+    if (!own(c, (char *)img)) return fail(status, 503, err, "out of memory");
+    *p = (qhx_chat_content){.text = NULL, .image = img, .image_size = bytes};
+    return 0;
+}
+
+static int parts_of(chat_req *c, json_t *list, size_t idx, qhx_chat_turn *t, int *status, qhx_error *err) {
+    t->parts = &c->parts[c->n_parts];
+    size_t k;
+    json_t *item;
+    json_array_foreach(list, k, item) {
+        if (!json_is_object(item)) return fail(status, 400, err, "messages[%zu].content[%zu] must be an object", idx, k);
+        const char *type = json_string_value(json_object_get(item, "type"));
+        qhx_chat_content *p = &c->parts[c->n_parts];
+        if (type && !strcmp(type, "text")) {
+            json_t *text = json_object_get(item, "text");
+            if (!json_is_string(text)) return fail(status, 400, err, "messages[%zu].content[%zu].text must be a string", idx, k);
+            *p = (qhx_chat_content){.text = json_string_value(text), .text_len = json_string_length(text)};
+        } else if (type && !strcmp(type, "image_url")) {
+            if (image_part(c, item, idx, k, p, status, err)) return -1;
+        } else
+            return fail(status, 400, err, "messages[%zu].content[%zu]: type '%s' is not 'text' or 'image_url'", idx, k,
+                        type ? type : "(none)");
+        c->n_parts++;
+        t->n_parts++;
+    }
+    return 0;
+}
+
+static int count_items(json_t *msgs, size_t *parts, size_t *calls, size_t *args) {
+    size_t i;
+    json_t *m;
+    *parts = *calls = *args = 0;
+    json_array_foreach(msgs, i, m) {
+        json_t *content = json_object_get(m, "content");
+        if (json_is_array(content)) *parts += json_array_size(content);
+        json_t *tc = json_object_get(m, "tool_calls");
+        if (json_is_array(tc)) {
+            *calls += json_array_size(tc);
+            size_t k;
+            json_t *call;
+            json_array_foreach(tc, k, call) {
+                json_t *a = json_object_get(json_object_get(call, "function"), "arguments");
+                /* a JSON text: at most one argument per ':' it holds */
+                if (json_is_string(a)) {
+                    const char *s = json_string_value(a);
+                    for (size_t q = 0; q < json_string_length(a); q++) *args += s[q] == ':';
+                } else if (json_is_object(a)) *args += json_object_size(a);
+            }
+        }
+    }
+    return 0;
+}
+
+static int messages_of(chat_req *c, const srv_config *cfg, json_t *msgs, int *status, qhx_error *err) {
+    if (!json_is_array(msgs) || json_array_size(msgs) == 0)
+        return fail(status, 400, err, "'messages' must be a non-empty list");
+    size_t n = json_array_size(msgs);
+    if ((int64_t)n > cfg->lim.max_messages)
+        return fail(status, 413, err, "'messages': %zu messages, at most %lld", n, (long long)cfg->lim.max_messages);
+    size_t np, nc, na;
+    count_items(msgs, &np, &nc, &na);
+    c->turns = qhx_calloc(n, sizeof *c->turns);
+    c->parts = qhx_calloc(np + 1, sizeof *c->parts);
+    c->calls = qhx_calloc(nc + 1, sizeof *c->calls);
+    c->args = qhx_calloc(na + 1, sizeof *c->args);
+    if (!c->turns || !c->parts || !c->calls || !c->args) return fail(status, 503, err, "out of memory");
+    size_t i;
+    json_t *m;
+    json_array_foreach(msgs, i, m) {
+        if (!json_is_object(m)) return fail(status, 400, err, "messages[%zu] must be an object", i);
+        qhx_chat_turn *t = &c->turns[i];
+        json_t *role = json_object_get(m, "role");
+        if (!json_is_string(role)) return fail(status, 400, err, "messages[%zu].role must be a string", i);
+        const char *r = json_string_value(role);
+        if (!strcmp(r, "developer")) r = "system";
+        if (strcmp(r, "system") && strcmp(r, "user") && strcmp(r, "assistant") && strcmp(r, "tool"))
+            return fail(status, 400, err, "messages[%zu].role '%s' is not system, user, assistant or tool", i, r);
+        t->role = r;
+        json_t *content = json_object_get(m, "content");
+        if (json_is_string(content)) {
+            if (memchr(json_string_value(content), 0, json_string_length(content)))
+                return fail(status, 400, err, "messages[%zu].content holds a NUL character", i);
+            t->content = json_string_value(content);
+        } else if (json_is_array(content)) {
+            if (parts_of(c, content, i, t, status, err)) return -1;
+        } else if (present(content))
+            return fail(status, 400, err, "messages[%zu].content must be a string or a list of parts", i);
+        json_t *rc = json_object_get(m, "reasoning_content");
+        if (present(rc) && !json_is_string(rc)) return fail(status, 400, err, "messages[%zu].reasoning_content must be a string", i);
+        if (json_is_string(rc) && !strcmp(r, "assistant") && json_string_length(rc)) t->reasoning = json_string_value(rc);
+        json_t *calls = json_object_get(m, "tool_calls");
+        if (present(calls) && tool_calls_of(c, calls, i, t, status, err)) return -1;
+    }
+    return 0;
+}
+
+static int tools_of(chat_req *c, const srv_config *cfg, json_t *root, int *status, qhx_error *err) {
+    json_t *tools = json_object_get(root, "tools");
+    json_t *choice = json_object_get(root, "tool_choice");
+    if (present(choice) && !json_is_string(choice) && !json_is_object(choice))
+        return fail(status, 400, err, "'tool_choice' must be a string or an object");
+    if (json_is_string(choice) && strcmp(json_string_value(choice), "none") && strcmp(json_string_value(choice), "auto") &&
+        strcmp(json_string_value(choice), "required"))
+        return fail(status, 400, err, "'tool_choice' '%s' is not none, auto or required", json_string_value(choice));
+    if (!present(tools)) return 0;
+    if (!json_is_array(tools)) return fail(status, 400, err, "'tools' must be a list");
+    size_t n = json_array_size(tools);
+    if ((int64_t)n > cfg->lim.max_tools) return fail(status, 413, err, "'tools': %zu, at most %lld", n, (long long)cfg->lim.max_tools);
+    if (json_is_string(choice) && !strcmp(json_string_value(choice), "none")) return 0; /* not offered */
+    c->tools = qhx_calloc(n + 1, sizeof *c->tools);
+    if (!c->tools) return fail(status, 503, err, "out of memory");
+    size_t k;
+    json_t *tool;
+    json_array_foreach(tools, k, tool) {
+        json_t *fn = json_is_object(tool) ? json_object_get(tool, "function") : NULL;
+        if (!json_is_object(fn) || !json_is_string(json_object_get(fn, "name")))
+            return fail(status, 400, err, "tools[%zu] must be {\"type\": \"function\", \"function\": {\"name\": ...}}", k);
+        /* the template's tojson: ", " and ": " separators, keys in the given order, UTF-8 as is */
+        char *text = own(c, dump_json(tool));
+        if (!text) return fail(status, 503, err, "out of memory");
+        c->tools[c->n_tools++] = text;
+    }
+    return 0;
+}
+
+static json_t *parse_body(const char *body, size_t len, int *status, qhx_error *err) {
+    json_error_t je;
+    json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+    if (!root) {
+        fail(status, 400, err, "the body is not valid JSON (line %d, column %d: %s)", je.line, je.column, je.text);
+        return NULL;
+    }
+    if (!json_is_object(root)) {
+        json_decref(root);
+        fail(status, 400, err, "the body must be a JSON object");
+        return NULL;
+    }
+    return root;
+}
+
+static void job_id(srv_job *j, const char *prefix) {
+    static atomic_ullong counter;
+    unsigned long long k = atomic_fetch_add(&counter, 1) + 1;
+    snprintf(j->id, sizeof j->id, "%s-%llx%08llx", prefix, (unsigned long long)j->created, k);
+}
+
+static int prompt_status(qhx_status rc) { return rc == QHX_E_LIMIT ? 413 : rc == QHX_E_NOMEM ? 503 : 400; }
+
+srv_job *srv_request_chat(const qhx_model *m, const srv_config *cfg, const char *body, size_t len, int *status,
+                          qhx_error *err) {
+    json_t *root = parse_body(body, len, status, err);
+    if (!root) return NULL;
+    srv_job *j = srv_job_new();
+    chat_req c = {0};
+    if (!j) {
+        fail(status, 503, err, "out of memory");
+        goto bad;
+    }
+    j->kind = SRV_CHAT;
+    if (common_fields(m, cfg, root, j, status, err)) goto bad;
+    bool lp = false;
+    int64_t top = 0;
+    if (get_bool(root, "logprobs", &lp, status, err)) goto bad;
+    if (get_int(root, "top_logprobs", 0, cfg->lim.max_top_logprobs, &top, status, err)) goto bad;
+    j->logprobs = lp;
+    j->top_logprobs = (int)top;
+    bool thinking = false;
+    json_t *kw = json_object_get(root, "chat_template_kwargs");
+    if (present(kw) && !json_is_object(kw)) {
+        fail(status, 400, err, "'chat_template_kwargs' must be an object");
+        goto bad;
+    }
+    if (present(kw) && get_bool(kw, "enable_thinking", &thinking, status, err)) goto bad;
+    if (!strcmp(qhx_model_family_name(m), "qwen3_vl")) thinking = false; /* Instruct: no thinking mode */
+    if (messages_of(&c, cfg, json_object_get(root, "messages"), status, err)) goto bad;
+    if (tools_of(&c, cfg, root, status, err)) goto bad;
+    qhx_chat_spec spec = {.turns = c.turns, .n_turns = json_array_size(json_object_get(root, "messages")),
+                          .tools = c.tools, .n_tools = c.n_tools, .thinking = thinking,
+                          .max_images = cfg->lim.max_images, .max_image_pixels = cfg->lim.max_image_pixels,
+                          .max_image_tokens = cfg->lim.max_image_tokens};
+    qhx_status rc = qhx_prompt_from_chat(m, &spec, &j->prompt, err);
+    if (rc) {
+        *status = prompt_status(rc);
+        goto bad;
+    }
+    j->thinking = thinking;
+    j->tools = c.n_tools > 0;
+    j->created = (int64_t)srv_now();
+    job_id(j, "chatcmpl");
+    chat_req_free(&c);
+    json_decref(root);
+    return j;
+bad:
+    chat_req_free(&c);
+    json_decref(root);
+    srv_job_unref(j);
+    return NULL;
+}
+
+/* prompt: a string, a list of token ids, or a list holding one of those. */
+static int completion_prompt(const qhx_model *m, const srv_config *cfg, json_t *p, srv_job *j, int *status, qhx_error *err) {
+    if (json_is_array(p) && json_array_size(p) == 1 && !json_is_integer(json_array_get(p, 0))) p = json_array_get(p, 0);
+    qhx_status rc;
+    if (json_is_string(p)) {
+        size_t n = 0;
+        const char *s = json_string_value(p);
+        size_t len = json_string_length(p);
+        rc = qhx_tokenize(m, s, len, NULL, 0, &n, err);
+        if (rc && rc != QHX_E_LIMIT) return fail(status, 400, err, "'prompt': %s", err->msg);
+        if (n == 0) return fail(status, 400, err, "'prompt' is empty");
+        qhx_token *ids = qhx_malloc(n * sizeof *ids);
+        if (!ids) return fail(status, 503, err, "out of memory");
+        rc = qhx_tokenize(m, s, len, ids, n, &n, err);
+        if (!rc) rc = qhx_prompt_from_ids(m, ids, n, &j->prompt, err);
+        qhx_free(ids);
+        if (rc) return fail(status, prompt_status(rc), err, "'prompt': %s", err->msg);
+        return 0;
+    }
+    if (!json_is_array(p) || json_array_size(p) == 0)
+        return fail(status, 400, err, "'prompt' must be a string or a non-empty list of token ids (one prompt per request)");
+    size_t n = json_array_size(p);
+    if ((int64_t)n > cfg->lim.max_prompt_ids) return fail(status, 413, err, "'prompt': %zu ids, at most %lld", n, (long long)cfg->lim.max_prompt_ids);
+    qhx_token *ids = qhx_malloc(n * sizeof *ids);
+    if (!ids) return fail(status, 503, err, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        json_t *v = json_array_get(p, i);
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= qhx_model_n_vocab(m)) {
+            qhx_free(ids);
+            return fail(status, 400, err, "'prompt'[%zu] is not a token id in [0, %lld)", i, (long long)qhx_model_n_vocab(m));
+        }
+        ids[i] = (qhx_token)json_integer_value(v);
+    }
+    rc = qhx_prompt_from_ids(m, ids, n, &j->prompt, err);
+    qhx_free(ids);
+    return rc ? fail(status, prompt_status(rc), err, "'prompt': %s", err->msg) : 0;
+}
+
+srv_job *srv_request_completion(const qhx_model *m, const srv_config *cfg, const char *body, size_t len, int *status,
+                                qhx_error *err) {
+    json_t *root = parse_body(body, len, status, err);
+    if (!root) return NULL;
+    srv_job *j = srv_job_new();
+    if (!j) {
+        fail(status, 503, err, "out of memory");
+        goto bad;
+    }
+    j->kind = SRV_COMPLETION;
+    if (common_fields(m, cfg, root, j, status, err)) goto bad;
+    if (j->max_tokens < 0) j->max_tokens = 16; /* the OpenAI default for completions */
+    json_t *lp = json_object_get(root, "logprobs");
+    if (present(lp)) {
+        int64_t top = 0;
+        if (!json_is_integer(lp)) {
+            fail(status, 400, err, "'logprobs' must be an integer (the number of top tokens) for completions");
+            goto bad;
+        }
+        if (get_int(root, "logprobs", 0, cfg->lim.max_top_logprobs, &top, status, err)) goto bad;
+        j->logprobs = true;
+        j->top_logprobs = (int)top;
+    }
+    if (get_bool(root, "echo", &j->echo, status, err)) goto bad;
+    json_t *p = json_object_get(root, "prompt");
+    if (!present(p)) {
+        fail(status, 400, err, "'prompt' is required");
+        goto bad;
+    }
+    if (completion_prompt(m, cfg, p, j, status, err)) goto bad;
+    j->created = (int64_t)srv_now();
+    job_id(j, "cmpl");
+    json_decref(root);
+    return j;
+bad:
+    json_decref(root);
+    srv_job_unref(j);
+    return NULL;
+}

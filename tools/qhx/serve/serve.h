@@ -1,0 +1,174 @@
+/* serve.h: qhx serve, an OpenAI-compatible HTTP server over the public API (qhx.h).
+ *   http.c     libmicrohttpd: connections, limits, routing, streaming (SSE) and errors
+ *   request.c  request bodies (JSON) -> jobs: validation, limits, the chat prompt
+ *   engine.c   slots (one session each), the queue, prompt reuse, the decode loop
+ *   output.c   generated text -> stop strings, reasoning, tool calls, response JSON
+ * A job is shared by the connection that made it and the engine; both hold a reference. */
+#ifndef QHX_SERVE_H
+#define QHX_SERVE_H
+
+#include "qhx.h"
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- limits (docs/server.md lists each) ------------------------------------------------------ */
+typedef struct srv_limits {
+    size_t max_body;          /* request body bytes (413 beyond) */
+    int64_t max_messages;     /* messages per chat request */
+    int64_t max_images;       /* images per request */
+    int64_t max_image_pixels; /* decoded pixels per image */
+    int64_t max_image_tokens; /* tokens per encoded image */
+    int64_t max_tokens;       /* most tokens one request may generate */
+    int64_t max_stops;        /* stop strings per request */
+    int64_t max_stop_len;     /* bytes per stop string */
+    int64_t max_tools;        /* tool definitions per request */
+    int64_t max_top_logprobs; /* top_logprobs */
+    int64_t max_prompt_ids;   /* token ids in a /v1/completions or /detokenize list */
+    int conn_timeout_s;       /* idle seconds before a connection is closed */
+    int body_timeout_s;       /* seconds a request body may take to arrive */
+    int max_connections;      /* open connections (each one thread) */
+    int max_per_ip;           /* open connections per client address */
+} srv_limits;
+
+srv_limits srv_default_limits(void);
+
+typedef struct srv_config {
+    const char *model_path;
+    const char *host;
+    int port;
+    int parallel;   /* slots */
+    int queue;      /* requests waiting for a slot beyond which 503 */
+    int64_t ctx;    /* context per slot (0: the model's) */
+    int threads;
+    const char *api_key; /* NULL: no key */
+    const char *alias;   /* the model id in responses */
+    srv_limits lim;
+} srv_config;
+
+/* ---- jobs ------------------------------------------------------------------------------------ */
+typedef enum srv_kind { SRV_CHAT = 1, SRV_COMPLETION = 2 } srv_kind;
+
+typedef enum srv_finish { SRV_FINISH_NONE = 0, SRV_FINISH_STOP, SRV_FINISH_LENGTH, SRV_FINISH_TOOLS } srv_finish;
+
+/* A growable byte buffer (qhx_malloc'd). */
+typedef struct srv_buf {
+    char *p;
+    size_t n, cap;
+} srv_buf;
+int srv_buf_put(srv_buf *b, const void *p, size_t n); /* 0, or -1 out of memory */
+int srv_buf_puts(srv_buf *b, const char *s);
+void srv_buf_free(srv_buf *b);
+
+typedef struct srv_job {
+    /* --- what to do (set before submit, read-only after) --- */
+    srv_kind kind;
+    qhx_prompt *prompt;
+    qhx_sample_params sampling;
+    int64_t max_tokens;
+    char **stops;
+    size_t n_stops;
+    bool ignore_eos;
+    bool stream, include_usage;
+    bool logprobs;
+    int top_logprobs;
+    bool thinking;        /* the prompt opened a think block: text before </think> is reasoning */
+    bool tools;           /* tools were offered: <tool_call> blocks are parsed */
+    bool echo;            /* completions: echo the prompt text */
+    char id[48];
+    int64_t created;
+    const char *model_name;
+
+    /* --- shared state (mu) --- */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    srv_buf sse;          /* streaming: bytes ready for the client */
+    size_t sse_sent;      /* bytes of sse already handed out */
+    bool done;
+    int http_status;      /* of a failed job: 4xx/5xx; 0 = ok */
+    char error[QHX_ERROR_MSG_SIZE];
+    int refs;
+    atomic_int cancelled; /* the client went away: stop within one step */
+
+    /* --- engine side (engine thread only until done) --- */
+    srv_buf content, reasoning; /* non-streaming: the answer so far */
+    json_t *token_logprobs;     /* array of per-token entries (or NULL) */
+    json_t *tool_calls;         /* parsed tool calls (array) or NULL */
+    int64_t n_prompt, n_cached, n_generated;
+    srv_finish finish;
+    double t_submit, t_first, t_done;
+} srv_job;
+
+srv_job *srv_job_new(void);
+void srv_job_ref(srv_job *j);
+void srv_job_unref(srv_job *j);
+/* Mark done with an error (status, message) or success (status 0); wakes the connection. */
+void srv_job_finish(srv_job *j, int status, const char *msg);
+
+/* ---- engine ---------------------------------------------------------------------------------- */
+typedef struct srv_engine srv_engine;
+
+typedef struct srv_stats {
+    atomic_llong requests, errors, cancelled, rejected;
+    atomic_llong prompt_tokens, cached_tokens, generated_tokens;
+    atomic_llong decode_ns; /* time spent in decode steps */
+    atomic_llong decode_tokens;
+} srv_stats;
+
+qhx_status srv_engine_start(const qhx_model *m, const srv_config *cfg, srv_stats *stats, srv_engine **out,
+                            qhx_error *err);
+/* Hand a job to the engine (it takes a reference). 0, or -1 when the queue is full. */
+int srv_engine_submit(srv_engine *e, srv_job *j);
+/* Finish the jobs in hand and the queue, then stop the thread; later submits are refused. */
+void srv_engine_stop(srv_engine *e);
+/* Stop (if running) and free; no connection may use e any more. NULL allowed. */
+void srv_engine_free(srv_engine *e);
+int srv_engine_queue_length(srv_engine *e);
+int srv_engine_busy_slots(srv_engine *e);
+
+/* ---- HTTP ------------------------------------------------------------------------------------ */
+typedef struct srv_http srv_http;
+/* Listen on cfg->host:cfg->port (0: a free port, written to *port_out) and serve. */
+srv_http *srv_http_start(const qhx_model *m, const srv_config *cfg, srv_engine *e, srv_stats *stats, int *port_out,
+                         qhx_error *err);
+/* Stop accepting connections (open ones go on). */
+void srv_http_quiesce(srv_http *h);
+/* Close every connection, wait for their threads, free. NULL allowed. */
+void srv_http_stop(srv_http *h);
+
+/* ---- requests -------------------------------------------------------------------------------- */
+/* Build a job from a request body. On failure returns NULL with *status (400, 413, ...) and a
+ * message in err. */
+srv_job *srv_request_chat(const qhx_model *m, const srv_config *cfg, const char *body, size_t len, int *status,
+                          qhx_error *err);
+srv_job *srv_request_completion(const qhx_model *m, const srv_config *cfg, const char *body, size_t len,
+                                int *status, qhx_error *err);
+
+/* ---- output ---------------------------------------------------------------------------------- */
+/* Per-job text pipeline run by the engine: each token's text goes in, stop strings are cut,
+ * reasoning and tool calls split from the content, SSE chunks or the final body are made. */
+typedef struct srv_output srv_output;
+srv_output *srv_output_new(const qhx_model *m, srv_job *j);
+void srv_output_free(srv_output *o);
+/* A generated token and its text. logits: the row it was sampled from (for logprobs).
+ * Returns 1 when a stop string ended the answer, 0 to go on, -1 out of memory. */
+int srv_output_token(srv_output *o, qhx_token t, const char *text, size_t len, const float *logits);
+/* End of the answer (finish reason set on the job): flush held text, parse tool calls, write
+ * the last chunks. -1 out of memory. */
+int srv_output_end(srv_output *o);
+/* The non-streaming response body (owned: free()), after end. */
+char *srv_output_body(srv_job *j);
+/* The OpenAI error JSON ({"error": {"message", "type", "param", "code"}}). Owned: free(). */
+char *srv_error_json(int status, const char *msg);
+
+/* Tool-call text (Qwen3.5: <tool_call><function=NAME><parameter=P>V</parameter>...) to OpenAI
+ * tool_calls (a new array), or NULL when it holds none. id_seed makes the call ids. */
+json_t *srv_parse_tool_calls(const char *text, size_t len, const char *id_seed);
+
+double srv_now(void);
+
+#endif
