@@ -513,10 +513,11 @@ QHX_API const qhx_token *qhx_prompt_ids(const qhx_prompt *p, size_t *n /* OUT */
 /* Index of the first id that stands for an image (<|vision_start|>), or the count when there is
  * none: a state holding a prefix of the ids up to there can be reused for another prompt. */
 QHX_API size_t qhx_prompt_reusable(const qhx_prompt *p);
-/* Feed ids [from, n) of p after what s holds; s must hold exactly ids [0, from) of a prompt
- * that shares them (from <= qhx_prompt_reusable when p has an image). Errors as
- * qhx_session_feed. */
-QHX_API qhx_status qhx_session_feed_prompt(qhx_session *s, const qhx_prompt *p, size_t from,
+/* Feed ids [from, to) of p after what s holds; s must hold exactly ids [0, from) of a prompt
+ * that shares them. A range holding the image's ids holds all of them (from <=
+ * qhx_prompt_reusable). Errors as qhx_session_feed; QHX_E_ARG for a range outside the ids or
+ * cutting through the image. */
+QHX_API qhx_status qhx_session_feed_prompt(qhx_session *s, const qhx_prompt *p, size_t from, size_t to,
                                            qhx_error *err);
 
 /* A sampler with its own parameters and seed (qhx_sample_params), for one request. The

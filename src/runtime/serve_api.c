@@ -246,17 +246,29 @@ qhx_status qhx_prompt_from_chat(const qhx_model *m, const qhx_chat_spec *spec, q
     return QHX_OK;
 }
 
-qhx_status qhx_session_feed_prompt(qhx_session *s, const qhx_prompt *p, size_t from, qhx_error *err) {
+/* Where the image's ids lie in p: [*b, *e) from <|vision_start|> to the last pad; false without
+ * an image. */
+static bool image_span(const qhx_prompt *p, size_t *b, size_t *e) {
+    if (!p->image.n_tokens) return false;
+    *b = p->reusable;
+    *e = p->reusable + 1 + (size_t)p->image.n_tokens;
+    return true;
+}
+
+qhx_status qhx_session_feed_prompt(qhx_session *s, const qhx_prompt *p, size_t from, size_t to, qhx_error *err) {
     if (!s || !p) return qhx_fail(err, QHX_E_ARG, "feed prompt: session and prompt are required");
-    if (from >= p->n) return qhx_fail(err, QHX_E_ARG, "feed prompt: offset %zu is not inside the %zu ids", from, p->n);
-    if (p->image.n_tokens && from > p->reusable)
-        return qhx_fail(err, QHX_E_ARG, "feed prompt: offset %zu is inside the image (from %zu)", from, p->reusable);
-    if (!p->image.n_tokens) return qhx_session_feed(s, p->ids + from, p->n - from, err);
+    if (from >= to || to > p->n)
+        return qhx_fail(err, QHX_E_ARG, "feed prompt: [%zu, %zu) is not a range inside the %zu ids", from, to, p->n);
+    size_t ib, ie;
+    bool has_image = image_span(p, &ib, &ie) && from < ie && to > ib;
+    if (has_image && (from > ib || to < ie))
+        return qhx_fail(err, QHX_E_ARG, "feed prompt: [%zu, %zu) cuts through the image's ids [%zu, %zu)", from, to, ib, ie);
+    if (!has_image) return qhx_session_feed(s, p->ids + from, to - from, err);
     qhx_status rc = qhx_session_guard_enter(s, "feed prompt", err);
     if (rc) return rc;
-    if (qhx_session_n_past(s) + (int64_t)(p->n - from) > qhx_session_n_ctx(s)) {
+    if (qhx_session_n_past(s) + (int64_t)(to - from) > qhx_session_n_ctx(s)) {
         rc = qhx_fail(err, QHX_E_LIMIT, "context full: %lld tokens held + %zu new exceed the context of %lld",
-                      (long long)qhx_session_n_past(s), p->n - from, (long long)qhx_session_n_ctx(s));
+                      (long long)qhx_session_n_past(s), to - from, (long long)qhx_session_n_ctx(s));
         return qhx_session_guard_leave(s, rc);
     }
     rc = qhx_session_feed_pending(s, err);
@@ -264,8 +276,8 @@ qhx_status qhx_session_feed_prompt(qhx_session *s, const qhx_prompt *p, size_t f
     if (rc) return rc;
     /* the image announcement covers exactly the ids fed below */
     qhx_model_state *st = qhx_session_state(s);
-    if ((rc = qhx_qwen3vl_attach(st, &p->image, p->ids + from, (int64_t)(p->n - from), err))) return rc;
-    rc = qhx_session_feed(s, p->ids + from, p->n - from, err);
+    if ((rc = qhx_qwen3vl_attach(st, &p->image, p->ids + from, (int64_t)(to - from), err))) return rc;
+    rc = qhx_session_feed(s, p->ids + from, to - from, err);
     qhx_qwen3vl_attach(st, NULL, NULL, 0, NULL);
     return rc;
 }

@@ -62,7 +62,7 @@ struct srv_engine {
     int n_slots;
     atomic_int busy;
     uint64_t step;
-    qhx_token turn_end;
+    qhx_token turn_end, turn_start;
 };
 
 /* ---- slots --------------------------------------------------------------------------------- */
@@ -239,14 +239,35 @@ static int start_job(slot *sl) {
             drop_ckpts_above(sl, from);
         }
     } else if (from == 0 && sl->n_hist) slot_forget(sl);
-    if (from < (int64_t)n) {
-        qhx_status rc = qhx_session_feed_prompt(sl->s, j->prompt, (size_t)from, &err);
+    /* a chat prompt goes in two pieces with a checkpoint between: up to its last
+       <|im_start|> (the assistant header the answer follows), where the next turn's prompt
+       parts from this one (the template renders an earlier answer without the think block the
+       generation prompt opened) */
+    size_t cut = n;
+    if (j->kind == SRV_CHAT && e->turn_start >= 0)
+        for (size_t i = n; i-- > (size_t)from + 1;)
+            if (ids[i] == e->turn_start) {
+                cut = i;
+                break;
+            }
+    for (size_t a = (size_t)from; a < n;) {
+        size_t b = a < cut ? cut : n;
+        qhx_status rc = qhx_session_feed_prompt(sl->s, j->prompt, a, b, &err);
         if (rc) {
             slot_forget(sl);
             if (rc == QHX_E_ABORTED) cancel_job(sl);
             else fail_job(sl, rc == QHX_E_NOMEM || rc == QHX_E_INTERNAL ? 500 : 400, err.msg);
             return -1;
         }
+        if (b < n) {
+            if (hist_set(sl, ids, b)) {
+                slot_forget(sl);
+                fail_job(sl, 503, "out of memory");
+                return -1;
+            }
+            take_ckpt(sl);
+        }
+        a = b;
     }
     if (hist_set(sl, ids, n)) {
         slot_forget(sl);
@@ -480,6 +501,7 @@ qhx_status srv_engine_start(const qhx_model *m, const srv_config *cfg, srv_stats
     e->n_slots = cfg->parallel < 1 ? 1 : cfg->parallel > MAX_SLOTS ? MAX_SLOTS : cfg->parallel;
     e->q_cap = cfg->queue > 0 ? cfg->queue : 1;
     e->turn_end = qhx_model_token_id(m, "<|im_end|>");
+    e->turn_start = qhx_model_token_id(m, "<|im_start|>");
     e->slots = qhx_calloc((size_t)e->n_slots, sizeof *e->slots);
     e->queue = qhx_calloc((size_t)e->q_cap, sizeof *e->queue);
     qhx_status rc = QHX_OK;

@@ -1,0 +1,214 @@
+"""qhx serve driven by the official openai client (installed by tests/cli/serve_openai.sh).
+Usage: test_openai.py QHX DATA_DIR
+Greedy answers are compared with qhx generate on the same prompt; prompts are the built-in
+chat format's (qhx chat-format), which tests/cli/chat_templates.sh checks against the released
+templates."""
+import base64
+import json
+import sys
+import threading
+import urllib.request
+
+import openai
+
+from common import Checks, Server, chat_format, qhx_generate
+
+QHX, DATA = sys.argv[1], sys.argv[2]
+Q35 = DATA + "/fixtures/parity/qwen35-tiny-f32"
+VL = DATA + "/fixtures/parity/qwen3vl-tiny-f32"
+c = Checks()
+
+
+def gen_json(model, *args):
+    return json.loads(qhx_generate(QHX, model, "--json", *args))
+
+
+def greedy_alone(model, prompt, n, *extra):
+    """What qhx generate answers to one user message, greedy, n tokens, not stopping early."""
+    return gen_json(model, "--chat", "-p", prompt, "-n", str(n), "--greedy", "--ignore-eos", *extra)["text"]
+
+
+srv = Server(QHX, Q35, "--parallel", "4", "--ctx", "2048")
+
+
+def tokenize(text):
+    return json.loads(urllib.request.urlopen(urllib.request.Request(
+        srv.url + "/tokenize", data=json.dumps({"content": text}).encode())).read())["tokens"]
+
+
+cl = openai.OpenAI(base_url=srv.url + "/v1", api_key="unused", max_retries=0, timeout=60)
+GREEDY = dict(temperature=0, max_tokens=24, extra_body={"ignore_eos": True})
+
+# ---- /v1/models
+ids = [m.id for m in cl.models.list().data]
+c.check(ids == ["qwen35-tiny-f32"], "models.list: %s" % ids)
+
+# ---- chat, non-streaming, against qhx generate
+prompts = ["Hello", "What is the capital of France?", "Tell me a story about a dragon", "1 2 3 4 5 6"]
+want = {p: greedy_alone(Q35, p, 24, "--no-think") for p in prompts}
+for p in prompts:
+    r = cl.chat.completions.create(model="x", messages=[{"role": "user", "content": p}], **GREEDY)
+    c.check(r.choices[0].message.content == want[p], "chat %r: %r != generate's %r" % (p, r.choices[0].message.content, want[p]))
+    c.check(r.choices[0].finish_reason == "length", "finish_reason length: %s" % r.choices[0].finish_reason)
+    c.check(r.usage.completion_tokens == 24 and r.usage.total_tokens == r.usage.prompt_tokens + 24, "usage %s" % r.usage)
+
+# ---- streaming: the deltas join to the same text; include_usage gives a last usage chunk
+s = cl.chat.completions.create(model="x", messages=[{"role": "user", "content": prompts[1]}], stream=True,
+                               stream_options={"include_usage": True}, **GREEDY)
+parts, finish, usage, roles = [], None, None, []
+for ch in s:
+    if ch.usage:
+        usage = ch.usage
+    for choice in ch.choices:
+        if choice.delta.role:
+            roles.append(choice.delta.role)
+        if choice.delta.content:
+            parts.append(choice.delta.content)
+        if choice.finish_reason:
+            finish = choice.finish_reason
+c.check("".join(parts) == want[prompts[1]], "stream text %r != %r" % ("".join(parts), want[prompts[1]]))
+c.check(roles == ["assistant"], "one role delta: %s" % roles)
+c.check(finish == "length", "stream finish_reason %s" % finish)
+c.check(usage is not None and usage.completion_tokens == 24, "stream usage %s" % usage)
+
+# ---- streams greedy-identical with 4 parallel clients
+got = {}
+
+
+def one(p):
+    st = cl.chat.completions.create(model="x", messages=[{"role": "user", "content": p}], stream=True, **GREEDY)
+    got[p] = "".join(ch.choices[0].delta.content or "" for ch in st if ch.choices)
+
+
+ts = [threading.Thread(target=one, args=(p,)) for p in prompts]
+for t in ts:
+    t.start()
+for t in ts:
+    t.join()
+for p in prompts:
+    c.check(got.get(p) == want[p], "parallel stream %r: %r != %r" % (p, got.get(p), want[p]))
+
+# ---- stop strings: cut at the first match, never emitted, finish_reason stop
+text = want[prompts[2]]
+stop = text[8:12]
+r = cl.chat.completions.create(model="x", messages=[{"role": "user", "content": prompts[2]}], stop=[stop, "zzzz"], **GREEDY)
+c.check(r.choices[0].message.content == text[:text.index(stop)], "stop %r: %r" % (stop, r.choices[0].message.content))
+c.check(r.choices[0].finish_reason == "stop", "stop finish_reason %s" % r.choices[0].finish_reason)
+s = cl.chat.completions.create(model="x", messages=[{"role": "user", "content": prompts[2]}], stop=stop, stream=True, **GREEDY)
+streamed = "".join(ch.choices[0].delta.content or "" for ch in s if ch.choices)
+c.check(streamed == text[:text.index(stop)], "streamed stop %r: %r" % (stop, streamed))
+
+# ---- seed reproducibility
+def sampled(seed):
+    return cl.chat.completions.create(model="x", messages=[{"role": "user", "content": "Hello"}], temperature=1.0,
+                                      top_p=0.95, seed=seed, max_tokens=32,
+                                      extra_body={"ignore_eos": True}).choices[0].message.content
+
+
+a, b, d = sampled(42), sampled(42), sampled(43)
+c.check(a == b, "same seed, same text: %r / %r" % (a, b))
+c.check(a != d, "another seed, another text: %r" % a)
+ref = gen_json(Q35, "--chat", "-p", "Hello", "-n", "32", "--temp", "1.0", "--top-p", "0.95", "--seed", "42",
+               "--ignore-eos", "--no-think", "--top-k", "0", "--min-p", "0", "--repeat-penalty", "1")["text"]
+c.check(a == ref, "seeded text equals qhx generate --seed 42: %r / %r" % (a, ref))
+
+# ---- logprobs
+r = cl.chat.completions.create(model="x", messages=[{"role": "user", "content": "Hello"}], logprobs=True, top_logprobs=3,
+                               **GREEDY)
+lp = r.choices[0].logprobs.content
+c.check(len(lp) == 24, "a logprob entry per token: %d" % len(lp))
+c.check("".join(e.token for e in lp) == r.choices[0].message.content, "the tokens spell the content")
+for e in lp:
+    tops = [t.logprob for t in e.top_logprobs]
+    c.check(len(tops) == 3 and tops == sorted(tops, reverse=True), "3 sorted top logprobs: %s" % tops)
+    c.check(abs(e.logprob - tops[0]) < 1e-9 and e.logprob <= 0, "greedy picks the top token: %s vs %s" % (e.logprob, tops))
+
+# ---- tools: rendered as the built-in chat format does (the token count of its rendering) and
+# an answer to a tool result; tool_calls come back in the OpenAI shape on the next turn
+tools = [{"type": "function", "function": {"name": "get_weather", "description": "Weather of a city",
+                                           "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                                                          "required": ["city"]}}}]
+msgs = [{"role": "user", "content": "Weather in Paris?"},
+        {"role": "assistant", "content": "", "tool_calls": [{"id": "call_1", "type": "function",
+                                                            "function": {"name": "get_weather", "arguments": json.dumps({"city": "Paris", "days": 3})}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "sunny, 21 C"}]
+r = cl.chat.completions.create(model="x", messages=msgs, tools=tools, tool_choice="auto", **GREEDY)
+conv = {"messages": [msgs[0], {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}}]},
+                     msgs[2]], "tools": tools, "add_generation_prompt": True, "enable_thinking": False}
+rendered = chat_format(QHX, Q35, conv)
+n_ref = len(tokenize(rendered))
+c.check(r.usage.prompt_tokens == n_ref, "tools prompt: %d tokens, the chat format's rendering %d" % (r.usage.prompt_tokens, n_ref))
+c.check(r.choices[0].message.content is not None, "an answer after the tool result")
+
+# ---- errors come back as the client's exceptions with their status
+try:
+    cl.chat.completions.create(model="x", messages=[{"role": "user", "content": "Hi"}], n=2, max_tokens=2)
+    c.check(False, "n=2 refused")
+except openai.BadRequestError as e:
+    c.check(e.status_code == 400 and "one choice" in str(e), "n=2: %s" % e)
+try:
+    cl.chat.completions.create(model="x", messages=[{"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}}]}], max_tokens=2)
+    c.check(False, "remote image refused")
+except openai.BadRequestError as e:
+    c.check("remote image URLs are not fetched" in str(e), "remote URL: %s" % e)
+
+# ---- prompt reuse: the second turn prefills only what is new, and answers as a fresh run does
+first = cl.chat.completions.create(model="x", messages=[{"role": "user", "content": "Hi there friend"}], **GREEDY)
+turn2 = [{"role": "user", "content": "Hi there friend"}, {"role": "assistant", "content": first.choices[0].message.content},
+         {"role": "user", "content": "And then?"}]
+second = cl.chat.completions.create(model="x", messages=turn2, **GREEDY)
+cached = second.usage.prompt_tokens_details.cached_tokens
+# Qwen3.5's template renders an earlier answer without the empty think block its generation
+# prompt opened, so the state is reused up to the first turn's assistant header (a checkpoint
+# there), and the answer is fed again
+n_user = len(tokenize(chat_format(QHX, Q35, {"messages": turn2[:1], "add_generation_prompt": False})))
+c.check(cached == n_user and second.usage.prompt_tokens > n_user,
+        "second turn reuses the first up to its assistant header: %d cached, want %d" % (cached, n_user))
+third = cl.chat.completions.create(model="x", messages=turn2 + [{"role": "assistant", "content": second.choices[0].message.content},
+                                                                {"role": "user", "content": "Why?"}], **GREEDY)
+n_two = len(tokenize(chat_format(QHX, Q35, {"messages": turn2, "add_generation_prompt": False})))
+c.check(third.usage.prompt_tokens_details.cached_tokens == n_two, "third turn: %d cached, want %d" % (
+    third.usage.prompt_tokens_details.cached_tokens, n_two))
+fresh = gen_json(Q35, "-p", chat_format(QHX, Q35, {"messages": turn2, "add_generation_prompt": True, "enable_thinking": False}),
+                 "-n", "24", "--greedy", "--ignore-eos")["text"]
+c.check(second.choices[0].message.content == fresh, "reused turn %r equals a fresh run %r" % (second.choices[0].message.content, fresh))
+
+# ---- thinking: what comes before </think> is reasoning_content
+r = cl.chat.completions.create(model="x", messages=[{"role": "user", "content": "Hello"}],
+                               extra_body={"chat_template_kwargs": {"enable_thinking": True}, "ignore_eos": True},
+                               temperature=0, max_tokens=24)
+think = greedy_alone(Q35, "Hello", 24, "--think")
+rc_text = getattr(r.choices[0].message, "reasoning_content", None) or (r.choices[0].message.model_extra or {}).get("reasoning_content")
+if "</think>" in think:
+    c.check(rc_text == think.split("</think>")[0], "reasoning %r" % rc_text)
+else:
+    c.check(rc_text == think and not r.choices[0].message.content, "all reasoning: %r / %r" % (rc_text, r.choices[0].message.content))
+
+# ---- completions: prompt text and token ids
+r = cl.completions.create(model="x", prompt="The capital of France is", max_tokens=12, temperature=0,
+                          extra_body={"ignore_eos": True})
+ref = gen_json(Q35, "-p", "The capital of France is", "-n", "12", "--greedy", "--ignore-eos")
+c.check(r.choices[0].text == ref["text"], "completion %r != %r" % (r.choices[0].text, ref["text"]))
+r2 = cl.completions.create(model="x", prompt=tokenize("The capital of France is"), max_tokens=12, temperature=0, extra_body={"ignore_eos": True})
+c.check(r2.choices[0].text == ref["text"], "completion from ids %r" % r2.choices[0].text)
+srv.stop()
+
+# ---- an image message on the Qwen3-VL fixture, against qhx generate --image
+vsrv = Server(QHX, VL, "--parallel", "2")
+vcl = openai.OpenAI(base_url=vsrv.url + "/v1", api_key="unused", max_retries=0, timeout=60)
+png = open(VL + "/image-64x96.png", "rb").read()
+url = "data:image/png;base64," + base64.b64encode(png).decode()
+r = vcl.chat.completions.create(model="x", messages=[{"role": "user", "content": [
+    {"type": "image_url", "image_url": {"url": url}}, {"type": "text", "text": "What is in the picture?"}]}], **GREEDY)
+ref = greedy_alone(VL, "What is in the picture?", 24, "--image", VL + "/image-64x96.png")
+c.check(r.choices[0].message.content == ref, "image answer %r != generate --image %r" % (r.choices[0].message.content, ref))
+try:
+    vcl.chat.completions.create(model="x", messages=[{"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64," + base64.b64encode(b"\x89PNG\r\n\x1a\nnot really").decode()}}]}],
+        max_tokens=2)
+    c.check(False, "a broken PNG refused")
+except openai.BadRequestError as e:
+    c.check(e.status_code == 400, "broken PNG: %s" % e)
+vsrv.stop()
+c.done()
