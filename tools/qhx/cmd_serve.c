@@ -1,7 +1,7 @@
 /* qhx serve: an OpenAI-compatible HTTP server (docs/server.md).
  *   qhx serve -m MODEL [--host 127.0.0.1] [--port 8080] [--parallel N] [--queue N] [--ctx N]
  *             [--threads N] [--api-key KEY | --api-key-file F] [--alias NAME] [--max-tokens N]
- *             [--max-body BYTES]
+ *             [--max-body BYTES] [--timeout S]
  * Prints "qhx serve: listening on http://HOST:PORT" on stdout when ready; SIGINT or SIGTERM
  * stop accepting connections, let the requests in hand finish, and exit 0. */
 #include "cli.h"
@@ -30,7 +30,9 @@ static void usage(FILE *f) {
             "  --api-key-file F     the same, the key read from a file\n"
             "  --alias NAME         the model id reported (default: the model path's last part)\n"
             "  --max-tokens N       most tokens one request may generate (default 4096)\n"
-            "  --max-body BYTES     request body cap (default 32 MiB)\n");
+            "  --max-body BYTES     request body cap (default 32 MiB)\n"
+            "  --timeout S          seconds a connection may stay idle, and a body may take to\n"
+            "                       arrive (default 30)\n");
 }
 
 srv_limits srv_default_limits(void) {
@@ -47,7 +49,7 @@ typedef struct serve_args {
 } serve_args;
 
 static const char *const NAMES[] = {"-m", "--model", "--host", "--port", "--parallel", "--queue", "--ctx", "--threads",
-                                    "--api-key", "--api-key-file", "--alias", "--max-tokens", "--max-body", "--help"};
+                                    "--api-key", "--api-key-file", "--alias", "--max-tokens", "--max-body", "--timeout", "--help"};
 
 static int parse(int argc, char **argv, serve_args *a) {
     srv_config *c = &a->cfg;
@@ -87,6 +89,9 @@ static int parse(int argc, char **argv, serve_args *a) {
         } else if (!strcmp(o, "--max-tokens")) {
             if (qhx_cli_parse_i64(v, 1, (int64_t)1 << 24, &x)) return qhx_cli_usage_error(CMD, "--max-tokens: '%s' is not in [1, 16777216]", v);
             c->lim.max_tokens = x;
+        } else if (!strcmp(o, "--timeout")) {
+            if (qhx_cli_parse_i64(v, 1, 3600, &x)) return qhx_cli_usage_error(CMD, "--timeout: '%s' is not in [1, 3600]", v);
+            c->lim.conn_timeout_s = c->lim.body_timeout_s = (int)x;
         } else if (!strcmp(o, "--max-body")) {
             if (qhx_cli_parse_i64(v, 1024, (int64_t)1 << 30, &x)) return qhx_cli_usage_error(CMD, "--max-body: '%s' is not in [1024, 1 GiB]", v);
             c->lim.max_body = (size_t)x;
@@ -173,7 +178,8 @@ int qhx_cmd_serve(int argc, char **argv) {
     sigwait(&stop_set, &sig);
     fprintf(stderr, "qhx serve: %s: finishing the requests in hand\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
     srv_http_quiesce(h);
-    srv_engine_stop(e); /* drains the queue and the slots */
+    srv_engine_stop(e);     /* drains the queue and the slots */
+    srv_http_drain(h, 30);  /* lets their responses go out */
     rc = QHX_EXIT_OK;
 out:
     srv_http_stop(h);

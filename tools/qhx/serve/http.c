@@ -33,6 +33,7 @@ struct srv_http {
     srv_engine *e;
     srv_stats *stats;
     int64_t started;
+    atomic_int in_flight; /* requests between their first byte and their last response byte */
 };
 
 /* What one request collects while its body arrives. */
@@ -395,6 +396,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     req_ctx *r = *con_cls;
     if (!r) { /* headers are in: a body that announces more than the cap is refused now */
         if (!(r = qhx_calloc(1, sizeof *r))) return MHD_NO;
+        atomic_fetch_add(&h->in_flight, 1);
         r->t0 = srv_now();
         *con_cls = r;
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -417,9 +419,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
-    (void)cls, (void)c, (void)toe;
+    (void)c, (void)toe;
+    srv_http *h = cls;
     req_ctx *r = *con_cls;
     if (!r) return;
+    atomic_fetch_sub(&h->in_flight, 1);
     srv_buf_free(&r->body);
     qhx_free(r);
     *con_cls = NULL;
@@ -474,6 +478,14 @@ void srv_http_quiesce(srv_http *h) {
     if (h && h->d) {
         MHD_socket s = MHD_quiesce_daemon(h->d);
         if (s != MHD_INVALID_SOCKET) close(s);
+    }
+}
+
+void srv_http_drain(srv_http *h, int max_s) {
+    double t0 = srv_now();
+    while (h && atomic_load(&h->in_flight) > 0 && srv_now() - t0 < max_s) {
+        struct timespec ts = {0, 10 * 1000000L};
+        nanosleep(&ts, NULL);
     }
 }
 

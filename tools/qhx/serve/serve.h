@@ -137,6 +137,8 @@ srv_http *srv_http_start(const qhx_model *m, const srv_config *cfg, srv_engine *
                          qhx_error *err);
 /* Stop accepting connections (open ones go on). */
 void srv_http_quiesce(srv_http *h);
+/* Wait (at most max_s seconds) until the requests in hand have sent their responses. */
+void srv_http_drain(srv_http *h, int max_s);
 /* Close every connection, wait for their threads, free. NULL allowed. */
 void srv_http_stop(srv_http *h);
 
