@@ -389,6 +389,12 @@ static enum MHD_Result route(srv_http *h, struct MHD_Connection *c, const char *
     }
 }
 
+static enum MHD_Result too_large(srv_http *h, struct MHD_Connection *c) {
+    char msg[128];
+    snprintf(msg, sizeof msg, "the request body is larger than the cap of %zu bytes", h->cfg->lim.max_body);
+    return send_error(h, c, 413, msg);
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                   const char *version, const char *upload, size_t *upload_size, void **con_cls) {
     (void)version;
@@ -400,7 +406,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         r->t0 = srv_now();
         *con_cls = r;
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        if (cl && strtoull(cl, NULL, 10) > h->cfg->lim.max_body) r->too_big = true;
+        if (cl && strtoull(cl, NULL, 10) > h->cfg->lim.max_body) {
+            r->too_big = true;
+            return too_large(h, c); /* before the body is read; the connection closes after */
+        }
         return MHD_YES;
     }
     if (*upload_size) {
@@ -410,11 +419,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *upload_size = 0;
         return MHD_YES;
     }
-    if (r->too_big) {
-        char msg[128];
-        snprintf(msg, sizeof msg, "the request body is larger than the cap of %zu bytes", h->cfg->lim.max_body);
-        return send_error(h, c, 413, msg);
-    }
+    if (r->too_big) return too_large(h, c);
     return route(h, c, url, method, r->body.p ? r->body.p : "", r->body.n);
 }
 

@@ -545,6 +545,10 @@ srv_job *srv_request_completion(const qhx_model *m, const srv_config *cfg, const
         j->top_logprobs = (int)top;
     }
     if (get_bool(root, "echo", &j->echo, status, err)) goto bad;
+    if (j->echo) {
+        fail(status, 400, err, "'echo' is not supported");
+        goto bad;
+    }
     json_t *p = json_object_get(root, "prompt");
     if (!present(p)) {
         fail(status, 400, err, "'prompt' is required");
