@@ -149,7 +149,7 @@ c.check(metric(U, "qhx_slots_busy") == 0 and metric(U, "qhx_requests_cancelled_t
 slow = []
 for _ in range(4):
     s = socket.create_connection(("127.0.0.1", int(U.rsplit(":", 1)[1])), timeout=10)
-    s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n{")
+    s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{")
     slow.append(s)
 
 
