@@ -5,9 +5,7 @@
  * image path and the model state's regions. */
 #include "core/alloc.h"
 #include "image/image.h"
-#include "io/manifest.h"
-#include "models/family.h"
-#include "models/qwen3vl.h"
+#include "runtime/model.h"
 #include "runtime/sample.h"
 #include "runtime/session.h"
 #include "text/tokenizer.h"
@@ -15,6 +13,8 @@
 #include <string.h>
 
 #define MAX_TURNS 4096
+#define MAX_IMAGES 64
+#define DEFAULT_MAX_IMAGES 8
 #define DEFAULT_MAX_PIXELS ((int64_t)16 << 20)
 
 /* ==== prompts ================================================================================ */
@@ -23,14 +23,17 @@ struct qhx_prompt {
     const qhx_model *m;
     int32_t *ids;
     size_t n;
-    size_t reusable;   /* first id standing for an image, or n */
-    qhx_vl_image image; /* n_tokens 0: none */
+    size_t reusable;          /* first id standing for an image (<|vision_start|>), or n */
+    size_t images_end;        /* one past the last image-pad id (0 without images) */
+    qhx_image_embed *images;  /* (n_images), in the order of their pads */
+    int n_images;
 };
 
 void qhx_prompt_free(qhx_prompt *p) {
     if (!p) return;
     qhx_free(p->ids);
-    qhx_vl_image_deinit(&p->image);
+    for (int i = 0; i < p->n_images; i++) qhx_image_embed_deinit(&p->images[i]);
+    qhx_free(p->images);
     qhx_free(p);
 }
 
@@ -43,13 +46,14 @@ size_t qhx_prompt_reusable(const qhx_prompt *p) { return p ? p->reusable : 0; }
 
 static void find_reusable(qhx_prompt *p) {
     p->reusable = p->n;
-    int32_t vs = p->m->tok ? qhx_tok_token_to_id(p->m->tok, "<|vision_start|>") : -1;
-    if (vs < 0 || p->image.n_tokens == 0) return;
-    for (size_t i = 0; i < p->n; i++)
-        if (p->ids[i] == vs) {
-            p->reusable = i;
-            return;
-        }
+    p->images_end = 0;
+    if (p->n_images == 0) return;
+    int32_t vs = qhx_tok_token_to_id(p->m->tok, "<|vision_start|>");
+    int64_t pad = p->m->cfg.image_token_id;
+    for (size_t i = 0; i < p->n; i++) {
+        if ((p->ids[i] == vs || p->ids[i] == pad) && p->reusable == p->n) p->reusable = i;
+        if (p->ids[i] == pad) p->images_end = i + 1;
+    }
 }
 
 qhx_status qhx_prompt_from_ids(const qhx_model *m, const qhx_token *ids, size_t n, qhx_prompt **out,
@@ -75,13 +79,12 @@ qhx_status qhx_prompt_from_ids(const qhx_model *m, const qhx_token *ids, size_t 
     return QHX_OK;
 }
 
-/* Decode and encode the one image of a chat spec. */
+/* Decode and encode one image of a chat spec through the model's vision graph. */
 static qhx_status encode_image(const qhx_model *m, const qhx_chat_spec *spec, const qhx_chat_content *c,
-                               qhx_vl_image *out, qhx_error *err) {
-    const qhx_qwen3vl *vl = qhx_qwen3vl_of(m);
-    if (!vl) return qhx_fail(err, QHX_E_ARG, "image: this model (%s) takes no images", qhx_family_name(m->family));
-    if (m->plan && m->plan->host_op == QHX_HOST_OP_QWEN3_VL_TEXT_GENERATE)
-        return qhx_fail(err, QHX_E_ARG, "image: the run plan's host-op qwen3_vl_text_generate takes no images");
+                               qhx_image_embed *out, qhx_error *err) {
+    if (!qhx_model_takes_images(m))
+        return qhx_fail(err, QHX_E_ARG, "image: this model (%s, host-op %s) takes no images", qhx_model_family_title(m),
+                        qhx_model_host_op(m));
     if (!c->image || !c->image_size) return qhx_fail(err, QHX_E_FORMAT, "image: no bytes");
     int64_t max_px = spec->max_image_pixels > 0 ? spec->max_image_pixels : DEFAULT_MAX_PIXELS;
     qhx_image_limits lim = qhx_image_default_limits();
@@ -89,12 +92,12 @@ static qhx_status encode_image(const qhx_model *m, const qhx_chat_spec *spec, co
     qhx_image img;
     qhx_status rc = qhx_image_decode(c->image, c->image_size, &lim, "image", &img, err);
     if (rc) return rc;
-    rc = qhx_qwen3vl_image_encode(vl, &img, out, err);
+    rc = qhx_model_image_encode(m, &img, out, err);
     qhx_image_deinit(&img);
     if (rc) return rc;
     if (spec->max_image_tokens > 0 && out->n_tokens > spec->max_image_tokens) {
         int64_t n = out->n_tokens;
-        qhx_vl_image_deinit(out);
+        qhx_image_embed_deinit(out);
         return qhx_fail(err, QHX_E_LIMIT, "image: it takes %lld tokens, the cap is %lld", (long long)n,
                         (long long)spec->max_image_tokens);
     }
@@ -149,7 +152,7 @@ static qhx_status with_reasoning(chat_build *b, size_t i, const qhx_chat_turn *t
     return QHX_OK;
 }
 
-static qhx_status build_messages(const qhx_chat_spec *spec, int64_t image_tokens, chat_build *b, qhx_error *err) {
+static qhx_status build_messages(const qhx_chat_spec *spec, const qhx_prompt *p, chat_build *b, qhx_error *err) {
     size_t n_calls, n_args, n_images;
     size_t n_parts = count_parts(spec, &n_calls, &n_args, &n_images);
     b->msgs = qhx_calloc(spec->n_turns, sizeof *b->msgs);
@@ -159,6 +162,7 @@ static qhx_status build_messages(const qhx_chat_spec *spec, int64_t image_tokens
     b->owned = qhx_calloc(spec->n_turns, sizeof *b->owned);
     if (!b->msgs || !b->parts || !b->calls || !b->args || !b->owned) return qhx_fail(err, QHX_E_NOMEM, "chat: out of memory");
     size_t pi = 0, ci = 0, ai = 0;
+    int img = 0;
     for (size_t i = 0; i < spec->n_turns; i++) {
         const qhx_chat_turn *t = &spec->turns[i];
         qhx_chat_message *m = &b->msgs[i];
@@ -171,7 +175,7 @@ static qhx_status build_messages(const qhx_chat_spec *spec, int64_t image_tokens
             for (size_t k = 0; k < t->n_parts; k++, pi++) {
                 const qhx_chat_content *c = &t->parts[k];
                 b->parts[pi] = c->text ? (qhx_chat_part){.text = c->text, .text_len = c->text_len}
-                                       : (qhx_chat_part){.text = NULL, .image_tokens = (int32_t)image_tokens};
+                                       : (qhx_chat_part){.text = NULL, .image_tokens = (int32_t)p->images[img++].n_tokens};
                 if (!c->text && strcmp(t->role, "user"))
                     return qhx_fail(err, QHX_E_ARG, "chat: message %zu: an image in a %s message (only user messages take images)",
                                     i, t->role);
@@ -201,11 +205,11 @@ static qhx_status render_and_encode(const qhx_model *m, const qhx_chat_spec *spe
     chat_build b = {0};
     char *text = NULL;
     size_t len = 0;
-    qhx_status rc = build_messages(spec, p->image.n_tokens, &b, err);
+    qhx_status rc = build_messages(spec, p, &b, err);
     if (!rc) {
         qhx_chat_options opt = {.add_generation_prompt = 1, .enable_thinking = spec->thinking,
                                 .tools = spec->tools, .n_tools = spec->tools ? spec->n_tools : 0};
-        qhx_chat_family fam = m->family == QHX_FAMILY_QWEN3_VL ? QHX_CHAT_QWEN3VL : QHX_CHAT_QWEN35;
+        qhx_chat_family fam = qhx_model_chat_style(m);
         rc = qhx_tok_chat_format(fam, b.msgs, spec->n_turns, &opt, &text, &len, err);
         if (rc == QHX_E_UNSUPPORTED) rc = QHX_E_ARG; /* tools on Qwen3-VL: the caller's request */
     }
@@ -225,17 +229,23 @@ qhx_status qhx_prompt_from_chat(const qhx_model *m, const qhx_chat_spec *spec, q
         return qhx_fail(err, QHX_E_ARG, "chat: 1 to %d messages are needed", MAX_TURNS);
     size_t n_calls, n_args, n_images;
     count_parts(spec, &n_calls, &n_args, &n_images);
-    int64_t max_images = spec->max_images > 0 ? spec->max_images : 1;
-    if (max_images > 1) max_images = 1; /* one image per prompt: what the Qwen3-VL attach takes */
+    int64_t max_images = spec->max_images > 0 ? spec->max_images : DEFAULT_MAX_IMAGES;
+    if (max_images > MAX_IMAGES) max_images = MAX_IMAGES;
     if ((int64_t)n_images > max_images)
         return qhx_fail(err, QHX_E_LIMIT, "chat: %zu images, at most %lld per request", n_images, (long long)max_images);
     qhx_prompt *p = qhx_calloc(1, sizeof *p);
-    if (!p) return qhx_fail(err, QHX_E_NOMEM, "chat: out of memory");
+    if (!p || (n_images && !(p->images = qhx_calloc(n_images, sizeof *p->images)))) {
+        qhx_free(p);
+        return qhx_fail(err, QHX_E_NOMEM, "chat: out of memory");
+    }
     p->m = m;
     qhx_status rc = QHX_OK;
     for (size_t i = 0; !rc && n_images && i < spec->n_turns; i++)
         for (size_t k = 0; !rc && spec->turns[i].parts && k < spec->turns[i].n_parts; k++)
-            if (!spec->turns[i].parts[k].text) rc = encode_image(m, spec, &spec->turns[i].parts[k], &p->image, err);
+            if (!spec->turns[i].parts[k].text) {
+                rc = encode_image(m, spec, &spec->turns[i].parts[k], &p->images[p->n_images], err);
+                if (!rc) p->n_images++;
+            }
     if (!rc) rc = render_and_encode(m, spec, p, err);
     if (rc) {
         qhx_prompt_free(p);
@@ -246,24 +256,16 @@ qhx_status qhx_prompt_from_chat(const qhx_model *m, const qhx_chat_spec *spec, q
     return QHX_OK;
 }
 
-/* Where the image's ids lie in p: [*b, *e) from <|vision_start|> to the last pad; false without
- * an image. */
-static bool image_span(const qhx_prompt *p, size_t *b, size_t *e) {
-    if (!p->image.n_tokens) return false;
-    *b = p->reusable;
-    *e = p->reusable + 1 + (size_t)p->image.n_tokens;
-    return true;
-}
-
 qhx_status qhx_session_feed_prompt(qhx_session *s, const qhx_prompt *p, size_t from, size_t to, qhx_error *err) {
     if (!s || !p) return qhx_fail(err, QHX_E_ARG, "feed prompt: session and prompt are required");
     if (from >= to || to > p->n)
         return qhx_fail(err, QHX_E_ARG, "feed prompt: [%zu, %zu) is not a range inside the %zu ids", from, to, p->n);
-    size_t ib, ie;
-    bool has_image = image_span(p, &ib, &ie) && from < ie && to > ib;
-    if (has_image && (from > ib || to < ie))
-        return qhx_fail(err, QHX_E_ARG, "feed prompt: [%zu, %zu) cuts through the image's ids [%zu, %zu)", from, to, ib, ie);
-    if (!has_image) return qhx_session_feed(s, p->ids + from, to - from, err);
+    /* the images' ids [reusable, images_end) go in one piece, all of them or none */
+    bool has_images = p->n_images && from < p->images_end && to > p->reusable;
+    if (has_images && (from > p->reusable || to < p->images_end))
+        return qhx_fail(err, QHX_E_ARG, "feed prompt: [%zu, %zu) cuts through the images' ids [%zu, %zu)", from, to,
+                        p->reusable, p->images_end);
+    if (!has_images) return qhx_session_feed(s, p->ids + from, to - from, err);
     qhx_status rc = qhx_session_guard_enter(s, "feed prompt", err);
     if (rc) return rc;
     if (qhx_session_n_past(s) + (int64_t)(to - from) > qhx_session_n_ctx(s)) {
@@ -274,11 +276,11 @@ qhx_status qhx_session_feed_prompt(qhx_session *s, const qhx_prompt *p, size_t f
     rc = qhx_session_feed_pending(s, err);
     qhx_session_guard_leave(s, QHX_OK);
     if (rc) return rc;
-    /* the image announcement covers exactly the ids fed below */
+    /* the announcement covers exactly the ids fed below */
     qhx_model_state *st = qhx_session_state(s);
-    if ((rc = qhx_qwen3vl_attach(st, &p->image, p->ids + from, (int64_t)(to - from), err))) return rc;
+    if ((rc = qhx_model_state_attach(st, p->images, p->n_images, p->ids + from, (int64_t)(to - from), err))) return rc;
     rc = qhx_session_feed(s, p->ids + from, to - from, err);
-    qhx_qwen3vl_attach(st, NULL, NULL, 0, NULL);
+    qhx_model_state_attach(st, NULL, 0, NULL, 0, NULL);
     return rc;
 }
 

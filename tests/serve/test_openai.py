@@ -203,6 +203,19 @@ r = vcl.chat.completions.create(model="x", messages=[{"role": "user", "content":
     {"type": "image_url", "image_url": {"url": url}}, {"type": "text", "text": "What is in the picture?"}]}], **GREEDY)
 ref = greedy_alone(VL, "What is in the picture?", 24, "--image", VL + "/image-64x96.png")
 c.check(r.choices[0].message.content == ref, "image answer %r != generate --image %r" % (r.choices[0].message.content, ref))
+# two images in one message: each gets its own pads (64x64: 4 tokens, 64x96: 6) and markers
+url2 = "data:image/png;base64," + base64.b64encode(open(VL + "/image-64x64.png", "rb").read()).decode()
+two = vcl.chat.completions.create(model="x", messages=[{"role": "user", "content": [
+    {"type": "image_url", "image_url": {"url": url2}}, {"type": "image_url", "image_url": {"url": url}},
+    {"type": "text", "text": "What is in the picture?"}]}], **GREEDY)
+c.check(two.usage.prompt_tokens == r.usage.prompt_tokens + 4 + 2, "two images: %d prompt tokens, one: %d" % (
+    two.usage.prompt_tokens, r.usage.prompt_tokens))
+try:
+    vcl.chat.completions.create(model="x", messages=[{"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": url}}] * 5}], max_tokens=2)
+    c.check(False, "5 images refused")
+except openai.APIStatusError as e:
+    c.check(e.status_code == 413, "5 images: %s" % e)
 try:
     vcl.chat.completions.create(model="x", messages=[{"role": "user", "content": [
         {"type": "image_url", "image_url": {"url": "data:image/png;base64," + base64.b64encode(b"\x89PNG\r\n\x1a\nnot really").decode()}}]}],

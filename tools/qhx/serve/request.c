@@ -457,7 +457,7 @@ srv_job *srv_request_chat(const qhx_model *m, const srv_config *cfg, const char 
         goto bad;
     }
     if (present(kw) && get_bool(kw, "enable_thinking", &thinking, status, err)) goto bad;
-    if (!strcmp(qhx_model_family_name(m), "qwen3_vl")) thinking = false; /* Instruct: no thinking mode */
+    if (!qhx_model_has_thinking(m)) thinking = false; /* Qwen3-VL Instruct: no thinking mode */
     if (messages_of(&c, cfg, json_object_get(root, "messages"), status, err)) goto bad;
     if (tools_of(&c, cfg, root, status, err)) goto bad;
     qhx_chat_spec spec = {.turns = c.turns, .n_turns = json_array_size(json_object_get(root, "messages")),
