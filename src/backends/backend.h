@@ -102,6 +102,11 @@ typedef struct qhx_backend {
     int64_t (*seq_positions)(const qhx_seq *s, const int64_t **pos);
 
     qhx_status (*run)(const qhx_graphs *g, qhx_seq *s, qhx_graph which, const qhx_graph_io *io, qhx_error *err);
+    /* Optional: the "decode" graph for n distinct sequences at once (ids[i] into seqs[i], its
+     * logits to logits[i]), each with the result it gets alone; NULL, or QHX_E_UNSUPPORTED for
+     * a model it cannot batch: the caller runs them one by one. */
+    qhx_status (*run_decode_multi)(const qhx_graphs *g, qhx_seq *const *seqs, const int32_t *ids, int64_t n,
+                                   float *const *logits, qhx_error *err);
 } qhx_backend;
 
 /* registry.c: the backend named `name`: "cpu" (or "-", or NULL) is the CPU backend. A QNN

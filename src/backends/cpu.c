@@ -202,6 +202,13 @@ static qhx_status cpu_run(const qhx_graphs *g, qhx_seq *s, qhx_graph which, cons
     return qhx_fail(err, QHX_E_ARG, "cpu backend: graph %d does not exist", (int)which);
 }
 
+/* One decode step of several sequences: the family's batched form when it has one. */
+static qhx_status cpu_run_decode_multi(const qhx_graphs *g, qhx_seq *const *seqs, const int32_t *ids, int64_t n,
+                                       float *const *logits, qhx_error *err) {
+    if (!g->net.vt->decode_multi) return qhx_fail(err, QHX_E_UNSUPPORTED, "decode: this family has no batched step");
+    return g->net.vt->decode_multi(&g->net, (qhx_net_state *const *)(const void *)seqs, ids, n, logits, err);
+}
+
 const qhx_backend QHX_BACKEND_CPU = {
     .name = "cpu",
     .info = cpu_info,
@@ -218,4 +225,5 @@ const qhx_backend QHX_BACKEND_CPU = {
     .seq_attach = cpu_seq_attach,
     .seq_positions = cpu_seq_positions,
     .run = cpu_run,
+    .run_decode_multi = cpu_run_decode_multi,
 };

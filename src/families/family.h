@@ -131,6 +131,11 @@ typedef struct qhx_net_vt {
                          int64_t n, qhx_error *err);
     /* optional, for tests: the (t, h, w) positions of the announced tokens */
     int64_t (*attached_positions)(const qhx_net_state *st, const int64_t **pos);
+    /* optional: one decode step of n distinct sequences of m at once, ids[i] fed to sts[i] and
+     * its logits (vocab,) written to logits[i]; each sequence's result has the bits of the
+     * one-token forward alone. Positions and ids are checked by the caller. */
+    qhx_status (*decode_multi)(const qhx_net *m, qhx_net_state *const *sts, const int32_t *ids, int64_t n,
+                               float *const *logits, qhx_error *err);
 } qhx_net_vt;
 
 struct qhx_net {

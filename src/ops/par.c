@@ -134,3 +134,56 @@ void qhx_par_range(struct qhx_pool *pool, int64_t n, int64_t chunk, qhx_par_fn f
     range_job j = {.fn = fn, .ctx = ctx, .n = n, .chunk = chunk};
     qhx_pool_run(pool, range_task, &j, (n + chunk - 1) / chunk);
 }
+
+/* ---- several independent rows (one decode step of several sequences) -------------------- */
+
+typedef struct multi_job {
+    const qhx_kernels *k;
+    const qhx_par_lin_multi *ls;
+    int n_ls;
+    const float *const *X;
+    int64_t nb;
+    int64_t first[MAX_LINS + 1];
+    int64_t chunk[MAX_LINS];
+    int swiglu;
+} multi_job;
+
+/* One row chunk of one layer for every row b in turn: the chunk's weights come from memory
+ * once and stay in cache for the other rows. The chunk and the kernel are those of a single
+ * row's call (lins_task with n == 1), so each output has its bits. */
+static void multi_task(void *ctx, int64_t task, int thread_index) {
+    (void)thread_index;
+    const multi_job *j = ctx;
+    int i = 0;
+    while (task >= j->first[i + 1]) i++;
+    const qhx_par_lin_multi *l = &j->ls[i];
+    int64_t r0 = (task - j->first[i]) * j->chunk[i], r1 = r0 + j->chunk[i] < l->w->rows ? r0 + j->chunk[i] : l->w->rows;
+    for (int64_t b = 0; b < j->nb; b++) {
+        j->k->matvec[l->w->fmt](l->w, j->X[b], l->Y[b], r0, r1);
+        if (j->swiglu) {
+            const qhx_par_lin_multi *u = &j->ls[1];
+            j->k->matvec[u->w->fmt](u->w, j->X[b], u->Y[b], r0, r1);
+            j->k->swiglu(l->Y[b] + r0, u->Y[b] + r0, l->Y[b] + r0, r1 - r0);
+        }
+    }
+}
+
+void qhx_par_linears_multi(struct qhx_pool *pool, const qhx_kernels *k, const qhx_par_lin_multi *ls, int n_ls,
+                           const float *const *X, int64_t nb, int swiglu) {
+    const int64_t nt = qhx_pool_n_threads(pool);
+    for (int b0 = 0; b0 < n_ls; b0 += MAX_LINS) {
+        multi_job j = {.k = k, .ls = ls + b0, .n_ls = n_ls - b0 < MAX_LINS ? n_ls - b0 : MAX_LINS, .X = X, .nb = nb,
+                       .swiglu = swiglu};
+        int n_layers = swiglu ? 1 : j.n_ls;
+        j.first[0] = 0;
+        for (int i = 0; i < n_layers; i++) {
+            /* a single row's pieces (row_chunk with n == 1); qhx_par_linear's one-piece case
+               (chunk >= rows) is the same rows in one call */
+            j.chunk[i] = row_chunk(j.ls[i].w->rows, nt, 1);
+            if (j.chunk[i] > j.ls[i].w->rows) j.chunk[i] = j.ls[i].w->rows;
+            j.first[i + 1] = j.first[i] + (j.ls[i].w->rows + j.chunk[i] - 1) / j.chunk[i];
+        }
+        for (int i = n_layers; i < MAX_LINS; i++) j.first[i + 1] = j.first[n_layers];
+        qhx_pool_run(pool, multi_task, &j, j.first[n_layers]);
+    }
+}

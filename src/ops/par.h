@@ -31,6 +31,18 @@ typedef struct qhx_par_lin {
 void qhx_par_linears(struct qhx_pool *pool, const qhx_kernels *k, const qhx_par_lin *ls, int n_ls, const float *X,
                      int64_t ldx, int64_t n);
 
+/* The same layers for nb independent rows at once (one decode step of nb sequences): row b reads
+ * X[b] (cols,) and writes ls[i].Y[b] (rows,). Each piece computes its row chunk for every row in
+ * turn, so a chunk's weights are read from memory once for all of them; chunks and kernels are a
+ * single row's (qhx_par_linears / qhx_par_swiglu with n == 1), so every output has the bits of
+ * the single-row call. swiglu: ls[0] is gate, ls[1] up, and Y of ls[0] becomes silu(G) * U. */
+typedef struct qhx_par_lin_multi {
+    const qhx_weight *w;
+    float *const *Y; /* (nb) rows out */
+} qhx_par_lin_multi;
+void qhx_par_linears_multi(struct qhx_pool *pool, const qhx_kernels *k, const qhx_par_lin_multi *ls, int n_ls,
+                           const float *const *X, int64_t nb, int swiglu);
+
 /* The gate and up projections of a SwiGLU MLP and the SwiGLU itself in one region: G <- X @ gate^T,
  * U <- X @ up^T, then G <- silu(G) * U (the op table's swiglu per element), each piece on its own
  * rows. gate and up have the same shape; G and U are (n, rows) with stride ld. */

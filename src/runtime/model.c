@@ -442,6 +442,30 @@ qhx_status qhx_model_forward(const qhx_model *m, qhx_model_state *st, const int3
     return m->backend->run(m->graphs, st->seq, n == 1 ? QHX_GRAPH_DECODE : QHX_GRAPH_PREFILL, &io, err);
 }
 
+qhx_status qhx_model_decode_multi(const qhx_model *m, qhx_model_state *const *sts, const int32_t *ids, int64_t n,
+                                  float *const *logits, qhx_error *err) {
+    enum { MAX_MULTI = 64 };
+    if (!m || n < 1 || n > MAX_MULTI || !sts || !ids || !logits)
+        return qhx_fail(err, QHX_E_ARG, "decode: 1 to %d states, ids and logits are required", MAX_MULTI);
+    qhx_seq *seqs[MAX_MULTI];
+    for (int64_t i = 0; i < n; i++) {
+        if (!sts[i] || sts[i]->m != m) return qhx_fail(err, QHX_E_ARG, "decode: state %lld does not belong to this model", (long long)i);
+        for (int64_t k = 0; k < i; k++)
+            if (sts[k] == sts[i]) return qhx_fail(err, QHX_E_ARG, "decode: state %lld appears twice", (long long)i);
+        qhx_seq_info inf;
+        m->backend->seq_info(sts[i]->seq, &inf);
+        if (inf.n_past >= inf.n_ctx)
+            return qhx_fail(err, QHX_E_LIMIT, "decode: state %lld is full (%lld tokens)", (long long)i, (long long)inf.n_ctx);
+        if (ids[i] < 0 || ids[i] >= m->cfg.vocab_size)
+            return qhx_fail(err, QHX_E_ARG, "decode: id %d is outside the vocabulary [0, %lld)", ids[i],
+                            (long long)m->cfg.vocab_size);
+        seqs[i] = sts[i]->seq;
+    }
+    if (!m->backend->run_decode_multi)
+        return qhx_fail(err, QHX_E_UNSUPPORTED, "decode: the %s backend has no batched step", m->backend->name);
+    return m->backend->run_decode_multi(m->graphs, seqs, ids, n, logits, err);
+}
+
 qhx_status qhx_model_lm_head(const qhx_model *m, const float *hidden, int64_t n, float *logits, qhx_error *err) {
     const qhx_graph_io io = {.hidden = hidden, .n = n, .logits = logits};
     return m->backend->run(m->graphs, NULL, QHX_GRAPH_LM_HEAD, &io, err);

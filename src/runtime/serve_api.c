@@ -8,6 +8,7 @@
 #include "runtime/model.h"
 #include "runtime/sample.h"
 #include "runtime/session.h"
+#include "runtime/session_impl.h"
 #include "text/tokenizer.h"
 
 #include <string.h>
@@ -450,12 +451,38 @@ void qhx_checkpoint_free(qhx_checkpoint *cp) {
 
 /* ==== several sessions ======================================================================= */
 
-/* One step per session, in turn, for now; the batched forward (one B-row matmul per projection
- * for all of them) goes behind this call without changing its contract. */
+/* One batched forward when every session can take it (same model, idle, nothing pending) and
+ * the backend has the batched step; else one qhx_session_feed after the other. */
+static bool batchable(qhx_session *const *ss, size_t n) {
+    if (n < 2 || n > 64) return false;
+    for (size_t i = 0; i < n; i++)
+        if (!ss[i] || ss[i]->m != ss[0]->m || ss[i]->busy || ss[i]->broken || ss[i]->pending >= 0) return false;
+    return true;
+}
+
 qhx_status qhx_sessions_decode(qhx_session *const *ss, const qhx_token *tokens, size_t n, size_t *n_done,
                                qhx_error *err) {
     if (n_done) *n_done = 0;
     if (n && (!ss || !tokens)) return qhx_fail(err, QHX_E_ARG, "decode: sessions and tokens are required");
+    if (batchable(ss, n)) {
+        qhx_model_state *sts[64];
+        float *lg[64];
+        for (size_t i = 0; i < n; i++) sts[i] = ss[i]->st, lg[i] = ss[i]->logits;
+        for (size_t i = 0; i < n; i++) ss[i]->busy = true;
+        qhx_status rc = qhx_model_decode_multi(ss[0]->m, sts, tokens, (int64_t)n, lg, err);
+        for (size_t i = 0; i < n; i++) ss[i]->busy = false;
+        if (rc == QHX_OK) {
+            for (size_t i = 0; i < n; i++) {
+                qhx_sampler_accept(ss[i]->smp, tokens[i]);
+                ss[i]->has_logits = true;
+                ss[i]->n_fed++;
+            }
+            if (n_done) *n_done = n;
+            return QHX_OK;
+        }
+        if (rc != QHX_E_UNSUPPORTED) return rc; /* refused before anything was fed */
+        if (err) *err = (qhx_error){0};
+    }
     for (size_t i = 0; i < n; i++) {
         qhx_status rc = qhx_session_feed(ss[i], &tokens[i], 1, err);
         if (rc) return rc;

@@ -698,6 +698,144 @@ static int64_t q35_attached_positions(const qhx_net_state *st, const int64_t **p
     return s->plan.n;
 }
 
+/* ---- one decode step of several sequences ------------------------------------------------- */
+
+/* Every linear layer runs once for all nb sequences (qhx_par_linears_multi: the weights read
+ * once per step, each row with the single-row kernel and pieces), the mixers run per sequence on
+ * its own state exactly as the one-token forward does, so each sequence gets the bits it gets
+ * alone. */
+
+#define MULTI_MAX 64
+
+/* The GDN mixer's one-token steps after its input projections (gdn_forward with n == 1). */
+static void gdn_mix_one(q35_fw *f) {
+    const qhx_net *m = f->m;
+    const q35_dims *d = &f->q->d;
+    q35_state *s = f->s;
+    const q35_layer *L = f->L;
+    const int64_t C = d->conv_dim, K = d->K;
+    float *fifo = s->conv + L->slot * (K - 1) * C;
+    memcpy(s->ext, fifo, (size_t)((K - 1) * C) * sizeof(float));
+    if (d->dk == d->dv && d->key_dim % d->dk == 0) {
+        qhx_par_range(m->pool, C, 4 * d->dk, gdn_prep1_task, f);
+        for (int64_t j = 0; j < d->nv; j++) {
+            s->beta[j] = qhx_k_sigmoid_ref(s->beta[j]);
+            s->g[j] = L->A[j] * qhx_k_softplus_ref(s->g[j] + L->dt_bias[j]);
+        }
+    } else {
+        qhx_par_range(m->pool, 1, TOK_CHUNK, gdn_prep_task, f);
+    }
+    memcpy(fifo, s->ext + C, (size_t)((K - 1) * C) * sizeof(float));
+    qhx_par_range(m->pool, d->nv, 1, gdn_delta_task, f);
+}
+
+/* The attention mixer's one-token steps after its input projections (attn_forward, n == 1). */
+static void attn_mix_one(q35_fw *f) {
+    const qhx_net *m = f->m;
+    const q35_dims *d = &f->q->d;
+    q35_state *s = f->s;
+    const q35_layer *L = f->L;
+    qhx_par_range(m->pool, 1, TOK_CHUNK, attn_split_task, f);
+    const qhx_op_attn a = {.kern = m->kern, .pool = m->pool, .kv = &s->kv, .slot = L->slot, .nh = d->nh,
+                           .nkv = d->nkv, .hd = d->hd, .rot = d->rot, .norm = QHX_NORM_ZERO_CENTRED,
+                           .q_norm = L->q_norm, .k_norm = L->k_norm, .eps = d->eps,
+                           .scale = (float)(1.0 / sqrt((double)d->hd)), .q = s->q, .k = s->kk, .v = s->vv,
+                           .cos = s->cosb, .sin = s->sinb, .gate = s->gate, .out = s->att, .work = s->attw,
+                           .work_floats = s->attw_floats, .part = s->attp, .n_past = f->st->n_past, .n = 1};
+    qhx_op_attention(&a);
+}
+
+typedef struct multi_rows {
+    float *a[MULTI_MAX], *b[MULTI_MAX], *c[MULTI_MAX], *d[MULTI_MAX];
+    const float *x[MULTI_MAX];
+} multi_rows;
+
+static void q35_layer_multi(const qhx_net *m, q35_fw *f, int64_t nb, const q35_layer *L, multi_rows *r) {
+    const q35_dims *d = &f[0].q->d;
+    const int64_t H = d->H;
+    for (int64_t b = 0; b < nb; b++) {
+        f[b].L = L;
+        qhx_op_rmsnorm_rows(m->pool, QHX_NORM_ZERO_CENTRED, f[b].s->x, L->input_norm, f[b].s->xn, 1, H, d->eps);
+        r->x[b] = f[b].s->xn;
+    }
+    if (L->type == QHX_LAYER_LINEAR_ATTENTION) {
+        for (int64_t b = 0; b < nb; b++) {
+            q35_state *s = f[b].s;
+            r->a[b] = s->ext + (d->K - 1) * d->conv_dim, r->b[b] = s->z, r->c[b] = s->beta, r->d[b] = s->g;
+        }
+        const qhx_par_lin_multi in[4] = {{&L->in_proj_qkv, r->a}, {&L->in_proj_z, r->b}, {&L->in_proj_b, r->c},
+                                         {&L->in_proj_a, r->d}};
+        qhx_par_linears_multi(m->pool, m->kern, in, 4, r->x, nb, 0);
+        for (int64_t b = 0; b < nb; b++) gdn_mix_one(&f[b]);
+        for (int64_t b = 0; b < nb; b++) r->x[b] = f[b].s->core, r->a[b] = f[b].s->tmp;
+        const qhx_par_lin_multi out = {&L->out_proj, r->a};
+        qhx_par_linears_multi(m->pool, m->kern, &out, 1, r->x, nb, 0);
+    } else {
+        for (int64_t b = 0; b < nb; b++) r->a[b] = f[b].s->qg, r->b[b] = f[b].s->kk, r->c[b] = f[b].s->vv;
+        const qhx_par_lin_multi in[3] = {{&L->q_proj, r->a}, {&L->k_proj, r->b}, {&L->v_proj, r->c}};
+        qhx_par_linears_multi(m->pool, m->kern, in, 3, r->x, nb, 0);
+        for (int64_t b = 0; b < nb; b++) attn_mix_one(&f[b]);
+        for (int64_t b = 0; b < nb; b++) r->x[b] = f[b].s->att, r->a[b] = f[b].s->tmp;
+        const qhx_par_lin_multi out = {&L->o_proj, r->a};
+        qhx_par_linears_multi(m->pool, m->kern, &out, 1, r->x, nb, 0);
+    }
+    for (int64_t b = 0; b < nb; b++) {
+        q35_state *s = f[b].s;
+        qhx_op_add_rmsnorm_rows(m->pool, QHX_NORM_ZERO_CENTRED, s->x, s->tmp, L->post_norm, s->xn, 1, H, d->eps);
+        r->x[b] = s->xn, r->a[b] = s->mg, r->b[b] = s->mu;
+    }
+    const qhx_par_lin_multi gu[2] = {{&L->gate_proj, r->a}, {&L->up_proj, r->b}};
+    qhx_par_linears_multi(m->pool, m->kern, gu, 2, r->x, nb, 1);
+    for (int64_t b = 0; b < nb; b++) r->x[b] = f[b].s->mg, r->a[b] = f[b].s->tmp;
+    const qhx_par_lin_multi down = {&L->down_proj, r->a};
+    qhx_par_linears_multi(m->pool, m->kern, &down, 1, r->x, nb, 0);
+    for (int64_t b = 0; b < nb; b++) qhx_op_add(m->pool, f[b].s->x, f[b].s->tmp, H);
+}
+
+static qhx_status q35_decode_multi(const qhx_net *m, qhx_net_state *const *sts, const int32_t *ids, int64_t nb,
+                                   float *const *logits, qhx_error *err) {
+    if (nb < 1 || nb > MULTI_MAX) return qhx_fail(err, QHX_E_ARG, "decode: %lld sequences, 1 to %d", (long long)nb, MULTI_MAX);
+    const q35_model *q = m->impl;
+    const q35_dims *d = &q->d;
+    const int64_t H = d->H, half = d->rot / 2;
+    q35_fw f[MULTI_MAX];
+    int64_t next[MULTI_MAX];
+    multi_rows r;
+    /* positions as q35_step gives them for one token; a token that is an image row is refused
+       before anything runs (the caller feeds it on its own) */
+    for (int64_t b = 0; b < nb; b++) {
+        qhx_net_state *st = sts[b];
+        q35_state *s = st->impl;
+        qhx_status rc = qhx_img_plan_check(&s->plan, &ids[b], 1, st->n_past, err);
+        if (rc) return rc;
+        next[b] = q->vit ? s->next_pos : st->n_past;
+        qhx_img_plan_batch(&s->plan, st->n_past, 1, &next[b], s->pos, s->src);
+        if (s->src[0]) return qhx_fail(err, QHX_E_UNSUPPORTED, "decode: sequence %lld is at an image row", (long long)b);
+    }
+    for (int64_t b = 0; b < nb; b++) {
+        qhx_net_state *st = sts[b];
+        q35_state *s = st->impl;
+        f[b] = (q35_fw){.m = m, .q = q, .st = st, .s = s, .n = 1};
+        m->kern->row[q->embed.fmt](&q->embed, ids[b], s->x);
+        qhx_rope_angles(s->pos, q->axis, q->inv_freq, half, s->cosb, s->sinb);
+    }
+    for (int64_t l = 0; l < d->L; l++) q35_layer_multi(m, f, nb, &q->layers[l], &r);
+    for (int64_t b = 0; b < nb; b++) {
+        q35_state *s = f[b].s;
+        qhx_op_rmsnorm_rows(m->pool, QHX_NORM_ZERO_CENTRED, s->x, q->final_norm, s->xn, 1, H, d->eps);
+        r.x[b] = s->xn;
+        r.a[b] = logits[b];
+    }
+    const qhx_par_lin_multi head = {&q->lm_head, r.a};
+    qhx_par_linears_multi(m->pool, m->kern, &head, 1, r.x, nb, 0);
+    for (int64_t b = 0; b < nb; b++) {
+        q35_state *s = sts[b]->impl;
+        s->next_pos = next[b];
+        sts[b]->n_past++;
+    }
+    return QHX_OK;
+}
+
 static const qhx_net_vt Q35_VT = {
     .free_impl = q35_free_impl,
     .state_create = q35_state_create,
@@ -709,4 +847,5 @@ static const qhx_net_vt Q35_VT = {
     .encode_image = q35_encode_image,
     .attach = q35_attach,
     .attached_positions = q35_attached_positions,
+    .decode_multi = q35_decode_multi,
 };

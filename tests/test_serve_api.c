@@ -1,0 +1,176 @@
+/* The serving calls of qhx.h on the tiny fixtures: one decode step over several sessions gives
+ * each the logits it gets alone (bit for bit, through the batched forward and through the
+ * one-by-one fallback), a checkpoint rolls a session back to where it was (logits and what it
+ * generates after), chat prompts in memory tokenize as the chat format renders them, and a
+ * range feed through an image refuses to cut it. */
+// ctest-labels: unit;golden
+#include "qhx.h"
+#include "t.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static char dir[1024];
+
+static qhx_model *open_model(const char *name, int threads) {
+    char path[1200];
+    snprintf(path, sizeof path, "%s/fixtures/parity/%s", QHX_DATA_DIR, name);
+    qhx_model_params mp = qhx_model_default_params();
+    mp.n_threads = threads;
+    qhx_model *m = NULL;
+    qhx_error err = {0};
+    if (qhx_model_open(path, &mp, &m, &err)) fprintf(stderr, "%s: %s\n", path, err.msg);
+    return m;
+}
+
+static qhx_session *session(qhx_model *m) {
+    qhx_session_params sp = qhx_session_default_params(m);
+    sp.n_ctx = 512;
+    qhx_session *s = NULL;
+    qhx_session_create(m, &sp, &s, NULL);
+    return s;
+}
+
+static void feed_text(qhx_session *s, const char *t) { CHECK_EQ(qhx_session_feed_text(s, t, strlen(t), NULL), QHX_OK); }
+
+/* nb sessions with different prompts, decoded 12 steps together (greedy), against the same
+ * prompts decoded alone: every logit equal. */
+static void test_decode_multi(const char *model, int threads) {
+    qhx_model *m = open_model(model, threads);
+    CHECK(m != NULL);
+    if (!m) return;
+    const char *prompts[4] = {"Hello there", "The capital of France is", "1 2 3 4", "Once upon a time, in a land far away"};
+    enum { NB = 4, STEPS = 12 };
+    qhx_session *together[NB], *alone[NB];
+    int64_t V = qhx_model_n_vocab(m);
+    for (int b = 0; b < NB; b++) {
+        together[b] = session(m);
+        alone[b] = session(m);
+        feed_text(together[b], prompts[b]);
+        feed_text(alone[b], prompts[b]);
+    }
+    int same = 1;
+    for (int k = 0; k < STEPS; k++) {
+        qhx_token t[NB];
+        for (int b = 0; b < NB; b++) {
+            const float *lt = qhx_session_logits(together[b]), *la = qhx_session_logits(alone[b]);
+            same &= memcmp(lt, la, (size_t)V * sizeof(float)) == 0;
+            t[b] = qhx_session_sample(alone[b]);
+            CHECK_EQ(qhx_session_feed(alone[b], &t[b], 1, NULL), QHX_OK);
+        }
+        /* 4 together, then (every third step) 2 + 1 + 1, the fallback size included */
+        size_t done = 0;
+        if (k % 3 == 2) {
+            CHECK_EQ(qhx_sessions_decode(together, t, 2, &done, NULL), QHX_OK);
+            CHECK_EQ(qhx_sessions_decode(together + 2, t + 2, 1, NULL, NULL), QHX_OK);
+            CHECK_EQ(qhx_sessions_decode(together + 3, t + 3, 1, NULL, NULL), QHX_OK);
+        } else {
+            CHECK_EQ(qhx_sessions_decode(together, t, NB, &done, NULL), QHX_OK);
+            CHECK_EQ(done, NB);
+        }
+    }
+    for (int b = 0; b < NB; b++) {
+        same &= memcmp(qhx_session_logits(together[b]), qhx_session_logits(alone[b]), (size_t)V * sizeof(float)) == 0;
+        CHECK_EQ(qhx_session_n_past(together[b]), qhx_session_n_past(alone[b]));
+    }
+    if (!same) fprintf(stderr, "%s (%d threads): batched logits differ from alone\n", model, threads);
+    CHECK(same);
+    /* a repeated session is refused before anything is fed */
+    qhx_session *twice[2] = {together[0], together[0]};
+    qhx_token tt[2] = {1, 1};
+    int64_t before = qhx_session_n_past(together[0]);
+    CHECK(qhx_sessions_decode(twice, tt, 2, NULL, NULL) != QHX_OK);
+    CHECK_EQ(qhx_session_n_past(together[0]), before);
+    for (int b = 0; b < NB; b++) {
+        qhx_session_free(together[b]);
+        qhx_session_free(alone[b]);
+    }
+    qhx_model_free(m);
+}
+
+/* checkpoint, go on, roll back: the logits and the following greedy tokens as before */
+static void test_checkpoint(const char *model) {
+    qhx_model *m = open_model(model, 1);
+    CHECK(m != NULL);
+    if (!m) return;
+    int64_t V = qhx_model_n_vocab(m);
+    qhx_session *s = session(m), *other = session(m);
+    feed_text(s, "A checkpoint here");
+    qhx_checkpoint *cp = NULL;
+    CHECK_EQ(qhx_session_checkpoint(s, &cp, NULL), QHX_OK);
+    CHECK_EQ(qhx_checkpoint_n_past(cp), qhx_session_n_past(s));
+    CHECK(qhx_checkpoint_bytes(cp) > (size_t)V * sizeof(float));
+    float *at = malloc((size_t)V * sizeof(float));
+    memcpy(at, qhx_session_logits(s), (size_t)V * sizeof(float));
+    qhx_token first[8], again[8];
+    for (int k = 0; k < 8; k++) {
+        first[k] = qhx_session_sample(s);
+        qhx_session_feed(s, &first[k], 1, NULL);
+    }
+    feed_text(s, " and then something else entirely");
+    CHECK_EQ(qhx_session_rollback(s, cp, NULL), QHX_OK);
+    CHECK_EQ(qhx_session_n_past(s), qhx_checkpoint_n_past(cp));
+    CHECK(memcmp(at, qhx_session_logits(s), (size_t)V * sizeof(float)) == 0);
+    for (int k = 0; k < 8; k++) {
+        again[k] = qhx_session_sample(s);
+        qhx_session_feed(s, &again[k], 1, NULL);
+    }
+    CHECK(memcmp(first, again, sizeof first) == 0);
+    CHECK(qhx_session_rollback(other, cp, NULL) == QHX_E_ARG); /* another session's */
+    qhx_checkpoint_free(cp);
+    free(at);
+    qhx_session_free(s);
+    qhx_session_free(other);
+    qhx_model_free(m);
+}
+
+/* a chat spec renders as qhx_chat_format does, and feeds in two ranges as in one */
+static void test_prompt(void) {
+    qhx_model *m = open_model("qwen35-tiny-f32", 1);
+    CHECK(m != NULL);
+    if (!m) return;
+    qhx_chat_turn turns[2] = {{.role = "system", .content = "Be brief."}, {.role = "user", .content = "Hello"}};
+    qhx_chat_spec spec = {.turns = turns, .n_turns = 2};
+    qhx_prompt *p = NULL;
+    CHECK_EQ(qhx_prompt_from_chat(m, &spec, &p, NULL), QHX_OK);
+    size_t n = 0;
+    const qhx_token *ids = qhx_prompt_ids(p, &n);
+    qhx_chat_msg msgs[2] = {{"system", "Be brief."}, {"user", "Hello"}};
+    char text[4096];
+    size_t len = 0, nref = 0;
+    CHECK_EQ(qhx_chat_format(m, msgs, 2, 1, 0, text, sizeof text, &len, NULL), QHX_OK);
+    qhx_token ref[512];
+    CHECK_EQ(qhx_tokenize(m, text, len, ref, 512, &nref, NULL), QHX_OK);
+    CHECK_EQ(n, nref);
+    CHECK(n == nref && memcmp(ids, ref, n * sizeof *ids) == 0);
+    CHECK_EQ(qhx_prompt_reusable(p), n);
+    qhx_session *a = session(m), *b = session(m);
+    CHECK_EQ(qhx_session_feed_prompt(a, p, 0, n, NULL), QHX_OK);
+    CHECK_EQ(qhx_session_feed_prompt(b, p, 0, 5, NULL), QHX_OK);
+    CHECK_EQ(qhx_session_feed_prompt(b, p, 5, n, NULL), QHX_OK);
+    CHECK_EQ(qhx_session_n_past(a), qhx_session_n_past(b));
+    CHECK(qhx_session_feed_prompt(b, p, 3, 2, NULL) == QHX_E_ARG);
+    CHECK(qhx_session_feed_prompt(b, p, 0, n + 1, NULL) == QHX_E_ARG);
+    /* images and tools where the family takes none */
+    qhx_chat_content img = {.image = "\x89PNG", .image_size = 4};
+    qhx_chat_turn it = {.role = "user", .parts = &img, .n_parts = 1};
+    qhx_chat_spec is = {.turns = &it, .n_turns = 1};
+    qhx_prompt *q = NULL;
+    CHECK(qhx_prompt_from_chat(m, &is, &q, NULL) == QHX_E_ARG && q == NULL);
+    qhx_session_free(a);
+    qhx_session_free(b);
+    qhx_prompt_free(p);
+    qhx_model_free(m);
+}
+
+int main(void) {
+    (void)dir;
+    test_decode_multi("qwen35-tiny-f32", 1);
+    test_decode_multi("qwen35-tiny-f32", 2);
+    test_decode_multi("qwen35-tiny-bf16", 2);
+    test_decode_multi("qwen3vl-tiny-f32", 2); /* no batched form: the one-by-one path */
+    test_checkpoint("qwen35-tiny-f32");
+    test_checkpoint("qwen3vl-tiny-f32");
+    test_prompt();
+    return t_done("test_serve_api");
+}
