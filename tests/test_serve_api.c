@@ -8,13 +8,15 @@
 #include "t.h"
 
 #include <stdlib.h>
+#include <unistd.h>
 #include <string.h>
 
 static char dir[1024];
 
 static qhx_model *open_model(const char *name, int threads) {
     char path[1200];
-    snprintf(path, sizeof path, "%s/fixtures/parity/%s", QHX_DATA_DIR, name);
+    if (name[0] == '/') snprintf(path, sizeof path, "%s", name);
+    else snprintf(path, sizeof path, "%s/fixtures/parity/%s", QHX_DATA_DIR, name);
     qhx_model_params mp = qhx_model_default_params();
     mp.n_threads = threads;
     qhx_model *m = NULL;
@@ -163,8 +165,33 @@ static void test_prompt(void) {
     qhx_model_free(m);
 }
 
+/* w8 and q4 bundles of the f32 fixture (qhx forge), for the quantized kernels' batched step */
+static int forge(const char *precision, char *out, size_t cap) {
+    snprintf(out, cap, "%s/bundle-%s", dir, precision);
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "'%s/qhx' forge '%s/fixtures/parity/qwen35-tiny-f32' '%s' --precision %s >/dev/null 2>&1",
+             QHX_BIN_DIR, QHX_DATA_DIR, out, precision);
+    return system(cmd) == 0;
+}
+
 int main(void) {
-    (void)dir;
+    char tmpl[] = "/tmp/qhx-serve-api-XXXXXX";
+    if (!mkdtemp(tmpl)) return 1;
+    snprintf(dir, sizeof dir, "%s", tmpl);
+    char b[1400];
+    for (int k = 0; k < 2; k++) {
+        const char *prec = k ? "q4" : "w8";
+        if (forge(prec, b, sizeof b)) {
+            test_decode_multi(b, 2);
+            test_checkpoint(b);
+        } else {
+            fprintf(stderr, "qhx forge --precision %s failed (is %s/qhx built?)\n", prec, QHX_BIN_DIR);
+            CHECK(0);
+        }
+    }
+    char rm[1200];
+    snprintf(rm, sizeof rm, "rm -rf '%s'", dir);
+    if (system(rm)) fprintf(stderr, "could not remove %s\n", dir);
     test_decode_multi("qwen35-tiny-f32", 1);
     test_decode_multi("qwen35-tiny-f32", 2);
     test_decode_multi("qwen35-tiny-bf16", 2);

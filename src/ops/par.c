@@ -148,24 +148,47 @@ typedef struct multi_job {
     int swiglu;
 } multi_job;
 
-/* One row chunk of one layer for every row b in turn: the chunk's weights come from memory
- * once and stay in cache for the other rows. The chunk and the kernel are those of a single
- * row's call (lins_task with n == 1), so each output has its bits. */
+/* Bytes of one weight row (its share of the scales included). */
+static int64_t row_bytes(const qhx_weight *w) {
+    switch (w->fmt) {
+    case QHX_W_F32: return 4 * w->cols;
+    case QHX_W_F16:
+    case QHX_W_BF16: return 2 * w->cols;
+    case QHX_W_Q8: return w->cols + 4;
+    default: return w->cols / 2 + (w->group ? 4 * w->cols / w->group : 0);
+    }
+}
+
+#define MULTI_BLOCK_BYTES (192 * 1024) /* weights of one sub-block: stays in L2 while every row uses it */
+
+/* Rows of a sub-block of w: MULTI_BLOCK_BYTES of weights, whole row tiles. */
+static int64_t block_rows(const qhx_weight *w) {
+    int64_t r = MULTI_BLOCK_BYTES / (row_bytes(w) > 0 ? row_bytes(w) : 1);
+    r -= r % QHX_PAR_ROW_ALIGN;
+    return r < QHX_PAR_ROW_ALIGN ? QHX_PAR_ROW_ALIGN : r;
+}
+
+/* One row chunk of one layer for every row b: the chunk is walked in sub-blocks that fit the
+ * cache, each used by every row in turn, so the weights come from memory once for all rows.
+ * A matvec gives each output row the same bits whatever range it is called on (the pool splits
+ * rows freely, ops/par.h), and the SwiGLU runs on the whole chunk as lins_task does with n == 1,
+ * so every output has the bits of the single-row call. */
 static void multi_task(void *ctx, int64_t task, int thread_index) {
     (void)thread_index;
     const multi_job *j = ctx;
     int i = 0;
     while (task >= j->first[i + 1]) i++;
-    const qhx_par_lin_multi *l = &j->ls[i];
+    const qhx_par_lin_multi *l = &j->ls[i], *u = j->swiglu ? &j->ls[1] : NULL;
     int64_t r0 = (task - j->first[i]) * j->chunk[i], r1 = r0 + j->chunk[i] < l->w->rows ? r0 + j->chunk[i] : l->w->rows;
-    for (int64_t b = 0; b < j->nb; b++) {
-        j->k->matvec[l->w->fmt](l->w, j->X[b], l->Y[b], r0, r1);
-        if (j->swiglu) {
-            const qhx_par_lin_multi *u = &j->ls[1];
-            j->k->matvec[u->w->fmt](u->w, j->X[b], u->Y[b], r0, r1);
-            j->k->swiglu(l->Y[b] + r0, u->Y[b] + r0, l->Y[b] + r0, r1 - r0);
+    const int64_t step = block_rows(l->w);
+    for (int64_t a = r0; a < r1; a += step) {
+        int64_t e = a + step < r1 ? a + step : r1;
+        for (int64_t b = 0; b < j->nb; b++) {
+            j->k->matvec[l->w->fmt](l->w, j->X[b], l->Y[b], a, e);
+            if (u) j->k->matvec[u->w->fmt](u->w, j->X[b], u->Y[b], a, e);
         }
     }
+    for (int64_t b = 0; u && b < j->nb; b++) j->k->swiglu(l->Y[b] + r0, u->Y[b] + r0, l->Y[b] + r0, r1 - r0);
 }
 
 void qhx_par_linears_multi(struct qhx_pool *pool, const qhx_kernels *k, const qhx_par_lin_multi *ls, int n_ls,
