@@ -3,12 +3,12 @@
 (qhx serve, llama-server, ...), with the Python standard library only.
 
   serve_bench.py URL decode --streams 1,2,4,8 --tokens 32
-      S streamed chat requests at once, different prompts, greedy, ignore_eos; the aggregate
+      S streamed completion requests (chat-formatted prompts) at once, different prompts, greedy, ignore_eos; the aggregate
       decode rate is the tokens all streams received while every one of them was decoding
       (between the last stream's first token and the first stream's end) over that time.
   serve_bench.py URL ttft --history 1000
-      turn 1: a user message of about HISTORY tokens, answered with 16 tokens; turn 2: the
-      same conversation + the answer + a short question. Times to first token of both turns
+      turn 1: a user message of HISTORY tokens, answered with 16 tokens; turn 2: the same
+      conversation + the answer + a short question (chat-formatted completions). Times to first token of both turns
       (each turn streamed, one client), and the server's cached-token count when it says.
 Prints one JSON line per measurement."""
 import argparse
@@ -22,18 +22,19 @@ WORDS = ("river stone light window garden music paper north summer quiet market 
          "engine forest silver harbour thunder candle meadow bridge").split()
 
 
-def chat_stream(url, messages, max_tokens, extra=None):
-    """One streamed chat request; returns (arrival time of each content chunk, usage or None)."""
+def chat_stream(url, prompt, max_tokens):
+    """One streamed /v1/completions request of a prompt already in the chat format (a random-
+    weight model's output is no valid reasoning or tool-call text, which llama-server's chat
+    endpoint refuses); returns (arrival time of each text chunk, usage or None, the text)."""
     u = urllib.parse.urlparse(url)
     conn = http.client.HTTPConnection(u.hostname, u.port, timeout=3600)
-    body = {"messages": messages, "max_tokens": max_tokens, "temperature": 0, "stream": True,
-            "ignore_eos": True, "stream_options": {"include_usage": True},
-            "chat_template_kwargs": {"enable_thinking": False}, **(extra or {})}
-    conn.request("POST", "/v1/chat/completions", json.dumps(body), {"Content-Type": "application/json"})
+    body = {"prompt": prompt, "max_tokens": max_tokens, "temperature": 0, "stream": True,
+            "ignore_eos": True, "stream_options": {"include_usage": True}}
+    conn.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
     resp = conn.getresponse()
     if resp.status != 200:
         raise RuntimeError("HTTP %d: %s" % (resp.status, resp.read()[:300]))
-    times, usage, buf = [], None, b""
+    times, usage, buf, text = [], None, b"", []
     while True:
         chunk = resp.read1(65536)
         if not chunk:
@@ -47,24 +48,37 @@ def chat_stream(url, messages, max_tokens, extra=None):
             data = line[5:].strip()
             if data == "[DONE]":
                 conn.close()
-                return times, usage
+                return times, usage, "".join(text)
             js = json.loads(data)
             if js.get("usage"):
                 usage = js["usage"]
             for ch in js.get("choices", []):
-                d = ch.get("delta", {})
-                if d.get("content") or d.get("reasoning_content"):
+                if ch.get("text"):
                     times.append(time.time())
+                    text.append(ch["text"])
     conn.close()
-    return times, usage
+    return times, usage, "".join(text)
+
+
+def user_turn(text):
+    return "<|im_start|>user\n%s<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n" % text
+
+
+def n_tokens(url, text):
+    u = urllib.parse.urlparse(url)
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=600)
+    conn.request("POST", "/tokenize", json.dumps({"content": text}), {"Content-Type": "application/json"})
+    n = len(json.loads(conn.getresponse().read())["tokens"])
+    conn.close()
+    return n
 
 
 def decode(url, streams, tokens):
     results = [None] * streams
 
     def one(i):
-        msgs = [{"role": "user", "content": "Story %d: %s" % (i, " ".join(WORDS[(i + k) % len(WORDS)] for k in range(12)))}]
-        results[i] = chat_stream(url, msgs, tokens)[0]
+        p = user_turn("Story %d: %s" % (i, " ".join(WORDS[(i + k) % len(WORDS)] for k in range(12))))
+        results[i] = chat_stream(url, p, tokens)[0]
 
     ts = [threading.Thread(target=one, args=(i,)) for i in range(streams)]
     t0 = time.time()
@@ -82,20 +96,23 @@ def decode(url, streams, tokens):
 
 
 def ttft(url, history):
-    text = " ".join(WORDS[(k * 7) % len(WORDS)] for k in range(history))
-    turn1 = [{"role": "user", "content": "Read this and remember it: " + text}]
+    """history: tokens of the first user message (sized with the server's /tokenize)."""
+    words = []
+    while n_tokens(url, " ".join(words)) < history:
+        words += [WORDS[(len(words) * 7) % len(WORDS)] for _ in range(50)]
+    while len(words) > 1 and n_tokens(url, " ".join(words)) > history:
+        words.pop()
+    turn1 = user_turn(" ".join(words))
     t0 = time.time()
-    times, usage1 = chat_stream(url, turn1, 16)
+    times, usage1, answer = chat_stream(url, turn1, 16)
     ttft1 = times[0] - t0
-    # the answer as the client would send it back (its text is not needed for the timing; the
-    # server gets the conversation it would get from a real client)
-    answer = "Noted."
-    turn2 = turn1 + [{"role": "assistant", "content": answer}, {"role": "user", "content": "What was the third word?"}]
+    # the next turn as a chat client sends it: the history, the answer, a new question
+    turn2 = turn1 + answer + "<|im_end|>\n" + user_turn("What was the third word?")
     t0 = time.time()
-    times, usage2 = chat_stream(url, turn2, 16)
+    times, usage2, _ = chat_stream(url, turn2, 16)
     ttft2 = times[0] - t0
     cached = lambda u: ((u or {}).get("prompt_tokens_details") or {}).get("cached_tokens")
-    return {"history_words": history, "prompt1": (usage1 or {}).get("prompt_tokens"), "ttft1_s": ttft1,
+    return {"history_tokens": history, "prompt1": (usage1 or {}).get("prompt_tokens"), "ttft1_s": ttft1,
             "prompt2": (usage2 or {}).get("prompt_tokens"), "ttft2_s": ttft2, "ratio": ttft2 / ttft1,
             "cached2": cached(usage2)}
 

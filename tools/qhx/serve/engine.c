@@ -104,9 +104,8 @@ static int64_t reuse_point(const slot *sl, const qhx_prompt *p, int *ck_out) {
     /* continuing needs one id left to feed (its logits start the answer) */
     if (sl->n_hist == shared && shared < n) best = (int64_t)shared;
     for (int i = 0; i < sl->n_ck; i++) {
-        int64_t c = sl->ck[i].n;
-        bool ok = c <= (int64_t)shared && (c < (int64_t)n || c == (int64_t)n);
-        if (ok && c > best) {
+        int64_t c = sl->ck[i].n; /* at most n: a checkpoint at the prompt's end has its logits */
+        if (c <= (int64_t)shared && c > best) {
             best = c;
             *ck_out = i;
         }
@@ -115,14 +114,19 @@ static int64_t reuse_point(const slot *sl, const qhx_prompt *p, int *ck_out) {
     return best;
 }
 
-static int hist_set(slot *sl, const qhx_token *ids, size_t n) {
+/* hist <- the first n ids of p. From its first image on, the ids say nothing of the pixels (two
+ * images have the same pad ids), so they are kept as -1, which no prompt id equals: a state
+ * holding an image is never reused past it. */
+static int hist_set(slot *sl, const qhx_prompt *p, size_t n) {
     if (n > sl->cap_hist) {
         qhx_token *h = qhx_realloc(sl->hist, n * sizeof *h);
         if (!h) return -1;
         sl->hist = h;
         sl->cap_hist = n;
     }
-    memmove(sl->hist, ids, n * sizeof *ids);
+    size_t total, keep = qhx_prompt_reusable(p);
+    const qhx_token *ids = qhx_prompt_ids(p, &total);
+    for (size_t i = 0; i < n; i++) sl->hist[i] = i < keep ? ids[i] : -1;
     sl->n_hist = n;
     return 0;
 }
@@ -260,7 +264,7 @@ static int start_job(slot *sl) {
             return -1;
         }
         if (b < n) {
-            if (hist_set(sl, ids, b)) {
+            if (hist_set(sl, j->prompt, b)) {
                 slot_forget(sl);
                 fail_job(sl, 503, "out of memory");
                 return -1;
@@ -269,7 +273,7 @@ static int start_job(slot *sl) {
         }
         a = b;
     }
-    if (hist_set(sl, ids, n)) {
+    if (hist_set(sl, j->prompt, n)) {
         slot_forget(sl);
         fail_job(sl, 503, "out of memory");
         return -1;
