@@ -7,8 +7,9 @@
       decode rate is the tokens all streams received while every one of them was decoding
       (between the last stream's first token and the first stream's end) over that time.
   serve_bench.py URL ttft --history 1000
-      turn 1: a user message of HISTORY tokens, answered with 16 tokens; turn 2: the same
-      conversation + the answer + a short question (chat-formatted completions). Times to first token of both turns
+      turn 1: a user message of HISTORY tokens; turn 2: the same conversation + a short answer +
+      a new question (chat-formatted completions of one token: the time to the answer is the
+      prefill + one step). Times to first token of both turns
       (each turn streamed, one client), and the server's cached-token count when it says.
 Prints one JSON line per measurement."""
 import argparse
@@ -95,26 +96,42 @@ def decode(url, streams, tokens):
             "window_s": end - start, "chunks": total, "wall_s": wall}
 
 
+def first_token_time(url, prompt):
+    """Seconds to the answer of a one-token completion (prefill + one decode step), and its
+    usage. The status is not looked at: llama-server answers 500 when a random-weight model's one
+    token is not valid UTF-8 on its own, after doing the same work."""
+    u = urllib.parse.urlparse(url)
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=3600)
+    body = {"prompt": prompt, "max_tokens": 1, "temperature": 0, "ignore_eos": True, "cache_prompt": True}
+    t0 = time.time()
+    conn.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
+    resp = conn.getresponse()
+    raw = resp.read()
+    dt = time.time() - t0
+    conn.close()
+    try:
+        usage = json.loads(raw).get("usage")
+    except ValueError:
+        usage = None
+    return dt, usage, resp.status
+
+
 def ttft(url, history):
-    """history: tokens of the first user message (sized with the server's /tokenize)."""
+    """history: tokens of the first user message (sized with the server's /tokenize). Turn 2 is
+    turn 1, a short answer and a new question, as a chat client sends the next turn."""
     words = []
     while n_tokens(url, " ".join(words)) < history:
         words += [WORDS[(len(words) * 7) % len(WORDS)] for _ in range(50)]
     while len(words) > 1 and n_tokens(url, " ".join(words)) > history:
         words.pop()
     turn1 = user_turn(" ".join(words))
-    t0 = time.time()
-    times, usage1, answer = chat_stream(url, turn1, 16)
-    ttft1 = times[0] - t0
-    # the next turn as a chat client sends it: the history, the answer, a new question
-    turn2 = turn1 + answer + "<|im_end|>\n" + user_turn("What was the third word?")
-    t0 = time.time()
-    times, usage2, _ = chat_stream(url, turn2, 16)
-    ttft2 = times[0] - t0
+    turn2 = turn1 + "Noted.<|im_end|>\n" + user_turn("What was the third word?")
+    ttft1, usage1, st1 = first_token_time(url, turn1)
+    ttft2, usage2, st2 = first_token_time(url, turn2)
     cached = lambda u: ((u or {}).get("prompt_tokens_details") or {}).get("cached_tokens")
-    return {"history_tokens": history, "prompt1": (usage1 or {}).get("prompt_tokens"), "ttft1_s": ttft1,
-            "prompt2": (usage2 or {}).get("prompt_tokens"), "ttft2_s": ttft2, "ratio": ttft2 / ttft1,
-            "cached2": cached(usage2)}
+    return {"history_tokens": history, "prompt1_tokens": n_tokens(url, turn1), "ttft1_s": ttft1,
+            "prompt2_tokens": n_tokens(url, turn2), "ttft2_s": ttft2, "ratio": ttft2 / ttft1,
+            "cached2": cached(usage2), "status": [st1, st2]}
 
 
 def main():

@@ -560,9 +560,12 @@ QHX_API size_t qhx_checkpoint_bytes(const qhx_checkpoint *cp);
 QHX_API void qhx_checkpoint_free(qhx_checkpoint *cp);
 
 /* One decode step for n sessions of one model: tokens[i] is fed to sessions[i] (each then has
- * the logits after it). Each session's result is the same as qhx_session_feed of its token
- * alone. Sessions must be distinct. On failure some sessions may have been fed: *n_done (may
- * be NULL) says how many, in order. */
+ * the logits after it), with the result (bit for bit) of qhx_session_feed of its token alone.
+ * Where the family has a batched step (Qwen3.5) and every session is idle with nothing pending,
+ * the n tokens go through one forward whose linear layers read their weights once for all of
+ * them; otherwise the sessions are fed one after the other. Sessions must be distinct (a repeated
+ * one is QHX_E_ARG, before anything is fed). On failure some sessions may have been fed: *n_done
+ * (may be NULL) says how many, in order. */
 QHX_API qhx_status qhx_sessions_decode(qhx_session *const *sessions, const qhx_token *tokens,
                                        size_t n, size_t *n_done /* OUT */, qhx_error *err);
 

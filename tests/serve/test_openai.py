@@ -203,6 +203,14 @@ r = vcl.chat.completions.create(model="x", messages=[{"role": "user", "content":
     {"type": "image_url", "image_url": {"url": url}}, {"type": "text", "text": "What is in the picture?"}]}], **GREEDY)
 ref = greedy_alone(VL, "What is in the picture?", 24, "--image", VL + "/image-64x96.png")
 c.check(r.choices[0].message.content == ref, "image answer %r != generate --image %r" % (r.choices[0].message.content, ref))
+# another image with the same text: a fresh answer, not one reused from the first image's state
+png2 = VL + "/image-64x64.png"
+r2 = vcl.chat.completions.create(model="x", messages=[{"role": "user", "content": [
+    {"type": "image_url", "image_url": {"url": "data:image/png;base64," + base64.b64encode(open(png2, "rb").read()).decode()}},
+    {"type": "text", "text": "What is in the picture?"}]}], **GREEDY)
+ref2 = greedy_alone(VL, "What is in the picture?", 24, "--image", png2)
+c.check(r2.choices[0].message.content == ref2, "second image answer %r != generate --image %r" % (r2.choices[0].message.content, ref2))
+c.check(r2.usage.prompt_tokens_details.cached_tokens < 8, "nothing past the image reused: %d cached" % r2.usage.prompt_tokens_details.cached_tokens)
 # two images in one message: each gets its own pads (64x64: 4 tokens, 64x96: 6) and markers
 url2 = "data:image/png;base64," + base64.b64encode(open(VL + "/image-64x64.png", "rb").read()).decode()
 two = vcl.chat.completions.create(model="x", messages=[{"role": "user", "content": [
