@@ -229,4 +229,19 @@ c.check(st == 200, "right key: %d" % st)
 import urllib.request
 c.check(urllib.request.urlopen(key.url + "/health").status == 200, "/health needs no key")
 key.stop()
+
+# ---- the key from a file (first line, trimmed); SIGINT drains and exits 0 as SIGTERM does
+import os
+import signal
+import tempfile
+with tempfile.NamedTemporaryFile("w", suffix=".key", delete=False) as kf:
+    kf.write("  from-a-file \nignored second line\n")
+kfile = Server(QHX, Q35, "--api-key-file", kf.name)
+st, js = post(kfile.url + "/v1/chat/completions", ok_body, {"Authorization": "Bearer from-a-file"})
+c.check(st == 200, "key from a file: %d %s" % (st, js))
+st, js = post(kfile.url + "/v1/chat/completions", ok_body, {"Authorization": "Bearer ignored second line"})
+c.check(st == 401, "only the first line is the key: %d" % st)
+kfile.p.send_signal(signal.SIGINT)
+c.check(kfile.p.wait(timeout=30) == 0, "SIGINT: exit 0")
+os.unlink(kf.name)
 c.done()

@@ -1,0 +1,143 @@
+/* qhx serve's output pipeline (tools/qhx/serve/output.c) on hand-made token texts: stop strings
+ * matched across token boundaries and never emitted, reasoning split from content at </think>,
+ * Qwen3.5 tool-call blocks parsed into OpenAI tool_calls, the SSE chunks of a stream. */
+#include "serve/serve.h"
+#include "t.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static srv_job *job(bool stream, bool thinking, bool tools) {
+    srv_job *j = srv_job_new();
+    j->kind = SRV_CHAT;
+    j->stream = stream;
+    j->thinking = thinking;
+    j->tools = tools;
+    j->model_name = "m";
+    snprintf(j->id, sizeof j->id, "chatcmpl-test");
+    return j;
+}
+
+/* push the texts as tokens; returns the index of the token whose text ended the answer, or -1 */
+static int run(srv_output *o, const char *const *texts, int n) {
+    for (int i = 0; i < n; i++) {
+        int r = srv_output_token(o, 1, texts[i], strlen(texts[i]), NULL);
+        if (r) return r == 1 ? i : -2;
+    }
+    return -1;
+}
+
+static json_t *body_of(srv_job *j) {
+    char *b = srv_output_body(j);
+    json_t *v = b ? json_loads(b, 0, NULL) : NULL;
+    free(b);
+    return v;
+}
+
+static const char *message_field(json_t *body, const char *key) {
+    return json_string_value(json_object_get(json_object_get(json_array_get(json_object_get(body, "choices"), 0), "message"), key));
+}
+
+int main(void) {
+    /* stop strings: across tokens, cut before the match */
+    {
+        srv_job *j = job(false, false, false);
+        j->stops = malloc(2 * sizeof *j->stops);
+        j->stops[0] = strdup("o w");
+        j->stops[1] = strdup("zzz");
+        j->n_stops = 2;
+        srv_output *o = srv_output_new(NULL, j);
+        const char *t[] = {"Hel", "lo ", "world", "!"};
+        CHECK_EQ(run(o, t, 4), 2);
+        j->finish = SRV_FINISH_STOP;
+        CHECK_EQ(srv_output_end(o), 0);
+        json_t *b = body_of(j);
+        CHECK_STR(message_field(b, "content"), "Hell");
+        json_decref(b);
+        srv_output_free(o);
+        /* made here with strdup: freed here, not by the job */
+        for (size_t i = 0; i < j->n_stops; i++) free(j->stops[i]);
+        free(j->stops);
+        j->stops = NULL;
+        j->n_stops = 0;
+        srv_job_unref(j);
+    }
+    /* reasoning before </think> (split across tokens), content after it without the newlines */
+    {
+        srv_job *j = job(false, true, false);
+        srv_output *o = srv_output_new(NULL, j);
+        const char *t[] = {"Let me ", "think.</th", "ink>\n", "\nThe answer", " is 4."};
+        CHECK_EQ(run(o, t, 5), -1);
+        j->finish = SRV_FINISH_LENGTH;
+        CHECK_EQ(srv_output_end(o), 0);
+        json_t *b = body_of(j);
+        CHECK_STR(message_field(b, "reasoning_content"), "Let me think.");
+        CHECK_STR(message_field(b, "content"), "The answer is 4.");
+        json_decref(b);
+        srv_output_free(o);
+        srv_job_unref(j);
+    }
+    /* a Qwen3.5 tool call: content before it, the call parsed, finish_reason tool_calls */
+    {
+        srv_job *j = job(false, false, true);
+        srv_output *o = srv_output_new(NULL, j);
+        const char *t[] = {"Checking.\n\n<tool", "_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n",
+                           "<parameter=days>\n3\n</parameter>\n<parameter=hourly>\nTrue\n</parameter>\n",
+                           "<parameter=opts>\n{\"unit\": \"C\"}\n</parameter>\n</function>\n</tool_call>"};
+        CHECK_EQ(run(o, t, 4), -1);
+        j->finish = SRV_FINISH_STOP;
+        CHECK_EQ(srv_output_end(o), 0);
+        CHECK_EQ(j->finish, SRV_FINISH_TOOLS);
+        json_t *b = body_of(j);
+        CHECK_STR(message_field(b, "content"), "Checking.");
+        json_t *calls = json_object_get(json_object_get(json_array_get(json_object_get(b, "choices"), 0), "message"), "tool_calls");
+        CHECK_EQ(json_array_size(calls), 1);
+        json_t *fn = json_object_get(json_array_get(calls, 0), "function");
+        CHECK_STR(json_string_value(json_object_get(fn, "name")), "get_weather");
+        json_t *args = json_loads(json_string_value(json_object_get(fn, "arguments")), 0, NULL);
+        CHECK_STR(json_string_value(json_object_get(args, "city")), "Paris");
+        CHECK_EQ(json_integer_value(json_object_get(args, "days")), 3);
+        CHECK(json_is_true(json_object_get(args, "hourly")));
+        CHECK_STR(json_string_value(json_object_get(json_object_get(args, "opts"), "unit")), "C");
+        CHECK_STR(json_string_value(json_object_get(json_array_get(json_object_get(b, "choices"), 0), "finish_reason")), "tool_calls");
+        json_decref(args);
+        json_decref(b);
+        srv_output_free(o);
+        srv_job_unref(j);
+    }
+    /* text that only looks like the start of a tool call is content in the end */
+    {
+        json_t *none = srv_parse_tool_calls("<tool_call>no function here</tool_call>", 39, "x");
+        CHECK(none == NULL);
+    }
+    /* a stream: role first, reasoning and content deltas, the finish chunk, the usage, [DONE] */
+    {
+        srv_job *j = job(true, true, false);
+        j->include_usage = true;
+        srv_output *o = srv_output_new(NULL, j);
+        const char *t[] = {"hmm", "</think>\n\nYes", "."};
+        CHECK_EQ(run(o, t, 3), -1);
+        j->finish = SRV_FINISH_LENGTH;
+        j->n_generated = 3;
+        CHECK_EQ(srv_output_end(o), 0);
+        const char *s = j->sse.p;
+        CHECK(s && strstr(s, "\"role\":\"assistant\""));
+        CHECK(s && strstr(s, "\"reasoning_content\":\"hmm\""));
+        CHECK(s && strstr(s, "\"content\":\"Yes\""));
+        CHECK(s && strstr(s, "\"finish_reason\":\"length\""));
+        CHECK(s && strstr(s, "\"completion_tokens\":3"));
+        CHECK(s && j->sse.n >= 14 && !strcmp(s + j->sse.n - 14, "data: [DONE]\n\n"));
+        srv_output_free(o);
+        srv_job_unref(j);
+    }
+    /* the error shape */
+    {
+        char *e = srv_error_json(413, "too big \xff");
+        json_t *v = e ? json_loads(e, 0, NULL) : NULL;
+        CHECK_EQ(json_integer_value(json_object_get(json_object_get(v, "error"), "code")), 413);
+        CHECK_STR(json_string_value(json_object_get(json_object_get(v, "error"), "message")), "too big ?");
+        json_decref(v);
+        free(e);
+    }
+    return t_done("test_serve_output");
+}
