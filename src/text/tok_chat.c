@@ -33,6 +33,7 @@ static int py_space(uint32_t cp) {
 }
 
 static cstr trim(cstr s) {
+    if (!s.p) return s; /* an empty message's buffer may not exist yet */
     const uint8_t *p = (const uint8_t *)s.p;
     size_t a = 0, b = s.n;
     while (a < b) {
