@@ -7,10 +7,10 @@
 #include "cli.h"
 #include "serve/serve.h"
 
-#include "core/alloc.h"
 
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const char *CMD = "serve";
@@ -111,8 +111,8 @@ static int read_key(const char *path, char **out, qhx_error *err) {
     while (b < e && (text[b] == ' ' || text[b] == '\t')) b++;
     while (e > b && (text[e - 1] == ' ' || text[e - 1] == '\t')) e--;
     if (e == b) {
-        qhx_free(text);
-        qhx_fail(err, QHX_E_FORMAT, "%s: the key file is empty", path);
+        free(text);
+        qhx_cli_fail(err, QHX_E_FORMAT, "%s: the key file is empty", path);
         return -1;
     }
     memmove(text, text + b, e - b);
@@ -143,7 +143,7 @@ int qhx_cmd_serve(int argc, char **argv) {
     }
     if (!cfg->alias) cfg->alias = default_alias(cfg->model_path, alias, sizeof alias);
     if (qhx_cli_check_model_path(cfg->model_path, &err)) {
-        qhx_free(key);
+        free(key);
         return qhx_cli_runtime_error(CMD, &err);
     }
 
@@ -165,7 +165,7 @@ int qhx_cmd_serve(int argc, char **argv) {
     int rc = QHX_EXIT_RUNTIME, port = 0;
     if (qhx_model_open(cfg->model_path, &mp, &m, &err)) goto out;
     if (cfg->ctx && cfg->ctx > qhx_model_trained_context(m)) {
-        qhx_fail(&err, QHX_E_LIMIT, "--ctx %lld exceeds the %lld tokens the model was trained for", (long long)cfg->ctx,
+        qhx_cli_fail(&err, QHX_E_LIMIT, "--ctx %lld exceeds the %lld tokens the model was trained for", (long long)cfg->ctx,
                  (long long)qhx_model_trained_context(m));
         goto out;
     }
@@ -185,7 +185,7 @@ out:
     srv_http_stop(h);
     srv_engine_free(e);
     qhx_model_free(m);
-    qhx_free(key);
+    free(key);
     if (rc) return qhx_cli_runtime_error(CMD, &err);
     return rc;
 }

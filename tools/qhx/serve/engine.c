@@ -14,10 +14,11 @@
  * checkpoint sits exactly at its end. */
 #include "serve.h"
 
-#include "core/alloc.h"
-#include "core/status.h"
+#include "cli.h"
+
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -119,7 +120,7 @@ static int64_t reuse_point(const slot *sl, const qhx_prompt *p, int *ck_out) {
  * holding an image is never reused past it. */
 static int hist_set(slot *sl, const qhx_prompt *p, size_t n) {
     if (n > sl->cap_hist) {
-        qhx_token *h = qhx_realloc(sl->hist, n * sizeof *h);
+        qhx_token *h = realloc(sl->hist, n * sizeof *h);
         if (!h) return -1;
         sl->hist = h;
         sl->cap_hist = n;
@@ -134,7 +135,7 @@ static int hist_set(slot *sl, const qhx_prompt *p, size_t n) {
 static int hist_push(slot *sl, qhx_token t) {
     if (sl->n_hist == sl->cap_hist) {
         size_t cap = sl->cap_hist ? 2 * sl->cap_hist : 256;
-        qhx_token *h = qhx_realloc(sl->hist, cap * sizeof *h);
+        qhx_token *h = realloc(sl->hist, cap * sizeof *h);
         if (!h) return -1;
         sl->hist = h;
         sl->cap_hist = cap;
@@ -466,13 +467,13 @@ static void free_engine(srv_engine *e) {
         drop_ckpts_above(sl, -1);
         qhx_session_free(sl->s);
         qhx_text_stream_free(sl->ts);
-        qhx_free(sl->hist);
+        free(sl->hist);
     }
-    qhx_free(e->slots);
-    qhx_free(e->queue);
+    free(e->slots);
+    free(e->queue);
     pthread_cond_destroy(&e->cv);
     pthread_mutex_destroy(&e->mu);
-    qhx_free(e);
+    free(e);
 }
 
 void srv_engine_stop(srv_engine *e) {
@@ -494,8 +495,8 @@ void srv_engine_free(srv_engine *e) {
 qhx_status srv_engine_start(const qhx_model *m, const srv_config *cfg, srv_stats *stats, srv_engine **out,
                             qhx_error *err) {
     *out = NULL;
-    srv_engine *e = qhx_calloc(1, sizeof *e);
-    if (!e) return qhx_fail(err, QHX_E_NOMEM, "serve: out of memory");
+    srv_engine *e = calloc(1, sizeof *e);
+    if (!e) return qhx_cli_fail(err, QHX_E_NOMEM, "serve: out of memory");
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->cv, NULL);
     atomic_init(&e->busy, 0);
@@ -506,10 +507,10 @@ qhx_status srv_engine_start(const qhx_model *m, const srv_config *cfg, srv_stats
     e->q_cap = cfg->queue > 0 ? cfg->queue : 1;
     e->turn_end = qhx_model_token_id(m, "<|im_end|>");
     e->turn_start = qhx_model_token_id(m, "<|im_start|>");
-    e->slots = qhx_calloc((size_t)e->n_slots, sizeof *e->slots);
-    e->queue = qhx_calloc((size_t)e->q_cap, sizeof *e->queue);
+    e->slots = calloc((size_t)e->n_slots, sizeof *e->slots);
+    e->queue = calloc((size_t)e->q_cap, sizeof *e->queue);
     qhx_status rc = QHX_OK;
-    if (!e->slots || !e->queue) rc = qhx_fail(err, QHX_E_NOMEM, "serve: out of memory");
+    if (!e->slots || !e->queue) rc = qhx_cli_fail(err, QHX_E_NOMEM, "serve: out of memory");
     for (int i = 0; !rc && i < e->n_slots; i++) {
         slot *sl = &e->slots[i];
         sl->e = e;
@@ -521,7 +522,7 @@ qhx_status srv_engine_start(const qhx_model *m, const srv_config *cfg, srv_stats
         rc = qhx_session_create(m, &sp, &sl->s, err);
         if (!rc) rc = qhx_text_stream_new(m, &sl->ts, err);
     }
-    if (!rc && pthread_create(&e->thread, NULL, engine_main, e)) rc = qhx_fail(err, QHX_E_NOMEM, "serve: no engine thread");
+    if (!rc && pthread_create(&e->thread, NULL, engine_main, e)) rc = qhx_cli_fail(err, QHX_E_NOMEM, "serve: no engine thread");
     if (rc) {
         free_engine(e);
         return rc;

@@ -10,8 +10,8 @@
  * job exists only once its whole body has been read). */
 #include "serve.h"
 
-#include "core/alloc.h"
-#include "core/status.h"
+#include "cli.h"
+
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -147,7 +147,7 @@ static void stream_free(void *cls) {
     stream_ctx *sc = cls;
     atomic_store(&sc->job->cancelled, 1); /* no-op once done; stops it when the client left */
     srv_job_unref(sc->job);
-    qhx_free(sc);
+    free(sc);
 }
 
 static enum MHD_Result respond_stream(srv_http *h, struct MHD_Connection *c, srv_job *j) {
@@ -173,7 +173,7 @@ static enum MHD_Result respond_stream(srv_http *h, struct MHD_Connection *c, srv
         if (status == 499) return MHD_NO;
         return send_error(h, c, status, msg);
     }
-    stream_ctx *sc = qhx_calloc(1, sizeof *sc);
+    stream_ctx *sc = calloc(1, sizeof *sc);
     if (!sc) return send_error(h, c, 503, "out of memory");
     srv_job_ref(j);
     sc->job = j;
@@ -256,16 +256,16 @@ static enum MHD_Result tokenize(srv_http *h, struct MHD_Connection *c, const cha
     const char *s = json_string_value(content);
     size_t sl = json_string_length(content);
     qhx_status rc = qhx_tokenize(h->m, s, sl, NULL, 0, &n, &err);
-    qhx_token *ids = rc == QHX_OK || rc == QHX_E_LIMIT ? qhx_malloc((n ? n : 1) * sizeof *ids) : NULL;
+    qhx_token *ids = rc == QHX_OK || rc == QHX_E_LIMIT ? malloc((n ? n : 1) * sizeof *ids) : NULL;
     if (ids) rc = qhx_tokenize(h->m, s, sl, ids, n, &n, &err);
     json_decref(root);
     if (!ids || rc) {
-        qhx_free(ids);
+        free(ids);
         return send_error(h, c, rc == QHX_E_NOMEM || !ids ? 503 : 400, err.msg[0] ? err.msg : "out of memory");
     }
     json_t *list = json_array();
     for (size_t i = 0; i < n; i++) json_array_append_new(list, json_integer(ids[i]));
-    qhx_free(ids);
+    free(ids);
     return send_json(c, 200, json_pack("{s:o}", "tokens", list));
 }
 
@@ -283,7 +283,7 @@ static enum MHD_Result detokenize(srv_http *h, struct MHD_Connection *c, const c
         json_decref(root);
         return send_error(h, c, 413, "'tokens': too many ids");
     }
-    qhx_token *ids = qhx_malloc((n ? n : 1) * sizeof *ids);
+    qhx_token *ids = malloc((n ? n : 1) * sizeof *ids);
     if (!ids) {
         json_decref(root);
         return send_error(h, c, 503, "out of memory");
@@ -291,7 +291,7 @@ static enum MHD_Result detokenize(srv_http *h, struct MHD_Connection *c, const c
     for (size_t i = 0; i < n; i++) {
         json_t *v = json_array_get(list, i);
         if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= qhx_model_n_vocab(h->m)) {
-            qhx_free(ids);
+            free(ids);
             json_decref(root);
             snprintf(why, sizeof why, "'tokens'[%zu] is not a token id in [0, %lld)", i, (long long)qhx_model_n_vocab(h->m));
             return send_error(h, c, 400, why);
@@ -302,15 +302,15 @@ static enum MHD_Result detokenize(srv_http *h, struct MHD_Connection *c, const c
     qhx_error err = {0};
     size_t tl = 0;
     qhx_detokenize(h->m, ids, n, NULL, 0, &tl, &err);
-    char *text = qhx_malloc(tl + 1);
+    char *text = malloc(tl + 1);
     qhx_status rc = text ? qhx_detokenize(h->m, ids, n, text, tl + 1, &tl, &err) : QHX_E_NOMEM;
-    qhx_free(ids);
+    free(ids);
     if (rc) {
-        qhx_free(text);
+        free(text);
         return send_error(h, c, rc == QHX_E_NOMEM ? 503 : 400, err.msg[0] ? err.msg : "out of memory");
     }
     json_t *s = json_stringn(text, tl);
-    qhx_free(text);
+    free(text);
     return send_json(c, 200, json_pack("{s:o}", "content", s ? s : json_string("")));
 }
 
@@ -401,7 +401,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     srv_http *h = cls;
     req_ctx *r = *con_cls;
     if (!r) { /* headers are in: a body that announces more than the cap is refused now */
-        if (!(r = qhx_calloc(1, sizeof *r))) return MHD_NO;
+        if (!(r = calloc(1, sizeof *r))) return MHD_NO;
         atomic_fetch_add(&h->in_flight, 1);
         r->t0 = srv_now();
         *con_cls = r;
@@ -430,7 +430,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     if (!r) return;
     atomic_fetch_sub(&h->in_flight, 1);
     srv_buf_free(&r->body);
-    qhx_free(r);
+    free(r);
     *con_cls = NULL;
 }
 
@@ -438,9 +438,9 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
 
 srv_http *srv_http_start(const qhx_model *m, const srv_config *cfg, srv_engine *e, srv_stats *stats, int *port_out,
                          qhx_error *err) {
-    srv_http *h = qhx_calloc(1, sizeof *h);
+    srv_http *h = calloc(1, sizeof *h);
     if (!h) {
-        qhx_fail(err, QHX_E_NOMEM, "serve: out of memory");
+        qhx_cli_fail(err, QHX_E_NOMEM, "serve: out of memory");
         return NULL;
     }
     *h = (srv_http){.m = m, .cfg = cfg, .e = e, .stats = stats, .started = (int64_t)srv_now()};
@@ -458,8 +458,8 @@ srv_http *srv_http_start(const qhx_model *m, const srv_config *cfg, srv_engine *
         sa = (struct sockaddr *)&a6;
         flags |= MHD_USE_IPv6;
     } else {
-        qhx_fail(err, QHX_E_ARG, "serve: --host '%s' is not an IPv4 or IPv6 address", cfg->host);
-        qhx_free(h);
+        qhx_cli_fail(err, QHX_E_ARG, "serve: --host '%s' is not an IPv4 or IPv6 address", cfg->host);
+        free(h);
         return NULL;
     }
     h->d = MHD_start_daemon(flags, (uint16_t)cfg->port, NULL, NULL, on_request, h, MHD_OPTION_SOCK_ADDR, sa,
@@ -469,9 +469,9 @@ srv_http *srv_http_start(const qhx_model *m, const srv_config *cfg, srv_engine *
                             MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024,
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_END);
     if (!h->d) {
-        qhx_fail(err, QHX_E_IO, "serve: cannot listen on %s:%d (%s)", cfg->host, cfg->port,
+        qhx_cli_fail(err, QHX_E_IO, "serve: cannot listen on %s:%d (%s)", cfg->host, cfg->port,
                  errno ? strerror(errno) : "libmicrohttpd refused the options");
-        qhx_free(h);
+        free(h);
         return NULL;
     }
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
@@ -497,5 +497,5 @@ void srv_http_drain(srv_http *h, int max_s) {
 void srv_http_stop(srv_http *h) {
     if (!h) return;
     if (h->d) MHD_stop_daemon(h->d);
-    qhx_free(h);
+    free(h);
 }

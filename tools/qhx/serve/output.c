@@ -8,8 +8,6 @@
  * Also here: jobs and buffers, the error JSON. */
 #include "serve.h"
 
-#include "core/alloc.h"
-#include "core/status.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -24,7 +22,7 @@ int srv_buf_put(srv_buf *b, const void *p, size_t n) {
     if (b->n + n + 1 > b->cap) {
         size_t cap = b->cap ? b->cap : 256;
         while (cap < b->n + n + 1) cap *= 2;
-        char *q = qhx_realloc(b->p, cap);
+        char *q = realloc(b->p, cap);
         if (!q) return -1;
         b->p = q;
         b->cap = cap;
@@ -38,7 +36,7 @@ int srv_buf_put(srv_buf *b, const void *p, size_t n) {
 int srv_buf_puts(srv_buf *b, const char *s) { return srv_buf_put(b, s, strlen(s)); }
 
 void srv_buf_free(srv_buf *b) {
-    qhx_free(b->p);
+    free(b->p);
     *b = (srv_buf){0};
 }
 
@@ -49,7 +47,7 @@ double srv_now(void) {
 }
 
 srv_job *srv_job_new(void) {
-    srv_job *j = qhx_calloc(1, sizeof *j);
+    srv_job *j = calloc(1, sizeof *j);
     if (!j) return NULL;
     pthread_mutex_init(&j->mu, NULL);
     pthread_cond_init(&j->cv, NULL);
@@ -72,8 +70,8 @@ void srv_job_unref(srv_job *j) {
     pthread_mutex_unlock(&j->mu);
     if (left) return;
     qhx_prompt_free(j->prompt);
-    for (size_t i = 0; i < j->n_stops; i++) qhx_free(j->stops[i]);
-    qhx_free(j->stops);
+    for (size_t i = 0; i < j->n_stops; i++) free(j->stops[i]);
+    free(j->stops);
     srv_buf_free(&j->sse);
     srv_buf_free(&j->content);
     srv_buf_free(&j->reasoning);
@@ -81,7 +79,7 @@ void srv_job_unref(srv_job *j) {
     json_decref(j->tool_calls);
     pthread_cond_destroy(&j->cv);
     pthread_mutex_destroy(&j->mu);
-    qhx_free(j);
+    free(j);
 }
 
 void srv_job_finish(srv_job *j, int status, const char *msg) {
@@ -112,11 +110,11 @@ static json_t *safe_string(const char *s) {
     json_t *v = json_string(s);
     if (v) return v;
     size_t n = strlen(s);
-    char *c = qhx_malloc(n + 1);
+    char *c = malloc(n + 1);
     if (!c) return json_string("");
     for (size_t i = 0; i <= n; i++) c[i] = (unsigned char)s[i] >= 0x80 ? '?' : s[i];
     v = json_string(c);
-    qhx_free(c);
+    free(c);
     return v ? v : json_string("");
 }
 
@@ -170,12 +168,12 @@ static json_t *parse_function(const char *p, const char *end) {
         if (!agt) break;
         const char *close = find(agt + 1, end, "</parameter>");
         const char *vend = close ? close : end;
-        char *key = qhx_malloc((size_t)(agt - a) + 1);
+        char *key = malloc((size_t)(agt - a) + 1);
         if (!key) break;
         memcpy(key, a, (size_t)(agt - a));
         key[agt - a] = '\0';
         json_object_set_new(args, key, param_value(agt + 1, (size_t)(vend - agt - 1)));
-        qhx_free(key);
+        free(key);
         if (!close) break;
         q = close + 12;
     }
@@ -234,7 +232,7 @@ struct srv_output {
 };
 
 srv_output *srv_output_new(const qhx_model *m, srv_job *j) {
-    srv_output *o = qhx_calloc(1, sizeof *o);
+    srv_output *o = calloc(1, sizeof *o);
     if (!o) return NULL;
     o->m = m;
     o->j = j;
@@ -253,7 +251,7 @@ void srv_output_free(srv_output *o) {
     srv_buf_free(&o->d_content);
     srv_buf_free(&o->d_reasoning);
     json_decref(o->lp_chunk);
-    qhx_free(o);
+    free(o);
 }
 
 /* Text to a channel: the job's body (non-streaming) or this chunk's delta. */

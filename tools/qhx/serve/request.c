@@ -4,8 +4,6 @@
  * and tokenized by qhx_prompt_from_chat. */
 #include "serve.h"
 
-#include "core/alloc.h"
-#include "core/status.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -43,9 +41,9 @@ static char *own(chat_req *c, char *p) {
     if (!p) return NULL;
     if (c->n_owned == c->cap_owned) {
         size_t cap = c->cap_owned ? 2 * c->cap_owned : 16;
-        char **o = qhx_realloc(c->owned, cap * sizeof *o);
+        char **o = realloc(c->owned, cap * sizeof *o);
         if (!o) {
-            qhx_free(p);
+            free(p);
             return NULL;
         }
         c->owned = o;
@@ -55,13 +53,13 @@ static char *own(chat_req *c, char *p) {
 }
 
 static void chat_req_free(chat_req *c) {
-    for (size_t i = 0; i < c->n_owned; i++) qhx_free(c->owned[i]);
-    qhx_free(c->owned);
-    qhx_free(c->turns);
-    qhx_free(c->parts);
-    qhx_free(c->calls);
-    qhx_free(c->args);
-    qhx_free(c->tools);
+    for (size_t i = 0; i < c->n_owned; i++) free(c->owned[i]);
+    free(c->owned);
+    free(c->turns);
+    free(c->parts);
+    free(c->calls);
+    free(c->args);
+    free(c->tools);
 }
 
 /* ---- base64 (data: URLs) ------------------------------------------------------------------- */
@@ -78,7 +76,7 @@ static int b64_value(unsigned char ch) {
 /* Decode base64 (padding optional, whitespace skipped) into a new buffer (malloc). NULL on a
  * bad character. */
 static unsigned char *b64_decode(const char *s, size_t n, size_t *out_n) {
-    unsigned char *out = qhx_malloc(n / 4 * 3 + 3);
+    unsigned char *out = malloc(n / 4 * 3 + 3);
     if (!out) return NULL;
     size_t o = 0;
     uint32_t acc = 0;
@@ -89,7 +87,7 @@ static unsigned char *b64_decode(const char *s, size_t n, size_t *out_n) {
         if (ch == ' ' || ch == '\n' || ch == '\r' || ch == '\t') continue;
         int v = b64_value(ch);
         if (v < 0) {
-            qhx_free(out);
+            free(out);
             return NULL;
         }
         acc = (acc << 6) | (uint32_t)v;
@@ -181,7 +179,7 @@ static int common_fields(const qhx_model *m, const srv_config *cfg, json_t *root
         size_t ns = json_is_string(stop) ? 1 : json_array_size(stop);
         if ((int64_t)ns > lim->max_stops)
             return fail(status, 400, err, "'stop': %zu strings, at most %lld", ns, (long long)lim->max_stops);
-        j->stops = qhx_calloc(ns ? ns : 1, sizeof *j->stops);
+        j->stops = calloc(ns ? ns : 1, sizeof *j->stops);
         if (!j->stops) return fail(status, 503, err, "out of memory");
         for (size_t i = 0; i < ns; i++) {
             json_t *s = json_is_string(stop) ? stop : json_array_get(stop, i);
@@ -191,7 +189,7 @@ static int common_fields(const qhx_model *m, const srv_config *cfg, json_t *root
             if ((int64_t)sl > lim->max_stop_len)
                 return fail(status, 400, err, "'stop'[%zu]: %zu bytes, at most %lld", i, sl, (long long)lim->max_stop_len);
             if (memchr(json_string_value(s), 0, sl)) return fail(status, 400, err, "'stop'[%zu] holds a NUL", i);
-            if (!(j->stops[j->n_stops++] = qhx_strdup(json_string_value(s)))) return fail(status, 503, err, "out of memory");
+            if (!(j->stops[j->n_stops++] = strdup(json_string_value(s)))) return fail(status, 503, err, "out of memory");
         }
     }
     return 0;
@@ -202,7 +200,7 @@ static int common_fields(const qhx_model *m, const srv_config *cfg, json_t *root
 /* JSON text of v in memory from the project's funnel (jansson's own buffer copied, freed). */
 static char *dump_json(json_t *v) {
     char *t = json_dumps(v, JSON_ENCODE_ANY | JSON_PRESERVE_ORDER);
-    char *c = t ? qhx_strdup(t) : NULL;
+    char *c = t ? strdup(t) : NULL;
     free(t);
     return c;
 }
@@ -211,10 +209,10 @@ static char *dump_json(json_t *v) {
 static char *arg_text(json_t *v) {
     char buf[64];
     if (json_is_object(v) || json_is_array(v)) return dump_json(v);
-    if (json_is_string(v)) return qhx_strdup(json_string_value(v));
-    if (json_is_true(v)) return qhx_strdup("True");
-    if (json_is_false(v)) return qhx_strdup("False");
-    if (json_is_null(v)) return qhx_strdup("None");
+    if (json_is_string(v)) return strdup(json_string_value(v));
+    if (json_is_true(v)) return strdup("True");
+    if (json_is_false(v)) return strdup("False");
+    if (json_is_null(v)) return strdup("None");
     if (json_is_integer(v)) snprintf(buf, sizeof buf, "%lld", (long long)json_integer_value(v));
     else {
         double d = json_real_value(v);
@@ -224,7 +222,7 @@ static char *arg_text(json_t *v) {
         }
         if (!strpbrk(buf, ".en")) strcat(buf, ".0");
     }
-    return qhx_strdup(buf);
+    return strdup(buf);
 }
 
 static int tool_calls_of(chat_req *c, json_t *list, size_t idx, qhx_chat_turn *t, int *status, qhx_error *err) {
@@ -254,7 +252,7 @@ static int tool_calls_of(chat_req *c, json_t *list, size_t idx, qhx_chat_turn *t
         int bad = 0;
         json_object_foreach(args, key, v) {
             char *text = own(c, arg_text(v));
-            char *kname = own(c, qhx_strdup(key));
+            char *kname = own(c, strdup(key));
             if (!text || !kname) {
                 bad = 1;
                 break;
@@ -345,10 +343,10 @@ static int messages_of(chat_req *c, const srv_config *cfg, json_t *msgs, int *st
         return fail(status, 413, err, "'messages': %zu messages, at most %lld", n, (long long)cfg->lim.max_messages);
     size_t np, nc, na;
     count_items(msgs, &np, &nc, &na);
-    c->turns = qhx_calloc(n, sizeof *c->turns);
-    c->parts = qhx_calloc(np + 1, sizeof *c->parts);
-    c->calls = qhx_calloc(nc + 1, sizeof *c->calls);
-    c->args = qhx_calloc(na + 1, sizeof *c->args);
+    c->turns = calloc(n, sizeof *c->turns);
+    c->parts = calloc(np + 1, sizeof *c->parts);
+    c->calls = calloc(nc + 1, sizeof *c->calls);
+    c->args = calloc(na + 1, sizeof *c->args);
     if (!c->turns || !c->parts || !c->calls || !c->args) return fail(status, 503, err, "out of memory");
     size_t i;
     json_t *m;
@@ -393,7 +391,7 @@ static int tools_of(chat_req *c, const srv_config *cfg, json_t *root, int *statu
     size_t n = json_array_size(tools);
     if ((int64_t)n > cfg->lim.max_tools) return fail(status, 413, err, "'tools': %zu, at most %lld", n, (long long)cfg->lim.max_tools);
     if (json_is_string(choice) && !strcmp(json_string_value(choice), "none")) return 0; /* not offered */
-    c->tools = qhx_calloc(n + 1, sizeof *c->tools);
+    c->tools = calloc(n + 1, sizeof *c->tools);
     if (!c->tools) return fail(status, 503, err, "out of memory");
     size_t k;
     json_t *tool;
@@ -494,11 +492,11 @@ static int completion_prompt(const qhx_model *m, const srv_config *cfg, json_t *
         rc = qhx_tokenize(m, s, len, NULL, 0, &n, err);
         if (rc && rc != QHX_E_LIMIT) return fail(status, 400, err, "'prompt': %s", err->msg);
         if (n == 0) return fail(status, 400, err, "'prompt' is empty");
-        qhx_token *ids = qhx_malloc(n * sizeof *ids);
+        qhx_token *ids = malloc(n * sizeof *ids);
         if (!ids) return fail(status, 503, err, "out of memory");
         rc = qhx_tokenize(m, s, len, ids, n, &n, err);
         if (!rc) rc = qhx_prompt_from_ids(m, ids, n, &j->prompt, err);
-        qhx_free(ids);
+        free(ids);
         if (rc) return fail(status, prompt_status(rc), err, "'prompt': %s", err->msg);
         return 0;
     }
@@ -506,18 +504,18 @@ static int completion_prompt(const qhx_model *m, const srv_config *cfg, json_t *
         return fail(status, 400, err, "'prompt' must be a string or a non-empty list of token ids (one prompt per request)");
     size_t n = json_array_size(p);
     if ((int64_t)n > cfg->lim.max_prompt_ids) return fail(status, 413, err, "'prompt': %zu ids, at most %lld", n, (long long)cfg->lim.max_prompt_ids);
-    qhx_token *ids = qhx_malloc(n * sizeof *ids);
+    qhx_token *ids = malloc(n * sizeof *ids);
     if (!ids) return fail(status, 503, err, "out of memory");
     for (size_t i = 0; i < n; i++) {
         json_t *v = json_array_get(p, i);
         if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= qhx_model_n_vocab(m)) {
-            qhx_free(ids);
+            free(ids);
             return fail(status, 400, err, "'prompt'[%zu] is not a token id in [0, %lld)", i, (long long)qhx_model_n_vocab(m));
         }
         ids[i] = (qhx_token)json_integer_value(v);
     }
     rc = qhx_prompt_from_ids(m, ids, n, &j->prompt, err);
-    qhx_free(ids);
+    free(ids);
     return rc ? fail(status, prompt_status(rc), err, "'prompt': %s", err->msg) : 0;
 }
 
