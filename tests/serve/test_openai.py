@@ -211,6 +211,25 @@ r2 = vcl.chat.completions.create(model="x", messages=[{"role": "user", "content"
 ref2 = greedy_alone(VL, "What is in the picture?", 24, "--image", png2)
 c.check(r2.choices[0].message.content == ref2, "second image answer %r != generate --image %r" % (r2.choices[0].message.content, ref2))
 c.check(r2.usage.prompt_tokens_details.cached_tokens < 8, "nothing past the image reused: %d cached" % r2.usage.prompt_tokens_details.cached_tokens)
+# image requests from 4 clients at once (the images are encoded on the connection threads while
+# the engine decodes): each answer as alone
+res = {}
+
+
+def image_req(k):
+    u = url if k % 2 == 0 else "data:image/png;base64," + base64.b64encode(open(png2, "rb").read()).decode()
+    res[k] = vcl.chat.completions.create(model="x", messages=[{"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": u}}, {"type": "text", "text": "What is in the picture?"}]}],
+        **GREEDY).choices[0].message.content
+
+
+ts = [threading.Thread(target=image_req, args=(k,)) for k in range(4)]
+for t in ts:
+    t.start()
+for t in ts:
+    t.join()
+for k in range(4):
+    c.check(res.get(k) == (ref if k % 2 == 0 else ref2), "parallel image request %d: %r" % (k, res.get(k)))
 # two images in one message: each gets its own pads (64x64: 4 tokens, 64x96: 6) and markers
 url2 = "data:image/png;base64," + base64.b64encode(open(VL + "/image-64x64.png", "rb").read()).decode()
 two = vcl.chat.completions.create(model="x", messages=[{"role": "user", "content": [
