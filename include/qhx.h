@@ -561,9 +561,9 @@ QHX_API void qhx_checkpoint_free(qhx_checkpoint *cp);
 
 /* One decode step for n sessions of one model: tokens[i] is fed to sessions[i] (each then has
  * the logits after it), with the result (bit for bit) of qhx_session_feed of its token alone.
- * Where the family has a batched step (Qwen3.5) and every session is idle with nothing pending,
- * the n tokens go through one forward whose linear layers read their weights once for all of
- * them; otherwise the sessions are fed one after the other. Sessions must be distinct (a repeated
+ * Where the family has a batched step (Qwen3.5, Qwen3-VL) and every session is idle with
+ * nothing pending, the n tokens go through one forward whose linear layers read their weights
+ * once for all of them; otherwise the sessions are fed one after the other. Sessions must be distinct (a repeated
  * one is QHX_E_ARG, before anything is fed). On failure some sessions may have been fed: *n_done
  * (may be NULL) says how many, in order. */
 QHX_API qhx_status qhx_sessions_decode(qhx_session *const *sessions, const qhx_token *tokens,

@@ -90,6 +90,60 @@ static void test_decode_multi(const char *model, int threads) {
     qhx_model_free(m);
 }
 
+/* Qwen3-VL: a session after an image prompt (its M-RoPE positions run ahead of its token count)
+ * decoded together with a text one, against both alone */
+static void test_decode_multi_image(void) {
+    qhx_model *m = open_model("qwen3vl-tiny-f32", 2);
+    CHECK(m != NULL);
+    if (!m) return;
+    char path[1200];
+    snprintf(path, sizeof path, "%s/fixtures/parity/qwen3vl-tiny-f32/image-64x96.png", QHX_DATA_DIR);
+    FILE *f = fopen(path, "rb");
+    CHECK(f != NULL);
+    if (!f) return;
+    static unsigned char png[1 << 16];
+    size_t n_png = fread(png, 1, sizeof png, f);
+    fclose(f);
+    qhx_chat_content parts[2] = {{.image = png, .image_size = n_png}, {.text = "What is it?", .text_len = 11}};
+    qhx_chat_turn turn = {.role = "user", .parts = parts, .n_parts = 2};
+    qhx_chat_spec spec = {.turns = &turn, .n_turns = 1};
+    qhx_prompt *p = NULL;
+    CHECK_EQ(qhx_prompt_from_chat(m, &spec, &p, NULL), QHX_OK);
+    if (!p) return;
+    size_t n = 0;
+    qhx_prompt_ids(p, &n);
+    CHECK(qhx_prompt_reusable(p) < n);
+    qhx_session *cut = session(m); /* a range starting inside the image is refused */
+    CHECK_EQ(qhx_session_feed_prompt(cut, p, qhx_prompt_reusable(p) + 1, n, NULL), QHX_E_ARG);
+    CHECK_EQ(qhx_session_n_past(cut), 0);
+    qhx_session_free(cut);
+    qhx_session *together[2] = {session(m), session(m)}, *alone[2] = {session(m), session(m)};
+    CHECK_EQ(qhx_session_feed_prompt(together[0], p, 0, n, NULL), QHX_OK);
+    CHECK_EQ(qhx_session_feed_prompt(alone[0], p, 0, n, NULL), QHX_OK);
+    feed_text(together[1], "Plain text here");
+    feed_text(alone[1], "Plain text here");
+    int64_t V = qhx_model_n_vocab(m);
+    int same = 1;
+    for (int k = 0; k < 10; k++) {
+        qhx_token t[2];
+        for (int b = 0; b < 2; b++) {
+            same &= memcmp(qhx_session_logits(together[b]), qhx_session_logits(alone[b]), (size_t)V * sizeof(float)) == 0;
+            t[b] = qhx_session_sample(alone[b]);
+            qhx_session_feed(alone[b], &t[b], 1, NULL);
+        }
+        CHECK_EQ(qhx_sessions_decode(together, t, 2, NULL, NULL), QHX_OK);
+    }
+    for (int b = 0; b < 2; b++)
+        same &= memcmp(qhx_session_logits(together[b]), qhx_session_logits(alone[b]), (size_t)V * sizeof(float)) == 0;
+    CHECK(same);
+    for (int b = 0; b < 2; b++) {
+        qhx_session_free(together[b]);
+        qhx_session_free(alone[b]);
+    }
+    qhx_prompt_free(p);
+    qhx_model_free(m);
+}
+
 /* checkpoint, go on, roll back: the logits and the following greedy tokens as before */
 static void test_checkpoint(const char *model) {
     qhx_model *m = open_model(model, 1);
@@ -195,7 +249,8 @@ int main(void) {
     test_decode_multi("qwen35-tiny-f32", 1);
     test_decode_multi("qwen35-tiny-f32", 2);
     test_decode_multi("qwen35-tiny-bf16", 2);
-    test_decode_multi("qwen3vl-tiny-f32", 2); /* no batched form: the one-by-one path */
+    test_decode_multi("qwen3vl-tiny-f32", 2);
+    test_decode_multi_image();
     test_checkpoint("qwen35-tiny-f32");
     test_checkpoint("qwen3vl-tiny-f32");
     test_prompt();

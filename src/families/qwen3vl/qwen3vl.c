@@ -349,6 +349,90 @@ static qhx_status vl_forward(const qhx_net *m, qhx_net_state *st, const int32_t 
     return qhx_op_batches(n, step, m->cfg.vocab_size, opts->logits, c.all, vl_step, &c, err);
 }
 
+/* ---- one decode step of several sequences ------------------------------------------------- */
+
+/* Text tokens of nb sequences after their prompts: every linear layer once for all of them
+ * (qhx_par_linears_multi, the single-row kernels and pieces), attention per sequence over its
+ * own cache, so each gets the bits of its one-token forward. A sequence still inside an
+ * announced prompt is QHX_E_UNSUPPORTED (the caller feeds them one by one). */
+
+#define VL_MULTI_MAX 64
+
+static qhx_status vl_decode_multi(const qhx_net *m, qhx_net_state *const *sts, const int32_t *ids, int64_t nb,
+                                  float *const *logits, qhx_error *err) {
+    if (nb < 1 || nb > VL_MULTI_MAX) return qhx_fail(err, QHX_E_ARG, "decode: %lld sequences, 1 to %d", (long long)nb, VL_MULTI_MAX);
+    const qhx_qwen3vl *q = m->impl;
+    const int64_t H = q->H, half = q->hd / 2;
+    for (int64_t b = 0; b < nb; b++) {
+        const vl_state *s = sts[b]->impl;
+        int64_t i = sts[b]->n_past - s->plan_start;
+        if (s->plan_n && i >= 0 && i < s->plan_n)
+            return qhx_fail(err, QHX_E_UNSUPPORTED, "decode: sequence %lld is inside an announced prompt", (long long)b);
+    }
+    float *ya[VL_MULTI_MAX], *yb[VL_MULTI_MAX], *yc[VL_MULTI_MAX];
+    const float *xs[VL_MULTI_MAX];
+    for (int64_t b = 0; b < nb; b++) { /* as vl_step for a text token: every axis at the next position */
+        vl_state *s = sts[b]->impl;
+        for (int a = 0; a < 3; a++) s->pos[a] = s->next_pos;
+        s->src[0] = NULL;
+        q->kern->row[q->embed.fmt](&q->embed, ids[b], s->x);
+        qhx_rope_angles(s->pos, q->axis, q->inv_freq, half, s->cosb, s->sinb);
+    }
+    for (int64_t l = 0; l < q->L; l++) {
+        const vl_layer *Ly = &q->layers[l];
+        for (int64_t b = 0; b < nb; b++) {
+            vl_state *s = sts[b]->impl;
+            qhx_op_rmsnorm_rows(q->pool, QHX_NORM_PLAIN, s->x, Ly->input_norm, s->xn, 1, H, q->eps);
+            xs[b] = s->xn, ya[b] = s->q, yb[b] = s->kk, yc[b] = s->vv;
+        }
+        const qhx_par_lin_multi in[3] = {{&Ly->q_proj, ya}, {&Ly->k_proj, yb}, {&Ly->v_proj, yc}};
+        qhx_par_linears_multi(q->pool, q->kern, in, 3, xs, nb, 0);
+        for (int64_t b = 0; b < nb; b++) {
+            vl_state *s = sts[b]->impl;
+            const qhx_op_attn a = {.kern = q->kern, .pool = q->pool, .kv = &s->kv, .slot = l, .nh = q->nh,
+                                   .nkv = q->nkv, .hd = q->hd, .rot = q->hd, .norm = QHX_NORM_PLAIN,
+                                   .q_norm = Ly->q_norm, .k_norm = Ly->k_norm, .eps = q->eps,
+                                   .scale = 1.0f / sqrtf((float)q->hd), .q = s->q, .k = s->kk, .v = s->vv,
+                                   .cos = s->cosb, .sin = s->sinb, .gate = NULL, .out = s->att, .work = s->attw,
+                                   .work_floats = s->attw_floats, .part = s->attp, .n_past = sts[b]->n_past, .n = 1};
+            qhx_op_attention(&a);
+            xs[b] = s->att, ya[b] = s->tmp;
+        }
+        const qhx_par_lin_multi o = {&Ly->o_proj, ya};
+        qhx_par_linears_multi(q->pool, q->kern, &o, 1, xs, nb, 0);
+        for (int64_t b = 0; b < nb; b++) {
+            vl_state *s = sts[b]->impl;
+            qhx_op_add_rmsnorm_rows(q->pool, QHX_NORM_PLAIN, s->x, s->tmp, Ly->post_norm, s->xn, 1, H, q->eps);
+            xs[b] = s->xn, ya[b] = s->mg, yb[b] = s->mu;
+        }
+        const qhx_par_lin_multi gu[2] = {{&Ly->gate_proj, ya}, {&Ly->up_proj, yb}};
+        qhx_par_linears_multi(q->pool, q->kern, gu, 2, xs, nb, 1);
+        for (int64_t b = 0; b < nb; b++) {
+            vl_state *s = sts[b]->impl;
+            xs[b] = s->mg, ya[b] = s->tmp;
+        }
+        const qhx_par_lin_multi down = {&Ly->down_proj, ya};
+        qhx_par_linears_multi(q->pool, q->kern, &down, 1, xs, nb, 0);
+        for (int64_t b = 0; b < nb; b++) {
+            vl_state *s = sts[b]->impl;
+            qhx_op_add(q->pool, s->x, s->tmp, H);
+        }
+    }
+    for (int64_t b = 0; b < nb; b++) {
+        vl_state *s = sts[b]->impl;
+        qhx_op_rmsnorm_rows(q->pool, QHX_NORM_PLAIN, s->x, q->final_norm, s->xn, 1, H, q->eps);
+        xs[b] = s->xn, ya[b] = logits[b];
+    }
+    const qhx_par_lin_multi head = {&q->lm_head, ya};
+    qhx_par_linears_multi(q->pool, q->kern, &head, 1, xs, nb, 0);
+    for (int64_t b = 0; b < nb; b++) {
+        vl_state *s = sts[b]->impl;
+        sts[b]->n_past++;
+        s->next_pos++;
+    }
+    return QHX_OK;
+}
+
 /* The lm-head graph alone: hidden (n, H) rows after the last layer -> logits (n, V). */
 static qhx_status vl_lm_head(const qhx_net *m, const float *hidden, int64_t n, float *logits, qhx_error *err) {
     const qhx_qwen3vl *q = m->impl;
@@ -380,4 +464,5 @@ static const qhx_net_vt VL_VT = {
     .encode_image = vl_encode_image,
     .attach = vl_attach,
     .attached_positions = vl_attached_positions,
+    .decode_multi = vl_decode_multi,
 };
