@@ -325,26 +325,39 @@ static enum MHD_Result models(srv_http *h, struct MHD_Connection *c) {
 static enum MHD_Result metrics(srv_http *h, struct MHD_Connection *c) {
     srv_stats *s = h->stats;
     double dsec = (double)atomic_load(&s->decode_ns) / 1e9;
-    long long dtok = atomic_load(&s->decode_tokens);
-    char *t = NULL;
-    int n = asprintf(&t,
-                     "# HELP qhx_requests_total Generation requests accepted.\n# TYPE qhx_requests_total counter\nqhx_requests_total %lld\n"
-                     "# HELP qhx_request_errors_total Responses with an error status.\n# TYPE qhx_request_errors_total counter\nqhx_request_errors_total %lld\n"
-                     "# HELP qhx_requests_cancelled_total Requests whose client went away.\n# TYPE qhx_requests_cancelled_total counter\nqhx_requests_cancelled_total %lld\n"
-                     "# HELP qhx_requests_rejected_total Requests refused with 503 (queue full).\n# TYPE qhx_requests_rejected_total counter\nqhx_requests_rejected_total %lld\n"
-                     "# HELP qhx_prompt_tokens_total Prompt tokens of started requests.\n# TYPE qhx_prompt_tokens_total counter\nqhx_prompt_tokens_total %lld\n"
-                     "# HELP qhx_prompt_cached_tokens_total Prompt tokens reused from a slot's state.\n# TYPE qhx_prompt_cached_tokens_total counter\nqhx_prompt_cached_tokens_total %lld\n"
-                     "# HELP qhx_generated_tokens_total Tokens generated.\n# TYPE qhx_generated_tokens_total counter\nqhx_generated_tokens_total %lld\n"
-                     "# HELP qhx_queue_length Requests waiting for a slot.\n# TYPE qhx_queue_length gauge\nqhx_queue_length %d\n"
-                     "# HELP qhx_slots_busy Slots with a request.\n# TYPE qhx_slots_busy gauge\nqhx_slots_busy %d\n"
-                     "# HELP qhx_slots_total Slots.\n# TYPE qhx_slots_total gauge\nqhx_slots_total %d\n"
-                     "# HELP qhx_decode_tokens_per_second Tokens per second of the decode steps so far (all slots together).\n"
-                     "# TYPE qhx_decode_tokens_per_second gauge\nqhx_decode_tokens_per_second %.3f\n",
-                     atomic_load(&s->requests), atomic_load(&s->errors), atomic_load(&s->cancelled),
-                     atomic_load(&s->rejected), atomic_load(&s->prompt_tokens), atomic_load(&s->cached_tokens),
-                     atomic_load(&s->generated_tokens), srv_engine_queue_length(h->e), srv_engine_busy_slots(h->e),
-                     h->cfg->parallel, dsec > 0 ? (double)dtok / dsec : 0.0);
-    return send_text(c, 200, n < 0 ? NULL : t, "text/plain; version=0.0.4");
+    const struct {
+        const char *name, *type, *help;
+        double value;
+    } rows[] = {
+        {"qhx_requests_total", "counter", "Generation requests accepted.", (double)atomic_load(&s->requests)},
+        {"qhx_request_errors_total", "counter", "Responses with an error status.", (double)atomic_load(&s->errors)},
+        {"qhx_requests_cancelled_total", "counter", "Requests whose client went away.", (double)atomic_load(&s->cancelled)},
+        {"qhx_requests_rejected_total", "counter", "Requests refused with 503 (queue full).", (double)atomic_load(&s->rejected)},
+        {"qhx_prompt_tokens_total", "counter", "Prompt tokens of started requests.", (double)atomic_load(&s->prompt_tokens)},
+        {"qhx_prompt_cached_tokens_total", "counter", "Prompt tokens reused from a slot's state.",
+         (double)atomic_load(&s->cached_tokens)},
+        {"qhx_generated_tokens_total", "counter", "Tokens generated.", (double)atomic_load(&s->generated_tokens)},
+        {"qhx_queue_length", "gauge", "Requests waiting for a slot.", (double)srv_engine_queue_length(h->e)},
+        {"qhx_slots_busy", "gauge", "Slots with a request.", (double)srv_engine_busy_slots(h->e)},
+        {"qhx_slots_total", "gauge", "Slots.", (double)h->cfg->parallel},
+        {"qhx_decode_tokens_per_second", "gauge", "Tokens per second of the decode steps so far (all slots together).",
+         dsec > 0 ? (double)atomic_load(&s->decode_tokens) / dsec : 0.0},
+    };
+    const size_t n_rows = sizeof rows / sizeof rows[0];
+    srv_buf b = {0};
+    char line[512];
+    int bad = 0;
+    for (size_t i = 0; i < n_rows; i++) {
+        int digits = i + 1 == n_rows ? 3 : 0; /* counts are whole; the rate has decimals */
+        snprintf(line, sizeof line, "# HELP %s %s\n# TYPE %s %s\n%s %.*f\n", rows[i].name, rows[i].help, rows[i].name,
+                 rows[i].type, rows[i].name, digits, rows[i].value);
+        bad |= srv_buf_puts(&b, line);
+    }
+    if (bad) {
+        srv_buf_free(&b);
+        return send_text(c, 200, NULL, "text/plain; version=0.0.4");
+    }
+    return send_text(c, 200, b.p, "text/plain; version=0.0.4"); /* send_text frees it */
 }
 
 /* ---- routing -------------------------------------------------------------------------------- */
