@@ -351,10 +351,10 @@ static qhx_status vl_forward(const qhx_net *m, qhx_net_state *st, const int32_t 
 
 /* ---- one decode step of several sequences ------------------------------------------------- */
 
-/* Text tokens of nb sequences after their prompts: every linear layer once for all of them
- * (qhx_par_linears_multi, the single-row kernels and pieces), attention per sequence over its
- * own cache, so each gets the bits of its one-token forward. A sequence still inside an
- * announced prompt is QHX_E_UNSUPPORTED (the caller feeds them one by one). */
+/* Text tokens of nb sequences: every linear layer once for all of them (qhx_par_linears_multi,
+ * the single-row kernels and pieces), attention per sequence over its own cache at its own
+ * M-RoPE positions, so each gets the bits of its one-token forward. A token that is an image row
+ * of an announced prompt is QHX_E_UNSUPPORTED (the caller feeds them one by one). */
 
 #define VL_MULTI_MAX 64
 
@@ -363,18 +363,21 @@ static qhx_status vl_decode_multi(const qhx_net *m, qhx_net_state *const *sts, c
     if (nb < 1 || nb > VL_MULTI_MAX) return qhx_fail(err, QHX_E_ARG, "decode: %lld sequences, 1 to %d", (long long)nb, VL_MULTI_MAX);
     const qhx_qwen3vl *q = m->impl;
     const int64_t H = q->H, half = q->hd / 2;
+    int64_t next[VL_MULTI_MAX];
+    /* positions as vl_step gives them for one token; an image row is refused before anything
+       runs (the caller feeds it on its own) */
     for (int64_t b = 0; b < nb; b++) {
-        const vl_state *s = sts[b]->impl;
-        int64_t i = sts[b]->n_past - s->plan_start;
-        if (s->plan_n && i >= 0 && i < s->plan_n)
-            return qhx_fail(err, QHX_E_UNSUPPORTED, "decode: sequence %lld is inside an announced prompt", (long long)b);
+        vl_state *s = sts[b]->impl;
+        qhx_status rc = qhx_img_plan_check(&s->plan, &ids[b], 1, sts[b]->n_past, err);
+        if (rc) return rc;
+        next[b] = s->next_pos;
+        qhx_img_plan_batch(&s->plan, sts[b]->n_past, 1, &next[b], s->pos, s->src);
+        if (s->src[0]) return qhx_fail(err, QHX_E_UNSUPPORTED, "decode: sequence %lld is at an image row", (long long)b);
     }
     float *ya[VL_MULTI_MAX], *yb[VL_MULTI_MAX], *yc[VL_MULTI_MAX];
     const float *xs[VL_MULTI_MAX];
-    for (int64_t b = 0; b < nb; b++) { /* as vl_step for a text token: every axis at the next position */
+    for (int64_t b = 0; b < nb; b++) {
         vl_state *s = sts[b]->impl;
-        for (int a = 0; a < 3; a++) s->pos[a] = s->next_pos;
-        s->src[0] = NULL;
         q->kern->row[q->embed.fmt](&q->embed, ids[b], s->x);
         qhx_rope_angles(s->pos, q->axis, q->inv_freq, half, s->cosb, s->sinb);
     }
@@ -428,7 +431,7 @@ static qhx_status vl_decode_multi(const qhx_net *m, qhx_net_state *const *sts, c
     for (int64_t b = 0; b < nb; b++) {
         vl_state *s = sts[b]->impl;
         sts[b]->n_past++;
-        s->next_pos++;
+        s->next_pos = next[b];
     }
     return QHX_OK;
 }
