@@ -251,4 +251,14 @@ try:
 except openai.BadRequestError as e:
     c.check(e.status_code == 400, "broken PNG: %s" % e)
 vsrv.stop()
+
+# ---- Qwen3.5 with its vision tower (a checkpoint folder opened with --images)
+Q35VL = DATA + "/fixtures/parity/qwen35vl-tiny-f32"
+qsrv = Server(QHX, Q35VL, "--images", "--parallel", "2")
+qcl = openai.OpenAI(base_url=qsrv.url + "/v1", api_key="unused", max_retries=0, timeout=60)
+r = qcl.chat.completions.create(model="x", messages=[{"role": "user", "content": [
+    {"type": "image_url", "image_url": {"url": url}}, {"type": "text", "text": "What is in the picture?"}]}], **GREEDY)
+ref = greedy_alone(Q35VL, "What is in the picture?", 24, "--image", VL + "/image-64x96.png", "--no-think")
+c.check(r.choices[0].message.content == ref, "Qwen3.5 image answer %r != generate --image %r" % (r.choices[0].message.content, ref))
+qsrv.stop()
 c.done()

@@ -1,7 +1,7 @@
 /* qhx serve: an OpenAI-compatible HTTP server (docs/server.md).
  *   qhx serve -m MODEL [--host 127.0.0.1] [--port 8080] [--parallel N] [--queue N] [--ctx N]
  *             [--threads N] [--api-key KEY | --api-key-file F] [--alias NAME] [--max-tokens N]
- *             [--max-body BYTES] [--timeout S]
+ *             [--max-body BYTES] [--timeout S] [--images | --text-only]
  * Prints "qhx serve: listening on http://HOST:PORT" on stdout when ready; SIGINT or SIGTERM
  * stop accepting connections, let the requests in hand finish, and exit 0. */
 #include "cli.h"
@@ -32,7 +32,10 @@ static void usage(FILE *f) {
             "  --max-tokens N       most tokens one request may generate (default 4096)\n"
             "  --max-body BYTES     request body cap (default 32 MiB)\n"
             "  --timeout S          seconds a connection may stay idle, and a body may take to\n"
-            "                       arrive (default 30)\n");
+            "                       arrive (default 30)\n"
+            "  --images, --text-only  a checkpoint folder with a vision tower: open it for images,\n"
+            "                       or for text only (default: the family's choice, Qwen3-VL with\n"
+            "                       images, Qwen3.5 text only)\n");
 }
 
 srv_limits srv_default_limits(void) {
@@ -46,10 +49,11 @@ srv_limits srv_default_limits(void) {
 typedef struct serve_args {
     srv_config cfg;
     const char *key_file;
+    int vision; /* qhx_model_params.vision */
 } serve_args;
 
 static const char *const NAMES[] = {"-m", "--model", "--host", "--port", "--parallel", "--queue", "--ctx", "--threads",
-                                    "--api-key", "--api-key-file", "--alias", "--max-tokens", "--max-body", "--timeout", "--help"};
+                                    "--api-key", "--api-key-file", "--alias", "--max-tokens", "--max-body", "--timeout", "--images", "--text-only", "--help"};
 
 static int parse(int argc, char **argv, serve_args *a) {
     srv_config *c = &a->cfg;
@@ -63,6 +67,12 @@ static int parse(int argc, char **argv, serve_args *a) {
         bool known = false;
         for (size_t k = 0; k < sizeof NAMES / sizeof NAMES[0]; k++) known |= !strcmp(o, NAMES[k]);
         if (!known) return qhx_cli_unknown_option(CMD, o, NAMES, sizeof NAMES / sizeof NAMES[0]);
+        if (!strcmp(o, "--images") || !strcmp(o, "--text-only")) {
+            if (a->vision && a->vision != (!strcmp(o, "--images") ? 1 : -1))
+                return qhx_cli_usage_error(CMD, "--images and --text-only: choose one");
+            a->vision = !strcmp(o, "--images") ? 1 : -1;
+            continue;
+        }
         if (i + 1 >= argc) return qhx_cli_usage_error(CMD, "%s needs a value", o);
         const char *v = argv[++i];
         int64_t x = 0;
@@ -158,6 +168,7 @@ int qhx_cmd_serve(int argc, char **argv) {
 
     qhx_model_params mp = qhx_model_default_params();
     mp.n_threads = cfg->threads;
+    mp.vision = a.vision;
     qhx_model *m = NULL;
     srv_engine *e = NULL;
     srv_http *h = NULL;
