@@ -179,8 +179,8 @@ static json_t *parse_function(const char *p, const char *end) {
     }
     char *text = json_dumps(args, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(args);
-    json_t *fn = json_object();
-    json_object_set_new(fn, "name", json_stringn(f, (size_t)(gt - f)) ? json_stringn(f, (size_t)(gt - f)) : json_string("?"));
+    json_t *fn = json_object(), *name = json_stringn(f, (size_t)(gt - f)); /* NULL: not UTF-8 */
+    json_object_set_new(fn, "name", name ? name : json_string("?"));
     json_object_set_new(fn, "arguments", json_string(text ? text : "{}"));
     free(text);
     return fn;
