@@ -493,6 +493,8 @@ typedef struct qhx_chat_spec {
     int64_t max_image_pixels;         /* most decoded pixels per image (0: 16 Mpx), checked from
                                          the file header before any pixel buffer exists */
     int64_t max_image_tokens;         /* most tokens per encoded image (0: no cap) */
+    const char *answer_prefix;        /* text the answer is forced to start with, rendered after
+                                         the generation prompt as prompt ids (NULL: none) */
 } qhx_chat_spec;
 
 /* A tokenized prompt with its encoded images (owned: qhx_prompt_free). */

@@ -105,6 +105,57 @@ int main(void) {
         srv_output_free(o);
         srv_job_unref(j);
     }
+    /* a forced call (tool_choice): the prompt ended with its start, the answer is the rest */
+    {
+        srv_job *j = job(false, false, true);
+        j->answer_prefix = strdup("<tool_call>\n<function=");
+        srv_output *o = srv_output_new(NULL, j);
+        const char *t[] = {"get_wea", "ther>\n<parameter=city>\nParis\n</parameter>\n", "</function>\n</tool_call>"};
+        CHECK_EQ(run(o, t, 3), -1);
+        j->finish = SRV_FINISH_STOP;
+        CHECK_EQ(srv_output_end(o), 0);
+        CHECK_EQ(j->finish, SRV_FINISH_TOOLS);
+        json_t *b = body_of(j);
+        json_t *msg = json_object_get(json_array_get(json_object_get(b, "choices"), 0), "message");
+        CHECK(json_is_null(json_object_get(msg, "content")));
+        json_t *fn = json_object_get(json_array_get(json_object_get(msg, "tool_calls"), 0), "function");
+        CHECK_STR(json_string_value(json_object_get(fn, "name")), "get_weather");
+        CHECK_STR(json_string_value(json_object_get(fn, "arguments")), "{\"city\":\"Paris\"}");
+        json_decref(b);
+        srv_output_free(o);
+        srv_job_unref(j);
+    }
+    /* a forced start the answer never completes into a call: all of it is content */
+    {
+        srv_job *j = job(false, false, true);
+        j->answer_prefix = strdup("<tool_call>\n<function=");
+        srv_output *o = srv_output_new(NULL, j);
+        const char *t[] = {"no name ", "here"};
+        CHECK_EQ(run(o, t, 2), -1);
+        j->finish = SRV_FINISH_LENGTH;
+        CHECK_EQ(srv_output_end(o), 0);
+        CHECK_EQ(j->finish, SRV_FINISH_LENGTH);
+        json_t *b = body_of(j);
+        CHECK_STR(message_field(b, "content"), "<tool_call>\n<function=no name here");
+        json_decref(b);
+        srv_output_free(o);
+        srv_job_unref(j);
+    }
+    /* streamed: the forced start is never a content delta, the call comes whole at the end */
+    {
+        srv_job *j = job(true, false, true);
+        j->answer_prefix = strdup("<tool_call>\n<function=get_weather>\n");
+        srv_output *o = srv_output_new(NULL, j);
+        const char *t[] = {"<parameter=city>\nParis\n</parameter>\n", "</function>\n</tool_call>"};
+        CHECK_EQ(run(o, t, 2), -1);
+        j->finish = SRV_FINISH_STOP;
+        CHECK_EQ(srv_output_end(o), 0);
+        CHECK(strstr(j->sse.p, "<tool_call>") == NULL && strstr(j->sse.p, "<function") == NULL);
+        CHECK(strstr(j->sse.p, "\"name\":\"get_weather\"") != NULL);
+        CHECK(strstr(j->sse.p, "\"finish_reason\":\"tool_calls\"") != NULL);
+        srv_output_free(o);
+        srv_job_unref(j);
+    }
     /* text that only looks like the start of a tool call is content in the end */
     {
         json_t *none = srv_parse_tool_calls("<tool_call>no function here</tool_call>", 39, "x");

@@ -202,6 +202,18 @@ static qhx_status build_messages(const qhx_chat_spec *spec, const qhx_prompt *p,
     return QHX_OK;
 }
 
+/* text (qhx_malloc'd, len bytes) += s: the forced start of the answer, after the generation
+ * prompt, tokenized with the rest (so it is part of this prompt's ids only). */
+static qhx_status append_text(char **text, size_t *len, const char *s, qhx_error *err) {
+    size_t n = strlen(s);
+    char *t = qhx_realloc(*text, *len + n + 1);
+    if (!t) return qhx_fail(err, QHX_E_NOMEM, "chat: out of memory");
+    memcpy(t + *len, s, n + 1);
+    *text = t;
+    *len += n;
+    return QHX_OK;
+}
+
 static qhx_status render_and_encode(const qhx_model *m, const qhx_chat_spec *spec, qhx_prompt *p, qhx_error *err) {
     chat_build b = {0};
     char *text = NULL;
@@ -215,6 +227,7 @@ static qhx_status render_and_encode(const qhx_model *m, const qhx_chat_spec *spe
         if (rc == QHX_E_UNSUPPORTED) rc = QHX_E_ARG; /* tools on Qwen3-VL: the caller's request */
     }
     chat_build_free(&b, spec->n_turns);
+    if (!rc && spec->answer_prefix) rc = append_text(&text, &len, spec->answer_prefix, err);
     if (!rc) rc = qhx_tok_encode_alloc(m->tok, text, len, &p->ids, &p->n, err);
     qhx_free(text);
     if (!rc && p->n == 0) rc = qhx_fail(err, QHX_E_ARG, "chat: the prompt is empty");

@@ -140,6 +140,88 @@ n_ref = len(tokenize(rendered))
 c.check(r.usage.prompt_tokens == n_ref, "tools prompt: %d tokens, the chat format's rendering %d" % (r.usage.prompt_tokens, n_ref))
 c.check(r.choices[0].message.content is not None, "an answer after the tool result")
 
+# ---- tool_choice. "none": the tools are not in the prompt (its token count and its answer are
+# those of no tools) and nothing is parsed; "required" and a named function: the prompt ends with
+# the forced start of a call (prompt tokens), the answer is its rest. Random weights: only the
+# forced part is known, so the answer is checked against a greedy completion of that prompt.
+one = [{"role": "user", "content": "Weather in Paris?"}]
+base = cl.chat.completions.create(model="x", messages=one, **GREEDY)
+auto = cl.chat.completions.create(model="x", messages=one, tools=tools, tool_choice="auto", **GREEDY)
+none = cl.chat.completions.create(model="x", messages=one, tools=tools, tool_choice="none", **GREEDY)
+c.check(none.usage.prompt_tokens == base.usage.prompt_tokens < auto.usage.prompt_tokens,
+        "tool_choice none: %d prompt tokens, no tools %d, auto %d" % (none.usage.prompt_tokens, base.usage.prompt_tokens,
+                                                                       auto.usage.prompt_tokens))
+c.check(none.choices[0].message.content == base.choices[0].message.content and not none.choices[0].message.tool_calls
+        and none.choices[0].finish_reason == "length", "tool_choice none answers as without tools: %r" % none.choices[0])
+with_tools = chat_format(QHX, Q35, {"messages": one, "tools": tools, "add_generation_prompt": True, "enable_thinking": False})
+
+
+def completion_of(text, n):
+    """Greedy n tokens after the ids of a rendered prompt."""
+    return cl.completions.create(model="x", prompt=tokenize(text), max_tokens=n, temperature=0,
+                                 extra_body={"ignore_eos": True}).choices[0].text
+
+
+REQ = "<tool_call>\n<function="
+req = cl.chat.completions.create(model="x", messages=one, tools=tools, tool_choice="required", **GREEDY)
+c.check(req.usage.prompt_tokens == len(tokenize(with_tools + REQ)) > auto.usage.prompt_tokens,
+        "required: %d prompt tokens, want the tools prompt + the forced start (%d)" % (
+            req.usage.prompt_tokens, len(tokenize(with_tools + REQ))))
+rest = completion_of(with_tools + REQ, 24)
+m = req.choices[0].message
+if ">" in rest:  # the name closes: a call named by the model's text up to '>'
+    c.check(m.tool_calls and m.tool_calls[0].function.name == rest[:rest.index(">")] and not m.content,
+            "required: the call %r, want the name %r" % (m.tool_calls, rest[:rest.index(">")]))
+else:  # the name never closes: the forced start and the rest come back as content
+    c.check(not m.tool_calls and m.content == REQ + rest, "required, unclosed: %r, want %r" % (m.content, REQ + rest))
+c.check(req.choices[0].finish_reason == "length", "required at max_tokens: %s" % req.choices[0].finish_reason)
+
+named = {"type": "function", "function": {"name": "get_weather"}}
+NAMED = "<tool_call>\n<function=get_weather>\n"
+rest = completion_of(with_tools + NAMED, 6)
+c.check(len(rest) > 0, "a completion after the named start: %r" % rest)
+# a stop string at the answer's first 6 tokens ends it there: the call is just its forced start
+kw = dict(model="x", messages=one, tools=tools, tool_choice=named, temperature=0, max_tokens=24, stop=[rest],
+          extra_body={"ignore_eos": True})
+r = cl.chat.completions.create(**kw)
+m = r.choices[0].message
+c.check(r.usage.prompt_tokens == len(tokenize(with_tools + NAMED)), "named: %d prompt tokens, want %d" % (
+    r.usage.prompt_tokens, len(tokenize(with_tools + NAMED))))
+c.check(r.choices[0].finish_reason == "tool_calls" and m.content is None and len(m.tool_calls or []) == 1
+        and m.tool_calls[0].function.name == "get_weather" and json.loads(m.tool_calls[0].function.arguments) == {},
+        "named call: %s %r" % (r.choices[0].finish_reason, m))
+s = cl.chat.completions.create(stream=True, **kw)
+content, calls, finish = [], [], None
+for ch in s:
+    if ch.choices:
+        d = ch.choices[0].delta
+        content.append(d.content or "")
+        calls += d.tool_calls or []
+        finish = ch.choices[0].finish_reason or finish
+c.check("".join(content) == "" and [t.function.name for t in calls] == ["get_weather"] and finish == "tool_calls",
+        "named call streamed: %r %r %s" % (content, calls, finish))
+# thinking asked for: a forced call has no think block (the prompt is the one without thinking)
+r = cl.chat.completions.create(model="x", messages=one, tools=tools, tool_choice=named, max_tokens=2,
+                               extra_body={"chat_template_kwargs": {"enable_thinking": True}})
+c.check(r.usage.prompt_tokens == len(tokenize(with_tools + NAMED)) and r.choices[0].message.tool_calls[0].function.name == "get_weather",
+        "named call with thinking asked for: %d prompt tokens" % r.usage.prompt_tokens)
+# the forced start belongs to those prompts only: a plain request answers as it did before them
+again = cl.chat.completions.create(model="x", messages=one, tools=tools, tool_choice="auto", **GREEDY)
+c.check(again.choices[0].message.content == auto.choices[0].message.content, "auto after forced calls: %r, before %r" % (
+    again.choices[0].message.content, auto.choices[0].message.content))
+for bad, what in [({"type": "function", "function": {"name": "get_time"}}, "not one of 'tools'"),
+                  ({"type": "function"}, "'tool_choice' must be"), ({"function": {"name": "get_weather"}}, "'tool_choice' must be")]:
+    try:
+        cl.chat.completions.create(model="x", messages=one, tools=tools, tool_choice=bad, max_tokens=2)
+        c.check(False, "tool_choice %s refused" % bad)
+    except openai.BadRequestError as e:
+        c.check(e.status_code == 400 and what in str(e), "tool_choice %s: %s" % (bad, e))
+try:
+    cl.chat.completions.create(model="x", messages=one, tool_choice="required", max_tokens=2)
+    c.check(False, "required without tools refused")
+except openai.BadRequestError as e:
+    c.check("'tools' is empty" in str(e), "required without tools: %s" % e)
+
 # ---- errors come back as the client's exceptions with their status
 try:
     cl.chat.completions.create(model="x", messages=[{"role": "user", "content": "Hi"}], n=2, max_tokens=2)

@@ -72,6 +72,7 @@ void srv_job_unref(srv_job *j) {
     qhx_prompt_free(j->prompt);
     for (size_t i = 0; i < j->n_stops; i++) free(j->stops[i]);
     free(j->stops);
+    free(j->answer_prefix);
     srv_buf_free(&j->sse);
     srv_buf_free(&j->content);
     srv_buf_free(&j->reasoning);
@@ -240,6 +241,14 @@ srv_output *srv_output_new(const qhx_model *m, srv_job *j) {
     for (size_t i = 0; i < j->n_stops; i++)
         if (strlen(j->stops[i]) > o->max_stop) o->max_stop = strlen(j->stops[i]);
     if (j->logprobs && !j->stream) j->token_logprobs = json_array();
+    /* a forced tool call: its start is in the prompt, and the answer is read as its rest */
+    if (j->answer_prefix) {
+        o->mode = MODE_TOOLS;
+        if (srv_buf_puts(&o->tools, j->answer_prefix)) {
+            srv_output_free(o);
+            return NULL;
+        }
+    }
     return o;
 }
 

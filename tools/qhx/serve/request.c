@@ -20,6 +20,7 @@ typedef struct chat_req {
     qhx_chat_call *calls;
     qhx_chat_call_arg *args;
     const char **tools;
+    char *forced; /* tool_choice "required" or a named function: the answer's forced start */
     char **owned; /* made here: tool JSON, argument text, decoded images */
     size_t n_parts, n_calls, n_args, n_tools, n_owned, cap_owned;
 } chat_req;
@@ -378,19 +379,61 @@ static int messages_of(chat_req *c, const srv_config *cfg, json_t *msgs, int *st
     return 0;
 }
 
+/* tool_choice: "none" (the tools are not rendered: the model cannot know them), "auto",
+ * "required" or {"type": "function", "function": {"name": NAME}}. The last two force the answer
+ * to start a tool call (*prefix: the text it starts with, owned by c), as there is no grammar
+ * to hold the model to one: "<tool_call>\n<function=" or "<tool_call>\n<function=NAME>\n". */
+static int tool_choice_of(chat_req *c, json_t *choice, bool *none, char **prefix, int *status, qhx_error *err) {
+    *none = false;
+    *prefix = NULL;
+    if (!present(choice)) return 0;
+    if (json_is_string(choice)) {
+        const char *v = json_string_value(choice);
+        if (strcmp(v, "none") && strcmp(v, "auto") && strcmp(v, "required"))
+            return fail(status, 400, err, "'tool_choice' '%s' is not none, auto or required", v);
+        *none = !strcmp(v, "none");
+        if (strcmp(v, "required")) return 0;
+        if (!(*prefix = own(c, strdup("<tool_call>\n<function=")))) return fail(status, 503, err, "out of memory");
+        return 0;
+    }
+    if (!json_is_object(choice)) return fail(status, 400, err, "'tool_choice' must be a string or an object");
+    json_t *type = json_object_get(choice, "type"), *fn = json_object_get(choice, "function");
+    json_t *name = json_is_object(fn) ? json_object_get(fn, "name") : NULL;
+    if (!json_is_string(type) || strcmp(json_string_value(type), "function") || !json_is_string(name) ||
+        json_string_length(name) == 0 || memchr(json_string_value(name), 0, json_string_length(name)))
+        return fail(status, 400, err, "'tool_choice' must be none, auto, required or {\"type\": \"function\", \"function\": {\"name\": ...}}");
+    size_t n = json_string_length(name);
+    char *p = malloc(n + 32);
+    if (!p) return fail(status, 503, err, "out of memory");
+    snprintf(p, n + 32, "<tool_call>\n<function=%s>\n", json_string_value(name));
+    if (!(*prefix = own(c, p))) return fail(status, 503, err, "out of memory");
+    return 0;
+}
+
+/* Is name one of the request's tools' function names? */
+static bool offers_tool(json_t *tools, const char *name, size_t len) {
+    size_t k;
+    json_t *tool;
+    json_array_foreach(tools, k, tool) {
+        json_t *n = json_object_get(json_object_get(tool, "function"), "name");
+        if (json_string_length(n) == len && !memcmp(json_string_value(n), name, len)) return true;
+    }
+    return false;
+}
+
 static int tools_of(chat_req *c, const srv_config *cfg, json_t *root, int *status, qhx_error *err) {
     json_t *tools = json_object_get(root, "tools");
     json_t *choice = json_object_get(root, "tool_choice");
-    if (present(choice) && !json_is_string(choice) && !json_is_object(choice))
-        return fail(status, 400, err, "'tool_choice' must be a string or an object");
-    if (json_is_string(choice) && strcmp(json_string_value(choice), "none") && strcmp(json_string_value(choice), "auto") &&
-        strcmp(json_string_value(choice), "required"))
-        return fail(status, 400, err, "'tool_choice' '%s' is not none, auto or required", json_string_value(choice));
-    if (!present(tools)) return 0;
+    bool none;
+    if (tool_choice_of(c, choice, &none, &c->forced, status, err)) return -1;
+    if (!present(tools) || (json_is_array(tools) && json_array_size(tools) == 0)) {
+        if (c->forced) return fail(status, 400, err, "'tool_choice' forces a tool call but 'tools' is empty");
+        if (!present(tools)) return 0;
+    }
     if (!json_is_array(tools)) return fail(status, 400, err, "'tools' must be a list");
     size_t n = json_array_size(tools);
     if ((int64_t)n > cfg->lim.max_tools) return fail(status, 413, err, "'tools': %zu, at most %lld", n, (long long)cfg->lim.max_tools);
-    if (json_is_string(choice) && !strcmp(json_string_value(choice), "none")) return 0; /* not offered */
+    if (none) return 0; /* not offered */
     c->tools = calloc(n + 1, sizeof *c->tools);
     if (!c->tools) return fail(status, 503, err, "out of memory");
     size_t k;
@@ -404,6 +447,9 @@ static int tools_of(chat_req *c, const srv_config *cfg, json_t *root, int *statu
         if (!text) return fail(status, 503, err, "out of memory");
         c->tools[c->n_tools++] = text;
     }
+    json_t *named = json_is_object(choice) ? json_object_get(json_object_get(choice, "function"), "name") : NULL;
+    if (named && !offers_tool(tools, json_string_value(named), json_string_length(named)))
+        return fail(status, 400, err, "'tool_choice' names the function '%s', which is not one of 'tools'", json_string_value(named));
     return 0;
 }
 
@@ -458,10 +504,15 @@ srv_job *srv_request_chat(const qhx_model *m, const srv_config *cfg, const char 
     if (!qhx_model_has_thinking(m)) thinking = false; /* Qwen3-VL Instruct: no thinking mode */
     if (messages_of(&c, cfg, json_object_get(root, "messages"), status, err)) goto bad;
     if (tools_of(&c, cfg, root, status, err)) goto bad;
+    if (c.forced) thinking = false; /* the answer starts with the call, not a think block */
+    if (c.forced && !(j->answer_prefix = strdup(c.forced))) {
+        fail(status, 503, err, "out of memory");
+        goto bad;
+    }
     qhx_chat_spec spec = {.turns = c.turns, .n_turns = json_array_size(json_object_get(root, "messages")),
                           .tools = c.tools, .n_tools = c.n_tools, .thinking = thinking,
                           .max_images = cfg->lim.max_images, .max_image_pixels = cfg->lim.max_image_pixels,
-                          .max_image_tokens = cfg->lim.max_image_tokens};
+                          .max_image_tokens = cfg->lim.max_image_tokens, .answer_prefix = c.forced};
     qhx_status rc = qhx_prompt_from_chat(m, &spec, &j->prompt, err);
     if (rc) {
         *status = prompt_status(rc);

@@ -78,6 +78,7 @@ typedef struct srv_job {
     int top_logprobs;
     bool thinking;        /* the prompt opened a think block: text before </think> is reasoning */
     bool tools;           /* tools were offered: <tool_call> blocks are parsed */
+    char *answer_prefix;  /* tool_choice forced a call: the prompt ends with this start of it */
     bool echo;            /* completions: echo the prompt text */
     char id[48];
     int64_t created;
