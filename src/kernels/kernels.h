@@ -35,6 +35,15 @@ typedef struct qhx_weight {
 /* y[r] = sum_c W[r, c] * x[c] for r in [r0, r1). x: (cols,), y: (rows,). f32 accumulation. */
 typedef void (*qhx_matvec_fn)(const qhx_weight *w, const float *x, float *y, int64_t r0, int64_t r1);
 
+/* The matvec of several independent activation rows at once (one decode step of several
+ * sequences): y[b][r] = sum_c W[r, c] * x[b][c] for b in [0, nb), r in [r0, r1),
+ * 1 <= nb <= QHX_MATVEC_MULTI_MAX. Each weight row is read and unpacked once for all nb rows;
+ * y[b] gets exactly the bits the paired single-row kernel gives for x[b] (the same per-row
+ * arithmetic in the same order). */
+#define QHX_MATVEC_MULTI_MAX 8
+typedef void (*qhx_matvec_multi_fn)(const qhx_weight *w, const float *const *x, float *const *y, int64_t nb,
+                                    int64_t r0, int64_t r1);
+
 /* Y[t, r] = sum_c W[r, c] * X[t, c] for t in [0, n), r in [r0, r1).
  * X: (n, cols) row stride ldx; Y: (n, rows) row stride ldy. */
 typedef void (*qhx_matmul_fn)(const qhx_weight *w, const float *X, int64_t ldx, float *Y,
@@ -58,6 +67,9 @@ typedef void (*qhx_delta_chunked_fn)(float *S, const float *q, int64_t ldq, cons
 typedef struct qhx_kernels {
     qhx_isa isa;                       /* the best ISA in use */
     qhx_matvec_fn matvec[QHX_W_COUNT];
+    /* the multi-row twin of matvec[fmt], NULL where it has none (callers loop matvec over the
+     * rows); kept paired by qhx_kern_pair_multi, which the selection functions below call */
+    qhx_matvec_multi_fn matvec_multi[QHX_W_COUNT];
     qhx_matmul_fn matmul[QHX_W_COUNT];
     qhx_row_fn row[QHX_W_COUNT];       /* NULL where a format has no kernel yet */
     qhx_attn_block_fn attn_block;      /* kernels/attn.h */
@@ -90,5 +102,10 @@ const char *qhx_isa_name(qhx_isa isa);
  * decode matvec for those in `decode_formats` (only Q4 has one; other bits are ignored).
  * Elsewhere k is left as it is. Writes only *k. */
 void qhx_kern_use_int8(qhx_isa max_isa, unsigned prefill_formats, unsigned decode_formats, qhx_kernels *k);
+
+/* Set each matvec_multi[fmt] to the multi-row twin of the kernel now in matvec[fmt], or NULL.
+ * qhx_kern_select and qhx_kern_use_int8 call it last; code that puts a matvec into a table by
+ * hand calls it afterwards. */
+void qhx_kern_pair_multi(qhx_kernels *k);
 
 #endif

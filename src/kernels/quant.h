@@ -51,6 +51,10 @@ static inline int64_t qhx_q4_row_groups(int64_t cols, int64_t group) { return co
  * Q4 sums (nib-8)*x per group, scales the group sum, adds groups in order. */
 void qhx_k_matvec_q8_ref(const qhx_weight *w, const float *x, float *y, int64_t r0, int64_t r1);
 void qhx_k_matvec_q4_ref(const qhx_weight *w, const float *x, float *y, int64_t r0, int64_t r1);
+/* The multi-row twin of qhx_k_matvec_q4_ref (kernels.h qhx_matvec_multi_fn): each group's nibbles
+ * unpacked once for all nb rows, y[b] bitwise qhx_k_matvec_q4_ref's for x[b]. */
+void qhx_k_matvec_multi_q4_ref(const qhx_weight *w, const float *const *x, float *const *y, int64_t nb, int64_t r0,
+                               int64_t r1);
 /* X (n, cols; stride ldx) @ W^T -> Y (n, rows; stride ldy) for rows [r0, r1); each token row is
  * computed exactly as the matvec above computes it (bitwise the same). */
 void qhx_k_matmul_q8_ref(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy,

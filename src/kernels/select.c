@@ -88,12 +88,36 @@ void qhx_kern_select(qhx_isa max_isa, qhx_kernels *k) {
 #else
     (void)max_isa;
 #endif
+    qhx_kern_pair_multi(k);
+}
+
+/* Single-row kernels with a multi-row twin (bitwise the same per row). */
+typedef struct multi_pair {
+    qhx_matvec_fn one;
+    qhx_matvec_multi_fn multi;
+} multi_pair;
+
+static const multi_pair multi_pairs[] = {
+    {qhx_k_matvec_q4_ref, qhx_k_matvec_multi_q4_ref},
+#if defined(QHX_HAVE_X86)
+    {qhx_k_matvec_q4_i8x_avx2, qhx_k_matvec_multi_q4_i8x_avx2},
+    {qhx_k_matvec_q4_i8x_avxvnni, qhx_k_matvec_multi_q4_i8x_avxvnni},
+#endif
+};
+
+void qhx_kern_pair_multi(qhx_kernels *k) {
+    for (int f = 0; f < QHX_W_COUNT; f++) {
+        k->matvec_multi[f] = NULL;
+        for (size_t i = 0; i < sizeof multi_pairs / sizeof multi_pairs[0]; i++)
+            if (k->matvec[f] && k->matvec[f] == multi_pairs[i].one) k->matvec_multi[f] = multi_pairs[i].multi;
+    }
 }
 
 void qhx_kern_use_int8(qhx_isa max_isa, unsigned prefill_formats, unsigned decode_formats, qhx_kernels *k) {
 #if defined(QHX_HAVE_X86)
     qhx_kern_install_x86_int8(k, prefill_formats, decode_formats, max_isa, NULL);
 #else
-    (void)max_isa, (void)prefill_formats, (void)decode_formats, (void)k;
+    (void)max_isa, (void)prefill_formats, (void)decode_formats;
 #endif
+    qhx_kern_pair_multi(k);
 }

@@ -168,18 +168,11 @@ static int64_t block_rows(const qhx_weight *w) {
     return r < QHX_PAR_ROW_ALIGN ? QHX_PAR_ROW_ALIGN : r;
 }
 
-/* One row chunk of one layer for every row b: the chunk is walked in sub-blocks that fit the
- * cache, each used by every row in turn, so the weights come from memory once for all rows.
- * A matvec gives each output row the same bits whatever range it is called on (the pool splits
- * rows freely, ops/par.h), and the SwiGLU runs on the whole chunk as lins_task does with n == 1,
- * so every output has the bits of the single-row call. */
-static void multi_task(void *ctx, int64_t task, int thread_index) {
-    (void)thread_index;
-    const multi_job *j = ctx;
-    int i = 0;
-    while (task >= j->first[i + 1]) i++;
-    const qhx_par_lin_multi *l = &j->ls[i], *u = j->swiglu ? &j->ls[1] : NULL;
-    int64_t r0 = (task - j->first[i]) * j->chunk[i], r1 = r0 + j->chunk[i] < l->w->rows ? r0 + j->chunk[i] : l->w->rows;
+/* Rows [r0, r1) of layer l (and of u, the SwiGLU's up, when not NULL) for every row b with the
+ * single-row matvec: the chunk is walked in sub-blocks that fit the cache, each used by every
+ * row in turn, so the weights come from memory once for all rows. */
+static void multi_rows_one_by_one(const multi_job *j, const qhx_par_lin_multi *l, const qhx_par_lin_multi *u,
+                                  int64_t r0, int64_t r1) {
     const int64_t step = block_rows(l->w);
     for (int64_t a = r0; a < r1; a += step) {
         int64_t e = a + step < r1 ? a + step : r1;
@@ -187,6 +180,28 @@ static void multi_task(void *ctx, int64_t task, int thread_index) {
             j->k->matvec[l->w->fmt](l->w, j->X[b], l->Y[b], a, e);
             if (u) j->k->matvec[u->w->fmt](u->w, j->X[b], u->Y[b], a, e);
         }
+    }
+}
+
+/* One row chunk of one layer for every row b: with the format's multi-row twin of the matvec
+ * where the table has one (each weight row read and unpacked once for all rows), else the
+ * single-row matvec per row. Either gives each output row the bits of the single-row call: a
+ * matvec gives a row the same bits whatever range it is called on (the pool splits rows
+ * freely, ops/par.h), the twin is bitwise its matvec per row (kernels.h), and the SwiGLU runs
+ * on the whole chunk as lins_task does with n == 1. */
+static void multi_task(void *ctx, int64_t task, int thread_index) {
+    (void)thread_index;
+    const multi_job *j = ctx;
+    int i = 0;
+    while (task >= j->first[i + 1]) i++;
+    const qhx_par_lin_multi *l = &j->ls[i], *u = j->swiglu ? &j->ls[1] : NULL;
+    int64_t r0 = (task - j->first[i]) * j->chunk[i], r1 = r0 + j->chunk[i] < l->w->rows ? r0 + j->chunk[i] : l->w->rows;
+    qhx_matvec_multi_fn ml = j->k->matvec_multi[l->w->fmt], mu = u ? j->k->matvec_multi[u->w->fmt] : NULL;
+    if (ml && (!u || mu)) {
+        ml(l->w, j->X, l->Y, j->nb, r0, r1);
+        if (u) mu(u->w, j->X, u->Y, j->nb, r0, r1);
+    } else {
+        multi_rows_one_by_one(j, l, u, r0, r1);
     }
     for (int64_t b = 0; u && b < j->nb; b++) j->k->swiglu(l->Y[b] + r0, u->Y[b] + r0, l->Y[b] + r0, r1 - r0);
 }

@@ -119,6 +119,47 @@ void qhx_k_matvec_q4_ref(const qhx_weight *w, const float *x, float *y, int64_t 
         y[r] = dot_q4(q + r * rb, w->scales + r * ng, x, w->cols, w->group);
 }
 
+/* dot_q4 of one weight row against nb activation rows: a group's nibbles are unpacked once, then
+ * every row runs dot_q4's own sums (the same products in the same order, acc[b] its acc). */
+static void dot_q4_multi(const uint8_t *q, const float *d, const float *const *x, float *const *y, int64_t r,
+                         int64_t nb, int64_t cols, int64_t group) {
+    enum { MAX_HALF = 128 };
+    const int64_t half = group / 2;
+    float acc[QHX_MATVEC_MULTI_MAX] = {0};
+    int8_t lo[MAX_HALF], hi[MAX_HALF];
+    for (int64_t g = 0; g < cols / group; g++) {
+        const uint8_t *qg = q + g * half;
+        for (int64_t i = 0; i < half; i++) {
+            lo[i] = (int8_t)((qg[i] & 0x0f) - 8);
+            hi[i] = (int8_t)((qg[i] >> 4) - 8);
+        }
+        for (int64_t b = 0; b < nb; b++) {
+            const float *xg = x[b] + g * group;
+            float s = 0.0f;
+            for (int64_t i = 0; i < half; i++) {
+                s += (float)lo[i] * xg[i];
+                s += (float)hi[i] * xg[i + half];
+            }
+            acc[b] += d[g] * s;
+        }
+    }
+    for (int64_t b = 0; b < nb; b++) y[b][r] = acc[b];
+}
+
+void qhx_k_matvec_multi_q4_ref(const qhx_weight *w, const float *const *x, float *const *y, int64_t nb, int64_t r0,
+                               int64_t r1) {
+    const uint8_t *q = (const uint8_t *)w->data;
+    const int64_t rb = qhx_q4_row_bytes(w->cols), ng = qhx_q4_row_groups(w->cols, w->group);
+    if (w->group > 2 * 128) { /* groups larger than dot_q4_multi's unpack buffer: row by row */
+        for (int64_t b = 0; b < nb; b++) qhx_k_matvec_q4_ref(w, x[b], y[b], r0, r1);
+        return;
+    }
+    for (int64_t b = 0; b < nb; b += QHX_MATVEC_MULTI_MAX) { /* more rows than the contract's bound: in turn */
+        int64_t n = nb - b < QHX_MATVEC_MULTI_MAX ? nb - b : QHX_MATVEC_MULTI_MAX;
+        for (int64_t r = r0; r < r1; r++) dot_q4_multi(q + r * rb, w->scales + r * ng, x + b, y + b, r, n, w->cols, w->group);
+    }
+}
+
 void qhx_k_matmul_q8_ref(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy,
                          int64_t n, int64_t r0, int64_t r1) {
     for (int64_t t = 0; t < n; t++) qhx_k_matvec_q8_ref(w, X + t * ldx, Y + t * ldy, r0, r1);

@@ -220,3 +220,128 @@ void Q4I8X_NAME(qhx_k_matmul_q4_i8x)(const qhx_weight *w, const float *X, int64_
         }
     }
 }
+
+/* ---- several activation rows at once (decode of several sequences) ---------------------------
+ * Weight row r is loaded and its nibbles masked once per pair of groups, then used by up to
+ * MULTI_TILE activation rows. For each (r, b) the scale products, integer dots, FMAs into the
+ * two accumulators, the odd last group and the horizontal sum are those of rows_q with R = 1, in
+ * the same order, so y[b][r] has the bits of the single-row kernel for x[b]. A tile of 4 keeps
+ * the 8 accumulators and 4 scale vectors in registers; more rows take further tiles over the
+ * same weight row, which is then in L1. */
+#define MULTI_TILE 4
+
+typedef struct nib_pair {
+    __m256i lo, hi;
+} nib_pair;
+
+AI nib_pair pair_unpack(const uint8_t *p) {
+    const __m256i mask = _mm256_set1_epi8(0x0f);
+    __m256i b = _mm256_loadu_si256((const __m256i *)p);
+    nib_pair u = {_mm256_and_si256(b, mask), _mm256_and_si256(_mm256_srli_epi16(b, 4), mask)};
+    return u;
+}
+
+/* pair_dot on nibbles already unpacked: the same integer operations. */
+AI __m256i pair_dot_u(nib_pair u, const qx_row *qx, int64_t pair) {
+#ifdef QHX_I8_AVXVNNI
+    __m256i s = _mm256_load_si256((const __m256i *)(qx->off + 8 * pair));
+    s = _mm256_dpbusd_avx_epi32(s, u.lo, _mm256_load_si256((const __m256i *)(qx->lo + 32 * pair)));
+    return _mm256_dpbusd_avx_epi32(s, u.hi, _mm256_load_si256((const __m256i *)(qx->hi + 32 * pair)));
+#else
+    const __m256i ones16 = _mm256_set1_epi16(1);
+    __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(u.lo, _mm256_load_si256((const __m256i *)(qx->lo + 32 * pair))),
+                                   _mm256_maddubs_epi16(u.hi, _mm256_load_si256((const __m256i *)(qx->hi + 32 * pair))));
+    return _mm256_sub_epi32(_mm256_madd_epi16(s16, ones16), _mm256_load_si256((const __m256i *)(qx->off + 8 * pair)));
+#endif
+}
+
+/* Weight row r against activation rows qx[0..NB), NB <= MULTI_TILE: rows_q(w, qx[b], y[b], r, 1)
+ * for every b. */
+AI void row_multi(const qhx_weight *w, const qx_row *const *qx, float *const *y, int64_t r, int NB) {
+    const int64_t ng = w->cols / 32;
+    const __m256i spread[4] = {_mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1), _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3),
+                               _mm256_setr_epi32(4, 4, 4, 4, 5, 5, 5, 5), _mm256_setr_epi32(6, 6, 6, 6, 7, 7, 7, 7)};
+    const uint8_t *p = (const uint8_t *)w->data + (size_t)r * (size_t)(w->cols / 2);
+    const float *d = w->scales + r * ng;
+    __m256 acc[MULTI_TILE], acc2[MULTI_TILE];
+    UNROLL
+    for (int b = 0; b < NB; b++) acc[b] = acc2[b] = _mm256_setzero_ps();
+    int64_t g = 0;
+    for (; g + 8 <= ng; g += 8) {
+        __m256 dv = _mm256_loadu_ps(d + g), sc[MULTI_TILE];
+        UNROLL
+        for (int b = 0; b < NB; b++) sc[b] = _mm256_mul_ps(dv, _mm256_load_ps(qx[b]->dx + g));
+        UNROLL
+        for (int k = 0; k < 4; k++) {
+            nib_pair u = pair_unpack(p + 16 * (g + 2 * k));
+            UNROLL
+            for (int b = 0; b < NB; b++) {
+                __m256 f = _mm256_cvtepi32_ps(pair_dot_u(u, qx[b], g / 2 + k));
+                __m256 s = _mm256_permutevar8x32_ps(sc[b], spread[k]);
+                if (k & 1) acc2[b] = _mm256_fmadd_ps(f, s, acc2[b]);
+                else acc[b] = _mm256_fmadd_ps(f, s, acc[b]);
+            }
+        }
+    }
+    for (; g + 2 <= ng; g += 2) {
+        nib_pair u = pair_unpack(p + 16 * g);
+        UNROLL
+        for (int b = 0; b < NB; b++) {
+            __m256 s = _mm256_set_m128(_mm_set1_ps(d[g + 1] * qx[b]->dx[g + 1]), _mm_set1_ps(d[g] * qx[b]->dx[g]));
+            acc[b] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(pair_dot_u(u, qx[b], g / 2)), s, acc[b]);
+        }
+    }
+    UNROLL
+    for (int b = 0; b < NB; b++) {
+        __m256 a = _mm256_add_ps(acc[b], acc2[b]);
+        if (g < ng) { /* odd last group, as rows_q adds it */
+            __m128 f = _mm_cvtepi32_ps(group_dot(p + 16 * g, qx[b], g / 2));
+            __m128 lo = _mm_fmadd_ps(f, _mm_set1_ps(d[g] * qx[b]->dx[g]), _mm256_castps256_ps128(a));
+            a = _mm256_insertf128_ps(a, lo, 0);
+        }
+        y[b][r] = hsum8(a);
+    }
+}
+
+/* One tile of nb <= MULTI_TILE rows: a constant tile size per call, so the loops unroll. */
+static void rows_multi_tile(const qhx_weight *w, const qx_row *const *qx, float *const *y, int64_t r, int nb) {
+    switch (nb) {
+    case 1: row_multi(w, qx, y, r, 1); break;
+    case 2: row_multi(w, qx, y, r, 2); break;
+    case 3: row_multi(w, qx, y, r, 3); break;
+    default: row_multi(w, qx, y, r, 4); break;
+    }
+}
+
+/* At most QHX_MATVEC_MULTI_MAX activation rows, quantized once each, as the single-row kernel
+ * does per call (about 13 KiB of stack each). */
+static void matvec_multi_up_to_max(const qhx_weight *w, const float *const *x, float *const *y, int nb, int64_t r0,
+                                   int64_t r1) {
+    qx_row qx[QHX_MATVEC_MULTI_MAX];
+    const qx_row *qp[QHX_MATVEC_MULTI_MAX];
+    for (int b = 0; b < nb; b++) {
+        quantize_x(x[b], w->cols, &qx[b]);
+        qp[b] = &qx[b];
+    }
+    /* tiles as even as possible: 5 rows as 3 + 2, not 4 + 1 */
+    const int tiles = (nb + MULTI_TILE - 1) / MULTI_TILE;
+    int at[QHX_MATVEC_MULTI_MAX / MULTI_TILE + 2], n_in[QHX_MATVEC_MULTI_MAX / MULTI_TILE + 1];
+    at[0] = 0;
+    for (int t = 0; t < tiles; t++) {
+        n_in[t] = nb / tiles + (t < nb % tiles);
+        at[t + 1] = at[t] + n_in[t];
+    }
+    for (int64_t r = r0; r < r1; r++)
+        for (int t = 0; t < tiles; t++) rows_multi_tile(w, qp + at[t], y + at[t], r, n_in[t]);
+}
+
+void Q4I8X_NAME(qhx_k_matvec_multi_q4_i8x)(const qhx_weight *w, const float *const *x, float *const *y, int64_t nb,
+                                          int64_t r0, int64_t r1) {
+    if (!i8x_ok(w)) {
+        for (int64_t b = 0; b < nb; b++) qhx_k_matvec_q4_avx2(w, x[b], y[b], r0, r1);
+        return;
+    }
+    for (int64_t b = 0; b < nb; b += QHX_MATVEC_MULTI_MAX) /* more rows than the contract's bound: in turn */
+        matvec_multi_up_to_max(w, x + b, y + b, (int)(nb - b < QHX_MATVEC_MULTI_MAX ? nb - b : QHX_MATVEC_MULTI_MAX),
+                               r0, r1);
+}

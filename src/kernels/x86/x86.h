@@ -74,6 +74,9 @@ void qhx_k_matmul_q4_avx2(const qhx_weight *w, const float *X, int64_t ldx, floa
 void qhx_k_matvec_q4_i8x_avx2(const qhx_weight *w, const float *x, float *y, int64_t r0, int64_t r1);
 void qhx_k_matmul_q4_i8x_avx2(const qhx_weight *w, const float *X, int64_t ldx, float *Y,
                               int64_t ldy, int64_t n, int64_t r0, int64_t r1);
+/* kernels.h's qhx_matvec_multi_fn twin of qhx_k_matvec_q4_i8x_avx2 (bitwise its results per row) */
+void qhx_k_matvec_multi_q4_i8x_avx2(const qhx_weight *w, const float *const *x, float *const *y, int64_t nb,
+                                    int64_t r0, int64_t r1);
 
 /* ---- AVX2, Q8 / Q4 prefill GEMM with int8 activations (gemm_i8_avx2.c; prefill_math) ------ */
 
@@ -88,6 +91,8 @@ void qhx_k_matmul_q4_i8gemm_avx2(const qhx_weight *w, const float *X, int64_t ld
 void qhx_k_matvec_q4_i8x_avxvnni(const qhx_weight *w, const float *x, float *y, int64_t r0, int64_t r1);
 void qhx_k_matmul_q4_i8x_avxvnni(const qhx_weight *w, const float *X, int64_t ldx, float *Y,
                                  int64_t ldy, int64_t n, int64_t r0, int64_t r1);
+void qhx_k_matvec_multi_q4_i8x_avxvnni(const qhx_weight *w, const float *const *x, float *const *y, int64_t nb,
+                                       int64_t r0, int64_t r1);
 void qhx_k_matmul_q8_i8gemm_avxvnni(const qhx_weight *w, const float *X, int64_t ldx, float *Y,
                                     int64_t ldy, int64_t n, int64_t r0, int64_t r1);
 void qhx_k_matmul_q4_i8gemm_avxvnni(const qhx_weight *w, const float *X, int64_t ldx, float *Y,

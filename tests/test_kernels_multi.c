@@ -1,0 +1,108 @@
+// ctest-labels: unit;kernels
+/* test_kernels_multi: the multi-row matvecs (kernels.h qhx_matvec_multi_fn) against their
+ * single-row kernels, bit for bit: y[b] of one multi-row call over nb activation rows must equal
+ * the single-row call on x[b], for nb = 1..8 and beyond the bound (in turn), odd group counts,
+ * the shapes that fall back to other paths, a row with a NaN, and the row range cut into pieces
+ * the way the pool cuts it. Then the pairing in the op table. */
+#include "kernels_check.h"
+#if defined(QHX_HAVE_X86)
+#include "core/cpu.h"
+#include "kernels/x86/x86.h"
+#endif
+
+#include <string.h>
+
+enum { MAX_NB = 11, ROWS = 37 };
+
+/* Cut [0, rows) at these points (then rows): whole, one row, odd pieces, the pool's tiles. */
+static const int64_t cuts[][4] = {{ROWS, 0, 0, 0}, {1, ROWS, 0, 0}, {5, 6, 21, ROWS}, {16, 32, ROWS, 0}};
+static const int n_cuts[] = {1, 2, 4, 3};
+
+static void check_pair_shape(const char *name, qhx_matvec_fn one, qhx_matvec_multi_fn multi, int64_t cols,
+                             int64_t group, int nb) {
+    kc_q4_group = group;
+    qhx_weight w = kc_make_weight(QHX_W_Q4, ROWS, cols);
+    float *x[MAX_NB], *want[MAX_NB], *got[MAX_NB];
+    for (int b = 0; b < nb; b++) {
+        x[b] = kc_nan((size_t)cols), want[b] = kc_nan(ROWS), got[b] = kc_nan(ROWS);
+        float mag = (float)(1 + b) * (b % 3 == 2 ? 100.0f : 1.0f);
+        for (int64_t i = 0; i < cols; i++) x[b][i] = mag * kc_unif() * (float)(1 + (i + b) % 7);
+    }
+    if (nb > 2) x[2][cols / 2] = NAN; /* row 2 only: every other row stays finite */
+    for (int b = 0; b < nb; b++) one(&w, x[b], want[b], 0, ROWS);
+    for (int c = 0; c < (int)(sizeof cuts / sizeof cuts[0]); c++) {
+        for (int b = 0; b < nb; b++)
+            for (int64_t r = 0; r < ROWS; r++) got[b][r] = -1.0f;
+        int64_t r0 = 0;
+        for (int p = 0; p < n_cuts[c]; p++) {
+            multi(&w, (const float *const *)x, got, nb, r0, cuts[c][p]);
+            r0 = cuts[c][p];
+        }
+        for (int b = 0; b < nb; b++) {
+            int same = memcmp(want[b], got[b], ROWS * sizeof(float)) == 0;
+            if (!same)
+                fprintf(stderr, "%s: cols %lld group %lld nb %d cut %d: row %d differs\n", name, (long long)cols,
+                        (long long)group, nb, c, b);
+            CHECK(same);
+            if (b != 2) CHECK(kc_all_finite(got[b], ROWS));
+        }
+    }
+    if (nb > 2) CHECK(kc_all_nan(got[2], ROWS));
+    for (int b = 0; b < nb; b++) free(x[b]), free(want[b]), free(got[b]);
+    kc_free_weight(&w);
+    kc_q4_group = QHX_Q4_GROUP;
+}
+
+/* cols: one group, odd group counts (3, 9, 65), the 2B shapes, the widest that quantizes x
+ * (8192) and one past it (the exact fallback); group 64 also takes a fallback on x86. */
+static void check_pair(const char *name, qhx_matvec_fn one, qhx_matvec_multi_fn multi) {
+    static const int64_t cols[] = {32, 96, 288, 2080, 2048, 6144, 8192, 8224};
+    for (int c = 0; c < (int)(sizeof cols / sizeof cols[0]); c++)
+        for (int nb = 1; nb <= MAX_NB; nb++) {
+            if (cols[c] >= 6144 && nb % 3 != 1 && nb != 8) continue; /* the wide ones at nb 1, 4, 7, 8, 10 */
+            check_pair_shape(name, one, multi, cols[c], 32, nb);
+        }
+    for (int nb = 1; nb <= 8; nb += 3) check_pair_shape(name, one, multi, 256, 64, nb);
+}
+
+/* The table pairs a multi-row kernel only with its own single-row kernel. */
+static void check_pairing(void) {
+    qhx_kernels k;
+    qhx_kern_select(QHX_ISA_REF, &k);
+    CHECK(k.matvec_multi[QHX_W_Q4] == qhx_k_matvec_multi_q4_ref);
+    CHECK(k.matvec_multi[QHX_W_Q8] == NULL && k.matvec_multi[QHX_W_F32] == NULL);
+    k.matvec[QHX_W_Q4] = qhx_k_matvec_q8_ref; /* a kernel without a twin */
+    qhx_kern_pair_multi(&k);
+    CHECK(k.matvec_multi[QHX_W_Q4] == NULL);
+#if defined(QHX_HAVE_X86)
+    qhx_cpu_info cpu;
+    qhx_cpu_detect(&cpu);
+    if ((cpu.features & QHX_CPU_GROUP_AVX2) != QHX_CPU_GROUP_AVX2) return;
+    qhx_kern_select(QHX_ISA_AVX2, &k);
+    CHECK(k.matvec_multi[QHX_W_Q4] == NULL); /* the int16-activation decode kernel has none */
+    qhx_kern_use_int8(QHX_ISA_AVX2, 0, 1u << QHX_W_Q4, &k);
+    qhx_matvec_multi_fn want = cpu.features & QHX_CPU_AVX_VNNI ? qhx_k_matvec_multi_q4_i8x_avxvnni
+                                                                : qhx_k_matvec_multi_q4_i8x_avx2;
+    CHECK(k.matvec_multi[QHX_W_Q4] == want);
+#endif
+}
+
+int main(void) {
+    (void)kc_run_all; /* kernels_check.h's full variant checks: test_kernels_simd runs them */
+    check_pair("q4_ref", qhx_k_matvec_q4_ref, qhx_k_matvec_multi_q4_ref);
+#if defined(QHX_HAVE_X86)
+    qhx_cpu_info cpu;
+    qhx_cpu_detect(&cpu);
+    if ((cpu.features & QHX_CPU_GROUP_AVX2) == QHX_CPU_GROUP_AVX2) {
+        check_pair("q4_i8x_avx2", qhx_k_matvec_q4_i8x_avx2, qhx_k_matvec_multi_q4_i8x_avx2);
+        if (cpu.features & QHX_CPU_AVX_VNNI)
+            check_pair("q4_i8x_avxvnni", qhx_k_matvec_q4_i8x_avxvnni, qhx_k_matvec_multi_q4_i8x_avxvnni);
+        else
+            fprintf(stderr, "avx-vnni: skipped, the CPU or OS lacks AVX-VNNI\n");
+    } else {
+        fprintf(stderr, "avx2: skipped, the CPU or OS lacks AVX2\n");
+    }
+#endif
+    check_pairing();
+    return t_done("test_kernels_multi");
+}
