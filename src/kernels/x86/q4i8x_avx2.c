@@ -228,7 +228,12 @@ void Q4I8X_NAME(qhx_k_matmul_q4_i8x)(const qhx_weight *w, const float *X, int64_
  * the same order, so y[b][r] has the bits of the single-row kernel for x[b]. A tile of 4 keeps
  * the 8 accumulators and 4 scale vectors in registers; more rows take further tiles over the
  * same weight row, which is then in L1. */
-#define MULTI_TILE 4
+#define MULTI_TILE 3
+#define MULTI_L1_BYTES (24 * 1024)    /* quantized activation rows of one tile */
+#define MULTI_BLOCK_BYTES (192 * 1024) /* weight rows every tile goes over in turn */
+
+/* Bytes of a quantized row that row_multi reads: the codes, the offsets and the scales. */
+static int64_t qx_bytes(int64_t cols) { return cols + cols / 2 + cols / 8; }
 
 typedef struct nib_pair {
     __m256i lo, hi;
@@ -308,8 +313,7 @@ static void rows_multi_tile(const qhx_weight *w, const qx_row *const *qx, float 
     switch (nb) {
     case 1: row_multi(w, qx, y, r, 1); break;
     case 2: row_multi(w, qx, y, r, 2); break;
-    case 3: row_multi(w, qx, y, r, 3); break;
-    default: row_multi(w, qx, y, r, 4); break;
+    default: row_multi(w, qx, y, r, 3); break;
     }
 }
 
@@ -323,16 +327,26 @@ static void matvec_multi_up_to_max(const qhx_weight *w, const float *const *x, f
         quantize_x(x[b], w->cols, &qx[b]);
         qp[b] = &qx[b];
     }
-    /* tiles as even as possible: 5 rows as 3 + 2, not 4 + 1 */
-    const int tiles = (nb + MULTI_TILE - 1) / MULTI_TILE;
-    int at[QHX_MATVEC_MULTI_MAX / MULTI_TILE + 2], n_in[QHX_MATVEC_MULTI_MAX / MULTI_TILE + 1];
+    /* Tiles small enough that their quantized rows stay in L1 next to the weights, and as even
+     * as possible (5 rows as 3 + 2, not 4 + 1). */
+    int per_tile = (int)(MULTI_L1_BYTES / qx_bytes(w->cols));
+    per_tile = per_tile < 1 ? 1 : per_tile > MULTI_TILE ? MULTI_TILE : per_tile;
+    const int tiles = (nb + per_tile - 1) / per_tile;
+    int at[QHX_MATVEC_MULTI_MAX + 1], n_in[QHX_MATVEC_MULTI_MAX];
     at[0] = 0;
     for (int t = 0; t < tiles; t++) {
         n_in[t] = nb / tiles + (t < nb % tiles);
         at[t + 1] = at[t] + n_in[t];
     }
-    for (int64_t r = r0; r < r1; r++)
-        for (int t = 0; t < tiles; t++) rows_multi_tile(w, qp + at[t], y + at[t], r, n_in[t]);
+    /* With several tiles, rows in blocks that stay in L2 while each tile goes over them: the
+     * weights come from memory once. */
+    int64_t blk = tiles == 1 ? r1 - r0 : MULTI_BLOCK_BYTES / (w->cols / 2 + w->cols / 8);
+    if (blk < 1) blk = 1;
+    for (int64_t a = r0; a < r1; a += blk) {
+        int64_t e = a + blk < r1 ? a + blk : r1;
+        for (int t = 0; t < tiles; t++)
+            for (int64_t r = a; r < e; r++) rows_multi_tile(w, qp + at[t], y + at[t], r, n_in[t]);
+    }
 }
 
 void Q4I8X_NAME(qhx_k_matvec_multi_q4_i8x)(const qhx_weight *w, const float *const *x, float *const *y, int64_t nb,
