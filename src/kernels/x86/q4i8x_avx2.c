@@ -225,9 +225,15 @@ void Q4I8X_NAME(qhx_k_matmul_q4_i8x)(const qhx_weight *w, const float *X, int64_
  * Weight row r is loaded and its nibbles masked once per pair of groups, then used by up to
  * MULTI_TILE activation rows. For each (r, b) the scale products, integer dots, FMAs into the
  * two accumulators, the odd last group and the horizontal sum are those of rows_q with R = 1, in
- * the same order, so y[b][r] has the bits of the single-row kernel for x[b]. A tile of 4 keeps
- * the 8 accumulators and 4 scale vectors in registers; more rows take further tiles over the
- * same weight row, which is then in L1. */
+ * the same order, so y[b][r] has the bits of the single-row kernel for x[b]. A tile of 3 keeps
+ * its 6 accumulators and 3 scale vectors in registers (with 4, GCC 12 kept 3 accumulators on
+ * the stack: a store and reload in every FMA chain). More rows take further tiles; the order in
+ * which (r, b) pairs run changes no bits.
+ *
+ * Speed (BENCHMARKS.md, "Batched decode: the multi-row Q4 kernel"): the integer multiplies per
+ * activation row stay what they are, so the gain is the shared unpacking and, mostly, cache
+ * traffic: each weight row comes from L1 for every row of a tile, and x is quantized once per
+ * call rather than once per cache block. */
 #define MULTI_TILE 3
 #define MULTI_L1_BYTES (24 * 1024)    /* quantized activation rows of one tile */
 #define MULTI_BLOCK_BYTES (192 * 1024) /* weight rows every tile goes over in turn */
