@@ -324,7 +324,8 @@ static void rows_multi_tile(const qhx_weight *w, const qx_row *const *qx, float 
 }
 
 /* At most QHX_MATVEC_MULTI_MAX activation rows, quantized once each, as the single-row kernel
- * does per call (about 13 KiB of stack each). */
+ * does per call (about 13 KiB of stack each, 106 KiB at 8 rows: the pool's threads and the
+ * calling thread have glibc's default 8 MiB). */
 static void matvec_multi_up_to_max(const qhx_weight *w, const float *const *x, float *const *y, int nb, int64_t r0,
                                    int64_t r1) {
     qx_row qx[QHX_MATVEC_MULTI_MAX];
