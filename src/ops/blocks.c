@@ -1,6 +1,7 @@
 /* ops/blocks.c: the shared decoder pieces (ops/blocks.h). */
 #include "ops/blocks.h"
 
+#include "core/alloc.h"
 #include "kernels/attn.h"
 #include "kernels/ref.h"
 #include "kernels/vision.h"
@@ -78,6 +79,19 @@ void qhx_op_lm_head(struct qhx_pool *pool, const qhx_kernels *k, qhx_norm_kind k
     int64_t t0 = all ? 0 : n - 1, nr = all ? n : 1;
     for (int64_t t = t0; t < n; t++) rmsnorm_row(kind, x + t * H, final_norm, xn + t * H, H, eps);
     qhx_par_linear(pool, k, head, xn + t0 * H, H, logits, V, nr);
+}
+
+qhx_status qhx_op_lm_head_rows(struct qhx_pool *pool, const qhx_kernels *k, qhx_norm_kind kind, const float *hidden,
+                               const float *final_norm, float eps, const qhx_weight *head, float *logits, int64_t H,
+                               int64_t V, int64_t n, qhx_error *err) {
+    size_t bytes;
+    if (n < 1 || !qhx_size_mul((size_t)n, (size_t)H * sizeof(float), &bytes))
+        return qhx_fail(err, QHX_E_LIMIT, "lm_head: %lld rows of %lld values", (long long)n, (long long)H);
+    float *xn = qhx_aligned_alloc(bytes);
+    if (!xn) return qhx_fail(err, QHX_E_NOMEM, "lm_head: out of memory for %lld rows", (long long)n);
+    qhx_op_lm_head(pool, k, kind, hidden, final_norm, eps, xn, head, logits, H, V, n, true);
+    qhx_aligned_free(xn);
+    return QHX_OK;
 }
 
 /* ---- attention -------------------------------------------------------------------------- */

@@ -40,6 +40,12 @@ void qhx_op_lm_head(struct qhx_pool *pool, const qhx_kernels *k, qhx_norm_kind k
                     const float *final_norm, float eps, float *xn, const qhx_weight *head, float *logits,
                     int64_t H, int64_t V, int64_t n, bool all);
 
+/* The lm-head graph alone: logits (n, V) = head(norm(hidden (n, H))) for every row, with its
+ * scratch allocated here (n checked against overflow). QHX_E_NOMEM, QHX_E_LIMIT. */
+qhx_status qhx_op_lm_head_rows(struct qhx_pool *pool, const qhx_kernels *k, qhx_norm_kind kind, const float *hidden,
+                               const float *final_norm, float eps, const qhx_weight *head, float *logits, int64_t H,
+                               int64_t V, int64_t n, qhx_error *err);
+
 /* One attention mixer over n tokens at positions n_past .. n_past + n - 1 (GQA): the q and k
  * heads are RMS-normed and rotated (the first rot dims, NeoX halves) in place, k and v stored in
  * the cache, then each token attends to the cache up to itself (n > 1: (token, KV head) pairs;

@@ -652,12 +652,8 @@ static qhx_status q35_forward(const qhx_net *m, qhx_net_state *st, const int32_t
 /* The lm-head graph alone: hidden (n, H) rows after the last layer -> logits (n, V). */
 static qhx_status q35_lm_head(const qhx_net *m, const float *hidden, int64_t n, float *logits, qhx_error *err) {
     const q35_model *q = m->impl;
-    float *xn = qhx_aligned_alloc((size_t)n * (size_t)q->d.H * sizeof(float));
-    if (!xn) return qhx_fail(err, QHX_E_NOMEM, "lm_head: out of memory for %lld rows", (long long)n);
-    qhx_op_lm_head(m->pool, m->kern, QHX_NORM_ZERO_CENTRED, hidden, q->final_norm, q->d.eps, xn, &q->lm_head, logits,
-                   q->d.H, q->d.V, n, true);
-    qhx_aligned_free(xn);
-    return QHX_OK;
+    return qhx_op_lm_head_rows(m->pool, m->kern, QHX_NORM_ZERO_CENTRED, hidden, q->final_norm, q->d.eps, &q->lm_head,
+                               logits, q->d.H, q->d.V, n, err);
 }
 
 /* ---- images ------------------------------------------------------------------------------ */

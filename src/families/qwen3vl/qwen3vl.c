@@ -439,12 +439,8 @@ static qhx_status vl_decode_multi(const qhx_net *m, qhx_net_state *const *sts, c
 /* The lm-head graph alone: hidden (n, H) rows after the last layer -> logits (n, V). */
 static qhx_status vl_lm_head(const qhx_net *m, const float *hidden, int64_t n, float *logits, qhx_error *err) {
     const qhx_qwen3vl *q = m->impl;
-    float *xn = qhx_aligned_alloc((size_t)n * (size_t)q->H * sizeof(float));
-    if (!xn) return qhx_fail(err, QHX_E_NOMEM, "lm_head: out of memory for %lld rows", (long long)n);
-    qhx_op_lm_head(q->pool, q->kern, QHX_NORM_PLAIN, hidden, q->final_norm, q->eps, xn, &q->lm_head, logits, q->H, q->V,
-                   n, true);
-    qhx_aligned_free(xn);
-    return QHX_OK;
+    return qhx_op_lm_head_rows(q->pool, q->kern, QHX_NORM_PLAIN, hidden, q->final_norm, q->eps, &q->lm_head, logits, q->H,
+                               q->V, n, err);
 }
 
 /* Save/restore: the K and V caches (per layer, one row per position) and the next text
