@@ -230,6 +230,8 @@ const qhx_family_desc *qhx_family_for_model_type(const char *model_type); /* NUL
 const qhx_family_host_op *qhx_family_host_op_find(const qhx_family_desc *f, const char *name);
 /* The host-op a checkpoint folder runs (see host_ops above). */
 const qhx_family_host_op *qhx_family_default_host_op(const qhx_family_desc *f, bool has_vision);
+/* Whether the family offers a host-op that feeds images (its bundles then keep the tower). */
+bool qhx_family_takes_images(const qhx_family_desc *f);
 /* "qwen3_5, qwen3_vl": every family name, for messages, into buf (cap bytes); returns buf. */
 const char *qhx_family_names(char *buf, size_t cap);
 

@@ -33,13 +33,19 @@ const qhx_family_host_op *qhx_family_host_op_find(const qhx_family_desc *f, cons
     return NULL;
 }
 
+/* The family's first host-op running loop, or NULL. */
+static const qhx_family_host_op *first_of(const qhx_family_desc *f, qhx_loop loop) {
+    for (const qhx_family_host_op *h = f->host_ops; h->name; h++)
+        if (h->loop == loop) return h;
+    return NULL;
+}
+
+bool qhx_family_takes_images(const qhx_family_desc *f) { return first_of(f, QHX_LOOP_IMAGE_TEXT) != NULL; }
+
 const qhx_family_host_op *qhx_family_default_host_op(const qhx_family_desc *f, bool has_vision) {
-    qhx_loop want = has_vision ? QHX_LOOP_IMAGE_TEXT : QHX_LOOP_TEXT;
-    for (const qhx_family_host_op *h = f->host_ops; h->name; h++)
-        if (h->loop == want) return h;
-    for (const qhx_family_host_op *h = f->host_ops; h->name; h++)
-        if (h->loop == QHX_LOOP_TEXT) return h;
-    return f->host_ops;
+    const qhx_family_host_op *h = has_vision ? first_of(f, QHX_LOOP_IMAGE_TEXT) : NULL;
+    if (!h) h = first_of(f, QHX_LOOP_TEXT);
+    return h ? h : f->host_ops;
 }
 
 const char *qhx_family_names(char *buf, size_t cap) {

@@ -86,13 +86,6 @@ static int has_suffix(const char *s, const char *suf) {
     return a >= b && !strcmp(s + a - b, suf);
 }
 
-/* Whether the family offers a host-op that feeds images (its bundles then keep the tower). */
-static bool takes_images(const qhx_family_desc *f) {
-    for (const qhx_family_host_op *op = f->host_ops; op->name; op++)
-        if (op->loop == QHX_LOOP_IMAGE_TEXT) return true;
-    return false;
-}
-
 // ---- reading source elements as f32 ------------------------------------------------------------
 
 /* Elements [i0, i0 + n) of t as f32 (n <= CHUNK). The source may be unaligned: copied first. */
@@ -235,7 +228,7 @@ static qhx_status plan_all(convert *c, qhx_error *err) {
             continue; /* planned below, once it is known whether the head is tied to it */
         }
         role_t role = vision ? ROLE_VISION : ROLE_DECODER;
-        if (role == ROLE_VISION && (c->p->text_only || !takes_images(c->family))) {
+        if (role == ROLE_VISION && (c->p->text_only || !qhx_family_takes_images(c->family))) {
             dropped_vision++;
             continue;
         }
@@ -258,7 +251,7 @@ static qhx_status plan_all(convert *c, qhx_error *err) {
     if (dropped) forge_job_log(&c->job, "dropped %lld mtp.* tensors (multi-token prediction is not used)", (long long)dropped);
     if (dropped_vision)
         forge_job_log(&c->job, "left out %lld %s* tensors (%s)", (long long)dropped_vision, c->family->vision_prefix,
-                      !takes_images(c->family) ? "no run plan of this family reads the vision tower" : "--text-only");
+                      !qhx_family_takes_images(c->family) ? "no run plan of this family reads the vision tower" : "--text-only");
     /* Tied: the matrix is stored once, as the head in the head's precision, and the embedding
      * lookup dequantizes its rows (the same bytes the head multiplies with). --embed asks for a
      * separate lookup table instead, as an untied checkpoint has. */
@@ -441,7 +434,7 @@ static qhx_status write_manifests(convert *c, const char *hf_dir, qhx_error *err
         goto done;
     /* one manifest per host-op of the family: the text ones first, then (with a vision tower)
      * the image ones, which add the vision artifact */
-    const bool images = takes_images(c->family);
+    const bool images = qhx_family_takes_images(c->family);
     const bool text_first = c->family->host_ops[0].loop == QHX_LOOP_TEXT; /* the text manifest keeps the plain name */
     if (images && !c->w[ROLE_VISION]) forge_job_log(&c->job, "no vision tensors: text manifest only");
     snprintf(plan->family, sizeof plan->family, "%s", c->family->name);

@@ -128,15 +128,13 @@ qhx_status qhx_plan_resolve(const qhx_plan *plan, qhx_plan_resolved *r, qhx_erro
 
 /* The context: the caller's, else the plan's; a checkpoint folder's default is capped by the
  * trained length. The trained length bounds every session. */
-static qhx_status set_context(qhx_model *m, qhx_error *err) {
+static void set_context(qhx_model *m) {
     const qhx_plan *plan = m->plan;
     int64_t mpe = m->cfg.max_position_embeddings, ctx = plan->max_context;
     if (plan->source == QHX_PLAN_FROM_CHECKPOINT && mpe > 0 && mpe < ctx) ctx = mpe;
     if (m->params.max_context) ctx = m->params.max_context;
     m->max_context = ctx;
     m->trained_context = mpe > ctx ? mpe : ctx;
-    (void)err;
-    return QHX_OK;
 }
 
 /* Image preprocessing: the vision config's patch, temporal patch and merge sizes, then the
@@ -226,7 +224,8 @@ qhx_status qhx_model_open(const char *path, const qhx_model_params *params, qhx_
         }
     }
     qhx_free(r);
-    if (rc || (rc = set_context(m, err))) goto fail;
+    if (rc) goto fail;
+    set_context(m);
     m->kv_cache = p.kv_cache ? p.kv_cache : m->plan->kv_cache ? m->plan->kv_cache : QHX_KV_BUILTIN;
     if ((rc = load_graphs(m, err)) || (rc = load_tokenizer(m, err))) goto fail;
     *out = m;
