@@ -205,6 +205,24 @@ qhx_model_params qhx_run_model_params(const qhx_run_opts *o) {
     return mp;
 }
 
+int qhx_run_open_model(const char *cmd, const qhx_run_opts *o, int vision, qhx_model **m, double *load_s,
+                       qhx_error *err) {
+    if (qhx_cli_check_model_path(o->model, err)) return qhx_cli_runtime_error(cmd, err);
+    uint64_t t0 = qhx_cli_time_ns();
+    qhx_model_params mp = qhx_run_model_params(o);
+    mp.vision = vision;
+    qhx_cli_progress lp; /* a load progress line on a terminal once loading takes a second */
+    qhx_cli_progress_attach(&mp, &lp);
+    qhx_status open_rc = qhx_model_open(o->model, &mp, m, err);
+    qhx_cli_progress_end(&lp);
+    if (open_rc) return qhx_cli_runtime_error(cmd, err);
+    *load_s = (double)(qhx_cli_time_ns() - t0) / 1e9;
+    if (o->think >= 0 && !qhx_model_has_thinking(*m))
+        return qhx_cli_usage_error(cmd, "--think/--no-think: the %s chat format has no thinking mode",
+                                   qhx_model_family_title(*m));
+    return -1;
+}
+
 /* A seed nobody chose: the kernel's random bytes, or the clock and the pid without them. */
 static uint64_t random_seed(void) {
     uint64_t seed;

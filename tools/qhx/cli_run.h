@@ -61,6 +61,12 @@ extern const char QHX_RUN_OPTS_HELP[];
  * samples (temperature > 0) and no --seed was given, the seed is drawn at random. */
 qhx_model_params qhx_run_model_params(const qhx_run_opts *o);
 void qhx_run_apply_sampling(const qhx_run_opts *o, qhx_session_params *sp);
+/* Open o->model as generate and chat do: the path checked first, the options' parameters (vision:
+ * a checkpoint folder opens with its tower), a progress line on a terminal while loading, and
+ * --think/--no-think refused (QHX_EXIT_USAGE, printed for cmd) on a format without thinking.
+ * Returns -1 with *m and *load_s set, else the exit code (the error printed). */
+int qhx_run_open_model(const char *cmd, const qhx_run_opts *o, int vision, qhx_model **m, double *load_s,
+                       qhx_error *err);
 /* Whether sp samples (temperature > 0), i.e. whether its seed matters. */
 bool qhx_run_samples(const qhx_session_params *sp);
 

@@ -398,18 +398,9 @@ int qhx_chat_parse_args(int argc, char **argv, qhx_run_opts *o) {
 }
 
 static int open_chat(chat *c, qhx_error *err) {
-    if (qhx_cli_check_model_path(c->run.model, err)) return qhx_cli_runtime_error(CMD, err);
-    uint64_t t0 = qhx_cli_time_ns();
-    qhx_model_params mp = qhx_run_model_params(&c->run);
-    mp.vision = 1; /* a checkpoint folder with a tower opens for images, so /image works */
-    qhx_cli_progress lp; /* a load progress line on a terminal once loading takes a second */
-    qhx_cli_progress_attach(&mp, &lp);
-    qhx_status open_rc = qhx_model_open(c->run.model, &mp, &c->m, err);
-    qhx_cli_progress_end(&lp);
-    if (open_rc) return qhx_cli_runtime_error(CMD, err);
-    c->load_s = (double)(qhx_cli_time_ns() - t0) / 1e9;
-    if (c->run.think >= 0 && !qhx_model_has_thinking(c->m))
-        return qhx_cli_usage_error(CMD, "--think/--no-think: the %s chat format has no thinking mode", qhx_model_family_title(c->m));
+    /* vision: a checkpoint folder with a tower opens for images, so /image works */
+    int rc = qhx_run_open_model(CMD, &c->run, 1, &c->m, &c->load_s, err);
+    if (rc >= 0) return rc;
     if (!qhx_model_has_tokenizer(c->m)) {
         qhx_cli_fail(err, QHX_E_ARG, "%s: the model has no tokenizer.json", c->run.model);
         return qhx_cli_runtime_error(CMD, err);

@@ -176,9 +176,7 @@ static int read_prompt(run *r) {
 
 /* Checks that need the model: what the options ask must be something it does. */
 static int check_model_options(run *r) {
-    const gen_args *a = &r->a;
-    if (a->run.think >= 0 && !qhx_model_has_thinking(r->m))
-        return qhx_cli_usage_error(CMD, "--think/--no-think: the %s chat format has no thinking mode", qhx_model_family_title(r->m));
+    const gen_args *a = &r->a; /* --think is checked by qhx_run_open_model */
     if (!a->n_images || qhx_model_takes_images(r->m)) return -1;
     qhx_encoded_image *none = NULL; /* the model's own message: which host-op, and where images are */
     qhx_encoded_image_load(r->m, a->images[0], 0, &none, &r->err);
@@ -321,16 +319,7 @@ static int run_all(run *r) {
         if (qhx_cli_parse_ids(a->ids_arg, &r->ids, &cnt, why, sizeof why)) return qhx_cli_usage_error(CMD, "--ids: %s", why);
         r->n_ids = (size_t)cnt;
     }
-    if (qhx_cli_check_model_path(a->run.model, err)) return qhx_cli_runtime_error(CMD, err);
-    uint64_t t0 = qhx_cli_time_ns();
-    qhx_model_params mp = qhx_run_model_params(&a->run);
-    if (a->n_images) mp.vision = 1; /* a checkpoint folder opens with its tower */
-    qhx_cli_progress lp; /* a load progress line on a terminal once loading takes a second */
-    qhx_cli_progress_attach(&mp, &lp);
-    qhx_status open_rc = qhx_model_open(a->run.model, &mp, &r->m, err);
-    qhx_cli_progress_end(&lp);
-    if (open_rc) return qhx_cli_runtime_error(CMD, err);
-    r->load_s = (double)(qhx_cli_time_ns() - t0) / 1e9;
+    if ((rc = qhx_run_open_model(CMD, &a->run, a->n_images > 0, &r->m, &r->load_s, err)) >= 0) return rc;
     if ((rc = check_model_options(r)) >= 0) return rc;
     if (qhx_run_context_of(r->m, &a->run, &r->ctx, err)) return qhx_cli_runtime_error(CMD, err);
     if (a->print_prompt && !a->ids_arg) {
