@@ -34,7 +34,10 @@ extra=$(ls "$tmp/p/bin" | grep -v -x -e qhx -e qhx_generate)
 export PKG_CONFIG_PATH=$(dirname "$pc")
 cc "$SRC/examples/simple.c" $(pkg-config --cflags --libs qhx) -o "$tmp/simple" 2>"$tmp/cc" || { cat "$tmp/cc"; bad "simple.c does not build with pkg-config"; }
 if [ -x "$tmp/simple" ]; then
-  ldd "$tmp/simple" | grep -q "$tmp/p/.*libqhx.so" || bad "simple does not find the installed libqhx.so by itself: $(ldd "$tmp/simple" | grep qhx)"
+  # ldd's output taken whole first: with pipefail, `ldd | grep -q` fails whenever grep exits on
+  # its match before ldd has written the rest (SIGPIPE), which made this check flaky
+  libs=$(ldd "$tmp/simple" 2>&1)
+  grep -q "$tmp/p/.*libqhx.so" <<<"$libs" || bad "simple does not find the installed libqhx.so by itself: $(grep qhx <<<"$libs")"
   out=$(env -u LD_LIBRARY_PATH "$tmp/simple" "$DATA/fixtures/parity/qwen35-tiny-f32" "Hello" 2>&1) || bad "simple failed: $out"
   echo "$out" | grep -q "32 tokens" || bad "simple printed: $out"
 fi
