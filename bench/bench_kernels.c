@@ -247,15 +247,21 @@ static void *make_data(qhx_wfmt fmt, size_t n) {
 static int make_weights(qhx_weight *w, int ncopies, qhx_wfmt fmt, int64_t rows, int64_t cols) {
     size_t ns = fmt == QHX_W_Q4 ? (size_t)(rows * cols / QHX_Q4_GROUP) : (size_t)rows;
     float *scales = malloc(ns * sizeof(float));
-    if (!scales) return -1;
-    for (size_t r = 0; r < ns; r++) scales[r] = 0.01f;
+    uint16_t *gscales = malloc(ns * sizeof(uint16_t));
+    if (!scales || !gscales) {
+        free(scales);
+        free(gscales);
+        return -1;
+    }
+    for (size_t r = 0; r < ns; r++) scales[r] = 0.01f, gscales[r] = qhx_f32_to_f16(0.01f);
     for (int c = 0; c < ncopies; c++) {
-        w[c] = (qhx_weight){.fmt = fmt, .rows = rows, .cols = cols, .scales = scales,
+        w[c] = (qhx_weight){.fmt = fmt, .rows = rows, .cols = cols, .scales = scales, .gscales = gscales,
                             .group = fmt == QHX_W_Q4 ? QHX_Q4_GROUP : 0};
         w[c].data = make_data(fmt, (size_t)(rows * cols));
         if (!w[c].data) {
             for (int i = 0; i < c; i++) free((void *)w[i].data);
             free(scales);
+            free(gscales);
             return -1;
         }
     }
@@ -263,6 +269,7 @@ static int make_weights(qhx_weight *w, int ncopies, qhx_wfmt fmt, int64_t rows, 
 }
 static void free_weights(qhx_weight *w, int ncopies) {
     free((void *)w[0].scales);
+    free((void *)w[0].gscales);
     for (int c = 0; c < ncopies; c++) free((void *)w[c].data);
 }
 

@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "core/pool.h"
+#include "core/fp16.h"
 #include "kernels/kernels.h"
 #include "kernels/quant.h"
 #include "ops/par.h"
@@ -78,14 +79,14 @@ static int bench_shape(qhx_pool *pool, const qhx_kernels *multi, const qhx_kerne
     int ncopies = (int)((512u << 20) / (bytes + 4 * ns)) + 1;
     if (ncopies > MAX_COPIES) ncopies = MAX_COPIES;
     qhx_weight *w = calloc((size_t)ncopies, sizeof *w);
-    float *scales = malloc(ns * sizeof(float));
+    uint16_t *scales = malloc(ns * sizeof(uint16_t));
     if (!w || !scales) return -1;
-    for (size_t i = 0; i < ns; i++) scales[i] = 0.01f * (float)(1 + rnd() % 7);
+    for (size_t i = 0; i < ns; i++) scales[i] = qhx_f32_to_f16(0.01f * (float)(1 + rnd() % 7));
     for (int c = 0; c < ncopies; c++) {
         uint8_t *q = malloc(bytes);
         if (!q) return -1;
         for (size_t i = 0; i < bytes; i++) q[i] = (uint8_t)rnd();
-        w[c] = (qhx_weight){.fmt = QHX_W_Q4, .rows = nr, .cols = nc, .data = q, .scales = scales, .group = QHX_Q4_GROUP};
+        w[c] = (qhx_weight){.fmt = QHX_W_Q4, .rows = nr, .cols = nc, .data = q, .gscales = scales, .group = QHX_Q4_GROUP};
     }
     float *xs[MAX_NB], *ys[MAX_NB];
     for (int b = 0; b < MAX_NB; b++) {

@@ -65,9 +65,9 @@ static qhx_weight kc_make_weight(qhx_wfmt fmt, int64_t rows, int64_t cols) {
         uint8_t *q = malloc(n / 2);
         for (size_t i = 0; i < n / 2; i++) q[i] = (uint8_t)kc_next();
         size_t ns = n / (size_t)kc_q4_group;
-        float *d = malloc(ns * sizeof(float));
-        for (size_t i = 0; i < ns; i++) d[i] = 0.02f * kc_unif(); /* either sign, as forge makes */
-        w.data = q, w.scales = d, w.group = kc_q4_group;
+        uint16_t *d = malloc(ns * sizeof(uint16_t));
+        for (size_t i = 0; i < ns; i++) d[i] = qhx_f32_to_f16(0.02f * kc_unif()); /* either sign, as forge makes */
+        w.data = q, w.gscales = d, w.group = kc_q4_group;
         return w;
     }
     void *d = malloc(n * kc_esize(fmt));
@@ -93,6 +93,7 @@ static qhx_weight kc_make_weight(qhx_wfmt fmt, int64_t rows, int64_t cols) {
 static void kc_free_weight(qhx_weight *w) {
     free((void *)w->data);
     free((void *)w->scales);
+    free((void *)w->gscales);
 }
 
 static float kc_wval(const qhx_weight *w, int64_t r, int64_t c) {
@@ -106,7 +107,7 @@ static float kc_wval(const qhx_weight *w, int64_t r, int64_t c) {
         int64_t g = c / w->group, j = c % w->group, half = w->group / 2;
         uint8_t b = ((const uint8_t *)w->data)[(r * w->cols + g * w->group) / 2 + j % half];
         int nib = j < half ? b & 15 : b >> 4;
-        return (float)(nib - 8) * w->scales[r * (w->cols / w->group) + g];
+        return (float)(nib - 8) * qhx_f16_to_f32(w->gscales[r * (w->cols / w->group) + g]);
     }
     default: return NAN;
     }

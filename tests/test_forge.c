@@ -167,6 +167,15 @@ typedef struct expect {
 } expect;
 
 /* |w' - w| within the format's bound for every element of a converted matrix. */
+/* The error bound of one Q4 element: the scale search never does worse than the plain choice
+ * d = m / -8 (m the group's signed extreme), whose error is at most |d| per element, so the
+ * group's error norm, and each element's error, is at most sqrt(group) * |m| / 8. */
+static float q4_limit(const qhx_st_tensor *src, int64_t r, int64_t c, int64_t cols, int64_t group) {
+    float amax = 0;
+    for (int64_t i = c - c % group; i < c - c % group + group; i++) amax = fmaxf(amax, fabsf(elem_f32(src, r * cols + i)));
+    return sqrtf((float)group) * amax / 8.0f * 1.001f;
+}
+
 static int matrix_close(const qhx_st_set *out, const char *name, const qhx_st_tensor *src) {
     qhx_weight w;
     qhx_error err;
@@ -181,7 +190,7 @@ static int matrix_close(const qhx_st_set *out, const char *name, const qhx_st_te
         switch (w.fmt) {
         case QHX_W_Q8: qhx_dequant_q8_row((const int8_t *)w.data + r * w.cols, w.scales[r], w.cols, row); break;
         case QHX_W_Q4:
-            qhx_dequant_q4_row((const uint8_t *)w.data + r * w.cols / 2, w.scales + r * (w.cols / w.group), w.cols,
+            qhx_dequant_q4_row((const uint8_t *)w.data + r * w.cols / 2, w.gscales + r * (w.cols / w.group), w.cols,
                                w.group, row);
             break;
         default:
@@ -190,7 +199,7 @@ static int matrix_close(const qhx_st_set *out, const char *name, const qhx_st_te
         for (int64_t c = 0; c < w.cols && ok; c++) {
             float s = elem_f32(src, r * w.cols + c), e = fabsf(row[c] - s), lim;
             if (w.fmt == QHX_W_Q8) lim = w.scales[r] * 0.5f * 1.0001f;
-            else if (w.fmt == QHX_W_Q4) lim = fabsf(w.scales[r * (w.cols / w.group) + c / w.group]) * 1.0001f;
+            else if (w.fmt == QHX_W_Q4) lim = q4_limit(src, r, c, w.cols, w.group);
             else if (w.fmt == QHX_W_F16) lim = fabsf(s) * 0x1p-11f + 0x1p-25f;
             else if (w.fmt == QHX_W_BF16) lim = fabsf(s) * 0x1p-8f;
             else lim = 0;

@@ -108,9 +108,9 @@ static void test_quant_matvec(const qhx_kernels *k) {
         qhx_weight w8 = {.fmt = QHX_W_Q8, .rows = R, .cols = C, .data = q8, .scales = s8};
         int q4ok = C % 32 == 0;
         uint8_t *q4 = qhx_malloc((size_t)(R * C / 2 + 1));
-        float *s4 = qhx_malloc((size_t)(R * (C / 32 + 1)) * sizeof(float));
+        uint16_t *s4 = qhx_malloc((size_t)(R * (C / 32 + 1)) * sizeof(uint16_t));
         for (int64_t i = 0; q4ok && i < R; i++) qhx_quant_q4_row(W + i * C, C, 32, q4 + i * C / 2, s4 + i * (C / 32));
-        qhx_weight w4 = {.fmt = QHX_W_Q4, .rows = R, .cols = C, .data = q4, .scales = s4, .group = 32};
+        qhx_weight w4 = {.fmt = QHX_W_Q4, .rows = R, .cols = C, .data = q4, .gscales = s4, .group = 32};
         float *want = qhx_malloc((size_t)R * sizeof(float)), *got = qhx_malloc((size_t)R * sizeof(float));
         float *split = qhx_malloc((size_t)R * sizeof(float));
         for (int f = 0; f < 2; f++) {
@@ -222,7 +222,7 @@ static void test_matmul(const qhx_kernels *sel) {
         int8_t *q8 = qhx_malloc((size_t)(R * C));
         float *s8 = qhx_malloc((size_t)R * sizeof(float));
         uint8_t *q4 = qhx_malloc((size_t)(R * C / 2 + 1));
-        float *s4 = qhx_malloc((size_t)(R * (C / 32 + 1)) * sizeof(float));
+        uint16_t *s4 = qhx_malloc((size_t)(R * (C / 32 + 1)) * sizeof(uint16_t));
         for (int64_t i = 0; i < R; i++) {
             qhx_quant_q8_row(W + i * C, C, q8 + i * C, s8 + i);
             if (C % 32 == 0) qhx_quant_q4_row(W + i * C, C, 32, q4 + i * C / 2, s4 + i * (C / 32));
@@ -231,7 +231,7 @@ static void test_matmul(const qhx_kernels *sel) {
                             {.fmt = QHX_W_F16, .rows = R, .cols = C, .data = wh},
                             {.fmt = QHX_W_BF16, .rows = R, .cols = C, .data = wb},
                             {.fmt = QHX_W_Q8, .rows = R, .cols = C, .data = q8, .scales = s8},
-                            {.fmt = QHX_W_Q4, .rows = R, .cols = C, .data = q4, .scales = s4, .group = 32}};
+                            {.fmt = QHX_W_Q4, .rows = R, .cols = C, .data = q4, .gscales = s4, .group = 32}};
         int64_t ldy = R + 5;
         float *want = qhx_malloc((size_t)(n * ldy) * sizeof(float)), *got = qhx_malloc((size_t)(n * ldy) * sizeof(float));
         float *split = qhx_malloc((size_t)(n * ldy) * sizeof(float));

@@ -171,7 +171,7 @@ static void test_weights(void) {
     int8_t q8[R * C];
     float s8[R];
     uint8_t q4[R * C / 2];
-    float s4[R * C / 32], s_bad[R * 3] = {0};
+    uint16_t s4[R * C / 32], s_bad[R * 3] = {0};
     uint16_t bf[R * C];
     for (int r = 0; r < R; r++) {
         qhx_quant_q8_row(W + r * C, C, q8 + r * C, s8 + r);
@@ -184,11 +184,11 @@ static void test_weights(void) {
     qhx_stw_declare(w, "a.q8", QHX_DTYPE_I8, 2, (int64_t[]){R, C}, &err);
     qhx_stw_declare(w, "a.q8.qscale", QHX_DTYPE_F32, 1, (int64_t[]){R}, &err);
     qhx_stw_declare(w, "a.q4", QHX_DTYPE_U8, 2, (int64_t[]){R, C / 2}, &err);
-    qhx_stw_declare(w, "a.q4.qscale", QHX_DTYPE_F32, 2, (int64_t[]){R, C / 32}, &err);
+    qhx_stw_declare(w, "a.q4.qscale", QHX_DTYPE_F16, 2, (int64_t[]){R, C / 32}, &err);
     qhx_stw_declare(w, "a.bf16", QHX_DTYPE_BF16, 2, (int64_t[]){R, C}, &err);
     qhx_stw_declare(w, "orphan", QHX_DTYPE_I8, 2, (int64_t[]){R, C}, &err);
     qhx_stw_declare(w, "bad.q4", QHX_DTYPE_U8, 2, (int64_t[]){R, C / 2}, &err);
-    qhx_stw_declare(w, "bad.q4.qscale", QHX_DTYPE_F32, 2, (int64_t[]){R, 3}, &err);
+    qhx_stw_declare(w, "bad.q4.qscale", QHX_DTYPE_F16, 2, (int64_t[]){R, 3}, &err);
     CHECK_EQ(qhx_stw_begin(w, &err), QHX_OK);
     const char *name;
     while ((name = qhx_stw_next(w))) {
@@ -218,11 +218,11 @@ static void test_weights(void) {
     CHECK_EQ(qhx_st_get_weight(s, "a.q4", -1, -1, &v, &err), QHX_OK);
     CHECK(v.fmt == QHX_W_Q4 && v.rows == R && v.cols == C && v.group == 32);
     qhx_k_matvec_q4_ref(&v, x, y, 0, R);
-    qhx_weight m4 = {.fmt = QHX_W_Q4, .rows = R, .cols = C, .data = q4, .scales = s4, .group = 32};
+    qhx_weight m4 = {.fmt = QHX_W_Q4, .rows = R, .cols = C, .data = q4, .gscales = s4, .group = 32};
     qhx_k_matvec_q4_ref(&m4, x, yr, 0, R);
     CHECK(!memcmp(y, yr, sizeof y));
     CHECK_EQ(qhx_st_get_weight(s, "a.bf16", R, C, &v, &err), QHX_OK);
-    CHECK(v.fmt == QHX_W_BF16 && v.scales == NULL);
+    CHECK(v.fmt == QHX_W_BF16 && v.scales == NULL && v.gscales == NULL);
     CHECK(qhx_st_get_weight(s, "a.bf16", R, C + 1, &v, &err) == QHX_E_FORMAT);
     CHECK_CONTAINS(err.msg, "expected 65 columns");
     CHECK(qhx_st_get_weight(s, "orphan", R, C, &v, &err) == QHX_E_FORMAT);

@@ -72,7 +72,8 @@ typedef struct convert {
     float *f32;
     uint16_t *u16;
     uint8_t *q;
-    float *scales;
+    float *scales;      /* Q8 row scales of one chunk of rows */
+    uint16_t *gscales;  /* Q4 group scales (f16) of one chunk of rows */
     int64_t max_cols;
     char name[128];     /* manifest name prefix */
     uint64_t bytes_by_dtype[ROLE_COUNT][QHX_DTYPE_COUNT];
@@ -157,12 +158,14 @@ static qhx_status write_quant(convert *c, qhx_stw *w, const tplan *pl, int scale
             load_f32(c, t, (r0 + r) * cols, cols, c->f32);
             uint8_t *q = scales_part ? NULL : c->q + r * row_bytes; /* scales only: skip the codes */
             int bad = pl->fmt == OUT_Q8 ? qhx_quant_q8_row(c->f32, cols, (int8_t *)q, c->scales + r)
-                                        : qhx_quant_q4_row(c->f32, cols, QHX_Q4_GROUP, q, c->scales + r * ng);
+                                        : qhx_quant_q4_row(c->f32, cols, QHX_Q4_GROUP, q, c->gscales + r * ng);
             if (bad)
-                return qhx_fail(err, QHX_E_FORMAT, "%s: tensor '%s': row %lld holds a NaN or an infinity",
+                return qhx_fail(err, QHX_E_FORMAT, "%s: tensor '%s': row %lld holds a NaN, an infinity or a value too large to quantize",
                                 qhx_st_file_path(c->set, t->file_index), t->name, (long long)(r0 + r));
         }
-        qhx_status rc = scales_part ? put(c, w, pl->scale_name, c->scales, (size_t)(nr * ng) * 4, err)
+        const void *sc = pl->fmt == OUT_Q8 ? (const void *)c->scales : (const void *)c->gscales;
+        size_t sc_bytes = (size_t)(nr * ng) * (pl->fmt == OUT_Q8 ? 4 : 2);
+        qhx_status rc = scales_part ? put(c, w, pl->scale_name, sc, sc_bytes, err)
                                     : put(c, w, pl->name, c->q, (size_t)(nr * row_bytes), err);
         release(t, r0 * cols, nr * cols);
         if (rc != QHX_OK) return rc;
@@ -310,10 +313,10 @@ static qhx_status declare_all(convert *c, qhx_error *err) {
         case OUT_Q4:
             rc = qhx_stw_declare(w, pl->name, QHX_DTYPE_U8, 2, (int64_t[]){pl->rows, pl->cols / 2}, err);
             if (rc == QHX_OK)
-                rc = qhx_stw_declare(w, pl->scale_name, QHX_DTYPE_F32, 2,
+                rc = qhx_stw_declare(w, pl->scale_name, QHX_DTYPE_F16, 2,
                                      (int64_t[]){pl->rows, pl->cols / QHX_Q4_GROUP}, err);
             by[QHX_DTYPE_U8] += n / 2;
-            by[QHX_DTYPE_F32] += n / QHX_Q4_GROUP * 4;
+            by[QHX_DTYPE_F16] += n / QHX_Q4_GROUP * 2;
             c->n_tensors[pl->role] += 2;
             break;
         }
@@ -552,7 +555,8 @@ qhx_status qhx_forge_convert(const char *hf_dir, const char *out_dir, const qhx_
     int64_t qcap = c->max_cols > CHUNK ? c->max_cols : CHUNK;
     c->q = qhx_malloc((size_t)qcap);
     c->scales = qhx_malloc((size_t)qcap * 4);
-    if (!c->f32 || !c->u16 || !c->q || !c->scales) {
+    c->gscales = qhx_malloc((size_t)qcap * 2);
+    if (!c->f32 || !c->u16 || !c->q || !c->scales || !c->gscales) {
         rc = qhx_fail(err, QHX_E_NOMEM, "out of memory");
         goto done;
     }
@@ -596,6 +600,7 @@ done:
     qhx_free(c->u16);
     qhx_free(c->q);
     qhx_free(c->scales);
+    qhx_free(c->gscales);
     qhx_st_free(c->set);
     json_decref(c->config);
     forge_job_end(&c->job);

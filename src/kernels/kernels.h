@@ -19,7 +19,7 @@ typedef enum qhx_wfmt {
     QHX_W_F16,
     QHX_W_BF16,
     QHX_W_Q8,   /* int8, symmetric, one f32 scale per row: w = q * scale[row] */
-    QHX_W_Q4,   /* 4-bit groups along cols (docs/formats.md) */
+    QHX_W_Q4,   /* 4-bit groups along cols, one f16 scale per group (docs/formats.md) */
     QHX_W_COUNT
 } qhx_wfmt;
 
@@ -27,8 +27,8 @@ typedef struct qhx_weight {
     qhx_wfmt fmt;
     int64_t rows, cols;      /* out_features, in_features */
     const void *data;        /* f32/f16/bf16/int8: [rows, cols]; q4: packed per docs/formats.md */
-    const float *scales;     /* q8: [rows]; q4: [rows, cols / group] */
-    const float *mins;       /* q4 with zero point: [rows, cols / group], else NULL */
+    const float *scales;     /* q8: f32 [rows]; NULL otherwise */
+    const uint16_t *gscales; /* q4: f16 group scales [rows, cols / group]; NULL otherwise */
     int64_t group;           /* q4 group size along cols; 0 otherwise */
 } qhx_weight;
 

@@ -3,7 +3,7 @@
  * measurements behind the choices are in docs/formats.md; this header is the C contract.
  *
  *   Q8: w[r, c] = scale[r] * q[r, c],  q int8 in [-127, 127],  scale[r] = max_c |w[r, c]| / 127
- *   Q4: w[r, c] = d[r, g] * (nib(r, c) - 8),  g = c / group,  nibbles packed per group (below)
+ *   Q4: w[r, c] = d[r, g] * (nib(r, c) - 8),  g = c / group,  d f16,  nibbles packed per group
  *
  * Quantizers are deterministic: plain float arithmetic and round-half-to-even (nearbyintf in the
  * default rounding mode), so the same input gives the same bytes on every conforming host. */
@@ -27,19 +27,20 @@ int qhx_quant_q8_row(const float *w, int64_t n, int8_t *q /* OUT (n) */, float *
 /* out[c] = scale * q[c] for c in [0, n). */
 void qhx_dequant_q8_row(const int8_t *q, float scale, int64_t n, float *out /* OUT (n) */);
 
-/* ---- Q4: 4-bit, symmetric, one f32 scale per group of `group` values along the row ------------
+/* ---- Q4: 4-bit, symmetric, one f16 scale per group of `group` values along the row ------------
  * Packed row: n/2 bytes. Group k covers values [k*group, (k+1)*group) and bytes
  * [k*group/2, (k+1)*group/2); inside a group, byte i holds value i in its low nibble and value
  * i + group/2 in its high nibble. Nibble v in [0, 15] means the integer v - 8 in [-8, 7].
- * Scale of a group: d = m / -8 where m is the value of largest magnitude (the first one on ties),
- * so m itself is exact; d may be negative. Needs group even, n % group == 0. q may be NULL: only
- * the scales are computed (the same values). Returns 0; -1 on a NaN/infinity or a bad group/n
- * (outputs then unspecified). */
+ * Scale of a group: the f16 value d that minimises sum (w - d * (v - 8))^2 among a fixed set of
+ * candidates (docs/formats.md, "Choosing the scale"), the codes rounded to nearest with d; d may
+ * be negative. Needs group even, n % group == 0. q may be NULL: only the scales are computed
+ * (the same values). Returns 0; -1 on a NaN/infinity, a value too large for an f16 scale
+ * (|w| > 8 * 65504) or a bad group/n (outputs then unspecified). */
 int qhx_quant_q4_row(const float *w, int64_t n, int64_t group, uint8_t *q /* OUT (n/2) */,
-                     float *scales /* OUT (n/group) */);
+                     uint16_t *scales /* OUT (n/group), f16 */);
 
-/* out[c] = scales[c / group] * (nibble(c) - 8) for c in [0, n). Same preconditions. */
-void qhx_dequant_q4_row(const uint8_t *q, const float *scales, int64_t n, int64_t group,
+/* out[c] = f32(scales[c / group]) * (nibble(c) - 8) for c in [0, n). Same preconditions. */
+void qhx_dequant_q4_row(const uint8_t *q, const uint16_t *scales, int64_t n, int64_t group,
                         float *out /* OUT (n) */);
 
 /* Bytes of one packed row / number of scales per row for a Q4 matrix of `cols` columns. */

@@ -21,6 +21,33 @@ static qhx_status check_align(const qhx_st_set *set, const qhx_st_tensor *t, siz
                     qhx_st_file_path(set, t->file_index), t->name, (unsigned long long)t->offset, align);
 }
 
+static qhx_status not_finite(const qhx_st_set *set, const qhx_st_tensor *sc, int64_t i, qhx_error *err) {
+    return qhx_fail(err, QHX_E_FORMAT, "%s: tensor '%s': element %lld is not finite",
+                    qhx_st_file_path(set, sc->file_index), sc->name, (long long)i);
+}
+
+/* The f16 group scales of a Q4 matrix t (rows R, C columns): `side` F16 [R, C / group] with an
+ * even group. Q4 scales in F32 are the format of bundles forged before f16 scales: refused by
+ * name, so the message says what to do. */
+static qhx_status get_q4_scales(const qhx_st_set *set, const qhx_st_tensor *t, const char *side, int64_t R,
+                                int64_t C, const qhx_st_tensor **sc, int64_t *group, qhx_error *err) {
+    const char *file = qhx_st_file_path(set, t->file_index);
+    const qhx_st_tensor *old = qhx_st_find(set, side);
+    if (old && old->dtype == QHX_DTYPE_F32)
+        return qhx_fail(err, QHX_E_FORMAT,
+                        "%s: tensor '%s': Q4 group scales in F32 are the format of older bundles (now F16); "
+                        "forge the bundle again",
+                        file, side);
+    qhx_status rc = qhx_st_get(set, side, QHX_DT_BIT(QHX_DTYPE_F16), 2, (int64_t[]){R, -1}, sc, err);
+    if (rc != QHX_OK) return rc;
+    int64_t ng = (*sc)->shape[1];
+    if (ng <= 0 || C % ng || (C / ng) % 2)
+        return qhx_fail(err, QHX_E_FORMAT, "%s: tensor '%s': %lld columns do not split into %lld groups of an even size",
+                        file, side, (long long)C, (long long)ng);
+    *group = C / ng;
+    return QHX_OK;
+}
+
 qhx_status qhx_st_get_weight(const qhx_st_set *set, const char *name, int64_t rows, int64_t cols,
                              qhx_weight *out, qhx_error *err) {
     memset(out, 0, sizeof *out);
@@ -47,15 +74,7 @@ qhx_status qhx_st_get_weight(const qhx_st_set *set, const char *name, int64_t ro
     case QHX_DTYPE_U8:
         out->fmt = QHX_W_Q4;
         C = 2 * t->shape[1];
-        rc = qhx_st_get(set, side, QHX_DT_BIT(QHX_DTYPE_F32), 2, (int64_t[]){R, -1}, &sc, err);
-        if (rc == QHX_OK) {
-            int64_t ng = sc->shape[1];
-            if (ng <= 0 || C % ng || (C / ng) % 2)
-                return qhx_fail(err, QHX_E_FORMAT,
-                                "%s: tensor '%s': %lld columns do not split into %lld groups of an even size",
-                                file, side, (long long)C, (long long)ng);
-            out->group = C / ng;
-        }
+        rc = get_q4_scales(set, t, side, R, C, &sc, &out->group, err);
         break;
     default:
         return qhx_fail(err, QHX_E_FORMAT, "%s: tensor '%s': dtype %s is not a weight format", file, name,
@@ -66,14 +85,18 @@ qhx_status qhx_st_get_weight(const qhx_st_set *set, const char *name, int64_t ro
         return qhx_fail(err, QHX_E_FORMAT, "%s: tensor '%s': expected %lld columns, got %lld", file, name,
                         (long long)cols, (long long)C);
     if ((rc = check_align(set, t, qhx_dtype_size(t->dtype), err)) != QHX_OK) return rc;
-    if (sc) {
+    if (sc && sc->dtype == QHX_DTYPE_F32) {
         if ((rc = check_align(set, sc, 4, err)) != QHX_OK) return rc;
-        const float *s = (const float *)sc->data;
+        const float *v = (const float *)sc->data;
         for (int64_t i = 0; i < sc->n_elements; i++)
-            if (!isfinite(s[i]))
-                return qhx_fail(err, QHX_E_FORMAT, "%s: tensor '%s': element %lld is not finite",
-                                qhx_st_file_path(set, sc->file_index), side, (long long)i);
-        out->scales = s;
+            if (!isfinite(v[i])) return not_finite(set, sc, i, err);
+        out->scales = v;
+    } else if (sc) {
+        if ((rc = check_align(set, sc, 2, err)) != QHX_OK) return rc;
+        const uint16_t *v = (const uint16_t *)sc->data;
+        for (int64_t i = 0; i < sc->n_elements; i++)
+            if ((v[i] & 0x7c00u) == 0x7c00u) return not_finite(set, sc, i, err); /* f16 Inf or NaN */
+        out->gscales = v;
     }
     out->rows = R;
     out->cols = C;

@@ -77,15 +77,15 @@ def want(name, dt):
     if name not in t: errors.append(name + " missing")
     elif t[name]["dtype"] != dt: errors.append("%s is %s, expected %s" % (name, t[name]["dtype"], dt))
 for name, x in t.items():
-    if name.endswith(".qscale"):
-        want(name, "F32")
+    if name.endswith(".qscale"):  # Q8 row scales F32, Q4 group scales F16
+        want(name, "F16" if t.get(name[:-len(".qscale")], {}).get("dtype") == "U8" else "F32")
     elif name == "lm_head.weight":
         want(name, lm)
     elif "embed_tokens" in name:
         want(name, emb)
     elif len(x["shape"]) == 2:
         want(name, lin)
-        if lin in ("I8", "U8"): want(name + ".qscale", "F32")
+        if lin in ("I8", "U8"): want(name + ".qscale", "F16" if lin == "U8" else "F32")
         sc = t.get(name + ".qscale", {}).get("shape")
         if lin == "U8" and sc != [x["shape"][0], x["shape"][1] * 2 // 32]:
             errors.append("%s: U8 %s with scales %s (expected one per 32 columns)" % (name, x["shape"], sc))

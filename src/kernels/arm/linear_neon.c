@@ -270,6 +270,13 @@ AI f32x8 q4_step(const float32x4_t c[8], const float *xg, float d, f32x8 acc) {
     return acc;
 }
 
+/* A Q4 group scale (f16; widening is exact). */
+AI float f16_scale(const uint16_t *p) {
+    __fp16 h;
+    memcpy(&h, p, sizeof h);
+    return (float)h;
+}
+
 AI int q4_fast(const qhx_weight *w) { return w->group == 32 && w->cols % 32 == 0; }
 
 /* R (1 or 2) rows from r. Two rows keep everything in registers (8 code vectors and 2
@@ -277,12 +284,12 @@ AI int q4_fast(const qhx_weight *w) { return w->group == 32 && w->cols % 32 == 0
 AI void q4_matvec_rows(const qhx_weight *w, const float *x, float *y, int64_t r, int R) {
     const int64_t ng = w->cols / 32;
     const uint8_t *p[2];
-    const float *d[2];
+    const uint16_t *d[2];
     f32x8 acc[2];
     UNROLL
     for (int i = 0; i < R; i++) {
         p[i] = (const uint8_t *)w->data + (size_t)(r + i) * (size_t)(w->cols / 2);
-        d[i] = w->scales + (r + i) * ng;
+        d[i] = w->gscales + (r + i) * ng;
         acc[i] = zero8();
     }
     for (int64_t g = 0; g < ng; g++) {
@@ -290,7 +297,7 @@ AI void q4_matvec_rows(const qhx_weight *w, const float *x, float *y, int64_t r,
         for (int i = 0; i < R; i++) {
             float32x4_t c[8];
             q4_codes(p[i] + 16 * g, c);
-            acc[i] = q4_step(c, x + 32 * g, d[i][g], acc[i]);
+            acc[i] = q4_step(c, x + 32 * g, f16_scale(d[i] + g), acc[i]);
         }
     }
     UNROLL
@@ -309,7 +316,7 @@ AI void q4_tile(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int6
                 int64_t r, int T) {
     const int64_t ng = w->cols / 32;
     const uint8_t *p = (const uint8_t *)w->data + (size_t)r * (size_t)(w->cols / 2);
-    const float *d = w->scales + r * ng;
+    const uint16_t *d = w->gscales + r * ng;
     f32x8 acc[4];
     UNROLL
     for (int j = 0; j < T; j++) acc[j] = zero8();
@@ -317,7 +324,7 @@ AI void q4_tile(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int6
         float32x4_t c[8];
         q4_codes(p + 16 * g, c);
         UNROLL
-        for (int j = 0; j < T; j++) acc[j] = q4_step(c, X + (t + j) * ldx + 32 * g, d[g], acc[j]);
+        for (int j = 0; j < T; j++) acc[j] = q4_step(c, X + (t + j) * ldx + 32 * g, f16_scale(d + g), acc[j]);
     }
     if (T == 4) {
         float32x4_t v = hsum8x4(acc[0], acc[1], acc[2], acc[3]);

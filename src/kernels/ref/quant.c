@@ -3,6 +3,8 @@
  * accumulation; layouts as in kernels/quant.h and docs/formats.md. */
 #include "kernels/quant.h"
 
+#include "core/fp16.h"
+
 #include <math.h>
 
 // ---- Q8 --------------------------------------------------------------------------------------
@@ -36,9 +38,60 @@ static int q4_shape_ok(int64_t n, int64_t group) {
     return group >= 2 && group % 2 == 0 && n >= 0 && n % group == 0;
 }
 
-int qhx_quant_q4_row(const float *w, int64_t n, int64_t group, uint8_t *q, float *scales) {
-    if (!q4_shape_ok(n, group)) return -1;
+/* The largest |d| an f16 scale holds; |w| up to 8 times this is representable (v = -8). */
+#define Q4_F16_MAX 65504.0f
+
+static float f16_round(float d) { return qhx_f16_to_f32(qhx_f32_to_f16(d)); }
+
+/* Codes of a group at scale d (nearest, ties to even, clamped to [-8, 7]; all 0 when d is 0)
+ * -> v; returns the squared error sum (w - d v)^2 in f32, values in order. */
+static float q4_codes_at(const float *wg, int64_t group, float d, int8_t *v) {
+    const float inv = d != 0.0f ? 1.0f / d : 0.0f;
+    float err = 0.0f;
+    for (int64_t i = 0; i < group; i++) {
+        float t = nearbyintf(wg[i] * inv);
+        t = t > 7.0f ? 7.0f : t < -8.0f ? -8.0f : t;
+        v[i] = (int8_t)t;
+        float e = wg[i] - d * t;
+        err += e * e;
+    }
+    return err;
+}
+
+/* The least-squares scale for fixed codes: sum w v / sum v^2 (0 for all-zero codes). */
+static float q4_refit(const float *wg, const int8_t *v, int64_t group) {
+    float wv = 0.0f, vv = 0.0f;
+    for (int64_t i = 0; i < group; i++) {
+        wv += wg[i] * (float)v[i];
+        vv += (float)v[i] * (float)v[i];
+    }
+    return vv > 0.0f ? wv / vv : 0.0f;
+}
+
+/* The scale search (docs/formats.md, "Choosing the scale"). Candidates: d = m / -n for the
+ * signed extreme m and n = Q4_N_FIRST + k / 4, k = 0 .. Q4_N_STEPS - 1 (n = 8 is ggml Q4_0's
+ * choice; n > 8 clips the extreme, n < 8 spends fewer levels on it), each rounded to f16, and
+ * for each the least-squares refit of its codes, rounded to f16. The candidate of least squared
+ * error wins, the first one on ties; the codes are those of the winning scale. */
+#define Q4_N_FIRST 7.0f
+#define Q4_N_STEPS 13
+static float q4_search_scale(const float *wg, int64_t group, float m) {
+    int8_t v[256];
+    float best = f16_round(m / -8.0f), best_err = q4_codes_at(wg, group, best, v);
+    for (int k = 0; k < Q4_N_STEPS; k++) {
+        float d = f16_round(m / -(Q4_N_FIRST + 0.25f * (float)k));
+        float err = q4_codes_at(wg, group, d, v);
+        if (err < best_err) best = d, best_err = err;
+        float r = f16_round(q4_refit(wg, v, group));
+        if ((err = q4_codes_at(wg, group, r, v)) < best_err) best = r, best_err = err;
+    }
+    return best;
+}
+
+int qhx_quant_q4_row(const float *w, int64_t n, int64_t group, uint8_t *q, uint16_t *scales) {
+    if (!q4_shape_ok(n, group) || group > 256) return -1;
     const int64_t half = group / 2;
+    int8_t v[256];
     for (int64_t g = 0; g < n / group; g++) {
         const float *wg = w + g * group;
         float m = 0.0f, amax = 0.0f;
@@ -49,31 +102,23 @@ int qhx_quant_q4_row(const float *w, int64_t n, int64_t group, uint8_t *q, float
                 m = wg[i];
             }
         }
-        /* The largest-magnitude value maps to -8 exactly; the opposite extreme clamps to 7. */
-        float d = m / -8.0f;
-        scales[g] = d;
+        if (amax > 8.0f * Q4_F16_MAX) return -1;
+        float d = q4_search_scale(wg, group, m);
+        scales[g] = qhx_f32_to_f16(d);
         if (!q) continue;
+        q4_codes_at(wg, group, d, v);
         uint8_t *qg = q + g * half;
-        for (int64_t i = 0; i < half; i++) {
-            int nib[2];
-            for (int k = 0; k < 2; k++) {
-                float v = d != 0.0f ? nearbyintf(wg[i + k * half] / d) : 0.0f;
-                if (v > 7.0f) v = 7.0f;
-                if (v < -8.0f) v = -8.0f;
-                nib[k] = (int)v + 8;
-            }
-            qg[i] = (uint8_t)(nib[0] | (nib[1] << 4));
-        }
+        for (int64_t i = 0; i < half; i++) qg[i] = (uint8_t)((v[i] + 8) | ((v[i + half] + 8) << 4));
     }
     return 0;
 }
 
-void qhx_dequant_q4_row(const uint8_t *q, const float *scales, int64_t n, int64_t group,
+void qhx_dequant_q4_row(const uint8_t *q, const uint16_t *scales, int64_t n, int64_t group,
                         float *out) {
     const int64_t half = group / 2;
     for (int64_t g = 0; g < n / group; g++) {
         const uint8_t *qg = q + g * half;
-        float d = scales[g];
+        float d = qhx_f16_to_f32(scales[g]);
         for (int64_t i = 0; i < half; i++) {
             out[g * group + i] = d * (float)((qg[i] & 0x0f) - 8);
             out[g * group + i + half] = d * (float)((qg[i] >> 4) - 8);
@@ -91,7 +136,7 @@ static float dot_q8(const int8_t *q, float scale, const float *x, int64_t cols) 
 }
 
 /* y[r] = sum_g d[r, g] * sum_i (nib - 8) * x[g*group + i] */
-static float dot_q4(const uint8_t *q, const float *d, const float *x, int64_t cols, int64_t group) {
+static float dot_q4(const uint8_t *q, const uint16_t *d, const float *x, int64_t cols, int64_t group) {
     const int64_t half = group / 2;
     float acc = 0.0f;
     for (int64_t g = 0; g < cols / group; g++) {
@@ -102,7 +147,7 @@ static float dot_q4(const uint8_t *q, const float *d, const float *x, int64_t co
             s += (float)((qg[i] & 0x0f) - 8) * xg[i];
             s += (float)((qg[i] >> 4) - 8) * xg[i + half];
         }
-        acc += d[g] * s;
+        acc += qhx_f16_to_f32(d[g]) * s;
     }
     return acc;
 }
@@ -116,12 +161,12 @@ void qhx_k_matvec_q4_ref(const qhx_weight *w, const float *x, float *y, int64_t 
     const uint8_t *q = (const uint8_t *)w->data;
     const int64_t rb = qhx_q4_row_bytes(w->cols), ng = qhx_q4_row_groups(w->cols, w->group);
     for (int64_t r = r0; r < r1; r++)
-        y[r] = dot_q4(q + r * rb, w->scales + r * ng, x, w->cols, w->group);
+        y[r] = dot_q4(q + r * rb, w->gscales + r * ng, x, w->cols, w->group);
 }
 
 /* dot_q4 of one weight row against nb activation rows: a group's nibbles are unpacked once, then
  * every row runs dot_q4's own sums (the same products in the same order, acc[b] its acc). */
-static void dot_q4_multi(const uint8_t *q, const float *d, const float *const *x, float *const *y, int64_t r,
+static void dot_q4_multi(const uint8_t *q, const uint16_t *d, const float *const *x, float *const *y, int64_t r,
                          int64_t nb, int64_t cols, int64_t group) {
     enum { MAX_HALF = 128 };
     const int64_t half = group / 2;
@@ -140,7 +185,7 @@ static void dot_q4_multi(const uint8_t *q, const float *d, const float *const *x
                 s += (float)lo[i] * xg[i];
                 s += (float)hi[i] * xg[i + half];
             }
-            acc[b] += d[g] * s;
+            acc[b] += qhx_f16_to_f32(d[g]) * s;
         }
     }
     for (int64_t b = 0; b < nb; b++) y[b][r] = acc[b];
@@ -156,7 +201,7 @@ void qhx_k_matvec_multi_q4_ref(const qhx_weight *w, const float *const *x, float
     }
     for (int64_t b = 0; b < nb; b += QHX_MATVEC_MULTI_MAX) { /* more rows than the contract's bound: in turn */
         int64_t n = nb - b < QHX_MATVEC_MULTI_MAX ? nb - b : QHX_MATVEC_MULTI_MAX;
-        for (int64_t r = r0; r < r1; r++) dot_q4_multi(q + r * rb, w->scales + r * ng, x + b, y + b, r, n, w->cols, w->group);
+        for (int64_t r = r0; r < r1; r++) dot_q4_multi(q + r * rb, w->gscales + r * ng, x + b, y + b, r, n, w->cols, w->group);
     }
 }
 
@@ -176,7 +221,7 @@ void qhx_k_row_q8_ref(const qhx_weight *w, int64_t r, float *out) {
 
 void qhx_k_row_q4_ref(const qhx_weight *w, int64_t r, float *out) {
     qhx_dequant_q4_row((const uint8_t *)w->data + r * qhx_q4_row_bytes(w->cols),
-                       w->scales + r * qhx_q4_row_groups(w->cols, w->group), w->cols, w->group, out);
+                       w->gscales + r * qhx_q4_row_groups(w->cols, w->group), w->cols, w->group, out);
 }
 
 void qhx_kern_ref_quant(qhx_kernels *k) {

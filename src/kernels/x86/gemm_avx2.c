@@ -21,6 +21,7 @@
 
 #include "kernels/x86/ops_x86.h"
 #include "kernels/x86/tile_avx2.h"
+#include "kernels/x86/f16_x86.h"
 #include "kernels/x86/x86.h"
 
 #define AI static inline __attribute__((always_inline))
@@ -47,7 +48,7 @@ AI __m256 load8(const qhx_weight *w, int fmt, int64_t row, int64_t k) {
         __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(grp + (o & 15))));
         if (o >= 16) b = _mm256_srli_epi32(b, 4);
         b = _mm256_sub_epi32(_mm256_and_si256(b, _mm256_set1_epi32(15)), _mm256_set1_epi32(8));
-        return _mm256_mul_ps(_mm256_cvtepi32_ps(b), _mm256_broadcast_ss(w->scales + row * (cols / 32) + k / 32));
+        return _mm256_mul_ps(_mm256_cvtepi32_ps(b), _mm256_set1_ps(qhx_x86_f16(w->gscales + row * (cols / 32) + k / 32)));
     }
     }
 }

@@ -46,6 +46,7 @@
 #include "kernels/x86/ops_x86.h"
 #include "kernels/x86/quant_x_avx2.h"
 #include "kernels/x86/tile_avx2.h"
+#include "kernels/x86/f16_x86.h"
 #include "kernels/x86/x86.h"
 
 #define AI static inline __attribute__((always_inline))
@@ -120,7 +121,7 @@ static void pack_panel(const qhx_weight *w, int q4, int64_t r, int nr, int64_t k
     const int64_t ng = w->cols / 32;
     for (int i = 0; i < NR; i++) {
         if (q4)
-            for (int b = 0; b < nb; b++) P->d[b][i] = i < nr ? w->scales[(r + i) * ng + k0 / 32 + b] : 0.0f;
+            for (int b = 0; b < nb; b++) P->d[b][i] = i < nr ? qhx_x86_f16(w->gscales + (r + i) * ng + k0 / 32 + b) : 0.0f;
         else
             P->s[i] = i < nr ? w->scales[r + i] : 0.0f;
     }

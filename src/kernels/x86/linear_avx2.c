@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "kernels/quant.h"
+#include "kernels/x86/f16_x86.h"
 #include "kernels/x86/x86.h"
 
 #define AI static inline __attribute__((always_inline))
@@ -219,12 +220,12 @@ AI int q4_fast(const qhx_weight *w) { return w->group == 32 && w->cols % 32 == 0
 AI void q4_matvec_rows(const qhx_weight *w, const float *x, float *y, int64_t r, int R) {
     const int64_t ng = w->cols / 32;
     const uint8_t *p[4];
-    const float *d[4];
+    const uint16_t *d[4];
     __m256 acc[4];
     UNROLL
     for (int i = 0; i < R; i++) {
         p[i] = (const uint8_t *)w->data + (size_t)(r + i) * (size_t)(w->cols / 2);
-        d[i] = w->scales + (r + i) * ng;
+        d[i] = w->gscales + (r + i) * ng;
         acc[i] = _mm256_setzero_ps();
     }
     for (int64_t g = 0; g < ng; g++) {
@@ -232,7 +233,7 @@ AI void q4_matvec_rows(const qhx_weight *w, const float *x, float *y, int64_t r,
         for (int i = 0; i < R; i++) {
             __m256 wv[4];
             q4_codes(p[i] + 16 * g, wv);
-            acc[i] = q4_step(wv, x + 32 * g, _mm256_broadcast_ss(d[i] + g), acc[i]);
+            acc[i] = q4_step(wv, x + 32 * g, _mm256_set1_ps(qhx_x86_f16(d[i] + g)), acc[i]);
         }
     }
     if (R == 4) {
@@ -255,12 +256,12 @@ AI void q4_tile(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int6
                 int64_t r, int R, int T) {
     const int64_t ng = w->cols / 32;
     const uint8_t *p[2];
-    const float *d[2];
+    const uint16_t *d[2];
     __m256 acc[2][4];
     UNROLL
     for (int i = 0; i < R; i++) {
         p[i] = (const uint8_t *)w->data + (size_t)(r + i) * (size_t)(w->cols / 2);
-        d[i] = w->scales + (r + i) * ng;
+        d[i] = w->gscales + (r + i) * ng;
         UNROLL
         for (int j = 0; j < T; j++) acc[i][j] = _mm256_setzero_ps();
     }
@@ -269,7 +270,7 @@ AI void q4_tile(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int6
         for (int i = 0; i < R; i++) {
             __m256 wv[4];
             q4_codes(p[i] + 16 * g, wv);
-            __m256 dv = _mm256_broadcast_ss(d[i] + g);
+            __m256 dv = _mm256_set1_ps(qhx_x86_f16(d[i] + g));
             UNROLL
             for (int j = 0; j < T; j++)
                 acc[i][j] = q4_step(wv, X + (t + j) * ldx + 32 * g, dv, acc[i][j]);

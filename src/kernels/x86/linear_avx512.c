@@ -17,6 +17,7 @@
 #include <stddef.h>
 
 #include "kernels/quant.h"
+#include "kernels/x86/f16_x86.h"
 #include "kernels/x86/x86.h"
 
 #ifdef QHX_X86_EMU
@@ -209,12 +210,12 @@ AI int q4_fast(const qhx_weight *w) { return w->group == 32 && w->cols % 32 == 0
 AI void q4_matvec_rows(const qhx_weight *w, const float *x, float *y, int64_t r, int R) {
     const int64_t ng = w->cols / 32;
     const uint8_t *p[8];
-    const float *d[8];
+    const uint16_t *d[8];
     __m512 acc[8];
     UNROLL
     for (int i = 0; i < R; i++) {
         p[i] = (const uint8_t *)w->data + (size_t)(r + i) * (size_t)(w->cols / 2);
-        d[i] = w->scales + (r + i) * ng;
+        d[i] = w->gscales + (r + i) * ng;
         acc[i] = _mm512_setzero_ps();
     }
     for (int64_t g = 0; g < ng; g++) {
@@ -222,7 +223,7 @@ AI void q4_matvec_rows(const qhx_weight *w, const float *x, float *y, int64_t r,
         for (int i = 0; i < R; i++) {
             __m512 wv[2];
             q4_codes(p[i] + 16 * g, wv);
-            acc[i] = q4_step(wv, x + 32 * g, _mm512_set1_ps(d[i][g]), acc[i]);
+            acc[i] = q4_step(wv, x + 32 * g, _mm512_set1_ps(qhx_x86_f16(d[i] + g)), acc[i]);
         }
     }
     UNROLL
@@ -240,12 +241,12 @@ AI void q4_tile(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int6
                 int64_t r, int R, int T) {
     const int64_t ng = w->cols / 32;
     const uint8_t *p[TR];
-    const float *d[TR];
+    const uint16_t *d[TR];
     __m512 acc[TR][TT];
     UNROLL
     for (int i = 0; i < R; i++) {
         p[i] = (const uint8_t *)w->data + (size_t)(r + i) * (size_t)(w->cols / 2);
-        d[i] = w->scales + (r + i) * ng;
+        d[i] = w->gscales + (r + i) * ng;
         UNROLL
         for (int j = 0; j < T; j++) acc[i][j] = _mm512_setzero_ps();
     }
@@ -254,7 +255,7 @@ AI void q4_tile(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int6
         for (int i = 0; i < R; i++) {
             __m512 wv[2];
             q4_codes(p[i] + 16 * g, wv);
-            __m512 dv = _mm512_set1_ps(d[i][g]);
+            __m512 dv = _mm512_set1_ps(qhx_x86_f16(d[i] + g));
             UNROLL
             for (int j = 0; j < T; j++)
                 acc[i][j] = q4_step(wv, X + (t + j) * ldx + 32 * g, dv, acc[i][j]);

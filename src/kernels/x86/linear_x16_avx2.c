@@ -17,6 +17,7 @@
 #include <math.h>
 
 #include "kernels/x86/ops_x86.h"
+#include "kernels/x86/f16_x86.h"
 #include "kernels/x86/x86.h"
 
 #define AI static inline __attribute__((always_inline))
@@ -104,12 +105,12 @@ void qhx_k_matvec_q8_x16_avx2(const qhx_weight *w, const float *x, float *y, int
 AI void q4_rows(const qhx_weight *w, const int16_t *xq, const float *dx, float *y, int64_t r, int R) {
     const int64_t ng = w->cols / 32;
     const uint8_t *p[4];
-    const float *ds[4];
+    const uint16_t *ds[4];
     __m256 acc[4];
     const __m128i mask = _mm_set1_epi8(0x0f), eight = _mm_set1_epi8(8);
     for (int i = 0; i < R; i++) {
         p[i] = (const uint8_t *)w->data + (size_t)(r + i) * (size_t)(w->cols / 2);
-        ds[i] = w->scales + (r + i) * ng;
+        ds[i] = w->gscales + (r + i) * ng;
         acc[i] = _mm256_setzero_ps();
     }
     for (int64_t g = 0; g < ng; g++) {
@@ -122,7 +123,7 @@ AI void q4_rows(const qhx_weight *w, const int16_t *xq, const float *dx, float *
             __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(bytes, 4), mask), eight);
             __m256i s = _mm256_add_epi32(_mm256_madd_epi16(_mm256_cvtepi8_epi16(lo), xa),
                                          _mm256_madd_epi16(_mm256_cvtepi8_epi16(hi), xb));
-            __m256 sc = _mm256_mul_ps(_mm256_broadcast_ss(ds[i] + g), d);
+            __m256 sc = _mm256_mul_ps(_mm256_set1_ps(qhx_x86_f16(ds[i] + g)), d);
             acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), sc, acc[i]);
         }
     }

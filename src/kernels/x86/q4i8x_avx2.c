@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "kernels/x86/quant_x_avx2.h"
+#include "kernels/x86/f16_x86.h"
 #include "kernels/x86/x86.h"
 
 #define AI static inline __attribute__((always_inline))
@@ -129,12 +130,12 @@ AI void rows_q(const qhx_weight *w, const qx_row *qx, float *y, int64_t r, int R
     const __m256i spread[4] = {_mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1), _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3),
                                _mm256_setr_epi32(4, 4, 4, 4, 5, 5, 5, 5), _mm256_setr_epi32(6, 6, 6, 6, 7, 7, 7, 7)};
     const uint8_t *p[4];
-    const float *d[4];
+    const uint16_t *d[4];
     __m256 acc[4], acc2[4];
     UNROLL
     for (int i = 0; i < R; i++) {
         p[i] = (const uint8_t *)w->data + (size_t)(r + i) * (size_t)(w->cols / 2);
-        d[i] = w->scales + (r + i) * ng;
+        d[i] = w->gscales + (r + i) * ng;
         acc[i] = acc2[i] = _mm256_setzero_ps();
     }
     int64_t g = 0;
@@ -142,7 +143,7 @@ AI void rows_q(const qhx_weight *w, const qx_row *qx, float *y, int64_t r, int R
         __m256 dxv = _mm256_load_ps(qx->dx + g);
         UNROLL
         for (int i = 0; i < R; i++) {
-            __m256 sc = _mm256_mul_ps(_mm256_loadu_ps(d[i] + g), dxv);
+            __m256 sc = _mm256_mul_ps(qhx_x86_f16x8(d[i] + g), dxv);
             UNROLL
             for (int k = 0; k < 4; k++) {
                 __m256 f = _mm256_cvtepi32_ps(pair_dot(p[i] + 16 * (g + 2 * k), qx, g / 2 + k));
@@ -155,7 +156,8 @@ AI void rows_q(const qhx_weight *w, const qx_row *qx, float *y, int64_t r, int R
     for (; g + 2 <= ng; g += 2) {
         UNROLL
         for (int i = 0; i < R; i++) {
-            __m256 s = _mm256_set_m128(_mm_set1_ps(d[i][g + 1] * qx->dx[g + 1]), _mm_set1_ps(d[i][g] * qx->dx[g]));
+            __m256 s = _mm256_set_m128(_mm_set1_ps(qhx_x86_f16(d[i] + g + 1) * qx->dx[g + 1]),
+                                       _mm_set1_ps(qhx_x86_f16(d[i] + g) * qx->dx[g]));
             acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(pair_dot(p[i] + 16 * g, qx, g / 2)), s, acc[i]);
         }
     }
@@ -164,7 +166,7 @@ AI void rows_q(const qhx_weight *w, const qx_row *qx, float *y, int64_t r, int R
         __m256 a = _mm256_add_ps(acc[i], acc2[i]);
         if (g < ng) { /* odd last group: add it in the low half */
             __m128 f = _mm_cvtepi32_ps(group_dot(p[i] + 16 * g, qx, g / 2));
-            __m128 lo = _mm_fmadd_ps(f, _mm_set1_ps(d[i][g] * qx->dx[g]), _mm256_castps256_ps128(a));
+            __m128 lo = _mm_fmadd_ps(f, _mm_set1_ps(qhx_x86_f16(d[i] + g) * qx->dx[g]), _mm256_castps256_ps128(a));
             a = _mm256_insertf128_ps(a, lo, 0);
         }
         y[r + i] = hsum8(a);
@@ -208,7 +210,7 @@ void Q4I8X_NAME(qhx_k_matmul_q4_i8x)(const qhx_weight *w, const float *X, int64_
         return;
     }
     qx_row qx;
-    int64_t row_bytes = w->cols / 2 + w->cols / 32 * 4;
+    int64_t row_bytes = w->cols / 2 + w->cols / 32 * 2;
     int64_t blk = MM_BLOCK_BYTES / (row_bytes > 0 ? row_bytes : 1);
     blk = blk < 4 ? 4 : blk - blk % 4;
     if (n == 1 || r1 - r0 <= blk) blk = r1 - r0; /* one block: quantize each token once */
@@ -273,13 +275,13 @@ AI void row_multi(const qhx_weight *w, const qx_row *const *qx, float *const *y,
     const __m256i spread[4] = {_mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1), _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3),
                                _mm256_setr_epi32(4, 4, 4, 4, 5, 5, 5, 5), _mm256_setr_epi32(6, 6, 6, 6, 7, 7, 7, 7)};
     const uint8_t *p = (const uint8_t *)w->data + (size_t)r * (size_t)(w->cols / 2);
-    const float *d = w->scales + r * ng;
+    const uint16_t *d = w->gscales + r * ng;
     __m256 acc[MULTI_TILE], acc2[MULTI_TILE];
     UNROLL
     for (int b = 0; b < NB; b++) acc[b] = acc2[b] = _mm256_setzero_ps();
     int64_t g = 0;
     for (; g + 8 <= ng; g += 8) {
-        __m256 dv = _mm256_loadu_ps(d + g), sc[MULTI_TILE];
+        __m256 dv = qhx_x86_f16x8(d + g), sc[MULTI_TILE];
         UNROLL
         for (int b = 0; b < NB; b++) sc[b] = _mm256_mul_ps(dv, _mm256_load_ps(qx[b]->dx + g));
         UNROLL
@@ -298,7 +300,8 @@ AI void row_multi(const qhx_weight *w, const qx_row *const *qx, float *const *y,
         nib_pair u = pair_unpack(p + 16 * g);
         UNROLL
         for (int b = 0; b < NB; b++) {
-            __m256 s = _mm256_set_m128(_mm_set1_ps(d[g + 1] * qx[b]->dx[g + 1]), _mm_set1_ps(d[g] * qx[b]->dx[g]));
+            __m256 s = _mm256_set_m128(_mm_set1_ps(qhx_x86_f16(d + g + 1) * qx[b]->dx[g + 1]),
+                                       _mm_set1_ps(qhx_x86_f16(d + g) * qx[b]->dx[g]));
             acc[b] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(pair_dot_u(u, qx[b], g / 2)), s, acc[b]);
         }
     }
@@ -307,7 +310,7 @@ AI void row_multi(const qhx_weight *w, const qx_row *const *qx, float *const *y,
         __m256 a = _mm256_add_ps(acc[b], acc2[b]);
         if (g < ng) { /* odd last group, as rows_q adds it */
             __m128 f = _mm_cvtepi32_ps(group_dot(p + 16 * g, qx[b], g / 2));
-            __m128 lo = _mm_fmadd_ps(f, _mm_set1_ps(d[g] * qx[b]->dx[g]), _mm256_castps256_ps128(a));
+            __m128 lo = _mm_fmadd_ps(f, _mm_set1_ps(qhx_x86_f16(d + g) * qx[b]->dx[g]), _mm256_castps256_ps128(a));
             a = _mm256_insertf128_ps(a, lo, 0);
         }
         y[b][r] = hsum8(a);

@@ -17,6 +17,7 @@
 #include <math.h>
 #include <stddef.h>
 
+#include "kernels/x86/f16_x86.h"
 #include "kernels/x86/x86.h"
 
 #ifdef QHX_X86_EMU
@@ -86,12 +87,12 @@ AI __m512i nibbles2(const uint8_t *p, int one) {
 AI void rows_q(const qhx_weight *w, const qx_row *qx, float *y, int64_t r, int R) {
     const int64_t ng = w->cols / 32;
     const uint8_t *p[8];
-    const float *d[8];
+    const uint16_t *d[8];
     __m512 acc[8];
     UNROLL
     for (int i = 0; i < R; i++) {
         p[i] = (const uint8_t *)w->data + (size_t)(r + i) * (size_t)(w->cols / 2);
-        d[i] = w->scales + (r + i) * ng;
+        d[i] = w->gscales + (r + i) * ng;
         acc[i] = _mm512_setzero_ps();
     }
     for (int64_t g = 0; g < ng; g += 2) {
@@ -102,8 +103,8 @@ AI void rows_q(const qhx_weight *w, const qx_row *qx, float *y, int64_t r, int R
         UNROLL
         for (int i = 0; i < R; i++) {
             __m512i s = _mm512_dpbusd_epi32(c, nibbles2(p[i] + 16 * g, one), q);
-            __m512 dw = _mm512_mask_blend_ps((__mmask16)0xff00, _mm512_set1_ps(d[i][g]),
-                                             _mm512_set1_ps(one ? 0.0f : d[i][g + 1]));
+            __m512 dw = _mm512_mask_blend_ps((__mmask16)0xff00, _mm512_set1_ps(qhx_x86_f16(d[i] + g)),
+                                             _mm512_set1_ps(one ? 0.0f : qhx_x86_f16(d[i] + g + 1)));
             __m512 sc = _mm512_mask_blend_ps((__mmask16)0xff00, dxa, dxb);
             acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, sc), acc[i]);
         }
