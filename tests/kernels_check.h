@@ -70,6 +70,16 @@ static qhx_weight kc_make_weight(qhx_wfmt fmt, int64_t rows, int64_t cols) {
         w.data = q, w.gscales = d, w.group = kc_q4_group;
         return w;
     }
+    if (fmt == QHX_W_Q6) { /* the Q4 group size too; random code planes */
+        uint8_t *lo = malloc(n / 2), *hi = malloc(n / 4);
+        for (size_t i = 0; i < n / 2; i++) lo[i] = (uint8_t)kc_next();
+        for (size_t i = 0; i < n / 4; i++) hi[i] = (uint8_t)kc_next();
+        size_t ns = n / (size_t)kc_q4_group;
+        uint16_t *d = malloc(ns * sizeof(uint16_t));
+        for (size_t i = 0; i < ns; i++) d[i] = qhx_f32_to_f16(0.005f * kc_unif());
+        w.data = lo, w.high = hi, w.gscales = d, w.group = kc_q4_group;
+        return w;
+    }
     void *d = malloc(n * kc_esize(fmt));
     for (size_t i = 0; i < n; i++) {
         float v = kc_unif();
@@ -94,6 +104,7 @@ static void kc_free_weight(qhx_weight *w) {
     free((void *)w->data);
     free((void *)w->scales);
     free((void *)w->gscales);
+    free((void *)w->high);
 }
 
 static float kc_wval(const qhx_weight *w, int64_t r, int64_t c) {
@@ -109,6 +120,13 @@ static float kc_wval(const qhx_weight *w, int64_t r, int64_t c) {
         int nib = j < half ? b & 15 : b >> 4;
         return (float)(nib - 8) * qhx_f16_to_f32(w->gscales[r * (w->cols / w->group) + g]);
     }
+    case QHX_W_Q6: { /* low 4 bits as Q4's nibble; high 2 bits: byte j % (G/4), bits 2 (j / (G/4)) */
+        int64_t g = c / w->group, j = c % w->group, half = w->group / 2, quarter = w->group / 4;
+        uint8_t b = ((const uint8_t *)w->data)[(r * w->cols + g * w->group) / 2 + j % half];
+        int low = j < half ? b & 15 : b >> 4;
+        int high = (w->high[(r * w->cols + g * w->group) / 4 + j % quarter] >> (2 * (j / quarter))) & 3;
+        return (float)((low | high << 4) - 32) * qhx_f16_to_f32(w->gscales[r * (w->cols / w->group) + g]);
+    }
     default: return NAN;
     }
 }
@@ -119,6 +137,7 @@ static qhx_matvec_fn kc_ref(qhx_wfmt f) {
     case QHX_W_F16: return qhx_k_matvec_f16_ref;
     case QHX_W_BF16: return qhx_k_matvec_bf16_ref;
     case QHX_W_Q8: return qhx_k_matvec_q8_ref;
+    case QHX_W_Q6: return qhx_k_matvec_q6_ref;
     default: return qhx_k_matvec_q4_ref;
     }
 }
@@ -304,7 +323,7 @@ static void kc_run_all(const kc_variant *vs, int nv, const int64_t *sizes, int n
     static const int64_t q4g64[] = {64, 192};
     static const int ns_all[] = {1, 2, 3, 4, 5, 6, 7, 8, 11, 12};
     for (int i = 0; i < nv; i++) {
-        if (vs[i].fmt == QHX_W_Q4) {
+        if (vs[i].fmt == QHX_W_Q4 || vs[i].fmt == QHX_W_Q6) {
             kc_q4_group = QHX_Q4_GROUP;
             kc_check_variant(&vs[i], sizes, nsizes, q4cols, nq4, ns, 1);
             kc_check_variant(&vs[i], small, 3, q4small, 2, ns_all, 10);

@@ -164,16 +164,18 @@ static void test_random(void) {
 typedef struct expect {
     const char *precision, *lmhead, *embed;
     qhx_dtype lin, vis_lin, emb, lm;
+    int lm_q6; /* the lm-head is Q6 (U8 codes, F16 scales, U8 high bits) */
 } expect;
 
 /* |w' - w| within the format's bound for every element of a converted matrix. */
-/* The error bound of one Q4 element: the scale search never does worse than the plain choice
- * d = m / -8 (m the group's signed extreme), whose error is at most |d| per element, so the
- * group's error norm, and each element's error, is at most sqrt(group) * |m| / 8. */
-static float q4_limit(const qhx_st_tensor *src, int64_t r, int64_t c, int64_t cols, int64_t group) {
+/* The error bound of one Q4 (levels 8) or Q6 (levels 32) element: the scale search never does
+ * worse than the plain choice d = m / -levels (m the group's signed extreme), whose error is at
+ * most |d| per element, so the group's error norm, and each element's error, is at most
+ * sqrt(group) * |m| / levels. */
+static float group_limit(const qhx_st_tensor *src, int64_t r, int64_t c, int64_t cols, int64_t group, float levels) {
     float amax = 0;
     for (int64_t i = c - c % group; i < c - c % group + group; i++) amax = fmaxf(amax, fabsf(elem_f32(src, r * cols + i)));
-    return sqrtf((float)group) * amax / 8.0f * 1.001f;
+    return sqrtf((float)group) * amax / levels * 1.001f;
 }
 
 static int matrix_close(const qhx_st_set *out, const char *name, const qhx_st_tensor *src) {
@@ -193,13 +195,18 @@ static int matrix_close(const qhx_st_set *out, const char *name, const qhx_st_te
             qhx_dequant_q4_row((const uint8_t *)w.data + r * w.cols / 2, w.gscales + r * (w.cols / w.group), w.cols,
                                w.group, row);
             break;
+        case QHX_W_Q6:
+            qhx_dequant_q6_row((const uint8_t *)w.data + r * w.cols / 2, w.high + r * w.cols / 4,
+                               w.gscales + r * (w.cols / w.group), w.cols, w.group, row);
+            break;
         default:
             for (int64_t c = 0; c < w.cols; c++) row[c] = elem_f32(o, r * w.cols + c);
         }
         for (int64_t c = 0; c < w.cols && ok; c++) {
             float s = elem_f32(src, r * w.cols + c), e = fabsf(row[c] - s), lim;
             if (w.fmt == QHX_W_Q8) lim = w.scales[r] * 0.5f * 1.0001f;
-            else if (w.fmt == QHX_W_Q4) lim = q4_limit(src, r, c, w.cols, w.group);
+            else if (w.fmt == QHX_W_Q4) lim = group_limit(src, r, c, w.cols, w.group, 8.0f);
+            else if (w.fmt == QHX_W_Q6) lim = group_limit(src, r, c, w.cols, w.group, 32.0f);
             else if (w.fmt == QHX_W_F16) lim = fabsf(s) * 0x1p-11f + 0x1p-25f;
             else if (w.fmt == QHX_W_BF16) lim = fabsf(s) * 0x1p-8f;
             else lim = 0;
@@ -278,7 +285,8 @@ static void check_bundle(const char *fixture, const char *dir, const expect *x) 
     const qhx_st_tensor *lm = qhx_st_find(out, "lm_head.weight");
     CHECK(lm != NULL && lm->dtype == x->lm);
     if (lm && emb) CHECK(matrix_close(out, "lm_head.weight", emb));
-    expected += 1 + (x->lm == QHX_DTYPE_I8 || x->lm == QHX_DTYPE_U8);
+    expected += 1 + (x->lm == QHX_DTYPE_I8 || x->lm == QHX_DTYPE_U8) + x->lm_q6;
+    CHECK_EQ(qhx_st_find(out, "lm_head.weight.qhigh") != NULL, x->lm_q6);
     CHECK_EQ(qhx_st_n_tensors(out), expected);
     /* each file says what it is */
     for (int f = 0; f < qhx_st_n_files(out); f++) {
@@ -322,18 +330,19 @@ static void check_manifest(const char *dir, const char *file, const char *op, qh
 
 static void test_convert(void) {
     const expect X[] = {
-        {"f16", NULL, NULL, QHX_DTYPE_F16, QHX_DTYPE_F16, QHX_DTYPE_F16, QHX_DTYPE_F16},
-        {"bf16", NULL, NULL, QHX_DTYPE_BF16, QHX_DTYPE_BF16, QHX_DTYPE_BF16, QHX_DTYPE_BF16},
-        {"w8", NULL, NULL, QHX_DTYPE_I8, QHX_DTYPE_I8, QHX_DTYPE_F16, QHX_DTYPE_I8},
-        {"q4", NULL, NULL, QHX_DTYPE_U8, QHX_DTYPE_I8, QHX_DTYPE_F16, QHX_DTYPE_I8},
-        {"w8", "f16", "bf16", QHX_DTYPE_I8, QHX_DTYPE_I8, QHX_DTYPE_BF16, QHX_DTYPE_F16},
-        {"q4", "q4", NULL, QHX_DTYPE_U8, QHX_DTYPE_I8, QHX_DTYPE_F16, QHX_DTYPE_U8},
+        {"f16", NULL, NULL, QHX_DTYPE_F16, QHX_DTYPE_F16, QHX_DTYPE_F16, QHX_DTYPE_F16, 0},
+        {"bf16", NULL, NULL, QHX_DTYPE_BF16, QHX_DTYPE_BF16, QHX_DTYPE_BF16, QHX_DTYPE_BF16, 0},
+        {"w8", NULL, NULL, QHX_DTYPE_I8, QHX_DTYPE_I8, QHX_DTYPE_F16, QHX_DTYPE_I8, 0},
+        {"q4", NULL, NULL, QHX_DTYPE_U8, QHX_DTYPE_I8, QHX_DTYPE_F16, QHX_DTYPE_U8, 1}, /* q6 head */
+        {"w8", "f16", "bf16", QHX_DTYPE_I8, QHX_DTYPE_I8, QHX_DTYPE_BF16, QHX_DTYPE_F16, 0},
+        {"q4", "q4", NULL, QHX_DTYPE_U8, QHX_DTYPE_I8, QHX_DTYPE_F16, QHX_DTYPE_U8, 0},
+        {"q4", "w8", NULL, QHX_DTYPE_U8, QHX_DTYPE_I8, QHX_DTYPE_F16, QHX_DTYPE_I8, 0},
     };
-    const qhx_precision prec[] = {QHX_PREC_F16, QHX_PREC_BF16, QHX_PREC_W8, QHX_PREC_Q4, QHX_PREC_W8, QHX_PREC_Q4};
+    const qhx_precision prec[] = {QHX_PREC_F16, QHX_PREC_BF16, QHX_PREC_W8, QHX_PREC_Q4, QHX_PREC_W8, QHX_PREC_Q4, QHX_PREC_Q4};
     const char *fixtures[] = {"qwen35-tiny-f32", "qwen35-tiny-bf16", "qwen3vl-tiny-f32"};
     qhx_error err;
     for (int f = 0; f < 3; f++)
-        for (int i = 0; i < 6; i++) {
+        for (int i = 0; i < 7; i++) {
             if (f == 1 && i > 3) continue;
             char dir[300];
             snprintf(dir, sizeof dir, "%s/b-%s-%d", base, fixtures[f], i);
@@ -454,7 +463,7 @@ static void test_failures(void) {
 
 /* A tied bundle stores the matrix once, as lm_head.weight; the model's embedding lookup must read
  * exactly that matrix's rows: the input rows the layer hook reports (layer -1) are bit for bit
- * the head's dequantized rows of the fed ids. Both families, w8 and q4 heads. */
+ * the head's dequantized rows of the fed ids. Both families, w8, q6 and q4 heads. */
 typedef struct rows_cap {
     float *x;
     int64_t H, n;
@@ -529,7 +538,9 @@ int main(void) {
     test_sharded_input();
     check_tied_lookup("qwen35-tiny-f32", "w8");
     check_tied_lookup("qwen35-tiny-f32", "q4");
+    check_tied_lookup("qwen35-tiny-f32", "q6");
     check_tied_lookup("qwen3vl-tiny-f32", "w8");
+    check_tied_lookup("qwen3vl-tiny-f32", "q6");
     test_failures();
     rm_flat(base);
     return t_done("test_forge");

@@ -35,12 +35,12 @@ static const int64_t q4cols[] = {32, 64, 96, 1024, 2048};
 /* An activation block holding a NaN or an infinity must make every output NaN, as the f32 path
  * does, not a finite number from a saturated int8 code. Odd group counts (3, 9) take the tail
  * paths. */
-static void check_i8x_nonfinite(qhx_matvec_fn mv) {
+static void check_i8x_nonfinite(qhx_matvec_fn mv, qhx_wfmt fmt) {
     static const int64_t cols[] = {96, 288, 2048};
     static const float bad[] = {NAN, INFINITY, -INFINITY};
     for (int c = 0; c < 3; c++)
         for (int b = 0; b < 3; b++) {
-            qhx_weight w = kc_make_weight(QHX_W_Q4, 5, cols[c]);
+            qhx_weight w = kc_make_weight(fmt, 5, cols[c]);
             float *x = kc_nan((size_t)cols[c]), *y = kc_nan(5);
             for (int64_t i = 0; i < cols[c]; i++) x[i] = kc_unif();
             x[cols[c] / 2 + 1] = bad[b];
@@ -57,10 +57,10 @@ static void check_i8x_nonfinite(qhx_matvec_fn mv) {
 
 /* Two builds of one Q4 int8-activation matvec that compute the same integers in the same order
  * (q4i8x_avx2.c and its AVX-VNNI build): equal bit for bit, odd group counts included. */
-static void check_same_matvec(qhx_matvec_fn a, qhx_matvec_fn b) {
+static void check_same_matvec(qhx_matvec_fn a, qhx_matvec_fn b, qhx_wfmt fmt) {
     static const int64_t cols[] = {32, 96, 288, 2048, 6144};
     for (int c = 0; c < 5; c++) {
-        qhx_weight w = kc_make_weight(QHX_W_Q4, 37, cols[c]);
+        qhx_weight w = kc_make_weight(fmt, 37, cols[c]);
         float *x = kc_nan((size_t)cols[c]), *ya = kc_nan(37), *yb = kc_nan(37);
         for (int64_t i = 0; i < cols[c]; i++) x[i] = kc_unif() * (float)(1 + i % 7);
         a(&w, x, ya, 0, 37);
@@ -120,14 +120,22 @@ int main(void) {
         kc_run_all(vi, 1, sizes, nsz, q4cols, nq4);
         static const int64_t wide[] = {8192, 8224}; /* the last that quantizes x, the first that does not */
         kc_check_variant(&vi[0], sizes, 4, wide, 2, (const int[]){3}, 1);
-        check_i8x_nonfinite(qhx_k_matvec_q4_i8x_avx2);
+        check_i8x_nonfinite(qhx_k_matvec_q4_i8x_avx2, QHX_W_Q4);
+        const kc_variant v6[] = {{"q6_i8x_avx2", QHX_W_Q6, qhx_k_matvec_q6_i8x_avx2, qhx_k_matmul_q6_i8x_avx2, 1}};
+        kc_run_all(v6, 1, sizes, nsz, q4cols, nq4);
+        kc_check_variant(&v6[0], sizes, 4, wide, 2, (const int[]){3}, 1);
+        check_i8x_nonfinite(qhx_k_matvec_q6_i8x_avx2, QHX_W_Q6);
         if (cpu.features & QHX_CPU_AVX_VNNI) {
             const kc_variant vv[] = {{"q4_i8x_avxvnni", QHX_W_Q4, qhx_k_matvec_q4_i8x_avxvnni,
-                                      qhx_k_matmul_q4_i8x_avxvnni, 1}};
-            kc_run_all(vv, 1, sizes, nsz, q4cols, nq4);
+                                      qhx_k_matmul_q4_i8x_avxvnni, 1},
+                                     {"q6_i8x_avxvnni", QHX_W_Q6, qhx_k_matvec_q6_i8x_avxvnni,
+                                      qhx_k_matmul_q6_i8x_avxvnni, 1}};
+            kc_run_all(vv, 2, sizes, nsz, q4cols, nq4);
             kc_check_variant(&vv[0], sizes, 4, wide, 2, (const int[]){3}, 1);
-            check_i8x_nonfinite(qhx_k_matvec_q4_i8x_avxvnni);
-            check_same_matvec(qhx_k_matvec_q4_i8x_avxvnni, qhx_k_matvec_q4_i8x_avx2);
+            check_i8x_nonfinite(qhx_k_matvec_q4_i8x_avxvnni, QHX_W_Q4);
+            check_i8x_nonfinite(qhx_k_matvec_q6_i8x_avxvnni, QHX_W_Q6);
+            check_same_matvec(qhx_k_matvec_q4_i8x_avxvnni, qhx_k_matvec_q4_i8x_avx2, QHX_W_Q4);
+            check_same_matvec(qhx_k_matvec_q6_i8x_avxvnni, qhx_k_matvec_q6_i8x_avx2, QHX_W_Q6);
         } else {
             fprintf(stderr, "avx-vnni: skipped, the CPU or OS lacks AVX-VNNI\n");
         }

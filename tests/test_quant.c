@@ -171,6 +171,63 @@ static void test_q4_bounds(void) {
     CHECK_EQ(qhx_quant_q4_row(w, 32, 32, q, &sc), -1);
 }
 
+/* Q6: the same search over [-32, 31] (never worse than the plain m / -32), the documented layout
+ * of the two planes, the refusals. */
+static void test_q6(void) {
+    const int64_t G = 32, n = 64 * G;
+    float w[64 * 32], back[64 * 32];
+    uint16_t sc[64], sc_only[64];
+    uint8_t lo[64 * 16], hi[64 * 8];
+    for (int dist = 0; dist < 3; dist++) {
+        fill(w, n, dist);
+        CHECK_EQ(qhx_quant_q6_row(w, n, G, lo, hi, sc), 0);
+        qhx_dequant_q6_row(lo, hi, sc, n, G, back);
+        int ok = 1;
+        double se = 0, se4 = 0, ss = 0;
+        for (int64_t g = 0; g < n / G; g++) {
+            float m = 0;
+            for (int64_t i = 0; i < G; i++)
+                if (fabsf(w[g * G + i]) > fabsf(m)) m = w[g * G + i];
+            float d0 = qhx_f16_to_f32(qhx_f32_to_f16(m / -32.0f));
+            double e = 0, e0 = 0;
+            for (int64_t i = 0; i < G; i++) {
+                float v = fminf(fmaxf(nearbyintf(w[g * G + i] / d0), -32.0f), 31.0f);
+                double d = (double)back[g * G + i] - w[g * G + i], d_0 = (double)d0 * v - w[g * G + i];
+                e += d * d, e0 += d_0 * d_0, ss += (double)w[g * G + i] * w[g * G + i];
+            }
+            if (e > e0 * (1 + 1e-5) + 1e-30) ok = 0;
+            se += e, se4 += plain_q4_sq_err(w + g * G, G);
+        }
+        CHECK(ok);
+        CHECK(se < se4 / 12); /* two more bits: about 16x less squared error than plain Q4 */
+        CHECK_EQ(qhx_quant_q6_row(w, n, G, NULL, NULL, sc_only), 0);
+        CHECK(memcmp(sc_only, sc, sizeof sc) == 0);
+        (void)ss;
+    }
+    /* layout: codes u = v + 32; low nibbles as Q4's, byte j of the high plane holds the high bits
+     * of values j, j + 8, j + 16, j + 24 in bits 0-1, 2-3, 4-5, 6-7 */
+    float g[32] = {0};
+    g[0] = -32; /* u 0: the extreme, d = 1 */
+    g[1] = 31;  /* u 63 */
+    g[9] = 5;   /* u 37 = 0b100101 */
+    g[16] = -17; /* u 15 */
+    g[25] = 16; /* u 48 = 0b110000 */
+    CHECK_EQ(qhx_quant_q6_row(g, 32, 32, lo, hi, sc), 0);
+    CHECK_EQ(sc[0], qhx_f32_to_f16(1.0f));
+    CHECK_EQ(lo[0], 0x0 | (15 << 4));        /* values 0 and 16 */
+    CHECK_EQ(lo[1], 15 | (0 << 4));          /* values 1 and 17 (u 32: low 0, high 2) */
+    CHECK_EQ(lo[9], 5 | (0 << 4));           /* values 9 and 25 */
+    CHECK_EQ(hi[0], 0 | (2 << 2) | (0 << 4) | (2 << 6)); /* values 0, 8, 16, 24 */
+    CHECK_EQ(hi[1], 3 | (2 << 2) | (2 << 4) | (3 << 6)); /* values 1, 9, 17, 25 */
+    /* refusals */
+    CHECK_EQ(qhx_quant_q6_row(g, 32, 30, lo, hi, sc), -1);
+    CHECK_EQ(qhx_quant_q6_row(g, 30, 32, lo, hi, sc), -1);
+    g[3] = 3e6f;
+    CHECK_EQ(qhx_quant_q6_row(g, 32, 32, lo, hi, sc), -1);
+    g[3] = NAN;
+    CHECK_EQ(qhx_quant_q6_row(g, 32, 32, lo, hi, sc), -1);
+}
+
 // ---- measured RMS error (the table in docs/formats.md) ------------------------------------------
 
 /* The zero-point alternative that docs/formats.md compares against (not a qhexrt format):
@@ -298,15 +355,21 @@ static void check_kernel(qhx_wfmt fmt, int64_t rows, int64_t cols, int64_t G) {
         if (fmt == QHX_W_Q8) {
             qhx_quant_q8_row(W + r * cols, cols, (int8_t *)q + r * cols, sc + r);
             qhx_dequant_q8_row((int8_t *)q + r * cols, sc[r], cols, Wd + r * cols);
-        } else {
+        } else if (fmt == QHX_W_Q4) {
             int64_t ng = cols / G;
             qhx_quant_q4_row(W + r * cols, cols, G, q + r * cols / 2, gsc + r * ng);
             qhx_dequant_q4_row(q + r * cols / 2, gsc + r * ng, cols, G, Wd + r * cols);
+        } else { /* Q6: the low plane in the first rows * cols / 2 bytes of q, the high one after it */
+            int64_t ng = cols / G;
+            uint8_t *hi = q + rows * cols / 2;
+            qhx_quant_q6_row(W + r * cols, cols, G, q + r * cols / 2, hi + r * cols / 4, gsc + r * ng);
+            qhx_dequant_q6_row(q + r * cols / 2, hi + r * cols / 4, gsc + r * ng, cols, G, Wd + r * cols);
         }
     }
-    qhx_weight w = {.fmt = fmt, .rows = rows, .cols = cols, .data = q, .group = fmt == QHX_W_Q4 ? G : 0};
-    if (fmt == QHX_W_Q4) w.gscales = gsc;
+    qhx_weight w = {.fmt = fmt, .rows = rows, .cols = cols, .data = q, .group = fmt != QHX_W_Q8 ? G : 0};
+    if (fmt != QHX_W_Q8) w.gscales = gsc;
     else w.scales = sc;
+    if (fmt == QHX_W_Q6) w.high = q + rows * cols / 2;
     qhx_kernels k;
     memset(&k, 0, sizeof k);
     qhx_kern_ref_quant(&k);
@@ -382,6 +445,7 @@ static void test_kernels(void) {
             check_kernel(QHX_W_Q8, rows[i], cols8[j], 0);
             check_kernel(QHX_W_Q4, rows[i], cols4[j], 32);
             if (cols4[j] % 64 == 0) check_kernel(QHX_W_Q4, rows[i], cols4[j], 64);
+            check_kernel(QHX_W_Q6, rows[i], cols4[j], 32);
         }
     qhx_kernels k;
     memset(&k, 0, sizeof k);
@@ -395,6 +459,7 @@ static void test_kernels(void) {
 int main(void) {
     test_q8_bounds();
     test_q4_bounds();
+    test_q6();
     test_rms_table();
     test_kernels();
     return t_done("test_quant");

@@ -39,9 +39,9 @@ static qhx_file_mode file_mode(qhx_weights_mode w) {
 /* The weight formats whose matmuls quantize activations to int8 (kernels.h bit mask). */
 static unsigned int8_prefill_formats(qhx_prefill_math math) {
     switch (math) {
-    case QHX_PREFILL_MATH_INT8: return 1u << QHX_W_Q8 | 1u << QHX_W_Q4;
+    case QHX_PREFILL_MATH_INT8: return 1u << QHX_W_Q8 | 1u << QHX_W_Q4 | 1u << QHX_W_Q6;
     case QHX_PREFILL_MATH_F32: return 0;
-    default: return 1u << QHX_W_Q4; /* QHX_PREFILL_MATH_DEFAULT: include/qhx.h says why */
+    default: return 1u << QHX_W_Q4 | 1u << QHX_W_Q6; /* QHX_PREFILL_MATH_DEFAULT: include/qhx.h says why */
     }
 }
 
@@ -89,7 +89,7 @@ static qhx_status cpu_load(const qhx_backend_load_args *a, qhx_graphs **out, qhx
     if (!g) return qhx_fail(err, QHX_E_NOMEM, "out of memory");
     qhx_kern_select(p->max_isa, &g->kern);
     qhx_kern_use_int8(p->max_isa, int8_prefill_formats(p->prefill_math),
-                      p->decode_math == QHX_PREFILL_MATH_F32 ? 0 : 1u << QHX_W_Q4, &g->kern);
+                      p->decode_math == QHX_PREFILL_MATH_F32 ? 0 : 1u << QHX_W_Q4 | 1u << QHX_W_Q6, &g->kern);
     g->net.family = a->family;
     g->net.cfg = *a->cfg;
     g->net.kern = &g->kern;

@@ -35,21 +35,33 @@
 typedef enum { ROLE_DECODER = 0, ROLE_EMBED, ROLE_LMHEAD, ROLE_VISION, ROLE_COUNT } role_t;
 static const char *const ROLE_NAME[ROLE_COUNT] = {"decoder", "embed", "lmhead", "vision"};
 
-typedef enum { OUT_F32 = 0, OUT_F16, OUT_BF16, OUT_Q8, OUT_Q4 } ofmt_t;
-static const char *const OFMT_NAME[] = {"f32", "f16", "bf16", "w8", "q4"};
+typedef enum { OUT_F32 = 0, OUT_F16, OUT_BF16, OUT_Q8, OUT_Q4, OUT_Q6 } ofmt_t;
+static const char *const OFMT_NAME[] = {"f32", "f16", "bf16", "w8", "q4", "q6"};
 
-static int ofmt_from_name(const char *s, int allow_quant) {
+/* What a name may stand for where it is read: plain dtypes only (the embedding), the
+ * precisions of whole bundles, or those and q6 (the lm-head). */
+enum { NAMES_PLAIN, NAMES_BUNDLE, NAMES_HEAD };
+
+static int ofmt_from_name(const char *s, int which) {
     if (!strcmp(s, "f16")) return OUT_F16;
     if (!strcmp(s, "bf16")) return OUT_BF16;
-    if (allow_quant && !strcmp(s, "w8")) return OUT_Q8;
-    if (allow_quant && !strcmp(s, "q4")) return OUT_Q4;
+    if (which != NAMES_PLAIN && !strcmp(s, "w8")) return OUT_Q8;
+    if (which != NAMES_PLAIN && !strcmp(s, "q4")) return OUT_Q4;
+    if (which == NAMES_HEAD && !strcmp(s, "q6")) return OUT_Q6;
     return -1;
 }
+
+static int is_grouped(ofmt_t f) { return f == OUT_Q4 || f == OUT_Q6; }
+static int is_quant(ofmt_t f) { return f == OUT_Q8 || is_grouped(f); }
+
+/* The parts of a quantized matrix, each a tensor of its own. */
+typedef enum { PART_CODES = 0, PART_SCALES, PART_HIGH } part_t;
 
 typedef struct tplan {
     const qhx_st_tensor *src;
     char *name;             /* output name (owned) */
-    char *scale_name;       /* "<name>.qscale" for Q8/Q4 (owned) */
+    char *scale_name;       /* "<name>.qscale" for Q8/Q4/Q6 (owned) */
+    char *high_name;        /* "<name>.qhigh" for Q6 (owned) */
     role_t role;
     ofmt_t fmt;
     int64_t rows, cols;     /* the source viewed as [shape[0], rest] */
@@ -73,7 +85,8 @@ typedef struct convert {
     uint16_t *u16;
     uint8_t *q;
     float *scales;      /* Q8 row scales of one chunk of rows */
-    uint16_t *gscales;  /* Q4 group scales (f16) of one chunk of rows */
+    uint16_t *gscales;  /* Q4 / Q6 group scales (f16) of one chunk of rows */
+    uint8_t *qhigh;     /* Q6 high bits of one chunk of rows */
     int64_t max_cols;
     char name[128];     /* manifest name prefix */
     uint64_t bytes_by_dtype[ROLE_COUNT][QHX_DTYPE_COUNT];
@@ -143,10 +156,23 @@ static qhx_status write_plain(convert *c, qhx_stw *w, const tplan *pl, qhx_error
     return QHX_OK;
 }
 
-/* Q8 / Q4: quantize row by row; write either the codes (scales_part == 0) or the scales. The two
- * parts are separate tensors (scales come first in the file), so the source is read once for
- * each part (the scale pass computes scales only): nothing of matrix size is held in memory. */
-static qhx_status write_quant(convert *c, qhx_stw *w, const tplan *pl, int scales_part, qhx_error *err) {
+/* One row quantized into the chunk's buffers at row r: the codes (Q6: both planes), the scales.
+ * codes 0: the scales only. Returns the quantizer's 0 or -1. */
+static int quant_row(convert *c, const tplan *pl, int64_t r, int codes) {
+    const int64_t cols = pl->cols, ng = cols / QHX_Q4_GROUP;
+    switch (pl->fmt) {
+    case OUT_Q8: return qhx_quant_q8_row(c->f32, cols, codes ? (int8_t *)c->q + r * cols : NULL, c->scales + r);
+    case OUT_Q4: return qhx_quant_q4_row(c->f32, cols, QHX_Q4_GROUP, codes ? c->q + r * cols / 2 : NULL, c->gscales + r * ng);
+    default:
+        return qhx_quant_q6_row(c->f32, cols, QHX_Q4_GROUP, codes ? c->q + r * cols / 2 : NULL,
+                                codes ? c->qhigh + r * cols / 4 : NULL, c->gscales + r * ng);
+    }
+}
+
+/* Q8 / Q4 / Q6: quantize row by row and write one part (codes, scales, Q6's high bits). The parts
+ * are separate tensors, so the source is read once for each part (the scale pass computes scales
+ * only): nothing of matrix size is held in memory. */
+static qhx_status write_quant(convert *c, qhx_stw *w, const tplan *pl, part_t part, qhx_error *err) {
     const qhx_st_tensor *t = pl->src;
     const int64_t cols = pl->cols, ng = pl->fmt == OUT_Q8 ? 1 : cols / QHX_Q4_GROUP;
     const int64_t row_bytes = pl->fmt == OUT_Q8 ? cols : cols / 2;
@@ -156,17 +182,15 @@ static qhx_status write_quant(convert *c, qhx_stw *w, const tplan *pl, int scale
         int64_t nr = pl->rows - r0 < rows_per ? pl->rows - r0 : rows_per;
         for (int64_t r = 0; r < nr; r++) {
             load_f32(c, t, (r0 + r) * cols, cols, c->f32);
-            uint8_t *q = scales_part ? NULL : c->q + r * row_bytes; /* scales only: skip the codes */
-            int bad = pl->fmt == OUT_Q8 ? qhx_quant_q8_row(c->f32, cols, (int8_t *)q, c->scales + r)
-                                        : qhx_quant_q4_row(c->f32, cols, QHX_Q4_GROUP, q, c->gscales + r * ng);
-            if (bad)
+            if (quant_row(c, pl, r, part != PART_SCALES))
                 return qhx_fail(err, QHX_E_FORMAT, "%s: tensor '%s': row %lld holds a NaN, an infinity or a value too large to quantize",
                                 qhx_st_file_path(c->set, t->file_index), t->name, (long long)(r0 + r));
         }
         const void *sc = pl->fmt == OUT_Q8 ? (const void *)c->scales : (const void *)c->gscales;
         size_t sc_bytes = (size_t)(nr * ng) * (pl->fmt == OUT_Q8 ? 4 : 2);
-        qhx_status rc = scales_part ? put(c, w, pl->scale_name, sc, sc_bytes, err)
-                                    : put(c, w, pl->name, c->q, (size_t)(nr * row_bytes), err);
+        qhx_status rc = part == PART_SCALES ? put(c, w, pl->scale_name, sc, sc_bytes, err)
+                        : part == PART_HIGH ? put(c, w, pl->high_name, c->qhigh, (size_t)(nr * cols / 4), err)
+                                            : put(c, w, pl->name, c->q, (size_t)(nr * row_bytes), err);
         release(t, r0 * cols, nr * cols);
         if (rc != QHX_OK) return rc;
     }
@@ -174,6 +198,14 @@ static qhx_status write_quant(convert *c, qhx_stw *w, const tplan *pl, int scale
 }
 
 // ---- planning ------------------------------------------------------------------------------------
+
+/* "<name><suffix>", allocated (NULL when out of memory). */
+static char *side_name(const char *name, const char *suffix) {
+    size_t n = strlen(name) + strlen(suffix) + 1;
+    char *s = qhx_malloc(n);
+    if (s) snprintf(s, n, "%s%s", name, suffix);
+    return s;
+}
 
 static qhx_status add_plan(convert *c, const qhx_st_tensor *src, const char *name, role_t role, ofmt_t fmt,
                            qhx_error *err) {
@@ -183,19 +215,19 @@ static qhx_status add_plan(convert *c, const qhx_st_tensor *src, const char *nam
     pl->role = role;
     pl->rows = src->n_dims ? src->shape[0] : 1;
     pl->cols = pl->rows ? src->n_elements / (pl->rows ? pl->rows : 1) : 0;
-    if ((fmt == OUT_Q4) && (pl->cols % QHX_Q4_GROUP)) {
+    if (is_grouped(fmt) && (pl->cols % QHX_Q4_GROUP)) {
         forge_job_log(&c->job, "%s: %lld columns are not a multiple of %d: stored as w8", name, (long long)pl->cols,
                       QHX_Q4_GROUP);
         fmt = OUT_Q8;
     }
     pl->fmt = fmt;
     if (!(pl->name = qhx_strdup(name))) return qhx_fail(err, QHX_E_NOMEM, "out of memory");
-    if (fmt == OUT_Q8 || fmt == OUT_Q4) {
-        size_t n = strlen(name) + sizeof QHX_QSCALE_SUFFIX;
-        if (!(pl->scale_name = qhx_malloc(n))) return qhx_fail(err, QHX_E_NOMEM, "out of memory");
-        snprintf(pl->scale_name, n, "%s%s", name, QHX_QSCALE_SUFFIX);
+    if (is_quant(fmt)) {
+        if (!(pl->scale_name = side_name(name, QHX_QSCALE_SUFFIX))) return qhx_fail(err, QHX_E_NOMEM, "out of memory");
         if (pl->cols > c->max_cols) c->max_cols = pl->cols;
     }
+    if (fmt == OUT_Q6 && !(pl->high_name = side_name(name, QHX_QHIGH_SUFFIX)))
+        return qhx_fail(err, QHX_E_NOMEM, "out of memory");
     return QHX_OK;
 }
 
@@ -319,6 +351,17 @@ static qhx_status declare_all(convert *c, qhx_error *err) {
             by[QHX_DTYPE_F16] += n / QHX_Q4_GROUP * 2;
             c->n_tensors[pl->role] += 2;
             break;
+        case OUT_Q6: /* Q4's two tensors (the low 4 bits of each code) and the high 2 bits */
+            rc = qhx_stw_declare(w, pl->name, QHX_DTYPE_U8, 2, (int64_t[]){pl->rows, pl->cols / 2}, err);
+            if (rc == QHX_OK)
+                rc = qhx_stw_declare(w, pl->scale_name, QHX_DTYPE_F16, 2,
+                                     (int64_t[]){pl->rows, pl->cols / QHX_Q4_GROUP}, err);
+            if (rc == QHX_OK)
+                rc = qhx_stw_declare(w, pl->high_name, QHX_DTYPE_U8, 2, (int64_t[]){pl->rows, pl->cols / 4}, err);
+            by[QHX_DTYPE_U8] += n / 2 + n / 4;
+            by[QHX_DTYPE_F16] += n / QHX_Q4_GROUP * 2;
+            c->n_tensors[pl->role] += 3;
+            break;
         }
         if (rc != QHX_OK) return rc;
     }
@@ -332,6 +375,7 @@ static qhx_status write_index(convert *c, uint64_t total, qhx_error *err) {
         const tplan *pl = &c->plans[i];
         json_object_set_new(map, pl->name, json_string(c->fname[pl->role]));
         if (pl->scale_name) json_object_set_new(map, pl->scale_name, json_string(c->fname[pl->role]));
+        if (pl->high_name) json_object_set_new(map, pl->high_name, json_string(c->fname[pl->role]));
     }
     json_t *doc = json_pack("{s:{s:I, s:s}, s:o}", "metadata", "total_size", (json_int_t)total, "qhexrt.format",
                             "qhexrt/1", "weight_map", map);
@@ -496,15 +540,15 @@ static qhx_status read_config(convert *c, const char *hf_dir, qhx_error *err) {
 
 static qhx_status parse_precisions(convert *c, qhx_error *err) {
     const qhx_forge_params *p = c->p;
-    int v = p->precision ? ofmt_from_name(p->precision, 1) : -1;
+    int v = p->precision ? ofmt_from_name(p->precision, NAMES_BUNDLE) : -1;
     if (v < 0) return qhx_fail(err, QHX_E_ARG, "precision '%s' (expected f16, bf16, w8 or q4)", p->precision ? p->precision : "");
     c->prec = (ofmt_t)v;
-    c->lm = c->prec == OUT_Q4 ? OUT_Q8 : c->prec;
-    if (p->lmhead && (v = ofmt_from_name(p->lmhead, 1)) < 0)
-        return qhx_fail(err, QHX_E_ARG, "lm-head precision '%s' (expected f16, bf16, w8 or q4)", p->lmhead);
+    c->lm = c->prec == OUT_Q4 ? OUT_Q6 : c->prec; /* docs/formats.md, "Q6": the KL it costs */
+    if (p->lmhead && (v = ofmt_from_name(p->lmhead, NAMES_HEAD)) < 0)
+        return qhx_fail(err, QHX_E_ARG, "lm-head precision '%s' (expected f16, bf16, w8, q6 or q4)", p->lmhead);
     if (p->lmhead) c->lm = (ofmt_t)v;
     c->emb = c->prec == OUT_BF16 ? OUT_BF16 : OUT_F16;
-    if (p->embed && (v = ofmt_from_name(p->embed, 0)) < 0)
+    if (p->embed && (v = ofmt_from_name(p->embed, NAMES_PLAIN)) < 0)
         return qhx_fail(err, QHX_E_ARG, "embedding dtype '%s' (expected f16 or bf16)", p->embed);
     if (p->embed) c->emb = (ofmt_t)v;
     c->vis = c->prec == OUT_Q4 ? OUT_Q8 : c->prec;
@@ -556,7 +600,8 @@ qhx_status qhx_forge_convert(const char *hf_dir, const char *out_dir, const qhx_
     c->q = qhx_malloc((size_t)qcap);
     c->scales = qhx_malloc((size_t)qcap * 4);
     c->gscales = qhx_malloc((size_t)qcap * 2);
-    if (!c->f32 || !c->u16 || !c->q || !c->scales || !c->gscales) {
+    c->qhigh = qhx_malloc((size_t)qcap / 2);
+    if (!c->f32 || !c->u16 || !c->q || !c->scales || !c->gscales || !c->qhigh) {
         rc = qhx_fail(err, QHX_E_NOMEM, "out of memory");
         goto done;
     }
@@ -571,18 +616,19 @@ qhx_status qhx_forge_convert(const char *hf_dir, const char *out_dir, const qhx_
         const char *name;
         while ((name = qhx_stw_next(w))) {
             const tplan *pl = NULL;
-            int scales_part = 0;
+            part_t part = PART_CODES;
             for (int64_t i = 0; i < c->n_plans && !pl; i++) {
-                if (c->plans[i].role != (role_t)r) continue;
-                if (!strcmp(c->plans[i].name, name)) pl = &c->plans[i];
-                else if (c->plans[i].scale_name && !strcmp(c->plans[i].scale_name, name)) pl = &c->plans[i], scales_part = 1;
+                const tplan *q = &c->plans[i];
+                if (q->role != (role_t)r) continue;
+                if (!strcmp(q->name, name)) pl = q;
+                else if (q->scale_name && !strcmp(q->scale_name, name)) pl = q, part = PART_SCALES;
+                else if (q->high_name && !strcmp(q->high_name, name)) pl = q, part = PART_HIGH;
             }
             if (!pl) {
                 rc = qhx_fail(err, QHX_E_INTERNAL, "no plan for tensor '%s'", name);
                 goto done;
             }
-            rc = pl->fmt == OUT_Q8 || pl->fmt == OUT_Q4 ? write_quant(c, w, pl, scales_part, err)
-                                                         : write_plain(c, w, pl, err);
+            rc = is_quant(pl->fmt) ? write_quant(c, w, pl, part, err) : write_plain(c, w, pl, err);
             if (rc != QHX_OK) goto done;
         }
         if ((rc = qhx_stw_finish(w, err)) != QHX_OK) goto done;
@@ -594,6 +640,7 @@ done:
     for (int64_t i = 0; i < c->n_plans; i++) {
         qhx_free(c->plans[i].name);
         qhx_free(c->plans[i].scale_name);
+        qhx_free(c->plans[i].high_name);
     }
     qhx_free(c->plans);
     qhx_free(c->f32);
@@ -601,6 +648,7 @@ done:
     qhx_free(c->q);
     qhx_free(c->scales);
     qhx_free(c->gscales);
+    qhx_free(c->qhigh);
     qhx_st_free(c->set);
     json_decref(c->config);
     forge_job_end(&c->job);

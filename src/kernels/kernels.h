@@ -20,6 +20,7 @@ typedef enum qhx_wfmt {
     QHX_W_BF16,
     QHX_W_Q8,   /* int8, symmetric, one f32 scale per row: w = q * scale[row] */
     QHX_W_Q4,   /* 4-bit groups along cols, one f16 scale per group (docs/formats.md) */
+    QHX_W_Q6,   /* 6-bit groups of 32, one f16 scale per group: q4 bundles' tied head */
     QHX_W_COUNT
 } qhx_wfmt;
 
@@ -28,8 +29,9 @@ typedef struct qhx_weight {
     int64_t rows, cols;      /* out_features, in_features */
     const void *data;        /* f32/f16/bf16/int8: [rows, cols]; q4: packed per docs/formats.md */
     const float *scales;     /* q8: f32 [rows]; NULL otherwise */
-    const uint16_t *gscales; /* q4: f16 group scales [rows, cols / group]; NULL otherwise */
-    int64_t group;           /* q4 group size along cols; 0 otherwise */
+    const uint16_t *gscales; /* q4, q6: f16 group scales [rows, cols / group]; NULL otherwise */
+    const uint8_t *high;     /* q6: the codes' high 2 bits [rows, cols / 4]; NULL otherwise */
+    int64_t group;           /* q4, q6 group size along cols; 0 otherwise */
 } qhx_weight;
 
 /* y[r] = sum_c W[r, c] * x[c] for r in [r0, r1). x: (cols,), y: (rows,). f32 accumulation. */

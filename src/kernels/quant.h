@@ -1,9 +1,11 @@
-/* kernels/quant: the quantized weight formats Q8 ("w8") and Q4 ("q4"): row quantizers, their
+/* kernels/quant: the quantized weight formats Q8 ("w8"), Q4 ("q4") and Q6 ("q6"): row quantizers, their
  * inverses, and the scalar reference matvec/matmul over them. Byte layouts, error bounds and the
  * measurements behind the choices are in docs/formats.md; this header is the C contract.
  *
  *   Q8: w[r, c] = scale[r] * q[r, c],  q int8 in [-127, 127],  scale[r] = max_c |w[r, c]| / 127
  *   Q4: w[r, c] = d[r, g] * (nib(r, c) - 8),  g = c / group,  d f16,  nibbles packed per group
+ *   Q6: w[r, c] = d[r, g] * (code(r, c) - 32), the same, 6-bit codes as a Q4-shaped plane of their
+ *       low 4 bits and a plane of their high 2 bits
  *
  * Quantizers are deterministic: plain float arithmetic and round-half-to-even (nearbyintf in the
  * default rounding mode), so the same input gives the same bytes on every conforming host. */
@@ -17,6 +19,9 @@
 /* Q4 group size used by qhx forge (values along cols sharing one scale). The kernels accept
  * any even group that divides cols; the writer and tests use this one. */
 #define QHX_Q4_GROUP 32
+
+/* The largest group the quantizers take (their per-group scratch). */
+#define QHX_GROUP_MAX 256
 
 /* ---- Q8: int8, symmetric, one f32 scale per row ----------------------------------------------
  * Quantize one row w[0..n) into q[0..n) and *scale. An all-zero row gets scale 0 and q = 0.
@@ -33,7 +38,7 @@ void qhx_dequant_q8_row(const int8_t *q, float scale, int64_t n, float *out /* O
  * i + group/2 in its high nibble. Nibble v in [0, 15] means the integer v - 8 in [-8, 7].
  * Scale of a group: the f16 value d that minimises sum (w - d * (v - 8))^2 among a fixed set of
  * candidates (docs/formats.md, "Choosing the scale"), the codes rounded to nearest with d; d may
- * be negative. Needs group even, n % group == 0. q may be NULL: only the scales are computed
+ * be negative. Needs group even and <= QHX_GROUP_MAX, n % group == 0. q may be NULL: only the scales are computed
  * (the same values). Returns 0; -1 on a NaN/infinity, a value too large for an f16 scale
  * (|w| > 8 * 65504) or a bad group/n (outputs then unspecified). */
 int qhx_quant_q4_row(const float *w, int64_t n, int64_t group, uint8_t *q /* OUT (n/2) */,
@@ -41,6 +46,20 @@ int qhx_quant_q4_row(const float *w, int64_t n, int64_t group, uint8_t *q /* OUT
 
 /* out[c] = f32(scales[c / group]) * (nibble(c) - 8) for c in [0, n). Same preconditions. */
 void qhx_dequant_q4_row(const uint8_t *q, const uint16_t *scales, int64_t n, int64_t group,
+                        float *out /* OUT (n) */);
+
+/* ---- Q6: 6-bit, symmetric, one f16 scale per group (the tied head of q4 bundles) --------------
+ * Codes u = v + 32 in [0, 63] for v in [-32, 31], chosen as Q4's (the same scale search over
+ * [-32, 31]). Two planes per row: lo (n/2 bytes) holds u & 15 in exactly Q4's nibble layout;
+ * hi (n/4 bytes) holds u >> 4: group k owns bytes [k*group/4, (k+1)*group/4), and byte j of a
+ * group holds, in bits 2c..2c+1, the high bits of value j + c * group/4 (c = 0..3). Needs
+ * group % 4 == 0, group <= QHX_GROUP_MAX, n % group == 0. lo may be NULL (hi is then unused):
+ * only the scales are computed. Returns 0 or -1 as qhx_quant_q4_row. */
+int qhx_quant_q6_row(const float *w, int64_t n, int64_t group, uint8_t *lo /* OUT (n/2) */,
+                     uint8_t *hi /* OUT (n/4) */, uint16_t *scales /* OUT (n/group), f16 */);
+
+/* out[c] = f32(scales[c / group]) * (code(c) - 32) for c in [0, n). Same preconditions. */
+void qhx_dequant_q6_row(const uint8_t *lo, const uint8_t *hi, const uint16_t *scales, int64_t n, int64_t group,
                         float *out /* OUT (n) */);
 
 /* Bytes of one packed row / number of scales per row for a Q4 matrix of `cols` columns. */
@@ -68,7 +87,13 @@ void qhx_k_matmul_q4_ref(const qhx_weight *w, const float *X, int64_t ldx, float
 void qhx_k_row_q8_ref(const qhx_weight *w, int64_t r, float *out);
 void qhx_k_row_q4_ref(const qhx_weight *w, int64_t r, float *out);
 
-/* Install the six reference kernels above into k->matvec/matmul/row[QHX_W_Q8 / QHX_W_Q4].
+/* Q6: per group s = sum_i (code - 32) * x[...] over the values in order, y[r] += d[r, g] * s. */
+void qhx_k_matvec_q6_ref(const qhx_weight *w, const float *x, float *y, int64_t r0, int64_t r1);
+void qhx_k_matmul_q6_ref(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy,
+                         int64_t n, int64_t r0, int64_t r1);
+void qhx_k_row_q6_ref(const qhx_weight *w, int64_t r, float *out);
+
+/* Install the reference kernels above into k->matvec/matmul/row[QHX_W_Q8 / QHX_W_Q4 / QHX_W_Q6].
  * Leaves every other slot as it is; qhx_kern_select calls this before any SIMD override. */
 void qhx_kern_ref_quant(qhx_kernels *k);
 

@@ -155,6 +155,7 @@ static int64_t row_bytes(const qhx_weight *w) {
     case QHX_W_F16:
     case QHX_W_BF16: return 2 * w->cols;
     case QHX_W_Q8: return w->cols + 4;
+    case QHX_W_Q6: return w->cols / 2 + w->cols / 4 + (w->group ? 2 * w->cols / w->group : 0);
     default: return w->cols / 2 + (w->group ? 2 * w->cols / w->group : 0);
     }
 }

@@ -11,7 +11,7 @@ static int has_suffix(const char *s, const char *suf) {
 }
 
 int qhx_st_is_side_tensor(const char *name) {
-    return has_suffix(name, QHX_QSCALE_SUFFIX) || has_suffix(name, QHX_QMIN_SUFFIX);
+    return has_suffix(name, QHX_QSCALE_SUFFIX) || has_suffix(name, QHX_QMIN_SUFFIX) || has_suffix(name, QHX_QHIGH_SUFFIX);
 }
 
 static qhx_status check_align(const qhx_st_set *set, const qhx_st_tensor *t, size_t align, qhx_error *err) {
@@ -48,6 +48,23 @@ static qhx_status get_q4_scales(const qhx_st_set *set, const qhx_st_tensor *t, c
     return QHX_OK;
 }
 
+/* A U8 matrix with "<name>.qhigh" is Q6: the high plane U8 [R, C / 4], groups a multiple of 4. */
+static qhx_status get_q6_high(const qhx_st_set *set, const char *name, int64_t R, int64_t C, qhx_weight *out,
+                              qhx_error *err) {
+    char hname[QHX_ST_MAX_NAME + 16];
+    snprintf(hname, sizeof hname, "%s%s", name, QHX_QHIGH_SUFFIX);
+    if (!qhx_st_find(set, hname)) return QHX_OK;
+    const qhx_st_tensor *h;
+    qhx_status rc = qhx_st_get(set, hname, QHX_DT_BIT(QHX_DTYPE_U8), 2, (int64_t[]){R, C / 4}, &h, err);
+    if (rc != QHX_OK) return rc;
+    if (C % 4 || out->group % 4)
+        return qhx_fail(err, QHX_E_FORMAT, "%s: tensor '%s': Q6 needs groups of a multiple of 4 values, not %lld",
+                        qhx_st_file_path(set, h->file_index), hname, (long long)out->group);
+    out->fmt = QHX_W_Q6;
+    out->high = h->data;
+    return QHX_OK;
+}
+
 qhx_status qhx_st_get_weight(const qhx_st_set *set, const char *name, int64_t rows, int64_t cols,
                              qhx_weight *out, qhx_error *err) {
     memset(out, 0, sizeof *out);
@@ -75,6 +92,7 @@ qhx_status qhx_st_get_weight(const qhx_st_set *set, const char *name, int64_t ro
         out->fmt = QHX_W_Q4;
         C = 2 * t->shape[1];
         rc = get_q4_scales(set, t, side, R, C, &sc, &out->group, err);
+        if (rc == QHX_OK) rc = get_q6_high(set, name, R, C, out, err);
         break;
     default:
         return qhx_fail(err, QHX_E_FORMAT, "%s: tensor '%s': dtype %s is not a weight format", file, name,

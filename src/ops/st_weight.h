@@ -4,10 +4,12 @@
  * name, and its scales sit beside it under "<name>.qscale":
  *   F32 / F16 / BF16  <name> [rows, cols]                                   plain
  *   Q8                <name> I8 [rows, cols]     + <name>.qscale F32 [rows]
- *   Q4                <name> U8 [rows, cols/2]   + <name>.qscale F32 [rows, cols/group]
- * (".qmin" is reserved for a zero-point variant and refused here.) The dtype of <name> alone
- * says which: I8 means Q8, U8 means Q4. Tensors whose names end in ".qscale"/".qmin" are
- * never weights of their own. */
+ *   Q4                <name> U8 [rows, cols/2]   + <name>.qscale F16 [rows, cols/group]
+ *   Q6                <name> U8 [rows, cols/2]   + <name>.qscale F16 [rows, cols/group]
+ *                                                + <name>.qhigh U8 [rows, cols/4]
+ * (".qmin" is reserved for a zero-point variant and refused here.) The dtype of <name> says
+ * which: I8 means Q8, U8 means Q4, or Q6 when "<name>.qhigh" exists. Tensors whose names end in
+ * ".qscale"/".qhigh"/".qmin" are never weights of their own. */
 #ifndef QHX_OPS_ST_WEIGHT_H
 #define QHX_OPS_ST_WEIGHT_H
 
@@ -16,6 +18,7 @@
 
 #define QHX_QSCALE_SUFFIX ".qscale"
 #define QHX_QMIN_SUFFIX ".qmin"
+#define QHX_QHIGH_SUFFIX ".qhigh"
 
 /* Fill *out with a view of matrix `name` (pointers into the set's mapping, valid while the set
  * lives). rows / cols: expected logical shape, -1 = any. Fails, naming the tensor and file,
@@ -25,7 +28,7 @@
 qhx_status qhx_st_get_weight(const qhx_st_set *set, const char *name, int64_t rows, int64_t cols,
                              qhx_weight *out /* OUT */, qhx_error *err);
 
-/* Whether a tensor name is a quantization side tensor (".qscale" / ".qmin" suffix). */
+/* Whether a tensor name is a quantization side tensor (".qscale" / ".qhigh" / ".qmin" suffix). */
 int qhx_st_is_side_tensor(const char *name);
 
 #endif

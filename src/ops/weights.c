@@ -91,7 +91,7 @@ qhx_status qhx_wbind_linear(const qhx_st_set *set, const char *name, int64_t row
                             qhx_error *err) {
     memset(out, 0, sizeof *out);
     const qhx_st_tensor *t = qhx_st_find(set, name);
-    if (t && (t->dtype == QHX_DTYPE_I8 || t->dtype == QHX_DTYPE_U8)) { /* Q8 / Q4 (docs/formats.md) */
+    if (t && (t->dtype == QHX_DTYPE_I8 || t->dtype == QHX_DTYPE_U8)) { /* Q8 / Q4 / Q6 (docs/formats.md) */
         qhx_status rq = qhx_st_get_weight(set, name, rows, cols, out, err);
         if (rq) return rq;
         if (!k->matvec[out->fmt] || !k->matmul[out->fmt] || !k->row[out->fmt])

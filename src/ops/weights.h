@@ -2,7 +2,7 @@
  * qhx_weight that points into the mapping (copied into an aligned model-owned buffer only when
  * its bytes are misaligned for the element type); small vectors (norm weights, conv taps, decay
  * parameters) are widened to model-owned f32 copies. Quantized formats plug in at
- * qhx_wbind_linear: a bundle tensor in a Q8/Q4 layout binds data + scales the same way, and
+ * qhx_wbind_linear: a bundle tensor in a Q8/Q4/Q6 layout binds data + scales the same way, and
  * model code does not change. */
 #ifndef QHX_OPS_WEIGHTS_H
 #define QHX_OPS_WEIGHTS_H

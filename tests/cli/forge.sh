@@ -40,7 +40,7 @@ expect_rc 1 "already exists" "$QHX" forge "$FX/qwen35-tiny-f32" "$tmp/exists" --
 expect_rc 0 "wrote" "$QHX" forge --random qwen3_vl "$tmp/rvl" --preset tiny --seed 3
 expect_rc 0 "manifest" "$QHX" forge "$tmp/rvl" "$tmp/bvl" --precision q4 --name demo --max-context 256
 for f in demo-vlm-256.json demo-text-256.json decoder-q4.safetensors vision-w8.safetensors \
-         lmhead-w8.safetensors model.safetensors.index.json tokenizer.json config.json preprocessor_config.json; do
+         lmhead-q6.safetensors model.safetensors.index.json tokenizer.json config.json preprocessor_config.json; do
   [ -f "$tmp/bvl/$f" ] || bad "bundle lacks $f"
 done
 # tied: the matrix is stored once (the head); --embed adds a separate lookup table
@@ -70,17 +70,21 @@ import json, sys
 d = json.load(open(sys.argv[1])); prec = sys.argv[2]
 t = {x["name"]: x for x in d["tensors"]}
 lin = {"f16": "F16", "bf16": "BF16", "w8": "I8", "q4": "U8"}[prec]
-lm = {"f16": "F16", "bf16": "BF16", "w8": "I8", "q4": "I8"}[prec]
+lm = {"f16": "F16", "bf16": "BF16", "w8": "I8", "q4": "U8"}[prec]  # q4: a Q6 head (U8 + .qhigh)
 emb = "BF16" if prec == "bf16" else "F16"
 errors = []
 def want(name, dt):
     if name not in t: errors.append(name + " missing")
     elif t[name]["dtype"] != dt: errors.append("%s is %s, expected %s" % (name, t[name]["dtype"], dt))
 for name, x in t.items():
-    if name.endswith(".qscale"):  # Q8 row scales F32, Q4 group scales F16
+    if name.endswith(".qhigh"):  # Q6's high bits: the q4 bundle's lm-head only
+        want(name, "U8")
+        if name != "lm_head.weight.qhigh": errors.append(name + ": only the q4 lm-head is Q6")
+    elif name.endswith(".qscale"):  # Q8 row scales F32, Q4 / Q6 group scales F16
         want(name, "F16" if t.get(name[:-len(".qscale")], {}).get("dtype") == "U8" else "F32")
     elif name == "lm_head.weight":
         want(name, lm)
+        if prec == "q4": want(name + ".qhigh", "U8")
     elif "embed_tokens" in name:
         want(name, emb)
     elif len(x["shape"]) == 2:

@@ -1,4 +1,4 @@
-/* kernels/ref/quant.c: Q8 and Q4 row quantizers, their inverses, and the scalar reference
+/* kernels/ref/quant.c: Q8, Q4 and Q6 row quantizers, their inverses, and the scalar reference
  * matvec/matmul over them (the oracle every SIMD variant is tested against). Plain loops, f32
  * accumulation; layouts as in kernels/quant.h and docs/formats.md. */
 #include "kernels/quant.h"
@@ -35,22 +35,25 @@ void qhx_dequant_q8_row(const int8_t *q, float scale, int64_t n, float *out) {
 // ---- Q4 --------------------------------------------------------------------------------------
 
 static int q4_shape_ok(int64_t n, int64_t group) {
-    return group >= 2 && group % 2 == 0 && n >= 0 && n % group == 0;
+    return group >= 2 && group % 2 == 0 && group <= QHX_GROUP_MAX && n >= 0 && n % group == 0;
 }
 
-/* The largest |d| an f16 scale holds; |w| up to 8 times this is representable (v = -8). */
-#define Q4_F16_MAX 65504.0f
+/* ---- the scale search shared by Q4 and Q6 ---------------------------------------------------
+ * Symmetric codes v in [-(top + 1), top] (top = 7 for Q4, 31 for Q6), one f16 scale per group. */
+
+/* The largest |d| an f16 scale holds. */
+#define F16_MAX 65504.0f
 
 static float f16_round(float d) { return qhx_f16_to_f32(qhx_f32_to_f16(d)); }
 
-/* Codes of a group at scale d (nearest, ties to even, clamped to [-8, 7]; all 0 when d is 0)
- * -> v; returns the squared error sum (w - d v)^2 in f32, values in order. */
-static float q4_codes_at(const float *wg, int64_t group, float d, int8_t *v) {
-    const float inv = d != 0.0f ? 1.0f / d : 0.0f;
+/* Codes of a group at scale d (nearest, ties to even, clamped; all 0 when d is 0) -> v; returns
+ * the squared error sum (w - d v)^2 in f32, values in order. */
+static float codes_at(const float *wg, int64_t group, float d, int top, int8_t *v) {
+    const float inv = d != 0.0f ? 1.0f / d : 0.0f, hi = (float)top, lo = -(float)top - 1.0f;
     float err = 0.0f;
     for (int64_t i = 0; i < group; i++) {
         float t = nearbyintf(wg[i] * inv);
-        t = t > 7.0f ? 7.0f : t < -8.0f ? -8.0f : t;
+        t = t > hi ? hi : t < lo ? lo : t;
         v[i] = (int8_t)t;
         float e = wg[i] - d * t;
         err += e * e;
@@ -59,7 +62,7 @@ static float q4_codes_at(const float *wg, int64_t group, float d, int8_t *v) {
 }
 
 /* The least-squares scale for fixed codes: sum w v / sum v^2 (0 for all-zero codes). */
-static float q4_refit(const float *wg, const int8_t *v, int64_t group) {
+static float refit(const float *wg, const int8_t *v, int64_t group) {
     float wv = 0.0f, vv = 0.0f;
     for (int64_t i = 0; i < group; i++) {
         wv += wg[i] * (float)v[i];
@@ -69,44 +72,50 @@ static float q4_refit(const float *wg, const int8_t *v, int64_t group) {
 }
 
 /* The scale search (docs/formats.md, "Choosing the scale"). Candidates: d = m / -n for the
- * signed extreme m and n = Q4_N_FIRST + k / 4, k = 0 .. Q4_N_STEPS - 1 (n = 8 is ggml Q4_0's
- * choice; n > 8 clips the extreme, n < 8 spends fewer levels on it), each rounded to f16, and
- * for each the least-squares refit of its codes, rounded to f16. The candidate of least squared
- * error wins, the first one on ties; the codes are those of the winning scale. */
-#define Q4_N_FIRST 7.0f
-#define Q4_N_STEPS 13
-static float q4_search_scale(const float *wg, int64_t group, float m) {
-    int8_t v[256];
-    float best = f16_round(m / -8.0f), best_err = q4_codes_at(wg, group, best, v);
-    for (int k = 0; k < Q4_N_STEPS; k++) {
-        float d = f16_round(m / -(Q4_N_FIRST + 0.25f * (float)k));
-        float err = q4_codes_at(wg, group, d, v);
+ * signed extreme m and n = N * (7/8 + k/32), k = 0 .. SEARCH_STEPS - 1, N = top + 1 (n = N, the
+ * first candidate, is ggml Q4_0's choice for Q4; n > N clips the extreme, n < N spends fewer
+ * levels on it), each rounded to f16, and for each the least-squares refit of its codes, rounded
+ * to f16. The candidate of least squared error wins, the first one on ties. */
+#define SEARCH_STEPS 13
+static float search_scale(const float *wg, int64_t group, float m, int top) {
+    int8_t v[QHX_GROUP_MAX];
+    const float N = (float)top + 1.0f;
+    float best = f16_round(m / -N), best_err = codes_at(wg, group, best, top, v);
+    for (int k = 0; k < SEARCH_STEPS; k++) {
+        float d = f16_round(m / -(N * (0.875f + (float)k / 32.0f)));
+        float err = codes_at(wg, group, d, top, v);
         if (err < best_err) best = d, best_err = err;
-        float r = f16_round(q4_refit(wg, v, group));
-        if ((err = q4_codes_at(wg, group, r, v)) < best_err) best = r, best_err = err;
+        float r = f16_round(refit(wg, v, group));
+        if ((err = codes_at(wg, group, r, top, v)) < best_err) best = r, best_err = err;
     }
     return best;
 }
 
-int qhx_quant_q4_row(const float *w, int64_t n, int64_t group, uint8_t *q, uint16_t *scales) {
-    if (!q4_shape_ok(n, group) || group > 256) return -1;
-    const int64_t half = group / 2;
-    int8_t v[256];
-    for (int64_t g = 0; g < n / group; g++) {
-        const float *wg = w + g * group;
-        float m = 0.0f, amax = 0.0f;
-        for (int64_t i = 0; i < group; i++) {
-            if (!isfinite(wg[i])) return -1;
-            if (fabsf(wg[i]) > amax) {
-                amax = fabsf(wg[i]);
-                m = wg[i];
-            }
+/* One group: checks it (finite, within reach of an f16 scale), searches its scale, and gives the
+ * codes at that scale. Returns -1 on a refusal. */
+static int quant_group(const float *wg, int64_t group, int top, uint16_t *scale, int8_t *v) {
+    float m = 0.0f, amax = 0.0f;
+    for (int64_t i = 0; i < group; i++) {
+        if (!isfinite(wg[i])) return -1;
+        if (fabsf(wg[i]) > amax) {
+            amax = fabsf(wg[i]);
+            m = wg[i];
         }
-        if (amax > 8.0f * Q4_F16_MAX) return -1;
-        float d = q4_search_scale(wg, group, m);
-        scales[g] = qhx_f32_to_f16(d);
+    }
+    if (amax > ((float)top + 1.0f) * F16_MAX) return -1;
+    float d = search_scale(wg, group, m, top);
+    *scale = qhx_f32_to_f16(d);
+    if (v) codes_at(wg, group, d, top, v);
+    return 0;
+}
+
+int qhx_quant_q4_row(const float *w, int64_t n, int64_t group, uint8_t *q, uint16_t *scales) {
+    if (!q4_shape_ok(n, group)) return -1;
+    const int64_t half = group / 2;
+    int8_t v[QHX_GROUP_MAX];
+    for (int64_t g = 0; g < n / group; g++) {
+        if (quant_group(w + g * group, group, 7, scales + g, q ? v : NULL)) return -1;
         if (!q) continue;
-        q4_codes_at(wg, group, d, v);
         uint8_t *qg = q + g * half;
         for (int64_t i = 0; i < half; i++) qg[i] = (uint8_t)((v[i] + 8) | ((v[i + half] + 8) << 4));
     }
@@ -123,6 +132,48 @@ void qhx_dequant_q4_row(const uint8_t *q, const uint16_t *scales, int64_t n, int
             out[g * group + i] = d * (float)((qg[i] & 0x0f) - 8);
             out[g * group + i + half] = d * (float)((qg[i] >> 4) - 8);
         }
+    }
+}
+
+// ---- Q6 -----------------------------------------------------------------------------------------
+
+static int q6_shape_ok(int64_t n, int64_t group) {
+    return group >= 4 && group % 4 == 0 && group <= QHX_GROUP_MAX && n >= 0 && n % group == 0;
+}
+
+int qhx_quant_q6_row(const float *w, int64_t n, int64_t group, uint8_t *lo, uint8_t *hi, uint16_t *scales) {
+    if (!q6_shape_ok(n, group)) return -1;
+    const int64_t half = group / 2, quarter = group / 4;
+    int8_t v[QHX_GROUP_MAX];
+    for (int64_t g = 0; g < n / group; g++) {
+        if (quant_group(w + g * group, group, 31, scales + g, lo ? v : NULL)) return -1;
+        if (!lo) continue;
+        uint8_t u[QHX_GROUP_MAX];
+        for (int64_t i = 0; i < group; i++) u[i] = (uint8_t)(v[i] + 32);
+        for (int64_t i = 0; i < half; i++) lo[g * half + i] = (uint8_t)((u[i] & 15) | (u[i + half] & 15) << 4);
+        for (int64_t k = 0; k < quarter; k++) {
+            unsigned b = 0;
+            for (int c = 0; c < 4; c++) b |= (unsigned)(u[k + c * quarter] >> 4) << (2 * c);
+            hi[g * quarter + k] = (uint8_t)b;
+        }
+    }
+    return 0;
+}
+
+/* The unsigned 6-bit code of value i (in [0, group)) of the group at lo/hi (layout: quant.h). */
+static int q6_code(const uint8_t *lo, const uint8_t *hi, int64_t group, int64_t i) {
+    const int64_t half = group / 2, quarter = group / 4;
+    int low = i < half ? lo[i] & 15 : lo[i - half] >> 4;
+    int high = (hi[i % quarter] >> (2 * (i / quarter))) & 3;
+    return low | high << 4;
+}
+
+void qhx_dequant_q6_row(const uint8_t *lo, const uint8_t *hi, const uint16_t *scales, int64_t n, int64_t group,
+                        float *out) {
+    for (int64_t g = 0; g < n / group; g++) {
+        float d = qhx_f16_to_f32(scales[g]);
+        for (int64_t i = 0; i < group; i++)
+            out[g * group + i] = d * (float)(q6_code(lo + g * group / 2, hi + g * group / 4, group, i) - 32);
     }
 }
 
@@ -224,6 +275,36 @@ void qhx_k_row_q4_ref(const qhx_weight *w, int64_t r, float *out) {
                        w->gscales + r * qhx_q4_row_groups(w->cols, w->group), w->cols, w->group, out);
 }
 
+/* y[r] = sum_g d[r, g] * sum_i (code - 32) * x[g*group + i], values in order */
+static float dot_q6(const uint8_t *lo, const uint8_t *hi, const uint16_t *d, const float *x, int64_t cols,
+                    int64_t group) {
+    float acc = 0.0f;
+    for (int64_t g = 0; g < cols / group; g++) {
+        const uint8_t *lg = lo + g * group / 2, *hg = hi + g * group / 4;
+        float s = 0.0f;
+        for (int64_t i = 0; i < group; i++) s += (float)(q6_code(lg, hg, group, i) - 32) * x[g * group + i];
+        acc += qhx_f16_to_f32(d[g]) * s;
+    }
+    return acc;
+}
+
+void qhx_k_matvec_q6_ref(const qhx_weight *w, const float *x, float *y, int64_t r0, int64_t r1) {
+    const uint8_t *lo = (const uint8_t *)w->data;
+    const int64_t ng = w->cols / w->group;
+    for (int64_t r = r0; r < r1; r++)
+        y[r] = dot_q6(lo + r * (w->cols / 2), w->high + r * (w->cols / 4), w->gscales + r * ng, x, w->cols, w->group);
+}
+
+void qhx_k_matmul_q6_ref(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy,
+                         int64_t n, int64_t r0, int64_t r1) {
+    for (int64_t t = 0; t < n; t++) qhx_k_matvec_q6_ref(w, X + t * ldx, Y + t * ldy, r0, r1);
+}
+
+void qhx_k_row_q6_ref(const qhx_weight *w, int64_t r, float *out) {
+    qhx_dequant_q6_row((const uint8_t *)w->data + r * (w->cols / 2), w->high + r * (w->cols / 4),
+                       w->gscales + r * (w->cols / w->group), w->cols, w->group, out);
+}
+
 void qhx_kern_ref_quant(qhx_kernels *k) {
     k->matvec[QHX_W_Q8] = qhx_k_matvec_q8_ref;
     k->matvec[QHX_W_Q4] = qhx_k_matvec_q4_ref;
@@ -231,4 +312,7 @@ void qhx_kern_ref_quant(qhx_kernels *k) {
     k->matmul[QHX_W_Q4] = qhx_k_matmul_q4_ref;
     k->row[QHX_W_Q8] = qhx_k_row_q8_ref;
     k->row[QHX_W_Q4] = qhx_k_row_q4_ref;
+    k->matvec[QHX_W_Q6] = qhx_k_matvec_q6_ref;
+    k->matmul[QHX_W_Q6] = qhx_k_matmul_q6_ref;
+    k->row[QHX_W_Q6] = qhx_k_row_q6_ref;
 }

@@ -21,6 +21,7 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "kernels/quant.h"
 #include "kernels/x86/quant_x_avx2.h"
 #include "kernels/x86/f16_x86.h"
 #include "kernels/x86/x86.h"
@@ -86,55 +87,98 @@ AI float hsum8(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
-/* Exact integer dot products of one pair of groups (32 packed bytes at p) with pair `pair` of
- * qx: lanes 0-3 hold group 2p's four partial sums of (u - 8) q, lanes 4-7 group 2p + 1's. */
-AI __m256i pair_dot(const uint8_t *p, const qx_row *qx, int64_t pair) {
+/* The offsets of pair `pair` for codes centred at 8 (Q4: bits 4) or 32 (Q6: bits 6): off holds
+ * 8 sum q, so Q6 takes 4 times it. */
+AI __m256i pair_off(const qx_row *qx, int64_t pair, int bits) {
+    __m256i off = _mm256_load_si256((const __m256i *)(qx->off + 8 * pair));
+    return bits == 6 ? _mm256_slli_epi32(off, 2) : off;
+}
+AI __m128i group_off(const qx_row *qx, int64_t pair, int bits) {
+    __m128i off = _mm_load_si128((const __m128i *)(qx->off + 8 * pair));
+    return bits == 6 ? _mm_slli_epi32(off, 2) : off;
+}
+
+/* Unsigned codes of one pair of groups, in the order of qx's lo/hi halves: the low nibbles of
+ * the 32 bytes at p, then the high ones; for Q6 (hb: the pair's 16 bytes of high bits, quant.h)
+ * each lane gets its high 2 bits at bits 4-5. Byte j of a group's 8 high bytes holds values j,
+ * j + 8, j + 16, j + 24 in bits 0-1, 2-3, 4-5, 6-7: with the group's 8 bytes twice in a 128-bit
+ * lane, shifting the 64-bit halves by (4, 2) left brings values 0-7 / 8-15 to bits 4-5, by
+ * (0, 2) right values 16-23 / 24-31; the mask 0x30 keeps just those two bits of each byte. */
+typedef struct code_pair {
+    __m256i lo, hi;
+} code_pair;
+
+AI code_pair pair_codes(const uint8_t *p, const uint8_t *hb, int bits) {
     const __m256i mask = _mm256_set1_epi8(0x0f);
     __m256i b = _mm256_loadu_si256((const __m256i *)p);
-    __m256i u_lo = _mm256_and_si256(b, mask), u_hi = _mm256_and_si256(_mm256_srli_epi16(b, 4), mask);
+    code_pair u = {_mm256_and_si256(b, mask), _mm256_and_si256(_mm256_srli_epi16(b, 4), mask)};
+    if (bits == 6) {
+        const __m256i m2 = _mm256_set1_epi8(0x30);
+        __m256i h = _mm256_permute4x64_epi64(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)hb)), 0x50);
+        u.lo = _mm256_or_si256(u.lo, _mm256_and_si256(_mm256_sllv_epi64(h, _mm256_setr_epi64x(4, 2, 4, 2)), m2));
+        u.hi = _mm256_or_si256(u.hi, _mm256_and_si256(_mm256_srlv_epi64(h, _mm256_setr_epi64x(0, 2, 0, 2)), m2));
+    }
+    return u;
+}
+
+/* Exact integer dot products of one pair of groups with pair `pair` of qx: lanes 0-3 hold group
+ * 2p's four partial sums of (u - centre) q, lanes 4-7 group 2p + 1's. */
+AI __m256i pair_dot_codes(code_pair u, const qx_row *qx, int64_t pair, int bits) {
 #ifdef QHX_I8_AVXVNNI
-    __m256i s = _mm256_load_si256((const __m256i *)(qx->off + 8 * pair)); /* -8 sum q */
-    s = _mm256_dpbusd_avx_epi32(s, u_lo, _mm256_load_si256((const __m256i *)(qx->lo + 32 * pair)));
-    return _mm256_dpbusd_avx_epi32(s, u_hi, _mm256_load_si256((const __m256i *)(qx->hi + 32 * pair)));
+    __m256i s = pair_off(qx, pair, bits); /* -8 sum q (Q6: -32 sum q) */
+    s = _mm256_dpbusd_avx_epi32(s, u.lo, _mm256_load_si256((const __m256i *)(qx->lo + 32 * pair)));
+    return _mm256_dpbusd_avx_epi32(s, u.hi, _mm256_load_si256((const __m256i *)(qx->hi + 32 * pair)));
 #else
     const __m256i ones16 = _mm256_set1_epi16(1);
-    /* |u q| <= 15 * 127: the int16 pair sums (<= 3810 each, two added) cannot saturate */
-    __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(u_lo, _mm256_load_si256((const __m256i *)(qx->lo + 32 * pair))),
-                                   _mm256_maddubs_epi16(u_hi, _mm256_load_si256((const __m256i *)(qx->hi + 32 * pair))));
-    return _mm256_sub_epi32(_mm256_madd_epi16(s16, ones16), _mm256_load_si256((const __m256i *)(qx->off + 8 * pair)));
+    /* |u q| <= 63 * 127: the int16 pair sums (<= 16002 each, two added: 32004) cannot saturate */
+    __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(u.lo, _mm256_load_si256((const __m256i *)(qx->lo + 32 * pair))),
+                                   _mm256_maddubs_epi16(u.hi, _mm256_load_si256((const __m256i *)(qx->hi + 32 * pair))));
+    return _mm256_sub_epi32(_mm256_madd_epi16(s16, ones16), pair_off(qx, pair, bits));
 #endif
 }
 
-/* The same for a lone last group (16 packed bytes): four partial sums. */
-AI __m128i group_dot(const uint8_t *p, const qx_row *qx, int64_t pair) {
+AI __m256i pair_dot(const uint8_t *p, const uint8_t *hb, const qx_row *qx, int64_t pair, int bits) {
+    return pair_dot_codes(pair_codes(p, hb, bits), qx, pair, bits);
+}
+
+/* The same for a lone last group (16 packed bytes, Q6: 8 high bytes): four partial sums. */
+AI __m128i group_dot(const uint8_t *p, const uint8_t *hb, const qx_row *qx, int64_t pair, int bits) {
     const __m128i mask = _mm_set1_epi8(0x0f);
     __m128i b = _mm_loadu_si128((const __m128i *)p);
     __m128i u_lo = _mm_and_si128(b, mask), u_hi = _mm_and_si128(_mm_srli_epi16(b, 4), mask);
+    if (bits == 6) {
+        const __m128i m2 = _mm_set1_epi8(0x30);
+        __m128i h = _mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)hb), _mm_loadl_epi64((const __m128i *)hb));
+        u_lo = _mm_or_si128(u_lo, _mm_and_si128(_mm_sllv_epi64(h, _mm_set_epi64x(2, 4)), m2));
+        u_hi = _mm_or_si128(u_hi, _mm_and_si128(_mm_srlv_epi64(h, _mm_set_epi64x(2, 0)), m2));
+    }
 #ifdef QHX_I8_AVXVNNI
-    __m128i s = _mm_load_si128((const __m128i *)(qx->off + 8 * pair));
+    __m128i s = group_off(qx, pair, bits);
     s = _mm_dpbusd_avx_epi32(s, u_lo, _mm_load_si128((const __m128i *)(qx->lo + 32 * pair)));
     return _mm_dpbusd_avx_epi32(s, u_hi, _mm_load_si128((const __m128i *)(qx->hi + 32 * pair)));
 #else
     const __m128i ones16 = _mm_set1_epi16(1);
     __m128i s16 = _mm_add_epi16(_mm_maddubs_epi16(u_lo, _mm_load_si128((const __m128i *)(qx->lo + 32 * pair))),
                                 _mm_maddubs_epi16(u_hi, _mm_load_si128((const __m128i *)(qx->hi + 32 * pair))));
-    return _mm_sub_epi32(_mm_madd_epi16(s16, ones16), _mm_load_si128((const __m128i *)(qx->off + 8 * pair)));
+    return _mm_sub_epi32(_mm_madd_epi16(s16, ones16), group_off(qx, pair, bits));
 #endif
 }
 
-/* Rows r..r+R-1, R <= 4, against one quantized activation row. Per group the exact integer sum
- * is scaled by d[r, g] * dx[g] (f32) and accumulated in f32: groups 8 at a time (their 8 scales
- * in one multiply), pairs alternating between two accumulators so the FMA latency is hidden. */
-AI void rows_q(const qhx_weight *w, const qx_row *qx, float *y, int64_t r, int R) {
+/* Rows r..r+R-1, R <= 4, against one quantized activation row; bits 4 (Q4) or 6 (Q6), a
+ * constant. Per group the exact integer sum is scaled by d[r, g] * dx[g] (f32) and accumulated
+ * in f32: groups 8 at a time (their 8 scales in one multiply), pairs alternating between two
+ * accumulators so the FMA latency is hidden. */
+AI void rows_q(const qhx_weight *w, const qx_row *qx, float *y, int64_t r, int R, int bits) {
     const int64_t ng = w->cols / 32;
     const __m256i spread[4] = {_mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1), _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3),
                                _mm256_setr_epi32(4, 4, 4, 4, 5, 5, 5, 5), _mm256_setr_epi32(6, 6, 6, 6, 7, 7, 7, 7)};
-    const uint8_t *p[4];
+    const uint8_t *p[4], *h[4];
     const uint16_t *d[4];
     __m256 acc[4], acc2[4];
     UNROLL
     for (int i = 0; i < R; i++) {
         p[i] = (const uint8_t *)w->data + (size_t)(r + i) * (size_t)(w->cols / 2);
+        h[i] = bits == 6 ? w->high + (size_t)(r + i) * (size_t)(w->cols / 4) : NULL;
         d[i] = w->gscales + (r + i) * ng;
         acc[i] = acc2[i] = _mm256_setzero_ps();
     }
@@ -146,7 +190,8 @@ AI void rows_q(const qhx_weight *w, const qx_row *qx, float *y, int64_t r, int R
             __m256 sc = _mm256_mul_ps(qhx_x86_f16x8(d[i] + g), dxv);
             UNROLL
             for (int k = 0; k < 4; k++) {
-                __m256 f = _mm256_cvtepi32_ps(pair_dot(p[i] + 16 * (g + 2 * k), qx, g / 2 + k));
+                const uint8_t *hb = bits == 6 ? h[i] + 8 * (g + 2 * k) : NULL;
+                __m256 f = _mm256_cvtepi32_ps(pair_dot(p[i] + 16 * (g + 2 * k), hb, qx, g / 2 + k, bits));
                 __m256 s = _mm256_permutevar8x32_ps(sc, spread[k]);
                 if (k & 1) acc2[i] = _mm256_fmadd_ps(f, s, acc2[i]);
                 else acc[i] = _mm256_fmadd_ps(f, s, acc[i]);
@@ -158,14 +203,16 @@ AI void rows_q(const qhx_weight *w, const qx_row *qx, float *y, int64_t r, int R
         for (int i = 0; i < R; i++) {
             __m256 s = _mm256_set_m128(_mm_set1_ps(qhx_x86_f16(d[i] + g + 1) * qx->dx[g + 1]),
                                        _mm_set1_ps(qhx_x86_f16(d[i] + g) * qx->dx[g]));
-            acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(pair_dot(p[i] + 16 * g, qx, g / 2)), s, acc[i]);
+            const uint8_t *hb = bits == 6 ? h[i] + 8 * g : NULL;
+            acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(pair_dot(p[i] + 16 * g, hb, qx, g / 2, bits)), s, acc[i]);
         }
     }
     UNROLL
     for (int i = 0; i < R; i++) {
         __m256 a = _mm256_add_ps(acc[i], acc2[i]);
         if (g < ng) { /* odd last group: add it in the low half */
-            __m128 f = _mm_cvtepi32_ps(group_dot(p[i] + 16 * g, qx, g / 2));
+            const uint8_t *hb = bits == 6 ? h[i] + 8 * g : NULL;
+            __m128 f = _mm_cvtepi32_ps(group_dot(p[i] + 16 * g, hb, qx, g / 2, bits));
             __m128 lo = _mm_fmadd_ps(f, _mm_set1_ps(qhx_x86_f16(d[i] + g) * qx->dx[g]), _mm256_castps256_ps128(a));
             a = _mm256_insertf128_ps(a, lo, 0);
         }
@@ -177,11 +224,11 @@ AI void rows_q(const qhx_weight *w, const qx_row *qx, float *y, int64_t r, int R
  * page better than four short interleaved ones: linear_x16_avx2.c). */
 #define ROW_BLOCK_MIN_BYTES 4096
 
-AI void rows_range(const qhx_weight *w, const qx_row *qx, float *y, int64_t r0, int64_t r1) {
+AI void rows_range(const qhx_weight *w, const qx_row *qx, float *y, int64_t r0, int64_t r1, int bits) {
     int64_t r = r0;
     if (w->cols / 2 >= ROW_BLOCK_MIN_BYTES)
-        for (; r + 4 <= r1; r += 4) rows_q(w, qx, y, r, 4);
-    for (; r < r1; r++) rows_q(w, qx, y, r, 1);
+        for (; r + 4 <= r1; r += 4) rows_q(w, qx, y, r, 4, bits);
+    for (; r < r1; r++) rows_q(w, qx, y, r, 1, bits);
 }
 
 static int i8x_ok(const qhx_weight *w) {
@@ -195,7 +242,7 @@ void Q4I8X_NAME(qhx_k_matvec_q4_i8x)(const qhx_weight *w, const float *x, float 
     }
     qx_row qx;
     quantize_x(x, w->cols, &qx);
-    rows_range(w, &qx, y, r0, r1);
+    rows_range(w, &qx, y, r0, r1, 4);
 }
 
 /* Prefill: row blocks that stay in L2; inside each, one token at a time against its quantized
@@ -203,14 +250,11 @@ void Q4I8X_NAME(qhx_k_matvec_q4_i8x)(const qhx_weight *w, const float *x, float 
  * the exact path's ~21). */
 #define MM_BLOCK_BYTES (192 * 1024)
 
-void Q4I8X_NAME(qhx_k_matmul_q4_i8x)(const qhx_weight *w, const float *X, int64_t ldx, float *Y,
-                              int64_t ldy, int64_t n, int64_t r0, int64_t r1) {
-    if (!i8x_ok(w)) {
-        qhx_k_matmul_q4_avx2(w, X, ldx, Y, ldy, n, r0, r1);
-        return;
-    }
+/* Row blocks of MM_BLOCK_BYTES, each gone over by every token in turn. */
+AI void matmul_blocks(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy, int64_t n, int64_t r0,
+                      int64_t r1, int bits) {
     qx_row qx;
-    int64_t row_bytes = w->cols / 2 + w->cols / 32 * 2;
+    int64_t row_bytes = w->cols / 2 + (bits == 6 ? w->cols / 4 : 0) + w->cols / 32 * 2;
     int64_t blk = MM_BLOCK_BYTES / (row_bytes > 0 ? row_bytes : 1);
     blk = blk < 4 ? 4 : blk - blk % 4;
     if (n == 1 || r1 - r0 <= blk) blk = r1 - r0; /* one block: quantize each token once */
@@ -218,9 +262,40 @@ void Q4I8X_NAME(qhx_k_matmul_q4_i8x)(const qhx_weight *w, const float *X, int64_
         int64_t rb = ra + blk < r1 ? ra + blk : r1;
         for (int64_t t = 0; t < n; t++) {
             quantize_x(X + t * ldx, w->cols, &qx);
-            rows_range(w, &qx, Y + t * ldy, ra, rb);
+            rows_range(w, &qx, Y + t * ldy, ra, rb, bits);
         }
     }
+}
+
+void Q4I8X_NAME(qhx_k_matmul_q4_i8x)(const qhx_weight *w, const float *X, int64_t ldx, float *Y,
+                              int64_t ldy, int64_t n, int64_t r0, int64_t r1) {
+    if (!i8x_ok(w)) {
+        qhx_k_matmul_q4_avx2(w, X, ldx, Y, ldy, n, r0, r1);
+        return;
+    }
+    matmul_blocks(w, X, ldx, Y, ldy, n, r0, r1, 4);
+}
+
+/* ---- Q6 (the same kernels with 6-bit codes; no exact SIMD path: other shapes take the
+ * reference) ------------------------------------------------------------------------------------ */
+
+void Q4I8X_NAME(qhx_k_matvec_q6_i8x)(const qhx_weight *w, const float *x, float *y, int64_t r0, int64_t r1) {
+    if (!i8x_ok(w)) {
+        qhx_k_matvec_q6_ref(w, x, y, r0, r1);
+        return;
+    }
+    qx_row qx;
+    quantize_x(x, w->cols, &qx);
+    rows_range(w, &qx, y, r0, r1, 6);
+}
+
+void Q4I8X_NAME(qhx_k_matmul_q6_i8x)(const qhx_weight *w, const float *X, int64_t ldx, float *Y,
+                              int64_t ldy, int64_t n, int64_t r0, int64_t r1) {
+    if (!i8x_ok(w)) {
+        qhx_k_matmul_q6_ref(w, X, ldx, Y, ldy, n, r0, r1);
+        return;
+    }
+    matmul_blocks(w, X, ldx, Y, ldy, n, r0, r1, 6);
 }
 
 /* ---- several activation rows at once (decode of several sequences) ---------------------------
@@ -243,31 +318,6 @@ void Q4I8X_NAME(qhx_k_matmul_q4_i8x)(const qhx_weight *w, const float *X, int64_
 /* Bytes of a quantized row that row_multi reads: the codes, the offsets and the scales. */
 static int64_t qx_bytes(int64_t cols) { return cols + cols / 2 + cols / 8; }
 
-typedef struct nib_pair {
-    __m256i lo, hi;
-} nib_pair;
-
-AI nib_pair pair_unpack(const uint8_t *p) {
-    const __m256i mask = _mm256_set1_epi8(0x0f);
-    __m256i b = _mm256_loadu_si256((const __m256i *)p);
-    nib_pair u = {_mm256_and_si256(b, mask), _mm256_and_si256(_mm256_srli_epi16(b, 4), mask)};
-    return u;
-}
-
-/* pair_dot on nibbles already unpacked: the same integer operations. */
-AI __m256i pair_dot_u(nib_pair u, const qx_row *qx, int64_t pair) {
-#ifdef QHX_I8_AVXVNNI
-    __m256i s = _mm256_load_si256((const __m256i *)(qx->off + 8 * pair));
-    s = _mm256_dpbusd_avx_epi32(s, u.lo, _mm256_load_si256((const __m256i *)(qx->lo + 32 * pair)));
-    return _mm256_dpbusd_avx_epi32(s, u.hi, _mm256_load_si256((const __m256i *)(qx->hi + 32 * pair)));
-#else
-    const __m256i ones16 = _mm256_set1_epi16(1);
-    __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(u.lo, _mm256_load_si256((const __m256i *)(qx->lo + 32 * pair))),
-                                   _mm256_maddubs_epi16(u.hi, _mm256_load_si256((const __m256i *)(qx->hi + 32 * pair))));
-    return _mm256_sub_epi32(_mm256_madd_epi16(s16, ones16), _mm256_load_si256((const __m256i *)(qx->off + 8 * pair)));
-#endif
-}
-
 /* Weight row r against activation rows qx[0..NB), NB <= MULTI_TILE: rows_q(w, qx[b], y[b], r, 1)
  * for every b. */
 AI void row_multi(const qhx_weight *w, const qx_row *const *qx, float *const *y, int64_t r, int NB) {
@@ -286,10 +336,10 @@ AI void row_multi(const qhx_weight *w, const qx_row *const *qx, float *const *y,
         for (int b = 0; b < NB; b++) sc[b] = _mm256_mul_ps(dv, _mm256_load_ps(qx[b]->dx + g));
         UNROLL
         for (int k = 0; k < 4; k++) {
-            nib_pair u = pair_unpack(p + 16 * (g + 2 * k));
+            code_pair u = pair_codes(p + 16 * (g + 2 * k), NULL, 4);
             UNROLL
             for (int b = 0; b < NB; b++) {
-                __m256 f = _mm256_cvtepi32_ps(pair_dot_u(u, qx[b], g / 2 + k));
+                __m256 f = _mm256_cvtepi32_ps(pair_dot_codes(u, qx[b], g / 2 + k, 4));
                 __m256 s = _mm256_permutevar8x32_ps(sc[b], spread[k]);
                 if (k & 1) acc2[b] = _mm256_fmadd_ps(f, s, acc2[b]);
                 else acc[b] = _mm256_fmadd_ps(f, s, acc[b]);
@@ -297,19 +347,19 @@ AI void row_multi(const qhx_weight *w, const qx_row *const *qx, float *const *y,
         }
     }
     for (; g + 2 <= ng; g += 2) {
-        nib_pair u = pair_unpack(p + 16 * g);
+        code_pair u = pair_codes(p + 16 * g, NULL, 4);
         UNROLL
         for (int b = 0; b < NB; b++) {
             __m256 s = _mm256_set_m128(_mm_set1_ps(qhx_x86_f16(d + g + 1) * qx[b]->dx[g + 1]),
                                        _mm_set1_ps(qhx_x86_f16(d + g) * qx[b]->dx[g]));
-            acc[b] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(pair_dot_u(u, qx[b], g / 2)), s, acc[b]);
+            acc[b] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(pair_dot_codes(u, qx[b], g / 2, 4)), s, acc[b]);
         }
     }
     UNROLL
     for (int b = 0; b < NB; b++) {
         __m256 a = _mm256_add_ps(acc[b], acc2[b]);
         if (g < ng) { /* odd last group, as rows_q adds it */
-            __m128 f = _mm_cvtepi32_ps(group_dot(p + 16 * g, qx[b], g / 2));
+            __m128 f = _mm_cvtepi32_ps(group_dot(p + 16 * g, NULL, qx[b], g / 2, 4));
             __m128 lo = _mm_fmadd_ps(f, _mm_set1_ps(qhx_x86_f16(d + g) * qx[b]->dx[g]), _mm256_castps256_ps128(a));
             a = _mm256_insertf128_ps(a, lo, 0);
         }

@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 static const char USAGE[] =
-    "usage: qhx forge HF_DIR OUT_DIR --precision f16|bf16|w8|q4 [--lmhead f16|bf16|w8|q4]\n"
+    "usage: qhx forge HF_DIR OUT_DIR --precision f16|bf16|w8|q4 [--lmhead f16|bf16|w8|q6|q4]\n"
     "                 [--embed f16|bf16] [--text-only] [--max-context N] [--name NAME] [--quiet]\n"
     "       qhx forge --random FAMILY OUT_DIR --preset tiny|demo|2b [--seed N] [--dtype f32|bf16]\n"
     "                 [--tokenizer FILE] [--vision] [--quiet]\n"
@@ -26,7 +26,7 @@ static const char USAGE[] =
     "(exit 130).\n"
     "\n"
     "A tied embedding is stored once, as the lm-head in its precision (--lmhead; default: the\n"
-    "precision, w8 for q4), and the embedding lookup reads its rows; --embed adds a separate\n"
+    "precision, q6 for q4), and the embedding lookup reads its rows; --embed adds a separate\n"
     "lookup table of that dtype instead. A checkpoint with a vision tower (Qwen3-VL, Qwen3.5) gets a\n"
     "-vlm- manifest (image + text) beside the text one; --text-only leaves the tower out, and then\n"
     "the bundle carries no vision weights and only the text manifest. --vision (with --random\n"
@@ -107,12 +107,13 @@ static int one_of(const char *v, const char *const *names) {
 
 /* The option values the converter and the random writer accept, so a typo is a usage error. */
 static int check_values(const qhx_forge_params *p) {
-    static const char *const lin[] = {"f16", "bf16", "w8", "q4", NULL}, *const emb[] = {"f16", "bf16", NULL},
+    static const char *const lin[] = {"f16", "bf16", "w8", "q4", NULL}, *const head[] = {"f16", "bf16", "w8", "q6", "q4", NULL},
+                             *const emb[] = {"f16", "bf16", NULL},
                              *const dt[] = {"f32", "bf16", NULL}, *const pre[] = {"tiny", "demo", "2b", NULL};
     if (p->precision && !one_of(p->precision, lin))
         return qhx_cli_usage_error("forge", "--precision: '%s' is not f16, bf16, w8 or q4", p->precision);
-    if (p->lmhead && !one_of(p->lmhead, lin))
-        return qhx_cli_usage_error("forge", "--lmhead: '%s' is not f16, bf16, w8 or q4", p->lmhead);
+    if (p->lmhead && !one_of(p->lmhead, head))
+        return qhx_cli_usage_error("forge", "--lmhead: '%s' is not f16, bf16, w8, q6 or q4", p->lmhead);
     if (p->embed && !one_of(p->embed, emb))
         return qhx_cli_usage_error("forge", "--embed: '%s' is not f16 or bf16", p->embed);
     if (p->dtype && !one_of(p->dtype, dt))
