@@ -474,6 +474,33 @@ static void on_input_rows(void *user, int64_t layer, int64_t pos0, const float *
     if (layer == -1 && pos0 == 0 && n == c->n) memcpy(c->x, x, (size_t)(n * c->H) * sizeof(float));
 }
 
+/* The quantizer runs on a pool: the bundle's bytes do not depend on the thread count. */
+static void test_threads_same_bytes(void) {
+    char src[512], d1[300], d3[300];
+    snprintf(src, sizeof src, "%s/qwen35-tiny-f32", FIX);
+    snprintf(d1, sizeof d1, "%s/threads-1", base);
+    snprintf(d3, sizeof d3, "%s/threads-3", base);
+    qhx_error err;
+    qhx_forge_params p1 = {.precision = "q4", .threads = 1}, p3 = {.precision = "q4", .threads = 3};
+    CHECK_EQ(qhx_forge_convert(src, d1, &p1, &err), QHX_OK);
+    CHECK_EQ(qhx_forge_convert(src, d3, &p3, &err), QHX_OK);
+    static const char *const files[] = {"decoder-q4.safetensors", "lmhead-q6.safetensors"};
+    for (int f = 0; f < 2; f++) {
+        char a[400], b[400];
+        snprintf(a, sizeof a, "%s/%s", d1, files[f]);
+        snprintf(b, sizeof b, "%s/%s", d3, files[f]);
+        size_t na = 0, nb = 0;
+        char *x = NULL, *y = NULL;
+        CHECK_EQ(qhx_file_read_all(a, 1 << 26, &x, &na, &err), QHX_OK);
+        CHECK_EQ(qhx_file_read_all(b, 1 << 26, &y, &nb, &err), QHX_OK);
+        CHECK(x && y && na == nb && na > 0 && !memcmp(x, y, na));
+        qhx_free(x);
+        qhx_free(y);
+    }
+    rm_flat(d1);
+    rm_flat(d3);
+}
+
 static void check_tied_lookup(const char *fixture, const char *lmhead) {
     char src[512], dir[300];
     snprintf(src, sizeof src, "%s/%s", FIX, fixture);
@@ -536,6 +563,7 @@ int main(void) {
     test_random();
     test_convert();
     test_sharded_input();
+    test_threads_same_bytes();
     check_tied_lookup("qwen35-tiny-f32", "w8");
     check_tied_lookup("qwen35-tiny-f32", "q4");
     check_tied_lookup("qwen35-tiny-f32", "q6");

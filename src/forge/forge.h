@@ -30,6 +30,8 @@ typedef struct qhx_forge_params {
     /* convert: leave the vision tower out (text manifests only); otherwise a checkpoint with one
      * gets a -vlm- manifest beside the text one (both families). */
     bool text_only;
+    /* convert: threads that quantize (0 = one per physical core); the bytes do not depend on it */
+    int threads;
     /* random, qwen3_5: also write the vision tower (model.visual.*, the released layout without
      * DeepStack), after the text tensors, whose values stay those of a checkpoint without it */
     bool vision;

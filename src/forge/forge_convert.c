@@ -16,6 +16,7 @@
 #include "core/alloc.h"
 #include "core/file.h"
 #include "core/fp16.h"
+#include "core/pool.h"
 #include "io/json.h"
 #include "families/family.h"
 #include "io/manifest.h"
@@ -87,6 +88,14 @@ typedef struct convert {
     float *scales;      /* Q8 row scales of one chunk of rows */
     uint16_t *gscales;  /* Q4 / Q6 group scales (f16) of one chunk of rows */
     uint8_t *qhigh;     /* Q6 high bits of one chunk of rows */
+    uint16_t *cache;    /* the Q4 / Q6 scales of every row of cache_plan (its scale pass) */
+    size_t cache_cap;
+    const tplan *cache_plan;
+    int64_t row0;       /* first row of the chunk being quantized */
+    qhx_pool *pool;     /* quantizes the rows of a chunk */
+    float *rows_f32;    /* per pool thread: one source row (max_cols) */
+    uint16_t *rows_u16;
+    uint8_t *bad;       /* per row of a chunk */
     int64_t max_cols;
     char name[128];     /* manifest name prefix */
     uint64_t bytes_by_dtype[ROLE_COUNT][QHX_DTYPE_COUNT];
@@ -102,17 +111,22 @@ static int has_suffix(const char *s, const char *suf) {
 
 // ---- reading source elements as f32 ------------------------------------------------------------
 
-/* Elements [i0, i0 + n) of t as f32 (n <= CHUNK). The source may be unaligned: copied first. */
-static void load_f32(convert *c, const qhx_st_tensor *t, int64_t i0, int64_t n, float *out) {
+/* Elements [i0, i0 + n) of t as f32 (n <= CHUNK); u16: scratch of n. The source may be
+ * unaligned: copied first. */
+static void load_f32_with(const qhx_st_tensor *t, int64_t i0, int64_t n, float *out, uint16_t *u16) {
     size_t es = qhx_dtype_size(t->dtype);
     const uint8_t *src = t->data + (size_t)i0 * es;
     if (t->dtype == QHX_DTYPE_F32) {
         memcpy(out, src, (size_t)n * 4);
     } else {
-        memcpy(c->u16, src, (size_t)n * 2);
-        if (t->dtype == QHX_DTYPE_F16) qhx_f16_to_f32_row(c->u16, out, n);
-        else qhx_bf16_to_f32_row(c->u16, out, n);
+        memcpy(u16, src, (size_t)n * 2);
+        if (t->dtype == QHX_DTYPE_F16) qhx_f16_to_f32_row(u16, out, n);
+        else qhx_bf16_to_f32_row(u16, out, n);
     }
+}
+
+static void load_f32(convert *c, const qhx_st_tensor *t, int64_t i0, int64_t n, float *out) {
+    load_f32_with(t, i0, n, out, c->u16);
 }
 
 static void release(const qhx_st_tensor *t, int64_t i0, int64_t n) {
@@ -158,34 +172,76 @@ static qhx_status write_plain(convert *c, qhx_stw *w, const tplan *pl, qhx_error
 
 /* One row quantized into the chunk's buffers at row r: the codes (Q6: both planes), the scales.
  * codes 0: the scales only. Returns the quantizer's 0 or -1. */
-static int quant_row(convert *c, const tplan *pl, int64_t r, int codes) {
+static int quant_row(convert *c, const tplan *pl, int64_t r, int codes, const float *x) {
     const int64_t cols = pl->cols, ng = cols / QHX_Q4_GROUP;
+    if (codes && c->cache_plan == pl && is_grouped(pl->fmt)) { /* the scale pass searched already */
+        const uint16_t *d = c->cache + (c->row0 + r) * ng;
+        if (pl->fmt == OUT_Q4) qhx_quant_q4_codes(x, cols, QHX_Q4_GROUP, d, c->q + r * cols / 2);
+        else qhx_quant_q6_codes(x, cols, QHX_Q4_GROUP, d, c->q + r * cols / 2, c->qhigh + r * cols / 4);
+        return 0;
+    }
     switch (pl->fmt) {
-    case OUT_Q8: return qhx_quant_q8_row(c->f32, cols, codes ? (int8_t *)c->q + r * cols : NULL, c->scales + r);
-    case OUT_Q4: return qhx_quant_q4_row(c->f32, cols, QHX_Q4_GROUP, codes ? c->q + r * cols / 2 : NULL, c->gscales + r * ng);
+    case OUT_Q8: return qhx_quant_q8_row(x, cols, codes ? (int8_t *)c->q + r * cols : NULL, c->scales + r);
+    case OUT_Q4: return qhx_quant_q4_row(x, cols, QHX_Q4_GROUP, codes ? c->q + r * cols / 2 : NULL, c->gscales + r * ng);
     default:
-        return qhx_quant_q6_row(c->f32, cols, QHX_Q4_GROUP, codes ? c->q + r * cols / 2 : NULL,
+        return qhx_quant_q6_row(x, cols, QHX_Q4_GROUP, codes ? c->q + r * cols / 2 : NULL,
                                 codes ? c->qhigh + r * cols / 4 : NULL, c->gscales + r * ng);
     }
 }
 
+/* The rows of one chunk, quantized on the pool: each thread loads a row into its own scratch and
+ * writes that row's slots of the chunk buffers, so the bytes do not depend on the thread count. */
+typedef struct quant_job {
+    convert *c;
+    const tplan *pl;
+    int codes;
+    uint8_t *bad; /* per row of the chunk: the quantizer refused it */
+} quant_job;
+
+static void quant_task(void *ctx, int64_t r, int thread) {
+    quant_job *j = ctx;
+    convert *c = j->c;
+    const int64_t cols = j->pl->cols;
+    float *x = c->rows_f32 + (size_t)thread * (size_t)c->max_cols;
+    load_f32_with(j->pl->src, (c->row0 + r) * cols, cols, x, c->rows_u16 + (size_t)thread * (size_t)c->max_cols);
+    j->bad[r] = quant_row(c, j->pl, r, j->codes, x) != 0;
+}
+
+/* Keep room for the scales of all of pl's rows (Q4 / Q6: 1/64 of the f32 source's bytes), so
+ * the codes passes reuse the scale pass's search. Without the room the passes search again. */
+static void cache_scales_for(convert *c, const tplan *pl) {
+    c->cache_plan = NULL;
+    size_t need = (size_t)pl->rows * (size_t)(pl->cols / QHX_Q4_GROUP);
+    if (need > c->cache_cap) {
+        uint16_t *p = qhx_realloc(c->cache, need * sizeof *p);
+        if (!p) return;
+        c->cache = p, c->cache_cap = need;
+    }
+    c->cache_plan = pl;
+}
+
 /* Q8 / Q4 / Q6: quantize row by row and write one part (codes, scales, Q6's high bits). The parts
- * are separate tensors, so the source is read once for each part (the scale pass computes scales
- * only): nothing of matrix size is held in memory. */
+ * are separate tensors, so the source is read once for each part; scales are written first (the
+ * writer orders tensors by element size) and, for Q4 / Q6, kept for the codes passes, which then
+ * only round. Nothing of matrix size is held in memory. */
 static qhx_status write_quant(convert *c, qhx_stw *w, const tplan *pl, part_t part, qhx_error *err) {
     const qhx_st_tensor *t = pl->src;
     const int64_t cols = pl->cols, ng = pl->fmt == OUT_Q8 ? 1 : cols / QHX_Q4_GROUP;
     const int64_t row_bytes = pl->fmt == OUT_Q8 ? cols : cols / 2;
     int64_t rows_per = CHUNK / cols;
     if (rows_per < 1) rows_per = 1;
+    if (part == PART_SCALES && is_grouped(pl->fmt)) cache_scales_for(c, pl);
     for (int64_t r0 = 0; r0 < pl->rows; r0 += rows_per) {
         int64_t nr = pl->rows - r0 < rows_per ? pl->rows - r0 : rows_per;
-        for (int64_t r = 0; r < nr; r++) {
-            load_f32(c, t, (r0 + r) * cols, cols, c->f32);
-            if (quant_row(c, pl, r, part != PART_SCALES))
+        c->row0 = r0;
+        quant_job job = {c, pl, part != PART_SCALES, c->bad};
+        qhx_pool_run(c->pool, quant_task, &job, nr);
+        for (int64_t r = 0; r < nr; r++)
+            if (c->bad[r])
                 return qhx_fail(err, QHX_E_FORMAT, "%s: tensor '%s': row %lld holds a NaN, an infinity or a value too large to quantize",
                                 qhx_st_file_path(c->set, t->file_index), t->name, (long long)(r0 + r));
-        }
+        if (part == PART_SCALES && c->cache_plan == pl)
+            memcpy(c->cache + r0 * ng, c->gscales, (size_t)(nr * ng) * sizeof *c->cache);
         const void *sc = pl->fmt == OUT_Q8 ? (const void *)c->scales : (const void *)c->gscales;
         size_t sc_bytes = (size_t)(nr * ng) * (pl->fmt == OUT_Q8 ? 4 : 2);
         qhx_status rc = part == PART_SCALES ? put(c, w, pl->scale_name, sc, sc_bytes, err)
@@ -601,7 +657,12 @@ qhx_status qhx_forge_convert(const char *hf_dir, const char *out_dir, const qhx_
     c->scales = qhx_malloc((size_t)qcap * 4);
     c->gscales = qhx_malloc((size_t)qcap * 2);
     c->qhigh = qhx_malloc((size_t)qcap / 2);
-    if (!c->f32 || !c->u16 || !c->q || !c->scales || !c->gscales || !c->qhigh) {
+    c->bad = qhx_malloc((size_t)CHUNK);
+    if ((rc = qhx_pool_create(p->threads, &c->pool, err)) != QHX_OK) goto done;
+    size_t per = (size_t)qhx_pool_n_threads(c->pool) * (size_t)(c->max_cols > 0 ? c->max_cols : 1);
+    c->rows_f32 = qhx_malloc(per * sizeof(float));
+    c->rows_u16 = qhx_malloc(per * sizeof(uint16_t));
+    if (!c->f32 || !c->u16 || !c->q || !c->scales || !c->gscales || !c->qhigh || !c->bad || !c->rows_f32 || !c->rows_u16) {
         rc = qhx_fail(err, QHX_E_NOMEM, "out of memory");
         goto done;
     }
@@ -649,6 +710,11 @@ done:
     qhx_free(c->scales);
     qhx_free(c->gscales);
     qhx_free(c->qhigh);
+    qhx_free(c->cache);
+    qhx_free(c->bad);
+    qhx_free(c->rows_f32);
+    qhx_free(c->rows_u16);
+    qhx_pool_free(c->pool);
     qhx_st_free(c->set);
     json_decref(c->config);
     forge_job_end(&c->job);

@@ -48,6 +48,10 @@ int qhx_quant_q4_row(const float *w, int64_t n, int64_t group, uint8_t *q /* OUT
 void qhx_dequant_q4_row(const uint8_t *q, const uint16_t *scales, int64_t n, int64_t group,
                         float *out /* OUT (n) */);
 
+/* The codes qhx_quant_q4_row gives when its scale search returned `scales` (f16, as it wrote
+ * them): the second pass of a writer that keeps the scales, without searching again. */
+void qhx_quant_q4_codes(const float *w, int64_t n, int64_t group, const uint16_t *scales, uint8_t *q /* OUT (n/2) */);
+
 /* ---- Q6: 6-bit, symmetric, one f16 scale per group (the tied head of q4 bundles) --------------
  * Codes u = v + 32 in [0, 63] for v in [-32, 31], chosen as Q4's (the same scale search over
  * [-32, 31]). Two planes per row: lo (n/2 bytes) holds u & 15 in exactly Q4's nibble layout;
@@ -57,6 +61,10 @@ void qhx_dequant_q4_row(const uint8_t *q, const uint16_t *scales, int64_t n, int
  * only the scales are computed. Returns 0 or -1 as qhx_quant_q4_row. */
 int qhx_quant_q6_row(const float *w, int64_t n, int64_t group, uint8_t *lo /* OUT (n/2) */,
                      uint8_t *hi /* OUT (n/4) */, uint16_t *scales /* OUT (n/group), f16 */);
+
+/* The same for Q6 (see qhx_quant_q4_codes). */
+void qhx_quant_q6_codes(const float *w, int64_t n, int64_t group, const uint16_t *scales, uint8_t *lo /* OUT (n/2) */,
+                        uint8_t *hi /* OUT (n/4) */);
 
 /* out[c] = f32(scales[c / group]) * (code(c) - 32) for c in [0, n). Same preconditions. */
 void qhx_dequant_q6_row(const uint8_t *lo, const uint8_t *hi, const uint16_t *scales, int64_t n, int64_t group,

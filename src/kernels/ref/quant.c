@@ -47,28 +47,32 @@ static int q4_shape_ok(int64_t n, int64_t group) {
 static float f16_round(float d) { return qhx_f16_to_f32(qhx_f32_to_f16(d)); }
 
 /* Codes of a group at scale d (nearest, ties to even, clamped; all 0 when d is 0) -> v; returns
- * the squared error sum (w - d v)^2 in f32, values in order. */
-static float codes_at(const float *wg, int64_t group, float d, int top, int8_t *v) {
+ * the squared error sum (w - d v)^2 in f32, and in *refit the least-squares scale for these
+ * codes, sum w v / sum v^2 (0 for all-zero codes). */
+static float codes_at(const float *wg, int64_t group, float d, int top, int8_t *v, float *refit) {
     const float inv = d != 0.0f ? 1.0f / d : 0.0f, hi = (float)top, lo = -(float)top - 1.0f;
-    float err = 0.0f;
+    /* Round half to even without a libm call (the search runs this 27 times per weight): clamp
+     * to [lo - 1, hi + 1] first, then add and subtract 1.5 * 2^23, which leaves a float of
+     * magnitude below 2^22 rounded to an integer in the default rounding mode, exactly as
+     * nearbyintf; the final clamp is then the same as after nearbyintf. */
+    const float magic = 0x1.8p23f;
+    /* four partial sums (value i into sum i % 4): the loop is not bound by chains of dependent
+     * additions, and each sum stays a fixed function of the inputs */
+    float err[4] = {0}, wv[4] = {0}, vv[4] = {0};
     for (int64_t i = 0; i < group; i++) {
-        float t = nearbyintf(wg[i] * inv);
+        float t = wg[i] * inv;
+        t = t > hi + 1.0f ? hi + 1.0f : t < lo - 1.0f ? lo - 1.0f : t;
+        t = (t + magic) - magic;
         t = t > hi ? hi : t < lo ? lo : t;
         v[i] = (int8_t)t;
         float e = wg[i] - d * t;
-        err += e * e;
+        err[i % 4] += e * e;
+        wv[i % 4] += wg[i] * t;
+        vv[i % 4] += t * t;
     }
-    return err;
-}
-
-/* The least-squares scale for fixed codes: sum w v / sum v^2 (0 for all-zero codes). */
-static float refit(const float *wg, const int8_t *v, int64_t group) {
-    float wv = 0.0f, vv = 0.0f;
-    for (int64_t i = 0; i < group; i++) {
-        wv += wg[i] * (float)v[i];
-        vv += (float)v[i] * (float)v[i];
-    }
-    return vv > 0.0f ? wv / vv : 0.0f;
+    float sv = (vv[0] + vv[1]) + (vv[2] + vv[3]);
+    *refit = sv > 0.0f ? ((wv[0] + wv[1]) + (wv[2] + wv[3])) / sv : 0.0f;
+    return (err[0] + err[1]) + (err[2] + err[3]);
 }
 
 /* The scale search (docs/formats.md, "Choosing the scale"). Candidates: d = m / -n for the
@@ -80,13 +84,13 @@ static float refit(const float *wg, const int8_t *v, int64_t group) {
 static float search_scale(const float *wg, int64_t group, float m, int top) {
     int8_t v[QHX_GROUP_MAX];
     const float N = (float)top + 1.0f;
-    float best = f16_round(m / -N), best_err = codes_at(wg, group, best, top, v);
+    float fit, unused, best = f16_round(m / -N), best_err = codes_at(wg, group, best, top, v, &unused);
     for (int k = 0; k < SEARCH_STEPS; k++) {
         float d = f16_round(m / -(N * (0.875f + (float)k / 32.0f)));
-        float err = codes_at(wg, group, d, top, v);
+        float err = codes_at(wg, group, d, top, v, &fit);
         if (err < best_err) best = d, best_err = err;
-        float r = f16_round(refit(wg, v, group));
-        if ((err = codes_at(wg, group, r, top, v)) < best_err) best = r, best_err = err;
+        fit = f16_round(fit);
+        if ((err = codes_at(wg, group, fit, top, v, &unused)) < best_err) best = fit, best_err = err;
     }
     return best;
 }
@@ -105,21 +109,32 @@ static int quant_group(const float *wg, int64_t group, int top, uint16_t *scale,
     if (amax > ((float)top + 1.0f) * F16_MAX) return -1;
     float d = search_scale(wg, group, m, top);
     *scale = qhx_f32_to_f16(d);
-    if (v) codes_at(wg, group, d, top, v);
+    float unused;
+    if (v) codes_at(wg, group, d, top, v, &unused);
     return 0;
+}
+
+static void pack_q4(const int8_t *v, int64_t half, uint8_t *qg) {
+    for (int64_t i = 0; i < half; i++) qg[i] = (uint8_t)((v[i] + 8) | ((v[i + half] + 8) << 4));
 }
 
 int qhx_quant_q4_row(const float *w, int64_t n, int64_t group, uint8_t *q, uint16_t *scales) {
     if (!q4_shape_ok(n, group)) return -1;
-    const int64_t half = group / 2;
     int8_t v[QHX_GROUP_MAX];
     for (int64_t g = 0; g < n / group; g++) {
         if (quant_group(w + g * group, group, 7, scales + g, q ? v : NULL)) return -1;
-        if (!q) continue;
-        uint8_t *qg = q + g * half;
-        for (int64_t i = 0; i < half; i++) qg[i] = (uint8_t)((v[i] + 8) | ((v[i + half] + 8) << 4));
+        if (q) pack_q4(v, group / 2, q + g * group / 2);
     }
     return 0;
+}
+
+void qhx_quant_q4_codes(const float *w, int64_t n, int64_t group, const uint16_t *scales, uint8_t *q) {
+    int8_t v[QHX_GROUP_MAX];
+    for (int64_t g = 0; g < n / group; g++) {
+        float unused;
+        codes_at(w + g * group, group, qhx_f16_to_f32(scales[g]), 7, v, &unused);
+        pack_q4(v, group / 2, q + g * group / 2);
+    }
 }
 
 void qhx_dequant_q4_row(const uint8_t *q, const uint16_t *scales, int64_t n, int64_t group,
@@ -141,23 +156,36 @@ static int q6_shape_ok(int64_t n, int64_t group) {
     return group >= 4 && group % 4 == 0 && group <= QHX_GROUP_MAX && n >= 0 && n % group == 0;
 }
 
+/* One group's codes v in [-32, 31] into its bytes of the two planes (layout: quant.h). */
+static void pack_q6(const int8_t *v, int64_t group, uint8_t *lo, uint8_t *hi) {
+    const int64_t half = group / 2, quarter = group / 4;
+    uint8_t u[QHX_GROUP_MAX];
+    for (int64_t i = 0; i < group; i++) u[i] = (uint8_t)(v[i] + 32);
+    for (int64_t i = 0; i < half; i++) lo[i] = (uint8_t)((u[i] & 15) | (u[i + half] & 15) << 4);
+    for (int64_t k = 0; k < quarter; k++) {
+        unsigned b = 0;
+        for (int c = 0; c < 4; c++) b |= (unsigned)(u[k + c * quarter] >> 4) << (2 * c);
+        hi[k] = (uint8_t)b;
+    }
+}
+
 int qhx_quant_q6_row(const float *w, int64_t n, int64_t group, uint8_t *lo, uint8_t *hi, uint16_t *scales) {
     if (!q6_shape_ok(n, group)) return -1;
-    const int64_t half = group / 2, quarter = group / 4;
     int8_t v[QHX_GROUP_MAX];
     for (int64_t g = 0; g < n / group; g++) {
         if (quant_group(w + g * group, group, 31, scales + g, lo ? v : NULL)) return -1;
-        if (!lo) continue;
-        uint8_t u[QHX_GROUP_MAX];
-        for (int64_t i = 0; i < group; i++) u[i] = (uint8_t)(v[i] + 32);
-        for (int64_t i = 0; i < half; i++) lo[g * half + i] = (uint8_t)((u[i] & 15) | (u[i + half] & 15) << 4);
-        for (int64_t k = 0; k < quarter; k++) {
-            unsigned b = 0;
-            for (int c = 0; c < 4; c++) b |= (unsigned)(u[k + c * quarter] >> 4) << (2 * c);
-            hi[g * quarter + k] = (uint8_t)b;
-        }
+        if (lo) pack_q6(v, group, lo + g * group / 2, hi + g * group / 4);
     }
     return 0;
+}
+
+void qhx_quant_q6_codes(const float *w, int64_t n, int64_t group, const uint16_t *scales, uint8_t *lo, uint8_t *hi) {
+    int8_t v[QHX_GROUP_MAX];
+    for (int64_t g = 0; g < n / group; g++) {
+        float unused;
+        codes_at(w + g * group, group, qhx_f16_to_f32(scales[g]), 31, v, &unused);
+        pack_q6(v, group, lo + g * group / 2, hi + g * group / 4);
+    }
 }
 
 /* The unsigned 6-bit code of value i (in [0, group)) of the group at lo/hi (layout: quant.h). */

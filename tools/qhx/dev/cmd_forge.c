@@ -14,7 +14,7 @@
 
 static const char USAGE[] =
     "usage: qhx forge HF_DIR OUT_DIR --precision f16|bf16|w8|q4 [--lmhead f16|bf16|w8|q6|q4]\n"
-    "                 [--embed f16|bf16] [--text-only] [--max-context N] [--name NAME] [--quiet]\n"
+    "                 [--embed f16|bf16] [--text-only] [--max-context N] [--name NAME] [--threads N] [--quiet]\n"
     "       qhx forge --random FAMILY OUT_DIR --preset tiny|demo|2b [--seed N] [--dtype f32|bf16]\n"
     "                 [--tokenizer FILE] [--vision] [--quiet]\n"
     "\n"
@@ -30,7 +30,8 @@ static const char USAGE[] =
     "lookup table of that dtype instead. A checkpoint with a vision tower (Qwen3-VL, Qwen3.5) gets a\n"
     "-vlm- manifest (image + text) beside the text one; --text-only leaves the tower out, and then\n"
     "the bundle carries no vision weights and only the text manifest. --vision (with --random\n"
-    "qwen3_5) also writes the Qwen3.5 vision tower.\n";
+    "qwen3_5) also writes the Qwen3.5 vision tower. --threads N: threads that quantize (default:\n"
+    "one per physical core; the bundle's bytes do not depend on it).\n";
 
 // ---- progress bar and cancel --------------------------------------------------------------------
 
@@ -158,6 +159,13 @@ int qhx_forge_parse_args(int argc, char **argv, qhx_forge_args *fa) {
             if (qhx_cli_parse_u64(argv[++i], &p->seed) != 0)
                 return qhx_cli_usage_error("forge", "--seed: '%s' is not an integer in [0, 18446744073709551615]",
                                            argv[i]);
+            continue;
+        } else if (!strcmp(a, "--threads") || !strcmp(a, "-t")) {
+            int64_t v;
+            if (i + 1 >= argc) return qhx_cli_usage_error("forge", "%s needs a value", a);
+            if (qhx_cli_parse_i64(argv[++i], 1, 512, &v) != 0)
+                return qhx_cli_usage_error("forge", "%s: '%s' is not an integer in [1, 512]", a, argv[i]);
+            p->threads = (int)v;
             continue;
         } else if (!strcmp(a, "--max-context")) {
             int64_t v;
