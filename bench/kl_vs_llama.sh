@@ -11,11 +11,15 @@
 #   come from a llama.cpp build outside this tree (nothing here builds it).
 # SEQS_FILE: lines "PROMPT_IDS<TAB>CONTINUATION_IDS" (comma-separated); without it, a parity
 #   fixture's prompts.json + golden.json greedy tokens are used (CHECKPOINT_DIR is the fixture).
+# QHX_FORMATS: the qhx precisions forged and compared (default "w8 q4"); QHX_FORGE_ARGS: more
+#   qhx forge options for each of them (those bundles are kept in WORK under their own names).
 # Reference: qhx logits on the checkpoint itself (f32 or bf16 math on the stored weights).
 set -euo pipefail
 CK=$1 WORK=$2 SEQS=${3:-}
 : "${QHX:?}" "${LLAMA_DUMP:?}" "${LLAMA_QUANTIZE:?}" "${CONVERT:?}"
 HERE=$(cd "$(dirname "$0")" && pwd)
+FORMATS=${QHX_FORMATS:-w8 q4} FARGS=${QHX_FORGE_ARGS:-}
+sfx=$(printf '%s' "$FARGS" | tr -cs 'A-Za-z0-9.' _)  # bundle folder suffix: "" without options
 PY=
 for p in python3 /usr/bin/python3; do "$p" -c 'import numpy' 2>/dev/null && { PY=$p; break; }; done
 [ -n "$PY" ] || { echo "kl_vs_llama: no python3 with numpy" >&2; exit 1; }
@@ -38,8 +42,9 @@ vocab=$(python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); print(c.get
 for q in Q8_0 Q4_0 Q4_K_M; do
   [ -f "$WORK/$q.gguf" ] || "$LLAMA_QUANTIZE" "$WORK/F32.gguf" "$WORK/$q.gguf" "$q" 2 >"$WORK/quantize-$q.log" 2>&1
 done
-for p in w8 q4; do
-  [ -d "$WORK/qhx-$p" ] || "$QHX" forge "$CK" "$WORK/qhx-$p" --precision "$p" --quiet
+for p in $FORMATS; do
+  # shellcheck disable=SC2086  # FARGS is a list of options
+  [ -d "$WORK/qhx-$p$sfx" ] || "$QHX" forge "$CK" "$WORK/qhx-$p$sfx" --precision "$p" --quiet $FARGS
 done
 
 dump_qhx() { # model out
@@ -58,11 +63,14 @@ dump_llama() { # gguf out
 }
 dump_qhx "$CK" "$WORK/ref.f32"
 args=()
-for p in w8 q4; do dump_qhx "$WORK/qhx-$p" "$WORK/qhx-$p.f32"; args+=("qhx-$p=$WORK/qhx-$p.f32"); done
+for p in $FORMATS; do
+  dump_qhx "$WORK/qhx-$p$sfx" "$WORK/qhx-$p$sfx.f32"; args+=("qhx-$p=$WORK/qhx-$p$sfx.f32")
+done
 dump_llama "$WORK/F32.gguf" "$WORK/llama-F32.f32"
 args+=("llama-F32=$WORK/llama-F32.f32")
 for q in Q8_0 Q4_0 Q4_K_M; do dump_llama "$WORK/$q.gguf" "$WORK/llama-$q.f32"; args+=("llama-$q=$WORK/llama-$q.f32"); done
+[ -z "$FARGS" ] || echo "qhx forge options: $FARGS"
 "$PY" "$HERE/kl_compare.py" "$vocab" "$WORK/ref.f32" "${args[@]}"
 echo "sizes (bytes of weights):"
-for p in w8 q4; do printf '  qhx-%s %s\n' "$p" "$(cat "$WORK/qhx-$p"/*.safetensors | wc -c)"; done
+for p in $FORMATS; do printf '  qhx-%s %s\n' "$p" "$(cat "$WORK/qhx-$p$sfx"/*.safetensors | wc -c)"; done
 for q in F32 Q8_0 Q4_0 Q4_K_M; do printf '  llama-%s %s\n' "$q" "$(stat -c %s "$WORK/$q.gguf")"; done

@@ -13,6 +13,15 @@ prompts that pass the tolerant gate of `qhx parity --gate tol`.
         --work /tmp/qsweep --seeds 36001-36030 --tau 0.02 -- --precision w8
 
 Needs python3 + numpy (Debian python3-numpy). Prints one line per checkpoint and a total.
+
+With --llama-kl it runs bench/kl_vs_llama.sh on each checkpoint instead of the gate (the prompts
+and greedy goldens above are its sequences; set LLAMA_DUMP, LLAMA_QUANTIZE and CONVERT as that
+script says; --formats and the forge options become its QHX_FORMATS and QHX_FORGE_ARGS) and prints
+bytes, KL mean, KL p99.9 and top-1 per checkpoint and format, their medians, and on how many
+checkpoints qhx w8 / q4 has a KL mean at or below llama.cpp's Q8_0 / Q4_0:
+
+    LLAMA_DUMP=... LLAMA_QUANTIZE=... CONVERT="..." python3 bench/quant_sweep.py --qhx build/bin/qhx \
+        --make-tiny tests/data/oracle/make_tiny.py --work /tmp/qsweep --seeds 36001-36030 --llama-kl
 """
 import argparse
 import json
@@ -25,10 +34,12 @@ import numpy as np
 PROMPT_LENGTHS = [1, 7, 33, 64, 150, 300]
 N_STEPS = 32
 N_BPE, IM_START, IM_END, NEWLINE = 960, 961, 962, 198
+KL_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kl_vs_llama.sh")
+KL_PAIRS = [("qhx-w8", "llama-Q8_0"), ("qhx-q4", "llama-Q4_0")]  # counted: qhx KL mean <= llama's
 
 
-def run(*argv, ok=(0,)):
-    r = subprocess.run(argv, capture_output=True, text=True)
+def run(*argv, ok=(0,), env=None):
+    r = subprocess.run(argv, capture_output=True, text=True, env=env)
     if r.returncode not in ok:
         sys.exit("%s: exit %d: %s" % (" ".join(argv), r.returncode, r.stderr.strip()))
     return r.stdout
@@ -103,6 +114,38 @@ def gate_passes(args, ckpt, seed):
     return sum(("greedy %d/%d match" % (N_STEPS, N_STEPS)) in l or "< tau)" in l for l in lines), len(lines)
 
 
+def llama_kl(args, ckpt, seed):
+    """{test: [bytes, KL mean, KL p99.9, top-1]} from bench/kl_vs_llama.sh on this checkpoint."""
+    env = dict(os.environ, QHX=args.qhx, QHX_FORMATS=args.formats, QHX_FORGE_ARGS=" ".join(args.forge))
+    out = run("bash", KL_SCRIPT, ckpt, os.path.join(args.work, "kl-%d" % seed), env=env)
+    fig = {}
+    for f in map(str.split, out.splitlines()):
+        if len(f) == 7 and f[1].isdigit():  # test rows mean p99 p99.9 max top-1
+            fig[f[0]] = [float(f[2]), float(f[4]), float(f[6])]
+        elif len(f) == 2 and f[0] in fig:  # test bytes
+            fig[f[0]].insert(0, int(f[1]))
+    return fig
+
+
+def llama_kl_sweep(args, seeds):
+    print("%-6s %-12s %10s %10s %10s %7s" % ("seed", "test", "bytes", "KL mean", "KL p99.9", "top-1"), flush=True)
+    figs = {}
+    for seed in seeds:
+        figs[seed] = llama_kl(args, make_case(args, seed), seed)
+        for name, (size, mean, p999, top1) in figs[seed].items():
+            print("%-6d %-12s %10d %10.3e %10.3e %7.4f" % (seed, name, size, mean, p999, top1), flush=True)
+    with open(os.path.join(args.work, "llama-kl-%s.json" % args.seeds), "w") as f:
+        json.dump({"formats": args.formats, "forge": args.forge, "figures": figs}, f, indent=1)
+    print("median over %d checkpoints (forge %s):" % (len(seeds), " ".join(args.forge) or "defaults"))
+    for name in figs[seeds[0]]:
+        m = np.median([figs[s][name] for s in seeds], axis=0)
+        print("%-6s %-12s %10d %10.3e %10.3e %7.4f" % ("median", name, m[0], m[1], m[2], m[3]))
+    for ours, theirs in KL_PAIRS:
+        if ours in figs[seeds[0]] and theirs in figs[seeds[0]]:
+            n = sum(figs[s][ours][1] <= figs[s][theirs][1] for s in seeds)
+            print("%s KL mean <= %s on %d/%d checkpoints" % (ours, theirs, n, len(seeds)))
+
+
 def parse_seeds(text):
     lo, _, hi = text.partition("-")
     return list(range(int(lo), int(hi or lo) + 1))
@@ -115,11 +158,16 @@ def main():
     ap.add_argument("--work", required=True, help="folder for checkpoints and bundles (reused)")
     ap.add_argument("--seeds", default="36001-36030", help="A-B, inclusive")
     ap.add_argument("--tau", type=float, default=0.02)
+    ap.add_argument("--llama-kl", action="store_true", help="KL against llama.cpp's quantizations instead")
+    ap.add_argument("--formats", default="w8 q4", help="with --llama-kl: qhx precisions compared")
     ap.add_argument("forge", nargs=argparse.REMAINDER, help="-- then qhx forge options")
     args = ap.parse_args()
-    args.forge = [a for a in args.forge if a != "--"] or ["--precision", "w8"]
-    args.tag = "_".join(a.lstrip("-") for a in args.forge)
+    args.forge = [a for a in args.forge if a != "--"]
     os.makedirs(args.work, exist_ok=True)
+    if args.llama_kl:
+        return llama_kl_sweep(args, parse_seeds(args.seeds))
+    args.forge = args.forge or ["--precision", "w8"]
+    args.tag = "_".join(a.lstrip("-") for a in args.forge)
     passed = total = 0
     for seed in parse_seeds(args.seeds):
         ckpt = make_case(args, seed)
