@@ -48,7 +48,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         err.msg[0] = '\0';
         if (qhx_st_get_weight(s, t->name, -1, -1, &w, &err) == QHX_OK) {
             if (w.fmt == QHX_W_Q4 && (w.group < 2 || w.group % 2 || w.cols % w.group)) __builtin_trap();
-            if ((w.fmt == QHX_W_Q8 && !w.scales) || (w.fmt == QHX_W_Q4 && !w.gscales)) __builtin_trap();
+            if (w.fmt == QHX_W_Q6 && (w.group < 4 || w.group % 4 || w.cols % w.group || !w.high)) __builtin_trap();
+            if ((w.fmt == QHX_W_Q8 && !w.scales) || ((w.fmt == QHX_W_Q4 || w.fmt == QHX_W_Q6) && !w.gscales))
+                __builtin_trap();
             use(&k, &w);
             /* the same with the shape stated, and with a wrong column count */
             if (qhx_st_get_weight(s, t->name, w.rows, w.cols, &w, &err) != QHX_OK) __builtin_trap();
