@@ -49,30 +49,42 @@ static float f16_round(float d) { return qhx_f16_to_f32(qhx_f32_to_f16(d)); }
 /* Codes of a group at scale d (nearest, ties to even, clamped; all 0 when d is 0) -> v; returns
  * the squared error sum (w - d v)^2 in f32, and in *refit the least-squares scale for these
  * codes, sum w v / sum v^2 (0 for all-zero codes). */
-static float codes_at(const float *wg, int64_t group, float d, int top, int8_t *v, float *refit) {
-    const float inv = d != 0.0f ? 1.0f / d : 0.0f, hi = (float)top, lo = -(float)top - 1.0f;
-    /* Round half to even without a libm call (the search runs this 27 times per weight): clamp
-     * to [lo - 1, hi + 1] first, then add and subtract 1.5 * 2^23, which leaves a float of
-     * magnitude below 2^22 rounded to an integer in the default rounding mode, exactly as
-     * nearbyintf; the final clamp is then the same as after nearbyintf. */
+/* One value's code at scale d (inv = 1 / d) into *v (when given) and its terms into one lane of
+ * the partial sums. Round half to even without a libm call (the search runs this 27 times per
+ * weight): clamp to [lo, hi] (integers, so clamping before rounding is the same as after), then
+ * add and subtract 1.5 * 2^23, which rounds a float of magnitude below 2^22 to an integer in the
+ * default rounding mode, exactly as nearbyintf. */
+typedef struct lane_sums {
+    float err, wv, vv;
+} lane_sums;
+
+static inline __attribute__((always_inline)) void code_lane(float w, float inv, float d, float lo, float hi,
+                                                            int8_t *v, lane_sums *s) {
     const float magic = 0x1.8p23f;
-    /* four partial sums (value i into sum i % 4): the loop is not bound by chains of dependent
+    float t = w * inv;
+    t = t < hi ? t : hi; /* the forms of minss / maxss */
+    t = t > lo ? t : lo;
+    t = (t + magic) - magic;
+    if (v) *v = (int8_t)t;
+    float e = w - d * t;
+    s->err += e * e;
+    s->wv += w * t;
+    s->vv += t * t;
+}
+
+static inline __attribute__((always_inline)) float codes_at(const float *wg, int64_t group, float d, int top,
+                                                              int8_t *v, float *refit) {
+    const float inv = d != 0.0f ? 1.0f / d : 0.0f, hi = (float)top, lo = -(float)top - 1.0f;
+    /* two partial sums (value i into lane i % 2): the loop is not bound by one chain of dependent
      * additions, and each sum stays a fixed function of the inputs */
-    float err[4] = {0}, wv[4] = {0}, vv[4] = {0};
-    for (int64_t i = 0; i < group; i++) {
-        float t = wg[i] * inv;
-        t = t > hi + 1.0f ? hi + 1.0f : t < lo - 1.0f ? lo - 1.0f : t;
-        t = (t + magic) - magic;
-        t = t > hi ? hi : t < lo ? lo : t;
-        v[i] = (int8_t)t;
-        float e = wg[i] - d * t;
-        err[i % 4] += e * e;
-        wv[i % 4] += wg[i] * t;
-        vv[i % 4] += t * t;
+    lane_sums s0 = {0}, s1 = {0};
+    for (int64_t i = 0; i < group; i += 2) { /* groups are even in both formats */
+        code_lane(wg[i], inv, d, lo, hi, v ? v + i : NULL, &s0);
+        code_lane(wg[i + 1], inv, d, lo, hi, v ? v + i + 1 : NULL, &s1);
     }
-    float sv = (vv[0] + vv[1]) + (vv[2] + vv[3]);
-    *refit = sv > 0.0f ? ((wv[0] + wv[1]) + (wv[2] + wv[3])) / sv : 0.0f;
-    return (err[0] + err[1]) + (err[2] + err[3]);
+    float sv = s0.vv + s1.vv;
+    *refit = sv > 0.0f ? (s0.wv + s1.wv) / sv : 0.0f;
+    return s0.err + s1.err;
 }
 
 /* The scale search (docs/formats.md, "Choosing the scale"). Candidates: d = m / -n for the
@@ -82,15 +94,14 @@ static float codes_at(const float *wg, int64_t group, float d, int top, int8_t *
  * to f16. The candidate of least squared error wins, the first one on ties. */
 #define SEARCH_STEPS 13
 static float search_scale(const float *wg, int64_t group, float m, int top) {
-    int8_t v[QHX_GROUP_MAX];
     const float N = (float)top + 1.0f;
-    float fit, unused, best = f16_round(m / -N), best_err = codes_at(wg, group, best, top, v, &unused);
+    float fit, unused, best = f16_round(m / -N), best_err = codes_at(wg, group, best, top, NULL, &unused);
     for (int k = 0; k < SEARCH_STEPS; k++) {
         float d = f16_round(m / -(N * (0.875f + (float)k / 32.0f)));
-        float err = codes_at(wg, group, d, top, v, &fit);
+        float err = codes_at(wg, group, d, top, NULL, &fit);
         if (err < best_err) best = d, best_err = err;
         fit = f16_round(fit);
-        if ((err = codes_at(wg, group, fit, top, v, &unused)) < best_err) best = fit, best_err = err;
+        if ((err = codes_at(wg, group, fit, top, NULL, &unused)) < best_err) best = fit, best_err = err;
     }
     return best;
 }
