@@ -235,14 +235,21 @@ static int i8x_ok(const qhx_weight *w) {
     return w->group == 32 && w->cols % 32 == 0 && w->cols <= QX_MAX_COLS;
 }
 
-void Q4I8X_NAME(qhx_k_matvec_q4_i8x)(const qhx_weight *w, const float *x, float *y, int64_t r0, int64_t r1) {
+/* One activation row quantized once, then rows [r0, r1); shapes without the int8 path go to
+ * `exact` (Q4: the f32 AVX2 kernel; Q6: the reference). */
+AI void matvec_i8x(const qhx_weight *w, const float *x, float *y, int64_t r0, int64_t r1, int bits,
+                   qhx_matvec_fn exact) {
     if (!i8x_ok(w)) {
-        qhx_k_matvec_q4_avx2(w, x, y, r0, r1);
+        exact(w, x, y, r0, r1);
         return;
     }
     qx_row qx;
     quantize_x(x, w->cols, &qx);
-    rows_range(w, &qx, y, r0, r1, 4);
+    rows_range(w, &qx, y, r0, r1, bits);
+}
+
+void Q4I8X_NAME(qhx_k_matvec_q4_i8x)(const qhx_weight *w, const float *x, float *y, int64_t r0, int64_t r1) {
+    matvec_i8x(w, x, y, r0, r1, 4, qhx_k_matvec_q4_avx2);
 }
 
 /* Prefill: row blocks that stay in L2; inside each, one token at a time against its quantized
@@ -250,9 +257,14 @@ void Q4I8X_NAME(qhx_k_matvec_q4_i8x)(const qhx_weight *w, const float *x, float 
  * the exact path's ~21). */
 #define MM_BLOCK_BYTES (192 * 1024)
 
-/* Row blocks of MM_BLOCK_BYTES, each gone over by every token in turn. */
-AI void matmul_blocks(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy, int64_t n, int64_t r0,
-                      int64_t r1, int bits) {
+/* Row blocks of MM_BLOCK_BYTES, each gone over by every token in turn; shapes without the int8
+ * path go to `exact`. */
+AI void matmul_i8x(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy, int64_t n, int64_t r0,
+                   int64_t r1, int bits, qhx_matmul_fn exact) {
+    if (!i8x_ok(w)) {
+        exact(w, X, ldx, Y, ldy, n, r0, r1);
+        return;
+    }
     qx_row qx;
     int64_t row_bytes = w->cols / 2 + (bits == 6 ? w->cols / 4 : 0) + w->cols / 32 * 2;
     int64_t blk = MM_BLOCK_BYTES / (row_bytes > 0 ? row_bytes : 1);
@@ -269,33 +281,19 @@ AI void matmul_blocks(const qhx_weight *w, const float *X, int64_t ldx, float *Y
 
 void Q4I8X_NAME(qhx_k_matmul_q4_i8x)(const qhx_weight *w, const float *X, int64_t ldx, float *Y,
                               int64_t ldy, int64_t n, int64_t r0, int64_t r1) {
-    if (!i8x_ok(w)) {
-        qhx_k_matmul_q4_avx2(w, X, ldx, Y, ldy, n, r0, r1);
-        return;
-    }
-    matmul_blocks(w, X, ldx, Y, ldy, n, r0, r1, 4);
+    matmul_i8x(w, X, ldx, Y, ldy, n, r0, r1, 4, qhx_k_matmul_q4_avx2);
 }
 
 /* ---- Q6 (the same kernels with 6-bit codes; no exact SIMD path: other shapes take the
  * reference) ------------------------------------------------------------------------------------ */
 
 void Q4I8X_NAME(qhx_k_matvec_q6_i8x)(const qhx_weight *w, const float *x, float *y, int64_t r0, int64_t r1) {
-    if (!i8x_ok(w)) {
-        qhx_k_matvec_q6_ref(w, x, y, r0, r1);
-        return;
-    }
-    qx_row qx;
-    quantize_x(x, w->cols, &qx);
-    rows_range(w, &qx, y, r0, r1, 6);
+    matvec_i8x(w, x, y, r0, r1, 6, qhx_k_matvec_q6_ref);
 }
 
 void Q4I8X_NAME(qhx_k_matmul_q6_i8x)(const qhx_weight *w, const float *X, int64_t ldx, float *Y,
                               int64_t ldy, int64_t n, int64_t r0, int64_t r1) {
-    if (!i8x_ok(w)) {
-        qhx_k_matmul_q6_ref(w, X, ldx, Y, ldy, n, r0, r1);
-        return;
-    }
-    matmul_blocks(w, X, ldx, Y, ldy, n, r0, r1, 6);
+    matmul_i8x(w, X, ldx, Y, ldy, n, r0, r1, 6, qhx_k_matmul_q6_ref);
 }
 
 /* ---- several activation rows at once (decode of several sequences) ---------------------------
