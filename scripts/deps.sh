@@ -14,7 +14,6 @@ BUILD=(
   libjpeg-dev               # JPEG decoding (libjpeg-turbo on Debian and Ubuntu)
   libspng-dev zlib1g-dev    # PNG decoding
   libedit-dev               # qhx chat: line editing and history (BSD licence)
-  libmicrohttpd-dev         # qhx serve: the HTTP server (LGPL-2.1+)
 )
 TEST=(
   clang                     # libFuzzer targets (make fuzz)

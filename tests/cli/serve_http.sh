@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # qhx serve over raw HTTP: curl for the SSE framing of a streamed answer, then hostile and odd
 # input, cancelled clients, slow clients, a full queue, SIGTERM draining and the API key
-# (tests/serve/test_http.py, the Python standard library only).
+# (tests/serve/test_http.py), and the HTTP/1.1 framing under hostile clients over raw sockets
+# (tests/serve/test_framing.py); the Python standard library only.
 # Usage: serve_http.sh BIN_DIR DATA_DIR SOURCE_DIR
 set -u
 BIN=$1 DATA=$2 SRC=$3
@@ -56,4 +57,5 @@ PID=
 check '[ $rc = 0 ]' "SIGTERM: exit 0 (got $rc)"
 
 cd "$SRC/tests/serve" && timeout 600 python3 test_http.py "$BIN/qhx" "$DATA" || fail=1
+timeout 300 python3 test_framing.py "$BIN/qhx" "$DATA" || fail=1
 exit $fail

@@ -31,8 +31,8 @@ static void usage(FILE *f) {
             "  --alias NAME         the model id reported (default: the model path's last part)\n"
             "  --max-tokens N       most tokens one request may generate (default 4096)\n"
             "  --max-body BYTES     request body cap (default 32 MiB)\n"
-            "  --timeout S          seconds a connection may stay idle, and a body may take to\n"
-            "                       arrive (default 30)\n"
+            "  --timeout S          seconds a connection may stay idle, and the whole header\n"
+            "                       section and the whole body may each take to arrive (default 30)\n"
             "  --images, --text-only  a checkpoint folder with a vision tower: open it for images,\n"
             "                       or for text only (default: the family's choice, Qwen3-VL with\n"
             "                       images, Qwen3.5 text only)\n");
@@ -42,7 +42,7 @@ srv_limits srv_default_limits(void) {
     return (srv_limits){.max_body = (size_t)32 << 20, .max_messages = 1024, .max_images = 4,
                         .max_image_pixels = (int64_t)16 << 20, .max_image_tokens = 16384, .max_tokens = 4096,
                         .max_stops = 16, .max_stop_len = 256, .max_tools = 128, .max_top_logprobs = 20,
-                        .max_prompt_ids = 1 << 20, .conn_timeout_s = 30, .body_timeout_s = 30,
+                        .max_prompt_ids = 1 << 20, .conn_timeout_s = 30, .head_timeout_s = 30, .body_timeout_s = 30,
                         .max_connections = 256, .max_per_ip = 128};
 }
 
@@ -101,7 +101,7 @@ static int parse(int argc, char **argv, serve_args *a) {
             c->lim.max_tokens = x;
         } else if (!strcmp(o, "--timeout")) {
             if (qhx_cli_parse_i64(v, 1, 3600, &x)) return qhx_cli_usage_error(CMD, "--timeout: '%s' is not in [1, 3600]", v);
-            c->lim.conn_timeout_s = c->lim.body_timeout_s = (int)x;
+            c->lim.conn_timeout_s = c->lim.head_timeout_s = c->lim.body_timeout_s = (int)x;
         } else if (!strcmp(o, "--max-body")) {
             if (qhx_cli_parse_i64(v, 1024, (int64_t)1 << 30, &x)) return qhx_cli_usage_error(CMD, "--max-body: '%s' is not in [1024, 1 GiB]", v);
             c->lim.max_body = (size_t)x;

@@ -1,22 +1,26 @@
-/* http.c: the HTTP side of qhx serve on libmicrohttpd (docs/server.md says why that library).
+/* http.c: the HTTP/1.1 side of qhx serve, on plain sockets (docs/server.md says why not a
+ * library): connections, limits, deadlines, routing, responses and streaming.
  *
- * One thread per connection (MHD_USE_THREAD_PER_CONNECTION): a connection waiting for its job
- * blocks in its own thread, and a streamed response's reader waits on the job's condition
- * variable. While waiting, both look at the socket every WAIT_MS for the client having gone
- * (recv with MSG_PEEK reads 0 or fails): the job is then marked cancelled and the engine drops
- * it before its next decode step. Limits: connections in all and per address, an idle timeout,
- * a header memory cap (libmicrohttpd's connection memory), a body size cap (413) and a deadline
- * for the body to arrive; a slow client holds its connection thread, never an engine slot (a
- * job exists only once its whole body has been read). */
+ * One thread per connection: a connection waiting for its job blocks in its own thread, and a
+ * streamed response waits on the job's condition variable. While waiting, both look at the
+ * socket every WAIT_MS for the client having gone (recv with MSG_PEEK reads 0 or fails): the job
+ * is then marked cancelled and the engine drops it before its next decode step. The framing
+ * (http_parse.c) is strict and every error it finds is answered in the OpenAI error shape with
+ * the connection closed. Limits: connections in all and per address, an idle timeout between
+ * requests, one deadline for the whole header section and one for the whole body (408), a
+ * header cap (414 for the request line, 431 for the section), a body cap (413), and a write
+ * that makes no progress for the idle timeout drops the connection. A slow client holds its
+ * connection thread, never an engine slot (a job exists only once its whole body is in). */
 #include "serve.h"
 
 #include "cli.h"
 
-
 #include <arpa/inet.h>
 #include <errno.h>
-#include <microhttpd.h>
+#include <fcntl.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,63 +29,173 @@
 #include <unistd.h>
 
 #define WAIT_MS 20
+#define IN_CAP (SRV_HTTP_MAX_HEAD + 16 * 1024) /* a connection's input buffer */
+#define PATH_CAP (SRV_HTTP_MAX_LINE + 1)       /* any target within the request line fits */
 
 struct srv_http {
-    struct MHD_Daemon *d;
     const qhx_model *m;
     const srv_config *cfg;
     srv_engine *e;
     srv_stats *stats;
     int64_t started;
-    atomic_int in_flight; /* requests between their first byte and their last response byte */
+    atomic_int in_flight; /* requests between their header section and their last response byte */
+    atomic_int quiesced, stopping;
+    int lfd, wake[2];
+    pthread_t acceptor;
+    bool acceptor_running;
+    pthread_mutex_t mu; /* the connection table */
+    pthread_cond_t cv;
+    int n_conns;
+    struct srv_conn **conns; /* max_connections entries, NULL where free */
 };
 
-/* What one request collects while its body arrives. */
-typedef struct req_ctx {
-    srv_buf body;
-    bool too_big;
-    double t0;
-} req_ctx;
+/* One connection and the request it is on. */
+typedef struct srv_conn {
+    srv_http *h;
+    int fd;
+    struct sockaddr_storage addr;
+    char *in; /* bytes read and not yet used (IN_CAP) */
+    size_t n_in;
+    srv_http_head head;
+    char path[PATH_CAP];
+    bool head_only; /* HEAD: the GET answer without its body */
+    bool close;     /* close after this response */
+    const char *allow; /* a 405's Allow header */
+} srv_conn;
+
+static double mono_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* ---- socket I/O ------------------------------------------------------------------------------ */
+
+/* Wait for fd to be ready for ev until deadline (a mono_now time). 1 ready, 0 timed out. */
+static int wait_fd(int fd, short ev, double deadline) {
+    for (;;) {
+        double left = deadline - mono_now();
+        if (left <= 0) return 0;
+        struct pollfd p = {fd, ev, 0};
+        int r = poll(&p, 1, (int)(left * 1000) + 1);
+        if (r > 0) return 1;
+        if (r < 0 && errno != EINTR) return 1; /* let the read or write report it */
+    }
+}
+
+/* Read more bytes into c->in. >0 bytes read, 0 the peer closed or failed, -2 deadline passed,
+ * -3 the buffer is full. */
+static int conn_read(srv_conn *c, double deadline) {
+    if (c->n_in >= IN_CAP) return -3;
+    for (;;) {
+        if (!wait_fd(c->fd, POLLIN, deadline)) return -2;
+        ssize_t r = recv(c->fd, c->in + c->n_in, IN_CAP - c->n_in, MSG_DONTWAIT);
+        if (r > 0) {
+            c->n_in += (size_t)r;
+            return (int)r;
+        }
+        if (r == 0) return 0;
+        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return 0;
+    }
+}
+
+static void conn_consume(srv_conn *c, size_t k) {
+    memmove(c->in, c->in + k, c->n_in - k);
+    c->n_in -= k;
+}
+
+/* Write all of p; a write that makes no progress for the idle timeout fails (-1). */
+static int conn_write(srv_conn *c, const char *p, size_t n) {
+    while (n) {
+        if (!wait_fd(c->fd, POLLOUT, mono_now() + c->h->cfg->lim.conn_timeout_s)) return -1;
+        ssize_t r = send(c->fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (r > 0) {
+            p += r;
+            n -= (size_t)r;
+        } else if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return -1;
+    }
+    return 0;
+}
 
 /* ---- responses ------------------------------------------------------------------------------ */
 
-static enum MHD_Result send_text(struct MHD_Connection *c, int status, char *text, const char *type) {
-    if (!text) {
-        static char fallback[] = "{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\",\"param\":null,\"code\":503}}";
-        text = strdup(fallback);
-        status = 503;
-        if (!text) return MHD_NO;
+static const char *reason(int status) {
+    switch (status) {
+    case 200: return "OK";
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 408: return "Request Timeout";
+    case 413: return "Content Too Large";
+    case 414: return "URI Too Long";
+    case 417: return "Expectation Failed";
+    case 429: return "Too Many Requests";
+    case 431: return "Request Header Fields Too Large";
+    case 501: return "Not Implemented";
+    case 503: return "Service Unavailable";
+    case 505: return "HTTP Version Not Supported";
+    default: return status >= 500 ? "Internal Server Error" : "Bad Request";
     }
-    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
-    if (!r) {
-        free(text);
-        return MHD_NO;
-    }
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
-    if (status == 503 || status == 429) MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
-    if (status == 401) MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
-    enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, r);
-    MHD_destroy_response(r);
-    return ret;
 }
 
-static enum MHD_Result send_json(struct MHD_Connection *c, int status, json_t *v) {
+/* The status line and the headers every response has; len < 0: a chunked body. */
+static int put_head(srv_conn *c, srv_buf *b, int status, const char *type, long long len, const char *extra) {
+    char date[64], line[512];
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(date, sizeof date, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+    if (atomic_load(&c->h->quiesced)) c->close = true;
+    int k = snprintf(line, sizeof line, "HTTP/1.1 %d %s\r\nDate: %s\r\nServer: qhx\r\nContent-Type: %s\r\n", status,
+                     reason(status), date, type);
+    int bad = srv_buf_put(b, line, (size_t)k);
+    if (len >= 0) k = snprintf(line, sizeof line, "Content-Length: %lld\r\n", len);
+    else k = snprintf(line, sizeof line, "Transfer-Encoding: chunked\r\n");
+    bad |= srv_buf_put(b, line, (size_t)k);
+    if (c->close) bad |= srv_buf_puts(b, "Connection: close\r\n");
+    if (extra) bad |= srv_buf_puts(b, extra);
+    bad |= srv_buf_puts(b, "\r\n");
+    return bad;
+}
+
+/* A complete response; takes text (freed here). 0, or -1 when the connection must end. */
+static int send_text(srv_conn *c, int status, char *text, const char *type) {
+    if (!text) {
+        static const char fallback[] =
+            "{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\",\"param\":null,\"code\":503}}";
+        text = strdup(fallback);
+        status = 503;
+        if (!text) return -1;
+    }
+    char extra[256] = "";
+    if (status == 503 || status == 429) snprintf(extra, sizeof extra, "Retry-After: 1\r\n");
+    if (status == 401) snprintf(extra, sizeof extra, "WWW-Authenticate: Bearer\r\n");
+    if (status == 405 && c->allow) snprintf(extra, sizeof extra, "Allow: %s\r\n", c->allow);
+    size_t len = strlen(text);
+    srv_buf b = {0};
+    int bad = put_head(c, &b, status, type, (long long)len, extra[0] ? extra : NULL);
+    if (!c->head_only) bad |= srv_buf_put(&b, text, len);
+    free(text);
+    int rc = bad ? -1 : conn_write(c, b.p, b.n);
+    srv_buf_free(&b);
+    return rc || c->close ? -1 : 0;
+}
+
+static int send_json(srv_conn *c, int status, json_t *v) {
     char *t = v ? json_dumps(v, JSON_COMPACT) : NULL;
     json_decref(v);
     return send_text(c, status, t, "application/json");
 }
 
-static enum MHD_Result send_error(srv_http *h, struct MHD_Connection *c, int status, const char *msg) {
+static int send_error(srv_http *h, srv_conn *c, int status, const char *msg) {
     if (status >= 400) atomic_fetch_add(&h->stats->errors, 1);
     return send_text(c, status, srv_error_json(status, msg), "application/json");
 }
 
 /* ---- the client going away ------------------------------------------------------------------ */
 
-static int conn_fd(struct MHD_Connection *c) {
-    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-    return ci ? ci->connect_fd : -1;
-}
+static int conn_fd(srv_conn *c) { return c->fd; }
 
 /* 1 when the peer closed its end (or the socket failed). Bytes it sent ahead (a pipelined
  * request) are left in place. */
@@ -112,30 +226,17 @@ static void wait_a_little(srv_job *j) {
 
 /* ---- streaming ------------------------------------------------------------------------------ */
 
-typedef struct stream_ctx {
-    srv_job *job;
-    int fd;
-} stream_ctx;
-
-static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
-    (void)pos;
-    stream_ctx *sc = cls;
-    srv_job *j = sc->job;
+/* Wait for the job's next stream bytes (or its end), copy at most max of them into buf.
+ * Returns the bytes copied, 0 at the end of the stream, -1 when the client went away. */
+static ssize_t stream_next(srv_job *j, int fd, char *buf, size_t max) {
     pthread_mutex_lock(&j->mu);
     while (j->sse_sent == j->sse.n && !j->done) {
         pthread_mutex_unlock(&j->mu);
-        if (peer_gone(sc->fd)) {
-            atomic_store(&j->cancelled, 1);
-            return MHD_CONTENT_READER_END_WITH_ERROR;
-        }
+        if (peer_gone(fd)) return -1;
         pthread_mutex_lock(&j->mu);
         if (j->sse_sent == j->sse.n && !j->done) wait_a_little(j);
     }
     size_t n = j->sse.n - j->sse_sent;
-    if (n == 0 && j->done) {
-        pthread_mutex_unlock(&j->mu);
-        return MHD_CONTENT_READER_END_OF_STREAM;
-    }
     if (n > max) n = max;
     memcpy(buf, j->sse.p + j->sse_sent, n);
     j->sse_sent += n;
@@ -143,14 +244,30 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
     return (ssize_t)n;
 }
 
-static void stream_free(void *cls) {
-    stream_ctx *sc = cls;
-    atomic_store(&sc->job->cancelled, 1); /* no-op once done; stops it when the client left */
-    srv_job_unref(sc->job);
-    free(sc);
+/* The SSE bytes as a chunked body; the client leaving (or not reading) cancels the job. */
+static int stream_body(srv_conn *c, srv_job *j) {
+    enum { PIECE = 16 * 1024 };
+    char *buf = malloc(PIECE + 32);
+    if (!buf) return -1;
+    for (;;) {
+        ssize_t n = stream_next(j, c->fd, buf + 24, PIECE);
+        if (n < 0) break;
+        if (n == 0) {
+            free(buf);
+            return conn_write(c, "0\r\n\r\n", 5) || c->close ? -1 : 0;
+        }
+        char size[24];
+        int k = snprintf(size, sizeof size, "%zx\r\n", (size_t)n);
+        memcpy(buf + 24 - k, size, (size_t)k);
+        memcpy(buf + 24 + n, "\r\n", 2);
+        if (conn_write(c, buf + 24 - k, (size_t)k + (size_t)n + 2)) break;
+    }
+    free(buf);
+    atomic_store(&j->cancelled, 1);
+    return -1;
 }
 
-static enum MHD_Result respond_stream(srv_http *h, struct MHD_Connection *c, srv_job *j) {
+static int respond_stream(srv_http *h, srv_conn *c, srv_job *j) {
     /* wait for the first bytes (or an early failure) so that a refused prompt still gets its
        4xx status rather than a 200 stream */
     int fd = conn_fd(c);
@@ -159,7 +276,7 @@ static enum MHD_Result respond_stream(srv_http *h, struct MHD_Connection *c, srv
         pthread_mutex_unlock(&j->mu);
         if (peer_gone(fd)) {
             atomic_store(&j->cancelled, 1);
-            return MHD_NO;
+            return -1;
         }
         pthread_mutex_lock(&j->mu);
         if (!j->done && j->sse.n == 0) wait_a_little(j);
@@ -170,49 +287,43 @@ static enum MHD_Result respond_stream(srv_http *h, struct MHD_Connection *c, srv
     snprintf(msg, sizeof msg, "%s", j->error);
     pthread_mutex_unlock(&j->mu);
     if (failed) {
-        if (status == 499) return MHD_NO;
+        if (status == 499) return -1;
         return send_error(h, c, status, msg);
     }
-    stream_ctx *sc = calloc(1, sizeof *sc);
-    if (!sc) return send_error(h, c, 503, "out of memory");
-    srv_job_ref(j);
-    sc->job = j;
-    sc->fd = fd;
-    struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, stream_reader, sc, stream_free);
-    if (!r) {
-        stream_free(sc);
-        return MHD_NO;
+    srv_buf b = {0};
+    int bad = put_head(c, &b, 200, "text/event-stream", -1, "Cache-Control: no-cache\r\n");
+    int rc = bad ? -1 : conn_write(c, b.p, b.n);
+    srv_buf_free(&b);
+    if (rc) {
+        atomic_store(&j->cancelled, 1);
+        return -1;
     }
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
-    enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, r);
-    MHD_destroy_response(r);
-    return ret;
+    return stream_body(c, j);
 }
 
 /* ---- generation endpoints ------------------------------------------------------------------- */
 
-static enum MHD_Result respond_wait(srv_http *h, struct MHD_Connection *c, srv_job *j) {
+static int respond_wait(srv_http *h, srv_conn *c, srv_job *j) {
     int fd = conn_fd(c);
     pthread_mutex_lock(&j->mu);
     while (!j->done) {
         pthread_mutex_unlock(&j->mu);
         if (peer_gone(fd)) {
             atomic_store(&j->cancelled, 1);
-            return MHD_NO;
+            return -1;
         }
         pthread_mutex_lock(&j->mu);
         if (!j->done) wait_a_little(j);
     }
     pthread_mutex_unlock(&j->mu);
-    if (j->http_status == 499) return MHD_NO;
+    if (j->http_status == 499) return -1;
     if (j->http_status) {
         return send_error(h, c, j->http_status, j->error);
     }
     return send_text(c, 200, srv_output_body(j), "application/json");
 }
 
-static enum MHD_Result generate(srv_http *h, struct MHD_Connection *c, srv_kind kind, const char *body, size_t len) {
+static int generate(srv_http *h, srv_conn *c, srv_kind kind, const char *body, size_t len) {
     int status = 400;
     qhx_error err = {0};
     srv_job *j = kind == SRV_CHAT ? srv_request_chat(h->m, h->cfg, body, len, &status, &err)
@@ -223,7 +334,7 @@ static enum MHD_Result generate(srv_http *h, struct MHD_Connection *c, srv_kind 
         srv_job_unref(j);
         return send_error(h, c, 503, "the server is busy: every slot is taken and the queue is full; retry later");
     }
-    enum MHD_Result r = j->stream ? respond_stream(h, c, j) : respond_wait(h, c, j);
+    int r = j->stream ? respond_stream(h, c, j) : respond_wait(h, c, j);
     srv_job_unref(j);
     return r;
 }
@@ -242,7 +353,7 @@ static json_t *load_object(const char *body, size_t len, char *why, size_t why_n
     return v;
 }
 
-static enum MHD_Result tokenize(srv_http *h, struct MHD_Connection *c, const char *body, size_t len) {
+static int tokenize(srv_http *h, srv_conn *c, const char *body, size_t len) {
     char why[256];
     json_t *root = load_object(body, len, why, sizeof why);
     if (!root) return send_error(h, c, 400, why);
@@ -269,7 +380,7 @@ static enum MHD_Result tokenize(srv_http *h, struct MHD_Connection *c, const cha
     return send_json(c, 200, json_pack("{s:o}", "tokens", list));
 }
 
-static enum MHD_Result detokenize(srv_http *h, struct MHD_Connection *c, const char *body, size_t len) {
+static int detokenize(srv_http *h, srv_conn *c, const char *body, size_t len) {
     char why[256];
     json_t *root = load_object(body, len, why, sizeof why);
     if (!root) return send_error(h, c, 400, why);
@@ -314,7 +425,7 @@ static enum MHD_Result detokenize(srv_http *h, struct MHD_Connection *c, const c
     return send_json(c, 200, json_pack("{s:o}", "content", s ? s : json_string("")));
 }
 
-static enum MHD_Result models(srv_http *h, struct MHD_Connection *c) {
+static int models(srv_http *h, srv_conn *c) {
     json_t *m = json_pack("{s:s,s:s,s:I,s:s,s:{s:s,s:I,s:I}}", "id", h->cfg->alias, "object", "model", "created",
                           (json_int_t)h->started, "owned_by", "qhexrt", "meta", "family", qhx_model_family_name(h->m),
                           "n_ctx", (json_int_t)(h->cfg->ctx ? h->cfg->ctx : qhx_model_max_context(h->m)), "n_vocab",
@@ -322,7 +433,7 @@ static enum MHD_Result models(srv_http *h, struct MHD_Connection *c) {
     return send_json(c, 200, json_pack("{s:s,s:[o]}", "object", "list", "data", m));
 }
 
-static enum MHD_Result metrics(srv_http *h, struct MHD_Connection *c) {
+static int metrics(srv_http *h, srv_conn *c) {
     srv_stats *s = h->stats;
     double dsec = (double)atomic_load(&s->decode_ns) / 1e9;
     const struct {
@@ -362,9 +473,9 @@ static enum MHD_Result metrics(srv_http *h, struct MHD_Connection *c) {
 
 /* ---- routing -------------------------------------------------------------------------------- */
 
-static bool authorized(srv_http *h, struct MHD_Connection *c) {
+static bool authorized(srv_http *h, srv_conn *c) {
     if (!h->cfg->api_key) return true;
-    const char *a = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    const char *a = srv_http_field(&c->head, "Authorization");
     if (!a || strncmp(a, "Bearer ", 7)) return false;
     const char *k = a + 7, *want = h->cfg->api_key;
     size_t nk = strlen(k), nw = strlen(want);
@@ -375,10 +486,21 @@ static bool authorized(srv_http *h, struct MHD_Connection *c) {
 
 static const char *strip_v1(const char *url) { return strncmp(url, "/v1/", 4) ? url : url + 3; }
 
-static enum MHD_Result route(srv_http *h, struct MHD_Connection *c, const char *url, const char *method,
-                             const char *body, size_t len) {
-    bool get = !strcmp(method, "GET"), post = !strcmp(method, "POST");
-    if (!strcmp(url, "/health") && get) return send_json(c, 200, json_pack("{s:s}", "status", "ok"));
+/* A wrong method on a known path: 405 with the methods it takes (RFC 9110 §15.5.6). */
+static int wrong_method(srv_http *h, srv_conn *c, bool post) {
+    c->allow = post ? "POST" : "GET, HEAD";
+    c->head_only = false;
+    return send_error(h, c, 405, post ? "this endpoint takes POST" : "this endpoint takes GET");
+}
+
+static int route(srv_http *h, srv_conn *c, const char *body, size_t len) {
+    const char *method = c->head.method, *url = c->path;
+    bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD"), post = !strcmp(method, "POST");
+    c->head_only = !strcmp(method, "HEAD");
+    if (!strcmp(url, "/health")) {
+        if (!get) return wrong_method(h, c, false);
+        return send_json(c, 200, json_pack("{s:s}", "status", "ok"));
+    }
     if (!authorized(h, c)) return send_error(h, c, 401, "a valid API key is needed: Authorization: Bearer KEY");
     const char *u = strip_v1(url);
     struct {
@@ -390,8 +512,7 @@ static enum MHD_Result route(srv_http *h, struct MHD_Connection *c, const char *
     for (int i = 0; i < (int)(sizeof known / sizeof known[0]); i++)
         if (!strcmp(u, known[i].path)) k = i;
     if (k < 0) return send_error(h, c, 404, "no such endpoint");
-    if ((known[k].post && !post) || (!known[k].post && !get))
-        return send_error(h, c, 405, known[k].post ? "this endpoint takes POST" : "this endpoint takes GET");
+    if ((known[k].post && !post) || (!known[k].post && !get)) return wrong_method(h, c, known[k].post);
     switch (k) {
     case 0:
     case 1: atomic_fetch_add(&h->stats->requests, 1); return generate(h, c, k == 0 ? SRV_CHAT : SRV_COMPLETION, body, len);
@@ -402,106 +523,304 @@ static enum MHD_Result route(srv_http *h, struct MHD_Connection *c, const char *
     }
 }
 
-static enum MHD_Result too_large(srv_http *h, struct MHD_Connection *c) {
-    char msg[128];
-    snprintf(msg, sizeof msg, "the request body is larger than the cap of %zu bytes", h->cfg->lim.max_body);
-    return send_error(h, c, 413, msg);
+/* ---- one request ---------------------------------------------------------------------------- */
+
+/* An error of the framing (or a deadline): answered, then the connection closes. */
+static int refuse(srv_conn *c, int status, const char *why) {
+    c->close = true;
+    c->head_only = false;
+    send_error(c->h, c, status, why);
+    return -1;
 }
 
-static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
-                                  const char *version, const char *upload, size_t *upload_size, void **con_cls) {
-    (void)version;
-    srv_http *h = cls;
-    req_ctx *r = *con_cls;
-    if (!r) { /* headers are in: a body that announces more than the cap is refused now */
-        if (!(r = calloc(1, sizeof *r))) return MHD_NO;
-        atomic_fetch_add(&h->in_flight, 1);
-        r->t0 = srv_now();
-        *con_cls = r;
-        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        if (cl && strtoull(cl, NULL, 10) > h->cfg->lim.max_body) {
-            r->too_big = true;
-            return too_large(h, c); /* before the body is read; the connection closes after */
+/* The header section: the idle timeout until its first byte, then one deadline for all of it.
+ * 0 with *end, -1 to close quietly (the peer left, or idled out between requests), or a status
+ * to answer with *why. */
+static int read_head(srv_conn *c, size_t *end, const char **why) {
+    const srv_limits *lim = &c->h->cfg->lim;
+    bool started = c->n_in > 0;
+    double deadline = mono_now() + (started ? lim->head_timeout_s : lim->conn_timeout_s);
+    for (;;) {
+        if (c->n_in) {
+            int r = srv_http_head_end(c->in, c->n_in, end, why);
+            if (r != 1) return r;
+            if (!started) {
+                started = true;
+                deadline = mono_now() + lim->head_timeout_s;
+            }
         }
-        return MHD_YES;
+        int r = conn_read(c, deadline);
+        if (r == -2 && started) {
+            *why = "the request header section did not arrive within the timeout";
+            return 408;
+        }
+        if (r <= 0) return -1;
     }
-    if (*upload_size) {
-        if (srv_now() - r->t0 > h->cfg->lim.body_timeout_s) return MHD_NO; /* too slow: drop it */
-        if (!r->too_big && r->body.n + *upload_size > h->cfg->lim.max_body) r->too_big = true;
-        if (!r->too_big && srv_buf_put(&r->body, upload, *upload_size)) return MHD_NO;
-        *upload_size = 0;
-        return MHD_YES;
-    }
-    if (r->too_big) return too_large(h, c);
-    return route(h, c, url, method, r->body.p ? r->body.p : "", r->body.n);
 }
 
-static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
-    (void)c, (void)toe;
-    srv_http *h = cls;
-    req_ctx *r = *con_cls;
-    if (!r) return;
+/* The body as the framing says (Content-Length, chunked or none), within one deadline. 0, -1
+ * to close quietly, or a status with *why. */
+static int read_body(srv_conn *c, srv_buf *body, const char **why) {
+    const srv_limits *lim = &c->h->cfg->lim;
+    double deadline = mono_now() + lim->body_timeout_s;
+    srv_chunked ch = {0};
+    for (;;) {
+        if (c->head.chunked) {
+            size_t used = 0;
+            int r = srv_chunked_feed(&ch, c->in, c->n_in, &used, body, lim->max_body);
+            conn_consume(c, r >= 0 ? used : c->n_in);
+            if (r == SRV_CHUNK_DONE) return 0;
+            if (r == SRV_CHUNK_BAD) return *why = "a malformed chunked body", 400;
+            if (r == SRV_CHUNK_TOO_BIG) return *why = "the request body is larger than the cap", 413;
+            if (r == SRV_CHUNK_NOMEM) return *why = "out of memory", 503;
+        } else {
+            size_t want = (size_t)(c->head.content_length > 0 ? c->head.content_length : 0) - body->n;
+            size_t k = c->n_in < want ? c->n_in : want;
+            if (k && srv_buf_put(body, c->in, k)) return *why = "out of memory", 503;
+            conn_consume(c, k);
+            if (k == want) return 0;
+        }
+        int r = conn_read(c, deadline);
+        if (r == -2) return *why = "the request body did not arrive within the timeout", 408;
+        if (r <= 0) return -1;
+    }
+}
+
+/* Read, check and answer one request. 0 to go on with the next one on this connection. */
+static int serve_one(srv_conn *c) {
+    srv_http *h = c->h;
+    size_t end = 0;
+    const char *why = "";
+    c->head.method[0] = 0;
+    c->path[0] = 0;
+    c->allow = NULL;
+    c->head_only = false;
+    c->close = false;
+    int st = read_head(c, &end, &why);
+    if (st < 0) return -1;
+    atomic_fetch_add(&h->in_flight, 1);
+    int rc = -1;
+    srv_buf body = {0};
+    if (st) {
+        rc = refuse(c, st, why);
+        goto out;
+    }
+    char *head = malloc(end + 1);
+    if (!head) {
+        rc = refuse(c, 503, "out of memory");
+        goto out;
+    }
+    memcpy(head, c->in, end);
+    head[end] = 0;
+    conn_consume(c, end);
+    st = srv_http_parse_head(head, end, &c->head, &why);
+    if (!st) st = srv_http_decode_path(c->head.target, c->path, sizeof c->path, &why);
+    if (st) {
+        c->path[0] = 0;
+        rc = refuse(c, st, why);
+    } else if (c->head.content_length > (int64_t)h->cfg->lim.max_body) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "the request body is larger than the cap of %zu bytes", h->cfg->lim.max_body);
+        rc = refuse(c, 413, msg); /* before the body is read */
+    } else {
+        c->close = !c->head.persistent;
+        if (c->head.expect_continue && c->head.minor >= 1 && (c->head.chunked || c->head.content_length > 0) &&
+            conn_write(c, "HTTP/1.1 100 Continue\r\n\r\n", 25))
+            st = -1;
+        if (!st) st = read_body(c, &body, &why);
+        if (st > 0) rc = refuse(c, st, why);
+        else if (st == 0) rc = route(h, c, body.p ? body.p : "", body.n);
+    }
+    free(head);
+out:
+    srv_buf_free(&body);
     atomic_fetch_sub(&h->in_flight, 1);
-    srv_buf_free(&r->body);
-    free(r);
-    *con_cls = NULL;
+    return rc;
+}
+
+/* ---- connections ---------------------------------------------------------------------------- */
+
+static bool same_address(const struct sockaddr_storage *a, const struct sockaddr_storage *b) {
+    if (a->ss_family != b->ss_family) return false;
+    if (a->ss_family == AF_INET)
+        return ((const struct sockaddr_in *)a)->sin_addr.s_addr == ((const struct sockaddr_in *)b)->sin_addr.s_addr;
+    return !memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr, &((const struct sockaddr_in6 *)b)->sin6_addr, 16);
+}
+
+/* A place in the table, within the limits in all and per address; -1 when refused. */
+static int admit(srv_http *h, srv_conn *c) {
+    int slot = -1, same = 0;
+    pthread_mutex_lock(&h->mu);
+    for (int i = 0; i < h->cfg->lim.max_connections; i++) {
+        if (!h->conns[i]) {
+            if (slot < 0) slot = i;
+        } else if (same_address(&h->conns[i]->addr, &c->addr))
+            same++;
+    }
+    if (same >= h->cfg->lim.max_per_ip || atomic_load(&h->stopping)) slot = -1;
+    if (slot >= 0) {
+        h->conns[slot] = c;
+        h->n_conns++;
+    }
+    pthread_mutex_unlock(&h->mu);
+    return slot;
+}
+
+/* Leave the table and close the socket (under the lock, so that a stop never shuts down a
+ * descriptor number that has been reused). */
+static void leave(srv_conn *c) {
+    srv_http *h = c->h;
+    pthread_mutex_lock(&h->mu);
+    for (int i = 0; i < h->cfg->lim.max_connections; i++)
+        if (h->conns[i] == c) h->conns[i] = NULL;
+    h->n_conns--;
+    close(c->fd);
+    pthread_cond_broadcast(&h->cv);
+    pthread_mutex_unlock(&h->mu);
+}
+
+static void *conn_main(void *arg) {
+    srv_conn *c = arg;
+    int one = 1;
+    setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    while (!atomic_load(&c->h->stopping) && !serve_one(c)) {}
+    free(c->in);
+    leave(c); /* c->h may be freed once this returns */
+    free(c);
+    return NULL;
+}
+
+static void accept_one(srv_http *h) {
+    srv_conn *c = calloc(1, sizeof *c);
+    socklen_t alen = sizeof c->addr;
+    int fd = accept4(h->lfd, (struct sockaddr *)(c ? &c->addr : &(struct sockaddr_storage){0}), &alen, SOCK_CLOEXEC);
+    if (fd < 0) {
+        free(c);
+        if (errno == EMFILE || errno == ENFILE || errno == ENOMEM || errno == ENOBUFS) {
+            struct timespec ts = {0, 10 * 1000000L};
+            nanosleep(&ts, NULL);
+        }
+        return;
+    }
+    if (!c || !(c->in = malloc(IN_CAP))) {
+        close(fd);
+        free(c);
+        return;
+    }
+    c->h = h;
+    c->fd = fd;
+    if (admit(h, c) < 0) { /* over a connection limit: refused */
+        close(fd);
+        free(c->in);
+        free(c);
+        return;
+    }
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    pthread_t t;
+    if (pthread_create(&t, &at, conn_main, c)) {
+        free(c->in);
+        leave(c);
+        free(c);
+    }
+    pthread_attr_destroy(&at);
+}
+
+static void *acceptor_main(void *arg) {
+    srv_http *h = arg;
+    for (;;) {
+        struct pollfd p[2] = {{h->lfd, POLLIN, 0}, {h->wake[0], POLLIN, 0}};
+        if (poll(p, 2, -1) < 0 && errno != EINTR) break;
+        if (p[1].revents) break;
+        if (p[0].revents & POLLIN) accept_one(h);
+    }
+    return NULL;
 }
 
 /* ---- lifetime ------------------------------------------------------------------------------- */
 
+static int listen_on(const srv_config *cfg, qhx_error *err) {
+    struct sockaddr_storage ss = {0};
+    socklen_t len;
+    struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
+    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
+    if (inet_pton(AF_INET, cfg->host, &a4->sin_addr) == 1) {
+        a4->sin_family = AF_INET;
+        a4->sin_port = htons((uint16_t)cfg->port);
+        len = sizeof *a4;
+    } else if (inet_pton(AF_INET6, cfg->host, &a6->sin6_addr) == 1) {
+        a6->sin6_family = AF_INET6;
+        a6->sin6_port = htons((uint16_t)cfg->port);
+        len = sizeof *a6;
+    } else {
+        qhx_cli_fail(err, QHX_E_ARG, "serve: --host '%s' is not an IPv4 or IPv6 address", cfg->host);
+        return -1;
+    }
+    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+    if (fd >= 0) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (fd >= 0 && ss.ss_family == AF_INET6) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&ss, len) || listen(fd, 128)) {
+        qhx_cli_fail(err, QHX_E_IO, "serve: cannot listen on %s:%d (%s)", cfg->host, cfg->port, strerror(errno));
+        if (fd >= 0) close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static int bound_port(int fd) {
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    if (getsockname(fd, (struct sockaddr *)&ss, &len)) return -1;
+    return ntohs(ss.ss_family == AF_INET ? ((struct sockaddr_in *)&ss)->sin_port : ((struct sockaddr_in6 *)&ss)->sin6_port);
+}
+
 srv_http *srv_http_start(const qhx_model *m, const srv_config *cfg, srv_engine *e, srv_stats *stats, int *port_out,
                          qhx_error *err) {
     srv_http *h = calloc(1, sizeof *h);
-    if (!h) {
+    struct srv_conn **conns = calloc((size_t)cfg->lim.max_connections, sizeof *conns);
+    if (!h || !conns) {
+        free(h);
+        free(conns);
         qhx_cli_fail(err, QHX_E_NOMEM, "serve: out of memory");
         return NULL;
     }
-    *h = (srv_http){.m = m, .cfg = cfg, .e = e, .stats = stats, .started = (int64_t)srv_now()};
-    struct sockaddr_in a4 = {0};
-    struct sockaddr_in6 a6 = {0};
-    struct sockaddr *sa;
-    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ITC;
-    if (inet_pton(AF_INET, cfg->host, &a4.sin_addr) == 1) {
-        a4.sin_family = AF_INET;
-        a4.sin_port = htons((uint16_t)cfg->port);
-        sa = (struct sockaddr *)&a4;
-    } else if (inet_pton(AF_INET6, cfg->host, &a6.sin6_addr) == 1) {
-        a6.sin6_family = AF_INET6;
-        a6.sin6_port = htons((uint16_t)cfg->port);
-        sa = (struct sockaddr *)&a6;
-        flags |= MHD_USE_IPv6;
-    } else {
-        qhx_cli_fail(err, QHX_E_ARG, "serve: --host '%s' is not an IPv4 or IPv6 address", cfg->host);
-        free(h);
-        return NULL;
+    *h = (srv_http){.m = m, .cfg = cfg, .e = e, .stats = stats, .started = (int64_t)srv_now(), .conns = conns, .lfd = -1,
+                    .wake = {-1, -1}};
+    pthread_mutex_init(&h->mu, NULL);
+    pthread_cond_init(&h->cv, NULL);
+    if ((h->lfd = listen_on(cfg, err)) < 0) goto fail;
+    if (pipe2(h->wake, O_CLOEXEC)) {
+        qhx_cli_fail(err, QHX_E_IO, "serve: %s", strerror(errno));
+        goto fail;
     }
-    h->d = MHD_start_daemon(flags, (uint16_t)cfg->port, NULL, NULL, on_request, h, MHD_OPTION_SOCK_ADDR, sa,
-                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)cfg->lim.conn_timeout_s,
-                            MHD_OPTION_CONNECTION_LIMIT, (unsigned int)cfg->lim.max_connections,
-                            MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned int)cfg->lim.max_per_ip,
-                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024,
-                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_END);
-    if (!h->d) {
-        qhx_cli_fail(err, QHX_E_IO, "serve: cannot listen on %s:%d (%s)", cfg->host, cfg->port,
-                 errno ? strerror(errno) : "libmicrohttpd refused the options");
-        free(h);
-        return NULL;
+    *port_out = bound_port(h->lfd);
+    if (pthread_create(&h->acceptor, NULL, acceptor_main, h)) {
+        qhx_cli_fail(err, QHX_E_NOMEM, "serve: cannot start a thread");
+        goto fail;
     }
-    const union MHD_DaemonInfo *di = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
-    *port_out = di ? di->port : cfg->port;
+    h->acceptor_running = true;
     return h;
+fail:
+    srv_http_stop(h);
+    return NULL;
 }
 
 void srv_http_quiesce(srv_http *h) {
-    if (h && h->d) {
-        MHD_socket s = MHD_quiesce_daemon(h->d);
-        if (s != MHD_INVALID_SOCKET) close(s);
+    if (!h || atomic_exchange(&h->quiesced, 1)) return;
+    if (h->acceptor_running) {
+        ssize_t w = write(h->wake[1], "x", 1);
+        (void)w;
+        pthread_join(h->acceptor, NULL);
+        h->acceptor_running = false;
     }
+    if (h->lfd >= 0) close(h->lfd);
+    h->lfd = -1;
 }
 
 void srv_http_drain(srv_http *h, int max_s) {
-    double t0 = srv_now();
-    while (h && atomic_load(&h->in_flight) > 0 && srv_now() - t0 < max_s) {
+    double t0 = mono_now();
+    while (h && atomic_load(&h->in_flight) > 0 && mono_now() - t0 < max_s) {
         struct timespec ts = {0, 10 * 1000000L};
         nanosleep(&ts, NULL);
     }
@@ -509,6 +828,17 @@ void srv_http_drain(srv_http *h, int max_s) {
 
 void srv_http_stop(srv_http *h) {
     if (!h) return;
-    if (h->d) MHD_stop_daemon(h->d);
+    srv_http_quiesce(h);
+    atomic_store(&h->stopping, 1);
+    pthread_mutex_lock(&h->mu);
+    for (int i = 0; i < h->cfg->lim.max_connections; i++)
+        if (h->conns[i]) shutdown(h->conns[i]->fd, SHUT_RDWR); /* wakes its thread: it sees EOF */
+    while (h->n_conns > 0) pthread_cond_wait(&h->cv, &h->mu);
+    pthread_mutex_unlock(&h->mu);
+    for (int i = 0; i < 2; i++)
+        if (h->wake[i] >= 0) close(h->wake[i]);
+    pthread_mutex_destroy(&h->mu);
+    pthread_cond_destroy(&h->cv);
+    free(h->conns);
     free(h);
 }

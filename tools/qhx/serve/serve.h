@@ -1,5 +1,6 @@
 /* serve.h: qhx serve, an OpenAI-compatible HTTP server over the public API (qhx.h).
- *   http.c     libmicrohttpd: connections, limits, routing, streaming (SSE) and errors
+ *   http.c     connections, limits, deadlines, routing, responses, streaming (SSE), errors
+ *   http_parse.c HTTP/1.1 framing: the header section, the target, chunked bodies
  *   request.c  request bodies (JSON) -> jobs: validation, limits, the chat prompt
  *   engine.c   slots (one session each), the queue, prompt reuse, the decode loop
  *   output.c   generated text -> stop strings, reasoning, tool calls, response JSON
@@ -30,7 +31,8 @@ typedef struct srv_limits {
     int64_t max_top_logprobs; /* top_logprobs */
     int64_t max_prompt_ids;   /* token ids in a /v1/completions or /detokenize list */
     int conn_timeout_s;       /* idle seconds before a connection is closed */
-    int body_timeout_s;       /* seconds a request body may take to arrive */
+    int head_timeout_s;       /* seconds the whole header section may take to arrive (408) */
+    int body_timeout_s;       /* seconds the whole request body may take to arrive (408) */
     int max_connections;      /* open connections (each one thread) */
     int max_per_ip;           /* open connections per client address */
 } srv_limits;
@@ -142,6 +144,46 @@ void srv_http_quiesce(srv_http *h);
 void srv_http_drain(srv_http *h, int max_s);
 /* Close every connection, wait for their threads, free. NULL allowed. */
 void srv_http_stop(srv_http *h);
+
+/* ---- HTTP/1.1 framing (http_parse.c) ------------------------------------------------------- */
+#define SRV_HTTP_MAX_LINE 8192          /* request line bytes (414 beyond) */
+#define SRV_HTTP_MAX_HEAD (64 * 1024)   /* header section bytes, request line included (431) */
+#define SRV_HTTP_MAX_FIELDS 128         /* header fields (431 beyond) */
+
+typedef struct srv_http_head {
+    char method[16];
+    char *target;           /* as sent (points into the parsed buffer) */
+    int minor;              /* HTTP/1.minor */
+    int64_t content_length; /* -1: none */
+    bool has_te, chunked, other_coding;
+    bool close, keep_alive, persistent, expect_continue;
+    int n_host;
+    int n_fields;
+    struct {
+        char *name, *value;
+    } fields[SRV_HTTP_MAX_FIELDS];
+} srv_http_head;
+
+/* Where the header section in buf[0, n) ends: 0 with *end set, 1 for more bytes, or a status
+ * (414, 431) with *why. */
+int srv_http_head_end(const char *buf, size_t n, size_t *end, const char **why);
+/* Parse a complete header section (modified in place; h points into it). 0, or the status to
+ * answer (400, 413, 417, 501, 505) with *why; every error closes the connection. */
+int srv_http_parse_head(char *buf, size_t n, srv_http_head *h, const char **why);
+/* The first value of a header field (case-insensitive name), or NULL. */
+const char *srv_http_field(const srv_http_head *h, const char *name);
+/* The request target's path, percent-decoded into out. 0, or 400/414 with *why. */
+int srv_http_decode_path(const char *target, char *out, size_t out_n, const char **why);
+
+typedef struct srv_chunked {
+    int state, digits;
+    uint64_t left;
+    size_t line, trailer;
+} srv_chunked;
+enum { SRV_CHUNK_MORE = 0, SRV_CHUNK_DONE = 1, SRV_CHUNK_BAD = -1, SRV_CHUNK_TOO_BIG = -2, SRV_CHUNK_NOMEM = -3 };
+/* Feed bytes of a chunked body (start from a zeroed state); the data goes to out, at most max
+ * bytes in all. *used: bytes taken (after DONE the rest belongs to the next request). */
+int srv_chunked_feed(srv_chunked *c, const char *in, size_t n, size_t *used, srv_buf *out, size_t max);
 
 /* ---- requests -------------------------------------------------------------------------------- */
 /* Build a job from a request body. On failure returns NULL with *status (400, 413, ...) and a
