@@ -1,13 +1,19 @@
-/* Fuzz target: qhx serve's request-to-prompt path (tools/qhx/serve/request.c): a request body
- * from arbitrary bytes, parsed, checked and rendered into a tokenized prompt (images decoded and
- * encoded) on the tiny parity fixtures, opened once.
+/* Fuzz target: qhx serve's request path: the HTTP/1.1 framing (tools/qhx/serve/http_parse.c)
+ * and the request-to-prompt path (tools/qhx/serve/request.c): a request body from arbitrary
+ * bytes, parsed, checked and rendered into a tokenized prompt (images decoded and encoded) on
+ * the tiny parity fixtures, opened once.
  *
- * Input byte 0: bit 0 picks the model (0: Qwen3.5, 1: Qwen3-VL), bit 1 the endpoint (0: chat
- * completions, 1: completions); the rest is the body. Properties checked:
+ * Input byte 0: bit 2 set: the rest is what a client wrote on the socket: the header section is
+ * found and parsed, the target decoded, and a chunked body decoded twice (in one piece, and in
+ * pieces cut where byte 0's high bits say), which must agree. Otherwise bit 0 picks the model
+ * (0: Qwen3.5, 1: Qwen3-VL), bit 1 the endpoint (0: chat completions, 1: completions); the rest
+ * is the body. Properties checked:
+ *   - framing: the header end inside the input, every refusal a 4xx/5xx status with a message,
+ *     a decoded path without control bytes, a chunked body within its cap, split-invariant;
  *   - a refused body gets a 4xx status (400 or 413; 503 only when out of memory) and a message;
  *   - an accepted one gives a prompt of at least one id, every id inside the vocabulary, and a
  *     reusable prefix inside it.
- * Without the fixtures (QHX_DATA_DIR) every input is a no-op. */
+ * Without the fixtures (QHX_DATA_DIR) the body inputs are a no-op (the framing ones still run). */
 #include "qhx.h"
 #include "serve/serve.h"
 
@@ -37,9 +43,75 @@ static void setup(void) {
     cfg.lim.max_image_pixels = 1 << 16; /* keep the vision tower's work small */
 }
 
+static void refusal(int st, const char *why) {
+    if (st < 400 || st > 599 || !why || !why[0]) {
+        fprintf(stderr, "framing refused with status %d and message '%s'\n", st, why ? why : "(null)");
+        abort();
+    }
+}
+
+/* Decode a chunked body fed in pieces of `step` bytes (0: all at once). */
+static int chunked(const char *p, size_t n, size_t step, srv_buf *out, size_t *used_all) {
+    srv_chunked ch = {0};
+    size_t off = 0;
+    int r = SRV_CHUNK_MORE;
+    while (off < n && r == SRV_CHUNK_MORE) {
+        size_t k = step && n - off > step ? step : n - off, used = 0;
+        r = srv_chunked_feed(&ch, p + off, k, &used, out, 4096);
+        if (used > k) abort();
+        off += r >= 0 ? used : k;
+        if (r == SRV_CHUNK_MORE && used != k) abort();
+    }
+    if (out->n > 4096) abort();
+    *used_all = off;
+    return r;
+}
+
+static void framing(const uint8_t *data, size_t size) {
+    const char *in = (const char *)data + 1, *why = "";
+    size_t n = size - 1, end = 0;
+    int st = srv_http_head_end(in, n, &end, &why);
+    if (st == 1) return;
+    if (st) {
+        refusal(st, why);
+        return;
+    }
+    if (end == 0 || end > n || end > SRV_HTTP_MAX_HEAD) abort();
+    char *head = malloc(end + 1);
+    if (!head) return;
+    memcpy(head, in, end);
+    head[end] = 0;
+    static srv_http_head h;
+    st = srv_http_parse_head(head, end, &h, &why);
+    if (!st) {
+        static char path[SRV_HTTP_MAX_LINE + 1];
+        st = srv_http_decode_path(h.target, path, sizeof path, &why);
+        if (!st)
+            for (const char *q = path; *q; q++)
+                if ((unsigned char)*q < 0x20 || *q == 0x7f) abort();
+        if (!st && h.has_te && (!h.chunked || h.content_length >= 0 || h.other_coding)) abort();
+    }
+    if (st) {
+        refusal(st, why);
+    } else if (h.chunked) {
+        srv_buf a = {0}, b = {0};
+        size_t ua = 0, ub = 0;
+        int ra = chunked(in + end, n - end, 0, &a, &ua);
+        int rb = chunked(in + end, n - end, 1 + (data[0] >> 3), &b, &ub);
+        if (ra != rb || (ra >= 0 && (a.n != b.n || (a.n && memcmp(a.p, b.p, a.n)) || ua != ub))) abort();
+        srv_buf_free(&a);
+        srv_buf_free(&b);
+    }
+    free(head);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!ready) setup();
     if (size < 1) return 0;
+    if (data[0] & 4) {
+        framing(data, size);
+        return 0;
+    }
     const qhx_model *m = models[data[0] & 1];
     if (!m) return 0;
     int status = 0;

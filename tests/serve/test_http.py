@@ -64,6 +64,8 @@ bad = [
     (b'{"messages": [{"role": "user", "content": "x"}], "max_tokens": 5000}', 400, "max_tokens past the server cap"),
     (b'{"messages": [{"role": "user", "content": "x"}], "top_logprobs": 500}', 400, "top_logprobs too many"),
     (b'{"messages": [{"role": "assistant", "content": "x", "tool_calls": [{"function": {"name": "f", "arguments": "[1]"}}]}, {"role": "user", "content": "y"}]}', 400, "arguments not an object"),
+    (b'{"messages": [{"role": "assistant", "content": "x", "tool_calls": [{"function": {"name": "f", "arguments": "{not json"}}]}, {"role": "user", "content": "y"}]}', 400, "arguments not JSON"),
+    (b'{"messages": [{"role": "assistant", "content": "x", "tool_calls": [{"function": {"name": "f", "arguments": "{\\"city\\": "}}]}, {"role": "user", "content": "y"}]}', 400, "arguments cut short"),
     (b'{"messages": [' + b",".join([b'{"role": "user", "content": "x"}'] * 1100) + b']}', 413, "too many messages"),
     (b'{"messages": [{"role": "user", "content": "' + b"a" * 70000 + b'"}]}', 413, "body over the cap"),
 ]
@@ -72,6 +74,20 @@ for body, want, what in bad:
     c.check(is_error(st, js, want), "%s: want %d, got %d %s" % (what, want, st, str(js)[:200]))
 st, js = post(U + "/v1/completions", b'{"prompt": [1, 2, 99999999]}')
 c.check(is_error(st, js, 400), "completion id outside the vocabulary: %d %s" % (st, js))
+for args in ['{not json', '{"city": ']:
+    st, js = post(CHAT, {"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "x", "tool_calls": [
+        {"function": {"name": "f", "arguments": args}}]}, {"role": "user", "content": "y"}]})
+    c.check(is_error(st, js, 400) and "messages[1].tool_calls[0].function.arguments" in js["error"]["message"],
+            "invalid arguments %r: 400 naming the message and the field: %d %s" % (args, st, js))
+st, js = post(CHAT, {"messages": [{"role": "assistant", "content": "x", "tool_calls": [
+    {"function": {"name": "f", "arguments": '{"city": "Paris"}'}}]}, {"role": "user", "content": "y"}], "max_tokens": 1})
+c.check(st == 200, "valid arguments as a JSON text: %d %s" % (st, js))
+st, js = post(U + "/v1/completions", {"prompt": ["one", "two"]})
+c.check(is_error(st, js, 400) and "2 prompts" in js["error"]["message"], "two prompts: %d %s" % (st, js))
+st, js = post(U + "/tokenize", b'{"content": "a", "content": "b"}')
+c.check(is_error(st, js, 400) and "duplicate" in js["error"]["message"], "tokenize a duplicate key: %d %s" % (st, js))
+st, js = post(U + "/detokenize", b'{"tokens": [1], "tokens": [2]}')
+c.check(is_error(st, js, 400), "detokenize a duplicate key: %d %s" % (st, js))
 st, js = post(U + "/v1/completions", b'{"prompt": []}')
 c.check(is_error(st, js, 400), "empty completion prompt: %d" % st)
 st, js = post(U + "/detokenize", b'{"tokens": [-1]}')

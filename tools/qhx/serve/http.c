@@ -343,7 +343,7 @@ static int generate(srv_http *h, srv_conn *c, srv_kind kind, const char *body, s
 
 static json_t *load_object(const char *body, size_t len, char *why, size_t why_n) {
     json_error_t je;
-    json_t *v = json_loadb(body, len, 0, &je);
+    json_t *v = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je); /* as the chat body: one value per key */
     if (!v) snprintf(why, why_n, "the body is not valid JSON (line %d, column %d: %s)", je.line, je.column, je.text);
     else if (!json_is_object(v)) {
         snprintf(why, why_n, "the body must be a JSON object");

@@ -237,11 +237,15 @@ static int tool_calls_of(chat_req *c, json_t *list, size_t idx, qhx_chat_turn *t
         json_t *name = json_object_get(fn, "name");
         if (!json_is_string(name)) return fail(status, 400, err, "messages[%zu].tool_calls[%zu].function.name must be a string", idx, k);
         json_t *args = json_object_get(fn, "arguments"), *parsed = NULL;
-        if (json_is_string(args)) { /* the OpenAI shape: a JSON text */
+        if (json_is_string(args) && json_string_length(args)) { /* the OpenAI shape: a JSON text ("": none) */
             json_error_t je;
-            parsed = json_loadb(json_string_value(args), json_string_length(args), JSON_DECODE_ANY, &je);
+            parsed = json_loadb(json_string_value(args), json_string_length(args), JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &je);
+            if (!parsed)
+                return fail(status, 400, err, "messages[%zu].tool_calls[%zu].function.arguments is not valid JSON (column %d: %s)",
+                            idx, k, je.column, je.text);
             args = parsed;
-        } else if (present(args)) json_incref(args);
+        } else if (json_is_string(args)) args = NULL;
+        else if (present(args)) json_incref(args);
         if (present(args) && !json_is_object(args)) {
             json_decref(args);
             return fail(status, 400, err, "messages[%zu].tool_calls[%zu].function.arguments must be a JSON object", idx, k);
@@ -554,6 +558,8 @@ static int completion_prompt(const qhx_model *m, const srv_config *cfg, json_t *
     if (!json_is_array(p) || json_array_size(p) == 0)
         return fail(status, 400, err, "'prompt' must be a string or a non-empty list of token ids (one prompt per request)");
     size_t n = json_array_size(p);
+    if (n > 1 && (json_is_string(json_array_get(p, 0)) || json_is_array(json_array_get(p, 0))))
+        return fail(status, 400, err, "'prompt' holds %zu prompts: one prompt per request is served", n);
     if ((int64_t)n > cfg->lim.max_prompt_ids) return fail(status, 413, err, "'prompt': %zu ids, at most %lld", n, (long long)cfg->lim.max_prompt_ids);
     qhx_token *ids = malloc(n * sizeof *ids);
     if (!ids) return fail(status, 503, err, "out of memory");
