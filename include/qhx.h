@@ -179,7 +179,10 @@ QHX_API qhx_model_params qhx_model_default_params(void);
  * QHX_E_LIMIT with err naming the file and field; *out is NULL on failure. */
 QHX_API qhx_status qhx_model_open(const char *path, const qhx_model_params *params,
                                   qhx_model **out /* OUT, owned: qhx_model_free */, qhx_error *err);
-/* Free a model; every session on it must be freed first. NULL is a no-op. */
+/* Release the caller's model. The objects made from it (sessions, prompts, text streams) each
+ * hold a reference of their own: the model's memory goes when the last of them is freed, so
+ * they stay usable, and may be freed, in any order after this call (thread-safe). The handle
+ * itself must not be passed to any call afterwards. NULL is a no-op. */
 QHX_API void qhx_model_free(qhx_model *model);
 
 QHX_API const char *qhx_model_family_name(const qhx_model *model); /* "qwen3_5", "qwen3_vl" */

@@ -205,6 +205,7 @@ qhx_status qhx_model_open(const char *path, const qhx_model_params *params, qhx_
     if (rc || (rc = qhx_backend_find(p.backend, &be, err))) return rc;
     qhx_model *m = qhx_calloc(1, sizeof *m);
     if (!m) return qhx_fail(err, QHX_E_NOMEM, "out of memory");
+    atomic_init(&m->refs, 1);
     m->params = p;
     m->params.backend = NULL; /* the caller's string need not outlive the call */
     m->backend = be;
@@ -235,13 +236,25 @@ fail:
     return rc;
 }
 
-void qhx_model_free(qhx_model *m) {
-    if (!m) return;
+static void model_destroy(qhx_model *m) {
     if (m->backend) m->backend->unload(m->graphs);
     qhx_tok_free(m->tok);
     qhx_plan_free(m->plan);
     qhx_free(m);
 }
+
+/* The count is the one field of a model that changes after open, hence the casts: every other
+   call takes it as const. */
+const qhx_model *qhx_model_retain(const qhx_model *m) {
+    if (m) atomic_fetch_add(&((qhx_model *)m)->refs, 1);
+    return m;
+}
+
+void qhx_model_release(const qhx_model *m) {
+    if (m && atomic_fetch_sub(&((qhx_model *)m)->refs, 1) == 1) model_destroy((qhx_model *)m);
+}
+
+void qhx_model_free(qhx_model *m) { qhx_model_release(m); }
 
 const qhx_model_config *qhx_model_get_config(const qhx_model *m) { return &m->cfg; }
 int64_t qhx_model_n_vocab(const qhx_model *m) { return m ? m->cfg.vocab_size : 0; }

@@ -16,6 +16,7 @@
 #ifndef QHX_RUNTIME_MODEL_H
 #define QHX_RUNTIME_MODEL_H
 
+#include <stdatomic.h>
 #include "backends/backend.h"
 #include "image/image.h"
 #include "io/manifest.h"
@@ -39,7 +40,14 @@ struct qhx_model {
     int64_t max_context;                /* default context of sessions (plan's, or the caller's) */
     int64_t trained_context;            /* the most a session may hold */
     qhx_kv_type kv_cache;               /* sessions' KV element type: the caller's, the plan's or the default */
+    atomic_int refs;                    /* the opener's reference + one per session, prompt, text stream */
 };
+
+/* A model lives until its last reference goes: qhx_model_free drops the opener's, each object
+ * that keeps a pointer to the model (session, prompt, text stream) takes one at creation and
+ * drops it when freed, so one freed after the model still finds it (qhx.h). Thread-safe. */
+const qhx_model *qhx_model_retain(const qhx_model *m);
+void qhx_model_release(const qhx_model *m); /* NULL is a no-op */
 
 /* ---- plans ------------------------------------------------------------------------------ */
 

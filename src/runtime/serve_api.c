@@ -35,6 +35,7 @@ void qhx_prompt_free(qhx_prompt *p) {
     qhx_free(p->ids);
     for (int i = 0; i < p->n_images; i++) qhx_image_embed_deinit(&p->images[i]);
     qhx_free(p->images);
+    qhx_model_release(p->m);
     qhx_free(p);
 }
 
@@ -73,7 +74,7 @@ qhx_status qhx_prompt_from_ids(const qhx_model *m, const qhx_token *ids, size_t 
         qhx_free(p);
         return qhx_fail(err, QHX_E_NOMEM, "prompt: out of memory for %zu ids", n);
     }
-    p->m = m;
+    p->m = qhx_model_retain(m);
     memcpy(p->ids, ids, n * sizeof *ids);
     p->n = p->reusable = n;
     *out = p;
@@ -252,7 +253,7 @@ qhx_status qhx_prompt_from_chat(const qhx_model *m, const qhx_chat_spec *spec, q
         qhx_free(p);
         return qhx_fail(err, QHX_E_NOMEM, "chat: out of memory");
     }
-    p->m = m;
+    p->m = qhx_model_retain(m);
     qhx_status rc = QHX_OK;
     for (size_t i = 0; !rc && n_images && i < spec->n_turns; i++)
         for (size_t k = 0; !rc && spec->turns[i].parts && k < spec->turns[i].n_parts; k++)
@@ -336,6 +337,7 @@ qhx_token qhx_sampler_pick(qhx_sampler_handle *h, const float *logits) {
 
 struct qhx_text_stream {
     qhx_tok_stream *st;
+    const qhx_model *m; /* a reference: the stream reads its tokenizer */
 };
 
 qhx_status qhx_text_stream_new(const qhx_model *m, qhx_text_stream **out, qhx_error *err) {
@@ -349,6 +351,7 @@ qhx_status qhx_text_stream_new(const qhx_model *m, qhx_text_stream **out, qhx_er
         qhx_free(t);
         return rc;
     }
+    t->m = qhx_model_retain(m);
     *out = t;
     return QHX_OK;
 }
@@ -366,6 +369,7 @@ qhx_status qhx_text_stream_flush(qhx_text_stream *t, const char **text, size_t *
 void qhx_text_stream_free(qhx_text_stream *t) {
     if (!t) return;
     qhx_tok_stream_free(t->st);
+    qhx_model_release(t->m);
     qhx_free(t);
 }
 

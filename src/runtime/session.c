@@ -52,7 +52,7 @@ qhx_status qhx_session_create(const qhx_model *m, const qhx_session_params *para
                         (long long)params->n_batch);
     qhx_session *s = qhx_calloc(1, sizeof *s);
     if (!s) return qhx_fail(err, QHX_E_NOMEM, "session: out of memory");
-    s->m = m;
+    s->m = qhx_model_retain(m);
     s->params = *params;
     s->pending = -1;
     s->n_vocab = qhx_model_n_vocab(m);
@@ -88,6 +88,7 @@ void qhx_session_free(qhx_session *s) {
     qhx_sampler_free(s->smp);
     qhx_tok_stream_free(s->stream);
     qhx_aligned_free(s->logits);
+    qhx_model_release(s->m); /* last: the state above was the model's */
     qhx_free(s);
 }
 
