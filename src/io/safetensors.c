@@ -29,6 +29,7 @@ struct qhx_st_set {
     const char *const *skip; /* name prefixes left out of the set (NULL-terminated), or NULL */
     qhx_load_progress *progress; /* NULL or where loading reports (borrowed for the open) */
     char **meta;             /* key, value pairs of the first file's __metadata__ */
+    size_t *meta_len;        /* each value's bytes (a value may hold a NUL: \u0000) */
     int n_meta;
 };
 
@@ -55,14 +56,22 @@ static qhx_status parse_metadata(qhx_st_set *s, json_t *meta, const char *label,
     size_t n = json_object_size(meta);
     if (n > 4096) return qhx_fail(err, QHX_E_LIMIT, "%s: __metadata__: %zu entries, limit 4096", label, n);
     s->meta = qhx_calloc(n ? 2 * n : 1, sizeof *s->meta);
-    if (!s->meta) return qhx_fail(err, QHX_E_NOMEM, "%s: out of memory", label);
+    s->meta_len = qhx_calloc(n ? n : 1, sizeof *s->meta_len);
+    if (!s->meta || !s->meta_len) return qhx_fail(err, QHX_E_NOMEM, "%s: out of memory", label);
     const char *k;
     json_t *v;
     json_object_foreach(meta, k, v) {
         if (!json_is_string(v))
             return qhx_fail(err, QHX_E_FORMAT, "%s: __metadata__.%s: expected a string", label, k);
         s->meta[2 * s->n_meta] = qhx_strdup(k);
-        s->meta[2 * s->n_meta + 1] = qhx_strdup(json_string_value(v));
+        size_t vl = json_string_length(v);
+        char *val = qhx_malloc(vl + 1);
+        if (val) {
+            memcpy(val, json_string_value(v), vl);
+            val[vl] = 0;
+        }
+        s->meta[2 * s->n_meta + 1] = val;
+        s->meta_len[s->n_meta] = vl;
         s->n_meta++;
         if (!s->meta[2 * s->n_meta - 2] || !s->meta[2 * s->n_meta - 1])
             return qhx_fail(err, QHX_E_NOMEM, "%s: out of memory", label);
@@ -214,6 +223,7 @@ void qhx_st_free(qhx_st_set *s) {
     qhx_free(s->paths);
     for (int i = 0; i < 2 * s->n_meta; i++) qhx_free(s->meta[i]);
     qhx_free(s->meta);
+    qhx_free(s->meta_len);
     qhx_free(s);
 }
 
@@ -541,6 +551,7 @@ void qhx_st_metadata_at(const qhx_st_set *s, int i, const char **key, const char
     *key = s->meta[2 * i];
     *value = s->meta[2 * i + 1];
 }
+size_t qhx_st_metadata_len(const qhx_st_set *s, int i) { return i >= 0 && i < s->n_meta ? s->meta_len[i] : 0; }
 
 const qhx_st_tensor *qhx_st_find(const qhx_st_set *s, const char *name) {
     int64_t lo = 0, hi = s->n_tensors - 1;

@@ -73,6 +73,8 @@ int qhx_st_n_files(const qhx_st_set *set);
 /* __metadata__ entries of the first file: count, and key/value by index (borrowed). */
 int qhx_st_n_metadata(const qhx_st_set *set);
 void qhx_st_metadata_at(const qhx_st_set *set, int i, const char **key, const char **value);
+/* The bytes of value i (NUL-terminated too, but it may hold a NUL of its own). */
+size_t qhx_st_metadata_len(const qhx_st_set *set, int i);
 
 /* Look up by exact name; NULL if absent. O(log n). */
 const qhx_st_tensor *qhx_st_find(const qhx_st_set *set, const char *name);

@@ -226,5 +226,19 @@ grep -qF 'a\x1B]0;pwned\x07b\x1B[2J\xC2\x9B\xC3' "$T/out" && fail "inspect escap
 grep -qF 'a\x1B]0;pwned\x07b\x1B[2J\xC2\x9Bé' "$T/out" || fail "inspect: the escaped name is not shown: $(grep -a pwned "$T/out")"
 grep -qF 'k\x1B[H = v\x0D' "$T/out" || fail "inspect: the escaped metadata is not shown: $(grep -a metadata "$T/out")"
 
+# a metadata value holding a NUL: kept whole, \u0000 in --json and \x00 in the text
+python3 - "$T/nul.safetensors" <<'PY'
+import json, struct, sys
+h = {"t": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}, "__metadata__": {"note": "before\u0000after"}}
+j = json.dumps(h).encode()
+open(sys.argv[1], "wb").write(struct.pack("<Q", len(j)) + j + b"\0\0\0\0")
+PY
+"$BIN" inspect --json "$T/nul.safetensors" >"$T/out" 2>"$T/err" || fail "inspect --json of a NUL in metadata: $(cat "$T/err")"
+grep -qF '"note": "before\u0000after"' "$T/out" || fail "inspect --json: the NUL is not \\u0000: $(grep -a note "$T/out")"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.exit(d["metadata"]["note"] != "before\0after")' "$T/out" ||
+  fail "inspect --json: the value read back is not the whole string"
+"$BIN" inspect "$T/nul.safetensors" >"$T/out" 2>"$T/err" || fail "inspect of a NUL in metadata: $(cat "$T/err")"
+grep -qF 'note = before\x00after' "$T/out" || fail "inspect: the NUL is not shown as \\x00: $(grep -a note "$T/out")"
+
 echo "inspect.sh: $fails failure(s)"
 [ "$fails" = 0 ]

@@ -89,14 +89,14 @@ static int utf8_at(const unsigned char *p, uint32_t *cp) {
  * control characters (C0, DEL, C1 as UTF-8) and bytes that are not UTF-8 become \xHH, so a
  * name cannot change the title or clear the screen; a backslash becomes \\. Returns one of a
  * few rotating buffers, so several may appear in one printf. */
-static const char *shown(const char *s) {
+static const char *shown_n(const char *s, size_t n) {
     static char ring[8][4 * QHX_ST_MAX_NAME + 8];
     static int next;
     char *out = ring[next], *end = out + sizeof ring[0] - 5;
     next = (next + 1) % 8;
     char *o = out;
-    const unsigned char *p = (const unsigned char *)(s ? s : "");
-    while (*p && o < end) {
+    const unsigned char *p = (const unsigned char *)(s ? s : ""), *pe = p + (s ? n : 0);
+    while (p < pe && o < end) { /* a NUL inside (a metadata value's) shows as \x00 */
         uint32_t cp;
         int k = utf8_at(p, &cp);
         int control = !k || cp < 0x20 || cp == 0x7f || (cp >= 0x80 && cp < 0xa0);
@@ -115,6 +115,8 @@ static const char *shown(const char *s) {
     *o = '\0';
     return out;
 }
+
+static const char *shown(const char *s) { return shown_n(s, s ? strlen(s) : 0); }
 
 static const char *base_name(const char *path) {
     const char *s = strrchr(path, '/');
@@ -213,7 +215,7 @@ static int inspect_safetensors(const char *path, int as_json) {
         for (int i = 0; i < qhx_st_n_metadata(set); i++) {
             const char *k, *v;
             qhx_st_metadata_at(set, i, &k, &v);
-            json_object_set_new(meta, k, json_string(v));
+            json_object_set_new(meta, k, json_stringn(v, qhx_st_metadata_len(set, i))); /* a NUL: \u0000 */
         }
         set_rows(set, NULL, tensors, &tot);
         json_object_set_new(doc, "kind", json_string("safetensors"));
@@ -230,7 +232,7 @@ static int inspect_safetensors(const char *path, int as_json) {
     for (int i = 0; i < qhx_st_n_metadata(set); i++) {
         const char *k, *v;
         qhx_st_metadata_at(set, i, &k, &v);
-        printf("metadata     %s = %s\n", shown(k), shown(v));
+        printf("metadata     %s = %s\n", shown(k), shown_n(v, qhx_st_metadata_len(set, i)));
     }
     printf("\ntensors\n  %-60s %-5s %-22s %12s\n", "NAME", "DTYPE", "SHAPE", "BYTES");
     set_rows(set, NULL, NULL, &tot);
