@@ -21,6 +21,7 @@ TEST=(
   python3 python3-numpy     # parity_gate.py over the golden fixtures
   python3-venv curl         # tests/cli/serve_openai.sh (the openai client in build/serve-venv), serve_http.sh (raw SSE)
   binutils                  # nm: the exported symbols against qhx.h
+  wrk                       # BENCHMARKS.md: the HTTP layer's requests per second (no test runs it)
   gcc-aarch64-linux-gnu libc6-dev-arm64-cross   # make test-arm: the NEON kernels, cross-built
   qemu-user                 # ... and run under qemu-aarch64
 )
