@@ -231,6 +231,13 @@ s.close()
 c.check(first.startswith(b"HTTP/1.1 100 Continue\r\n\r\n") and responses(data) and responses(data)[0][0] == 200,
         "Expect: 100-continue: %r then %r" % (first, data[:80]))
 
+# a stream to an HTTP/1.0 client: no chunks (1.0 has none), the close ends the body
+body = b'{"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 3, "stream": true}'
+data, closed = exchange(b"POST /v1/chat/completions HTTP/1.0\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+head, _, rest = data.partition(b"\r\n\r\n")
+c.check(head.startswith(b"HTTP/1.1 200 ") and b"transfer-encoding" not in head.lower() and closed and
+        rest.startswith(b"data: {") and rest.endswith(b"data: [DONE]\n\n"), "an HTTP/1.0 stream: %r" % data[:300])
+
 # ---- deadlines: the whole header section, the whole body, an idle connection
 def dribble(prefix, pieces, every):
     """Send prefix, then one piece every `every` s while the server keeps the connection; return

@@ -139,7 +139,8 @@ static const char *reason(int status) {
     }
 }
 
-/* The status line and the headers every response has; len < 0: a chunked body. */
+/* The status line and the headers every response has; len -1: a chunked body, -2: a body
+ * that ends when the connection closes (a stream to an HTTP/1.0 client). */
 static int put_head(srv_conn *c, srv_buf *b, int status, const char *type, long long len, const char *extra) {
     char date[64], line[512];
     time_t now = time(NULL);
@@ -151,7 +152,8 @@ static int put_head(srv_conn *c, srv_buf *b, int status, const char *type, long 
                      reason(status), date, type);
     int bad = srv_buf_put(b, line, (size_t)k);
     if (len >= 0) k = snprintf(line, sizeof line, "Content-Length: %lld\r\n", len);
-    else k = snprintf(line, sizeof line, "Transfer-Encoding: chunked\r\n");
+    else if (len == -1) k = snprintf(line, sizeof line, "Transfer-Encoding: chunked\r\n");
+    else k = 0;
     bad |= srv_buf_put(b, line, (size_t)k);
     if (c->close) bad |= srv_buf_puts(b, "Connection: close\r\n");
     if (extra) bad |= srv_buf_puts(b, extra);
@@ -244,8 +246,10 @@ static ssize_t stream_next(srv_job *j, int fd, char *buf, size_t max) {
     return (ssize_t)n;
 }
 
-/* The SSE bytes as a chunked body; the client leaving (or not reading) cancels the job. */
+/* The SSE bytes as a chunked body (as they are for HTTP/1.0, which has no chunks: the end of
+ * the connection ends the body); the client leaving (or not reading) cancels the job. */
 static int stream_body(srv_conn *c, srv_job *j) {
+    bool chunks = c->head.minor >= 1;
     enum { PIECE = 16 * 1024 };
     char *buf = malloc(PIECE + 32);
     if (!buf) return -1;
@@ -254,7 +258,11 @@ static int stream_body(srv_conn *c, srv_job *j) {
         if (n < 0) break;
         if (n == 0) {
             free(buf);
-            return conn_write(c, "0\r\n\r\n", 5) || c->close ? -1 : 0;
+            return (chunks && conn_write(c, "0\r\n\r\n", 5)) || c->close ? -1 : 0;
+        }
+        if (!chunks) {
+            if (conn_write(c, buf + 24, (size_t)n)) break;
+            continue;
         }
         char size[24];
         int k = snprintf(size, sizeof size, "%zx\r\n", (size_t)n);
@@ -291,7 +299,8 @@ static int respond_stream(srv_http *h, srv_conn *c, srv_job *j) {
         return send_error(h, c, status, msg);
     }
     srv_buf b = {0};
-    int bad = put_head(c, &b, 200, "text/event-stream", -1, "Cache-Control: no-cache\r\n");
+    if (c->head.minor == 0) c->close = true;
+    int bad = put_head(c, &b, 200, "text/event-stream", c->head.minor ? -1 : -2, "Cache-Control: no-cache\r\n");
     int rc = bad ? -1 : conn_write(c, b.p, b.n);
     srv_buf_free(&b);
     if (rc) {
