@@ -600,7 +600,8 @@ static int serve_one(srv_conn *c) {
     srv_http *h = c->h;
     size_t end = 0;
     const char *why = "";
-    c->head.method[0] = 0;
+    memset(&c->head, 0, sizeof c->head); /* nothing of the last request's (its buffer is gone) */
+    c->head.minor = 1;
     c->path[0] = 0;
     c->allow = NULL;
     c->head_only = false;
