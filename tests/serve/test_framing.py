@@ -292,6 +292,20 @@ c.check(closed and [r[0] for r in rs] == [200] and TIMEOUT - 0.5 < time.time() -
         "a kept-alive connection idles out after its answer (%.1f s)" % (time.time() - t0))
 s.close()
 
+# ---- connections: 128 per client address; the next one is closed at once, and served again after
+idle = [connect() for _ in range(128)]
+time.sleep(0.3)
+t0 = time.time()
+extra = connect()
+extra.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+data, closed = read_all(extra, 2)
+extra.close()
+c.check(closed and data == b"" and time.time() - t0 < 1.5, "the 129th connection of one address is refused: %r" % data[:100])
+for s in idle:
+    s.close()
+time.sleep(0.3)
+served(get(b"/health"), 200, "served again once the 128 connections closed")
+
 # ---- still serving
 st = served(post(b"/v1/chat/completions", b'{"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2}'),
             200, "a chat request after all of the above")

@@ -88,6 +88,16 @@ st, js = post(U + "/tokenize", b'{"content": "a", "content": "b"}')
 c.check(is_error(st, js, 400) and "duplicate" in js["error"]["message"], "tokenize a duplicate key: %d %s" % (st, js))
 st, js = post(U + "/detokenize", b'{"tokens": [1], "tokens": [2]}')
 c.check(is_error(st, js, 400), "detokenize a duplicate key: %d %s" % (st, js))
+# the caps of docs/server.md's limits table that a small body can reach
+x = {"messages": [{"role": "user", "content": "x"}]}
+st, js = post(CHAT, dict(x, stop=["s%d" % i for i in range(17)]))
+c.check(is_error(st, js, 400), "17 stop strings: %d %s" % (st, js))
+st, js = post(CHAT, dict(x, stop=["s" * 257]))
+c.check(is_error(st, js, 400), "a 257-byte stop string: %d %s" % (st, js))
+st, js = post(CHAT, dict(x, max_tokens=1, stop=["s%d" % i for i in range(16)]))
+c.check(st == 200, "16 stop strings are allowed: %d %s" % (st, js))
+st, js = post(CHAT, dict(x, tools=[{"type": "function", "function": {"name": "f%d" % i}} for i in range(129)]))
+c.check(is_error(st, js, 413), "129 tools: %d %s" % (st, js))
 st, js = post(U + "/v1/completions", b'{"prompt": []}')
 c.check(is_error(st, js, 400), "empty completion prompt: %d" % st)
 st, js = post(U + "/detokenize", b'{"tokens": [-1]}')
@@ -250,6 +260,10 @@ st, js = post(key.url + "/v1/chat/completions", ok_body, {"Authorization": "Bear
 c.check(st == 200, "right key: %d" % st)
 import urllib.request
 c.check(urllib.request.urlopen(key.url + "/health").status == 200, "/health needs no key")
+# token ids past 1 Mi (this server has the default 32 MiB body cap)
+big = b'{"tokens": [' + b",".join([b"1"] * ((1 << 20) + 1)) + b"]}"
+st, js = post(key.url + "/detokenize", big, {"Authorization": "Bearer s3cret"})
+c.check(is_error(st, js, 413) and "too many ids" in js["error"]["message"], "1 Mi + 1 ids: %d %s" % (st, str(js)[:200]))
 key.stop()
 
 # ---- the key from a file (first line, trimmed); SIGINT drains and exits 0 as SIGTERM does
