@@ -632,8 +632,25 @@ static void test_chat(void) {
     /* errors */
     qhx_chat_message late_sys[] = {{"user", "a", NULL, 0}, {"system", "b", NULL, 0}};
     CHECK(fmt(QHX_CHAT_QWEN35, late_sys, 2, gen, &rc) == NULL && rc == QHX_E_ARG);
-    qhx_chat_message tool[] = {{"tool", "a", NULL, 0}};
-    CHECK(fmt(QHX_CHAT_QWEN3VL, tool, 1, gen, &rc) == NULL && rc == QHX_E_UNSUPPORTED);
+    qhx_chat_message odd_role[] = {{"function", "a", NULL, 0}};
+    CHECK(fmt(QHX_CHAT_QWEN3VL, odd_role, 1, gen, &rc) == NULL && rc == QHX_E_UNSUPPORTED);
+    /* Qwen3-VL: a tool response run folded into one user turn, a call after content, tools */
+    {
+        qhx_chat_tool_call calls[] = {{"f", NULL, 0, "{\"a\": 1}"}, {"g", NULL, 0, NULL}};
+        qhx_chat_message vlc[] = {{"user", "q", NULL, 0}, {"assistant", "ok", NULL, 0, calls, 2},
+                                   {"tool", "r1", NULL, 0}, {"tool", "r2", NULL, 0}};
+        const char *defs[] = {"{\"type\": \"function\"}"};
+        qhx_chat_options o = {.add_generation_prompt = 1, .tools = defs, .n_tools = 1};
+        s = fmt(QHX_CHAT_QWEN3VL, vlc, 4, o, &rc);
+        CHECK(s && !strncmp(s, "<|im_start|>system\n# Tools\n\n", 27) && strstr(s, "<tools>\n{\"type\": \"function\"}\n</tools>"));
+        CHECK(s && strstr(s, "<|im_start|>assistant\nok\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n</tool_call>"
+                             "\n<tool_call>\n{\"name\": \"g\", \"arguments\": {}}\n</tool_call><|im_end|>\n"
+                             "<|im_start|>user\n<tool_response>\nr1\n</tool_response>\n<tool_response>\nr2\n</tool_response>"
+                             "<|im_end|>\n<|im_start|>assistant\n"));
+        qhx_free(s);
+        calls[0].name = NULL;
+        CHECK(fmt(QHX_CHAT_QWEN3VL, vlc, 4, o, &rc) == NULL && rc == QHX_E_ARG);
+    }
     qhx_chat_message sys_img[] = {{"system", NULL, parts, 2}, {"user", "x", NULL, 0}};
     CHECK(fmt(QHX_CHAT_QWEN35, sys_img, 2, gen, &rc) == NULL && rc == QHX_E_ARG);
     qhx_chat_message no_user[] = {{"system", "x", NULL, 0}};
