@@ -228,6 +228,25 @@ int main(void) {
         CHECK_STR(json_string_value(json_object_get(json_object_get(json_array_get(calls, 0), "function"), "arguments")), "{}");
         json_decref(calls);
     }
+    /* tojson as the templates write it: floats as Python's repr (expected strings: Python 3.11's
+     * repr of the same doubles), lowercase \u escapes, ", " and ": " */
+    {
+        static const struct { double d; const char *want; } f[] = {
+            {0.1, "0.1"}, {48.85, "48.85"}, {1e16, "1e+16"}, {1e15, "1000000000000000.0"}, {1e-05, "1e-05"},
+            {0.0001, "0.0001"}, {-0.0, "-0.0"}, {2.5, "2.5"}, {123456789.125, "123456789.125"},
+            {1.7976931348623157e308, "1.7976931348623157e+308"}, {5e-324, "5e-324"}, {1.0 / 3, "0.3333333333333333"},
+            {100.0, "100.0"}, {1e22, "1e+22"}, {-1.5e-7, "-1.5e-07"}};
+        for (size_t k = 0; k < sizeof f / sizeof f[0]; k++) {
+            char buf[48];
+            srv_py_float(f[k].d, buf, sizeof buf);
+            CHECK_STR(buf, f[k].want);
+        }
+        json_t *v = json_loads("{\"a\": \"x\\u001b\\\"\\\\\\n/\u00e9\", \"b\": [1, 2.5, null, true], \"c\": {}}", 0, NULL);
+        char *t = srv_tojson(v);
+        CHECK_STR(t, "{\"a\": \"x\\u001b\\\"\\\\\\n/\u00e9\", \"b\": [1, 2.5, null, true], \"c\": {}}");
+        free(t);
+        json_decref(v);
+    }
     /* text that only looks like the start of a tool call is content in the end */
     {
         json_t *none = srv_parse_tool_calls("<tool_call>no function here</tool_call>", 39, "x");

@@ -104,6 +104,17 @@ def conversations(family):
                                   "name": "get_weather", "arguments": "{\"city\":  \"Oslo\"}"}}]},
                              {"role": "tool", "content": [{"type": "text", "text": "snow"}]}],
                 "tools": [TOOL], "add_generation_prompt": True})
+    # floats and escapes as tojson writes them (Python's repr), in a definition and in arguments
+    fl = {"type": "function", "function": {"name": "locate", "description": "Point \u001b\"q\"",
+                                           "parameters": {"type": "object", "properties": {
+                                               "lat": {"type": "number", "minimum": -90.0, "maximum": 90.5},
+                                               "eps": {"type": "number", "default": 1e-05}}}}}
+    out.append({"messages": [user("Where?"), {"role": "assistant", "content": "", "tool_calls": [
+                    {"type": "function", "function": {"name": "locate", "arguments": {
+                        "lat": 48.85, "lon": 2.35, "big": 1e16, "tiny": 0.0001, "third": 1 / 3, "neg": -0.0,
+                        "n": [0.1, 100.0, 1e22], "s": "tab\there \u00e9"}}}]},
+                             {"role": "tool", "content": "ok"}],
+                "tools": [fl], "add_generation_prompt": True})
     if family == "qwen3_vl":
         # add_vision_id: pictures numbered across the user turns and a tool response
         pics = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "and"}, {"type": "image"}]},

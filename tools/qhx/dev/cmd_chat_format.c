@@ -15,6 +15,7 @@
 #include "core/alloc.h"
 #include "io/manifest.h"
 #include "runtime/model.h"
+#include "serve/serve.h"
 #include "text/tokenizer.h"
 
 #include <jansson.h>
@@ -56,9 +57,9 @@ static char *keep(conv *c, char *t) {
     return t;
 }
 
-/* JSON text as the template's tojson writes it (json.dumps: ", " and ": ", UTF-8 as is):
- * jansson's default layout; numbers with a fraction are where the two may differ. */
-static char *tojson(json_t *v) { return json_dumps(v, JSON_ENCODE_ANY | JSON_PRESERVE_ORDER); }
+/* JSON text as the template's tojson writes it (json.dumps: ", " and ": ", UTF-8 as is, floats
+ * as repr()): the server's writer, so both render the same prompt. */
+static char *tojson(json_t *v) { return srv_tojson(v); }
 
 /* A value as the template prints an argument: tojson for objects and lists, str() otherwise. */
 static char *arg_text(json_t *v) {
@@ -69,14 +70,7 @@ static char *arg_text(json_t *v) {
     if (json_is_false(v)) return strdup("False");
     if (json_is_null(v)) return strdup("None");
     if (json_is_integer(v)) snprintf(buf, sizeof buf, "%lld", (long long)json_integer_value(v));
-    else { /* Python's repr: the shortest digits that read back the same double */
-        double d = json_real_value(v);
-        for (int prec = 1; prec <= 17; prec++) {
-            snprintf(buf, sizeof buf, "%.*g", prec, d);
-            if (strtod(buf, NULL) == d) break;
-        }
-        if (!strpbrk(buf, ".en")) strcat(buf, ".0");
-    }
+    else srv_py_float(json_real_value(v), buf, sizeof buf); /* Python's str() of a float */
     return strdup(buf);
 }
 

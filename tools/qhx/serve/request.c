@@ -198,13 +198,8 @@ static int common_fields(const qhx_model *m, const srv_config *cfg, json_t *root
 
 /* ---- chat messages ------------------------------------------------------------------------- */
 
-/* JSON text of v in memory from the project's funnel (jansson's own buffer copied, freed). */
-static char *dump_json(json_t *v) {
-    char *t = json_dumps(v, JSON_ENCODE_ANY | JSON_PRESERVE_ORDER);
-    char *c = t ? strdup(t) : NULL;
-    free(t);
-    return c;
-}
+/* JSON text of v as the templates' tojson writes it (floats as Python's repr: tojson.c). */
+static char *dump_json(json_t *v) { return srv_tojson(v); }
 
 /* A JSON value as the Qwen3.5 template prints a tool-call argument (str() of a scalar). */
 static char *arg_text(json_t *v) {
@@ -215,14 +210,7 @@ static char *arg_text(json_t *v) {
     if (json_is_false(v)) return strdup("False");
     if (json_is_null(v)) return strdup("None");
     if (json_is_integer(v)) snprintf(buf, sizeof buf, "%lld", (long long)json_integer_value(v));
-    else {
-        double d = json_real_value(v);
-        for (int prec = 1; prec <= 17; prec++) { /* Python's repr: the shortest that reads back */
-            snprintf(buf, sizeof buf, "%.*g", prec, d);
-            if (strtod(buf, NULL) == d) break;
-        }
-        if (!strpbrk(buf, ".en")) strcat(buf, ".0");
-    }
+    else srv_py_float(json_real_value(v), buf, sizeof buf); /* Python's str() of a float */
     return strdup(buf);
 }
 
