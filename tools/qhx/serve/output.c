@@ -301,6 +301,7 @@ static size_t partial_suffix(const char *s, size_t n, const char *marker) {
 }
 
 static int drop_front(srv_buf *b, size_t k) {
+    if (!k) return 0; /* also: an empty buffer may have no storage yet (memmove of NULL is UB) */
     memmove(b->p, b->p + k, b->n - k);
     b->n -= k;
     if (b->p) b->p[b->n] = '\0';
