@@ -507,7 +507,7 @@ typedef struct qhx_prompt qhx_prompt;
 
 /* Render spec in the model's chat format ending with the assistant header, tokenize it and
  * encode its images. Errors: QHX_E_ARG (roles, a system message not first, images the
- * family does not take, an image outside a user message), QHX_E_FORMAT (invalid UTF-8, an
+ * family does not take, an image outside a user or tool message), QHX_E_FORMAT (invalid UTF-8, an
  * image that does not decode), QHX_E_LIMIT (caps above), QHX_E_NOMEM. */
 QHX_API qhx_status qhx_prompt_from_chat(const qhx_model *model, const qhx_chat_spec *spec,
                                         qhx_prompt **out /* OUT, owned */, qhx_error *err);

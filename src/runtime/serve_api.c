@@ -179,8 +179,10 @@ static qhx_status build_messages(const qhx_chat_spec *spec, const qhx_prompt *p,
                 const qhx_chat_content *c = &t->parts[k];
                 b->parts[pi] = c->text ? (qhx_chat_part){.text = c->text, .text_len = c->text_len}
                                        : (qhx_chat_part){.text = NULL, .image_tokens = (int32_t)p->images[img++].n_tokens};
-                if (!c->text && strcmp(t->role, "user"))
-                    return qhx_fail(err, QHX_E_ARG, "chat: message %zu: an image in a %s message (only user messages take images)",
+                /* both templates render images in user and tool contents, never elsewhere */
+                if (!c->text && strcmp(t->role, "user") && strcmp(t->role, "tool"))
+                    return qhx_fail(err, QHX_E_ARG,
+                                    "chat: message %zu: an image in a %s message (only user and tool messages take images)",
                                     i, t->role);
             }
         }

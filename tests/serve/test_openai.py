@@ -405,6 +405,15 @@ c.check(r.choices[0].finish_reason == "stop" and not m.tool_calls and m.content 
 st = vcl.chat.completions.create(stream=True, **kw)
 streamed = "".join(ch.choices[0].delta.content or "" for ch in st if ch.choices)
 c.check(streamed == VNAMED, "Qwen3-VL named, streamed: %r" % streamed)
+# an image in a tool response (both templates render it there): its pads and markers (64x64: 4 + 2)
+tmsgs = [dict(m) for m in msgs]
+tmsgs[2] = {"role": "tool", "tool_call_id": "call_1", "content": [{"type": "text", "text": "sunny, 21 C"}]}
+t0 = vcl.chat.completions.create(model="x", messages=tmsgs, tools=tools, max_tokens=1)
+tmsgs[2] = {"role": "tool", "tool_call_id": "call_1", "content": [{"type": "image_url", "image_url": {"url": url2}},
+                                                                  {"type": "text", "text": "sunny, 21 C"}]}
+t1 = vcl.chat.completions.create(model="x", messages=tmsgs, tools=tools, max_tokens=1)
+c.check(t1.usage.prompt_tokens == t0.usage.prompt_tokens + 4 + 2, "image in a tool response: %d prompt tokens, without %d" % (
+    t1.usage.prompt_tokens, t0.usage.prompt_tokens))
 # add_vision_id: "Picture 1: " before the image, as the template writes it
 img_msg = [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": url}}, {"type": "text", "text": "Hi"}]}]
 plain = vcl.chat.completions.create(model="x", messages=img_msg, max_tokens=1)

@@ -115,17 +115,16 @@ def conversations(family):
                         "n": [0.1, 100.0, 1e22], "s": "tab\there \u00e9"}}}]},
                              {"role": "tool", "content": "ok"}],
                 "tools": [fl], "add_generation_prompt": True})
-    if family == "qwen3_vl":
-        # add_vision_id: pictures numbered across the user turns and a tool response
-        pics = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "and"}, {"type": "image"}]},
-                {"role": "assistant", "content": "", "tool_calls": [
-                    {"type": "function", "function": {"name": "get_weather", "arguments": {}}}]},
-                {"role": "tool", "content": [{"type": "image"}, {"type": "text", "text": "a map"}]},
-                {"role": "assistant", "content": "Done."},
-                user("Compare", image=True)]
-        for vid in (True, False):
-            out.append({"messages": pics, "tools": [TOOL], "add_vision_id": vid, "add_generation_prompt": True})
-            out.append({"messages": pics[:1], "add_vision_id": vid, "add_generation_prompt": False})
+    # add_vision_id: pictures numbered across the user turns and a tool response
+    pics = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "and"}, {"type": "image"}]},
+            {"role": "assistant", "content": "", "tool_calls": [
+                {"type": "function", "function": {"name": "get_weather", "arguments": {}}}]},
+            {"role": "tool", "content": [{"type": "image"}, {"type": "text", "text": "a map"}]},
+            {"role": "assistant", "content": "Done."},
+            user("Compare", image=True)]
+    for vid in (True, False):
+        out.append({"messages": pics, "tools": [TOOL], "add_vision_id": vid, "add_generation_prompt": True})
+        out.append({"messages": pics[:1], "add_vision_id": vid, "add_generation_prompt": False})
     return out
 
 
