@@ -472,8 +472,11 @@ typedef struct qhx_chat_call_arg {
 
 typedef struct qhx_chat_call {
     const char *name;
-    const qhx_chat_call_arg *args;
+    const qhx_chat_call_arg *args;    /* Qwen3.5: its arguments one by one, as printed */
     size_t n_args;
+    const char *arguments;            /* Qwen3-VL: the arguments as one JSON text, printed as it
+                                         is (an object as the template's tojson writes it:
+                                         ", " and ": ", UTF-8 as is); NULL = "{}" */
 } qhx_chat_call;
 
 typedef struct qhx_chat_turn {
@@ -481,15 +484,16 @@ typedef struct qhx_chat_turn {
     const char *content;              /* used when parts is NULL; NULL = "" */
     const qhx_chat_content *parts;    /* or the content as parts, in order */
     size_t n_parts;
-    const char *reasoning;            /* assistant: its reasoning (Qwen3.5 think block), or NULL */
-    const qhx_chat_call *calls;       /* assistant: tool calls after its content (Qwen3.5) */
+    const char *reasoning;            /* assistant: its reasoning (Qwen3.5 think block; Qwen3-VL's
+                                         template does not read it), or NULL */
+    const qhx_chat_call *calls;       /* assistant: tool calls after its content */
     size_t n_calls;
 } qhx_chat_turn;
 
 typedef struct qhx_chat_spec {
     const qhx_chat_turn *turns;
     size_t n_turns;                   /* 1 .. 4096 */
-    const char *const *tools;         /* tool definitions as JSON text (Qwen3.5); NULL for none */
+    const char *const *tools;         /* tool definitions as JSON text (tojson); NULL for none */
     size_t n_tools;
     int thinking;                     /* Qwen3.5: open a think block after the assistant header */
     int64_t max_images;               /* most images (0: 1, the most one prompt can hold now) */
@@ -498,14 +502,15 @@ typedef struct qhx_chat_spec {
     int64_t max_image_tokens;         /* most tokens per encoded image (0: no cap) */
     const char *answer_prefix;        /* text the answer is forced to start with, rendered after
                                          the generation prompt as prompt ids (NULL: none) */
+    int add_vision_id;                /* "Picture N: " before each image (the templates' option) */
 } qhx_chat_spec;
 
 /* A tokenized prompt with its encoded images (owned: qhx_prompt_free). */
 typedef struct qhx_prompt qhx_prompt;
 
 /* Render spec in the model's chat format ending with the assistant header, tokenize it and
- * encode its images. Errors: QHX_E_ARG (roles, a system message not first, tools or images the
- * family does not take, an image outside a user message), QHX_E_FORMAT (invalid UTF-8, an
+ * encode its images. Errors: QHX_E_ARG (roles, a system message not first, images the
+ * family does not take, an image outside a user or tool message), QHX_E_FORMAT (invalid UTF-8, an
  * image that does not decode), QHX_E_LIMIT (caps above), QHX_E_NOMEM. */
 QHX_API qhx_status qhx_prompt_from_chat(const qhx_model *model, const qhx_chat_spec *spec,
                                         qhx_prompt **out /* OUT, owned */, qhx_error *err);

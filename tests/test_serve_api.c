@@ -228,6 +228,42 @@ static int forge(const char *precision, char *out, size_t cap) {
     return system(cmd) == 0;
 }
 
+/* Qwen3-VL tools through qhx_prompt_from_chat: the ids are those of the text its template renders
+ * (written out here: the system turn with the tools block, a call as a JSON object, the tool
+ * response folded into a user turn; add_vision_id without an image adds nothing); reasoning is
+ * not read. */
+static void test_prompt_vl_tools(void) {
+    qhx_model *m = open_model("qwen3vl-tiny-f32", 1);
+    CHECK(m != NULL);
+    if (!m) return;
+    const char *tools[] = {"{\"type\": \"function\", \"function\": {\"name\": \"f\"}}"};
+    qhx_chat_call call = {.name = "f", .arguments = "{\"x\": 1}"};
+    qhx_chat_turn turns[] = {{.role = "system", .content = "Be brief."},
+                             {.role = "user", .content = "Q"},
+                             {.role = "assistant", .content = "", .reasoning = "not rendered", .calls = &call, .n_calls = 1},
+                             {.role = "tool", .content = "R"}};
+    qhx_chat_spec spec = {.turns = turns, .n_turns = 4, .tools = tools, .n_tools = 1, .add_vision_id = 1};
+    static const char want[] =
+        "<|im_start|>system\nBe brief.\n\n# Tools\n\nYou may call one or more functions to assist with the user "
+        "query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n<tools>\n"
+        "{\"type\": \"function\", \"function\": {\"name\": \"f\"}}\n</tools>\n\nFor each function call, return a "
+        "json object with function name and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n"
+        "{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n"
+        "<|im_start|>user\nQ<|im_end|>\n<|im_start|>assistant\n<tool_call>\n{\"name\": \"f\", \"arguments\": "
+        "{\"x\": 1}}\n</tool_call><|im_end|>\n<|im_start|>user\n<tool_response>\nR\n</tool_response><|im_end|>\n"
+        "<|im_start|>assistant\n";
+    qhx_prompt *p = NULL;
+    qhx_error err = {0};
+    CHECK_EQ(qhx_prompt_from_chat(m, &spec, &p, &err), QHX_OK);
+    static qhx_token ref[4096];
+    size_t n_ref = 0, n = 0;
+    CHECK_EQ(qhx_tokenize(m, want, strlen(want), ref, 4096, &n_ref, NULL), QHX_OK);
+    const qhx_token *ids = p ? qhx_prompt_ids(p, &n) : NULL;
+    CHECK(ids && n == n_ref && n > 100 && !memcmp(ids, ref, n * sizeof *ids));
+    qhx_prompt_free(p);
+    qhx_model_free(m);
+}
+
 int main(void) {
     char tmpl[] = "/tmp/qhx-serve-api-XXXXXX";
     if (!mkdtemp(tmpl)) return 1;
@@ -254,5 +290,6 @@ int main(void) {
     test_checkpoint("qwen35-tiny-f32");
     test_checkpoint("qwen3vl-tiny-f32");
     test_prompt();
+    test_prompt_vl_tools();
     return t_done("test_serve_api");
 }

@@ -1,6 +1,6 @@
 /* qhx serve's output pipeline (tools/qhx/serve/output.c) on hand-made token texts: stop strings
  * matched across token boundaries and never emitted, reasoning split from content at </think>,
- * Qwen3.5 tool-call blocks parsed into OpenAI tool_calls, the SSE chunks of a stream. */
+ * Qwen3.5 and Qwen3-VL tool-call blocks parsed into OpenAI tool_calls, the SSE chunks of a stream. */
 #include "serve/serve.h"
 #include "t.h"
 
@@ -155,6 +155,97 @@ int main(void) {
         CHECK(strstr(j->sse.p, "\"finish_reason\":\"tool_calls\"") != NULL);
         srv_output_free(o);
         srv_job_unref(j);
+    }
+    /* Qwen3-VL calls (JSON objects): two of them, content before, the arguments as compact JSON */
+    {
+        srv_job *j = job(false, false, true);
+        srv_output *o = srv_output_new(NULL, j);
+        const char *t[] = {"Let me check.\n<tool", "_call>\n{\"name\": \"get_weather\", \"argu", "ments\": {\"city\": \"Paris\", \"days\": 3}}\n</tool_call>",
+                           "\n<tool_call>\n{\"name\": \"convert\", \"arguments\": {\"values\": [1, 2.5], \"unit\": \"\u00b0C\"}}\n</tool_call>"};
+        CHECK_EQ(run(o, t, 4), -1);
+        j->finish = SRV_FINISH_STOP;
+        CHECK_EQ(srv_output_end(o), 0);
+        CHECK_EQ(j->finish, SRV_FINISH_TOOLS);
+        json_t *b = body_of(j);
+        CHECK_STR(message_field(b, "content"), "Let me check.");
+        json_t *calls = json_object_get(json_object_get(json_array_get(json_object_get(b, "choices"), 0), "message"), "tool_calls");
+        CHECK_EQ(json_array_size(calls), 2);
+        json_t *f0 = json_object_get(json_array_get(calls, 0), "function"), *f1 = json_object_get(json_array_get(calls, 1), "function");
+        CHECK_STR(json_string_value(json_object_get(f0, "name")), "get_weather");
+        CHECK_STR(json_string_value(json_object_get(f0, "arguments")), "{\"city\":\"Paris\",\"days\":3}");
+        CHECK_STR(json_string_value(json_object_get(f1, "name")), "convert");
+        CHECK_STR(json_string_value(json_object_get(f1, "arguments")), "{\"values\":[1,2.5],\"unit\":\"\u00b0C\"}");
+        CHECK_STR(json_string_value(json_object_get(json_array_get(calls, 1), "type")), "function");
+        json_decref(b);
+        srv_output_free(o);
+        srv_job_unref(j);
+    }
+    /* Qwen3-VL, streamed after a forced named start: the call whole at the end, no content */
+    {
+        srv_job *j = job(true, false, true);
+        j->answer_prefix = strdup("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": ");
+        srv_output *o = srv_output_new(NULL, j);
+        const char *t[] = {"{\"city\"", ": \"Oslo\"}}\n</tool_call>"};
+        CHECK_EQ(run(o, t, 2), -1);
+        j->finish = SRV_FINISH_STOP;
+        CHECK_EQ(srv_output_end(o), 0);
+        CHECK(strstr(j->sse.p, "<tool_call>") == NULL && strstr(j->sse.p, "tool_call>") == NULL);
+        CHECK(strstr(j->sse.p, "\"name\":\"get_weather\"") != NULL);
+        CHECK(strstr(j->sse.p, "\"arguments\":\"{\\\"city\\\":\\\"Oslo\\\"}\"") != NULL);
+        CHECK(strstr(j->sse.p, "\"finish_reason\":\"tool_calls\"") != NULL);
+        srv_output_free(o);
+        srv_job_unref(j);
+    }
+    /* malformed Qwen3-VL calls are content, whole: cut JSON, no name, a list, trailing text */
+    {
+        static const char *const bad[] = {
+            "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": ",
+            "<tool_call>\n{\"arguments\": {}}\n</tool_call>",
+            "<tool_call>\n{\"name\": \"\", \"arguments\": {}}\n</tool_call>",
+            "<tool_call>\n[\"get_weather\"]\n</tool_call>",
+            "<tool_call>\n{\"name\": \"f\", \"arguments\": [1]}\n</tool_call>",
+            "<tool_call>\n{\"name\": \"f\"} and more\n</tool_call>",
+            "<tool_call>\n{\"name\": 7}\n</tool_call>",
+        };
+        for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+            CHECK(srv_parse_tool_calls(bad[k], strlen(bad[k]), "x") == NULL);
+            srv_job *j = job(false, false, true);
+            srv_output *o = srv_output_new(NULL, j);
+            CHECK_EQ(run(o, &bad[k], 1), -1);
+            j->finish = SRV_FINISH_LENGTH;
+            CHECK_EQ(srv_output_end(o), 0);
+            CHECK_EQ(j->finish, SRV_FINISH_LENGTH);
+            json_t *b = body_of(j);
+            CHECK_STR(message_field(b, "content"), bad[k]);
+            json_decref(b);
+            srv_output_free(o);
+            srv_job_unref(j);
+        }
+        /* a name alone (no arguments) is a call with {} */
+        const char *bare = "<tool_call>{\"name\": \"now\"}</tool_call>";
+        json_t *calls = srv_parse_tool_calls(bare, strlen(bare), "x");
+        CHECK(calls && json_array_size(calls) == 1);
+        CHECK_STR(json_string_value(json_object_get(json_object_get(json_array_get(calls, 0), "function"), "arguments")), "{}");
+        json_decref(calls);
+    }
+    /* tojson as the templates write it: floats as Python's repr (expected strings: Python 3.11's
+     * repr of the same doubles), lowercase \u escapes, ", " and ": " */
+    {
+        static const struct { double d; const char *want; } f[] = {
+            {0.1, "0.1"}, {48.85, "48.85"}, {1e16, "1e+16"}, {1e15, "1000000000000000.0"}, {1e-05, "1e-05"},
+            {0.0001, "0.0001"}, {-0.0, "-0.0"}, {2.5, "2.5"}, {123456789.125, "123456789.125"},
+            {1.7976931348623157e308, "1.7976931348623157e+308"}, {5e-324, "5e-324"}, {1.0 / 3, "0.3333333333333333"},
+            {100.0, "100.0"}, {1e22, "1e+22"}, {-1.5e-7, "-1.5e-07"}};
+        for (size_t k = 0; k < sizeof f / sizeof f[0]; k++) {
+            char buf[48];
+            srv_py_float(f[k].d, buf, sizeof buf);
+            CHECK_STR(buf, f[k].want);
+        }
+        json_t *v = json_loads("{\"a\": \"x\\u001b\\\"\\\\\\n/\u00e9\", \"b\": [1, 2.5, null, true], \"c\": {}}", 0, NULL);
+        char *t = srv_tojson(v);
+        CHECK_STR(t, "{\"a\": \"x\\u001b\\\"\\\\\\n/\u00e9\", \"b\": [1, 2.5, null, true], \"c\": {}}");
+        free(t);
+        json_decref(v);
     }
     /* text that only looks like the start of a tool call is content in the end */
     {

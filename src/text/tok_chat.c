@@ -10,9 +10,11 @@
  *     "<think>\n\n</think>\n\n" (not thinking); tools as its "# Tools" system block, an
  *     assistant's tool calls as <tool_call><function=...><parameter=...> blocks, and "tool"
  *     messages as <tool_response> blocks in one user turn per run of them.
- *   - Qwen3-VL: the Qwen3-VL Instruct chat_template without tools: contents verbatim, images
- *     as <|vision_start|><|image_pad|><|vision_end|>, no <think> block.
- * Qwen3-VL: tool definitions, tool calls and the "tool" role are refused by name. */
+ *   - Qwen3-VL: the Qwen3-VL Instruct chat_template (the 8B release's text): contents
+ *     verbatim, images as <|vision_start|><|image_pad|><|vision_end|> (after "Picture N: " with
+ *     add_vision_id), no <think> block; tools as its "# Tools" system block of tojson lines, an
+ *     assistant's tool calls as <tool_call>\n{"name": ..., "arguments": ...}\n</tool_call>, and
+ *     "tool" messages as <tool_response> blocks in one user turn per run of them. */
 #include "text/tok_internal.h"
 
 #include "core/alloc.h"
@@ -119,15 +121,12 @@ static int role_is(const qhx_chat_message *m, const char *r) { return m->role &&
 static qhx_status check_roles(chat *c, const qhx_chat_message *msgs, size_t n) {
     for (size_t i = 0; i < n; i++) {
         const qhx_chat_message *m = &msgs[i];
-        const bool tool_ok = c->fam == QHX_CHAT_QWEN35;
-        if (!role_is(m, "system") && !role_is(m, "user") && !role_is(m, "assistant") && !(tool_ok && role_is(m, "tool")))
+        if (!role_is(m, "system") && !role_is(m, "user") && !role_is(m, "assistant") && !role_is(m, "tool"))
             return qhx_fail(c->err, m->role ? QHX_E_UNSUPPORTED : QHX_E_ARG,
-                            "chat: message %zu: role '%s' is not supported (system, user, assistant%s)",
-                            i, m->role ? m->role : "(none)", tool_ok ? ", tool" : "");
-        if (m->n_tool_calls && (!tool_ok || !role_is(m, "assistant") || !m->tool_calls))
-            return qhx_fail(c->err, tool_ok ? QHX_E_ARG : QHX_E_UNSUPPORTED,
-                            "chat: message %zu: tool calls are %s", i,
-                            tool_ok ? "for assistant messages" : "not rendered by the Qwen3-VL format");
+                            "chat: message %zu: role '%s' is not supported (system, user, assistant, tool)",
+                            i, m->role ? m->role : "(none)");
+        if (m->n_tool_calls && (!role_is(m, "assistant") || !m->tool_calls))
+            return qhx_fail(c->err, QHX_E_ARG, "chat: message %zu: tool calls are for assistant messages", i);
         if (role_is(m, "system") && i != 0)
             return qhx_fail(c->err, QHX_E_ARG, "chat: message %zu: a system message must be the first", i);
         if (m->n_parts && !m->parts)
@@ -291,16 +290,80 @@ static qhx_status qwen35(chat *c, const qhx_chat_message *msgs, size_t n) {
     return QHX_OK;
 }
 
+/* Qwen3-VL's tools block, before and after the definitions, word for word. */
+static const char VL_TOOLS_HEAD[] =
+    "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with "
+    "function signatures within <tools></tools> XML tags:\n<tools>";
+static const char VL_TOOLS_TAIL[] =
+    "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
+    "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
+    "<args-json-object>}\n</tool_call><|im_end|>\n";
+
+/* The system turn: the system message's text (and, with tools, the tools block after it). */
+static qhx_status qwen3vl_system(chat *c, const qhx_chat_message *msgs, size_t n) {
+    tok_buf *o = &c->out;
+    bool has_sys = n && role_is(&msgs[0], "system");
+    if (!has_sys && !c->opt->n_tools) return QHX_OK;
+    puts_(c, o, "<|im_start|>system\n");
+    if (has_sys) {
+        qhx_status rc = render(c, &msgs[0], 0, false, false, false, &c->tmp);
+        if (rc) return rc;
+        put(c, o, c->tmp.p, c->tmp.n);
+    }
+    if (!c->opt->n_tools) {
+        puts_(c, o, "<|im_end|>\n");
+        return QHX_OK;
+    }
+    if (has_sys) puts_(c, o, "\n\n");
+    puts_(c, o, VL_TOOLS_HEAD);
+    for (size_t k = 0; k < c->opt->n_tools; k++) {
+        if (!c->opt->tools || !c->opt->tools[k]) return qhx_fail(c->err, QHX_E_ARG, "chat: tool %zu has no definition", k);
+        puts_(c, o, "\n");
+        puts_(c, o, c->opt->tools[k]);
+    }
+    puts_(c, o, VL_TOOLS_TAIL);
+    return QHX_OK;
+}
+
+/* An assistant's tool calls as JSON objects; a newline before each but a first one that
+ * follows no content (the template tests the content's truth: a non-empty string or list). */
+static qhx_status qwen3vl_tool_calls(chat *c, const qhx_chat_message *m, size_t idx) {
+    tok_buf *o = &c->out;
+    bool content = m->parts ? m->n_parts > 0 : m->content && m->content[0];
+    for (size_t j = 0; j < m->n_tool_calls; j++) {
+        const qhx_chat_tool_call *tc = &m->tool_calls[j];
+        if (!tc->name) return qhx_fail(c->err, QHX_E_ARG, "chat: message %zu: tool call %zu has no name", idx, j);
+        if (j || content) puts_(c, o, "\n");
+        puts_(c, o, "<tool_call>\n{\"name\": \"");
+        puts_(c, o, tc->name);
+        puts_(c, o, "\", \"arguments\": ");
+        puts_(c, o, tc->arguments ? tc->arguments : "{}");
+        puts_(c, o, "}\n</tool_call>");
+    }
+    return QHX_OK;
+}
+
 static qhx_status qwen3vl(chat *c, const qhx_chat_message *msgs, size_t n) {
     qhx_status rc;
     tok_buf *o = &c->out;
+    if ((rc = qwen3vl_system(c, msgs, n))) return rc;
     for (size_t i = 0; i < n; i++) {
         const qhx_chat_message *m = &msgs[i];
-        int sys = role_is(m, "system"), user = role_is(m, "user");
-        /* system and assistant render their text parts only */
-        if ((rc = render(c, m, i, true, false, user, &c->tmp))) return rc;
-        puts_(c, o, sys ? "<|im_start|>system\n" : user ? "<|im_start|>user\n" : "<|im_start|>assistant\n");
+        if (role_is(m, "system")) continue; /* the first message only, rendered above */
+        bool assistant = role_is(m, "assistant");
+        /* user and tool contents hold images; an assistant's renders its text parts only */
+        if ((rc = render(c, m, i, true, false, !assistant, &c->tmp))) return rc;
+        if (role_is(m, "tool")) {
+            if (i == 0 || !role_is(&msgs[i - 1], "tool")) puts_(c, o, "<|im_start|>user");
+            puts_(c, o, "\n<tool_response>\n");
+            put(c, o, c->tmp.p, c->tmp.n);
+            puts_(c, o, "\n</tool_response>");
+            if (i + 1 == n || !role_is(&msgs[i + 1], "tool")) puts_(c, o, "<|im_end|>\n");
+            continue;
+        }
+        puts_(c, o, assistant ? "<|im_start|>assistant\n" : "<|im_start|>user\n");
         put(c, o, c->tmp.p, c->tmp.n);
+        if (assistant && (rc = qwen3vl_tool_calls(c, m, i))) return rc;
         puts_(c, o, "<|im_end|>\n");
     }
     if (c->opt->add_generation_prompt) puts_(c, o, "<|im_start|>assistant\n");
@@ -318,8 +381,6 @@ qhx_status qhx_tok_chat_format(qhx_chat_family family, const qhx_chat_message *m
         return qhx_fail(err, QHX_E_ARG, "chat: unknown family %d", (int)family);
     chat c = {.fam = family, .opt = opt ? opt : &dflt, .ok = true, .err = err};
     qhx_status rc = check_roles(&c, msgs, n_msgs);
-    if (!rc && family == QHX_CHAT_QWEN3VL && c.opt->n_tools)
-        rc = qhx_fail(err, QHX_E_UNSUPPORTED, "chat: tools are not rendered by the Qwen3-VL format");
     if (!rc) rc = family == QHX_CHAT_QWEN35 ? qwen35(&c, msgs, n_msgs) : qwen3vl(&c, msgs, n_msgs);
     if (!rc && !(c.ok && qhx_tok_buf_put(&c.out, "", 1)))
         rc = qhx_fail(err, QHX_E_NOMEM, "chat: out of memory");

@@ -194,17 +194,20 @@ typedef struct qhx_chat_tool_arg {
 
 typedef struct qhx_chat_tool_call {
     const char *name;
-    const qhx_chat_tool_arg *args;
+    const qhx_chat_tool_arg *args; /* Qwen3.5: each argument as its template prints it */
     size_t n_args;
+    const char *arguments;         /* Qwen3-VL: the arguments as one JSON text, printed as it is
+                                      (the template's tojson of an object, or the string the
+                                      caller gave); NULL = "{}" */
 } qhx_chat_tool_call;
 
 typedef struct qhx_chat_message {
-    const char *role;            /* "system" (first message only), "user", "assistant" or, for
-                                    Qwen3.5, "tool" (a tool's response) */
+    const char *role;            /* "system" (first message only), "user", "assistant" or
+                                    "tool" (a tool's response) */
     const char *content;         /* NUL-terminated text, used when parts == NULL */
     const qhx_chat_part *parts;  /* or a list of parts, in order */
     size_t n_parts;
-    const qhx_chat_tool_call *tool_calls; /* assistant, Qwen3.5: the calls after its content */
+    const qhx_chat_tool_call *tool_calls; /* assistant: the calls after its content */
     size_t n_tool_calls;
 } qhx_chat_message;
 
@@ -212,8 +215,8 @@ typedef struct qhx_chat_options {
     int add_generation_prompt; /* end with "<|im_start|>assistant\n" (+ think preamble) */
     int enable_thinking;       /* Qwen3.5 only: 1 = "<think>\n", 0 = "<think>\n\n</think>\n\n" */
     int add_vision_id;         /* "Picture N: " before each image */
-    const char *const *tools;  /* Qwen3.5: the tool definitions, each as JSON text (the
-                                  template's tojson: ", " and ": " separators, UTF-8 as is) */
+    const char *const *tools;  /* the tool definitions, each as JSON text (the templates'
+                                  tojson: ", " and ": " separators, UTF-8 as is) */
     size_t n_tools;
 } qhx_chat_options;
 

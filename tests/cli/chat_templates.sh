@@ -27,13 +27,14 @@ printf 'hi\n' | "$QHX" chat -m "$tmp/m" -n 2 --greedy >/dev/null 2>"$tmp/err"
 [ "$(grep -c "not a released one" "$tmp/err")" = 1 ] || { echo "FAIL: generate --chat with an unknown chat_template: $(cat "$tmp/err")"; rc=1; }
 "$QHX" generate -m "$FIX/qwen35-tiny-f32" -p hi --chat -n 2 --greedy --quiet >/dev/null 2>"$tmp/err"
 grep -q "not a released one" "$tmp/err" && { echo "FAIL: a note without a chat_template: $(cat "$tmp/err")"; rc=1; }
-# tools: rendered for Qwen3.5 (the matrix above compares them with the template); the Qwen3-VL
-# format refuses them in one line, and a malformed tool call is one line too
+# tools: rendered by both formats (the matrix above compares them with the templates), and a
+# malformed tool call is one line
 printf '{"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {"name": "f"}}]}' >"$tmp/tools.json"
-"$QHX" chat-format -m "$FIX/qwen35-tiny-f32" "$tmp/tools.json" >"$tmp/out" 2>"$tmp/err" && grep -q "^# Tools" "$tmp/out" ||
-  { echo "FAIL: chat-format with tools on Qwen3.5: $(cat "$tmp/err")"; rc=1; }
-"$QHX" chat-format -m "$FIX/qwen3vl-tiny-f32" "$tmp/tools.json" >/dev/null 2>"$tmp/err"
-[ $? = 1 ] && [ "$(wc -l <"$tmp/err")" = 1 ] && grep -q "tools are not rendered" "$tmp/err" || { echo "FAIL: chat-format with tools on Qwen3-VL: $(cat "$tmp/err")"; rc=1; }
+for m in qwen35-tiny-f32 qwen3vl-tiny-f32; do
+  "$QHX" chat-format -m "$FIX/$m" "$tmp/tools.json" >"$tmp/out" 2>"$tmp/err" && grep -q "^# Tools" "$tmp/out" ||
+    { echo "FAIL: chat-format with tools on $m: $(cat "$tmp/err")"; rc=1; }
+done
+grep -q '^{"type": "function", "function": {"name": "f"}}$' "$tmp/out" || { echo "FAIL: Qwen3-VL tools are not tojson lines: $(cat "$tmp/out")"; rc=1; }
 printf '{"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": "", "tool_calls": [{"function": {"arguments": {}}}]}]}' >"$tmp/bad.json"
 "$QHX" chat-format -m "$FIX/qwen35-tiny-f32" "$tmp/bad.json" >/dev/null 2>"$tmp/err"
 [ $? = 1 ] && [ "$(wc -l <"$tmp/err")" = 1 ] && grep -q "has no name" "$tmp/err" || { echo "FAIL: a tool call without a name: $(cat "$tmp/err")"; rc=1; }

@@ -6,6 +6,7 @@
 set -uo pipefail
 BIN=$1
 DATA=$2
+SRC_DIR=$3
 QHX=$BIN/qhx
 FX=$DATA/fixtures/parity
 tmp=$(mktemp -d)
@@ -114,12 +115,16 @@ if [ "${avail_kb:-0}" -gt 6000000 ]; then
     ls "$tmp"/big.tmp-*/model.safetensors.tmp-* >/dev/null 2>&1 && break
     sleep 0.1
   done
+  # the side files come first: the 2b preset carries the released Qwen3.5 tokenizer
+  cmp -s "$tmp"/big.tmp-*/tokenizer.json "$SRC_DIR/tests/data/fixtures/tokenizer/qwen3_5/tokenizer.json" ||
+    bad "forge --random qwen3_5 --preset 2b did not copy the released Qwen3.5 tokenizer.json"
   sleep 0.5
   kill -INT "$pid"
   wait "$pid"
   rc=$?
   [ "$rc" = 130 ] || bad "interrupted forge exited $rc, expected 130: $(cat "$tmp/big.err")"
   grep -q "interrupted" "$tmp/big.err" || bad "interrupted forge said: $(cat "$tmp/big.err")"
+  grep -q "tokenizer: the released Qwen3.5 vocabulary" "$tmp/big.err" || bad "2b forge did not say which tokenizer: $(cat "$tmp/big.err")"
   [ -e "$tmp/big" ] && bad "an interrupted run left $tmp/big"
   ls -d "$tmp"/big.tmp-* >/dev/null 2>&1 && bad "an interrupted run left its staging folder"
 else

@@ -332,6 +332,100 @@ try:
     c.check(False, "a broken PNG refused")
 except openai.BadRequestError as e:
     c.check(e.status_code == 400, "broken PNG: %s" % e)
+
+# ---- tools on Qwen3-VL: the prompt is the built-in format's rendering of its template (tools as
+# tojson lines, a call as a JSON object, tool responses in a user turn); tool_choice none, required
+# and named as for Qwen3.5, with the JSON-object starts; add_vision_id numbers the pictures.
+
+
+def vtokenize(text):
+    return json.loads(urllib.request.urlopen(urllib.request.Request(
+        vsrv.url + "/tokenize", data=json.dumps({"content": text}).encode())).read())["tokens"]
+
+
+def vcompletion_of(text, n):
+    return vcl.completions.create(model="x", prompt=vtokenize(text), max_tokens=n, temperature=0,
+                                  extra_body={"ignore_eos": True}).choices[0].text
+
+
+r = vcl.chat.completions.create(model="x", messages=msgs, tools=tools, tool_choice="auto", **GREEDY)
+vconv = dict(conv)
+del vconv["enable_thinking"]
+vrendered = chat_format(QHX, VL, vconv)
+c.check('<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}\n</tool_call>' in vrendered
+        and "<|im_start|>user\n<tool_response>\nsunny, 21 C\n</tool_response><|im_end|>" in vrendered,
+        "Qwen3-VL tool history rendered: %r" % vrendered)
+c.check(r.usage.prompt_tokens == len(vtokenize(vrendered)), "Qwen3-VL tools prompt: %d tokens, the chat format's %d" % (
+    r.usage.prompt_tokens, len(vtokenize(vrendered))))
+c.check(r.choices[0].finish_reason == "length" and r.choices[0].message.content is not None,
+        "Qwen3-VL: an answer after the tool result: %r" % r.choices[0])
+vbase = vcl.chat.completions.create(model="x", messages=one, **GREEDY)
+vnone = vcl.chat.completions.create(model="x", messages=one, tools=tools, tool_choice="none", **GREEDY)
+vwith = chat_format(QHX, VL, {"messages": one, "tools": tools, "add_generation_prompt": True})
+vauto = vcl.chat.completions.create(model="x", messages=one, tools=tools, **GREEDY)
+c.check(vnone.usage.prompt_tokens == vbase.usage.prompt_tokens < vauto.usage.prompt_tokens == len(vtokenize(vwith)),
+        "Qwen3-VL tool_choice none %d, no tools %d, auto %d (rendered %d)" % (
+            vnone.usage.prompt_tokens, vbase.usage.prompt_tokens, vauto.usage.prompt_tokens, len(vtokenize(vwith))))
+c.check(vnone.choices[0].message.content == vbase.choices[0].message.content, "Qwen3-VL none answers as without tools")
+
+
+def expect_call(text):
+    """What the answer text becomes: (name, arguments) when its first <tool_call> block holds a
+    JSON object with a name (and object arguments), else None (then the text is content)."""
+    body = text.split("<tool_call>", 1)[1].split("</tool_call>", 1)[0]
+    try:
+        obj = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(obj, dict) or not isinstance(obj.get("name"), str) or not obj["name"] \
+            or not isinstance(obj.get("arguments", {}), (dict, str)):
+        return None
+    return obj["name"], obj.get("arguments", {})
+
+
+VREQ = '<tool_call>\n{"name": "'
+req = vcl.chat.completions.create(model="x", messages=one, tools=tools, tool_choice="required", **GREEDY)
+c.check(req.usage.prompt_tokens == len(vtokenize(vwith + VREQ)), "Qwen3-VL required: %d prompt tokens, want %d" % (
+    req.usage.prompt_tokens, len(vtokenize(vwith + VREQ))))
+rest = vcompletion_of(vwith + VREQ, 24)
+m, want_call = req.choices[0].message, expect_call(VREQ + rest)
+if want_call:
+    c.check(m.tool_calls and m.tool_calls[0].function.name == want_call[0], "Qwen3-VL required: %r, want %r" % (m, want_call))
+else:  # random weights: the JSON does not close, so all of it is content (never a 500)
+    c.check(not m.tool_calls and m.content == VREQ + rest, "Qwen3-VL required, malformed: %r, want %r" % (m.content, VREQ + rest))
+VNAMED = '<tool_call>\n{"name": "get_weather", "arguments": '
+rest = vcompletion_of(vwith + VNAMED, 4)
+kw = dict(model="x", messages=one, tools=tools, tool_choice=named, temperature=0, max_tokens=24, stop=[rest],
+          extra_body={"ignore_eos": True})
+r = vcl.chat.completions.create(**kw)
+m = r.choices[0].message
+c.check(r.usage.prompt_tokens == len(vtokenize(vwith + VNAMED)), "Qwen3-VL named: %d prompt tokens" % r.usage.prompt_tokens)
+c.check(r.choices[0].finish_reason == "stop" and not m.tool_calls and m.content == VNAMED,
+        "Qwen3-VL named, cut before its arguments: the start is content: %s %r" % (r.choices[0].finish_reason, m))
+st = vcl.chat.completions.create(stream=True, **kw)
+streamed = "".join(ch.choices[0].delta.content or "" for ch in st if ch.choices)
+c.check(streamed == VNAMED, "Qwen3-VL named, streamed: %r" % streamed)
+# an image in a tool response (both templates render it there): its pads and markers (64x64: 4 + 2)
+tmsgs = [dict(m) for m in msgs]
+tmsgs[2] = {"role": "tool", "tool_call_id": "call_1", "content": [{"type": "text", "text": "sunny, 21 C"}]}
+t0 = vcl.chat.completions.create(model="x", messages=tmsgs, tools=tools, max_tokens=1)
+tmsgs[2] = {"role": "tool", "tool_call_id": "call_1", "content": [{"type": "image_url", "image_url": {"url": url2}},
+                                                                  {"type": "text", "text": "sunny, 21 C"}]}
+t1 = vcl.chat.completions.create(model="x", messages=tmsgs, tools=tools, max_tokens=1)
+c.check(t1.usage.prompt_tokens == t0.usage.prompt_tokens + 4 + 2, "image in a tool response: %d prompt tokens, without %d" % (
+    t1.usage.prompt_tokens, t0.usage.prompt_tokens))
+# add_vision_id: "Picture 1: " before the image, as the template writes it
+img_msg = [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": url}}, {"type": "text", "text": "Hi"}]}]
+plain = vcl.chat.completions.create(model="x", messages=img_msg, max_tokens=1)
+vid = vcl.chat.completions.create(model="x", messages=img_msg, max_tokens=1,
+                                  extra_body={"chat_template_kwargs": {"add_vision_id": True}})
+c.check(vid.usage.prompt_tokens == plain.usage.prompt_tokens + len(vtokenize("Picture 1: ")),
+        "add_vision_id: %d prompt tokens, without %d" % (vid.usage.prompt_tokens, plain.usage.prompt_tokens))
+try:
+    vcl.chat.completions.create(model="x", messages=img_msg, max_tokens=1, extra_body={"chat_template_kwargs": {"add_vision_id": 1}})
+    c.check(False, "add_vision_id must be a boolean")
+except openai.BadRequestError as e:
+    c.check("add_vision_id" in str(e), "add_vision_id 1: %s" % e)
 vsrv.stop()
 
 # ---- Qwen3.5 with its vision tower (a checkpoint folder opened with --images)

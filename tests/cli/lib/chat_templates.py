@@ -95,6 +95,36 @@ def conversations(family):
                 "tools": [TOOL, {"type": "function", "function": {"name": "convert", "description": "Units é",
                                                                    "parameters": {"type": "object"}}}],
                 "add_generation_prompt": True})
+    # arguments given as a JSON text (Qwen3-VL prints it as it is), a call after content given
+    # as a list, and a system message given as parts beside the tools
+    out.append({"messages": [{"role": "system", "content": [{"type": "text", "text": "Be brief."}]},
+                             user("Weather?"),
+                             {"role": "assistant", "content": [{"type": "text", "text": "One moment."}],
+                              "tool_calls": [{"type": "function", "function": {
+                                  "name": "get_weather", "arguments": "{\"city\":  \"Oslo\"}"}}]},
+                             {"role": "tool", "content": [{"type": "text", "text": "snow"}]}],
+                "tools": [TOOL], "add_generation_prompt": True})
+    # floats and escapes as tojson writes them (Python's repr), in a definition and in arguments
+    fl = {"type": "function", "function": {"name": "locate", "description": "Point \u001b\"q\"",
+                                           "parameters": {"type": "object", "properties": {
+                                               "lat": {"type": "number", "minimum": -90.0, "maximum": 90.5},
+                                               "eps": {"type": "number", "default": 1e-05}}}}}
+    out.append({"messages": [user("Where?"), {"role": "assistant", "content": "", "tool_calls": [
+                    {"type": "function", "function": {"name": "locate", "arguments": {
+                        "lat": 48.85, "lon": 2.35, "big": 1e16, "tiny": 0.0001, "third": 1 / 3, "neg": -0.0,
+                        "n": [0.1, 100.0, 1e22], "s": "tab\there \u00e9"}}}]},
+                             {"role": "tool", "content": "ok"}],
+                "tools": [fl], "add_generation_prompt": True})
+    # add_vision_id: pictures numbered across the user turns and a tool response
+    pics = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "and"}, {"type": "image"}]},
+            {"role": "assistant", "content": "", "tool_calls": [
+                {"type": "function", "function": {"name": "get_weather", "arguments": {}}}]},
+            {"role": "tool", "content": [{"type": "image"}, {"type": "text", "text": "a map"}]},
+            {"role": "assistant", "content": "Done."},
+            user("Compare", image=True)]
+    for vid in (True, False):
+        out.append({"messages": pics, "tools": [TOOL], "add_vision_id": vid, "add_generation_prompt": True})
+        out.append({"messages": pics[:1], "add_vision_id": vid, "add_generation_prompt": False})
     return out
 
 
@@ -121,7 +151,7 @@ def check_template(qhx, path, meta, models, tmp):
         kwargs = {k: v for k, v in conv.items() if k != "messages"}
         try:
             want = template.render(messages=conv["messages"], **kwargs)
-        except jinja2.exceptions.TemplateError as e:
+        except (jinja2.exceptions.TemplateError, TypeError) as e:  # a string of arguments: TypeError
             want = None
             why = str(e)
         conv_path = os.path.join(tmp, "conv%d.json" % n)

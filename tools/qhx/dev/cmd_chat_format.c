@@ -8,13 +8,14 @@
  *    "add_generation_prompt": true, "enable_thinking": false, "add_vision_id": false}
  * enable_thinking absent: the run plan's default. "tools" (a list of definitions), an assistant's
  * "tool_calls" ([{"function": {"name", "arguments": {...}}}]) and the "tool" role are rendered
- * for Qwen3.5 as its template does (tools as the template's tojson, arguments as it prints them);
- * Qwen3-VL refuses them. */
+ * as each family's template does (tools as the template's tojson; Qwen3.5: each argument as it
+ * prints it; Qwen3-VL: the arguments object as tojson, or a string of them as it is). */
 #include "cli_dev.h"
 
 #include "core/alloc.h"
 #include "io/manifest.h"
 #include "runtime/model.h"
+#include "serve/serve.h"
 #include "text/tokenizer.h"
 
 #include <jansson.h>
@@ -46,7 +47,7 @@ typedef struct conv {
     qhx_chat_tool_call calls[MAX_CALLS];
     qhx_chat_tool_arg args[MAX_ARGS];
     const char *tools[MAX_TOOLS];
-    char *owned[MAX_MESSAGES + MAX_TOOLS + MAX_ARGS]; /* text made here (free) */
+    char *owned[MAX_MESSAGES + MAX_TOOLS + MAX_CALLS + MAX_ARGS]; /* text made here (free) */
     size_t n_msgs, n_parts, n_calls, n_args, n_tools, n_owned;
     qhx_plan_resolved res; /* the model's family (its chat format) */
 } conv;
@@ -56,9 +57,9 @@ static char *keep(conv *c, char *t) {
     return t;
 }
 
-/* JSON text as the template's tojson writes it (json.dumps: ", " and ": ", UTF-8 as is):
- * jansson's default layout; numbers with a fraction are where the two may differ. */
-static char *tojson(json_t *v) { return json_dumps(v, JSON_ENCODE_ANY | JSON_PRESERVE_ORDER); }
+/* JSON text as the template's tojson writes it (json.dumps: ", " and ": ", UTF-8 as is, floats
+ * as repr()): the server's writer, so both render the same prompt. */
+static char *tojson(json_t *v) { return srv_tojson(v); }
 
 /* A value as the template prints an argument: tojson for objects and lists, str() otherwise. */
 static char *arg_text(json_t *v) {
@@ -69,14 +70,7 @@ static char *arg_text(json_t *v) {
     if (json_is_false(v)) return strdup("False");
     if (json_is_null(v)) return strdup("None");
     if (json_is_integer(v)) snprintf(buf, sizeof buf, "%lld", (long long)json_integer_value(v));
-    else { /* Python's repr: the shortest digits that read back the same double */
-        double d = json_real_value(v);
-        for (int prec = 1; prec <= 17; prec++) {
-            snprintf(buf, sizeof buf, "%.*g", prec, d);
-            if (strtod(buf, NULL) == d) break;
-        }
-        if (!strpbrk(buf, ".en")) strcat(buf, ".0");
-    }
+    else srv_py_float(json_real_value(v), buf, sizeof buf); /* Python's str() of a float */
     return strdup(buf);
 }
 
@@ -94,8 +88,16 @@ static qhx_status tool_calls_of(conv *c, json_t *list, size_t idx, qhx_chat_mess
         tc->name = json_string_value(json_object_get(fn, "name"));
         if (!tc->name) return qhx_fail(err, QHX_E_FORMAT, "message %zu: tool call %zu has no name", idx, j);
         json_t *args = json_object_get(fn, "arguments");
+        bool vl = c->res.family->chat == QHX_CHAT_QWEN3VL;
+        /* Qwen3-VL prints a string of arguments as it is; the Qwen3.5 template takes an object */
+        if (vl && json_is_string(args)) {
+            tc->arguments = json_string_value(args);
+            m->n_tool_calls++;
+            continue;
+        }
         if (args && !json_is_object(args))
             return qhx_fail(err, QHX_E_UNSUPPORTED, "message %zu: tool call %zu: arguments must be an object", idx, j);
+        if (vl && args && !(tc->arguments = keep(c, tojson(args)))) return qhx_fail(err, QHX_E_NOMEM, "out of memory");
         tc->args = &c->args[c->n_args];
         const char *key;
         json_t *v;
@@ -177,7 +179,8 @@ static qhx_status messages_of(conv *c, json_t *root, qhx_error *err) {
         else if (content && !json_is_null(content)) rc = qhx_fail(err, QHX_E_FORMAT, "message %zu: content is neither text nor a list", i);
         const char *reasoning = json_string_value(json_object_get(msg, "reasoning_content"));
         if (!rc && reasoning && m->parts) rc = qhx_fail(err, QHX_E_UNSUPPORTED, "message %zu: reasoning_content with a content list", i);
-        if (!rc && reasoning) rc = with_reasoning(c, reasoning, m, err);
+        /* reasoning_content: read by the Qwen3.5 template, not by Qwen3-VL's */
+        if (!rc && reasoning && c->res.family->thinking) rc = with_reasoning(c, reasoning, m, err);
         if (rc) return rc;
     }
     return QHX_OK;

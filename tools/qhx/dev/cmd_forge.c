@@ -8,6 +8,7 @@
 
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -23,7 +24,9 @@ static const char USAGE[] =
     "manifest per runnable configuration (docs/bundle.md). The second writes a random-weight\n"
     "checkpoint of FAMILY (qwen3_5 or qwen3_vl) with the tiny (parity fixture) or 2b (released\n"
     "model) shapes. OUT_DIR must not exist; it appears only when complete. Ctrl-C stops cleanly\n"
-    "(exit 130).\n"
+    "(exit 130). --random qwen3_5 --preset 2b copies the released Qwen3.5 tokenizer.json\n"
+    "($QHX_QWEN35_TOKENIZER, else the source tree's tests/data copy) unless --tokenizer is given;\n"
+    "otherwise a filler byte-level BPE of the family's size is written.\n"
     "\n"
     "A tied embedding is stored once, as the lm-head in its precision (--lmhead; default: the\n"
     "precision, q6 for q4), and the embedding lookup reads its rows; --embed adds a separate\n"
@@ -210,6 +213,20 @@ int qhx_forge_parse_args(int argc, char **argv, qhx_forge_args *fa) {
     return -1;
 }
 
+/* The released Qwen3.5 tokenizer, for the 2b preset (the shapes of the released model, so its
+ * vocabulary too): $QHX_QWEN35_TOKENIZER, else the copy in the source tree this qhx was built
+ * from (tests/data/fixtures/tokenizer/qwen3_5, Apache-2.0 with its NOTICE there); NULL when
+ * neither is there: the filler byte-level BPE is written then, and the log says so. */
+static const char *released_qwen35_tokenizer(void) {
+    const char *env = getenv("QHX_QWEN35_TOKENIZER");
+    if (env && *env) return env;
+#ifdef QHX_TREE_DATA_DIR
+    static const char tree[] = QHX_TREE_DATA_DIR "/fixtures/tokenizer/qwen3_5/tokenizer.json";
+    if (qhx_path_is_file(tree)) return tree;
+#endif
+    return NULL;
+}
+
 int qhx_cmd_forge(int argc, char **argv) {
     qhx_forge_args fa;
     int prc = qhx_forge_parse_args(argc, argv, &fa);
@@ -218,6 +235,14 @@ int qhx_cmd_forge(int argc, char **argv) {
     const char *pos[2] = {fa.in, fa.out};
     int random = fa.random, quiet = fa.quiet;
     const char *family = random ? fa.in : NULL;
+    if (random && !strcmp(family, "qwen3_5") && !strcmp(p.preset, "2b") && !p.tokenizer) {
+        p.tokenizer = released_qwen35_tokenizer();
+        if (!quiet)
+            fprintf(stderr, p.tokenizer ? "qhx forge: tokenizer: the released Qwen3.5 vocabulary, %s\n"
+                                        : "qhx forge: tokenizer: the released Qwen3.5 vocabulary is not here (set "
+                                          "QHX_QWEN35_TOKENIZER or pass --tokenizer): a filler byte-level BPE%s\n",
+                    p.tokenizer ? p.tokenizer : "");
+    }
 
     ui u = {.bar = !quiet && isatty(STDERR_FILENO), .quiet = quiet, .t0 = now_s()};
     p.progress = on_progress;

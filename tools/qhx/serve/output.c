@@ -3,7 +3,8 @@
  *      be the start of a stop string is held back, a match ends the answer and is not emitted;
  *   2. the router: before "</think>" (when the prompt opened a think block) the text is
  *      reasoning_content; after it, content; from "<tool_call>" on (when tools were offered) it
- *      is kept whole and parsed into tool_calls at the end;
+ *      is kept whole and parsed into tool_calls at the end (Qwen3.5's <function=...> blocks and
+ *      Qwen3-VL's JSON objects; text with no call that parses goes out as content);
  *   3. the response: SSE chunks as text is routed (streaming) or one body at the end.
  * Also here: jobs and buffers, the error JSON. */
 #include "serve.h"
@@ -187,6 +188,25 @@ static json_t *parse_function(const char *p, const char *end) {
     return fn;
 }
 
+/* A call written as a JSON object (Qwen3-VL): {"name": NAME, "arguments": {...}} with nothing
+ * but whitespace around it, into {"name", "arguments" (JSON text)}; NULL when it is not one. */
+static json_t *parse_json_call(const char *p, const char *end) {
+    json_error_t je;
+    json_t *obj = json_loadb(p, (size_t)(end - p), 0, &je); /* whitespace around it is allowed */
+    json_t *name = json_object_get(obj, "name"), *args = json_object_get(obj, "arguments");
+    json_t *fn = NULL;
+    if (json_is_string(name) && json_string_length(name) &&
+        (json_is_object(args) || json_is_string(args) || !args)) {
+        /* arguments written as a JSON text (some models do) are passed on as that text */
+        char *text = json_is_object(args) ? json_dumps(args, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+        const char *a = text ? text : json_is_string(args) ? json_string_value(args) : "{}";
+        fn = json_pack("{s:O,s:s}", "name", name, "arguments", a);
+        free(text);
+    }
+    json_decref(obj);
+    return fn;
+}
+
 json_t *srv_parse_tool_calls(const char *text, size_t len, const char *id_seed) {
     const char *p = text, *end = text + len;
     json_t *calls = json_array();
@@ -195,7 +215,9 @@ json_t *srv_parse_tool_calls(const char *text, size_t len, const char *id_seed) 
         p += 11;
         const char *close = find(p, end, "</tool_call>");
         const char *bend = close ? close : end;
-        json_t *fn = parse_function(p, bend);
+        const char *q = p;
+        while (q < bend && (*q == ' ' || *q == '\n' || *q == '\r' || *q == '\t')) q++;
+        json_t *fn = q < bend && *q == '{' ? parse_json_call(q, bend) : parse_function(p, bend);
         if (fn) {
             char id[96];
             snprintf(id, sizeof id, "call_%s_%d", id_seed, k++);
@@ -279,6 +301,7 @@ static size_t partial_suffix(const char *s, size_t n, const char *marker) {
 }
 
 static int drop_front(srv_buf *b, size_t k) {
+    if (!k) return 0; /* also: an empty buffer may have no storage yet (memmove of NULL is UB) */
     memmove(b->p, b->p + k, b->n - k);
     b->n -= k;
     if (b->p) b->p[b->n] = '\0';

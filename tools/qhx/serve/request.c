@@ -198,13 +198,8 @@ static int common_fields(const qhx_model *m, const srv_config *cfg, json_t *root
 
 /* ---- chat messages ------------------------------------------------------------------------- */
 
-/* JSON text of v in memory from the project's funnel (jansson's own buffer copied, freed). */
-static char *dump_json(json_t *v) {
-    char *t = json_dumps(v, JSON_ENCODE_ANY | JSON_PRESERVE_ORDER);
-    char *c = t ? strdup(t) : NULL;
-    free(t);
-    return c;
-}
+/* JSON text of v as the templates' tojson writes it (floats as Python's repr: tojson.c). */
+static char *dump_json(json_t *v) { return srv_tojson(v); }
 
 /* A JSON value as the Qwen3.5 template prints a tool-call argument (str() of a scalar). */
 static char *arg_text(json_t *v) {
@@ -215,14 +210,7 @@ static char *arg_text(json_t *v) {
     if (json_is_false(v)) return strdup("False");
     if (json_is_null(v)) return strdup("None");
     if (json_is_integer(v)) snprintf(buf, sizeof buf, "%lld", (long long)json_integer_value(v));
-    else {
-        double d = json_real_value(v);
-        for (int prec = 1; prec <= 17; prec++) { /* Python's repr: the shortest that reads back */
-            snprintf(buf, sizeof buf, "%.*g", prec, d);
-            if (strtod(buf, NULL) == d) break;
-        }
-        if (!strpbrk(buf, ".en")) strcat(buf, ".0");
-    }
+    else srv_py_float(json_real_value(v), buf, sizeof buf); /* Python's str() of a float */
     return strdup(buf);
 }
 
@@ -252,6 +240,11 @@ static int tool_calls_of(chat_req *c, json_t *list, size_t idx, qhx_chat_turn *t
         }
         qhx_chat_call *tc = &c->calls[c->n_calls++];
         *tc = (qhx_chat_call){.name = json_string_value(name), .args = &c->args[c->n_args]};
+        /* the whole object too, for a format that prints it as tojson (Qwen3-VL) */
+        if (present(args) && !(tc->arguments = own(c, dump_json(args)))) {
+            json_decref(args);
+            return fail(status, 503, err, "out of memory");
+        }
         const char *key;
         json_t *v;
         int bad = 0;
@@ -386,8 +379,10 @@ static int messages_of(chat_req *c, const srv_config *cfg, json_t *msgs, int *st
 /* tool_choice: "none" (the tools are not rendered: the model cannot know them), "auto",
  * "required" or {"type": "function", "function": {"name": NAME}}. The last two force the answer
  * to start a tool call (*prefix: the text it starts with, owned by c), as there is no grammar
- * to hold the model to one: "<tool_call>\n<function=" or "<tool_call>\n<function=NAME>\n". */
-static int tool_choice_of(chat_req *c, json_t *choice, bool *none, char **prefix, int *status, qhx_error *err) {
+ * to hold the model to one. Qwen3.5: "<tool_call>\n<function=" or "<tool_call>\n<function=NAME>\n";
+ * Qwen3-VL (json): "<tool_call>\n{\"name\": \"" or "<tool_call>\n{\"name\": \"NAME\", \"arguments\": ". */
+static int tool_choice_of(chat_req *c, json_t *choice, bool json, bool *none, char **prefix, int *status,
+                          qhx_error *err) {
     *none = false;
     *prefix = NULL;
     if (!present(choice)) return 0;
@@ -397,7 +392,8 @@ static int tool_choice_of(chat_req *c, json_t *choice, bool *none, char **prefix
             return fail(status, 400, err, "'tool_choice' '%s' is not none, auto or required", v);
         *none = !strcmp(v, "none");
         if (strcmp(v, "required")) return 0;
-        if (!(*prefix = own(c, strdup("<tool_call>\n<function=")))) return fail(status, 503, err, "out of memory");
+        if (!(*prefix = own(c, strdup(json ? "<tool_call>\n{\"name\": \"" : "<tool_call>\n<function="))))
+            return fail(status, 503, err, "out of memory");
         return 0;
     }
     if (!json_is_object(choice)) return fail(status, 400, err, "'tool_choice' must be a string or an object");
@@ -407,9 +403,10 @@ static int tool_choice_of(chat_req *c, json_t *choice, bool *none, char **prefix
         json_string_length(name) == 0 || memchr(json_string_value(name), 0, json_string_length(name)))
         return fail(status, 400, err, "'tool_choice' must be none, auto, required or {\"type\": \"function\", \"function\": {\"name\": ...}}");
     size_t n = json_string_length(name);
-    char *p = malloc(n + 32);
+    char *p = malloc(n + 48);
     if (!p) return fail(status, 503, err, "out of memory");
-    snprintf(p, n + 32, "<tool_call>\n<function=%s>\n", json_string_value(name));
+    snprintf(p, n + 48, json ? "<tool_call>\n{\"name\": \"%s\", \"arguments\": " : "<tool_call>\n<function=%s>\n",
+             json_string_value(name));
     if (!(*prefix = own(c, p))) return fail(status, 503, err, "out of memory");
     return 0;
 }
@@ -425,11 +422,11 @@ static bool offers_tool(json_t *tools, const char *name, size_t len) {
     return false;
 }
 
-static int tools_of(chat_req *c, const srv_config *cfg, json_t *root, int *status, qhx_error *err) {
+static int tools_of(chat_req *c, const qhx_model *m, const srv_config *cfg, json_t *root, int *status, qhx_error *err) {
     json_t *tools = json_object_get(root, "tools");
     json_t *choice = json_object_get(root, "tool_choice");
-    bool none;
-    if (tool_choice_of(c, choice, &none, &c->forced, status, err)) return -1;
+    bool none, json = !strcmp(qhx_model_family_name(m), "qwen3_vl"); /* its calls are JSON objects */
+    if (tool_choice_of(c, choice, json, &none, &c->forced, status, err)) return -1;
     if (!present(tools) || (json_is_array(tools) && json_array_size(tools) == 0)) {
         if (c->forced) return fail(status, 400, err, "'tool_choice' forces a tool call but 'tools' is empty");
         if (!present(tools)) return 0;
@@ -505,9 +502,11 @@ srv_job *srv_request_chat(const qhx_model *m, const srv_config *cfg, const char 
         goto bad;
     }
     if (present(kw) && get_bool(kw, "enable_thinking", &thinking, status, err)) goto bad;
+    bool vision_id = false; /* the templates' add_vision_id: "Picture N: " before each image */
+    if (present(kw) && get_bool(kw, "add_vision_id", &vision_id, status, err)) goto bad;
     if (!qhx_model_has_thinking(m)) thinking = false; /* Qwen3-VL Instruct: no thinking mode */
     if (messages_of(&c, cfg, json_object_get(root, "messages"), status, err)) goto bad;
-    if (tools_of(&c, cfg, root, status, err)) goto bad;
+    if (tools_of(&c, m, cfg, root, status, err)) goto bad;
     if (c.forced) thinking = false; /* the answer starts with the call, not a think block */
     if (c.forced && !(j->answer_prefix = strdup(c.forced))) {
         fail(status, 503, err, "out of memory");
@@ -516,7 +515,8 @@ srv_job *srv_request_chat(const qhx_model *m, const srv_config *cfg, const char 
     qhx_chat_spec spec = {.turns = c.turns, .n_turns = json_array_size(json_object_get(root, "messages")),
                           .tools = c.tools, .n_tools = c.n_tools, .thinking = thinking,
                           .max_images = cfg->lim.max_images, .max_image_pixels = cfg->lim.max_image_pixels,
-                          .max_image_tokens = cfg->lim.max_image_tokens, .answer_prefix = c.forced};
+                          .max_image_tokens = cfg->lim.max_image_tokens, .answer_prefix = c.forced,
+                          .add_vision_id = vision_id};
     qhx_status rc = qhx_prompt_from_chat(m, &spec, &j->prompt, err);
     if (rc) {
         *status = prompt_status(rc);

@@ -210,8 +210,14 @@ char *srv_output_body(srv_job *j);
 /* The OpenAI error JSON ({"error": {"message", "type", "param", "code"}}). Owned: free(). */
 char *srv_error_json(int status, const char *msg);
 
-/* Tool-call text (Qwen3.5: <tool_call><function=NAME><parameter=P>V</parameter>...) to OpenAI
- * tool_calls (a new array), or NULL when it holds none. id_seed makes the call ids. */
+/* v as the chat templates' tojson writes it (Python's json.dumps, ensure_ascii=False; a float
+ * as repr() writes it); malloc'd, NULL out of memory. srv_py_float: repr() of a finite double. */
+char *srv_tojson(json_t *v);
+void srv_py_float(double d, char *out, size_t cap);
+
+/* Tool-call text (Qwen3.5: <tool_call><function=NAME><parameter=P>V</parameter>...; Qwen3-VL:
+ * <tool_call>{"name": NAME, "arguments": {...}}</tool_call>) to OpenAI tool_calls (a new array),
+ * or NULL when it holds none. id_seed makes the call ids. */
 json_t *srv_parse_tool_calls(const char *text, size_t len, const char *id_seed);
 
 double srv_now(void);
