@@ -100,7 +100,9 @@ static int fail(sc *c, qhx_status code, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    qhx_fail(c->err, code, "json schema: %s: %s", c->path[0] ? c->path : "#", msg);
+    size_t pl = strlen(c->path);
+    const char *where = pl > 120 ? c->path + pl - 100 : c->path[0] ? c->path : "#";
+    qhx_fail(c->err, code, "json schema: %s%s: %s", pl > 120 ? "..." : "", where, msg);
     return -1;
 }
 
