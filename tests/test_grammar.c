@@ -258,7 +258,7 @@ static void test_schema(void) {
     CHECK_EQ(judge(g, "[true, null, 1]"), -1);
     qhx_gm_free(g);
     g = schema("{\"allOf\": [{\"properties\": {\"a\": {\"type\": \"null\"}}, \"required\": [\"a\"]},"
-               " {\"properties\": {\"b\": {\"type\": \"null\"}}, \"required\": [\"b\"]}], \"additionalProperties\": false}");
+               " {\"properties\": {\"b\": {\"type\": \"null\"}}, \"required\": [\"b\"]}]}");
     CHECK_EQ(judge(g, "{\"a\": null, \"b\": null}"), 1);
     CHECK_EQ(judge(g, "{\"a\": null}"), -1);
     qhx_gm_free(g);
@@ -279,6 +279,8 @@ static void test_schema(void) {
     expect_schema_error("{\"type\": \"string\", \"maxLength\": 100000}", QHX_E_LIMIT, "'maxLength'");
     expect_schema_error("{\"type\": \"array\", \"uniqueItems\": true}", QHX_E_UNSUPPORTED, "'uniqueItems'");
     expect_schema_error("{\"type\": \"integer\", \"minimum\": 5, \"maximum\": 4}", QHX_E_FORMAT, "no integer");
+    expect_schema_error("{\"allOf\": [{\"properties\": {\"a\": {}}, \"additionalProperties\": false}, {\"properties\": {\"b\": {}}}]}",
+                        QHX_E_UNSUPPORTED, "inside 'allOf'");
     expect_schema_error("{\"type\": \"objekt\"}", QHX_E_UNSUPPORTED, "'objekt'");
     expect_schema_error("{\"type\": ", QHX_E_FORMAT, "invalid JSON");
     /* deep nesting: an error, not a stack overflow */

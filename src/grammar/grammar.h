@@ -73,6 +73,8 @@ qhx_status qhx_gm_vocab_new(int32_t n, const uint8_t *const *bytes, const uint32
                             qhx_gm_vocab **out /* OUT */, qhx_error *err);
 void qhx_gm_vocab_free(qhx_gm_vocab *v);
 int32_t qhx_gm_vocab_n(const qhx_gm_vocab *v);
+/* The kind of id (QHX_GM_TOK_*; NEVER out of range). */
+int qhx_gm_vocab_kind(const qhx_gm_vocab *v, int32_t id);
 
 /* The ids allowed next, as bits (bit i of words[i / 64]; qhx_gm_vocab_n bits). Masks of
  * states seen before come from the matcher's cache. 0, or -1 when a cap was hit (err set). */

@@ -110,7 +110,9 @@ static void new_rule(sc *c, char name[24]) { snprintf(name, 24, "s%d", ++c->n_ru
 
 /* Shared rules, written once at the top. */
 static const char PRELUDE[] =
-    "j-ws ::= [ \\t\\n]{0,20}\n"
+    /* one space, or a line break and an indentation: room for pretty printing, none for a
+     * model that would pad forever */
+    "j-ws ::= (\" \" | \"\\n\" \" \"{0,16})?\n"
     "j-hex ::= [0-9a-fA-F]\n"
     /* \u escapes leave out the surrogates D800-DFFF: a pair would count as one character */
     "j-uesc ::= \"u\" ([0-9a-cA-CefEF] j-hex j-hex j-hex | [dD] [0-7] j-hex j-hex)\n"
@@ -276,7 +278,7 @@ static int get_count(sc *c, json_t *s, const char *key, int64_t dflt, int64_t *o
 
 static const char *format_rule(const char *f) {
     static const char *const fm[][2] = {
-        {"date", "[0-9]{4} \"-\" (\"0\" [1-9] | \"1\" [0-2]) \"-\" (\"0\" [1-9] | \"1\" [0-9] | \"2\" [0-8])"},
+        {"date", "[1-9] [0-9]{3} \"-\" (\"0\" [1-9] | \"1\" [0-2]) \"-\" (\"0\" [1-9] | \"1\" [0-9] | \"2\" [0-8])"},
         {"time", "([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9] \":\" [0-5] [0-9] (\".\" [0-9]{1,6})? (\"Z\" | [+-] ([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9])"},
         {"uuid", "j-hex{8} \"-\" j-hex{4} \"-\" j-hex{4} \"-\" j-hex{4} \"-\" j-hex{12}"},
         {"email", "[a-zA-Z0-9_+-]{1,32} (\".\" [a-zA-Z0-9_+-]{1,32}){0,2} \"@\" [a-zA-Z0-9] [a-zA-Z0-9-]{0,30} (\".\" [a-zA-Z]{2,8}){1,2}"},
@@ -503,7 +505,7 @@ static int comp_array(sc *c, json_t *s, char name[24]) {
             else sb_printf(&c->out, "s%d ::= (\",\" j-ws %s j-ws s%d)?\n", base + (int)j, el[j], base + 1 + (int)j);
         }
         if (hi < 0) sb_printf(&c->out, "s%d ::= (\",\" j-ws %s j-ws)*\n", base + (int)n_pos, item);
-        else sb_printf(&c->out, "s%d ::= \"\"\n", base + (int)n_pos);
+        else if (n_pos > 0) sb_printf(&c->out, "s%d ::= \"\"\n", base + (int)n_pos);
     }
     qhx_free(el);
     return rc;
@@ -577,6 +579,10 @@ static int gather_object(sc *c, json_t *s, obj_spec *o, int depth) {
         for (size_t j = 0; j < o->n; j++)
             if (!strcmp(o->p[j].key, json_string_value(r))) o->p[j].required = true;
     }
+    /* a validator applies additionalProperties per schema object, to that object's own
+     * properties only: merged with allOf, it would refuse the other branches' properties */
+    if (add && !json_is_true(add) && (depth > 0 || all))
+        return fail(c, QHX_E_UNSUPPORTED, "'additionalProperties' beside or inside 'allOf' (a validator applies it to one branch's properties)");
     if (add) {
         if (!json_is_boolean(add) && !json_is_object(add)) return fail(c, QHX_E_FORMAT, "'additionalProperties' must be a boolean or a schema");
         if (json_is_false(add) || (o->additional && json_is_false(o->additional))) o->additional = json_false();
@@ -847,7 +853,7 @@ static qhx_status compile(json_t *root, sb *out, qhx_error *err) {
     char top[24];
     sb_put(&c.out, PRELUDE, sizeof PRELUDE - 1);
     int rc = comp(&c, root, top);
-    if (!rc) sb_printf(&c.out, "root ::= %s j-ws\n", top);
+    if (!rc) sb_printf(&c.out, "root ::= %s\n", top); /* nothing after the value: it ends there */
     for (int i = 0; i < c.n_refs; i++) qhx_free(c.refs[i].ref);
     qhx_free(c.refs);
     if (!rc && c.out.failed) {

@@ -50,6 +50,10 @@ void qhx_gm_vocab_free(qhx_gm_vocab *v) {
 
 int32_t qhx_gm_vocab_n(const qhx_gm_vocab *v) { return v ? v->n : 0; }
 
+int qhx_gm_vocab_kind(const qhx_gm_vocab *v, int32_t id) {
+    return v && id >= 0 && id < v->n ? v->kind[id] : QHX_GM_TOK_NEVER;
+}
+
 qhx_status qhx_gm_vocab_new(int32_t n, const uint8_t *const *bytes, const uint32_t *lens, const uint8_t *kind,
                             qhx_gm_vocab **out, qhx_error *err) {
     if (!out) return qhx_fail(err, QHX_E_ARG, "vocab: out is NULL");

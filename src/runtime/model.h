@@ -21,6 +21,7 @@
 #include "io/manifest.h"
 #include "text/tokenizer.h"
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -39,6 +40,10 @@ struct qhx_model {
     int64_t max_context;                /* default context of sessions (plan's, or the caller's) */
     int64_t trained_context;            /* the most a session may hold */
     qhx_kv_type kv_cache;               /* sessions' KV element type: the caller's, the plan's or the default */
+    /* the vocabulary as byte strings for grammar masks: built on first use, under gm_lock (the
+     * only part of a model that changes after open) */
+    pthread_mutex_t gm_lock;
+    struct qhx_gm_vocab *gm_vocab;
 };
 
 /* ---- plans ------------------------------------------------------------------------------ */

@@ -45,12 +45,18 @@ static void usage(FILE *f) {
             "                       reason, timings, seed\n"
             "  --print-prompt       print the prompt as the model will read it (after the chat\n"
             "                       format) and stop\n"
+            "  --grammar FILE       constrain the output to a GBNF grammar (docs/grammar.md)\n"
+            "  --json-schema S      constrain the output to JSON valid under a JSON Schema: a file,\n"
+            "                       or the schema itself when S starts with '{' (the subset in\n"
+            "                       docs/grammar.md; a keyword outside it is an error)\n"
+            "  --json-object        constrain the output to one JSON object\n"
             "%s",
             QHX_RUN_OPTS_HELP);
 }
 
 static const char *const GEN_NAMES[] = {"-p", "--prompt", "-f", "--file", "--ids", "--image", "--chat",
-                                        "--print-ids", "--json", "--print-prompt", "--help"};
+                                        "--print-ids", "--json", "--print-prompt", "--help", "--grammar",
+                                        "--json-schema", "--json-object"};
 
 static int unknown(const char *arg) {
     const char *names[64];
@@ -96,6 +102,13 @@ int qhx_generate_parse_args(int argc, char **argv, gen_args *a) {
         else if (!strcmp(o, "--print-ids")) a->print_ids = true;
         else if (!strcmp(o, "--json")) a->json = true;
         else if (!strcmp(o, "--print-prompt")) a->print_prompt = true;
+        else if (!strcmp(o, "--json-object")) a->json_object = true;
+        else if (!strcmp(o, "--grammar") || !strcmp(o, "--json-schema")) {
+            if (i + 1 >= argc) return qhx_cli_usage_error(CMD, "%s needs a value", o);
+            if (!*argv[i + 1]) return qhx_cli_usage_error(CMD, "%s: the value is empty", o);
+            if (!strcmp(o, "--grammar")) a->grammar_file = argv[++i];
+            else a->json_schema = argv[++i];
+        }
         else if (!strcmp(o, "-p") || !strcmp(o, "--prompt") || !strcmp(o, "-f") || !strcmp(o, "--file") ||
                  !strcmp(o, "--ids") || !strcmp(o, "--image")) {
             if ((r = parse_prompt_opt(argc, argv, &i, a))) return r;
@@ -110,6 +123,8 @@ int qhx_generate_parse_args(int argc, char **argv, gen_args *a) {
     if ((a->run.system || a->run.think >= 0) && !a->chat) return qhx_cli_usage_error(CMD, "--system/--think/--no-think need --chat");
     if (a->n_images && !a->ids_arg && !a->chat) return qhx_cli_usage_error(CMD, "--image with a text prompt needs --chat (the image goes into the user turn)");
     if (a->print_ids && a->json) return qhx_cli_usage_error(CMD, "--print-ids and --json: choose one");
+    if ((a->grammar_file != NULL) + (a->json_schema != NULL) + a->json_object > 1)
+        return qhx_cli_usage_error(CMD, "--grammar, --json-schema and --json-object: choose one");
     if (a->run.n_new == 0) a->run.n_new = 128;
     return -1;
 }
@@ -153,6 +168,8 @@ typedef struct run {
     size_t n_ids;
     qhx_encoded_image *im[QHX_CLI_MAX_IMAGES]; /* --image, encoded, in order */
     qhx_run_context ctx;
+    qhx_grammar *grammar;     /* --grammar / --json-schema / --json-object, or NULL */
+    qhx_constraint *constraint;
     qhx_run_out out;
     double load_s;
     uint64_t seed;
@@ -247,6 +264,33 @@ static void print_json(const run *r, const qhx_generate_stats *st, const char *s
     json_decref(obj);
 }
 
+/* The grammar of --grammar / --json-schema / --json-object (none: r->grammar stays NULL). */
+static qhx_status load_grammar(run *r) {
+    const gen_args *a = &r->a;
+    qhx_error *err = &r->err;
+    if (a->json_object) return qhx_grammar_json_object(&r->grammar, err);
+    const char *src = a->grammar_file ? a->grammar_file : a->json_schema;
+    if (!src) return QHX_OK;
+    const char *p = src;
+    while (*p == ' ' || *p == '\t' || *p == '\n') p++;
+    char *text = NULL;
+    size_t len;
+    qhx_status rc;
+    if (a->json_schema && *p == '{') { /* the schema itself */
+        rc = qhx_grammar_from_json_schema(src, strlen(src), &r->grammar, err);
+    } else if ((rc = qhx_cli_read_text(src, &text, &len, err)) == QHX_OK) {
+        rc = a->grammar_file ? qhx_grammar_parse(text, len, NULL, &r->grammar, err)
+                             : qhx_grammar_from_json_schema(text, len, &r->grammar, err);
+        if (rc) {
+            char why[QHX_ERROR_MSG_SIZE];
+            memcpy(why, err->msg, sizeof why);
+            qhx_cli_fail(err, rc, "%s: %s", src, why);
+        }
+    }
+    free(text);
+    return rc;
+}
+
 /* Session, prompt, generation, output. Returns the exit code. */
 static int generate(run *r) {
     gen_args *a = &r->a;
@@ -283,9 +327,10 @@ static int generate(run *r) {
     if (qhx_session_feed_images(r->s, r->ids, r->n_ids, (const qhx_encoded_image *const *)r->im, (size_t)r->a.n_images, err))
         return qhx_cli_runtime_error(CMD, err);
     int64_t max_tokens = a->run.n_new > 0 ? a->run.n_new : n_ctx - (int64_t)r->n_ids;
+    if (r->grammar && qhx_constraint_new(r->m, r->grammar, &r->constraint, err)) return qhx_cli_runtime_error(CMD, err);
     qhx_generate_params gp = {.max_tokens = max_tokens, .ignore_stop = a->run.ignore_eos,
                               .stop_at_turn_end = a->chat && !a->run.ignore_eos, .on_token = qhx_run_on_token,
-                              .user = &r->out};
+                              .user = &r->out, .constraint = r->constraint};
     qhx_generate_stats st = {0};
     qhx_status grc = qhx_session_generate(r->s, &gp, &st, err);
     qhx_run_out_finish(&r->out);
@@ -319,6 +364,7 @@ static int run_all(run *r) {
         if (qhx_cli_parse_ids(a->ids_arg, &r->ids, &cnt, why, sizeof why)) return qhx_cli_usage_error(CMD, "--ids: %s", why);
         r->n_ids = (size_t)cnt;
     }
+    if (load_grammar(r)) return qhx_cli_runtime_error(CMD, err); /* before the model: a bad schema fails fast */
     if ((rc = qhx_run_open_model(CMD, &a->run, a->n_images > 0, &r->m, &r->load_s, err)) >= 0) return rc;
     if ((rc = check_model_options(r)) >= 0) return rc;
     if (qhx_run_context_of(r->m, &a->run, &r->ctx, err)) return qhx_cli_runtime_error(CMD, err);
@@ -344,6 +390,8 @@ int qhx_cmd_generate(int argc, char **argv) {
     rc = run_all(&r);
     qhx_run_out_free(&r.out);
     qhx_session_free(r.s);
+    qhx_constraint_free(r.constraint);
+    qhx_grammar_free(r.grammar);
     for (int k = 0; k < r.a.n_images; k++) qhx_encoded_image_free(r.im[k]);
     qhx_model_free(r.m);
     free(r.ids);
