@@ -125,6 +125,8 @@ int qhx_generate_parse_args(int argc, char **argv, gen_args *a) {
     if (a->print_ids && a->json) return qhx_cli_usage_error(CMD, "--print-ids and --json: choose one");
     if ((a->grammar_file != NULL) + (a->json_schema != NULL) + a->json_object > 1)
         return qhx_cli_usage_error(CMD, "--grammar, --json-schema and --json-object: choose one");
+    if ((a->grammar_file || a->json_schema || a->json_object) && a->run.think == 1)
+        return qhx_cli_usage_error(CMD, "--think with a grammar: the think block would have to follow it (a grammar implies --no-think)");
     if (a->run.n_new == 0) a->run.n_new = 128;
     return -1;
 }
@@ -146,7 +148,8 @@ static qhx_status prompt_text(const qhx_model *m, const gen_args *a, const char 
     size_t nm = 0;
     if (a->run.system) msgs[nm++] = (qhx_chat_msg){.role = "system", .content = a->run.system};
     msgs[nm++] = (qhx_chat_msg){.role = "user", .content = user};
-    int think = a->run.think >= 0 ? a->run.think : qhx_model_thinking_default(m);
+    bool constrained = a->grammar_file || a->json_schema || a->json_object; /* the answer follows it from byte one */
+    int think = a->run.think >= 0 ? a->run.think : constrained ? 0 : qhx_model_thinking_default(m);
     int64_t one[QHX_CLI_MAX_IMAGES];
     for (int k = 0; k < a->n_images; k++) one[k] = image_tokens ? image_tokens[k] : 1;
     return qhx_run_chat_text(m, NULL, msgs, nm, think, one, (size_t)a->n_images, out, err);

@@ -79,6 +79,7 @@ typedef struct srv_job {
     bool thinking;        /* the prompt opened a think block: text before </think> is reasoning */
     bool tools;           /* tools were offered: <tool_call> blocks are parsed */
     char *answer_prefix;  /* tool_choice forced a call: the prompt ends with this start of it */
+    qhx_grammar *grammar; /* response_format / grammar / json_schema: the answer follows it (owned) */
     bool echo;            /* completions: echo the prompt text */
     char id[48];
     int64_t created;
@@ -148,6 +149,9 @@ void srv_http_stop(srv_http *h);
  * message in err. */
 srv_job *srv_request_chat(const qhx_model *m, const srv_config *cfg, const char *body, size_t len, int *status,
                           qhx_error *err);
+/* response_format, grammar, json_schema (at most one) into j->grammar (constrain.c). 0, or -1
+ * with *status (400, 503) and err set. */
+int srv_request_constraint(json_t *root, srv_job *j, int *status, qhx_error *err);
 srv_job *srv_request_completion(const qhx_model *m, const srv_config *cfg, const char *body, size_t len,
                                 int *status, qhx_error *err);
 
