@@ -628,6 +628,14 @@ QHX_API int qhx_constraint_is_end(const qhx_constraint *c, qhx_token token);
 QHX_API qhx_token qhx_constraint_pick(qhx_constraint *c, qhx_sampler_handle *smp, const float *logits,
                                       int allow_end, qhx_error *err);
 
+/* What a constraint cost so far: tokens picked (and accepted), masks built over the whole
+ * vocabulary (cached: taken from its per-state cache), nanoseconds spent in picks and accepts
+ * (the grammar's share of a generation, for --verbose and BENCHMARKS.md). */
+typedef struct qhx_constraint_stats {
+    uint64_t picks, masks, cached, ns;
+} qhx_constraint_stats;
+QHX_API void qhx_constraint_get_stats(const qhx_constraint *c, qhx_constraint_stats *out /* OUT */);
+
 #ifdef __cplusplus
 }
 #endif

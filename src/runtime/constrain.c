@@ -4,6 +4,7 @@
 #include "runtime/constrain.h"
 
 #include "core/alloc.h"
+#include "core/time.h"
 #include "grammar/grammar.h"
 #include "runtime/model.h"
 
@@ -21,6 +22,7 @@ struct qhx_constraint {
     int64_t n_vocab;
     uint64_t *words; /* the last mask */
     float *scratch;  /* masked logits */
+    uint64_t picks, ns;
 };
 
 static qhx_status wrap(qhx_gm *gm, qhx_status rc, qhx_grammar **out, qhx_error *err) {
@@ -157,7 +159,9 @@ int qhx_constraint_allows(qhx_constraint *c, qhx_token t) {
 
 qhx_status qhx_constraint_accept(qhx_constraint *c, qhx_token t, qhx_error *err) {
     if (!c) return qhx_fail(err, QHX_E_ARG, "constraint: constraint is NULL");
+    uint64_t t0 = qhx_time_ns();
     int r = qhx_gm_accept(c->match, c->v, t, err);
+    c->ns += qhx_time_ns() - t0;
     if (r < 0) return err ? err->code : QHX_E_LIMIT;
     if (r == 0) return qhx_fail(err, QHX_E_ARG, "constraint: token %d cannot come next in the grammar", (int)t);
     return QHX_OK;
@@ -170,8 +174,29 @@ int qhx_constraint_is_end(const qhx_constraint *c, qhx_token t) {
     return c && qhx_gm_vocab_kind(c->v, t) == QHX_GM_TOK_END;
 }
 
+static qhx_token sample(qhx_constraint *c, qhx_sampler *smp, const float *logits, int allow_end, qhx_error *err);
+
 qhx_token qhx_constraint_sample(qhx_constraint *c, qhx_sampler *smp, const float *logits, int allow_end,
                                 qhx_error *err) {
+    uint64_t t0 = qhx_time_ns();
+    qhx_token t = sample(c, smp, logits, allow_end, err);
+    c->ns += qhx_time_ns() - t0;
+    c->picks++;
+    return t;
+}
+
+void qhx_constraint_get_stats(const qhx_constraint *c, qhx_constraint_stats *out) {
+    memset(out, 0, sizeof *out);
+    if (!c) return;
+    qhx_gm_counters k;
+    qhx_gm_match_counters(c->match, &k);
+    out->picks = c->picks;
+    out->masks = k.masks;
+    out->cached = k.cache_hits;
+    out->ns = c->ns;
+}
+
+static qhx_token sample(qhx_constraint *c, qhx_sampler *smp, const float *logits, int allow_end, qhx_error *err) {
     if (qhx_sampler_is_greedy(smp)) { /* the argmax, when allowed, is the masked argmax too */
         qhx_token t = qhx_sampler_sample(smp, logits);
         if (t < 0) return qhx_fail(err, QHX_E_FORMAT, "constraint: the logits are not finite"), -1;

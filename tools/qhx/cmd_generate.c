@@ -353,6 +353,13 @@ static int generate(run *r) {
         return qhx_cli_runtime_error(CMD, err);
     }
     if (!a->run.quiet) qhx_run_print_speed(CMD, r->load_s, &st, &r->out, stop, false);
+    if (r->constraint && a->run.verbose) {
+        qhx_constraint_stats cs;
+        qhx_constraint_get_stats(r->constraint, &cs);
+        fprintf(stderr, "qhx: grammar: %llu tokens, %llu full masks (%llu from the cache), %.3f ms in the grammar, "
+                "%.3f ms per token\n", (unsigned long long)cs.picks, (unsigned long long)cs.masks,
+                (unsigned long long)cs.cached, (double)cs.ns / 1e6, cs.picks ? (double)cs.ns / 1e6 / (double)cs.picks : 0.0);
+    }
     return QHX_EXIT_OK;
 }
 
