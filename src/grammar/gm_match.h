@@ -43,11 +43,24 @@ struct qhx_gm_match {
     size_t n_buf, cap_buf;
     int32_t *work;
     size_t n_work, cap_work;
-    gm_level *levels;   /* mask walks: one set per byte depth */
+    int32_t *levels;    /* mask walks: the interned set after each byte depth */
     size_t cap_levels;
     gm_cache_entry *cache;
     int n_cache, next_slot;
     qhx_gm_counters cnt;
+    /* mask walks step whole sets: each set of stacks is interned (an id for its sorted node
+     * ids), and (set, byte) -> set is remembered, so a walk repeats no matcher work; inside a
+     * string, where each character leads back to the same set, a step is one lookup */
+    int32_t *set_ids;     /* concatenated sorted node ids */
+    size_t n_set_ids, cap_set_ids;
+    int32_t *set_off, *set_n; /* per set */
+    uint8_t *set_end;
+    int32_t n_sets, cap_sets;
+    int32_t *set_ht;      /* set ids by content; -1 empty */
+    size_t set_ht_mask;
+    uint64_t *tr_key;     /* (set << 8 | byte) + 1; 0 empty */
+    int32_t *tr_val;      /* the set after the byte, -1: nothing lives */
+    size_t tr_mask, n_tr;
 };
 
 /* The stacks after byte from the set buf[in_off .. in_off + in_n), appended to buf. */
@@ -57,5 +70,13 @@ int gm_commit(qhx_gm_match *m, const gm_level *lv, qhx_error *err);
 /* buf := the committed state (at offset 0). */
 int gm_scratch_cur(qhx_gm_match *m, qhx_error *err);
 void gm_cache_clear(qhx_gm_match *m);
+
+/* Interned sets (sets.c). The id of the committed state's set; -1 on failure (err set). */
+int32_t gm_set_cur(qhx_gm_match *m, qhx_error *err);
+/* The set after byte from set sid (-1 when nothing lives: no stack and no end); -2 on failure. */
+int32_t gm_set_step(qhx_gm_match *m, int32_t sid, uint8_t byte, qhx_error *err);
+/* Forget every set and transition (node ids renumbered, or the tables grew past their cap). */
+void gm_sets_clear(qhx_gm_match *m);
+void gm_sets_free(qhx_gm_match *m);
 
 #endif

@@ -234,6 +234,7 @@ static int compact(qhx_gm_match *m, qhx_error *err) {
     qhx_free(opar);
     if (!rc) qsort(m->cur, (size_t)m->n_cur, sizeof *m->cur, cmp_i32);
     gm_cache_clear(m);
+    gm_sets_clear(m);
     m->gen = 0;
     next_gen(m);
     return rc;
@@ -287,6 +288,7 @@ void qhx_gm_match_free(qhx_gm_match *m) {
     qhx_free(m->buf);
     qhx_free(m->work);
     qhx_free(m->levels);
+    gm_sets_free(m);
     qhx_free(m);
 }
 

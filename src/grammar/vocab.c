@@ -119,6 +119,7 @@ void gm_cache_clear(qhx_gm_match *m) {
     for (int k = 0; k < m->n_cache; k++) {
         qhx_free(m->cache[k].ids);
         qhx_free(m->cache[k].mask);
+        m->cache[k] = (gm_cache_entry){0};
     }
     m->n_cache = 0;
     m->next_slot = 0;
@@ -167,31 +168,28 @@ static void cache_put(qhx_gm_match *m, const qhx_gm_vocab *v, uint64_t h, const 
 
 /* ---- the walk ------------------------------------------------------------------------------- */
 
-static int reserve_levels(qhx_gm_match *m, size_t n, qhx_error *err) {
-    if (n <= m->cap_levels) return 0;
-    gm_level *l = qhx_realloc(m->levels, n * sizeof *l);
-    if (!l) return qhx_fail(err, QHX_E_NOMEM, "grammar: out of memory"), -1;
-    m->levels = l;
-    m->cap_levels = n;
-    return 0;
-}
-
+/* The walk over sets: sid[d] is the set after the first d bytes of the current token. */
 static int walk(qhx_gm_match *m, const qhx_gm_vocab *v, uint64_t *words, qhx_error *err) {
-    if (reserve_levels(m, (size_t)v->max_len + 1, err) || gm_scratch_cur(m, err)) return -1;
-    gm_level *lv = m->levels;
-    lv[0] = (gm_level){.off = 0, .n = m->n_cur, .end = m->cur_end};
-    uint32_t have = 0; /* lv[0 .. have] are valid for the previous token's bytes */
+    if ((size_t)v->max_len + 1 > m->cap_levels) {
+        int32_t *l = qhx_realloc(m->levels, ((size_t)v->max_len + 1) * sizeof *l);
+        if (!l) return qhx_fail(err, QHX_E_NOMEM, "grammar: out of memory"), -1;
+        m->levels = l;
+        m->cap_levels = (size_t)v->max_len + 1;
+    }
+    int32_t *sid = m->levels;
+    if ((sid[0] = gm_set_cur(m, err)) < 0) return -1;
+    uint32_t have = 0; /* sid[0 .. have] are valid for the previous token's bytes */
     for (int32_t k = 0; k < v->n_text; k++) {
         int32_t id = v->order[k];
         uint32_t d = v->lcp[k] < have ? v->lcp[k] : have, L = v->len[id];
         const uint8_t *b = v->bytes + v->off[id];
-        m->n_buf = lv[d].off + (size_t)lv[d].n; /* drop the deeper sets */
         while (d < L) {
-            if (lv[d].n == 0) break; /* nothing can continue */
-            if (gm_step(m, lv[d].off, lv[d].n, b[d], &lv[d + 1], err)) return -1;
+            if (m->set_n[sid[d]] == 0) break; /* the sentence is complete: nothing continues */
+            int32_t nx = gm_set_step(m, sid[d], b[d], err);
             m->cnt.walk_bytes++;
-            if (lv[d + 1].n == 0 && !lv[d + 1].end) break;
-            d++;
+            if (nx == -2) return -1;
+            if (nx < 0) break;
+            sid[++d] = nx;
         }
         if (d == L) {
             words[id >> 6] |= (uint64_t)1 << (id & 63);
