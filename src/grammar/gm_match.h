@@ -58,9 +58,10 @@ struct qhx_gm_match {
     int32_t n_sets, cap_sets;
     int32_t *set_ht;      /* set ids by content; -1 empty */
     size_t set_ht_mask;
-    uint64_t *tr_key;     /* (set << 8 | byte) + 1; 0 empty */
-    int32_t *tr_val;      /* the set after the byte, -1: nothing lives */
-    size_t tr_mask, n_tr;
+    int32_t **rows;       /* per set, NULL or 256 entries: the set after each byte (-1: nothing
+                             lives, -3: not stepped yet); one load per step, hot rows in cache */
+    int32_t cap_rows;
+    size_t n_rows;
 };
 
 /* The stacks after byte from the set buf[in_off .. in_off + in_n), appended to buf. */

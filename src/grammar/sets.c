@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_TRANSITIONS ((size_t)1 << 21)
+#define MAX_ROWS ((size_t)1 << 14) /* 16 MiB of transition rows, then the tables start over */
 
 static uint64_t hash_ids(const int32_t *ids, int32_t n, bool end) {
     uint64_t h = 0x9E3779B97F4A7C15ull ^ (uint64_t)end;
@@ -27,21 +27,24 @@ void gm_sets_free(qhx_gm_match *m) {
     qhx_free(m->set_n);
     qhx_free(m->set_end);
     qhx_free(m->set_ht);
-    qhx_free(m->tr_key);
-    qhx_free(m->tr_val);
+    for (int32_t s = 0; s < m->n_sets && m->rows; s++) qhx_free(m->rows[s]);
+    qhx_free(m->rows);
     m->set_ids = NULL, m->set_off = m->set_n = NULL, m->set_end = NULL, m->set_ht = NULL;
-    m->tr_key = NULL, m->tr_val = NULL;
+    m->rows = NULL;
     m->n_set_ids = m->cap_set_ids = 0;
-    m->n_sets = m->cap_sets = 0;
-    m->set_ht_mask = m->tr_mask = m->n_tr = 0;
+    m->n_sets = m->cap_sets = m->cap_rows = 0;
+    m->set_ht_mask = m->n_rows = 0;
 }
 
 void gm_sets_clear(qhx_gm_match *m) {
+    for (int32_t s = 0; s < m->n_sets && m->rows; s++) {
+        qhx_free(m->rows[s]);
+        m->rows[s] = NULL;
+    }
     m->n_set_ids = 0;
     m->n_sets = 0;
-    m->n_tr = 0;
+    m->n_rows = 0;
     if (m->set_ht) memset(m->set_ht, 0xFF, (m->set_ht_mask + 1) * sizeof *m->set_ht);
-    if (m->tr_key) memset(m->tr_key, 0, (m->tr_mask + 1) * sizeof *m->tr_key);
 }
 
 static int nomem(qhx_error *err) {
@@ -94,6 +97,14 @@ static int32_t intern(qhx_gm_match *m, const int32_t *ids, int32_t n, bool end, 
         m->set_ids = p;
         m->cap_set_ids = cap;
     }
+    if (m->n_sets == m->cap_rows) {
+        int32_t cap = m->cap_rows ? m->cap_rows * 2 : 256;
+        int32_t **r = qhx_realloc(m->rows, (size_t)cap * sizeof *r);
+        if (!r) return nomem(err);
+        memset(r + m->cap_rows, 0, (size_t)(cap - m->cap_rows) * sizeof *r);
+        m->rows = r;
+        m->cap_rows = cap;
+    }
     int32_t s = m->n_sets++;
     m->set_off[s] = (int32_t)m->n_set_ids;
     m->set_n[s] = n;
@@ -106,7 +117,7 @@ static int32_t intern(qhx_gm_match *m, const int32_t *ids, int32_t n, bool end, 
 
 int32_t gm_set_cur(qhx_gm_match *m, qhx_error *err) {
     /* the tables are dropped between walks once they pass their cap */
-    if (m->n_tr > MAX_TRANSITIONS / 2 || m->n_set_ids > ((size_t)1 << 24)) gm_sets_clear(m);
+    if (m->n_rows > MAX_ROWS || m->n_set_ids > ((size_t)1 << 24)) gm_sets_clear(m);
     return intern(m, m->cur, m->n_cur, m->cur_end, err);
 }
 
@@ -115,36 +126,15 @@ static int cmp_i32(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-static int grow_tr(qhx_gm_match *m, qhx_error *err) {
-    size_t cap = m->tr_key ? (m->tr_mask + 1) * 2 : 4096;
-    uint64_t *k = qhx_calloc(cap, sizeof *k);
-    int32_t *v = qhx_malloc(cap * sizeof *v);
-    if (!k || !v) {
-        qhx_free(k);
-        qhx_free(v);
-        return nomem(err);
-    }
-    for (size_t i = 0; m->tr_key && i <= m->tr_mask; i++) {
-        if (!m->tr_key[i]) continue;
-        size_t h = (size_t)((m->tr_key[i] * 0x9E3779B97F4A7C15ull) >> 17) & (cap - 1);
-        while (k[h]) h = (h + 1) & (cap - 1);
-        k[h] = m->tr_key[i];
-        v[h] = m->tr_val[i];
-    }
-    qhx_free(m->tr_key);
-    qhx_free(m->tr_val);
-    m->tr_key = k;
-    m->tr_val = v;
-    m->tr_mask = cap - 1;
-    return 0;
-}
-
 int32_t gm_set_step(qhx_gm_match *m, int32_t sid, uint8_t byte, qhx_error *err) {
-    if ((!m->tr_key || m->n_tr * 2 >= m->tr_mask + 1) && grow_tr(m, err)) return -2;
-    uint64_t key = ((uint64_t)(uint32_t)sid << 8 | byte) + 1;
-    size_t h = (size_t)((key * 0x9E3779B97F4A7C15ull) >> 17) & m->tr_mask;
-    for (; m->tr_key[h]; h = (h + 1) & m->tr_mask)
-        if (m->tr_key[h] == key) return m->tr_val[h];
+    int32_t *row = m->rows[sid];
+    if (row && row[byte] != -3) return row[byte];
+    if (!row) {
+        if (!(row = qhx_malloc(256 * sizeof *row))) return nomem(err), -2;
+        for (int i = 0; i < 256; i++) row[i] = -3;
+        m->rows[sid] = row;
+        m->n_rows++;
+    }
     /* not seen: step the set's stacks through the matcher (the ids go to the scratch buffer) */
     m->n_buf = 0;
     int32_t n = m->set_n[sid];
@@ -166,11 +156,6 @@ int32_t gm_set_step(qhx_gm_match *m, int32_t sid, uint8_t byte, qhx_error *err) 
         r = intern(m, m->buf + out.off, out.n, out.end, err);
         if (r < 0) return -2;
     }
-    /* the table may have grown while interning: find the slot again */
-    h = (size_t)((key * 0x9E3779B97F4A7C15ull) >> 17) & m->tr_mask;
-    while (m->tr_key[h]) h = (h + 1) & m->tr_mask;
-    m->tr_key[h] = key;
-    m->tr_val[h] = r;
-    m->n_tr++;
+    m->rows[sid][byte] = r; /* rows may have moved while interning: index again */
     return r;
 }

@@ -154,11 +154,11 @@ HANDWRITTEN = [
 ]
 
 
-def run(qhx, model, schema_path, temp, seed, tokens):
+def run(qhx, model, schema_path, temp, seed, tokens, ctx):
     cmd = [qhx, "generate", "-m", model, "-p", "Answer in JSON:", "-n", str(tokens), "--json", "--quiet",
-           "--json-schema", schema_path, "--seed", str(seed)]
+           "--json-schema", schema_path, "--seed", str(seed)] + (["-c", str(ctx)] if ctx else [])
     cmd += ["--temp", str(temp)] if temp > 0 else ["--greedy"]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
     if p.returncode != 0:
         return None, "exit %d: %s" % (p.returncode, p.stderr.strip()[:300])
     return json.loads(p.stdout), None
@@ -171,10 +171,12 @@ def main():
     ap.add_argument("--random", type=int, default=110)
     ap.add_argument("--seed", type=int, default=2026)
     ap.add_argument("--tokens", type=int, default=768)
+    ap.add_argument("--handwritten", type=int, default=len(HANDWRITTEN), help="how many of the hand-written schemas")
+    ap.add_argument("--ctx", type=int, default=0, help="-c for qhx generate (0: the model's)")
     ap.add_argument("--report")
     a = ap.parse_args()
     rng = random.Random(a.seed)
-    corpus = list(HANDWRITTEN) + [(random_schema(rng), True) for _ in range(a.random)]
+    corpus = list(HANDWRITTEN[:a.handwritten]) + [(random_schema(rng), True) for _ in range(a.random)]
     fails, done, cut, runs = [], 0, 0, 0
     with tempfile.TemporaryDirectory() as tmp:
         for i, (schema, bounded) in enumerate(corpus):
@@ -186,7 +188,7 @@ def main():
             for j, model in enumerate(a.models):
                 temp, seed = (0, 0) if j % 2 == 0 else (1.5, a.seed + i)
                 runs += 1
-                out, err = run(a.qhx, model, path, temp, seed, a.tokens)
+                out, err = run(a.qhx, model, path, temp, seed, a.tokens, a.ctx)
                 where = "schema %d %s on %s (temp %g)" % (i, json.dumps(schema)[:200], os.path.basename(model), temp)
                 if err:
                     fails.append("%s: %s" % (where, err))
