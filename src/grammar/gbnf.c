@@ -249,7 +249,7 @@ static void push_repeat(gm_builder *b, int32_t r, gm_elem x, int64_t m, int64_t 
 }
 
 /* One term with its postfix operators, appended to rule r. Returns 1 when there was none. */
-static int parse_term(ps *p, int32_t r, bool nested) {
+static int parse_term(ps *p, int32_t r) {
     piece pc = {0};
     int rc = 0;
     char c = *p->s;
@@ -289,7 +289,6 @@ static int parse_term(ps *p, int32_t r, bool nested) {
     } else {
         return 1;
     }
-    (void)nested;
     while (!rc && !at_end(p) && (*p->s == '*' || *p->s == '+' || *p->s == '?' || *p->s == '{')) {
         int64_t m = 0, n = 0;
         char op = *p->s;
@@ -324,7 +323,7 @@ static int parse_seq(ps *p, int32_t r, bool nested) {
     for (;;) {
         skip_space(p, nested);
         if (at_end(p)) break;
-        int t = parse_term(p, r, nested);
+        int t = parse_term(p, r);
         if (t < 0) return -1;
         if (t == 1) break;
     }

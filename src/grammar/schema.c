@@ -732,8 +732,6 @@ static int comp_object(sc *c, json_t *s, char name[24]) {
 
 /* ---- dispatch --------------------------------------------------------------------------------- */
 
-static const char *const TYPES[] = {"object", "array", "string", "integer", "number", "boolean", "null"};
-
 static int comp_typed(sc *c, json_t *s, const char *type, char name[24]) {
     if (!strcmp(type, "object")) return comp_object(c, s, name);
     if (!strcmp(type, "array")) return comp_array(c, s, name);
@@ -841,7 +839,6 @@ static int comp(sc *c, json_t *s, char name[24]) {
             rc = fail(c, QHX_E_FORMAT, "'type' must be a type name or a list of 1 to 7 of them");
         }
     }
-    (void)TYPES;
     c->depth--;
     return rc;
 }
