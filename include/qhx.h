@@ -599,6 +599,15 @@ QHX_API qhx_status qhx_grammar_from_json_schema(const char *schema, size_t len,
                                                 qhx_grammar **out /* OUT, owned */, qhx_error *err);
 /* Any JSON object (response_format "json_object"). */
 QHX_API qhx_status qhx_grammar_json_object(qhx_grammar **out /* OUT, owned */, qhx_error *err);
+/* The rest of a tool call that a forced tool_choice started (qhx_chat_spec.answer_prefix), with
+ * the arguments held to each function's "parameters" schema (the JSON Schema subset; a string
+ * argument is written as its text, so it is empty or starts with a letter or '_', holds no '<'
+ * or line break and is no JSON literal). tools: the n_tools definitions as in qhx_chat_spec;
+ * name: the one function (the prefix ends "<function=NAME>\n"), or NULL for any of them (the
+ * prefix ends "<function="). QHX_E_UNSUPPORTED for a model whose chat format has no tools, or
+ * a keyword outside the subset (named). Qwen3.5's call syntax. */
+QHX_API qhx_status qhx_grammar_tool_call(const qhx_model *model, const char *const *tools, size_t n_tools,
+                                         const char *name, qhx_grammar **out /* OUT, owned */, qhx_error *err);
 QHX_API void qhx_grammar_free(qhx_grammar *g); /* NULL is a no-op */
 
 /* A constraint at the start of g for the model's vocabulary (the model needs a tokenizer; its

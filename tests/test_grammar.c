@@ -310,10 +310,50 @@ static void test_schema(void) {
     free(en);
 }
 
+/* The rest of a forced Qwen3.5 tool call: parameters in order, strings as raw text that never
+ * reads back as another JSON value, other types as JSON. */
+static void test_tool_call(void) {
+    const char *tools[] = {"{\"type\": \"function\", \"function\": {\"name\": \"w\", \"parameters\": {\"type\": \"object\","
+                           " \"properties\": {\"city\": {\"type\": \"string\"}, \"n\": {\"type\": \"integer\", \"minimum\": 1,"
+                           " \"maximum\": 3}}, \"required\": [\"city\"]}}}",
+                           "{\"type\": \"function\", \"function\": {\"name\": \"z\"}}"};
+    char *text = NULL;
+    qhx_error err = {0};
+    CHECK_EQ(qhx_gm_tool_call_gbnf(tools, 2, "w", &text, &err), QHX_OK);
+    qhx_gm *g = text ? parse(text) : NULL;
+    CHECK(g != NULL);
+    static const char tail[] = "</function>\n</tool_call>";
+    char buf[256];
+    const char *ok[] = {"Paris", "", "true story", "N", "_x <", "Nonesuch"}, *bad_v[] = {"true", "None", "12", "{\"a\":1}", "\"q\"", "a<b"};
+    for (int i = 0; i < 6; i++) {
+        snprintf(buf, sizeof buf, "<parameter=city>\n%s\n</parameter>\n%s", ok[i], tail);
+        CHECK_EQ(judge(g, buf), i == 4 ? -1 : 1); /* '<' never: it could start </parameter> */
+        snprintf(buf, sizeof buf, "<parameter=city>\n%s\n</parameter>\n%s", bad_v[i], tail);
+        CHECK(judge(g, buf) != 1);
+    }
+    CHECK_EQ(judge(g, "<parameter=city>\nX\n</parameter>\n<parameter=n>\n3\n</parameter>\n</function>\n</tool_call>"), 1);
+    CHECK_EQ(judge(g, "<parameter=city>\nX\n</parameter>\n<parameter=n>\n4\n</parameter>\n</function>\n</tool_call>"), -1);
+    CHECK_EQ(judge(g, "<parameter=n>\n3\n</parameter>\n</function>\n</tool_call>"), -1); /* city is required */
+    qhx_gm_free(g);
+    qhx_free(text);
+    CHECK_EQ(qhx_gm_tool_call_gbnf(tools, 2, NULL, &text, &err), QHX_OK); /* any function, name first */
+    g = text ? parse(text) : NULL;
+    CHECK_EQ(judge(g, "z>\n</function>\n</tool_call>"), 1);
+    CHECK_EQ(judge(g, "w>\n</function>\n</tool_call>"), -1);
+    qhx_gm_free(g);
+    qhx_free(text);
+    const char *bad_tool[] = {"{\"type\": \"function\", \"function\": {\"name\": \"w\", \"parameters\": {\"properties\":"
+                              " {\"s\": {\"type\": \"string\", \"pattern\": \"a\"}}}}}"};
+    CHECK_EQ(qhx_gm_tool_call_gbnf(bad_tool, 1, NULL, &text, &err), QHX_E_UNSUPPORTED);
+    CHECK_CONTAINS(err.msg, "'pattern'");
+    CHECK_EQ(qhx_gm_tool_call_gbnf(tools, 2, "nope", &text, &err), QHX_E_ARG);
+}
+
 int main(void) {
     test_parse_and_match();
     test_ambiguity_cap();
     test_masks();
     test_schema();
+    test_tool_call();
     return t_done("test_grammar");
 }

@@ -47,6 +47,12 @@ qhx_status qhx_gm_schema_to_gbnf(const char *json, size_t len, char **gbnf /* OU
 qhx_status qhx_gm_from_schema(const char *json, size_t len, qhx_gm **out /* OUT */, qhx_error *err);
 /* Any JSON object (response_format json_object, --json-object). */
 qhx_status qhx_gm_json_object(qhx_gm **out /* OUT */, qhx_error *err);
+/* The rest of a Qwen3.5 tool call forced by tool_choice, its arguments held to each function's
+ * "parameters" schema: tools (n_tools JSON texts, {"type": "function", "function": {...}}),
+ * name: the one function (the text before is "<tool_call>\n<function=NAME>\n"), or NULL for
+ * any of them (the text before is "<tool_call>\n<function="). GBNF text, owned: qhx_free. */
+qhx_status qhx_gm_tool_call_gbnf(const char *const *tools, size_t n_tools, const char *name,
+                                 char **gbnf /* OUT */, qhx_error *err);
 
 /* ---- matching ---------------------------------------------------------------------------------- */
 typedef struct qhx_gm_match qhx_gm_match;

@@ -85,7 +85,7 @@ typedef struct sc {
     int n_rules;
     int depth;
     ref_entry *refs;
-    int n_refs, cap_refs;
+    int n_refs, cap_refs, ref_serial;
     char path[512];
     qhx_error *err;
     qhx_status rc;
@@ -250,7 +250,7 @@ static int comp_ref(sc *c, const char *ref, char name[24]) {
     ref_entry *e = &c->refs[c->n_refs];
     if (!(e->ref = qhx_strdup(ref))) return fail(c, QHX_E_NOMEM, "out of memory");
     /* the rule's name is known before its body is compiled, so a recursive schema refers to it */
-    snprintf(e->name, sizeof e->name, "ref%d", c->n_refs + 1);
+    snprintf(e->name, sizeof e->name, "ref%d", ++c->ref_serial);
     memcpy(name, e->name, 24);
     c->n_refs++;
     char body[24];
@@ -901,4 +901,220 @@ qhx_status qhx_gm_from_schema(const char *json, size_t len, qhx_gm **out, qhx_er
 qhx_status qhx_gm_json_object(qhx_gm **out, qhx_error *err) {
     static const char schema[] = "{\"type\": \"object\", \"additionalProperties\": true}";
     return qhx_gm_from_schema(schema, sizeof schema - 1, out, err);
+}
+
+/* ---- Qwen3.5 tool calls ------------------------------------------------------------------------
+ * The rest of a forced call after "<tool_call>\n<function=" (any of the functions) or after
+ * "<tool_call>\n<function=NAME>\n" (one): each parameter as "<parameter=P>\nVALUE\n</parameter>\n"
+ * (required ones first, then optional ones, in the schema's order; no others), then
+ * "</function>\n</tool_call>". VALUE is what the chat template prints and the server's parser
+ * reads back (tools/qhx/serve/output.c): JSON for every type but strings, which are the text
+ * itself. So a string must not read as JSON: it is empty or starts with a letter or '_', holds
+ * no '<' and no line break, and is none of true, false, null, True, False, None. */
+
+static const char *const JSONISH[] = {"true", "false", "null", "True", "False", "None"};
+
+/* A string value enum/const may hold as raw text; 0 when it would read back as something else. */
+static bool raw_safe(const char *v) {
+    if (!*v) return true;
+    if (!((*v >= 'a' && *v <= 'z') || (*v >= 'A' && *v <= 'Z') || *v == '_')) return false;
+    for (const char *q = v; *q; q++)
+        if (*q == '<' || *q == '\n') return false;
+    for (int i = 0; i < 6; i++)
+        if (!strcmp(v, JSONISH[i])) return false;
+    return true;
+}
+
+/* The raw-text string rule: a trie over JSONISH so that none of them is a whole value. */
+static void emit_raw_string(sc *c, char name[24]) {
+    /* nodes: 0 the root, then the prefixes of the six words */
+    typedef struct node { char prefix[8]; bool word; } node;
+    node nd[40];
+    int n = 1;
+    nd[0] = (node){"", false};
+    for (int w = 0; w < 6; w++)
+        for (size_t l = 1; l <= strlen(JSONISH[w]); l++) {
+            char pre[8];
+            memcpy(pre, JSONISH[w], l);
+            pre[l] = '\0';
+            int k = 0;
+            while (k < n && strcmp(nd[k].prefix, pre)) k++;
+            if (k == n) nd[n++] = (node){"", false}, memcpy(nd[k].prefix, pre, l + 1);
+            if (l == strlen(JSONISH[w])) nd[k].word = true;
+        }
+    int base = c->n_rules;
+    c->n_rules += n + 1;
+    snprintf(name, 24, "s%d", base + 1);
+    int free_rule = base + 1 + n;
+    sb_printf(&c->out, "s%d ::= [^<\\n]*\n", free_rule);
+    for (int k = 0; k < n; k++) {
+        size_t pl = strlen(nd[k].prefix);
+        sb_printf(&c->out, "s%d ::= ", base + 1 + k);
+        bool alt = false;
+        if (!nd[k].word) sb_put(&c->out, "\"\"", 2), alt = true; /* the value may end here */
+        char others[200];
+        size_t no = 0;
+        /* the next character: a child prefix, or any other (letters and '_' first, then any) */
+        for (int ch = 0x20; ch < 0x7F; ch++) {
+            if (ch == '<') continue;
+            if (pl == 0 && !((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || ch == '_')) continue;
+            char pre[8];
+            memcpy(pre, nd[k].prefix, pl);
+            pre[pl] = (char)ch, pre[pl + 1] = '\0';
+            int child = -1;
+            for (int j = 0; j < n && pl < 7; j++)
+                if (!strcmp(nd[j].prefix, pre)) child = j;
+            if (child >= 0) {
+                if (alt) sb_put(&c->out, " | ", 3);
+                char cc = (char)ch;
+                sb_lit(&c->out, &cc, 1);
+                sb_printf(&c->out, " s%d", base + 1 + child);
+                alt = true;
+            } else {
+                if (ch == ']' || ch == '[' || ch == '^' || ch == '-' || ch == '\\') others[no++] = '\\';
+                others[no++] = (char)ch;
+            }
+        }
+        if (alt) sb_put(&c->out, " | ", 3);
+        if (pl == 0) sb_printf(&c->out, "[%.*s] s%d\n", (int)no, others, free_rule);
+        else sb_printf(&c->out, "([%.*s] | [^\\x00-\\x7F]) s%d\n", (int)no, others, free_rule);
+    }
+}
+
+/* The schema of one parameter as a value rule: raw text for strings, JSON otherwise. */
+static int tool_value(sc *c, json_t *s, char raw[24], char name[24]) {
+    json_t *t = json_is_object(s) ? json_object_get(s, "type") : NULL;
+    json_t *e = json_is_object(s) ? json_object_get(s, "enum") : NULL, *k = json_is_object(s) ? json_object_get(s, "const") : NULL;
+    bool is_string = json_is_string(t) && !strcmp(json_string_value(t), "string");
+    if (e || k) { /* all strings: raw literals; otherwise JSON */
+        bool strings = true;
+        for (size_t i = 0; e && i < json_array_size(e); i++) strings &= json_is_string(json_array_get(e, i));
+        if (k) strings = json_is_string(k);
+        if (!strings) return comp(c, s, name);
+        new_rule(c, name);
+        sb_printf(&c->out, "%s ::= ", name);
+        for (size_t i = 0; i < (k ? 1 : json_array_size(e)); i++) {
+            const char *v = json_string_value(k ? k : json_array_get(e, i));
+            if (!raw_safe(v)) return fail(c, QHX_E_UNSUPPORTED, "the string '%.40s' cannot be written as a tool argument (it would read back as another value)", v);
+            if (i) sb_put(&c->out, " | ", 3);
+            sb_lit(&c->out, v, strlen(v));
+        }
+        return sb_put(&c->out, "\n", 1);
+    }
+    if (!is_string) return comp(c, s, name);
+    static const char *const keys[] = {"type", NULL};
+    if (check_keys(c, s, keys)) return -1;
+    if (!raw[0]) emit_raw_string(c, raw);
+    memcpy(name, raw, 24);
+    return 0;
+}
+
+static int tool_function(sc *c, json_t *fn, char name[24]) {
+    json_t *params = json_object_get(fn, "parameters");
+    if (!params) params = json_object();
+    else json_incref(params);
+    c->root = params; /* $refs point into this function's schema */
+    c->n_refs = 0;
+    json_t *props = json_object_get(params, "properties"), *req = json_object_get(params, "required");
+    if (!json_is_object(params) || (props && !json_is_object(props)) || (req && !json_is_array(req))) {
+        json_decref(params);
+        return fail(c, QHX_E_FORMAT, "'parameters' must be an object schema");
+    }
+    char raw[24] = "";
+    int rc = 0;
+    size_t n = json_object_size(props), m = 0;
+    char (*kv)[24] = qhx_calloc(n ? n : 1, sizeof *kv);
+    bool *required = qhx_calloc(n ? n : 1, sizeof *required);
+    if (!kv || !required) rc = fail(c, QHX_E_NOMEM, "out of memory");
+    const char *key;
+    json_t *v;
+    json_object_foreach(props, key, v) {
+        if (rc) break;
+        for (size_t i = 0; i < json_array_size(req); i++)
+            if (json_is_string(json_array_get(req, i)) && !strcmp(json_string_value(json_array_get(req, i)), key)) required[m] = true;
+        char val[24], seg[300];
+        snprintf(seg, sizeof seg, "properties/%.250s", key);
+        size_t at = path_push(c, seg);
+        rc = tool_value(c, v, raw, val);
+        if (rc) break;
+        path_pop(c, at);
+        for (const char *q = key; *q; q++)
+            if (*q == '>' || *q == '<' || *q == '\n') rc = fail(c, QHX_E_UNSUPPORTED, "the parameter name '%s' cannot be written in a tool call", key);
+        if (rc) break;
+        new_rule(c, kv[m]);
+        char open[300];
+        snprintf(open, sizeof open, "<parameter=%s>\n", key);
+        sb_printf(&c->out, "%s ::= ", kv[m]);
+        sb_lit(&c->out, open, strlen(open));
+        sb_printf(&c->out, " %s \"\\n</parameter>\\n\"\n", val);
+        m++;
+    }
+    if (!rc) {
+        new_rule(c, name);
+        sb_printf(&c->out, "%s ::=", name);
+        for (size_t i = 0; i < m; i++)
+            if (required[i]) sb_printf(&c->out, " %s", kv[i]);
+        for (size_t i = 0; i < m; i++)
+            if (!required[i]) sb_printf(&c->out, " %s?", kv[i]);
+        sb_printf(&c->out, " \"</function>\\n</tool_call>\"\n");
+    }
+    for (int i = 0; i < c->n_refs; i++) qhx_free(c->refs[i].ref);
+    c->n_refs = 0;
+    qhx_free(kv);
+    qhx_free(required);
+    json_decref(params);
+    return rc;
+}
+
+qhx_status qhx_gm_tool_call_gbnf(const char *const *tools, size_t n_tools, const char *name, char **gbnf, qhx_error *err) {
+    *gbnf = NULL;
+    sc c = {.err = err};
+    sb_put(&c.out, PRELUDE, sizeof PRELUDE - 1);
+    char (*fns)[24] = qhx_calloc(n_tools ? n_tools : 1, sizeof *fns);
+    const char **names = qhx_calloc(n_tools ? n_tools : 1, sizeof *names);
+    json_t **docs = qhx_calloc(n_tools ? n_tools : 1, sizeof *docs);
+    int rc = fns && names && docs ? 0 : fail(&c, QHX_E_NOMEM, "out of memory");
+    size_t used = 0;
+    for (size_t i = 0; i < n_tools && !rc; i++) {
+        json_t *tool = docs[i] = qhx_json_parse(tools[i], strlen(tools[i]), "tool", err);
+        if (!tool) return qhx_free(fns), qhx_free(names), qhx_free(docs), err ? err->code : QHX_E_FORMAT;
+        json_t *fn = json_object_get(tool, "function");
+        const char *fname = json_string_value(json_object_get(fn, "name"));
+        if (!fname) {
+            rc = fail(&c, QHX_E_FORMAT, "tool %zu has no function name", i);
+            break;
+        }
+        if (name && strcmp(name, fname)) continue;
+        snprintf(c.path, sizeof c.path, "tools/%.200s/parameters", fname);
+        rc = tool_function(&c, fn, fns[used]);
+        names[used++] = fname;
+    }
+    if (!rc && !used) rc = fail(&c, QHX_E_ARG, "no tool named '%s'", name ? name : "");
+    if (!rc) {
+        sb_put(&c.out, "root ::= ", 9);
+        for (size_t i = 0; i < used; i++) {
+            if (i) sb_put(&c.out, " | ", 3);
+            if (!name) { /* after "<function=": the name, then the rest */
+                char open[300];
+                snprintf(open, sizeof open, "%.250s>\n", names[i]);
+                sb_lit(&c.out, open, strlen(open));
+                sb_put(&c.out, " ", 1);
+            }
+            sb_printf(&c.out, "%s", fns[i]);
+        }
+        sb_put(&c.out, "\n", 1);
+    }
+    for (size_t i = 0; docs && i < n_tools; i++) json_decref(docs[i]);
+    for (int i = 0; i < c.n_refs; i++) qhx_free(c.refs[i].ref);
+    qhx_free(c.refs);
+    qhx_free(fns);
+    qhx_free(names);
+    qhx_free(docs);
+    if (!rc && c.out.failed) rc = fail(&c, c.out.failed == 2 ? QHX_E_LIMIT : QHX_E_NOMEM, "the grammar is too large");
+    if (rc) {
+        qhx_free(c.out.p);
+        return c.rc ? c.rc : QHX_E_INTERNAL;
+    }
+    *gbnf = c.out.p;
+    return QHX_OK;
 }

@@ -61,6 +61,21 @@ qhx_status qhx_grammar_json_object(qhx_grammar **out, qhx_error *err) {
     return wrap(gm, rc, out, err);
 }
 
+qhx_status qhx_grammar_tool_call(const qhx_model *m, const char *const *tools, size_t n_tools, const char *name,
+                                 qhx_grammar **out, qhx_error *err) {
+    if (!out) return qhx_fail(err, QHX_E_ARG, "tool call grammar: out is NULL");
+    *out = NULL;
+    if (!m || (!tools && n_tools)) return qhx_fail(err, QHX_E_ARG, "tool call grammar: model and tools are required");
+    if (qhx_model_chat_style(m) != QHX_CHAT_QWEN35)
+        return qhx_fail(err, QHX_E_UNSUPPORTED, "tool call grammar: the %s chat format takes no tools", qhx_model_family_title(m));
+    char *text = NULL;
+    qhx_status rc = qhx_gm_tool_call_gbnf(tools, n_tools, name, &text, err);
+    qhx_gm *gm = NULL;
+    if (!rc) rc = qhx_gm_parse(text, strlen(text), "root", &gm, err);
+    qhx_free(text);
+    return wrap(gm, rc, out, err);
+}
+
 void qhx_grammar_free(qhx_grammar *g) {
     if (!g) return;
     qhx_gm_free(g->gm);

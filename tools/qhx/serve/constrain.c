@@ -82,3 +82,11 @@ int srv_request_constraint(json_t *root, srv_job *j, int *status, qhx_error *err
     return compiled(qhx_grammar_parse(json_string_value(gr), json_string_length(gr), NULL, &j->grammar, err), "grammar",
                     status, err);
 }
+
+int srv_request_tool_grammar(const qhx_model *m, json_t *root, const char *const *tools, size_t n_tools, srv_job *j,
+                             int *status, qhx_error *err) {
+    json_t *choice = json_object_get(root, "tool_choice");
+    const char *name = json_is_object(choice) ? json_string_value(json_object_get(json_object_get(choice, "function"), "name")) : NULL;
+    qhx_status rc = qhx_grammar_tool_call(m, tools, n_tools, name, &j->grammar, err);
+    return compiled(rc, "tools", status, err);
+}

@@ -510,6 +510,7 @@ srv_job *srv_request_chat(const qhx_model *m, const srv_config *cfg, const char 
         fail(status, 400, err, "'tool_choice' forces a tool call: 'response_format'/'grammar'/'json_schema' cannot apply too");
         goto bad;
     }
+    if (c.forced && srv_request_tool_grammar(m, root, c.tools, c.n_tools, j, status, err)) goto bad; /* constrain.c */
     if (j->grammar) thinking = false; /* the grammar holds from the answer's first byte */
     if (c.forced && !(j->answer_prefix = strdup(c.forced))) {
         fail(status, 503, err, "out of memory");

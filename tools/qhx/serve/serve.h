@@ -152,6 +152,10 @@ srv_job *srv_request_chat(const qhx_model *m, const srv_config *cfg, const char 
 /* response_format, grammar, json_schema (at most one) into j->grammar (constrain.c). 0, or -1
  * with *status (400, 503) and err set. */
 int srv_request_constraint(json_t *root, srv_job *j, int *status, qhx_error *err);
+/* tool_choice forced a call (required or named): j->grammar holds the rest of the call to the
+ * functions' parameters schemas (constrain.c). 0, or -1 with *status and err set. */
+int srv_request_tool_grammar(const qhx_model *m, json_t *root, const char *const *tools, size_t n_tools, srv_job *j,
+                             int *status, qhx_error *err);
 srv_job *srv_request_completion(const qhx_model *m, const srv_config *cfg, const char *body, size_t len,
                                 int *status, qhx_error *err);
 
