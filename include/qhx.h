@@ -179,8 +179,9 @@ QHX_API qhx_model_params qhx_model_default_params(void);
  * QHX_E_LIMIT with err naming the file and field; *out is NULL on failure. */
 QHX_API qhx_status qhx_model_open(const char *path, const qhx_model_params *params,
                                   qhx_model **out /* OUT, owned: qhx_model_free */, qhx_error *err);
-/* Release the caller's model. The objects made from it (sessions, prompts, text streams) each
- * hold a reference of their own: the model's memory goes when the last of them is freed, so
+/* Release the caller's model. The objects made from it (sessions, prompts, text streams,
+ * constraints) each hold a reference of their own: the model's memory goes when the last of them
+ * is freed, so
  * they stay usable, and may be freed, in any order after this call (thread-safe). The handle
  * itself must not be passed to any call afterwards. NULL is a no-op. */
 QHX_API void qhx_model_free(qhx_model *model);
@@ -318,6 +319,8 @@ QHX_API qhx_token qhx_session_sample(qhx_session *s);
  * character is split across tokens). Return non-zero to stop after this token. */
 typedef int (*qhx_token_cb)(void *user, qhx_token token, const char *text, size_t len);
 
+typedef struct qhx_constraint qhx_constraint; /* a grammar over the output ("Constrained output") */
+
 typedef struct qhx_generate_params {
     int64_t max_tokens;  /* > 0 */
     int ignore_stop;     /* do not stop on the run plan's stop ids */
@@ -326,9 +329,16 @@ typedef struct qhx_generate_params {
                              is then QHX_STOP_TOKEN, and the token closes the turn) */
     qhx_token_cb on_token;
     void *user;
+    /* NULL, or every generated token must continue the constraint's grammar from its state
+       (tokens that cannot are masked before sampling; a stop or end-of-turn token only where
+       the grammar may end, so the output is always a sentence of it unless cut by max_tokens
+       or the callback). The constraint follows the tokens; the caller owns it. */
+    qhx_constraint *constraint;
 } qhx_generate_params;
 
-typedef enum qhx_stop_reason { QHX_STOP_LENGTH = 0, QHX_STOP_TOKEN, QHX_STOP_CALLBACK } qhx_stop_reason;
+/* QHX_STOP_GRAMMAR: the constraint's output was complete and nothing (not even a stop token,
+ * under ignore_stop) could follow. */
+typedef enum qhx_stop_reason { QHX_STOP_LENGTH = 0, QHX_STOP_TOKEN, QHX_STOP_CALLBACK, QHX_STOP_GRAMMAR } qhx_stop_reason;
 
 typedef struct qhx_generate_stats {
     int64_t n_prompt;      /* tokens fed by feed calls since the last generate */
@@ -578,6 +588,71 @@ QHX_API void qhx_checkpoint_free(qhx_checkpoint *cp);
  * (may be NULL) says how many, in order. */
 QHX_API qhx_status qhx_sessions_decode(qhx_session *const *sessions, const qhx_token *tokens,
                                        size_t n, size_t *n_done /* OUT */, qhx_error *err);
+
+/* ==== Constrained output ====================================================================
+ * A grammar (GBNF, or a JSON Schema of the subset in docs/grammar.md, compiled into one) and
+ * a constraint: the grammar's state over one output of a model's vocabulary. Tokens whose bytes
+ * cannot continue a sentence of the grammar are masked before sampling (exactly, byte by
+ * byte: a token may end inside a UTF-8 character or span several of the grammar's terminals);
+ * the model's stop and end-of-turn tokens are allowed only where the grammar may end. */
+
+typedef struct qhx_grammar qhx_grammar; /* immutable; may be shared between threads */
+
+/* GBNF text (len bytes; root: the start rule, NULL = "root"). QHX_E_FORMAT with the line and
+ * column, an undefined or left-recursive rule named; QHX_E_LIMIT past the caps. */
+QHX_API qhx_status qhx_grammar_parse(const char *gbnf, size_t len, const char *root,
+                                     qhx_grammar **out /* OUT, owned: qhx_grammar_free */, qhx_error *err);
+/* A JSON Schema (JSON text). A keyword outside the subset: QHX_E_UNSUPPORTED naming it and
+ * where it is. */
+QHX_API qhx_status qhx_grammar_from_json_schema(const char *schema, size_t len,
+                                                qhx_grammar **out /* OUT, owned */, qhx_error *err);
+/* Any JSON object (response_format "json_object"). */
+QHX_API qhx_status qhx_grammar_json_object(qhx_grammar **out /* OUT, owned */, qhx_error *err);
+/* The rest of a tool call that a forced tool_choice started (qhx_chat_spec.answer_prefix), with
+ * the arguments held to each function's "parameters" schema (the JSON Schema subset; a string
+ * argument is written as its text, so it is empty or starts with a letter or '_', holds no '<'
+ * or line break and is no JSON literal). tools: the n_tools definitions as in qhx_chat_spec;
+ * name: the one function (the prefix ends "<function=NAME>\n"), or NULL for any of them (the
+ * prefix ends "<function="). QHX_E_UNSUPPORTED for a model whose chat format has no tools, or
+ * a keyword outside the subset (named). Qwen3.5's call syntax. */
+QHX_API qhx_status qhx_grammar_tool_call(const qhx_model *model, const char *const *tools, size_t n_tools,
+                                         const char *name, qhx_grammar **out /* OUT, owned */, qhx_error *err);
+QHX_API void qhx_grammar_free(qhx_grammar *g); /* NULL is a no-op */
+
+/* A constraint at the start of g for the model's vocabulary (the model needs a tokenizer; its
+ * byte table is built on first use, once per model). g must outlive it. One output at a time;
+ * not thread-safe. */
+QHX_API qhx_status qhx_constraint_new(const qhx_model *model, const qhx_grammar *g,
+                                      qhx_constraint **out /* OUT, owned: qhx_constraint_free */,
+                                      qhx_error *err);
+QHX_API void qhx_constraint_free(qhx_constraint *c); /* NULL is a no-op */
+QHX_API void qhx_constraint_reset(qhx_constraint *c); /* back to the start of the grammar */
+/* Set the logits (qhx_model_n_vocab of them) of every token that cannot come next to -inf. */
+QHX_API qhx_status qhx_constraint_mask(qhx_constraint *c, float *logits, qhx_error *err);
+/* Whether token may come next (1) or not (0). */
+QHX_API int qhx_constraint_allows(qhx_constraint *c, qhx_token token);
+/* Follow token (its bytes; a stop or end-of-turn token only where the output may end).
+ * QHX_E_ARG when it may not come next (the state is unchanged). */
+QHX_API qhx_status qhx_constraint_accept(qhx_constraint *c, qhx_token token, qhx_error *err);
+/* Whether the output so far is a whole sentence, and whether it can go on. */
+QHX_API int qhx_constraint_can_end(const qhx_constraint *c);
+QHX_API int qhx_constraint_can_continue(const qhx_constraint *c);
+/* Whether token is one the constraint treats as an end (a stop or end-of-turn token). */
+QHX_API int qhx_constraint_is_end(const qhx_constraint *c, qhx_token token);
+/* The next token from logits with smp's parameters under the constraint (greedy: the argmax
+ * is checked first and the mask built only when it is refused). allow_end 0: no end token.
+ * -1 with err set: non-finite logits or a cap hit; -2: no token can come next (the output is
+ * complete). The token is not accepted: call qhx_constraint_accept. */
+QHX_API qhx_token qhx_constraint_pick(qhx_constraint *c, qhx_sampler_handle *smp, const float *logits,
+                                      int allow_end, qhx_error *err);
+
+/* What a constraint cost so far: tokens picked (and accepted), masks built over the whole
+ * vocabulary (cached: taken from its per-state cache), nanoseconds spent in picks and accepts
+ * (the grammar's share of a generation, for --verbose and BENCHMARKS.md). */
+typedef struct qhx_constraint_stats {
+    uint64_t picks, masks, cached, ns;
+} qhx_constraint_stats;
+QHX_API void qhx_constraint_get_stats(const qhx_constraint *c, qhx_constraint_stats *out /* OUT */);
 
 #ifdef __cplusplus
 }

@@ -19,6 +19,7 @@ TEST=(
   clang                     # libFuzzer targets (make fuzz)
   python3-jinja2            # tests/cli/chat_templates.sh renders the released chat templates
   python3 python3-numpy     # parity_gate.py over the golden fixtures
+  python3-jsonschema        # tests/cli/structured.sh validates constrained outputs against their schemas
   python3-venv curl         # tests/cli/serve_openai.sh (the openai client in build/serve-venv), serve_http.sh (raw SSE)
   binutils                  # nm: the exported symbols against qhx.h
   wrk                       # BENCHMARKS.md: the HTTP layer's requests per second (no test runs it)

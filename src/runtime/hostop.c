@@ -3,6 +3,7 @@
 
 #include "core/alloc.h"
 #include "core/time.h"
+#include "runtime/constrain.h"
 #include "runtime/session_impl.h"
 
 #include <string.h>
@@ -177,6 +178,19 @@ static int is_stop(const qhx_model *m, qhx_token t, qhx_token turn_end) {
     return qhx_model_is_stop(m, t) || (turn_end >= 0 && t == turn_end);
 }
 
+/* The next token: the sampler's, or under a constraint the sampler's among the tokens the
+ * grammar allows (-2: none; -1 with *rc set: a grammar cap). -1 with *rc OK: non-finite logits. */
+static qhx_token pick(qhx_session *s, const qhx_generate_params *p, qhx_status *rc, qhx_error *err) {
+    if (!p->constraint) return qhx_sampler_sample(s->smp, s->logits);
+    qhx_error e2 = {0};
+    qhx_token t = qhx_constraint_sample(p->constraint, s->smp, s->logits, !p->ignore_stop, &e2);
+    if (t == -1 && e2.code != QHX_E_FORMAT) { /* non-finite logits are reported by the caller */
+        *rc = e2.code;
+        if (err) *err = e2;
+    }
+    return t;
+}
+
 static qhx_status generate_tokens(qhx_session *s, const qhx_generate_params *p, qhx_generate_stats *stats,
                            qhx_error *err) {
     qhx_generate_stats st = {.n_prompt = s->n_fed, .prefill_ms = s->feed_ms};
@@ -199,18 +213,24 @@ static qhx_status generate_tokens(qhx_session *s, const qhx_generate_params *p, 
             rc = qhx_fail(err, QHX_E_ABORTED, "generate: interrupted after %lld tokens", (long long)k);
             break;
         }
-        qhx_token t = qhx_sampler_sample(s->smp, s->logits);
+        qhx_token t = pick(s, p, &rc, err);
+        if (t == -2) { /* the grammar's output is complete and nothing may follow */
+            st.stop = QHX_STOP_GRAMMAR;
+            break;
+        }
+        if (rc) break;
         if (t < 0) {
             rc = qhx_fail(err, QHX_E_FORMAT,
                           "generate: the logits after %lld tokens are not finite (NaN or Inf): the weights "
                           "or the computation overflowed", (long long)qhx_session_n_past(s));
             break;
         }
-        if (!p->ignore_stop && is_stop(s->m, t, turn_end)) {
+        if (!p->ignore_stop && (is_stop(s->m, t, turn_end) || qhx_constraint_is_end(p->constraint, t))) {
             s->pending = t;
             st.stop = QHX_STOP_TOKEN;
             break;
         }
+        if (p->constraint && (rc = qhx_constraint_accept(p->constraint, t, err))) break;
         int e = emit(s, p, t, err);
         if (e < 0) { /* t is dropped: the state never held it */
             rc = QHX_E_NOMEM;

@@ -5,6 +5,7 @@
 
 #include "core/alloc.h"
 #include "core/pool.h"
+#include "grammar/grammar.h"
 #include "ops/kv.h"
 #include "ops/mrope.h"
 
@@ -207,6 +208,7 @@ qhx_status qhx_model_open(const char *path, const qhx_model_params *params, qhx_
     if (!m) return qhx_fail(err, QHX_E_NOMEM, "out of memory");
     atomic_init(&m->refs, 1);
     m->params = p;
+    pthread_mutex_init(&m->gm_lock, NULL);
     m->params.backend = NULL; /* the caller's string need not outlive the call */
     m->backend = be;
     qhx_plan_resolved *r = qhx_malloc(sizeof *r); /* a config is 8 KB: not on the stack */
@@ -240,6 +242,8 @@ static void model_destroy(qhx_model *m) {
     if (m->backend) m->backend->unload(m->graphs);
     qhx_tok_free(m->tok);
     qhx_plan_free(m->plan);
+    qhx_gm_vocab_free(m->gm_vocab);
+    pthread_mutex_destroy(&m->gm_lock);
     qhx_free(m);
 }
 

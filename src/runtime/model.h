@@ -22,6 +22,7 @@
 #include "io/manifest.h"
 #include "text/tokenizer.h"
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -41,6 +42,10 @@ struct qhx_model {
     int64_t trained_context;            /* the most a session may hold */
     qhx_kv_type kv_cache;               /* sessions' KV element type: the caller's, the plan's or the default */
     atomic_int refs;                    /* the opener's reference + one per session, prompt, text stream */
+    /* the vocabulary as byte strings for grammar masks: built on first use, under gm_lock (the
+     * only part of a model that changes after open) */
+    pthread_mutex_t gm_lock;
+    struct qhx_gm_vocab *gm_vocab;
 };
 
 /* A model lives until its last reference goes: qhx_model_free drops the opener's, each object

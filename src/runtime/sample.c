@@ -84,6 +84,8 @@ void qhx_sampler_free(qhx_sampler *s) {
     qhx_free(s);
 }
 
+int qhx_sampler_is_greedy(const qhx_sampler *s) { return s->p.temperature <= 0.0f; }
+
 void qhx_sampler_reset(qhx_sampler *s) {
     qhx_rng_seed(&s->rng, s->p.seed);
     s->n_hist = s->hist_pos = 0;

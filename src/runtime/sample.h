@@ -25,6 +25,10 @@ qhx_status qhx_sampler_create(const qhx_sample_params *p, int64_t n_vocab,
                               qhx_sampler **out /* OUT */, qhx_error *err);
 void qhx_sampler_free(qhx_sampler *s); /* NULL allowed */
 
+/* Whether s picks the argmax (temperature 0): no randomness, so a grammar may check the pick
+ * first and mask only when it is refused. */
+int qhx_sampler_is_greedy(const qhx_sampler *s);
+
 /* Forget the history and reseed. */
 void qhx_sampler_reset(qhx_sampler *s);
 /* Record a token (prompt or generated) for the repetition penalty window. */

@@ -5,6 +5,7 @@
  * image path and the model state's regions. */
 #include "core/alloc.h"
 #include "image/image.h"
+#include "runtime/constrain.h"
 #include "runtime/model.h"
 #include "runtime/sample.h"
 #include "runtime/session.h"
@@ -339,6 +340,12 @@ void qhx_sampler_push(qhx_sampler_handle *h, qhx_token t) {
 
 qhx_token qhx_sampler_pick(qhx_sampler_handle *h, const float *logits) {
     return h && logits ? qhx_sampler_sample(h->smp, logits) : -1;
+}
+
+qhx_token qhx_constraint_pick(qhx_constraint *c, qhx_sampler_handle *h, const float *logits, int allow_end,
+                              qhx_error *err) {
+    if (!c || !h || !logits) return qhx_fail(err, QHX_E_ARG, "constraint: constraint, sampler and logits are required"), -1;
+    return qhx_constraint_sample(c, h->smp, logits, allow_end, err);
 }
 
 struct qhx_text_stream {

@@ -138,3 +138,12 @@ void qhx_tok_stream_free(qhx_tok_stream *st) {
     qhx_free(st->out.p);
     qhx_free(st);
 }
+
+const uint8_t *qhx_tok_id_bytes(const qhx_tok *tok, int32_t id, size_t *len, int *added) {
+    *len = 0;
+    *added = 0;
+    if (!tok || id < 0 || id >= tok->n_ids || !tok->id_kind[id]) return NULL;
+    *added = (tok->id_kind[id] & TOK_ID_ADDED) != 0;
+    *len = tok->dec_off[id + 1] - tok->dec_off[id];
+    return tok->dec + tok->dec_off[id];
+}

@@ -98,6 +98,10 @@ const char *qhx_tok_id_to_token(const qhx_tok *tok, int32_t id);
 
 /* Whether id is an added token flagged special (skipped by QHX_TOK_SKIP_SPECIAL). */
 int qhx_tok_is_special(const qhx_tok *tok, int32_t id);
+/* The bytes id decodes to (borrowed from tok; *len set), before any UTF-8 repair: half a
+ * character stays half. NULL (with *len 0) for an unused or out-of-range id. Added tokens: 1
+ * in *added (their text), else 0. For grammar masks. */
+const uint8_t *qhx_tok_id_bytes(const qhx_tok *tok, int32_t id, size_t *len, int *added);
 
 /* ---- encoding ------------------------------------------------------------------------ */
 

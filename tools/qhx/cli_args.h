@@ -31,6 +31,9 @@ typedef struct qhx_generate_args {
     bool print_ids;
     bool json;               /* one JSON object: text, ids, stop reason, timings, seed */
     bool print_prompt;       /* print the (chat-formatted) prompt text and stop */
+    const char *grammar_file; /* --grammar FILE (GBNF) */
+    const char *json_schema;  /* --json-schema FILE or inline JSON */
+    bool json_object;         /* --json-object */
 } qhx_generate_args;
 int qhx_generate_parse_args(int argc, char **argv, qhx_generate_args *a /* OUT */);
 

@@ -487,6 +487,7 @@ const char *qhx_run_stop_name(const qhx_generate_stats *st, const qhx_run_out *o
     if (was_interrupted) return "interrupted";
     if (out && out->stopped_by_string) return "stop string";
     if (st->stop == QHX_STOP_TOKEN) return "eos";
+    if (st->stop == QHX_STOP_GRAMMAR) return "grammar complete";
     if (context_full) return "context full";
     return "length";
 }

@@ -45,12 +45,18 @@ static void usage(FILE *f) {
             "                       reason, timings, seed\n"
             "  --print-prompt       print the prompt as the model will read it (after the chat\n"
             "                       format) and stop\n"
+            "  --grammar FILE       constrain the output to a GBNF grammar (docs/grammar.md)\n"
+            "  --json-schema S      constrain the output to JSON valid under a JSON Schema: a file,\n"
+            "                       or the schema itself when S starts with '{' (the subset in\n"
+            "                       docs/grammar.md; a keyword outside it is an error)\n"
+            "  --json-object        constrain the output to one JSON object\n"
             "%s",
             QHX_RUN_OPTS_HELP);
 }
 
 static const char *const GEN_NAMES[] = {"-p", "--prompt", "-f", "--file", "--ids", "--image", "--chat",
-                                        "--print-ids", "--json", "--print-prompt", "--help"};
+                                        "--print-ids", "--json", "--print-prompt", "--help", "--grammar",
+                                        "--json-schema", "--json-object"};
 
 static int unknown(const char *arg) {
     const char *names[64];
@@ -96,6 +102,13 @@ int qhx_generate_parse_args(int argc, char **argv, gen_args *a) {
         else if (!strcmp(o, "--print-ids")) a->print_ids = true;
         else if (!strcmp(o, "--json")) a->json = true;
         else if (!strcmp(o, "--print-prompt")) a->print_prompt = true;
+        else if (!strcmp(o, "--json-object")) a->json_object = true;
+        else if (!strcmp(o, "--grammar") || !strcmp(o, "--json-schema")) {
+            if (i + 1 >= argc) return qhx_cli_usage_error(CMD, "%s needs a value", o);
+            if (!*argv[i + 1]) return qhx_cli_usage_error(CMD, "%s: the value is empty", o);
+            if (!strcmp(o, "--grammar")) a->grammar_file = argv[++i];
+            else a->json_schema = argv[++i];
+        }
         else if (!strcmp(o, "-p") || !strcmp(o, "--prompt") || !strcmp(o, "-f") || !strcmp(o, "--file") ||
                  !strcmp(o, "--ids") || !strcmp(o, "--image")) {
             if ((r = parse_prompt_opt(argc, argv, &i, a))) return r;
@@ -110,6 +123,10 @@ int qhx_generate_parse_args(int argc, char **argv, gen_args *a) {
     if ((a->run.system || a->run.think >= 0) && !a->chat) return qhx_cli_usage_error(CMD, "--system/--think/--no-think need --chat");
     if (a->n_images && !a->ids_arg && !a->chat) return qhx_cli_usage_error(CMD, "--image with a text prompt needs --chat (the image goes into the user turn)");
     if (a->print_ids && a->json) return qhx_cli_usage_error(CMD, "--print-ids and --json: choose one");
+    if ((a->grammar_file != NULL) + (a->json_schema != NULL) + a->json_object > 1)
+        return qhx_cli_usage_error(CMD, "--grammar, --json-schema and --json-object: choose one");
+    if ((a->grammar_file || a->json_schema || a->json_object) && a->run.think == 1)
+        return qhx_cli_usage_error(CMD, "--think with a grammar: the think block would have to follow it (a grammar implies --no-think)");
     if (a->run.n_new == 0) a->run.n_new = 128;
     return -1;
 }
@@ -131,7 +148,8 @@ static qhx_status prompt_text(const qhx_model *m, const gen_args *a, const char 
     size_t nm = 0;
     if (a->run.system) msgs[nm++] = (qhx_chat_msg){.role = "system", .content = a->run.system};
     msgs[nm++] = (qhx_chat_msg){.role = "user", .content = user};
-    int think = a->run.think >= 0 ? a->run.think : qhx_model_thinking_default(m);
+    bool constrained = a->grammar_file || a->json_schema || a->json_object; /* the answer follows it from byte one */
+    int think = a->run.think >= 0 ? a->run.think : constrained ? 0 : qhx_model_thinking_default(m);
     int64_t one[QHX_CLI_MAX_IMAGES];
     for (int k = 0; k < a->n_images; k++) one[k] = image_tokens ? image_tokens[k] : 1;
     return qhx_run_chat_text(m, NULL, msgs, nm, think, one, (size_t)a->n_images, out, err);
@@ -153,6 +171,8 @@ typedef struct run {
     size_t n_ids;
     qhx_encoded_image *im[QHX_CLI_MAX_IMAGES]; /* --image, encoded, in order */
     qhx_run_context ctx;
+    qhx_grammar *grammar;     /* --grammar / --json-schema / --json-object, or NULL */
+    qhx_constraint *constraint;
     qhx_run_out out;
     double load_s;
     uint64_t seed;
@@ -247,6 +267,33 @@ static void print_json(const run *r, const qhx_generate_stats *st, const char *s
     json_decref(obj);
 }
 
+/* The grammar of --grammar / --json-schema / --json-object (none: r->grammar stays NULL). */
+static qhx_status load_grammar(run *r) {
+    const gen_args *a = &r->a;
+    qhx_error *err = &r->err;
+    if (a->json_object) return qhx_grammar_json_object(&r->grammar, err);
+    const char *src = a->grammar_file ? a->grammar_file : a->json_schema;
+    if (!src) return QHX_OK;
+    const char *p = src;
+    while (*p == ' ' || *p == '\t' || *p == '\n') p++;
+    char *text = NULL;
+    size_t len;
+    qhx_status rc;
+    if (a->json_schema && *p == '{') { /* the schema itself */
+        rc = qhx_grammar_from_json_schema(src, strlen(src), &r->grammar, err);
+    } else if ((rc = qhx_cli_read_text(src, &text, &len, err)) == QHX_OK) {
+        rc = a->grammar_file ? qhx_grammar_parse(text, len, NULL, &r->grammar, err)
+                             : qhx_grammar_from_json_schema(text, len, &r->grammar, err);
+        if (rc) {
+            char why[QHX_ERROR_MSG_SIZE];
+            memcpy(why, err->msg, sizeof why);
+            qhx_cli_fail(err, rc, "%s: %s", src, why);
+        }
+    }
+    free(text);
+    return rc;
+}
+
 /* Session, prompt, generation, output. Returns the exit code. */
 static int generate(run *r) {
     gen_args *a = &r->a;
@@ -283,9 +330,10 @@ static int generate(run *r) {
     if (qhx_session_feed_images(r->s, r->ids, r->n_ids, (const qhx_encoded_image *const *)r->im, (size_t)r->a.n_images, err))
         return qhx_cli_runtime_error(CMD, err);
     int64_t max_tokens = a->run.n_new > 0 ? a->run.n_new : n_ctx - (int64_t)r->n_ids;
+    if (r->grammar && qhx_constraint_new(r->m, r->grammar, &r->constraint, err)) return qhx_cli_runtime_error(CMD, err);
     qhx_generate_params gp = {.max_tokens = max_tokens, .ignore_stop = a->run.ignore_eos,
                               .stop_at_turn_end = a->chat && !a->run.ignore_eos, .on_token = qhx_run_on_token,
-                              .user = &r->out};
+                              .user = &r->out, .constraint = r->constraint};
     qhx_generate_stats st = {0};
     qhx_status grc = qhx_session_generate(r->s, &gp, &st, err);
     qhx_run_out_finish(&r->out);
@@ -305,6 +353,13 @@ static int generate(run *r) {
         return qhx_cli_runtime_error(CMD, err);
     }
     if (!a->run.quiet) qhx_run_print_speed(CMD, r->load_s, &st, &r->out, stop, false);
+    if (r->constraint && a->run.verbose) {
+        qhx_constraint_stats cs;
+        qhx_constraint_get_stats(r->constraint, &cs);
+        fprintf(stderr, "qhx: grammar: %llu tokens, %llu full masks (%llu from the cache), %.3f ms in the grammar, "
+                "%.3f ms per token\n", (unsigned long long)cs.picks, (unsigned long long)cs.masks,
+                (unsigned long long)cs.cached, (double)cs.ns / 1e6, cs.picks ? (double)cs.ns / 1e6 / (double)cs.picks : 0.0);
+    }
     return QHX_EXIT_OK;
 }
 
@@ -319,6 +374,7 @@ static int run_all(run *r) {
         if (qhx_cli_parse_ids(a->ids_arg, &r->ids, &cnt, why, sizeof why)) return qhx_cli_usage_error(CMD, "--ids: %s", why);
         r->n_ids = (size_t)cnt;
     }
+    if (load_grammar(r)) return qhx_cli_runtime_error(CMD, err); /* before the model: a bad schema fails fast */
     if ((rc = qhx_run_open_model(CMD, &a->run, a->n_images > 0, &r->m, &r->load_s, err)) >= 0) return rc;
     if ((rc = check_model_options(r)) >= 0) return rc;
     if (qhx_run_context_of(r->m, &a->run, &r->ctx, err)) return qhx_cli_runtime_error(CMD, err);
@@ -344,6 +400,8 @@ int qhx_cmd_generate(int argc, char **argv) {
     rc = run_all(&r);
     qhx_run_out_free(&r.out);
     qhx_session_free(r.s);
+    qhx_constraint_free(r.constraint);
+    qhx_grammar_free(r.grammar);
     for (int k = 0; k < r.a.n_images; k++) qhx_encoded_image_free(r.im[k]);
     qhx_model_free(r.m);
     free(r.ids);

@@ -43,6 +43,7 @@ typedef struct slot {
     /* the job in hand */
     srv_job *job;
     qhx_sampler_handle *smp;
+    qhx_constraint *con; /* the job's grammar, followed token by token (NULL: none) */
     qhx_text_stream *ts;
     srv_output *out;
     int64_t n_gen, max_gen;
@@ -173,8 +174,10 @@ static void release(slot *sl) {
     qhx_text_stream_flush(sl->ts, &t, &l, NULL); /* what a failed job left in the stream */
     srv_output_free(sl->out);
     qhx_sampler_delete(sl->smp);
+    qhx_constraint_free(sl->con);
     sl->out = NULL;
     sl->smp = NULL;
+    sl->con = NULL;
     srv_job_unref(sl->job);
     sl->job = NULL;
     atomic_fetch_sub(&sl->e->busy, 1);
@@ -288,6 +291,10 @@ static int start_job(slot *sl) {
         return -1;
     }
     for (size_t i = 0; i < n; i++) qhx_sampler_push(sl->smp, ids[i]);
+    if (j->grammar && qhx_constraint_new(e->m, j->grammar, &sl->con, &err)) {
+        fail_job(sl, err.code == QHX_E_NOMEM ? 503 : 400, err.msg);
+        return -1;
+    }
     if (!(sl->out = srv_output_new(e->m, j))) {
         fail_job(sl, 503, "out of memory");
         return -1;
@@ -306,14 +313,24 @@ static int next_token(slot *sl, qhx_token *out) {
         return 0;
     }
     const float *lg = qhx_session_logits(sl->s);
-    qhx_token t = qhx_sampler_pick(sl->smp, lg);
-    if (t < 0) {
-        slot_forget(sl);
-        fail_job(sl, 500, "the logits are not finite (NaN or Inf)");
+    qhx_error err = {0};
+    qhx_token t = sl->con ? qhx_constraint_pick(sl->con, sl->smp, lg, !j->ignore_eos, &err) : qhx_sampler_pick(sl->smp, lg);
+    if (t == -2) { /* the grammar's answer is complete and nothing may follow */
+        end_job(sl, SRV_FINISH_STOP);
         return 0;
     }
-    if (!j->ignore_eos && (qhx_model_is_stop(e->m, t) || t == e->turn_end)) {
+    if (t < 0) {
+        slot_forget(sl);
+        fail_job(sl, 500, err.msg[0] ? err.msg : "the logits are not finite (NaN or Inf)");
+        return 0;
+    }
+    if (!j->ignore_eos && (qhx_model_is_stop(e->m, t) || t == e->turn_end || qhx_constraint_is_end(sl->con, t))) {
         end_job(sl, SRV_FINISH_STOP);
+        return 0;
+    }
+    if (sl->con && qhx_constraint_accept(sl->con, t, &err)) {
+        slot_forget(sl);
+        fail_job(sl, 500, err.msg);
         return 0;
     }
     const char *text = "";

@@ -173,6 +173,7 @@ static int common_fields(const qhx_model *m, const srv_config *cfg, json_t *root
     bool ignore_eos = false;
     if (get_bool(root, "ignore_eos", &ignore_eos, status, err)) return -1;
     j->ignore_eos = ignore_eos;
+    if (srv_request_constraint(root, j, status, err)) return -1; /* constrain.c */
     json_t *stop = json_object_get(root, "stop");
     if (present(stop)) {
         if (!json_is_string(stop) && !json_is_array(stop))
@@ -508,6 +509,12 @@ srv_job *srv_request_chat(const qhx_model *m, const srv_config *cfg, const char 
     if (messages_of(&c, cfg, json_object_get(root, "messages"), status, err)) goto bad;
     if (tools_of(&c, m, cfg, root, status, err)) goto bad;
     if (c.forced) thinking = false; /* the answer starts with the call, not a think block */
+    if (c.forced && j->grammar) {
+        fail(status, 400, err, "'tool_choice' forces a tool call: 'response_format'/'grammar'/'json_schema' cannot apply too");
+        goto bad;
+    }
+    if (c.forced && srv_request_tool_grammar(m, root, c.tools, c.n_tools, j, status, err)) goto bad; /* constrain.c */
+    if (j->grammar) thinking = false; /* the grammar holds from the answer's first byte */
     if (c.forced && !(j->answer_prefix = strdup(c.forced))) {
         fail(status, 503, err, "out of memory");
         goto bad;

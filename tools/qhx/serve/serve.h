@@ -81,6 +81,7 @@ typedef struct srv_job {
     bool thinking;        /* the prompt opened a think block: text before </think> is reasoning */
     bool tools;           /* tools were offered: <tool_call> blocks are parsed */
     char *answer_prefix;  /* tool_choice forced a call: the prompt ends with this start of it */
+    qhx_grammar *grammar; /* response_format / grammar / json_schema: the answer follows it (owned) */
     bool echo;            /* completions: echo the prompt text */
     char id[48];
     int64_t created;
@@ -190,6 +191,13 @@ int srv_chunked_feed(srv_chunked *c, const char *in, size_t n, size_t *used, srv
  * message in err. */
 srv_job *srv_request_chat(const qhx_model *m, const srv_config *cfg, const char *body, size_t len, int *status,
                           qhx_error *err);
+/* response_format, grammar, json_schema (at most one) into j->grammar (constrain.c). 0, or -1
+ * with *status (400, 503) and err set. */
+int srv_request_constraint(json_t *root, srv_job *j, int *status, qhx_error *err);
+/* tool_choice forced a call (required or named): j->grammar holds the rest of the call to the
+ * functions' parameters schemas (constrain.c). 0, or -1 with *status and err set. */
+int srv_request_tool_grammar(const qhx_model *m, json_t *root, const char *const *tools, size_t n_tools, srv_job *j,
+                             int *status, qhx_error *err);
 srv_job *srv_request_completion(const qhx_model *m, const srv_config *cfg, const char *body, size_t len,
                                 int *status, qhx_error *err);
 
