@@ -319,7 +319,7 @@ static void test_tool_call(void) {
                            "{\"type\": \"function\", \"function\": {\"name\": \"z\"}}"};
     char *text = NULL;
     qhx_error err = {0};
-    CHECK_EQ(qhx_gm_tool_call_gbnf(tools, 2, "w", &text, &err), QHX_OK);
+    CHECK_EQ(qhx_gm_tool_call_gbnf(tools, 2, "w", false, &text, &err), QHX_OK);
     qhx_gm *g = text ? parse(text) : NULL;
     CHECK(g != NULL);
     static const char tail[] = "</function>\n</tool_call>";
@@ -336,7 +336,7 @@ static void test_tool_call(void) {
     CHECK_EQ(judge(g, "<parameter=n>\n3\n</parameter>\n</function>\n</tool_call>"), -1); /* city is required */
     qhx_gm_free(g);
     qhx_free(text);
-    CHECK_EQ(qhx_gm_tool_call_gbnf(tools, 2, NULL, &text, &err), QHX_OK); /* any function, name first */
+    CHECK_EQ(qhx_gm_tool_call_gbnf(tools, 2, NULL, false, &text, &err), QHX_OK); /* any function, name first */
     g = text ? parse(text) : NULL;
     CHECK_EQ(judge(g, "z>\n</function>\n</tool_call>"), 1);
     CHECK_EQ(judge(g, "w>\n</function>\n</tool_call>"), -1);
@@ -344,9 +344,43 @@ static void test_tool_call(void) {
     qhx_free(text);
     const char *bad_tool[] = {"{\"type\": \"function\", \"function\": {\"name\": \"w\", \"parameters\": {\"properties\":"
                               " {\"s\": {\"type\": \"string\", \"pattern\": \"a\"}}}}}"};
-    CHECK_EQ(qhx_gm_tool_call_gbnf(bad_tool, 1, NULL, &text, &err), QHX_E_UNSUPPORTED);
+    CHECK_EQ(qhx_gm_tool_call_gbnf(bad_tool, 1, NULL, false, &text, &err), QHX_E_UNSUPPORTED);
     CHECK_CONTAINS(err.msg, "'pattern'");
-    CHECK_EQ(qhx_gm_tool_call_gbnf(tools, 2, "nope", &text, &err), QHX_E_ARG);
+    CHECK_EQ(qhx_gm_tool_call_gbnf(tools, 2, "nope", false, &text, &err), QHX_E_ARG);
+}
+
+/* The rest of a forced Qwen3-VL call: the arguments one JSON object under the schema, then the
+ * object's close and the end tag; with any function, the name and the "arguments" key first. */
+static void test_tool_call_json(void) {
+    const char *tools[] = {"{\"type\": \"function\", \"function\": {\"name\": \"w\", \"parameters\": {\"type\": \"object\","
+                           " \"properties\": {\"city\": {\"type\": \"string\"}, \"n\": {\"type\": \"integer\", \"minimum\": 1,"
+                           " \"maximum\": 3}}, \"required\": [\"city\"], \"additionalProperties\": false}}}",
+                           "{\"type\": \"function\", \"function\": {\"name\": \"z\"}}"};
+    char *text = NULL;
+    qhx_error err = {0};
+    CHECK_EQ(qhx_gm_tool_call_gbnf(tools, 2, "w", true, &text, &err), QHX_OK);
+    qhx_gm *g = text ? parse(text) : NULL;
+    CHECK(g != NULL);
+    CHECK_EQ(judge(g, "{\"city\": \"Paris\"}}\n</tool_call>"), 1);
+    CHECK_EQ(judge(g, "{\"city\": \"Paris\", \"n\": 2}}\n</tool_call>"), 1);
+    CHECK_EQ(judge(g, "{\"city\": \"Paris\", \"n\": 4}}\n</tool_call>"), -1); /* maximum 3 */
+    CHECK_EQ(judge(g, "{\"n\": 2}}\n</tool_call>"), -1);                           /* city is required */
+    CHECK_EQ(judge(g, "{\"city\": 1}}\n</tool_call>"), -1);
+    CHECK_EQ(judge(g, "{\"city\": \"Paris\"}\n</tool_call>"), -1); /* the call object's close */
+    qhx_gm_free(g);
+    qhx_free(text);
+    CHECK_EQ(qhx_gm_tool_call_gbnf(tools, 2, NULL, true, &text, &err), QHX_OK);
+    g = text ? parse(text) : NULL;
+    CHECK(g != NULL);
+    CHECK_EQ(judge(g, "z\", \"arguments\": {}}\n</tool_call>"), 1);
+    CHECK_EQ(judge(g, "w\", \"arguments\": {\"city\": \"x\"}}\n</tool_call>"), 1);
+    CHECK_EQ(judge(g, "w\", \"arguments\": {}}\n</tool_call>"), -1);
+    CHECK_EQ(judge(g, "q\", \"arguments\": {}}\n</tool_call>"), -1);
+    qhx_gm_free(g);
+    qhx_free(text);
+    const char *quoted[] = {"{\"type\": \"function\", \"function\": {\"name\": \"a\\\"b\"}}"};
+    CHECK_EQ(qhx_gm_tool_call_gbnf(quoted, 1, NULL, true, &text, &err), QHX_E_UNSUPPORTED);
+    CHECK_CONTAINS(err.msg, "JSON tool call");
 }
 
 int main(void) {
@@ -355,5 +389,6 @@ int main(void) {
     test_masks();
     test_schema();
     test_tool_call();
+    test_tool_call_json();
     return t_done("test_grammar");
 }

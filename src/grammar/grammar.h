@@ -17,6 +17,7 @@
 
 #include "core/status.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -47,11 +48,16 @@ qhx_status qhx_gm_schema_to_gbnf(const char *json, size_t len, char **gbnf /* OU
 qhx_status qhx_gm_from_schema(const char *json, size_t len, qhx_gm **out /* OUT */, qhx_error *err);
 /* Any JSON object (response_format json_object, --json-object). */
 qhx_status qhx_gm_json_object(qhx_gm **out /* OUT */, qhx_error *err);
-/* The rest of a Qwen3.5 tool call forced by tool_choice, its arguments held to each function's
+/* The rest of a tool call forced by tool_choice, its arguments held to each function's
  * "parameters" schema: tools (n_tools JSON texts, {"type": "function", "function": {...}}),
- * name: the one function (the text before is "<tool_call>\n<function=NAME>\n"), or NULL for
- * any of them (the text before is "<tool_call>\n<function="). GBNF text, owned: qhx_free. */
-qhx_status qhx_gm_tool_call_gbnf(const char *const *tools, size_t n_tools, const char *name,
+ * name: the one function or NULL for any of them. Two call forms:
+ *   XML (Qwen3.5): the text before is "<tool_call>\n<function=NAME>\n" (named) or
+ *     "<tool_call>\n<function=" (any); parameters as <parameter=KEY> blocks;
+ *   JSON (json_form, Qwen3-VL): the text before is "<tool_call>\n{\"name\": \"NAME\", \"arguments\": "
+ *     (named) or "<tool_call>\n{\"name\": \"" (any); the arguments one JSON object, then
+ *     "}\n</tool_call>".
+ * GBNF text, owned: qhx_free. */
+qhx_status qhx_gm_tool_call_gbnf(const char *const *tools, size_t n_tools, const char *name, bool json_form,
                                  char **gbnf /* OUT */, qhx_error *err);
 
 /* ---- matching ---------------------------------------------------------------------------------- */

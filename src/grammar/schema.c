@@ -1066,7 +1066,31 @@ static int tool_function(sc *c, json_t *fn, char name[24]) {
     return rc;
 }
 
-qhx_status qhx_gm_tool_call_gbnf(const char *const *tools, size_t n_tools, const char *name, char **gbnf, qhx_error *err) {
+/* The JSON-object call form (Qwen3-VL): `{"name": "NAME", "arguments": ARGS}\n</tool_call>`, the
+ * arguments one JSON value under the function's "parameters" schema; name[] gets the rule for
+ * ARGS and the end. */
+static int tool_function_json(sc *c, json_t *fn, char name[24]) {
+    json_t *params = json_object_get(fn, "parameters");
+    json_t *own = params ? json_incref(params) : json_pack("{s:s}", "type", "object");
+    if (!own || !json_is_object(own)) {
+        json_decref(own);
+        return fail(c, QHX_E_FORMAT, "'parameters' must be an object schema");
+    }
+    c->root = own; /* $refs point into this function's schema */
+    c->n_refs = 0;
+    char args[24];
+    int rc = comp(c, own, args);
+    if (!rc) {
+        new_rule(c, name);
+        sb_printf(&c->out, "%s ::= %s \"}\\n</tool_call>\"\n", name, args);
+    }
+    for (int i = 0; i < c->n_refs; i++) qhx_free(c->refs[i].ref);
+    c->n_refs = 0;
+    json_decref(own);
+    return rc;
+}
+
+qhx_status qhx_gm_tool_call_gbnf(const char *const *tools, size_t n_tools, const char *name, bool json_form, char **gbnf, qhx_error *err) {
     *gbnf = NULL;
     sc c = {.err = err};
     sb_put(&c.out, PRELUDE, sizeof PRELUDE - 1);
@@ -1086,7 +1110,11 @@ qhx_status qhx_gm_tool_call_gbnf(const char *const *tools, size_t n_tools, const
         }
         if (name && strcmp(name, fname)) continue;
         snprintf(c.path, sizeof c.path, "tools/%.200s/parameters", fname);
-        rc = tool_function(&c, fn, fns[used]);
+        if (json_form)
+            for (const char *q = fname; *q && !rc; q++)
+                if (*q == '"' || *q == '\\' || (unsigned char)*q < 0x20)
+                    rc = fail(&c, QHX_E_UNSUPPORTED, "the function name '%s' cannot be written in a JSON tool call", fname);
+        if (!rc) rc = json_form ? tool_function_json(&c, fn, fns[used]) : tool_function(&c, fn, fns[used]);
         names[used++] = fname;
     }
     if (!rc && !used) rc = fail(&c, QHX_E_ARG, "no tool named '%s'", name ? name : "");
@@ -1094,9 +1122,9 @@ qhx_status qhx_gm_tool_call_gbnf(const char *const *tools, size_t n_tools, const
         sb_put(&c.out, "root ::= ", 9);
         for (size_t i = 0; i < used; i++) {
             if (i) sb_put(&c.out, " | ", 3);
-            if (!name) { /* after "<function=": the name, then the rest */
+            if (!name) { /* after "<function=" or "{\"name\": \"": the name, then the rest */
                 char open[300];
-                snprintf(open, sizeof open, "%.250s>\n", names[i]);
+                snprintf(open, sizeof open, json_form ? "%.250s\", \"arguments\": " : "%.250s>\n", names[i]);
                 sb_lit(&c.out, open, strlen(open));
                 sb_put(&c.out, " ", 1);
             }

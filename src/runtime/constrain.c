@@ -66,10 +66,12 @@ qhx_status qhx_grammar_tool_call(const qhx_model *m, const char *const *tools, s
     if (!out) return qhx_fail(err, QHX_E_ARG, "tool call grammar: out is NULL");
     *out = NULL;
     if (!m || (!tools && n_tools)) return qhx_fail(err, QHX_E_ARG, "tool call grammar: model and tools are required");
-    if (qhx_model_chat_style(m) != QHX_CHAT_QWEN35)
+    /* how the family's chat format writes a call: Qwen3.5's XML form, Qwen3-VL's JSON object */
+    const qhx_chat_family style = qhx_model_chat_style(m);
+    if (style != QHX_CHAT_QWEN35 && style != QHX_CHAT_QWEN3VL)
         return qhx_fail(err, QHX_E_UNSUPPORTED, "tool call grammar: the %s chat format takes no tools", qhx_model_family_title(m));
     char *text = NULL;
-    qhx_status rc = qhx_gm_tool_call_gbnf(tools, n_tools, name, &text, err);
+    qhx_status rc = qhx_gm_tool_call_gbnf(tools, n_tools, name, style == QHX_CHAT_QWEN3VL, &text, err);
     qhx_gm *gm = NULL;
     if (!rc) rc = qhx_gm_parse(text, strlen(text), "root", &gm, err);
     qhx_free(text);

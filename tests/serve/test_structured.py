@@ -24,6 +24,34 @@ SCHEMAS = [
 ]
 
 
+TOOL_PARAMS = {"type": "object", "properties": {"days": {"type": "integer", "minimum": 1, "maximum": 7},
+                                                "unit": {"enum": ["celsius", "fahrenheit"]},
+                                                "note": {"const": "ok"}, "ids": {"type": "array", "items": {"type": "boolean"},
+                                                                                 "maxItems": 2}},
+               "required": ["days", "unit"]}
+TOOLS = [{"type": "function", "function": {"name": "weather", "parameters": TOOL_PARAMS}},
+         {"type": "function", "function": {"name": "clock", "parameters": {"type": "object", "properties":
+                                           {"h": {"type": "integer", "minimum": 0, "maximum": 23}}, "required": ["h"]}}}]
+
+
+def forced_calls(c, chat, msgs, label):
+    """A call forced by tool_choice (required, named): one call, its arguments valid under the
+    function's parameters schema, greedy and sampled."""
+    by_name = {t["function"]["name"]: jsonschema.Draft202012Validator(t["function"]["parameters"]) for t in TOOLS}
+    for choice in ("required", {"type": "function", "function": {"name": "weather"}}):
+        for temp, seed in ((0, 0), (1.3, 1), (1.3, 2)):
+            st, r = post(chat, {"messages": msgs, "max_tokens": 300, "temperature": temp, "seed": seed, "tools": TOOLS,
+                                "tool_choice": choice})
+            ch = r["choices"][0] if st == 200 else {}
+            calls = (ch.get("message") or {}).get("tool_calls") or []
+            ok = st == 200 and ch.get("finish_reason") == "tool_calls" and len(calls) == 1
+            if ok:
+                fn = calls[0]["function"]
+                ok = fn["name"] in by_name and (choice == "required" or fn["name"] == "weather") and \
+                    by_name[fn["name"]].is_valid(json.loads(fn["arguments"]))
+            c.check(ok, "%s forced tool call %s temp %g: %d %s" % (label, choice, temp, st, json.dumps(r)[:300]))
+
+
 def sse_text(url, body):
     import urllib.request
     req = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
@@ -79,28 +107,7 @@ def main():
                 "completion grammar: %r" % text)
         st, r = post(comp, {"prompt": "x", "max_tokens": 20, "grammar": ""})
         c.check(st == 200, "an empty grammar is none (llama-server's default)")
-        # a forced tool call: its arguments follow the function's parameters schema
-        params = {"type": "object", "properties": {"days": {"type": "integer", "minimum": 1, "maximum": 7},
-                                                   "unit": {"enum": ["celsius", "fahrenheit"]},
-                                                   "note": {"const": "ok"}, "ids": {"type": "array", "items": {"type": "boolean"},
-                                                                                    "maxItems": 2}},
-                  "required": ["days", "unit"]}
-        tools = [{"type": "function", "function": {"name": "weather", "parameters": params}},
-                 {"type": "function", "function": {"name": "clock", "parameters": {"type": "object", "properties":
-                                                   {"h": {"type": "integer", "minimum": 0, "maximum": 23}}, "required": ["h"]}}}]
-        by_name = {t["function"]["name"]: jsonschema.Draft202012Validator(t["function"]["parameters"]) for t in tools}
-        for choice in ("required", {"type": "function", "function": {"name": "weather"}}):
-            for temp, seed in ((0, 0), (1.3, 1), (1.3, 2)):
-                st, r = post(chat, {"messages": msgs, "max_tokens": 300, "temperature": temp, "seed": seed, "tools": tools,
-                                    "tool_choice": choice})
-                ch = r["choices"][0] if st == 200 else {}
-                calls = (ch.get("message") or {}).get("tool_calls") or []
-                ok = st == 200 and ch.get("finish_reason") == "tool_calls" and len(calls) == 1
-                if ok:
-                    fn = calls[0]["function"]
-                    ok = fn["name"] in by_name and (choice == "required" or fn["name"] == "weather") and \
-                        by_name[fn["name"]].is_valid(json.loads(fn["arguments"]))
-                c.check(ok, "forced tool call %s temp %g: %d %s" % (choice, temp, st, json.dumps(r)[:300]))
+        forced_calls(c, chat, msgs, "Qwen3.5")
         for body, needle in [
             ({"messages": msgs, "response_format": {"type": "json_schema", "json_schema": {"schema": {"not": {}}}}}, "'not'"),
             ({"messages": msgs, "response_format": {"type": "yaml"}}, "'yaml'"),
@@ -119,6 +126,11 @@ def main():
             c.check(st == 400 and needle in msg, "400 for %s: %d %s" % (needle, st, msg))
     finally:
         s.stop()
+    v = Server(qhx, data + "/fixtures/parity/qwen3vl-tiny-f32")
+    try:
+        forced_calls(c, v.url + "/v1/chat/completions", [{"role": "user", "content": "Weather in Paris?"}], "Qwen3-VL")
+    finally:
+        v.stop()
     c.done()
 
 
