@@ -23,6 +23,7 @@
 #include "core/alloc.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -97,6 +98,7 @@ int qhx_perplexity_parse_args(int argc, char **argv, qhx_perplexity_args *a) {
         return qhx_cli_usage_error(CMD, "--stride %lld must be smaller than --ctx %lld", (long long)a->stride, (long long)a->ctx);
     if (a->kl && !a->kl_base) return qhx_cli_usage_error(CMD, "--kl-divergence needs --kl-base FILE");
     if (!a->batch) a->batch = a->ctx < 512 ? a->ctx : 512;
+    if (a->batch > a->ctx) a->batch = a->ctx; /* a window is all one forward pass can hold */
     return -1;
 }
 
@@ -176,15 +178,21 @@ static void header_fill(unsigned char *h, const ppl_plan *p, int64_t V) {
 static qhx_status base_open(const char *path, const ppl_plan *p, int64_t V, const int32_t *toks, FILE **out,
                             qhx_error *err) {
     *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return qhx_fail(err, QHX_E_IO, "%s: cannot open: %s", path, strerror(errno));
+    /* non-blocking open, then the type: a FIFO or a device must not hang the command */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) return qhx_fail(err, QHX_E_IO, "%s: cannot open: %s", path, strerror(errno));
     struct stat st;
+    if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return qhx_fail(err, QHX_E_IO, "%s: not a regular file", path);
+    }
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        close(fd);
+        return qhx_fail(err, QHX_E_IO, "%s: cannot open: %s", path, strerror(errno));
+    }
     unsigned char h[BASE_HEADER_BYTES], want[BASE_HEADER_BYTES];
     qhx_status rc = QHX_OK;
-    if (fstat(fileno(f), &st) || !S_ISREG(st.st_mode)) {
-        rc = qhx_fail(err, QHX_E_IO, "%s: not a regular file", path);
-        goto out;
-    }
     if (fread(h, 1, sizeof h, f) != sizeof h || memcmp(h, BASE_MAGIC, 8)) {
         rc = qhx_fail(err, QHX_E_FORMAT, "%s: not a qhx perplexity base file (made by --kl-base without --kl-divergence)", path);
         goto out;
