@@ -50,8 +50,8 @@ def num(pat, text, what, log):
 
 def last_chunk_row(text, log):
     """llama-perplexity --kl-divergence's last per-chunk line: chunk, PPL, ln ratio, KLD, dp RMS,
-    same top; each 'x ± y'. Some runs end there without the summary block, and then the table
-    reads this line (marked *; its PPL column is not the summary's estimator)."""
+    same top; each 'x ± y'. When three runs in a row ended there without the summary block, the
+    table reads this line (marked *; its PPL column is not the summary's estimator)."""
     rows = re.findall(r"^\s*\d+\s+([0-9.]+) ±\s+([0-9.]+)\s+\S+ ±\s+\S+\s+([0-9.eE+-]+) ±\s+([0-9.eE+-]+)\s+"
                       r"\S+ ±\s+\S+ %\s+([0-9.]+) ±\s+([0-9.]+) %", text, re.M)
     if not rows:
@@ -116,7 +116,12 @@ def llama_rows(a):
         if not os.path.isfile(g):
             sh([os.path.join(binf, "llama-quantize"), f32, g, q, "1"], os.path.join(w, "quantize-%s.log" % q))
         log = os.path.join(w, "llama-%s.log" % q)
-        text = sh([ppl, "-m", g, *common, "--kl-divergence-base", base, "--kl-divergence"], log)
+        # its log lines go through a worker thread; a run now and then exits before the summary
+        # block is written out: run it again (at most three times) before reading the last line
+        for _ in range(3):
+            text = sh([ppl, "-m", g, *common, "--kl-divergence-base", base, "--kl-divergence"], log)
+            if "Mean    KLD" in text:
+                break
         rows.append(("llama.cpp", q, weight_bytes(g), parse(text, log, llama=True)))
     return rows
 
