@@ -110,6 +110,13 @@ check(rc == 0 and got and abs(got[0] / want - 1) <= 1e-4 and got[2] == g["perple
 rc, out2, _ = run("perplexity", "-m", MODEL, "-f", excerpt, "--ctx", ctx, "--kv", "f32", "--batch", "48")
 got2 = final_ppl(out2)
 check(rc == 0 and got2 and abs(got2[0] / want - 1) <= 1e-4, "perplexity --batch 48: %s" % (got2 and got2[0]))
+n_ids, sctx, sstride = len(g["heldout_ids"]), 256, 64
+rc, out3, _ = run("perplexity", "-m", MODEL, "-f", excerpt, "--ctx", str(sctx), "--stride", str(sstride), "--kv", "f32")
+got3 = final_ppl(out3)
+want3 = (n_ids - sctx + sstride - 1) // sstride * sstride  # llama-perplexity --ppl-stride's windows
+check(rc == 0 and got3 and got3[2] == want3 and abs(got3[0] / want - 1) < 0.1,
+      "perplexity --stride %d: %s over %s tokens (%d expected), near the plain figure" %
+      (sstride, got3 and got3[0], got3 and got3[2], want3))
 trained = got[0] if got else float("inf")
 check(trained < V / 20, "the trained model's perplexity %.2f is far below the vocabulary size %d" % (trained, V))
 

@@ -8,8 +8,9 @@
  * consecutive windows of --ctx tokens, each evaluated from an empty state, and the loss counts
  * the predictions of the second half of each window (tokens ctx/2 + 1 .. ctx - 1, from the
  * logits after positions ctx/2 .. ctx - 2), so every scored token has at least ctx/2 tokens of
- * context. With --stride S (0 < S < ctx), windows of ctx tokens start every S tokens and each
- * scores its last S predictions (llama-perplexity --ppl-stride). The figure is exp(mean NLL)
+ * context. With --stride S (0 < S < ctx), windows of ctx tokens start every S tokens, as many as
+ * llama-perplexity --ppl-stride takes (ceil((n - ctx) / S)), and each scores its last S
+ * predictions. The figure is exp(mean NLL)
  * with the standard error of the mean carried through exp (llama.cpp's "PPL = x +/- y").
  *
  * --kl-base FILE alone saves the log-probabilities of every scored row (and the tokens) to FILE;
@@ -118,7 +119,11 @@ static qhx_status plan_windows(const qhx_perplexity_args *a, int64_t n_tok, ppl_
         return qhx_fail(err, QHX_E_ARG, "%s: %lld tokens, fewer than one window of --ctx %lld", a->file,
                         (long long)n_tok, (long long)a->ctx);
     if (a->stride) {
-        p->n_win = (n_tok - a->ctx) / a->stride + 1;
+        /* llama-perplexity's count: ceil((n - ctx) / stride) windows (so more tokens than ctx) */
+        if (n_tok == a->ctx)
+            return qhx_fail(err, QHX_E_ARG, "%s: %lld tokens; --stride needs more than --ctx %lld", a->file,
+                            (long long)n_tok, (long long)a->ctx);
+        p->n_win = (n_tok - a->ctx + a->stride - 1) / a->stride;
         p->scored = a->stride;
     } else {
         p->n_win = n_tok / a->ctx;
