@@ -3,7 +3,7 @@
 #   make test   install deps, build Release + ASan/UBSan, run every CTest test in both, then the
 #               tests labelled tsan under ThreadSanitizer (make test-tsan) and the aarch64
 #               kernels under qemu (make test-arm)
-#   make demo   install deps, build, run text generation on a small random demo model
+#   make demo   install deps, build, run text generation on the model in models/shakespeare
 #   make test-arm   aarch64 cross build of the kernels (QHX_KERNELS_ONLY), tests run under qemu-aarch64
 #   make test-tsan  ThreadSanitizer build, runs the tests labelled tsan (pool, sessions)
 #   make fuzz   clang libFuzzer build; runs every fuzz target FUZZ_TIME seconds (default 60)

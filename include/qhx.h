@@ -169,6 +169,9 @@ typedef struct qhx_model_params {
        family's choice: Qwen3-VL folders with images, Qwen3.5 folders text only. A manifest's
        host_op decides for itself (a bundle's -vlm- manifest takes images). */
     int vision;
+    /* 1: also load the checkpoint's multi-token-prediction block (Qwen3.5 mtp.*), when it has
+       one, for draft logits; 0 (default): its tensors are never read. */
+    int mtp;
 } qhx_model_params;
 
 QHX_API qhx_model_params qhx_model_default_params(void);

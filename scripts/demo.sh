@@ -1,23 +1,21 @@
 #!/usr/bin/env bash
-# make demo: streaming text generation on a small random-weight Qwen3.5-shaped model with the
-# real Qwen3 tokenizer. The weights are random, so the text is NOT meaningful: the demo shows
-# the pipeline (tokenizer -> chunked prefill -> decode -> sampling -> streaming) and its speed.
+# make demo: streaming text generation with the small model shipped in the tree
+# (models/shakespeare: a 4.3M-parameter Qwen3.5-architecture model, Gated DeltaNet + gated
+# attention, trained here on Shakespeare's plays by scripts/train_demo.py). It writes
+# Shakespeare-like verse: real words, names and speech headings, seldom sense. It shows the
+# pipeline (tokenizer -> chunked prefill -> decode -> sampling -> streaming) and its speed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 QHX=build/bin/qhx
-TOK=tests/data/fixtures/tokenizer/qwen3/tokenizer.json
-MODEL=build/demo-model
+MODEL=${DEMO_MODEL:-models/shakespeare}
 [ -x "$QHX" ] || { echo "demo: build/bin/qhx is missing (run make)" >&2; exit 1; }
-[ -f "$TOK" ] || { echo "demo: $TOK is missing (it is part of the tree: is this a complete checkout?)" >&2; exit 1; }
-if [ ! -f "$MODEL/config.json" ]; then
-  echo "demo: making a random-weight demo model (hidden 256, 8 layers, Qwen3 tokenizer) in $MODEL"
-  rm -rf "$MODEL"
-  "$QHX" forge --random qwen3_5 "$MODEL" --preset demo --seed 7 --tokenizer "$TOK" --quiet
-fi
-echo "demo: the weights are random: the text below is not meaningful, only the pipeline and speed are."
-echo "demo: qhx generate -m $MODEL -p 'The capital of France is' -n 64 --seed 1"
+[ -f "$MODEL/model.safetensors" ] || { echo "demo: $MODEL is missing (it is part of the tree: is this a complete checkout?)" >&2; exit 1; }
+echo "demo: a 4.3M-parameter model trained on Shakespeare's plays (models/shakespeare/README.md):"
+echo "demo: it has learnt the words and the shape of a play, not meaning."
+echo "demo: qhx generate -m $MODEL -p \$'ROMEO:\\n' -n 120 --seed 1 --temp 0.8 --top-k 40"
 echo "----"
-"$QHX" generate -m "$MODEL" -p "The capital of France is" -n 64 --seed 1 --temp 0.8 --top-k 40
+"$QHX" generate -m "$MODEL" -p $'ROMEO:\n' -n 120 --seed 1 --temp 0.8 --top-k 40
 echo "----"
-echo "demo: chat format + greedy: qhx generate -m $MODEL -p 'Hello!' --chat -n 32 --greedy"
-"$QHX" generate -m "$MODEL" -p "Hello!" --chat -n 32 --greedy
+echo "demo: qhx generate -m $MODEL -p \$'KING RICHARD III:\\nNow is the winter of our discontent' -n 80 --seed 2 --temp 0.7"
+echo "----"
+"$QHX" generate -m "$MODEL" -p $'KING RICHARD III:\nNow is the winter of our discontent' -n 80 --seed 2 --temp 0.7 --top-k 40

@@ -8,6 +8,8 @@
  *   "decode"   one id -> state updated; logits
  *   "lm_head"  hidden rows after the last decoder layer (n, hidden) -> logits (n, vocab)
  *   "vision"   image patches (image/image.h) -> one embedding row per image token
+ *   "mtp"      the multi-token-prediction block: hidden rows after the last decoder layer at
+ *              positions pos0.. and the token after each -> draft logits of the token after that
  * A prefill may carry images: seq_attach announces, for the ids of the next prefill calls, which
  * image rows sit at the image-pad ids (the family turns them into rows and M-RoPE positions).
  * Ownership: the backend owns its loaded graphs and weights and every sequence state it created
@@ -28,6 +30,7 @@ typedef enum qhx_graph {
     QHX_GRAPH_DECODE,
     QHX_GRAPH_LM_HEAD,
     QHX_GRAPH_VISION,
+    QHX_GRAPH_MTP,
     QHX_GRAPH_COUNT
 } qhx_graph;
 
@@ -40,6 +43,7 @@ typedef struct qhx_backend_load_args {
     const qhx_model_config *cfg;      /* parsed by the family from the plan's config */
     const qhx_model_params *params;   /* isa, threads, weights mode, arithmetic, progress */
     bool vision;                      /* the host-op feeds images: load the vision graph too */
+    bool mtp;                         /* load the multi-token-prediction graph when there is one */
 } qhx_backend_load_args;
 
 typedef struct qhx_seq_params {
@@ -61,8 +65,9 @@ typedef struct qhx_graph_io {
     float *logits;           /* OUT: (vocab,) or, with logits_all, (n, vocab); lm_head: (n, vocab) */
     bool logits_all;
     bool sequential;         /* prefill: one token at a time through the decode graph */
-    /* lm_head */
+    /* lm_head, mtp */
     const float *hidden;     /* (n, hidden_size) */
+    int64_t pos0;            /* mtp: position of the first row (ids: the token after each row) */
     /* vision */
     const qhx_image_patches *pixels;
     qhx_image_embed *image;  /* OUT: grid, n_tokens and row_width set and embd allocated by the host */

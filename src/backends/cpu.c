@@ -69,8 +69,8 @@ static qhx_status open_weights(const qhx_backend_load_args *a, qhx_st_set **out,
         struct stat st;
         if (stat(paths[i], &st) == 0 && S_ISREG(st.st_mode)) pr.total += (uint64_t)st.st_size;
     }
-    const char *skip[3] = {"mtp.", NULL, NULL};
-    if (!a->vision) skip[1] = a->family->vision_prefix;
+    const char *skip[3] = {a->mtp ? NULL : "mtp.", NULL, NULL};
+    if (!a->vision) skip[a->mtp ? 0 : 1] = a->family->vision_prefix;
     /* total counts whole files; the left-out tensors' bytes are never loaded, so done may end short of it */
     return qhx_st_open_select(paths, n, file_mode(p->weights), skip, p->load_progress ? &pr : NULL, out, err);
 }
@@ -100,7 +100,7 @@ static qhx_status cpu_load(const qhx_backend_load_args *a, qhx_graphs **out, qhx
         rc = open_weights(a, &set, err);
     }
     if (rc == QHX_OK) {
-        const qhx_net_bind_args ba = {.label = a->plan->label, .vision = a->vision};
+        const qhx_net_bind_args ba = {.label = a->plan->label, .vision = a->vision, .mtp = a->mtp};
         g->net.weights = set;
         rc = a->family->bind(&g->net, set, &ba, err); /* owns set from here on, also on failure */
     }
@@ -118,6 +118,7 @@ static bool cpu_has_graph(const qhx_graphs *g, qhx_graph which) {
     case QHX_GRAPH_DECODE: return true;
     case QHX_GRAPH_LM_HEAD: return g->net.vt->lm_head != NULL;
     case QHX_GRAPH_VISION: return g->net.vt->encode_image != NULL && g->net.cfg.has_vision; /* bound */
+    case QHX_GRAPH_MTP: return g->net.vt->has_mtp != NULL && g->net.vt->has_mtp(&g->net);
     case QHX_GRAPH_COUNT: break;
     }
     return false;
@@ -185,7 +186,8 @@ static qhx_status run_tokens(const qhx_graphs *g, qhx_seq *s, qhx_graph which, c
 static qhx_status cpu_run(const qhx_graphs *g, qhx_seq *s, qhx_graph which, const qhx_graph_io *io, qhx_error *err) {
     if (!cpu_has_graph(g, which))
         return qhx_fail(err, QHX_E_UNSUPPORTED, "cpu backend: this model has no %s graph",
-                        which == QHX_GRAPH_VISION ? "vision" : which == QHX_GRAPH_LM_HEAD ? "lm_head" : "such");
+                        which == QHX_GRAPH_VISION ? "vision" : which == QHX_GRAPH_LM_HEAD ? "lm_head"
+                        : which == QHX_GRAPH_MTP ? "multi-token-prediction (mtp)" : "such");
     switch (which) {
     case QHX_GRAPH_PREFILL:
     case QHX_GRAPH_DECODE:
@@ -197,6 +199,10 @@ static qhx_status cpu_run(const qhx_graphs *g, qhx_seq *s, qhx_graph which, cons
     case QHX_GRAPH_VISION:
         if (!io->pixels || !io->image) return qhx_fail(err, QHX_E_ARG, "vision graph: no image");
         return g->net.vt->encode_image(&g->net, io->pixels, io->image, err);
+    case QHX_GRAPH_MTP:
+        if (!s || io->n < 1 || !io->hidden || !io->ids || !io->logits)
+            return qhx_fail(err, QHX_E_ARG, "mtp graph: no sequence or no rows");
+        return g->net.vt->mtp(&g->net, net_state(s), io->pos0, io->hidden, io->ids, io->n, io->logits, err);
     case QHX_GRAPH_COUNT: break;
     }
     return qhx_fail(err, QHX_E_ARG, "cpu backend: graph %d does not exist", (int)which);

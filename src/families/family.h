@@ -136,6 +136,16 @@ typedef struct qhx_net_vt {
      * one-token forward alone. Positions and ids are checked by the caller. */
     qhx_status (*decode_multi)(const qhx_net *m, qhx_net_state *const *sts, const int32_t *ids, int64_t n,
                                float *const *logits, qhx_error *err);
+    /* optional: the multi-token-prediction block (Qwen3.5 mtp.*). has_mtp: whether it is bound
+     * (states are then created with its cache). mtp: hidden (n, H), the residual stream after
+     * the last decoder layer at positions pos0 .. pos0 + n - 1 (what layer_cb and lm_head see),
+     * and next_ids (n,), the token after each of those positions -> logits (n, V), the block's
+     * prediction of the token after next_ids[i]. The block keeps its own KV cache in st: rows
+     * before pos0 must have been filled by earlier calls (pos0 at most the rows filled so far;
+     * rows from pos0 + n on are forgotten, which is how a caller rewinds it). */
+    bool (*has_mtp)(const qhx_net *m);
+    qhx_status (*mtp)(const qhx_net *m, qhx_net_state *st, int64_t pos0, const float *hidden,
+                      const int32_t *next_ids, int64_t n, float *logits, qhx_error *err);
 } qhx_net_vt;
 
 struct qhx_net {
@@ -198,6 +208,7 @@ typedef struct qhx_family_host_op {
 typedef struct qhx_net_bind_args {
     const char *label;   /* names the checkpoint in messages */
     bool vision;         /* bind the vision tower too (the plan feeds images) */
+    bool mtp;            /* bind the multi-token-prediction block too, when the set holds it */
 } qhx_net_bind_args;
 
 typedef struct qhx_family_desc {

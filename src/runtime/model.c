@@ -38,6 +38,7 @@ static qhx_status check_params(const qhx_model_params *p, qhx_error *err) {
     if ((unsigned)p->max_isa > QHX_ISA_BEST) return qhx_fail(err, QHX_E_ARG, "max_isa %d is not an instruction set", (int)p->max_isa);
     if (p->max_context < 0) return qhx_fail(err, QHX_E_ARG, "max_context %lld is negative", (long long)p->max_context);
     if (p->vision < -1 || p->vision > 1) return qhx_fail(err, QHX_E_ARG, "vision %d is not -1, 0 or 1", p->vision);
+    if (p->mtp < 0 || p->mtp > 1) return qhx_fail(err, QHX_E_ARG, "mtp %d is not 0 or 1", p->mtp);
     if ((unsigned)p->kv_cache > QHX_KV_Q8) return qhx_fail(err, QHX_E_ARG, "kv_cache %d is not one of default, f32, f16, q8", (int)p->kv_cache);
     return QHX_OK;
 }
@@ -159,7 +160,7 @@ static qhx_status set_image_prep(qhx_model *m, qhx_error *err) {
 static qhx_status load_graphs(qhx_model *m, qhx_error *err) {
     bool images = m->host_op->loop == QHX_LOOP_IMAGE_TEXT;
     const qhx_backend_load_args a = {.plan = m->plan, .family = m->family, .cfg = &m->cfg, .params = &m->params,
-                                     .vision = images};
+                                     .vision = images, .mtp = m->params.mtp == 1};
     qhx_status rc = m->backend->load(&a, &m->graphs, err);
     if (rc) return rc;
     if (!images) return QHX_OK;
@@ -485,6 +486,15 @@ qhx_status qhx_model_decode_multi(const qhx_model *m, qhx_model_state *const *st
 qhx_status qhx_model_lm_head(const qhx_model *m, const float *hidden, int64_t n, float *logits, qhx_error *err) {
     const qhx_graph_io io = {.hidden = hidden, .n = n, .logits = logits};
     return m->backend->run(m->graphs, NULL, QHX_GRAPH_LM_HEAD, &io, err);
+}
+
+bool qhx_model_has_mtp(const qhx_model *m) { return m->backend->has_graph(m->graphs, QHX_GRAPH_MTP); }
+
+qhx_status qhx_model_mtp(const qhx_model *m, qhx_model_state *st, int64_t pos0, const float *hidden,
+                         const int32_t *next_ids, int64_t n, float *logits, qhx_error *err) {
+    if (!st) return qhx_fail(err, QHX_E_ARG, "mtp: state is NULL");
+    const qhx_graph_io io = {.hidden = hidden, .ids = next_ids, .n = n, .pos0 = pos0, .logits = logits};
+    return m->backend->run(m->graphs, st->seq, QHX_GRAPH_MTP, &io, err);
 }
 
 qhx_status qhx_model_state_attach(qhx_model_state *st, const qhx_image_embed *images, int n_images,

@@ -139,6 +139,17 @@ qhx_status qhx_model_decode_multi(const qhx_model *m, qhx_model_state *const *st
                                   float *const *logits, qhx_error *err);
 /* The lm-head graph alone: hidden (n, hidden_size) -> logits (n, vocab). */
 qhx_status qhx_model_lm_head(const qhx_model *m, const float *hidden, int64_t n, float *logits, qhx_error *err);
+/* Whether the model was opened with a multi-token-prediction block (qhx_model_params.mtp and a
+ * checkpoint that has one). */
+bool qhx_model_has_mtp(const qhx_model *m);
+/* The multi-token-prediction graph on st: hidden (n, hidden_size), the residual stream after
+ * the last decoder layer at positions pos0 .. pos0 + n - 1 (as qhx_forward_opts.layer_cb gives
+ * it for the last layer), next_ids (n,) the token after each of those positions -> logits
+ * (n, vocab), the draft of the token after next_ids[i]. The block's own KV cache lives in st:
+ * pos0 may be at most the rows it holds (it is rewound to pos0 + n). QHX_E_UNSUPPORTED without
+ * a block; QHX_E_LIMIT past n_ctx; QHX_E_ARG for a bad id or a gap. */
+qhx_status qhx_model_mtp(const qhx_model *m, qhx_model_state *st, int64_t pos0, const float *hidden,
+                         const int32_t *next_ids, int64_t n, float *logits, qhx_error *err);
 
 /* Announce the next n tokens of st (from its current position): ids (n,) with the pads of
  * images[0..n_images) in order, one run of images[i].n_tokens pad ids each. Their M-RoPE

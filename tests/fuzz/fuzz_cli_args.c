@@ -19,7 +19,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define MAX_ARGS 64
 
 static const char *const NAMES[] = {"generate", "chat", "logits", "embed-image", "tokenize",
-                                    "detokenize", "inspect", "forge"};
+                                    "detokenize", "inspect", "forge", "perplexity"};
 enum { N_CMDS = sizeof NAMES / sizeof NAMES[0] };
 
 /* Run command c on argv; check its arguments when it would run. Returns the parser's result. */
@@ -79,6 +79,14 @@ static int parse(int c, int argc, char **argv) {
         qhx_forge_args a;
         rc = qhx_forge_parse_args(argc, argv, &a);
         if (rc == -1 && (!a.in || !a.out || (!a.random && !a.p.precision) || (a.random && !a.p.preset)))
+            __builtin_trap();
+        break;
+    }
+    case 8: {
+        qhx_perplexity_args a;
+        rc = qhx_perplexity_parse_args(argc, argv, &a);
+        if (rc == -1 && (!a.model || !a.file || a.ctx < 4 || a.batch < 1 || (a.stride && a.stride >= a.ctx) ||
+                         (a.kl && !a.kl_base)))
             __builtin_trap();
         break;
     }

@@ -6,6 +6,9 @@
 #   3. qhexrt against both golden sets (the parity CLI tests, which read CASE/hf/ too)
 #   4. image_compare.py: qhexrt's pixels against the torchvision and PIL processors
 #   5. chat templates: apply_chat_template over the conversation matrix equals the stored renders
+#   6. the shipped demo model (models/shakespeare): transformers reproduces the stored goldens of
+#      tests/data/demo (demo_model.py --check), and qhexrt matches a fresh transformers set
+#      (tests/cli/demo_model.sh with DEMO_GOLDEN: perplexity, greedy, tokenizer, MTP draft logits)
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 VENV=${HF_VENV:-$ROOT/build/hf-venv}
@@ -43,5 +46,8 @@ step image_compare "$PY" "$ROOT/tests/hf/image_compare.py" --pixels "$PIXELS" --
 step chat_templates "$PY" "$ROOT/tests/hf/chat_templates.py" --check
 step chat_harness "$PY" "$ROOT/tests/hf/chat_harness_check.py"
 step qwen3_5_tokenizer_goldens "$PY" "$ROOT/tests/hf/qwen3_5_tokenizer_golden.py" --check
+step demo_goldens "$PY" "$ROOT/tests/hf/demo_model.py" --model "$ROOT/models/shakespeare" --data "$DATA/demo" --check
+step demo_fresh "$PY" "$ROOT/tests/hf/demo_model.py" --model "$ROOT/models/shakespeare" --data "$DATA/demo" --write --out "$OUT/demo"
+step qhexrt_demo env DEMO_GOLDEN="$OUT/demo" bash "$ROOT/tests/cli/demo_model.sh" "$BIN" "$DATA" "$ROOT"
 echo "test-hf: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

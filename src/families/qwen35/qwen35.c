@@ -6,8 +6,10 @@
  * fp32. With an image host-op the vision tower (model.visual.*, the shared ViT of ops/vit.h
  * without DeepStack, as Qwen3_5VisionModel) is bound too: announced image rows replace the
  * embedding rows at their pads and the attention layers turn with 3-D M-RoPE positions through
- * the partial rotary (docs/vision.md). Not here: MTP drafting (mtp.* tensors stay reachable
- * through the model's tensor set), tokenizing, sampling. */
+ * the partial rotary (docs/vision.md). When the caller asks for it, the multi-token-prediction
+ * block (mtp.*) too: draft logits from the last layer's rows and the next tokens, with its own
+ * KV cache in the state (see "multi-token prediction" below). Not here: tokenizing, sampling,
+ * the speculative loop. */
 #include "families/qwen35/qwen35.h"
 
 #include "core/alloc.h"
@@ -62,6 +64,18 @@ typedef struct q35_layer {
     const float *k_norm;         /* (hd,) */
 } q35_layer;
 
+/* The multi-token-prediction block of the released Qwen3.5 checkpoints (vLLM's
+ * Qwen3_5MultiTokenPredictor): e = norm_emb(embed(next token)), h = norm_hidden(final_norm(x)),
+ * y = layer(fc([e | h])) (one full-attention decoder layer at the position of x), logits =
+ * head(norm(y)) with the main model's (tied) head. */
+typedef struct q35_mtp {
+    q35_layer layer;             /* mtp.layers.0, full attention; its cache is the state's mtp_kv */
+    qhx_weight fc;               /* (H, 2 H): input [embedding | hidden] */
+    const float *norm_emb;       /* (H,) zero-centred: pre_fc_norm_embedding */
+    const float *norm_hidden;    /* (H,) zero-centred: pre_fc_norm_hidden */
+    const float *norm;           /* (H,) zero-centred: the block's final norm */
+} q35_mtp;
+
 typedef struct q35_model {
     q35_dims d;
     qhx_st_set *set;             /* the mapped checkpoint; weights point into it */
@@ -73,6 +87,7 @@ typedef struct q35_model {
     unsigned char *axis;         /* (rot / 2,): M-RoPE axis of each frequency slot, 0 T 1 H 2 W */
     q35_layer *layers;           /* (L,) */
     qhx_vit *vit;                /* NULL: a text host-op, or no tower in the checkpoint */
+    q35_mtp *mtp;                /* NULL: not asked for, or no mtp.* in the checkpoint */
 } q35_model;
 
 static void q35_free_impl(void *impl) {
@@ -83,6 +98,7 @@ static void q35_free_impl(void *impl) {
     qhx_free(q->inv_freq);
     qhx_free(q->axis);
     qhx_free(q->layers);
+    qhx_free(q->mtp);
     qhx_st_free(q->set);
     qhx_free(q);
 }
@@ -143,6 +159,20 @@ static qhx_status bind_layer(q35_model *q, const qhx_net *m, const char *pre, in
     }
 #undef NAME
     return QHX_OK;
+}
+
+static qhx_status bind_mtp(q35_model *q, const qhx_net *m, qhx_error *err) {
+    const int64_t H = q->d.H;
+    if (!(q->mtp = qhx_calloc(1, sizeof *q->mtp))) return qhx_fail(err, QHX_E_NOMEM, "out of memory");
+    q35_mtp *t = q->mtp;
+    t->layer.type = QHX_LAYER_FULL_ATTENTION;
+    t->layer.slot = 0;
+    qhx_status rc = bind_layer(q, m, "mtp.", 0, &t->layer, err);
+    if (!rc) rc = bind_linear(q, m, "mtp.fc.weight", H, 2 * H, &t->fc, err);
+    if (!rc) rc = load_vec(q, "mtp.pre_fc_norm_embedding.weight", H, &t->norm_emb, err);
+    if (!rc) rc = load_vec(q, "mtp.pre_fc_norm_hidden.weight", H, &t->norm_hidden, err);
+    if (!rc) rc = load_vec(q, "mtp.norm.weight", H, &t->norm, err);
+    return rc;
 }
 
 static const qhx_net_vt Q35_VT;
@@ -213,6 +243,9 @@ qhx_status qhx_qwen35_bind(qhx_net *m, qhx_st_set *set, const qhx_net_bind_args 
     if (!q->axis) return qhx_fail(err, QHX_E_NOMEM, "out of memory");
     qhx_rope_mrope_axes(c->mrope_section, c->mrope_interleaved, d->rot / 2, q->axis);
     m->weights = q->set;
+    if (a->mtp && c->mtp_num_hidden_layers > 0 && qhx_st_find(q->set, "mtp.fc.weight") &&
+        (rc = bind_mtp(q, m, err)))
+        return rc;
     /* the tower when the plan feeds images and the set holds it; m->cfg.has_vision then says
      * whether it was bound (the vision graph exists) */
     if (!a->vision || !c->has_vision || !qhx_st_find(q->set, "model.visual.patch_embed.proj.weight")) {
@@ -231,6 +264,9 @@ typedef struct q35_state {
     size_t bytes;
     size_t persist_floats; /* kv + conv + ssm, zeroed by reset */
     qhx_kv_cache kv;       /* (n_full, 2, n_ctx, kv_dim): K rows then V rows per layer */
+    qhx_kv_cache mtp_kv;   /* (1, 2, n_ctx, kv_dim): the MTP layer's; rows 0 with no block */
+    int64_t mtp_rows;      /* rows of mtp_kv filled */
+    float *cat;            /* (n_batch, 2 H) MTP fc input; NULL with no block */
     float *conv;           /* (n_lin, K - 1, conv_dim): pre-conv qkv FIFO, oldest first */
     float *ssm;            /* (n_lin, nv, dk, dv) recurrent state */
     float *x;              /* (n_batch, H) residual stream */
@@ -280,7 +316,7 @@ static qhx_status q35_state_create(qhx_net_state *st, qhx_error *err) {
     const q35_dims *d = &q->d;
     size_t nb = (size_t)st->n_batch, nc = (size_t)st->n_ctx, total = 0;
     size_t o_kv, o_conv, o_ssm, o_x, o_xn, o_tmp, o_ext, o_cv, o_z, o_beta, o_g, o_core, o_qg, o_q,
-        o_gate, o_att, o_attw, o_attp, o_mg, o_mu, o_dwork, o_cos, o_sin, o_kk, o_vv, kvn;
+        o_gate, o_att, o_attw, o_attp, o_mg, o_mu, o_dwork, o_cos, o_sin, o_kk, o_vv, kvn, o_mkv, o_cat;
     const size_t nthr = (size_t)qhx_pool_n_threads(st->m->pool), rep = (size_t)(d->nh / d->nkv);
     const size_t attw = (size_t)qhx_attn_group_kv_work(st->n_ctx, (int64_t)rep, d->hd, st->kv_type);
     const size_t dwork = (size_t)qhx_k_delta_chunked_work(DELTA_CHUNK, d->dk, d->dv);
@@ -290,6 +326,7 @@ static qhx_status q35_state_create(qhx_net_state *st, qhx_error *err) {
     const size_t kv_pos_floats = (2 * qhx_kv_row_bytes(st->kv_type, d->kv_dim) + sizeof(float) - 1) / sizeof(float);
     bool ok = qhx_size_mul(nc, kv_pos_floats, &kvn) &&
               plan_add(&total, &o_kv, (size_t)d->n_full, kvn) &&
+              plan_add(&total, &o_mkv, q->mtp ? 1u : 0u, kvn) &&
               plan_add(&total, &o_conv, (size_t)d->n_lin, (size_t)((d->K - 1) * d->conv_dim)) &&
               plan_add(&total, &o_ssm, (size_t)(d->n_lin * d->nv), (size_t)(d->dk * d->dv));
     size_t persist = total;
@@ -306,7 +343,8 @@ static qhx_status q35_state_create(qhx_net_state *st, qhx_error *err) {
                   (size_t)qhx_attn_part_floats((int64_t)rep, d->hd)) &&
          plan_add(&total, &o_mg, nb, (size_t)d->I) && plan_add(&total, &o_mu, nb, (size_t)d->I) &&
          plan_add(&total, &o_dwork, nthr, dwork) &&
-         plan_add(&total, &o_cos, nb, (size_t)(d->rot / 2)) && plan_add(&total, &o_sin, nb, (size_t)(d->rot / 2));
+         plan_add(&total, &o_cos, nb, (size_t)(d->rot / 2)) && plan_add(&total, &o_sin, nb, (size_t)(d->rot / 2)) &&
+         plan_add(&total, &o_cat, q->mtp ? nb : 0u, (size_t)(2 * d->H));
     size_t bytes;
     if (!ok || !qhx_size_mul(total, sizeof(float), &bytes))
         return qhx_fail(err, QHX_E_LIMIT, "state: n_ctx %lld / n_batch %lld need more memory than can be addressed",
@@ -323,6 +361,8 @@ static qhx_status q35_state_create(qhx_net_state *st, qhx_error *err) {
     s->bytes = bytes;
     s->persist_floats = persist;
     s->kv = (qhx_kv_cache){st->kv_type, b + o_kv, d->n_full, st->n_ctx, d->kv_dim};
+    s->mtp_kv = (qhx_kv_cache){st->kv_type, b + o_mkv, q->mtp ? 1 : 0, st->n_ctx, d->kv_dim};
+    s->cat = q->mtp ? b + o_cat : NULL;
     s->conv = b + o_conv;
     s->ssm = b + o_ssm;
     s->x = b + o_x;
@@ -378,6 +418,7 @@ static void q35_state_reset(qhx_net_state *st) {
     memset(s->block, 0, s->persist_floats * sizeof(float));
     qhx_img_plan_clear(&s->plan);
     s->next_pos = 0;
+    s->mtp_rows = 0;
 }
 
 static int q35_state_regions(const qhx_net_state *st, qhx_state_region *out, int cap) {
@@ -414,6 +455,8 @@ typedef struct q35_fw {
     q35_state *s;
     const q35_layer *L;
     int64_t n;
+    qhx_kv_cache *kv;            /* the attention layers' cache: the state's kv, or mtp_kv */
+    int64_t n_past;              /* position of the first of the n tokens */
 } q35_fw;
 
 /* Y (n, w.rows) stride ldy = X (n, w.cols) stride ldx @ W^T, rows split over the pool. */
@@ -565,14 +608,32 @@ static void attn_forward(q35_fw *f) {
     const qhx_par_lin in[3] = {{&L->q_proj, s->qg, d->q_out}, {&L->k_proj, s->kk, kvd}, {&L->v_proj, s->vv, kvd}};
     qhx_par_linears(m->pool, m->kern, in, 3, s->xn, d->H, n);
     qhx_par_range(m->pool, n, TOK_CHUNK, attn_split_task, f);
-    const qhx_op_attn a = {.kern = m->kern, .pool = m->pool, .kv = &s->kv, .slot = L->slot, .nh = d->nh,
+    const qhx_op_attn a = {.kern = m->kern, .pool = m->pool, .kv = f->kv, .slot = L->slot, .nh = d->nh,
                            .nkv = d->nkv, .hd = d->hd, .rot = d->rot, .norm = QHX_NORM_ZERO_CENTRED,
                            .q_norm = L->q_norm, .k_norm = L->k_norm, .eps = d->eps,
                            .scale = (float)(1.0 / sqrt((double)d->hd)), .q = s->q, .k = s->kk, .v = s->vv,
                            .cos = s->cosb, .sin = s->sinb, .gate = s->gate, .out = s->att, .work = s->attw,
-                           .work_floats = s->attw_floats, .part = s->attp, .n_past = f->st->n_past, .n = n};
+                           .work_floats = s->attw_floats, .part = s->attp, .n_past = f->n_past, .n = n};
     qhx_op_attention(&a);
     linear(m, &L->o_proj, s->att, d->attn_dim, s->tmp, d->H, n);
+}
+
+/* One decoder layer on the residual stream s->x of f->n tokens. */
+static void layer_forward(q35_fw *f) {
+    const qhx_net *m = f->m;
+    const q35_dims *d = &f->q->d;
+    q35_state *s = f->s;
+    const q35_layer *L = f->L;
+    const int64_t H = d->H, n = f->n;
+    qhx_op_rmsnorm_rows(m->pool, QHX_NORM_ZERO_CENTRED, s->x, L->input_norm, s->xn, n, H, d->eps);
+    if (L->type == QHX_LAYER_LINEAR_ATTENTION)
+        gdn_forward(f);
+    else
+        attn_forward(f);
+    qhx_op_add_rmsnorm_rows(m->pool, QHX_NORM_ZERO_CENTRED, s->x, s->tmp, L->post_norm, s->xn, n, H, d->eps);
+    qhx_op_swiglu_mlp(m->pool, m->kern, &L->gate_proj, &L->up_proj, &L->down_proj, s->xn, H, s->mg, s->mu, d->I,
+                      s->tmp, n);
+    qhx_op_add(m->pool, s->x, s->tmp, n * H);
 }
 
 /* n <= n_batch tokens through every layer. logits: NULL, (n, V) when all, else (V) of the last. */
@@ -582,7 +643,7 @@ static qhx_status run_batch(const qhx_net *m, qhx_net_state *st, const int32_t *
     const q35_dims *d = &q->d;
     q35_state *s = st->impl;
     const int64_t H = d->H, half = d->rot / 2;
-    q35_fw f = {.m = m, .q = q, .st = st, .s = s, .n = n};
+    q35_fw f = {.m = m, .q = q, .st = st, .s = s, .n = n, .kv = &s->kv, .n_past = st->n_past};
 
     /* image rows (Qwen3_5Model.forward: masked_scatter of the merger output at the pads; no
      * DeepStack) or the embedding lookup; then M-RoPE: frequency slot j turns with the position
@@ -599,15 +660,7 @@ static qhx_status run_batch(const qhx_net *m, qhx_net_state *st, const int32_t *
         f.L = L;
         if (opts->abort_cb && opts->abort_cb(opts->abort_cb_user))
             return qhx_fail(err, QHX_E_ABORTED, "forward: aborted at layer %lld", (long long)l);
-        qhx_op_rmsnorm_rows(m->pool, QHX_NORM_ZERO_CENTRED, s->x, L->input_norm, s->xn, n, H, d->eps);
-        if (L->type == QHX_LAYER_LINEAR_ATTENTION)
-            gdn_forward(&f);
-        else
-            attn_forward(&f);
-        qhx_op_add_rmsnorm_rows(m->pool, QHX_NORM_ZERO_CENTRED, s->x, s->tmp, L->post_norm, s->xn, n, H, d->eps);
-        qhx_op_swiglu_mlp(m->pool, m->kern, &L->gate_proj, &L->up_proj, &L->down_proj, s->xn, H, s->mg, s->mu, d->I,
-                          s->tmp, n);
-        qhx_op_add(m->pool, s->x, s->tmp, n * H);
+        layer_forward(&f);
         if (opts->layer_cb) opts->layer_cb(opts->layer_cb_user, l, st->n_past, s->x, n);
     }
     if (logits)
@@ -737,7 +790,7 @@ static void attn_mix_one(q35_fw *f) {
                            .q_norm = L->q_norm, .k_norm = L->k_norm, .eps = d->eps,
                            .scale = (float)(1.0 / sqrt((double)d->hd)), .q = s->q, .k = s->kk, .v = s->vv,
                            .cos = s->cosb, .sin = s->sinb, .gate = s->gate, .out = s->att, .work = s->attw,
-                           .work_floats = s->attw_floats, .part = s->attp, .n_past = f->st->n_past, .n = 1};
+                           .work_floats = s->attw_floats, .part = s->attp, .n_past = f->n_past, .n = 1};
     qhx_op_attention(&a);
 }
 
@@ -811,7 +864,7 @@ static qhx_status q35_decode_multi(const qhx_net *m, qhx_net_state *const *sts, 
     for (int64_t b = 0; b < nb; b++) {
         qhx_net_state *st = sts[b];
         q35_state *s = st->impl;
-        f[b] = (q35_fw){.m = m, .q = q, .st = st, .s = s, .n = 1};
+        f[b] = (q35_fw){.m = m, .q = q, .st = st, .s = s, .n = 1, .kv = &s->kv, .n_past = st->n_past};
         m->kern->row[q->embed.fmt](&q->embed, ids[b], s->x);
         qhx_rope_angles(s->pos, q->axis, q->inv_freq, half, s->cosb, s->sinb);
     }
@@ -832,6 +885,59 @@ static qhx_status q35_decode_multi(const qhx_net *m, qhx_net_state *const *sts, 
     return QHX_OK;
 }
 
+/* ---- multi-token prediction ------------------------------------------------------------- */
+
+static bool q35_has_mtp(const qhx_net *m) { return ((const q35_model *)m->impl)->mtp != NULL; }
+
+/* n <= n_batch rows at positions pos0..: the block's input, its layer (attention over mtp_kv),
+ * its norm and the head. */
+static void mtp_batch(const qhx_net *m, qhx_net_state *st, int64_t pos0, const float *hidden, const int32_t *ids,
+                      int64_t n, float *logits) {
+    const q35_model *q = m->impl;
+    const q35_mtp *t = q->mtp;
+    const q35_dims *d = &q->d;
+    q35_state *s = st->impl;
+    const int64_t H = d->H, half = d->rot / 2;
+    for (int64_t i = 0; i < n; i++) {
+        float *c = s->cat + i * 2 * H;
+        m->kern->row[q->embed.fmt](&q->embed, ids[i], s->tmp + i * H);
+        qhx_op_rmsnorm_rows(NULL, QHX_NORM_ZERO_CENTRED, s->tmp + i * H, t->norm_emb, c, 1, H, d->eps);
+        /* the main model's final norm, then the block's own norm of the hidden half */
+        qhx_op_rmsnorm_rows(NULL, QHX_NORM_ZERO_CENTRED, hidden + i * H, q->final_norm, s->xn + i * H, 1, H, d->eps);
+        qhx_op_rmsnorm_rows(NULL, QHX_NORM_ZERO_CENTRED, s->xn + i * H, t->norm_hidden, c + H, 1, H, d->eps);
+        const int64_t p3[3] = {pos0 + i, pos0 + i, pos0 + i}; /* text: 1-D RoPE at the row's position */
+        qhx_rope_angles(p3, q->axis, q->inv_freq, half, s->cosb + i * half, s->sinb + i * half);
+    }
+    linear(m, &t->fc, s->cat, 2 * H, s->x, H, n);
+    q35_fw f = {.m = m, .q = q, .st = st, .s = s, .n = n, .L = &t->layer, .kv = &s->mtp_kv, .n_past = pos0};
+    layer_forward(&f);
+    qhx_op_lm_head(m->pool, m->kern, QHX_NORM_ZERO_CENTRED, s->x, t->norm, d->eps, s->xn, &q->lm_head, logits, H,
+                   d->V, n, true);
+}
+
+static qhx_status q35_mtp_forward(const qhx_net *m, qhx_net_state *st, int64_t pos0, const float *hidden,
+                                  const int32_t *ids, int64_t n, float *logits, qhx_error *err) {
+    const q35_model *q = m->impl;
+    q35_state *s = st->impl;
+    if (!q->mtp) return qhx_fail(err, QHX_E_UNSUPPORTED, "mtp: the multi-token-prediction block is not loaded");
+    if (n < 1 || pos0 < 0) return qhx_fail(err, QHX_E_ARG, "mtp: %lld rows at position %lld", (long long)n, (long long)pos0);
+    if (pos0 > s->mtp_rows)
+        return qhx_fail(err, QHX_E_ARG, "mtp: position %lld leaves a gap (the block holds %lld rows)", (long long)pos0,
+                        (long long)s->mtp_rows);
+    if (n > st->n_ctx - pos0)
+        return qhx_fail(err, QHX_E_LIMIT, "mtp: rows %lld .. %lld exceed the context of %lld", (long long)pos0,
+                        (long long)(pos0 + n - 1), (long long)st->n_ctx);
+    for (int64_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= q->d.V)
+            return qhx_fail(err, QHX_E_ARG, "mtp: id %d is outside the vocabulary [0, %lld)", ids[i], (long long)q->d.V);
+    for (int64_t i0 = 0; i0 < n; i0 += st->n_batch) {
+        const int64_t nb = n - i0 < st->n_batch ? n - i0 : st->n_batch;
+        mtp_batch(m, st, pos0 + i0, hidden + i0 * q->d.H, ids + i0, nb, logits + i0 * q->d.V);
+    }
+    s->mtp_rows = pos0 + n;
+    return QHX_OK;
+}
+
 static const qhx_net_vt Q35_VT = {
     .free_impl = q35_free_impl,
     .state_create = q35_state_create,
@@ -844,4 +950,6 @@ static const qhx_net_vt Q35_VT = {
     .attach = q35_attach,
     .attached_positions = q35_attached_positions,
     .decode_multi = q35_decode_multi,
+    .has_mtp = q35_has_mtp,
+    .mtp = q35_mtp_forward,
 };

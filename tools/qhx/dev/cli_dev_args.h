@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 typedef struct qhx_logits_args {
-    const char *model, *out;
+    const char *model, *out, *mtp_out; /* mtp_out: --mtp-out FILE or NULL */
     const char *images[QHX_CLI_MAX_IMAGES]; /* --image, repeatable, in order */
     int n_images;
     int32_t *ids;    /* owned: free (set only when the parser returns -1) */
@@ -21,6 +21,14 @@ typedef struct qhx_logits_args {
     qhx_kv_type kv;  /* --kv; DEFAULT = the run plan's */
 } qhx_logits_args;
 int qhx_logits_parse_args(int argc, char **argv, qhx_logits_args *a /* OUT */);
+
+typedef struct qhx_perplexity_args {
+    const char *model, *file, *kl_base;
+    int64_t ctx, stride, batch, chunks, threads; /* chunks 0: every window */
+    bool kl;         /* --kl-divergence: compare against kl_base instead of writing it */
+    qhx_kv_type kv;  /* --kv; DEFAULT = the run plan's */
+} qhx_perplexity_args;
+int qhx_perplexity_parse_args(int argc, char **argv, qhx_perplexity_args *a /* OUT */);
 
 typedef struct qhx_embed_image_args {
     const char *model, *image, *out;

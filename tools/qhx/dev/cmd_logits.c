@@ -2,7 +2,10 @@
  *   qhx logits -m MODEL --ids 1,2,3,... [--prefill N] [--image FILE] --out FILE [--threads N]
  * The first N ids (default: all) go through the prompt path in one call; each further id goes
  * through the single-token decode path. FILE gets little-endian float32 (n_ids, vocab).
- * --image (Qwen3-VL): the ids hold the image's pad tokens, which take its embeddings. */
+ * --image (Qwen3-VL): the ids hold the image's pad tokens, which take its embeddings.
+ * --mtp-out FILE (a checkpoint with a multi-token-prediction block): the ids in one prompt pass,
+ * then the block over positions 0 .. n-2 with the next id of each: FILE gets float32
+ * (n_ids - 1, vocab), row i the block's draft for id i + 2. */
 #include "cli_dev.h"
 #include "cli_dev_args.h"
 #include "cli_model.h"
@@ -30,7 +33,10 @@ static void usage(FILE *f) {
             "                    repeat it for several images, in the order of their pad runs\n"
             "  --out FILE        write float32 [n_ids, vocab] logits, little-endian\n"
             "  --threads N       worker threads (accepted; single-threaded for now)\n"
-            "  --kv f32|f16|q8   KV cache element type (default: the run plan's, else f16)\n");
+            "  --kv f32|f16|q8   KV cache element type (default: the run plan's, else f16)\n"
+            "  --mtp-out FILE    also write the multi-token-prediction block's draft logits,\n"
+            "                    float32 [n_ids - 1, vocab]: row i drafts id i + 2 from the last\n"
+            "                    layer's row i and id i + 1\n");
 }
 
 int qhx_logits_parse_args(int argc, char **argv, qhx_logits_args *a) {
@@ -49,6 +55,7 @@ int qhx_logits_parse_args(int argc, char **argv, qhx_logits_args *a) {
         if (!strcmp(o, "-m") || !strcmp(o, "--model")) a->model = v;
         else if (!strcmp(o, "--ids")) ids_arg = v;
         else if (!strcmp(o, "--out")) a->out = v;
+        else if (!strcmp(o, "--mtp-out")) a->mtp_out = v;
         else if (!strcmp(o, "--image")) {
             if (a->n_images == QHX_CLI_MAX_IMAGES) return qhx_cli_usage_error(CMD, "--image: more than %d images", QHX_CLI_MAX_IMAGES);
             a->images[a->n_images++] = v;
@@ -77,6 +84,52 @@ int qhx_logits_parse_args(int argc, char **argv, qhx_logits_args *a) {
     return -1;
 }
 
+/* The last layer's rows of every position, captured from the forward pass. */
+typedef struct last_rows {
+    int64_t layer, H;
+    float *rows;
+} last_rows;
+
+static void keep_last(void *user, int64_t layer, int64_t pos0, const float *x, int64_t n) {
+    last_rows *r = user;
+    if (layer == r->layer) memcpy(r->rows + pos0 * r->H, x, (size_t)(n * r->H) * sizeof(float));
+}
+
+/* The MTP block's draft logits over ids (n >= 2) into path (see the header). */
+static qhx_status write_mtp(const qhx_model *m, const int32_t *ids, int64_t n, const char *path, qhx_error *err) {
+    const qhx_model_config *c = qhx_model_get_config(m);
+    const int64_t V = c->vocab_size;
+    if (!qhx_model_has_mtp(m)) return qhx_fail(err, QHX_E_UNSUPPORTED, "--mtp-out: this checkpoint has no mtp.* block");
+    if (n < 2) return qhx_fail(err, QHX_E_ARG, "--mtp-out: needs at least two ids");
+    last_rows r = {.layer = c->num_hidden_layers - 1, .H = c->hidden_size};
+    float *logits = NULL;
+    qhx_model_state *st = NULL;
+    qhx_cli_out out = {0};
+    size_t hb, lb;
+    qhx_status rc = QHX_E_NOMEM;
+    if (!qhx_size_mul((size_t)n, (size_t)r.H * sizeof(float), &hb) || !qhx_size_mul((size_t)(n - 1), (size_t)V * sizeof(float), &lb) ||
+        !(r.rows = qhx_malloc(hb)) || !(logits = qhx_malloc(lb))) {
+        qhx_fail(err, rc, "out of memory for %lld rows", (long long)n);
+        goto done;
+    }
+    const qhx_state_params sp = {.n_ctx = n};
+    const qhx_forward_opts fo = {.layer_cb = keep_last, .layer_cb_user = &r};
+    if ((rc = qhx_model_state_create(m, &sp, &st, err)) || (rc = qhx_model_forward(m, st, ids, n, &fo, err)) ||
+        (rc = qhx_model_mtp(m, st, 0, r.rows, ids + 1, n - 1, logits, err)) || (rc = qhx_cli_out_open(&out, path, err)))
+        goto done;
+    if (fwrite(logits, sizeof(float), (size_t)((n - 1) * V), out.f) != (size_t)((n - 1) * V)) {
+        rc = qhx_fail(err, QHX_E_IO, "%s: write failed: %s", path, strerror(errno));
+        goto done;
+    }
+    rc = qhx_cli_out_commit(&out, err);
+done:
+    qhx_cli_out_abort(&out);
+    qhx_model_state_free(st);
+    qhx_free(logits);
+    qhx_free(r.rows);
+    return rc;
+}
+
 int qhx_cmd_logits(int argc, char **argv) {
     qhx_logits_args a;
     int prc = qhx_logits_parse_args(argc, argv, &a);
@@ -96,6 +149,7 @@ int qhx_cmd_logits(int argc, char **argv) {
     mp.n_threads = (int)threads;
     mp.kv_cache = a.kv;
     if (a.n_images) mp.vision = 1; /* a checkpoint folder opens with its tower */
+    if (a.mtp_out) mp.mtp = 1;
     qhx_cli_progress lp;
     qhx_cli_progress_attach(&mp, &lp);
     qhx_status open_rc = qhx_model_open(model_dir, &mp, &m, &err);
@@ -130,6 +184,7 @@ int qhx_cmd_logits(int argc, char **argv) {
         if (qhx_session_decode(s, ids[i], &err)) goto fail;
         if (fwrite(qhx_session_logits(s), sizeof(float), (size_t)V, f) != (size_t)V) goto write_fail;
     }
+    if (a.mtp_out && write_mtp(m, ids, n_ids, a.mtp_out, &err)) goto fail;
     if (qhx_run_interrupted(NULL)) { /* a signal after the last layer: still no file */
         qhx_fail(&err, QHX_E_ABORTED, "interrupted");
         goto fail;
