@@ -76,11 +76,14 @@ typedef struct tplan {
 } tplan;
 
 /* One rule of the precision policy: decoder matrices whose name matches `pattern` (fnmatch)
- * get `fmt`; the last matching rule wins. */
+ * and whose rows fit `width` get `fmt`; the last matching rule wins. */
+typedef enum { WIDTH_ANY = 0, WIDTH_NARROW, WIDTH_WIDE } width_t; /* narrow: rows shorter than a Q4A super-block */
 typedef struct prule {
     char pattern[160];
     ofmt_t fmt;
+    width_t width;
 } prule;
+#define SUPER_COLS (QHX_Q4A_GROUP * QHX_Q4A_SUPER) /* 256 */
 #define MAX_RULES 256
 
 typedef struct convert {
@@ -345,14 +348,18 @@ static int is_matrix_weight(const qhx_st_tensor *t) {
 }
 
 /* The precision of decoder matrix `name`: the bundle's, unless a policy rule says otherwise. */
-static ofmt_t decoder_fmt(const convert *c, const char *name) {
+static ofmt_t decoder_fmt(const convert *c, const char *name, int64_t cols) {
     ofmt_t f = c->prec;
-    for (int i = 0; i < c->n_rules; i++)
-        if (!fnmatch(c->rules[i].pattern, name, 0)) f = c->rules[i].fmt;
+    for (int i = 0; i < c->n_rules; i++) {
+        const prule *r = &c->rules[i];
+        if (r->width == WIDTH_NARROW && cols >= SUPER_COLS) continue;
+        if (r->width == WIDTH_WIDE && cols < SUPER_COLS) continue;
+        if (!fnmatch(r->pattern, name, 0)) f = r->fmt;
+    }
     return f;
 }
 
-static qhx_status add_rule(convert *c, const char *pattern, size_t n, ofmt_t fmt, qhx_error *err) {
+static qhx_status add_rule_w(convert *c, const char *pattern, size_t n, ofmt_t fmt, width_t width, qhx_error *err) {
     if (c->n_rules == MAX_RULES) return qhx_fail(err, QHX_E_LIMIT, "more than %d tensor precision rules", MAX_RULES);
     if (n == 0 || n >= sizeof c->rules[0].pattern)
         return qhx_fail(err, QHX_E_ARG, "tensor precision rule: a pattern of %zu characters (1 to %zu)", n,
@@ -361,7 +368,12 @@ static qhx_status add_rule(convert *c, const char *pattern, size_t n, ofmt_t fmt
     memcpy(r->pattern, pattern, n);
     r->pattern[n] = 0;
     r->fmt = fmt;
+    r->width = width;
     return QHX_OK;
+}
+
+static qhx_status add_rule(convert *c, const char *pattern, size_t n, ofmt_t fmt, qhx_error *err) {
+    return add_rule_w(c, pattern, n, fmt, WIDTH_ANY, err);
 }
 
 /* "GLOB=PREC[,GLOB=PREC...]" (--tensor-precision) appended to the rules. */
@@ -395,20 +407,40 @@ static int q4a_more_bits(int64_t layer, int64_t n) {
     return layer < e || layer >= n - e || (layer - e) % 3 == 2;
 }
 
+/* q4a's default policy (docs/bundle.md, "Mixed precision by role"; BENCHMARKS.md has the
+ * per-role measurements behind it): Q6 for the FFN-down matrices of the layers q4a_more_bits
+ * picks; for rows of a super-block or more, also the attention V projections; for narrower rows
+ * (where a super-block does not fill, and llama.cpp's K-quants fall back to 5.5-8 bit types), also
+ * the linear-attention qkv, z and output projections and the FFN up matrices. */
+static qhx_status q4a_policy(convert *c, qhx_error *err) {
+    static const char *const narrow[] = {"*.linear_attn.in_proj_qkv.weight", "*.linear_attn.in_proj_z.weight",
+                                         "*.linear_attn.out_proj.weight", "*.mlp.up_proj.weight"};
+    const int64_t n = c->cfg.num_hidden_layers;
+    qhx_status rc = add_rule_w(c, "*.self_attn.v_proj.weight", strlen("*.self_attn.v_proj.weight"), OUT_Q6, WIDTH_WIDE, err);
+    for (int64_t l = 0; l < n && rc == QHX_OK; l++) {
+        if (!q4a_more_bits(l, n)) continue;
+        char pat[64];
+        int len = snprintf(pat, sizeof pat, "*.layers.%lld.mlp.down_proj.weight", (long long)l);
+        rc = add_rule(c, pat, (size_t)len, OUT_Q6, err);
+    }
+    for (size_t i = 0; i < sizeof narrow / sizeof *narrow && rc == QHX_OK; i++)
+        rc = add_rule_w(c, narrow[i], strlen(narrow[i]), OUT_Q6, WIDTH_NARROW, err);
+    return rc;
+}
+
 /* The default policy of the bundle precision, then the user's rules. */
 static qhx_status setup_policy(convert *c, qhx_error *err) {
     qhx_status rc = QHX_OK;
-    if (c->prec == OUT_Q4A) {
-        const int64_t n = c->cfg.num_hidden_layers;
-        for (int64_t l = 0; l < n && rc == QHX_OK; l++) {
-            if (!q4a_more_bits(l, n)) continue;
-            char pat[64];
-            int len = snprintf(pat, sizeof pat, "*.layers.%lld.mlp.down_proj.weight", (long long)l);
-            rc = add_rule(c, pat, (size_t)len, OUT_Q6, err);
-        }
-    }
+    if (c->prec == OUT_Q4A) rc = q4a_policy(c, err);
     if (rc == QHX_OK && c->p->tensor_precision) rc = parse_rules(c, c->p->tensor_precision, err);
     return rc;
+}
+
+/* The lm-head's precision: --lmhead, else the bundle's default; q4a's default head is Q6 but W8
+ * when its rows are narrower than a super-block (measured: BENCHMARKS.md). */
+static ofmt_t head_fmt(convert *c, const qhx_st_tensor *t) {
+    if (c->prec == OUT_Q4A && !c->p->lmhead && t->n_dims == 2 && t->shape[1] < SUPER_COLS) c->lm = OUT_Q8;
+    return c->lm;
 }
 
 static qhx_status plan_all(convert *c, qhx_error *err) {
@@ -442,7 +474,8 @@ static qhx_status plan_all(convert *c, qhx_error *err) {
             dropped_vision++;
             continue;
         }
-        ofmt_t f = !is_matrix_weight(t) ? OUT_F32 : role == ROLE_VISION ? c->vis : decoder_fmt(c, t->name);
+        const int64_t cols = t->n_dims == 2 ? t->shape[1] : 0;
+        ofmt_t f = !is_matrix_weight(t) ? OUT_F32 : role == ROLE_VISION ? c->vis : decoder_fmt(c, t->name, cols);
         qhx_status rc = add_plan(c, t, t->name, role, f, err);
         if (rc != QHX_OK) return rc;
     }
@@ -451,7 +484,7 @@ static qhx_status plan_all(convert *c, qhx_error *err) {
         if (c->p->embed)
             return qhx_fail(err, QHX_E_ARG, "%s: --embed: the input stores its tied embedding only as lm_head.weight",
                             qhx_st_file_path(c->set, 0));
-        return add_plan(c, lm, "lm_head.weight", ROLE_LMHEAD, c->lm, err);
+        return add_plan(c, lm, "lm_head.weight", ROLE_LMHEAD, head_fmt(c, lm), err);
     }
     if (!embed) return qhx_fail(err, QHX_E_FORMAT, "%s: no embedding table (*embed_tokens.weight)", qhx_st_file_path(c->set, 0));
     if (embed->n_dims != 2)
@@ -468,9 +501,27 @@ static qhx_status plan_all(convert *c, qhx_error *err) {
     if (lm || c->p->embed) {
         if ((rc = add_plan(c, embed, embed->name, ROLE_EMBED, c->emb, err))) return rc;
     }
+    head_fmt(c, lm ? lm : embed); /* settles c->lm for the log line */
     if (!lm) forge_job_log(&c->job, "tied lm-head: %s stored once as lm_head.weight (%s)%s", embed->name, OFMT_NAME[c->lm],
                            c->p->embed ? ", plus a separate embedding table (--embed)" : ", the embedding lookup reads its rows");
-    return add_plan(c, lm ? lm : embed, "lm_head.weight", ROLE_LMHEAD, c->lm, err);
+    return add_plan(c, lm ? lm : embed, "lm_head.weight", ROLE_LMHEAD, head_fmt(c, lm ? lm : embed), err);
+}
+
+/* One log line when the decoder's matrices are not all of the bundle precision. */
+static void log_policy(convert *c) {
+    int64_t n[OUT_Q4A + 1] = {0}, other = 0;
+    for (int64_t i = 0; i < c->n_plans; i++) {
+        const tplan *pl = &c->plans[i];
+        if (pl->role != ROLE_DECODER || pl->fmt == OUT_F32) continue;
+        n[pl->fmt]++;
+        other += pl->fmt != c->prec;
+    }
+    if (!other) return;
+    char line[256];
+    int at = 0;
+    for (int f = OUT_F16; f <= OUT_Q4A && at < (int)sizeof line; f++)
+        if (n[f]) at += snprintf(line + at, sizeof line - (size_t)at, "%s%lld %s", at ? ", " : "", (long long)n[f], OFMT_NAME[f]);
+    forge_job_log(&c->job, "decoder matrices by precision (policy): %s", line);
 }
 
 static const char *role_precision(const convert *c, role_t r) {
@@ -762,6 +813,7 @@ qhx_status qhx_forge_convert(const char *hf_dir, const char *out_dir, const qhx_
     if ((rc = qhx_st_open(hf_dir, &c->set, err)) != QHX_OK) goto done;
     if ((rc = forge_job_begin(&c->job, out_dir, p, err)) != QHX_OK) goto done;
     if ((rc = plan_all(c, err)) != QHX_OK) goto done;
+    log_policy(c);
     if ((rc = declare_all(c, err)) != QHX_OK) goto done;
 
     uint64_t total = 0;
