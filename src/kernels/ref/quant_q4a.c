@@ -290,27 +290,28 @@ static void quantize_block(const float *x, int8_t *q, float *dx) {
     *dx = d;
 }
 
-/* The four int32 lane sums of one group, as the SIMD kernel forms them: lane j covers values
- * 4j..4j+3 and 16+4j..16+4j+3, and holds 16 sum u q - z sum q over them. */
-static void group_lanes(const uint8_t *qg, int z, const int8_t *xq, float *lane) {
+/* The four int32 lane sums P = sum u q of one group, as the SIMD kernel forms them: lane j covers
+ * values 4j..4j+3 and 16+4j..16+4j+3. */
+static void group_lanes(const uint8_t *qg, const int8_t *xq, float *lane) {
     for (int j = 0; j < 4; j++) {
-        int32_t p = 0, xs = 0;
-        for (int k = 4 * j; k < 4 * j + 4; k++) {
-            p += (qg[k] & 15) * xq[k] + (qg[k] >> 4) * xq[k + 16];
-            xs += xq[k] + xq[k + 16];
-        }
-        lane[j] = (float)(16 * p - z * xs);
+        int32_t p = 0;
+        for (int k = 4 * j; k < 4 * j + 4; k++) p += (qg[k] & 15) * xq[k] + (qg[k] >> 4) * xq[k + 16];
+        lane[j] = (float)p;
     }
 }
 
-/* One weight row against one quantized activation row: the SIMD kernel's two 8-lane
- * accumulators (pairs of groups of full super-blocks alternating between them; later pairs into
- * the first), the lone last group into lanes 0-3 of their sum, and the horizontal sum
- * ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)). */
+/* One weight row against one quantized activation row (dx, xs: per block the scale and the sum
+ * of the codes), in the SIMD kernel's operations and order. Per group sc = c dx, and the lane
+ * sums times 16 sc go into two 8-lane accumulators: the pairs of groups of whole super-blocks
+ * alternating between them, the pairs of a partial last super-block into the first. The zero
+ * points: (sc z) xs per group, in lane g % 8 of a third accumulator for whole super-blocks, in
+ * order into one scalar for the rest. The result: the sum of the first two minus the third, the
+ * odd last group into lanes 0-3, the horizontal sum ((l0 + l4) + (l2 + l6)) + ((l1 + l5) +
+ * (l3 + l7)), minus the scalar. */
 static float row_i8x(const uint8_t *q, const uint16_t *super, const uint8_t *sub, const int8_t *xq, const float *dx,
-                     int64_t cols) {
+                     const float *xs, int64_t cols) {
     const int64_t ng = cols / G;
-    float acc[8] = {0}, acc2[8] = {0}, lane[4];
+    float acc[8] = {0}, acc2[8] = {0}, accz[8] = {0}, zt = 0.0f, lane[4];
     int64_t g = 0;
     for (; g + 2 <= ng; g += 2) {
         const int full = (g / SB + 1) * SB <= ng; /* inside a whole super-block */
@@ -318,32 +319,40 @@ static float row_i8x(const uint8_t *q, const uint16_t *super, const uint8_t *sub
         for (int h = 0; h < 2; h++) {
             const int64_t gg = g + h;
             const float sc = group_factor(qhx_f16_to_f32(super[gg / SB]), sub[2 * gg]) * dx[gg];
-            group_lanes(q + gg * G / 2, sub[2 * gg + 1], xq + gg * G, lane);
-            for (int j = 0; j < 4; j++) to[4 * h + j] = fmaf(lane[j], sc, to[4 * h + j]);
+            group_lanes(q + gg * G / 2, xq + gg * G, lane);
+            for (int j = 0; j < 4; j++) to[4 * h + j] = fmaf(lane[j], sc * 16.0f, to[4 * h + j]);
+            if (full) accz[gg % SB] = fmaf(sc * (float)sub[2 * gg + 1], xs[gg], accz[gg % SB]);
+            else zt = fmaf(sc * (float)sub[2 * gg + 1], xs[gg], zt);
         }
     }
     float a[8];
-    for (int l = 0; l < 8; l++) a[l] = acc[l] + acc2[l];
+    for (int l = 0; l < 8; l++) a[l] = (acc[l] + acc2[l]) - accz[l];
     if (g < ng) {
         const float sc = group_factor(qhx_f16_to_f32(super[g / SB]), sub[2 * g]) * dx[g];
-        group_lanes(q + g * G / 2, sub[2 * g + 1], xq + g * G, lane);
-        for (int j = 0; j < 4; j++) a[j] = fmaf(lane[j], sc, a[j]);
+        group_lanes(q + g * G / 2, xq + g * G, lane);
+        for (int j = 0; j < 4; j++) a[j] = fmaf(lane[j], sc * 16.0f, a[j]);
+        zt = fmaf(sc * (float)sub[2 * g + 1], xs[g], zt);
     }
-    return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
+    return (((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]))) - zt;
 }
 
 void qhx_k_matvec_q4a_i8x_ref(const qhx_weight *w, const float *x, float *y, int64_t r0, int64_t r1) {
     const int64_t cols = w->cols, ns = qhx_q4a_row_supers(cols), sb = qhx_q4a_row_sub_bytes(cols);
     int8_t xq[QHX_Q4A_I8X_MAX_COLS];
-    float dx[QHX_Q4A_I8X_MAX_COLS / 32];
+    float dx[QHX_Q4A_I8X_MAX_COLS / 32], xs[QHX_Q4A_I8X_MAX_COLS / 32];
     if (cols > QHX_Q4A_I8X_MAX_COLS) {
         qhx_k_matvec_q4a_ref(w, x, y, r0, r1);
         return;
     }
-    for (int64_t b = 0; b < cols / 32; b++) quantize_block(x + 32 * b, xq + 32 * b, &dx[b]);
+    for (int64_t b = 0; b < cols / 32; b++) {
+        quantize_block(x + 32 * b, xq + 32 * b, &dx[b]);
+        int32_t sum = 0;
+        for (int i = 0; i < 32; i++) sum += xq[32 * b + i];
+        xs[b] = (float)sum;
+    }
     const uint8_t *q = (const uint8_t *)w->data;
     for (int64_t r = r0; r < r1; r++)
-        y[r] = row_i8x(q + r * (cols / 2), w->gscales + r * ns, w->sub + r * sb, xq, dx, cols);
+        y[r] = row_i8x(q + r * (cols / 2), w->gscales + r * ns, w->sub + r * sb, xq, dx, xs, cols);
 }
 
 void qhx_k_matmul_q4a_i8x_ref(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy, int64_t n,

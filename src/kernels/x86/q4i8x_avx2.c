@@ -19,6 +19,7 @@
  * one FMA: about 2.4x fewer instructions than the int16-activation kernel (linear_x16_avx2.c),
  * which could not keep up with memory on Zen 3 (5-7 GB/s per thread against 10-15 here). */
 #include <immintrin.h>
+#include <math.h>
 #include <string.h>
 
 #include "kernels/quant.h"
@@ -57,6 +58,7 @@ typedef struct qx_row {
     _Alignas(32) int8_t hi[QX_MAX_COLS / 2];
     _Alignas(32) int32_t off[QX_MAX_COLS / 8];
     _Alignas(32) float dx[QX_MAX_COLS / 32];
+    _Alignas(32) float xs[QX_MAX_COLS / 32]; /* per block: the sum of its codes (Q4A's zero points) */
 } qx_row;
 
 /* Quantize x (cols,) into o, block by block as quant_x_avx2.h says (the prefill GEMM's rounding). */
@@ -66,6 +68,7 @@ static void quantize_x(const float *x, int64_t cols, qx_row *o) {
     for (int64_t b = 0; b < cols / 32; b++) {
         int32_t sum8;
         qx_quantize_block(x + 32 * b, q, &o->dx[b], &sum8);
+        o->xs[b] = (float)(sum8 / 8);
         __m128i q_lo = _mm_load_si128((const __m128i *)q), q_hi = _mm_load_si128((const __m128i *)(q + 16));
         int64_t at = 32 * (b / 2) + 16 * (b % 2);
         _mm_store_si128((__m128i *)(o->lo + at), q_lo);
@@ -420,103 +423,90 @@ void Q4I8X_NAME(qhx_k_matvec_multi_q4_i8x)(const qhx_weight *w, const float *con
 
 /* ---- Q4A (docs/formats.md, "Q4A"): 4-bit codes in Q4's layout, per group an 8-bit scale s and
  * zero point z, per super-block of 8 groups an f16 d --------------------------------------------
- * Per group the exact integer t = 16 sum u q - z sum q (4 lanes, as the Q4 sums), then
- * y += t * (c * dx) with c = d 2^-12 s: the float operations of qhx_k_matvec_q4a_i8x_ref
- * (kernels/ref/quant_q4a.c) in its order, so the results are its bits. Bounds: |16 u q| sums over
- * a lane's 8 values <= 16 * 15 * 127 * 8 and |z sum q| <= 255 * 127 * 8, far inside int32; the
- * AVX2 int16 pair sums hold u q <= 15 * 127 four times at most (7620), no saturation. */
+ * W = c (16 u - z), c = d 2^-12 s, so a group adds c dx (16 sum u q - z sum q). The kernels add
+ * the exact int32 lane sums P = sum u q times sc16 = 16 (c dx) into the two accumulators as the
+ * Q4 kernel adds its group sums, and the zero points once per group: (c dx z) * sum q, with
+ * sum q kept per block by the activation quantizer, into a third accumulator (one lane per group
+ * of a super-block) that is subtracted at the end. These are the float operations of
+ * qhx_k_matvec_q4a_i8x_ref (kernels/ref/quant_q4a.c) in its order, so the results are its bits.
+ * Per pair of groups this is the Q4 kernel's work less its offset subtraction; per super-block a
+ * few vector multiplies and one FMA more. Bounds: the AVX2 int16 pair sums hold u q <= 15 * 127
+ * four times at most (7620), no saturation. */
 
-/* The lane sums of sum q for pair `pair` (off holds 8 sum q, or -8 sum q in the VNNI build). */
-AI __m256i pair_xsum(const qx_row *qx, int64_t pair) {
-    __m256i x = _mm256_srai_epi32(_mm256_load_si256((const __m256i *)(qx->off + 8 * pair)), 3);
-#ifdef QHX_I8_AVXVNNI
-    x = _mm256_sub_epi32(_mm256_setzero_si256(), x);
-#endif
-    return x;
-}
-AI __m128i group_xsum(const qx_row *qx, int64_t pair) {
-    __m128i x = _mm_srai_epi32(_mm_load_si128((const __m128i *)(qx->off + 8 * pair)), 3);
-#ifdef QHX_I8_AVXVNNI
-    x = _mm_sub_epi32(_mm_setzero_si128(), x);
-#endif
-    return x;
-}
-
-/* t = 16 sum u q - z sum q per lane of a pair of groups (z: the two groups' zero points, each in
- * its four lanes). */
-AI __m256i pair_dot_q4a(code_pair u, const qx_row *qx, int64_t pair, __m256i z) {
+/* The lane sums P = sum u q of a pair of groups (4 lanes each). */
+AI __m256i pair_dot_q4a(code_pair u, const qx_row *qx, int64_t pair) {
     const __m256i *lo = (const __m256i *)(qx->lo + 32 * pair), *hi = (const __m256i *)(qx->hi + 32 * pair);
 #ifdef QHX_I8_AVXVNNI
     __m256i p = _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), u.lo, _mm256_load_si256(lo));
-    p = _mm256_dpbusd_avx_epi32(p, u.hi, _mm256_load_si256(hi));
+    return _mm256_dpbusd_avx_epi32(p, u.hi, _mm256_load_si256(hi));
 #else
     __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(u.lo, _mm256_load_si256(lo)),
                                    _mm256_maddubs_epi16(u.hi, _mm256_load_si256(hi)));
-    __m256i p = _mm256_madd_epi16(s16, _mm256_set1_epi16(1));
+    return _mm256_madd_epi16(s16, _mm256_set1_epi16(1));
 #endif
-    return _mm256_sub_epi32(_mm256_slli_epi32(p, 4), _mm256_mullo_epi32(z, pair_xsum(qx, pair)));
 }
 
-AI __m128i group_dot_q4a(const uint8_t *p, const qx_row *qx, int64_t pair, int z) {
+AI __m128i group_dot_q4a(const uint8_t *p, const qx_row *qx, int64_t pair) {
     const __m128i mask = _mm_set1_epi8(0x0f);
     __m128i b = _mm_loadu_si128((const __m128i *)p);
     __m128i u_lo = _mm_and_si128(b, mask), u_hi = _mm_and_si128(_mm_srli_epi16(b, 4), mask);
     const __m128i *lo = (const __m128i *)(qx->lo + 32 * pair), *hi = (const __m128i *)(qx->hi + 32 * pair);
 #ifdef QHX_I8_AVXVNNI
     __m128i s = _mm_dpbusd_avx_epi32(_mm_setzero_si128(), u_lo, _mm_load_si128(lo));
-    s = _mm_dpbusd_avx_epi32(s, u_hi, _mm_load_si128(hi));
+    return _mm_dpbusd_avx_epi32(s, u_hi, _mm_load_si128(hi));
 #else
-    __m128i s = _mm_madd_epi16(_mm_add_epi16(_mm_maddubs_epi16(u_lo, _mm_load_si128(lo)),
-                                             _mm_maddubs_epi16(u_hi, _mm_load_si128(hi))),
-                               _mm_set1_epi16(1));
+    return _mm_madd_epi16(_mm_add_epi16(_mm_maddubs_epi16(u_lo, _mm_load_si128(lo)),
+                                        _mm_maddubs_epi16(u_hi, _mm_load_si128(hi))),
+                          _mm_set1_epi16(1));
 #endif
-    return _mm_sub_epi32(_mm_slli_epi32(s, 4), _mm_mullo_epi32(_mm_set1_epi32(z), group_xsum(qx, pair)));
 }
 
-/* One whole super-block's factors: sc[g] = (d 2^-12 s_g) dx_g for its 8 groups, and z_g (int32),
- * from the 16 (s, z) bytes of the super-block. */
-AI void super_factors(const uint16_t *d, const uint8_t *sub, const float *dx, __m256 *sc, __m256i *z) {
+/* A whole super-block's factors from its 16 (s, z) bytes: sc16[g] = 16 ((d 2^-12 s_g) dx_g) and
+ * mz[g] = ((d 2^-12 s_g) dx_g) z_g for its 8 groups. */
+AI void super_factors(const uint16_t *d, const uint8_t *sub, const float *dx, __m256 *sc16, __m256 *mz) {
     const __m128i split = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
     __m128i sz = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)sub), split);
     __m256 c = _mm256_mul_ps(_mm256_set1_ps(qhx_x86_f16(d) * 0x1p-12f), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(sz)));
-    *sc = _mm256_mul_ps(c, _mm256_loadu_ps(dx));
-    *z = _mm256_cvtepu8_epi32(_mm_srli_si128(sz, 8));
+    __m256 sc = _mm256_mul_ps(c, _mm256_loadu_ps(dx));
+    *sc16 = _mm256_mul_ps(sc, _mm256_set1_ps(16.0f));
+    *mz = _mm256_mul_ps(sc, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(sz, 8))));
 }
 
-/* The factor of one group g (a partial super-block): the same product as super_factors'. */
+/* The same two factors of one group g (a partial super-block), as scalars. */
 AI float group_sc(const uint16_t *d, const uint8_t *sub, const float *dx, int64_t g) {
     return qhx_x86_f16(d + g / 8) * 0x1p-12f * (float)sub[2 * g] * dx[g];
 }
 
-/* Rows r..r+R-1 (R <= 4) of a Q4A matrix against one quantized activation row: whole
- * super-blocks with their pairs alternating between two accumulators, then the pairs of a
- * partial last super-block into the first, the odd last group into lanes 0-3 of the sum. */
+/* Rows r..r+R-1 (R <= 4) of a Q4A matrix against one quantized activation row. */
 AI void rows_q4a(const qhx_weight *w, const qx_row *qx, float *y, int64_t r, int R) {
     const int64_t ng = w->cols / 32, ns = (ng + 7) / 8;
     const __m256i spread[4] = {_mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1), _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3),
                                _mm256_setr_epi32(4, 4, 4, 4, 5, 5, 5, 5), _mm256_setr_epi32(6, 6, 6, 6, 7, 7, 7, 7)};
     const uint8_t *p[4], *sb[4];
     const uint16_t *d[4];
-    __m256 acc[4], acc2[4];
+    __m256 acc[4], acc2[4], accz[4];
+    float zt[4];
     UNROLL
     for (int i = 0; i < R; i++) {
         p[i] = (const uint8_t *)w->data + (size_t)(r + i) * (size_t)(w->cols / 2);
         sb[i] = w->sub + (size_t)(r + i) * (size_t)(ng * 2);
         d[i] = w->gscales + (r + i) * ns;
-        acc[i] = acc2[i] = _mm256_setzero_ps();
+        acc[i] = acc2[i] = accz[i] = _mm256_setzero_ps();
+        zt[i] = 0.0f;
     }
     int64_t g = 0;
     for (; g + 8 <= ng; g += 8) {
+        __m256 xs = _mm256_load_ps(qx->xs + g);
         UNROLL
         for (int i = 0; i < R; i++) {
-            __m256 sc;
-            __m256i z;
-            super_factors(d[i] + g / 8, sb[i] + 2 * g, qx->dx + g, &sc, &z);
+            __m256 sc16, mz;
+            super_factors(d[i] + g / 8, sb[i] + 2 * g, qx->dx + g, &sc16, &mz);
+            accz[i] = _mm256_fmadd_ps(mz, xs, accz[i]);
             UNROLL
             for (int k = 0; k < 4; k++) {
                 code_pair u = pair_codes(p[i] + 16 * (g + 2 * k), NULL, 4);
-                __m256 f = _mm256_cvtepi32_ps(pair_dot_q4a(u, qx, g / 2 + k, _mm256_permutevar8x32_epi32(z, spread[k])));
-                __m256 s = _mm256_permutevar8x32_ps(sc, spread[k]);
+                __m256 f = _mm256_cvtepi32_ps(pair_dot_q4a(u, qx, g / 2 + k));
+                __m256 s = _mm256_permutevar8x32_ps(sc16, spread[k]);
                 if (k & 1) acc2[i] = _mm256_fmadd_ps(f, s, acc2[i]);
                 else acc[i] = _mm256_fmadd_ps(f, s, acc[i]);
             }
@@ -525,22 +515,25 @@ AI void rows_q4a(const qhx_weight *w, const qx_row *qx, float *y, int64_t r, int
     for (; g + 2 <= ng; g += 2) {
         UNROLL
         for (int i = 0; i < R; i++) {
-            __m256 s = _mm256_set_m128(_mm_set1_ps(group_sc(d[i], sb[i], qx->dx, g + 1)),
-                                       _mm_set1_ps(group_sc(d[i], sb[i], qx->dx, g)));
-            __m256i z = _mm256_set_m128i(_mm_set1_epi32(sb[i][2 * g + 3]), _mm_set1_epi32(sb[i][2 * g + 1]));
+            float s0 = group_sc(d[i], sb[i], qx->dx, g), s1 = group_sc(d[i], sb[i], qx->dx, g + 1);
+            __m256 s = _mm256_set_m128(_mm_set1_ps(s1 * 16.0f), _mm_set1_ps(s0 * 16.0f));
             code_pair u = pair_codes(p[i] + 16 * g, NULL, 4);
-            acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(pair_dot_q4a(u, qx, g / 2, z)), s, acc[i]);
+            acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(pair_dot_q4a(u, qx, g / 2)), s, acc[i]);
+            zt[i] = fmaf(s0 * (float)sb[i][2 * g + 1], qx->xs[g], zt[i]);
+            zt[i] = fmaf(s1 * (float)sb[i][2 * g + 3], qx->xs[g + 1], zt[i]);
         }
     }
     UNROLL
     for (int i = 0; i < R; i++) {
-        __m256 a = _mm256_add_ps(acc[i], acc2[i]);
+        __m256 a = _mm256_sub_ps(_mm256_add_ps(acc[i], acc2[i]), accz[i]);
         if (g < ng) {
-            __m128 f = _mm_cvtepi32_ps(group_dot_q4a(p[i] + 16 * g, qx, g / 2, sb[i][2 * g + 1]));
-            __m128 lo = _mm_fmadd_ps(f, _mm_set1_ps(group_sc(d[i], sb[i], qx->dx, g)), _mm256_castps256_ps128(a));
+            float s0 = group_sc(d[i], sb[i], qx->dx, g);
+            __m128 f = _mm_cvtepi32_ps(group_dot_q4a(p[i] + 16 * g, qx, g / 2));
+            __m128 lo = _mm_fmadd_ps(f, _mm_set1_ps(s0 * 16.0f), _mm256_castps256_ps128(a));
             a = _mm256_insertf128_ps(a, lo, 0);
+            zt[i] = fmaf(s0 * (float)sb[i][2 * g + 1], qx->xs[g], zt[i]);
         }
-        y[r + i] = hsum8(a);
+        y[r + i] = hsum8(a) - zt[i];
     }
 }
 
@@ -584,7 +577,7 @@ void Q4I8X_NAME(qhx_k_matmul_q4a_i8x)(const qhx_weight *w, const float *X, int64
 }
 
 /* Weight row r against activation rows qx[0..NB): rows_q4a(w, qx[b], y[b], r, 1) for every b,
- * the codes unpacked and the factors of a super-block formed once for all of them. */
+ * the codes unpacked once for all of them. */
 AI void row_multi_q4a(const qhx_weight *w, const qx_row *const *qx, float *const *y, int64_t r, int NB) {
     const int64_t ng = w->cols / 32, ns = (ng + 7) / 8;
     const __m256i spread[4] = {_mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1), _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3),
@@ -592,23 +585,26 @@ AI void row_multi_q4a(const qhx_weight *w, const qx_row *const *qx, float *const
     const uint8_t *p = (const uint8_t *)w->data + (size_t)r * (size_t)(w->cols / 2);
     const uint8_t *sb = w->sub + (size_t)r * (size_t)(ng * 2);
     const uint16_t *d = w->gscales + r * ns;
-    __m256 acc[MULTI_TILE], acc2[MULTI_TILE];
+    __m256 acc[MULTI_TILE], acc2[MULTI_TILE], accz[MULTI_TILE];
+    float zt[MULTI_TILE];
     UNROLL
-    for (int b = 0; b < NB; b++) acc[b] = acc2[b] = _mm256_setzero_ps();
+    for (int b = 0; b < NB; b++) acc[b] = acc2[b] = accz[b] = _mm256_setzero_ps(), zt[b] = 0.0f;
     int64_t g = 0;
     for (; g + 8 <= ng; g += 8) {
-        __m256 sc[MULTI_TILE];
-        __m256i z;
+        __m256 sc16[MULTI_TILE];
         UNROLL
-        for (int b = 0; b < NB; b++) super_factors(d + g / 8, sb + 2 * g, qx[b]->dx + g, &sc[b], &z);
+        for (int b = 0; b < NB; b++) {
+            __m256 mz;
+            super_factors(d + g / 8, sb + 2 * g, qx[b]->dx + g, &sc16[b], &mz);
+            accz[b] = _mm256_fmadd_ps(mz, _mm256_load_ps(qx[b]->xs + g), accz[b]);
+        }
         UNROLL
         for (int k = 0; k < 4; k++) {
             code_pair u = pair_codes(p + 16 * (g + 2 * k), NULL, 4);
-            __m256i zk = _mm256_permutevar8x32_epi32(z, spread[k]);
             UNROLL
             for (int b = 0; b < NB; b++) {
-                __m256 f = _mm256_cvtepi32_ps(pair_dot_q4a(u, qx[b], g / 2 + k, zk));
-                __m256 s = _mm256_permutevar8x32_ps(sc[b], spread[k]);
+                __m256 f = _mm256_cvtepi32_ps(pair_dot_q4a(u, qx[b], g / 2 + k));
+                __m256 s = _mm256_permutevar8x32_ps(sc16[b], spread[k]);
                 if (k & 1) acc2[b] = _mm256_fmadd_ps(f, s, acc2[b]);
                 else acc[b] = _mm256_fmadd_ps(f, s, acc[b]);
             }
@@ -616,23 +612,26 @@ AI void row_multi_q4a(const qhx_weight *w, const qx_row *const *qx, float *const
     }
     for (; g + 2 <= ng; g += 2) {
         code_pair u = pair_codes(p + 16 * g, NULL, 4);
-        __m256i z = _mm256_set_m128i(_mm_set1_epi32(sb[2 * g + 3]), _mm_set1_epi32(sb[2 * g + 1]));
         UNROLL
         for (int b = 0; b < NB; b++) {
-            __m256 s = _mm256_set_m128(_mm_set1_ps(group_sc(d, sb, qx[b]->dx, g + 1)),
-                                       _mm_set1_ps(group_sc(d, sb, qx[b]->dx, g)));
-            acc[b] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(pair_dot_q4a(u, qx[b], g / 2, z)), s, acc[b]);
+            float s0 = group_sc(d, sb, qx[b]->dx, g), s1 = group_sc(d, sb, qx[b]->dx, g + 1);
+            __m256 s = _mm256_set_m128(_mm_set1_ps(s1 * 16.0f), _mm_set1_ps(s0 * 16.0f));
+            acc[b] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(pair_dot_q4a(u, qx[b], g / 2)), s, acc[b]);
+            zt[b] = fmaf(s0 * (float)sb[2 * g + 1], qx[b]->xs[g], zt[b]);
+            zt[b] = fmaf(s1 * (float)sb[2 * g + 3], qx[b]->xs[g + 1], zt[b]);
         }
     }
     UNROLL
     for (int b = 0; b < NB; b++) {
-        __m256 a = _mm256_add_ps(acc[b], acc2[b]);
+        __m256 a = _mm256_sub_ps(_mm256_add_ps(acc[b], acc2[b]), accz[b]);
         if (g < ng) {
-            __m128 f = _mm_cvtepi32_ps(group_dot_q4a(p + 16 * g, qx[b], g / 2, sb[2 * g + 1]));
-            __m128 lo = _mm_fmadd_ps(f, _mm_set1_ps(group_sc(d, sb, qx[b]->dx, g)), _mm256_castps256_ps128(a));
+            float s0 = group_sc(d, sb, qx[b]->dx, g);
+            __m128 f = _mm_cvtepi32_ps(group_dot_q4a(p + 16 * g, qx[b], g / 2));
+            __m128 lo = _mm_fmadd_ps(f, _mm_set1_ps(s0 * 16.0f), _mm256_castps256_ps128(a));
             a = _mm256_insertf128_ps(a, lo, 0);
+            zt[b] = fmaf(s0 * (float)sb[2 * g + 1], qx[b]->xs[g], zt[b]);
         }
-        y[b][r] = hsum8(a);
+        y[b][r] = hsum8(a) - zt[b];
     }
 }
 
