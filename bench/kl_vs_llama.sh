@@ -14,6 +14,8 @@
 # QHX_FORMATS: the qhx precisions forged and compared (default "w8 q4 q4a"); QHX_FORGE_ARGS: more
 #   qhx forge options for each of them (those bundles are kept in WORK under their own names).
 # LLAMA_FORMATS: the llama-quantize types compared (default "Q8_0 Q4_0 Q4_K_M Q5_K_M Q6_K").
+# LLAMA_F32_CHECK=0 leaves out llama.cpp's own f32 run against the reference (a check of the
+#   conversion, KL ~1e-8; on the 2B shapes the slowest of the dumps).
 # Sizes: whole files, and "data" (the tensor payload without headers: bench/data_bytes.py), the
 #   fair column on tiny models, where GGUF metadata is a tenth of the file.
 # Reference: qhx logits on the checkpoint itself (f32 or bf16 math on the stored weights).
@@ -70,8 +72,10 @@ args=()
 for p in $FORMATS; do
   dump_qhx "$WORK/qhx-$p$sfx" "$WORK/qhx-$p$sfx.f32"; args+=("qhx-$p=$WORK/qhx-$p$sfx.f32")
 done
-dump_llama "$WORK/F32.gguf" "$WORK/llama-F32.f32"
-args+=("llama-F32=$WORK/llama-F32.f32")
+if [ "${LLAMA_F32_CHECK:-1}" != 0 ]; then
+  dump_llama "$WORK/F32.gguf" "$WORK/llama-F32.f32"
+  args+=("llama-F32=$WORK/llama-F32.f32")
+fi
 for q in $LFORMATS; do dump_llama "$WORK/$q.gguf" "$WORK/llama-$q.f32"; args+=("llama-$q=$WORK/llama-$q.f32"); done
 [ -z "$FARGS" ] || echo "qhx forge options: $FARGS"
 "$PY" "$HERE/kl_compare.py" "$vocab" "$WORK/ref.f32" "${args[@]}"

@@ -569,17 +569,17 @@ static void on_input_rows(void *user, int64_t layer, int64_t pos0, const float *
     if (layer == -1 && pos0 == 0 && n == c->n) memcpy(c->x, x, (size_t)(n * c->H) * sizeof(float));
 }
 
-/* The quantizer runs on a pool: the bundle's bytes do not depend on the thread count. */
-static void test_threads_same_bytes(void) {
+/* The quantizer runs on a pool: the bundle's bytes do not depend on the thread count (q4a too,
+ * whose codes passes take the scales its scale pass kept). */
+static void threads_same_bytes(const char *precision, const char *const files[2]) {
     char src[512], d1[300], d3[300];
     snprintf(src, sizeof src, "%s/qwen35-tiny-f32", FIX);
     snprintf(d1, sizeof d1, "%s/threads-1", base);
     snprintf(d3, sizeof d3, "%s/threads-3", base);
     qhx_error err;
-    qhx_forge_params p1 = {.precision = "q4", .threads = 1}, p3 = {.precision = "q4", .threads = 3};
+    qhx_forge_params p1 = {.precision = precision, .threads = 1}, p3 = {.precision = precision, .threads = 3};
     CHECK_EQ(qhx_forge_convert(src, d1, &p1, &err), QHX_OK);
     CHECK_EQ(qhx_forge_convert(src, d3, &p3, &err), QHX_OK);
-    static const char *const files[] = {"decoder-q4.safetensors", "lmhead-q6.safetensors"};
     for (int f = 0; f < 2; f++) {
         char a[400], b[400];
         snprintf(a, sizeof a, "%s/%s", d1, files[f]);
@@ -594,6 +594,11 @@ static void test_threads_same_bytes(void) {
     }
     rm_flat(d1);
     rm_flat(d3);
+}
+
+static void test_threads_same_bytes(void) {
+    threads_same_bytes("q4", (const char *const[]){"decoder-q4.safetensors", "lmhead-q6.safetensors"});
+    threads_same_bytes("q4a", (const char *const[]){"decoder-q4a.safetensors", "lmhead-w8.safetensors"});
 }
 
 static void check_tied_lookup(const char *fixture, const char *precision, const char *lmhead) {

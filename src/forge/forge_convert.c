@@ -73,6 +73,11 @@ typedef struct tplan {
     role_t role;
     ofmt_t fmt;
     int64_t rows, cols;     /* the source viewed as [shape[0], rest] */
+    /* Q4A: the scales its scale pass found for every row (cache_row slots each), kept until both
+     * U8 passes (codes, sub bytes) have used them: the writer puts every F16 tensor before the U8
+     * ones, so a single shared cache would only ever serve the last matrix. NULL: search again. */
+    uint16_t *qcache;
+    int qcache_uses;
 } tplan;
 
 /* One rule of the precision policy: decoder matrices whose name matches `pattern` (fnmatch)
@@ -203,8 +208,8 @@ static int quant_row_q4a(convert *c, const tplan *pl, int64_t r, int codes, cons
     const int64_t cols = pl->cols, ns = qhx_q4a_row_supers(cols), sb = qhx_q4a_row_sub_bytes(cols);
     uint16_t *sup = c->gscales + r * ns;
     uint8_t *sub = c->qhigh + r * sb;
-    if (codes && c->cache_plan == pl) {
-        const uint16_t *at = c->cache + (c->row0 + r) * cache_row(pl);
+    if (codes && pl->qcache) {
+        const uint16_t *at = pl->qcache + (c->row0 + r) * cache_row(pl);
         memcpy(sup, at, (size_t)ns * 2);
         memcpy(sub, at + ns, (size_t)sb);
         qhx_quant_q4a_codes(x, cols, sup, sub, c->q + r * cols / 2);
@@ -275,7 +280,13 @@ static qhx_status write_quant(convert *c, qhx_stw *w, const tplan *pl, part_t pa
     const int64_t high_bytes = pl->fmt == OUT_Q4A ? qhx_q4a_row_sub_bytes(cols) : cols / 4; /* PART_HIGH per row */
     int64_t rows_per = CHUNK / cols;
     if (rows_per < 1) rows_per = 1;
-    if (part == PART_SCALES && is_grouped(pl->fmt)) cache_scales_for(c, pl);
+    tplan *mpl = (tplan *)pl; /* the plan's own scale cache (Q4A) is written here */
+    if (part == PART_SCALES && pl->fmt == OUT_Q4A && !pl->qcache) {
+        mpl->qcache = qhx_malloc((size_t)pl->rows * (size_t)cache_row(pl) * sizeof *pl->qcache);
+        mpl->qcache_uses = 2;
+    } else if (part == PART_SCALES && is_grouped(pl->fmt)) {
+        cache_scales_for(c, pl);
+    }
     for (int64_t r0 = 0; r0 < pl->rows; r0 += rows_per) {
         int64_t nr = pl->rows - r0 < rows_per ? pl->rows - r0 : rows_per;
         c->row0 = r0;
@@ -285,16 +296,15 @@ static qhx_status write_quant(convert *c, qhx_stw *w, const tplan *pl, part_t pa
             if (c->bad[r])
                 return qhx_fail(err, QHX_E_FORMAT, "%s: tensor '%s': row %lld holds a NaN, an infinity or a value too large to quantize",
                                 qhx_st_file_path(c->set, t->file_index), t->name, (long long)(r0 + r));
-        if (part == PART_SCALES && c->cache_plan == pl) {
-            if (pl->fmt == OUT_Q4A) { /* per row: the super-block scales, then the sub bytes */
-                const int64_t cr = cache_row(pl), sb = qhx_q4a_row_sub_bytes(cols);
-                for (int64_t r = 0; r < nr; r++) {
-                    memcpy(c->cache + (r0 + r) * cr, c->gscales + r * ng, (size_t)ng * 2);
-                    memcpy(c->cache + (r0 + r) * cr + ng, c->qhigh + r * sb, (size_t)sb);
-                }
-            } else {
-                memcpy(c->cache + r0 * ng, c->gscales, (size_t)(nr * ng) * sizeof *c->cache);
+        if (part == PART_SCALES && pl->fmt == OUT_Q4A && pl->qcache) {
+            /* per row: the super-block scales, then the sub bytes */
+            const int64_t cr = cache_row(pl), sb = qhx_q4a_row_sub_bytes(cols);
+            for (int64_t r = 0; r < nr; r++) {
+                memcpy(pl->qcache + (r0 + r) * cr, c->gscales + r * ng, (size_t)ng * 2);
+                memcpy(pl->qcache + (r0 + r) * cr + ng, c->qhigh + r * sb, (size_t)sb);
             }
+        } else if (part == PART_SCALES && c->cache_plan == pl) {
+            memcpy(c->cache + r0 * ng, c->gscales, (size_t)(nr * ng) * sizeof *c->cache);
         }
         const void *sc = pl->fmt == OUT_Q8 ? (const void *)c->scales : (const void *)c->gscales;
         size_t sc_bytes = (size_t)(nr * ng) * (pl->fmt == OUT_Q8 ? 4 : 2);
@@ -303,6 +313,10 @@ static qhx_status write_quant(convert *c, qhx_stw *w, const tplan *pl, part_t pa
                                             : put(c, w, pl->name, c->q, (size_t)(nr * row_bytes), err);
         release(t, r0 * cols, nr * cols);
         if (rc != QHX_OK) return rc;
+    }
+    if (part != PART_SCALES && pl->qcache && --mpl->qcache_uses == 0) {
+        qhx_free(mpl->qcache);
+        mpl->qcache = NULL;
     }
     return QHX_OK;
 }
@@ -889,6 +903,7 @@ done:
         qhx_free(c->plans[i].name);
         qhx_free(c->plans[i].scale_name);
         qhx_free(c->plans[i].high_name);
+        qhx_free(c->plans[i].qcache);
     }
     qhx_free(c->plans);
     qhx_free(c->f32);
