@@ -14,6 +14,7 @@
 # QHX_FORMATS: the qhx precisions forged and compared (default "w8 q4 q4a"); QHX_FORGE_ARGS: more
 #   qhx forge options for each of them (those bundles are kept in WORK under their own names).
 # LLAMA_FORMATS: the llama-quantize types compared (default "Q8_0 Q4_0 Q4_K_M Q5_K_M Q6_K").
+# KL_REUSE=1 keeps logits dumps already in WORK (non-empty files) instead of computing them again.
 # LLAMA_F32_CHECK=0 leaves out llama.cpp's own f32 run against the reference (a check of the
 #   conversion, KL ~1e-8; on the 2B shapes the slowest of the dumps).
 # Sizes: whole files, and "data" (the tensor payload without headers: bench/data_bytes.py), the
@@ -54,6 +55,7 @@ for p in $FORMATS; do
 done
 
 dump_qhx() { # model out
+  [ -n "${KL_REUSE:-}" ] && [ -s "$2" ] && return
   : >"$2"
   while IFS=$'\t' read -r prompt cont; do
     "$QHX" logits -m "$1" --ids "$prompt,$cont" --out "$WORK/one.f32" >/dev/null
@@ -61,6 +63,7 @@ dump_qhx() { # model out
   done <"$SEQS"
 }
 dump_llama() { # gguf out
+  [ -n "${KL_REUSE:-}" ] && [ -s "$2" ] && return
   : >"$2"
   while IFS=$'\t' read -r prompt cont; do
     "$LLAMA_DUMP" -m "$1" --ids "$prompt" --force "$cont" --logits-out "$WORK/one.f32" >/dev/null 2>&1
