@@ -209,7 +209,12 @@ static void check_simd(const char *name, qhx_matvec_fn mv, qhx_matmul_fn mm, qhx
             mv(&w, x, y, 0, R);
             if (C <= QHX_Q4A_I8X_MAX_COLS) qhx_k_matvec_q4a_i8x_ref(&w, x, want, 0, R);
             else qhx_k_matvec_q4a_ref(&w, x, want, 0, R);
-            if (memcmp(y, want, (size_t)R * 4)) fprintf(stderr, "%s: %lldx%lld differs from the model\n", name, (long long)R, (long long)C);
+            for (int64_t r = 0; r < R; r++)
+                if (memcmp(&y[r], &want[r], 4)) {
+                    fprintf(stderr, "%s: %lldx%lld row %lld: %.9g, the model %.9g\n", name, (long long)R, (long long)C,
+                            (long long)r, y[r], want[r]);
+                    break;
+                }
             CHECK(memcmp(y, want, (size_t)R * 4) == 0);
             int64_t a = R / 2;
             mv(&w, x, z, 0, a);
