@@ -73,11 +73,12 @@ static size_t wbytes(qhx_wfmt f, int64_t rows, int64_t cols) {
     case QHX_W_F32: return 4 * n;
     case QHX_W_F16: case QHX_W_BF16: return 2 * n;
     case QHX_W_Q8: return n + 4 * (size_t)rows;
+    case QHX_W_Q4A: return n / 2 + n / 16 + (size_t)(rows * ((cols / 32 + 7) / 8)) * 2;
     default: return n / 2 + n / 32 * 4;
     }
 }
 static const char *fmt_name(qhx_wfmt f) {
-    static const char *n[] = {"f32", "f16", "bf16", "q8", "q4"};
+    static const char *n[] = {"f32", "f16", "bf16", "q8", "q4", "q6", "q4a"};
     return f < QHX_W_COUNT ? n[f] : "?";
 }
 
@@ -227,7 +228,7 @@ static uint32_t rnd(void) {
 
 static void *make_data(qhx_wfmt fmt, size_t n) {
     size_t es = fmt == QHX_W_F32 ? 4 : fmt == QHX_W_F16 || fmt == QHX_W_BF16 ? 2 : 1;
-    if (fmt == QHX_W_Q4) n /= 2;
+    if (fmt == QHX_W_Q4 || fmt == QHX_W_Q4A) n /= 2;
     void *d = malloc(n * es);
     if (!d) return NULL;
     for (size_t i = 0; i < n; i++) {
@@ -246,17 +247,21 @@ static void *make_data(qhx_wfmt fmt, size_t n) {
  * its GB/s, but read from cache after the first copy: a small flattery, noted in the output). */
 static int make_weights(qhx_weight *w, int ncopies, qhx_wfmt fmt, int64_t rows, int64_t cols) {
     size_t ns = fmt == QHX_W_Q4 ? (size_t)(rows * cols / QHX_Q4_GROUP) : (size_t)rows;
+    if (fmt == QHX_W_Q4A) ns = (size_t)(rows * qhx_q4a_row_supers(cols));
     float *scales = malloc(ns * sizeof(float));
     uint16_t *gscales = malloc(ns * sizeof(uint16_t));
-    if (!scales || !gscales) {
+    uint8_t *sub = fmt == QHX_W_Q4A ? malloc((size_t)(rows * qhx_q4a_row_sub_bytes(cols))) : NULL;
+    if (!scales || !gscales || (fmt == QHX_W_Q4A && !sub)) {
         free(scales);
         free(gscales);
+        free(sub);
         return -1;
     }
     for (size_t r = 0; r < ns; r++) scales[r] = 0.01f, gscales[r] = qhx_f32_to_f16(0.01f);
+    for (int64_t i = 0; sub && i < rows * qhx_q4a_row_sub_bytes(cols); i++) sub[i] = (uint8_t)(1 + rnd() % 255);
     for (int c = 0; c < ncopies; c++) {
-        w[c] = (qhx_weight){.fmt = fmt, .rows = rows, .cols = cols, .scales = scales, .gscales = gscales,
-                            .group = fmt == QHX_W_Q4 ? QHX_Q4_GROUP : 0};
+        w[c] = (qhx_weight){.fmt = fmt, .rows = rows, .cols = cols, .scales = scales, .gscales = gscales, .sub = sub,
+                            .group = fmt == QHX_W_Q4 || fmt == QHX_W_Q4A ? QHX_Q4_GROUP : 0};
         w[c].data = make_data(fmt, (size_t)(rows * cols));
         if (!w[c].data) {
             for (int i = 0; i < c; i++) free((void *)w[i].data);
@@ -270,6 +275,7 @@ static int make_weights(qhx_weight *w, int ncopies, qhx_wfmt fmt, int64_t rows, 
 static void free_weights(qhx_weight *w, int ncopies) {
     free((void *)w[0].scales);
     free((void *)w[0].gscales);
+    free((void *)w[0].sub);
     for (int c = 0; c < ncopies; c++) free((void *)w[c].data);
 }
 
@@ -390,6 +396,7 @@ int main(int argc, char **argv) {
         ADD(avx2, q8, QHX_W_Q8);
         ADD(avx2, q4, QHX_W_Q4);
         vs[nv++] = (variant){"avx2", QHX_W_Q4, qhx_k_matvec_q4_i8x_avx2, qhx_k_matmul_q4_i8x_avx2, "q4i8x"};
+        vs[nv++] = (variant){"avx2", QHX_W_Q4A, qhx_k_matvec_q4a_i8x_avx2, qhx_k_matmul_q4a_i8x_avx2, "q4ai8x"};
         /* decode only: the int16-activation matvecs (Q8 default, Q4 under decode_math f32) */
         vs[nv++] = (variant){"avx2", QHX_W_Q8, qhx_k_matvec_q8_x16_avx2, NULL, "q8x16"};
         vs[nv++] = (variant){"avx2", QHX_W_Q4, qhx_k_matvec_q4_x16_avx2, NULL, "q4x16"};
@@ -402,6 +409,8 @@ int main(int argc, char **argv) {
         vs[nv++] = (variant){"avx2", QHX_W_Q4, NULL, qhx_k_matmul_q4_i8gemm_avx2, "q4i8gemm"};
         if (cpu.features & QHX_CPU_AVX_VNNI) { /* the same kernels built for AVX-VNNI */
             vs[nv++] = (variant){"avxvnni", QHX_W_Q4, qhx_k_matvec_q4_i8x_avxvnni, qhx_k_matmul_q4_i8x_avxvnni, "q4i8x"};
+            vs[nv++] = (variant){"avxvnni", QHX_W_Q4A, qhx_k_matvec_q4a_i8x_avxvnni, qhx_k_matmul_q4a_i8x_avxvnni,
+                                 "q4ai8x"};
             vs[nv++] = (variant){"avxvnni", QHX_W_Q8, NULL, qhx_k_matmul_q8_i8gemm_avxvnni, "q8i8gemm"};
             vs[nv++] = (variant){"avxvnni", QHX_W_Q4, NULL, qhx_k_matmul_q4_i8gemm_avxvnni, "q4i8gemm"};
         }

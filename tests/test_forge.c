@@ -199,6 +199,10 @@ static int matrix_close(const qhx_st_set *out, const char *name, const qhx_st_te
             qhx_dequant_q6_row((const uint8_t *)w.data + r * w.cols / 2, w.high + r * w.cols / 4,
                                w.gscales + r * (w.cols / w.group), w.cols, w.group, row);
             break;
+        case QHX_W_Q4A:
+            qhx_dequant_q4a_row((const uint8_t *)w.data + r * w.cols / 2, w.gscales + r * qhx_q4a_row_supers(w.cols),
+                                w.sub + r * qhx_q4a_row_sub_bytes(w.cols), w.cols, row);
+            break;
         default:
             for (int64_t c = 0; c < w.cols; c++) row[c] = elem_f32(o, r * w.cols + c);
         }
@@ -207,6 +211,7 @@ static int matrix_close(const qhx_st_set *out, const char *name, const qhx_st_te
             if (w.fmt == QHX_W_Q8) lim = w.scales[r] * 0.5f * 1.0001f;
             else if (w.fmt == QHX_W_Q4) lim = group_limit(src, r, c, w.cols, w.group, 8.0f);
             else if (w.fmt == QHX_W_Q6) lim = group_limit(src, r, c, w.cols, w.group, 32.0f);
+            else if (w.fmt == QHX_W_Q4A) lim = group_limit(src, r, c, w.cols, w.group, 8.0f); /* Q4's, looser here */
             else if (w.fmt == QHX_W_F16) lim = fabsf(s) * 0x1p-11f + 0x1p-25f;
             else if (w.fmt == QHX_W_BF16) lim = fabsf(s) * 0x1p-8f;
             else lim = 0;
@@ -296,7 +301,7 @@ static void check_bundle(const char *fixture, const char *dir, const expect *x) 
         for (int m = 0; m < qhx_st_n_metadata(one); m++) {
             const char *k, *v;
             qhx_st_metadata_at(one, m, &k, &v);
-            if (!strcmp(k, "qhexrt.format")) has_fmt = !strcmp(v, "qhexrt/1");
+            if (!strcmp(k, "qhexrt.format")) has_fmt = !strcmp(v, "qhexrt/2");
         }
         CHECK(has_fmt);
         qhx_st_free(one);
@@ -371,6 +376,96 @@ static void test_convert(void) {
             rm_flat(dir);
         }
     CHECK_EQ(n_entries(base), 0);
+}
+
+/* q4a: every decoder matrix is Q4A, or Q6 where the default policy or a --tensor-precision rule
+ * says so (the fixture's rows are all narrower than a super-block: the narrow-row policy); each
+ * within its bound of the source; the head W8 (narrow rows); the bundle runs. */
+static int layer_more_bits(int64_t l, int64_t n) { /* the policy's rule, written out for n = 8 */
+    (void)n;
+    return l == 0 || l == 3 || l == 6 || l == 7;
+}
+
+static void check_q4a_bundle(const char *dir, const char *rule_pat, qhx_wfmt rule_fmt) {
+    char fx[512];
+    snprintf(fx, sizeof fx, "%s/qwen35-tiny-f32", FIX);
+    qhx_st_set *src = NULL, *out = NULL;
+    qhx_error err;
+    CHECK_EQ(qhx_st_open(fx, &src, &err), QHX_OK);
+    CHECK_EQ(qhx_st_open(dir, &out, &err), QHX_OK);
+    if (!src || !out) {
+        qhx_st_free(src);
+        return;
+    }
+    int n_q4a = 0, n_q6 = 0, n_rule = 0, want_q6 = 0;
+    for (int64_t i = 0; i < qhx_st_n_tensors(src); i++) {
+        const qhx_st_tensor *s = qhx_st_tensor_at(src, i);
+        if (!is_linear(s) || !strncmp(s->name, "mtp.", 4)) continue;
+        qhx_weight w;
+        CHECK_EQ(qhx_st_get_weight(out, s->name, s->shape[0], s->shape[1], &w, &err), QHX_OK);
+        long long l = -1;
+        const char *at = strstr(s->name, ".layers.");
+        if (at) l = strtoll(at + 8, NULL, 10);
+        qhx_wfmt want = QHX_W_Q4A;
+        if (strstr(s->name, "mlp.down_proj") && layer_more_bits(l, 8)) want = QHX_W_Q6;
+        if (strstr(s->name, "linear_attn.in_proj_qkv") || strstr(s->name, "linear_attn.in_proj_z") ||
+            strstr(s->name, "linear_attn.out_proj") || strstr(s->name, "mlp.up_proj"))
+            want = QHX_W_Q6;
+        if (rule_pat && strstr(s->name, rule_pat)) want = rule_fmt, n_rule++;
+        if (w.fmt != want) fprintf(stderr, "%s: %s is format %d, expected %d\n", dir, s->name, (int)w.fmt, (int)want);
+        CHECK_EQ(w.fmt, want);
+        n_q4a += w.fmt == QHX_W_Q4A, n_q6 += w.fmt == QHX_W_Q6;
+        CHECK(matrix_close(out, s->name, s));
+        if (w.fmt == QHX_W_Q4A) { /* no ".qscale": a reader without Q4A refuses the matrix */
+            char side[300];
+            snprintf(side, sizeof side, "%s.qscale", s->name);
+            CHECK(qhx_st_find(out, side) == NULL);
+        }
+        want_q6 += want == QHX_W_Q6;
+    }
+    CHECK(n_q4a >= 16);
+    CHECK_EQ(n_q6, want_q6);
+    if (!rule_pat) CHECK_EQ(n_q6, 4 + 3 * 6 + 8);
+    if (rule_pat) CHECK(n_rule > 0);
+    qhx_weight head;
+    CHECK_EQ(qhx_st_get_weight(out, "lm_head.weight", -1, -1, &head, &err), QHX_OK);
+    CHECK_EQ(head.fmt, QHX_W_Q8);
+    qhx_st_free(src);
+    qhx_st_free(out);
+}
+
+static void test_convert_q4a(void) {
+    char src[512], dir[300];
+    snprintf(src, sizeof src, "%s/qwen35-tiny-f32", FIX);
+    snprintf(dir, sizeof dir, "%s/q4a", base);
+    qhx_error err;
+    qhx_forge_params p = {.precision = "q4a"};
+    CHECK_EQ(qhx_forge_convert(src, dir, &p, &err), QHX_OK);
+    check_q4a_bundle(dir, NULL, QHX_W_Q4A);
+    check_manifest(dir, "qwen35-tiny-f32-1024.json", "qwen3_5_generate", QHX_PREC_Q4, QHX_DTYPE_I8, false, 1024);
+    rm_flat(dir);
+    /* rules: the last match wins, over the default policy too */
+    p.tensor_precision = "*.mlp.gate_proj.weight=q6,*.layers.*.mlp.gate_proj.weight=w8";
+    CHECK_EQ(qhx_forge_convert(src, dir, &p, &err), QHX_OK);
+    check_q4a_bundle(dir, "mlp.gate_proj", QHX_W_Q8);
+    rm_flat(dir);
+    p.tensor_precision = "*.mlp.down_proj.weight=q4a";
+    CHECK_EQ(qhx_forge_convert(src, dir, &p, &err), QHX_OK);
+    check_q4a_bundle(dir, "mlp.down_proj", QHX_W_Q4A);
+    rm_flat(dir);
+    /* bad rules: refused before anything is written */
+    static const char *const bad[] = {"*.weight", "*.weight=q3", "=q6", "*.weight=q6,", "a=q6,,b=q4"};
+    for (int i = 0; i < 5; i++) {
+        p.tensor_precision = bad[i];
+        qhx_status rc = qhx_forge_convert(src, dir, &p, &err);
+        if (i == 3) { /* a trailing comma ends the list */
+            CHECK_EQ(rc, QHX_OK);
+            rm_flat(dir);
+            continue;
+        }
+        CHECK_EQ(rc, QHX_E_ARG);
+        CHECK_EQ(n_entries(base), 0);
+    }
 }
 
 /* A bundle is itself a sharded checkpoint (index + several files, lm_head.weight present): it
@@ -474,17 +569,17 @@ static void on_input_rows(void *user, int64_t layer, int64_t pos0, const float *
     if (layer == -1 && pos0 == 0 && n == c->n) memcpy(c->x, x, (size_t)(n * c->H) * sizeof(float));
 }
 
-/* The quantizer runs on a pool: the bundle's bytes do not depend on the thread count. */
-static void test_threads_same_bytes(void) {
+/* The quantizer runs on a pool: the bundle's bytes do not depend on the thread count (q4a too,
+ * whose codes passes take the scales its scale pass kept). */
+static void threads_same_bytes(const char *precision, const char *const files[2]) {
     char src[512], d1[300], d3[300];
     snprintf(src, sizeof src, "%s/qwen35-tiny-f32", FIX);
     snprintf(d1, sizeof d1, "%s/threads-1", base);
     snprintf(d3, sizeof d3, "%s/threads-3", base);
     qhx_error err;
-    qhx_forge_params p1 = {.precision = "q4", .threads = 1}, p3 = {.precision = "q4", .threads = 3};
+    qhx_forge_params p1 = {.precision = precision, .threads = 1}, p3 = {.precision = precision, .threads = 3};
     CHECK_EQ(qhx_forge_convert(src, d1, &p1, &err), QHX_OK);
     CHECK_EQ(qhx_forge_convert(src, d3, &p3, &err), QHX_OK);
-    static const char *const files[] = {"decoder-q4.safetensors", "lmhead-q6.safetensors"};
     for (int f = 0; f < 2; f++) {
         char a[400], b[400];
         snprintf(a, sizeof a, "%s/%s", d1, files[f]);
@@ -501,12 +596,17 @@ static void test_threads_same_bytes(void) {
     rm_flat(d3);
 }
 
-static void check_tied_lookup(const char *fixture, const char *lmhead) {
+static void test_threads_same_bytes(void) {
+    threads_same_bytes("q4", (const char *const[]){"decoder-q4.safetensors", "lmhead-q6.safetensors"});
+    threads_same_bytes("q4a", (const char *const[]){"decoder-q4a.safetensors", "lmhead-w8.safetensors"});
+}
+
+static void check_tied_lookup(const char *fixture, const char *precision, const char *lmhead) {
     char src[512], dir[300];
     snprintf(src, sizeof src, "%s/%s", FIX, fixture);
-    snprintf(dir, sizeof dir, "%s/tied-%s-%s", base, fixture, lmhead);
+    snprintf(dir, sizeof dir, "%s/tied-%s-%s-%s", base, fixture, precision, lmhead);
     qhx_error err;
-    qhx_forge_params p = {.precision = "q4", .lmhead = lmhead};
+    qhx_forge_params p = {.precision = precision, .lmhead = lmhead};
     CHECK_EQ(qhx_forge_convert(src, dir, &p, &err), QHX_OK);
     qhx_st_set *set = NULL;
     qhx_model *m = NULL;
@@ -564,11 +664,13 @@ int main(void) {
     test_convert();
     test_sharded_input();
     test_threads_same_bytes();
-    check_tied_lookup("qwen35-tiny-f32", "w8");
-    check_tied_lookup("qwen35-tiny-f32", "q4");
-    check_tied_lookup("qwen35-tiny-f32", "q6");
-    check_tied_lookup("qwen3vl-tiny-f32", "w8");
-    check_tied_lookup("qwen3vl-tiny-f32", "q6");
+    check_tied_lookup("qwen35-tiny-f32", "q4", "w8");
+    check_tied_lookup("qwen35-tiny-f32", "q4", "q4");
+    check_tied_lookup("qwen35-tiny-f32", "q4", "q6");
+    check_tied_lookup("qwen3vl-tiny-f32", "q4", "w8");
+    check_tied_lookup("qwen3vl-tiny-f32", "q4", "q6");
+    check_tied_lookup("qwen35-tiny-f32", "q4a", "q4a");
+    test_convert_q4a();
     test_failures();
     rm_flat(base);
     return t_done("test_forge");

@@ -17,9 +17,14 @@
 #include <stdint.h>
 
 typedef struct qhx_forge_params {
-    /* convert: precision of the linear weights: "f16", "bf16", "w8", "q4" (required) */
+    /* convert: precision of the linear weights: "f16", "bf16", "w8", "q4", "q4a" (required) */
     const char *precision;
-    /* convert: lm-head precision "f16", "bf16", "w8", "q4"; NULL = the default (docs/bundle.md) */
+    /* convert: per-tensor precision rules "GLOB=PREC[,GLOB=PREC...]" for decoder matrices (GLOB
+     * an fnmatch pattern over the tensor name, PREC one of f16, bf16, w8, q4, q4a, q6), applied
+     * after the precision's default policy (docs/bundle.md), the last matching rule winning;
+     * NULL = none */
+    const char *tensor_precision;
+    /* convert: lm-head precision "f16", "bf16", "w8", "q6", "q4", "q4a"; NULL = the default (docs/bundle.md) */
     const char *lmhead;
     /* convert: embedding table dtype "f16", "bf16"; NULL = bf16 for precision bf16, else f16 */
     const char *embed;

@@ -26,6 +26,7 @@
 #include "kernels/quant.h"
 
 #include <ctype.h>
+#include <fnmatch.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -33,11 +34,15 @@
 
 #define CHUNK ((int64_t)1 << 18) /* elements per read/convert/write step */
 
+/* "qhexrt.format" of the weight files and the index: 2 since Q4A (docs/bundle.md); files of
+ * version 1 hold no Q4A matrix and load as before. */
+#define QHX_BUNDLE_FORMAT "qhexrt/2"
+
 typedef enum { ROLE_DECODER = 0, ROLE_EMBED, ROLE_LMHEAD, ROLE_VISION, ROLE_COUNT } role_t;
 static const char *const ROLE_NAME[ROLE_COUNT] = {"decoder", "embed", "lmhead", "vision"};
 
-typedef enum { OUT_F32 = 0, OUT_F16, OUT_BF16, OUT_Q8, OUT_Q4, OUT_Q6 } ofmt_t;
-static const char *const OFMT_NAME[] = {"f32", "f16", "bf16", "w8", "q4", "q6"};
+typedef enum { OUT_F32 = 0, OUT_F16, OUT_BF16, OUT_Q8, OUT_Q4, OUT_Q6, OUT_Q4A } ofmt_t;
+static const char *const OFMT_NAME[] = {"f32", "f16", "bf16", "w8", "q4", "q6", "q4a"};
 
 /* What a name may stand for where it is read: plain dtypes only (the embedding), the
  * precisions of whole bundles, or those and q6 (the lm-head). */
@@ -48,25 +53,43 @@ static int ofmt_from_name(const char *s, int which) {
     if (!strcmp(s, "bf16")) return OUT_BF16;
     if (which != NAMES_PLAIN && !strcmp(s, "w8")) return OUT_Q8;
     if (which != NAMES_PLAIN && !strcmp(s, "q4")) return OUT_Q4;
+    if (which != NAMES_PLAIN && !strcmp(s, "q4a")) return OUT_Q4A;
     if (which == NAMES_HEAD && !strcmp(s, "q6")) return OUT_Q6;
     return -1;
 }
 
-static int is_grouped(ofmt_t f) { return f == OUT_Q4 || f == OUT_Q6; }
+static int is_grouped(ofmt_t f) { return f == OUT_Q4 || f == OUT_Q6 || f == OUT_Q4A; }
 static int is_quant(ofmt_t f) { return f == OUT_Q8 || is_grouped(f); }
 
-/* The parts of a quantized matrix, each a tensor of its own. */
+/* The parts of a quantized matrix, each a tensor of its own (Q4A: PART_SCALES is ".qsuper",
+ * PART_HIGH ".qsub"). */
 typedef enum { PART_CODES = 0, PART_SCALES, PART_HIGH } part_t;
 
 typedef struct tplan {
     const qhx_st_tensor *src;
     char *name;             /* output name (owned) */
-    char *scale_name;       /* "<name>.qscale" for Q8/Q4/Q6 (owned) */
-    char *high_name;        /* "<name>.qhigh" for Q6 (owned) */
+    char *scale_name;       /* "<name>.qscale" for Q8/Q4/Q6, "<name>.qsuper" for Q4A (owned) */
+    char *high_name;        /* "<name>.qhigh" for Q6, "<name>.qsub" for Q4A (owned) */
     role_t role;
     ofmt_t fmt;
     int64_t rows, cols;     /* the source viewed as [shape[0], rest] */
+    /* Q4A: the scales its scale pass found for every row (cache_row slots each), kept until both
+     * U8 passes (codes, sub bytes) have used them: the writer puts every F16 tensor before the U8
+     * ones, so a single shared cache would only ever serve the last matrix. NULL: search again. */
+    uint16_t *qcache;
+    int qcache_uses;
 } tplan;
+
+/* One rule of the precision policy: decoder matrices whose name matches `pattern` (fnmatch)
+ * and whose rows fit `width` get `fmt`; the last matching rule wins. */
+typedef enum { WIDTH_ANY = 0, WIDTH_NARROW, WIDTH_WIDE } width_t; /* narrow: rows shorter than a Q4A super-block */
+typedef struct prule {
+    char pattern[160];
+    ofmt_t fmt;
+    width_t width;
+} prule;
+#define SUPER_COLS (QHX_Q4A_GROUP * QHX_Q4A_SUPER) /* 256 */
+#define MAX_RULES 256
 
 typedef struct convert {
     forge_job job;
@@ -79,6 +102,8 @@ typedef struct convert {
     tplan *plans;
     int64_t n_plans;
     ofmt_t prec, lm, emb, vis;
+    prule rules[MAX_RULES]; /* the default policy of prec, then --tensor-precision */
+    int n_rules;
     qhx_stw *w[ROLE_COUNT];
     char fname[ROLE_COUNT][48];
     /* scratch (CHUNK elements or one row chunk) */
@@ -86,9 +111,9 @@ typedef struct convert {
     uint16_t *u16;
     uint8_t *q;
     float *scales;      /* Q8 row scales of one chunk of rows */
-    uint16_t *gscales;  /* Q4 / Q6 group scales (f16) of one chunk of rows */
-    uint8_t *qhigh;     /* Q6 high bits of one chunk of rows */
-    uint16_t *cache;    /* the Q4 / Q6 scales of every row of cache_plan (its scale pass) */
+    uint16_t *gscales;  /* Q4 / Q6 group scales (f16), Q4A super-block scales, of one chunk of rows */
+    uint8_t *qhigh;     /* Q6 high bits, Q4A (scale, zero point) bytes, of one chunk of rows */
+    uint16_t *cache;    /* the scales of every row of cache_plan (its scale pass): cache_row each */
     size_t cache_cap;
     const tplan *cache_plan;
     int64_t row0;       /* first row of the chunk being quantized */
@@ -170,10 +195,34 @@ static qhx_status write_plain(convert *c, qhx_stw *w, const tplan *pl, qhx_error
     return QHX_OK;
 }
 
+/* u16 slots of the cache per row: Q4 / Q6 one f16 scale per group; Q4A its super-block scales,
+ * then its (scale, zero point) bytes two to a slot. */
+static int64_t cache_row(const tplan *pl) {
+    return pl->fmt == OUT_Q4A ? qhx_q4a_row_supers(pl->cols) + qhx_q4a_row_sub_bytes(pl->cols) / 2
+                              : pl->cols / QHX_Q4_GROUP;
+}
+
+/* Q4A: the scale pass searches and keeps (super, sub) in the chunk's buffers (and the cache);
+ * the other passes take them from the cache when it holds them, and round the codes. */
+static int quant_row_q4a(convert *c, const tplan *pl, int64_t r, int codes, const float *x) {
+    const int64_t cols = pl->cols, ns = qhx_q4a_row_supers(cols), sb = qhx_q4a_row_sub_bytes(cols);
+    uint16_t *sup = c->gscales + r * ns;
+    uint8_t *sub = c->qhigh + r * sb;
+    if (codes && pl->qcache) {
+        const uint16_t *at = pl->qcache + (c->row0 + r) * cache_row(pl);
+        memcpy(sup, at, (size_t)ns * 2);
+        memcpy(sub, at + ns, (size_t)sb);
+        qhx_quant_q4a_codes(x, cols, sup, sub, c->q + r * cols / 2);
+        return 0;
+    }
+    return qhx_quant_q4a_row(x, NULL, cols, codes ? c->q + r * cols / 2 : NULL, sup, sub);
+}
+
 /* One row quantized into the chunk's buffers at row r: the codes (Q6: both planes), the scales.
  * codes 0: the scales only. Returns the quantizer's 0 or -1. */
 static int quant_row(convert *c, const tplan *pl, int64_t r, int codes, const float *x) {
     const int64_t cols = pl->cols, ng = cols / QHX_Q4_GROUP;
+    if (pl->fmt == OUT_Q4A) return quant_row_q4a(c, pl, r, codes, x);
     if (codes && c->cache_plan == pl && is_grouped(pl->fmt)) { /* the scale pass searched already */
         const uint16_t *d = c->cache + (c->row0 + r) * ng;
         if (pl->fmt == OUT_Q4) qhx_quant_q4_codes(x, cols, QHX_Q4_GROUP, d, c->q + r * cols / 2);
@@ -211,7 +260,7 @@ static void quant_task(void *ctx, int64_t r, int thread) {
  * the codes passes reuse the scale pass's search. Without the room the passes search again. */
 static void cache_scales_for(convert *c, const tplan *pl) {
     c->cache_plan = NULL;
-    size_t need = (size_t)pl->rows * (size_t)(pl->cols / QHX_Q4_GROUP);
+    size_t need = (size_t)pl->rows * (size_t)cache_row(pl);
     if (need > c->cache_cap) {
         uint16_t *p = qhx_realloc(c->cache, need * sizeof *p);
         if (!p) return;
@@ -226,11 +275,18 @@ static void cache_scales_for(convert *c, const tplan *pl) {
  * only round. Nothing of matrix size is held in memory. */
 static qhx_status write_quant(convert *c, qhx_stw *w, const tplan *pl, part_t part, qhx_error *err) {
     const qhx_st_tensor *t = pl->src;
-    const int64_t cols = pl->cols, ng = pl->fmt == OUT_Q8 ? 1 : cols / QHX_Q4_GROUP;
+    const int64_t cols = pl->cols, ng = pl->fmt == OUT_Q8 ? 1 : pl->fmt == OUT_Q4A ? qhx_q4a_row_supers(cols) : cols / QHX_Q4_GROUP;
     const int64_t row_bytes = pl->fmt == OUT_Q8 ? cols : cols / 2;
+    const int64_t high_bytes = pl->fmt == OUT_Q4A ? qhx_q4a_row_sub_bytes(cols) : cols / 4; /* PART_HIGH per row */
     int64_t rows_per = CHUNK / cols;
     if (rows_per < 1) rows_per = 1;
-    if (part == PART_SCALES && is_grouped(pl->fmt)) cache_scales_for(c, pl);
+    tplan *mpl = (tplan *)pl; /* the plan's own scale cache (Q4A) is written here */
+    if (part == PART_SCALES && pl->fmt == OUT_Q4A && !pl->qcache) {
+        mpl->qcache = qhx_malloc((size_t)pl->rows * (size_t)cache_row(pl) * sizeof *pl->qcache);
+        mpl->qcache_uses = 2;
+    } else if (part == PART_SCALES && is_grouped(pl->fmt)) {
+        cache_scales_for(c, pl);
+    }
     for (int64_t r0 = 0; r0 < pl->rows; r0 += rows_per) {
         int64_t nr = pl->rows - r0 < rows_per ? pl->rows - r0 : rows_per;
         c->row0 = r0;
@@ -240,15 +296,27 @@ static qhx_status write_quant(convert *c, qhx_stw *w, const tplan *pl, part_t pa
             if (c->bad[r])
                 return qhx_fail(err, QHX_E_FORMAT, "%s: tensor '%s': row %lld holds a NaN, an infinity or a value too large to quantize",
                                 qhx_st_file_path(c->set, t->file_index), t->name, (long long)(r0 + r));
-        if (part == PART_SCALES && c->cache_plan == pl)
+        if (part == PART_SCALES && pl->fmt == OUT_Q4A && pl->qcache) {
+            /* per row: the super-block scales, then the sub bytes */
+            const int64_t cr = cache_row(pl), sb = qhx_q4a_row_sub_bytes(cols);
+            for (int64_t r = 0; r < nr; r++) {
+                memcpy(pl->qcache + (r0 + r) * cr, c->gscales + r * ng, (size_t)ng * 2);
+                memcpy(pl->qcache + (r0 + r) * cr + ng, c->qhigh + r * sb, (size_t)sb);
+            }
+        } else if (part == PART_SCALES && c->cache_plan == pl) {
             memcpy(c->cache + r0 * ng, c->gscales, (size_t)(nr * ng) * sizeof *c->cache);
+        }
         const void *sc = pl->fmt == OUT_Q8 ? (const void *)c->scales : (const void *)c->gscales;
         size_t sc_bytes = (size_t)(nr * ng) * (pl->fmt == OUT_Q8 ? 4 : 2);
         qhx_status rc = part == PART_SCALES ? put(c, w, pl->scale_name, sc, sc_bytes, err)
-                        : part == PART_HIGH ? put(c, w, pl->high_name, c->qhigh, (size_t)(nr * cols / 4), err)
+                        : part == PART_HIGH ? put(c, w, pl->high_name, c->qhigh, (size_t)(nr * high_bytes), err)
                                             : put(c, w, pl->name, c->q, (size_t)(nr * row_bytes), err);
         release(t, r0 * cols, nr * cols);
         if (rc != QHX_OK) return rc;
+    }
+    if (part != PART_SCALES && pl->qcache && --mpl->qcache_uses == 0) {
+        qhx_free(mpl->qcache);
+        mpl->qcache = NULL;
     }
     return QHX_OK;
 }
@@ -279,10 +347,11 @@ static qhx_status add_plan(convert *c, const qhx_st_tensor *src, const char *nam
     pl->fmt = fmt;
     if (!(pl->name = qhx_strdup(name))) return qhx_fail(err, QHX_E_NOMEM, "out of memory");
     if (is_quant(fmt)) {
-        if (!(pl->scale_name = side_name(name, QHX_QSCALE_SUFFIX))) return qhx_fail(err, QHX_E_NOMEM, "out of memory");
+        if (!(pl->scale_name = side_name(name, fmt == OUT_Q4A ? QHX_QSUPER_SUFFIX : QHX_QSCALE_SUFFIX)))
+            return qhx_fail(err, QHX_E_NOMEM, "out of memory");
         if (pl->cols > c->max_cols) c->max_cols = pl->cols;
     }
-    if (fmt == OUT_Q6 && !(pl->high_name = side_name(name, QHX_QHIGH_SUFFIX)))
+    if ((fmt == OUT_Q6 || fmt == OUT_Q4A) && !(pl->high_name = side_name(name, fmt == OUT_Q6 ? QHX_QHIGH_SUFFIX : QHX_QSUB_SUFFIX)))
         return qhx_fail(err, QHX_E_NOMEM, "out of memory");
     return QHX_OK;
 }
@@ -290,6 +359,102 @@ static qhx_status add_plan(convert *c, const qhx_st_tensor *src, const char *nam
 static int is_matrix_weight(const qhx_st_tensor *t) {
     return t->n_dims == 2 && has_suffix(t->name, ".weight") && !strstr(t->name, "pos_embed") &&
            !strstr(t->name, "embed_tokens");
+}
+
+/* The precision of decoder matrix `name`: the bundle's, unless a policy rule says otherwise. */
+static ofmt_t decoder_fmt(const convert *c, const char *name, int64_t cols) {
+    ofmt_t f = c->prec;
+    for (int i = 0; i < c->n_rules; i++) {
+        const prule *r = &c->rules[i];
+        if (r->width == WIDTH_NARROW && cols >= SUPER_COLS) continue;
+        if (r->width == WIDTH_WIDE && cols < SUPER_COLS) continue;
+        if (!fnmatch(r->pattern, name, 0)) f = r->fmt;
+    }
+    return f;
+}
+
+static qhx_status add_rule_w(convert *c, const char *pattern, size_t n, ofmt_t fmt, width_t width, qhx_error *err) {
+    if (c->n_rules == MAX_RULES) return qhx_fail(err, QHX_E_LIMIT, "more than %d tensor precision rules", MAX_RULES);
+    if (n == 0 || n >= sizeof c->rules[0].pattern)
+        return qhx_fail(err, QHX_E_ARG, "tensor precision rule: a pattern of %zu characters (1 to %zu)", n,
+                        sizeof c->rules[0].pattern - 1);
+    prule *r = &c->rules[c->n_rules++];
+    memcpy(r->pattern, pattern, n);
+    r->pattern[n] = 0;
+    r->fmt = fmt;
+    r->width = width;
+    return QHX_OK;
+}
+
+static qhx_status add_rule(convert *c, const char *pattern, size_t n, ofmt_t fmt, qhx_error *err) {
+    return add_rule_w(c, pattern, n, fmt, WIDTH_ANY, err);
+}
+
+/* "GLOB=PREC[,GLOB=PREC...]" (--tensor-precision) appended to the rules. */
+static qhx_status parse_rules(convert *c, const char *spec, qhx_error *err) {
+    for (const char *s = spec; *s;) {
+        const char *end = strchr(s, ','), *eq;
+        size_t len = end ? (size_t)(end - s) : strlen(s);
+        char prec[8];
+        eq = memchr(s, '=', len);
+        size_t plen = eq ? len - (size_t)(eq + 1 - s) : 0;
+        int f = -1;
+        if (eq && plen < sizeof prec) {
+            memcpy(prec, eq + 1, plen);
+            prec[plen] = 0;
+            f = ofmt_from_name(prec, NAMES_HEAD);
+        }
+        if (f < 0)
+            return qhx_fail(err, QHX_E_ARG, "tensor precision rule '%.*s': expected GLOB=PREC with PREC one of f16, bf16, "
+                            "w8, q4, q4a, q6", (int)len, s);
+        qhx_status rc = add_rule(c, s, (size_t)(eq - s), (ofmt_t)f, err);
+        if (rc != QHX_OK) return rc;
+        s += len + (end ? 1 : 0);
+    }
+    return QHX_OK;
+}
+
+/* Layers that keep more bits under q4a's default policy: the first and last eighth (at least
+ * one each) and every third one between (docs/bundle.md, "Mixed precision by role"). */
+static int q4a_more_bits(int64_t layer, int64_t n) {
+    int64_t e = n / 8 > 0 ? n / 8 : 1;
+    return layer < e || layer >= n - e || (layer - e) % 3 == 2;
+}
+
+/* q4a's default policy (docs/bundle.md, "Mixed precision by role"; BENCHMARKS.md has the
+ * per-role measurements behind it): Q6 for the FFN-down matrices of the layers q4a_more_bits
+ * picks; for rows of a super-block or more, also the attention V projections; for narrower rows
+ * (where a super-block does not fill, and llama.cpp's K-quants fall back to 5.5-8 bit types), also
+ * the linear-attention qkv, z and output projections and the FFN up matrices. */
+static qhx_status q4a_policy(convert *c, qhx_error *err) {
+    static const char *const narrow[] = {"*.linear_attn.in_proj_qkv.weight", "*.linear_attn.in_proj_z.weight",
+                                         "*.linear_attn.out_proj.weight", "*.mlp.up_proj.weight"};
+    const int64_t n = c->cfg.num_hidden_layers;
+    qhx_status rc = add_rule_w(c, "*.self_attn.v_proj.weight", strlen("*.self_attn.v_proj.weight"), OUT_Q6, WIDTH_WIDE, err);
+    for (int64_t l = 0; l < n && rc == QHX_OK; l++) {
+        if (!q4a_more_bits(l, n)) continue;
+        char pat[64];
+        int len = snprintf(pat, sizeof pat, "*.layers.%lld.mlp.down_proj.weight", (long long)l);
+        rc = add_rule(c, pat, (size_t)len, OUT_Q6, err);
+    }
+    for (size_t i = 0; i < sizeof narrow / sizeof *narrow && rc == QHX_OK; i++)
+        rc = add_rule_w(c, narrow[i], strlen(narrow[i]), OUT_Q6, WIDTH_NARROW, err);
+    return rc;
+}
+
+/* The default policy of the bundle precision, then the user's rules. */
+static qhx_status setup_policy(convert *c, qhx_error *err) {
+    qhx_status rc = QHX_OK;
+    if (c->prec == OUT_Q4A) rc = q4a_policy(c, err);
+    if (rc == QHX_OK && c->p->tensor_precision) rc = parse_rules(c, c->p->tensor_precision, err);
+    return rc;
+}
+
+/* The lm-head's precision: --lmhead, else the bundle's default; q4a's default head is Q6 but W8
+ * when its rows are narrower than a super-block (measured: BENCHMARKS.md). */
+static ofmt_t head_fmt(convert *c, const qhx_st_tensor *t) {
+    if (c->prec == OUT_Q4A && !c->p->lmhead && t->n_dims == 2 && t->shape[1] < SUPER_COLS) c->lm = OUT_Q8;
+    return c->lm;
 }
 
 static qhx_status plan_all(convert *c, qhx_error *err) {
@@ -323,7 +488,8 @@ static qhx_status plan_all(convert *c, qhx_error *err) {
             dropped_vision++;
             continue;
         }
-        ofmt_t f = !is_matrix_weight(t) ? OUT_F32 : role == ROLE_VISION ? c->vis : c->prec;
+        const int64_t cols = t->n_dims == 2 ? t->shape[1] : 0;
+        ofmt_t f = !is_matrix_weight(t) ? OUT_F32 : role == ROLE_VISION ? c->vis : decoder_fmt(c, t->name, cols);
         qhx_status rc = add_plan(c, t, t->name, role, f, err);
         if (rc != QHX_OK) return rc;
     }
@@ -332,7 +498,7 @@ static qhx_status plan_all(convert *c, qhx_error *err) {
         if (c->p->embed)
             return qhx_fail(err, QHX_E_ARG, "%s: --embed: the input stores its tied embedding only as lm_head.weight",
                             qhx_st_file_path(c->set, 0));
-        return add_plan(c, lm, "lm_head.weight", ROLE_LMHEAD, c->lm, err);
+        return add_plan(c, lm, "lm_head.weight", ROLE_LMHEAD, head_fmt(c, lm), err);
     }
     if (!embed) return qhx_fail(err, QHX_E_FORMAT, "%s: no embedding table (*embed_tokens.weight)", qhx_st_file_path(c->set, 0));
     if (embed->n_dims != 2)
@@ -349,9 +515,27 @@ static qhx_status plan_all(convert *c, qhx_error *err) {
     if (lm || c->p->embed) {
         if ((rc = add_plan(c, embed, embed->name, ROLE_EMBED, c->emb, err))) return rc;
     }
+    head_fmt(c, lm ? lm : embed); /* settles c->lm for the log line */
     if (!lm) forge_job_log(&c->job, "tied lm-head: %s stored once as lm_head.weight (%s)%s", embed->name, OFMT_NAME[c->lm],
                            c->p->embed ? ", plus a separate embedding table (--embed)" : ", the embedding lookup reads its rows");
-    return add_plan(c, lm ? lm : embed, "lm_head.weight", ROLE_LMHEAD, c->lm, err);
+    return add_plan(c, lm ? lm : embed, "lm_head.weight", ROLE_LMHEAD, head_fmt(c, lm ? lm : embed), err);
+}
+
+/* One log line when the decoder's matrices are not all of the bundle precision. */
+static void log_policy(convert *c) {
+    int64_t n[OUT_Q4A + 1] = {0}, other = 0;
+    for (int64_t i = 0; i < c->n_plans; i++) {
+        const tplan *pl = &c->plans[i];
+        if (pl->role != ROLE_DECODER || pl->fmt == OUT_F32) continue;
+        n[pl->fmt]++;
+        other += pl->fmt != c->prec;
+    }
+    if (!other) return;
+    char line[256];
+    int at = 0;
+    for (int f = OUT_F16; f <= OUT_Q4A && at < (int)sizeof line; f++)
+        if (n[f]) at += snprintf(line + at, sizeof line - (size_t)at, "%s%lld %s", at ? ", " : "", (long long)n[f], OFMT_NAME[f]);
+    forge_job_log(&c->job, "decoder matrices by precision (policy): %s", line);
 }
 
 static const char *role_precision(const convert *c, role_t r) {
@@ -370,7 +554,7 @@ static qhx_status declare_all(convert *c, qhx_error *err) {
         rc = qhx_stw_create(path, &c->w[r], err);
         qhx_free(path);
         if (rc != QHX_OK) return rc;
-        if ((rc = qhx_stw_meta(c->w[r], "qhexrt.format", "qhexrt/1", err)) ||
+        if ((rc = qhx_stw_meta(c->w[r], "qhexrt.format", QHX_BUNDLE_FORMAT, err)) ||
             (rc = qhx_stw_meta(c->w[r], "qhexrt.precision", role_precision(c, (role_t)r), err)) ||
             (rc = qhx_stw_meta(c->w[r], "qhexrt.role", ROLE_NAME[r], err)))
             return rc;
@@ -418,6 +602,18 @@ static qhx_status declare_all(convert *c, qhx_error *err) {
             by[QHX_DTYPE_F16] += n / QHX_Q4_GROUP * 2;
             c->n_tensors[pl->role] += 3;
             break;
+        case OUT_Q4A: /* codes in Q4's layout, the f16 super-block scales, the (s, z) bytes */
+            rc = qhx_stw_declare(w, pl->name, QHX_DTYPE_U8, 2, (int64_t[]){pl->rows, pl->cols / 2}, err);
+            if (rc == QHX_OK)
+                rc = qhx_stw_declare(w, pl->scale_name, QHX_DTYPE_F16, 2,
+                                     (int64_t[]){pl->rows, qhx_q4a_row_supers(pl->cols)}, err);
+            if (rc == QHX_OK)
+                rc = qhx_stw_declare(w, pl->high_name, QHX_DTYPE_U8, 2,
+                                     (int64_t[]){pl->rows, qhx_q4a_row_sub_bytes(pl->cols)}, err);
+            by[QHX_DTYPE_U8] += n / 2 + (uint64_t)(pl->rows * qhx_q4a_row_sub_bytes(pl->cols));
+            by[QHX_DTYPE_F16] += (uint64_t)(pl->rows * qhx_q4a_row_supers(pl->cols)) * 2;
+            c->n_tensors[pl->role] += 3;
+            break;
         }
         if (rc != QHX_OK) return rc;
     }
@@ -434,7 +630,7 @@ static qhx_status write_index(convert *c, uint64_t total, qhx_error *err) {
         if (pl->high_name) json_object_set_new(map, pl->high_name, json_string(c->fname[pl->role]));
     }
     json_t *doc = json_pack("{s:{s:I, s:s}, s:o}", "metadata", "total_size", (json_int_t)total, "qhexrt.format",
-                            "qhexrt/1", "weight_map", map);
+                            QHX_BUNDLE_FORMAT, "weight_map", map);
     return forge_write_json(&c->job, "model.safetensors.index.json", doc, err);
 }
 
@@ -494,7 +690,8 @@ static qhx_precision plan_precision(ofmt_t f) {
     case OUT_F16: return QHX_PREC_F16;
     case OUT_BF16: return QHX_PREC_BF16;
     case OUT_Q8: return QHX_PREC_W8;
-    case OUT_Q4: return QHX_PREC_Q4;
+    case OUT_Q4:
+    case OUT_Q4A: return QHX_PREC_Q4; /* the manifest's "q4": 4-bit group-quantized */
     default: return QHX_PREC_F32;
     }
 }
@@ -597,17 +794,19 @@ static qhx_status read_config(convert *c, const char *hf_dir, qhx_error *err) {
 static qhx_status parse_precisions(convert *c, qhx_error *err) {
     const qhx_forge_params *p = c->p;
     int v = p->precision ? ofmt_from_name(p->precision, NAMES_BUNDLE) : -1;
-    if (v < 0) return qhx_fail(err, QHX_E_ARG, "precision '%s' (expected f16, bf16, w8 or q4)", p->precision ? p->precision : "");
+    if (v < 0)
+        return qhx_fail(err, QHX_E_ARG, "precision '%s' (expected f16, bf16, w8, q4 or q4a)", p->precision ? p->precision : "");
     c->prec = (ofmt_t)v;
-    c->lm = c->prec == OUT_Q4 ? OUT_Q6 : c->prec; /* docs/formats.md, "Q6": the KL it costs */
+    /* docs/formats.md, "Q6": the KL it costs */
+    c->lm = c->prec == OUT_Q4 || c->prec == OUT_Q4A ? OUT_Q6 : c->prec;
     if (p->lmhead && (v = ofmt_from_name(p->lmhead, NAMES_HEAD)) < 0)
-        return qhx_fail(err, QHX_E_ARG, "lm-head precision '%s' (expected f16, bf16, w8, q6 or q4)", p->lmhead);
+        return qhx_fail(err, QHX_E_ARG, "lm-head precision '%s' (expected f16, bf16, w8, q6, q4 or q4a)", p->lmhead);
     if (p->lmhead) c->lm = (ofmt_t)v;
     c->emb = c->prec == OUT_BF16 ? OUT_BF16 : OUT_F16;
     if (p->embed && (v = ofmt_from_name(p->embed, NAMES_PLAIN)) < 0)
         return qhx_fail(err, QHX_E_ARG, "embedding dtype '%s' (expected f16 or bf16)", p->embed);
     if (p->embed) c->emb = (ofmt_t)v;
-    c->vis = c->prec == OUT_Q4 ? OUT_Q8 : c->prec;
+    c->vis = c->prec == OUT_Q4 || c->prec == OUT_Q4A ? OUT_Q8 : c->prec;
     return QHX_OK;
 }
 
@@ -623,10 +822,12 @@ qhx_status qhx_forge_convert(const char *hf_dir, const char *out_dir, const qhx_
         goto done;
     }
     if ((rc = read_config(c, hf_dir, err)) != QHX_OK) goto done;
+    if ((rc = setup_policy(c, err)) != QHX_OK) goto done;
     if ((rc = resolve_name_ctx(c, hf_dir, err)) != QHX_OK) goto done;
     if ((rc = qhx_st_open(hf_dir, &c->set, err)) != QHX_OK) goto done;
     if ((rc = forge_job_begin(&c->job, out_dir, p, err)) != QHX_OK) goto done;
     if ((rc = plan_all(c, err)) != QHX_OK) goto done;
+    log_policy(c);
     if ((rc = declare_all(c, err)) != QHX_OK) goto done;
 
     uint64_t total = 0;
@@ -702,6 +903,7 @@ done:
         qhx_free(c->plans[i].name);
         qhx_free(c->plans[i].scale_name);
         qhx_free(c->plans[i].high_name);
+        qhx_free(c->plans[i].qcache);
     }
     qhx_free(c->plans);
     qhx_free(c->f32);

@@ -62,8 +62,8 @@ void qhx_kern_install_x86_i8x(qhx_kernels *k, qhx_isa max_isa, const qhx_cpu_inf
  * All builds of one kernel return the same bits, so the choice changes speed only. The rule is
  * by feature, the same on every x86 vendor: it was measured on Zen 5 only (BENCHMARKS.md). */
 typedef struct int8_set {
-    qhx_matmul_fn prefill_q8, prefill_q4, prefill_q6;
-    qhx_matvec_fn decode_q4, decode_q6;
+    qhx_matmul_fn prefill_q8, prefill_q4, prefill_q6, prefill_q4a;
+    qhx_matvec_fn decode_q4, decode_q6, decode_q4a;
 } int8_set;
 
 static int8_set int8_kernels(const qhx_kernels *k, unsigned f) {
@@ -80,6 +80,9 @@ static int8_set int8_kernels(const qhx_kernels *k, unsigned f) {
     /* Q6 (the tied head of q4 bundles) has only the Q4 decode kernel's 6-bit twin, for both */
     s.decode_q6 = avxvnni ? qhx_k_matvec_q6_i8x_avxvnni : qhx_k_matvec_q6_i8x_avx2;
     s.prefill_q6 = avxvnni ? qhx_k_matmul_q6_i8x_avxvnni : qhx_k_matmul_q6_i8x_avx2;
+    /* Q4A likewise (its only SIMD kernels; AVX-VNNI, else AVX2, on AVX-512 tables too) */
+    s.decode_q4a = avxvnni ? qhx_k_matvec_q4a_i8x_avxvnni : qhx_k_matvec_q4a_i8x_avx2;
+    s.prefill_q4a = avxvnni ? qhx_k_matmul_q4a_i8x_avxvnni : qhx_k_matmul_q4a_i8x_avx2;
     return s;
 }
 
@@ -96,6 +99,9 @@ void qhx_kern_install_x86_int8(qhx_kernels *k, unsigned prefill_formats, unsigne
     int8_set s = int8_kernels(k, cpu->features);
     if (prefill_formats & (1u << QHX_W_Q8)) k->matmul[QHX_W_Q8] = s.prefill_q8;
     if (prefill_formats & (1u << QHX_W_Q4)) k->matmul[QHX_W_Q4] = s.prefill_q4;
+    /* Q4A follows Q4's switches: the int8 kernels are its fast path, as for Q4 */
+    if (prefill_formats & (1u << QHX_W_Q4)) k->matmul[QHX_W_Q4A] = s.prefill_q4a;
+    if (decode_formats & (1u << QHX_W_Q4)) k->matvec[QHX_W_Q4A] = s.decode_q4a;
     if (prefill_formats & (1u << QHX_W_Q6)) k->matmul[QHX_W_Q6] = s.prefill_q6;
     if (decode_formats & (1u << QHX_W_Q4)) k->matvec[QHX_W_Q4] = s.decode_q4;
     if (decode_formats & (1u << QHX_W_Q6)) k->matvec[QHX_W_Q6] = s.decode_q6;

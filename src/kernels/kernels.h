@@ -21,6 +21,8 @@ typedef enum qhx_wfmt {
     QHX_W_Q8,   /* int8, symmetric, one f32 scale per row: w = q * scale[row] */
     QHX_W_Q4,   /* 4-bit groups along cols, one f16 scale per group (docs/formats.md) */
     QHX_W_Q6,   /* 6-bit groups of 32, one f16 scale per group: q4 bundles' tied head */
+    QHX_W_Q4A,  /* 4-bit groups of 32 with an 8-bit scale and zero point each, under one f16 scale
+                   per super-block of 8 groups (docs/formats.md, "Q4A") */
     QHX_W_COUNT
 } qhx_wfmt;
 
@@ -29,9 +31,11 @@ typedef struct qhx_weight {
     int64_t rows, cols;      /* out_features, in_features */
     const void *data;        /* f32/f16/bf16/int8: [rows, cols]; q4: packed per docs/formats.md */
     const float *scales;     /* q8: f32 [rows]; NULL otherwise */
-    const uint16_t *gscales; /* q4, q6: f16 group scales [rows, cols / group]; NULL otherwise */
+    const uint16_t *gscales; /* q4, q6: f16 group scales [rows, cols / group];
+                              * q4a: f16 super-block scales [rows, ceil(cols / 256)]; NULL otherwise */
     const uint8_t *high;     /* q6: the codes' high 2 bits [rows, cols / 4]; NULL otherwise */
-    int64_t group;           /* q4, q6 group size along cols; 0 otherwise */
+    int64_t group;           /* q4, q6, q4a group size along cols (q4a: 32); 0 otherwise */
+    const uint8_t *sub;      /* q4a: per group (scale, zero point) byte pairs [rows, cols / 16]; NULL otherwise */
 } qhx_weight;
 
 /* y[r] = sum_c W[r, c] * x[c] for r in [r0, r1). x: (cols,), y: (rows,). f32 accumulation. */

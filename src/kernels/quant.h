@@ -101,7 +101,50 @@ void qhx_k_matmul_q6_ref(const qhx_weight *w, const float *X, int64_t ldx, float
                          int64_t n, int64_t r0, int64_t r1);
 void qhx_k_row_q6_ref(const qhx_weight *w, int64_t r, float *out);
 
-/* Install the reference kernels above into k->matvec/matmul/row[QHX_W_Q8 / QHX_W_Q4 / QHX_W_Q6].
+/* ---- Q4A: 4-bit codes with a per-group scale and zero point under a super-block scale --------
+ * (kernels/ref/quant_q4a.c; docs/formats.md, "Q4A"). Groups of 32 values along the row, super-
+ * blocks of 8 groups (the last one of a row may hold fewer). Per super-block an f16 d; per group
+ * a byte s (scale, 0..255) and a byte z (zero point in 1/16 steps, 0..255); per value a code u in
+ * [0, 15], in exactly Q4's nibble layout:
+ *
+ *   w = c * (16 u - z),   c = f32(d) * 2^-12 * s   (c exact in f32; the product rounded once)
+ *
+ * i.e. a step of d s / 256 and an offset of -z / 16 steps. The quantizer searches d and every
+ * group's (s, z) for the least squared error, each term weighted by imp[c] when imp is given
+ * (per column, >= 0; NULL = all 1). Needs n % 32 == 0. q may be NULL (the scales only). Returns 0,
+ * or -1 on a NaN, an infinity, |w| > 1e6 or a bad n. */
+#define QHX_Q4A_GROUP 32
+#define QHX_Q4A_SUPER 8 /* groups per super-block */
+static inline int64_t qhx_q4a_row_supers(int64_t cols) { return (cols / QHX_Q4A_GROUP + QHX_Q4A_SUPER - 1) / QHX_Q4A_SUPER; }
+static inline int64_t qhx_q4a_row_sub_bytes(int64_t cols) { return 2 * (cols / QHX_Q4A_GROUP); }
+
+int qhx_quant_q4a_row(const float *w, const float *imp, int64_t n, uint8_t *q /* OUT (n/2) */,
+                      uint16_t *super /* OUT (supers), f16 */, uint8_t *sub /* OUT (n/16) */);
+
+/* The codes qhx_quant_q4a_row gives for the scales it returned (super, sub): the second pass of a
+ * writer that keeps the scales. */
+void qhx_quant_q4a_codes(const float *w, int64_t n, const uint16_t *super, const uint8_t *sub, uint8_t *q /* OUT (n/2) */);
+
+/* out[c] = the stored value of c, as above. */
+void qhx_dequant_q4a_row(const uint8_t *q, const uint16_t *super, const uint8_t *sub, int64_t n, float *out /* OUT (n) */);
+
+/* Reference kernels, f32 activations: per group s = sum_i (16 u - z) x[...] (the group's low
+ * nibbles, then its high ones), y[r] += c * s, groups in order. */
+void qhx_k_matvec_q4a_ref(const qhx_weight *w, const float *x, float *y, int64_t r0, int64_t r1);
+void qhx_k_matmul_q4a_ref(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy,
+                          int64_t n, int64_t r0, int64_t r1);
+void qhx_k_row_q4a_ref(const qhx_weight *w, int64_t r, float *out);
+
+/* The scalar model of the int8-activation kernels (kernels/x86/q4i8x_avx2.c): x quantized per
+ * block of 32 as the SIMD kernels do (dx = max|x| / 127, codes to nearest even), exact int32 lane
+ * sums, then the SIMD kernels' f32 operations in their order, so their results equal these bit
+ * for bit. Rows longer than QHX_Q4A_I8X_MAX_COLS take qhx_k_matvec_q4a_ref (as the SIMD ones do). */
+#define QHX_Q4A_I8X_MAX_COLS 8192
+void qhx_k_matvec_q4a_i8x_ref(const qhx_weight *w, const float *x, float *y, int64_t r0, int64_t r1);
+void qhx_k_matmul_q4a_i8x_ref(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy,
+                              int64_t n, int64_t r0, int64_t r1);
+
+/* Install the reference kernels above into k->matvec/matmul/row[QHX_W_Q8 / QHX_W_Q4 / QHX_W_Q6 / QHX_W_Q4A].
  * Leaves every other slot as it is; qhx_kern_select calls this before any SIMD override. */
 void qhx_kern_ref_quant(qhx_kernels *k);
 

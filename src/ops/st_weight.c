@@ -1,6 +1,8 @@
 /* io/st_weight: recognise plain, Q8 and Q4 matrices in a safetensors set (see st_weight.h). */
 #include "ops/st_weight.h"
 
+#include "kernels/quant.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -11,7 +13,8 @@ static int has_suffix(const char *s, const char *suf) {
 }
 
 int qhx_st_is_side_tensor(const char *name) {
-    return has_suffix(name, QHX_QSCALE_SUFFIX) || has_suffix(name, QHX_QMIN_SUFFIX) || has_suffix(name, QHX_QHIGH_SUFFIX);
+    return has_suffix(name, QHX_QSCALE_SUFFIX) || has_suffix(name, QHX_QMIN_SUFFIX) || has_suffix(name, QHX_QHIGH_SUFFIX) ||
+           has_suffix(name, QHX_QSUPER_SUFFIX) || has_suffix(name, QHX_QSUB_SUFFIX);
 }
 
 static qhx_status check_align(const qhx_st_set *set, const qhx_st_tensor *t, size_t align, qhx_error *err) {
@@ -65,6 +68,27 @@ static qhx_status get_q6_high(const qhx_st_set *set, const char *name, int64_t R
     return QHX_OK;
 }
 
+/* A U8 matrix with "<name>.qsub" is Q4A: "<name>.qsuper" F16 [R, ceil(C / 256)] (returned in
+ * *sc, checked finite by the caller) and "<name>.qsub" U8 [R, C / 16], C a multiple of 32. */
+static qhx_status get_q4a(const qhx_st_set *set, const char *name, int64_t R, int64_t C, const qhx_st_tensor **sc,
+                          qhx_weight *out, qhx_error *err) {
+    char sname[QHX_ST_MAX_NAME + 16], qname[QHX_ST_MAX_NAME + 16];
+    snprintf(sname, sizeof sname, "%s%s", name, QHX_QSUPER_SUFFIX);
+    snprintf(qname, sizeof qname, "%s%s", name, QHX_QSUB_SUFFIX);
+    const qhx_st_tensor *sub;
+    if (C % QHX_Q4A_GROUP)
+        return qhx_fail(err, QHX_E_FORMAT, "tensor '%s': Q4A needs a multiple of %d columns, not %lld", name,
+                        QHX_Q4A_GROUP, (long long)C);
+    qhx_status rc = qhx_st_get(set, qname, QHX_DT_BIT(QHX_DTYPE_U8), 2, (int64_t[]){R, qhx_q4a_row_sub_bytes(C)}, &sub, err);
+    if (rc == QHX_OK)
+        rc = qhx_st_get(set, sname, QHX_DT_BIT(QHX_DTYPE_F16), 2, (int64_t[]){R, qhx_q4a_row_supers(C)}, sc, err);
+    if (rc != QHX_OK) return rc;
+    out->fmt = QHX_W_Q4A;
+    out->group = QHX_Q4A_GROUP;
+    out->sub = sub->data;
+    return QHX_OK;
+}
+
 qhx_status qhx_st_get_weight(const qhx_st_set *set, const char *name, int64_t rows, int64_t cols,
                              qhx_weight *out, qhx_error *err) {
     memset(out, 0, sizeof *out);
@@ -88,12 +112,22 @@ qhx_status qhx_st_get_weight(const qhx_st_set *set, const char *name, int64_t ro
         out->fmt = QHX_W_Q8;
         rc = qhx_st_get(set, side, QHX_DT_BIT(QHX_DTYPE_F32), 1, (int64_t[]){R}, &sc, err);
         break;
-    case QHX_DTYPE_U8:
-        out->fmt = QHX_W_Q4;
+    case QHX_DTYPE_U8: {
+        char qsub[QHX_ST_MAX_NAME + 16];
+        snprintf(qsub, sizeof qsub, "%s%s", name, QHX_QSUB_SUFFIX);
         C = 2 * t->shape[1];
+        if (qhx_st_find(set, qsub)) {
+            if (qhx_st_find(set, side))
+                return qhx_fail(err, QHX_E_FORMAT, "%s: tensor '%s': both '%s' (Q4A) and '%s' (Q4) beside it", file,
+                                name, qsub, side);
+            rc = get_q4a(set, name, R, C, &sc, out, err);
+            break;
+        }
+        out->fmt = QHX_W_Q4;
         rc = get_q4_scales(set, t, side, R, C, &sc, &out->group, err);
         if (rc == QHX_OK) rc = get_q6_high(set, name, R, C, out, err);
         break;
+    }
     default:
         return qhx_fail(err, QHX_E_FORMAT, "%s: tensor '%s': dtype %s is not a weight format", file, name,
                         qhx_dtype_name(t->dtype));

@@ -105,6 +105,43 @@ PY
   done
 fi
 
+# ---- q4a: Q4A or (by the policy) Q6 matrices, the side tensors of each, a W8 head on narrow rows ----
+if [ -n "$PY" ]; then
+  expect_rc 0 "by precision (policy)" "$QHX" forge "$FX/qwen35-tiny-f32" "$tmp/p-q4a" --precision q4a \
+    --tensor-precision '*.layers.1.mlp.gate_proj.weight=w8'
+  "$QHX" inspect "$tmp/p-q4a" --json >"$tmp/p-q4a.json" || bad "qhx inspect q4a"
+  "$PY" - "$tmp/p-q4a.json" <<'PY' || bad "tensor dtypes of the q4a bundle"
+import json, sys
+t = {x["name"]: x for x in json.load(open(sys.argv[1]))["tensors"]}
+errors, n = [], {"q4a": 0, "q6": 0, "w8": 0}
+for name, x in t.items():
+    if name.endswith((".qscale", ".qhigh", ".qsuper", ".qsub")) or len(x["shape"]) != 2 or "norm" in name:
+        continue
+    if name == "lm_head.weight":  # 64 columns: narrower than a super-block, so W8
+        if x["dtype"] != "I8": errors.append("lm_head.weight is %s, expected I8" % x["dtype"])
+        continue
+    if x["dtype"] == "I8":
+        n["w8"] += 1
+        if name != "model.language_model.layers.1.mlp.gate_proj.weight": errors.append(name + ": W8 without a rule")
+    elif name + ".qsub" in t:
+        n["q4a"] += 1
+        rows, half = x["shape"]
+        if t[name + ".qsub"]["shape"] != [rows, half * 2 // 16] or t[name + ".qsub"]["dtype"] != "U8":
+            errors.append(name + ": bad .qsub")
+        if t[name + ".qsuper"]["shape"] != [rows, (half * 2 + 255) // 256] or t[name + ".qsuper"]["dtype"] != "F16":
+            errors.append(name + ": bad .qsuper")
+        if name + ".qscale" in t: errors.append(name + ": Q4A with a .qscale")
+    elif name + ".qhigh" in t:
+        n["q6"] += 1
+    elif x["dtype"] != "F32":
+        errors.append("%s: %s, neither Q4A nor Q6" % (name, x["dtype"]))
+if n["w8"] != 1 or n["q4a"] < 10 or n["q6"] < 10: errors.append("counts %s" % n)
+for e in errors: print(e)
+sys.exit(1 if errors else 0)
+PY
+  "$QHX" generate -m "$tmp/p-q4a" -p "hello" -n 4 >/dev/null 2>&1 || bad "the q4a bundle does not generate"
+fi
+
 # ---- Ctrl-C: exit 130, no output folder, no staging folder --------------------------------------
 # The 2b preset writes ~3.9 GB, long enough to interrupt; skipped when the disk is short.
 avail_kb=$(df -Pk "$tmp" | awk 'NR==2 {print $4}')

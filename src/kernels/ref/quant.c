@@ -354,4 +354,7 @@ void qhx_kern_ref_quant(qhx_kernels *k) {
     k->matvec[QHX_W_Q6] = qhx_k_matvec_q6_ref;
     k->matmul[QHX_W_Q6] = qhx_k_matmul_q6_ref;
     k->row[QHX_W_Q6] = qhx_k_row_q6_ref;
+    k->matvec[QHX_W_Q4A] = qhx_k_matvec_q4a_ref;
+    k->matmul[QHX_W_Q4A] = qhx_k_matmul_q4a_ref;
+    k->row[QHX_W_Q4A] = qhx_k_row_q4a_ref;
 }

@@ -19,6 +19,7 @@
  * one FMA: about 2.4x fewer instructions than the int16-activation kernel (linear_x16_avx2.c),
  * which could not keep up with memory on Zen 3 (5-7 GB/s per thread against 10-15 here). */
 #include <immintrin.h>
+#include <math.h>
 #include <string.h>
 
 #include "kernels/quant.h"
@@ -57,6 +58,7 @@ typedef struct qx_row {
     _Alignas(32) int8_t hi[QX_MAX_COLS / 2];
     _Alignas(32) int32_t off[QX_MAX_COLS / 8];
     _Alignas(32) float dx[QX_MAX_COLS / 32];
+    _Alignas(32) float xs[QX_MAX_COLS / 32]; /* per block: the sum of its codes (Q4A's zero points) */
 } qx_row;
 
 /* Quantize x (cols,) into o, block by block as quant_x_avx2.h says (the prefill GEMM's rounding). */
@@ -66,6 +68,7 @@ static void quantize_x(const float *x, int64_t cols, qx_row *o) {
     for (int64_t b = 0; b < cols / 32; b++) {
         int32_t sum8;
         qx_quantize_block(x + 32 * b, q, &o->dx[b], &sum8);
+        o->xs[b] = (float)(sum8 / 8);
         __m128i q_lo = _mm_load_si128((const __m128i *)q), q_hi = _mm_load_si128((const __m128i *)(q + 16));
         int64_t at = 32 * (b / 2) + 16 * (b % 2);
         _mm_store_si128((__m128i *)(o->lo + at), q_lo);
@@ -416,4 +419,264 @@ void Q4I8X_NAME(qhx_k_matvec_multi_q4_i8x)(const qhx_weight *w, const float *con
     for (int64_t b = 0; b < nb; b += QHX_MATVEC_MULTI_MAX) /* more rows than the contract's bound: in turn */
         matvec_multi_up_to_max(w, x + b, y + b, (int)(nb - b < QHX_MATVEC_MULTI_MAX ? nb - b : QHX_MATVEC_MULTI_MAX),
                                r0, r1);
+}
+
+/* ---- Q4A (docs/formats.md, "Q4A"): 4-bit codes in Q4's layout, per group an 8-bit scale s and
+ * zero point z, per super-block of 8 groups an f16 d --------------------------------------------
+ * W = c (16 u - z), c = d 2^-12 s, so a group adds c dx (16 sum u q - z sum q). The kernels add
+ * the exact int32 lane sums P = sum u q times sc16 = 16 (c dx) into the two accumulators as the
+ * Q4 kernel adds its group sums, and the zero points once per group: (c dx z) * sum q, with
+ * sum q kept per block by the activation quantizer, into a third accumulator (one lane per group
+ * of a super-block) that is subtracted at the end. These are the float operations of
+ * qhx_k_matvec_q4a_i8x_ref (kernels/ref/quant_q4a.c) in its order, so the results are its bits.
+ * Per pair of groups this is the Q4 kernel's work less its offset subtraction; per super-block a
+ * few vector multiplies and one FMA more. Bounds: the AVX2 int16 pair sums hold u q <= 15 * 127
+ * four times at most (7620), no saturation. */
+
+/* The lane sums P = sum u q of a pair of groups (4 lanes each). */
+AI __m256i pair_dot_q4a(code_pair u, const qx_row *qx, int64_t pair) {
+    const __m256i *lo = (const __m256i *)(qx->lo + 32 * pair), *hi = (const __m256i *)(qx->hi + 32 * pair);
+#ifdef QHX_I8_AVXVNNI
+    __m256i p = _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), u.lo, _mm256_load_si256(lo));
+    return _mm256_dpbusd_avx_epi32(p, u.hi, _mm256_load_si256(hi));
+#else
+    __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(u.lo, _mm256_load_si256(lo)),
+                                   _mm256_maddubs_epi16(u.hi, _mm256_load_si256(hi)));
+    return _mm256_madd_epi16(s16, _mm256_set1_epi16(1));
+#endif
+}
+
+AI __m128i group_dot_q4a(const uint8_t *p, const qx_row *qx, int64_t pair) {
+    const __m128i mask = _mm_set1_epi8(0x0f);
+    __m128i b = _mm_loadu_si128((const __m128i *)p);
+    __m128i u_lo = _mm_and_si128(b, mask), u_hi = _mm_and_si128(_mm_srli_epi16(b, 4), mask);
+    const __m128i *lo = (const __m128i *)(qx->lo + 32 * pair), *hi = (const __m128i *)(qx->hi + 32 * pair);
+#ifdef QHX_I8_AVXVNNI
+    __m128i s = _mm_dpbusd_avx_epi32(_mm_setzero_si128(), u_lo, _mm_load_si128(lo));
+    return _mm_dpbusd_avx_epi32(s, u_hi, _mm_load_si128(hi));
+#else
+    return _mm_madd_epi16(_mm_add_epi16(_mm_maddubs_epi16(u_lo, _mm_load_si128(lo)),
+                                        _mm_maddubs_epi16(u_hi, _mm_load_si128(hi))),
+                          _mm_set1_epi16(1));
+#endif
+}
+
+/* A whole super-block's factors from its 16 (s, z) bytes: sc16[g] = 16 ((d 2^-12 s_g) dx_g) and
+ * mz[g] = ((d 2^-12 s_g) dx_g) z_g for its 8 groups. */
+AI void super_factors(const uint16_t *d, const uint8_t *sub, const float *dx, __m256 *sc16, __m256 *mz) {
+    const __m128i split = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+    __m128i sz = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)sub), split);
+    __m256 c = _mm256_mul_ps(_mm256_set1_ps(qhx_x86_f16(d) * 0x1p-12f), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(sz)));
+    __m256 sc = _mm256_mul_ps(c, _mm256_loadu_ps(dx));
+    *sc16 = _mm256_mul_ps(sc, _mm256_set1_ps(16.0f));
+    *mz = _mm256_mul_ps(sc, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(sz, 8))));
+}
+
+/* The same two factors of one group g (a partial super-block), as scalars. */
+AI float group_sc(const uint16_t *d, const uint8_t *sub, const float *dx, int64_t g) {
+    return qhx_x86_f16(d + g / 8) * 0x1p-12f * (float)sub[2 * g] * dx[g];
+}
+
+/* Rows r..r+R-1 (R <= 4) of a Q4A matrix against one quantized activation row. */
+AI void rows_q4a(const qhx_weight *w, const qx_row *qx, float *y, int64_t r, int R) {
+    const int64_t ng = w->cols / 32, ns = (ng + 7) / 8;
+    const __m256i spread[4] = {_mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1), _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3),
+                               _mm256_setr_epi32(4, 4, 4, 4, 5, 5, 5, 5), _mm256_setr_epi32(6, 6, 6, 6, 7, 7, 7, 7)};
+    const uint8_t *p[4], *sb[4];
+    const uint16_t *d[4];
+    __m256 acc[4], acc2[4], accz[4];
+    float zt[4];
+    UNROLL
+    for (int i = 0; i < R; i++) {
+        p[i] = (const uint8_t *)w->data + (size_t)(r + i) * (size_t)(w->cols / 2);
+        sb[i] = w->sub + (size_t)(r + i) * (size_t)(ng * 2);
+        d[i] = w->gscales + (r + i) * ns;
+        acc[i] = acc2[i] = accz[i] = _mm256_setzero_ps();
+        zt[i] = 0.0f;
+    }
+    int64_t g = 0;
+    for (; g + 8 <= ng; g += 8) {
+        __m256 xs = _mm256_load_ps(qx->xs + g);
+        UNROLL
+        for (int i = 0; i < R; i++) {
+            __m256 sc16, mz;
+            super_factors(d[i] + g / 8, sb[i] + 2 * g, qx->dx + g, &sc16, &mz);
+            accz[i] = _mm256_fmadd_ps(mz, xs, accz[i]);
+            UNROLL
+            for (int k = 0; k < 4; k++) {
+                code_pair u = pair_codes(p[i] + 16 * (g + 2 * k), NULL, 4);
+                __m256 f = _mm256_cvtepi32_ps(pair_dot_q4a(u, qx, g / 2 + k));
+                __m256 s = _mm256_permutevar8x32_ps(sc16, spread[k]);
+                if (k & 1) acc2[i] = _mm256_fmadd_ps(f, s, acc2[i]);
+                else acc[i] = _mm256_fmadd_ps(f, s, acc[i]);
+            }
+        }
+    }
+    for (; g + 2 <= ng; g += 2) {
+        UNROLL
+        for (int i = 0; i < R; i++) {
+            float s0 = group_sc(d[i], sb[i], qx->dx, g), s1 = group_sc(d[i], sb[i], qx->dx, g + 1);
+            __m256 s = _mm256_set_m128(_mm_set1_ps(s1 * 16.0f), _mm_set1_ps(s0 * 16.0f));
+            code_pair u = pair_codes(p[i] + 16 * g, NULL, 4);
+            acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(pair_dot_q4a(u, qx, g / 2)), s, acc[i]);
+            zt[i] = fmaf(s0 * (float)sb[i][2 * g + 1], qx->xs[g], zt[i]);
+            zt[i] = fmaf(s1 * (float)sb[i][2 * g + 3], qx->xs[g + 1], zt[i]);
+        }
+    }
+    UNROLL
+    for (int i = 0; i < R; i++) {
+        __m256 a = _mm256_sub_ps(_mm256_add_ps(acc[i], acc2[i]), accz[i]);
+        if (g < ng) {
+            float s0 = group_sc(d[i], sb[i], qx->dx, g);
+            __m128 f = _mm_cvtepi32_ps(group_dot_q4a(p[i] + 16 * g, qx, g / 2));
+            __m128 lo = _mm_fmadd_ps(f, _mm_set1_ps(s0 * 16.0f), _mm256_castps256_ps128(a));
+            a = _mm256_insertf128_ps(a, lo, 0);
+            zt[i] = fmaf(s0 * (float)sb[i][2 * g + 1], qx->xs[g], zt[i]);
+        }
+        y[r + i] = hsum8(a) - zt[i];
+    }
+}
+
+static void rows_range_q4a(const qhx_weight *w, const qx_row *qx, float *y, int64_t r0, int64_t r1) {
+    int64_t r = r0;
+    if (w->cols / 2 >= ROW_BLOCK_MIN_BYTES)
+        for (; r + 4 <= r1; r += 4) rows_q4a(w, qx, y, r, 4);
+    for (; r < r1; r++) rows_q4a(w, qx, y, r, 1);
+}
+
+static int q4a_i8x_ok(const qhx_weight *w) { return w->cols % 32 == 0 && w->cols <= QX_MAX_COLS; }
+
+void Q4I8X_NAME(qhx_k_matvec_q4a_i8x)(const qhx_weight *w, const float *x, float *y, int64_t r0, int64_t r1) {
+    if (!q4a_i8x_ok(w)) {
+        qhx_k_matvec_q4a_ref(w, x, y, r0, r1);
+        return;
+    }
+    qx_row qx;
+    quantize_x(x, w->cols, &qx);
+    rows_range_q4a(w, &qx, y, r0, r1);
+}
+
+void Q4I8X_NAME(qhx_k_matmul_q4a_i8x)(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy,
+                                      int64_t n, int64_t r0, int64_t r1) {
+    if (!q4a_i8x_ok(w)) {
+        qhx_k_matmul_q4a_ref(w, X, ldx, Y, ldy, n, r0, r1);
+        return;
+    }
+    qx_row qx;
+    int64_t row_bytes = w->cols / 2 + w->cols / 16 + 2 * ((w->cols / 32 + 7) / 8);
+    int64_t blk = MM_BLOCK_BYTES / row_bytes;
+    blk = blk < 4 ? 4 : blk - blk % 4;
+    if (n == 1 || r1 - r0 <= blk) blk = r1 - r0;
+    for (int64_t ra = r0; ra < r1; ra += blk) {
+        int64_t rb = ra + blk < r1 ? ra + blk : r1;
+        for (int64_t t = 0; t < n; t++) {
+            quantize_x(X + t * ldx, w->cols, &qx);
+            rows_range_q4a(w, &qx, Y + t * ldy, ra, rb);
+        }
+    }
+}
+
+/* Weight row r against activation rows qx[0..NB): rows_q4a(w, qx[b], y[b], r, 1) for every b,
+ * the codes unpacked once for all of them. */
+AI void row_multi_q4a(const qhx_weight *w, const qx_row *const *qx, float *const *y, int64_t r, int NB) {
+    const int64_t ng = w->cols / 32, ns = (ng + 7) / 8;
+    const __m256i spread[4] = {_mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1), _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3),
+                               _mm256_setr_epi32(4, 4, 4, 4, 5, 5, 5, 5), _mm256_setr_epi32(6, 6, 6, 6, 7, 7, 7, 7)};
+    const uint8_t *p = (const uint8_t *)w->data + (size_t)r * (size_t)(w->cols / 2);
+    const uint8_t *sb = w->sub + (size_t)r * (size_t)(ng * 2);
+    const uint16_t *d = w->gscales + r * ns;
+    __m256 acc[MULTI_TILE], acc2[MULTI_TILE], accz[MULTI_TILE];
+    float zt[MULTI_TILE];
+    UNROLL
+    for (int b = 0; b < NB; b++) acc[b] = acc2[b] = accz[b] = _mm256_setzero_ps(), zt[b] = 0.0f;
+    int64_t g = 0;
+    for (; g + 8 <= ng; g += 8) {
+        __m256 sc16[MULTI_TILE];
+        UNROLL
+        for (int b = 0; b < NB; b++) {
+            __m256 mz;
+            super_factors(d + g / 8, sb + 2 * g, qx[b]->dx + g, &sc16[b], &mz);
+            accz[b] = _mm256_fmadd_ps(mz, _mm256_load_ps(qx[b]->xs + g), accz[b]);
+        }
+        UNROLL
+        for (int k = 0; k < 4; k++) {
+            code_pair u = pair_codes(p + 16 * (g + 2 * k), NULL, 4);
+            UNROLL
+            for (int b = 0; b < NB; b++) {
+                __m256 f = _mm256_cvtepi32_ps(pair_dot_q4a(u, qx[b], g / 2 + k));
+                __m256 s = _mm256_permutevar8x32_ps(sc16[b], spread[k]);
+                if (k & 1) acc2[b] = _mm256_fmadd_ps(f, s, acc2[b]);
+                else acc[b] = _mm256_fmadd_ps(f, s, acc[b]);
+            }
+        }
+    }
+    for (; g + 2 <= ng; g += 2) {
+        code_pair u = pair_codes(p + 16 * g, NULL, 4);
+        UNROLL
+        for (int b = 0; b < NB; b++) {
+            float s0 = group_sc(d, sb, qx[b]->dx, g), s1 = group_sc(d, sb, qx[b]->dx, g + 1);
+            __m256 s = _mm256_set_m128(_mm_set1_ps(s1 * 16.0f), _mm_set1_ps(s0 * 16.0f));
+            acc[b] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(pair_dot_q4a(u, qx[b], g / 2)), s, acc[b]);
+            zt[b] = fmaf(s0 * (float)sb[2 * g + 1], qx[b]->xs[g], zt[b]);
+            zt[b] = fmaf(s1 * (float)sb[2 * g + 3], qx[b]->xs[g + 1], zt[b]);
+        }
+    }
+    UNROLL
+    for (int b = 0; b < NB; b++) {
+        __m256 a = _mm256_sub_ps(_mm256_add_ps(acc[b], acc2[b]), accz[b]);
+        if (g < ng) {
+            float s0 = group_sc(d, sb, qx[b]->dx, g);
+            __m128 f = _mm_cvtepi32_ps(group_dot_q4a(p + 16 * g, qx[b], g / 2));
+            __m128 lo = _mm_fmadd_ps(f, _mm_set1_ps(s0 * 16.0f), _mm256_castps256_ps128(a));
+            a = _mm256_insertf128_ps(a, lo, 0);
+            zt[b] = fmaf(s0 * (float)sb[2 * g + 1], qx[b]->xs[g], zt[b]);
+        }
+        y[b][r] = hsum8(a) - zt[b];
+    }
+}
+
+static void rows_multi_tile_q4a(const qhx_weight *w, const qx_row *const *qx, float *const *y, int64_t r, int nb) {
+    switch (nb) {
+    case 1: row_multi_q4a(w, qx, y, r, 1); break;
+    case 2: row_multi_q4a(w, qx, y, r, 2); break;
+    default: row_multi_q4a(w, qx, y, r, 3); break;
+    }
+}
+
+/* As matvec_multi_up_to_max, for Q4A rows. */
+static void matvec_multi_q4a_up_to_max(const qhx_weight *w, const float *const *x, float *const *y, int nb, int64_t r0,
+                                       int64_t r1) {
+    qx_row qx[QHX_MATVEC_MULTI_MAX];
+    const qx_row *qp[QHX_MATVEC_MULTI_MAX];
+    for (int b = 0; b < nb; b++) {
+        quantize_x(x[b], w->cols, &qx[b]);
+        qp[b] = &qx[b];
+    }
+    int per_tile = (int)(MULTI_L1_BYTES / qx_bytes(w->cols));
+    per_tile = per_tile < 1 ? 1 : per_tile > MULTI_TILE ? MULTI_TILE : per_tile;
+    const int tiles = (nb + per_tile - 1) / per_tile;
+    int at[QHX_MATVEC_MULTI_MAX + 1], n_in[QHX_MATVEC_MULTI_MAX];
+    at[0] = 0;
+    for (int t = 0; t < tiles; t++) {
+        n_in[t] = nb / tiles + (t < nb % tiles);
+        at[t + 1] = at[t] + n_in[t];
+    }
+    int64_t blk = tiles == 1 ? r1 - r0 : MULTI_BLOCK_BYTES / (w->cols / 2 + w->cols / 16 + w->cols / 8);
+    if (blk < 1) blk = 1;
+    for (int64_t a = r0; a < r1; a += blk) {
+        int64_t e = a + blk < r1 ? a + blk : r1;
+        for (int t = 0; t < tiles; t++)
+            for (int64_t r = a; r < e; r++) rows_multi_tile_q4a(w, qp + at[t], y + at[t], r, n_in[t]);
+    }
+}
+
+void Q4I8X_NAME(qhx_k_matvec_multi_q4a_i8x)(const qhx_weight *w, const float *const *x, float *const *y, int64_t nb,
+                                           int64_t r0, int64_t r1) {
+    if (!q4a_i8x_ok(w)) {
+        for (int64_t b = 0; b < nb; b++) qhx_k_matvec_q4a_ref(w, x[b], y[b], r0, r1);
+        return;
+    }
+    for (int64_t b = 0; b < nb; b += QHX_MATVEC_MULTI_MAX)
+        matvec_multi_q4a_up_to_max(w, x + b, y + b,
+                                   (int)(nb - b < QHX_MATVEC_MULTI_MAX ? nb - b : QHX_MATVEC_MULTI_MAX), r0, r1);
 }

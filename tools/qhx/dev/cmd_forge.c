@@ -14,7 +14,8 @@
 #include <unistd.h>
 
 static const char USAGE[] =
-    "usage: qhx forge HF_DIR OUT_DIR --precision f16|bf16|w8|q4 [--lmhead f16|bf16|w8|q6|q4]\n"
+    "usage: qhx forge HF_DIR OUT_DIR --precision f16|bf16|w8|q4|q4a [--lmhead f16|bf16|w8|q6|q4|q4a]\n"
+    "                 [--tensor-precision GLOB=PREC[,GLOB=PREC...]]\n"
     "                 [--embed f16|bf16] [--text-only] [--max-context N] [--name NAME] [--threads N] [--quiet]\n"
     "       qhx forge --random FAMILY OUT_DIR --preset tiny|demo|2b [--seed N] [--dtype f32|bf16]\n"
     "                 [--tokenizer FILE] [--vision] [--quiet]\n"
@@ -29,12 +30,15 @@ static const char USAGE[] =
     "otherwise a filler byte-level BPE of the family's size is written.\n"
     "\n"
     "A tied embedding is stored once, as the lm-head in its precision (--lmhead; default: the\n"
-    "precision, q6 for q4), and the embedding lookup reads its rows; --embed adds a separate\n"
+    "precision, q6 for q4 and q4a), and the embedding lookup reads its rows; --embed adds a separate\n"
     "lookup table of that dtype instead. A checkpoint with a vision tower (Qwen3-VL, Qwen3.5) gets a\n"
     "-vlm- manifest (image + text) beside the text one; --text-only leaves the tower out, and then\n"
     "the bundle carries no vision weights and only the text manifest. --vision (with --random\n"
     "qwen3_5) also writes the Qwen3.5 vision tower. --threads N: threads that quantize (default:\n"
-    "one per physical core; the bundle's bytes do not depend on it).\n";
+    "one per physical core; the bundle's bytes do not depend on it). --tensor-precision gives the\n"
+    "decoder matrices whose names match GLOB (fnmatch) the precision PREC (f16, bf16, w8, q4, q4a,\n"
+    "q6), after the default policy of --precision (q4a keeps some FFN-down matrices at q6); the\n"
+    "last matching rule wins.\n";
 
 // ---- progress bar and cancel --------------------------------------------------------------------
 
@@ -111,13 +115,14 @@ static int one_of(const char *v, const char *const *names) {
 
 /* The option values the converter and the random writer accept, so a typo is a usage error. */
 static int check_values(const qhx_forge_params *p) {
-    static const char *const lin[] = {"f16", "bf16", "w8", "q4", NULL}, *const head[] = {"f16", "bf16", "w8", "q6", "q4", NULL},
+    static const char *const lin[] = {"f16", "bf16", "w8", "q4", "q4a", NULL},
+                             *const head[] = {"f16", "bf16", "w8", "q6", "q4", "q4a", NULL},
                              *const emb[] = {"f16", "bf16", NULL},
                              *const dt[] = {"f32", "bf16", NULL}, *const pre[] = {"tiny", "demo", "2b", NULL};
     if (p->precision && !one_of(p->precision, lin))
-        return qhx_cli_usage_error("forge", "--precision: '%s' is not f16, bf16, w8 or q4", p->precision);
+        return qhx_cli_usage_error("forge", "--precision: '%s' is not f16, bf16, w8, q4 or q4a", p->precision);
     if (p->lmhead && !one_of(p->lmhead, head))
-        return qhx_cli_usage_error("forge", "--lmhead: '%s' is not f16, bf16, w8, q6 or q4", p->lmhead);
+        return qhx_cli_usage_error("forge", "--lmhead: '%s' is not f16, bf16, w8, q6, q4 or q4a", p->lmhead);
     if (p->embed && !one_of(p->embed, emb))
         return qhx_cli_usage_error("forge", "--embed: '%s' is not f16 or bf16", p->embed);
     if (p->dtype && !one_of(p->dtype, dt))
@@ -152,6 +157,7 @@ int qhx_forge_parse_args(int argc, char **argv, qhx_forge_args *fa) {
             continue;
         } else if (!strcmp(a, "--precision")) slot = &p->precision;
         else if (!strcmp(a, "--lmhead")) slot = &p->lmhead;
+        else if (!strcmp(a, "--tensor-precision")) slot = &p->tensor_precision;
         else if (!strcmp(a, "--embed")) slot = &p->embed;
         else if (!strcmp(a, "--name")) slot = &p->name;
         else if (!strcmp(a, "--preset")) slot = &p->preset;
@@ -197,12 +203,13 @@ int qhx_forge_parse_args(int argc, char **argv, qhx_forge_args *fa) {
                                        near ? "; did you mean '" : "", near ? near : "", near ? "'?" : "");
         }
         if (!p->preset) return qhx_cli_usage_error("forge", "--random needs --preset tiny|demo|2b");
-        if (p->precision || p->lmhead || p->embed || p->name || p->max_context || p->text_only)
-            return qhx_cli_usage_error("forge", "--precision/--lmhead/--embed/--name/--max-context/--text-only are for conversion");
+        if (p->precision || p->lmhead || p->embed || p->name || p->max_context || p->text_only || p->tensor_precision)
+            return qhx_cli_usage_error("forge", "--precision/--lmhead/--tensor-precision/--embed/--name/--max-context/--text-only "
+                                                "are for conversion");
         if (p->vision && strcmp(pos[0], "qwen3_5"))
             return qhx_cli_usage_error("forge", "--vision is for --random qwen3_5 (qwen3_vl checkpoints always have their tower)");
     } else {
-        if (!p->precision) return qhx_cli_usage_error("forge", "--precision f16|bf16|w8|q4 is required");
+        if (!p->precision) return qhx_cli_usage_error("forge", "--precision f16|bf16|w8|q4|q4a is required");
         if (p->preset || p->dtype || p->tokenizer || p->vision)
             return qhx_cli_usage_error("forge", "--preset/--dtype/--tokenizer/--vision are for --random");
     }
