@@ -27,8 +27,9 @@ import sys
 
 QHX_ROWS = [("f16", ["--precision", "f16"]), ("bf16", ["--precision", "bf16"]), ("w8", ["--precision", "w8"]),
             ("w8, q6 head", ["--precision", "w8", "--lmhead", "q6"]), ("q4 (q6 head, default)", ["--precision", "q4"]),
-            ("q4, w8 head", ["--precision", "q4", "--lmhead", "w8"]), ("q4, q4 head", ["--precision", "q4", "--lmhead", "q4"])]
-LLAMA_ROWS = ["F16", "Q8_0", "Q6_K", "Q4_0", "Q4_K_M"]
+            ("q4, w8 head", ["--precision", "q4", "--lmhead", "w8"]), ("q4, q4 head", ["--precision", "q4", "--lmhead", "q4"]),
+            ("q4a (role policy, default)", ["--precision", "q4a"])]
+LLAMA_ROWS = ["F16", "Q8_0", "Q6_K", "Q5_K_M", "Q4_0", "Q4_K_M"]
 
 
 def sh(cmd, log, env=None):
