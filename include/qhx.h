@@ -59,13 +59,13 @@ QHX_API const char *qhx_status_str(qhx_status code);
  * (the shared library's SONAME is libqhx.so.MAJOR.MINOR accordingly). CMakeLists.txt reads the
  * three numbers below; they are the only place the version is written. */
 #define QHX_VERSION_MAJOR 0
-#define QHX_VERSION_MINOR 2
+#define QHX_VERSION_MINOR 3
 #define QHX_VERSION_PATCH 0
-#define QHX_VERSION "0.2.0"
+#define QHX_VERSION "0.3.0"
 #define QHX_VERSION_NUMBER (QHX_VERSION_MAJOR * 1000000 + QHX_VERSION_MINOR * 1000 + QHX_VERSION_PATCH)
 #define QHX_VERSION_COMPATIBLE(number) ((number) / 1000 == QHX_VERSION_NUMBER / 1000)
 
-/* The library's version string ("0.2.0") and number (QHX_VERSION_NUMBER of the header the
+/* The library's version string ("0.3.0") and number (QHX_VERSION_NUMBER of the header the
  * library was built with). */
 QHX_API const char *qhx_version(void);
 QHX_API int qhx_version_number(void);
