@@ -1,6 +1,7 @@
 /* backends/cpu.c: the CPU backend. Loading opens the plan's safetensors artifacts as one tensor
- * set (leaving out what no graph of the plan reads), picks the kernel table for this CPU and
- * starts the thread pool, then lets the family bind its weights into a qhx_net. "prefill" and
+ * set (leaving out what no graph of the plan reads), creates the CPU device (devices/cpu: the
+ * kernel table for this CPU and the thread pool), then lets the family bind its weights into a
+ * qhx_net whose ops and state run on that device. "prefill" and
  * "decode" run the family's forward pass (batched projections + chunked delta rule, or the
  * recurrent decode step) with the lm-head fused into both; "lm_head" runs the final norm and
  * head alone; "vision" runs the family's vision tower. A sequence is the family's qhx_net_state. */
@@ -8,14 +9,13 @@
 
 #include "core/alloc.h"
 #include "core/file.h"
-#include "core/pool.h"
+#include "devices/cpu/cpu.h"
 
 #include <sys/stat.h>
 
 struct qhx_graphs {
     qhx_net net;
-    qhx_kernels kern;
-    qhx_pool *pool;
+    qhx_device *dev;
 };
 
 /* A CPU sequence is the net's state itself. */
@@ -78,7 +78,7 @@ static qhx_status open_weights(const qhx_backend_load_args *a, qhx_st_set **out,
 static void cpu_unload(qhx_graphs *g) {
     if (!g) return;
     if (g->net.vt && g->net.impl) g->net.vt->free_impl(g->net.impl);
-    qhx_pool_free(g->pool);
+    qhx_cpu_device_free(g->dev);
     qhx_free(g);
 }
 
@@ -87,16 +87,18 @@ static qhx_status cpu_load(const qhx_backend_load_args *a, qhx_graphs **out, qhx
     const qhx_model_params *p = a->params;
     qhx_graphs *g = qhx_calloc(1, sizeof *g);
     if (!g) return qhx_fail(err, QHX_E_NOMEM, "out of memory");
-    qhx_kern_select(p->max_isa, &g->kern);
-    qhx_kern_use_int8(p->max_isa, int8_prefill_formats(p->prefill_math),
-                      p->decode_math == QHX_PREFILL_MATH_F32 ? 0 : 1u << QHX_W_Q4 | 1u << QHX_W_Q6, &g->kern);
+    const qhx_cpu_device_params dp = {
+        .max_isa = p->max_isa,
+        .int8_prefill_formats = int8_prefill_formats(p->prefill_math),
+        .int8_decode_formats = p->decode_math == QHX_PREFILL_MATH_F32 ? 0 : 1u << QHX_W_Q4 | 1u << QHX_W_Q6,
+        .n_threads = p->n_threads,
+    };
     g->net.family = a->family;
     g->net.cfg = *a->cfg;
-    g->net.kern = &g->kern;
     qhx_st_set *set = NULL;
-    qhx_status rc = qhx_pool_create(p->n_threads, &g->pool, err); /* first: families keep a pointer to it */
+    qhx_status rc = qhx_cpu_device_create(&dp, &g->dev, err); /* first: families keep a pointer to it */
     if (rc == QHX_OK) {
-        g->net.pool = g->pool;
+        g->net.dev = g->dev;
         rc = open_weights(a, &set, err);
     }
     if (rc == QHX_OK) {
@@ -124,10 +126,11 @@ static bool cpu_has_graph(const qhx_graphs *g, qhx_graph which) {
 }
 
 static void cpu_info(const qhx_graphs *g, qhx_backend_info *out) {
-    *out = (qhx_backend_info){.n_threads = qhx_pool_n_threads(g->pool), .isa = qhx_isa_name(g->kern.isa)};
+    *out = (qhx_backend_info){.n_threads = qhx_pool_n_threads(qhx_cpu_device_pool(g->dev)),
+                              .isa = qhx_isa_name(qhx_cpu_device_kernels(g->dev)->isa)};
 }
 
-const qhx_kernels *qhx_backend_cpu_kernels(const qhx_graphs *g) { return &g->kern; }
+const qhx_kernels *qhx_backend_cpu_kernels(const qhx_graphs *g) { return qhx_cpu_device_kernels(g->dev); }
 
 static const qhx_st_set *cpu_tensors(const qhx_graphs *g) { return g->net.weights; }
 

@@ -22,7 +22,7 @@
 #include "image/image.h"
 #include "io/json.h"
 #include "io/safetensors.h"
-#include "kernels/kernels.h"
+#include "devices/device.h"
 #include "ops/state.h"
 #include "ops/vit.h"
 #include "text/tokenizer.h"
@@ -142,8 +142,7 @@ struct qhx_net {
     const struct qhx_family_desc *family;
     const qhx_net_vt *vt;
     qhx_model_config cfg;
-    const qhx_kernels *kern;   /* the op table (owned by the backend) */
-    struct qhx_pool *pool;     /* worker threads (owned by the backend; NULL: the calling thread) */
+    const qhx_device *dev;     /* where its ops run and its state lives (owned by the backend) */
     const qhx_st_set *weights; /* the checkpoint's tensors; owned by impl */
     void *impl;                /* family-owned: bound weights */
 };

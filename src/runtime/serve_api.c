@@ -410,7 +410,7 @@ qhx_status qhx_session_checkpoint(qhx_session *s, qhx_checkpoint **out, qhx_erro
     for (int i = 0; i < nr; i++) {
         if (r[i].per_token) continue;
         size_t b = (size_t)r[i].n_rows * r[i].row_bytes;
-        memcpy(d, r[i].data, b);
+        qhx_state_read(&r[i], 0, d, b); /* through the device that holds it */
         d += b;
     }
     memcpy(d, qhx_session_logits(s), lb);
@@ -443,7 +443,7 @@ qhx_status qhx_session_rollback(qhx_session *s, const qhx_checkpoint *cp, qhx_er
     for (int i = 0; i < nr; i++) {
         if (r[i].per_token) continue;
         size_t b = (size_t)r[i].n_rows * r[i].row_bytes;
-        memcpy(r[i].data, d, b);
+        qhx_state_write(&r[i], 0, d, b);
         d += b;
     }
     memcpy(qhx_session_logits_mut(s), d, lb);

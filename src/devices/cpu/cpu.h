@@ -1,0 +1,26 @@
+/* devices/cpu/cpu.h: the CPU device: the kernel table chosen for this CPU (kernels/kernels.h)
+ * and the persistent thread pool (core/pool.h) behind the op table of devices/device.h. Its
+ * buffers are host memory (64-byte aligned, zeroed). Work is split as devices/cpu/par.h says:
+ * pieces fixed by the problem size, so results do not depend on the thread count. */
+#ifndef QHX_DEVICES_CPU_H
+#define QHX_DEVICES_CPU_H
+
+#include "core/pool.h"
+#include "devices/device.h"
+
+typedef struct qhx_cpu_device_params {
+    qhx_isa max_isa;
+    unsigned int8_prefill_formats; /* qhx_kern_use_int8's masks; 0: the f32 kernels */
+    unsigned int8_decode_formats;
+    int n_threads;                 /* <= 0: the physical cores */
+} qhx_cpu_device_params;
+
+qhx_status qhx_cpu_device_create(const qhx_cpu_device_params *p, qhx_device **out /* OUT: qhx_cpu_device_free */,
+                                 qhx_error *err);
+void qhx_cpu_device_free(qhx_device *d); /* NULL allowed */
+
+/* What the CPU device runs on (reports, benchmarks, kernel tests). */
+const qhx_kernels *qhx_cpu_device_kernels(const qhx_device *d);
+qhx_pool *qhx_cpu_device_pool(const qhx_device *d);
+
+#endif
