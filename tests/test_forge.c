@@ -528,7 +528,7 @@ static void check_tied_lookup(const char *fixture, const char *lmhead) {
     float *want = qhx_calloc((size_t)(4 * c->hidden_size), sizeof(float));
     cap.x = qhx_calloc((size_t)(4 * c->hidden_size), sizeof(float));
     qhx_device *dev = NULL;
-    const qhx_cpu_device_params dp = {.max_isa = QHX_ISA_REF, .n_threads = 1};
+    const qhx_device_params dp = {.max_isa = QHX_ISA_REF, .n_threads = 1};
     CHECK_EQ(qhx_cpu_device_create(&dp, &dev, &err), QHX_OK);
     const qhx_kernels *k = qhx_cpu_device_kernels(dev);
     qhx_wowned owned = {0};

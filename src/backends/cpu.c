@@ -87,7 +87,7 @@ static qhx_status cpu_load(const qhx_backend_load_args *a, qhx_graphs **out, qhx
     const qhx_model_params *p = a->params;
     qhx_graphs *g = qhx_calloc(1, sizeof *g);
     if (!g) return qhx_fail(err, QHX_E_NOMEM, "out of memory");
-    const qhx_cpu_device_params dp = {
+    const qhx_device_params dp = {
         .max_isa = p->max_isa,
         .int8_prefill_formats = int8_prefill_formats(p->prefill_math),
         .int8_decode_formats = p->decode_math == QHX_PREFILL_MATH_F32 ? 0 : 1u << QHX_W_Q4 | 1u << QHX_W_Q6,

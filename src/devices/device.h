@@ -143,6 +143,7 @@ typedef enum qhx_act { QHX_ACT_GELU_TANH = 0, QHX_ACT_GELU_ERF = 1, QHX_ACT_SILU
 /* ---- the table ------------------------------------------------------------------------------- */
 
 typedef struct qhx_device_ops {
+    void (*destroy)(qhx_device *d); /* NULL allowed (the device's create made d) */
     /* memory: alloc gives a zeroed buffer (QHX_E_NOMEM); free accepts NULL. set/get/copy move
        bytes between host memory and a view, or between views; zero fills bytes with 0. */
     qhx_status (*buf_alloc)(const qhx_device *d, size_t bytes, qhx_dbuf **out, qhx_error *err);
@@ -211,6 +212,23 @@ struct qhx_device {
     const qhx_device_ops *op;
     void *impl;               /* the device's own (the CPU: its kernel table and pool) */
 };
+
+/* What a device is created with (a device ignores what it has no use for). */
+typedef struct qhx_device_params {
+    qhx_isa max_isa;               /* the CPU: the best kernels it may pick */
+    unsigned int8_prefill_formats; /* the CPU: qhx_kern_use_int8's masks (bits 1u << qhx_wfmt); 0: f32 math */
+    unsigned int8_decode_formats;
+    int n_threads;                 /* the CPU: worker threads; <= 0: the physical cores */
+} qhx_device_params;
+
+/* devices/registry.c: the devices of this build, by name ("cpu" first). */
+typedef struct qhx_device_desc {
+    const char *name;
+    qhx_status (*create)(const qhx_device_params *p, qhx_device **out /* OUT: ->op->destroy */, qhx_error *err);
+} qhx_device_desc;
+int qhx_device_count(void);
+const qhx_device_desc *qhx_device_at(int i);          /* NULL past the end */
+const qhx_device_desc *qhx_device_find(const char *name); /* NULL if unknown */
 
 /* The host address of a view on a device whose memory is host memory, else NULL (layer
  * callbacks read the residual stream in place where they can). */

@@ -196,6 +196,7 @@ static void cpu_split_heads(const qhx_device *d, qhx_dv src, qhx_dv a, qhx_dv b,
 /* ---- the device ------------------------------------------------------------------------- */
 
 static const qhx_device_ops CPU_OPS = {
+    .destroy = qhx_cpu_device_free,
     .buf_alloc = cpu_buf_alloc,
     .buf_free = cpu_buf_free,
     .set = cpu_set,
@@ -226,7 +227,7 @@ static const qhx_device_ops CPU_OPS = {
     .vit_attention = qhx_cpu_vit_attention,
 };
 
-qhx_status qhx_cpu_device_create(const qhx_cpu_device_params *p, qhx_device **out, qhx_error *err) {
+qhx_status qhx_cpu_device_create(const qhx_device_params *p, qhx_device **out, qhx_error *err) {
     *out = NULL;
     cpu_dev *c = qhx_calloc(1, sizeof *c);
     if (!c) return qhx_fail(err, QHX_E_NOMEM, "device cpu: out of memory");

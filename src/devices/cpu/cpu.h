@@ -8,16 +8,9 @@
 #include "core/pool.h"
 #include "devices/device.h"
 
-typedef struct qhx_cpu_device_params {
-    qhx_isa max_isa;
-    unsigned int8_prefill_formats; /* qhx_kern_use_int8's masks; 0: the f32 kernels */
-    unsigned int8_decode_formats;
-    int n_threads;                 /* <= 0: the physical cores */
-} qhx_cpu_device_params;
-
-qhx_status qhx_cpu_device_create(const qhx_cpu_device_params *p, qhx_device **out /* OUT: qhx_cpu_device_free */,
+qhx_status qhx_cpu_device_create(const qhx_device_params *p, qhx_device **out /* OUT: qhx_cpu_device_free */,
                                  qhx_error *err);
-void qhx_cpu_device_free(qhx_device *d); /* NULL allowed */
+void qhx_cpu_device_free(qhx_device *d); /* NULL allowed; the same as d->op->destroy */
 
 /* What the CPU device runs on (reports, benchmarks, kernel tests). */
 const qhx_kernels *qhx_cpu_device_kernels(const qhx_device *d);
