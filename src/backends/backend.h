@@ -40,6 +40,7 @@ typedef struct qhx_backend_load_args {
     const qhx_model_config *cfg;      /* parsed by the family from the plan's config */
     const qhx_model_params *params;   /* isa, threads, weights mode, arithmetic, progress */
     bool vision;                      /* the host-op feeds images: load the vision graph too */
+    const qhx_device_desc *device;    /* op-level backends: the device to run on (NULL: cpu) */
 } qhx_backend_load_args;
 
 typedef struct qhx_seq_params {
@@ -109,9 +110,11 @@ typedef struct qhx_backend {
                                    float *const *logits, qhx_error *err);
 } qhx_backend;
 
-/* registry.c: the backend named `name`: "cpu" (or "-", or NULL) is the CPU backend. A QNN
- * library path (libQnnHtp.so, ...) or "qnn" gives QHX_E_UNSUPPORTED: this build has no QNN
- * backend. */
-qhx_status qhx_backend_find(const char *name, const qhx_backend **out, qhx_error *err);
+/* registry.c: the backend named `name`: "cpu" (or "-", or NULL) is the CPU backend on the CPU
+ * device; the name of another device of the build (devices/registry.c) is the same backend
+ * on that device (*device; NULL for a whole-graph backend). A QNN library path
+ * (libQnnHtp.so, ...) or "qnn" gives QHX_E_UNSUPPORTED: this build has no QNN backend. */
+qhx_status qhx_backend_find(const char *name, const qhx_backend **out, const qhx_device_desc **device,
+                            qhx_error *err);
 
 #endif

@@ -11,6 +11,7 @@
 #include "core/file.h"
 #include "devices/cpu/cpu.h"
 
+#include <string.h>
 #include <sys/stat.h>
 
 struct qhx_graphs {
@@ -78,7 +79,7 @@ static qhx_status open_weights(const qhx_backend_load_args *a, qhx_st_set **out,
 static void cpu_unload(qhx_graphs *g) {
     if (!g) return;
     if (g->net.vt && g->net.impl) g->net.vt->free_impl(g->net.impl);
-    qhx_cpu_device_free(g->dev);
+    if (g->dev) g->dev->op->destroy(g->dev);
     qhx_free(g);
 }
 
@@ -96,7 +97,8 @@ static qhx_status cpu_load(const qhx_backend_load_args *a, qhx_graphs **out, qhx
     g->net.family = a->family;
     g->net.cfg = *a->cfg;
     qhx_st_set *set = NULL;
-    qhx_status rc = qhx_cpu_device_create(&dp, &g->dev, err); /* first: families keep a pointer to it */
+    const qhx_device_desc *dd = a->device ? a->device : qhx_device_find("cpu");
+    qhx_status rc = dd->create(&dp, &g->dev, err); /* first: families keep a pointer to it */
     if (rc == QHX_OK) {
         g->net.dev = g->dev;
         rc = open_weights(a, &set, err);
@@ -126,11 +128,14 @@ static bool cpu_has_graph(const qhx_graphs *g, qhx_graph which) {
 }
 
 static void cpu_info(const qhx_graphs *g, qhx_backend_info *out) {
-    *out = (qhx_backend_info){.n_threads = qhx_pool_n_threads(qhx_cpu_device_pool(g->dev)),
-                              .isa = qhx_isa_name(qhx_cpu_device_kernels(g->dev)->isa)};
+    qhx_device_info di;
+    g->dev->op->info(g->dev, &di);
+    *out = (qhx_backend_info){.n_threads = di.n_threads, .isa = di.isa};
 }
 
-const qhx_kernels *qhx_backend_cpu_kernels(const qhx_graphs *g) { return qhx_cpu_device_kernels(g->dev); }
+const qhx_kernels *qhx_backend_cpu_kernels(const qhx_graphs *g) {
+    return strcmp(g->dev->name, "cpu") ? NULL : qhx_cpu_device_kernels(g->dev);
+}
 
 static const qhx_st_set *cpu_tensors(const qhx_graphs *g) { return g->net.weights; }
 

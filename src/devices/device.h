@@ -142,8 +142,15 @@ typedef enum qhx_act { QHX_ACT_GELU_TANH = 0, QHX_ACT_GELU_ERF = 1, QHX_ACT_SILU
 
 /* ---- the table ------------------------------------------------------------------------------- */
 
+/* What a device runs on, for reports (bench, --verbose). */
+typedef struct qhx_device_info {
+    int n_threads;   /* host threads its ops use, the calling one included */
+    const char *isa; /* its kernels: "avx2", "avx512", "neon", "ref", or the device's own name */
+} qhx_device_info;
+
 typedef struct qhx_device_ops {
     void (*destroy)(qhx_device *d); /* NULL allowed (the device's create made d) */
+    void (*info)(const qhx_device *d, qhx_device_info *out);
     /* memory: alloc gives a zeroed buffer (QHX_E_NOMEM); free accepts NULL. set/get/copy move
        bytes between host memory and a view, or between views; zero fills bytes with 0. */
     qhx_status (*buf_alloc)(const qhx_device *d, size_t bytes, qhx_dbuf **out, qhx_error *err);

@@ -158,7 +158,7 @@ static qhx_status set_image_prep(qhx_model *m, qhx_error *err) {
 static qhx_status load_graphs(qhx_model *m, qhx_error *err) {
     bool images = m->host_op->loop == QHX_LOOP_IMAGE_TEXT;
     const qhx_backend_load_args a = {.plan = m->plan, .family = m->family, .cfg = &m->cfg, .params = &m->params,
-                                     .vision = images};
+                                     .vision = images, .device = m->device};
     qhx_status rc = m->backend->load(&a, &m->graphs, err);
     if (rc) return rc;
     if (!images) return QHX_OK;
@@ -202,12 +202,14 @@ qhx_status qhx_model_open(const char *path, const qhx_model_params *params, qhx_
     qhx_model_params p = params ? *params : qhx_model_default_params();
     qhx_status rc = check_params(&p, err);
     const qhx_backend *be = NULL;
-    if (rc || (rc = qhx_backend_find(p.backend, &be, err))) return rc;
+    const qhx_device_desc *dev = NULL;
+    if (rc || (rc = qhx_backend_find(p.backend, &be, &dev, err))) return rc;
     qhx_model *m = qhx_calloc(1, sizeof *m);
     if (!m) return qhx_fail(err, QHX_E_NOMEM, "out of memory");
     m->params = p;
     m->params.backend = NULL; /* the caller's string need not outlive the call */
     m->backend = be;
+    m->device = dev;
     qhx_plan_resolved *r = qhx_malloc(sizeof *r); /* a config is 8 KB: not on the stack */
     if (!r) {
         rc = qhx_fail(err, QHX_E_NOMEM, "out of memory");

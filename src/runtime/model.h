@@ -31,6 +31,7 @@ struct qhx_model {
     const qhx_family_host_op *host_op;  /* from the plan's host_op, or the family's default */
     qhx_model_config cfg;               /* parsed once, by the family */
     const qhx_backend *backend;
+    const qhx_device_desc *device;      /* the op-level backend's device (NULL: whole-graph backend) */
     qhx_graphs *graphs;                 /* the backend's loaded graphs (owned) */
     qhx_tok *tok;                       /* the tokenizer (owned); NULL when the plan has none */
     bool images;                        /* the host-op feeds images and the vision graph exists */

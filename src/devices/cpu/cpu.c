@@ -195,8 +195,14 @@ static void cpu_split_heads(const qhx_device *d, qhx_dv src, qhx_dv a, qhx_dv b,
 
 /* ---- the device ------------------------------------------------------------------------- */
 
+static void cpu_info(const qhx_device *d, qhx_device_info *out) {
+    const cpu_dev *c = cpu_of(d);
+    *out = (qhx_device_info){.n_threads = qhx_pool_n_threads(c->pool), .isa = qhx_isa_name(c->kern.isa)};
+}
+
 static const qhx_device_ops CPU_OPS = {
     .destroy = qhx_cpu_device_free,
+    .info = cpu_info,
     .buf_alloc = cpu_buf_alloc,
     .buf_free = cpu_buf_free,
     .set = cpu_set,
