@@ -511,7 +511,7 @@ static void check_tied_lookup(const char *fixture, const char *lmhead) {
     CHECK_EQ(qhx_forge_convert(src, dir, &p, &err), QHX_OK);
     qhx_st_set *set = NULL;
     qhx_model *m = NULL;
-    qhx_model_state *st = NULL;
+    qhx_seq *st = NULL;
     CHECK_EQ(qhx_st_open(dir, &set, &err), QHX_OK);
     char plan[600]; /* a Qwen3-VL bundle holds two manifests: take the text one */
     if (!strncmp(fixture, "qwen3vl", 7)) snprintf(plan, sizeof plan, "%s/%s-text-512.json", dir, fixture);
@@ -535,7 +535,7 @@ static void check_tied_lookup(const char *fixture, const char *lmhead) {
     qhx_weight head;
     CHECK_EQ(qhx_wbind_linear(set, "lm_head.weight", c->vocab_size, c->hidden_size, dev, &owned, &head, &err), QHX_OK);
     for (int t = 0; t < 4; t++) k->row[head.fmt](&head, ids[t], want + t * c->hidden_size);
-    qhx_state_params sp = {.n_ctx = 16};
+    qhx_seq_params sp = {.n_ctx = 16};
     CHECK_EQ(qhx_model_state_create(m, &sp, &st, &err), QHX_OK);
     qhx_forward_opts o = {.layer_cb = on_input_rows, .layer_cb_user = &cap};
     if (st) CHECK_EQ(qhx_model_forward(m, st, ids, 4, &o, &err), QHX_OK);

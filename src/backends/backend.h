@@ -32,7 +32,7 @@ typedef enum qhx_graph {
 } qhx_graph;
 
 typedef struct qhx_graphs qhx_graphs; /* a backend's loaded graphs and weights */
-typedef struct qhx_seq qhx_seq;       /* one sequence's state, laid out as the backend likes */
+/* qhx_seq, qhx_seq_params: families/family.h (one sequence; its impl laid out as the backend likes) */
 
 typedef struct qhx_backend_load_args {
     const qhx_plan *plan;             /* the artifacts to load */
@@ -43,11 +43,6 @@ typedef struct qhx_backend_load_args {
     const qhx_device_desc *device;    /* op-level backends: the device to run on (NULL: cpu) */
 } qhx_backend_load_args;
 
-typedef struct qhx_seq_params {
-    int64_t n_ctx;        /* most tokens the sequence may hold */
-    int64_t n_batch;      /* most tokens per internal prefill step; 0: min(n_ctx, 512) */
-    qhx_kv_type kv_cache; /* never DEFAULT */
-} qhx_seq_params;
 
 typedef struct qhx_seq_info {
     int64_t n_past, n_ctx;

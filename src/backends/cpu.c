@@ -4,7 +4,7 @@
  * qhx_net whose ops and state run on that device. "prefill" and
  * "decode" run the family's forward pass (batched projections + chunked delta rule, or the
  * recurrent decode step) with the lm-head fused into both; "lm_head" runs the final norm and
- * head alone; "vision" runs the family's vision tower. A sequence is the family's qhx_net_state. */
+ * head alone; "vision" runs the family's vision tower. A sequence is the family's qhx_seq. */
 #include "backends/cpu.h"
 
 #include "core/alloc.h"
@@ -19,9 +19,7 @@ struct qhx_graphs {
     qhx_device *dev;
 };
 
-/* A CPU sequence is the net's state itself. */
-static qhx_net_state *net_state(qhx_seq *s) { return (qhx_net_state *)(void *)s; }
-static const qhx_net_state *net_state_c(const qhx_seq *s) { return (const qhx_net_state *)(const void *)s; }
+/* A CPU sequence is the net's (families/family.h qhx_seq), handed out as it is. */
 
 /* ---- loading ---------------------------------------------------------------------------- */
 
@@ -142,39 +140,32 @@ static const qhx_st_set *cpu_tensors(const qhx_graphs *g) { return g->net.weight
 /* ---- sequences -------------------------------------------------------------------------- */
 
 static qhx_status cpu_seq_create(const qhx_graphs *g, const qhx_seq_params *p, qhx_seq **out, qhx_error *err) {
-    const qhx_net_state_params np = {.n_ctx = p->n_ctx, .n_batch = p->n_batch, .kv_cache = p->kv_cache};
-    qhx_net_state *st = NULL;
-    qhx_status rc = qhx_net_state_create(&g->net, &np, &st, err);
-    *out = (qhx_seq *)(void *)st;
-    return rc;
+    return qhx_net_state_create(&g->net, p, out, err);
 }
 
-static void cpu_seq_free(qhx_seq *s) { qhx_net_state_free(net_state(s)); }
-static void cpu_seq_reset(qhx_seq *s) { qhx_net_state_reset(net_state(s)); }
+static void cpu_seq_free(qhx_seq *s) { qhx_net_state_free(s); }
+static void cpu_seq_reset(qhx_seq *s) { qhx_net_state_reset(s); }
 
 static void cpu_seq_info(const qhx_seq *s, qhx_seq_info *out) {
-    const qhx_net_state *st = net_state_c(s);
-    *out = (qhx_seq_info){.n_past = st->n_past, .n_ctx = st->n_ctx, .kv_type = st->kv_type};
+    *out = (qhx_seq_info){.n_past = s->n_past, .n_ctx = s->n_ctx, .kv_type = s->kv_type};
 }
 
 static void cpu_seq_set_n_past(qhx_seq *s, int64_t n) {
-    qhx_net_state *st = net_state(s);
-    if (n >= 0 && n <= st->n_ctx) st->n_past = n;
+    if (n >= 0 && n <= s->n_ctx) s->n_past = n;
 }
 
 static int cpu_seq_regions(const qhx_seq *s, qhx_state_region *out, int cap) {
-    return qhx_net_state_regions(net_state_c(s), out, cap);
+    return qhx_net_state_regions(s, out, cap);
 }
 
 static qhx_status cpu_seq_attach(qhx_seq *s, const qhx_image_embed *images, int n_images, const int32_t *ids,
                                  int64_t n, qhx_error *err) {
-    return qhx_net_attach(net_state(s), images, n_images, ids, n, err);
+    return qhx_net_attach(s, images, n_images, ids, n, err);
 }
 
 static int64_t cpu_seq_positions(const qhx_seq *s, const int64_t **pos) {
-    const qhx_net_state *st = net_state_c(s);
     *pos = NULL;
-    return st->m->vt->attached_positions ? st->m->vt->attached_positions(st, pos) : 0;
+    return s->m->vt->attached_positions ? s->m->vt->attached_positions(s, pos) : 0;
 }
 
 /* ---- graphs ----------------------------------------------------------------------------- */
@@ -187,7 +178,7 @@ static qhx_status run_tokens(const qhx_graphs *g, qhx_seq *s, qhx_graph which, c
         .flags = (io->logits_all ? QHX_FWD_LOGITS_ALL : 0u) | (io->sequential ? QHX_FWD_SEQUENTIAL : 0u),
         .logits = io->logits, .layer_cb = io->layer_cb, .layer_cb_user = io->layer_cb_user,
         .abort_cb = io->abort_cb, .abort_cb_user = io->abort_user};
-    return qhx_net_forward(&g->net, net_state(s), io->ids, io->n, &o, err);
+    return qhx_net_forward(&g->net, s, io->ids, io->n, &o, err);
 }
 
 static qhx_status cpu_run(const qhx_graphs *g, qhx_seq *s, qhx_graph which, const qhx_graph_io *io, qhx_error *err) {
@@ -214,7 +205,7 @@ static qhx_status cpu_run(const qhx_graphs *g, qhx_seq *s, qhx_graph which, cons
 static qhx_status cpu_run_decode_multi(const qhx_graphs *g, qhx_seq *const *seqs, const int32_t *ids, int64_t n,
                                        float *const *logits, qhx_error *err) {
     if (!g->net.vt->decode_multi) return qhx_fail(err, QHX_E_UNSUPPORTED, "decode: this family has no batched step");
-    return g->net.vt->decode_multi(&g->net, (qhx_net_state *const *)(const void *)seqs, ids, n, logits, err);
+    return g->net.vt->decode_multi(&g->net, seqs, ids, n, logits, err);
 }
 
 const qhx_backend QHX_BACKEND_CPU = {

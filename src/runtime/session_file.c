@@ -125,7 +125,7 @@ qhx_status qhx_session_save(const qhx_session *s_const, const char *path, qhx_er
 
 static qhx_status save(qhx_session *s, const char *path, qhx_error *err) {
     const qhx_model *m = qhx_session_model(s);
-    qhx_model_state *st = qhx_session_state(s);
+    qhx_seq *st = qhx_session_state(s);
     qhx_state_region regions[QHX_STATE_MAX_REGIONS];
     int nr = qhx_model_state_regions(st, regions, QHX_STATE_MAX_REGIONS);
     if (nr <= 0) return qhx_fail(err, QHX_E_UNSUPPORTED, "session save: this model family has no state description");
@@ -209,7 +209,7 @@ qhx_status qhx_session_restore(qhx_session *s, const char *path, qhx_error *err)
 qhx_status qhx_session_restore_buf(qhx_session *s, const uint8_t *data, size_t size, const char *path,
                                    qhx_error *err) {
     const qhx_model *m = qhx_session_model(s);
-    qhx_model_state *st = qhx_session_state(s);
+    qhx_seq *st = qhx_session_state(s);
     qhx_state_region regions[QHX_STATE_MAX_REGIONS];
     int nr = qhx_model_state_regions(st, regions, QHX_STATE_MAX_REGIONS);
     if (nr <= 0) return qhx_fail(err, QHX_E_UNSUPPORTED, "session restore: this model family has no state description");

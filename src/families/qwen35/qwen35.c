@@ -266,7 +266,7 @@ static bool plan_add(size_t *total, size_t *at, size_t a, size_t b) {
     return qhx_size_add(*total, n, total);
 }
 
-static qhx_status q35_state_create(qhx_net_state *st, qhx_error *err) {
+static qhx_status q35_state_create(qhx_seq *st, qhx_error *err) {
     const q35_model *q = st->m->impl;
     const q35_dims *d = &q->d;
     const qhx_device *dev = st->m->dev;
@@ -362,14 +362,14 @@ static void q35_state_free(void *impl) {
     qhx_free(s);
 }
 
-static void q35_state_reset(qhx_net_state *st) {
+static void q35_state_reset(qhx_seq *st) {
     q35_state *s = st->impl;
     s->dev->op->zero(s->dev, qhx_dv_of(s->buf, 0), s->persist_bytes);
     qhx_img_plan_clear(&s->plan);
     s->next_pos = 0;
 }
 
-static int q35_state_regions(const qhx_net_state *st, qhx_state_region *out, int cap) {
+static int q35_state_regions(const qhx_seq *st, qhx_state_region *out, int cap) {
     const q35_model *q = st->m->impl;
     const q35_dims *d = &q->d;
     q35_state *s = st->impl;
@@ -395,7 +395,7 @@ static int q35_state_regions(const qhx_net_state *st, qhx_state_region *out, int
 typedef struct q35_fw {
     const qhx_net *m;
     const q35_model *q;
-    const qhx_net_state *st;
+    const qhx_seq *st;
     q35_state *s;
     const q35_layer *L;
     int64_t n;
@@ -500,7 +500,7 @@ static void input_rows(const qhx_net *m, q35_state *s, const int32_t *ids, int64
 }
 
 /* n <= n_batch tokens through every layer. logits: NULL, (n, V) when all, else (V) of the last. */
-static qhx_status run_batch(const qhx_net *m, qhx_net_state *st, const int32_t *ids, int64_t n,
+static qhx_status run_batch(const qhx_net *m, qhx_seq *st, const int32_t *ids, int64_t n,
                             float *logits, bool all, const qhx_forward_opts *opts, qhx_error *err) {
     const qhx_device *dev = m->dev;
     const q35_model *q = m->impl;
@@ -537,7 +537,7 @@ static qhx_status run_batch(const qhx_net *m, qhx_net_state *st, const int32_t *
 
 typedef struct q35_steps {
     const qhx_net *m;
-    qhx_net_state *st;
+    qhx_seq *st;
     const int32_t *ids;
     const qhx_forward_opts *opts;
     bool all;
@@ -556,7 +556,7 @@ static qhx_status q35_step(void *ctx, int64_t t0, int64_t nt, float *logits, qhx
     return rc;
 }
 
-static qhx_status q35_forward(const qhx_net *m, qhx_net_state *st, const int32_t *ids, int64_t n,
+static qhx_status q35_forward(const qhx_net *m, qhx_seq *st, const int32_t *ids, int64_t n,
                               const qhx_forward_opts *opts, qhx_error *err) {
     q35_state *s = st->impl;
     /* inside an announced prompt only the announced ids; elsewhere every id is text */
@@ -586,7 +586,7 @@ static qhx_status q35_encode_image(const qhx_net *m, const qhx_image_patches *p,
 }
 
 /* HF get_rope_index over the images (ops/mrope.h), the same rule as Qwen3-VL's. */
-static qhx_status q35_attach(qhx_net_state *st, const qhx_image_embed *images, int n_images, const int32_t *ids,
+static qhx_status q35_attach(qhx_seq *st, const qhx_image_embed *images, int n_images, const int32_t *ids,
                              int64_t n, qhx_error *err) {
     const q35_model *q = st->m->impl;
     q35_state *s = st->impl;
@@ -606,7 +606,7 @@ static qhx_status q35_attach(qhx_net_state *st, const qhx_image_embed *images, i
     return rc;
 }
 
-static int64_t q35_attached_positions(const qhx_net_state *st, const int64_t **pos) {
+static int64_t q35_attached_positions(const qhx_seq *st, const int64_t **pos) {
     const q35_state *s = st->impl;
     *pos = s->plan.n ? s->plan.pos : NULL;
     return s->plan.n;
@@ -670,7 +670,7 @@ static void q35_layer_multi(const qhx_net *m, q35_fw *f, int64_t nb, const q35_l
     for (int64_t b = 0; b < nb; b++) dev->op->add(dev, f[b].s->x, f[b].s->tmp, H);
 }
 
-static qhx_status q35_decode_multi(const qhx_net *m, qhx_net_state *const *sts, const int32_t *ids, int64_t nb,
+static qhx_status q35_decode_multi(const qhx_net *m, qhx_seq *const *sts, const int32_t *ids, int64_t nb,
                                    float *const *logits, qhx_error *err) {
     if (nb < 1 || nb > MULTI_MAX) return qhx_fail(err, QHX_E_ARG, "decode: %lld sequences, 1 to %d", (long long)nb, MULTI_MAX);
     const qhx_device *dev = m->dev;
@@ -684,7 +684,7 @@ static qhx_status q35_decode_multi(const qhx_net *m, qhx_net_state *const *sts, 
     /* positions as q35_step gives them for one token; a token that is an image row is refused
        before anything runs (the caller feeds it on its own) */
     for (int64_t b = 0; b < nb; b++) {
-        qhx_net_state *st = sts[b];
+        qhx_seq *st = sts[b];
         q35_state *s = st->impl;
         qhx_status rc = qhx_img_plan_check(&s->plan, &ids[b], 1, st->n_past, err);
         if (rc) return rc;
@@ -693,7 +693,7 @@ static qhx_status q35_decode_multi(const qhx_net *m, qhx_net_state *const *sts, 
         if (s->src[0]) return qhx_fail(err, QHX_E_UNSUPPORTED, "decode: sequence %lld is at an image row", (long long)b);
     }
     for (int64_t b = 0; b < nb; b++) {
-        qhx_net_state *st = sts[b];
+        qhx_seq *st = sts[b];
         q35_state *s = st->impl;
         f[b] = (q35_fw){.m = m, .q = q, .st = st, .s = s, .n = 1};
         input_rows(m, s, &ids[b], 1);

@@ -173,7 +173,7 @@ static void vl_state_free(void *impl) {
     qhx_free(s);
 }
 
-static qhx_status vl_state_create(qhx_net_state *st, qhx_error *err) {
+static qhx_status vl_state_create(qhx_seq *st, qhx_error *err) {
     const qhx_qwen3vl *q = st->m->impl;
     const qhx_device *dev = q->dev;
     qhx_status krc = qhx_kv_check(st->kv_type, q->hd, err);
@@ -213,7 +213,7 @@ static qhx_status vl_state_create(qhx_net_state *st, qhx_error *err) {
     return QHX_OK;
 }
 
-static void vl_state_reset(qhx_net_state *st) {
+static void vl_state_reset(qhx_seq *st) {
     vl_state *s = st->impl;
     qhx_img_plan_clear(&s->plan);
     s->next_pos = 0;
@@ -222,7 +222,7 @@ static void vl_state_reset(qhx_net_state *st) {
 /* HF get_rope_index over the images (ops/mrope.h): text tokens advance all three axes
  * together; image k's token (r, c) of its merged (gh, gw) grid sits at (s, s + r, s + c) with s
  * the next text position before it, and the text after it continues at s + max(gh, gw). */
-static qhx_status vl_attach(qhx_net_state *st, const qhx_image_embed *images, int n_images, const int32_t *ids,
+static qhx_status vl_attach(qhx_seq *st, const qhx_image_embed *images, int n_images, const int32_t *ids,
                             int64_t n, qhx_error *err) {
     const qhx_qwen3vl *q = st->m->impl;
     vl_state *s = st->impl;
@@ -240,7 +240,7 @@ static qhx_status vl_attach(qhx_net_state *st, const qhx_image_embed *images, in
     return rc;
 }
 
-static int64_t vl_attached_positions(const qhx_net_state *st, const int64_t **pos) {
+static int64_t vl_attached_positions(const qhx_seq *st, const int64_t **pos) {
     const vl_state *s = st->impl;
     *pos = s->plan.n ? s->plan.pos : NULL;
     return s->plan.n;
@@ -252,7 +252,7 @@ static int64_t vl_attached_positions(const qhx_net_state *st, const int64_t **po
  * splits the work. */
 
 /* The attention op of layer l over the n tokens in s (after the projections). */
-static void attn_mix(const qhx_qwen3vl *q, const qhx_net_state *st, const vl_state *s, const vl_layer *Ly, int64_t l,
+static void attn_mix(const qhx_qwen3vl *q, const qhx_seq *st, const vl_state *s, const vl_layer *Ly, int64_t l,
                      int64_t n) {
     const qhx_dattn a = {.kv = &s->kv, .slot = l, .nh = q->nh, .nkv = q->nkv, .hd = q->hd, .rot = q->hd,
                          .norm = QHX_NORM_PLAIN, .q_norm = Ly->q_norm, .k_norm = Ly->k_norm, .eps = q->eps,
@@ -263,7 +263,7 @@ static void attn_mix(const qhx_qwen3vl *q, const qhx_net_state *st, const vl_sta
 
 /* Dense attention over n tokens at positions n_past ..: xn (n, H) -> tmp (n, H): plain q/k norms,
  * the full head rotated by M-RoPE, no output gate. */
-static void attn_forward(const qhx_qwen3vl *q, const qhx_net_state *st, vl_state *s, const vl_layer *Ly, int64_t l,
+static void attn_forward(const qhx_qwen3vl *q, const qhx_seq *st, vl_state *s, const vl_layer *Ly, int64_t l,
                          int64_t n) {
     const qhx_device *dev = q->dev;
     const int64_t H = q->H, qw = q->nh * q->hd, kvw = q->nkv * q->hd;
@@ -285,7 +285,7 @@ static void input_rows(const qhx_qwen3vl *q, vl_state *s, const int32_t *ids, in
 }
 
 /* n <= n_batch tokens through every layer; positions and image rows already in s->pos, s->src. */
-static qhx_status run_batch(const qhx_net *m, qhx_net_state *st, const int32_t *ids, int64_t n,
+static qhx_status run_batch(const qhx_net *m, qhx_seq *st, const int32_t *ids, int64_t n,
                             float *logits, bool all, const qhx_forward_opts *opts, qhx_error *err) {
     const qhx_qwen3vl *q = m->impl;
     const qhx_device *dev = q->dev;
@@ -323,7 +323,7 @@ static qhx_status run_batch(const qhx_net *m, qhx_net_state *st, const int32_t *
 
 typedef struct vl_steps {
     const qhx_net *m;
-    qhx_net_state *st;
+    qhx_seq *st;
     const int32_t *ids;
     const qhx_forward_opts *opts;
     bool all;
@@ -333,7 +333,7 @@ typedef struct vl_steps {
  * text after it at the next text position), then the layers. */
 static qhx_status vl_step(void *ctx, int64_t t0, int64_t nt, float *logits, qhx_error *err) {
     const vl_steps *c = ctx;
-    qhx_net_state *st = c->st;
+    qhx_seq *st = c->st;
     vl_state *s = st->impl;
     int64_t next = s->next_pos;
     qhx_img_plan_batch(&s->plan, st->n_past, nt, &next, s->pos, s->src);
@@ -342,7 +342,7 @@ static qhx_status vl_step(void *ctx, int64_t t0, int64_t nt, float *logits, qhx_
     return rc;
 }
 
-static qhx_status vl_forward(const qhx_net *m, qhx_net_state *st, const int32_t *ids, int64_t n,
+static qhx_status vl_forward(const qhx_net *m, qhx_seq *st, const int32_t *ids, int64_t n,
                              const qhx_forward_opts *opts, qhx_error *err) {
     vl_state *s = st->impl;
     /* Tokens inside the announced prompt must be the announced ones. Elsewhere every id is text,
@@ -363,7 +363,7 @@ static qhx_status vl_forward(const qhx_net *m, qhx_net_state *st, const int32_t 
 
 #define VL_MULTI_MAX QHX_DEV_MULTI_MAX
 
-static qhx_status vl_decode_multi(const qhx_net *m, qhx_net_state *const *sts, const int32_t *ids, int64_t nb,
+static qhx_status vl_decode_multi(const qhx_net *m, qhx_seq *const *sts, const int32_t *ids, int64_t nb,
                                   float *const *logits, qhx_error *err) {
     if (nb < 1 || nb > VL_MULTI_MAX) return qhx_fail(err, QHX_E_ARG, "decode: %lld sequences, 1 to %d", (long long)nb, VL_MULTI_MAX);
     const qhx_qwen3vl *q = m->impl;
@@ -442,7 +442,7 @@ static qhx_status vl_lm_head(const qhx_net *m, const float *hidden, int64_t n, f
 
 /* Save/restore: the K and V caches (per layer, one row per position) and the next text
  * position (which runs ahead of n_past after an image). An announced image is not part of it. */
-static int vl_state_regions(const qhx_net_state *st, qhx_state_region *out, int cap) {
+static int vl_state_regions(const qhx_seq *st, qhx_state_region *out, int cap) {
     vl_state *s = st->impl;
     int n = qhx_kv_regions(s->dev, &s->kv, out, cap); /* K then V of each layer */
     if (n < cap) out[n++] = (qhx_state_region){s->dev, qhx_dv_of(&s->next_pos_buf, 0), sizeof s->next_pos, 1, false};
