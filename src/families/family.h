@@ -9,9 +9,11 @@
  *
  * A qhx_net is immutable after binding and may be shared by several sequences; a qhx_seq
  * holds everything one sequence mutates (KV cache, conv FIFO, recurrent state, positions,
- * scratch). The CPU backend (backends/cpu.c) drives nets through the qhx_net_* calls below: a
- * prompt is a call with many tokens (batched projections, chunked delta rule), decode a call with
- * one token (recurrent form). A net knows nothing of tokenizers, sampling or run plans.
+ * scratch) in buffers of the net's device. The op-level backend (backends/cpu.c) drives nets
+ * through the qhx_net_* calls below: a prompt is a call with many tokens (batched projections,
+ * chunked delta rule), decode a call with one token (recurrent form). Every op of a net runs
+ * on m->dev (devices/device.h), which decides where and on how many threads. A net knows
+ * nothing of tokenizers, sampling, run plans, kernels or threads.
  *
  * Threads: a net may be used by several threads, each with its own state; one state is not
  * re-entrant. */

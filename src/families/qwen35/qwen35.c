@@ -1,5 +1,5 @@
 /* families/qwen35/qwen35.c: the Qwen3.5 text model (Gated DeltaNet + gated attention hybrid) on
- * the CPU: weight binding (in place from the mapped safetensors), the per-sequence
+ * the model's device (devices/device.h): weight binding (in place from the mapped safetensors), the per-sequence
  * state, and the forward pass in two forms: the prompt path (batched projections, chunked delta
  * rule) and the single-token decode path (recurrent delta rule). The math follows
  * spec/qwen3_5.md and the Hugging Face reference (transformers models/qwen3_5); every number is
