@@ -19,7 +19,7 @@
 #include "core/fp16.h"
 #include "kernels/kernels.h"
 #include "kernels/quant.h"
-#include "ops/par.h"
+#include "devices/cpu/par.h"
 
 static double now_s(void) {
     struct timespec ts;

@@ -80,6 +80,19 @@ static qhx_weight kc_make_weight(qhx_wfmt fmt, int64_t rows, int64_t cols) {
         w.data = lo, w.high = hi, w.gscales = d, w.group = kc_q4_group;
         return w;
     }
+    if (fmt == QHX_W_Q4A) { /* quantized random rows (needs cols % 32 == 0) */
+        const int64_t ns = qhx_q4a_row_supers(cols), nsub = qhx_q4a_row_sub_bytes(cols);
+        uint8_t *q = malloc(n / 2), *sub = malloc((size_t)(rows * nsub));
+        uint16_t *sup = malloc((size_t)(rows * ns) * sizeof(uint16_t));
+        float *row = malloc((size_t)cols * sizeof(float));
+        for (int64_t r = 0; r < rows; r++) {
+            for (int64_t c = 0; c < cols; c++) row[c] = 0.02f * kc_unif();
+            if (qhx_quant_q4a_row(row, NULL, cols, q + r * cols / 2, sup + r * ns, sub + r * nsub) != 0) abort();
+        }
+        free(row);
+        w.data = q, w.gscales = sup, w.sub = sub, w.group = QHX_Q4A_GROUP;
+        return w;
+    }
     void *d = malloc(n * kc_esize(fmt));
     for (size_t i = 0; i < n; i++) {
         float v = kc_unif();
@@ -105,6 +118,22 @@ static void kc_free_weight(qhx_weight *w) {
     free((void *)w->scales);
     free((void *)w->gscales);
     free((void *)w->high);
+    free((void *)w->sub);
+}
+
+/* Row r of a Q4A weight, dequantized; the last row is kept, as callers walk a row's columns. */
+static float kc_q4a_val(const qhx_weight *w, int64_t r, int64_t c) {
+    static const qhx_weight *key;
+    static int64_t key_r = -1, key_cols;
+    static float *row;
+    if (key != w || key_r != r || key_cols != w->cols || !row) {
+        free(row);
+        row = malloc((size_t)w->cols * sizeof(float));
+        qhx_dequant_q4a_row((const uint8_t *)w->data + r * w->cols / 2, w->gscales + r * qhx_q4a_row_supers(w->cols),
+                            w->sub + r * qhx_q4a_row_sub_bytes(w->cols), w->cols, row);
+        key = w, key_r = r, key_cols = w->cols;
+    }
+    return row[c];
 }
 
 static float kc_wval(const qhx_weight *w, int64_t r, int64_t c) {
@@ -127,6 +156,7 @@ static float kc_wval(const qhx_weight *w, int64_t r, int64_t c) {
         int high = (w->high[(r * w->cols + g * w->group) / 4 + j % quarter] >> (2 * (j / quarter))) & 3;
         return (float)((low | high << 4) - 32) * qhx_f16_to_f32(w->gscales[r * (w->cols / w->group) + g]);
     }
+    case QHX_W_Q4A: return kc_q4a_val(w, r, c);
     default: return NAN;
     }
 }
@@ -138,6 +168,7 @@ static qhx_matvec_fn kc_ref(qhx_wfmt f) {
     case QHX_W_BF16: return qhx_k_matvec_bf16_ref;
     case QHX_W_Q8: return qhx_k_matvec_q8_ref;
     case QHX_W_Q6: return qhx_k_matvec_q6_ref;
+    case QHX_W_Q4A: return qhx_k_matvec_q4a_ref;
     default: return qhx_k_matvec_q4_ref;
     }
 }

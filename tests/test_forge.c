@@ -5,6 +5,7 @@
 #include "core/alloc.h"
 #include "core/file.h"
 #include "core/fp16.h"
+#include "devices/cpu/cpu.h"
 #include "forge/forge.h"
 #include "io/json.h"
 #include "io/manifest.h"
@@ -610,7 +611,7 @@ static void check_tied_lookup(const char *fixture, const char *precision, const 
     CHECK_EQ(qhx_forge_convert(src, dir, &p, &err), QHX_OK);
     qhx_st_set *set = NULL;
     qhx_model *m = NULL;
-    qhx_model_state *st = NULL;
+    qhx_seq *st = NULL;
     CHECK_EQ(qhx_st_open(dir, &set, &err), QHX_OK);
     char plan[600]; /* a Qwen3-VL bundle holds two manifests: take the text one */
     if (!strncmp(fixture, "qwen3vl", 7)) snprintf(plan, sizeof plan, "%s/%s-text-512.json", dir, fixture);
@@ -626,18 +627,21 @@ static void check_tied_lookup(const char *fixture, const char *precision, const 
     rows_cap cap = {.H = c->hidden_size, .n = 4};
     float *want = qhx_calloc((size_t)(4 * c->hidden_size), sizeof(float));
     cap.x = qhx_calloc((size_t)(4 * c->hidden_size), sizeof(float));
-    qhx_kernels k;
-    qhx_kern_select(QHX_ISA_REF, &k);
+    qhx_device *dev = NULL;
+    const qhx_device_params dp = {.max_isa = QHX_ISA_REF, .n_threads = 1};
+    CHECK_EQ(qhx_cpu_device_create(&dp, &dev, &err), QHX_OK);
+    const qhx_kernels *k = qhx_cpu_device_kernels(dev);
     qhx_wowned owned = {0};
     qhx_weight head;
-    CHECK_EQ(qhx_wbind_linear(set, "lm_head.weight", c->vocab_size, c->hidden_size, &k, &owned, &head, &err), QHX_OK);
-    for (int t = 0; t < 4; t++) k.row[head.fmt](&head, ids[t], want + t * c->hidden_size);
-    qhx_state_params sp = {.n_ctx = 16};
+    CHECK_EQ(qhx_wbind_linear(set, "lm_head.weight", c->vocab_size, c->hidden_size, dev, &owned, &head, &err), QHX_OK);
+    for (int t = 0; t < 4; t++) k->row[head.fmt](&head, ids[t], want + t * c->hidden_size);
+    qhx_seq_params sp = {.n_ctx = 16};
     CHECK_EQ(qhx_model_state_create(m, &sp, &st, &err), QHX_OK);
     qhx_forward_opts o = {.layer_cb = on_input_rows, .layer_cb_user = &cap};
     if (st) CHECK_EQ(qhx_model_forward(m, st, ids, 4, &o, &err), QHX_OK);
     CHECK(memcmp(want, cap.x, (size_t)(4 * c->hidden_size) * sizeof(float)) == 0);
     qhx_wowned_free(&owned);
+    qhx_cpu_device_free(dev);
     qhx_free(want);
     qhx_free(cap.x);
 done:

@@ -61,9 +61,9 @@ static int32_t *fixture_prompt(const char *dir, const char *name, int64_t *n) {
 static float *run_logits(const qhx_model *m, const int32_t *ids, int64_t n, qhx_kv_type kv, int64_t n_batch,
                          unsigned flags) {
     qhx_error err;
-    qhx_model_state *st = NULL;
+    qhx_seq *st = NULL;
     float *rows = qhx_malloc((size_t)(n * qhx_model_n_vocab(m)) * sizeof(float));
-    CHECK_EQ(qhx_model_state_create(m, &(qhx_state_params){.n_ctx = n, .n_batch = n_batch, .kv_cache = kv}, &st, &err),
+    CHECK_EQ(qhx_model_state_create(m, &(qhx_seq_params){.n_ctx = n, .n_batch = n_batch, .kv_cache = kv}, &st, &err),
              QHX_OK);
     if (st) CHECK_EQ(qhx_model_state_kv_type(st), kv);
     qhx_forward_opts o = {.flags = QHX_FWD_LOGITS_ALL | flags, .logits = rows};
@@ -134,11 +134,11 @@ static void test_model(const char *dir) {
         fprintf(stderr, "%s: %s\n", dir, err.msg);
         return;
     }
-    qhx_model_state *st = NULL;
-    CHECK_EQ(qhx_model_state_create(m, &(qhx_state_params){.n_ctx = 8}, &st, &err), QHX_OK);
+    qhx_seq *st = NULL;
+    CHECK_EQ(qhx_model_state_create(m, &(qhx_seq_params){.n_ctx = 8}, &st, &err), QHX_OK);
     if (st) CHECK_EQ(qhx_model_state_kv_type(st), QHX_KV_F16); /* the default */
     qhx_model_state_free(st);
-    CHECK_EQ(qhx_model_state_create(m, &(qhx_state_params){.n_ctx = 8, .kv_cache = (qhx_kv_type)7}, &st, &err),
+    CHECK_EQ(qhx_model_state_create(m, &(qhx_seq_params){.n_ctx = 8, .kv_cache = (qhx_kv_type)7}, &st, &err),
              QHX_E_ARG);
 
     int64_t n = 0;

@@ -40,7 +40,7 @@ int main(void) {
     const char *fx = QHX_DATA_DIR "/fixtures/parity/qwen35-tiny-f32";
     qhx_error err = {0};
     qhx_model *m = NULL;
-    qhx_model_state *st = NULL;
+    qhx_seq *st = NULL;
     if (qhx_model_open(fx, NULL, &m, &err)) {
         fprintf(stderr, "skip: %s\n", err.msg);
         return 77;
@@ -54,7 +54,7 @@ int main(void) {
 
     /* not asked for: not loaded */
     CHECK(!qhx_model_has_mtp(m));
-    CHECK_EQ(qhx_model_state_create(m, &(qhx_state_params){.n_ctx = 16}, &st, &err), QHX_OK);
+    CHECK_EQ(qhx_model_state_create(m, &(qhx_seq_params){.n_ctx = 16}, &st, &err), QHX_OK);
     CHECK_EQ(qhx_model_mtp(m, st, 0, hidden, ids + 1, 2, one, &err), QHX_E_UNSUPPORTED);
     qhx_model_state_free(st);
     qhx_model_free(m);
@@ -66,7 +66,7 @@ int main(void) {
     CHECK(qhx_model_has_mtp(m));
     last_rows r = {.layer = L - 1, .H = H, .rows = hidden};
     const qhx_forward_opts fo = {.layer_cb = keep_last, .layer_cb_user = &r};
-    CHECK_EQ(qhx_model_state_create(m, &(qhx_state_params){.n_ctx = 16, .n_batch = 4}, &st, &err), QHX_OK);
+    CHECK_EQ(qhx_model_state_create(m, &(qhx_seq_params){.n_ctx = 16, .n_batch = 4}, &st, &err), QHX_OK);
     CHECK_EQ(qhx_model_forward(m, st, ids, N, &fo, &err), QHX_OK);
 
     /* rows 0..6 (the id after each row is ids[i + 1]) in one call, then in two */

@@ -73,16 +73,16 @@ static int64_t build(const fam_case *c, const int64_t gA[2], const int64_t gB[2]
 
 /* ---- running ------------------------------------------------------------------------------- */
 
-static qhx_model_state *state(const qhx_model *m, int64_t n_batch) {
-    qhx_model_state *st = NULL;
+static qhx_seq *state(const qhx_model *m, int64_t n_batch) {
+    qhx_seq *st = NULL;
     qhx_error err;
-    qhx_state_params sp = {.n_ctx = MAXN, .n_batch = n_batch, .kv_cache = QHX_KV_F32};
+    qhx_seq_params sp = {.n_ctx = MAXN, .n_batch = n_batch, .kv_cache = QHX_KV_F32};
     CHECK_EQ(qhx_model_state_create(m, &sp, &st, &err), QHX_OK);
     return st;
 }
 
 /* Feed ids (n,) announced with images (k,), logits of every row into lg (n, V). */
-static qhx_status run(const qhx_model *m, qhx_model_state *st, const qhx_image_embed *images, int k,
+static qhx_status run(const qhx_model *m, qhx_seq *st, const qhx_image_embed *images, int k,
                       const int32_t *ids, int64_t n, float *lg, qhx_error *err) {
     qhx_status rc = qhx_model_state_attach(st, images, k, ids, n, err);
     if (rc) return rc;
@@ -104,7 +104,7 @@ static int64_t argmax(const float *x, int64_t n) {
 }
 
 /* Greedy continuation of 8 tokens after the prompt fed into st; the last row's logits are lg. */
-static void greedy8(const qhx_model *m, qhx_model_state *st, const float *last, int64_t V, int32_t *out) {
+static void greedy8(const qhx_model *m, qhx_seq *st, const float *last, int64_t V, int32_t *out) {
     float *lg = qhx_malloc((size_t)V * sizeof *lg);
     memcpy(lg, last, (size_t)V * sizeof *lg);
     qhx_error err;
@@ -151,7 +151,7 @@ static void run_case(const fam_case *c) {
     const qhx_image_embed *ab = im, ba[2] = {im[1], im[0]};
 
     /* one announcement, both images: positions against the reference */
-    qhx_model_state *st = state(m, 0);
+    qhx_seq *st = state(m, 0);
     CHECK_EQ(qhx_model_state_attach(st, ab, 2, ids, n, &err), QHX_OK);
     const int64_t *pos = NULL;
     CHECK_EQ(qhx_model_state_positions(st, &pos), n);

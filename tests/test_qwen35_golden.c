@@ -93,9 +93,9 @@ static void check_layers(const char *dir, const qhx_model *m, const int32_t *ids
     for (int64_t i = 0; i < nf; i++) sink.buf[i] = NAN;
     /* with n_batch 16 the 33 tokens take three prefill steps: the state carries across them */
     for (int nb = 0; nb < 2; nb++) {
-        qhx_model_state *st = NULL;
+        qhx_seq *st = NULL;
         qhx_error err = {0};
-        qhx_state_params sp = {.n_ctx = n, .n_batch = nb ? 16 : 0};
+        qhx_seq_params sp = {.n_ctx = n, .n_batch = nb ? 16 : 0};
         CHECK_EQ(qhx_model_state_create(m, &sp, &st, &err), QHX_OK);
         qhx_forward_opts o = {.layer_cb = on_layer, .layer_cb_user = &sink};
         sink.calls = 0;
@@ -194,9 +194,9 @@ static double run_prompt(const char *dir, const qhx_model *m, const char *name, 
     /* prompt path vs decode path over the same prompt, and prefill in several steps */
     if (n > 1) {
         float *seq = qhx_malloc((size_t)(n * V) * sizeof(float)), *steps = qhx_malloc((size_t)(n * V) * sizeof(float));
-        qhx_model_state *st = NULL, *st7 = NULL;
-        CHECK_EQ(qhx_model_state_create(m, &(qhx_state_params){.n_ctx = n}, &st, &err), QHX_OK);
-        CHECK_EQ(qhx_model_state_create(m, &(qhx_state_params){.n_ctx = n, .n_batch = 7}, &st7, &err), QHX_OK);
+        qhx_seq *st = NULL, *st7 = NULL;
+        CHECK_EQ(qhx_model_state_create(m, &(qhx_seq_params){.n_ctx = n}, &st, &err), QHX_OK);
+        CHECK_EQ(qhx_model_state_create(m, &(qhx_seq_params){.n_ctx = n, .n_batch = 7}, &st7, &err), QHX_OK);
         qhx_forward_opts o = {.flags = QHX_FWD_LOGITS_ALL | QHX_FWD_SEQUENTIAL, .logits = seq};
         CHECK_EQ(qhx_model_forward(m, st, ids, n, &o, &err), QHX_OK);
         o = (qhx_forward_opts){.flags = QHX_FWD_LOGITS_ALL, .logits = steps};

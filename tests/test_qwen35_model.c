@@ -270,10 +270,10 @@ static void test_interface(void) {
     CHECK_STR(qhx_model_family_name(m), "qwen3_5");
     CHECK(qhx_model_find_tensor(m, "mtp.fc.weight") == NULL); /* no plan reads MTP: never loaded */
     CHECK(qhx_model_find_tensor(m, "no.such.tensor") == NULL);
-    qhx_model_state *st = NULL;
-    CHECK_EQ(qhx_model_state_create(m, &(qhx_state_params){.n_ctx = 0}, &st, &err), QHX_E_ARG);
-    CHECK_EQ(qhx_model_state_create(m, &(qhx_state_params){.n_ctx = 4, .n_batch = 5}, &st, &err), QHX_E_ARG);
-    CHECK_EQ(qhx_model_state_create(m, &(qhx_state_params){.n_ctx = 8}, &st, &err), QHX_OK);
+    qhx_seq *st = NULL;
+    CHECK_EQ(qhx_model_state_create(m, &(qhx_seq_params){.n_ctx = 0}, &st, &err), QHX_E_ARG);
+    CHECK_EQ(qhx_model_state_create(m, &(qhx_seq_params){.n_ctx = 4, .n_batch = 5}, &st, &err), QHX_E_ARG);
+    CHECK_EQ(qhx_model_state_create(m, &(qhx_seq_params){.n_ctx = 8}, &st, &err), QHX_OK);
     if (!st) {
         qhx_model_free(m);
         return;
@@ -309,11 +309,11 @@ static void test_alloc_failures(const char *fx) {
     for (n = 0; n < 100000 && !done; n++) {
         qhx_error err = {0};
         qhx_model *m = NULL;
-        qhx_model_state *st = NULL;
+        qhx_seq *st = NULL;
         float logits[1024];
         qhx_alloc_fail_after(n);
         qhx_status rc = qhx_model_open(fx, NULL, &m, &err);
-        if (rc == QHX_OK) rc = qhx_model_state_create(m, &(qhx_state_params){.n_ctx = 4}, &st, &err);
+        if (rc == QHX_OK) rc = qhx_model_state_create(m, &(qhx_seq_params){.n_ctx = 4}, &st, &err);
         if (rc == QHX_OK) rc = qhx_model_forward(m, st, PROMPT, 4, &(qhx_forward_opts){.logits = logits}, &err);
         bool fired = qhx_alloc_failed();
         qhx_alloc_fail_after(-1);

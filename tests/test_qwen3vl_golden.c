@@ -53,17 +53,17 @@ static int32_t *json_ids(const json_t *a, int64_t *n) {
 }
 
 /* A state for n_ctx tokens whose prompt ids (n,) are announced with image (may be NULL). */
-static qhx_model_state *new_state(const qhx_model *m, int64_t n_ctx, int64_t n_batch, const qhx_image_embed *im,
+static qhx_seq *new_state(const qhx_model *m, int64_t n_ctx, int64_t n_batch, const qhx_image_embed *im,
                                   const int32_t *ids, int64_t n) {
-    qhx_model_state *st = NULL;
+    qhx_seq *st = NULL;
     qhx_error err;
-    qhx_state_params sp = {.n_ctx = n_ctx, .n_batch = n_batch};
+    qhx_seq_params sp = {.n_ctx = n_ctx, .n_batch = n_batch};
     CHECK_EQ(qhx_model_state_create(m, &sp, &st, &err), QHX_OK);
     if (st) CHECK_EQ(qhx_model_state_attach(st, im, im ? 1 : 0, ids, n, &err), QHX_OK);
     return st;
 }
 
-static qhx_status feed(const qhx_model *m, qhx_model_state *st, const int32_t *ids, int64_t n, float *logits,
+static qhx_status feed(const qhx_model *m, qhx_seq *st, const int32_t *ids, int64_t n, float *logits,
                        int all) {
     qhx_forward_opts o = {.flags = all ? QHX_FWD_LOGITS_ALL : 0u, .logits = logits};
     qhx_error err;
@@ -109,7 +109,7 @@ static void run_prompt(const qhx_model *m, const json_t *prompt, const json_t *g
 
     /* Free-running greedy; the positions of the prompt against the golden (t, h, w). */
     float *logits = qhx_malloc((size_t)(rows * V) * sizeof(float));
-    qhx_model_state *st = new_state(m, n + ng, 0, imp, ids, n);
+    qhx_seq *st = new_state(m, n + ng, 0, imp, ids, n);
     int64_t first_diff = ng;
     if (st && logits) {
         const int64_t *pos;
@@ -229,7 +229,7 @@ static void test_layers(const qhx_model *m, const json_t *prompts, const json_t 
     int32_t *ids = json_ids(json_object_get(p, "ids"), &ni);
     float *want = read_f32(json_string_value(json_object_get(lf, "file")), (size_t)(L * n * D));
     layer_cap cap = {qhx_malloc((size_t)(L * n * D) * sizeof(float)), n, D};
-    qhx_model_state *st = new_state(m, n, 0, NULL, ids, n);
+    qhx_seq *st = new_state(m, n, 0, NULL, ids, n);
     qhx_forward_opts o = {.layer_cb = on_layer, .layer_cb_user = &cap};
     qhx_error err;
     CHECK_EQ(qhx_model_forward(m, st, ids, n, &o, &err), QHX_OK);
@@ -264,8 +264,8 @@ static void test_errors(const qhx_model *m, const json_t *prompts, int64_t pad_i
     int32_t *ids = json_ids(json_object_get(p, "ids"), &n);
     char need[64];
     snprintf(need, sizeof need, "needs %lld", (long long)im.n_tokens);
-    qhx_model_state *st = NULL;
-    qhx_state_params sp = {.n_ctx = n};
+    qhx_seq *st = NULL;
+    qhx_seq_params sp = {.n_ctx = n};
     CHECK_EQ(qhx_model_state_create(m, &sp, &st, &err), QHX_OK);
     /* Drop one pad: the count no longer matches the image. */
     int32_t *fewer = qhx_malloc((size_t)n * sizeof *fewer);

@@ -126,7 +126,7 @@ static void test_alloc_failures(void) {
     for (; !done && n < 100000; n++) {
         qhx_error err = {0};
         qhx_model *m = NULL;
-        qhx_model_state *st = NULL;
+        qhx_seq *st = NULL;
         qhx_image_embed im = {0};
         int32_t *ids = NULL;
         int64_t n_ids = 0;
@@ -134,7 +134,7 @@ static void test_alloc_failures(void) {
         qhx_alloc_fail_after(n);
         qhx_status rc = qhx_model_open(fx, NULL, &m, &err);
         if (!rc) rc = qhx_model_image_load(m, png, 0, &im, &err);
-        if (!rc) rc = qhx_model_state_create(m, &(qhx_state_params){.n_ctx = 16}, &st, &err);
+        if (!rc) rc = qhx_model_state_create(m, &(qhx_seq_params){.n_ctx = 16}, &st, &err);
         if (!rc) ids = image_prompt(im.n_tokens, &n_ids);
         if (!rc) rc = qhx_model_state_attach(st, &im, 1, ids, n_ids, &err);
         if (!rc) rc = qhx_model_forward(m, st, ids, n_ids, &(qhx_forward_opts){.logits = logits}, &err);
@@ -185,8 +185,8 @@ static void test_positions(const qhx_model *m) {
     CHECK_EQ(qhx_model_image_encode(m, &img, &im, &err), QHX_OK);
     int64_t n;
     int32_t *ids = image_prompt(im.n_tokens, &n);
-    qhx_model_state *st = NULL;
-    CHECK_EQ(qhx_model_state_create(m, &(qhx_state_params){.n_ctx = 32}, &st, &err), QHX_OK);
+    qhx_seq *st = NULL;
+    CHECK_EQ(qhx_model_state_create(m, &(qhx_seq_params){.n_ctx = 32}, &st, &err), QHX_OK);
     CHECK_EQ(qhx_model_state_attach(st, &im, 1, ids, n, &err), QHX_OK);
     const int64_t *pos;
     CHECK_EQ(qhx_model_state_positions(st, &pos), n);
@@ -267,7 +267,7 @@ static char *rounded_ckpt(qhx_dtype dt, int as_f32, char *dir, size_t dir_size) 
 /* Logits of every position of the image prompt of image-64x96.png. */
 static float *image_logits(const char *dir, int64_t *n_out) {
     qhx_model *m = NULL;
-    qhx_model_state *st = NULL;
+    qhx_seq *st = NULL;
     qhx_image_embed im = {0};
     qhx_error err;
     float *lg = NULL;
@@ -280,7 +280,7 @@ static float *image_logits(const char *dir, int64_t *n_out) {
     int64_t n;
     ids = image_prompt(im.n_tokens, &n);
     lg = malloc((size_t)(n * 1024) * sizeof *lg);
-    if (qhx_model_state_create(m, &(qhx_state_params){.n_ctx = n}, &st, &err) ||
+    if (qhx_model_state_create(m, &(qhx_seq_params){.n_ctx = n}, &st, &err) ||
         qhx_model_state_attach(st, &im, 1, ids, n, &err) ||
         qhx_model_forward(m, st, ids, n, &(qhx_forward_opts){.flags = QHX_FWD_LOGITS_ALL, .logits = lg}, &err)) {
         fprintf(stderr, "%s: %s\n", dir, err.msg);

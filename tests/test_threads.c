@@ -51,8 +51,8 @@ static float *run(const char *dir, const run_cfg *c, int64_t *V_out, float **img
     qhx_rng rng;
     qhx_rng_seed(&rng, 7);
     for (int i = 0; i < N_PROMPT + N_DECODE; i++) ids[i] = (int32_t)qhx_rng_below(&rng, (uint64_t)(V < 900 ? V : 900));
-    qhx_model_state *st = NULL;
-    qhx_state_params sp = {.n_ctx = N_PROMPT + N_DECODE, .n_batch = 64};
+    qhx_seq *st = NULL;
+    qhx_seq_params sp = {.n_ctx = N_PROMPT + N_DECODE, .n_batch = 64};
     CHECK_EQ(qhx_model_state_create(m, &sp, &st, &err), QHX_OK);
     if (st && out) {
         qhx_forward_opts o = {.flags = QHX_FWD_LOGITS_ALL, .logits = out};

@@ -1,5 +1,5 @@
 /* backends/backend.h: the backend boundary. A backend loads the graphs a run plan names (their
- * weights included), creates and sizes each sequence's state, and runs the four graphs on
+ * weights included), creates and sizes each sequence's state, and runs its graphs on
  * buffers the host owns. Host-ops and sessions (src/runtime) see only this table; they never
  * reach a family's internals or a backend's memory.
  *
@@ -35,7 +35,7 @@ typedef enum qhx_graph {
 } qhx_graph;
 
 typedef struct qhx_graphs qhx_graphs; /* a backend's loaded graphs and weights */
-typedef struct qhx_seq qhx_seq;       /* one sequence's state, laid out as the backend likes */
+/* qhx_seq, qhx_seq_params: families/family.h (one sequence; its impl laid out as the backend likes) */
 
 typedef struct qhx_backend_load_args {
     const qhx_plan *plan;             /* the artifacts to load */
@@ -44,13 +44,9 @@ typedef struct qhx_backend_load_args {
     const qhx_model_params *params;   /* isa, threads, weights mode, arithmetic, progress */
     bool vision;                      /* the host-op feeds images: load the vision graph too */
     bool mtp;                         /* load the multi-token-prediction graph when there is one */
+    const qhx_device_desc *device;    /* op-level backends: the device to run on (NULL: cpu) */
 } qhx_backend_load_args;
 
-typedef struct qhx_seq_params {
-    int64_t n_ctx;        /* most tokens the sequence may hold */
-    int64_t n_batch;      /* most tokens per internal prefill step; 0: min(n_ctx, 512) */
-    qhx_kv_type kv_cache; /* never DEFAULT */
-} qhx_seq_params;
 
 typedef struct qhx_seq_info {
     int64_t n_past, n_ctx;
@@ -114,9 +110,11 @@ typedef struct qhx_backend {
                                    float *const *logits, qhx_error *err);
 } qhx_backend;
 
-/* registry.c: the backend named `name`: "cpu" (or "-", or NULL) is the CPU backend. A QNN
- * library path (libQnnHtp.so, ...) or "qnn" gives QHX_E_UNSUPPORTED: this build has no QNN
- * backend. */
-qhx_status qhx_backend_find(const char *name, const qhx_backend **out, qhx_error *err);
+/* registry.c: the backend named `name`: "cpu" (or "-", or NULL) is the CPU backend on the CPU
+ * device; the name of another device of the build (devices/registry.c) is the same backend
+ * on that device (*device; NULL for a whole-graph backend). A QNN library path
+ * (libQnnHtp.so, ...) or "qnn" gives QHX_E_UNSUPPORTED: this build has no QNN backend. */
+qhx_status qhx_backend_find(const char *name, const qhx_backend **out, const qhx_device_desc **device,
+                            qhx_error *err);
 
 #endif

@@ -1,26 +1,25 @@
 /* backends/cpu.c: the CPU backend. Loading opens the plan's safetensors artifacts as one tensor
- * set (leaving out what no graph of the plan reads), picks the kernel table for this CPU and
- * starts the thread pool, then lets the family bind its weights into a qhx_net. "prefill" and
+ * set (leaving out what no graph of the plan reads), creates the CPU device (devices/cpu: the
+ * kernel table for this CPU and the thread pool), then lets the family bind its weights into a
+ * qhx_net whose ops and state run on that device. "prefill" and
  * "decode" run the family's forward pass (batched projections + chunked delta rule, or the
  * recurrent decode step) with the lm-head fused into both; "lm_head" runs the final norm and
- * head alone; "vision" runs the family's vision tower. A sequence is the family's qhx_net_state. */
+ * head alone; "vision" runs the family's vision tower. A sequence is the family's qhx_seq. */
 #include "backends/cpu.h"
 
 #include "core/alloc.h"
 #include "core/file.h"
-#include "core/pool.h"
+#include "devices/cpu/cpu.h"
 
+#include <string.h>
 #include <sys/stat.h>
 
 struct qhx_graphs {
     qhx_net net;
-    qhx_kernels kern;
-    qhx_pool *pool;
+    qhx_device *dev;
 };
 
-/* A CPU sequence is the net's state itself. */
-static qhx_net_state *net_state(qhx_seq *s) { return (qhx_net_state *)(void *)s; }
-static const qhx_net_state *net_state_c(const qhx_seq *s) { return (const qhx_net_state *)(const void *)s; }
+/* A CPU sequence is the net's (families/family.h qhx_seq), handed out as it is. */
 
 /* ---- loading ---------------------------------------------------------------------------- */
 
@@ -78,7 +77,7 @@ static qhx_status open_weights(const qhx_backend_load_args *a, qhx_st_set **out,
 static void cpu_unload(qhx_graphs *g) {
     if (!g) return;
     if (g->net.vt && g->net.impl) g->net.vt->free_impl(g->net.impl);
-    qhx_pool_free(g->pool);
+    if (g->dev) g->dev->op->destroy(g->dev);
     qhx_free(g);
 }
 
@@ -87,16 +86,19 @@ static qhx_status cpu_load(const qhx_backend_load_args *a, qhx_graphs **out, qhx
     const qhx_model_params *p = a->params;
     qhx_graphs *g = qhx_calloc(1, sizeof *g);
     if (!g) return qhx_fail(err, QHX_E_NOMEM, "out of memory");
-    qhx_kern_select(p->max_isa, &g->kern);
-    qhx_kern_use_int8(p->max_isa, int8_prefill_formats(p->prefill_math),
-                      p->decode_math == QHX_PREFILL_MATH_F32 ? 0 : 1u << QHX_W_Q4 | 1u << QHX_W_Q6, &g->kern);
+    const qhx_device_params dp = {
+        .max_isa = p->max_isa,
+        .int8_prefill_formats = int8_prefill_formats(p->prefill_math),
+        .int8_decode_formats = p->decode_math == QHX_PREFILL_MATH_F32 ? 0 : 1u << QHX_W_Q4 | 1u << QHX_W_Q6,
+        .n_threads = p->n_threads,
+    };
     g->net.family = a->family;
     g->net.cfg = *a->cfg;
-    g->net.kern = &g->kern;
     qhx_st_set *set = NULL;
-    qhx_status rc = qhx_pool_create(p->n_threads, &g->pool, err); /* first: families keep a pointer to it */
+    const qhx_device_desc *dd = a->device ? a->device : qhx_device_find("cpu");
+    qhx_status rc = dd->create(&dp, &g->dev, err); /* first: families keep a pointer to it */
     if (rc == QHX_OK) {
-        g->net.pool = g->pool;
+        g->net.dev = g->dev;
         rc = open_weights(a, &set, err);
     }
     if (rc == QHX_OK) {
@@ -125,49 +127,46 @@ static bool cpu_has_graph(const qhx_graphs *g, qhx_graph which) {
 }
 
 static void cpu_info(const qhx_graphs *g, qhx_backend_info *out) {
-    *out = (qhx_backend_info){.n_threads = qhx_pool_n_threads(g->pool), .isa = qhx_isa_name(g->kern.isa)};
+    qhx_device_info di;
+    g->dev->op->info(g->dev, &di);
+    *out = (qhx_backend_info){.n_threads = di.n_threads, .isa = di.isa};
 }
 
-const qhx_kernels *qhx_backend_cpu_kernels(const qhx_graphs *g) { return &g->kern; }
+const qhx_kernels *qhx_backend_cpu_kernels(const qhx_graphs *g) {
+    return strcmp(g->dev->name, "cpu") ? NULL : qhx_cpu_device_kernels(g->dev);
+}
 
 static const qhx_st_set *cpu_tensors(const qhx_graphs *g) { return g->net.weights; }
 
 /* ---- sequences -------------------------------------------------------------------------- */
 
 static qhx_status cpu_seq_create(const qhx_graphs *g, const qhx_seq_params *p, qhx_seq **out, qhx_error *err) {
-    const qhx_net_state_params np = {.n_ctx = p->n_ctx, .n_batch = p->n_batch, .kv_cache = p->kv_cache};
-    qhx_net_state *st = NULL;
-    qhx_status rc = qhx_net_state_create(&g->net, &np, &st, err);
-    *out = (qhx_seq *)(void *)st;
-    return rc;
+    return qhx_net_state_create(&g->net, p, out, err);
 }
 
-static void cpu_seq_free(qhx_seq *s) { qhx_net_state_free(net_state(s)); }
-static void cpu_seq_reset(qhx_seq *s) { qhx_net_state_reset(net_state(s)); }
+static void cpu_seq_free(qhx_seq *s) { qhx_net_state_free(s); }
+static void cpu_seq_reset(qhx_seq *s) { qhx_net_state_reset(s); }
 
 static void cpu_seq_info(const qhx_seq *s, qhx_seq_info *out) {
-    const qhx_net_state *st = net_state_c(s);
-    *out = (qhx_seq_info){.n_past = st->n_past, .n_ctx = st->n_ctx, .kv_type = st->kv_type};
+    *out = (qhx_seq_info){.n_past = s->n_past, .n_ctx = s->n_ctx, .kv_type = s->kv_type};
 }
 
 static void cpu_seq_set_n_past(qhx_seq *s, int64_t n) {
-    qhx_net_state *st = net_state(s);
-    if (n >= 0 && n <= st->n_ctx) st->n_past = n;
+    if (n >= 0 && n <= s->n_ctx) s->n_past = n;
 }
 
 static int cpu_seq_regions(const qhx_seq *s, qhx_state_region *out, int cap) {
-    return qhx_net_state_regions(net_state_c(s), out, cap);
+    return qhx_net_state_regions(s, out, cap);
 }
 
 static qhx_status cpu_seq_attach(qhx_seq *s, const qhx_image_embed *images, int n_images, const int32_t *ids,
                                  int64_t n, qhx_error *err) {
-    return qhx_net_attach(net_state(s), images, n_images, ids, n, err);
+    return qhx_net_attach(s, images, n_images, ids, n, err);
 }
 
 static int64_t cpu_seq_positions(const qhx_seq *s, const int64_t **pos) {
-    const qhx_net_state *st = net_state_c(s);
     *pos = NULL;
-    return st->m->vt->attached_positions ? st->m->vt->attached_positions(st, pos) : 0;
+    return s->m->vt->attached_positions ? s->m->vt->attached_positions(s, pos) : 0;
 }
 
 /* ---- graphs ----------------------------------------------------------------------------- */
@@ -180,7 +179,7 @@ static qhx_status run_tokens(const qhx_graphs *g, qhx_seq *s, qhx_graph which, c
         .flags = (io->logits_all ? QHX_FWD_LOGITS_ALL : 0u) | (io->sequential ? QHX_FWD_SEQUENTIAL : 0u),
         .logits = io->logits, .layer_cb = io->layer_cb, .layer_cb_user = io->layer_cb_user,
         .abort_cb = io->abort_cb, .abort_cb_user = io->abort_user};
-    return qhx_net_forward(&g->net, net_state(s), io->ids, io->n, &o, err);
+    return qhx_net_forward(&g->net, s, io->ids, io->n, &o, err);
 }
 
 static qhx_status cpu_run(const qhx_graphs *g, qhx_seq *s, qhx_graph which, const qhx_graph_io *io, qhx_error *err) {
@@ -202,7 +201,7 @@ static qhx_status cpu_run(const qhx_graphs *g, qhx_seq *s, qhx_graph which, cons
     case QHX_GRAPH_MTP:
         if (!s || io->n < 1 || !io->hidden || !io->ids || !io->logits)
             return qhx_fail(err, QHX_E_ARG, "mtp graph: no sequence or no rows");
-        return g->net.vt->mtp(&g->net, net_state(s), io->pos0, io->hidden, io->ids, io->n, io->logits, err);
+        return g->net.vt->mtp(&g->net, s, io->pos0, io->hidden, io->ids, io->n, io->logits, err);
     case QHX_GRAPH_COUNT: break;
     }
     return qhx_fail(err, QHX_E_ARG, "cpu backend: graph %d does not exist", (int)which);
@@ -212,7 +211,7 @@ static qhx_status cpu_run(const qhx_graphs *g, qhx_seq *s, qhx_graph which, cons
 static qhx_status cpu_run_decode_multi(const qhx_graphs *g, qhx_seq *const *seqs, const int32_t *ids, int64_t n,
                                        float *const *logits, qhx_error *err) {
     if (!g->net.vt->decode_multi) return qhx_fail(err, QHX_E_UNSUPPORTED, "decode: this family has no batched step");
-    return g->net.vt->decode_multi(&g->net, (qhx_net_state *const *)(const void *)seqs, ids, n, logits, err);
+    return g->net.vt->decode_multi(&g->net, seqs, ids, n, logits, err);
 }
 
 const qhx_backend QHX_BACKEND_CPU = {

@@ -1,5 +1,6 @@
-/* backends/registry.c: the backends of this build. Adding a backend: one file implementing
- * backends/backend.h and one line in BACKENDS. */
+/* backends/registry.c: the backends of this build. Adding a whole-graph backend: one file
+ * implementing backends/backend.h and one line in BACKENDS; adding a device for the op-level
+ * backend: devices/registry.c (docs/backends.md). */
 #include "backends/backend.h"
 
 #include <string.h>
@@ -10,9 +11,16 @@ static const qhx_backend *const BACKENDS[] = {
     &QHX_BACKEND_CPU,
 };
 
-qhx_status qhx_backend_find(const char *name, const qhx_backend **out, qhx_error *err) {
+qhx_status qhx_backend_find(const char *name, const qhx_backend **out, const qhx_device_desc **device,
+                            qhx_error *err) {
     *out = NULL;
+    *device = NULL;
     if (!name || !*name || !strcmp(name, "-")) name = "cpu";
+    /* a device's name: the op-level backend (cpu.c) on that device */
+    if ((*device = qhx_device_find(name))) {
+        *out = &QHX_BACKEND_CPU;
+        return QHX_OK;
+    }
     for (size_t i = 0; i < sizeof BACKENDS / sizeof BACKENDS[0]; i++)
         if (!strcmp(BACKENDS[i]->name, name)) {
             *out = BACKENDS[i];

@@ -7,11 +7,13 @@
  * families/registry.c lists the descriptors; nothing outside the family folders and the
  * registries tests which family a model is.
  *
- * A qhx_net is immutable after binding and may be shared by several sequences; a qhx_net_state
+ * A qhx_net is immutable after binding and may be shared by several sequences; a qhx_seq
  * holds everything one sequence mutates (KV cache, conv FIFO, recurrent state, positions,
- * scratch). The CPU backend (backends/cpu.c) drives nets through the qhx_net_* calls below: a
- * prompt is a call with many tokens (batched projections, chunked delta rule), decode a call with
- * one token (recurrent form). A net knows nothing of tokenizers, sampling or run plans.
+ * scratch) in buffers of the net's device. The op-level backend (backends/cpu.c) drives nets
+ * through the qhx_net_* calls below: a prompt is a call with many tokens (batched projections,
+ * chunked delta rule), decode a call with one token (recurrent form). Every op of a net runs
+ * on m->dev (devices/device.h), which decides where and on how many threads. A net knows
+ * nothing of tokenizers, sampling, run plans, kernels or threads.
  *
  * Threads: a net may be used by several threads, each with its own state; one state is not
  * re-entrant. */
@@ -22,7 +24,7 @@
 #include "image/image.h"
 #include "io/json.h"
 #include "io/safetensors.h"
-#include "kernels/kernels.h"
+#include "devices/device.h"
 #include "ops/state.h"
 #include "ops/vit.h"
 #include "text/tokenizer.h"
@@ -108,33 +110,33 @@ typedef struct qhx_forward_opts {
 /* ---- nets ------------------------------------------------------------------------------- */
 
 typedef struct qhx_net qhx_net;
-typedef struct qhx_net_state qhx_net_state;
+typedef struct qhx_seq qhx_seq;
 
 /* What a family implements for its net. Optional entries may be NULL. */
 typedef struct qhx_net_vt {
     void (*free_impl)(void *impl);
-    qhx_status (*state_create)(qhx_net_state *st, qhx_error *err); /* fills st->impl */
+    qhx_status (*state_create)(qhx_seq *st, qhx_error *err); /* fills st->impl */
     void (*state_free)(void *impl);
-    void (*state_reset)(qhx_net_state *st);
-    qhx_status (*forward)(const qhx_net *m, qhx_net_state *st, const int32_t *ids, int64_t n,
+    void (*state_reset)(qhx_seq *st);
+    qhx_status (*forward)(const qhx_net *m, qhx_seq *st, const int32_t *ids, int64_t n,
                           const qhx_forward_opts *opts, qhx_error *err);
     /* Describe the persistent state (caches, recurrent state) as regions; returns the count
      * written (at most cap). Everything else in a state is scratch. */
-    int (*state_regions)(const qhx_net_state *st, qhx_state_region *out, int cap);
+    int (*state_regions)(const qhx_seq *st, qhx_state_region *out, int cap);
     /* hidden (n, H) after the last decoder layer -> logits (n, V): final norm + lm-head */
     qhx_status (*lm_head)(const qhx_net *m, const float *hidden, int64_t n, float *logits, qhx_error *err);
     /* optional, families with a vision tower: patches -> out->embd (out's grid, n_tokens and
      * row_width set by the caller, embd allocated by it) */
     qhx_status (*encode_image)(const qhx_net *m, const qhx_image_patches *p, qhx_image_embed *out, qhx_error *err);
     /* optional: announce the images of the next n tokens (qhx_net_attach) */
-    qhx_status (*attach)(qhx_net_state *st, const qhx_image_embed *images, int n_images, const int32_t *ids,
+    qhx_status (*attach)(qhx_seq *st, const qhx_image_embed *images, int n_images, const int32_t *ids,
                          int64_t n, qhx_error *err);
     /* optional, for tests: the (t, h, w) positions of the announced tokens */
-    int64_t (*attached_positions)(const qhx_net_state *st, const int64_t **pos);
+    int64_t (*attached_positions)(const qhx_seq *st, const int64_t **pos);
     /* optional: one decode step of n distinct sequences of m at once, ids[i] fed to sts[i] and
      * its logits (vocab,) written to logits[i]; each sequence's result has the bits of the
      * one-token forward alone. Positions and ids are checked by the caller. */
-    qhx_status (*decode_multi)(const qhx_net *m, qhx_net_state *const *sts, const int32_t *ids, int64_t n,
+    qhx_status (*decode_multi)(const qhx_net *m, qhx_seq *const *sts, const int32_t *ids, int64_t n,
                                float *const *logits, qhx_error *err);
     /* optional: the multi-token-prediction block (Qwen3.5 mtp.*). has_mtp: whether it is bound
      * (states are then created with its cache). mtp: hidden (n, H), the residual stream after
@@ -144,7 +146,7 @@ typedef struct qhx_net_vt {
      * before pos0 must have been filled by earlier calls (pos0 at most the rows filled so far;
      * rows from pos0 + n on are forgotten, which is how a caller rewinds it). */
     bool (*has_mtp)(const qhx_net *m);
-    qhx_status (*mtp)(const qhx_net *m, qhx_net_state *st, int64_t pos0, const float *hidden,
+    qhx_status (*mtp)(const qhx_net *m, qhx_seq *st, int64_t pos0, const float *hidden,
                       const int32_t *next_ids, int64_t n, float *logits, qhx_error *err);
 } qhx_net_vt;
 
@@ -152,43 +154,47 @@ struct qhx_net {
     const struct qhx_family_desc *family;
     const qhx_net_vt *vt;
     qhx_model_config cfg;
-    const qhx_kernels *kern;   /* the op table (owned by the backend) */
-    struct qhx_pool *pool;     /* worker threads (owned by the backend; NULL: the calling thread) */
+    const qhx_device *dev;     /* where its ops run and its state lives (owned by the backend) */
     const qhx_st_set *weights; /* the checkpoint's tensors; owned by impl */
     void *impl;                /* family-owned: bound weights */
 };
 
-struct qhx_net_state {
-    const qhx_net *m;
+/* One sequence: everything it mutates (KV cache, conv FIFO, recurrent state, positions,
+ * scratch), the one sequence type of every layer: a family keeps its caches under impl, a
+ * backend hands it out (backends/backend.h), the runtime's sessions hold it (runtime/model.h). */
+struct qhx_seq {
+    const qhx_net *m;              /* the net it runs on (NULL for a whole-graph backend's) */
+    const struct qhx_model *model; /* the model that made it (runtime/model.c sets it) */
     int64_t n_ctx, n_batch;
-    int64_t n_past;      /* tokens consumed */
-    qhx_kv_type kv_type; /* QHX_KV_F32, _F16 or _Q8 (never DEFAULT) */
-    void *impl;          /* family-owned: caches, recurrent state, scratch */
+    int64_t n_past;                /* tokens consumed */
+    qhx_kv_type kv_type;           /* QHX_KV_F32, _F16 or _Q8 (never DEFAULT) */
+    void *impl;                    /* family-owned (or backend-owned): caches, recurrent state, scratch */
 };
 
-typedef struct qhx_net_state_params {
+/* The shape of a sequence, the one parameter struct of every layer. */
+typedef struct qhx_seq_params {
     int64_t n_ctx;        /* most tokens the sequence may hold (KV cache rows), in [1, 2^24] */
     int64_t n_batch;      /* most tokens per internal prefill step; 0: min(n_ctx, 512) */
-    qhx_kv_type kv_cache; /* never DEFAULT here */
-} qhx_net_state_params;
+    qhx_kv_type kv_cache; /* DEFAULT only at the runtime (the model's); below it, never */
+} qhx_seq_params;
 
 /* net.c: the checks every family shares, then the family's entry. */
-qhx_status qhx_net_state_create(const qhx_net *m, const qhx_net_state_params *p,
-                                qhx_net_state **out /* OUT, owned: qhx_net_state_free */, qhx_error *err);
-void qhx_net_state_free(qhx_net_state *st); /* NULL allowed */
-void qhx_net_state_reset(qhx_net_state *st);
+qhx_status qhx_net_state_create(const qhx_net *m, const qhx_seq_params *p,
+                                qhx_seq **out /* OUT, owned: qhx_net_state_free */, qhx_error *err);
+void qhx_net_state_free(qhx_seq *st); /* NULL allowed */
+void qhx_net_state_reset(qhx_seq *st);
 /* Feed n >= 1 tokens ids at positions n_past ..: QHX_E_LIMIT past n_ctx, QHX_E_ARG for an id
  * outside the vocabulary (st unchanged in both cases); QHX_E_ABORTED leaves st unusable until
  * reset. */
-qhx_status qhx_net_forward(const qhx_net *m, qhx_net_state *st, const int32_t *ids, int64_t n,
+qhx_status qhx_net_forward(const qhx_net *m, qhx_seq *st, const int32_t *ids, int64_t n,
                            const qhx_forward_opts *opts, qhx_error *err);
-int qhx_net_state_regions(const qhx_net_state *st, qhx_state_region *out, int cap);
+int qhx_net_state_regions(const qhx_seq *st, qhx_state_region *out, int cap);
 /* Announce the next n tokens of st: ids (n,) with the pads of images[0..n_images) in order, one
  * contiguous run of images[i].n_tokens pad ids per image. The images must stay alive until those
  * tokens have been fed; forward refuses ids that differ from the announced ones. n_images 0 (or
  * images NULL): no pad id may appear. Replaces an earlier announcement; reset drops it. A family
  * without images gives QHX_E_UNSUPPORTED. */
-qhx_status qhx_net_attach(qhx_net_state *st, const qhx_image_embed *images, int n_images, const int32_t *ids,
+qhx_status qhx_net_attach(qhx_seq *st, const qhx_image_embed *images, int n_images, const int32_t *ids,
                           int64_t n, qhx_error *err);
 void qhx_net_free(qhx_net *m); /* NULL allowed; every state of m freed first */
 

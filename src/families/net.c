@@ -16,7 +16,7 @@ void qhx_net_free(qhx_net *m) {
     qhx_free(m);
 }
 
-qhx_status qhx_net_state_create(const qhx_net *m, const qhx_net_state_params *p, qhx_net_state **out,
+qhx_status qhx_net_state_create(const qhx_net *m, const qhx_seq_params *p, qhx_seq **out,
                                 qhx_error *err) {
     *out = NULL;
     if (!m || !p) return qhx_fail(err, QHX_E_ARG, "state: model and params are required");
@@ -30,7 +30,7 @@ qhx_status qhx_net_state_create(const qhx_net *m, const qhx_net_state_params *p,
                         (long long)n_batch, (long long)n_ctx);
     if (p->kv_cache < QHX_KV_F32 || p->kv_cache > QHX_KV_Q8)
         return qhx_fail(err, QHX_E_ARG, "state: kv_cache %d is not one of f32, f16, q8", (int)p->kv_cache);
-    qhx_net_state *st = qhx_calloc(1, sizeof *st);
+    qhx_seq *st = qhx_calloc(1, sizeof *st);
     if (!st) return qhx_fail(err, QHX_E_NOMEM, "state: out of memory");
     st->m = m;
     st->kv_type = p->kv_cache;
@@ -45,18 +45,18 @@ qhx_status qhx_net_state_create(const qhx_net *m, const qhx_net_state_params *p,
     return QHX_OK;
 }
 
-void qhx_net_state_free(qhx_net_state *st) {
+void qhx_net_state_free(qhx_seq *st) {
     if (!st) return;
     if (st->impl) st->m->vt->state_free(st->impl);
     qhx_free(st);
 }
 
-void qhx_net_state_reset(qhx_net_state *st) {
+void qhx_net_state_reset(qhx_seq *st) {
     st->m->vt->state_reset(st);
     st->n_past = 0;
 }
 
-qhx_status qhx_net_forward(const qhx_net *m, qhx_net_state *st, const int32_t *ids, int64_t n,
+qhx_status qhx_net_forward(const qhx_net *m, qhx_seq *st, const int32_t *ids, int64_t n,
                            const qhx_forward_opts *opts, qhx_error *err) {
     if (!m || !st || st->m != m) return qhx_fail(err, QHX_E_ARG, "forward: state does not belong to this model");
     if (n < 1 || !ids) return qhx_fail(err, QHX_E_ARG, "forward: no tokens");
@@ -71,11 +71,11 @@ qhx_status qhx_net_forward(const qhx_net *m, qhx_net_state *st, const int32_t *i
     return m->vt->forward(m, st, ids, n, opts ? opts : &none, err);
 }
 
-int qhx_net_state_regions(const qhx_net_state *st, qhx_state_region *out, int cap) {
+int qhx_net_state_regions(const qhx_seq *st, qhx_state_region *out, int cap) {
     return st->m->vt->state_regions ? st->m->vt->state_regions(st, out, cap) : 0;
 }
 
-qhx_status qhx_net_attach(qhx_net_state *st, const qhx_image_embed *images, int n_images, const int32_t *ids,
+qhx_status qhx_net_attach(qhx_seq *st, const qhx_image_embed *images, int n_images, const int32_t *ids,
                           int64_t n, qhx_error *err) {
     if (!st) return qhx_fail(err, QHX_E_ARG, "attach: state is NULL");
     if (n_images < 0 || (n_images > 0 && !images))

@@ -4,13 +4,13 @@
  * block of QHX_KV_Q8_BLOCK values, then the int8 values, kernels/attn.h).
  *
  * Keys and values are computed in f32 (after the q/k norm and the rotary, as the reference) and
- * stored with qhx_kv_store: f16 rounds to nearest even (the op table's f32_to_f16), q8 takes
- * scale = max |x| / 127 per block and rounds x / scale half away from zero. Attention
- * reads a head through qhx_kv_head (kernels/attn.h widens f16 blocks exactly). */
+ * stored by the device's attention op: f16 rounds to nearest even, q8 takes scale = max |x| /
+ * 127 per block and rounds x / scale half away from zero (devices/cpu/cpu_attn.c). The rows
+ * live in a buffer of the sequence's device; this file sizes and describes them. */
 #ifndef QHX_OPS_KV_H
 #define QHX_OPS_KV_H
 
-#include "kernels/attn.h"
+#include "devices/device.h"
 #include "core/status.h"
 #include "ops/state.h"
 
@@ -20,18 +20,11 @@
 
 #define QHX_KV_BUILTIN QHX_KV_F16 /* what QHX_KV_DEFAULT means when no plan says otherwise */
 
-typedef struct qhx_kv_cache {
-    qhx_kv_type type;  /* QHX_KV_F32, QHX_KV_F16 or QHX_KV_Q8, never DEFAULT */
-    void *data;        /* (n_layers, 2, n_ctx) rows of qhx_kv_row_bytes; not owned */
-    int64_t n_layers, n_ctx, width;
-} qhx_kv_cache;
+/* qhx_kv_cache and qhx_kv_row_bytes: devices/device.h (the device owns the rows). */
 
 /* "f32", "f16", "q8" (NULL for anything else); and back (0 ok, -1 unknown name). */
 const char *qhx_kv_type_name(qhx_kv_type t);
 int qhx_kv_type_from_name(const char *s, qhx_kv_type *out);
-
-/* Bytes of one row of width values (q8: width a multiple of QHX_KV_Q8_BLOCK). */
-size_t qhx_kv_row_bytes(qhx_kv_type t, int64_t width);
 
 /* QHX_E_UNSUPPORTED when heads of hd values cannot be stored as t (q8: hd % 32). */
 qhx_status qhx_kv_check(qhx_kv_type t, int64_t hd, qhx_error *err);
@@ -39,15 +32,8 @@ qhx_status qhx_kv_check(qhx_kv_type t, int64_t hd, qhx_error *err);
 /* Bytes of the whole cache, false on overflow. */
 bool qhx_kv_bytes(qhx_kv_type t, int64_t n_layers, int64_t n_ctx, int64_t width, size_t *out);
 
-/* Rows [pos, pos + n) of layer's keys (which = 0) or values (1) from src (n, width) f32, contiguous. */
-void qhx_kv_store(const qhx_kernels *k, const qhx_kv_cache *c, int64_t layer, int which, int64_t pos,
-                  const float *src, int64_t n);
-
-/* KV head g (head_dim hd) of a layer, for the attention kernels. */
-qhx_kv_view qhx_kv_head(const qhx_kv_cache *c, int64_t layer, int64_t g, int64_t hd);
-
 /* Session regions: K then V of each layer, per token, rows of qhx_kv_row_bytes. Returns the
  * count written (at most cap). */
-int qhx_kv_regions(const qhx_kv_cache *c, qhx_state_region *out, int cap);
+int qhx_kv_regions(const qhx_device *d, const qhx_kv_cache *c, qhx_state_region *out, int cap);
 
 #endif

@@ -4,10 +4,7 @@
 #include "ops/vit.h"
 
 #include "core/alloc.h"
-#include "kernels/attn.h"
-#include "kernels/ref.h"
 #include "kernels/vision.h"
-#include "ops/par.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -90,7 +87,7 @@ static qhx_status vec(qhx_vit *v, const qhx_st_set *st, const char *name, int64_
 
 static qhx_status lin(qhx_vit *v, const qhx_st_set *st, const char *name, int64_t rows, int64_t cols,
                       qhx_weight *out, qhx_error *err) {
-    return qhx_wbind_linear(st, name, rows, cols, &v->kern, &v->owned, out, err);
+    return qhx_wbind_linear(st, name, rows, cols, v->dev, &v->owned, out, err);
 }
 
 static qhx_status load_merger(qhx_vit *v, const qhx_st_set *st, const char *base, int postshuffle,
@@ -126,7 +123,7 @@ static qhx_status patch_weight(qhx_vit *v, const qhx_st_set *st, const char *nam
     w->rows = shape[0];
     w->cols = shape[1] * shape[2] * shape[3] * shape[4];
     w->data = t->data;
-    if (!v->kern.matmul[w->fmt])
+    if (!v->dev->op->supports(v->dev, w->fmt))
         return qhx_fail(err, QHX_E_UNSUPPORTED, "tensor '%s': no kernel for dtype %s", name, qhx_dtype_name(t->dtype));
     if ((uintptr_t)t->data % qhx_dtype_size(t->dtype)) { /* misaligned for its type: copy */
         if (!(v->patch_copy = qhx_aligned_alloc(t->size)))
@@ -134,16 +131,16 @@ static qhx_status patch_weight(qhx_vit *v, const qhx_st_set *st, const char *nam
         memcpy(v->patch_copy, t->data, t->size);
         w->data = v->patch_copy;
     }
-    return QHX_OK;
+    return v->dev->op->weight_prepare(v->dev, w, err);
 }
 
 qhx_status qhx_vit_load(const qhx_st_set *st, const qhx_vit_config *cfg, const char *prefix,
-                        const qhx_kernels *k, qhx_vit **out, qhx_error *err) {
+                        const qhx_device *d, qhx_vit **out, qhx_error *err) {
     *out = NULL;
     qhx_vit *v = qhx_calloc(1, sizeof *v);
     if (!v) return qhx_fail(err, QHX_E_NOMEM, "vision tower: out of memory");
     v->cfg = *cfg;
-    v->kern = *k;
+    v->dev = d;
     const qhx_vit_config *c = cfg;
     int64_t D = c->hidden_size, I = c->intermediate_size;
     char name[512];
@@ -191,157 +188,108 @@ int64_t qhx_vit_row_width(const qhx_vit *v) { return v->cfg.out_hidden_size * (1
 
 /* ---- forward -------------------------------------------------------------------- */
 
+/* The scratch of one image, carved from one device buffer. */
 typedef struct vit_scratch {
-    float *x, *h, *qkv, *att, *mlp, *scores, *cos, *sin, *pe, *g, *g1, *kv;
+    qhx_dv x, h, qkv, att, mlp, work, kv, g, g1;
 } vit_scratch;
 
-/* Work is split over the model's pool in pieces fixed by the problem size (ops/par.h):
- * output rows of the linear layers, patch ranges, (patch, head) pairs of attention. */
-
-#define PATCH_CHUNK 16
-#define ELEM_CHUNK 4096
-
-typedef struct bias_job {
-    float *Y;
-    const float *b;
-    int64_t ldy, rows;
-} bias_job;
-
-static void bias_task(void *ctx, int64_t t0, int64_t t1, int ti) {
-    (void)ti;
-    const bias_job *j = ctx;
-    for (int64_t t = t0; t < t1; t++) qhx_k_add_f32_ref(j->Y + t * j->ldy, j->b, j->rows);
-}
-
-/* Y (n, rows) stride ldy = X (n, cols) stride ldx @ W^T + b, through the op table. */
-static void linear(const qhx_vit *v, const qhx_weight *w, const float *b, const float *X, int64_t ldx,
-                   float *Y, int64_t ldy, int64_t n) {
-    qhx_par_linear(v->pool, &v->kern, w, X, ldx, Y, ldy, n);
-    bias_job j = {.Y = Y, .b = b, .ldy = ldy, .rows = w->rows};
-    qhx_par_range(v->pool, n, PATCH_CHUNK, bias_task, &j);
-}
-
-typedef struct act_job {
-    const qhx_kernels *k;
-    qhx_act a;
-    float *x;
-} act_job;
-
-static void act_task(void *ctx, int64_t i0, int64_t i1, int ti) {
-    (void)ti;
-    const act_job *j = ctx;
-    float *x = j->x + i0;
-    int64_t n = i1 - i0;
-    if (j->a == QHX_ACT_GELU_TANH) j->k->gelu_tanh(x, n);
-    else if (j->a == QHX_ACT_GELU_ERF) qhx_k_gelu_erf_f32_ref(x, n);
-    else
-        j->k->silu(x, n);
-}
-
-static void act(const qhx_vit *v, qhx_act a, float *x, int64_t n) {
-    act_job j = {.k = &v->kern, .a = a, .x = x};
-    qhx_par_range(v->pool, n, ELEM_CHUNK, act_task, &j);
-}
-
-typedef struct ln_job {
-    const float *x, *w, *b;
-    float *y;
-    int64_t width;
-    float eps;
-} ln_job;
-
-static void ln_task(void *ctx, int64_t r0, int64_t r1, int ti) {
-    (void)ti;
-    const ln_job *j = ctx;
-    for (int64_t r = r0; r < r1; r++) qhx_k_layernorm_f32_ref(j->x + r * j->width, j->w, j->b, j->y + r * j->width, j->width, j->eps);
-}
-
-/* LayerNorm of n rows of `width` */
-static void layernorm_rows(const qhx_vit *v, const float *x, const float *w, const float *b, float *y, int64_t n,
-                           int64_t width, float eps) {
-    ln_job j = {.x = x, .w = w, .b = b, .y = y, .width = width, .eps = eps};
-    qhx_par_range(v->pool, n, PATCH_CHUNK, ln_task, &j);
+/* Y (n, rows) stride ldy = X (n, cols) stride ldx @ W^T + b. */
+static void linear(const qhx_vit *v, const qhx_weight *w, const float *b, qhx_dv X, int64_t ldx, qhx_dv Y,
+                   int64_t ldy, int64_t n) {
+    const qhx_device *d = v->dev;
+    d->op->linear(d, w, X, ldx, Y, ldy, n);
+    d->op->bias_rows(d, Y, ldy, b, w->rows, n);
 }
 
 /* Merger m over x (N, D) rows in merge-window order -> out rows of stride ldo, G = N / M^2. */
-static void merger_forward(const qhx_vit *v, const qhx_vit_merger *m, const float *x, int64_t N,
-                           vit_scratch *s, float *out, int64_t ldo) {
+static void merger_forward(const qhx_vit *v, const qhx_vit_merger *m, qhx_dv x, int64_t N, const vit_scratch *s,
+                           qhx_dv out, int64_t ldo) {
+    const qhx_device *d = v->dev;
     int64_t D = v->cfg.hidden_size, M2 = v->cfg.spatial_merge_size * v->cfg.spatial_merge_size;
     int64_t HM = D * M2, G = N / M2;
     /* Grouping M^2 consecutive rows of (N, D) is a reshape to (G, M^2 D). */
     if (m->postshuffle)
-        layernorm_rows(v, x, m->norm_w, m->norm_b, s->g, G, HM, v->cfg.layer_norm_eps);
+        d->op->layernorm(d, x, m->norm_w, m->norm_b, s->g, G, HM, v->cfg.layer_norm_eps);
     else
-        layernorm_rows(v, x, m->norm_w, m->norm_b, s->g, N, D, v->cfg.layer_norm_eps);
+        d->op->layernorm(d, x, m->norm_w, m->norm_b, s->g, N, D, v->cfg.layer_norm_eps);
     linear(v, &m->fc1, m->fc1_b, s->g, HM, s->g1, HM, G);
-    act(v, QHX_ACT_GELU_ERF, s->g1, G * HM); /* nn.GELU(): exact, in every merger */
+    d->op->act(d, QHX_ACT_GELU_ERF, s->g1, G * HM); /* nn.GELU(): exact, in every merger */
     linear(v, &m->fc2, m->fc2_b, s->g1, HM, out, ldo, G);
 }
 
-typedef struct att_job {
-    const qhx_kernels *k;
-    const float *qkv;
-    float *kv, *work, *att;
-    int64_t N, D, H, work_floats;
-} att_job;
-
-/* Queries of this many consecutive patches go through the kernel together, as the query heads
- * of one GQA group: they share every key and value load, and each keeps its own accumulators,
- * so the result is the same as one patch at a time. */
-#define ATT_QUERIES 4
-
-/* patches [p0, p1): q, k and v of each head into kv = [q heads | k heads | v heads], each
- * (H, N, hd) */
-static void kv_pack_task(void *ctx, int64_t p0, int64_t p1, int ti) {
-    (void)ti;
-    const att_job *j = ctx;
-    const int64_t D = j->D, H = j->H, N = j->N, hd = D / H;
-    for (int64_t p = p0; p < p1; p++)
-        for (int64_t part = 0; part < 3; part++)
-            for (int64_t h = 0; h < H; h++)
-                memcpy(j->kv + ((part * H + h) * N + p) * hd, j->qkv + p * 3 * D + part * D + h * hd,
-                       (size_t)hd * sizeof(float));
-}
-
-/* pieces: (head, block of ATT_QUERIES patches) pairs; work: att_work_floats per thread */
-static void att_task(void *ctx, int64_t i0, int64_t i1, int ti) {
-    const att_job *j = ctx;
-    const int64_t D = j->D, H = j->H, N = j->N, hd = D / H, n_blk = (N + ATT_QUERIES - 1) / ATT_QUERIES;
-    float scale = 1.0f / sqrtf((float)hd);
-    float *out = j->work + ti * j->work_floats, *work = out + ATT_QUERIES * hd;
-    for (int64_t i = i0; i < i1; i++) {
-        int64_t h = i / n_blk, p0 = (i % n_blk) * ATT_QUERIES, nq = N - p0 < ATT_QUERIES ? N - p0 : ATT_QUERIES;
-        const float *q = j->kv + (h * N + p0) * hd;
-        const float *K = j->kv + (H + h) * N * hd, *V = j->kv + (2 * H + h) * N * hd;
-        qhx_attn_group(j->k, q, K, V, hd, N, nq, hd, scale, work, out);
-        for (int64_t r = 0; r < nq; r++)
-            memcpy(j->att + (p0 + r) * D + h * hd, out + r * hd, (size_t)hd * sizeof(float));
+/* Learned positions resampled in row-major (pr, pc) order, permuted into merge-window order
+ * (pe_win, N x D), and the 2-D rotary of each patch (cos / sin, N x hd / 2): pair k < hd/4
+ * turns with the patch row, hd/4 <= k < hd/2 with the column, inv_freq[k] = 1 / theta^(2k /
+ * (hd/2)) in float32 as the reference's rotary module. Host arrays. */
+static void positions(const qhx_vit *v, int64_t gh, int64_t gw, const float *pe, float *pe_win, float *cs, float *sn) {
+    const qhx_vit_config *c = &v->cfg;
+    const int64_t D = c->hidden_size, hd = D / c->num_heads, M = c->spatial_merge_size, M2 = M * M, nf = hd / 4;
+    float inv_freq[1024];
+    for (int64_t k = 0; k < nf; k++) inv_freq[k] = 1.0f / powf(c->rope_theta, (float)(2 * k) / (float)(hd / 2));
+    for (int64_t n = 0; n < gh * gw; n++) {
+        int64_t win = n / M2, in = n % M2;
+        int64_t pr = (win / (gw / M)) * M + in / M, pc = (win % (gw / M)) * M + in % M;
+        memcpy(pe_win + n * D, pe + (pr * gw + pc) * D, (size_t)D * sizeof(float));
+        for (int64_t k = 0; k < nf; k++) {
+            float ar = (float)pr * inv_freq[k], ac = (float)pc * inv_freq[k];
+            cs[n * hd / 2 + k] = cosf(ar);
+            sn[n * hd / 2 + k] = sinf(ar);
+            cs[n * hd / 2 + nf + k] = cosf(ac);
+            sn[n * hd / 2 + nf + k] = sinf(ac);
+        }
     }
 }
 
-/* Scratch floats one thread needs for attention over N patches. */
-static int64_t att_work_floats(int64_t N, int64_t hd) {
-    return ATT_QUERIES * hd + qhx_attn_group_work(N, ATT_QUERIES, hd);
+/* Carve the scratch of N patches from one buffer of d (64-byte aligned pieces). */
+static qhx_status scratch_alloc(const qhx_vit *v, int64_t N, qhx_dbuf **buf, vit_scratch *s, qhx_error *err) {
+    const qhx_vit_config *c = &v->cfg;
+    const qhx_device *d = v->dev;
+    const int64_t D = c->hidden_size, I = c->intermediate_size, M2 = c->spatial_merge_size * c->spatial_merge_size;
+    const int64_t G = N / M2, HM = D * M2;
+    int64_t n[9] = {N * D, N * D, N * 3 * D, N * D, N * I, d->op->vit_attn_work(d, N, D, c->num_heads), 3 * N * D,
+                    G * HM, G * HM};
+    qhx_dv *f[9] = {&s->x, &s->h, &s->qkv, &s->att, &s->mlp, &s->work, &s->kv, &s->g, &s->g1};
+    size_t at[9], total = 0;
+    for (int i = 0; i < 9; i++) {
+        at[i] = total;
+        total += ((size_t)n[i] * sizeof(float) + 63) & ~(size_t)63;
+    }
+    if (d->op->buf_alloc(d, total, buf, NULL))
+        return qhx_fail(err, QHX_E_NOMEM, "vision: out of memory for %lld patches", (long long)N);
+    for (int i = 0; i < 9; i++) *f[i] = qhx_dv_of(*buf, at[i]);
+    return QHX_OK;
 }
 
-/* Full (non-causal) multi-head attention over the N patches of one image: every query reads
- * all N keys, through the decoder's blocked attention kernel (blocks of QHX_ATTN_BLOCK keys,
- * partial softmaxes combined in block order: HF's softmax up to float rounding, and the same
- * bits whichever thread runs which piece). qkv: (N, 3D) = [q | k | v] with RoPE applied to q
- * and k; att: (N, D); work: (n_threads, att_work_floats). Each head's queries, keys and values
- * are first copied to contiguous rows (kv: 3 N D floats): read in place they sit 3D floats
- * apart, and every query walks all the keys. */
-static void attention(const qhx_vit *v, const float *qkv, int64_t N, int64_t D, int64_t H, float *kv, float *work,
-                      float *att) {
-    att_job j = {.k = &v->kern, .qkv = qkv, .kv = kv, .work = work, .att = att, .N = N, .D = D, .H = H,
-                 .work_floats = att_work_floats(N, D / H)};
-    qhx_par_range(v->pool, N, PATCH_CHUNK, kv_pack_task, &j);
-    qhx_par_range(v->pool, H * ((N + ATT_QUERIES - 1) / ATT_QUERIES), 1, att_task, &j);
+/* The blocks of the tower over x (N, D), the DeepStack mergers at their layers into out. */
+static void blocks_forward(const qhx_vit *v, const vit_scratch *s, int64_t N, const float *cs, const float *sn,
+                           qhx_dv out, int64_t W) {
+    const qhx_vit_config *c = &v->cfg;
+    const qhx_device *d = v->dev;
+    const int64_t D = c->hidden_size, H = c->num_heads, hd = D / H, I = c->intermediate_size;
+    for (int64_t l = 0; l < c->depth; l++) {
+        const qhx_vit_block *B = &v->blocks[l];
+        d->op->layernorm(d, s->x, B->norm1_w, B->norm1_b, s->h, N, D, c->layer_norm_eps);
+        linear(v, &B->qkv, B->qkv_b, s->h, D, s->qkv, 3 * D, N);
+        d->op->rope_rows(d, s->qkv, 3 * D, N, H, hd, cs, sn);             /* q */
+        d->op->rope_rows(d, qhx_dv_f(s->qkv, D), 3 * D, N, H, hd, cs, sn); /* k */
+        d->op->vit_attention(d, s->qkv, N, D, H, s->kv, s->work, s->att);
+        linear(v, &B->proj, B->proj_b, s->att, D, s->h, D, N);
+        d->op->add(d, s->x, s->h, N * D);
+        d->op->layernorm(d, s->x, B->norm2_w, B->norm2_b, s->h, N, D, c->layer_norm_eps);
+        linear(v, &B->fc1, B->fc1_b, s->h, D, s->mlp, I, N);
+        d->op->act(d, c->hidden_act, s->mlp, N * I);
+        linear(v, &B->fc2, B->fc2_b, s->mlp, I, s->h, D, N);
+        d->op->add(d, s->x, s->h, N * D);
+        for (int64_t j = 0; j < c->n_deepstack; j++)
+            if (c->deepstack_visual_indexes[j] == l)
+                merger_forward(v, &v->deepstack[j], s->x, N, s, qhx_dv_f(out, (1 + j) * c->out_hidden_size), W);
+    }
 }
 
 qhx_status qhx_vit_encode(const qhx_vit *v, const qhx_image_patches *p, float *out, qhx_error *err) {
     const qhx_vit_config *c = &v->cfg;
-    int64_t D = c->hidden_size, H = c->num_heads, hd = D / H, I = c->intermediate_size;
+    const qhx_device *d = v->dev;
+    int64_t D = c->hidden_size, H = c->num_heads, hd = D / H;
     int64_t M = c->spatial_merge_size, M2 = M * M;
     int64_t pdim = c->in_channels * c->temporal_patch_size * c->patch_size * c->patch_size;
     if (!p || !p->data || p->patch_dim != pdim || p->grid_t != 1 || p->grid_h % M || p->grid_w % M ||
@@ -349,89 +297,36 @@ qhx_status qhx_vit_encode(const qhx_vit *v, const qhx_image_patches *p, float *o
         return qhx_fail(err, QHX_E_ARG, "vision: patches do not fit the tower (patch_dim %lld, grid %lldx%lldx%lld; want patch_dim %lld, merge %lld)",
                         p ? (long long)p->patch_dim : 0LL, p ? (long long)p->grid_t : 0LL, p ? (long long)p->grid_h : 0LL,
                         p ? (long long)p->grid_w : 0LL, (long long)pdim, (long long)M);
-    int64_t N = p->n_patches, gh = p->grid_h, gw = p->grid_w, G = N / M2, HM = D * M2;
+    int64_t N = p->n_patches, gh = p->grid_h, gw = p->grid_w, G = N / M2;
     if (N > 65536) return qhx_fail(err, QHX_E_LIMIT, "vision: %lld patches exceed the cap of 65536", (long long)N);
+    if (hd / 4 > 1024) return qhx_fail(err, QHX_E_UNSUPPORTED, "vision: head_dim %lld too large", (long long)hd);
+    const size_t fz = sizeof(float);
+    float *pe = qhx_aligned_alloc((size_t)(N * D) * fz), *pe_win = qhx_aligned_alloc((size_t)(N * D) * fz);
+    float *cs = qhx_aligned_alloc((size_t)(N * hd / 2) * fz), *sn = qhx_aligned_alloc((size_t)(N * hd / 2) * fz);
+    qhx_dbuf *buf = NULL;
     vit_scratch s;
-    memset(&s, 0, sizeof s);
-    size_t fz = sizeof(float);
-    s.x = qhx_aligned_alloc((size_t)(N * D) * fz);
-    s.h = qhx_aligned_alloc((size_t)(N * D) * fz);
-    s.qkv = qhx_aligned_alloc((size_t)(N * 3 * D) * fz);
-    s.att = qhx_aligned_alloc((size_t)(N * D) * fz);
-    s.mlp = qhx_aligned_alloc((size_t)(N * I) * fz);
-    s.kv = qhx_aligned_alloc((size_t)(3 * N * D) * fz);
-    s.scores = qhx_aligned_alloc((size_t)qhx_pool_n_threads(v->pool) * (size_t)att_work_floats(N, hd) * fz);
-    s.cos = qhx_aligned_alloc((size_t)(N * hd / 2) * fz);
-    s.sin = qhx_aligned_alloc((size_t)(N * hd / 2) * fz);
-    s.pe = qhx_aligned_alloc((size_t)(N * D) * fz);
-    s.g = qhx_aligned_alloc((size_t)(G * HM) * fz);
-    s.g1 = qhx_aligned_alloc((size_t)(G * HM) * fz);
     qhx_status rc = QHX_OK;
-    if (!s.x || !s.h || !s.qkv || !s.att || !s.mlp || !s.scores || !s.kv || !s.cos || !s.sin || !s.pe || !s.g || !s.g1) {
+    if (!pe || !pe_win || !cs || !sn) {
         rc = qhx_fail(err, QHX_E_NOMEM, "vision: out of memory for %lld patches", (long long)N);
         goto done;
     }
+    if ((rc = scratch_alloc(v, N, &buf, &s, err))) goto done;
+    const int64_t W = qhx_vit_row_width(v);
+    qhx_dbuf in = qhx_dbuf_host((void *)p->data, (size_t)(N * pdim) * fz), ob = qhx_dbuf_host(out, (size_t)(G * W) * fz);
+    qhx_dbuf peb = qhx_dbuf_host(pe_win, (size_t)(N * D) * fz);
     /* Patch embedding: Conv3d with kernel = stride is a linear map of the flattened patch. */
-    linear(v, &v->patch_embed, v->patch_b, p->data, pdim, s.x, D, N);
-
-    /* Learned positions, resampled in row-major (pr, pc) order, added in merge-window order. */
+    linear(v, &v->patch_embed, v->patch_b, qhx_dv_of(&in, 0), pdim, s.x, D, N);
     int64_t side = (int64_t)llround(sqrt((double)c->num_position_embeddings));
-    qhx_k_pos_embed_bilinear_f32_ref(v->pos_embed, side, D, gh, gw, s.pe);
-    /* 2-D rotary: pair j < hd/4 turns with the patch row, hd/4 <= j < hd/2 with the column;
-     * inv_freq[k] = 1 / theta^(2k / (hd/2)) in float32 as the reference's rotary module. */
-    int64_t nf = hd / 4;
-    float inv_freq[1024];
-    if (nf > 1024) { rc = qhx_fail(err, QHX_E_UNSUPPORTED, "vision: head_dim %lld too large", (long long)hd); goto done; }
-    for (int64_t k = 0; k < nf; k++) inv_freq[k] = 1.0f / powf(c->rope_theta, (float)(2 * k) / (float)(hd / 2));
-    for (int64_t n = 0; n < N; n++) {
-        int64_t win = n / M2, in = n % M2;
-        int64_t pr = (win / (gw / M)) * M + in / M, pc = (win % (gw / M)) * M + in % M;
-        float *xr = s.x + n * D;
-        const float *per = s.pe + (pr * gw + pc) * D;
-        for (int64_t i = 0; i < D; i++) xr[i] += per[i];
-        for (int64_t k = 0; k < nf; k++) {
-            float ar = (float)pr * inv_freq[k], ac = (float)pc * inv_freq[k];
-            s.cos[n * hd / 2 + k] = cosf(ar);
-            s.sin[n * hd / 2 + k] = sinf(ar);
-            s.cos[n * hd / 2 + nf + k] = cosf(ac);
-            s.sin[n * hd / 2 + nf + k] = sinf(ac);
-        }
-    }
-
-    int64_t W = qhx_vit_row_width(v), OH = c->out_hidden_size;
-    for (int64_t l = 0; l < c->depth; l++) {
-        const qhx_vit_block *B = &v->blocks[l];
-        layernorm_rows(v, s.x, B->norm1_w, B->norm1_b, s.h, N, D, c->layer_norm_eps);
-        linear(v, &B->qkv, B->qkv_b, s.h, D, s.qkv, 3 * D, N);
-        for (int64_t n = 0; n < N; n++) {
-            const float *cs = s.cos + n * hd / 2, *sn = s.sin + n * hd / 2;
-            qhx_k_rope_neox_f32_ref(s.qkv + n * 3 * D, H, hd, hd, cs, sn);     /* q */
-            qhx_k_rope_neox_f32_ref(s.qkv + n * 3 * D + D, H, hd, hd, cs, sn); /* k */
-        }
-        attention(v, s.qkv, N, D, H, s.kv, s.scores, s.att);
-        linear(v, &B->proj, B->proj_b, s.att, D, s.h, D, N);
-        qhx_k_add_f32_ref(s.x, s.h, N * D);
-        layernorm_rows(v, s.x, B->norm2_w, B->norm2_b, s.h, N, D, c->layer_norm_eps);
-        linear(v, &B->fc1, B->fc1_b, s.h, D, s.mlp, I, N);
-        act(v, c->hidden_act, s.mlp, N * I);
-        linear(v, &B->fc2, B->fc2_b, s.mlp, I, s.h, D, N);
-        qhx_k_add_f32_ref(s.x, s.h, N * D);
-        for (int64_t j = 0; j < c->n_deepstack; j++)
-            if (c->deepstack_visual_indexes[j] == l) merger_forward(v, &v->deepstack[j], s.x, N, &s, out + (1 + j) * OH, W);
-    }
-    merger_forward(v, &v->merger, s.x, N, &s, out, W);
+    qhx_k_pos_embed_bilinear_f32_ref(v->pos_embed, side, D, gh, gw, pe);
+    positions(v, gh, gw, pe, pe_win, cs, sn);
+    d->op->add(d, s.x, qhx_dv_of(&peb, 0), N * D);
+    blocks_forward(v, &s, N, cs, sn, qhx_dv_of(&ob, 0), W);
+    merger_forward(v, &v->merger, s.x, N, &s, qhx_dv_of(&ob, 0), W);
 done:
-    qhx_aligned_free(s.x);
-    qhx_aligned_free(s.h);
-    qhx_aligned_free(s.qkv);
-    qhx_aligned_free(s.att);
-    qhx_aligned_free(s.mlp);
-    qhx_aligned_free(s.scores);
-    qhx_aligned_free(s.kv);
-    qhx_aligned_free(s.cos);
-    qhx_aligned_free(s.sin);
-    qhx_aligned_free(s.pe);
-    qhx_aligned_free(s.g);
-    qhx_aligned_free(s.g1);
+    d->op->buf_free(d, buf);
+    qhx_aligned_free(pe);
+    qhx_aligned_free(pe_win);
+    qhx_aligned_free(cs);
+    qhx_aligned_free(sn);
     return rc;
 }

@@ -8,13 +8,12 @@
 #include "image/image.h"
 #include "io/json.h"
 #include "io/safetensors.h"
-#include "kernels/kernels.h"
+#include "devices/device.h"
 #include "ops/weights.h"
 
 #define QHX_VIT_MAX_DEEPSTACK 8
 #define QHX_VIT_MAX_DEPTH 256
 
-typedef enum qhx_act { QHX_ACT_GELU_TANH = 0, QHX_ACT_GELU_ERF, QHX_ACT_SILU } qhx_act;
 
 /* vision_config of config.json (HF names). */
 typedef struct qhx_vit_config {
@@ -50,8 +49,7 @@ typedef struct qhx_vit {
     qhx_vit_block *blocks;                  /* (depth) */
     qhx_vit_merger merger;
     qhx_vit_merger deepstack[QHX_VIT_MAX_DEEPSTACK];
-    qhx_kernels kern;                       /* the owning model's op table */
-    struct qhx_pool *pool;                  /* the owning model's threads; NULL: the caller only */
+    const qhx_device *dev;                  /* the owning model's device */
     qhx_wowned owned;
     void *patch_copy;                       /* aligned copy of a misaligned patch kernel, or NULL */
 } qhx_vit;
@@ -61,9 +59,9 @@ qhx_status qhx_vit_config_parse(const json_t *vc, const char *label, qhx_vit_con
                                 qhx_error *err);
 
 /* Bind the tower's weights under `prefix` ("model.visual.") of st, which must outlive it;
- * linear layers run through the op table k (copied). */
+ * it runs on device d. */
 qhx_status qhx_vit_load(const qhx_st_set *st, const qhx_vit_config *cfg, const char *prefix,
-                        const qhx_kernels *k, qhx_vit **out /* OUT */, qhx_error *err);
+                        const qhx_device *d, qhx_vit **out /* OUT */, qhx_error *err);
 void qhx_vit_free(qhx_vit *v); /* NULL allowed */
 
 /* Width of one output row: out_hidden_size * (1 + n_deepstack). */

@@ -87,24 +87,24 @@ qhx_status qhx_wcheck_finite(const qhx_st_set *set, const qhx_st_tensor *t, cons
 }
 
 qhx_status qhx_wbind_linear(const qhx_st_set *set, const char *name, int64_t rows, int64_t cols,
-                            const qhx_kernels *k, qhx_wowned *owned, qhx_weight *out,
+                            const qhx_device *d, qhx_wowned *owned, qhx_weight *out,
                             qhx_error *err) {
     memset(out, 0, sizeof *out);
     const qhx_st_tensor *t = qhx_st_find(set, name);
     if (t && (t->dtype == QHX_DTYPE_I8 || t->dtype == QHX_DTYPE_U8)) { /* Q8 / Q4 / Q6 (docs/formats.md) */
         qhx_status rq = qhx_st_get_weight(set, name, rows, cols, out, err);
         if (rq) return rq;
-        if (!k->matvec[out->fmt] || !k->matmul[out->fmt] || !k->row[out->fmt])
+        if (!d->op->supports(d, out->fmt))
             return qhx_fail(err, QHX_E_UNSUPPORTED, "%s: tensor '%s': no kernel for this quantized format",
                             qhx_st_file_path(set, t->file_index), name);
-        return QHX_OK;
+        return d->op->weight_prepare(d, out, err);
     }
     int64_t shape[2] = {rows, cols};
     qhx_status rc = qhx_st_get(set, name, QHX_DT_FLOATS, 2, shape, &t, err);
     if (rc == QHX_OK) rc = qhx_wcheck_finite(set, t, name, err);
     if (rc) return rc;
     qhx_wfmt fmt = t->dtype == QHX_DTYPE_F32 ? QHX_W_F32 : t->dtype == QHX_DTYPE_F16 ? QHX_W_F16 : QHX_W_BF16;
-    if (!k->matvec[fmt] || !k->matmul[fmt] || !k->row[fmt])
+    if (!d->op->supports(d, fmt))
         return qhx_fail(err, QHX_E_UNSUPPORTED, "%s: tensor '%s': no kernel for dtype %s",
                         qhx_st_file_path(set, t->file_index), name, qhx_dtype_name(t->dtype));
     const void *data = t->data;
@@ -121,11 +121,11 @@ qhx_status qhx_wbind_linear(const qhx_st_set *set, const char *name, int64_t row
     out->rows = rows;
     out->cols = cols;
     out->data = data;
-    return QHX_OK;
+    return d->op->weight_prepare(d, out, err);
 }
 
 qhx_status qhx_wbind_embed_head(const qhx_st_set *set, const char *label, const char *embed_name, bool tied,
-                                int64_t rows, int64_t cols, const qhx_kernels *k, qhx_wowned *owned,
+                                int64_t rows, int64_t cols, const qhx_device *d, qhx_wowned *owned,
                                 qhx_weight *embed, qhx_weight *head, qhx_error *err) {
     const bool has_embed = qhx_st_find(set, embed_name) != NULL;
     const bool has_head = qhx_st_find(set, "lm_head.weight") != NULL;
@@ -133,8 +133,8 @@ qhx_status qhx_wbind_embed_head(const qhx_st_set *set, const char *label, const 
         return qhx_fail(err, QHX_E_FORMAT, "%s: no text embedding: '%s' is missing%s", label, embed_name,
                         has_head ? " and the head is not tied to it (tie_word_embeddings is false)" : "");
     qhx_status rc;
-    if (has_embed && (rc = qhx_wbind_linear(set, embed_name, rows, cols, k, owned, embed, err))) return rc;
-    if ((has_head || !tied) && (rc = qhx_wbind_linear(set, "lm_head.weight", rows, cols, k, owned, head, err))) return rc;
+    if (has_embed && (rc = qhx_wbind_linear(set, embed_name, rows, cols, d, owned, embed, err))) return rc;
+    if ((has_head || !tied) && (rc = qhx_wbind_linear(set, "lm_head.weight", rows, cols, d, owned, head, err))) return rc;
     if (!has_head && tied) *head = *embed;
     if (!has_embed) *embed = *head;
     return QHX_OK;

@@ -9,7 +9,7 @@
 
 #include "core/status.h"
 #include "io/safetensors.h"
-#include "kernels/kernels.h"
+#include "devices/device.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -24,11 +24,11 @@ typedef struct qhx_wowned {
 void qhx_wowned_free(qhx_wowned *o); /* frees every buffer; o itself is caller storage */
 
 /* Bind tensor `name` as a linear weight (rows, cols) = (out_features, in_features). Accepts
- * F32, F16, BF16 storage (finite only); refuses a format the kernel table k has no
- * matvec/matmul/row for.
+ * F32, F16, BF16 storage (finite only); refuses a format the device d does not run
+ * (its supports entry), and lets it prepare the weight (weight_prepare).
  * *out views the mapping (lifetime: the set) or an aligned copy owned by `owned`. */
 qhx_status qhx_wbind_linear(const qhx_st_set *set, const char *name, int64_t rows, int64_t cols,
-                            const qhx_kernels *k, qhx_wowned *owned, qhx_weight *out /* OUT */,
+                            const qhx_device *d, qhx_wowned *owned, qhx_weight *out /* OUT */,
                             qhx_error *err);
 
 /* QHX_E_FORMAT naming the file, tensor and element when an F32/F16/BF16 tensor holds a NaN or an
@@ -42,7 +42,7 @@ qhx_status qhx_wcheck_finite(const qhx_st_set *set, const qhx_st_tensor *t, cons
  * lm_head.weight a tied model's head is the table; an untied model needs both. `label` names
  * the checkpoint in messages. */
 qhx_status qhx_wbind_embed_head(const qhx_st_set *set, const char *label, const char *embed_name, bool tied,
-                                int64_t rows, int64_t cols, const qhx_kernels *k, qhx_wowned *owned,
+                                int64_t rows, int64_t cols, const qhx_device *d, qhx_wowned *owned,
                                 qhx_weight *embed /* OUT */, qhx_weight *head /* OUT */, qhx_error *err);
 
 /* Load tensor `name` of rank n_dims and the given shape (-1 = any), any float dtype, as a new

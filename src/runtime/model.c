@@ -12,11 +12,6 @@
 #include <stdio.h>
 #include <string.h>
 
-struct qhx_model_state {
-    const qhx_model *m;
-    qhx_seq *seq; /* the backend's */
-};
-
 qhx_model_params qhx_model_default_params(void) {
     qhx_model_params p = {.max_isa = QHX_ISA_BEST, .n_threads = 0, .weights = QHX_WEIGHTS_DEFAULT,
                           .prefill_math = QHX_PREFILL_MATH_DEFAULT,
@@ -160,7 +155,8 @@ static qhx_status set_image_prep(qhx_model *m, qhx_error *err) {
 static qhx_status load_graphs(qhx_model *m, qhx_error *err) {
     bool images = m->host_op->loop == QHX_LOOP_IMAGE_TEXT;
     const qhx_backend_load_args a = {.plan = m->plan, .family = m->family, .cfg = &m->cfg, .params = &m->params,
-                                     .vision = images, .mtp = m->params.mtp == 1};
+                                     .vision = images, .mtp = m->params.mtp == 1,
+                                     .device = m->device};
     qhx_status rc = m->backend->load(&a, &m->graphs, err);
     if (rc) return rc;
     if (!images) return QHX_OK;
@@ -204,7 +200,8 @@ qhx_status qhx_model_open(const char *path, const qhx_model_params *params, qhx_
     qhx_model_params p = params ? *params : qhx_model_default_params();
     qhx_status rc = check_params(&p, err);
     const qhx_backend *be = NULL;
-    if (rc || (rc = qhx_backend_find(p.backend, &be, err))) return rc;
+    const qhx_device_desc *dev = NULL;
+    if (rc || (rc = qhx_backend_find(p.backend, &be, &dev, err))) return rc;
     qhx_model *m = qhx_calloc(1, sizeof *m);
     if (!m) return qhx_fail(err, QHX_E_NOMEM, "out of memory");
     atomic_init(&m->refs, 1);
@@ -212,6 +209,7 @@ qhx_status qhx_model_open(const char *path, const qhx_model_params *params, qhx_
     pthread_mutex_init(&m->gm_lock, NULL);
     m->params.backend = NULL; /* the caller's string need not outlive the call */
     m->backend = be;
+    m->device = dev;
     qhx_plan_resolved *r = qhx_malloc(sizeof *r); /* a config is 8 KB: not on the stack */
     if (!r) {
         rc = qhx_fail(err, QHX_E_NOMEM, "out of memory");
@@ -403,52 +401,47 @@ qhx_status qhx_model_image_encode(const qhx_model *m, const qhx_image *img, qhx_
 
 /* ---- sequences ---------------------------------------------------------------------------- */
 
-qhx_status qhx_model_state_create(const qhx_model *m, const qhx_state_params *params, qhx_model_state **out,
+qhx_status qhx_model_state_create(const qhx_model *m, const qhx_seq_params *params, qhx_seq **out,
                                   qhx_error *err) {
     *out = NULL;
     if (!m || !params) return qhx_fail(err, QHX_E_ARG, "state: model and params are required");
     if ((unsigned)params->kv_cache > QHX_KV_Q8)
         return qhx_fail(err, QHX_E_ARG, "state: kv_cache %d is not one of default, f32, f16, q8", (int)params->kv_cache);
-    qhx_model_state *st = qhx_calloc(1, sizeof *st);
-    if (!st) return qhx_fail(err, QHX_E_NOMEM, "state: out of memory");
-    st->m = m;
     const qhx_seq_params sp = {.n_ctx = params->n_ctx, .n_batch = params->n_batch,
                                .kv_cache = params->kv_cache ? params->kv_cache : m->kv_cache};
-    qhx_status rc = m->backend->seq_create(m->graphs, &sp, &st->seq, err);
-    if (rc) {
-        qhx_free(st);
-        return rc;
-    }
+    qhx_seq *st = NULL;
+    qhx_status rc = m->backend->seq_create(m->graphs, &sp, &st, err);
+    if (rc) return rc;
+    st->model = m;
     *out = st;
     return QHX_OK;
 }
 
-void qhx_model_state_free(qhx_model_state *st) {
+void qhx_model_state_free(qhx_seq *st) {
     if (!st) return;
-    st->m->backend->seq_free(st->seq);
-    qhx_free(st);
+    st->model->backend->seq_free(st);
 }
 
-void qhx_model_state_reset(qhx_model_state *st) { st->m->backend->seq_reset(st->seq); }
+void qhx_model_state_reset(qhx_seq *st) { st->model->backend->seq_reset(st); }
 
-static qhx_seq_info info(const qhx_model_state *st) {
+static qhx_seq_info info(const qhx_seq *st) {
     qhx_seq_info i;
-    st->m->backend->seq_info(st->seq, &i);
+    st->model->backend->seq_info(st, &i);
     return i;
 }
 
-int64_t qhx_model_state_n_past(const qhx_model_state *st) { return info(st).n_past; }
-int64_t qhx_model_state_n_ctx(const qhx_model_state *st) { return info(st).n_ctx; }
-qhx_kv_type qhx_model_state_kv_type(const qhx_model_state *st) { return info(st).kv_type; }
-void qhx_model_state_set_n_past(qhx_model_state *st, int64_t n) { st->m->backend->seq_set_n_past(st->seq, n); }
+int64_t qhx_model_state_n_past(const qhx_seq *st) { return info(st).n_past; }
+int64_t qhx_model_state_n_ctx(const qhx_seq *st) { return info(st).n_ctx; }
+qhx_kv_type qhx_model_state_kv_type(const qhx_seq *st) { return info(st).kv_type; }
+void qhx_model_state_set_n_past(qhx_seq *st, int64_t n) { st->model->backend->seq_set_n_past(st, n); }
 
-int qhx_model_state_regions(const qhx_model_state *st, qhx_state_region *out, int cap) {
-    return st->m->backend->seq_regions(st->seq, out, cap);
+int qhx_model_state_regions(const qhx_seq *st, qhx_state_region *out, int cap) {
+    return st->model->backend->seq_regions(st, out, cap);
 }
 
-qhx_status qhx_model_forward(const qhx_model *m, qhx_model_state *st, const int32_t *ids, int64_t n,
+qhx_status qhx_model_forward(const qhx_model *m, qhx_seq *st, const int32_t *ids, int64_t n,
                              const qhx_forward_opts *opts, qhx_error *err) {
-    if (!m || !st || st->m != m) return qhx_fail(err, QHX_E_ARG, "forward: state does not belong to this model");
+    if (!m || !st || st->model != m) return qhx_fail(err, QHX_E_ARG, "forward: state does not belong to this model");
     static const qhx_forward_opts none = {0};
     if (!opts) opts = &none;
     const bool sequential = (opts->flags & QHX_FWD_SEQUENTIAL) != 0;
@@ -456,31 +449,29 @@ qhx_status qhx_model_forward(const qhx_model *m, qhx_model_state *st, const int3
                              .logits_all = (opts->flags & QHX_FWD_LOGITS_ALL) != 0, .sequential = sequential,
                              .abort_cb = opts->abort_cb, .abort_user = opts->abort_cb_user,
                              .layer_cb = opts->layer_cb, .layer_cb_user = opts->layer_cb_user};
-    return m->backend->run(m->graphs, st->seq, n == 1 ? QHX_GRAPH_DECODE : QHX_GRAPH_PREFILL, &io, err);
+    return m->backend->run(m->graphs, st, n == 1 ? QHX_GRAPH_DECODE : QHX_GRAPH_PREFILL, &io, err);
 }
 
-qhx_status qhx_model_decode_multi(const qhx_model *m, qhx_model_state *const *sts, const int32_t *ids, int64_t n,
+qhx_status qhx_model_decode_multi(const qhx_model *m, qhx_seq *const *sts, const int32_t *ids, int64_t n,
                                   float *const *logits, qhx_error *err) {
     enum { MAX_MULTI = 64 };
     if (!m || n < 1 || n > MAX_MULTI || !sts || !ids || !logits)
         return qhx_fail(err, QHX_E_ARG, "decode: 1 to %d states, ids and logits are required", MAX_MULTI);
-    qhx_seq *seqs[MAX_MULTI];
     for (int64_t i = 0; i < n; i++) {
-        if (!sts[i] || sts[i]->m != m) return qhx_fail(err, QHX_E_ARG, "decode: state %lld does not belong to this model", (long long)i);
+        if (!sts[i] || sts[i]->model != m) return qhx_fail(err, QHX_E_ARG, "decode: state %lld does not belong to this model", (long long)i);
         for (int64_t k = 0; k < i; k++)
             if (sts[k] == sts[i]) return qhx_fail(err, QHX_E_ARG, "decode: state %lld appears twice", (long long)i);
         qhx_seq_info inf;
-        m->backend->seq_info(sts[i]->seq, &inf);
+        m->backend->seq_info(sts[i], &inf);
         if (inf.n_past >= inf.n_ctx)
             return qhx_fail(err, QHX_E_LIMIT, "decode: state %lld is full (%lld tokens)", (long long)i, (long long)inf.n_ctx);
         if (ids[i] < 0 || ids[i] >= m->cfg.vocab_size)
             return qhx_fail(err, QHX_E_ARG, "decode: id %d is outside the vocabulary [0, %lld)", ids[i],
                             (long long)m->cfg.vocab_size);
-        seqs[i] = sts[i]->seq;
     }
     if (!m->backend->run_decode_multi)
         return qhx_fail(err, QHX_E_UNSUPPORTED, "decode: the %s backend has no batched step", m->backend->name);
-    return m->backend->run_decode_multi(m->graphs, seqs, ids, n, logits, err);
+    return m->backend->run_decode_multi(m->graphs, sts, ids, n, logits, err);
 }
 
 qhx_status qhx_model_lm_head(const qhx_model *m, const float *hidden, int64_t n, float *logits, qhx_error *err) {
@@ -490,20 +481,20 @@ qhx_status qhx_model_lm_head(const qhx_model *m, const float *hidden, int64_t n,
 
 bool qhx_model_has_mtp(const qhx_model *m) { return m->backend->has_graph(m->graphs, QHX_GRAPH_MTP); }
 
-qhx_status qhx_model_mtp(const qhx_model *m, qhx_model_state *st, int64_t pos0, const float *hidden,
+qhx_status qhx_model_mtp(const qhx_model *m, qhx_seq *st, int64_t pos0, const float *hidden,
                          const int32_t *next_ids, int64_t n, float *logits, qhx_error *err) {
     if (!st) return qhx_fail(err, QHX_E_ARG, "mtp: state is NULL");
     const qhx_graph_io io = {.hidden = hidden, .ids = next_ids, .n = n, .pos0 = pos0, .logits = logits};
-    return m->backend->run(m->graphs, st->seq, QHX_GRAPH_MTP, &io, err);
+    return m->backend->run(m->graphs, st, QHX_GRAPH_MTP, &io, err);
 }
 
-qhx_status qhx_model_state_attach(qhx_model_state *st, const qhx_image_embed *images, int n_images,
+qhx_status qhx_model_state_attach(qhx_seq *st, const qhx_image_embed *images, int n_images,
                                   const int32_t *ids, int64_t n, qhx_error *err) {
     if (!st) return qhx_fail(err, QHX_E_ARG, "attach: state is NULL");
-    return st->m->backend->seq_attach(st->seq, images, n_images, ids, n, err);
+    return st->model->backend->seq_attach(st, images, n_images, ids, n, err);
 }
 
-int64_t qhx_model_state_positions(const qhx_model_state *st, const int64_t **pos) {
+int64_t qhx_model_state_positions(const qhx_seq *st, const int64_t **pos) {
     *pos = NULL;
-    return st ? st->m->backend->seq_positions(st->seq, pos) : 0;
+    return st ? st->model->backend->seq_positions(st, pos) : 0;
 }

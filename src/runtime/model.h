@@ -4,9 +4,9 @@
  * backend table (backends/backend.h); nothing here reaches a family's internals.
  *
  * Usage (internal):
- *   qhx_model *m; qhx_model_state *st; qhx_error err;
+ *   qhx_model *m; qhx_seq *st; qhx_error err;
  *   qhx_model_open("ckpt/", NULL, &m, &err);
- *   qhx_model_state_create(m, &(qhx_state_params){.n_ctx = 4096}, &st, &err);
+ *   qhx_model_state_create(m, &(qhx_seq_params){.n_ctx = 4096}, &st, &err);
  *   qhx_model_forward(m, st, prompt, n_prompt, &(qhx_forward_opts){.logits = last}, &err);
  *   ... argmax(last) -> id; qhx_model_forward(m, st, &id, 1, &opts, &err); ...
  *   qhx_model_state_free(st); qhx_model_free(m);
@@ -33,6 +33,7 @@ struct qhx_model {
     const qhx_family_host_op *host_op;  /* from the plan's host_op, or the family's default */
     qhx_model_config cfg;               /* parsed once, by the family */
     const qhx_backend *backend;
+    const qhx_device_desc *device;      /* the op-level backend's device (NULL: whole-graph backend) */
     qhx_graphs *graphs;                 /* the backend's loaded graphs (owned) */
     qhx_tok *tok;                       /* the tokenizer (owned); NULL when the plan has none */
     bool images;                        /* the host-op feeds images and the vision graph exists */
@@ -101,41 +102,36 @@ qhx_status qhx_model_image_encode(const qhx_model *m, const qhx_image *img,
 
 /* ---- sequences -------------------------------------------------------------------------- */
 
-typedef struct qhx_model_state qhx_model_state; /* one sequence: the backend's state + its model */
-
-typedef struct qhx_state_params {
-    int64_t n_ctx;        /* most tokens the sequence may hold (KV cache rows) */
-    int64_t n_batch;      /* most tokens per internal prefill step; 0: min(n_ctx, 512) */
-    qhx_kv_type kv_cache; /* element type of the KV cache; DEFAULT: the model's */
-} qhx_state_params;
+/* qhx_seq (one sequence: the backend's state, its model) and qhx_seq_params (kv_cache DEFAULT:
+ * the model's): families/family.h. */
 
 /* Allocate a state: KV cache for n_ctx tokens, conv FIFOs, recurrent states and every scratch
  * buffer, so forward allocates nothing. */
-qhx_status qhx_model_state_create(const qhx_model *m, const qhx_state_params *params,
-                                  qhx_model_state **out /* OUT, owned: qhx_model_state_free */,
+qhx_status qhx_model_state_create(const qhx_model *m, const qhx_seq_params *params,
+                                  qhx_seq **out /* OUT, owned: qhx_model_state_free */,
                                   qhx_error *err);
-void qhx_model_state_free(qhx_model_state *st); /* NULL allowed */
-void qhx_model_state_reset(qhx_model_state *st); /* position 0, zero conv/recurrent state */
-int64_t qhx_model_state_n_past(const qhx_model_state *st);
-int64_t qhx_model_state_n_ctx(const qhx_model_state *st);
-qhx_kv_type qhx_model_state_kv_type(const qhx_model_state *st);
+void qhx_model_state_free(qhx_seq *st); /* NULL allowed */
+void qhx_model_state_reset(qhx_seq *st); /* position 0, zero conv/recurrent state */
+int64_t qhx_model_state_n_past(const qhx_seq *st);
+int64_t qhx_model_state_n_ctx(const qhx_seq *st);
+qhx_kv_type qhx_model_state_kv_type(const qhx_seq *st);
 /* Set the position after restoring the persistent regions (session files). 0 <= n <= n_ctx. */
-void qhx_model_state_set_n_past(qhx_model_state *st, int64_t n);
+void qhx_model_state_set_n_past(qhx_seq *st, int64_t n);
 /* The persistent parts of st (for save/restore); returns the count written, at most cap. */
-int qhx_model_state_regions(const qhx_model_state *st, qhx_state_region *out, int cap);
+int qhx_model_state_regions(const qhx_seq *st, qhx_state_region *out, int cap);
 
 /* Feed n >= 1 tokens ids (n,) at positions n_past .. n_past + n - 1 through the backend's
  * prefill graph (n > 1, unless QHX_FWD_SEQUENTIAL) or decode graph (n == 1). opts may be NULL
  * (no logits). QHX_E_LIMIT when n_past + n > n_ctx and QHX_E_ARG for an id outside the
  * vocabulary (st unchanged in both cases); QHX_E_ABORTED leaves st unusable until reset. */
-qhx_status qhx_model_forward(const qhx_model *m, qhx_model_state *st, const int32_t *ids, int64_t n,
+qhx_status qhx_model_forward(const qhx_model *m, qhx_seq *st, const int32_t *ids, int64_t n,
                              const qhx_forward_opts *opts, qhx_error *err);
 /* One decode step of n (1 to 64) distinct states through the backend's batched decode: ids[i]
  * fed to sts[i], its logits (vocab,) to logits[i], each state getting the bits it gets alone.
  * QHX_E_UNSUPPORTED when the backend or the family has no batched form (the caller feeds them
  * one by one), QHX_E_LIMIT for a full state, QHX_E_ARG for a bad id or a repeated state: all
  * before anything is fed. */
-qhx_status qhx_model_decode_multi(const qhx_model *m, qhx_model_state *const *sts, const int32_t *ids, int64_t n,
+qhx_status qhx_model_decode_multi(const qhx_model *m, qhx_seq *const *sts, const int32_t *ids, int64_t n,
                                   float *const *logits, qhx_error *err);
 /* The lm-head graph alone: hidden (n, hidden_size) -> logits (n, vocab). */
 qhx_status qhx_model_lm_head(const qhx_model *m, const float *hidden, int64_t n, float *logits, qhx_error *err);
@@ -148,7 +144,7 @@ bool qhx_model_has_mtp(const qhx_model *m);
  * (n, vocab), the draft of the token after next_ids[i]. The block's own KV cache lives in st:
  * pos0 may be at most the rows it holds (it is rewound to pos0 + n). QHX_E_UNSUPPORTED without
  * a block; QHX_E_LIMIT past n_ctx; QHX_E_ARG for a bad id or a gap. */
-qhx_status qhx_model_mtp(const qhx_model *m, qhx_model_state *st, int64_t pos0, const float *hidden,
+qhx_status qhx_model_mtp(const qhx_model *m, qhx_seq *st, int64_t pos0, const float *hidden,
                          const int32_t *next_ids, int64_t n, float *logits, qhx_error *err);
 
 /* Announce the next n tokens of st (from its current position): ids (n,) with the pads of
@@ -157,10 +153,10 @@ qhx_status qhx_model_mtp(const qhx_model *m, qhx_model_state *st, int64_t pos0, 
  * images must stay alive until those tokens have been fed; forward refuses ids that differ from
  * the announced ones. n_images 0: no pad id may appear. Errors (QHX_E_ARG) name the counts.
  * Replaces an earlier announcement; reset drops it. */
-qhx_status qhx_model_state_attach(qhx_model_state *st, const qhx_image_embed *images, int n_images,
+qhx_status qhx_model_state_attach(qhx_seq *st, const qhx_image_embed *images, int n_images,
                                   const int32_t *ids, int64_t n, qhx_error *err);
 /* Positions of the announced tokens: pos (n, 3) as t, h, w; for tests. Returns the count
  * announced, or 0 when nothing is attached. Borrowed, lives until the next attach/reset. */
-int64_t qhx_model_state_positions(const qhx_model_state *st, const int64_t **pos);
+int64_t qhx_model_state_positions(const qhx_seq *st, const int64_t **pos);
 
 #endif

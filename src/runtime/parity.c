@@ -285,7 +285,7 @@ qhx_status qhx_parity_golden_embd(const qhx_parity_fixture *fx, int64_t i, int64
 static qhx_status prefill_images(qhx_session *s, const qhx_image_embed *images, int n_images, const int32_t *ids,
                                  int64_t n_ids, float *rows, qhx_error *err) {
     qhx_session_reset(s);
-    qhx_model_state *st = qhx_session_state(s);
+    qhx_seq *st = qhx_session_state(s);
     qhx_status rc = n_images ? qhx_model_state_attach(st, images, n_images, ids, n_ids, err) : QHX_OK;
     if (!rc) rc = qhx_session_prefill(s, ids, n_ids, rows, err);
     if (n_images) qhx_model_state_attach(st, NULL, 0, NULL, 0, NULL);

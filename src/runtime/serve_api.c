@@ -299,7 +299,7 @@ qhx_status qhx_session_feed_prompt(qhx_session *s, const qhx_prompt *p, size_t f
     qhx_session_guard_leave(s, QHX_OK);
     if (rc) return rc;
     /* the announcement covers exactly the ids fed below */
-    qhx_model_state *st = qhx_session_state(s);
+    qhx_seq *st = qhx_session_state(s);
     if ((rc = qhx_model_state_attach(st, p->images, p->n_images, p->ids + from, (int64_t)(to - from), err))) return rc;
     rc = qhx_session_feed(s, p->ids + from, to - from, err);
     qhx_model_state_attach(st, NULL, 0, NULL, 0, NULL);
@@ -427,7 +427,7 @@ qhx_status qhx_session_checkpoint(qhx_session *s, qhx_checkpoint **out, qhx_erro
     for (int i = 0; i < nr; i++) {
         if (r[i].per_token) continue;
         size_t b = (size_t)r[i].n_rows * r[i].row_bytes;
-        memcpy(d, r[i].data, b);
+        qhx_state_read(&r[i], 0, d, b); /* through the device that holds it */
         d += b;
     }
     memcpy(d, qhx_session_logits(s), lb);
@@ -460,7 +460,7 @@ qhx_status qhx_session_rollback(qhx_session *s, const qhx_checkpoint *cp, qhx_er
     for (int i = 0; i < nr; i++) {
         if (r[i].per_token) continue;
         size_t b = (size_t)r[i].n_rows * r[i].row_bytes;
-        memcpy(r[i].data, d, b);
+        qhx_state_write(&r[i], 0, d, b);
         d += b;
     }
     memcpy(qhx_session_logits_mut(s), d, lb);
@@ -495,7 +495,7 @@ qhx_status qhx_sessions_decode(qhx_session *const *ss, const qhx_token *tokens, 
     if (n_done) *n_done = 0;
     if (n && (!ss || !tokens)) return qhx_fail(err, QHX_E_ARG, "decode: sessions and tokens are required");
     if (batchable(ss, n)) {
-        qhx_model_state *sts[64];
+        qhx_seq *sts[64];
         float *lg[64];
         for (size_t i = 0; i < n; i++) sts[i] = ss[i]->st, lg[i] = ss[i]->logits;
         for (size_t i = 0; i < n; i++) ss[i]->busy = true;

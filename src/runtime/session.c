@@ -66,7 +66,7 @@ qhx_status qhx_session_create(const qhx_model *m, const qhx_session_params *para
         goto fail;
     }
     s->params.n_ctx = n_ctx;
-    qhx_state_params sp = {.n_ctx = n_ctx, .n_batch = params->n_batch, .kv_cache = params->kv_cache};
+    qhx_seq_params sp = {.n_ctx = n_ctx, .n_batch = params->n_batch, .kv_cache = params->kv_cache};
     if ((rc = qhx_model_state_create(m, &sp, &s->st, err))) goto fail;
     if ((rc = qhx_sampler_create(&params->sampling, s->n_vocab, &s->smp, err))) goto fail;
     if (m->tok && (rc = qhx_tok_stream_create(m->tok, 0, &s->stream, err))) goto fail;
@@ -115,7 +115,7 @@ int64_t qhx_session_n_vocab(const qhx_session *s) { return s->n_vocab; }
 const float *qhx_session_logits(const qhx_session *s) { return s ? s->logits : NULL; }
 float *qhx_session_logits_mut(qhx_session *s) { return s->logits; }
 const qhx_model *qhx_session_model(const qhx_session *s) { return s->m; }
-qhx_model_state *qhx_session_state(qhx_session *s) { return s->st; }
+qhx_seq *qhx_session_state(qhx_session *s) { return s->st; }
 struct qhx_sampler *qhx_session_sampler(qhx_session *s) { return s->smp; }
 
 void qhx_session_get_snapshot(const qhx_session *s, qhx_session_snapshot *out) {

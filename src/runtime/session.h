@@ -27,7 +27,7 @@ qhx_status qhx_session_feed_pending(qhx_session *s, qhx_error *err);
 
 int64_t qhx_session_n_vocab(const qhx_session *s);
 const qhx_model *qhx_session_model(const qhx_session *s);
-qhx_model_state *qhx_session_state(qhx_session *s);
+qhx_seq *qhx_session_state(qhx_session *s);
 
 /* The greedy choice over x (n,): the largest value, the lowest index among ties (NaN never
  * wins). n >= 1. */

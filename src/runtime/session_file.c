@@ -103,6 +103,16 @@ static void put(writer *w, const void *p, size_t n) {
     w->ok = fwrite(p, 1, n, w->f) == n;
 }
 
+/* The first b bytes of region r, read through its device in pieces. */
+static void put_region(writer *w, const qhx_state_region *r, size_t b) {
+    uint8_t buf[1 << 16];
+    for (size_t at = 0; at < b && w->ok; at += sizeof buf) {
+        size_t n = b - at < sizeof buf ? b - at : sizeof buf;
+        qhx_state_read(r, at, buf, n);
+        put(w, buf, n);
+    }
+}
+
 static qhx_status save(qhx_session *s, const char *path, qhx_error *err);
 
 qhx_status qhx_session_save(const qhx_session *s_const, const char *path, qhx_error *err) {
@@ -115,7 +125,7 @@ qhx_status qhx_session_save(const qhx_session *s_const, const char *path, qhx_er
 
 static qhx_status save(qhx_session *s, const char *path, qhx_error *err) {
     const qhx_model *m = qhx_session_model(s);
-    qhx_model_state *st = qhx_session_state(s);
+    qhx_seq *st = qhx_session_state(s);
     qhx_state_region regions[QHX_STATE_MAX_REGIONS];
     int nr = qhx_model_state_regions(st, regions, QHX_STATE_MAX_REGIONS);
     if (nr <= 0) return qhx_fail(err, QHX_E_UNSUPPORTED, "session save: this model family has no state description");
@@ -149,7 +159,7 @@ static qhx_status save(qhx_session *s, const char *path, qhx_error *err) {
     for (int i = 0; i < nr; i++) {
         uint64_t b = region_bytes(&regions[i], n_past);
         put(&w, &b, 8);
-        put(&w, regions[i].data, (size_t)b);
+        put_region(&w, &regions[i], (size_t)b);
     }
     uint8_t *sbuf = qhx_malloc(sb);
     if (!sbuf) w.ok = 0;
@@ -199,7 +209,7 @@ qhx_status qhx_session_restore(qhx_session *s, const char *path, qhx_error *err)
 qhx_status qhx_session_restore_buf(qhx_session *s, const uint8_t *data, size_t size, const char *path,
                                    qhx_error *err) {
     const qhx_model *m = qhx_session_model(s);
-    qhx_model_state *st = qhx_session_state(s);
+    qhx_seq *st = qhx_session_state(s);
     qhx_state_region regions[QHX_STATE_MAX_REGIONS];
     int nr = qhx_model_state_regions(st, regions, QHX_STATE_MAX_REGIONS);
     if (nr <= 0) return qhx_fail(err, QHX_E_UNSUPPORTED, "session restore: this model family has no state description");
@@ -275,7 +285,7 @@ qhx_status qhx_session_restore_buf(qhx_session *s, const uint8_t *data, size_t s
     for (int i = 0; i < nr; i++) {
         uint64_t len;
         memcpy(&len, take(&r, 8), 8);
-        memcpy(regions[i].data, take(&r, (size_t)len), (size_t)len);
+        qhx_state_write(&regions[i], 0, take(&r, (size_t)len), (size_t)len);
     }
     memcpy(qhx_session_logits_mut(s), logits, (size_t)n_vocab * sizeof(float));
     qhx_model_state_set_n_past(st, f_past);

@@ -13,7 +13,7 @@
 
 struct qhx_session {
     const qhx_model *m;
-    qhx_model_state *st;
+    qhx_seq *st;
     qhx_session_params params;
     int64_t n_vocab;
     float *logits;          /* (vocab,) after the last fed token */

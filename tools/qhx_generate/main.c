@@ -3,7 +3,7 @@
  *   qhx_generate MANIFEST BACKEND_LIB SYSTEM_LIB MODEL_DIR N PROMPT [IMAGE]
  *
  * MANIFEST   a run plan (*.json); looked up as given, then inside MODEL_DIR
- * BACKEND_LIB  "cpu" or "-" runs the CPU backend; a QNN library path (libQnnHtp.so) is refused:
+ * BACKEND_LIB  "cpu" or "-" runs the CPU backend (another device of the build by its name); a QNN library path (libQnnHtp.so) is refused:
  *            this build has no QNN backend (docs/backends.md)
  * SYSTEM_LIB the QNN system library; ignored by the CPU backend ("-" allowed)
  * MODEL_DIR  the bundle folder

@@ -1,5 +1,5 @@
 /* families/qwen35/qwen35.c: the Qwen3.5 text model (Gated DeltaNet + gated attention hybrid) on
- * the CPU: weight binding (in place from the mapped safetensors), the per-sequence
+ * the model's device (devices/device.h): weight binding (in place from the mapped safetensors), the per-sequence
  * state, and the forward pass in two forms: the prompt path (batched projections, chunked delta
  * rule) and the single-token decode path (recurrent delta rule). The math follows
  * spec/qwen3_5.md and the Hugging Face reference (transformers models/qwen3_5); every number is
@@ -13,13 +13,11 @@
 #include "families/qwen35/qwen35.h"
 
 #include "core/alloc.h"
-#include "kernels/attn.h"
-#include "kernels/ref.h"
+#include "devices/device.h"
 #include "ops/blocks.h"
 #include "ops/imgplan.h"
 #include "ops/mrope.h"
 #include "ops/kv.h"
-#include "ops/par.h"
 #include "ops/rope.h"
 #include "ops/weights.h"
 
@@ -105,7 +103,7 @@ static void q35_free_impl(void *impl) {
 
 static qhx_status bind_linear(q35_model *q, const qhx_net *m, const char *name, int64_t rows,
                               int64_t cols, qhx_weight *w, qhx_error *err) {
-    return qhx_wbind_linear(q->set, name, rows, cols, m->kern, &q->owned, w, err);
+    return qhx_wbind_linear(q->set, name, rows, cols, m->dev, &q->owned, w, err);
 }
 
 /* A (n,) vector of any float dtype as a model-owned f32 copy. */
@@ -220,7 +218,7 @@ qhx_status qhx_qwen35_bind(qhx_net *m, qhx_st_set *set, const qhx_net_bind_args 
     snprintf(nm, sizeof nm, "%snorm.weight", pre);
     if ((rc = load_vec(q, nm, d->H, &q->final_norm, err))) return rc;
     snprintf(nm, sizeof nm, "%sembed_tokens.weight", pre);
-    if ((rc = qhx_wbind_embed_head(q->set, dir, nm, m->cfg.tie_word_embeddings, d->V, d->H, m->kern, &q->owned,
+    if ((rc = qhx_wbind_embed_head(q->set, dir, nm, m->cfg.tie_word_embeddings, d->V, d->H, m->dev, &q->owned,
                                    &q->embed, &q->lm_head, err)))
         return rc;
 
@@ -252,55 +250,48 @@ qhx_status qhx_qwen35_bind(qhx_net *m, qhx_st_set *set, const qhx_net_bind_args 
         m->cfg.has_vision = false;
         return QHX_OK;
     }
-    if ((rc = qhx_vit_load(q->set, &c->vision, "model.visual.", m->kern, &q->vit, err))) return rc;
-    q->vit->pool = m->pool;
-    return QHX_OK;
+    return qhx_vit_load(q->set, &c->vision, "model.visual.", m->dev, &q->vit, err);
 }
 
 /* ---- state ------------------------------------------------------------------------------- */
 
 typedef struct q35_state {
-    void *block;           /* one aligned allocation, carved below */
-    size_t bytes;
-    size_t persist_floats; /* kv + conv + ssm, zeroed by reset */
+    const qhx_device *dev;
+    qhx_dbuf *buf;         /* one device buffer, carved below */
+    size_t persist_bytes;  /* kv + conv + ssm at its start, zeroed by reset */
     qhx_kv_cache kv;       /* (n_full, 2, n_ctx, kv_dim): K rows then V rows per layer */
     qhx_kv_cache mtp_kv;   /* (1, 2, n_ctx, kv_dim): the MTP layer's; rows 0 with no block */
     int64_t mtp_rows;      /* rows of mtp_kv filled */
-    float *cat;            /* (n_batch, 2 H) MTP fc input; NULL with no block */
-    float *conv;           /* (n_lin, K - 1, conv_dim): pre-conv qkv FIFO, oldest first */
-    float *ssm;            /* (n_lin, nv, dk, dv) recurrent state */
-    float *x;              /* (n_batch, H) residual stream */
-    float *xn;             /* (n_batch, H) normed input of a block */
-    float *tmp;            /* (n_batch, H) block output */
-    float *ext;            /* (K - 1 + n_batch, conv_dim) conv window: FIFO then new qkv */
-    float *cv;             /* (n_batch, conv_dim) conv + SiLU output: [q | k | v] */
-    float *z;              /* (n_batch, value_dim) output gate */
-    float *beta;           /* (n_batch, nv) */
-    float *g;              /* (n_batch, nv) log decay */
-    float *core;           /* (n_batch, value_dim) delta-rule output, then gated-norm output */
-    float *qg;             /* (n_batch, q_out) q_proj output */
-    float *kk, *vv;        /* (n_batch, kv_dim) keys (normed, rotated in place) and values, f32 */
-    float *q;              /* (n_batch, attn_dim) normed, rotated queries */
-    float *gate;           /* (n_batch, attn_dim) */
-    float *att;            /* (n_batch, attn_dim) attention output */
-    float *attw;           /* (n_threads, attention work for n_ctx keys, f16 tile) per-thread scratch */
-    float *attp;           /* (nkv, blocks of n_ctx, partial) decode attention partials */
-    int64_t attw_floats;
-    int n_threads;         /* of the model's pool: per-thread scratch below */
-    float *mg;             /* (n_batch, I) gate_proj, then SwiGLU */
-    float *mu;             /* (n_batch, I) up_proj */
-    float *dwork;          /* (n_threads, chunked delta-rule scratch) */
-    int64_t dwork_floats;
-    float *cosb, *sinb;    /* (n_batch, rot / 2) */
+    qhx_dv cat;            /* (n_batch, 2 H) MTP fc input; a null view with no block */
+    qhx_dv conv;           /* (n_lin, K - 1, conv_dim): pre-conv qkv FIFO, oldest first */
+    qhx_dv ssm;            /* (n_lin, nv, dk, dv) recurrent state */
+    qhx_dv x;              /* (n_batch, H) residual stream */
+    qhx_dv xn;             /* (n_batch, H) normed input of a block */
+    qhx_dv tmp;            /* (n_batch, H) block output */
+    qhx_dv ext;            /* (K - 1 + n_batch, conv_dim) conv window: FIFO then new qkv */
+    qhx_dv cv;             /* (n_batch, conv_dim) conv + SiLU output: [q | k | v] */
+    qhx_dv z;              /* (n_batch, value_dim) output gate */
+    qhx_dv beta;           /* (n_batch, nv) */
+    qhx_dv g;              /* (n_batch, nv) log decay */
+    qhx_dv core;           /* (n_batch, value_dim) delta-rule output, then gated-norm output */
+    qhx_dv qg;             /* (n_batch, q_out) q_proj output */
+    qhx_dv kk, vv;         /* (n_batch, kv_dim) keys (normed, rotated in place) and values, f32 */
+    qhx_dv q;              /* (n_batch, attn_dim) normed, rotated queries */
+    qhx_dv gate;           /* (n_batch, attn_dim) */
+    qhx_dv att;            /* (n_batch, attn_dim) attention output */
+    qhx_dv attw;           /* the device's attention work for n_ctx keys */
+    qhx_dv mg;             /* (n_batch, I) gate_proj, then SwiGLU */
+    qhx_dv mu;             /* (n_batch, I) up_proj */
+    qhx_dv dwork;          /* the device's delta-rule work */
+    float *cosb, *sinb;    /* host (n_batch, rot / 2) */
     /* images: the announced prompt; the next text position (behind n_past after an image); the
      * batch's positions (n_batch, 3) and image rows (n_batch, NULL for text) */
     qhx_img_plan plan;
     int64_t next_pos;
+    qhx_dbuf next_pos_buf; /* next_pos as a host region (save/restore) */
     int64_t *pos;
     const float **src;
 } q35_state;
-
-#define DELTA_CHUNK 64 /* HF chunk_size for the chunked delta rule */
 
 /* Round a float count up to 64 bytes and add it to *total; false on overflow. */
 static bool plan_add(size_t *total, size_t *at, size_t a, size_t b) {
@@ -311,15 +302,16 @@ static bool plan_add(size_t *total, size_t *at, size_t a, size_t b) {
     return qhx_size_add(*total, n, total);
 }
 
-static qhx_status q35_state_create(qhx_net_state *st, qhx_error *err) {
+static qhx_status q35_state_create(qhx_seq *st, qhx_error *err) {
     const q35_model *q = st->m->impl;
     const q35_dims *d = &q->d;
+    const qhx_device *dev = st->m->dev;
     size_t nb = (size_t)st->n_batch, nc = (size_t)st->n_ctx, total = 0;
     size_t o_kv, o_conv, o_ssm, o_x, o_xn, o_tmp, o_ext, o_cv, o_z, o_beta, o_g, o_core, o_qg, o_q,
-        o_gate, o_att, o_attw, o_attp, o_mg, o_mu, o_dwork, o_cos, o_sin, o_kk, o_vv, kvn, o_mkv, o_cat;
-    const size_t nthr = (size_t)qhx_pool_n_threads(st->m->pool), rep = (size_t)(d->nh / d->nkv);
-    const size_t attw = (size_t)qhx_attn_group_kv_work(st->n_ctx, (int64_t)rep, d->hd, st->kv_type);
-    const size_t dwork = (size_t)qhx_k_delta_chunked_work(DELTA_CHUNK, d->dk, d->dv);
+        o_gate, o_att, o_attw, o_mg, o_mu, o_dwork, o_kk, o_vv, kvn, o_mkv, o_cat;
+    const int64_t rep = d->nh / d->nkv;
+    const size_t attw = (size_t)dev->op->attn_work(dev, st->n_ctx, d->nkv, rep, d->hd, st->kv_type);
+    const size_t dwork = (size_t)dev->op->gdn_work(dev, d->dk, d->dv);
     qhx_status krc = qhx_kv_check(st->kv_type, d->hd, err);
     if (krc) return krc;
     /* the cache in floats: per position a K and a V row, rounded up to whole floats */
@@ -338,68 +330,64 @@ static qhx_status q35_state_create(qhx_net_state *st, qhx_error *err) {
          plan_add(&total, &o_core, nb, (size_t)d->value_dim) && plan_add(&total, &o_qg, nb, (size_t)d->q_out) &&
          plan_add(&total, &o_kk, nb, (size_t)d->kv_dim) && plan_add(&total, &o_vv, nb, (size_t)d->kv_dim) &&
          plan_add(&total, &o_q, nb, (size_t)d->attn_dim) && plan_add(&total, &o_gate, nb, (size_t)d->attn_dim) &&
-         plan_add(&total, &o_att, nb, (size_t)d->attn_dim) && plan_add(&total, &o_attw, nthr, attw) &&
-         plan_add(&total, &o_attp, (size_t)(d->nkv * qhx_attn_n_blocks(st->n_ctx)),
-                  (size_t)qhx_attn_part_floats((int64_t)rep, d->hd)) &&
+         plan_add(&total, &o_att, nb, (size_t)d->attn_dim) && plan_add(&total, &o_attw, 1, attw) &&
          plan_add(&total, &o_mg, nb, (size_t)d->I) && plan_add(&total, &o_mu, nb, (size_t)d->I) &&
-         plan_add(&total, &o_dwork, nthr, dwork) &&
-         plan_add(&total, &o_cos, nb, (size_t)(d->rot / 2)) && plan_add(&total, &o_sin, nb, (size_t)(d->rot / 2)) &&
+         plan_add(&total, &o_dwork, 1, dwork) &&
          plan_add(&total, &o_cat, q->mtp ? nb : 0u, (size_t)(2 * d->H));
-    size_t bytes;
-    if (!ok || !qhx_size_mul(total, sizeof(float), &bytes))
+    size_t bytes, rope_bytes;
+    if (!ok || !qhx_size_mul(total, sizeof(float), &bytes) ||
+        !qhx_size_mul(nb, (size_t)d->rot * sizeof(float), &rope_bytes))
         return qhx_fail(err, QHX_E_LIMIT, "state: n_ctx %lld / n_batch %lld need more memory than can be addressed",
                         (long long)st->n_ctx, (long long)st->n_batch);
     q35_state *s = qhx_calloc(1, sizeof *s);
     if (!s) return qhx_fail(err, QHX_E_NOMEM, "state: out of memory");
-    s->block = qhx_aligned_alloc(bytes);
-    if (!s->block) {
+    s->dev = dev;
+    if (dev->op->buf_alloc(dev, bytes, &s->buf, NULL)) {
         qhx_free(s);
         return qhx_fail(err, QHX_E_NOMEM, "state: out of memory for %zu bytes (n_ctx %lld, n_batch %lld)", bytes,
                         (long long)st->n_ctx, (long long)st->n_batch);
     }
-    float *b = s->block;
-    s->bytes = bytes;
-    s->persist_floats = persist;
-    s->kv = (qhx_kv_cache){st->kv_type, b + o_kv, d->n_full, st->n_ctx, d->kv_dim};
-    s->mtp_kv = (qhx_kv_cache){st->kv_type, b + o_mkv, q->mtp ? 1 : 0, st->n_ctx, d->kv_dim};
-    s->cat = q->mtp ? b + o_cat : NULL;
-    s->conv = b + o_conv;
-    s->ssm = b + o_ssm;
-    s->x = b + o_x;
-    s->xn = b + o_xn;
-    s->tmp = b + o_tmp;
-    s->ext = b + o_ext;
-    s->cv = b + o_cv;
-    s->z = b + o_z;
-    s->beta = b + o_beta;
-    s->g = b + o_g;
-    s->core = b + o_core;
-    s->qg = b + o_qg;
-    s->kk = b + o_kk;
-    s->vv = b + o_vv;
-    s->q = b + o_q;
-    s->gate = b + o_gate;
-    s->att = b + o_att;
-    s->attw = b + o_attw;
-    s->attp = b + o_attp;
-    s->attw_floats = (int64_t)attw;
-    s->n_threads = (int)nthr;
-    s->mg = b + o_mg;
-    s->mu = b + o_mu;
-    s->dwork = b + o_dwork;
-    s->dwork_floats = (int64_t)dwork;
-    s->cosb = b + o_cos;
-    s->sinb = b + o_sin;
+#define AT(o) qhx_dv_of(s->buf, (o) * sizeof(float))
+    s->persist_bytes = persist * sizeof(float);
+    s->kv = (qhx_kv_cache){st->kv_type, AT(o_kv), d->n_full, st->n_ctx, d->kv_dim};
+    s->mtp_kv = (qhx_kv_cache){st->kv_type, AT(o_mkv), q->mtp ? 1 : 0, st->n_ctx, d->kv_dim};
+    s->cat = q->mtp ? AT(o_cat) : (qhx_dv){0};
+    s->conv = AT(o_conv);
+    s->ssm = AT(o_ssm);
+    s->x = AT(o_x);
+    s->xn = AT(o_xn);
+    s->tmp = AT(o_tmp);
+    s->ext = AT(o_ext);
+    s->cv = AT(o_cv);
+    s->z = AT(o_z);
+    s->beta = AT(o_beta);
+    s->g = AT(o_g);
+    s->core = AT(o_core);
+    s->qg = AT(o_qg);
+    s->kk = AT(o_kk);
+    s->vv = AT(o_vv);
+    s->q = AT(o_q);
+    s->gate = AT(o_gate);
+    s->att = AT(o_att);
+    s->attw = AT(o_attw);
+    s->mg = AT(o_mg);
+    s->mu = AT(o_mu);
+    s->dwork = AT(o_dwork);
+#undef AT
+    s->next_pos_buf = qhx_dbuf_host(&s->next_pos, sizeof s->next_pos);
+    s->cosb = qhx_aligned_alloc(rope_bytes);
+    s->sinb = s->cosb ? s->cosb + nb * (size_t)(d->rot / 2) : NULL;
     s->pos = qhx_malloc(nb * 3 * sizeof *s->pos);
     s->src = qhx_calloc(nb, sizeof *s->src);
-    if (!s->pos || !s->src) {
+    if (!s->pos || !s->src || !s->cosb) {
         qhx_free(s->pos);
         qhx_free(s->src);
-        qhx_aligned_free(s->block);
+        qhx_aligned_free(s->cosb);
+        dev->op->buf_free(dev, s->buf);
         qhx_free(s);
         return qhx_fail(err, QHX_E_NOMEM, "state: out of memory");
     }
-    st->impl = s; /* qhx_aligned_alloc zeroes: the state starts reset */
+    st->impl = s; /* device buffers start zeroed: the state starts reset */
     return QHX_OK;
 }
 
@@ -409,49 +397,46 @@ static void q35_state_free(void *impl) {
     qhx_img_plan_clear(&s->plan);
     qhx_free(s->pos);
     qhx_free(s->src);
-    qhx_aligned_free(s->block);
+    qhx_aligned_free(s->cosb);
+    s->dev->op->buf_free(s->dev, s->buf);
     qhx_free(s);
 }
 
-static void q35_state_reset(qhx_net_state *st) {
+static void q35_state_reset(qhx_seq *st) {
     q35_state *s = st->impl;
-    memset(s->block, 0, s->persist_floats * sizeof(float));
+    s->dev->op->zero(s->dev, qhx_dv_of(s->buf, 0), s->persist_bytes);
     qhx_img_plan_clear(&s->plan);
     s->next_pos = 0;
     s->mtp_rows = 0;
 }
 
-static int q35_state_regions(const qhx_net_state *st, qhx_state_region *out, int cap) {
+static int q35_state_regions(const qhx_seq *st, qhx_state_region *out, int cap) {
     const q35_model *q = st->m->impl;
     const q35_dims *d = &q->d;
     q35_state *s = st->impl;
     int n = 0;
-    n = qhx_kv_regions(&s->kv, out, cap); /* K then V of each attention layer */
+    n = qhx_kv_regions(s->dev, &s->kv, out, cap); /* K then V of each attention layer */
     if (n < cap)
-        out[n++] = (qhx_state_region){s->conv, (size_t)d->conv_dim * sizeof(float), d->n_lin * (d->K - 1), false};
+        out[n++] = (qhx_state_region){s->dev, s->conv, (size_t)d->conv_dim * sizeof(float), d->n_lin * (d->K - 1), false};
     if (n < cap)
-        out[n++] = (qhx_state_region){s->ssm, (size_t)(d->dk * d->dv) * sizeof(float), d->n_lin * d->nv, false};
+        out[n++] = (qhx_state_region){s->dev, s->ssm, (size_t)(d->dk * d->dv) * sizeof(float), d->n_lin * d->nv, false};
     /* with a tower: the next text position, which falls behind n_past after an image (a text
      * plan's positions are the rows, and its session files keep their layout) */
-    if (q->vit && n < cap) out[n++] = (qhx_state_region){&s->next_pos, sizeof s->next_pos, 1, false};
+    if (q->vit && n < cap)
+        out[n++] = (qhx_state_region){s->dev, qhx_dv_of(&s->next_pos_buf, 0), sizeof s->next_pos, 1, false};
     return n;
 }
 
 /* ---- forward ----------------------------------------------------------------------------- */
 
-/* Work is spread over the model's pool (ops/par.h) in pieces fixed by the problem size:
- * output rows of the linear layers, token ranges of the per-token ops, value heads of the delta
- * rule, (token, KV head) pairs and fixed key blocks of attention. Each output element is
- * computed by one piece in the same order whatever the thread count, so 1 and N threads give
- * the same bits. */
+/* Every op runs on the model's device (devices/device.h); how it splits the work is the
+ * device's business and never changes the bits. */
 
-#define TOK_CHUNK 16 /* tokens per piece of the per-token ops */
-
-/* One batch step: what the pieces share. */
+/* One batch step: what the mixers share. */
 typedef struct q35_fw {
     const qhx_net *m;
     const q35_model *q;
-    const qhx_net_state *st;
+    const qhx_seq *st;
     q35_state *s;
     const q35_layer *L;
     int64_t n;
@@ -459,220 +444,153 @@ typedef struct q35_fw {
     int64_t n_past;              /* position of the first of the n tokens */
 } q35_fw;
 
-/* Y (n, w.rows) stride ldy = X (n, w.cols) stride ldx @ W^T, rows split over the pool. */
-static void linear(const qhx_net *m, const qhx_weight *w, const float *X, int64_t ldx, float *Y,
-                   int64_t ldy, int64_t n) {
-    qhx_par_linear(m->pool, m->kern, w, X, ldx, Y, ldy, n);
-}
-
 /* ---- Gated DeltaNet ---- */
 
-/* tokens [t0, t1): causal conv + SiLU, q/k L2 norm (q scaled by 1/sqrt(dk), as HF in both
- * forms), beta = sigmoid(b), g = -exp(A_log) softplus(a + dt_bias) */
-static void gdn_prep_task(void *ctx, int64_t t0, int64_t t1, int ti) {
-    (void)ti;
-    const q35_fw *f = ctx;
+/* The delta-rule parameters of layer L over the f->n tokens in s. */
+static qhx_dgdn gdn_args(const q35_fw *f) {
     const q35_dims *d = &f->q->d;
-    q35_state *s = f->s;
+    const q35_state *s = f->s;
     const q35_layer *L = f->L;
-    const int64_t C = d->conv_dim;
-    qhx_k_conv1d_causal_f32_ref(s->ext + t0 * C, L->conv_w, s->cv + t0 * C, t1 - t0, C, d->K);
-    f->m->kern->silu(s->cv + t0 * C, (t1 - t0) * C);
-    const float scale = (float)(1.0 / sqrt((double)d->dk));
-    for (int64_t t = t0; t < t1; t++) {
-        float *row = s->cv + t * C;
-        for (int64_t h = 0; h < d->nk; h++) {
-            float *qh = row + h * d->dk, *kh = row + d->key_dim + h * d->dk;
-            qhx_k_l2norm_f32_ref(qh, d->dk, 1e-6f);
-            qhx_k_l2norm_f32_ref(kh, d->dk, 1e-6f);
-            for (int64_t i = 0; i < d->dk; i++) qh[i] *= scale;
-        }
-        for (int64_t j = 0; j < d->nv; j++) {
-            float *bj = s->beta + t * d->nv + j, *gj = s->g + t * d->nv + j;
-            *bj = qhx_k_sigmoid_ref(*bj);
-            *gj = L->A[j] * qhx_k_softplus_ref(*gj + L->dt_bias[j]);
-        }
-    }
+    return (qhx_dgdn){.n = f->n, .nk = d->nk, .nv = d->nv, .dk = d->dk, .dv = d->dv, .K = d->K, .rep = d->rep,
+                      .eps = d->eps, .conv_w = L->conv_w, .A = L->A, .dt_bias = L->dt_bias, .gnorm_w = L->gnorm_w,
+                      .ext = s->ext, .cv = s->cv, .z = s->z, .beta = s->beta, .g = s->g,
+                      .S = qhx_dv_f(s->ssm, L->slot * d->nv * d->dk * d->dv), .out = s->core, .work = s->dwork};
 }
 
-/* decode step, channels [c0, c1) in whole heads of dk (q, k) or dv (v) channels: causal conv +
- * SiLU, then the L2 norm of the q / k heads among them (the same operations per channel as
- * gdn_prep_task; beta and g are done by the caller) */
-static void gdn_prep1_task(void *ctx, int64_t c0, int64_t c1, int ti) {
-    (void)ti;
-    const q35_fw *f = ctx;
+/* After the input projections: the FIFO's rows and the new qkv through conv + SiLU + norms
+ * (gdn_prep), the FIFO advanced to the window's last K - 1 rows, the delta rule and the gated
+ * norm (gdn_delta). */
+static void gdn_mix(const q35_fw *f) {
+    const qhx_device *dev = f->m->dev;
     const q35_dims *d = &f->q->d;
-    q35_state *s = f->s;
     const int64_t C = d->conv_dim, K = d->K;
-    const float *w = f->L->conv_w;
-    for (int64_t c = c0; c < c1; c++) {
-        float acc = 0.0f;
-        for (int64_t j = 0; j < K; j++) acc += w[c * K + j] * s->ext[j * C + c];
-        s->cv[c] = acc;
-    }
-    f->m->kern->silu(s->cv + c0, c1 - c0);
-    const float scale = (float)(1.0 / sqrt((double)d->dk));
-    for (int64_t h0 = c0; h0 < c1 && h0 < 2 * d->key_dim; h0 += d->dk) {
-        float *v = s->cv + h0;
-        qhx_k_l2norm_f32_ref(v, d->dk, 1e-6f);
-        if (h0 < d->key_dim)
-            for (int64_t i = 0; i < d->dk; i++) v[i] *= scale;
-    }
+    const qhx_dgdn g = gdn_args(f);
+    dev->op->gdn_prep(dev, &g);
+    dev->op->copy(dev, qhx_dv_f(f->s->conv, f->L->slot * (K - 1) * C), qhx_dv_f(f->s->ext, f->n * C),
+                  (size_t)((K - 1) * C) * sizeof(float));
+    dev->op->gdn_delta(dev, &g);
 }
 
-/* value heads [j0, j1): the delta rule over the n tokens (reading key head j / rep, HF
- * repeat_interleave), then the gated RMSNorm of those heads */
-static void gdn_delta_task(void *ctx, int64_t j0, int64_t j1, int ti) {
-    const q35_fw *f = ctx;
+/* The window starts with the layer's FIFO (K - 1 rows of qkv before these tokens). */
+static void gdn_window(const q35_fw *f) {
+    const qhx_device *dev = f->m->dev;
     const q35_dims *d = &f->q->d;
-    q35_state *s = f->s;
-    const q35_layer *L = f->L;
-    const int64_t C = d->conv_dim, n = f->n;
-    for (int64_t j = j0; j < j1; j++) {
-        int64_t kh = j / d->rep;
-        float *S = s->ssm + (L->slot * d->nv + j) * d->dk * d->dv; /* (dk, dv) */
-        const float *qp = s->cv + kh * d->dk, *kp = s->cv + d->key_dim + kh * d->dk;
-        const float *vp = s->cv + 2 * d->key_dim + j * d->dv;
-        float *op = s->core + j * d->dv;
-        if (n == 1)
-            f->m->kern->delta_step(S, qp, kp, vp, s->beta[j], s->g[j], op, d->dk, d->dv);
-        else
-            f->m->kern->delta_chunked(S, qp, C, kp, C, vp, C, s->beta + j, s->g + j, d->nv, op, d->value_dim, n, d->dk,
-                                     d->dv, DELTA_CHUNK, s->dwork + ti * s->dwork_floats);
-        for (int64_t t = 0; t < n; t++) {
-            float *o = s->core + t * d->value_dim + j * d->dv;
-            qhx_k_rmsnorm_gated_f32_ref(o, s->z + t * d->value_dim + j * d->dv, L->gnorm_w, o, d->dv, d->eps);
-        }
-    }
+    const int64_t C = d->conv_dim, K = d->K;
+    dev->op->copy(dev, f->s->ext, qhx_dv_f(f->s->conv, f->L->slot * (K - 1) * C), (size_t)((K - 1) * C) * sizeof(float));
 }
 
 /* Gated DeltaNet mixer over n tokens: xn (n, H) -> tmp (n, H). n == 1: recurrent form. */
 static void gdn_forward(q35_fw *f) {
-    const qhx_net *m = f->m;
+    const qhx_device *dev = f->m->dev;
     const q35_dims *d = &f->q->d;
     q35_state *s = f->s;
     const q35_layer *L = f->L;
     const int64_t C = d->conv_dim, K = d->K, n = f->n;
-    float *fifo = s->conv + L->slot * (K - 1) * C; /* (K - 1, C) */
-
     /* window = [FIFO; qkv of the n tokens]; projections write straight into it */
-    memcpy(s->ext, fifo, (size_t)((K - 1) * C) * sizeof(float));
-    const qhx_par_lin in[4] = {{&L->in_proj_qkv, s->ext + (K - 1) * C, C},
-                               {&L->in_proj_z, s->z, d->value_dim},
-                               {&L->in_proj_b, s->beta, d->nv},
-                               {&L->in_proj_a, s->g, d->nv}};
-    qhx_par_linears(m->pool, m->kern, in, 4, s->xn, d->H, n);
-    if (n == 1 && d->dk == d->dv && d->key_dim % d->dk == 0) {
-        /* one token: split the channels (in whole heads) rather than the tokens */
-        qhx_par_range(m->pool, C, 4 * d->dk, gdn_prep1_task, f);
-        for (int64_t j = 0; j < d->nv; j++) {
-            s->beta[j] = qhx_k_sigmoid_ref(s->beta[j]);
-            s->g[j] = L->A[j] * qhx_k_softplus_ref(s->g[j] + L->dt_bias[j]);
-        }
-    } else {
-        qhx_par_range(m->pool, n, TOK_CHUNK, gdn_prep_task, f);
-    }
-    memcpy(fifo, s->ext + n * C, (size_t)((K - 1) * C) * sizeof(float));
-    qhx_par_range(m->pool, d->nv, 1, gdn_delta_task, f);
-    linear(m, &L->out_proj, s->core, d->value_dim, s->tmp, d->H, n);
+    gdn_window(f);
+    const qhx_dlin in[4] = {{&L->in_proj_qkv, qhx_dv_f(s->ext, (K - 1) * C), C},
+                            {&L->in_proj_z, s->z, d->value_dim},
+                            {&L->in_proj_b, s->beta, d->nv},
+                            {&L->in_proj_a, s->g, d->nv}};
+    dev->op->linears(dev, in, 4, s->xn, d->H, n);
+    gdn_mix(f);
+    dev->op->linear(dev, &L->out_proj, s->core, d->value_dim, s->tmp, d->H, n);
 }
 
 /* ---- gated attention ---- */
 
-/* tokens [t0, t1): q_proj gives per head [query (hd) | gate (hd)]: the halves apart */
-static void attn_split_task(void *ctx, int64_t t0, int64_t t1, int ti) {
-    (void)ti;
-    const q35_fw *f = ctx;
+/* The attention op over the f->n tokens in s: q_proj gave per head [query | gate], split. */
+static void attn_mix(const q35_fw *f) {
+    const qhx_device *dev = f->m->dev;
     const q35_dims *d = &f->q->d;
-    q35_state *s = f->s;
-    const int64_t hd = d->hd;
-    for (int64_t t = t0; t < t1; t++) {
-        const float *qg = s->qg + t * d->q_out;
-        float *qt = s->q + t * d->attn_dim, *gt = s->gate + t * d->attn_dim;
-        for (int64_t h = 0; h < d->nh; h++) {
-            memcpy(qt + h * hd, qg + h * 2 * hd, (size_t)hd * sizeof(float));
-            memcpy(gt + h * hd, qg + h * 2 * hd + hd, (size_t)hd * sizeof(float));
-        }
-    }
+    const q35_state *s = f->s;
+    const q35_layer *L = f->L;
+    dev->op->split_heads(dev, s->qg, s->q, s->gate, f->n, d->nh, d->hd);
+    const qhx_dattn a = {.kv = f->kv, .slot = L->slot, .nh = d->nh, .nkv = d->nkv, .hd = d->hd, .rot = d->rot,
+                         .norm = QHX_NORM_ZERO_CENTRED, .q_norm = L->q_norm, .k_norm = L->k_norm, .eps = d->eps,
+                         .scale = (float)(1.0 / sqrt((double)d->hd)), .q = s->q, .k = s->kk, .v = s->vv,
+                         .cos = s->cosb, .sin = s->sinb, .gate = s->gate, .out = s->att, .work = s->attw,
+                         .n_past = f->n_past, .n = f->n};
+    dev->op->attention(dev, &a);
 }
 
 /* Gated attention mixer over n tokens at positions n_past ..: xn (n, H) -> tmp (n, H): zero-
  * centred q/k norms, partial rotary (rot of hd dims), output gated by sigmoid(gate). */
 static void attn_forward(q35_fw *f) {
-    const qhx_net *m = f->m;
+    const qhx_device *dev = f->m->dev;
     const q35_dims *d = &f->q->d;
     q35_state *s = f->s;
     const q35_layer *L = f->L;
     const int64_t kvd = d->kv_dim, n = f->n;
-
-    const qhx_par_lin in[3] = {{&L->q_proj, s->qg, d->q_out}, {&L->k_proj, s->kk, kvd}, {&L->v_proj, s->vv, kvd}};
-    qhx_par_linears(m->pool, m->kern, in, 3, s->xn, d->H, n);
-    qhx_par_range(m->pool, n, TOK_CHUNK, attn_split_task, f);
-    const qhx_op_attn a = {.kern = m->kern, .pool = m->pool, .kv = f->kv, .slot = L->slot, .nh = d->nh,
-                           .nkv = d->nkv, .hd = d->hd, .rot = d->rot, .norm = QHX_NORM_ZERO_CENTRED,
-                           .q_norm = L->q_norm, .k_norm = L->k_norm, .eps = d->eps,
-                           .scale = (float)(1.0 / sqrt((double)d->hd)), .q = s->q, .k = s->kk, .v = s->vv,
-                           .cos = s->cosb, .sin = s->sinb, .gate = s->gate, .out = s->att, .work = s->attw,
-                           .work_floats = s->attw_floats, .part = s->attp, .n_past = f->n_past, .n = n};
-    qhx_op_attention(&a);
-    linear(m, &L->o_proj, s->att, d->attn_dim, s->tmp, d->H, n);
+    const qhx_dlin in[3] = {{&L->q_proj, s->qg, d->q_out}, {&L->k_proj, s->kk, kvd}, {&L->v_proj, s->vv, kvd}};
+    dev->op->linears(dev, in, 3, s->xn, d->H, n);
+    attn_mix(f);
+    dev->op->linear(dev, &L->o_proj, s->att, d->attn_dim, s->tmp, d->H, n);
 }
 
-/* One decoder layer on the residual stream s->x of f->n tokens. */
+/* The input rows of n tokens: image rows (Qwen3_5Model.forward: masked_scatter of the merger
+ * output at the pads; no DeepStack) or the embedding lookup; then M-RoPE: frequency slot j
+ * turns with the position of its axis (all three equal for text, which is 1-D RoPE). */
+static void input_rows(const qhx_net *m, q35_state *s, const int32_t *ids, int64_t n) {
+    const qhx_device *dev = m->dev;
+    const q35_model *q = m->impl;
+    const int64_t H = q->d.H, half = q->d.rot / 2;
+    for (int64_t t = 0; t < n; t++) {
+        if (s->src[t]) dev->op->set(dev, qhx_dv_f(s->x, t * H), s->src[t], (size_t)H * sizeof(float));
+        else dev->op->embed_rows(dev, &q->embed, ids + t, 1, qhx_dv_f(s->x, t * H));
+        qhx_rope_angles(s->pos + t * 3, q->axis, q->inv_freq, half, s->cosb + t * half, s->sinb + t * half);
+    }
+}
+
+/* One decoder layer on the residual stream s->x of f->n tokens (the main layers and the MTP
+ * block's). */
 static void layer_forward(q35_fw *f) {
-    const qhx_net *m = f->m;
+    const qhx_device *dev = f->m->dev;
     const q35_dims *d = &f->q->d;
     q35_state *s = f->s;
     const q35_layer *L = f->L;
     const int64_t H = d->H, n = f->n;
-    qhx_op_rmsnorm_rows(m->pool, QHX_NORM_ZERO_CENTRED, s->x, L->input_norm, s->xn, n, H, d->eps);
+    dev->op->rmsnorm(dev, QHX_NORM_ZERO_CENTRED, s->x, L->input_norm, s->xn, n, H, d->eps);
     if (L->type == QHX_LAYER_LINEAR_ATTENTION)
         gdn_forward(f);
     else
         attn_forward(f);
-    qhx_op_add_rmsnorm_rows(m->pool, QHX_NORM_ZERO_CENTRED, s->x, s->tmp, L->post_norm, s->xn, n, H, d->eps);
-    qhx_op_swiglu_mlp(m->pool, m->kern, &L->gate_proj, &L->up_proj, &L->down_proj, s->xn, H, s->mg, s->mu, d->I,
-                      s->tmp, n);
-    qhx_op_add(m->pool, s->x, s->tmp, n * H);
+    dev->op->add_rmsnorm(dev, QHX_NORM_ZERO_CENTRED, s->x, s->tmp, L->post_norm, s->xn, n, H, d->eps);
+    qhx_op_swiglu_mlp(dev, &L->gate_proj, &L->up_proj, &L->down_proj, s->xn, H, s->mg, s->mu, d->I, s->tmp, n);
+    dev->op->add(dev, s->x, s->tmp, n * H);
 }
 
 /* n <= n_batch tokens through every layer. logits: NULL, (n, V) when all, else (V) of the last. */
-static qhx_status run_batch(const qhx_net *m, qhx_net_state *st, const int32_t *ids, int64_t n,
+static qhx_status run_batch(const qhx_net *m, qhx_seq *st, const int32_t *ids, int64_t n,
                             float *logits, bool all, const qhx_forward_opts *opts, qhx_error *err) {
+    const qhx_device *dev = m->dev;
     const q35_model *q = m->impl;
     const q35_dims *d = &q->d;
     q35_state *s = st->impl;
-    const int64_t H = d->H, half = d->rot / 2;
     q35_fw f = {.m = m, .q = q, .st = st, .s = s, .n = n, .kv = &s->kv, .n_past = st->n_past};
 
-    /* image rows (Qwen3_5Model.forward: masked_scatter of the merger output at the pads; no
-     * DeepStack) or the embedding lookup; then M-RoPE: frequency slot j turns with the position
-     * of its axis (all three equal for text, which is 1-D RoPE) */
-    for (int64_t t = 0; t < n; t++) {
-        if (s->src[t]) memcpy(s->x + t * H, s->src[t], (size_t)H * sizeof(float));
-        else m->kern->row[q->embed.fmt](&q->embed, ids[t], s->x + t * H);
-        qhx_rope_angles(s->pos + t * 3, q->axis, q->inv_freq, half, s->cosb + t * half, s->sinb + t * half);
-    }
-
-    if (opts->layer_cb) opts->layer_cb(opts->layer_cb_user, -1, st->n_past, s->x, n);
+    input_rows(m, s, ids, n);
+    if (opts->layer_cb) opts->layer_cb(opts->layer_cb_user, -1, st->n_past, qhx_dv_host(s->x), n);
     for (int64_t l = 0; l < d->L; l++) {
         const q35_layer *L = &q->layers[l];
         f.L = L;
         if (opts->abort_cb && opts->abort_cb(opts->abort_cb_user))
             return qhx_fail(err, QHX_E_ABORTED, "forward: aborted at layer %lld", (long long)l);
         layer_forward(&f);
-        if (opts->layer_cb) opts->layer_cb(opts->layer_cb_user, l, st->n_past, s->x, n);
+        if (opts->layer_cb) opts->layer_cb(opts->layer_cb_user, l, st->n_past, qhx_dv_host(s->x), n);
     }
-    if (logits)
-        qhx_op_lm_head(m->pool, m->kern, QHX_NORM_ZERO_CENTRED, s->x, q->final_norm, d->eps, s->xn, &q->lm_head, logits,
-                       H, d->V, n, all);
+    if (logits) {
+        qhx_dbuf lb = qhx_dbuf_host(logits, (size_t)((all ? n : 1) * d->V) * sizeof(float));
+        qhx_op_lm_head(dev, QHX_NORM_ZERO_CENTRED, s->x, q->final_norm, d->eps, s->xn, &q->lm_head,
+                       qhx_dv_of(&lb, 0), d->H, d->V, n, all);
+    }
     st->n_past += n;
     return QHX_OK;
 }
 
 typedef struct q35_steps {
     const qhx_net *m;
-    qhx_net_state *st;
+    qhx_seq *st;
     const int32_t *ids;
     const qhx_forward_opts *opts;
     bool all;
@@ -691,7 +609,7 @@ static qhx_status q35_step(void *ctx, int64_t t0, int64_t nt, float *logits, qhx
     return rc;
 }
 
-static qhx_status q35_forward(const qhx_net *m, qhx_net_state *st, const int32_t *ids, int64_t n,
+static qhx_status q35_forward(const qhx_net *m, qhx_seq *st, const int32_t *ids, int64_t n,
                               const qhx_forward_opts *opts, qhx_error *err) {
     q35_state *s = st->impl;
     /* inside an announced prompt only the announced ids; elsewhere every id is text */
@@ -705,8 +623,8 @@ static qhx_status q35_forward(const qhx_net *m, qhx_net_state *st, const int32_t
 /* The lm-head graph alone: hidden (n, H) rows after the last layer -> logits (n, V). */
 static qhx_status q35_lm_head(const qhx_net *m, const float *hidden, int64_t n, float *logits, qhx_error *err) {
     const q35_model *q = m->impl;
-    return qhx_op_lm_head_rows(m->pool, m->kern, QHX_NORM_ZERO_CENTRED, hidden, q->final_norm, q->d.eps, &q->lm_head,
-                               logits, q->d.H, q->d.V, n, err);
+    return qhx_op_lm_head_rows(m->dev, QHX_NORM_ZERO_CENTRED, hidden, q->final_norm, q->d.eps, &q->lm_head, logits,
+                               q->d.H, q->d.V, n, err);
 }
 
 /* ---- images ------------------------------------------------------------------------------ */
@@ -721,7 +639,7 @@ static qhx_status q35_encode_image(const qhx_net *m, const qhx_image_patches *p,
 }
 
 /* HF get_rope_index over the images (ops/mrope.h), the same rule as Qwen3-VL's. */
-static qhx_status q35_attach(qhx_net_state *st, const qhx_image_embed *images, int n_images, const int32_t *ids,
+static qhx_status q35_attach(qhx_seq *st, const qhx_image_embed *images, int n_images, const int32_t *ids,
                              int64_t n, qhx_error *err) {
     const q35_model *q = st->m->impl;
     q35_state *s = st->impl;
@@ -741,7 +659,7 @@ static qhx_status q35_attach(qhx_net_state *st, const qhx_image_embed *images, i
     return rc;
 }
 
-static int64_t q35_attached_positions(const qhx_net_state *st, const int64_t **pos) {
+static int64_t q35_attached_positions(const qhx_seq *st, const int64_t **pos) {
     const q35_state *s = st->impl;
     *pos = s->plan.n ? s->plan.pos : NULL;
     return s->plan.n;
@@ -749,111 +667,77 @@ static int64_t q35_attached_positions(const qhx_net_state *st, const int64_t **p
 
 /* ---- one decode step of several sequences ------------------------------------------------- */
 
-/* Every linear layer runs once for all nb sequences (qhx_par_linears_multi: the weights read
- * once per step, each row with the single-row kernel and pieces), the mixers run per sequence on
- * its own state exactly as the one-token forward does, so each sequence gets the bits it gets
+/* Every linear layer runs once for all nb sequences (the device's linears_multi: the weights
+ * read once per step, each row with the single-row bits), the mixers run per sequence on its
+ * own state exactly as the one-token forward does, so each sequence gets the bits it gets
  * alone. */
 
-#define MULTI_MAX 64
-
-/* The GDN mixer's one-token steps after its input projections (gdn_forward with n == 1). */
-static void gdn_mix_one(q35_fw *f) {
-    const qhx_net *m = f->m;
-    const q35_dims *d = &f->q->d;
-    q35_state *s = f->s;
-    const q35_layer *L = f->L;
-    const int64_t C = d->conv_dim, K = d->K;
-    float *fifo = s->conv + L->slot * (K - 1) * C;
-    memcpy(s->ext, fifo, (size_t)((K - 1) * C) * sizeof(float));
-    if (d->dk == d->dv && d->key_dim % d->dk == 0) {
-        qhx_par_range(m->pool, C, 4 * d->dk, gdn_prep1_task, f);
-        for (int64_t j = 0; j < d->nv; j++) {
-            s->beta[j] = qhx_k_sigmoid_ref(s->beta[j]);
-            s->g[j] = L->A[j] * qhx_k_softplus_ref(s->g[j] + L->dt_bias[j]);
-        }
-    } else {
-        qhx_par_range(m->pool, 1, TOK_CHUNK, gdn_prep_task, f);
-    }
-    memcpy(fifo, s->ext + C, (size_t)((K - 1) * C) * sizeof(float));
-    qhx_par_range(m->pool, d->nv, 1, gdn_delta_task, f);
-}
-
-/* The attention mixer's one-token steps after its input projections (attn_forward, n == 1). */
-static void attn_mix_one(q35_fw *f) {
-    const qhx_net *m = f->m;
-    const q35_dims *d = &f->q->d;
-    q35_state *s = f->s;
-    const q35_layer *L = f->L;
-    qhx_par_range(m->pool, 1, TOK_CHUNK, attn_split_task, f);
-    const qhx_op_attn a = {.kern = m->kern, .pool = m->pool, .kv = &s->kv, .slot = L->slot, .nh = d->nh,
-                           .nkv = d->nkv, .hd = d->hd, .rot = d->rot, .norm = QHX_NORM_ZERO_CENTRED,
-                           .q_norm = L->q_norm, .k_norm = L->k_norm, .eps = d->eps,
-                           .scale = (float)(1.0 / sqrt((double)d->hd)), .q = s->q, .k = s->kk, .v = s->vv,
-                           .cos = s->cosb, .sin = s->sinb, .gate = s->gate, .out = s->att, .work = s->attw,
-                           .work_floats = s->attw_floats, .part = s->attp, .n_past = f->n_past, .n = 1};
-    qhx_op_attention(&a);
-}
+#define MULTI_MAX QHX_DEV_MULTI_MAX
 
 typedef struct multi_rows {
-    float *a[MULTI_MAX], *b[MULTI_MAX], *c[MULTI_MAX], *d[MULTI_MAX];
-    const float *x[MULTI_MAX];
+    qhx_dv a[MULTI_MAX], b[MULTI_MAX], c[MULTI_MAX], d[MULTI_MAX];
+    qhx_dv x[MULTI_MAX];
 } multi_rows;
 
 static void q35_layer_multi(const qhx_net *m, q35_fw *f, int64_t nb, const q35_layer *L, multi_rows *r) {
+    const qhx_device *dev = m->dev;
     const q35_dims *d = &f[0].q->d;
     const int64_t H = d->H;
     for (int64_t b = 0; b < nb; b++) {
         f[b].L = L;
-        qhx_op_rmsnorm_rows(m->pool, QHX_NORM_ZERO_CENTRED, f[b].s->x, L->input_norm, f[b].s->xn, 1, H, d->eps);
+        dev->op->rmsnorm(dev, QHX_NORM_ZERO_CENTRED, f[b].s->x, L->input_norm, f[b].s->xn, 1, H, d->eps);
         r->x[b] = f[b].s->xn;
     }
     if (L->type == QHX_LAYER_LINEAR_ATTENTION) {
         for (int64_t b = 0; b < nb; b++) {
             q35_state *s = f[b].s;
-            r->a[b] = s->ext + (d->K - 1) * d->conv_dim, r->b[b] = s->z, r->c[b] = s->beta, r->d[b] = s->g;
+            gdn_window(&f[b]);
+            r->a[b] = qhx_dv_f(s->ext, (d->K - 1) * d->conv_dim), r->b[b] = s->z, r->c[b] = s->beta, r->d[b] = s->g;
         }
-        const qhx_par_lin_multi in[4] = {{&L->in_proj_qkv, r->a}, {&L->in_proj_z, r->b}, {&L->in_proj_b, r->c},
-                                         {&L->in_proj_a, r->d}};
-        qhx_par_linears_multi(m->pool, m->kern, in, 4, r->x, nb, 0);
-        for (int64_t b = 0; b < nb; b++) gdn_mix_one(&f[b]);
+        const qhx_dlin_multi in[4] = {{&L->in_proj_qkv, r->a}, {&L->in_proj_z, r->b}, {&L->in_proj_b, r->c},
+                                      {&L->in_proj_a, r->d}};
+        dev->op->linears_multi(dev, in, 4, r->x, nb, false);
+        for (int64_t b = 0; b < nb; b++) gdn_mix(&f[b]);
         for (int64_t b = 0; b < nb; b++) r->x[b] = f[b].s->core, r->a[b] = f[b].s->tmp;
-        const qhx_par_lin_multi out = {&L->out_proj, r->a};
-        qhx_par_linears_multi(m->pool, m->kern, &out, 1, r->x, nb, 0);
+        const qhx_dlin_multi out = {&L->out_proj, r->a};
+        dev->op->linears_multi(dev, &out, 1, r->x, nb, false);
     } else {
         for (int64_t b = 0; b < nb; b++) r->a[b] = f[b].s->qg, r->b[b] = f[b].s->kk, r->c[b] = f[b].s->vv;
-        const qhx_par_lin_multi in[3] = {{&L->q_proj, r->a}, {&L->k_proj, r->b}, {&L->v_proj, r->c}};
-        qhx_par_linears_multi(m->pool, m->kern, in, 3, r->x, nb, 0);
-        for (int64_t b = 0; b < nb; b++) attn_mix_one(&f[b]);
+        const qhx_dlin_multi in[3] = {{&L->q_proj, r->a}, {&L->k_proj, r->b}, {&L->v_proj, r->c}};
+        dev->op->linears_multi(dev, in, 3, r->x, nb, false);
+        for (int64_t b = 0; b < nb; b++) attn_mix(&f[b]);
         for (int64_t b = 0; b < nb; b++) r->x[b] = f[b].s->att, r->a[b] = f[b].s->tmp;
-        const qhx_par_lin_multi out = {&L->o_proj, r->a};
-        qhx_par_linears_multi(m->pool, m->kern, &out, 1, r->x, nb, 0);
+        const qhx_dlin_multi out = {&L->o_proj, r->a};
+        dev->op->linears_multi(dev, &out, 1, r->x, nb, false);
     }
     for (int64_t b = 0; b < nb; b++) {
         q35_state *s = f[b].s;
-        qhx_op_add_rmsnorm_rows(m->pool, QHX_NORM_ZERO_CENTRED, s->x, s->tmp, L->post_norm, s->xn, 1, H, d->eps);
+        dev->op->add_rmsnorm(dev, QHX_NORM_ZERO_CENTRED, s->x, s->tmp, L->post_norm, s->xn, 1, H, d->eps);
         r->x[b] = s->xn, r->a[b] = s->mg, r->b[b] = s->mu;
     }
-    const qhx_par_lin_multi gu[2] = {{&L->gate_proj, r->a}, {&L->up_proj, r->b}};
-    qhx_par_linears_multi(m->pool, m->kern, gu, 2, r->x, nb, 1);
+    const qhx_dlin_multi gu[2] = {{&L->gate_proj, r->a}, {&L->up_proj, r->b}};
+    dev->op->linears_multi(dev, gu, 2, r->x, nb, true);
     for (int64_t b = 0; b < nb; b++) r->x[b] = f[b].s->mg, r->a[b] = f[b].s->tmp;
-    const qhx_par_lin_multi down = {&L->down_proj, r->a};
-    qhx_par_linears_multi(m->pool, m->kern, &down, 1, r->x, nb, 0);
-    for (int64_t b = 0; b < nb; b++) qhx_op_add(m->pool, f[b].s->x, f[b].s->tmp, H);
+    const qhx_dlin_multi down = {&L->down_proj, r->a};
+    dev->op->linears_multi(dev, &down, 1, r->x, nb, false);
+    for (int64_t b = 0; b < nb; b++) dev->op->add(dev, f[b].s->x, f[b].s->tmp, H);
 }
 
-static qhx_status q35_decode_multi(const qhx_net *m, qhx_net_state *const *sts, const int32_t *ids, int64_t nb,
+static qhx_status q35_decode_multi(const qhx_net *m, qhx_seq *const *sts, const int32_t *ids, int64_t nb,
                                    float *const *logits, qhx_error *err) {
     if (nb < 1 || nb > MULTI_MAX) return qhx_fail(err, QHX_E_ARG, "decode: %lld sequences, 1 to %d", (long long)nb, MULTI_MAX);
+    const qhx_device *dev = m->dev;
     const q35_model *q = m->impl;
     const q35_dims *d = &q->d;
-    const int64_t H = d->H, half = d->rot / 2;
+    const int64_t H = d->H;
     q35_fw f[MULTI_MAX];
     int64_t next[MULTI_MAX];
     multi_rows r;
+    qhx_dbuf lb[MULTI_MAX];
     /* positions as q35_step gives them for one token; a token that is an image row is refused
        before anything runs (the caller feeds it on its own) */
     for (int64_t b = 0; b < nb; b++) {
-        qhx_net_state *st = sts[b];
+        qhx_seq *st = sts[b];
         q35_state *s = st->impl;
         qhx_status rc = qhx_img_plan_check(&s->plan, &ids[b], 1, st->n_past, err);
         if (rc) return rc;
@@ -862,21 +746,21 @@ static qhx_status q35_decode_multi(const qhx_net *m, qhx_net_state *const *sts, 
         if (s->src[0]) return qhx_fail(err, QHX_E_UNSUPPORTED, "decode: sequence %lld is at an image row", (long long)b);
     }
     for (int64_t b = 0; b < nb; b++) {
-        qhx_net_state *st = sts[b];
+        qhx_seq *st = sts[b];
         q35_state *s = st->impl;
         f[b] = (q35_fw){.m = m, .q = q, .st = st, .s = s, .n = 1, .kv = &s->kv, .n_past = st->n_past};
-        m->kern->row[q->embed.fmt](&q->embed, ids[b], s->x);
-        qhx_rope_angles(s->pos, q->axis, q->inv_freq, half, s->cosb, s->sinb);
+        input_rows(m, s, &ids[b], 1);
     }
     for (int64_t l = 0; l < d->L; l++) q35_layer_multi(m, f, nb, &q->layers[l], &r);
     for (int64_t b = 0; b < nb; b++) {
         q35_state *s = f[b].s;
-        qhx_op_rmsnorm_rows(m->pool, QHX_NORM_ZERO_CENTRED, s->x, q->final_norm, s->xn, 1, H, d->eps);
+        dev->op->rmsnorm(dev, QHX_NORM_ZERO_CENTRED, s->x, q->final_norm, s->xn, 1, H, d->eps);
+        lb[b] = qhx_dbuf_host(logits[b], (size_t)d->V * sizeof(float));
         r.x[b] = s->xn;
-        r.a[b] = logits[b];
+        r.a[b] = qhx_dv_of(&lb[b], 0);
     }
-    const qhx_par_lin_multi head = {&q->lm_head, r.a};
-    qhx_par_linears_multi(m->pool, m->kern, &head, 1, r.x, nb, 0);
+    const qhx_dlin_multi head = {&q->lm_head, r.a};
+    dev->op->linears_multi(dev, &head, 1, r.x, nb, false);
     for (int64_t b = 0; b < nb; b++) {
         q35_state *s = sts[b]->impl;
         s->next_pos = next[b];
@@ -890,32 +774,38 @@ static qhx_status q35_decode_multi(const qhx_net *m, qhx_net_state *const *sts, 
 static bool q35_has_mtp(const qhx_net *m) { return ((const q35_model *)m->impl)->mtp != NULL; }
 
 /* n <= n_batch rows at positions pos0..: the block's input, its layer (attention over mtp_kv),
- * its norm and the head. */
-static void mtp_batch(const qhx_net *m, qhx_net_state *st, int64_t pos0, const float *hidden, const int32_t *ids,
+ * its norm and the head. The hidden rows go to the device first (they pass x, which the fc
+ * then overwrites); each half of a cat row is one normed row. */
+static void mtp_batch(const qhx_net *m, qhx_seq *st, int64_t pos0, const float *hidden, const int32_t *ids,
                       int64_t n, float *logits) {
+    const qhx_device *dev = m->dev;
     const q35_model *q = m->impl;
     const q35_mtp *t = q->mtp;
     const q35_dims *d = &q->d;
     q35_state *s = st->impl;
     const int64_t H = d->H, half = d->rot / 2;
+    dev->op->embed_rows(dev, &q->embed, ids, n, s->tmp);
+    dev->op->set(dev, s->x, hidden, (size_t)(n * H) * sizeof(float));
     for (int64_t i = 0; i < n; i++) {
-        float *c = s->cat + i * 2 * H;
-        m->kern->row[q->embed.fmt](&q->embed, ids[i], s->tmp + i * H);
-        qhx_op_rmsnorm_rows(NULL, QHX_NORM_ZERO_CENTRED, s->tmp + i * H, t->norm_emb, c, 1, H, d->eps);
+        const qhx_dv c = qhx_dv_f(s->cat, i * 2 * H);
+        dev->op->rmsnorm(dev, QHX_NORM_ZERO_CENTRED, qhx_dv_f(s->tmp, i * H), t->norm_emb, c, 1, H, d->eps);
         /* the main model's final norm, then the block's own norm of the hidden half */
-        qhx_op_rmsnorm_rows(NULL, QHX_NORM_ZERO_CENTRED, hidden + i * H, q->final_norm, s->xn + i * H, 1, H, d->eps);
-        qhx_op_rmsnorm_rows(NULL, QHX_NORM_ZERO_CENTRED, s->xn + i * H, t->norm_hidden, c + H, 1, H, d->eps);
+        dev->op->rmsnorm(dev, QHX_NORM_ZERO_CENTRED, qhx_dv_f(s->x, i * H), q->final_norm, qhx_dv_f(s->xn, i * H), 1,
+                         H, d->eps);
+        dev->op->rmsnorm(dev, QHX_NORM_ZERO_CENTRED, qhx_dv_f(s->xn, i * H), t->norm_hidden, qhx_dv_f(c, H), 1, H,
+                         d->eps);
         const int64_t p3[3] = {pos0 + i, pos0 + i, pos0 + i}; /* text: 1-D RoPE at the row's position */
         qhx_rope_angles(p3, q->axis, q->inv_freq, half, s->cosb + i * half, s->sinb + i * half);
     }
-    linear(m, &t->fc, s->cat, 2 * H, s->x, H, n);
+    dev->op->linear(dev, &t->fc, s->cat, 2 * H, s->x, H, n);
     q35_fw f = {.m = m, .q = q, .st = st, .s = s, .n = n, .L = &t->layer, .kv = &s->mtp_kv, .n_past = pos0};
     layer_forward(&f);
-    qhx_op_lm_head(m->pool, m->kern, QHX_NORM_ZERO_CENTRED, s->x, t->norm, d->eps, s->xn, &q->lm_head, logits, H,
-                   d->V, n, true);
+    qhx_dbuf lb = qhx_dbuf_host(logits, (size_t)(n * d->V) * sizeof(float));
+    qhx_op_lm_head(dev, QHX_NORM_ZERO_CENTRED, s->x, t->norm, d->eps, s->xn, &q->lm_head, qhx_dv_of(&lb, 0), H, d->V,
+                   n, true);
 }
 
-static qhx_status q35_mtp_forward(const qhx_net *m, qhx_net_state *st, int64_t pos0, const float *hidden,
+static qhx_status q35_mtp_forward(const qhx_net *m, qhx_seq *st, int64_t pos0, const float *hidden,
                                   const int32_t *ids, int64_t n, float *logits, qhx_error *err) {
     const q35_model *q = m->impl;
     q35_state *s = st->impl;

@@ -7,15 +7,12 @@
 
 #include "core/alloc.h"
 #include "core/file.h"
-#include "kernels/attn.h"
-#include "kernels/ref.h"
-#include "kernels/vision.h"
+#include "devices/device.h"
 #include "ops/blocks.h"
 #include "ops/imgplan.h"
 #include "ops/mrope.h"
 #include "ops/rope.h"
 #include "ops/kv.h"
-#include "ops/par.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -42,8 +39,7 @@ typedef struct qhx_qwen3vl {
     float *inv_freq;                  /* (hd / 2): 1 / theta^(2j / hd), float32 as HF */
     unsigned char *axis;              /* (hd / 2): M-RoPE axis of each frequency slot, 0 T 1 H 2 W */
     qhx_vit *vit;                     /* NULL when the checkpoint has no vision tower */
-    const qhx_kernels *kern;          /* the model's op table */
-    struct qhx_pool *pool;            /* the model's threads (NULL: the calling thread only) */
+    const qhx_device *dev;            /* the model's device */
 } qhx_qwen3vl;
 
 static void vl_free_impl(void *impl) {
@@ -68,7 +64,7 @@ static qhx_status vec(qhx_qwen3vl *q, const char *name, int64_t n, float **out, 
 
 static qhx_status lin(qhx_qwen3vl *q, const char *name, int64_t rows, int64_t cols, qhx_weight *out,
                       qhx_error *err) {
-    return qhx_wbind_linear(q->set, name, rows, cols, q->kern, &q->owned, out, err);
+    return qhx_wbind_linear(q->set, name, rows, cols, q->dev, &q->owned, out, err);
 }
 
 /* The tower, when the config has one and the set holds it; m->cfg.has_vision then says whether
@@ -78,10 +74,7 @@ static qhx_status open_vision(qhx_qwen3vl *q, qhx_model_config *c, bool wanted, 
         c->has_vision = false; /* text only */
         return QHX_OK;
     }
-    qhx_status rc = qhx_vit_load(q->set, &c->vision, "model.visual.", q->kern, &q->vit, err);
-    if (rc) return rc;
-    q->vit->pool = q->pool;
-    return QHX_OK;
+    return qhx_vit_load(q->set, &c->vision, "model.visual.", q->dev, &q->vit, err);
 }
 
 qhx_status qhx_qwen3vl_bind(qhx_net *m, qhx_st_set *set, const qhx_net_bind_args *a, qhx_error *err) {
@@ -94,8 +87,7 @@ qhx_status qhx_qwen3vl_bind(qhx_net *m, qhx_st_set *set, const qhx_net_bind_args
     m->weights = set;
     m->impl = q;
     m->vt = &VL_VT;
-    q->kern = m->kern;
-    q->pool = m->pool;
+    q->dev = m->dev;
     qhx_status rc;
     const qhx_model_config *c = &m->cfg;
     q->image_token_id = c->image_token_id;
@@ -114,7 +106,7 @@ qhx_status qhx_qwen3vl_bind(qhx_net *m, qhx_st_set *set, const qhx_net_bind_args
     if ((rc = vec(q, NAME("%snorm.weight", pre), q->H, &q->final_norm, err))) return rc;
     /* the table and the head, or one matrix for both in a tied bundle (ops/weights.h) */
     if ((rc = qhx_wbind_embed_head(q->set, qhx_st_file_path(q->set, 0), NAME("%sembed_tokens.weight", pre),
-                                   c->tie_word_embeddings, q->V, q->H, q->kern, &q->owned, &q->embed, &q->lm_head, err)))
+                                   c->tie_word_embeddings, q->V, q->H, q->dev, &q->owned, &q->embed, &q->lm_head, err)))
         return rc;
     q->layers = qhx_calloc((size_t)q->L, sizeof *q->layers);
     if (!q->layers) return qhx_fail(err, QHX_E_NOMEM, "out of memory");
@@ -156,15 +148,16 @@ static qhx_status vl_encode_image(const qhx_net *m, const qhx_image_patches *p, 
 /* ---- state ------------------------------------------------------------------------------- */
 
 typedef struct vl_state {
+    const qhx_device *dev;
+    qhx_dbuf *buf;             /* one device buffer: the KV cache, then the scratch */
     qhx_kv_cache kv;           /* (L, 2, n_ctx, Hkv hd): rotated keys, then values, per layer */
-    void *kv_data;             /* its memory (owned) */
     int64_t next_pos;          /* position of the next text token: largest position so far + 1 */
+    qhx_dbuf next_pos_buf;     /* next_pos as a host region (save/restore) */
     qhx_img_plan plan;         /* the announced prompt with its images (qhx_net_attach) */
     /* scratch for n_batch tokens */
-    float *x, *xn, *tmp, *q, *kk, *vv, *att, *mg, *mu, *cosb, *sinb;
-    float *attw;               /* (n_threads, attention work for n_ctx keys) per-thread scratch */
-    float *attp;               /* (nkv, key blocks of n_ctx, partial): decode attention */
-    int64_t attw_floats, nb;   /* nb: key blocks of the current decode step */
+    qhx_dv x, xn, tmp, q, kk, vv, att, mg, mu;
+    qhx_dv attw;               /* the device's attention work for n_ctx keys */
+    float *cosb, *sinb;        /* host (n_batch, hd / 2) */
     int64_t *pos;              /* (n_batch, 3) positions of the batch */
     const float **src;         /* (n_batch) image rows of the batch, NULL for text */
 } vl_state;
@@ -173,52 +166,54 @@ static void vl_state_free(void *impl) {
     vl_state *s = impl;
     if (!s) return;
     qhx_img_plan_clear(&s->plan);
-    qhx_aligned_free(s->kv_data);
-    float **f[] = {&s->x, &s->xn, &s->tmp, &s->q, &s->kk, &s->vv, &s->att, &s->mg, &s->mu,
-                   &s->attw, &s->attp, &s->cosb, &s->sinb};
-    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) qhx_aligned_free(*f[i]);
+    if (s->dev) s->dev->op->buf_free(s->dev, s->buf);
+    qhx_aligned_free(s->cosb);
     qhx_free(s->pos);
     qhx_free(s->src);
     qhx_free(s);
 }
 
-static qhx_status vl_state_create(qhx_net_state *st, qhx_error *err) {
+static qhx_status vl_state_create(qhx_seq *st, qhx_error *err) {
     const qhx_qwen3vl *q = st->m->impl;
+    const qhx_device *dev = q->dev;
     qhx_status krc = qhx_kv_check(st->kv_type, q->hd, err);
     if (krc) return krc;
-    vl_state *s = qhx_calloc(1, sizeof *s);
-    if (!s) return qhx_fail(err, QHX_E_NOMEM, "state: out of memory");
     size_t nb = (size_t)st->n_batch;
     size_t kvw = (size_t)(q->nkv * q->hd), qw = (size_t)(q->nh * q->hd), H = (size_t)q->H, I = (size_t)q->I;
     size_t kv;
-    if (!qhx_kv_bytes(st->kv_type, q->L, st->n_ctx, (int64_t)kvw, &kv)) {
-        qhx_free(s);
+    if (!qhx_kv_bytes(st->kv_type, q->L, st->n_ctx, (int64_t)kvw, &kv))
         return qhx_fail(err, QHX_E_LIMIT, "state: a KV cache of %lld tokens is too large", (long long)st->n_ctx);
-    }
-    s->kv_data = qhx_aligned_alloc(kv);
-    s->kv = (qhx_kv_cache){st->kv_type, s->kv_data, q->L, st->n_ctx, (int64_t)kvw};
     const int64_t rep = q->nh / q->nkv;
-    s->attw_floats = qhx_attn_group_kv_work(st->n_ctx, rep, q->hd, st->kv_type);
-    size_t attw = (size_t)qhx_pool_n_threads(q->pool) * (size_t)s->attw_floats;
-    size_t attp = (size_t)(q->nkv * qhx_attn_n_blocks(st->n_ctx) * qhx_attn_part_floats(rep, q->hd));
-    float **f[] = {&s->x, &s->xn, &s->tmp, &s->q, &s->kk, &s->vv, &s->att, &s->mg, &s->mu, &s->attw, &s->attp,
-                   &s->cosb, &s->sinb};
-    size_t n[] = {nb * H, nb * H, nb * H, nb * qw, nb * kvw, nb * kvw, nb * qw, nb * I, nb * I, attw, attp,
-                  nb * (size_t)(q->hd / 2), nb * (size_t)(q->hd / 2)};
-    int ok = s->kv_data != NULL;
-    for (size_t i = 0; ok && i < sizeof f / sizeof f[0]; i++) ok = (*f[i] = qhx_aligned_alloc(n[i] * sizeof(float))) != NULL;
+    const size_t attw = (size_t)dev->op->attn_work(dev, st->n_ctx, q->nkv, rep, q->hd, st->kv_type);
+    vl_state *s = qhx_calloc(1, sizeof *s);
+    if (!s) return qhx_fail(err, QHX_E_NOMEM, "state: out of memory");
+    s->dev = dev;
+    /* the cache, then the scratch in 64-byte pieces (counts in floats) */
+    qhx_dv *f[] = {&s->x, &s->xn, &s->tmp, &s->q, &s->kk, &s->vv, &s->att, &s->mg, &s->mu, &s->attw};
+    size_t n[] = {nb * H, nb * H, nb * H, nb * qw, nb * kvw, nb * kvw, nb * qw, nb * I, nb * I, attw};
+    size_t at[sizeof n / sizeof n[0]], total = (kv + 63) & ~(size_t)63;
+    for (size_t i = 0; i < sizeof n / sizeof n[0]; i++) {
+        at[i] = total;
+        total += (n[i] * sizeof(float) + 63) & ~(size_t)63;
+    }
+    int ok = dev->op->buf_alloc(dev, total, &s->buf, NULL) == QHX_OK;
+    s->cosb = qhx_aligned_alloc(nb * (size_t)q->hd * sizeof(float));
     s->pos = qhx_malloc(nb * 3 * sizeof *s->pos);
     s->src = qhx_malloc(nb * sizeof *s->src);
-    if (!ok || !s->pos || !s->src) {
+    if (!ok || !s->cosb || !s->pos || !s->src) {
         vl_state_free(s);
         return qhx_fail(err, QHX_E_NOMEM, "state: out of memory (n_ctx %lld, n_batch %lld, %zu bytes of KV cache)",
                         (long long)st->n_ctx, (long long)st->n_batch, kv);
     }
+    s->sinb = s->cosb + nb * (size_t)(q->hd / 2);
+    s->kv = (qhx_kv_cache){st->kv_type, qhx_dv_of(s->buf, 0), q->L, st->n_ctx, (int64_t)kvw};
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) *f[i] = qhx_dv_of(s->buf, at[i]);
+    s->next_pos_buf = qhx_dbuf_host(&s->next_pos, sizeof s->next_pos);
     st->impl = s;
     return QHX_OK;
 }
 
-static void vl_state_reset(qhx_net_state *st) {
+static void vl_state_reset(qhx_seq *st) {
     vl_state *s = st->impl;
     qhx_img_plan_clear(&s->plan);
     s->next_pos = 0;
@@ -227,7 +222,7 @@ static void vl_state_reset(qhx_net_state *st) {
 /* HF get_rope_index over the images (ops/mrope.h): text tokens advance all three axes
  * together; image k's token (r, c) of its merged (gh, gw) grid sits at (s, s + r, s + c) with s
  * the next text position before it, and the text after it continues at s + max(gh, gw). */
-static qhx_status vl_attach(qhx_net_state *st, const qhx_image_embed *images, int n_images, const int32_t *ids,
+static qhx_status vl_attach(qhx_seq *st, const qhx_image_embed *images, int n_images, const int32_t *ids,
                             int64_t n, qhx_error *err) {
     const qhx_qwen3vl *q = st->m->impl;
     vl_state *s = st->impl;
@@ -245,7 +240,7 @@ static qhx_status vl_attach(qhx_net_state *st, const qhx_image_embed *images, in
     return rc;
 }
 
-static int64_t vl_attached_positions(const qhx_net_state *st, const int64_t **pos) {
+static int64_t vl_attached_positions(const qhx_seq *st, const int64_t **pos) {
     const vl_state *s = st->impl;
     *pos = s->plan.n ? s->plan.pos : NULL;
     return s->plan.n;
@@ -253,72 +248,82 @@ static int64_t vl_attached_positions(const qhx_net_state *st, const int64_t **po
 
 /* ---- forward ----------------------------------------------------------------------------- */
 
-/* Work is spread over the model's pool (ops/blocks.h, ops/par.h) in pieces fixed by the problem
- * size; results do not depend on the thread count. */
+/* Every op runs on the model's device (devices/device.h); results do not depend on how it
+ * splits the work. */
 
-/* Y (n, rows) stride ldy = X (n, cols) stride ldx @ W^T, rows split over the pool. */
-static void linear(const qhx_qwen3vl *q, const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy,
-                   int64_t n) {
-    qhx_par_linear(q->pool, q->kern, w, X, ldx, Y, ldy, n);
+/* The attention op of layer l over the n tokens in s (after the projections). */
+static void attn_mix(const qhx_qwen3vl *q, const qhx_seq *st, const vl_state *s, const vl_layer *Ly, int64_t l,
+                     int64_t n) {
+    const qhx_dattn a = {.kv = &s->kv, .slot = l, .nh = q->nh, .nkv = q->nkv, .hd = q->hd, .rot = q->hd,
+                         .norm = QHX_NORM_PLAIN, .q_norm = Ly->q_norm, .k_norm = Ly->k_norm, .eps = q->eps,
+                         .scale = 1.0f / sqrtf((float)q->hd), .q = s->q, .k = s->kk, .v = s->vv, .cos = s->cosb,
+                         .sin = s->sinb, .gate = {0}, .out = s->att, .work = s->attw, .n_past = st->n_past, .n = n};
+    q->dev->op->attention(q->dev, &a);
 }
 
 /* Dense attention over n tokens at positions n_past ..: xn (n, H) -> tmp (n, H): plain q/k norms,
  * the full head rotated by M-RoPE, no output gate. */
-static void attn_forward(const qhx_qwen3vl *q, const qhx_net_state *st, vl_state *s, const vl_layer *Ly, int64_t l,
+static void attn_forward(const qhx_qwen3vl *q, const qhx_seq *st, vl_state *s, const vl_layer *Ly, int64_t l,
                          int64_t n) {
+    const qhx_device *dev = q->dev;
     const int64_t H = q->H, qw = q->nh * q->hd, kvw = q->nkv * q->hd;
-    const qhx_par_lin in[3] = {{&Ly->q_proj, s->q, qw}, {&Ly->k_proj, s->kk, kvw}, {&Ly->v_proj, s->vv, kvw}};
-    qhx_par_linears(q->pool, q->kern, in, 3, s->xn, H, n);
-    const qhx_op_attn a = {.kern = q->kern, .pool = q->pool, .kv = &s->kv, .slot = l, .nh = q->nh, .nkv = q->nkv,
-                           .hd = q->hd, .rot = q->hd, .norm = QHX_NORM_PLAIN, .q_norm = Ly->q_norm,
-                           .k_norm = Ly->k_norm, .eps = q->eps, .scale = 1.0f / sqrtf((float)q->hd), .q = s->q,
-                           .k = s->kk, .v = s->vv, .cos = s->cosb, .sin = s->sinb, .gate = NULL, .out = s->att,
-                           .work = s->attw, .work_floats = s->attw_floats, .part = s->attp, .n_past = st->n_past,
-                           .n = n};
-    qhx_op_attention(&a);
-    linear(q, &Ly->o_proj, s->att, qw, s->tmp, H, n);
+    const qhx_dlin in[3] = {{&Ly->q_proj, s->q, qw}, {&Ly->k_proj, s->kk, kvw}, {&Ly->v_proj, s->vv, kvw}};
+    dev->op->linears(dev, in, 3, s->xn, H, n);
+    attn_mix(q, st, s, Ly, l, n);
+    dev->op->linear(dev, &Ly->o_proj, s->att, qw, s->tmp, H, n);
+}
+
+/* The input rows of n tokens (image rows or the embedding lookup) and their M-RoPE angles. */
+static void input_rows(const qhx_qwen3vl *q, vl_state *s, const int32_t *ids, int64_t n) {
+    const qhx_device *dev = q->dev;
+    const int64_t H = q->H, half = q->hd / 2;
+    for (int64_t t = 0; t < n; t++) {
+        if (s->src[t]) dev->op->set(dev, qhx_dv_f(s->x, t * H), s->src[t], (size_t)H * sizeof(float));
+        else dev->op->embed_rows(dev, &q->embed, ids + t, 1, qhx_dv_f(s->x, t * H));
+        qhx_rope_angles(s->pos + t * 3, q->axis, q->inv_freq, half, s->cosb + t * half, s->sinb + t * half);
+    }
 }
 
 /* n <= n_batch tokens through every layer; positions and image rows already in s->pos, s->src. */
-static qhx_status run_batch(const qhx_net *m, qhx_net_state *st, const int32_t *ids, int64_t n,
+static qhx_status run_batch(const qhx_net *m, qhx_seq *st, const int32_t *ids, int64_t n,
                             float *logits, bool all, const qhx_forward_opts *opts, qhx_error *err) {
     const qhx_qwen3vl *q = m->impl;
+    const qhx_device *dev = q->dev;
     vl_state *s = st->impl;
-    const int64_t H = q->H, half = q->hd / 2;
+    const int64_t H = q->H;
     const int64_t RW = s->plan.row_width, n_ds = RW ? RW / H - 1 : 0;
 
-    for (int64_t t = 0; t < n; t++) {
-        if (s->src[t]) memcpy(s->x + t * H, s->src[t], (size_t)H * sizeof(float));
-        else q->kern->row[q->embed.fmt](&q->embed, ids[t], s->x + t * H);
-        qhx_rope_angles(s->pos + t * 3, q->axis, q->inv_freq, half, s->cosb + t * half, s->sinb + t * half);
-    }
-    if (opts->layer_cb) opts->layer_cb(opts->layer_cb_user, -1, st->n_past, s->x, n);
+    input_rows(q, s, ids, n);
+    if (opts->layer_cb) opts->layer_cb(opts->layer_cb_user, -1, st->n_past, qhx_dv_host(s->x), n);
     for (int64_t l = 0; l < q->L; l++) {
         const vl_layer *Ly = &q->layers[l];
         if (opts->abort_cb && opts->abort_cb(opts->abort_cb_user))
             return qhx_fail(err, QHX_E_ABORTED, "forward: aborted at layer %lld", (long long)l);
-        qhx_op_rmsnorm_rows(q->pool, QHX_NORM_PLAIN, s->x, Ly->input_norm, s->xn, n, H, q->eps);
+        dev->op->rmsnorm(dev, QHX_NORM_PLAIN, s->x, Ly->input_norm, s->xn, n, H, q->eps);
         attn_forward(q, st, s, Ly, l, n);
-        qhx_op_add_rmsnorm_rows(q->pool, QHX_NORM_PLAIN, s->x, s->tmp, Ly->post_norm, s->xn, n, H, q->eps);
-        qhx_op_swiglu_mlp(q->pool, q->kern, &Ly->gate_proj, &Ly->up_proj, &Ly->down_proj, s->xn, H, s->mg, s->mu, q->I,
-                          s->tmp, n);
-        qhx_op_add(q->pool, s->x, s->tmp, n * H);
+        dev->op->add_rmsnorm(dev, QHX_NORM_PLAIN, s->x, s->tmp, Ly->post_norm, s->xn, n, H, q->eps);
+        qhx_op_swiglu_mlp(dev, &Ly->gate_proj, &Ly->up_proj, &Ly->down_proj, s->xn, H, s->mg, s->mu, q->I, s->tmp, n);
+        dev->op->add(dev, s->x, s->tmp, n * H);
         /* the layer's output as HF hooks see it: before the DeepStack add */
-        if (opts->layer_cb) opts->layer_cb(opts->layer_cb_user, l, st->n_past, s->x, n);
-        if (l < n_ds)
-            for (int64_t t = 0; t < n; t++)
-                if (s->src[t]) qhx_k_add_f32_ref(s->x + t * H, s->src[t] + (1 + l) * H, H);
+        if (opts->layer_cb) opts->layer_cb(opts->layer_cb_user, l, st->n_past, qhx_dv_host(s->x), n);
+        for (int64_t t = 0; l < n_ds && t < n; t++)
+            if (s->src[t]) {
+                qhx_dbuf row = qhx_dbuf_host((void *)(s->src[t] + (1 + l) * H), (size_t)H * sizeof(float));
+                dev->op->add(dev, qhx_dv_f(s->x, t * H), qhx_dv_of(&row, 0), H);
+            }
     }
-    if (logits)
-        qhx_op_lm_head(q->pool, q->kern, QHX_NORM_PLAIN, s->x, q->final_norm, q->eps, s->xn, &q->lm_head, logits, H,
-                       q->V, n, all);
+    if (logits) {
+        qhx_dbuf lb = qhx_dbuf_host(logits, (size_t)((all ? n : 1) * q->V) * sizeof(float));
+        qhx_op_lm_head(dev, QHX_NORM_PLAIN, s->x, q->final_norm, q->eps, s->xn, &q->lm_head, qhx_dv_of(&lb, 0), H, q->V,
+                       n, all);
+    }
     st->n_past += n;
     return QHX_OK;
 }
 
 typedef struct vl_steps {
     const qhx_net *m;
-    qhx_net_state *st;
+    qhx_seq *st;
     const int32_t *ids;
     const qhx_forward_opts *opts;
     bool all;
@@ -328,7 +333,7 @@ typedef struct vl_steps {
  * text after it at the next text position), then the layers. */
 static qhx_status vl_step(void *ctx, int64_t t0, int64_t nt, float *logits, qhx_error *err) {
     const vl_steps *c = ctx;
-    qhx_net_state *st = c->st;
+    qhx_seq *st = c->st;
     vl_state *s = st->impl;
     int64_t next = s->next_pos;
     qhx_img_plan_batch(&s->plan, st->n_past, nt, &next, s->pos, s->src);
@@ -337,7 +342,7 @@ static qhx_status vl_step(void *ctx, int64_t t0, int64_t nt, float *logits, qhx_
     return rc;
 }
 
-static qhx_status vl_forward(const qhx_net *m, qhx_net_state *st, const int32_t *ids, int64_t n,
+static qhx_status vl_forward(const qhx_net *m, qhx_seq *st, const int32_t *ids, int64_t n,
                              const qhx_forward_opts *opts, qhx_error *err) {
     vl_state *s = st->impl;
     /* Tokens inside the announced prompt must be the announced ones. Elsewhere every id is text,
@@ -351,18 +356,19 @@ static qhx_status vl_forward(const qhx_net *m, qhx_net_state *st, const int32_t 
 
 /* ---- one decode step of several sequences ------------------------------------------------- */
 
-/* Text tokens of nb sequences: every linear layer once for all of them (qhx_par_linears_multi,
- * the single-row kernels and pieces), attention per sequence over its own cache at its own
- * M-RoPE positions, so each gets the bits of its one-token forward. A token that is an image row
- * of an announced prompt is QHX_E_UNSUPPORTED (the caller feeds them one by one). */
+/* Text tokens of nb sequences: every linear layer once for all of them (the device's
+ * linears_multi, each row with the single-row bits), attention per sequence over its own cache
+ * at its own M-RoPE positions, so each gets the bits of its one-token forward. A token that is
+ * an image row of an announced prompt is QHX_E_UNSUPPORTED (the caller feeds them one by one). */
 
-#define VL_MULTI_MAX 64
+#define VL_MULTI_MAX QHX_DEV_MULTI_MAX
 
-static qhx_status vl_decode_multi(const qhx_net *m, qhx_net_state *const *sts, const int32_t *ids, int64_t nb,
+static qhx_status vl_decode_multi(const qhx_net *m, qhx_seq *const *sts, const int32_t *ids, int64_t nb,
                                   float *const *logits, qhx_error *err) {
     if (nb < 1 || nb > VL_MULTI_MAX) return qhx_fail(err, QHX_E_ARG, "decode: %lld sequences, 1 to %d", (long long)nb, VL_MULTI_MAX);
     const qhx_qwen3vl *q = m->impl;
-    const int64_t H = q->H, half = q->hd / 2;
+    const qhx_device *dev = q->dev;
+    const int64_t H = q->H;
     int64_t next[VL_MULTI_MAX];
     /* positions as vl_step gives them for one token; an image row is refused before anything
        runs (the caller feeds it on its own) */
@@ -374,60 +380,51 @@ static qhx_status vl_decode_multi(const qhx_net *m, qhx_net_state *const *sts, c
         qhx_img_plan_batch(&s->plan, sts[b]->n_past, 1, &next[b], s->pos, s->src);
         if (s->src[0]) return qhx_fail(err, QHX_E_UNSUPPORTED, "decode: sequence %lld is at an image row", (long long)b);
     }
-    float *ya[VL_MULTI_MAX], *yb[VL_MULTI_MAX], *yc[VL_MULTI_MAX];
-    const float *xs[VL_MULTI_MAX];
-    for (int64_t b = 0; b < nb; b++) {
-        vl_state *s = sts[b]->impl;
-        q->kern->row[q->embed.fmt](&q->embed, ids[b], s->x);
-        qhx_rope_angles(s->pos, q->axis, q->inv_freq, half, s->cosb, s->sinb);
-    }
+    qhx_dv ya[VL_MULTI_MAX], yb[VL_MULTI_MAX], yc[VL_MULTI_MAX], xs[VL_MULTI_MAX];
+    qhx_dbuf lb[VL_MULTI_MAX];
+    for (int64_t b = 0; b < nb; b++) input_rows(q, sts[b]->impl, &ids[b], 1);
     for (int64_t l = 0; l < q->L; l++) {
         const vl_layer *Ly = &q->layers[l];
         for (int64_t b = 0; b < nb; b++) {
             vl_state *s = sts[b]->impl;
-            qhx_op_rmsnorm_rows(q->pool, QHX_NORM_PLAIN, s->x, Ly->input_norm, s->xn, 1, H, q->eps);
+            dev->op->rmsnorm(dev, QHX_NORM_PLAIN, s->x, Ly->input_norm, s->xn, 1, H, q->eps);
             xs[b] = s->xn, ya[b] = s->q, yb[b] = s->kk, yc[b] = s->vv;
         }
-        const qhx_par_lin_multi in[3] = {{&Ly->q_proj, ya}, {&Ly->k_proj, yb}, {&Ly->v_proj, yc}};
-        qhx_par_linears_multi(q->pool, q->kern, in, 3, xs, nb, 0);
+        const qhx_dlin_multi in[3] = {{&Ly->q_proj, ya}, {&Ly->k_proj, yb}, {&Ly->v_proj, yc}};
+        dev->op->linears_multi(dev, in, 3, xs, nb, false);
         for (int64_t b = 0; b < nb; b++) {
             vl_state *s = sts[b]->impl;
-            const qhx_op_attn a = {.kern = q->kern, .pool = q->pool, .kv = &s->kv, .slot = l, .nh = q->nh,
-                                   .nkv = q->nkv, .hd = q->hd, .rot = q->hd, .norm = QHX_NORM_PLAIN,
-                                   .q_norm = Ly->q_norm, .k_norm = Ly->k_norm, .eps = q->eps,
-                                   .scale = 1.0f / sqrtf((float)q->hd), .q = s->q, .k = s->kk, .v = s->vv,
-                                   .cos = s->cosb, .sin = s->sinb, .gate = NULL, .out = s->att, .work = s->attw,
-                                   .work_floats = s->attw_floats, .part = s->attp, .n_past = sts[b]->n_past, .n = 1};
-            qhx_op_attention(&a);
+            attn_mix(q, sts[b], s, Ly, l, 1);
             xs[b] = s->att, ya[b] = s->tmp;
         }
-        const qhx_par_lin_multi o = {&Ly->o_proj, ya};
-        qhx_par_linears_multi(q->pool, q->kern, &o, 1, xs, nb, 0);
+        const qhx_dlin_multi o = {&Ly->o_proj, ya};
+        dev->op->linears_multi(dev, &o, 1, xs, nb, false);
         for (int64_t b = 0; b < nb; b++) {
             vl_state *s = sts[b]->impl;
-            qhx_op_add_rmsnorm_rows(q->pool, QHX_NORM_PLAIN, s->x, s->tmp, Ly->post_norm, s->xn, 1, H, q->eps);
+            dev->op->add_rmsnorm(dev, QHX_NORM_PLAIN, s->x, s->tmp, Ly->post_norm, s->xn, 1, H, q->eps);
             xs[b] = s->xn, ya[b] = s->mg, yb[b] = s->mu;
         }
-        const qhx_par_lin_multi gu[2] = {{&Ly->gate_proj, ya}, {&Ly->up_proj, yb}};
-        qhx_par_linears_multi(q->pool, q->kern, gu, 2, xs, nb, 1);
+        const qhx_dlin_multi gu[2] = {{&Ly->gate_proj, ya}, {&Ly->up_proj, yb}};
+        dev->op->linears_multi(dev, gu, 2, xs, nb, true);
         for (int64_t b = 0; b < nb; b++) {
             vl_state *s = sts[b]->impl;
             xs[b] = s->mg, ya[b] = s->tmp;
         }
-        const qhx_par_lin_multi down = {&Ly->down_proj, ya};
-        qhx_par_linears_multi(q->pool, q->kern, &down, 1, xs, nb, 0);
+        const qhx_dlin_multi down = {&Ly->down_proj, ya};
+        dev->op->linears_multi(dev, &down, 1, xs, nb, false);
         for (int64_t b = 0; b < nb; b++) {
             vl_state *s = sts[b]->impl;
-            qhx_op_add(q->pool, s->x, s->tmp, H);
+            dev->op->add(dev, s->x, s->tmp, H);
         }
     }
     for (int64_t b = 0; b < nb; b++) {
         vl_state *s = sts[b]->impl;
-        qhx_op_rmsnorm_rows(q->pool, QHX_NORM_PLAIN, s->x, q->final_norm, s->xn, 1, H, q->eps);
-        xs[b] = s->xn, ya[b] = logits[b];
+        dev->op->rmsnorm(dev, QHX_NORM_PLAIN, s->x, q->final_norm, s->xn, 1, H, q->eps);
+        lb[b] = qhx_dbuf_host(logits[b], (size_t)q->V * sizeof(float));
+        xs[b] = s->xn, ya[b] = qhx_dv_of(&lb[b], 0);
     }
-    const qhx_par_lin_multi head = {&q->lm_head, ya};
-    qhx_par_linears_multi(q->pool, q->kern, &head, 1, xs, nb, 0);
+    const qhx_dlin_multi head = {&q->lm_head, ya};
+    dev->op->linears_multi(dev, &head, 1, xs, nb, false);
     for (int64_t b = 0; b < nb; b++) {
         vl_state *s = sts[b]->impl;
         sts[b]->n_past++;
@@ -439,16 +436,16 @@ static qhx_status vl_decode_multi(const qhx_net *m, qhx_net_state *const *sts, c
 /* The lm-head graph alone: hidden (n, H) rows after the last layer -> logits (n, V). */
 static qhx_status vl_lm_head(const qhx_net *m, const float *hidden, int64_t n, float *logits, qhx_error *err) {
     const qhx_qwen3vl *q = m->impl;
-    return qhx_op_lm_head_rows(q->pool, q->kern, QHX_NORM_PLAIN, hidden, q->final_norm, q->eps, &q->lm_head, logits, q->H,
-                               q->V, n, err);
+    return qhx_op_lm_head_rows(q->dev, QHX_NORM_PLAIN, hidden, q->final_norm, q->eps, &q->lm_head, logits, q->H, q->V, n,
+                               err);
 }
 
 /* Save/restore: the K and V caches (per layer, one row per position) and the next text
  * position (which runs ahead of n_past after an image). An announced image is not part of it. */
-static int vl_state_regions(const qhx_net_state *st, qhx_state_region *out, int cap) {
+static int vl_state_regions(const qhx_seq *st, qhx_state_region *out, int cap) {
     vl_state *s = st->impl;
-    int n = qhx_kv_regions(&s->kv, out, cap); /* K then V of each layer */
-    if (n < cap) out[n++] = (qhx_state_region){&s->next_pos, sizeof s->next_pos, 1, false};
+    int n = qhx_kv_regions(s->dev, &s->kv, out, cap); /* K then V of each layer */
+    if (n < cap) out[n++] = (qhx_state_region){s->dev, qhx_dv_of(&s->next_pos_buf, 0), sizeof s->next_pos, 1, false};
     return n;
 }
 

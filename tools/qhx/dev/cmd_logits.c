@@ -103,7 +103,7 @@ static qhx_status write_mtp(const qhx_model *m, const int32_t *ids, int64_t n, c
     if (n < 2) return qhx_fail(err, QHX_E_ARG, "--mtp-out: needs at least two ids");
     last_rows r = {.layer = c->num_hidden_layers - 1, .H = c->hidden_size};
     float *logits = NULL;
-    qhx_model_state *st = NULL;
+    qhx_seq *st = NULL;
     qhx_cli_out out = {0};
     size_t hb, lb;
     qhx_status rc = QHX_E_NOMEM;
@@ -112,7 +112,7 @@ static qhx_status write_mtp(const qhx_model *m, const int32_t *ids, int64_t n, c
         qhx_fail(err, rc, "out of memory for %lld rows", (long long)n);
         goto done;
     }
-    const qhx_state_params sp = {.n_ctx = n};
+    const qhx_seq_params sp = {.n_ctx = n};
     const qhx_forward_opts fo = {.layer_cb = keep_last, .layer_cb_user = &r};
     if ((rc = qhx_model_state_create(m, &sp, &st, err)) || (rc = qhx_model_forward(m, st, ids, n, &fo, err)) ||
         (rc = qhx_model_mtp(m, st, 0, r.rows, ids + 1, n - 1, logits, err)) || (rc = qhx_cli_out_open(&out, path, err)))

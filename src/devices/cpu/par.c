@@ -1,5 +1,5 @@
-/* ops/par.c: linear layers and ranges over the pool (see par.h). */
-#include "ops/par.h"
+/* devices/cpu/par.c: linear layers and ranges over the pool (see par.h). */
+#include "devices/cpu/par.h"
 
 #include "kernels/ref.h"
 
@@ -189,7 +189,7 @@ static void multi_rows_one_by_one(const multi_job *j, const qhx_par_lin_multi *l
  * where the table has one (each weight row read and unpacked once for all rows), else the
  * single-row matvec per row. Either gives each output row the bits of the single-row call: a
  * matvec gives a row the same bits whatever range it is called on (the pool splits rows
- * freely, ops/par.h), the twin is bitwise its matvec per row (kernels.h), and the SwiGLU runs
+ * freely, devices/cpu/par.h), the twin is bitwise its matvec per row (kernels.h), and the SwiGLU runs
  * on the whole chunk as lins_task does with n == 1. */
 static void multi_task(void *ctx, int64_t task, int thread_index) {
     (void)thread_index;

@@ -1,12 +1,12 @@
-/* ops/par.h: splitting family work over the model's thread pool (core/pool.h).
+/* devices/cpu/par.h: splitting family work over the model's thread pool (core/pool.h).
  *
  * Every helper here keeps results independent of the thread count: work is cut into pieces
  * chosen from the problem size (or, for linear layers, into row ranges, where each output row is
  * one kernel call whatever the range), each piece writes only its own outputs, and nothing is
  * reduced across pieces in completion order. So 1, 2 or N threads give bitwise-identical
  * results. A NULL pool runs everything on the calling thread. */
-#ifndef QHX_OPS_PAR_H
-#define QHX_OPS_PAR_H
+#ifndef QHX_DEVICES_CPU_PAR_H
+#define QHX_DEVICES_CPU_PAR_H
 
 #include "core/pool.h"
 #include "kernels/kernels.h"

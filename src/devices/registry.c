@@ -1,0 +1,23 @@
+/* devices/registry.c: the devices of this build (devices/device.h). A new device adds its line
+ * here (docs/backends.md, "Adding a device"); tests/test_device_ops.c checks every one. */
+#include "devices/device.h"
+
+#include "devices/cpu/cpu.h"
+
+#include <string.h>
+
+static const qhx_device_desc DEVICES[] = {
+    {"cpu", qhx_cpu_device_create},
+};
+
+#define N_DEVICES ((int)(sizeof DEVICES / sizeof DEVICES[0]))
+
+int qhx_device_count(void) { return N_DEVICES; }
+
+const qhx_device_desc *qhx_device_at(int i) { return i >= 0 && i < N_DEVICES ? &DEVICES[i] : NULL; }
+
+const qhx_device_desc *qhx_device_find(const char *name) {
+    for (int i = 0; name && i < N_DEVICES; i++)
+        if (!strcmp(DEVICES[i].name, name)) return &DEVICES[i];
+    return NULL;
+}
