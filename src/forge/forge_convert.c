@@ -629,8 +629,14 @@ static qhx_status write_index(convert *c, uint64_t total, qhx_error *err) {
         if (pl->scale_name) json_object_set_new(map, pl->scale_name, json_string(c->fname[pl->role]));
         if (pl->high_name) json_object_set_new(map, pl->high_name, json_string(c->fname[pl->role]));
     }
-    json_t *doc = json_pack("{s:{s:I, s:s}, s:o}", "metadata", "total_size", (json_int_t)total, "qhexrt.format",
-                            QHX_BUNDLE_FORMAT, "weight_map", map);
+    /* set_new releases the map even when it fails; a failed pack would not say whether it did */
+    json_t *doc = json_pack("{s:{s:I, s:s}}", "metadata", "total_size", (json_int_t)total, "qhexrt.format",
+                            QHX_BUNDLE_FORMAT);
+    if (!doc || json_object_set_new(doc, "weight_map", map)) {
+        if (!doc) json_decref(map);
+        json_decref(doc);
+        doc = NULL;
+    }
     return forge_write_json(&c->job, "model.safetensors.index.json", doc, err);
 }
 

@@ -117,8 +117,9 @@ void forge_job_log(const forge_job *j, const char *fmt, ...) {
 
 qhx_status forge_write_json(const forge_job *j, const char *name, json_t *doc, qhx_error *err) {
     char *path = forge_job_path(j, name);
-    if (!doc || !path) {
+    if (!doc || !path) { /* doc is ours either way: released here too */
         qhx_free(path);
+        json_decref(doc);
         return qhx_fail(err, QHX_E_NOMEM, "%s: out of memory", name);
     }
     FILE *f = fopen(path, "w");
