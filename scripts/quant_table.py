@@ -5,12 +5,12 @@ llama.cpp's formats of the same model when a llama.cpp build is given.
 
     python3 scripts/quant_table.py [--model models/shakespeare] [--text tests/data/demo/heldout.txt]
         [--ctx 256] [--chunks 64] [--work build/quant]
-        [--llama LLAMA_CPP_DIR --anchors ../shared/anchors --python build/hf-venv/bin/python]
+        [--llama LLAMA_CPP_DIR --anchors ANCHORS_DIR --python build/hf-venv/bin/python]
 
 qhexrt: the checkpoint folder run in float32 (KV cache f32) is the base (qhx perplexity
 --kl-base); each bundle (qhx forge --precision P [--lmhead H]) is compared against it
 (--kl-divergence), KV cache f32 too, so only the weights differ. llama.cpp (built outside the
-tree, see ../shared/anchors/README.md): the checkpoint converted by its own converter
+tree; ANCHORS_DIR holds convert_shim.py, which runs the converter): the checkpoint converted by its own converter
 (convert_shim.py, the pre-tokenizer pinned to qwen35: this tokenizer has no known hash,
 --no-mtp), quantized by llama-quantize, its F32 GGUF the base of llama-perplexity
 --kl-divergence-base, KV cache f32 (-ctk f32 -ctv f32), one thread. Both count the same windows
@@ -136,9 +136,11 @@ def main():
     ap.add_argument("--work", default="build/quant")
     ap.add_argument("--qhx", default="build/bin/qhx")
     ap.add_argument("--llama", help="a llama.cpp source folder with build/bin (outside the tree)")
-    ap.add_argument("--anchors", default="../shared/anchors", help="convert_shim.py's folder")
+    ap.add_argument("--anchors", help="the folder of convert_shim.py (llama.cpp's converter wrapper); needed with --llama")
     ap.add_argument("--python", default="build/hf-venv/bin/python", help="the interpreter of llama.cpp's converter")
     a = ap.parse_args()
+    if a.llama and not a.anchors:
+        ap.error("--llama needs --anchors (the folder of convert_shim.py)")
     os.makedirs(a.work, exist_ok=True)
     rows = qhexrt_rows(a, a.qhx)
     if a.llama:
