@@ -421,18 +421,46 @@ static int q4a_more_bits(int64_t layer, int64_t n) {
     return layer < e || layer >= n - e || (layer - e) % 3 == 2;
 }
 
+/* Layer l's index among the layers of its own type (linear or full attention), and in *count how
+ * many layers have that type: a role that only one type holds picks its more-bits layers within
+ * that type's own sequence. */
+static int64_t index_in_type(const qhx_model_config *cfg, int64_t l, int64_t *count) {
+    int64_t idx = 0, n = 0;
+    for (int64_t i = 0; i < cfg->num_hidden_layers; i++) {
+        if (cfg->layer_types[i] != cfg->layer_types[l]) continue;
+        if (i < l) idx++;
+        n++;
+    }
+    *count = n;
+    return idx;
+}
+
+/* Q6 for `role` in layer l (a WIDTH_WIDE rule) when l is a more-bits layer among the layers of
+ * l's type. */
+static qhx_status add_typed_rule(convert *c, int64_t l, const char *role, qhx_error *err) {
+    int64_t count, idx = index_in_type(&c->cfg, l, &count);
+    if (!q4a_more_bits(idx, count)) return QHX_OK;
+    char pat[96];
+    int len = snprintf(pat, sizeof pat, "*.layers.%lld.%s", (long long)l, role);
+    return add_rule_w(c, pat, (size_t)len, OUT_Q6, WIDTH_WIDE, err);
+}
+
 /* q4a's default policy (docs/bundle.md, "Mixed precision by role"; BENCHMARKS.md has the
  * per-role measurements behind it): Q6 for the FFN-down matrices of the layers q4a_more_bits
- * picks; for rows of a super-block or more, also the attention V projections; for narrower rows
- * (where a super-block does not fill, and llama.cpp's K-quants fall back to 5.5-8 bit types), also
- * the linear-attention qkv, z and output projections and the FFN up matrices. */
+ * picks; for rows of a super-block or more, also the attention V projections and the
+ * linear-attention qkv projections of the more-bits layers among the layers of their type; for
+ * narrower rows (where a super-block does not fill, and llama.cpp's K-quants fall back to 5.5-8
+ * bit types), the linear-attention qkv, z and output projections and the FFN up matrices of
+ * every layer. */
 static qhx_status q4a_policy(convert *c, qhx_error *err) {
     static const char *const narrow[] = {"*.linear_attn.in_proj_qkv.weight", "*.linear_attn.in_proj_z.weight",
                                          "*.linear_attn.out_proj.weight", "*.mlp.up_proj.weight"};
     const int64_t n = c->cfg.num_hidden_layers;
-    qhx_status rc = add_rule_w(c, "*.self_attn.v_proj.weight", strlen("*.self_attn.v_proj.weight"), OUT_Q6, WIDTH_WIDE, err);
+    qhx_status rc = QHX_OK;
     for (int64_t l = 0; l < n && rc == QHX_OK; l++) {
-        if (!q4a_more_bits(l, n)) continue;
+        const bool linear = c->cfg.layer_types[l] == QHX_LAYER_LINEAR_ATTENTION;
+        rc = add_typed_rule(c, l, linear ? "linear_attn.in_proj_qkv.weight" : "self_attn.v_proj.weight", err);
+        if (rc != QHX_OK || !q4a_more_bits(l, n)) continue;
         char pat[64];
         int len = snprintf(pat, sizeof pat, "*.layers.%lld.mlp.down_proj.weight", (long long)l);
         rc = add_rule(c, pat, (size_t)len, OUT_Q6, err);
