@@ -10,6 +10,11 @@
 #if defined(QHX_HAVE_X86)
 #include "core/cpu.h"
 #include "kernels/x86/x86.h"
+#define HAVE_Q4A_SIMD 1
+#elif defined(QHX_HAVE_ARM) && defined(__aarch64__)
+#include "core/cpu.h"
+#include "kernels/arm/arm.h"
+#define HAVE_Q4A_SIMD 1
 #endif
 
 static uint64_t rng = 0x243f6a8885a308d3ull;
@@ -193,7 +198,7 @@ static void check_ref_kernels(void) {
     }
 }
 
-#if defined(QHX_HAVE_X86)
+#if defined(HAVE_Q4A_SIMD)
 /* One SIMD build against the scalar model: bit for bit on every shape (whole and partial
  * super-blocks, odd group counts, the 4-row blocks of long rows, the widest quantized row and
  * the first that falls back), row splits, matmul per token, multi-row per row; NaN blocks. */
@@ -230,7 +235,9 @@ static void check_simd(const char *name, qhx_matvec_fn mv, qhx_matmul_fn mm, qhx
             const float *xs[9];
             float *ys[9];
             for (int b = 0; b < 9; b++) xs[b] = X + (b % n) * ldx, ys[b] = kc_nan((size_t)R);
-            multi(&w, xs, ys, 9, 0, R);
+            if (multi) multi(&w, xs, ys, 9, 0, R);
+            else
+                for (int b = 0; b < 9; b++) mv(&w, xs[b], ys[b], 0, R);
             for (int64_t t = 0; t < n; t++) {
                 mv(&w, X + t * ldx, z, 0, R);
                 CHECK(memcmp(z, Y + t * ldy, (size_t)R * 4) == 0);
@@ -252,7 +259,9 @@ static void check_simd(const char *name, qhx_matvec_fn mv, qhx_matmul_fn mm, qhx
         }
     fprintf(stderr, "%-24s %s (bit for bit against qhx_k_matvec_q4a_i8x_ref)\n", name, t_failures == before ? "ok" : "FAIL");
 }
+#endif
 
+#if defined(QHX_HAVE_X86)
 static void check_x86(void) {
     qhx_cpu_info cpu;
     qhx_cpu_detect(&cpu);
@@ -282,6 +291,25 @@ static void check_x86(void) {
 }
 #endif
 
+#if defined(QHX_HAVE_ARM) && defined(__aarch64__)
+/* The NEON build (no multi-row twin: the batched step calls it per row) bit for bit against the
+ * scalar model, and the table: Q4A follows Q4's int8 switches, as on x86. */
+static void check_arm(void) {
+    check_simd("q4a_i8x_neon", qhx_k_matvec_q4a_i8x_neon, qhx_k_matmul_q4a_i8x_neon, NULL);
+    qhx_kernels k;
+    qhx_kern_select(QHX_ISA_BEST, &k);
+    CHECK(k.matvec[QHX_W_Q4A] == qhx_k_matvec_q4a_ref && k.matmul[QHX_W_Q4A] == qhx_k_matmul_q4a_ref);
+    qhx_kern_use_int8(QHX_ISA_BEST, 1u << QHX_W_Q4, 1u << QHX_W_Q4, &k);
+    CHECK(k.matvec[QHX_W_Q4A] == qhx_k_matvec_q4a_i8x_neon && k.matmul[QHX_W_Q4A] == qhx_k_matmul_q4a_i8x_neon);
+    qhx_kern_select(QHX_ISA_BEST, &k);
+    qhx_kern_use_int8(QHX_ISA_BEST, 1u << QHX_W_Q8, 0, &k); /* Q4's bits absent: Q4A untouched */
+    CHECK(k.matvec[QHX_W_Q4A] == qhx_k_matvec_q4a_ref && k.matmul[QHX_W_Q4A] == qhx_k_matmul_q4a_ref);
+    qhx_kern_select(QHX_ISA_REF, &k); /* a reference table gets no NEON kernel */
+    qhx_kern_use_int8(QHX_ISA_REF, 1u << QHX_W_Q4, 1u << QHX_W_Q4, &k);
+    CHECK(k.matvec[QHX_W_Q4A] == qhx_k_matvec_q4a_ref);
+}
+#endif
+
 int main(void) {
     (void)kc_run_all; /* kernels_check.h's suite is for the table formats; Q4A has its own above */
     check_error_vs_q4();
@@ -291,6 +319,8 @@ int main(void) {
     check_ref_kernels();
 #if defined(QHX_HAVE_X86)
     check_x86();
+#elif defined(QHX_HAVE_ARM) && defined(__aarch64__)
+    check_arm();
 #endif
     return t_done("test_kernels_q4a");
 }

@@ -33,6 +33,12 @@ void qhx_kern_install_arm(qhx_kernels *k, qhx_isa max_isa, const qhx_cpu_info *c
     k->isa = QHX_ISA_NEON;
 }
 
+void qhx_kern_install_arm_int8(qhx_kernels *k, unsigned prefill_formats, unsigned decode_formats) {
+    if (k->isa != QHX_ISA_NEON) return;
+    if (decode_formats & (1u << QHX_W_Q4)) k->matvec[QHX_W_Q4A] = qhx_k_matvec_q4a_i8x_neon;
+    if (prefill_formats & (1u << QHX_W_Q4)) k->matmul[QHX_W_Q4A] = qhx_k_matmul_q4a_i8x_neon;
+}
+
 #else
 typedef int qhx_install_arm_unused; /* ISO C forbids an empty translation unit */
 #endif

@@ -118,6 +118,9 @@ void qhx_kern_pair_multi(qhx_kernels *k) {
 void qhx_kern_use_int8(qhx_isa max_isa, unsigned prefill_formats, unsigned decode_formats, qhx_kernels *k) {
 #if defined(QHX_HAVE_X86)
     qhx_kern_install_x86_int8(k, prefill_formats, decode_formats, max_isa, NULL);
+#elif defined(QHX_HAVE_ARM) && defined(__aarch64__)
+    (void)max_isa; /* the table's ISA already says whether NEON was allowed */
+    qhx_kern_install_arm_int8(k, prefill_formats, decode_formats);
 #else
     (void)max_isa, (void)prefill_formats, (void)decode_formats;
 #endif

@@ -24,6 +24,11 @@
  * Call it after k holds the _ref kernels. Thread-safe; writes only *k. */
 void qhx_kern_install_arm(qhx_kernels *k, qhx_isa max_isa, const qhx_cpu_info *cpu);
 
+/* The int8-activation kernels, installed where the caller asks for int8 math (qhx_kern_use_int8):
+ * Q4A's matvec / matmul follow Q4's bits of decode_formats / prefill_formats, as on x86. Only on
+ * a table that holds the NEON variants (k->isa == QHX_ISA_NEON). */
+void qhx_kern_install_arm_int8(qhx_kernels *k, unsigned prefill_formats, unsigned decode_formats);
+
 /* ---- linear layers (linear_neon.c) ---------------------------------------------------------- */
 
 void qhx_k_matvec_f32_neon(const qhx_weight *w, const float *x, float *y, int64_t r0, int64_t r1);
@@ -42,6 +47,13 @@ void qhx_k_matmul_q8_neon(const qhx_weight *w, const float *X, int64_t ldx, floa
                           int64_t n, int64_t r0, int64_t r1);
 void qhx_k_matmul_q4_neon(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy,
                           int64_t n, int64_t r0, int64_t r1);
+
+/* ---- Q4A with int8 activations (q4a_neon.c) -------------------------------------------------
+ * qhx_k_matvec_q4a_i8x_ref / qhx_k_matmul_q4a_i8x_ref bit for bit (the x86 builds' bits);
+ * rows longer than QHX_Q4A_I8X_MAX_COLS take qhx_k_matvec_q4a_ref, as they do. */
+void qhx_k_matvec_q4a_i8x_neon(const qhx_weight *w, const float *x, float *y, int64_t r0, int64_t r1);
+void qhx_k_matmul_q4a_i8x_neon(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy,
+                               int64_t n, int64_t r0, int64_t r1);
 
 /* ---- attention and the delta rule (ops_neon.c) ---------------------------------------------
  * attn_block: qhx_attn_block_fn (kernels/attn.h), within float rounding of the reference; head
