@@ -1,4 +1,4 @@
-/* bench_multi: one decode step's Q4 linear layer for nb sequences at once, at the Qwen3.5-2B
+/* bench_multi: one decode step's Q4 linear layer (and the Q6 tied head of q4 bundles) for nb sequences at once, at the Qwen3.5-2B
  * shapes, through the runtime's qhx_par_linears_multi with the op table qhx serve uses
  * (qhx_kern_select + the int8-activation Q4 decode kernel): once with the multi-row kernel
  * (matvec_multi, each weight row unpacked once for all rows) and once without it (the same
@@ -74,8 +74,9 @@ static void time_both(qhx_pool *pool, const qhx_kernels *rows, const qhx_kernels
 }
 
 static int bench_shape(qhx_pool *pool, const qhx_kernels *multi, const qhx_kernels *rows, const char *name,
-                       int64_t nr, int64_t nc, int reps) {
-    const size_t bytes = (size_t)(nr * nc / 2), ns = (size_t)(nr * nc / QHX_Q4_GROUP);
+                       qhx_wfmt fmt, int64_t nr, int64_t nc, int reps) {
+    const size_t bytes = (size_t)(nr * nc / 2) + (fmt == QHX_W_Q6 ? (size_t)(nr * nc / 4) : 0);
+    const size_t ns = (size_t)(nr * nc / QHX_Q4_GROUP);
     int ncopies = (int)((512u << 20) / (bytes + 4 * ns)) + 1;
     if (ncopies > MAX_COPIES) ncopies = MAX_COPIES;
     qhx_weight *w = calloc((size_t)ncopies, sizeof *w);
@@ -86,7 +87,8 @@ static int bench_shape(qhx_pool *pool, const qhx_kernels *multi, const qhx_kerne
         uint8_t *q = malloc(bytes);
         if (!q) return -1;
         for (size_t i = 0; i < bytes; i++) q[i] = (uint8_t)rnd();
-        w[c] = (qhx_weight){.fmt = QHX_W_Q4, .rows = nr, .cols = nc, .data = q, .gscales = scales, .group = QHX_Q4_GROUP};
+        w[c] = (qhx_weight){.fmt = fmt, .rows = nr, .cols = nc, .data = q, .gscales = scales, .group = QHX_Q4_GROUP};
+        if (fmt == QHX_W_Q6) w[c].high = q + nr * nc / 2; /* the high plane after the nibbles */
     }
     float *xs[MAX_NB], *ys[MAX_NB];
     for (int b = 0; b < MAX_NB; b++) {
@@ -124,23 +126,24 @@ int main(int argc, char **argv) {
     if (reps > 64) reps = 64;
     qhx_kernels multi, rows;
     qhx_kern_select(QHX_ISA_BEST, &multi);
-    qhx_kern_use_int8(QHX_ISA_BEST, 0, 1u << QHX_W_Q4, &multi);
-    if (!multi.matvec_multi[QHX_W_Q4]) {
-        fprintf(stderr, "this CPU's table has no multi-row Q4 kernel\n");
+    qhx_kern_use_int8(QHX_ISA_BEST, 0, 1u << QHX_W_Q4 | 1u << QHX_W_Q6, &multi);
+    if (!multi.matvec_multi[QHX_W_Q4] || !multi.matvec_multi[QHX_W_Q6]) {
+        fprintf(stderr, "this CPU's table has no multi-row Q4 / Q6 kernel\n");
         return 77;
     }
     rows = multi;
-    rows.matvec_multi[QHX_W_Q4] = NULL;
+    rows.matvec_multi[QHX_W_Q4] = rows.matvec_multi[QHX_W_Q6] = NULL;
     qhx_pool *pool = NULL;
     qhx_error err;
     if (qhx_pool_create(threads, &pool, &err) != QHX_OK) {
         fprintf(stderr, "pool: %s\n", err.msg);
         return 1;
     }
-    printf("Q4 decode linear, int8 activations, %d threads, median of %d reps, weights from DRAM\n", threads, reps);
-    int rc = bench_shape(pool, &multi, &rows, "gate/up", 6144, 2048, reps) ||
-             bench_shape(pool, &multi, &rows, "down", 2048, 6144, reps) ||
-             bench_shape(pool, &multi, &rows, "attn", 2048, 2048, reps);
+    printf("Q4 / Q6 decode linear, int8 activations, %d threads, median of %d reps, weights from DRAM\n", threads, reps);
+    int rc = bench_shape(pool, &multi, &rows, "gate/up", QHX_W_Q4, 6144, 2048, reps) ||
+             bench_shape(pool, &multi, &rows, "down", QHX_W_Q4, 2048, 6144, reps) ||
+             bench_shape(pool, &multi, &rows, "attn", QHX_W_Q4, 2048, 2048, reps) ||
+             bench_shape(pool, &multi, &rows, "q6 head", QHX_W_Q6, 248320, 2048, reps);
     qhx_pool_free(pool);
     return rc ? 1 : 0;
 }

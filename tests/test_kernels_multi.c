@@ -1,5 +1,5 @@
 // ctest-labels: unit;kernels
-/* test_kernels_multi: the multi-row matvecs (kernels.h qhx_matvec_multi_fn) against their
+/* test_kernels_multi: the multi-row matvecs (kernels.h qhx_matvec_multi_fn, Q4 and Q6) against their
  * single-row kernels, bit for bit: y[b] of one multi-row call over nb activation rows must equal
  * the single-row call on x[b], for nb = 1..8 and beyond the bound (in turn), odd group counts,
  * the shapes that fall back to other paths, a row with a NaN, and the row range cut into pieces
@@ -18,10 +18,12 @@ enum { MAX_NB = 11, ROWS = 37 };
 static const int64_t cuts[][4] = {{ROWS, 0, 0, 0}, {1, ROWS, 0, 0}, {5, 6, 21, ROWS}, {16, 32, ROWS, 0}};
 static const int n_cuts[] = {1, 2, 4, 3};
 
+static qhx_wfmt pair_fmt = QHX_W_Q4; /* the weight format check_pair_shape makes */
+
 static void check_pair_shape(const char *name, qhx_matvec_fn one, qhx_matvec_multi_fn multi, int64_t cols,
                              int64_t group, int nb) {
     kc_q4_group = group;
-    qhx_weight w = kc_make_weight(QHX_W_Q4, ROWS, cols);
+    qhx_weight w = kc_make_weight(pair_fmt, ROWS, cols);
     float *x[MAX_NB], *want[MAX_NB], *got[MAX_NB];
     for (int b = 0; b < nb; b++) {
         x[b] = kc_nan((size_t)cols), want[b] = kc_nan(ROWS), got[b] = kc_nan(ROWS);
@@ -84,6 +86,10 @@ static void check_pairing(void) {
     qhx_matvec_multi_fn want = cpu.features & QHX_CPU_AVX_VNNI ? qhx_k_matvec_multi_q4_i8x_avxvnni
                                                                 : qhx_k_matvec_multi_q4_i8x_avx2;
     CHECK(k.matvec_multi[QHX_W_Q4] == want);
+    CHECK(k.matvec_multi[QHX_W_Q6] == NULL); /* the Q6 matvec is the reference until the int8 switch */
+    qhx_kern_use_int8(QHX_ISA_AVX2, 0, 1u << QHX_W_Q6, &k);
+    CHECK(k.matvec_multi[QHX_W_Q6] == (cpu.features & QHX_CPU_AVX_VNNI ? qhx_k_matvec_multi_q6_i8x_avxvnni
+                                                                       : qhx_k_matvec_multi_q6_i8x_avx2));
 #endif
 }
 
@@ -95,9 +101,15 @@ int main(void) {
     qhx_cpu_detect(&cpu);
     if ((cpu.features & QHX_CPU_GROUP_AVX2) == QHX_CPU_GROUP_AVX2) {
         check_pair("q4_i8x_avx2", qhx_k_matvec_q4_i8x_avx2, qhx_k_matvec_multi_q4_i8x_avx2);
-        if (cpu.features & QHX_CPU_AVX_VNNI)
+        pair_fmt = QHX_W_Q6;
+        check_pair("q6_i8x_avx2", qhx_k_matvec_q6_i8x_avx2, qhx_k_matvec_multi_q6_i8x_avx2);
+        pair_fmt = QHX_W_Q4;
+        if (cpu.features & QHX_CPU_AVX_VNNI) {
             check_pair("q4_i8x_avxvnni", qhx_k_matvec_q4_i8x_avxvnni, qhx_k_matvec_multi_q4_i8x_avxvnni);
-        else
+            pair_fmt = QHX_W_Q6;
+            check_pair("q6_i8x_avxvnni", qhx_k_matvec_q6_i8x_avxvnni, qhx_k_matvec_multi_q6_i8x_avxvnni);
+            pair_fmt = QHX_W_Q4;
+        } else
             fprintf(stderr, "avx-vnni: skipped, the CPU or OS lacks AVX-VNNI\n");
     } else {
         fprintf(stderr, "avx2: skipped, the CPU or OS lacks AVX2\n");

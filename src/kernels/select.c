@@ -102,6 +102,8 @@ static const multi_pair multi_pairs[] = {
 #if defined(QHX_HAVE_X86)
     {qhx_k_matvec_q4_i8x_avx2, qhx_k_matvec_multi_q4_i8x_avx2},
     {qhx_k_matvec_q4_i8x_avxvnni, qhx_k_matvec_multi_q4_i8x_avxvnni},
+    {qhx_k_matvec_q6_i8x_avx2, qhx_k_matvec_multi_q6_i8x_avx2},
+    {qhx_k_matvec_q6_i8x_avxvnni, qhx_k_matvec_multi_q6_i8x_avxvnni},
     {qhx_k_matvec_q4a_i8x_avx2, qhx_k_matvec_multi_q4a_i8x_avx2},
     {qhx_k_matvec_q4a_i8x_avxvnni, qhx_k_matvec_multi_q4a_i8x_avxvnni},
 #endif

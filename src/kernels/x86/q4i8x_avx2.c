@@ -319,13 +319,14 @@ void Q4I8X_NAME(qhx_k_matmul_q6_i8x)(const qhx_weight *w, const float *X, int64_
 /* Bytes of a quantized row that row_multi reads: the codes, the offsets and the scales. */
 static int64_t qx_bytes(int64_t cols) { return cols + cols / 2 + cols / 8; }
 
-/* Weight row r against activation rows qx[0..NB), NB <= MULTI_TILE: rows_q(w, qx[b], y[b], r, 1)
- * for every b. */
-AI void row_multi(const qhx_weight *w, const qx_row *const *qx, float *const *y, int64_t r, int NB) {
+/* Weight row r against activation rows qx[0..NB), NB <= MULTI_TILE: rows_q(w, qx[b], y[b], r, 1,
+ * bits) for every b (bits 4: Q4, 6: Q6, a constant). */
+AI void row_multi(const qhx_weight *w, const qx_row *const *qx, float *const *y, int64_t r, int NB, int bits) {
     const int64_t ng = w->cols / 32;
     const __m256i spread[4] = {_mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1), _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3),
                                _mm256_setr_epi32(4, 4, 4, 4, 5, 5, 5, 5), _mm256_setr_epi32(6, 6, 6, 6, 7, 7, 7, 7)};
     const uint8_t *p = (const uint8_t *)w->data + (size_t)r * (size_t)(w->cols / 2);
+    const uint8_t *h = bits == 6 ? w->high + (size_t)r * (size_t)(w->cols / 4) : NULL;
     const uint16_t *d = w->gscales + r * ng;
     __m256 acc[MULTI_TILE], acc2[MULTI_TILE];
     UNROLL
@@ -337,10 +338,10 @@ AI void row_multi(const qhx_weight *w, const qx_row *const *qx, float *const *y,
         for (int b = 0; b < NB; b++) sc[b] = _mm256_mul_ps(dv, _mm256_load_ps(qx[b]->dx + g));
         UNROLL
         for (int k = 0; k < 4; k++) {
-            code_pair u = pair_codes(p + 16 * (g + 2 * k), NULL, 4);
+            code_pair u = pair_codes(p + 16 * (g + 2 * k), bits == 6 ? h + 8 * (g + 2 * k) : NULL, bits);
             UNROLL
             for (int b = 0; b < NB; b++) {
-                __m256 f = _mm256_cvtepi32_ps(pair_dot_codes(u, qx[b], g / 2 + k, 4));
+                __m256 f = _mm256_cvtepi32_ps(pair_dot_codes(u, qx[b], g / 2 + k, bits));
                 __m256 s = _mm256_permutevar8x32_ps(sc[b], spread[k]);
                 if (k & 1) acc2[b] = _mm256_fmadd_ps(f, s, acc2[b]);
                 else acc[b] = _mm256_fmadd_ps(f, s, acc[b]);
@@ -348,19 +349,19 @@ AI void row_multi(const qhx_weight *w, const qx_row *const *qx, float *const *y,
         }
     }
     for (; g + 2 <= ng; g += 2) {
-        code_pair u = pair_codes(p + 16 * g, NULL, 4);
+        code_pair u = pair_codes(p + 16 * g, bits == 6 ? h + 8 * g : NULL, bits);
         UNROLL
         for (int b = 0; b < NB; b++) {
             __m256 s = _mm256_set_m128(_mm_set1_ps(qhx_x86_f16(d + g + 1) * qx[b]->dx[g + 1]),
                                        _mm_set1_ps(qhx_x86_f16(d + g) * qx[b]->dx[g]));
-            acc[b] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(pair_dot_codes(u, qx[b], g / 2, 4)), s, acc[b]);
+            acc[b] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(pair_dot_codes(u, qx[b], g / 2, bits)), s, acc[b]);
         }
     }
     UNROLL
     for (int b = 0; b < NB; b++) {
         __m256 a = _mm256_add_ps(acc[b], acc2[b]);
         if (g < ng) { /* odd last group, as rows_q adds it */
-            __m128 f = _mm_cvtepi32_ps(group_dot(p + 16 * g, NULL, qx[b], g / 2, 4));
+            __m128 f = _mm_cvtepi32_ps(group_dot(p + 16 * g, bits == 6 ? h + 8 * g : NULL, qx[b], g / 2, bits));
             __m128 lo = _mm_fmadd_ps(f, _mm_set1_ps(qhx_x86_f16(d + g) * qx[b]->dx[g]), _mm256_castps256_ps128(a));
             a = _mm256_insertf128_ps(a, lo, 0);
         }
@@ -369,19 +370,19 @@ AI void row_multi(const qhx_weight *w, const qx_row *const *qx, float *const *y,
 }
 
 /* One tile of nb <= MULTI_TILE rows: a constant tile size per call, so the loops unroll. */
-static void rows_multi_tile(const qhx_weight *w, const qx_row *const *qx, float *const *y, int64_t r, int nb) {
+AI void rows_multi_tile(const qhx_weight *w, const qx_row *const *qx, float *const *y, int64_t r, int nb, int bits) {
     switch (nb) {
-    case 1: row_multi(w, qx, y, r, 1); break;
-    case 2: row_multi(w, qx, y, r, 2); break;
-    default: row_multi(w, qx, y, r, 3); break;
+    case 1: row_multi(w, qx, y, r, 1, bits); break;
+    case 2: row_multi(w, qx, y, r, 2, bits); break;
+    default: row_multi(w, qx, y, r, 3, bits); break;
     }
 }
 
 /* At most QHX_MATVEC_MULTI_MAX activation rows, quantized once each, as the single-row kernel
  * does per call (about 13 KiB of stack each, 106 KiB at 8 rows: the pool's threads and the
  * calling thread have glibc's default 8 MiB). */
-static void matvec_multi_up_to_max(const qhx_weight *w, const float *const *x, float *const *y, int nb, int64_t r0,
-                                   int64_t r1) {
+AI void matvec_multi_up_to_max(const qhx_weight *w, const float *const *x, float *const *y, int nb, int64_t r0,
+                               int64_t r1, int bits) {
     qx_row qx[QHX_MATVEC_MULTI_MAX];
     const qx_row *qp[QHX_MATVEC_MULTI_MAX];
     for (int b = 0; b < nb; b++) {
@@ -401,24 +402,38 @@ static void matvec_multi_up_to_max(const qhx_weight *w, const float *const *x, f
     }
     /* With several tiles, rows in blocks that stay in L2 while each tile goes over them: the
      * weights come from memory once. */
-    int64_t blk = tiles == 1 ? r1 - r0 : MULTI_BLOCK_BYTES / (w->cols / 2 + w->cols / 8);
+    const int64_t row_bytes = w->cols / 2 + (bits == 6 ? w->cols / 4 : 0) + w->cols / 8;
+    int64_t blk = tiles == 1 ? r1 - r0 : MULTI_BLOCK_BYTES / row_bytes;
     if (blk < 1) blk = 1;
     for (int64_t a = r0; a < r1; a += blk) {
         int64_t e = a + blk < r1 ? a + blk : r1;
         for (int t = 0; t < tiles; t++)
-            for (int64_t r = a; r < e; r++) rows_multi_tile(w, qp + at[t], y + at[t], r, n_in[t]);
+            for (int64_t r = a; r < e; r++) rows_multi_tile(w, qp + at[t], y + at[t], r, n_in[t], bits);
     }
 }
 
-void Q4I8X_NAME(qhx_k_matvec_multi_q4_i8x)(const qhx_weight *w, const float *const *x, float *const *y, int64_t nb,
-                                          int64_t r0, int64_t r1) {
+/* The multi-row twin of matvec_i8x: `one` for shapes without the int8 path. */
+AI void matvec_multi_i8x(const qhx_weight *w, const float *const *x, float *const *y, int64_t nb, int64_t r0,
+                         int64_t r1, int bits, qhx_matvec_fn one) {
     if (!i8x_ok(w)) {
-        for (int64_t b = 0; b < nb; b++) qhx_k_matvec_q4_avx2(w, x[b], y[b], r0, r1);
+        for (int64_t b = 0; b < nb; b++) one(w, x[b], y[b], r0, r1);
         return;
     }
     for (int64_t b = 0; b < nb; b += QHX_MATVEC_MULTI_MAX) /* more rows than the contract's bound: in turn */
         matvec_multi_up_to_max(w, x + b, y + b, (int)(nb - b < QHX_MATVEC_MULTI_MAX ? nb - b : QHX_MATVEC_MULTI_MAX),
-                               r0, r1);
+                               r0, r1, bits);
+}
+
+void Q4I8X_NAME(qhx_k_matvec_multi_q4_i8x)(const qhx_weight *w, const float *const *x, float *const *y, int64_t nb,
+                                          int64_t r0, int64_t r1) {
+    matvec_multi_i8x(w, x, y, nb, r0, r1, 4, qhx_k_matvec_q4_avx2);
+}
+
+/* Q6 (the tied head of q4 bundles, a third of a 2B q4 bundle's bytes): read once for every
+ * sequence of a batched step instead of once per sequence. */
+void Q4I8X_NAME(qhx_k_matvec_multi_q6_i8x)(const qhx_weight *w, const float *const *x, float *const *y, int64_t nb,
+                                          int64_t r0, int64_t r1) {
+    matvec_multi_i8x(w, x, y, nb, r0, r1, 6, qhx_k_matvec_q6_ref);
 }
 
 /* ---- Q4A (docs/formats.md, "Q4A"): 4-bit codes in Q4's layout, per group an 8-bit scale s and

@@ -83,6 +83,8 @@ void qhx_k_matvec_multi_q4_i8x_avx2(const qhx_weight *w, const float *const *x, 
 void qhx_k_matvec_q6_i8x_avx2(const qhx_weight *w, const float *x, float *y, int64_t r0, int64_t r1);
 void qhx_k_matmul_q6_i8x_avx2(const qhx_weight *w, const float *X, int64_t ldx, float *Y,
                               int64_t ldy, int64_t n, int64_t r0, int64_t r1);
+void qhx_k_matvec_multi_q6_i8x_avx2(const qhx_weight *w, const float *const *x, float *const *y, int64_t nb,
+                                    int64_t r0, int64_t r1);
 
 /* Q4A weights (docs/formats.md, "Q4A"): decode matvec, prefill matmul and the multi-row decode on
  * int8 activations, bitwise qhx_k_matvec_q4a_i8x_ref (cols a multiple of 32 and at most 8192,
@@ -110,6 +112,8 @@ void qhx_k_matmul_q4_i8x_avxvnni(const qhx_weight *w, const float *X, int64_t ld
 void qhx_k_matvec_q6_i8x_avxvnni(const qhx_weight *w, const float *x, float *y, int64_t r0, int64_t r1);
 void qhx_k_matmul_q6_i8x_avxvnni(const qhx_weight *w, const float *X, int64_t ldx, float *Y,
                                  int64_t ldy, int64_t n, int64_t r0, int64_t r1);
+void qhx_k_matvec_multi_q6_i8x_avxvnni(const qhx_weight *w, const float *const *x, float *const *y, int64_t nb,
+                                       int64_t r0, int64_t r1);
 void qhx_k_matvec_multi_q4_i8x_avxvnni(const qhx_weight *w, const float *const *x, float *const *y, int64_t nb,
                                        int64_t r0, int64_t r1);
 void qhx_k_matvec_q4a_i8x_avxvnni(const qhx_weight *w, const float *x, float *y, int64_t r0, int64_t r1);
