@@ -75,20 +75,28 @@ static void time_both(qhx_pool *pool, const qhx_kernels *rows, const qhx_kernels
 
 static int bench_shape(qhx_pool *pool, const qhx_kernels *multi, const qhx_kernels *rows, const char *name,
                        qhx_wfmt fmt, int64_t nr, int64_t nc, int reps) {
-    const size_t bytes = (size_t)(nr * nc / 2) + (fmt == QHX_W_Q6 ? (size_t)(nr * nc / 4) : 0);
+    const size_t bytes = fmt == QHX_W_Q8    ? (size_t)(nr * nc)
+                         : fmt == QHX_W_F16 ? (size_t)(nr * nc * 2)
+                                            : (size_t)(nr * nc / 2) + (fmt == QHX_W_Q6 ? (size_t)(nr * nc / 4) : 0);
     const size_t ns = (size_t)(nr * nc / QHX_Q4_GROUP);
     int ncopies = (int)((512u << 20) / (bytes + 4 * ns)) + 1;
     if (ncopies > MAX_COPIES) ncopies = MAX_COPIES;
     qhx_weight *w = calloc((size_t)ncopies, sizeof *w);
     uint16_t *scales = malloc(ns * sizeof(uint16_t));
-    if (!w || !scales) return -1;
+    float *rscales = malloc((size_t)nr * sizeof(float)); /* Q8: one per row */
+    if (!w || !scales || !rscales) return -1;
     for (size_t i = 0; i < ns; i++) scales[i] = qhx_f32_to_f16(0.01f * (float)(1 + rnd() % 7));
+    for (int64_t i = 0; i < nr; i++) rscales[i] = 1e-3f * (float)(1 + rnd() % 7);
     for (int c = 0; c < ncopies; c++) {
         uint8_t *q = malloc(bytes);
         if (!q) return -1;
         for (size_t i = 0; i < bytes; i++) q[i] = (uint8_t)rnd();
+        if (fmt == QHX_W_F16) /* finite halves: random bits would hold NaNs */
+            for (size_t i = 0; i < bytes / 2; i++) ((uint16_t *)q)[i] = qhx_f32_to_f16(1e-3f * (float)(rnd() % 2001) - 1.0f);
         w[c] = (qhx_weight){.fmt = fmt, .rows = nr, .cols = nc, .data = q, .gscales = scales, .group = QHX_Q4_GROUP};
         if (fmt == QHX_W_Q6) w[c].high = q + nr * nc / 2; /* the high plane after the nibbles */
+        if (fmt == QHX_W_Q8) w[c].scales = rscales, w[c].gscales = NULL, w[c].group = 0;
+        if (fmt == QHX_W_F16) w[c].gscales = NULL, w[c].group = 0;
     }
     float *xs[MAX_NB], *ys[MAX_NB];
     for (int b = 0; b < MAX_NB; b++) {
@@ -109,6 +117,7 @@ static int bench_shape(qhx_pool *pool, const qhx_kernels *multi, const qhx_kerne
     for (int c = 0; c < ncopies; c++) free((void *)w[c].data);
     free(w);
     free(scales);
+    free(rscales);
     return 0;
 }
 
@@ -117,8 +126,9 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--w8-f16") && i == argc - 1) continue;
         else {
-            fprintf(stderr, "usage: %s [--threads N] [--reps N]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--threads N] [--reps N] [--w8-f16]\n", argv[0]);
             return 2;
         }
     }
@@ -127,23 +137,30 @@ int main(int argc, char **argv) {
     qhx_kernels multi, rows;
     qhx_kern_select(QHX_ISA_BEST, &multi);
     qhx_kern_use_int8(QHX_ISA_BEST, 0, 1u << QHX_W_Q4 | 1u << QHX_W_Q6, &multi);
-    if (!multi.matvec_multi[QHX_W_Q4] || !multi.matvec_multi[QHX_W_Q6]) {
-        fprintf(stderr, "this CPU's table has no multi-row Q4 / Q6 kernel\n");
+    if (!multi.matvec_multi[QHX_W_Q4] || !multi.matvec_multi[QHX_W_Q6] || !multi.matvec_multi[QHX_W_Q8] ||
+        !multi.matvec_multi[QHX_W_F16]) {
+        fprintf(stderr, "this CPU's table has no multi-row Q4 / Q6 / Q8 / F16 kernel\n");
         return 77;
     }
     rows = multi;
-    rows.matvec_multi[QHX_W_Q4] = rows.matvec_multi[QHX_W_Q6] = NULL;
+    rows.matvec_multi[QHX_W_Q4] = rows.matvec_multi[QHX_W_Q6] = rows.matvec_multi[QHX_W_Q8] =
+        rows.matvec_multi[QHX_W_F16] = NULL;
     qhx_pool *pool = NULL;
     qhx_error err;
     if (qhx_pool_create(threads, &pool, &err) != QHX_OK) {
         fprintf(stderr, "pool: %s\n", err.msg);
         return 1;
     }
-    printf("Q4 / Q6 decode linear, int8 activations, %d threads, median of %d reps, weights from DRAM\n", threads, reps);
-    int rc = bench_shape(pool, &multi, &rows, "gate/up", QHX_W_Q4, 6144, 2048, reps) ||
+    printf("decode linear (Q4 / Q6 on int8 activations; Q8 and F16 as the %s table decodes them), %d threads, median "
+           "of %d reps, weights from DRAM\n", qhx_isa_name(multi.isa), threads, reps);
+    int only = argc > 1 && !strcmp(argv[argc - 1], "--w8-f16");
+    int rc = only ? 0 : bench_shape(pool, &multi, &rows, "gate/up", QHX_W_Q4, 6144, 2048, reps) ||
              bench_shape(pool, &multi, &rows, "down", QHX_W_Q4, 2048, 6144, reps) ||
              bench_shape(pool, &multi, &rows, "attn", QHX_W_Q4, 2048, 2048, reps) ||
              bench_shape(pool, &multi, &rows, "q6 head", QHX_W_Q6, 248320, 2048, reps);
+    rc = rc || bench_shape(pool, &multi, &rows, "w8 gate/up", QHX_W_Q8, 6144, 2048, reps) ||
+         bench_shape(pool, &multi, &rows, "w8 head", QHX_W_Q8, 248320, 2048, reps) ||
+         bench_shape(pool, &multi, &rows, "f16 gate/up", QHX_W_F16, 6144, 2048, reps);
     qhx_pool_free(pool);
     return rc ? 1 : 0;
 }

@@ -7,6 +7,7 @@
 #include "kernels_check.h"
 #if defined(QHX_HAVE_X86)
 #include "core/cpu.h"
+#include "kernels/x86/ops_x86.h"
 #include "kernels/x86/x86.h"
 #endif
 
@@ -67,12 +68,27 @@ static void check_pair(const char *name, qhx_matvec_fn one, qhx_matvec_multi_fn 
     for (int nb = 1; nb <= 8; nb += 3) check_pair_shape(name, one, multi, 256, 64, nb);
 }
 
+/* The float-activation twins (F32, F16, BF16, Q8): cols with and without a vector tail. */
+static void check_float_pairs(const char *isa, const qhx_matvec_fn one[4], const qhx_matvec_multi_fn multi[4]) {
+    static const qhx_wfmt fmts[4] = {QHX_W_F32, QHX_W_F16, QHX_W_BF16, QHX_W_Q8};
+    static const char *names[4] = {"f32", "f16", "bf16", "q8"};
+    static const int64_t cols[] = {3, 17, 32, 100, 2048, 2051};
+    for (int f = 0; f < 4; f++) {
+        char name[64];
+        snprintf(name, sizeof name, "%s_%s", names[f], isa);
+        pair_fmt = fmts[f];
+        for (int c = 0; c < (int)(sizeof cols / sizeof cols[0]); c++)
+            for (int nb = 1; nb <= MAX_NB; nb += (cols[c] > 1000 ? 3 : 1)) check_pair_shape(name, one[f], multi[f], cols[c], 32, nb);
+    }
+    pair_fmt = QHX_W_Q4;
+}
+
 /* The table pairs a multi-row kernel only with its own single-row kernel. */
 static void check_pairing(void) {
     qhx_kernels k;
     qhx_kern_select(QHX_ISA_REF, &k);
     CHECK(k.matvec_multi[QHX_W_Q4] == qhx_k_matvec_multi_q4_ref);
-    CHECK(k.matvec_multi[QHX_W_Q8] == NULL && k.matvec_multi[QHX_W_F32] == NULL);
+    CHECK(k.matvec_multi[QHX_W_Q8] == NULL && k.matvec_multi[QHX_W_F32] == NULL); /* the references have none */
     k.matvec[QHX_W_Q4] = qhx_k_matvec_q8_ref; /* a kernel without a twin */
     qhx_kern_pair_multi(&k);
     CHECK(k.matvec_multi[QHX_W_Q4] == NULL);
@@ -86,6 +102,8 @@ static void check_pairing(void) {
     qhx_matvec_multi_fn want = cpu.features & QHX_CPU_AVX_VNNI ? qhx_k_matvec_multi_q4_i8x_avxvnni
                                                                 : qhx_k_matvec_multi_q4_i8x_avx2;
     CHECK(k.matvec_multi[QHX_W_Q4] == want);
+    CHECK(k.matvec_multi[QHX_W_Q8] == qhx_k_matvec_multi_q8_x16_avx2); /* the AVX2 table's int16 Q8 decode */
+    CHECK(k.matvec_multi[QHX_W_F16] == qhx_k_matvec_multi_f16_avx2);
     CHECK(k.matvec_multi[QHX_W_Q6] == NULL); /* the Q6 matvec is the reference until the int8 switch */
     qhx_kern_use_int8(QHX_ISA_AVX2, 0, 1u << QHX_W_Q6, &k);
     CHECK(k.matvec_multi[QHX_W_Q6] == (cpu.features & QHX_CPU_AVX_VNNI ? qhx_k_matvec_multi_q6_i8x_avxvnni
@@ -104,6 +122,23 @@ int main(void) {
         pair_fmt = QHX_W_Q6;
         check_pair("q6_i8x_avx2", qhx_k_matvec_q6_i8x_avx2, qhx_k_matvec_multi_q6_i8x_avx2);
         pair_fmt = QHX_W_Q4;
+        const qhx_matvec_fn one2[4] = {qhx_k_matvec_f32_avx2, qhx_k_matvec_f16_avx2, qhx_k_matvec_bf16_avx2,
+                                       qhx_k_matvec_q8_avx2};
+        const qhx_matvec_multi_fn multi2[4] = {qhx_k_matvec_multi_f32_avx2, qhx_k_matvec_multi_f16_avx2,
+                                               qhx_k_matvec_multi_bf16_avx2, qhx_k_matvec_multi_q8_avx2};
+        check_float_pairs("avx2", one2, multi2);
+        pair_fmt = QHX_W_Q8;
+        check_pair("q8_x16_avx2", qhx_k_matvec_q8_x16_avx2, qhx_k_matvec_multi_q8_x16_avx2);
+        pair_fmt = QHX_W_Q4;
+        if ((cpu.features & QHX_CPU_GROUP_AVX512) == QHX_CPU_GROUP_AVX512) {
+            const qhx_matvec_fn one5[4] = {qhx_k_matvec_f32_avx512, qhx_k_matvec_f16_avx512, qhx_k_matvec_bf16_avx512,
+                                           qhx_k_matvec_q8_avx512};
+            const qhx_matvec_multi_fn multi5[4] = {qhx_k_matvec_multi_f32_avx512, qhx_k_matvec_multi_f16_avx512,
+                                                   qhx_k_matvec_multi_bf16_avx512, qhx_k_matvec_multi_q8_avx512};
+            check_float_pairs("avx512", one5, multi5);
+        } else {
+            fprintf(stderr, "avx-512: skipped, the CPU or OS lacks AVX-512\n");
+        }
         if (cpu.features & QHX_CPU_AVX_VNNI) {
             check_pair("q4_i8x_avxvnni", qhx_k_matvec_q4_i8x_avxvnni, qhx_k_matvec_multi_q4_i8x_avxvnni);
             pair_fmt = QHX_W_Q6;

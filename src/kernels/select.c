@@ -100,6 +100,15 @@ typedef struct multi_pair {
 static const multi_pair multi_pairs[] = {
     {qhx_k_matvec_q4_ref, qhx_k_matvec_multi_q4_ref},
 #if defined(QHX_HAVE_X86)
+    {qhx_k_matvec_f32_avx2, qhx_k_matvec_multi_f32_avx2},
+    {qhx_k_matvec_f16_avx2, qhx_k_matvec_multi_f16_avx2},
+    {qhx_k_matvec_bf16_avx2, qhx_k_matvec_multi_bf16_avx2},
+    {qhx_k_matvec_q8_avx2, qhx_k_matvec_multi_q8_avx2},
+    {qhx_k_matvec_q8_x16_avx2, qhx_k_matvec_multi_q8_x16_avx2},
+    {qhx_k_matvec_f32_avx512, qhx_k_matvec_multi_f32_avx512},
+    {qhx_k_matvec_f16_avx512, qhx_k_matvec_multi_f16_avx512},
+    {qhx_k_matvec_bf16_avx512, qhx_k_matvec_multi_bf16_avx512},
+    {qhx_k_matvec_q8_avx512, qhx_k_matvec_multi_q8_avx512},
     {qhx_k_matvec_q4_i8x_avx2, qhx_k_matvec_multi_q4_i8x_avx2},
     {qhx_k_matvec_q4_i8x_avxvnni, qhx_k_matvec_multi_q4_i8x_avxvnni},
     {qhx_k_matvec_q6_i8x_avx2, qhx_k_matvec_multi_q6_i8x_avx2},

@@ -110,6 +110,82 @@ AI void matvec(const qhx_weight *w, const float *x, float *y, int64_t r0, int64_
     for (; r < r1; r++) matvec_rows(w, x, y, r, 1, fmt);
 }
 
+/* ---- several activation rows at once (a batched decode step) ------------------------------
+ * Weight row r is loaded and widened once per 16 columns and used by every activation row of the
+ * call (at most QHX_MATVEC_MULTI_MAX = 8: 8 accumulators, the weights and one activation vector
+ * fit the registers); each (r, b) is matvec_rows' R = 1 arithmetic in its order (the same FMAs,
+ * the masked tail, hsum16, the row scale), so y[b][r] has the single-row kernel's bits. */
+AI void row_multi(const qhx_weight *w, const float *const *x, float *const *y, int64_t r, int NB, int fmt) {
+    const int64_t cols = w->cols, kv = cols & ~(int64_t)15;
+    const size_t es = esize(fmt);
+    const __mmask16 tail = (__mmask16)((1u << (cols - kv)) - 1u);
+    const uint8_t *p = (const uint8_t *)w->data + (size_t)r * (size_t)cols * es;
+    __m512 acc[QHX_MATVEC_MULTI_MAX];
+    UNROLL
+    for (int b = 0; b < NB; b++) acc[b] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < kv; k += 16) {
+        __m512 wv = ld16w(p + k * es, fmt);
+        UNROLL
+        for (int b = 0; b < NB; b++) acc[b] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x[b] + k), acc[b]);
+    }
+    if (tail) {
+        __m512 wv = ld16w_mask(p + kv * es, tail, fmt);
+        UNROLL
+        for (int b = 0; b < NB; b++) acc[b] = _mm512_fmadd_ps(wv, _mm512_maskz_loadu_ps(tail, x[b] + kv), acc[b]);
+    }
+    UNROLL
+    for (int b = 0; b < NB; b++) y[b][r] = hsum16(acc[b]) * row_scale(w, r, fmt);
+}
+
+/* A constant tile width per call, so the loops unroll. */
+AI void rows_multi(const qhx_weight *w, const float *const *x, float *const *y, int nb, int64_t r0, int64_t r1,
+                   int fmt) {
+#define ROWS(n) for (int64_t r = r0; r < r1; r++) row_multi(w, x, y, r, n, fmt)
+    switch (nb) {
+    case 1: ROWS(1); break;
+    case 2: ROWS(2); break;
+    case 3: ROWS(3); break;
+    case 4: ROWS(4); break;
+    case 5: ROWS(5); break;
+    case 6: ROWS(6); break;
+    case 7: ROWS(7); break;
+    default: ROWS(8); break;
+    }
+#undef ROWS
+}
+
+/* Tiles of activation rows small enough to stay in L1 (at most 8, as even as possible), each
+ * going in turn over a block of weight rows that stays in L2: the weights come from memory once
+ * and each x row from L1 (the order in which (r, b) pairs run changes no bits). */
+#define MULTI_L1_BYTES (24 * 1024)
+#define MULTI_BLOCK_BYTES (192 * 1024)
+
+AI void multi_up_to_max(const qhx_weight *w, const float *const *x, float *const *y, int nb, int64_t r0, int64_t r1,
+                        int fmt) {
+    int per_tile = (int)(MULTI_L1_BYTES / (w->cols * (int64_t)sizeof(float)));
+    per_tile = per_tile < 1 ? 1 : per_tile > QHX_MATVEC_MULTI_MAX ? QHX_MATVEC_MULTI_MAX : per_tile;
+    const int tiles = (nb + per_tile - 1) / per_tile;
+    int at[QHX_MATVEC_MULTI_MAX + 1], n_in[QHX_MATVEC_MULTI_MAX];
+    at[0] = 0;
+    for (int t = 0; t < tiles; t++) {
+        n_in[t] = nb / tiles + (t < nb % tiles);
+        at[t + 1] = at[t] + n_in[t];
+    }
+    int64_t blk = tiles == 1 ? r1 - r0 : MULTI_BLOCK_BYTES / (w->cols * (int64_t)esize(fmt));
+    if (blk < 1) blk = 1;
+    for (int64_t a = r0; a < r1; a += blk) {
+        int64_t e = a + blk < r1 ? a + blk : r1;
+        for (int t = 0; t < tiles; t++) rows_multi(w, x + at[t], y + at[t], n_in[t], a, e, fmt);
+    }
+}
+
+AI void matvec_multi(const qhx_weight *w, const float *const *x, float *const *y, int64_t nb, int64_t r0, int64_t r1,
+                     int fmt) {
+    for (int64_t b = 0; b < nb; b += QHX_MATVEC_MULTI_MAX) /* more rows than the contract's bound: in turn */
+        multi_up_to_max(w, x + b, y + b, (int)(nb - b < QHX_MATVEC_MULTI_MAX ? nb - b : QHX_MATVEC_MULTI_MAX), r0, r1,
+                        fmt);
+}
+
 /* ---- matmul: register tiles of R rows x T tokens ------------------------------------------- */
 
 /* R*T accumulators + R weights + 1 activation fit the 32 zmm registers for R = 4, T = 6. */
@@ -308,6 +384,10 @@ void qhx_k_matmul_q4_avx512(const qhx_weight *w, const float *X, int64_t ldx, fl
     void qhx_k_matmul_##name##_avx512(const qhx_weight *w, const float *X, int64_t ldx, float *Y, \
                                       int64_t ldy, int64_t n, int64_t r0, int64_t r1) {            \
         matmul(w, X, ldx, Y, ldy, n, r0, r1, fmt);                                                 \
+    }                                                                                              \
+    void qhx_k_matvec_multi_##name##_avx512(const qhx_weight *w, const float *const *x, float *const *y, \
+                                            int64_t nb, int64_t r0, int64_t r1) {                  \
+        matvec_multi(w, x, y, nb, r0, r1, fmt);                                                    \
     }
 
 DEFINE(f32, QHX_W_F32)

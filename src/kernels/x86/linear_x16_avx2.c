@@ -15,6 +15,7 @@
  * f32-activation AVX2 kernels. */
 #include <immintrin.h>
 #include <math.h>
+#include <string.h>
 
 #include "kernels/x86/ops_x86.h"
 #include "kernels/x86/f16_x86.h"
@@ -51,7 +52,16 @@ static void quant_x16(const float *x, int64_t cols, int16_t *q, float *dx) {
         m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
         m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
         float mx = _mm_cvtss_f32(m4);
-        float inv = mx > 0.0f && isfinite(mx) ? 32767.0f / mx : 0.0f;
+        /* max_ps drops NaNs, so a block with a NaN or an infinity is found apart: its scale is NaN
+           and its codes 0, so every output it touches is NaN, as the f32 kernels give */
+        __m256 bad = _mm256_or_ps(_mm256_or_ps(_mm256_cmp_ps(v0, v0, _CMP_UNORD_Q), _mm256_cmp_ps(v1, v1, _CMP_UNORD_Q)),
+                                  _mm256_or_ps(_mm256_cmp_ps(v2, v2, _CMP_UNORD_Q), _mm256_cmp_ps(v3, v3, _CMP_UNORD_Q)));
+        if (_mm256_movemask_ps(bad) || isinf(mx)) {
+            memset(q + 32 * b, 0, 32 * sizeof *q);
+            dx[b] = NAN;
+            continue;
+        }
+        float inv = mx > 0.0f ? 32767.0f / mx : 0.0f;
         dx[b] = inv > 0.0f ? mx / 32767.0f : 0.0f;
         __m256 iv = _mm256_set1_ps(inv);
         __m256i a = _mm256_packs_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(v0, iv)), _mm256_cvtps_epi32(_mm256_mul_ps(v1, iv)));
@@ -98,6 +108,85 @@ void qhx_k_matvec_q8_x16_avx2(const qhx_weight *w, const float *x, float *y, int
     if (w->cols >= ROW_BLOCK_MIN_BYTES)
         for (; r + 4 <= r1; r += 4) q8_rows(w, xq, dx, y, r, 4);
     for (; r < r1; r++) q8_rows(w, xq, dx, y, r, 1);
+}
+
+/* The multi-row twin: weight row r widened to int16 once per block and used by every activation
+ * row of the call, each (r, b) with q8_rows' R = 1 arithmetic in its order (the exact int32 block
+ * sums, the FMA per block, hsum, the row scale), so y[b][r] has the single-row kernel's bits.
+ * The activations are quantized once each, as the single-row kernel does per call (each
+ * 2 * cols + cols / 8 bytes on the stack: 288 KiB at 8 rows of 16384). */
+AI void q8_row_multi(const qhx_weight *w, const int16_t *const *xq, const float *const *dx, float *const *y, int64_t r,
+                     int NB) {
+    const int64_t nb = w->cols / 32;
+    const int8_t *p = (const int8_t *)w->data + (size_t)r * (size_t)w->cols;
+    __m256 acc[QHX_MATVEC_MULTI_MAX];
+    for (int b = 0; b < NB; b++) acc[b] = _mm256_setzero_ps();
+    for (int64_t k = 0; k < nb; k++) {
+        __m256i w0 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(p + 32 * k)));
+        __m256i w1 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(p + 32 * k + 16)));
+        for (int b = 0; b < NB; b++) {
+            __m256i xa = _mm256_loadu_si256((const __m256i *)(xq[b] + 32 * k));
+            __m256i xb = _mm256_loadu_si256((const __m256i *)(xq[b] + 32 * k + 16));
+            __m256i s = _mm256_add_epi32(_mm256_madd_epi16(w0, xa), _mm256_madd_epi16(w1, xb));
+            acc[b] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_broadcast_ss(dx[b] + k), acc[b]);
+        }
+    }
+    for (int b = 0; b < NB; b++) y[b][r] = hsum(acc[b]) * w->scales[r];
+}
+
+#define MULTI_L1_BYTES (24 * 1024)
+#define MULTI_BLOCK_BYTES (192 * 1024)
+
+/* A constant tile width per call, so the loops unroll. */
+AI void q8_tile(const qhx_weight *w, const int16_t *const *xq, const float *const *dx, float *const *y, int64_t r,
+                int n) {
+    switch (n) {
+    case 1: q8_row_multi(w, xq, dx, y, r, 1); break;
+    case 2: q8_row_multi(w, xq, dx, y, r, 2); break;
+    case 3: q8_row_multi(w, xq, dx, y, r, 3); break;
+    case 4: q8_row_multi(w, xq, dx, y, r, 4); break;
+    case 5: q8_row_multi(w, xq, dx, y, r, 5); break;
+    case 6: q8_row_multi(w, xq, dx, y, r, 6); break;
+    case 7: q8_row_multi(w, xq, dx, y, r, 7); break;
+    default: q8_row_multi(w, xq, dx, y, r, 8); break;
+    }
+}
+
+static void q8_multi_up_to_max(const qhx_weight *w, const float *const *x, float *const *y, int nbr, int64_t r0,
+                               int64_t r1) {
+    _Alignas(32) int16_t xq[QHX_MATVEC_MULTI_MAX][XQ_MAX_COLS];
+    _Alignas(32) float dx[QHX_MATVEC_MULTI_MAX][XQ_MAX_COLS / 32];
+    const int16_t *xp[QHX_MATVEC_MULTI_MAX];
+    const float *dp[QHX_MATVEC_MULTI_MAX];
+    for (int b = 0; b < nbr; b++) {
+        quant_x16(x[b], w->cols, xq[b], dx[b]);
+        xp[b] = xq[b], dp[b] = dx[b];
+    }
+    /* tiles whose int16 rows stay in L1, each going over a block of weight rows that stays in L2 */
+    int per_tile = (int)(MULTI_L1_BYTES / (w->cols * (int64_t)sizeof(int16_t)));
+    per_tile = per_tile < 1 ? 1 : per_tile > QHX_MATVEC_MULTI_MAX ? QHX_MATVEC_MULTI_MAX : per_tile;
+    const int tiles = (nbr + per_tile - 1) / per_tile;
+    int64_t blk = tiles == 1 ? r1 - r0 : MULTI_BLOCK_BYTES / w->cols;
+    if (blk < 1) blk = 1;
+    for (int64_t a = r0; a < r1; a += blk) {
+        int64_t e = a + blk < r1 ? a + blk : r1;
+        for (int t = 0, b0 = 0; t < tiles; t++) {
+            const int n = nbr / tiles + (t < nbr % tiles);
+            for (int64_t r = a; r < e; r++) q8_tile(w, xp + b0, dp + b0, y + b0, r, n);
+            b0 += n;
+        }
+    }
+}
+
+void qhx_k_matvec_multi_q8_x16_avx2(const qhx_weight *w, const float *const *x, float *const *y, int64_t nb,
+                                    int64_t r0, int64_t r1) {
+    if (w->cols % 32 || w->cols > XQ_MAX_COLS) {
+        for (int64_t b = 0; b < nb; b++) qhx_k_matvec_q8_avx2(w, x[b], y[b], r0, r1);
+        return;
+    }
+    for (int64_t b = 0; b < nb; b += QHX_MATVEC_MULTI_MAX) /* more rows than the contract's bound: in turn */
+        q8_multi_up_to_max(w, x + b, y + b, (int)(nb - b < QHX_MATVEC_MULTI_MAX ? nb - b : QHX_MATVEC_MULTI_MAX), r0,
+                           r1);
 }
 
 /* ---- Q4, group 32: 16 bytes of codes (value i low nibble, i + 16 high) and one f32 scale -------- */

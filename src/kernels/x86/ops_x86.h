@@ -22,6 +22,9 @@ void qhx_k_delta_chunked_f32_avx512(float *S, const float *q, int64_t ldq, const
 
 /* Q8 / Q4 decode matvec with the activation vector as int16 blocks (linear_x16_avx2.c). */
 void qhx_k_matvec_q8_x16_avx2(const qhx_weight *w, const float *x, float *y, int64_t r0, int64_t r1);
+/* its multi-row twin (kernels.h qhx_matvec_multi_fn; bitwise its results per row) */
+void qhx_k_matvec_multi_q8_x16_avx2(const qhx_weight *w, const float *const *x, float *const *y, int64_t nb,
+                                    int64_t r0, int64_t r1);
 void qhx_k_matvec_q4_x16_avx2(const qhx_weight *w, const float *x, float *y, int64_t r0, int64_t r1);
 
 /* Prefill matmul as a packed-panel GEMM (gemm_avx2.c). */

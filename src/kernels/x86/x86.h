@@ -69,6 +69,17 @@ void qhx_k_matmul_q8_avx2(const qhx_weight *w, const float *X, int64_t ldx, floa
 void qhx_k_matmul_q4_avx2(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy,
                           int64_t n, int64_t r0, int64_t r1);
 
+/* kernels.h's qhx_matvec_multi_fn twins of the F32, F16, BF16 and Q8 matvecs above (bitwise their
+ * results per row): each weight row widened once for every activation row of the call. */
+void qhx_k_matvec_multi_f32_avx2(const qhx_weight *w, const float *const *x, float *const *y, int64_t nb,
+                                 int64_t r0, int64_t r1);
+void qhx_k_matvec_multi_f16_avx2(const qhx_weight *w, const float *const *x, float *const *y, int64_t nb,
+                                 int64_t r0, int64_t r1);
+void qhx_k_matvec_multi_bf16_avx2(const qhx_weight *w, const float *const *x, float *const *y, int64_t nb,
+                                  int64_t r0, int64_t r1);
+void qhx_k_matvec_multi_q8_avx2(const qhx_weight *w, const float *const *x, float *const *y, int64_t nb,
+                                int64_t r0, int64_t r1);
+
 /* ---- AVX2, Q4 with int8 activations (q4i8x_avx2.c; the matvec through qhx_kern_install_x86_int8) */
 
 void qhx_k_matvec_q4_i8x_avx2(const qhx_weight *w, const float *x, float *y, int64_t r0, int64_t r1);
@@ -151,6 +162,16 @@ void qhx_k_matmul_q8_avx512(const qhx_weight *w, const float *X, int64_t ldx, fl
                             int64_t ldy, int64_t n, int64_t r0, int64_t r1);
 void qhx_k_matmul_q4_avx512(const qhx_weight *w, const float *X, int64_t ldx, float *Y,
                             int64_t ldy, int64_t n, int64_t r0, int64_t r1);
+
+/* The multi-row twins of the F32, F16, BF16 and Q8 matvecs above (bitwise their results per row). */
+void qhx_k_matvec_multi_f32_avx512(const qhx_weight *w, const float *const *x, float *const *y, int64_t nb,
+                                   int64_t r0, int64_t r1);
+void qhx_k_matvec_multi_f16_avx512(const qhx_weight *w, const float *const *x, float *const *y, int64_t nb,
+                                   int64_t r0, int64_t r1);
+void qhx_k_matvec_multi_bf16_avx512(const qhx_weight *w, const float *const *x, float *const *y, int64_t nb,
+                                    int64_t r0, int64_t r1);
+void qhx_k_matvec_multi_q8_avx512(const qhx_weight *w, const float *const *x, float *const *y, int64_t nb,
+                                  int64_t r0, int64_t r1);
 
 /* ---- AVX-512 + VNNI, Q4 with int8 activations (q4i8x_avx512.c; not installed by default) --- */
 
