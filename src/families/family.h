@@ -221,8 +221,9 @@ typedef struct qhx_family_desc {
     const char *name;                     /* the manifest's family, e.g. "qwen3_5" */
     const char *title;                    /* as people write it, e.g. "Qwen3.5" */
     const char *const *model_types;       /* config.json model_type values it reads; NULL ends */
-    qhx_chat_family chat;                 /* how its prompts are written (text/tokenizer.h) */
-    bool thinking;                        /* its chat format has a thinking mode (<think>) */
+    qhx_chat_family chat;                 /* how its prompts are written: turns, thinking, tools,
+                                             images (text/tokenizer.h qhx_chat_style; defined in
+                                             the family's chat.c) */
     const qhx_family_host_op *host_ops;   /* the host-ops it offers; name NULL ends. A checkpoint
                                              folder runs the first whose loop takes images when
                                              it has a vision tower and opens for images

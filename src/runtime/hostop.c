@@ -53,16 +53,18 @@ qhx_status qhx_chat_turn_text(const qhx_model *m, const qhx_session *s, const qh
         *len_out = len;
         return QHX_OK;
     }
-    /* close the previous answer: its stop token (<|im_end|>) is pending and fed with this turn;
-     * after any other stop (length, a stop string, a callback) the marker has to be added */
-    const char *sep = s->last_stop == QHX_STOP_TOKEN ? "\n" : "<|im_end|>\n";
-    size_t n_sep = strlen(sep);
+    /* close the previous answer: its stop token (the end of turn) is pending and fed with this
+     * turn; after any other stop (length, a stop string, a callback) the marker has to be added */
+    const qhx_chat_style *f = qhx_model_chat_style(m);
+    const char *end = s->last_stop == QHX_STOP_TOKEN ? "" : f->turn_end;
+    size_t n_end = strlen(end), n_sep = n_end + strlen(f->turn_sep);
     char *t = qhx_malloc(n_sep + len + 1);
     if (!t) {
         qhx_free(body);
         return qhx_fail(err, QHX_E_NOMEM, "chat: out of memory");
     }
-    memcpy(t, sep, n_sep);
+    memcpy(t, end, n_end);
+    memcpy(t + n_end, f->turn_sep, n_sep - n_end);
     memcpy(t + n_sep, body, len + 1);
     qhx_free(body);
     *out = t;
@@ -206,8 +208,7 @@ static qhx_status generate_tokens(qhx_session *s, const qhx_generate_params *p, 
     if (!s->has_logits) return qhx_fail(err, QHX_E_ARG, "generate: feed a prompt first");
     uint64_t t0 = qhx_time_ns();
     st.stop = QHX_STOP_LENGTH;
-    /* both chat formats (ChatML) end a turn with <|im_end|> */
-    qhx_token turn_end = p->stop_at_turn_end ? qhx_model_token_id(s->m, "<|im_end|>") : -1;
+    qhx_token turn_end = p->stop_at_turn_end ? qhx_model_turn_end(s->m) : -1;
     for (int64_t k = 0; k < p->max_tokens; k++) {
         if (s->params.abort_cb && s->params.abort_cb(s->params.abort_user)) {
             rc = qhx_fail(err, QHX_E_ABORTED, "generate: interrupted after %lld tokens", (long long)k);

@@ -263,6 +263,10 @@ const qhx_model_config *qhx_model_get_config(const qhx_model *m) { return &m->cf
 int64_t qhx_model_n_vocab(const qhx_model *m) { return m ? m->cfg.vocab_size : 0; }
 void qhx_model_backend_info(const qhx_model *m, qhx_backend_info *out) { m->backend->info(m->graphs, out); }
 qhx_chat_family qhx_model_chat_style(const qhx_model *m) { return m->family->chat; }
+qhx_token qhx_model_turn_end(const qhx_model *m) {
+    const qhx_chat_style *f = m ? m->family->chat : NULL;
+    return f && f->turn_end && m->tok ? qhx_tok_token_to_id(m->tok, f->turn_end) : -1;
+}
 
 const qhx_st_set *qhx_model_tensors(const qhx_model *m) { return m->backend->tensors(m->graphs); }
 

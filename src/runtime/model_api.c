@@ -14,7 +14,7 @@ const char *qhx_model_family_name(const qhx_model *m) { return m ? m->family->na
 const char *qhx_model_family_title(const qhx_model *m) { return m ? m->family->title : "?"; }
 const char *qhx_model_host_op(const qhx_model *m) { return m ? m->host_op->name : "?"; }
 int qhx_model_takes_images(const qhx_model *m) { return m && m->images; }
-int qhx_model_has_thinking(const qhx_model *m) { return m && m->family->thinking; }
+int qhx_model_has_thinking(const qhx_model *m) { return m && m->family->chat->think_open != NULL; }
 
 int64_t qhx_model_kv_bytes_per_token(const qhx_model *m) {
     if (!m) return 0;
