@@ -197,6 +197,19 @@ QHX_API const char *qhx_model_host_op(const qhx_model *model);
 QHX_API int qhx_model_takes_images(const qhx_model *model);
 /* Whether the model's chat format has a thinking mode (--think / enable_thinking). */
 QHX_API int qhx_model_has_thinking(const qhx_model *model);
+/* How the model family's chat format marks what a front end reads in an answer. The strings
+ * are the library's (static); NULL where the format has no such marker. model NULL: the
+ * markers of the build's first family (for code that handles text without a model). */
+typedef struct qhx_chat_markers {
+    const char *turn_start;               /* the token that opens a turn (its role follows) */
+    const char *turn_end;                 /* the token that ends a turn (and an answer) */
+    const char *think_open, *think_close; /* a thinking block */
+    const char *tool_open, *tool_close;   /* around one tool call in an answer */
+    /* an answer forced to call a tool starts with tool_prefix (any function), or with
+     * tool_prefix NAME tool_named (the function NAME) */
+    const char *tool_prefix, *tool_named;
+} qhx_chat_markers;
+QHX_API void qhx_model_chat_markers(const qhx_model *model, qhx_chat_markers *out /* OUT */);
 /* Bytes of KV cache one token of context takes in a session of this model (every attention
  * layer's keys and values in the model's KV element type); for sizing a context to memory. */
 QHX_API int64_t qhx_model_kv_bytes_per_token(const qhx_model *model);

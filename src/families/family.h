@@ -244,6 +244,7 @@ typedef struct qhx_family_desc {
 
 /* registry.c: the families of this build. */
 const qhx_family_desc *qhx_family_find(const char *name);              /* NULL if unknown */
+const qhx_family_desc *qhx_family_first(void);                         /* the first listed */
 const qhx_family_desc *qhx_family_for_model_type(const char *model_type); /* NULL if unknown */
 const qhx_family_host_op *qhx_family_host_op_find(const qhx_family_desc *f, const char *name);
 /* The host-op a checkpoint folder runs (see host_ops above). */

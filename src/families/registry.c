@@ -20,6 +20,8 @@ const qhx_family_desc *qhx_family_find(const char *name) {
     return NULL;
 }
 
+const qhx_family_desc *qhx_family_first(void) { return FAMILIES[0]; }
+
 const qhx_family_desc *qhx_family_for_model_type(const char *model_type) {
     for (size_t i = 0; model_type && i < N_FAMILIES; i++)
         for (const char *const *t = FAMILIES[i]->model_types; *t; t++)

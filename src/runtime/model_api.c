@@ -16,6 +16,15 @@ const char *qhx_model_host_op(const qhx_model *m) { return m ? m->host_op->name 
 int qhx_model_takes_images(const qhx_model *m) { return m && m->images; }
 int qhx_model_has_thinking(const qhx_model *m) { return m && m->family->chat->think_open != NULL; }
 
+void qhx_model_chat_markers(const qhx_model *m, qhx_chat_markers *out) {
+    if (!out) return;
+    const qhx_chat_style *f = (m ? m->family : qhx_family_first())->chat;
+    *out = (qhx_chat_markers){.turn_start = f->turn_start, .turn_end = f->turn_end,
+                              .think_open = f->think_open, .think_close = f->think_close,
+                              .tool_open = f->tool_open, .tool_close = f->tool_close,
+                              .tool_prefix = f->tool_prefix, .tool_named = f->tool_named};
+}
+
 int64_t qhx_model_kv_bytes_per_token(const qhx_model *m) {
     if (!m) return 0;
     const qhx_model_config *c = &m->cfg;

@@ -247,8 +247,8 @@ static int start_job(slot *sl) {
             drop_ckpts_above(sl, from);
         }
     } else if (from == 0 && sl->n_hist) slot_forget(sl);
-    /* a chat prompt goes in two pieces with a checkpoint between: up to its last
-       <|im_start|> (the assistant header the answer follows), where the next turn's prompt
+    /* a chat prompt goes in two pieces with a checkpoint between: up to its last turn start
+       (the assistant header the answer follows), where the next turn's prompt
        parts from this one (the template renders an earlier answer without the think block the
        generation prompt opened) */
     size_t cut = n;
@@ -522,8 +522,10 @@ qhx_status srv_engine_start(const qhx_model *m, const srv_config *cfg, srv_stats
     e->stats = stats;
     e->n_slots = cfg->parallel < 1 ? 1 : cfg->parallel > MAX_SLOTS ? MAX_SLOTS : cfg->parallel;
     e->q_cap = cfg->queue > 0 ? cfg->queue : 1;
-    e->turn_end = qhx_model_token_id(m, "<|im_end|>");
-    e->turn_start = qhx_model_token_id(m, "<|im_start|>");
+    qhx_chat_markers mk;
+    qhx_model_chat_markers(m, &mk);
+    e->turn_end = qhx_model_token_id(m, mk.turn_end);
+    e->turn_start = qhx_model_token_id(m, mk.turn_start);
     e->slots = calloc((size_t)e->n_slots, sizeof *e->slots);
     e->queue = calloc((size_t)e->q_cap, sizeof *e->queue);
     qhx_status rc = QHX_OK;

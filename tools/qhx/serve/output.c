@@ -1,10 +1,11 @@
 /* output.c: what a job's generated tokens become. The text goes through three stages:
  *   1. stop strings: matched on the text (across token boundaries); the text that could still
  *      be the start of a stop string is held back, a match ends the answer and is not emitted;
- *   2. the router: before "</think>" (when the prompt opened a think block) the text is
- *      reasoning_content; after it, content; from "<tool_call>" on (when tools were offered) it
- *      is kept whole and parsed into tool_calls at the end (Qwen3.5's <function=...> blocks and
- *      Qwen3-VL's JSON objects; text with no call that parses goes out as content);
+ *   2. the router: before the end of the think block (when the prompt opened one) the text is
+ *      reasoning_content; after it, content; from the start of a tool call on (when tools were
+ *      offered) it is kept whole and parsed into tool_calls at the end (blocks of parameters or
+ *      JSON objects; text with no call that parses goes out as content); the markers are the
+ *      model's chat format's (qhx_model_chat_markers);
  *   3. the response: SSE chunks as text is routed (streaming) or one body at the end.
  * Also here: jobs and buffers, the error JSON. */
 #include "serve.h"
@@ -208,13 +209,16 @@ static json_t *parse_json_call(const char *p, const char *end) {
     return fn;
 }
 
-json_t *srv_parse_tool_calls(const char *text, size_t len, const char *id_seed) {
+/* The calls between the chat format's tool_open and tool_close markers. */
+static json_t *parse_tool_calls(const qhx_chat_markers *mk, const char *text, size_t len, const char *id_seed) {
     const char *p = text, *end = text + len;
+    if (!mk->tool_open || !mk->tool_close) return NULL;
+    const size_t n_open = strlen(mk->tool_open), n_close = strlen(mk->tool_close);
     json_t *calls = json_array();
     int k = 0;
-    while ((p = find(p, end, "<tool_call>"))) {
-        p += 11;
-        const char *close = find(p, end, "</tool_call>");
+    while ((p = find(p, end, mk->tool_open))) {
+        p += n_open;
+        const char *close = find(p, end, mk->tool_close);
         const char *bend = close ? close : end;
         const char *q = p;
         while (q < bend && (*q == ' ' || *q == '\n' || *q == '\r' || *q == '\t')) q++;
@@ -225,7 +229,7 @@ json_t *srv_parse_tool_calls(const char *text, size_t len, const char *id_seed) 
             json_array_append_new(calls, json_pack("{s:s,s:s,s:o}", "id", id, "type", "function", "function", fn));
         }
         if (!close) break;
-        p = close + 12;
+        p = close + n_close;
     }
     if (json_array_size(calls) == 0) {
         json_decref(calls);
@@ -234,19 +238,26 @@ json_t *srv_parse_tool_calls(const char *text, size_t len, const char *id_seed) 
     return calls;
 }
 
+json_t *srv_parse_tool_calls(const char *text, size_t len, const char *id_seed) {
+    qhx_chat_markers mk;
+    qhx_model_chat_markers(NULL, &mk);
+    return parse_tool_calls(&mk, text, len, id_seed);
+}
+
 /* ==== the pipeline =========================================================================== */
 
 enum { MODE_REASONING, MODE_CONTENT, MODE_TOOLS };
 
 struct srv_output {
     const qhx_model *m;
+    qhx_chat_markers mk; /* the model's chat format: where reasoning ends, where a call starts */
     srv_job *j;
     srv_buf raw;       /* every byte generated */
     size_t raw_done;   /* bytes of raw passed on past the stop check */
     size_t max_stop;
     bool stopped;
     int mode;
-    bool strip_lead;   /* content right after </think>: its leading newlines are the template's */
+    bool strip_lead;   /* content right after the think block: its leading newlines are the template's */
     srv_buf pend;      /* routed text not yet given to a channel (could start a marker) */
     srv_buf tools;     /* MODE_TOOLS: the tool-call text */
     srv_buf d_content, d_reasoning; /* streaming: this chunk's deltas */
@@ -259,6 +270,7 @@ srv_output *srv_output_new(const qhx_model *m, srv_job *j) {
     srv_output *o = calloc(1, sizeof *o);
     if (!o) return NULL;
     o->m = m;
+    qhx_model_chat_markers(m, &o->mk);
     o->j = j;
     o->mode = j->kind == SRV_CHAT && j->thinking ? MODE_REASONING : MODE_CONTENT;
     for (size_t i = 0; i < j->n_stops; i++)
@@ -325,7 +337,7 @@ static int route(srv_output *o, bool at_end) {
             if (b->n == 0 && !at_end) return 0;
             o->strip_lead = false;
         }
-        const char *marker = o->mode == MODE_REASONING ? "</think>" : o->j->tools ? "<tool_call>" : NULL;
+        const char *marker = o->mode == MODE_REASONING ? o->mk.think_close : o->j->tools ? o->mk.tool_open : NULL;
         if (!marker) {
             if (give(o, o->mode, b->p, b->n)) return -1;
             b->n = 0;
@@ -542,7 +554,7 @@ int srv_output_end(srv_output *o) {
     srv_job *j = o->j;
     if (!o->stopped && pass_on(o, o->raw.n, true)) return -1;
     if (route(o, true)) return -1;
-    json_t *calls = o->tools.n ? srv_parse_tool_calls(o->tools.p, o->tools.n, j->id) : NULL;
+    json_t *calls = o->tools.n ? parse_tool_calls(&o->mk, o->tools.p, o->tools.n, j->id) : NULL;
     if (o->tools.n && !calls && give(o, MODE_CONTENT, o->tools.p, o->tools.n)) return -1;
     if (calls && j->finish == SRV_FINISH_STOP) j->finish = SRV_FINISH_TOOLS;
     if (!j->stream) {
