@@ -350,11 +350,19 @@ typedef struct qhx_generate_params {
        the grammar may end, so the output is always a sentence of it unless cut by max_tokens
        or the callback). The constraint follows the tokens; the caller owns it. */
     qhx_constraint *constraint;
+    /* Stop strings (n_stops, each non-empty; NULL for none), matched on the decoded text across
+       token boundaries: on_token gets only text that can no longer be the start of one, and the
+       answer ends (QHX_STOP_STRING) when one completes, its text and what follows never given.
+       The token that completed it is reported (with the text before the string) and pending. */
+    const char *const *stops;
+    size_t n_stops;
 } qhx_generate_params;
 
 /* QHX_STOP_GRAMMAR: the constraint's output was complete and nothing (not even a stop token,
- * under ignore_stop) could follow. */
-typedef enum qhx_stop_reason { QHX_STOP_LENGTH = 0, QHX_STOP_TOKEN, QHX_STOP_CALLBACK, QHX_STOP_GRAMMAR } qhx_stop_reason;
+ * under ignore_stop) could follow. QHX_STOP_STRING: a stop string completed. */
+typedef enum qhx_stop_reason {
+    QHX_STOP_LENGTH = 0, QHX_STOP_TOKEN, QHX_STOP_CALLBACK, QHX_STOP_GRAMMAR, QHX_STOP_STRING
+} qhx_stop_reason;
 
 typedef struct qhx_generate_stats {
     int64_t n_prompt;      /* tokens fed by feed calls since the last generate */
@@ -566,6 +574,58 @@ QHX_API void qhx_sampler_delete(qhx_sampler_handle *smp);
 QHX_API void qhx_sampler_push(qhx_sampler_handle *smp, qhx_token token);
 /* The next token from logits (qhx_model_n_vocab values); -1 when they hold a NaN or +Inf. */
 QHX_API qhx_token qhx_sampler_pick(qhx_sampler_handle *smp, const float *logits);
+
+/* Generation steps: the loop qhx_session_generate runs, one token at a time, for a front end
+ * that steps its sessions itself (a server batching several with qhx_sessions_decode). A
+ * decoder is one answer: its sampler (penalties over the tokens pushed and chosen), the
+ * constraint, the stop ids and end-of-turn token, stop strings across token boundaries, the
+ * streaming text, max_tokens and cancellation, exactly as qhx_session_generate applies them.
+ * Owned: qhx_decoder_free. */
+typedef struct qhx_decoder qhx_decoder;
+typedef struct qhx_decoder_params {
+    qhx_sample_params sampling;
+    int64_t max_tokens;          /* > 0: the answer ends (QHX_STOP_LENGTH) after that many */
+    int ignore_stop;             /* as qhx_generate_params */
+    int stop_at_turn_end;
+    const char *const *stops;    /* as qhx_generate_params; borrowed for the decoder's life */
+    size_t n_stops;
+    qhx_constraint *constraint;  /* borrowed, NULL for none */
+    int (*abort_cb)(void *user); /* polled before each step: non-zero -> QHX_E_ABORTED */
+    void *abort_user;
+} qhx_decoder_params;
+QHX_API qhx_status qhx_decoder_create(const qhx_model *model, const qhx_decoder_params *params,
+                                      qhx_decoder **out /* OUT, owned */, qhx_error *err);
+QHX_API void qhx_decoder_free(qhx_decoder *d); /* NULL is a no-op */
+/* Record prompt tokens for the penalties' window. */
+QHX_API void qhx_decoder_push(qhx_decoder *d, const qhx_token *ids, size_t n);
+typedef struct qhx_decoder_step {
+    qhx_token token;     /* the chosen token, -1 when none (the grammar's output was complete) */
+    int report;          /* the token is part of the answer: pass it and text on */
+    int feed;            /* the answer goes on: feed token to the session, then step again */
+    const char *text;    /* the text that became final with it (borrowed until the next call) */
+    size_t len;
+    qhx_stop_reason stop; /* !feed: why the answer ended (a stop token is not reported) */
+} qhx_decoder_step;
+/* One step from logits (qhx_model_n_vocab values, e.g. qhx_session_logits). Errors:
+ * QHX_E_ABORTED (abort_cb), QHX_E_FORMAT (NaN or Inf in the logits), a constraint's error,
+ * QHX_E_NOMEM; QHX_E_ARG after the answer ended. */
+QHX_API qhx_status qhx_decoder_next(qhx_decoder *d, const float *logits, qhx_decoder_step *out /* OUT */,
+                                    qhx_error *err);
+/* At the end of the answer: the text still held (an incomplete UTF-8 tail, a possible start of a
+ * stop string), borrowed until the decoder is freed. */
+QHX_API qhx_status qhx_decoder_finish(qhx_decoder *d, const char **text, size_t *len, qhx_error *err);
+
+/* Stop strings over a stream of text on their own (what the decoder applies): push text, get
+ * what can no longer be the start of one; 1 when one completed (the text before it was given,
+ * nothing more is), 0 to go on, -1 out of memory. The strings are borrowed. */
+typedef struct qhx_stop_matcher qhx_stop_matcher;
+QHX_API qhx_status qhx_stop_matcher_create(const char *const *stops, size_t n, qhx_stop_matcher **out /* OUT */,
+                                           qhx_error *err);
+QHX_API int qhx_stop_matcher_push(qhx_stop_matcher *sm, const char *text, size_t len, const char **out,
+                                  size_t *out_len);
+/* The end: what is still held (0), or the text up to a stop string completing in it (1). */
+QHX_API int qhx_stop_matcher_finish(qhx_stop_matcher *sm, const char **out, size_t *out_len);
+QHX_API void qhx_stop_matcher_free(qhx_stop_matcher *sm);
 
 /* Streaming detokenizer: push ids, get the text each completes (never half a UTF-8
  * sequence); the concatenation of every push and the final flush is qhx_detokenize of all.

@@ -4,6 +4,7 @@
 #include "core/alloc.h"
 #include "core/time.h"
 #include "runtime/constrain.h"
+#include "runtime/gen.h"
 #include "runtime/session_impl.h"
 
 #include <string.h>
@@ -156,43 +157,6 @@ static qhx_status image_feed_chat(qhx_session *s, const qhx_chat_msg *msgs, size
 
 /* ---- generation ---------------------------------------------------------------------------- */
 
-/* Report a token (and whatever text it completes) to the callback. Returns 1 when the callback
- * asks to stop, 0 to go on, -1 when the text could not be made (out of memory; err set, and the
- * token is not reported). */
-static int emit(qhx_session *s, const qhx_generate_params *p, qhx_token t, qhx_error *err) {
-    const char *text = "";
-    size_t len = 0;
-    if (s->stream && qhx_tok_stream_push(s->stream, t, &text, &len, err) != QHX_OK) return -1;
-    return p->on_token ? p->on_token(p->user, t, text, len) != 0 : 0;
-}
-
-/* The text the stream still holds (an incomplete UTF-8 tail), reported with token -1. */
-static qhx_status flush_stream(qhx_session *s, const qhx_generate_params *p, qhx_error *err) {
-    const char *text;
-    size_t len = 0;
-    if (!s->stream) return QHX_OK;
-    qhx_status rc = qhx_tok_stream_flush(s->stream, &text, &len, err);
-    if (rc == QHX_OK && len && p->on_token) p->on_token(p->user, -1, text, len);
-    return rc;
-}
-
-static int is_stop(const qhx_model *m, qhx_token t, qhx_token turn_end) {
-    return qhx_model_is_stop(m, t) || (turn_end >= 0 && t == turn_end);
-}
-
-/* The next token: the sampler's, or under a constraint the sampler's among the tokens the
- * grammar allows (-2: none; -1 with *rc set: a grammar cap). -1 with *rc OK: non-finite logits. */
-static qhx_token pick(qhx_session *s, const qhx_generate_params *p, qhx_status *rc, qhx_error *err) {
-    if (!p->constraint) return qhx_sampler_sample(s->smp, s->logits);
-    qhx_error e2 = {0};
-    qhx_token t = qhx_constraint_sample(p->constraint, s->smp, s->logits, !p->ignore_stop, &e2);
-    if (t == -1 && e2.code != QHX_E_FORMAT) { /* non-finite logits are reported by the caller */
-        *rc = e2.code;
-        if (err) *err = e2;
-    }
-    return t;
-}
-
 static qhx_status generate_tokens(qhx_session *s, const qhx_generate_params *p, qhx_generate_stats *stats,
                            qhx_error *err) {
     qhx_generate_stats st = {.n_prompt = s->n_fed, .prefill_ms = s->feed_ms};
@@ -203,58 +167,58 @@ static qhx_status generate_tokens(qhx_session *s, const qhx_generate_params *p, 
         return qhx_fail(err, QHX_E_LIMIT,
                         "prompt (%lld tokens) + generation (%lld) would pass the context of %lld tokens",
                         (long long)held, (long long)p->max_tokens, (long long)n_ctx);
-    qhx_status rc = qhx_session_feed_pending(s, err);
+    qhx_gen g;
+    qhx_gen_params gp = {.smp = s->smp, .record = false /* the feed records what it feeds */, .stream = s->stream,
+                         .constraint = p->constraint, .ignore_stop = p->ignore_stop != 0,
+                         .turn_end = p->stop_at_turn_end ? qhx_model_turn_end(s->m) : -1,
+                         .max_tokens = p->max_tokens, .stops = p->stops, .n_stops = p->stops ? p->n_stops : 0,
+                         .abort_cb = s->params.abort_cb, .abort_user = s->params.abort_user};
+    qhx_status rc = qhx_gen_init(&g, s->m, &gp, err);
     if (rc) return rc;
-    if (!s->has_logits) return qhx_fail(err, QHX_E_ARG, "generate: feed a prompt first");
+    if ((rc = qhx_session_feed_pending(s, err))) goto out;
+    if (!s->has_logits) {
+        rc = qhx_fail(err, QHX_E_ARG, "generate: feed a prompt first");
+        goto out;
+    }
     uint64_t t0 = qhx_time_ns();
     st.stop = QHX_STOP_LENGTH;
-    qhx_token turn_end = p->stop_at_turn_end ? qhx_model_turn_end(s->m) : -1;
-    for (int64_t k = 0; k < p->max_tokens; k++) {
-        if (s->params.abort_cb && s->params.abort_cb(s->params.abort_user)) {
-            rc = qhx_fail(err, QHX_E_ABORTED, "generate: interrupted after %lld tokens", (long long)k);
-            break;
+    for (;;) {
+        qhx_gen_step step;
+        if ((rc = qhx_gen_next(&g, s->logits, &step, err))) {
+            if (g.nonfinite)
+                rc = qhx_fail(err, QHX_E_FORMAT,
+                              "generate: the logits after %lld tokens are not finite (NaN or Inf): the weights "
+                              "or the computation overflowed", (long long)qhx_session_n_past(s));
+            break; /* a token the step refused is dropped: the state never held it */
         }
-        qhx_token t = pick(s, p, &rc, err);
-        if (t == -2) { /* the grammar's output is complete and nothing may follow */
-            st.stop = QHX_STOP_GRAMMAR;
-            break;
-        }
-        if (rc) break;
-        if (t < 0) {
-            rc = qhx_fail(err, QHX_E_FORMAT,
-                          "generate: the logits after %lld tokens are not finite (NaN or Inf): the weights "
-                          "or the computation overflowed", (long long)qhx_session_n_past(s));
-            break;
-        }
-        if (!p->ignore_stop && (is_stop(s->m, t, turn_end) || qhx_constraint_is_end(p->constraint, t))) {
-            s->pending = t;
-            st.stop = QHX_STOP_TOKEN;
-            break;
-        }
-        if (p->constraint && (rc = qhx_constraint_accept(p->constraint, t, err))) break;
-        int e = emit(s, p, t, err);
-        if (e < 0) { /* t is dropped: the state never held it */
-            rc = QHX_E_NOMEM;
+        st.stop = step.stop;
+        if (!step.report) { /* a stop token stays pending: fed by the next call, closing the turn */
+            if (step.token >= 0) s->pending = step.token;
             break;
         }
         st.n_generated++;
-        if (e) {
-            s->pending = t;
-            st.stop = QHX_STOP_CALLBACK;
+        int e = p->on_token ? p->on_token(p->user, step.token, step.text, step.len) != 0 : 0;
+        if (e && step.stop != QHX_STOP_STRING) st.stop = QHX_STOP_CALLBACK; /* before the length */
+        if (e || !step.feed) {
+            s->pending = step.token; /* fed by the next call, so the state never holds a token twice */
             break;
         }
-        if (k + 1 == p->max_tokens) {
-            s->pending = t; /* fed by the next call, so the state never holds a token twice */
-            break;
-        }
-        if ((rc = qhx_session_decode(s, t, err))) break;
+        if ((rc = qhx_session_decode(s, step.token, err))) break;
     }
-    if (rc == QHX_OK) rc = flush_stream(s, p, err);
-    else flush_stream(s, p, NULL);
+    const char *tail;
+    size_t n_tail = 0;
+    bool matched = false;
+    qhx_status frc = qhx_gen_finish(&g, &tail, &n_tail, &matched, rc ? NULL : err);
+    if (frc == QHX_OK && n_tail && p->on_token) p->on_token(p->user, -1, tail, n_tail);
+    if (rc == QHX_OK) rc = frc;
+    /* a stop string completed by the detokenizer's last bytes ends the text there too */
+    if (matched && st.stop != QHX_STOP_TOKEN && st.stop != QHX_STOP_GRAMMAR) st.stop = QHX_STOP_STRING;
     s->last_stop = st.stop;
     st.decode_ms = (double)(qhx_time_ns() - t0) / 1e6;
     s->n_fed = 0;
     s->feed_ms = 0;
+out:
+    qhx_gen_deinit(&g);
     if (stats) *stats = st;
     return rc;
 }

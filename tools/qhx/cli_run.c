@@ -383,7 +383,6 @@ void qhx_run_out_init(qhx_run_out *out, const qhx_run_opts *o, bool print_ids, b
 }
 
 void qhx_run_out_free(qhx_run_out *out) {
-    free(out->held);
     free(out->text);
     free(out->ids);
     memset(out, 0, sizeof *out);
@@ -415,30 +414,6 @@ static void emit_text(qhx_run_out *out, const char *p, size_t n) {
     if (out->collect && !grow_put(&out->text, &out->n_text, &out->cap_text, p, n)) out->failed = true;
 }
 
-/* The earliest stop string in held, as its offset; -1 when none. */
-static ptrdiff_t find_stop(const qhx_run_out *out) {
-    ptrdiff_t best = -1;
-    for (int k = 0; k < out->n_stops; k++) {
-        const char *hit = memmem(out->held, out->n_held, out->stops[k], strlen(out->stops[k]));
-        if (hit && (best < 0 || hit - out->held < best)) best = hit - out->held;
-    }
-    return best;
-}
-
-/* The longest tail of held that is the start of a stop string: it must wait for more text. */
-static size_t stop_prefix_tail(const qhx_run_out *out) {
-    size_t keep = 0;
-    for (int k = 0; k < out->n_stops; k++) {
-        size_t m = strlen(out->stops[k]);
-        for (size_t t = m - 1 < out->n_held ? m - 1 : out->n_held; t > keep; t--)
-            if (!memcmp(out->held + out->n_held - t, out->stops[k], t)) {
-                keep = t;
-                break;
-            }
-    }
-    return keep;
-}
-
 int qhx_run_on_token(void *user, qhx_token token, const char *text, size_t len) {
     qhx_run_out *out = user;
     if (token >= 0 && !out->t_first_ns) out->t_first_ns = qhx_cli_time_ns();
@@ -455,37 +430,15 @@ int qhx_run_on_token(void *user, qhx_token token, const char *text, size_t len) 
         }
         if (out->n_ids < out->cap_ids) out->ids[out->n_ids++] = token;
     }
-    if (!out->n_stops) {
-        emit_text(out, text, len);
-        return out->lost;
-    }
-    if (!grow_put(&out->held, &out->n_held, &out->cap_held, text, len)) {
-        out->failed = true;
-        return 1;
-    }
-    ptrdiff_t at = find_stop(out);
-    if (at >= 0) {
-        emit_text(out, out->held, (size_t)at);
-        out->n_held = 0;
-        out->stopped_by_string = true;
-        return 1;
-    }
-    size_t keep = stop_prefix_tail(out);
-    emit_text(out, out->held, out->n_held - keep);
-    memmove(out->held, out->held + out->n_held - keep, keep);
-    out->n_held = keep;
+    emit_text(out, text, len); /* final: the library held back what could start a stop string */
     return out->lost;
-}
-
-void qhx_run_out_finish(qhx_run_out *out) {
-    emit_text(out, out->held, out->n_held);
-    out->n_held = 0;
 }
 
 const char *qhx_run_stop_name(const qhx_generate_stats *st, const qhx_run_out *out, bool context_full,
                               bool was_interrupted) {
     if (was_interrupted) return "interrupted";
-    if (out && out->stopped_by_string) return "stop string";
+    (void)out;
+    if (st->stop == QHX_STOP_STRING) return "stop string";
     if (st->stop == QHX_STOP_TOKEN) return "eos";
     if (st->stop == QHX_STOP_GRAMMAR) return "grammar complete";
     if (context_full) return "context full";
