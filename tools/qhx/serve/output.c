@@ -252,9 +252,7 @@ struct srv_output {
     const qhx_model *m;
     qhx_chat_markers mk; /* the model's chat format: where reasoning ends, where a call starts */
     srv_job *j;
-    srv_buf raw;       /* every byte generated */
-    size_t raw_done;   /* bytes of raw passed on past the stop check */
-    size_t max_stop;
+    qhx_stop_matcher *stops; /* the job's stop strings (the library's matcher; NULL: none) */
     bool stopped;
     int mode;
     bool strip_lead;   /* content right after the think block: its leading newlines are the template's */
@@ -273,8 +271,10 @@ srv_output *srv_output_new(const qhx_model *m, srv_job *j) {
     qhx_model_chat_markers(m, &o->mk);
     o->j = j;
     o->mode = j->kind == SRV_CHAT && j->thinking ? MODE_REASONING : MODE_CONTENT;
-    for (size_t i = 0; i < j->n_stops; i++)
-        if (strlen(j->stops[i]) > o->max_stop) o->max_stop = strlen(j->stops[i]);
+    if (j->n_stops && qhx_stop_matcher_create((const char *const *)j->stops, j->n_stops, &o->stops, NULL)) {
+        free(o);
+        return NULL;
+    }
     if (j->logprobs && !j->stream) j->token_logprobs = json_array();
     /* a forced tool call: its start is in the prompt, and the answer is read as its rest */
     if (j->answer_prefix) {
@@ -289,7 +289,7 @@ srv_output *srv_output_new(const qhx_model *m, srv_job *j) {
 
 void srv_output_free(srv_output *o) {
     if (!o) return;
-    srv_buf_free(&o->raw);
+    qhx_stop_matcher_free(o->stops);
     srv_buf_free(&o->pend);
     srv_buf_free(&o->tools);
     srv_buf_free(&o->d_content);
@@ -363,31 +363,21 @@ static int route(srv_output *o, bool at_end) {
     }
 }
 
-static int pass_on(srv_output *o, size_t upto, bool at_end) {
-    if (upto > o->raw_done && srv_buf_put(&o->pend, o->raw.p + o->raw_done, upto - o->raw_done)) return -1;
-    o->raw_done = upto;
+/* Final text (past the stop check) into the router. */
+static int pass_on(srv_output *o, const char *p, size_t n, bool at_end) {
+    if (n && srv_buf_put(&o->pend, p, n)) return -1;
     return route(o, at_end);
 }
 
-/* The stop check over raw[raw_done..]: 1 when a stop string ends the answer there. */
-static int check_stops(srv_output *o) {
-    srv_job *j = o->j;
-    size_t best = SIZE_MAX;
-    for (size_t i = 0; i < j->n_stops; i++) {
-        const char *at = find(o->raw.p + o->raw_done, o->raw.p + o->raw.n, j->stops[i]);
-        if (at && (size_t)(at - o->raw.p) < best) best = (size_t)(at - o->raw.p);
-    }
-    if (best != SIZE_MAX) {
-        if (pass_on(o, best, false)) return -1;
-        o->stopped = true;
-        return 1;
-    }
-    size_t keep = 0;
-    for (size_t i = 0; i < j->n_stops; i++) {
-        size_t k = partial_suffix(o->raw.p + o->raw_done, o->raw.n - o->raw_done, j->stops[i]);
-        if (k > keep) keep = k;
-    }
-    return pass_on(o, o->raw.n - keep, false);
+/* The stop check (qhx_stop_matcher): 1 when a stop string ends the answer in text. */
+static int check_stops(srv_output *o, const char *text, size_t len) {
+    if (!o->stops) return pass_on(o, text, len, false);
+    const char *fin;
+    size_t n_fin;
+    int hit = qhx_stop_matcher_push(o->stops, text, len, &fin, &n_fin);
+    if (hit < 0 || pass_on(o, fin, n_fin, false)) return -1;
+    if (hit) o->stopped = true;
+    return hit;
 }
 
 /* ---- logprobs ---------------------------------------------------------------------------- */
@@ -543,8 +533,7 @@ int srv_output_token(srv_output *o, qhx_token t, const char *text, size_t len, c
             json_array_append_new(o->lp_chunk, e);
         } else json_array_append_new(j->token_logprobs, e);
     }
-    if (srv_buf_put(&o->raw, text, len)) return -1;
-    int r = check_stops(o);
+    int r = check_stops(o, text, len);
     if (r < 0) return -1;
     if (j->stream && flush_chunk(o, NULL, NULL)) return -1;
     return r;
@@ -552,7 +541,10 @@ int srv_output_token(srv_output *o, qhx_token t, const char *text, size_t len, c
 
 int srv_output_end(srv_output *o) {
     srv_job *j = o->j;
-    if (!o->stopped && pass_on(o, o->raw.n, true)) return -1;
+    const char *fin = "";
+    size_t n_fin = 0;
+    if (!o->stopped && o->stops && qhx_stop_matcher_finish(o->stops, &fin, &n_fin) < 0) return -1;
+    if (!o->stopped && pass_on(o, fin, n_fin, true)) return -1;
     if (route(o, true)) return -1;
     json_t *calls = o->tools.n ? parse_tool_calls(&o->mk, o->tools.p, o->tools.n, j->id) : NULL;
     if (o->tools.n && !calls && give(o, MODE_CONTENT, o->tools.p, o->tools.n)) return -1;
