@@ -282,3 +282,40 @@ qhx_status qhx_session_feed_image(qhx_session *s, const qhx_token *ids, size_t n
     qhx_model_state_attach(qhx_session_state(s), NULL, 0, NULL, 0, NULL); /* the image is the caller's: drop it */
     return rc;
 }
+
+/* ---- the host-op's loops, entered through the session's guard (session.c knows no host-op) --- */
+
+qhx_status qhx_session_feed_chat(qhx_session *s, const qhx_chat_msg *msgs, size_t n, const char *image_path,
+                                 int thinking, qhx_error *err) {
+    qhx_status rc = qhx_session_guard_enter(s, "chat", err);
+    if (rc) return rc;
+    const char *const images[1] = {image_path};
+    const qhx_hostop *h = qhx_hostop_of(qhx_session_model(s));
+    return qhx_session_guard_leave(s, h->feed_chat(s, msgs, n, images, image_path ? 1 : 0, 0, thinking, err));
+}
+
+qhx_status qhx_session_feed_chat_images(qhx_session *s, const qhx_chat_msg *msgs, size_t n,
+                                        const char *const *image_paths, size_t n_images, int thinking,
+                                        qhx_error *err) {
+    qhx_status rc = qhx_session_guard_enter(s, "chat", err);
+    if (rc) return rc;
+    if (n_images > QHX_HOSTOP_MAX_IMAGES)
+        return qhx_session_guard_leave(s, qhx_fail(err, QHX_E_LIMIT, "chat: %zu images in one turn, the limit is %d",
+                                                   n_images, QHX_HOSTOP_MAX_IMAGES));
+    if (n_images && !image_paths)
+        return qhx_session_guard_leave(s, qhx_fail(err, QHX_E_ARG, "chat: %zu images but no paths", n_images));
+    const qhx_hostop *h = qhx_hostop_of(qhx_session_model(s));
+    return qhx_session_guard_leave(s, h->feed_chat(s, msgs, n, image_paths, (int)n_images, 0, thinking, err));
+}
+
+qhx_status qhx_session_generate(qhx_session *s, const qhx_generate_params *p, qhx_generate_stats *stats,
+                                qhx_error *err) {
+    qhx_status rc = qhx_session_guard_enter(s, "generate", err);
+    return rc ? rc : qhx_session_guard_leave(s, qhx_hostop_of(qhx_session_model(s))->generate(s, p, stats, err));
+}
+
+qhx_status qhx_chat_format(const qhx_model *m, const qhx_chat_msg *msgs, size_t n, int add_generation_prompt,
+                           int thinking, char *buf, size_t cap, size_t *len_out, qhx_error *err) {
+    /* the same text without an image */
+    return qhx_chat_format_image(m, msgs, n, add_generation_prompt, thinking, 0, buf, cap, len_out, err);
+}

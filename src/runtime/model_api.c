@@ -91,8 +91,3 @@ qhx_status qhx_detokenize(const qhx_model *m, const qhx_token *ids, size_t n, ch
     return QHX_OK;
 }
 
-qhx_status qhx_chat_format(const qhx_model *m, const qhx_chat_msg *msgs, size_t n, int add_generation_prompt,
-                           int thinking, char *buf, size_t cap, size_t *len_out, qhx_error *err) {
-    /* the same text without an image (runtime/api_frontend.c) */
-    return qhx_chat_format_image(m, msgs, n, add_generation_prompt, thinking, 0, buf, cap, len_out, err);
-}

@@ -1,10 +1,10 @@
 /* runtime/session.c: the public session (qhx.h): lifetime, feeding, the internal prefill and
- * decode calls; chat turns and generation go through the model's host-op (runtime/hostop.c). */
+ * decode calls. Chat turns and generation are the host-ops' (runtime/hostop.c), entered from
+ * runtime/api_frontend.c: this file calls no host-op, so the loops build on it and not around it. */
 #include "runtime/session_impl.h"
 
 #include "core/alloc.h"
 #include "core/time.h"
-#include "runtime/hostop.h"
 
 #include <string.h>
 
@@ -240,32 +240,6 @@ qhx_status qhx_session_feed_text(qhx_session *s, const char *text, size_t len, q
     if (rc) return rc;
     if (!text && len) return leave(s, qhx_fail(err, QHX_E_ARG, "feed text: text is NULL"));
     return leave(s, feed_text(s, text ? text : "", len, err));
-}
-
-qhx_status qhx_session_feed_chat(qhx_session *s, const qhx_chat_msg *msgs, size_t n, const char *image_path,
-                                 int thinking, qhx_error *err) {
-    qhx_status rc = enter(s, "chat", err);
-    if (rc) return rc;
-    const char *const images[1] = {image_path};
-    return leave(s, qhx_hostop_of(s->m)->feed_chat(s, msgs, n, images, image_path ? 1 : 0, 0, thinking, err));
-}
-
-qhx_status qhx_session_feed_chat_images(qhx_session *s, const qhx_chat_msg *msgs, size_t n,
-                                        const char *const *image_paths, size_t n_images, int thinking,
-                                        qhx_error *err) {
-    qhx_status rc = enter(s, "chat", err);
-    if (rc) return rc;
-    if (n_images > QHX_HOSTOP_MAX_IMAGES)
-        return leave(s, qhx_fail(err, QHX_E_LIMIT, "chat: %zu images in one turn, the limit is %d", n_images,
-                                 QHX_HOSTOP_MAX_IMAGES));
-    if (n_images && !image_paths) return leave(s, qhx_fail(err, QHX_E_ARG, "chat: %zu images but no paths", n_images));
-    return leave(s, qhx_hostop_of(s->m)->feed_chat(s, msgs, n, image_paths, (int)n_images, 0, thinking, err));
-}
-
-qhx_status qhx_session_generate(qhx_session *s, const qhx_generate_params *p, qhx_generate_stats *stats,
-                                qhx_error *err) {
-    qhx_status rc = enter(s, "generate", err);
-    return rc ? rc : leave(s, qhx_hostop_of(s->m)->generate(s, p, stats, err));
 }
 
 qhx_status qhx_session_guard_enter(qhx_session *s, const char *what, qhx_error *err) { return enter(s, what, err); }
