@@ -5,7 +5,7 @@
 #include "core/time.h"
 #include "runtime/constrain.h"
 #include "runtime/gen.h"
-#include "runtime/session_impl.h"
+#include "runtime/session.h"
 
 #include <string.h>
 
@@ -49,7 +49,7 @@ qhx_status qhx_chat_turn_text(const qhx_model *m, const qhx_session *s, const qh
     qhx_status rc = qhx_tok_chat_format(qhx_model_chat_style(m), cm, n, &opt, &body, &len, err);
     qhx_free(cm);
     if (rc) return rc;
-    if (!s || (qhx_session_n_past(s) == 0 && s->pending < 0)) {
+    if (!s || (qhx_session_n_past(s) == 0 && qhx_session_pending(s) < 0)) {
         *out = body;
         *len_out = len;
         return QHX_OK;
@@ -57,7 +57,7 @@ qhx_status qhx_chat_turn_text(const qhx_model *m, const qhx_session *s, const qh
     /* close the previous answer: its stop token (the end of turn) is pending and fed with this
      * turn; after any other stop (length, a stop string, a callback) the marker has to be added */
     const qhx_chat_style *f = qhx_model_chat_style(m);
-    const char *end = s->last_stop == QHX_STOP_TOKEN ? "" : f->turn_end;
+    const char *end = qhx_session_last_stop(s) == QHX_STOP_TOKEN ? "" : f->turn_end;
     size_t n_end = strlen(end), n_sep = n_end + strlen(f->turn_sep);
     char *t = qhx_malloc(n_sep + len + 1);
     if (!t) {
@@ -83,12 +83,12 @@ static qhx_status feed_turn(qhx_session *s, const qhx_chat_msg *msgs, size_t n, 
     int64_t tokens[QHX_HOSTOP_MAX_IMAGES];
     for (int k = 0; k < n_images; k++) tokens[k] = images[k].n_tokens;
     qhx_status rc;
-    if ((rc = qhx_chat_turn_text(s->m, s, msgs, n, tokens, n_images, 1, thinking, &text, &len, err))) goto done;
+    if ((rc = qhx_chat_turn_text(qhx_session_model(s), s, msgs, n, tokens, n_images, 1, thinking, &text, &len, err))) goto done;
     if ((rc = qhx_session_encode(s, text, strlen(text), &ids, &n_ids, err))) goto done;
     if ((rc = qhx_session_feed_pending(s, err))) goto done;
-    if (n_ids && (rc = qhx_model_state_attach(s->st, images, n_images, ids, (int64_t)n_ids, err))) goto done;
+    if (n_ids && (rc = qhx_model_state_attach(qhx_session_state(s), images, n_images, ids, (int64_t)n_ids, err))) goto done;
     rc = qhx_session_feed_ids(s, ids, n_ids, err);
-    qhx_model_state_attach(s->st, NULL, 0, NULL, 0, NULL); /* the images die here: drop the announcement */
+    qhx_model_state_attach(qhx_session_state(s), NULL, 0, NULL, 0, NULL); /* the images die here: drop the announcement */
 done:
     qhx_free(text);
     qhx_free(ids);
@@ -96,7 +96,7 @@ done:
 }
 
 static qhx_status check_turn(const qhx_session *s, const qhx_chat_msg *msgs, size_t n, qhx_error *err) {
-    if (!s->m->tok) return qhx_fail(err, QHX_E_ARG, "session: the model has no tokenizer");
+    if (!qhx_session_model(s)->tok) return qhx_fail(err, QHX_E_ARG, "session: the model has no tokenizer");
     if (!msgs || n == 0 || n > 4096) return qhx_fail(err, QHX_E_ARG, "chat: 1 to 4096 messages are needed");
     return QHX_OK;
 }
@@ -108,7 +108,7 @@ static qhx_status text_feed_chat(qhx_session *s, const qhx_chat_msg *msgs, size_
     if (rc) return rc;
     if (n_images > 0) { /* the model's own message says why: no vision graph, or a text host-op */
         qhx_image_embed none;
-        return qhx_model_image_load(s->m, images[0], 0, &none, err);
+        return qhx_model_image_load(qhx_session_model(s), images[0], 0, &none, err);
     }
     return feed_turn(s, msgs, n, NULL, 0, thinking, err);
 }
@@ -122,12 +122,12 @@ static qhx_status image_budget(qhx_session *s, const qhx_chat_msg *msgs, size_t 
     char *text = NULL;
     int32_t *ids = NULL;
     size_t n_ids = 0, len = 0;
-    qhx_status rc = qhx_chat_turn_text(s->m, s, msgs, n, one, n_images, 1, thinking, &text, &len, err);
+    qhx_status rc = qhx_chat_turn_text(qhx_session_model(s), s, msgs, n, one, n_images, 1, thinking, &text, &len, err);
     if (!rc) rc = qhx_session_encode(s, text, strlen(text), &ids, &n_ids, err);
     qhx_free(text);
     qhx_free(ids);
     if (rc) return rc;
-    const int64_t text_tokens = (int64_t)n_ids - n_images, pending = s->pending >= 0 ? 1 : 0;
+    const int64_t text_tokens = (int64_t)n_ids - n_images, pending = qhx_session_pending(s) >= 0 ? 1 : 0;
     *budget = qhx_session_n_ctx(s) - qhx_session_n_past(s) - pending - text_tokens - 1;
     if (*budget < 1)
         return qhx_fail(err, QHX_E_LIMIT, "chat: the turn's text (%lld tokens) leaves no room for %d image%s in the context of %lld",
@@ -148,7 +148,7 @@ static qhx_status image_feed_chat(qhx_session *s, const qhx_chat_msg *msgs, size
     int64_t budget = 0;
     if (rc == QHX_OK && n_images > 0 && (rc = image_budget(s, msgs, n, n_images, thinking, &budget, err)) == QHX_OK) {
         if (max_image_tokens > 0 && max_image_tokens < budget) budget = max_image_tokens;
-        rc = qhx_model_images_load(s->m, images, n_images, budget, im, err);
+        rc = qhx_model_images_load(qhx_session_model(s), images, n_images, budget, im, err);
     }
     if (rc == QHX_OK) rc = feed_turn(s, msgs, n, im, n_images, thinking, err);
     for (int k = 0; k < n_images; k++) qhx_image_embed_deinit(&im[k]);
@@ -159,24 +159,27 @@ static qhx_status image_feed_chat(qhx_session *s, const qhx_chat_msg *msgs, size
 
 static qhx_status generate_tokens(qhx_session *s, const qhx_generate_params *p, qhx_generate_stats *stats,
                            qhx_error *err) {
-    qhx_generate_stats st = {.n_prompt = s->n_fed, .prefill_ms = s->feed_ms};
+    qhx_generate_stats st = {0};
+    qhx_session_generate_begin(s, &st.n_prompt, &st.prefill_ms);
+    const qhx_model *m = qhx_session_model(s);
     if (stats) *stats = st;
     if (!p || p->max_tokens < 1) return qhx_fail(err, QHX_E_ARG, "generate: max_tokens must be >= 1");
-    int64_t held = qhx_session_n_past(s) + (s->pending >= 0 ? 1 : 0), n_ctx = qhx_session_n_ctx(s);
+    int64_t held = qhx_session_n_past(s) + (qhx_session_pending(s) >= 0 ? 1 : 0), n_ctx = qhx_session_n_ctx(s);
     if (p->max_tokens > n_ctx - held)
         return qhx_fail(err, QHX_E_LIMIT,
                         "prompt (%lld tokens) + generation (%lld) would pass the context of %lld tokens",
                         (long long)held, (long long)p->max_tokens, (long long)n_ctx);
     qhx_gen g;
-    qhx_gen_params gp = {.smp = s->smp, .record = false /* the feed records what it feeds */, .stream = s->stream,
+    qhx_gen_params gp = {.smp = qhx_session_sampler(s), .record = false /* the feed records what it feeds */,
+                         .stream = qhx_session_stream(s),
                          .constraint = p->constraint, .ignore_stop = p->ignore_stop != 0,
-                         .turn_end = p->stop_at_turn_end ? qhx_model_turn_end(s->m) : -1,
-                         .max_tokens = p->max_tokens, .stops = p->stops, .n_stops = p->stops ? p->n_stops : 0,
-                         .abort_cb = s->params.abort_cb, .abort_user = s->params.abort_user};
-    qhx_status rc = qhx_gen_init(&g, s->m, &gp, err);
+                         .turn_end = p->stop_at_turn_end ? qhx_model_turn_end(m) : -1,
+                         .max_tokens = p->max_tokens, .stops = p->stops, .n_stops = p->stops ? p->n_stops : 0};
+    qhx_session_abort_cb(s, &gp.abort_cb, &gp.abort_user);
+    qhx_status rc = qhx_gen_init(&g, m, &gp, err);
     if (rc) return rc;
     if ((rc = qhx_session_feed_pending(s, err))) goto out;
-    if (!s->has_logits) {
+    if (!qhx_session_has_logits(s)) {
         rc = qhx_fail(err, QHX_E_ARG, "generate: feed a prompt first");
         goto out;
     }
@@ -184,7 +187,7 @@ static qhx_status generate_tokens(qhx_session *s, const qhx_generate_params *p, 
     st.stop = QHX_STOP_LENGTH;
     for (;;) {
         qhx_gen_step step;
-        if ((rc = qhx_gen_next(&g, s->logits, &step, err))) {
+        if ((rc = qhx_gen_next(&g, qhx_session_logits(s), &step, err))) {
             if (g.nonfinite)
                 rc = qhx_fail(err, QHX_E_FORMAT,
                               "generate: the logits after %lld tokens are not finite (NaN or Inf): the weights "
@@ -193,14 +196,14 @@ static qhx_status generate_tokens(qhx_session *s, const qhx_generate_params *p, 
         }
         st.stop = step.stop;
         if (!step.report) { /* a stop token stays pending: fed by the next call, closing the turn */
-            if (step.token >= 0) s->pending = step.token;
+            if (step.token >= 0) qhx_session_set_pending(s, step.token);
             break;
         }
         st.n_generated++;
         int e = p->on_token ? p->on_token(p->user, step.token, step.text, step.len) != 0 : 0;
         if (e && step.stop != QHX_STOP_STRING) st.stop = QHX_STOP_CALLBACK; /* before the length */
         if (e || !step.feed) {
-            s->pending = step.token; /* fed by the next call, so the state never holds a token twice */
+            qhx_session_set_pending(s, step.token); /* fed by the next call, so the state never holds a token twice */
             break;
         }
         if ((rc = qhx_session_decode(s, step.token, err))) break;
@@ -213,21 +216,17 @@ static qhx_status generate_tokens(qhx_session *s, const qhx_generate_params *p, 
     if (rc == QHX_OK) rc = frc;
     /* a stop string completed by the detokenizer's last bytes ends the text there too */
     if (matched && st.stop != QHX_STOP_TOKEN && st.stop != QHX_STOP_GRAMMAR) st.stop = QHX_STOP_STRING;
-    s->last_stop = st.stop;
+    qhx_session_generate_end(s, st.stop);
     st.decode_ms = (double)(qhx_time_ns() - t0) / 1e6;
-    s->n_fed = 0;
-    s->feed_ms = 0;
 out:
     qhx_gen_deinit(&g);
     if (stats) *stats = st;
     return rc;
 }
 
-/* ---- the table -------------------------------------------------------------------------- */
+/* ---- the loops ------------------------------------------------------------------------------ */
 
-static const qhx_hostop HOSTOPS[] = {
-    [QHX_LOOP_TEXT] = {"text", text_feed_chat, generate_tokens},
-    [QHX_LOOP_IMAGE_TEXT] = {"image_text", image_feed_chat, generate_tokens},
-};
+const qhx_hostop qhx_hostop_text = {"text", false, text_feed_chat, generate_tokens};
+const qhx_hostop qhx_hostop_image_text = {"image_text", true, image_feed_chat, generate_tokens};
 
-const qhx_hostop *qhx_hostop_of(const qhx_model *m) { return &HOSTOPS[m->host_op->loop]; }
+const qhx_hostop *qhx_hostop_of(const qhx_model *m) { return m->host_op->loop; }

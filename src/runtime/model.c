@@ -76,7 +76,7 @@ static qhx_status find_host_op(const qhx_plan *plan, qhx_plan_resolved *r, qhx_e
         return qhx_fail(err, QHX_E_FORMAT, "%s: host_op: '%s' is not a host-op of family %s (it offers: %s)",
                         plan->label, plan->host_op, r->family->name, offered);
     }
-    if (r->host_op->loop == QHX_LOOP_IMAGE_TEXT && !r->cfg.has_vision)
+    if (r->host_op->loop->images && !r->cfg.has_vision)
         return qhx_fail(err, QHX_E_FORMAT, "%s: host_op: %s needs a vision_config in the model config", plan->label,
                         r->host_op->name);
     return QHX_OK;
@@ -91,7 +91,7 @@ static qhx_status check_plan_against_config(const qhx_plan *plan, const qhx_plan
         return qhx_fail(err, QHX_E_FORMAT, "%s: max_context: %lld exceeds the model's max_position_embeddings %lld",
                         plan->label, (long long)plan->max_context, (long long)c->max_position_embeddings);
     const qhx_plan_tokens *t = &plan->special;
-    if (plan->source == QHX_PLAN_FROM_MANIFEST && r->host_op->loop == QHX_LOOP_IMAGE_TEXT) {
+    if (plan->source == QHX_PLAN_FROM_MANIFEST && r->host_op->loop->images) {
         const char *need[] = {"image_pad", "vision_start", "vision_end"};
         int32_t have[] = {t->image_pad, t->vision_start, t->vision_end};
         for (int i = 0; i < 3; i++)
@@ -153,7 +153,7 @@ static qhx_status set_image_prep(qhx_model *m, qhx_error *err) {
 }
 
 static qhx_status load_graphs(qhx_model *m, qhx_error *err) {
-    bool images = m->host_op->loop == QHX_LOOP_IMAGE_TEXT;
+    bool images = m->host_op->loop->images;
     const qhx_backend_load_args a = {.plan = m->plan, .family = m->family, .cfg = &m->cfg, .params = &m->params,
                                      .vision = images, .mtp = m->params.mtp == 1,
                                      .device = m->device};

@@ -117,6 +117,26 @@ float *qhx_session_logits_mut(qhx_session *s) { return s->logits; }
 const qhx_model *qhx_session_model(const qhx_session *s) { return s->m; }
 qhx_seq *qhx_session_state(qhx_session *s) { return s->st; }
 struct qhx_sampler *qhx_session_sampler(qhx_session *s) { return s->smp; }
+qhx_tok_stream *qhx_session_stream(qhx_session *s) { return s->stream; }
+int32_t qhx_session_pending(const qhx_session *s) { return s->pending; }
+void qhx_session_set_pending(qhx_session *s, int32_t t) { s->pending = t; }
+bool qhx_session_has_logits(const qhx_session *s) { return s->has_logits; }
+
+void qhx_session_abort_cb(const qhx_session *s, int (**cb)(void *), void **user) {
+    *cb = s->params.abort_cb;
+    *user = s->params.abort_user;
+}
+
+void qhx_session_generate_begin(const qhx_session *s, int64_t *n_prompt, double *prefill_ms) {
+    *n_prompt = s->n_fed;
+    *prefill_ms = s->feed_ms;
+}
+
+void qhx_session_generate_end(qhx_session *s, qhx_stop_reason why) {
+    s->last_stop = why;
+    s->n_fed = 0;
+    s->feed_ms = 0;
+}
 
 void qhx_session_get_snapshot(const qhx_session *s, qhx_session_snapshot *out) {
     out->pending = s->pending;
