@@ -220,6 +220,20 @@ QHX_API int64_t qhx_model_max_context(const qhx_model *model);
 /* The longest context the model was trained for (config.json max_position_embeddings; the run
  * plan's max_context when the config does not say): the most n_ctx a session may ask for. */
 QHX_API int64_t qhx_model_trained_context(const qhx_model *model);
+/* The context policy of every front end (qhx generate, qhx chat, qhx serve), so one model gets
+ * one context in all of them: requested > 0 is that context, refused (QHX_E_ARG, the message
+ * naming it as `what`, e.g. "--ctx"; NULL: "context") past the trained context; 0: a bundle's
+ * run-plan context (qhx_model_max_context), or for a checkpoint folder the trained context,
+ * lowered (to a multiple of 256, at least 256) when the KV caches of n_sessions sessions would
+ * take more than half the memory available now. */
+typedef struct qhx_context_choice {
+    int64_t n_ctx;   /* the context */
+    int64_t trained; /* qhx_model_trained_context */
+    int by_memory;   /* n_ctx was lowered to fit the memory */
+    int by_request;  /* n_ctx is the requested one */
+} qhx_context_choice;
+QHX_API qhx_status qhx_model_choose_context(const qhx_model *model, int64_t requested, int n_sessions,
+                                            const char *what, qhx_context_choice *out /* OUT */, qhx_error *err);
 QHX_API int qhx_model_is_stop(const qhx_model *model, qhx_token token); /* 1 for a stop id */
 /* The id of an exact token string (e.g. "<|im_end|>"), or -1. */
 QHX_API qhx_token qhx_model_token_id(const qhx_model *model, const char *text);

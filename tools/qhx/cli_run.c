@@ -256,42 +256,13 @@ void qhx_run_apply_sampling(const qhx_run_opts *o, qhx_session_params *sp) {
 
 /* ---- the context policy -------------------------------------------------------------------- */
 
-/* Half of the memory the system says is available now (after the weights were loaded): the
- * KV cache is allocated, and zeroed, whole. 0 when /proc/meminfo cannot be read. */
-static int64_t kv_budget_bytes(void) {
-    FILE *f = fopen("/proc/meminfo", "r");
-    if (!f) return 0;
-    char line[256];
-    long long kib = 0;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "MemAvailable: %lld kB", &kib) == 1) break;
-    fclose(f);
-    return kib > 0 ? (int64_t)kib * 1024 / 2 : 0;
-}
-
 qhx_status qhx_run_context_of(const qhx_model *m, const qhx_run_opts *o, qhx_run_context *c, qhx_error *err) {
     memset(c, 0, sizeof *c);
-    c->trained = qhx_model_trained_context(m);
-    if (o->ctx) {
-        if (c->trained > 0 && o->ctx > c->trained)
-            return qhx_cli_fail(err, QHX_E_ARG, "--ctx %lld exceeds the %lld tokens the model was trained for",
-                                (long long)o->ctx, (long long)c->trained);
-        c->limit = o->ctx;
-        c->by_flag = true;
-        return QHX_OK;
-    }
-    if (qhx_model_context_from_plan(m)) {
-        c->limit = qhx_model_max_context(m); /* the context the bundle was made for */
-        return QHX_OK;
-    }
-    c->limit = c->trained;
-    int64_t budget = kv_budget_bytes(), per = qhx_model_kv_bytes_per_token(m);
-    if (per < 1) per = 1;
-    if (budget > 0 && c->limit > budget / per) {
-        int64_t fit = budget / per / 256 * 256;
-        c->limit = fit > 256 ? fit : 256;
-        c->by_memory = true;
-    }
+    qhx_context_choice cc;
+    qhx_status rc = qhx_model_choose_context(m, o->ctx, 1, "--ctx", &cc, err); /* the library's policy */
+    if (rc) return rc;
+    *c = (qhx_run_context){.limit = cc.n_ctx, .trained = cc.trained, .by_memory = cc.by_memory != 0,
+                           .by_flag = cc.by_request != 0};
     return QHX_OK;
 }
 

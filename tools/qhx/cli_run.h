@@ -70,7 +70,7 @@ int qhx_run_open_model(const char *cmd, const qhx_run_opts *o, int vision, qhx_m
 /* Whether sp samples (temperature > 0), i.e. whether its seed matters. */
 bool qhx_run_samples(const qhx_session_params *sp);
 
-/* ---- the context policy (the one place that decides a session's context) ----------------
+/* ---- the context: the library's policy (qhx_model_choose_context) for --ctx ----------------
  * --ctx N: N, at most the model's trained context. Otherwise a bundle's run plan context, or
  * for a checkpoint folder the trained context, lowered (and said so, once) to what the
  * memory can hold. */
