@@ -669,6 +669,9 @@ QHX_API int64_t qhx_checkpoint_n_past(const qhx_checkpoint *cp);
 QHX_API size_t qhx_checkpoint_bytes(const qhx_checkpoint *cp);
 QHX_API void qhx_checkpoint_free(qhx_checkpoint *cp);
 
+/* The most sessions one batched decode step takes together (more are fed one by one). */
+#define QHX_MAX_BATCH 64
+
 /* One decode step for n sessions of one model: tokens[i] is fed to sessions[i] (each then has
  * the logits after it), with the result (bit for bit) of qhx_session_feed of its token alone.
  * Where the family has a batched step (Qwen3.5, Qwen3-VL) and every session is idle with

@@ -487,7 +487,7 @@ void qhx_checkpoint_free(qhx_checkpoint *cp) {
 /* One batched forward when every session can take it (same model, idle, nothing pending) and
  * the backend has the batched step; else one qhx_session_feed after the other. */
 static bool batchable(qhx_session *const *ss, size_t n) {
-    if (n < 2 || n > 64) return false;
+    if (n < 2 || n > QHX_MAX_BATCH) return false;
     for (size_t i = 0; i < n; i++)
         if (!ss[i] || ss[i]->m != ss[0]->m || ss[i]->busy || ss[i]->broken || ss[i]->pending >= 0) return false;
     return true;
@@ -498,8 +498,8 @@ qhx_status qhx_sessions_decode(qhx_session *const *ss, const qhx_token *tokens, 
     if (n_done) *n_done = 0;
     if (n && (!ss || !tokens)) return qhx_fail(err, QHX_E_ARG, "decode: sessions and tokens are required");
     if (batchable(ss, n)) {
-        qhx_seq *sts[64];
-        float *lg[64];
+        qhx_seq *sts[QHX_MAX_BATCH];
+        float *lg[QHX_MAX_BATCH];
         for (size_t i = 0; i < n; i++) sts[i] = ss[i]->st, lg[i] = ss[i]->logits;
         for (size_t i = 0; i < n; i++) ss[i]->busy = true;
         qhx_status rc = qhx_model_decode_multi(ss[0]->m, sts, tokens, (int64_t)n, lg, err);

@@ -85,7 +85,8 @@ static int parse(int argc, char **argv, serve_args *a) {
             if (qhx_cli_parse_i64(v, 0, 65535, &x)) return qhx_cli_usage_error(CMD, "--port: '%s' is not in [0, 65535]", v);
             c->port = (int)x;
         } else if (!strcmp(o, "--parallel")) {
-            if (qhx_cli_parse_i64(v, 1, 64, &x)) return qhx_cli_usage_error(CMD, "--parallel: '%s' is not in [1, 64]", v);
+            if (qhx_cli_parse_i64(v, 1, QHX_MAX_BATCH, &x))
+                return qhx_cli_usage_error(CMD, "--parallel: '%s' is not in [1, %d]", v, QHX_MAX_BATCH);
             c->parallel = (int)x;
         } else if (!strcmp(o, "--queue")) {
             if (qhx_cli_parse_i64(v, 0, 100000, &x)) return qhx_cli_usage_error(CMD, "--queue: '%s' is not in [0, 100000]", v);

@@ -25,7 +25,7 @@
 #include <time.h>
 
 #define MAX_CKPT 4
-#define MAX_SLOTS 64 /* --parallel at most */
+#define MAX_SLOTS QHX_MAX_BATCH /* --parallel at most: one batched step takes every slot */
 
 typedef struct ckpt {
     qhx_checkpoint *cp;
