@@ -235,7 +235,7 @@ typedef struct qhx_context_choice {
 QHX_API qhx_status qhx_model_choose_context(const qhx_model *model, int64_t requested, int n_sessions,
                                             const char *what, qhx_context_choice *out /* OUT */, qhx_error *err);
 QHX_API int qhx_model_is_stop(const qhx_model *model, qhx_token token); /* 1 for a stop id */
-/* The id of an exact token string (e.g. "<|im_end|>"), or -1. */
+/* The id of an exact token string (e.g. an added token such as qhx_chat_markers.turn_end), or -1. */
 QHX_API qhx_token qhx_model_token_id(const qhx_model *model, const char *text);
 
 /* ==== Text ================================================================================= */
@@ -258,8 +258,8 @@ typedef struct qhx_chat_msg {
 } qhx_chat_msg;
 
 /* Render a conversation in the model family's chat format (ChatML). add_generation_prompt
- * ends it with the assistant header; thinking (Qwen3.5) opens "<think>\n" instead of the
- * closed empty think block. Output as qhx_detokenize (size query with cap == 0). */
+ * ends it with the assistant header; thinking (Qwen3.5) opens the think block instead of
+ * writing it closed and empty. Output as qhx_detokenize (size query with cap == 0). */
 QHX_API qhx_status qhx_chat_format(const qhx_model *model, const qhx_chat_msg *msgs, size_t n,
                                    int add_generation_prompt, int thinking, char *buf, size_t cap,
                                    size_t *len_out /* OUT */, qhx_error *err);
@@ -354,7 +354,7 @@ typedef struct qhx_constraint qhx_constraint; /* a grammar over the output ("Con
 typedef struct qhx_generate_params {
     int64_t max_tokens;  /* > 0 */
     int ignore_stop;     /* do not stop on the run plan's stop ids */
-    int stop_at_turn_end; /* also stop at the chat format's end-of-turn token (<|im_end|>), as
+    int stop_at_turn_end; /* also stop at the chat format's end-of-turn token (turn_end), as
                              a chat must whatever the run plan's stop ids are (the stop reason
                              is then QHX_STOP_TOKEN, and the token closes the turn) */
     qhx_token_cb on_token;
@@ -430,8 +430,8 @@ typedef enum qhx_chat_template_kind {
 /* sha256_hex: NULL, or 65 bytes that get the template's sha256 in hex when one is found. */
 QHX_API qhx_chat_template_kind qhx_model_chat_template(const qhx_model *model, char *sha256_hex);
 
-/* As qhx_chat_format, with an image of image_tokens tokens (<|vision_start|>, that many
- * image-pad tokens, <|vision_end|>) before the text of the last user message; image_tokens 0:
+/* As qhx_chat_format, with an image of image_tokens tokens (the format's image start, that
+ * many image-pad tokens, its image end) before the text of the last user message; image_tokens 0:
  * no image (the same text as qhx_chat_format). QHX_E_ARG when image_tokens > 0 and no message
  * is a user message, or image_tokens is negative or above 2^20. */
 QHX_API qhx_status qhx_chat_format_image(const qhx_model *model, const qhx_chat_msg *msgs, size_t n,
@@ -463,7 +463,7 @@ QHX_API int64_t qhx_encoded_image_n_tokens(const qhx_encoded_image *image);
 QHX_API void qhx_encoded_image_free(qhx_encoded_image *image); /* NULL is a no-op */
 
 /* Feed ids as qhx_session_feed does, with image (NULL for none) at its pad tokens: the ids hold
- * <|vision_start|>, qhx_encoded_image_n_tokens image-pad ids in one run, <|vision_end|>. The
+ * the image start, qhx_encoded_image_n_tokens image-pad ids in one run, the image end. The
  * token the last generate left pending is fed first. Qwen3-VL without an image: the ids may hold
  * no image-pad id (QHX_E_ARG). Another family: an image is QHX_E_UNSUPPORTED. The image is only
  * read during the call. */
@@ -480,7 +480,7 @@ QHX_API qhx_status qhx_session_feed_image(qhx_session *s, const qhx_token *ids, 
  *   share the rest and are scaled down before they are encoded; QHX_E_LIMIT naming the counts
  *   when even the smallest sizes do not fit), 0: no bound;
  * - qhx_session_feed_images: as qhx_session_feed_image with images (n_images,) in the order of
- *   their <|vision_start|> pads <|vision_end|> runs in ids, each run exactly
+ *   their runs (image start, pads, image end) in ids, each run exactly
  *   qhx_encoded_image_n_tokens long (QHX_E_ARG naming the image and both counts otherwise).
  * Positions follow Hugging Face get_rope_index across the images (docs/vision.md). */
 QHX_API qhx_status qhx_chat_format_images(const qhx_model *model, const qhx_chat_msg *msgs, size_t n,
@@ -568,7 +568,7 @@ QHX_API qhx_status qhx_prompt_from_ids(const qhx_model *model, const qhx_token *
 QHX_API void qhx_prompt_free(qhx_prompt *p);
 /* The ids (borrowed, lives with p) and their count. */
 QHX_API const qhx_token *qhx_prompt_ids(const qhx_prompt *p, size_t *n /* OUT */);
-/* Index of the first id that stands for an image (<|vision_start|>), or the count when there is
+/* Index of the first id that stands for an image (its run's start), or the count when there is
  * none: a state holding a prefix of the ids up to there can be reused for another prompt. */
 QHX_API size_t qhx_prompt_reusable(const qhx_prompt *p);
 /* Feed ids [from, to) of p after what s holds; s must hold exactly ids [0, from) of a prompt
@@ -705,9 +705,9 @@ QHX_API qhx_status qhx_grammar_json_object(qhx_grammar **out /* OUT, owned */, q
  * the arguments held to each function's "parameters" schema (the JSON Schema subset; a string
  * argument is written as its text, so it is empty or starts with a letter or '_', holds no '<'
  * or line break and is no JSON literal). tools: the n_tools definitions as in qhx_chat_spec;
- * name: the one function (the prefix ends "<function=NAME>\n"), or NULL for any of them (the
- * prefix ends "<function="). QHX_E_UNSUPPORTED for a model whose chat format has no tools, or
- * a keyword outside the subset (named). Qwen3.5's call syntax. */
+ * name: the one function (the prefix is qhx_chat_markers tool_prefix NAME tool_named), or NULL
+ * for any of them (the prefix is tool_prefix). QHX_E_UNSUPPORTED for a model whose chat format
+ * has no tools, or a keyword outside the subset (named). The call syntax is the chat format's. */
 QHX_API qhx_status qhx_grammar_tool_call(const qhx_model *model, const char *const *tools, size_t n_tools,
                                          const char *name, qhx_grammar **out /* OUT, owned */, qhx_error *err);
 QHX_API void qhx_grammar_free(qhx_grammar *g); /* NULL is a no-op */

@@ -89,7 +89,7 @@ int32_t qhx_tok_n_vocab(const qhx_tok *tok);
  * when any token differs. For session files. 0 for NULL. */
 uint64_t qhx_tok_identity(const qhx_tok *tok);
 
-/* Id of a token given as the library names it: an added token's content ("<|im_end|>") or a
+/* Id of a token given as the library names it: an added token's content (a chat format's turn_end) or a
  * vocab key in the byte-level alphabet ("Ġworld"). Added tokens win. -1 if absent. */
 int32_t qhx_tok_token_to_id(const qhx_tok *tok, const char *token);
 
