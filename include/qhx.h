@@ -208,6 +208,9 @@ typedef struct qhx_chat_markers {
     /* an answer forced to call a tool starts with tool_prefix (any function), or with
      * tool_prefix NAME tool_named (the function NAME) */
     const char *tool_prefix, *tool_named;
+    /* a call written as blocks: tool_fn_open NAME '>', then per argument tool_param_open KEY '>'
+     * VALUE tool_param_close (NULL when the format writes calls as one JSON object) */
+    const char *tool_fn_open, *tool_param_open, *tool_param_close;
 } qhx_chat_markers;
 QHX_API void qhx_model_chat_markers(const qhx_model *model, qhx_chat_markers *out /* OUT */);
 /* Bytes of KV cache one token of context takes in a session of this model (every attention

@@ -23,7 +23,9 @@ void qhx_model_chat_markers(const qhx_model *m, qhx_chat_markers *out) {
     *out = (qhx_chat_markers){.turn_start = f->turn_start, .turn_end = f->turn_end,
                               .think_open = f->think_open, .think_close = f->think_close,
                               .tool_open = f->tool_open, .tool_close = f->tool_close,
-                              .tool_prefix = f->tool_prefix, .tool_named = f->tool_named};
+                              .tool_prefix = f->tool_prefix, .tool_named = f->tool_named,
+                              .tool_fn_open = f->tool_fn_open, .tool_param_open = f->tool_param_open,
+                              .tool_param_close = f->tool_param_close};
 }
 
 int64_t qhx_model_kv_bytes_per_token(const qhx_model *m) {

@@ -199,6 +199,11 @@ typedef struct qhx_chat_style {
      * tool_prefix NAME tool_named (that one). */
     const char *tool_prefix, *tool_named;
     bool tool_json;          /* calls are one JSON object {"name", "arguments"}, not blocks */
+    /* A call as blocks (!tool_json): tool_fn_open NAME '>', then per argument tool_param_open KEY
+     * tool_param_open_end VALUE '\n' tool_param_close '\n'; every call (either form) ends with
+     * tool_call_end. */
+    const char *tool_fn_open, *tool_param_open, *tool_param_open_end, *tool_param_close;
+    const char *tool_call_end;
 } qhx_chat_style;
 
 /* What a renderer is picked by: a family's format. */

@@ -177,4 +177,9 @@ const qhx_chat_style qhx_chat_style_qwen35 = {
     .tool_prefix = "<tool_call>\n<function=",
     .tool_named = ">\n",
     .tool_json = false,
+    .tool_fn_open = "<function=",
+    .tool_param_open = "<parameter=",
+    .tool_param_open_end = ">\n",
+    .tool_param_close = "</parameter>",
+    .tool_call_end = "</function>\n</tool_call>",
 };

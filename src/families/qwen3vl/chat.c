@@ -108,4 +108,5 @@ const qhx_chat_style qhx_chat_style_qwen3vl = {
     .tool_prefix = "<tool_call>\n{\"name\": \"",
     .tool_named = "\", \"arguments\": ",
     .tool_json = true,
+    .tool_call_end = "}\n</tool_call>",
 };

@@ -155,22 +155,25 @@ static json_t *param_value(const char *p, size_t n) {
     return v ? v : json_string("");
 }
 
-/* One <function=NAME> ... </function> block into {"name", "arguments" (JSON text)}. */
-static json_t *parse_function(const char *p, const char *end) {
-    const char *f = find(p, end, "<function=");
+/* One block call (the format's tool_fn_open NAME '>', its parameter blocks) into {"name",
+ * "arguments" (JSON text)}; NULL when the format writes no block calls. */
+static json_t *parse_function(const qhx_chat_markers *mk, const char *p, const char *end) {
+    if (!mk->tool_fn_open || !mk->tool_param_open || !mk->tool_param_close) return NULL;
+    const size_t n_open = strlen(mk->tool_param_open), n_close = strlen(mk->tool_param_close);
+    const char *f = find(p, end, mk->tool_fn_open);
     if (!f) return NULL;
-    f += 10;
+    f += strlen(mk->tool_fn_open);
     const char *gt = memchr(f, '>', (size_t)(end - f));
     if (!gt || gt == f) return NULL;
     json_t *args = json_object();
     const char *q = gt + 1;
     for (;;) {
-        const char *a = find(q, end, "<parameter=");
+        const char *a = find(q, end, mk->tool_param_open);
         if (!a) break;
-        a += 11;
+        a += n_open;
         const char *agt = memchr(a, '>', (size_t)(end - a));
         if (!agt) break;
-        const char *close = find(agt + 1, end, "</parameter>");
+        const char *close = find(agt + 1, end, mk->tool_param_close);
         const char *vend = close ? close : end;
         char *key = malloc((size_t)(agt - a) + 1);
         if (!key) break;
@@ -179,7 +182,7 @@ static json_t *parse_function(const char *p, const char *end) {
         json_object_set_new(args, key, param_value(agt + 1, (size_t)(vend - agt - 1)));
         free(key);
         if (!close) break;
-        q = close + 12;
+        q = close + n_close;
     }
     char *text = json_dumps(args, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(args);
@@ -222,7 +225,7 @@ static json_t *parse_tool_calls(const qhx_chat_markers *mk, const char *text, si
         const char *bend = close ? close : end;
         const char *q = p;
         while (q < bend && (*q == ' ' || *q == '\n' || *q == '\r' || *q == '\t')) q++;
-        json_t *fn = q < bend && *q == '{' ? parse_json_call(q, bend) : parse_function(p, bend);
+        json_t *fn = q < bend && *q == '{' ? parse_json_call(q, bend) : parse_function(mk, p, bend);
         if (fn) {
             char id[96];
             snprintf(id, sizeof id, "call_%s_%d", id_seed, k++);
