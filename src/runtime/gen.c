@@ -91,7 +91,7 @@ int qhx_stops_push(qhx_stops *s, const char *text, size_t len, const char **out,
         return 0;
     }
     if (!reserve(&s->held, &s->cap_held, s->n_held + len)) return -1;
-    memcpy(s->held + s->n_held, text, len);
+    if (len) memcpy(s->held + s->n_held, text, len);
     s->n_held += len;
     ptrdiff_t at = first_stop(s);
     if (at >= 0) {
@@ -115,7 +115,7 @@ int qhx_stops_flush(qhx_stops *s, const char *tail, size_t n_tail, const char **
     if (n_tail) memcpy(s->held + s->n_held, tail, n_tail);
     s->n_held += n_tail;
     ptrdiff_t at = first_stop(s);
-    *out = s->held; /* held stays as it is until the next call: it is the caller's text now */
+    *out = s->held ? s->held : ""; /* held stays as it is until the next call: the caller's text now */
     *out_len = at >= 0 ? (size_t)at : s->n_held;
     s->n_held = 0;
     if (at >= 0) s->matched = true;
