@@ -85,10 +85,7 @@ static qhx_status feed_turn(qhx_session *s, const qhx_chat_msg *msgs, size_t n, 
     qhx_status rc;
     if ((rc = qhx_chat_turn_text(qhx_session_model(s), s, msgs, n, tokens, n_images, 1, thinking, &text, &len, err))) goto done;
     if ((rc = qhx_session_encode(s, text, strlen(text), &ids, &n_ids, err))) goto done;
-    if ((rc = qhx_session_feed_pending(s, err))) goto done;
-    if (n_ids && (rc = qhx_model_state_attach(qhx_session_state(s), images, n_images, ids, (int64_t)n_ids, err))) goto done;
-    rc = qhx_session_feed_ids(s, ids, n_ids, err);
-    qhx_model_state_attach(qhx_session_state(s), NULL, 0, NULL, 0, NULL); /* the images die here: drop the announcement */
+    rc = qhx_session_feed_announced(s, ids, n_ids, images, n_images, err);
 done:
     qhx_free(text);
     qhx_free(ids);

@@ -298,15 +298,8 @@ qhx_status qhx_session_feed_prompt(qhx_session *s, const qhx_prompt *p, size_t f
                       (long long)qhx_session_n_past(s), to - from, (long long)qhx_session_n_ctx(s));
         return qhx_session_guard_leave(s, rc);
     }
-    rc = qhx_session_feed_pending(s, err);
-    qhx_session_guard_leave(s, QHX_OK);
-    if (rc) return rc;
-    /* the announcement covers exactly the ids fed below */
-    qhx_seq *st = qhx_session_state(s);
-    if ((rc = qhx_model_state_attach(st, p->images, p->n_images, p->ids + from, (int64_t)(to - from), err))) return rc;
-    rc = qhx_session_feed(s, p->ids + from, to - from, err);
-    qhx_model_state_attach(st, NULL, 0, NULL, 0, NULL);
-    return rc;
+    rc = qhx_session_feed_announced(s, p->ids + from, to - from, p->images, p->n_images, err);
+    return qhx_session_guard_leave(s, rc);
 }
 
 /* ==== sampling and text ====================================================================== */

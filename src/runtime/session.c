@@ -210,6 +210,15 @@ qhx_status qhx_session_feed_ids(qhx_session *s, const qhx_token *ids, size_t n, 
     return QHX_OK;
 }
 
+qhx_status qhx_session_feed_announced(qhx_session *s, const qhx_token *ids, size_t n, const qhx_image_embed *images,
+                                      int n_images, qhx_error *err) {
+    qhx_status rc = qhx_session_feed_pending(s, err); /* first: the announcement covers exactly ids */
+    if (!rc && n) rc = qhx_model_state_attach(s->st, images, n_images, ids, (int64_t)n, err);
+    if (!rc) rc = qhx_session_feed_ids(s, ids, n, err);
+    qhx_model_state_attach(s->st, NULL, 0, NULL, 0, NULL); /* the images are the caller's: drop them */
+    return rc;
+}
+
 /* Refuse text that cannot fit before paying for its tokenization: NFC shrinks UTF-8 by at most
  * 3x (three jamo into one syllable) and one token covers at most QHX_TOK_MAX_TOKEN_BYTES bytes,
  * so len bytes make at least len / (3 * QHX_TOK_MAX_TOKEN_BYTES) tokens. */

@@ -63,6 +63,12 @@ void qhx_session_generate_end(qhx_session *s, qhx_stop_reason why);
 /* Feed ids (n) through the prompt path after the pending token, with the context checked first
  * (QHX_E_LIMIT) and every id checked (QHX_E_ARG); counts them for the next generate's stats. */
 qhx_status qhx_session_feed_ids(qhx_session *s, const qhx_token *ids, size_t n, qhx_error *err);
+/* The one way ids with images go in (chat turns, caller-made ids, a server's prompts): the
+ * pending token first, then images (n_images, NULL for none) announced at their pads in ids
+ * (n), the ids fed as qhx_session_feed_ids does, the announcement dropped after (the images
+ * stay the caller's). Under the caller's guard. */
+qhx_status qhx_session_feed_announced(qhx_session *s, const qhx_token *ids, size_t n,
+                                      const struct qhx_image_embed *images, int n_images, qhx_error *err);
 /* Tokenize text (len bytes) with the session's abort callback polled, refusing text that cannot
  * fit in the context before paying for it. *ids owned: qhx_free. */
 qhx_status qhx_session_encode(qhx_session *s, const char *text, size_t len, int32_t **ids, size_t *n, qhx_error *err);
