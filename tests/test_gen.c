@@ -3,6 +3,7 @@
  * fixture (the same tokens, the same stop reasons: length, stop string, end of turn), and a
  * session restored after each stop reason. */
 #include "t.h"
+#include "core/alloc.h"
 #include "qhx.h"
 
 #include <stdio.h>
@@ -262,7 +263,46 @@ static void test_restore_after_stop(void) {
     qhx_model_free(m);
 }
 
+/* Every allocation of a decoder's life failing in turn: a clean error (or a shorter answer
+ * ending in QHX_E_NOMEM), never a crash or a leak (ASan). */
+static void test_alloc_failures(void) {
+    qhx_model *m = open_fixture();
+    if (!m) return;
+    qhx_error err = {0};
+    qhx_token ids[64];
+    size_t n = 0;
+    CHECK_EQ(qhx_tokenize(m, "Once upon a time", 16, ids, 64, &n, &err), QHX_OK);
+    qhx_session *s = session_with_prompt(m, ids, n);
+    const char *stops[] = {"zq", "e t"};
+    qhx_decoder_params dp = {.sampling = qhx_session_default_params(m).sampling, .max_tokens = 6, .ignore_stop = 1,
+                             .stops = stops, .n_stops = 2};
+    int clean = 0;
+    for (int64_t k = 0; k < 400 && clean < 3; k++) {
+        qhx_alloc_fail_after(k);
+        qhx_decoder *d = NULL;
+        qhx_status rc = qhx_decoder_create(m, &dp, &d, &err);
+        for (int i = 0; rc == QHX_OK && i < 6; i++) {
+            qhx_decoder_step st;
+            rc = qhx_decoder_next(d, qhx_session_logits(s), &st, &err);
+            if (rc == QHX_OK && !st.feed) break;
+        }
+        const char *t;
+        size_t len;
+        if (d && rc == QHX_OK) rc = qhx_decoder_finish(d, &t, &len, &err);
+        bool failed = qhx_alloc_failed();
+        qhx_alloc_fail_after(-1);
+        CHECK(rc == QHX_OK || rc == QHX_E_NOMEM);
+        if (rc) CHECK(d == NULL || failed);
+        clean += !failed;
+        qhx_decoder_free(d);
+    }
+    CHECK(clean >= 1); /* the sweep reached a run with no failure */
+    qhx_session_free(s);
+    qhx_model_free(m);
+}
+
 int main(void) {
+    test_alloc_failures();
     test_matcher();
     test_decoder();
     test_restore_after_stop();
