@@ -1,5 +1,5 @@
-/* cli_run.c: options, the context policy, Ctrl-C, stop strings and output shared by generate
- * and chat. */
+/* cli_run.c: options, the context (the library's policy), Ctrl-C and output shared by generate
+ * and chat (the stop strings go to the library's generation step). */
 #include "cli_run.h"
 
 #include "cli.h"

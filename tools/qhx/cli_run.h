@@ -1,6 +1,6 @@
 /* cli_run.h: what the text-generating commands share (generate, chat): sampling and model
- * options (with the llama.cpp spellings as aliases), the context policy, Ctrl-C handling, stop
- * strings, streaming output and the speed line. */
+ * options (with the llama.cpp spellings as aliases), the context (the library's policy), Ctrl-C
+ * handling, streaming output and the speed line. */
 #ifndef QHX_CLI_RUN_H
 #define QHX_CLI_RUN_H
 
