@@ -135,7 +135,7 @@ static qhx_status parts_of(conv *c, json_t *list, size_t idx, qhx_chat_message *
         const char *type = json_string_value(json_object_get(item, "type"));
         qhx_chat_part *p = &c->parts[c->n_parts++];
         memset(p, 0, sizeof *p);
-        if (type && !strcmp(type, "image")) continue; /* text NULL: one <|image_pad|>, as the template */
+        if (type && !strcmp(type, "image")) continue; /* text NULL: one image pad, as the template */
         json_t *text = json_object_get(item, "text");
         if (!json_is_string(text))
             return qhx_fail(err, QHX_E_UNSUPPORTED, "message %zu: part %zu is neither text nor an image", idx, k);
