@@ -197,6 +197,22 @@ QHX_API const char *qhx_model_host_op(const qhx_model *model);
 QHX_API int qhx_model_takes_images(const qhx_model *model);
 /* Whether the model's chat format has a thinking mode (--think / enable_thinking). */
 QHX_API int qhx_model_has_thinking(const qhx_model *model);
+/* How the model family's chat format marks what a front end reads in an answer. The strings
+ * are the library's (static); NULL where the format has no such marker. model NULL: the
+ * markers of the build's first family (for code that handles text without a model). */
+typedef struct qhx_chat_markers {
+    const char *turn_start;               /* the token that opens a turn (its role follows) */
+    const char *turn_end;                 /* the token that ends a turn (and an answer) */
+    const char *think_open, *think_close; /* a thinking block */
+    const char *tool_open, *tool_close;   /* around one tool call in an answer */
+    /* an answer forced to call a tool starts with tool_prefix (any function), or with
+     * tool_prefix NAME tool_named (the function NAME) */
+    const char *tool_prefix, *tool_named;
+    /* a call written as blocks: tool_fn_open NAME '>', then per argument tool_param_open KEY '>'
+     * VALUE tool_param_close (NULL when the format writes calls as one JSON object) */
+    const char *tool_fn_open, *tool_param_open, *tool_param_close;
+} qhx_chat_markers;
+QHX_API void qhx_model_chat_markers(const qhx_model *model, qhx_chat_markers *out /* OUT */);
 /* Bytes of KV cache one token of context takes in a session of this model (every attention
  * layer's keys and values in the model's KV element type); for sizing a context to memory. */
 QHX_API int64_t qhx_model_kv_bytes_per_token(const qhx_model *model);
@@ -207,8 +223,22 @@ QHX_API int64_t qhx_model_max_context(const qhx_model *model);
 /* The longest context the model was trained for (config.json max_position_embeddings; the run
  * plan's max_context when the config does not say): the most n_ctx a session may ask for. */
 QHX_API int64_t qhx_model_trained_context(const qhx_model *model);
+/* The context policy of every front end (qhx generate, qhx chat, qhx serve), so one model gets
+ * one context in all of them: requested > 0 is that context, refused (QHX_E_ARG, the message
+ * naming it as `what`, e.g. "--ctx"; NULL: "context") past the trained context; 0: a bundle's
+ * run-plan context (qhx_model_max_context), or for a checkpoint folder the trained context,
+ * lowered (to a multiple of 256, at least 256) when the KV caches of n_sessions sessions would
+ * take more than half the memory available now. */
+typedef struct qhx_context_choice {
+    int64_t n_ctx;   /* the context */
+    int64_t trained; /* qhx_model_trained_context */
+    int by_memory;   /* n_ctx was lowered to fit the memory */
+    int by_request;  /* n_ctx is the requested one */
+} qhx_context_choice;
+QHX_API qhx_status qhx_model_choose_context(const qhx_model *model, int64_t requested, int n_sessions,
+                                            const char *what, qhx_context_choice *out /* OUT */, qhx_error *err);
 QHX_API int qhx_model_is_stop(const qhx_model *model, qhx_token token); /* 1 for a stop id */
-/* The id of an exact token string (e.g. "<|im_end|>"), or -1. */
+/* The id of an exact token string (e.g. an added token such as qhx_chat_markers.turn_end), or -1. */
 QHX_API qhx_token qhx_model_token_id(const qhx_model *model, const char *text);
 
 /* ==== Text ================================================================================= */
@@ -231,8 +261,8 @@ typedef struct qhx_chat_msg {
 } qhx_chat_msg;
 
 /* Render a conversation in the model family's chat format (ChatML). add_generation_prompt
- * ends it with the assistant header; thinking (Qwen3.5) opens "<think>\n" instead of the
- * closed empty think block. Output as qhx_detokenize (size query with cap == 0). */
+ * ends it with the assistant header; thinking (Qwen3.5) opens the think block instead of
+ * writing it closed and empty. Output as qhx_detokenize (size query with cap == 0). */
 QHX_API qhx_status qhx_chat_format(const qhx_model *model, const qhx_chat_msg *msgs, size_t n,
                                    int add_generation_prompt, int thinking, char *buf, size_t cap,
                                    size_t *len_out /* OUT */, qhx_error *err);
@@ -327,7 +357,7 @@ typedef struct qhx_constraint qhx_constraint; /* a grammar over the output ("Con
 typedef struct qhx_generate_params {
     int64_t max_tokens;  /* > 0 */
     int ignore_stop;     /* do not stop on the run plan's stop ids */
-    int stop_at_turn_end; /* also stop at the chat format's end-of-turn token (<|im_end|>), as
+    int stop_at_turn_end; /* also stop at the chat format's end-of-turn token (turn_end), as
                              a chat must whatever the run plan's stop ids are (the stop reason
                              is then QHX_STOP_TOKEN, and the token closes the turn) */
     qhx_token_cb on_token;
@@ -337,11 +367,19 @@ typedef struct qhx_generate_params {
        the grammar may end, so the output is always a sentence of it unless cut by max_tokens
        or the callback). The constraint follows the tokens; the caller owns it. */
     qhx_constraint *constraint;
+    /* Stop strings (n_stops, each non-empty; NULL for none), matched on the decoded text across
+       token boundaries: on_token gets only text that can no longer be the start of one, and the
+       answer ends (QHX_STOP_STRING) when one completes, its text and what follows never given.
+       The token that completed it is reported (with the text before the string) and pending. */
+    const char *const *stops;
+    size_t n_stops;
 } qhx_generate_params;
 
 /* QHX_STOP_GRAMMAR: the constraint's output was complete and nothing (not even a stop token,
- * under ignore_stop) could follow. */
-typedef enum qhx_stop_reason { QHX_STOP_LENGTH = 0, QHX_STOP_TOKEN, QHX_STOP_CALLBACK, QHX_STOP_GRAMMAR } qhx_stop_reason;
+ * under ignore_stop) could follow. QHX_STOP_STRING: a stop string completed. */
+typedef enum qhx_stop_reason {
+    QHX_STOP_LENGTH = 0, QHX_STOP_TOKEN, QHX_STOP_CALLBACK, QHX_STOP_GRAMMAR, QHX_STOP_STRING
+} qhx_stop_reason;
 
 typedef struct qhx_generate_stats {
     int64_t n_prompt;      /* tokens fed by feed calls since the last generate */
@@ -395,8 +433,8 @@ typedef enum qhx_chat_template_kind {
 /* sha256_hex: NULL, or 65 bytes that get the template's sha256 in hex when one is found. */
 QHX_API qhx_chat_template_kind qhx_model_chat_template(const qhx_model *model, char *sha256_hex);
 
-/* As qhx_chat_format, with an image of image_tokens tokens (<|vision_start|>, that many
- * image-pad tokens, <|vision_end|>) before the text of the last user message; image_tokens 0:
+/* As qhx_chat_format, with an image of image_tokens tokens (the format's image start, that
+ * many image-pad tokens, its image end) before the text of the last user message; image_tokens 0:
  * no image (the same text as qhx_chat_format). QHX_E_ARG when image_tokens > 0 and no message
  * is a user message, or image_tokens is negative or above 2^20. */
 QHX_API qhx_status qhx_chat_format_image(const qhx_model *model, const qhx_chat_msg *msgs, size_t n,
@@ -428,7 +466,7 @@ QHX_API int64_t qhx_encoded_image_n_tokens(const qhx_encoded_image *image);
 QHX_API void qhx_encoded_image_free(qhx_encoded_image *image); /* NULL is a no-op */
 
 /* Feed ids as qhx_session_feed does, with image (NULL for none) at its pad tokens: the ids hold
- * <|vision_start|>, qhx_encoded_image_n_tokens image-pad ids in one run, <|vision_end|>. The
+ * the image start, qhx_encoded_image_n_tokens image-pad ids in one run, the image end. The
  * token the last generate left pending is fed first. Qwen3-VL without an image: the ids may hold
  * no image-pad id (QHX_E_ARG). Another family: an image is QHX_E_UNSUPPORTED. The image is only
  * read during the call. */
@@ -445,7 +483,7 @@ QHX_API qhx_status qhx_session_feed_image(qhx_session *s, const qhx_token *ids, 
  *   share the rest and are scaled down before they are encoded; QHX_E_LIMIT naming the counts
  *   when even the smallest sizes do not fit), 0: no bound;
  * - qhx_session_feed_images: as qhx_session_feed_image with images (n_images,) in the order of
- *   their <|vision_start|> pads <|vision_end|> runs in ids, each run exactly
+ *   their runs (image start, pads, image end) in ids, each run exactly
  *   qhx_encoded_image_n_tokens long (QHX_E_ARG naming the image and both counts otherwise).
  * Positions follow Hugging Face get_rope_index across the images (docs/vision.md). */
 QHX_API qhx_status qhx_chat_format_images(const qhx_model *model, const qhx_chat_msg *msgs, size_t n,
@@ -533,7 +571,7 @@ QHX_API qhx_status qhx_prompt_from_ids(const qhx_model *model, const qhx_token *
 QHX_API void qhx_prompt_free(qhx_prompt *p);
 /* The ids (borrowed, lives with p) and their count. */
 QHX_API const qhx_token *qhx_prompt_ids(const qhx_prompt *p, size_t *n /* OUT */);
-/* Index of the first id that stands for an image (<|vision_start|>), or the count when there is
+/* Index of the first id that stands for an image (its run's start), or the count when there is
  * none: a state holding a prefix of the ids up to there can be reused for another prompt. */
 QHX_API size_t qhx_prompt_reusable(const qhx_prompt *p);
 /* Feed ids [from, to) of p after what s holds; s must hold exactly ids [0, from) of a prompt
@@ -553,6 +591,58 @@ QHX_API void qhx_sampler_delete(qhx_sampler_handle *smp);
 QHX_API void qhx_sampler_push(qhx_sampler_handle *smp, qhx_token token);
 /* The next token from logits (qhx_model_n_vocab values); -1 when they hold a NaN or +Inf. */
 QHX_API qhx_token qhx_sampler_pick(qhx_sampler_handle *smp, const float *logits);
+
+/* Generation steps: the loop qhx_session_generate runs, one token at a time, for a front end
+ * that steps its sessions itself (a server batching several with qhx_sessions_decode). A
+ * decoder is one answer: its sampler (penalties over the tokens pushed and chosen), the
+ * constraint, the stop ids and end-of-turn token, stop strings across token boundaries, the
+ * streaming text, max_tokens and cancellation, exactly as qhx_session_generate applies them.
+ * Owned: qhx_decoder_free. */
+typedef struct qhx_decoder qhx_decoder;
+typedef struct qhx_decoder_params {
+    qhx_sample_params sampling;
+    int64_t max_tokens;          /* > 0: the answer ends (QHX_STOP_LENGTH) after that many */
+    int ignore_stop;             /* as qhx_generate_params */
+    int stop_at_turn_end;
+    const char *const *stops;    /* as qhx_generate_params; borrowed for the decoder's life */
+    size_t n_stops;
+    qhx_constraint *constraint;  /* borrowed, NULL for none */
+    int (*abort_cb)(void *user); /* polled before each step: non-zero -> QHX_E_ABORTED */
+    void *abort_user;
+} qhx_decoder_params;
+QHX_API qhx_status qhx_decoder_create(const qhx_model *model, const qhx_decoder_params *params,
+                                      qhx_decoder **out /* OUT, owned */, qhx_error *err);
+QHX_API void qhx_decoder_free(qhx_decoder *d); /* NULL is a no-op */
+/* Record prompt tokens for the penalties' window. */
+QHX_API void qhx_decoder_push(qhx_decoder *d, const qhx_token *ids, size_t n);
+typedef struct qhx_decoder_step {
+    qhx_token token;     /* the chosen token, -1 when none (the grammar's output was complete) */
+    int report;          /* the token is part of the answer: pass it and text on */
+    int feed;            /* the answer goes on: feed token to the session, then step again */
+    const char *text;    /* the text that became final with it (borrowed until the next call) */
+    size_t len;
+    qhx_stop_reason stop; /* !feed: why the answer ended (a stop token is not reported) */
+} qhx_decoder_step;
+/* One step from logits (qhx_model_n_vocab values, e.g. qhx_session_logits). Errors:
+ * QHX_E_ABORTED (abort_cb), QHX_E_FORMAT (NaN or Inf in the logits), a constraint's error,
+ * QHX_E_NOMEM; QHX_E_ARG after the answer ended. */
+QHX_API qhx_status qhx_decoder_next(qhx_decoder *d, const float *logits, qhx_decoder_step *out /* OUT */,
+                                    qhx_error *err);
+/* At the end of the answer: the text still held (an incomplete UTF-8 tail, a possible start of a
+ * stop string), borrowed until the decoder is freed. */
+QHX_API qhx_status qhx_decoder_finish(qhx_decoder *d, const char **text, size_t *len, qhx_error *err);
+
+/* Stop strings over a stream of text on their own (what the decoder applies): push text, get
+ * what can no longer be the start of one; 1 when one completed (the text before it was given,
+ * nothing more is), 0 to go on, -1 out of memory. The strings are borrowed. */
+typedef struct qhx_stop_matcher qhx_stop_matcher;
+QHX_API qhx_status qhx_stop_matcher_create(const char *const *stops, size_t n, qhx_stop_matcher **out /* OUT */,
+                                           qhx_error *err);
+QHX_API int qhx_stop_matcher_push(qhx_stop_matcher *sm, const char *text, size_t len, const char **out,
+                                  size_t *out_len);
+/* The end: what is still held (0), or the text up to a stop string completing in it (1). */
+QHX_API int qhx_stop_matcher_finish(qhx_stop_matcher *sm, const char **out, size_t *out_len);
+QHX_API void qhx_stop_matcher_free(qhx_stop_matcher *sm);
 
 /* Streaming detokenizer: push ids, get the text each completes (never half a UTF-8
  * sequence); the concatenation of every push and the final flush is qhx_detokenize of all.
@@ -581,6 +671,9 @@ QHX_API qhx_status qhx_session_rollback(qhx_session *s, const qhx_checkpoint *cp
 QHX_API int64_t qhx_checkpoint_n_past(const qhx_checkpoint *cp);
 QHX_API size_t qhx_checkpoint_bytes(const qhx_checkpoint *cp);
 QHX_API void qhx_checkpoint_free(qhx_checkpoint *cp);
+
+/* The most sessions one batched decode step takes together (more are fed one by one). */
+#define QHX_MAX_BATCH 64
 
 /* One decode step for n sessions of one model: tokens[i] is fed to sessions[i] (each then has
  * the logits after it), with the result (bit for bit) of qhx_session_feed of its token alone.
@@ -615,9 +708,9 @@ QHX_API qhx_status qhx_grammar_json_object(qhx_grammar **out /* OUT, owned */, q
  * the arguments held to each function's "parameters" schema (the JSON Schema subset; a string
  * argument is written as its text, so it is empty or starts with a letter or '_', holds no '<'
  * or line break and is no JSON literal). tools: the n_tools definitions as in qhx_chat_spec;
- * name: the one function (the prefix ends "<function=NAME>\n"), or NULL for any of them (the
- * prefix ends "<function="). QHX_E_UNSUPPORTED for a model whose chat format has no tools, or
- * a keyword outside the subset (named). Qwen3.5's call syntax. */
+ * name: the one function (the prefix is qhx_chat_markers tool_prefix NAME tool_named), or NULL
+ * for any of them (the prefix is tool_prefix). QHX_E_UNSUPPORTED for a model whose chat format
+ * has no tools, or a keyword outside the subset (named). The call syntax is the chat format's. */
 QHX_API qhx_status qhx_grammar_tool_call(const qhx_model *model, const char *const *tools, size_t n_tools,
                                          const char *name, qhx_grammar **out /* OUT, owned */, qhx_error *err);
 QHX_API void qhx_grammar_free(qhx_grammar *g); /* NULL is a no-op */

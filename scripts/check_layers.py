@@ -22,7 +22,12 @@ problem, for
   - an include the declaration does not allow (file:line: 'x.h' is not allowed from 'io' ...),
   - an include that resolves to no file, a file in no declared layer,
   - a cycle among the declared layers, an unknown or repeated layer name in the declaration,
-  - a cycle of includes between files (a.h -> b.h -> a.h), whatever their layers.
+  - a cycle of includes between files (a.h -> b.h -> a.h), whatever their layers,
+  - a cycle of calls between the .c files of one folder (a.c calls a function b.c defines, and
+    b.c one that a.c defines, directly or around a longer circle): within a layer, files too
+    call only downwards. A function is matched to the file that defines it (a definition at the
+    start of a line, not static) by its name; comments, strings and character literals are
+    left out first, so only real calls count.
 Exit status: 0 when the tree follows the declaration, 1 otherwise. Only the standard library.
 """
 import argparse
@@ -253,7 +258,56 @@ def check(root, doc, paths):
         sub = {n: graph.get(n, set()) & members for n in members}
         cycle = find_cycle(sub)
         problems.append(f"include cycle: {' -> '.join(cycle)}")
+    for cycle in call_cycles(tree, files):
+        problems.append(f"call cycle in {os.path.dirname(cycle[0])}: {' -> '.join(cycle)}")
     return problems, n_includes, len(files)
+
+
+C_NOISE_RE = re.compile(r'/\*.*?\*/|//[^\n]*|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', re.S)
+DEFINITION_RE = re.compile(r'^(?!static\b|typedef\b|extern\b|#)[A-Za-z_][\w \t\*]*?\b([A-Za-z_]\w*)\s*\(([^;{}()]|\([^;{}()]*\))*\)\s*\{', re.M)
+CALL_RE = re.compile(r'\b([A-Za-z_]\w*)\s*\(')
+NOT_CALLS = {"if", "for", "while", "switch", "return", "sizeof", "defined", "_Alignof", "alignof", "_Static_assert"}
+
+
+def code_of(path):
+    """The text of a C file without comments, strings and character literals (lines kept)."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+    except OSError:
+        return ""
+    return C_NOISE_RE.sub(lambda m: "\n" * m.group(0).count("\n") + " ", text)
+
+
+def call_cycles(tree, files):
+    """Cycles of calls between the .c files of one folder, as lists of paths from the root."""
+    defined, calls = {}, {}
+    for path in files:
+        if not path.endswith(".c"):
+            continue
+        rel = tree.rel(path)
+        code = code_of(path)
+        names = set(m.group(1) for m in DEFINITION_RE.finditer(code))
+        for n in names:
+            defined.setdefault(n, set()).add(rel)
+        calls[rel] = set(m.group(1) for m in CALL_RE.finditer(code)) - NOT_CALLS
+    graph = {}
+    for rel, called in calls.items():
+        folder = os.path.dirname(rel)
+        graph[rel] = set()
+        for n in called:
+            owners = defined.get(n, ())
+            if len(owners) != 1:  # unknown, or defined twice (test doubles): no edge
+                continue
+            (owner,) = owners
+            if owner != rel and os.path.dirname(owner) == folder:
+                graph[rel].add(owner)
+    out = []
+    for comp in strongly_connected(graph):
+        if len(comp) > 1:
+            members = set(comp)
+            out.append(find_cycle({n: graph[n] & members for n in members}))
+    return out
 
 
 def main(argv):

@@ -201,3 +201,14 @@ size_t qhx_cpu_features_str(unsigned features, char *buf, size_t cap) {
     }
     return n;
 }
+
+int64_t qhx_mem_available_bytes(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return 0;
+    char line[256];
+    long long kib = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %lld kB", &kib) == 1) break;
+    fclose(f);
+    return kib > 0 && kib < (long long)(INT64_MAX / 1024) ? (int64_t)kib * 1024 : 0;
+}

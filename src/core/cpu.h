@@ -1,4 +1,4 @@
-/* core/cpu: what the CPU and the OS let us run, and how many cores to use by default.
+/* core/cpu: what the CPU and the OS let us run, how many cores to use by default, the free memory.
  * Detection asks the hardware (x86: CPUID, plus XGETBV to confirm the OS saves YMM/ZMM state;
  * aarch64: getauxval(AT_HWCAP/AT_HWCAP2)), so a feature is reported only when it can really be
  * used. Kernel selection (kernels/select.c) reads qhx_cpu_info; nothing here picks kernels. */
@@ -6,6 +6,7 @@
 #define QHX_CORE_CPU_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* Feature bits of qhx_cpu_info.features. */
 #define QHX_CPU_AVX2        (1u << 0)  /* with OS YMM support */
@@ -41,6 +42,9 @@ void qhx_cpu_detect(qhx_cpu_info *info /* OUT */);
 
 /* The default thread count: physical cores this process may use (falls back to online CPUs). */
 int qhx_cpu_n_physical(void);
+/* The memory the system says is available now (/proc/meminfo MemAvailable), in bytes; 0 when
+ * it cannot be read. */
+int64_t qhx_mem_available_bytes(void);
 
 /* Name of one feature bit ("avx2"), or NULL for an unknown bit. */
 const char *qhx_cpu_feature_name(unsigned bit);

@@ -200,15 +200,29 @@ void qhx_net_free(qhx_net *m); /* NULL allowed; every state of m freed first */
 
 /* ---- family descriptors ----------------------------------------------------------------- */
 
-/* The generate loops a host-op can be (runtime/hostop.c implements them). */
-typedef enum qhx_loop {
-    QHX_LOOP_TEXT = 0,       /* text -> text; images refused, vision weights never loaded */
-    QHX_LOOP_IMAGE_TEXT = 1, /* image + text -> text */
-} qhx_loop;
+/* A generate loop, the vtable a host-op runs: a small interface over the session calls
+ * (runtime/session.h; it writes no session field itself). runtime/hostop.c defines this
+ * build's loops; a family names the loop of each host-op it offers. */
+typedef struct qhx_hostop {
+    const char *name; /* the loop: "text", "image_text" */
+    bool images;      /* it feeds images (its plans load the vision tower); else images are refused */
+    /* Feed one chat turn: msgs (n), the images of its last user message (n_images, in order).
+     * Their tokens together take at most what the context leaves after the turn's text and one
+     * token of answer, and at most max_image_tokens (0 = no further bound); when they would take
+     * more, the budget is shared over them (runtime/model.h qhx_model_images_load). */
+    qhx_status (*feed_chat)(qhx_session *s, const qhx_chat_msg *msgs, size_t n, const char *const *images,
+                            int n_images, int64_t max_image_tokens, int thinking, qhx_error *err);
+    qhx_status (*generate)(qhx_session *s, const qhx_generate_params *p, qhx_generate_stats *stats,
+                           qhx_error *err);
+} qhx_hostop;
+
+/* The loops of this build (runtime/hostop.c). */
+extern const qhx_hostop qhx_hostop_text;       /* text -> text; vision weights never loaded */
+extern const qhx_hostop qhx_hostop_image_text; /* image + text -> text */
 
 typedef struct qhx_family_host_op {
-    const char *name; /* the manifest's host_op, e.g. "qwen3_vl_generate" */
-    qhx_loop loop;
+    const char *name;        /* the manifest's host_op, e.g. "qwen3_vl_generate" */
+    const qhx_hostop *loop;  /* the loop it runs */
 } qhx_family_host_op;
 
 typedef struct qhx_net_bind_args {
@@ -221,8 +235,9 @@ typedef struct qhx_family_desc {
     const char *name;                     /* the manifest's family, e.g. "qwen3_5" */
     const char *title;                    /* as people write it, e.g. "Qwen3.5" */
     const char *const *model_types;       /* config.json model_type values it reads; NULL ends */
-    qhx_chat_family chat;                 /* how its prompts are written (text/tokenizer.h) */
-    bool thinking;                        /* its chat format has a thinking mode (<think>) */
+    qhx_chat_family chat;                 /* how its prompts are written: turns, thinking, tools,
+                                             images (text/tokenizer.h qhx_chat_style; defined in
+                                             the family's chat.c) */
     const qhx_family_host_op *host_ops;   /* the host-ops it offers; name NULL ends. A checkpoint
                                              folder runs the first whose loop takes images when
                                              it has a vision tower and opens for images
@@ -243,6 +258,7 @@ typedef struct qhx_family_desc {
 
 /* registry.c: the families of this build. */
 const qhx_family_desc *qhx_family_find(const char *name);              /* NULL if unknown */
+const qhx_family_desc *qhx_family_first(void);                         /* the first listed */
 const qhx_family_desc *qhx_family_for_model_type(const char *model_type); /* NULL if unknown */
 const qhx_family_host_op *qhx_family_host_op_find(const qhx_family_desc *f, const char *name);
 /* The host-op a checkpoint folder runs (see host_ops above). */

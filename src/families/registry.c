@@ -20,6 +20,8 @@ const qhx_family_desc *qhx_family_find(const char *name) {
     return NULL;
 }
 
+const qhx_family_desc *qhx_family_first(void) { return FAMILIES[0]; }
+
 const qhx_family_desc *qhx_family_for_model_type(const char *model_type) {
     for (size_t i = 0; model_type && i < N_FAMILIES; i++)
         for (const char *const *t = FAMILIES[i]->model_types; *t; t++)
@@ -33,18 +35,18 @@ const qhx_family_host_op *qhx_family_host_op_find(const qhx_family_desc *f, cons
     return NULL;
 }
 
-/* The family's first host-op running loop, or NULL. */
-static const qhx_family_host_op *first_of(const qhx_family_desc *f, qhx_loop loop) {
+/* The family's first host-op whose loop feeds images (or not), or NULL. */
+static const qhx_family_host_op *first_of(const qhx_family_desc *f, bool images) {
     for (const qhx_family_host_op *h = f->host_ops; h->name; h++)
-        if (h->loop == loop) return h;
+        if (h->loop->images == images) return h;
     return NULL;
 }
 
-bool qhx_family_takes_images(const qhx_family_desc *f) { return first_of(f, QHX_LOOP_IMAGE_TEXT) != NULL; }
+bool qhx_family_takes_images(const qhx_family_desc *f) { return first_of(f, true) != NULL; }
 
 const qhx_family_host_op *qhx_family_default_host_op(const qhx_family_desc *f, bool has_vision) {
-    const qhx_family_host_op *h = has_vision ? first_of(f, QHX_LOOP_IMAGE_TEXT) : NULL;
-    if (!h) h = first_of(f, QHX_LOOP_TEXT);
+    const qhx_family_host_op *h = has_vision ? first_of(f, true) : NULL;
+    if (!h) h = first_of(f, false);
     return h ? h : f->host_ops;
 }
 

@@ -769,12 +769,12 @@ static qhx_status write_manifests(convert *c, const char *hf_dir, qhx_error *err
     /* one manifest per host-op of the family: the text ones first, then (with a vision tower)
      * the image ones, which add the vision artifact */
     const bool images = qhx_family_takes_images(c->family);
-    const bool text_first = c->family->host_ops[0].loop == QHX_LOOP_TEXT; /* the text manifest keeps the plain name */
+    const bool text_first = !c->family->host_ops[0].loop->images; /* the text manifest keeps the plain name */
     if (images && !c->w[ROLE_VISION]) forge_job_log(&c->job, "no vision tensors: text manifest only");
     snprintf(plan->family, sizeof plan->family, "%s", c->family->name);
     for (int pass = 0; pass < 2; pass++)
     for (const qhx_family_host_op *op = c->family->host_ops; op->name; op++) {
-        if ((op->loop == QHX_LOOP_IMAGE_TEXT) != (pass == 1)) continue;
+        if (op->loop->images != (pass == 1)) continue;
         if (pass == 1 && !c->w[ROLE_VISION]) break;
         char file[200];
         snprintf(plan->host_op, sizeof plan->host_op, "%s", op->name);

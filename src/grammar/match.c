@@ -12,6 +12,44 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The interned sets' tables (sets.c) and the mask cache (vocab.c) live as long as the matcher's
+ * nodes: dropped here, where nodes are renumbered and freed. */
+void gm_cache_clear(qhx_gm_match *m) {
+    for (int k = 0; k < m->n_cache; k++) {
+        qhx_free(m->cache[k].ids);
+        qhx_free(m->cache[k].mask);
+        m->cache[k] = (gm_cache_entry){0};
+    }
+    m->n_cache = 0;
+    m->next_slot = 0;
+}
+
+void gm_sets_free(qhx_gm_match *m) {
+    qhx_free(m->set_ids);
+    qhx_free(m->set_off);
+    qhx_free(m->set_n);
+    qhx_free(m->set_end);
+    qhx_free(m->set_ht);
+    for (int32_t s = 0; s < m->n_sets && m->rows; s++) qhx_free(m->rows[s]);
+    qhx_free(m->rows);
+    m->set_ids = NULL, m->set_off = m->set_n = NULL, m->set_end = NULL, m->set_ht = NULL;
+    m->rows = NULL;
+    m->n_set_ids = m->cap_set_ids = 0;
+    m->n_sets = m->cap_sets = m->cap_rows = 0;
+    m->set_ht_mask = m->n_rows = 0;
+}
+
+void gm_sets_clear(qhx_gm_match *m) {
+    for (int32_t s = 0; s < m->n_sets && m->rows; s++) {
+        qhx_free(m->rows[s]);
+        m->rows[s] = NULL;
+    }
+    m->n_set_ids = 0;
+    m->n_sets = 0;
+    m->n_rows = 0;
+    if (m->set_ht) memset(m->set_ht, 0xFF, (m->set_ht_mask + 1) * sizeof *m->set_ht);
+}
+
 static size_t hash_node(int32_t pos, int32_t par) {
     uint64_t h = (uint64_t)(uint32_t)pos * 0x9E3779B97F4A7C15ull ^ ((uint64_t)(uint32_t)par + 1) * 0xC2B2AE3D27D4EB4Full;
     return (size_t)(h ^ (h >> 29));

@@ -1,7 +1,7 @@
 /* grammar/sets.c: interned sets of parse stacks and the memo of their byte transitions, for
  * mask walks (vocab.c). A set is the sorted list of its node ids plus its end flag; equal lists
  * get one id. The tables are dropped whole when nodes are renumbered (compaction) or when they
- * pass their cap, never during a walk. */
+ * pass their cap, never during a walk (match.c drops them: gm_sets_clear, gm_sets_free). */
 #include "grammar/gm_match.h"
 
 #include "core/alloc.h"
@@ -19,32 +19,6 @@ static uint64_t hash_ids(const int32_t *ids, int32_t n, bool end) {
         h ^= h >> 32;
     }
     return h;
-}
-
-void gm_sets_free(qhx_gm_match *m) {
-    qhx_free(m->set_ids);
-    qhx_free(m->set_off);
-    qhx_free(m->set_n);
-    qhx_free(m->set_end);
-    qhx_free(m->set_ht);
-    for (int32_t s = 0; s < m->n_sets && m->rows; s++) qhx_free(m->rows[s]);
-    qhx_free(m->rows);
-    m->set_ids = NULL, m->set_off = m->set_n = NULL, m->set_end = NULL, m->set_ht = NULL;
-    m->rows = NULL;
-    m->n_set_ids = m->cap_set_ids = 0;
-    m->n_sets = m->cap_sets = m->cap_rows = 0;
-    m->set_ht_mask = m->n_rows = 0;
-}
-
-void gm_sets_clear(qhx_gm_match *m) {
-    for (int32_t s = 0; s < m->n_sets && m->rows; s++) {
-        qhx_free(m->rows[s]);
-        m->rows[s] = NULL;
-    }
-    m->n_set_ids = 0;
-    m->n_sets = 0;
-    m->n_rows = 0;
-    if (m->set_ht) memset(m->set_ht, 0xFF, (m->set_ht_mask + 1) * sizeof *m->set_ht);
 }
 
 static int nomem(qhx_error *err) {

@@ -115,16 +115,6 @@ qhx_status qhx_gm_vocab_new(int32_t n, const uint8_t *const *bytes, const uint32
 
 /* ---- the cache ------------------------------------------------------------------------------ */
 
-void gm_cache_clear(qhx_gm_match *m) {
-    for (int k = 0; k < m->n_cache; k++) {
-        qhx_free(m->cache[k].ids);
-        qhx_free(m->cache[k].mask);
-        m->cache[k] = (gm_cache_entry){0};
-    }
-    m->n_cache = 0;
-    m->next_slot = 0;
-}
-
 static uint64_t state_hash(const qhx_gm_match *m) {
     uint64_t h = 0x243F6A8885A308D3ull ^ (uint64_t)m->cur_end;
     for (int32_t i = 0; i < m->n_cur; i++) {

@@ -42,11 +42,6 @@ static qhx_status open_manifest_file(const char *path, qhx_plan **out, qhx_error
     return rc;
 }
 
-int plan_has_suffix(const char *s, const char *suf) {
-    size_t a = strlen(s), b = strlen(suf);
-    return a >= b && !strcmp(s + a - b, suf);
-}
-
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 /* Whether `path` is a qhexrt manifest: a .json file of at most QHX_PLAN_MAX_BYTES whose top

@@ -256,17 +256,12 @@ qhx_status qhx_session_feed_images(qhx_session *s, const qhx_token *ids, size_t 
         if (!images[k]) return qhx_session_guard_leave(s, qhx_fail(err, QHX_E_ARG, "feed images: image %zu is NULL", k + 1));
         im[k] = images[k]->im; /* a shallow view: the rows stay the caller's */
     }
-    rc = qhx_session_feed_pending(s, err); /* first, so the announcement covers exactly these ids */
-    if (!rc && n) rc = qhx_model_state_attach(qhx_session_state(s), im, (int)n_images, ids, (int64_t)n, err);
-    qhx_session_guard_leave(s, rc);
-    if (!rc) rc = qhx_session_feed(s, ids, n, err);
-    qhx_model_state_attach(qhx_session_state(s), NULL, 0, NULL, 0, NULL); /* the images are the caller's: drop them */
-    return rc;
+    return qhx_session_guard_leave(s, qhx_session_feed_announced(s, ids, n, im, (int)n_images, err));
 }
 
 qhx_status qhx_session_feed_image(qhx_session *s, const qhx_token *ids, size_t n, const qhx_encoded_image *image,
                                   qhx_error *err) {
-    /* the pending token and the announcement under the session's guard; the feed guards itself */
+    /* under the session's guard: the pending token, the announcement, the feed */
     qhx_status rc = qhx_session_guard_enter(s, "feed image", err);
     if (rc) return rc;
     const qhx_model *m = qhx_session_model(s);
@@ -275,10 +270,42 @@ qhx_status qhx_session_feed_image(qhx_session *s, const qhx_token *ids, size_t n
                                                    qhx_model_host_op(m)));
     if (!ids && n) return qhx_session_guard_leave(s, qhx_fail(err, QHX_E_ARG, "feed image: ids is NULL"));
     if (n > (size_t)INT64_MAX) return qhx_session_guard_leave(s, qhx_fail(err, QHX_E_LIMIT, "feed image: %zu ids", n));
-    rc = qhx_session_feed_pending(s, err); /* first, so the announcement covers exactly these ids */
-    if (!rc && n) rc = qhx_model_state_attach(qhx_session_state(s), image ? &image->im : NULL, image ? 1 : 0, ids, (int64_t)n, err);
-    qhx_session_guard_leave(s, rc);
-    if (!rc) rc = qhx_session_feed(s, ids, n, err);
-    qhx_model_state_attach(qhx_session_state(s), NULL, 0, NULL, 0, NULL); /* the image is the caller's: drop it */
-    return rc;
+    return qhx_session_guard_leave(s, qhx_session_feed_announced(s, ids, n, image ? &image->im : NULL, image ? 1 : 0, err));
+}
+
+/* ---- the host-op's loops, entered through the session's guard (session.c knows no host-op) --- */
+
+qhx_status qhx_session_feed_chat(qhx_session *s, const qhx_chat_msg *msgs, size_t n, const char *image_path,
+                                 int thinking, qhx_error *err) {
+    qhx_status rc = qhx_session_guard_enter(s, "chat", err);
+    if (rc) return rc;
+    const char *const images[1] = {image_path};
+    const qhx_hostop *h = qhx_hostop_of(qhx_session_model(s));
+    return qhx_session_guard_leave(s, h->feed_chat(s, msgs, n, images, image_path ? 1 : 0, 0, thinking, err));
+}
+
+qhx_status qhx_session_feed_chat_images(qhx_session *s, const qhx_chat_msg *msgs, size_t n,
+                                        const char *const *image_paths, size_t n_images, int thinking,
+                                        qhx_error *err) {
+    qhx_status rc = qhx_session_guard_enter(s, "chat", err);
+    if (rc) return rc;
+    if (n_images > QHX_HOSTOP_MAX_IMAGES)
+        return qhx_session_guard_leave(s, qhx_fail(err, QHX_E_LIMIT, "chat: %zu images in one turn, the limit is %d",
+                                                   n_images, QHX_HOSTOP_MAX_IMAGES));
+    if (n_images && !image_paths)
+        return qhx_session_guard_leave(s, qhx_fail(err, QHX_E_ARG, "chat: %zu images but no paths", n_images));
+    const qhx_hostop *h = qhx_hostop_of(qhx_session_model(s));
+    return qhx_session_guard_leave(s, h->feed_chat(s, msgs, n, image_paths, (int)n_images, 0, thinking, err));
+}
+
+qhx_status qhx_session_generate(qhx_session *s, const qhx_generate_params *p, qhx_generate_stats *stats,
+                                qhx_error *err) {
+    qhx_status rc = qhx_session_guard_enter(s, "generate", err);
+    return rc ? rc : qhx_session_guard_leave(s, qhx_hostop_of(qhx_session_model(s))->generate(s, p, stats, err));
+}
+
+qhx_status qhx_chat_format(const qhx_model *m, const qhx_chat_msg *msgs, size_t n, int add_generation_prompt,
+                           int thinking, char *buf, size_t cap, size_t *len_out, qhx_error *err) {
+    /* the same text without an image */
+    return qhx_chat_format_image(m, msgs, n, add_generation_prompt, thinking, 0, buf, cap, len_out, err);
 }

@@ -66,12 +66,12 @@ qhx_status qhx_grammar_tool_call(const qhx_model *m, const char *const *tools, s
     if (!out) return qhx_fail(err, QHX_E_ARG, "tool call grammar: out is NULL");
     *out = NULL;
     if (!m || (!tools && n_tools)) return qhx_fail(err, QHX_E_ARG, "tool call grammar: model and tools are required");
-    /* how the family's chat format writes a call: Qwen3.5's XML form, Qwen3-VL's JSON object */
+    /* how the family's chat format writes a call: blocks of parameters, or one JSON object */
     const qhx_chat_family style = qhx_model_chat_style(m);
-    if (style != QHX_CHAT_QWEN35 && style != QHX_CHAT_QWEN3VL)
+    if (!style || !style->tool_open)
         return qhx_fail(err, QHX_E_UNSUPPORTED, "tool call grammar: the %s chat format takes no tools", qhx_model_family_title(m));
     char *text = NULL;
-    qhx_status rc = qhx_gm_tool_call_gbnf(tools, n_tools, name, style == QHX_CHAT_QWEN3VL, &text, err);
+    qhx_status rc = qhx_gm_tool_call_gbnf(tools, n_tools, name, style->tool_json, &text, err);
     qhx_gm *gm = NULL;
     if (!rc) rc = qhx_gm_parse(text, strlen(text), "root", &gm, err);
     qhx_free(text);
@@ -86,7 +86,7 @@ void qhx_grammar_free(qhx_grammar *g) {
 
 /* ---- the model's vocabulary ---------------------------------------------------------------- */
 
-/* Stop ids and <|im_end|> end an output; added tokens (<think>, <tool_call>, ...) never come
+/* Stop ids and the end-of-turn token end an output; added tokens (markers) never come
  * under a grammar; ids past the tokenizer (padding rows) neither. */
 static qhx_status build_vocab(const qhx_model *m, qhx_gm_vocab **out, qhx_error *err) {
     int32_t n = (int32_t)qhx_model_n_vocab(m);
@@ -95,7 +95,7 @@ static qhx_status build_vocab(const qhx_model *m, qhx_gm_vocab **out, qhx_error 
     uint8_t *kind = qhx_malloc((size_t)n);
     qhx_status rc = QHX_OK;
     if (!bytes || !lens || !kind) rc = qhx_fail(err, QHX_E_NOMEM, "grammar: out of memory for the vocabulary");
-    qhx_token im_end = qhx_model_token_id(m, "<|im_end|>");
+    qhx_token im_end = qhx_model_turn_end(m);
     for (int32_t i = 0; !rc && i < n; i++) {
         size_t len;
         int added;

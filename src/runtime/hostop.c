@@ -4,7 +4,8 @@
 #include "core/alloc.h"
 #include "core/time.h"
 #include "runtime/constrain.h"
-#include "runtime/session_impl.h"
+#include "runtime/gen.h"
+#include "runtime/session.h"
 
 #include <string.h>
 
@@ -48,21 +49,23 @@ qhx_status qhx_chat_turn_text(const qhx_model *m, const qhx_session *s, const qh
     qhx_status rc = qhx_tok_chat_format(qhx_model_chat_style(m), cm, n, &opt, &body, &len, err);
     qhx_free(cm);
     if (rc) return rc;
-    if (!s || (qhx_session_n_past(s) == 0 && s->pending < 0)) {
+    if (!s || (qhx_session_n_past(s) == 0 && qhx_session_pending(s) < 0)) {
         *out = body;
         *len_out = len;
         return QHX_OK;
     }
-    /* close the previous answer: its stop token (<|im_end|>) is pending and fed with this turn;
-     * after any other stop (length, a stop string, a callback) the marker has to be added */
-    const char *sep = s->last_stop == QHX_STOP_TOKEN ? "\n" : "<|im_end|>\n";
-    size_t n_sep = strlen(sep);
+    /* close the previous answer: its stop token (the end of turn) is pending and fed with this
+     * turn; after any other stop (length, a stop string, a callback) the marker has to be added */
+    const qhx_chat_style *f = qhx_model_chat_style(m);
+    const char *end = qhx_session_last_stop(s) == QHX_STOP_TOKEN ? "" : f->turn_end;
+    size_t n_end = strlen(end), n_sep = n_end + strlen(f->turn_sep);
     char *t = qhx_malloc(n_sep + len + 1);
     if (!t) {
         qhx_free(body);
         return qhx_fail(err, QHX_E_NOMEM, "chat: out of memory");
     }
-    memcpy(t, sep, n_sep);
+    memcpy(t, end, n_end);
+    memcpy(t + n_end, f->turn_sep, n_sep - n_end);
     memcpy(t + n_sep, body, len + 1);
     qhx_free(body);
     *out = t;
@@ -80,12 +83,9 @@ static qhx_status feed_turn(qhx_session *s, const qhx_chat_msg *msgs, size_t n, 
     int64_t tokens[QHX_HOSTOP_MAX_IMAGES];
     for (int k = 0; k < n_images; k++) tokens[k] = images[k].n_tokens;
     qhx_status rc;
-    if ((rc = qhx_chat_turn_text(s->m, s, msgs, n, tokens, n_images, 1, thinking, &text, &len, err))) goto done;
+    if ((rc = qhx_chat_turn_text(qhx_session_model(s), s, msgs, n, tokens, n_images, 1, thinking, &text, &len, err))) goto done;
     if ((rc = qhx_session_encode(s, text, strlen(text), &ids, &n_ids, err))) goto done;
-    if ((rc = qhx_session_feed_pending(s, err))) goto done;
-    if (n_ids && (rc = qhx_model_state_attach(s->st, images, n_images, ids, (int64_t)n_ids, err))) goto done;
-    rc = qhx_session_feed_ids(s, ids, n_ids, err);
-    qhx_model_state_attach(s->st, NULL, 0, NULL, 0, NULL); /* the images die here: drop the announcement */
+    rc = qhx_session_feed_announced(s, ids, n_ids, images, n_images, err);
 done:
     qhx_free(text);
     qhx_free(ids);
@@ -93,7 +93,7 @@ done:
 }
 
 static qhx_status check_turn(const qhx_session *s, const qhx_chat_msg *msgs, size_t n, qhx_error *err) {
-    if (!s->m->tok) return qhx_fail(err, QHX_E_ARG, "session: the model has no tokenizer");
+    if (!qhx_session_model(s)->tok) return qhx_fail(err, QHX_E_ARG, "session: the model has no tokenizer");
     if (!msgs || n == 0 || n > 4096) return qhx_fail(err, QHX_E_ARG, "chat: 1 to 4096 messages are needed");
     return QHX_OK;
 }
@@ -105,7 +105,7 @@ static qhx_status text_feed_chat(qhx_session *s, const qhx_chat_msg *msgs, size_
     if (rc) return rc;
     if (n_images > 0) { /* the model's own message says why: no vision graph, or a text host-op */
         qhx_image_embed none;
-        return qhx_model_image_load(s->m, images[0], 0, &none, err);
+        return qhx_model_image_load(qhx_session_model(s), images[0], 0, &none, err);
     }
     return feed_turn(s, msgs, n, NULL, 0, thinking, err);
 }
@@ -119,12 +119,12 @@ static qhx_status image_budget(qhx_session *s, const qhx_chat_msg *msgs, size_t 
     char *text = NULL;
     int32_t *ids = NULL;
     size_t n_ids = 0, len = 0;
-    qhx_status rc = qhx_chat_turn_text(s->m, s, msgs, n, one, n_images, 1, thinking, &text, &len, err);
+    qhx_status rc = qhx_chat_turn_text(qhx_session_model(s), s, msgs, n, one, n_images, 1, thinking, &text, &len, err);
     if (!rc) rc = qhx_session_encode(s, text, strlen(text), &ids, &n_ids, err);
     qhx_free(text);
     qhx_free(ids);
     if (rc) return rc;
-    const int64_t text_tokens = (int64_t)n_ids - n_images, pending = s->pending >= 0 ? 1 : 0;
+    const int64_t text_tokens = (int64_t)n_ids - n_images, pending = qhx_session_pending(s) >= 0 ? 1 : 0;
     *budget = qhx_session_n_ctx(s) - qhx_session_n_past(s) - pending - text_tokens - 1;
     if (*budget < 1)
         return qhx_fail(err, QHX_E_LIMIT, "chat: the turn's text (%lld tokens) leaves no room for %d image%s in the context of %lld",
@@ -145,7 +145,7 @@ static qhx_status image_feed_chat(qhx_session *s, const qhx_chat_msg *msgs, size
     int64_t budget = 0;
     if (rc == QHX_OK && n_images > 0 && (rc = image_budget(s, msgs, n, n_images, thinking, &budget, err)) == QHX_OK) {
         if (max_image_tokens > 0 && max_image_tokens < budget) budget = max_image_tokens;
-        rc = qhx_model_images_load(s->m, images, n_images, budget, im, err);
+        rc = qhx_model_images_load(qhx_session_model(s), images, n_images, budget, im, err);
     }
     if (rc == QHX_OK) rc = feed_turn(s, msgs, n, im, n_images, thinking, err);
     for (int k = 0; k < n_images; k++) qhx_image_embed_deinit(&im[k]);
@@ -154,115 +154,76 @@ static qhx_status image_feed_chat(qhx_session *s, const qhx_chat_msg *msgs, size
 
 /* ---- generation ---------------------------------------------------------------------------- */
 
-/* Report a token (and whatever text it completes) to the callback. Returns 1 when the callback
- * asks to stop, 0 to go on, -1 when the text could not be made (out of memory; err set, and the
- * token is not reported). */
-static int emit(qhx_session *s, const qhx_generate_params *p, qhx_token t, qhx_error *err) {
-    const char *text = "";
-    size_t len = 0;
-    if (s->stream && qhx_tok_stream_push(s->stream, t, &text, &len, err) != QHX_OK) return -1;
-    return p->on_token ? p->on_token(p->user, t, text, len) != 0 : 0;
-}
-
-/* The text the stream still holds (an incomplete UTF-8 tail), reported with token -1. */
-static qhx_status flush_stream(qhx_session *s, const qhx_generate_params *p, qhx_error *err) {
-    const char *text;
-    size_t len = 0;
-    if (!s->stream) return QHX_OK;
-    qhx_status rc = qhx_tok_stream_flush(s->stream, &text, &len, err);
-    if (rc == QHX_OK && len && p->on_token) p->on_token(p->user, -1, text, len);
-    return rc;
-}
-
-static int is_stop(const qhx_model *m, qhx_token t, qhx_token turn_end) {
-    return qhx_model_is_stop(m, t) || (turn_end >= 0 && t == turn_end);
-}
-
-/* The next token: the sampler's, or under a constraint the sampler's among the tokens the
- * grammar allows (-2: none; -1 with *rc set: a grammar cap). -1 with *rc OK: non-finite logits. */
-static qhx_token pick(qhx_session *s, const qhx_generate_params *p, qhx_status *rc, qhx_error *err) {
-    if (!p->constraint) return qhx_sampler_sample(s->smp, s->logits);
-    qhx_error e2 = {0};
-    qhx_token t = qhx_constraint_sample(p->constraint, s->smp, s->logits, !p->ignore_stop, &e2);
-    if (t == -1 && e2.code != QHX_E_FORMAT) { /* non-finite logits are reported by the caller */
-        *rc = e2.code;
-        if (err) *err = e2;
-    }
-    return t;
-}
-
 static qhx_status generate_tokens(qhx_session *s, const qhx_generate_params *p, qhx_generate_stats *stats,
                            qhx_error *err) {
-    qhx_generate_stats st = {.n_prompt = s->n_fed, .prefill_ms = s->feed_ms};
+    qhx_generate_stats st = {0};
+    qhx_session_generate_begin(s, &st.n_prompt, &st.prefill_ms);
+    const qhx_model *m = qhx_session_model(s);
     if (stats) *stats = st;
     if (!p || p->max_tokens < 1) return qhx_fail(err, QHX_E_ARG, "generate: max_tokens must be >= 1");
-    int64_t held = qhx_session_n_past(s) + (s->pending >= 0 ? 1 : 0), n_ctx = qhx_session_n_ctx(s);
+    int64_t held = qhx_session_n_past(s) + (qhx_session_pending(s) >= 0 ? 1 : 0), n_ctx = qhx_session_n_ctx(s);
     if (p->max_tokens > n_ctx - held)
         return qhx_fail(err, QHX_E_LIMIT,
                         "prompt (%lld tokens) + generation (%lld) would pass the context of %lld tokens",
                         (long long)held, (long long)p->max_tokens, (long long)n_ctx);
-    qhx_status rc = qhx_session_feed_pending(s, err);
+    qhx_gen g;
+    qhx_gen_params gp = {.smp = qhx_session_sampler(s), .record = false /* the feed records what it feeds */,
+                         .stream = qhx_session_stream(s),
+                         .constraint = p->constraint, .ignore_stop = p->ignore_stop != 0,
+                         .turn_end = p->stop_at_turn_end ? qhx_model_turn_end(m) : -1,
+                         .max_tokens = p->max_tokens, .stops = p->stops, .n_stops = p->stops ? p->n_stops : 0};
+    qhx_session_abort_cb(s, &gp.abort_cb, &gp.abort_user);
+    qhx_status rc = qhx_gen_init(&g, m, &gp, err);
     if (rc) return rc;
-    if (!s->has_logits) return qhx_fail(err, QHX_E_ARG, "generate: feed a prompt first");
+    if ((rc = qhx_session_feed_pending(s, err))) goto out;
+    if (!qhx_session_has_logits(s)) {
+        rc = qhx_fail(err, QHX_E_ARG, "generate: feed a prompt first");
+        goto out;
+    }
     uint64_t t0 = qhx_time_ns();
     st.stop = QHX_STOP_LENGTH;
-    /* both chat formats (ChatML) end a turn with <|im_end|> */
-    qhx_token turn_end = p->stop_at_turn_end ? qhx_model_token_id(s->m, "<|im_end|>") : -1;
-    for (int64_t k = 0; k < p->max_tokens; k++) {
-        if (s->params.abort_cb && s->params.abort_cb(s->params.abort_user)) {
-            rc = qhx_fail(err, QHX_E_ABORTED, "generate: interrupted after %lld tokens", (long long)k);
-            break;
+    for (;;) {
+        qhx_gen_step step;
+        if ((rc = qhx_gen_next(&g, qhx_session_logits(s), &step, err))) {
+            if (g.nonfinite)
+                rc = qhx_fail(err, QHX_E_FORMAT,
+                              "generate: the logits after %lld tokens are not finite (NaN or Inf): the weights "
+                              "or the computation overflowed", (long long)qhx_session_n_past(s));
+            break; /* a token the step refused is dropped: the state never held it */
         }
-        qhx_token t = pick(s, p, &rc, err);
-        if (t == -2) { /* the grammar's output is complete and nothing may follow */
-            st.stop = QHX_STOP_GRAMMAR;
-            break;
-        }
-        if (rc) break;
-        if (t < 0) {
-            rc = qhx_fail(err, QHX_E_FORMAT,
-                          "generate: the logits after %lld tokens are not finite (NaN or Inf): the weights "
-                          "or the computation overflowed", (long long)qhx_session_n_past(s));
-            break;
-        }
-        if (!p->ignore_stop && (is_stop(s->m, t, turn_end) || qhx_constraint_is_end(p->constraint, t))) {
-            s->pending = t;
-            st.stop = QHX_STOP_TOKEN;
-            break;
-        }
-        if (p->constraint && (rc = qhx_constraint_accept(p->constraint, t, err))) break;
-        int e = emit(s, p, t, err);
-        if (e < 0) { /* t is dropped: the state never held it */
-            rc = QHX_E_NOMEM;
+        st.stop = step.stop;
+        if (!step.report) { /* a stop token stays pending: fed by the next call, closing the turn */
+            if (step.token >= 0) qhx_session_set_pending(s, step.token);
             break;
         }
         st.n_generated++;
-        if (e) {
-            s->pending = t;
-            st.stop = QHX_STOP_CALLBACK;
+        int e = p->on_token ? p->on_token(p->user, step.token, step.text, step.len) != 0 : 0;
+        if (e && step.stop != QHX_STOP_STRING) st.stop = QHX_STOP_CALLBACK; /* before the length */
+        if (e || !step.feed) {
+            qhx_session_set_pending(s, step.token); /* fed by the next call, so the state never holds a token twice */
             break;
         }
-        if (k + 1 == p->max_tokens) {
-            s->pending = t; /* fed by the next call, so the state never holds a token twice */
-            break;
-        }
-        if ((rc = qhx_session_decode(s, t, err))) break;
+        if ((rc = qhx_session_decode(s, step.token, err))) break;
     }
-    if (rc == QHX_OK) rc = flush_stream(s, p, err);
-    else flush_stream(s, p, NULL);
-    s->last_stop = st.stop;
+    const char *tail;
+    size_t n_tail = 0;
+    bool matched = false;
+    qhx_status frc = qhx_gen_finish(&g, &tail, &n_tail, &matched, rc ? NULL : err);
+    if (frc == QHX_OK && n_tail && p->on_token) p->on_token(p->user, -1, tail, n_tail);
+    if (rc == QHX_OK) rc = frc;
+    /* a stop string completed by the detokenizer's last bytes ends the text there too */
+    if (matched && st.stop != QHX_STOP_TOKEN && st.stop != QHX_STOP_GRAMMAR) st.stop = QHX_STOP_STRING;
+    qhx_session_generate_end(s, st.stop);
     st.decode_ms = (double)(qhx_time_ns() - t0) / 1e6;
-    s->n_fed = 0;
-    s->feed_ms = 0;
+out:
+    qhx_gen_deinit(&g);
     if (stats) *stats = st;
     return rc;
 }
 
-/* ---- the table -------------------------------------------------------------------------- */
+/* ---- the loops ------------------------------------------------------------------------------ */
 
-static const qhx_hostop HOSTOPS[] = {
-    [QHX_LOOP_TEXT] = {"text", text_feed_chat, generate_tokens},
-    [QHX_LOOP_IMAGE_TEXT] = {"image_text", image_feed_chat, generate_tokens},
-};
+const qhx_hostop qhx_hostop_text = {"text", false, text_feed_chat, generate_tokens};
+const qhx_hostop qhx_hostop_image_text = {"image_text", true, image_feed_chat, generate_tokens};
 
-const qhx_hostop *qhx_hostop_of(const qhx_model *m) { return &HOSTOPS[m->host_op->loop]; }
+const qhx_hostop *qhx_hostop_of(const qhx_model *m) { return m->host_op->loop; }

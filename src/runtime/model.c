@@ -76,7 +76,7 @@ static qhx_status find_host_op(const qhx_plan *plan, qhx_plan_resolved *r, qhx_e
         return qhx_fail(err, QHX_E_FORMAT, "%s: host_op: '%s' is not a host-op of family %s (it offers: %s)",
                         plan->label, plan->host_op, r->family->name, offered);
     }
-    if (r->host_op->loop == QHX_LOOP_IMAGE_TEXT && !r->cfg.has_vision)
+    if (r->host_op->loop->images && !r->cfg.has_vision)
         return qhx_fail(err, QHX_E_FORMAT, "%s: host_op: %s needs a vision_config in the model config", plan->label,
                         r->host_op->name);
     return QHX_OK;
@@ -91,7 +91,7 @@ static qhx_status check_plan_against_config(const qhx_plan *plan, const qhx_plan
         return qhx_fail(err, QHX_E_FORMAT, "%s: max_context: %lld exceeds the model's max_position_embeddings %lld",
                         plan->label, (long long)plan->max_context, (long long)c->max_position_embeddings);
     const qhx_plan_tokens *t = &plan->special;
-    if (plan->source == QHX_PLAN_FROM_MANIFEST && r->host_op->loop == QHX_LOOP_IMAGE_TEXT) {
+    if (plan->source == QHX_PLAN_FROM_MANIFEST && r->host_op->loop->images) {
         const char *need[] = {"image_pad", "vision_start", "vision_end"};
         int32_t have[] = {t->image_pad, t->vision_start, t->vision_end};
         for (int i = 0; i < 3; i++)
@@ -153,7 +153,7 @@ static qhx_status set_image_prep(qhx_model *m, qhx_error *err) {
 }
 
 static qhx_status load_graphs(qhx_model *m, qhx_error *err) {
-    bool images = m->host_op->loop == QHX_LOOP_IMAGE_TEXT;
+    bool images = m->host_op->loop->images;
     const qhx_backend_load_args a = {.plan = m->plan, .family = m->family, .cfg = &m->cfg, .params = &m->params,
                                      .vision = images, .mtp = m->params.mtp == 1,
                                      .device = m->device};
@@ -263,6 +263,10 @@ const qhx_model_config *qhx_model_get_config(const qhx_model *m) { return &m->cf
 int64_t qhx_model_n_vocab(const qhx_model *m) { return m ? m->cfg.vocab_size : 0; }
 void qhx_model_backend_info(const qhx_model *m, qhx_backend_info *out) { m->backend->info(m->graphs, out); }
 qhx_chat_family qhx_model_chat_style(const qhx_model *m) { return m->family->chat; }
+qhx_token qhx_model_turn_end(const qhx_model *m) {
+    const qhx_chat_style *f = m ? m->family->chat : NULL;
+    return f && f->turn_end && m->tok ? qhx_tok_token_to_id(m->tok, f->turn_end) : -1;
+}
 
 const qhx_st_set *qhx_model_tensors(const qhx_model *m) { return m->backend->tensors(m->graphs); }
 
@@ -452,11 +456,13 @@ qhx_status qhx_model_forward(const qhx_model *m, qhx_seq *st, const int32_t *ids
     return m->backend->run(m->graphs, st, n == 1 ? QHX_GRAPH_DECODE : QHX_GRAPH_PREFILL, &io, err);
 }
 
+/* the public batch width is the device's: one batched step is one linears_multi call per layer */
+_Static_assert(QHX_MAX_BATCH == QHX_DEV_MULTI_MAX, "qhx.h QHX_MAX_BATCH and devices/device.h QHX_DEV_MULTI_MAX differ");
+
 qhx_status qhx_model_decode_multi(const qhx_model *m, qhx_seq *const *sts, const int32_t *ids, int64_t n,
                                   float *const *logits, qhx_error *err) {
-    enum { MAX_MULTI = 64 };
-    if (!m || n < 1 || n > MAX_MULTI || !sts || !ids || !logits)
-        return qhx_fail(err, QHX_E_ARG, "decode: 1 to %d states, ids and logits are required", MAX_MULTI);
+    if (!m || n < 1 || n > QHX_MAX_BATCH || !sts || !ids || !logits)
+        return qhx_fail(err, QHX_E_ARG, "decode: 1 to %d states, ids and logits are required", QHX_MAX_BATCH);
     for (int64_t i = 0; i < n; i++) {
         if (!sts[i] || sts[i]->model != m) return qhx_fail(err, QHX_E_ARG, "decode: state %lld does not belong to this model", (long long)i);
         for (int64_t k = 0; k < i; k++)

@@ -79,6 +79,8 @@ const qhx_st_tensor *qhx_model_find_tensor(const qhx_model *m, const char *name)
 void qhx_model_backend_info(const qhx_model *m, qhx_backend_info *out);
 /* The chat style of the model's family (text/tokenizer.h). */
 qhx_chat_family qhx_model_chat_style(const qhx_model *m);
+/* The id of the chat format's end-of-turn token (qhx_chat_style.turn_end), or -1. */
+qhx_token qhx_model_turn_end(const qhx_model *m);
 
 /* ---- images ----------------------------------------------------------------------------- */
 

@@ -1,6 +1,7 @@
 /* runtime/model_api.c: the public model calls of qhx.h that sit above the family code: names,
  * limits, stop ids, and the text helpers (tokenize, detokenize, chat formatting). */
 #include "core/alloc.h"
+#include "core/cpu.h"
 #include "io/manifest.h"
 #include "ops/kv.h"
 #include "runtime/model.h"
@@ -14,7 +15,18 @@ const char *qhx_model_family_name(const qhx_model *m) { return m ? m->family->na
 const char *qhx_model_family_title(const qhx_model *m) { return m ? m->family->title : "?"; }
 const char *qhx_model_host_op(const qhx_model *m) { return m ? m->host_op->name : "?"; }
 int qhx_model_takes_images(const qhx_model *m) { return m && m->images; }
-int qhx_model_has_thinking(const qhx_model *m) { return m && m->family->thinking; }
+int qhx_model_has_thinking(const qhx_model *m) { return m && m->family->chat->think_open != NULL; }
+
+void qhx_model_chat_markers(const qhx_model *m, qhx_chat_markers *out) {
+    if (!out) return;
+    const qhx_chat_style *f = (m ? m->family : qhx_family_first())->chat;
+    *out = (qhx_chat_markers){.turn_start = f->turn_start, .turn_end = f->turn_end,
+                              .think_open = f->think_open, .think_close = f->think_close,
+                              .tool_open = f->tool_open, .tool_close = f->tool_close,
+                              .tool_prefix = f->tool_prefix, .tool_named = f->tool_named,
+                              .tool_fn_open = f->tool_fn_open, .tool_param_open = f->tool_param_open,
+                              .tool_param_close = f->tool_param_close};
+}
 
 int64_t qhx_model_kv_bytes_per_token(const qhx_model *m) {
     if (!m) return 0;
@@ -27,6 +39,39 @@ int64_t qhx_model_kv_bytes_per_token(const qhx_model *m) {
 int64_t qhx_model_max_context(const qhx_model *m) { return m ? m->max_context : 0; }
 
 int64_t qhx_model_trained_context(const qhx_model *m) { return m ? m->trained_context : 0; }
+
+qhx_status qhx_model_choose_context(const qhx_model *m, int64_t requested, int n_sessions, const char *what,
+                                    qhx_context_choice *c, qhx_error *err) {
+    if (!c) return qhx_fail(err, QHX_E_ARG, "context: out is NULL");
+    memset(c, 0, sizeof *c);
+    if (!m) return qhx_fail(err, QHX_E_ARG, "context: model is NULL");
+    if (requested < 0) return qhx_fail(err, QHX_E_ARG, "%s %lld is negative", what ? what : "context", (long long)requested);
+    c->trained = qhx_model_trained_context(m);
+    if (requested) {
+        if (c->trained > 0 && requested > c->trained)
+            return qhx_fail(err, QHX_E_ARG, "%s %lld exceeds the %lld tokens the model was trained for",
+                            what ? what : "context", (long long)requested, (long long)c->trained);
+        c->n_ctx = requested;
+        c->by_request = 1;
+        return QHX_OK;
+    }
+    if (!m->plan || m->plan->source == QHX_PLAN_FROM_MANIFEST || !m->plan->config) {
+        c->n_ctx = qhx_model_max_context(m); /* the context the bundle was made for */
+        return QHX_OK;
+    }
+    /* half of what is free after the weights were loaded: the KV cache is allocated, and zeroed,
+       whole */
+    c->n_ctx = c->trained;
+    int64_t budget = qhx_mem_available_bytes() / 2 / (n_sessions > 1 ? n_sessions : 1);
+    int64_t per = qhx_model_kv_bytes_per_token(m);
+    if (per < 1) per = 1;
+    if (budget > 0 && c->n_ctx > budget / per) {
+        int64_t fit = budget / per / 256 * 256;
+        c->n_ctx = fit > 256 ? fit : 256;
+        c->by_memory = 1;
+    }
+    return QHX_OK;
+}
 
 int qhx_model_is_stop(const qhx_model *m, qhx_token t) {
     if (!m) return 0;
@@ -82,8 +127,3 @@ qhx_status qhx_detokenize(const qhx_model *m, const qhx_token *ids, size_t n, ch
     return QHX_OK;
 }
 
-qhx_status qhx_chat_format(const qhx_model *m, const qhx_chat_msg *msgs, size_t n, int add_generation_prompt,
-                           int thinking, char *buf, size_t cap, size_t *len_out, qhx_error *err) {
-    /* the same text without an image (runtime/api_frontend.c) */
-    return qhx_chat_format_image(m, msgs, n, add_generation_prompt, thinking, 0, buf, cap, len_out, err);
-}

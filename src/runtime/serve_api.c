@@ -25,7 +25,7 @@ struct qhx_prompt {
     const qhx_model *m;
     int32_t *ids;
     size_t n;
-    size_t reusable;          /* first id standing for an image (<|vision_start|>), or n */
+    size_t reusable;          /* first id standing for an image (its run's start), or n */
     size_t images_end;        /* one past the last image-pad id (0 without images) */
     qhx_image_embed *images;  /* (n_images), in the order of their pads */
     int n_images;
@@ -51,7 +51,8 @@ static void find_reusable(qhx_prompt *p) {
     p->reusable = p->n;
     p->images_end = 0;
     if (p->n_images == 0) return;
-    int32_t vs = qhx_tok_token_to_id(p->m->tok, "<|vision_start|>");
+    const qhx_chat_style *f = qhx_model_chat_style(p->m);
+    int32_t vs = f->image_start ? qhx_tok_token_to_id(p->m->tok, f->image_start) : -1;
     int64_t pad = p->m->cfg.image_token_id;
     for (size_t i = 0; i < p->n; i++) {
         if ((p->ids[i] == vs || p->ids[i] == pad) && p->reusable == p->n) p->reusable = i;
@@ -141,23 +142,25 @@ static size_t count_parts(const qhx_chat_spec *spec, size_t *n_calls, size_t *n_
 }
 
 /* reasoning goes back into the content as the template reads it there */
-static qhx_status with_reasoning(chat_build *b, size_t i, const qhx_chat_turn *t, qhx_error *err) {
+static qhx_status with_reasoning(const qhx_chat_style *f, chat_build *b, size_t i, const qhx_chat_turn *t,
+                                 qhx_error *err) {
     const char *content = t->content ? t->content : "";
     size_t a = strlen(t->reasoning), c = strlen(content);
-    char *s = qhx_malloc(a + c + 32);
+    size_t o = strlen(f->reasoning_open), e = strlen(f->reasoning_close);
+    char *s = qhx_malloc(o + a + e + c + 1);
     if (!s) return qhx_fail(err, QHX_E_NOMEM, "chat: out of memory");
-    memcpy(s, "<think>\n", 8);
-    memcpy(s + 8, t->reasoning, a);
-    memcpy(s + 8 + a, "\n</think>\n\n", 11);
-    memcpy(s + 19 + a, content, c + 1);
+    memcpy(s, f->reasoning_open, o);
+    memcpy(s + o, t->reasoning, a);
+    memcpy(s + o + a, f->reasoning_close, e);
+    memcpy(s + o + a + e, content, c + 1);
     b->owned[i] = s;
     b->msgs[i].content = s;
     return QHX_OK;
 }
 
-/* thinking: the family's template reads reasoning (Qwen3.5); Qwen3-VL's drops it */
-static qhx_status build_messages(const qhx_chat_spec *spec, const qhx_prompt *p, bool thinking, chat_build *b,
-                                 qhx_error *err) {
+/* f->reasoning_open: the family's template reads reasoning (else it drops it) */
+static qhx_status build_messages(const qhx_chat_spec *spec, const qhx_prompt *p, const qhx_chat_style *f,
+                                 chat_build *b, qhx_error *err) {
     size_t n_calls, n_args, n_images;
     size_t n_parts = count_parts(spec, &n_calls, &n_args, &n_images);
     b->msgs = qhx_calloc(spec->n_turns, sizeof *b->msgs);
@@ -200,9 +203,9 @@ static qhx_status build_messages(const qhx_chat_spec *spec, const qhx_prompt *p,
                     b->args[ai] = (qhx_chat_tool_arg){.name = c->args[j].name, .value = c->args[j].value};
             }
         }
-        if (t->reasoning && thinking) {
+        if (t->reasoning && f->reasoning_open && f->reasoning_close) {
             if (m->parts) return qhx_fail(err, QHX_E_ARG, "chat: message %zu: reasoning with a content list", i);
-            qhx_status rc = with_reasoning(b, i, t, err);
+            qhx_status rc = with_reasoning(f, b, i, t, err);
             if (rc) return rc;
         }
     }
@@ -225,7 +228,7 @@ static qhx_status render_and_encode(const qhx_model *m, const qhx_chat_spec *spe
     chat_build b = {0};
     char *text = NULL;
     size_t len = 0;
-    qhx_status rc = build_messages(spec, p, qhx_model_has_thinking(m), &b, err);
+    qhx_status rc = build_messages(spec, p, qhx_model_chat_style(m), &b, err);
     if (!rc) {
         qhx_chat_options opt = {.add_generation_prompt = 1, .enable_thinking = spec->thinking,
                                 .add_vision_id = spec->add_vision_id,
@@ -295,15 +298,8 @@ qhx_status qhx_session_feed_prompt(qhx_session *s, const qhx_prompt *p, size_t f
                       (long long)qhx_session_n_past(s), to - from, (long long)qhx_session_n_ctx(s));
         return qhx_session_guard_leave(s, rc);
     }
-    rc = qhx_session_feed_pending(s, err);
-    qhx_session_guard_leave(s, QHX_OK);
-    if (rc) return rc;
-    /* the announcement covers exactly the ids fed below */
-    qhx_seq *st = qhx_session_state(s);
-    if ((rc = qhx_model_state_attach(st, p->images, p->n_images, p->ids + from, (int64_t)(to - from), err))) return rc;
-    rc = qhx_session_feed(s, p->ids + from, to - from, err);
-    qhx_model_state_attach(st, NULL, 0, NULL, 0, NULL);
-    return rc;
+    rc = qhx_session_feed_announced(s, p->ids + from, to - from, p->images, p->n_images, err);
+    return qhx_session_guard_leave(s, rc);
 }
 
 /* ==== sampling and text ====================================================================== */
@@ -484,7 +480,7 @@ void qhx_checkpoint_free(qhx_checkpoint *cp) {
 /* One batched forward when every session can take it (same model, idle, nothing pending) and
  * the backend has the batched step; else one qhx_session_feed after the other. */
 static bool batchable(qhx_session *const *ss, size_t n) {
-    if (n < 2 || n > 64) return false;
+    if (n < 2 || n > QHX_MAX_BATCH) return false;
     for (size_t i = 0; i < n; i++)
         if (!ss[i] || ss[i]->m != ss[0]->m || ss[i]->busy || ss[i]->broken || ss[i]->pending >= 0) return false;
     return true;
@@ -495,8 +491,8 @@ qhx_status qhx_sessions_decode(qhx_session *const *ss, const qhx_token *tokens, 
     if (n_done) *n_done = 0;
     if (n && (!ss || !tokens)) return qhx_fail(err, QHX_E_ARG, "decode: sessions and tokens are required");
     if (batchable(ss, n)) {
-        qhx_seq *sts[64];
-        float *lg[64];
+        qhx_seq *sts[QHX_MAX_BATCH];
+        float *lg[QHX_MAX_BATCH];
         for (size_t i = 0; i < n; i++) sts[i] = ss[i]->st, lg[i] = ss[i]->logits;
         for (size_t i = 0; i < n; i++) ss[i]->busy = true;
         qhx_status rc = qhx_model_decode_multi(ss[0]->m, sts, tokens, (int64_t)n, lg, err);

@@ -1,10 +1,10 @@
 /* runtime/session.c: the public session (qhx.h): lifetime, feeding, the internal prefill and
- * decode calls; chat turns and generation go through the model's host-op (runtime/hostop.c). */
+ * decode calls. Chat turns and generation are the host-ops' (runtime/hostop.c), entered from
+ * runtime/api_frontend.c: this file calls no host-op, so the loops build on it and not around it. */
 #include "runtime/session_impl.h"
 
 #include "core/alloc.h"
 #include "core/time.h"
-#include "runtime/hostop.h"
 
 #include <string.h>
 
@@ -117,6 +117,26 @@ float *qhx_session_logits_mut(qhx_session *s) { return s->logits; }
 const qhx_model *qhx_session_model(const qhx_session *s) { return s->m; }
 qhx_seq *qhx_session_state(qhx_session *s) { return s->st; }
 struct qhx_sampler *qhx_session_sampler(qhx_session *s) { return s->smp; }
+qhx_tok_stream *qhx_session_stream(qhx_session *s) { return s->stream; }
+int32_t qhx_session_pending(const qhx_session *s) { return s->pending; }
+void qhx_session_set_pending(qhx_session *s, int32_t t) { s->pending = t; }
+bool qhx_session_has_logits(const qhx_session *s) { return s->has_logits; }
+
+void qhx_session_abort_cb(const qhx_session *s, int (**cb)(void *), void **user) {
+    *cb = s->params.abort_cb;
+    *user = s->params.abort_user;
+}
+
+void qhx_session_generate_begin(const qhx_session *s, int64_t *n_prompt, double *prefill_ms) {
+    *n_prompt = s->n_fed;
+    *prefill_ms = s->feed_ms;
+}
+
+void qhx_session_generate_end(qhx_session *s, qhx_stop_reason why) {
+    s->last_stop = why;
+    s->n_fed = 0;
+    s->feed_ms = 0;
+}
 
 void qhx_session_get_snapshot(const qhx_session *s, qhx_session_snapshot *out) {
     out->pending = s->pending;
@@ -190,6 +210,15 @@ qhx_status qhx_session_feed_ids(qhx_session *s, const qhx_token *ids, size_t n, 
     return QHX_OK;
 }
 
+qhx_status qhx_session_feed_announced(qhx_session *s, const qhx_token *ids, size_t n, const qhx_image_embed *images,
+                                      int n_images, qhx_error *err) {
+    qhx_status rc = qhx_session_feed_pending(s, err); /* first: the announcement covers exactly ids */
+    if (!rc && n) rc = qhx_model_state_attach(s->st, images, n_images, ids, (int64_t)n, err);
+    if (!rc) rc = qhx_session_feed_ids(s, ids, n, err);
+    qhx_model_state_attach(s->st, NULL, 0, NULL, 0, NULL); /* the images are the caller's: drop them */
+    return rc;
+}
+
 /* Refuse text that cannot fit before paying for its tokenization: NFC shrinks UTF-8 by at most
  * 3x (three jamo into one syllable) and one token covers at most QHX_TOK_MAX_TOKEN_BYTES bytes,
  * so len bytes make at least len / (3 * QHX_TOK_MAX_TOKEN_BYTES) tokens. */
@@ -240,32 +269,6 @@ qhx_status qhx_session_feed_text(qhx_session *s, const char *text, size_t len, q
     if (rc) return rc;
     if (!text && len) return leave(s, qhx_fail(err, QHX_E_ARG, "feed text: text is NULL"));
     return leave(s, feed_text(s, text ? text : "", len, err));
-}
-
-qhx_status qhx_session_feed_chat(qhx_session *s, const qhx_chat_msg *msgs, size_t n, const char *image_path,
-                                 int thinking, qhx_error *err) {
-    qhx_status rc = enter(s, "chat", err);
-    if (rc) return rc;
-    const char *const images[1] = {image_path};
-    return leave(s, qhx_hostop_of(s->m)->feed_chat(s, msgs, n, images, image_path ? 1 : 0, 0, thinking, err));
-}
-
-qhx_status qhx_session_feed_chat_images(qhx_session *s, const qhx_chat_msg *msgs, size_t n,
-                                        const char *const *image_paths, size_t n_images, int thinking,
-                                        qhx_error *err) {
-    qhx_status rc = enter(s, "chat", err);
-    if (rc) return rc;
-    if (n_images > QHX_HOSTOP_MAX_IMAGES)
-        return leave(s, qhx_fail(err, QHX_E_LIMIT, "chat: %zu images in one turn, the limit is %d", n_images,
-                                 QHX_HOSTOP_MAX_IMAGES));
-    if (n_images && !image_paths) return leave(s, qhx_fail(err, QHX_E_ARG, "chat: %zu images but no paths", n_images));
-    return leave(s, qhx_hostop_of(s->m)->feed_chat(s, msgs, n, image_paths, (int)n_images, 0, thinking, err));
-}
-
-qhx_status qhx_session_generate(qhx_session *s, const qhx_generate_params *p, qhx_generate_stats *stats,
-                                qhx_error *err) {
-    qhx_status rc = enter(s, "generate", err);
-    return rc ? rc : leave(s, qhx_hostop_of(s->m)->generate(s, p, stats, err));
 }
 
 qhx_status qhx_session_guard_enter(qhx_session *s, const char *what, qhx_error *err) { return enter(s, what, err); }

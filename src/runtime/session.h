@@ -47,6 +47,31 @@ float *qhx_session_logits_mut(qhx_session *s);
 qhx_status qhx_session_restore_buf(qhx_session *s, const uint8_t *data, size_t size, const char *label,
                                    qhx_error *err);
 struct qhx_sampler *qhx_session_sampler(qhx_session *s);
+
+/* ---- what the host-ops' loops use (runtime/hostop.c): they write no session field ---------- */
+
+struct qhx_tok_stream *qhx_session_stream(qhx_session *s); /* NULL without a tokenizer */
+/* The token the last generate left to feed (-1: none), and setting it (the loop's last token). */
+int32_t qhx_session_pending(const qhx_session *s);
+void qhx_session_set_pending(qhx_session *s, int32_t token);
+bool qhx_session_has_logits(const qhx_session *s);
+void qhx_session_abort_cb(const qhx_session *s, int (**cb)(void *), void **user);
+/* A generate's start: the tokens fed (and their time) since the last one, for its stats; its
+ * end: why it stopped (qhx_session_last_stop), and the feed counts start over. */
+void qhx_session_generate_begin(const qhx_session *s, int64_t *n_prompt, double *prefill_ms);
+void qhx_session_generate_end(qhx_session *s, qhx_stop_reason why);
+/* Feed ids (n) through the prompt path after the pending token, with the context checked first
+ * (QHX_E_LIMIT) and every id checked (QHX_E_ARG); counts them for the next generate's stats. */
+qhx_status qhx_session_feed_ids(qhx_session *s, const qhx_token *ids, size_t n, qhx_error *err);
+/* The one way ids with images go in (chat turns, caller-made ids, a server's prompts): the
+ * pending token first, then images (n_images, NULL for none) announced at their pads in ids
+ * (n), the ids fed as qhx_session_feed_ids does, the announcement dropped after (the images
+ * stay the caller's). Under the caller's guard. */
+qhx_status qhx_session_feed_announced(qhx_session *s, const qhx_token *ids, size_t n,
+                                      const struct qhx_image_embed *images, int n_images, qhx_error *err);
+/* Tokenize text (len bytes) with the session's abort callback polled, refusing text that cannot
+ * fit in the context before paying for it. *ids owned: qhx_free. */
+qhx_status qhx_session_encode(qhx_session *s, const char *text, size_t len, int32_t **ids, size_t *n, qhx_error *err);
 /* The re-entrancy guard of the public calls (session_file.c's save and restore use it too):
  * enter refuses a NULL or busy session with QHX_E_ARG, else marks it busy; leave clears the mark
  * and returns rc. */

@@ -263,7 +263,7 @@ qhx_status qhx_session_restore_buf(qhx_session *s, const uint8_t *data, size_t s
     if (pending < -1 || pending >= n_vocab) BAD("%s: pending token %d is outside the vocabulary", path, pending);
     if (pending >= 0 && f_past >= n_ctx)
         BAD("%s: position %lld and a pending token pass the context of %lld", path, (long long)f_past, (long long)n_ctx);
-    if (last_stop < QHX_STOP_LENGTH || last_stop > QHX_STOP_CALLBACK) BAD("%s: stop reason %d is unknown", path, last_stop);
+    if (last_stop < QHX_STOP_LENGTH || last_stop > QHX_STOP_STRING) BAD("%s: stop reason %d is unknown", path, last_stop);
     /* validate every size before touching the session */
     reader r = {data + hdr_bytes, data + size - 32};
     for (int i = 0; i < nr; i++) {

@@ -1,6 +1,6 @@
 /* runtime/session_impl.h: the session object, shared by the files that implement it
- * (session.c: lifetime and feeding; hostop.c: the generate loops; session_file.c: save and
- * restore). Not for other layers: they use qhx.h and runtime/session.h. */
+ * (session.c: lifetime and feeding; session_file.c: save and restore; serve_api.c: the
+ * checkpoints). The host-ops' loops (hostop.c) use the calls of runtime/session.h instead. Not for other layers: they use qhx.h and runtime/session.h. */
 #ifndef QHX_RUNTIME_SESSION_IMPL_H
 #define QHX_RUNTIME_SESSION_IMPL_H
 
@@ -28,11 +28,5 @@ struct qhx_session {
     double feed_ms;
 };
 
-/* Feed ids (n) through the prompt path after the pending token, with the context checked first
- * (QHX_E_LIMIT) and every id checked (QHX_E_ARG); counts them for the next generate's stats. */
-qhx_status qhx_session_feed_ids(qhx_session *s, const qhx_token *ids, size_t n, qhx_error *err);
-/* Tokenize text (len bytes) with the session's abort callback polled, refusing text that cannot
- * fit in the context before paying for it. *ids owned: qhx_free. */
-qhx_status qhx_session_encode(qhx_session *s, const char *text, size_t len, int32_t **ids, size_t *n, qhx_error *err);
 
 #endif

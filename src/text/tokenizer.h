@@ -24,6 +24,7 @@
 #include "core/status.h"
 
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 typedef struct qhx_tok qhx_tok;
@@ -88,7 +89,7 @@ int32_t qhx_tok_n_vocab(const qhx_tok *tok);
  * when any token differs. For session files. 0 for NULL. */
 uint64_t qhx_tok_identity(const qhx_tok *tok);
 
-/* Id of a token given as the library names it: an added token's content ("<|im_end|>") or a
+/* Id of a token given as the library names it: an added token's content (a chat format's turn_end) or a
  * vocab key in the byte-level alphabet ("Ġworld"). Added tokens win. -1 if absent. */
 int32_t qhx_tok_token_to_id(const qhx_tok *tok, const char *token);
 
@@ -174,18 +175,51 @@ void qhx_tok_stream_free(qhx_tok_stream *st); /* NULL allowed */
 
 /* ---- chat formatting ----------------------------------------------------------------- */
 
-/* Prompt formats of the two model families (ChatML). Strings are written as the models'
- * own chat templates render them; see tok_chat.c for which template each follows. */
-typedef enum qhx_chat_family {
-    QHX_CHAT_QWEN35 = 1, /* Qwen3.5: trimmed contents, <think> blocks */
-    QHX_CHAT_QWEN3VL = 2 /* Qwen3-VL Instruct: contents verbatim, no <think> */
-} qhx_chat_family;
+/* A chat format: how one family writes turns, thinking, tools and images, as data and one
+ * render function. The formats themselves live with their families (src/families/<name>/chat.c);
+ * this layer holds the checks every format shares and the rendering helpers (text/chat.h). */
+typedef struct qhx_chat_render qhx_chat_render;
+typedef struct qhx_chat_message qhx_chat_message;
+typedef struct qhx_chat_style {
+    const char *name;        /* for messages, e.g. "qwen3_5" */
+    /* Write msgs (roles, parts and UTF-8 already checked) into r->out with the text/chat.h
+     * helpers. */
+    qhx_status (*render)(qhx_chat_render *r, const qhx_chat_message *msgs, size_t n);
+    const char *turn_start;  /* the token that opens a turn (its role follows) */
+    const char *turn_end;    /* the token that ends a turn: an answer stops there */
+    const char *turn_sep;    /* what follows turn_end before the next turn opens */
+    const char *image_start, *image_pad, *image_end; /* an image's run: start, pads, end */
+    const char *image_label, *image_label_end;       /* add_vision_id: label N label_end */
+    const char *think_open, *think_close;            /* a thinking block's markers, or NULL */
+    /* an answer's reasoning written back into its content: open REASONING close CONTENT
+     * (NULL when the format drops reasoning) */
+    const char *reasoning_open, *reasoning_close;
+    const char *tool_open, *tool_close; /* the markers around one tool call in an answer */
+    /* A forced tool call: the answer starts with tool_prefix (any function), or with
+     * tool_prefix NAME tool_named (that one). */
+    const char *tool_prefix, *tool_named;
+    bool tool_json;          /* calls are one JSON object {"name", "arguments"}, not blocks */
+    /* A call as blocks (!tool_json): tool_fn_open NAME '>', then per argument tool_param_open KEY
+     * tool_param_open_end VALUE '\n' tool_param_close '\n'; every call (either form) ends with
+     * tool_call_end. */
+    const char *tool_fn_open, *tool_param_open, *tool_param_open_end, *tool_param_close;
+    const char *tool_call_end;
+} qhx_chat_style;
+
+/* What a renderer is picked by: a family's format. */
+typedef const qhx_chat_style *qhx_chat_family;
+
+/* The formats of this build's families under their former names (the text layer's own tests
+ * render with them); the definitions are the families' (src/families/<name>/chat.c). */
+extern const qhx_chat_style qhx_chat_style_qwen35, qhx_chat_style_qwen3vl;
+#define QHX_CHAT_QWEN35 (&qhx_chat_style_qwen35)
+#define QHX_CHAT_QWEN3VL (&qhx_chat_style_qwen3vl)
 
 /* One part of a message: text, or an image placeholder. */
 typedef struct qhx_chat_part {
     const char *text;       /* text part (UTF-8, text_len bytes), or NULL for an image */
     size_t text_len;
-    int32_t image_tokens;   /* image part: number of <|image_pad|> (0 = one, as the template
+    int32_t image_tokens;   /* image part: number of image pads (0 = one, as the template
                                renders it before the processor expands it) */
 } qhx_chat_part;
 
@@ -205,7 +239,7 @@ typedef struct qhx_chat_tool_call {
                                       caller gave); NULL = "{}" */
 } qhx_chat_tool_call;
 
-typedef struct qhx_chat_message {
+struct qhx_chat_message {
     const char *role;            /* "system" (first message only), "user", "assistant" or
                                     "tool" (a tool's response) */
     const char *content;         /* NUL-terminated text, used when parts == NULL */
@@ -213,20 +247,22 @@ typedef struct qhx_chat_message {
     size_t n_parts;
     const qhx_chat_tool_call *tool_calls; /* assistant: the calls after its content */
     size_t n_tool_calls;
-} qhx_chat_message;
+};
 
 typedef struct qhx_chat_options {
-    int add_generation_prompt; /* end with "<|im_start|>assistant\n" (+ think preamble) */
-    int enable_thinking;       /* Qwen3.5 only: 1 = "<think>\n", 0 = "<think>\n\n</think>\n\n" */
+    int add_generation_prompt; /* end with the assistant's turn opened (+ think preamble) */
+    int enable_thinking;       /* a format with thinking: open the think block (1) or write it
+                                  closed and empty (0) */
     int add_vision_id;         /* "Picture N: " before each image */
     const char *const *tools;  /* the tool definitions, each as JSON text (the templates'
                                   tojson: ", " and ": " separators, UTF-8 as is) */
     size_t n_tools;
 } qhx_chat_options;
 
-/* Render messages into a prompt string (owned: qhx_free; NUL-terminated, *len_out bytes).
- * Errors (QHX_E_ARG): unknown role, a system message not first, an image in a system message,
- * and for Qwen3.5 a conversation without a user message (as its template raises). */
+/* Render messages in format family into a prompt string (owned: qhx_free; NUL-terminated,
+ * *len_out bytes). Errors (QHX_E_ARG): unknown role, a system message not first, an image in a
+ * system message, and what the format itself refuses (Qwen3.5: a conversation without a user
+ * message, as its template raises). */
 qhx_status qhx_tok_chat_format(qhx_chat_family family, const qhx_chat_message *msgs,
                                size_t n_msgs, const qhx_chat_options *opt, char **out /* OUT */,
                                size_t *len_out /* OUT */, qhx_error *err);

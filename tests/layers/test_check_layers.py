@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """scripts/check_layers.py on small trees made here: it passes a tree that follows its block and
 fails, naming file and line, on each kind of problem it exists for (a forbidden include, a
-cycle between declared layers, a cycle of includes between files, an include that resolves to
-nothing, a file in no layer, a malformed block), so the check of the real tree cannot pass by
-checking nothing. Run as: test_check_layers.py SOURCE_DIR"""
+cycle between declared layers, a cycle of includes between files, a cycle of calls between the
+files of one folder, an include that resolves to nothing, a file in no layer, a malformed
+block), so the check of the real tree cannot pass by checking nothing. Run as: test_check_layers.py SOURCE_DIR"""
 import os
 import subprocess
 import sys
@@ -126,6 +126,23 @@ bad["src/text/x.h"] = "\n"
 expect("scanning given paths only", GOOD_BLOCK, bad, 0, ["every one allowed"], paths=("src/core", "tools"))
 expect("scanning a given file", GOOD_BLOCK, bad, 1, ["src/io/b.c:1: 'text/x.h' is not allowed from 'io'"],
        paths=("src/io/b.c",))
+
+# a call cycle between two .c files of one folder: a.c calls what b.c defines and back
+bad = good_files()
+bad["src/io/b.c"] = '#include "io/b.h"\nint io_b(int x) {\n    return x ? io_c(x - 1) : 0;\n}\n'
+bad["src/io/c.c"] = '#include "io/b.h"\nint io_c(int x)\n{\n    return io_b(x);\n}\n'
+expect("a call cycle inside a folder", GOOD_BLOCK, bad, 1,
+       ["call cycle in src/io: src/io/b.c -> src/io/c.c -> src/io/b.c"])
+# calls one way only, names in comments and strings, a static function of the same name, and
+# the same call across folders: no cycle
+ok = good_files()
+ok["src/io/b.c"] = '#include "io/b.h"\nint io_b(int x) {\n    return io_c(x); /* io_d() */\n}\n'
+ok["src/io/c.c"] = ('#include "io/b.h"\nint io_c(int x) {\n    const char *s = "io_b(1)";\n    return x + (s[0] == \'(\');\n}\n'
+                    'static int io_b2(void) { return 0; }\n')
+ok["src/io/d.c"] = '#include "io/b.h"\nstatic int io_b(int x) { return x; }\nint io_d(void) { return io_b(1); }\n'
+ok["src/text/t.c"] = '#include "io/b.h"\nint t_x(void) { return io_b(0); }\n'
+ok["src/core/a.c"] = '#include "core/a.h"\nint core_a(void) { return t_x(); }\n'
+expect("calls that make no cycle", GOOD_BLOCK, ok, 0, ["every one allowed, no cycle"])
 
 print(f"test_check_layers: {checks} checks, {failures} failed", file=sys.stderr)
 sys.exit(1 if failures else 0)

@@ -1,5 +1,5 @@
-/* cli_run.c: options, the context policy, Ctrl-C, stop strings and output shared by generate
- * and chat. */
+/* cli_run.c: options, the context (the library's policy), Ctrl-C and output shared by generate
+ * and chat (the stop strings go to the library's generation step). */
 #include "cli_run.h"
 
 #include "cli.h"
@@ -256,42 +256,13 @@ void qhx_run_apply_sampling(const qhx_run_opts *o, qhx_session_params *sp) {
 
 /* ---- the context policy -------------------------------------------------------------------- */
 
-/* Half of the memory the system says is available now (after the weights were loaded): the
- * KV cache is allocated, and zeroed, whole. 0 when /proc/meminfo cannot be read. */
-static int64_t kv_budget_bytes(void) {
-    FILE *f = fopen("/proc/meminfo", "r");
-    if (!f) return 0;
-    char line[256];
-    long long kib = 0;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "MemAvailable: %lld kB", &kib) == 1) break;
-    fclose(f);
-    return kib > 0 ? (int64_t)kib * 1024 / 2 : 0;
-}
-
 qhx_status qhx_run_context_of(const qhx_model *m, const qhx_run_opts *o, qhx_run_context *c, qhx_error *err) {
     memset(c, 0, sizeof *c);
-    c->trained = qhx_model_trained_context(m);
-    if (o->ctx) {
-        if (c->trained > 0 && o->ctx > c->trained)
-            return qhx_cli_fail(err, QHX_E_ARG, "--ctx %lld exceeds the %lld tokens the model was trained for",
-                                (long long)o->ctx, (long long)c->trained);
-        c->limit = o->ctx;
-        c->by_flag = true;
-        return QHX_OK;
-    }
-    if (qhx_model_context_from_plan(m)) {
-        c->limit = qhx_model_max_context(m); /* the context the bundle was made for */
-        return QHX_OK;
-    }
-    c->limit = c->trained;
-    int64_t budget = kv_budget_bytes(), per = qhx_model_kv_bytes_per_token(m);
-    if (per < 1) per = 1;
-    if (budget > 0 && c->limit > budget / per) {
-        int64_t fit = budget / per / 256 * 256;
-        c->limit = fit > 256 ? fit : 256;
-        c->by_memory = true;
-    }
+    qhx_context_choice cc;
+    qhx_status rc = qhx_model_choose_context(m, o->ctx, 1, "--ctx", &cc, err); /* the library's policy */
+    if (rc) return rc;
+    *c = (qhx_run_context){.limit = cc.n_ctx, .trained = cc.trained, .by_memory = cc.by_memory != 0,
+                           .by_flag = cc.by_request != 0};
     return QHX_OK;
 }
 
@@ -383,7 +354,6 @@ void qhx_run_out_init(qhx_run_out *out, const qhx_run_opts *o, bool print_ids, b
 }
 
 void qhx_run_out_free(qhx_run_out *out) {
-    free(out->held);
     free(out->text);
     free(out->ids);
     memset(out, 0, sizeof *out);
@@ -415,30 +385,6 @@ static void emit_text(qhx_run_out *out, const char *p, size_t n) {
     if (out->collect && !grow_put(&out->text, &out->n_text, &out->cap_text, p, n)) out->failed = true;
 }
 
-/* The earliest stop string in held, as its offset; -1 when none. */
-static ptrdiff_t find_stop(const qhx_run_out *out) {
-    ptrdiff_t best = -1;
-    for (int k = 0; k < out->n_stops; k++) {
-        const char *hit = memmem(out->held, out->n_held, out->stops[k], strlen(out->stops[k]));
-        if (hit && (best < 0 || hit - out->held < best)) best = hit - out->held;
-    }
-    return best;
-}
-
-/* The longest tail of held that is the start of a stop string: it must wait for more text. */
-static size_t stop_prefix_tail(const qhx_run_out *out) {
-    size_t keep = 0;
-    for (int k = 0; k < out->n_stops; k++) {
-        size_t m = strlen(out->stops[k]);
-        for (size_t t = m - 1 < out->n_held ? m - 1 : out->n_held; t > keep; t--)
-            if (!memcmp(out->held + out->n_held - t, out->stops[k], t)) {
-                keep = t;
-                break;
-            }
-    }
-    return keep;
-}
-
 int qhx_run_on_token(void *user, qhx_token token, const char *text, size_t len) {
     qhx_run_out *out = user;
     if (token >= 0 && !out->t_first_ns) out->t_first_ns = qhx_cli_time_ns();
@@ -455,37 +401,15 @@ int qhx_run_on_token(void *user, qhx_token token, const char *text, size_t len) 
         }
         if (out->n_ids < out->cap_ids) out->ids[out->n_ids++] = token;
     }
-    if (!out->n_stops) {
-        emit_text(out, text, len);
-        return out->lost;
-    }
-    if (!grow_put(&out->held, &out->n_held, &out->cap_held, text, len)) {
-        out->failed = true;
-        return 1;
-    }
-    ptrdiff_t at = find_stop(out);
-    if (at >= 0) {
-        emit_text(out, out->held, (size_t)at);
-        out->n_held = 0;
-        out->stopped_by_string = true;
-        return 1;
-    }
-    size_t keep = stop_prefix_tail(out);
-    emit_text(out, out->held, out->n_held - keep);
-    memmove(out->held, out->held + out->n_held - keep, keep);
-    out->n_held = keep;
+    emit_text(out, text, len); /* final: the library held back what could start a stop string */
     return out->lost;
-}
-
-void qhx_run_out_finish(qhx_run_out *out) {
-    emit_text(out, out->held, out->n_held);
-    out->n_held = 0;
 }
 
 const char *qhx_run_stop_name(const qhx_generate_stats *st, const qhx_run_out *out, bool context_full,
                               bool was_interrupted) {
     if (was_interrupted) return "interrupted";
-    if (out && out->stopped_by_string) return "stop string";
+    (void)out;
+    if (st->stop == QHX_STOP_STRING) return "stop string";
     if (st->stop == QHX_STOP_TOKEN) return "eos";
     if (st->stop == QHX_STOP_GRAMMAR) return "grammar complete";
     if (context_full) return "context full";

@@ -1,6 +1,6 @@
 /* cli_run.h: what the text-generating commands share (generate, chat): sampling and model
- * options (with the llama.cpp spellings as aliases), the context policy, Ctrl-C handling, stop
- * strings, streaming output and the speed line. */
+ * options (with the llama.cpp spellings as aliases), the context (the library's policy), Ctrl-C
+ * handling, streaming output and the speed line. */
 #ifndef QHX_CLI_RUN_H
 #define QHX_CLI_RUN_H
 
@@ -70,7 +70,7 @@ int qhx_run_open_model(const char *cmd, const qhx_run_opts *o, int vision, qhx_m
 /* Whether sp samples (temperature > 0), i.e. whether its seed matters. */
 bool qhx_run_samples(const qhx_session_params *sp);
 
-/* ---- the context policy (the one place that decides a session's context) ----------------
+/* ---- the context: the library's policy (qhx_model_choose_context) for --ctx ----------------
  * --ctx N: N, at most the model's trained context. Otherwise a bundle's run plan context, or
  * for a checkpoint folder the trained context, lowered (and said so, once) to what the
  * memory can hold. */
@@ -105,22 +105,19 @@ void qhx_run_catch_sigint(void);
 int qhx_run_interrupted(void *unused);
 void qhx_run_clear_interrupt(void);
 
-/* ---- output: stop strings, text and ids, the speed line -----------------------------------
- * A qhx_run_out is the on_token callback's state: it prints text (or ids) as it comes, holds
- * back the text that could be the start of a stop string, and stops (never printing it) when
- * one appears, even across token boundaries. Collects text and ids for --json. */
+/* ---- output: text and ids, the speed line -------------------------------------------------
+ * A qhx_run_out is the on_token callback's state: it prints text (or ids) as it comes (the
+ * library matches the stop strings, qhx_generate_params.stops, and gives only final text).
+ * Collects text and ids for --json. */
 typedef struct qhx_run_out {
-    const char *const *stops;
+    const char *const *stops; /* --stop strings: the generate parameters' */
     int n_stops;
     bool print_ids, print_text, collect;
-    char *held;             /* text not printed yet (a possible stop-string prefix); owned */
-    size_t n_held, cap_held;
     char *text;             /* --json: the text so far (owned) */
     size_t n_text, cap_text;
     qhx_token *ids;         /* --json: the ids so far (owned) */
     size_t n_ids, cap_ids;
     int n_printed_ids;
-    bool stopped_by_string;
     bool failed;            /* out of memory while collecting */
     bool lost;              /* stdout took no more output (a closed pipe, a full disk) */
     uint64_t t_start_ns, t_first_ns; /* the feed's start; the first token's arrival (0: none) */
@@ -129,8 +126,6 @@ void qhx_run_out_init(qhx_run_out *out, const qhx_run_opts *o, bool print_ids, b
 void qhx_run_out_free(qhx_run_out *out);
 /* The qhx_token_cb. user is a qhx_run_out. */
 int qhx_run_on_token(void *user, qhx_token token, const char *text, size_t len);
-/* Print what was held back (the end of a generation that did not stop on a stop string). */
-void qhx_run_out_finish(qhx_run_out *out);
 
 /* The stop reason in words: "eos", "length", "stop string", "context full", "interrupted". */
 const char *qhx_run_stop_name(const qhx_generate_stats *st, const qhx_run_out *out, bool context_full,

@@ -160,7 +160,8 @@ static int turn(chat *c, const char *user, qhx_error *err) {
     c->first = false;
     qhx_generate_stats st = {0};
     qhx_generate_params gp = {.max_tokens = c->run.n_new, .ignore_stop = c->run.ignore_eos,
-                              .stop_at_turn_end = !c->run.ignore_eos, .on_token = on_token, .user = &out};
+                              .stop_at_turn_end = !c->run.ignore_eos, .on_token = on_token, .user = &out,
+                              .stops = out.stops, .n_stops = (size_t)out.n_stops};
     int64_t room = qhx_session_n_ctx(c->s) - qhx_session_n_past(c->s) - 1;
     bool until_full = c->run.n_new < 0 || gp.max_tokens > room;
     if (until_full) gp.max_tokens = room;
@@ -169,7 +170,6 @@ static int turn(chat *c, const char *user, qhx_error *err) {
         goto next;
     }
     rc = qhx_session_generate(c->s, &gp, &st, err);
-    qhx_run_out_finish(&out);
     printf("\n");
     if (out.lost || qhx_cli_stdout_flush()) { /* nobody reads the answers */
         qhx_run_out_free(&out);

@@ -333,10 +333,10 @@ static int generate(run *r) {
     if (r->grammar && qhx_constraint_new(r->m, r->grammar, &r->constraint, err)) return qhx_cli_runtime_error(CMD, err);
     qhx_generate_params gp = {.max_tokens = max_tokens, .ignore_stop = a->run.ignore_eos,
                               .stop_at_turn_end = a->chat && !a->run.ignore_eos, .on_token = qhx_run_on_token,
-                              .user = &r->out, .constraint = r->constraint};
+                              .user = &r->out, .constraint = r->constraint, .stops = r->out.stops,
+                              .n_stops = (size_t)r->out.n_stops};
     qhx_generate_stats st = {0};
     qhx_status grc = qhx_session_generate(r->s, &gp, &st, err);
-    qhx_run_out_finish(&r->out);
     bool stopped = grc == QHX_E_ABORTED;
     bool full = a->run.n_new < 0 && st.stop == QHX_STOP_LENGTH;
     const char *stop = qhx_run_stop_name(&st, &r->out, full, stopped);

@@ -85,7 +85,8 @@ static int parse(int argc, char **argv, serve_args *a) {
             if (qhx_cli_parse_i64(v, 0, 65535, &x)) return qhx_cli_usage_error(CMD, "--port: '%s' is not in [0, 65535]", v);
             c->port = (int)x;
         } else if (!strcmp(o, "--parallel")) {
-            if (qhx_cli_parse_i64(v, 1, 64, &x)) return qhx_cli_usage_error(CMD, "--parallel: '%s' is not in [1, 64]", v);
+            if (qhx_cli_parse_i64(v, 1, QHX_MAX_BATCH, &x))
+                return qhx_cli_usage_error(CMD, "--parallel: '%s' is not in [1, %d]", v, QHX_MAX_BATCH);
             c->parallel = (int)x;
         } else if (!strcmp(o, "--queue")) {
             if (qhx_cli_parse_i64(v, 0, 100000, &x)) return qhx_cli_usage_error(CMD, "--queue: '%s' is not in [0, 100000]", v);
@@ -175,11 +176,8 @@ int qhx_cmd_serve(int argc, char **argv) {
     srv_stats stats = {0};
     int rc = QHX_EXIT_RUNTIME, port = 0;
     if (qhx_model_open(cfg->model_path, &mp, &m, &err)) goto out;
-    if (cfg->ctx && cfg->ctx > qhx_model_trained_context(m)) {
-        qhx_cli_fail(&err, QHX_E_LIMIT, "--ctx %lld exceeds the %lld tokens the model was trained for", (long long)cfg->ctx,
-                 (long long)qhx_model_trained_context(m));
-        goto out;
-    }
+    qhx_context_choice cc; /* --ctx checked by the library's context policy, as generate and chat */
+    if (cfg->ctx && qhx_model_choose_context(m, cfg->ctx, cfg->parallel, "--ctx", &cc, &err)) goto out;
     if (srv_engine_start(m, cfg, &stats, &e, &err)) goto out;
     if (!(h = srv_http_start(m, cfg, e, &stats, &port, &err))) goto out;
     printf("qhx serve: listening on http://%s%s%s:%d (model %s, %d slots)\n", strchr(cfg->host, ':') ? "[" : "",

@@ -232,19 +232,18 @@ static const char *const MODEL_TYPES[] = {"qwen3_5", "qwen3_5_text", NULL};
 /* text first: a bundle's text manifest keeps the seed's name (NAME-CTX.json), and a checkpoint
  * folder runs it unless the caller asks for images (folder_images below) */
 static const qhx_family_host_op HOST_OPS[] = {
-    {"qwen3_5_generate", QHX_LOOP_TEXT},
-    {"qwen3_5_vl_generate", QHX_LOOP_IMAGE_TEXT},
-    {NULL, QHX_LOOP_TEXT},
+    {"qwen3_5_generate", &qhx_hostop_text},
+    {"qwen3_5_vl_generate", &qhx_hostop_image_text},
+    {NULL, NULL},
 };
 
 const qhx_family_desc QHX_FAMILY_QWEN3_5 = {
     .name = "qwen3_5",
     .title = "Qwen3.5",
     .model_types = MODEL_TYPES,
-    .chat = QHX_CHAT_QWEN35,
-    .thinking = true,
+    .chat = &qhx_chat_style_qwen35,
     .host_ops = HOST_OPS,
-    .vision_prefix = "model.visual.",
+    .vision_prefix = QHX_QWEN35_VISION_PREFIX,
     .folder_images = false, /* a released folder opened for text leaves its 24-block tower unread */
     .bundle_context = 1024,
     .parse_config = qhx_qwen35_parse_config,

@@ -246,11 +246,11 @@ qhx_status qhx_qwen35_bind(qhx_net *m, qhx_st_set *set, const qhx_net_bind_args 
         return rc;
     /* the tower when the plan feeds images and the set holds it; m->cfg.has_vision then says
      * whether it was bound (the vision graph exists) */
-    if (!a->vision || !c->has_vision || !qhx_st_find(q->set, "model.visual.patch_embed.proj.weight")) {
+    if (!a->vision || !c->has_vision || !qhx_st_find(q->set, QHX_QWEN35_VISION_PREFIX_PROBE)) {
         m->cfg.has_vision = false;
         return QHX_OK;
     }
-    return qhx_vit_load(q->set, &c->vision, "model.visual.", m->dev, &q->vit, err);
+    return qhx_vit_load(q->set, &c->vision, QHX_QWEN35_VISION_PREFIX, m->dev, &q->vit, err);
 }
 
 /* ---- state ------------------------------------------------------------------------------- */

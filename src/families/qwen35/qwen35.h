@@ -4,6 +4,10 @@
 #ifndef QHX_FAMILIES_QWEN35_H
 #define QHX_FAMILIES_QWEN35_H
 
+/* The tensor-name prefix of the vision tower (the descriptor's vision_prefix, the binder's). */
+#define QHX_QWEN35_VISION_PREFIX "model.visual."
+#define QHX_QWEN35_VISION_PREFIX_PROBE QHX_QWEN35_VISION_PREFIX "patch_embed.proj.weight" /* present when the tower is */
+
 #include "families/family.h"
 
 /* Fill cfg from a parsed config.json (composite with text_config, or a bare text config).

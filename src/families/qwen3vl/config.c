@@ -117,19 +117,18 @@ static qhx_status parse_config(const json_t *root, const char *label, qhx_model_
 static const char *const MODEL_TYPES[] = {"qwen3_vl", "qwen3_vl_text", NULL};
 
 static const qhx_family_host_op HOST_OPS[] = {
-    {"qwen3_vl_generate", QHX_LOOP_IMAGE_TEXT},
-    {"qwen3_vl_text_generate", QHX_LOOP_TEXT},
-    {NULL, QHX_LOOP_TEXT},
+    {"qwen3_vl_generate", &qhx_hostop_image_text},
+    {"qwen3_vl_text_generate", &qhx_hostop_text},
+    {NULL, NULL},
 };
 
 const qhx_family_desc QHX_FAMILY_QWEN3_VL = {
     .name = "qwen3_vl",
     .title = "Qwen3-VL",
     .model_types = MODEL_TYPES,
-    .chat = QHX_CHAT_QWEN3VL,
-    .thinking = false,
+    .chat = &qhx_chat_style_qwen3vl,
     .host_ops = HOST_OPS,
-    .vision_prefix = "model.visual.",
+    .vision_prefix = QHX_QWEN3VL_VISION_PREFIX,
     .folder_images = true,
     .bundle_context = 512,
     .parse_config = parse_config,

@@ -70,11 +70,11 @@ static qhx_status lin(qhx_qwen3vl *q, const char *name, int64_t rows, int64_t co
 /* The tower, when the config has one and the set holds it; m->cfg.has_vision then says whether
  * it was bound (the vision graph exists). */
 static qhx_status open_vision(qhx_qwen3vl *q, qhx_model_config *c, bool wanted, qhx_error *err) {
-    if (!wanted || !c->has_vision || !qhx_st_find(q->set, "model.visual.patch_embed.proj.weight")) {
+    if (!wanted || !c->has_vision || !qhx_st_find(q->set, QHX_QWEN3VL_VISION_PREFIX_PROBE)) {
         c->has_vision = false; /* text only */
         return QHX_OK;
     }
-    return qhx_vit_load(q->set, &c->vision, "model.visual.", q->dev, &q->vit, err);
+    return qhx_vit_load(q->set, &c->vision, QHX_QWEN3VL_VISION_PREFIX, q->dev, &q->vit, err);
 }
 
 qhx_status qhx_qwen3vl_bind(qhx_net *m, qhx_st_set *set, const qhx_net_bind_args *a, qhx_error *err) {

@@ -4,6 +4,10 @@
 #ifndef QHX_FAMILIES_QWEN3VL_H
 #define QHX_FAMILIES_QWEN3VL_H
 
+/* The tensor-name prefix of the vision tower (the descriptor's vision_prefix, the binder's). */
+#define QHX_QWEN3VL_VISION_PREFIX "model.visual."
+#define QHX_QWEN3VL_VISION_PREFIX_PROBE QHX_QWEN3VL_VISION_PREFIX "patch_embed.proj.weight" /* present when the tower is */
+
 #include "families/family.h"
 
 /* Bind the text decoder and, when a.vision asks for it and the checkpoint has one, the vision

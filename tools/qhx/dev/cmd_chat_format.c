@@ -88,8 +88,8 @@ static qhx_status tool_calls_of(conv *c, json_t *list, size_t idx, qhx_chat_mess
         tc->name = json_string_value(json_object_get(fn, "name"));
         if (!tc->name) return qhx_fail(err, QHX_E_FORMAT, "message %zu: tool call %zu has no name", idx, j);
         json_t *args = json_object_get(fn, "arguments");
-        bool vl = c->res.family->chat == QHX_CHAT_QWEN3VL;
-        /* Qwen3-VL prints a string of arguments as it is; the Qwen3.5 template takes an object */
+        bool vl = c->res.family->chat->tool_json;
+        /* a JSON-form format (Qwen3-VL) prints a string of arguments as it is; Qwen3.5's takes an object */
         if (vl && json_is_string(args)) {
             tc->arguments = json_string_value(args);
             m->n_tool_calls++;
@@ -135,7 +135,7 @@ static qhx_status parts_of(conv *c, json_t *list, size_t idx, qhx_chat_message *
         const char *type = json_string_value(json_object_get(item, "type"));
         qhx_chat_part *p = &c->parts[c->n_parts++];
         memset(p, 0, sizeof *p);
-        if (type && !strcmp(type, "image")) continue; /* text NULL: one <|image_pad|>, as the template */
+        if (type && !strcmp(type, "image")) continue; /* text NULL: one image pad, as the template */
         json_t *text = json_object_get(item, "text");
         if (!json_is_string(text))
             return qhx_fail(err, QHX_E_UNSUPPORTED, "message %zu: part %zu is neither text nor an image", idx, k);
@@ -149,10 +149,11 @@ static qhx_status parts_of(conv *c, json_t *list, size_t idx, qhx_chat_message *
 /* reasoning_content goes back into the content as the template reads it there. */
 static qhx_status with_reasoning(conv *c, const char *reasoning, qhx_chat_message *m, qhx_error *err) {
     const char *content = m->content ? m->content : "";
-    size_t n = strlen(reasoning) + strlen(content) + 32;
+    const qhx_chat_style *f = c->res.family->chat;
+    size_t n = strlen(f->reasoning_open) + strlen(reasoning) + strlen(f->reasoning_close) + strlen(content) + 1;
     char *t = malloc(n);
     if (!t) return qhx_fail(err, QHX_E_NOMEM, "out of memory");
-    snprintf(t, n, "<think>\n%s\n</think>\n\n%s", reasoning, content);
+    snprintf(t, n, "%s%s%s%s", f->reasoning_open, reasoning, f->reasoning_close, content);
     m->content = keep(c, t);
     return QHX_OK;
 }
@@ -180,7 +181,7 @@ static qhx_status messages_of(conv *c, json_t *root, qhx_error *err) {
         const char *reasoning = json_string_value(json_object_get(msg, "reasoning_content"));
         if (!rc && reasoning && m->parts) rc = qhx_fail(err, QHX_E_UNSUPPORTED, "message %zu: reasoning_content with a content list", i);
         /* reasoning_content: read by the Qwen3.5 template, not by Qwen3-VL's */
-        if (!rc && reasoning && c->res.family->thinking) rc = with_reasoning(c, reasoning, m, err);
+        if (!rc && reasoning && c->res.family->chat->reasoning_open) rc = with_reasoning(c, reasoning, m, err);
         if (rc) return rc;
     }
     return QHX_OK;

@@ -1,9 +1,11 @@
 /* engine.c: N slots, each one session, fed by one engine thread from a bounded queue.
  *
  * A step of the loop: admit waiting jobs into free slots (the slot with the longest reusable
- * prefix of the job's prompt), prefill what each new job's prompt adds to its slot, then sample
- * one token for every active job and feed all the tokens that go on with one
- * qhx_sessions_decode call (the batched decode step).
+ * prefix of the job's prompt), prefill what each new job's prompt adds to its slot, then take
+ * one step of every active job's decoder (the library's generation loop: sampling, the
+ * constraint, stop tokens, the streaming text, max_tokens, cancellation; qhx_decoder_next) and
+ * feed all the tokens that go on with one qhx_sessions_decode call (the batched decode step).
+ * The engine schedules; it neither samples nor decides where an answer stops.
  *
  * Prompt reuse. A slot remembers the ids its state holds (hist). A prompt that starts with all
  * of hist continues from there. Otherwise the state has to go back to an earlier position:
@@ -23,7 +25,7 @@
 #include <time.h>
 
 #define MAX_CKPT 4
-#define MAX_SLOTS 64 /* --parallel at most */
+#define MAX_SLOTS QHX_MAX_BATCH /* --parallel at most: one batched step takes every slot */
 
 typedef struct ckpt {
     qhx_checkpoint *cp;
@@ -42,11 +44,10 @@ typedef struct slot {
     uint64_t last_used;
     /* the job in hand */
     srv_job *job;
-    qhx_sampler_handle *smp;
-    qhx_constraint *con; /* the job's grammar, followed token by token (NULL: none) */
-    qhx_text_stream *ts;
+    qhx_decoder *dec;    /* the job's answer, step by step */
+    qhx_constraint *con; /* the job's grammar, followed by dec (NULL: none) */
     srv_output *out;
-    int64_t n_gen, max_gen;
+    int64_t n_gen;
 } slot;
 
 struct srv_engine {
@@ -64,7 +65,7 @@ struct srv_engine {
     int n_slots;
     atomic_int busy;
     uint64_t step;
-    qhx_token turn_end, turn_start;
+    qhx_token turn_start;
 };
 
 /* ---- slots --------------------------------------------------------------------------------- */
@@ -169,14 +170,11 @@ static void take_ckpt(slot *sl) {
 /* ---- a job's life in a slot -------------------------------------------------------------- */
 
 static void release(slot *sl) {
-    const char *t;
-    size_t l;
-    qhx_text_stream_flush(sl->ts, &t, &l, NULL); /* what a failed job left in the stream */
     srv_output_free(sl->out);
-    qhx_sampler_delete(sl->smp);
+    qhx_decoder_free(sl->dec);
     qhx_constraint_free(sl->con);
     sl->out = NULL;
-    sl->smp = NULL;
+    sl->dec = NULL;
     sl->con = NULL;
     srv_job_unref(sl->job);
     sl->job = NULL;
@@ -198,7 +196,7 @@ static void end_job(slot *sl, srv_finish why) {
     srv_job *j = sl->job;
     const char *text;
     size_t len = 0;
-    if (qhx_text_stream_flush(sl->ts, &text, &len, NULL) == QHX_OK && len)
+    if (qhx_decoder_finish(sl->dec, &text, &len, NULL) == QHX_OK && len)
         srv_output_token(sl->out, -1, text, len, NULL);
     j->finish = why;
     j->n_generated = sl->n_gen;
@@ -234,7 +232,7 @@ static int start_job(slot *sl) {
         fail_job(sl, 400, msg);
         return -1;
     }
-    sl->max_gen = j->max_tokens > 0 ? j->max_tokens : room < e->cfg->lim.max_tokens ? room : e->cfg->lim.max_tokens;
+    int64_t max_gen = j->max_tokens > 0 ? j->max_tokens : room < e->cfg->lim.max_tokens ? room : e->cfg->lim.max_tokens;
     int ck;
     int64_t from = reuse_point(sl, j->prompt, &ck);
     if (ck >= 0) {
@@ -247,8 +245,8 @@ static int start_job(slot *sl) {
             drop_ckpts_above(sl, from);
         }
     } else if (from == 0 && sl->n_hist) slot_forget(sl);
-    /* a chat prompt goes in two pieces with a checkpoint between: up to its last
-       <|im_start|> (the assistant header the answer follows), where the next turn's prompt
+    /* a chat prompt goes in two pieces with a checkpoint between: up to its last turn start
+       (the assistant header the answer follows), where the next turn's prompt
        parts from this one (the template renders an earlier answer without the think block the
        generation prompt opened) */
     size_t cut = n;
@@ -286,15 +284,18 @@ static int start_job(slot *sl) {
     j->n_cached = from;
     atomic_fetch_add(&e->stats->prompt_tokens, (long long)n);
     atomic_fetch_add(&e->stats->cached_tokens, (long long)from);
-    if (qhx_sampler_new(e->m, &j->sampling, &sl->smp, &err)) {
-        fail_job(sl, 400, err.msg);
-        return -1;
-    }
-    for (size_t i = 0; i < n; i++) qhx_sampler_push(sl->smp, ids[i]);
     if (j->grammar && qhx_constraint_new(e->m, j->grammar, &sl->con, &err)) {
         fail_job(sl, err.code == QHX_E_NOMEM ? 503 : 400, err.msg);
         return -1;
     }
+    /* the job's stop strings are its output's (srv_output); the decoder stops at tokens */
+    qhx_decoder_params dp = {.sampling = j->sampling, .max_tokens = max_gen, .ignore_stop = j->ignore_eos,
+                             .stop_at_turn_end = 1, .constraint = sl->con, .abort_cb = slot_abort, .abort_user = sl};
+    if (qhx_decoder_create(e->m, &dp, &sl->dec, &err)) {
+        fail_job(sl, 400, err.msg);
+        return -1;
+    }
+    qhx_decoder_push(sl->dec, ids, n);
     if (!(sl->out = srv_output_new(e->m, j))) {
         fail_job(sl, 503, "out of memory");
         return -1;
@@ -303,58 +304,41 @@ static int start_job(slot *sl) {
     return 0;
 }
 
-/* Sample the next token of the slot's job and pass it on. Returns 1 when the token is to be
+/* One step of the slot's decoder; its token and text passed on. Returns 1 when the token is to be
  * fed (the answer goes on), 0 when the job ended. */
 static int next_token(slot *sl, qhx_token *out) {
-    srv_engine *e = sl->e;
-    srv_job *j = sl->job;
-    if (atomic_load(&j->cancelled)) {
+    const float *lg = qhx_session_logits(sl->s);
+    qhx_error err = {0};
+    qhx_decoder_step st;
+    qhx_status rc = qhx_decoder_next(sl->dec, lg, &st, &err);
+    if (rc == QHX_E_ABORTED) {
         cancel_job(sl);
         return 0;
     }
-    const float *lg = qhx_session_logits(sl->s);
-    qhx_error err = {0};
-    qhx_token t = sl->con ? qhx_constraint_pick(sl->con, sl->smp, lg, !j->ignore_eos, &err) : qhx_sampler_pick(sl->smp, lg);
-    if (t == -2) { /* the grammar's answer is complete and nothing may follow */
-        end_job(sl, SRV_FINISH_STOP);
+    if (rc == QHX_E_NOMEM) {
+        fail_job(sl, 503, "out of memory");
         return 0;
     }
-    if (t < 0) {
+    if (rc) { /* non-finite logits, a grammar's failure */
         slot_forget(sl);
         fail_job(sl, 500, err.msg[0] ? err.msg : "the logits are not finite (NaN or Inf)");
         return 0;
     }
-    if (!j->ignore_eos && (qhx_model_is_stop(e->m, t) || t == e->turn_end || qhx_constraint_is_end(sl->con, t))) {
+    if (!st.report) { /* a stop token, or the grammar's answer is complete */
         end_job(sl, SRV_FINISH_STOP);
         return 0;
     }
-    if (sl->con && qhx_constraint_accept(sl->con, t, &err)) {
-        slot_forget(sl);
-        fail_job(sl, 500, err.msg);
-        return 0;
-    }
-    const char *text = "";
-    size_t len = 0;
-    if (qhx_text_stream_push(sl->ts, t, &text, &len, NULL)) {
-        fail_job(sl, 503, "out of memory");
-        return 0;
-    }
-    int r = srv_output_token(sl->out, t, text, len, lg);
+    int r = srv_output_token(sl->out, st.token, st.text, st.len, lg);
     if (r < 0) {
         fail_job(sl, 503, "out of memory");
         return 0;
     }
     sl->n_gen++;
-    qhx_sampler_push(sl->smp, t);
-    if (r == 1) {
-        end_job(sl, SRV_FINISH_STOP);
+    if (r == 1 || !st.feed) { /* a stop string (the output's), or the decoder's end */
+        end_job(sl, r == 1 || st.stop != QHX_STOP_LENGTH ? SRV_FINISH_STOP : SRV_FINISH_LENGTH);
         return 0;
     }
-    if (sl->n_gen >= sl->max_gen) {
-        end_job(sl, SRV_FINISH_LENGTH);
-        return 0;
-    }
-    *out = t;
+    *out = st.token;
     return 1;
 }
 
@@ -483,7 +467,6 @@ static void free_engine(srv_engine *e) {
         slot *sl = &e->slots[i];
         drop_ckpts_above(sl, -1);
         qhx_session_free(sl->s);
-        qhx_text_stream_free(sl->ts);
         free(sl->hist);
     }
     free(e->slots);
@@ -522,8 +505,9 @@ qhx_status srv_engine_start(const qhx_model *m, const srv_config *cfg, srv_stats
     e->stats = stats;
     e->n_slots = cfg->parallel < 1 ? 1 : cfg->parallel > MAX_SLOTS ? MAX_SLOTS : cfg->parallel;
     e->q_cap = cfg->queue > 0 ? cfg->queue : 1;
-    e->turn_end = qhx_model_token_id(m, "<|im_end|>");
-    e->turn_start = qhx_model_token_id(m, "<|im_start|>");
+    qhx_chat_markers mk;
+    qhx_model_chat_markers(m, &mk);
+    e->turn_start = qhx_model_token_id(m, mk.turn_start);
     e->slots = calloc((size_t)e->n_slots, sizeof *e->slots);
     e->queue = calloc((size_t)e->q_cap, sizeof *e->queue);
     qhx_status rc = QHX_OK;
@@ -537,7 +521,6 @@ qhx_status srv_engine_start(const qhx_model *m, const srv_config *cfg, srv_stats
         sp.abort_cb = slot_abort;
         sp.abort_user = sl;
         rc = qhx_session_create(m, &sp, &sl->s, err);
-        if (!rc) rc = qhx_text_stream_new(m, &sl->ts, err);
     }
     if (!rc && pthread_create(&e->thread, NULL, engine_main, e)) rc = qhx_cli_fail(err, QHX_E_NOMEM, "serve: no engine thread");
     if (rc) {

@@ -1,10 +1,11 @@
 /* output.c: what a job's generated tokens become. The text goes through three stages:
  *   1. stop strings: matched on the text (across token boundaries); the text that could still
  *      be the start of a stop string is held back, a match ends the answer and is not emitted;
- *   2. the router: before "</think>" (when the prompt opened a think block) the text is
- *      reasoning_content; after it, content; from "<tool_call>" on (when tools were offered) it
- *      is kept whole and parsed into tool_calls at the end (Qwen3.5's <function=...> blocks and
- *      Qwen3-VL's JSON objects; text with no call that parses goes out as content);
+ *   2. the router: before the end of the think block (when the prompt opened one) the text is
+ *      reasoning_content; after it, content; from the start of a tool call on (when tools were
+ *      offered) it is kept whole and parsed into tool_calls at the end (blocks of parameters or
+ *      JSON objects; text with no call that parses goes out as content); the markers are the
+ *      model's chat format's (qhx_model_chat_markers);
  *   3. the response: SSE chunks as text is routed (streaming) or one body at the end.
  * Also here: jobs and buffers, the error JSON. */
 #include "serve.h"
@@ -154,22 +155,25 @@ static json_t *param_value(const char *p, size_t n) {
     return v ? v : json_string("");
 }
 
-/* One <function=NAME> ... </function> block into {"name", "arguments" (JSON text)}. */
-static json_t *parse_function(const char *p, const char *end) {
-    const char *f = find(p, end, "<function=");
+/* One block call (the format's tool_fn_open NAME '>', its parameter blocks) into {"name",
+ * "arguments" (JSON text)}; NULL when the format writes no block calls. */
+static json_t *parse_function(const qhx_chat_markers *mk, const char *p, const char *end) {
+    if (!mk->tool_fn_open || !mk->tool_param_open || !mk->tool_param_close) return NULL;
+    const size_t n_open = strlen(mk->tool_param_open), n_close = strlen(mk->tool_param_close);
+    const char *f = find(p, end, mk->tool_fn_open);
     if (!f) return NULL;
-    f += 10;
+    f += strlen(mk->tool_fn_open);
     const char *gt = memchr(f, '>', (size_t)(end - f));
     if (!gt || gt == f) return NULL;
     json_t *args = json_object();
     const char *q = gt + 1;
     for (;;) {
-        const char *a = find(q, end, "<parameter=");
+        const char *a = find(q, end, mk->tool_param_open);
         if (!a) break;
-        a += 11;
+        a += n_open;
         const char *agt = memchr(a, '>', (size_t)(end - a));
         if (!agt) break;
-        const char *close = find(agt + 1, end, "</parameter>");
+        const char *close = find(agt + 1, end, mk->tool_param_close);
         const char *vend = close ? close : end;
         char *key = malloc((size_t)(agt - a) + 1);
         if (!key) break;
@@ -178,7 +182,7 @@ static json_t *parse_function(const char *p, const char *end) {
         json_object_set_new(args, key, param_value(agt + 1, (size_t)(vend - agt - 1)));
         free(key);
         if (!close) break;
-        q = close + 12;
+        q = close + n_close;
     }
     char *text = json_dumps(args, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(args);
@@ -208,24 +212,27 @@ static json_t *parse_json_call(const char *p, const char *end) {
     return fn;
 }
 
-json_t *srv_parse_tool_calls(const char *text, size_t len, const char *id_seed) {
+/* The calls between the chat format's tool_open and tool_close markers. */
+static json_t *parse_tool_calls(const qhx_chat_markers *mk, const char *text, size_t len, const char *id_seed) {
     const char *p = text, *end = text + len;
+    if (!mk->tool_open || !mk->tool_close) return NULL;
+    const size_t n_open = strlen(mk->tool_open), n_close = strlen(mk->tool_close);
     json_t *calls = json_array();
     int k = 0;
-    while ((p = find(p, end, "<tool_call>"))) {
-        p += 11;
-        const char *close = find(p, end, "</tool_call>");
+    while ((p = find(p, end, mk->tool_open))) {
+        p += n_open;
+        const char *close = find(p, end, mk->tool_close);
         const char *bend = close ? close : end;
         const char *q = p;
         while (q < bend && (*q == ' ' || *q == '\n' || *q == '\r' || *q == '\t')) q++;
-        json_t *fn = q < bend && *q == '{' ? parse_json_call(q, bend) : parse_function(p, bend);
+        json_t *fn = q < bend && *q == '{' ? parse_json_call(q, bend) : parse_function(mk, p, bend);
         if (fn) {
             char id[96];
             snprintf(id, sizeof id, "call_%s_%d", id_seed, k++);
             json_array_append_new(calls, json_pack("{s:s,s:s,s:o}", "id", id, "type", "function", "function", fn));
         }
         if (!close) break;
-        p = close + 12;
+        p = close + n_close;
     }
     if (json_array_size(calls) == 0) {
         json_decref(calls);
@@ -234,19 +241,24 @@ json_t *srv_parse_tool_calls(const char *text, size_t len, const char *id_seed) 
     return calls;
 }
 
+json_t *srv_parse_tool_calls(const char *text, size_t len, const char *id_seed) {
+    qhx_chat_markers mk;
+    qhx_model_chat_markers(NULL, &mk);
+    return parse_tool_calls(&mk, text, len, id_seed);
+}
+
 /* ==== the pipeline =========================================================================== */
 
 enum { MODE_REASONING, MODE_CONTENT, MODE_TOOLS };
 
 struct srv_output {
     const qhx_model *m;
+    qhx_chat_markers mk; /* the model's chat format: where reasoning ends, where a call starts */
     srv_job *j;
-    srv_buf raw;       /* every byte generated */
-    size_t raw_done;   /* bytes of raw passed on past the stop check */
-    size_t max_stop;
+    qhx_stop_matcher *stops; /* the job's stop strings (the library's matcher; NULL: none) */
     bool stopped;
     int mode;
-    bool strip_lead;   /* content right after </think>: its leading newlines are the template's */
+    bool strip_lead;   /* content right after the think block: its leading newlines are the template's */
     srv_buf pend;      /* routed text not yet given to a channel (could start a marker) */
     srv_buf tools;     /* MODE_TOOLS: the tool-call text */
     srv_buf d_content, d_reasoning; /* streaming: this chunk's deltas */
@@ -259,10 +271,13 @@ srv_output *srv_output_new(const qhx_model *m, srv_job *j) {
     srv_output *o = calloc(1, sizeof *o);
     if (!o) return NULL;
     o->m = m;
+    qhx_model_chat_markers(m, &o->mk);
     o->j = j;
     o->mode = j->kind == SRV_CHAT && j->thinking ? MODE_REASONING : MODE_CONTENT;
-    for (size_t i = 0; i < j->n_stops; i++)
-        if (strlen(j->stops[i]) > o->max_stop) o->max_stop = strlen(j->stops[i]);
+    if (j->n_stops && qhx_stop_matcher_create((const char *const *)j->stops, j->n_stops, &o->stops, NULL)) {
+        free(o);
+        return NULL;
+    }
     if (j->logprobs && !j->stream) j->token_logprobs = json_array();
     /* a forced tool call: its start is in the prompt, and the answer is read as its rest */
     if (j->answer_prefix) {
@@ -277,7 +292,7 @@ srv_output *srv_output_new(const qhx_model *m, srv_job *j) {
 
 void srv_output_free(srv_output *o) {
     if (!o) return;
-    srv_buf_free(&o->raw);
+    qhx_stop_matcher_free(o->stops);
     srv_buf_free(&o->pend);
     srv_buf_free(&o->tools);
     srv_buf_free(&o->d_content);
@@ -325,7 +340,7 @@ static int route(srv_output *o, bool at_end) {
             if (b->n == 0 && !at_end) return 0;
             o->strip_lead = false;
         }
-        const char *marker = o->mode == MODE_REASONING ? "</think>" : o->j->tools ? "<tool_call>" : NULL;
+        const char *marker = o->mode == MODE_REASONING ? o->mk.think_close : o->j->tools ? o->mk.tool_open : NULL;
         if (!marker) {
             if (give(o, o->mode, b->p, b->n)) return -1;
             b->n = 0;
@@ -351,31 +366,21 @@ static int route(srv_output *o, bool at_end) {
     }
 }
 
-static int pass_on(srv_output *o, size_t upto, bool at_end) {
-    if (upto > o->raw_done && srv_buf_put(&o->pend, o->raw.p + o->raw_done, upto - o->raw_done)) return -1;
-    o->raw_done = upto;
+/* Final text (past the stop check) into the router. */
+static int pass_on(srv_output *o, const char *p, size_t n, bool at_end) {
+    if (n && srv_buf_put(&o->pend, p, n)) return -1;
     return route(o, at_end);
 }
 
-/* The stop check over raw[raw_done..]: 1 when a stop string ends the answer there. */
-static int check_stops(srv_output *o) {
-    srv_job *j = o->j;
-    size_t best = SIZE_MAX;
-    for (size_t i = 0; i < j->n_stops; i++) {
-        const char *at = find(o->raw.p + o->raw_done, o->raw.p + o->raw.n, j->stops[i]);
-        if (at && (size_t)(at - o->raw.p) < best) best = (size_t)(at - o->raw.p);
-    }
-    if (best != SIZE_MAX) {
-        if (pass_on(o, best, false)) return -1;
-        o->stopped = true;
-        return 1;
-    }
-    size_t keep = 0;
-    for (size_t i = 0; i < j->n_stops; i++) {
-        size_t k = partial_suffix(o->raw.p + o->raw_done, o->raw.n - o->raw_done, j->stops[i]);
-        if (k > keep) keep = k;
-    }
-    return pass_on(o, o->raw.n - keep, false);
+/* The stop check (qhx_stop_matcher): 1 when a stop string ends the answer in text. */
+static int check_stops(srv_output *o, const char *text, size_t len) {
+    if (!o->stops) return pass_on(o, text, len, false);
+    const char *fin;
+    size_t n_fin;
+    int hit = qhx_stop_matcher_push(o->stops, text, len, &fin, &n_fin);
+    if (hit < 0 || pass_on(o, fin, n_fin, false)) return -1;
+    if (hit) o->stopped = true;
+    return hit;
 }
 
 /* ---- logprobs ---------------------------------------------------------------------------- */
@@ -531,8 +536,7 @@ int srv_output_token(srv_output *o, qhx_token t, const char *text, size_t len, c
             json_array_append_new(o->lp_chunk, e);
         } else json_array_append_new(j->token_logprobs, e);
     }
-    if (srv_buf_put(&o->raw, text, len)) return -1;
-    int r = check_stops(o);
+    int r = check_stops(o, text, len);
     if (r < 0) return -1;
     if (j->stream && flush_chunk(o, NULL, NULL)) return -1;
     return r;
@@ -540,9 +544,12 @@ int srv_output_token(srv_output *o, qhx_token t, const char *text, size_t len, c
 
 int srv_output_end(srv_output *o) {
     srv_job *j = o->j;
-    if (!o->stopped && pass_on(o, o->raw.n, true)) return -1;
+    const char *fin = "";
+    size_t n_fin = 0;
+    if (!o->stopped && o->stops && qhx_stop_matcher_finish(o->stops, &fin, &n_fin) < 0) return -1;
+    if (!o->stopped && pass_on(o, fin, n_fin, true)) return -1;
     if (route(o, true)) return -1;
-    json_t *calls = o->tools.n ? srv_parse_tool_calls(o->tools.p, o->tools.n, j->id) : NULL;
+    json_t *calls = o->tools.n ? parse_tool_calls(&o->mk, o->tools.p, o->tools.n, j->id) : NULL;
     if (o->tools.n && !calls && give(o, MODE_CONTENT, o->tools.p, o->tools.n)) return -1;
     if (calls && j->finish == SRV_FINISH_STOP) j->finish = SRV_FINISH_TOOLS;
     if (!j->stream) {

@@ -380,10 +380,9 @@ static int messages_of(chat_req *c, const srv_config *cfg, json_t *msgs, int *st
 /* tool_choice: "none" (the tools are not rendered: the model cannot know them), "auto",
  * "required" or {"type": "function", "function": {"name": NAME}}. The last two force the answer
  * to start a tool call (*prefix: the text it starts with, owned by c), as there is no grammar
- * to hold the model to one. Qwen3.5: "<tool_call>\n<function=" or "<tool_call>\n<function=NAME>\n";
- * Qwen3-VL (json): "<tool_call>\n{\"name\": \"" or "<tool_call>\n{\"name\": \"NAME\", \"arguments\": ". */
-static int tool_choice_of(chat_req *c, json_t *choice, bool json, bool *none, char **prefix, int *status,
-                          qhx_error *err) {
+ * to hold the model to one: the chat format's tool_prefix, or tool_prefix NAME tool_named. */
+static int tool_choice_of(chat_req *c, json_t *choice, const qhx_chat_markers *mk, bool *none, char **prefix,
+                          int *status, qhx_error *err) {
     *none = false;
     *prefix = NULL;
     if (!present(choice)) return 0;
@@ -393,8 +392,8 @@ static int tool_choice_of(chat_req *c, json_t *choice, bool json, bool *none, ch
             return fail(status, 400, err, "'tool_choice' '%s' is not none, auto or required", v);
         *none = !strcmp(v, "none");
         if (strcmp(v, "required")) return 0;
-        if (!(*prefix = own(c, strdup(json ? "<tool_call>\n{\"name\": \"" : "<tool_call>\n<function="))))
-            return fail(status, 503, err, "out of memory");
+        if (!mk->tool_prefix) return fail(status, 400, err, "'tool_choice' 'required': this model's chat format has no tool calls");
+        if (!(*prefix = own(c, strdup(mk->tool_prefix)))) return fail(status, 503, err, "out of memory");
         return 0;
     }
     if (!json_is_object(choice)) return fail(status, 400, err, "'tool_choice' must be a string or an object");
@@ -403,11 +402,12 @@ static int tool_choice_of(chat_req *c, json_t *choice, bool json, bool *none, ch
     if (!json_is_string(type) || strcmp(json_string_value(type), "function") || !json_is_string(name) ||
         json_string_length(name) == 0 || memchr(json_string_value(name), 0, json_string_length(name)))
         return fail(status, 400, err, "'tool_choice' must be none, auto, required or {\"type\": \"function\", \"function\": {\"name\": ...}}");
-    size_t n = json_string_length(name);
-    char *p = malloc(n + 48);
+    if (!mk->tool_prefix || !mk->tool_named)
+        return fail(status, 400, err, "'tool_choice': this model's chat format has no tool calls");
+    size_t n = strlen(mk->tool_prefix) + json_string_length(name) + strlen(mk->tool_named) + 1;
+    char *p = malloc(n);
     if (!p) return fail(status, 503, err, "out of memory");
-    snprintf(p, n + 48, json ? "<tool_call>\n{\"name\": \"%s\", \"arguments\": " : "<tool_call>\n<function=%s>\n",
-             json_string_value(name));
+    snprintf(p, n, "%s%s%s", mk->tool_prefix, json_string_value(name), mk->tool_named);
     if (!(*prefix = own(c, p))) return fail(status, 503, err, "out of memory");
     return 0;
 }
@@ -426,8 +426,10 @@ static bool offers_tool(json_t *tools, const char *name, size_t len) {
 static int tools_of(chat_req *c, const qhx_model *m, const srv_config *cfg, json_t *root, int *status, qhx_error *err) {
     json_t *tools = json_object_get(root, "tools");
     json_t *choice = json_object_get(root, "tool_choice");
-    bool none, json = !strcmp(qhx_model_family_name(m), "qwen3_vl"); /* its calls are JSON objects */
-    if (tool_choice_of(c, choice, json, &none, &c->forced, status, err)) return -1;
+    bool none;
+    qhx_chat_markers mk;
+    qhx_model_chat_markers(m, &mk); /* how the family writes the start of a call */
+    if (tool_choice_of(c, choice, &mk, &none, &c->forced, status, err)) return -1;
     if (!present(tools) || (json_is_array(tools) && json_array_size(tools) == 0)) {
         if (c->forced) return fail(status, 400, err, "'tool_choice' forces a tool call but 'tools' is empty");
         if (!present(tools)) return 0;

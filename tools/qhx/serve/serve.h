@@ -78,8 +78,8 @@ typedef struct srv_job {
     bool stream, include_usage;
     bool logprobs;
     int top_logprobs;
-    bool thinking;        /* the prompt opened a think block: text before </think> is reasoning */
-    bool tools;           /* tools were offered: <tool_call> blocks are parsed */
+    bool thinking;        /* the prompt opened a think block: text before its end is reasoning */
+    bool tools;           /* tools were offered: tool-call blocks are parsed */
     char *answer_prefix;  /* tool_choice forced a call: the prompt ends with this start of it */
     qhx_grammar *grammar; /* response_format / grammar / json_schema: the answer follows it (owned) */
     bool echo;            /* completions: echo the prompt text */
@@ -223,9 +223,9 @@ char *srv_error_json(int status, const char *msg);
 char *srv_tojson(json_t *v);
 void srv_py_float(double d, char *out, size_t cap);
 
-/* Tool-call text (Qwen3.5: <tool_call><function=NAME><parameter=P>V</parameter>...; Qwen3-VL:
- * <tool_call>{"name": NAME, "arguments": {...}}</tool_call>) to OpenAI tool_calls (a new array),
- * or NULL when it holds none. id_seed makes the call ids. */
+/* Tool-call text in the chat format of the build's first family (qhx_model_chat_markers of no
+ * model: blocks of parameters or JSON objects between its call markers) to OpenAI tool_calls (a
+ * new array), or NULL when it holds none. id_seed makes the call ids. */
 json_t *srv_parse_tool_calls(const char *text, size_t len, const char *id_seed);
 
 double srv_now(void);
