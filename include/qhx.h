@@ -272,6 +272,13 @@ typedef struct qhx_session_params {
     int (*abort_cb)(void *user); /* polled between layers and tokens; non-zero: QHX_E_ABORTED */
     void *abort_user;
     qhx_kv_type kv_cache; /* DEFAULT: the model's (qhx_model_params.kv_cache, else the plan's) */
+    /* Speculative decoding with the model's multi-token-prediction block (the model opened with
+       qhx_model_params.mtp = 1; QHX_E_UNSUPPORTED at create without one): at most spec_draft
+       (1 to 8) draft tokens per step, 0 off. Output is the same as without it (greedy: token
+       for token; sampling: the same distribution). spec_fixed 1: always spec_draft drafts; 0:
+       the draft length follows the acceptance seen (docs/generation.md). */
+    int spec_draft;
+    int spec_fixed;
 } qhx_session_params;
 
 /* Defaults from the model's run plan (its generation defaults for sampling). */
@@ -337,6 +344,9 @@ typedef struct qhx_generate_params {
        the grammar may end, so the output is always a sentence of it unless cut by max_tokens
        or the callback). The constraint follows the tokens; the caller owns it. */
     qhx_constraint *constraint;
+    /* speculative decoding in this call (a session created with spec_draft): 0 the session's
+       length, 1 to 8 at most that many drafts, -1 off. A constraint turns it off. */
+    int spec_draft;
 } qhx_generate_params;
 
 /* QHX_STOP_GRAMMAR: the constraint's output was complete and nothing (not even a stop token,
@@ -348,6 +358,9 @@ typedef struct qhx_generate_stats {
     int64_t n_generated;   /* tokens returned through on_token */
     double prefill_ms, decode_ms;
     qhx_stop_reason stop;
+    /* speculative decoding: verify passes, draft tokens proposed and accepted, and the tokens
+       those passes gave (accepted drafts + one each); all 0 without it */
+    int64_t n_verify, n_drafted, n_accepted, n_spec_tokens;
 } qhx_generate_stats;
 
 /* Generate up to max_tokens tokens after the fed prompt. The sampled stop token (if any) is

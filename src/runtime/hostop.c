@@ -208,12 +208,14 @@ static qhx_status generate_tokens(qhx_session *s, const qhx_generate_params *p, 
     st.stop = QHX_STOP_LENGTH;
     /* both chat formats (ChatML) end a turn with <|im_end|> */
     qhx_token turn_end = p->stop_at_turn_end ? qhx_model_token_id(s->m, "<|im_end|>") : -1;
+    const bool spec = qhx_session_spec_begin(s, p); /* speculative decoding (session_spec.c) */
     for (int64_t k = 0; k < p->max_tokens; k++) {
         if (s->params.abort_cb && s->params.abort_cb(s->params.abort_user)) {
             rc = qhx_fail(err, QHX_E_ABORTED, "generate: interrupted after %lld tokens", (long long)k);
             break;
         }
-        qhx_token t = pick(s, p, &rc, err);
+        qhx_token t;
+        if (!(spec && qhx_session_spec_pop(s, &t))) t = pick(s, p, &rc, err);
         if (t == -2) { /* the grammar's output is complete and nothing may follow */
             st.stop = QHX_STOP_GRAMMAR;
             break;
@@ -246,7 +248,13 @@ static qhx_status generate_tokens(qhx_session *s, const qhx_generate_params *p, 
             s->pending = t; /* fed by the next call, so the state never holds a token twice */
             break;
         }
-        if ((rc = qhx_session_decode(s, t, err))) break;
+        if ((rc = spec ? qhx_session_spec_feed(s, p, t, p->max_tokens - k - 1, turn_end, err)
+                       : qhx_session_decode(s, t, err)))
+            break;
+    }
+    if (spec) {
+        qhx_status src = qhx_session_spec_end(s, &st, rc ? NULL : err);
+        if (rc == QHX_OK) rc = src;
     }
     if (rc == QHX_OK) rc = flush_stream(s, p, err);
     else flush_stream(s, p, NULL);

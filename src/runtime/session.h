@@ -47,6 +47,9 @@ float *qhx_session_logits_mut(qhx_session *s);
 qhx_status qhx_session_restore_buf(qhx_session *s, const uint8_t *data, size_t size, const char *label,
                                    qhx_error *err);
 struct qhx_sampler *qhx_session_sampler(qhx_session *s);
+/* Speculative decoding loses track of the sequence (a restored state): steps decode without
+ * drafts until the next reset (session_spec.c). */
+void qhx_session_spec_forget(qhx_session *s);
 /* The re-entrancy guard of the public calls (session_file.c's save and restore use it too):
  * enter refuses a NULL or busy session with QHX_E_ARG, else marks it busy; leave clears the mark
  * and returns rc. */

@@ -7,6 +7,7 @@
 #include "runtime/model.h"
 #include "runtime/sample.h"
 #include "runtime/session.h"
+#include "runtime/spec.h"
 #include "text/tokenizer.h"
 
 #include <stdbool.h>
@@ -26,6 +27,14 @@ struct qhx_session {
     bool busy;              /* inside feed/generate/save/restore: a call from its callbacks is refused */
     int64_t n_fed;          /* tokens fed since the last generate (for its stats) */
     double feed_ms;
+    /* speculative decoding (runtime/spec.h; session_spec.c): NULL when off. spec_q[0 ..
+       spec_qn - 1) are fed, spec_q[spec_qn - 1] is not; spec_qi: the next to hand out;
+       spec_done: the last handed out went through the whole loop body */
+    struct qhx_spec *spec;
+    int32_t spec_q[QHX_SPEC_MAX_DRAFT + 1];
+    int spec_qn, spec_qi, spec_cap;
+    bool spec_done;
+    qhx_spec_stats spec_base; /* the step counters when the generate began */
 };
 
 /* Feed ids (n) through the prompt path after the pending token, with the context checked first
@@ -34,5 +43,20 @@ qhx_status qhx_session_feed_ids(qhx_session *s, const qhx_token *ids, size_t n, 
 /* Tokenize text (len bytes) with the session's abort callback polled, refusing text that cannot
  * fit in the context before paying for it. *ids owned: qhx_free. */
 qhx_status qhx_session_encode(qhx_session *s, const char *text, size_t len, int32_t **ids, size_t *n, qhx_error *err);
+
+/* Speculative decoding in a generate loop (session_spec.c), for the loop of runtime/hostop.c:
+ *   spec = qhx_session_spec_begin(s, p);
+ *   each token: if (!(spec && qhx_session_spec_pop(s, &t))) t = pick(...);
+ *               ... instead of qhx_session_decode(s, t): qhx_session_spec_feed(s, t, room, turn_end)
+ *               (room: tokens the loop may still hand out after t);
+ *   at the end: qhx_session_spec_end(s, &stats, err) (cuts what was fed but not handed out). */
+bool qhx_session_spec_begin(qhx_session *s, const qhx_generate_params *p);
+bool qhx_session_spec_pop(qhx_session *s, qhx_token *t);
+qhx_status qhx_session_spec_feed(qhx_session *s, const qhx_generate_params *p, qhx_token t, int64_t room,
+                                 qhx_token turn_end, qhx_error *err);
+qhx_status qhx_session_spec_end(qhx_session *s, qhx_generate_stats *st, qhx_error *err);
+/* The layer callback of the session's forwards and what follows them (session.c). */
+void qhx_session_spec_opts(qhx_session *s, qhx_forward_opts *o);
+void qhx_session_spec_fed(qhx_session *s, const int32_t *ids, int64_t n);
 
 #endif
