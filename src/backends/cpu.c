@@ -55,7 +55,7 @@ static qhx_status open_weights(const qhx_backend_load_args *a, qhx_st_set **out,
     int n = 0;
     for (int r = 0; r < QHX_ART_ROLE_COUNT; r++) {
         const qhx_plan_file *f = &plan->artifacts[r];
-        if (!f->present) continue;
+        if (!f->present || (r == QHX_ART_MTP && !a->mtp)) continue; /* the block's file only when asked for */
         if (f->format != QHX_ART_SAFETENSORS)
             return qhx_fail(err, QHX_E_UNSUPPORTED, "%s: artifacts.%s: format '%s' is not supported by the CPU backend",
                             plan->label, qhx_art_role_name((qhx_art_role)r), qhx_art_format_name(f->format));

@@ -20,7 +20,7 @@
 /* ==== names ================================================================================ */
 
 static const char *const PRECISION_NAMES[QHX_PREC_COUNT] = {"f32", "bf16", "f16", "w8", "q4"};
-const char *const PLAN_ROLE_NAMES[QHX_ART_ROLE_COUNT] = {"weights", "embedding", "lm_head", "vision"};
+const char *const PLAN_ROLE_NAMES[QHX_ART_ROLE_COUNT] = {"weights", "embedding", "lm_head", "vision", "mtp"};
 /* "kv_cache": the element types of include/qhx.h's qhx_kv_type. */
 int plan_kv_cache_from_name(const char *s, qhx_kv_type *out) {
     if (!strcmp(s, "f32")) *out = QHX_KV_F32;

@@ -20,8 +20,12 @@
  * tokens, and dr, of one draft step. The expected tokens per step with N drafts are
  * E(N) = 1 + sum_{j=1..N} prod_{i<j} acc[i], its cost C(N) = ver[N + 1] + N dr; the step uses the
  * N in 0 .. draft with the largest E(N) / C(N) (0: one verify of one token, a plain decode step).
- * A verify length not yet timed is estimated from ver[1] as ver[1] (1 + 0.25 (n - 1)). After 16
- * steps in a row without drafts, one step drafts 1 token so that the averages follow the text. */
+ * A verify length not yet timed is estimated from ver[1] as ver[1] (1 + 0.25 (n - 1)). The first
+ * step times a plain step (no drafts), the second drafts the most; after 16 steps in a row without
+ * drafts, one step drafts 1 token, and after 8 in a row with drafts one goes without (a plain
+ * decode step, which costs nothing against decoding without speculation), so that the averages
+ * follow the text and the machine's load. The timings outlive a
+ * reset (they are the machine's), the acceptances start again at 0.75. */
 #include "runtime/spec.h"
 
 #include "core/alloc.h"
@@ -31,7 +35,8 @@
 
 #define MTP_CHUNK 16   /* rows per cache-only MTP call */
 #define ACC_W 0.125    /* weight of a new observation in the moving averages */
-#define EXPLORE_AFTER 16
+#define EXPLORE_AFTER 16 /* steps without drafts before one drafts 1 */
+#define PLAIN_EVERY 8     /* steps with drafts before one goes without */
 
 struct qhx_spec {
     const qhx_model *m;
@@ -55,7 +60,7 @@ struct qhx_spec {
     int32_t last_out[QHX_SPEC_MAX_DRAFT + 1];
     /* adaptive rule */
     double acc[QHX_SPEC_MAX_DRAFT], ver[QHX_SPEC_MAX_DRAFT + 2], dr;
-    int idle;
+    int idle, busy;      /* steps in a row without / with drafts */
     qhx_spec_stats stats;
 };
 
@@ -87,6 +92,8 @@ qhx_status qhx_spec_create(const qhx_model *m, qhx_seq *seq, const qhx_spec_para
         qhx_spec_free(sp);
         return qhx_fail(err, QHX_E_NOMEM, "speculative decoding: out of memory for %lld-entry rows", (long long)V);
     }
+    for (int i = 0; i < QHX_SPEC_MAX_DRAFT + 2; i++) sp->ver[i] = -1.0;
+    sp->dr = -1.0;
     qhx_spec_reset(sp, qhx_model_state_n_past(seq) > 0);
     *out = sp;
     return QHX_OK;
@@ -113,9 +120,7 @@ void qhx_spec_reset(qhx_spec *sp, bool cold) {
     sp->row0 = 0;
     sp->last_n_out = 0;
     for (int i = 0; i < QHX_SPEC_MAX_DRAFT; i++) sp->acc[i] = 0.75; /* optimistic: drafts get tried */
-    for (int i = 0; i < QHX_SPEC_MAX_DRAFT + 2; i++) sp->ver[i] = -1.0;
-    sp->dr = -1.0;
-    sp->idle = 0;
+    sp->idle = sp->busy = 0; /* the timings are the machine's: they stay */
 }
 
 /* ---- following the sequence -------------------------------------------------------------- */
@@ -190,7 +195,9 @@ static double ver_cost(const qhx_spec *sp, int n) {
 }
 
 static int spec_choose(const qhx_spec *sp) {
-    if (sp->p.fixed || sp->ver[1] <= 0 || sp->dr < 0) return sp->p.draft;
+    if (sp->p.fixed) return sp->p.draft;
+    if (sp->ver[1] <= 0) return 0;              /* first the cost of a plain step */
+    if (sp->dr < 0) return sp->p.draft;         /* then of drafting */
     double best = 1.0 / ver_cost(sp, 1), e = 1.0, run = 1.0;
     int bn = 0;
     for (int N = 1; N <= sp->p.draft; N++) {
@@ -200,6 +207,7 @@ static int spec_choose(const qhx_spec *sp) {
         if (v > best) best = v, bn = N;
     }
     if (bn == 0 && sp->idle >= EXPLORE_AFTER) return 1;
+    if (bn > 0 && sp->busy >= PLAIN_EVERY) return 0; /* a plain step keeps ver[1] current */
     return bn;
 }
 
@@ -296,6 +304,7 @@ static void note(qhx_spec *sp, int made, int k, int n_out, double t_draft, doubl
     ema(&sp->ver[made + 1], t_verify);
     if (made > 0) ema(&sp->dr, t_draft / made);
     sp->idle = made ? 0 : sp->idle + 1;
+    sp->busy = made ? sp->busy + 1 : 0;
 }
 
 /* The sequence after t0 and out[0 .. n_fed - 1): position, sampler window, rows, logits. */
