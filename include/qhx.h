@@ -605,6 +605,24 @@ QHX_API void qhx_checkpoint_free(qhx_checkpoint *cp);
 QHX_API qhx_status qhx_sessions_decode(qhx_session *const *sessions, const qhx_token *tokens,
                                        size_t n, size_t *n_done /* OUT */, qhx_error *err);
 
+/* Speculative decoding for a front end with its own loop (a session created with spec_draft;
+ * docs/generation.md). A step feeds t (the token chosen after the session's state) and the MTP
+ * block's accepted drafts: out (room >= 1) gets *n_out tokens, out[0 .. *n_out - 1) fed after
+ * t and out[*n_out - 1] the next token, not fed; the session's logits are then those after the
+ * last fed token. At most draft (1 .. 8, capped by the session's spec_draft) drafts; the step
+ * ends early at a stop token of the model or turn_end (-1: none) unless ignore_stop. smp: the
+ * generation's sampler, whose penalty window must hold the tokens before t; the step adds t and
+ * the fed outputs to it (do not push them). qhx_session_spec_cut right after keeps out[0 .. k)
+ * fed (out[k] then not fed), with smp's window cut the same way. Sessions with speculation are
+ * never batched by qhx_sessions_decode (they are fed one by one). */
+QHX_API int qhx_session_spec_enabled(const qhx_session *s);
+QHX_API qhx_status qhx_session_spec_step(qhx_session *s, qhx_sampler_handle *smp, qhx_token t, int room, int draft,
+                                         qhx_token turn_end, int ignore_stop, qhx_token *out, int *n_out,
+                                         qhx_error *err);
+QHX_API qhx_status qhx_session_spec_cut(qhx_session *s, qhx_sampler_handle *smp, int k, qhx_error *err);
+/* The session's totals so far: verify steps, drafts proposed, accepted, tokens the steps gave. */
+QHX_API void qhx_session_spec_totals(const qhx_session *s, int64_t out[4]);
+
 /* ==== Constrained output ====================================================================
  * A grammar (GBNF, or a JSON Schema of the subset in docs/grammar.md, compiled into one) and
  * a constraint: the grammar's state over one output of a model's vocabulary. Tokens whose bytes

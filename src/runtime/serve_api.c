@@ -465,6 +465,7 @@ qhx_status qhx_session_rollback(qhx_session *s, const qhx_checkpoint *cp, qhx_er
     }
     memcpy(qhx_session_logits_mut(s), d, lb);
     qhx_model_state_set_n_past(qhx_session_state(s), cp->n_past);
+    qhx_session_spec_forget(s); /* the MTP block's cache is not in a checkpoint */
     qhx_session_set_snapshot(s, &cp->snap);
     qhx_free(r);
     return qhx_session_guard_leave(s, QHX_OK);
@@ -485,9 +486,54 @@ void qhx_checkpoint_free(qhx_checkpoint *cp) {
  * the backend has the batched step; else one qhx_session_feed after the other. */
 static bool batchable(qhx_session *const *ss, size_t n) {
     if (n < 2 || n > 64) return false;
-    for (size_t i = 0; i < n; i++)
-        if (!ss[i] || ss[i]->m != ss[0]->m || ss[i]->busy || ss[i]->broken || ss[i]->pending >= 0) return false;
+    for (size_t i = 0; i < n; i++) /* speculation follows every forward of its session: fed alone */
+        if (!ss[i] || ss[i]->m != ss[0]->m || ss[i]->busy || ss[i]->broken || ss[i]->pending >= 0 || ss[i]->spec)
+            return false;
     return true;
+}
+
+/* ==== speculative decoding for a front end's own loop (the engine of qhx serve) ============== */
+
+int qhx_session_spec_enabled(const qhx_session *s) { return s && s->spec != NULL; }
+
+typedef struct spec_stop {
+    const qhx_model *m;
+    qhx_token turn_end;
+} spec_stop;
+
+static bool spec_is_stop(void *user, int32_t t) {
+    const spec_stop *c = user;
+    return qhx_model_is_stop(c->m, t) || (c->turn_end >= 0 && t == c->turn_end);
+}
+
+qhx_status qhx_session_spec_step(qhx_session *s, qhx_sampler_handle *smp, qhx_token t, int room, int draft,
+                                 qhx_token turn_end, int ignore_stop, qhx_token *out, int *n_out, qhx_error *err) {
+    if (n_out) *n_out = 0;
+    if (!s || !smp || !out || !n_out) return qhx_fail(err, QHX_E_ARG, "speculative step: session, sampler and out are required");
+    if (!s->spec) return qhx_fail(err, QHX_E_UNSUPPORTED, "speculative step: the session was created without spec_draft");
+    if (s->busy || s->broken || s->pending >= 0)
+        return qhx_fail(err, QHX_E_ARG, "speculative step: the session is busy, broken or holds a pending token");
+    if (t < 0 || t >= s->n_vocab) return qhx_fail(err, QHX_E_ARG, "speculative step: id %d is outside the vocabulary", t);
+    if (room < 1) return qhx_fail(err, QHX_E_ARG, "speculative step: room %d", room);
+    if (draft >= 1 && room > draft + 1) room = draft + 1;
+    spec_stop c = {s->m, turn_end};
+    s->busy = true;
+    qhx_status rc = qhx_spec_step(s->spec, smp->smp, t, room, ignore_stop ? NULL : spec_is_stop, &c, out, n_out,
+                                  s->logits, err);
+    s->busy = false;
+    if (rc == QHX_OK) s->has_logits = true, s->n_fed += *n_out;
+    return rc;
+}
+
+qhx_status qhx_session_spec_cut(qhx_session *s, qhx_sampler_handle *smp, int k, qhx_error *err) {
+    if (!s || !smp || !s->spec) return qhx_fail(err, QHX_E_ARG, "speculative cut: no speculative session");
+    return qhx_spec_cut(s->spec, smp->smp, k, s->logits, err);
+}
+
+void qhx_session_spec_totals(const qhx_session *s, int64_t out[4]) {
+    qhx_spec_stats a = {0};
+    if (s && s->spec) qhx_spec_get_stats(s->spec, &a);
+    out[0] = a.steps, out[1] = a.drafted, out[2] = a.accepted, out[3] = a.emitted;
 }
 
 qhx_status qhx_sessions_decode(qhx_session *const *ss, const qhx_token *tokens, size_t n, size_t *n_done,

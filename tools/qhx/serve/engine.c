@@ -47,6 +47,12 @@ typedef struct slot {
     qhx_text_stream *ts;
     srv_output *out;
     int64_t n_gen, max_gen;
+    /* speculative decoding (the job's, when the server has it): a step's tokens, q[0 .. qn - 1)
+       fed, q[qn - 1] not; qi the next to hand out; totals at the job's start */
+    bool spec;
+    int draft, qn, qi;
+    qhx_token q[9];
+    int64_t spec_base[4];
 } slot;
 
 struct srv_engine {
@@ -183,12 +189,31 @@ static void release(slot *sl) {
     atomic_fetch_sub(&sl->e->busy, 1);
 }
 
+/* A speculative job's end: what the last step fed beyond the tokens handed out is cut back (the
+ * last one handed out is not fed, as without speculation), and its counters go to the stats. */
+static void spec_finish(slot *sl) {
+    if (!sl->spec) return;
+    const int keep = sl->qi > 0 ? sl->qi - 1 : 0;
+    if (sl->qn > 0 && keep < sl->qn - 1 && qhx_session_spec_cut(sl->s, sl->smp, keep, NULL)) slot_forget(sl);
+    sl->qn = sl->qi = 0;
+    int64_t t[4];
+    qhx_session_spec_totals(sl->s, t);
+    srv_stats *st = sl->e->stats;
+    atomic_fetch_add(&st->spec_steps, t[0] - sl->spec_base[0]);
+    atomic_fetch_add(&st->spec_drafted, t[1] - sl->spec_base[1]);
+    atomic_fetch_add(&st->spec_accepted, t[2] - sl->spec_base[2]);
+    atomic_fetch_add(&st->spec_tokens, t[3] - sl->spec_base[3]);
+    sl->spec = false;
+}
+
 static void fail_job(slot *sl, int status, const char *msg) {
+    spec_finish(sl);
     srv_job_finish(sl->job, status, msg);
     release(sl);
 }
 
 static void cancel_job(slot *sl) {
+    spec_finish(sl);
     atomic_fetch_add(&sl->e->stats->cancelled, 1);
     srv_job_finish(sl->job, 499, "the client closed the connection");
     release(sl);
@@ -200,6 +225,7 @@ static void end_job(slot *sl, srv_finish why) {
     size_t len = 0;
     if (qhx_text_stream_flush(sl->ts, &text, &len, NULL) == QHX_OK && len)
         srv_output_token(sl->out, -1, text, len, NULL);
+    spec_finish(sl);
     j->finish = why;
     j->n_generated = sl->n_gen;
     if (srv_output_end(sl->out)) {
@@ -237,6 +263,11 @@ static int start_job(slot *sl) {
     sl->max_gen = j->max_tokens > 0 ? j->max_tokens : room < e->cfg->lim.max_tokens ? room : e->cfg->lim.max_tokens;
     int ck;
     int64_t from = reuse_point(sl, j->prompt, &ck);
+    if (ck >= 0 && qhx_session_spec_enabled(sl->s)) { /* a rollback would leave the MTP block's cache behind */
+        slot_forget(sl);
+        from = 0;
+        ck = -1;
+    }
     if (ck >= 0) {
         if (qhx_session_rollback(sl->s, sl->ck[ck].cp, &err)) {
             slot_forget(sl);
@@ -295,6 +326,11 @@ static int start_job(slot *sl) {
         fail_job(sl, err.code == QHX_E_NOMEM ? 503 : 400, err.msg);
         return -1;
     }
+    /* speculative decoding: the server's, unless the request turns it off or has a grammar */
+    sl->spec = qhx_session_spec_enabled(sl->s) && j->spec_draft >= 0 && !sl->con;
+    sl->draft = j->spec_draft > 0 && j->spec_draft < e->cfg->spec_draft ? j->spec_draft : e->cfg->spec_draft;
+    sl->qn = sl->qi = 0;
+    qhx_session_spec_totals(sl->s, sl->spec_base);
     if (!(sl->out = srv_output_new(e->m, j))) {
         fail_job(sl, 503, "out of memory");
         return -1;
@@ -314,7 +350,9 @@ static int next_token(slot *sl, qhx_token *out) {
     }
     const float *lg = qhx_session_logits(sl->s);
     qhx_error err = {0};
-    qhx_token t = sl->con ? qhx_constraint_pick(sl->con, sl->smp, lg, !j->ignore_eos, &err) : qhx_sampler_pick(sl->smp, lg);
+    qhx_token t;
+    if (sl->spec && sl->qi < sl->qn) t = sl->q[sl->qi++]; /* from the last speculative step */
+    else t = sl->con ? qhx_constraint_pick(sl->con, sl->smp, lg, !j->ignore_eos, &err) : qhx_sampler_pick(sl->smp, lg);
     if (t == -2) { /* the grammar's answer is complete and nothing may follow */
         end_job(sl, SRV_FINISH_STOP);
         return 0;
@@ -345,7 +383,7 @@ static int next_token(slot *sl, qhx_token *out) {
         return 0;
     }
     sl->n_gen++;
-    qhx_sampler_push(sl->smp, t);
+    if (!sl->spec) qhx_sampler_push(sl->smp, t); /* a speculative step keeps the window itself */
     if (r == 1) {
         end_job(sl, SRV_FINISH_STOP);
         return 0;
@@ -365,7 +403,35 @@ static void decode_failed(slot *sl, qhx_status rc, const char *msg) {
     else fail_job(sl, 500, msg);
 }
 
-/* One token for every active job, then one decode step for all that go on. */
+/* A speculative slot's token t goes on: fed already by the last step, or fed now by a new step
+ * (runtime/spec.c through qhx_session_spec_step), whose tokens the next engine steps hand out. */
+static void spec_advance(slot *sl, qhx_token t) {
+    srv_engine *e = sl->e;
+    if (sl->qi < sl->qn) { /* not the step's last token: it is in the state */
+        if (hist_push(sl, t)) decode_failed(sl, QHX_E_NOMEM, "out of memory");
+        return;
+    }
+    qhx_error err = {0};
+    const int64_t left = sl->max_gen - sl->n_gen;
+    const int room = left < 9 ? (int)left : 9;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    qhx_status rc = qhx_session_spec_step(sl->s, sl->smp, t, room < 1 ? 1 : room, sl->draft, e->turn_end,
+                                          sl->job->ignore_eos, sl->q, &sl->qn, &err);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    sl->qi = 0;
+    if (rc) {
+        sl->qn = 0;
+        decode_failed(sl, rc, err.msg);
+        return;
+    }
+    atomic_fetch_add(&e->stats->decode_ns, (long long)((t1.tv_sec - t0.tv_sec) * 1000000000LL + (t1.tv_nsec - t0.tv_nsec)));
+    atomic_fetch_add(&e->stats->decode_tokens, (long long)sl->qn);
+    if (hist_push(sl, t)) decode_failed(sl, QHX_E_NOMEM, "out of memory");
+}
+
+/* One token for every active job, then one decode step for all that go on (a speculative slot
+ * runs its own step: its verify covers its drafts). */
 static void engine_step(srv_engine *e) {
     qhx_session *ss[MAX_SLOTS];
     qhx_token tk[MAX_SLOTS];
@@ -374,6 +440,10 @@ static void engine_step(srv_engine *e) {
     for (int i = 0; i < e->n_slots; i++) {
         slot *sl = &e->slots[i];
         if (sl->job && next_token(sl, &tk[nb])) {
+            if (sl->spec) {
+                spec_advance(sl, tk[nb]);
+                continue;
+            }
             ss[nb] = sl->s;
             who[nb++] = sl;
         }
@@ -536,6 +606,7 @@ qhx_status srv_engine_start(const qhx_model *m, const srv_config *cfg, srv_stats
         sp.n_ctx = cfg->ctx;
         sp.abort_cb = slot_abort;
         sp.abort_user = sl;
+        sp.spec_draft = cfg->spec_draft;
         rc = qhx_session_create(m, &sp, &sl->s, err);
         if (!rc) rc = qhx_text_stream_new(m, &sl->ts, err);
     }
