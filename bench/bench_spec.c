@@ -194,11 +194,12 @@ static int bench_gen(const char *path, int T, int reps, int threads) {
             for (int i = 0; i < QHX_SPEC_MAX_DRAFT && agg[k].pos_d[i]; i++)
                 at += snprintf(pos + at, sizeof pos - (size_t)at, "%s%.2f", i ? " / " : "",
                                (double)agg[k].pos_a[i] / (double)agg[k].pos_d[i]);
-            const char *name = k == 0 ? "none" : k < 5 ? NULL : "adaptive (<= 3)";
-            char nb[16];
-            snprintf(nb, sizeof nb, "%d", k);
-            printf("| %s | %.0f | %.2f | %s | %s |\n", name ? name : nb, median(tps[k], reps), median(ratio[k], reps),
-                   k ? (snprintf(nb, sizeof nb, "%.2f", agg[k].steps ? (double)agg[k].emitted / (double)agg[k].steps : 0.0), nb) : "1",
+            char name[32], per[32];
+            if (k == 0) snprintf(name, sizeof name, "none");
+            else if (k < 5) snprintf(name, sizeof name, "%d", k);
+            else snprintf(name, sizeof name, "adaptive (<= 3)");
+            snprintf(per, sizeof per, "%.2f", agg[k].steps ? (double)agg[k].emitted / (double)agg[k].steps : 1.0);
+            printf("| %s | %.0f | %.2f | %s | %s |\n", name, median(tps[k], reps), median(ratio[k], reps), per,
                    k ? pos : "-");
         }
     }

@@ -15,17 +15,15 @@
  * temperature, top-k, top-p, min-p applied the same way, with the same penalty window), so each
  * token has exactly the distribution p of the model.
  *
- * Adaptive draft length (spec_choose): acc[i], a moving average (weight 1/8) of whether draft
- * i + 1 was kept when drafts 1 .. i were; ver[n], a moving average of the verify time of n
- * tokens, and dr, of one draft step. The expected tokens per step with N drafts are
- * E(N) = 1 + sum_{j=1..N} prod_{i<j} acc[i], its cost C(N) = ver[N + 1] + N dr; the step uses the
- * N in 0 .. draft with the largest E(N) / C(N) (0: one verify of one token, a plain decode step).
- * A verify length not yet timed is estimated from ver[1] as ver[1] (1 + 0.25 (n - 1)). The first
- * step times a plain step (no drafts), the second drafts the most; after 16 steps in a row without
- * drafts, one step drafts 1 token, and after 8 in a row with drafts one goes without (a plain
- * decode step, which costs nothing against decoding without speculation), so that the averages
- * follow the text and the machine's load. The timings outlive a
- * reset (they are the machine's), the acceptances start again at 0.75. */
+ * Adaptive draft length (spec_choose): the step measures itself. rate[k], a moving average
+ * (weight 1/8) of the tokens a step with k drafts gave per millisecond of the whole step
+ * (drafting, verify, acceptance, cut-back), is kept for every k in 0 .. draft; k = 0 is one
+ * verify of one token, a plain decode step. A session's first steps try k = 0, then draft, then
+ * the lengths between, once each; after that a step uses the k with the best rate, except that
+ * every 8th step tries a neighbour of it (k - 1 and k + 1 in turn), so that the rates follow the
+ * text (acceptance) and the machine's load. The rates outlive a reset; they are the machine's
+ * and the model's. Where drafting does not pay, k = 0 wins and decode runs at the plain speed
+ * (one trial step in 8 at a neighbouring length is the cost of watching). */
 #include "runtime/spec.h"
 
 #include "core/alloc.h"
@@ -35,8 +33,7 @@
 
 #define MTP_CHUNK 16   /* rows per cache-only MTP call */
 #define ACC_W 0.125    /* weight of a new observation in the moving averages */
-#define EXPLORE_AFTER 16 /* steps without drafts before one drafts 1 */
-#define PLAIN_EVERY 8     /* steps with drafts before one goes without */
+#define TRY_EVERY 8    /* steps between trials of a neighbouring draft length */
 
 struct qhx_spec {
     const qhx_model *m;
@@ -59,8 +56,8 @@ struct qhx_spec {
     int last_n_out;      /* of the last step, for qhx_spec_cut; 0: none */
     int32_t last_out[QHX_SPEC_MAX_DRAFT + 1];
     /* adaptive rule */
-    double acc[QHX_SPEC_MAX_DRAFT], ver[QHX_SPEC_MAX_DRAFT + 2], dr;
-    int idle, busy;      /* steps in a row without / with drafts */
+    double rate[QHX_SPEC_MAX_DRAFT + 1]; /* tokens per ms of a step with k drafts; < 0 untried */
+    int64_t n_choices;   /* steps chosen by the rule */
     qhx_spec_stats stats;
 };
 
@@ -92,8 +89,7 @@ qhx_status qhx_spec_create(const qhx_model *m, qhx_seq *seq, const qhx_spec_para
         qhx_spec_free(sp);
         return qhx_fail(err, QHX_E_NOMEM, "speculative decoding: out of memory for %lld-entry rows", (long long)V);
     }
-    for (int i = 0; i < QHX_SPEC_MAX_DRAFT + 2; i++) sp->ver[i] = -1.0;
-    sp->dr = -1.0;
+    for (int i = 0; i <= QHX_SPEC_MAX_DRAFT; i++) sp->rate[i] = -1.0;
     qhx_spec_reset(sp, qhx_model_state_n_past(seq) > 0);
     *out = sp;
     return QHX_OK;
@@ -119,8 +115,7 @@ void qhx_spec_reset(qhx_spec *sp, bool cold) {
     sp->n_rows = 0;
     sp->row0 = 0;
     sp->last_n_out = 0;
-    for (int i = 0; i < QHX_SPEC_MAX_DRAFT; i++) sp->acc[i] = 0.75; /* optimistic: drafts get tried */
-    sp->idle = sp->busy = 0; /* the timings are the machine's: they stay */
+    /* the rates and timings are the machine's and the model's: they stay */
 }
 
 /* ---- following the sequence -------------------------------------------------------------- */
@@ -189,26 +184,22 @@ qhx_status qhx_spec_fed(qhx_spec *sp, const int32_t *ids, int64_t n, qhx_error *
 
 /* ---- the adaptive rule ------------------------------------------------------------------- */
 
-static double ver_cost(const qhx_spec *sp, int n) {
-    if (sp->ver[n] > 0) return sp->ver[n];
-    return sp->ver[1] * (1.0 + 0.25 * (n - 1));
-}
-
 static int spec_choose(const qhx_spec *sp) {
-    if (sp->p.fixed) return sp->p.draft;
-    if (sp->ver[1] <= 0) return 0;              /* first the cost of a plain step */
-    if (sp->dr < 0) return sp->p.draft;         /* then of drafting */
-    double best = 1.0 / ver_cost(sp, 1), e = 1.0, run = 1.0;
-    int bn = 0;
-    for (int N = 1; N <= sp->p.draft; N++) {
-        run *= sp->acc[N - 1];
-        e += run;
-        const double v = e / (ver_cost(sp, N + 1) + N * sp->dr);
-        if (v > best) best = v, bn = N;
+    const int D = sp->p.draft;
+    if (sp->p.fixed) return D;
+    if (sp->rate[0] < 0) return 0; /* first a plain step */
+    if (sp->rate[D] < 0) return D; /* then the most drafts */
+    int best = 0;
+    for (int k = 0; k <= D; k++) {
+        if (sp->rate[k] < 0) return k; /* then each length once */
+        if (sp->rate[k] > sp->rate[best]) best = k;
     }
-    if (bn == 0 && sp->idle >= EXPLORE_AFTER) return 1;
-    if (bn > 0 && sp->busy >= PLAIN_EVERY) return 0; /* a plain step keeps ver[1] current */
-    return bn;
+    if (sp->n_choices % TRY_EVERY == TRY_EVERY - 1) { /* a neighbour, below and above in turn */
+        const int up = (int)(sp->n_choices / TRY_EVERY) % 2;
+        const int k = up ? (best < D ? best + 1 : best - 1) : (best > 0 ? best - 1 : best + 1);
+        return k < 0 ? 0 : k > D ? D : k;
+    }
+    return best;
 }
 
 int qhx_spec_next_draft(const qhx_spec *sp) { return spec_choose(sp); }
@@ -288,7 +279,7 @@ static int accept(qhx_spec *sp, qhx_sampler *smp, int made, int32_t *c) {
     return made;
 }
 
-static void note(qhx_spec *sp, int made, int k, int n_out, double t_draft, double t_verify) {
+static void note(qhx_spec *sp, int chosen, int made, int k, int n_out, double t_draft, double t_verify, double t_step) {
     qhx_spec_stats *s = &sp->stats;
     s->steps++;
     s->drafted += made;
@@ -299,12 +290,10 @@ static void note(qhx_spec *sp, int made, int k, int n_out, double t_draft, doubl
     for (int i = 0; i < made; i++) {
         s->pos_drafted[i]++;
         if (i < k) s->pos_accepted[i]++;
-        if (i <= k) ema(&sp->acc[i], i < k ? 1.0 : 0.0); /* after the first refused: not seen */
     }
-    ema(&sp->ver[made + 1], t_verify);
-    if (made > 0) ema(&sp->dr, t_draft / made);
-    sp->idle = made ? 0 : sp->idle + 1;
-    sp->busy = made ? sp->busy + 1 : 0;
+    /* a step cut short (room, context, a failed draft) says nothing about its length's rate */
+    if (chosen >= 0 && made == chosen && t_step > 0) ema(&sp->rate[chosen], (double)n_out / t_step);
+    sp->n_choices++;
 }
 
 /* The sequence after t0 and out[0 .. n_fed - 1): position, sampler window, rows, logits. */
@@ -338,10 +327,11 @@ qhx_status qhx_spec_step(qhx_spec *sp, qhx_sampler *smp, int32_t t0, int room, b
     if (room < 1) return qhx_fail(err, QHX_E_ARG, "speculative step: no room for a token");
     const int64_t P = qhx_model_state_n_past(sp->st), n_ctx = qhx_model_state_n_ctx(sp->st);
     if (P >= n_ctx) return qhx_fail(err, QHX_E_LIMIT, "speculative step: the context of %lld is full", (long long)n_ctx);
-    int N = spec_choose(sp);
-    if (N > room - 1) N = room - 1;
+    uint64_t t_start = qhx_time_ns();
+    int N = spec_choose(sp), chosen = N;
+    if (N > room - 1) N = room - 1, chosen = -1;
     if (N > n_ctx - P - 1) N = (int)(n_ctx - P - 1);
-    if (sp->cold || sp->n_rows < 1 || sp->row0 + sp->n_rows != P) N = 0;
+    if (sp->cold || sp->n_rows < 1 || sp->row0 + sp->n_rows != P) N = 0, chosen = -1;
     if (qhx_sampler_hist_bytes(smp) > sp->hist_cap) { /* sized here: the window is the sampler's */
         void *h = qhx_realloc(sp->hist0, qhx_sampler_hist_bytes(smp));
         if (!h) return qhx_fail(err, QHX_E_NOMEM, "speculative step: out of memory");
@@ -384,7 +374,8 @@ qhx_status qhx_spec_step(qhx_spec *sp, qhx_sampler *smp, int32_t t0, int room, b
     memcpy(out, sp->last_out, (size_t)n * sizeof(int32_t));
     *n_out = n;
     sp->last_n_out = n;
-    note(sp, made, k, n, (double)(t_b - t_a) / 1e6, (double)(t_c - t_b) / 1e6);
+    note(sp, n == k + 1 ? chosen : -1, made, k, n, (double)(t_b - t_a) / 1e6,
+         (double)(t_c - t_b) / 1e6, (double)(qhx_time_ns() - t_start) / 1e6);
     return QHX_OK;
 }
 
