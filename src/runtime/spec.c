@@ -16,14 +16,19 @@
  * token has exactly the distribution p of the model.
  *
  * Adaptive draft length (spec_choose): the step measures itself. rate[k], a moving average
- * (weight 1/8) of the tokens a step with k drafts gave per millisecond of the whole step
+ * (the mean of the first 8 observations, then weight 1/8) of the tokens a step with k drafts
+ * gave per millisecond of the whole step
  * (drafting, verify, acceptance, cut-back), is kept for every k in 0 .. draft; k = 0 is one
  * verify of one token, a plain decode step. A session's first steps try k = 0, then draft, then
- * the lengths between, once each; after that a step uses the k with the best rate, except that
- * every 8th step tries a neighbour of it (k - 1 and k + 1 in turn), so that the rates follow the
- * text (acceptance) and the machine's load. The rates outlive a reset; they are the machine's
- * and the model's. Where drafting does not pay, k = 0 wins and decode runs at the plain speed
- * (one trial step in 8 at a neighbouring length is the cost of watching). */
+ * the lengths between, once each; after that a step uses the k with the best rate (a k > 0 only
+ * when it beats k = 0 by 10 %: single timings are noisy), except that while drafting wins every
+ * 4th step is a plain one (free against decoding without speculation), and a trial step tries a
+ * neighbour of the best (k + 1 and k - 1 in turn) 16 steps after the last trial, a wait that
+ * doubles (up to 1024) each time a trial leaves the best length as it was and goes back to 16
+ * when one changes it, so that the rates follow the text (acceptance) and the machine's load at
+ * a cost that fades where nothing changes. The rates outlive a reset; they are the machine's and the model's. Where
+ * drafting does not pay, k = 0 wins and decode runs at the plain speed (one trial step in 16 at
+ * a neighbouring length is the cost of watching). */
 #include "runtime/spec.h"
 
 #include "core/alloc.h"
@@ -33,7 +38,9 @@
 
 #define MTP_CHUNK 16   /* rows per cache-only MTP call */
 #define ACC_W 0.125    /* weight of a new observation in the moving averages */
-#define TRY_EVERY 8    /* steps between trials of a neighbouring draft length */
+#define TRY_EVERY 16   /* steps before a trial of a neighbouring draft length (doubling, below) */
+#define PLAIN_EVERY 4  /* steps between plain steps while drafting wins */
+#define MARGIN 1.1     /* drafting must beat plain steps by this factor (timings are noisy) */
 
 struct qhx_spec {
     const qhx_model *m;
@@ -57,7 +64,10 @@ struct qhx_spec {
     int32_t last_out[QHX_SPEC_MAX_DRAFT + 1];
     /* adaptive rule */
     double rate[QHX_SPEC_MAX_DRAFT + 1]; /* tokens per ms of a step with k drafts; < 0 untried */
+    int n_rate[QHX_SPEC_MAX_DRAFT + 1];  /* observations behind rate[k] */
     int64_t n_choices;   /* steps chosen by the rule */
+    int64_t next_trial, trial_gap, n_trials; /* when the next trial comes, the wait, how many so far */
+    int trial_best;      /* the best length after the last trial */
     qhx_spec_stats stats;
 };
 
@@ -90,6 +100,7 @@ qhx_status qhx_spec_create(const qhx_model *m, qhx_seq *seq, const qhx_spec_para
         return qhx_fail(err, QHX_E_NOMEM, "speculative decoding: out of memory for %lld-entry rows", (long long)V);
     }
     for (int i = 0; i <= QHX_SPEC_MAX_DRAFT; i++) sp->rate[i] = -1.0;
+    sp->next_trial = TRY_EVERY + p->draft + 1, sp->trial_gap = TRY_EVERY, sp->trial_best = -1;
     qhx_spec_reset(sp, qhx_model_state_n_past(seq) > 0);
     *out = sp;
     return QHX_OK;
@@ -184,18 +195,30 @@ qhx_status qhx_spec_fed(qhx_spec *sp, const int32_t *ids, int64_t n, qhx_error *
 
 /* ---- the adaptive rule ------------------------------------------------------------------- */
 
+/* The length with the best rate (a k > 0 must beat k = 0 by MARGIN); -1 while one is untried. */
+static int best_length(const qhx_spec *sp) {
+    int best = 0;
+    double br = sp->rate[0] * MARGIN;
+    for (int k = 1; k <= sp->p.draft; k++) {
+        if (sp->rate[k] < 0) return -1;
+        if (sp->rate[k] > br) best = k, br = sp->rate[k];
+    }
+    return best;
+}
+
 static int spec_choose(const qhx_spec *sp) {
     const int D = sp->p.draft;
     if (sp->p.fixed) return D;
     if (sp->rate[0] < 0) return 0; /* first a plain step */
     if (sp->rate[D] < 0) return D; /* then the most drafts */
-    int best = 0;
-    for (int k = 0; k <= D; k++) {
+    for (int k = 1; k < D; k++)
         if (sp->rate[k] < 0) return k; /* then each length once */
-        if (sp->rate[k] > sp->rate[best]) best = k;
-    }
-    if (sp->n_choices % TRY_EVERY == TRY_EVERY - 1) { /* a neighbour, below and above in turn */
-        const int up = (int)(sp->n_choices / TRY_EVERY) % 2;
+    const int best = best_length(sp);
+    /* trials: a plain step costs nothing against decoding without speculation, so it comes
+       often while drafting wins; a trial of a drafting length comes when next_trial says */
+    if (best > 0 && sp->n_choices % PLAIN_EVERY == PLAIN_EVERY - 1) return 0;
+    if (sp->n_choices >= sp->next_trial) { /* a neighbour, above and below in turn */
+        const int up = (int)(sp->n_trials % 2) == 0;
         const int k = up ? (best < D ? best + 1 : best - 1) : (best > 0 ? best - 1 : best + 1);
         return k < 0 ? 0 : k > D ? D : k;
     }
@@ -204,7 +227,6 @@ static int spec_choose(const qhx_spec *sp) {
 
 int qhx_spec_next_draft(const qhx_spec *sp) { return spec_choose(sp); }
 
-static void ema(double *a, double x) { *a = *a < 0 ? x : *a + ACC_W * (x - *a); }
 
 /* ---- one step ---------------------------------------------------------------------------- */
 
@@ -292,7 +314,21 @@ static void note(qhx_spec *sp, int chosen, int made, int k, int n_out, double t_
         if (i < k) s->pos_accepted[i]++;
     }
     /* a step cut short (room, context, a failed draft) says nothing about its length's rate */
-    if (chosen >= 0 && made == chosen && t_step > 0) ema(&sp->rate[chosen], (double)n_out / t_step);
+    if (chosen >= 0 && made == chosen && t_step > 0) { /* the mean of the first 8, then a moving average */
+        const int c = ++sp->n_rate[chosen];
+        const double x = (double)n_out / t_step, w = c < 8 ? 1.0 / c : ACC_W;
+        sp->rate[chosen] = c == 1 ? x : sp->rate[chosen] + w * (x - sp->rate[chosen]);
+    }
+    /* a trial that does not change the best length makes the next one wait twice as long
+       (16, 32, ... 1024 steps), one that does brings the wait back to 16 */
+    if (sp->n_choices >= sp->next_trial && best_length(sp) >= 0 && !sp->p.fixed) {
+        const int before = sp->trial_best;
+        sp->trial_best = best_length(sp);
+        sp->trial_gap = sp->trial_best != before || sp->trial_gap < TRY_EVERY ? TRY_EVERY
+                        : sp->trial_gap < 1024 ? 2 * sp->trial_gap : 1024;
+        sp->next_trial = sp->n_choices + sp->trial_gap;
+        sp->n_trials++;
+    }
     sp->n_choices++;
 }
 
