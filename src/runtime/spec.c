@@ -225,7 +225,6 @@ static int spec_choose(const qhx_spec *sp) {
     return best;
 }
 
-int qhx_spec_next_draft(const qhx_spec *sp) { return spec_choose(sp); }
 
 
 /* ---- one step ---------------------------------------------------------------------------- */

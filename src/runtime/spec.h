@@ -79,7 +79,5 @@ qhx_status qhx_spec_step(qhx_spec *sp, qhx_sampler *smp, int32_t t0, int room,
 qhx_status qhx_spec_cut(qhx_spec *sp, qhx_sampler *smp, int k, float *logits, qhx_error *err);
 
 void qhx_spec_get_stats(const qhx_spec *sp, qhx_spec_stats *out);
-/* The draft length the adaptive rule would use next (for reports and tests). */
-int qhx_spec_next_draft(const qhx_spec *sp);
 
 #endif
