@@ -10,6 +10,8 @@
  *     token-by-token decoding leaves it (the next generate continues identically);
  *   - on the demo model the trained block's drafts are accepted often (a block fed the wrong
  *     hidden rows or positions would be right only by chance);
+ *   - the front-end form (qhx_session_spec_step / _cut, what qhx serve drives) gives the plain
+ *     greedy tokens too, also when every step is cut back to its first token;
  *   - refusals: a model opened without its block, a draft length out of range. */
 #include "runtime/model.h"
 #include "runtime/session_impl.h"
@@ -183,6 +185,56 @@ static double check_greedy(const char *path, const int32_t *prompt, int np) {
     return rate4;
 }
 
+/* The serve engine's form: its own sampler and loop; cut_first: every step cut back to out[0]. */
+static void check_front_end(const char *path, const int32_t *prompt, int np, int cut_first) {
+    qhx_error err = {0};
+    qhx_model_params mp = qhx_model_default_params();
+    mp.mtp = 1;
+    qhx_model *m = NULL;
+    CHECK_EQ(qhx_model_open(path, &mp, &m, &err), QHX_OK);
+    if (!m) return;
+    collect base;
+    CHECK_EQ(run(m, 0, 0, 1.0f, prompt, np, NGEN, -1, &base, NULL), 0);
+    qhx_session_params sp = qhx_session_default_params(m);
+    sp.n_ctx = 256;
+    sp.sampling = qhx_sample_default_params();
+    sp.spec_draft = 4;
+    sp.spec_fixed = 1;
+    qhx_session *s = NULL;
+    qhx_sampler_handle *smp = NULL;
+    CHECK_EQ(qhx_session_create(m, &sp, &s, &err), QHX_OK);
+    CHECK_EQ(qhx_sampler_new(m, &sp.sampling, &smp, &err), QHX_OK);
+    CHECK(s && smp && qhx_session_spec_enabled(s));
+    if (s && smp) {
+        CHECK_EQ(qhx_session_feed(s, prompt, (size_t)np, &err), QHX_OK);
+        for (int i = 0; i < np; i++) qhx_sampler_push(smp, prompt[i]);
+        int32_t got[NGEN + 8];
+        int n = 0;
+        qhx_token t = qhx_sampler_pick(smp, qhx_session_logits(s)), out[9];
+        got[n++] = t;
+        while (n < NGEN) {
+            int n_out = 0;
+            CHECK_EQ(qhx_session_spec_step(s, smp, t, NGEN - n, 0, -1, 1, out, &n_out, &err), QHX_OK);
+            if (n_out < 1) break;
+            if (cut_first && n_out > 1) {
+                CHECK_EQ(qhx_session_spec_cut(s, smp, 0, &err), QHX_OK);
+                n_out = 1;
+            }
+            for (int i = 0; i < n_out && n < NGEN; i++) got[n++] = out[i];
+            t = out[n_out - 1];
+        }
+        CHECK_EQ(n, NGEN);
+        CHECK(n == base.n && memcmp(got, base.ids, (size_t)n * sizeof(int32_t)) == 0);
+        int64_t tot[4];
+        qhx_session_spec_totals(s, tot);
+        CHECK(tot[0] > 0 && tot[1] > 0 && tot[2] <= tot[1]);
+        CHECK_EQ(qhx_session_spec_cut(s, smp, 5, &err), QHX_E_ARG); /* past the last step's tokens */
+    }
+    qhx_sampler_delete(smp);
+    qhx_session_free(s);
+    qhx_model_free(m);
+}
+
 static void check_refusals(const char *path) {
     qhx_error err = {0};
     qhx_model *m = NULL;
@@ -214,6 +266,7 @@ int main(void) {
     for (size_t i = 0; i < sizeof fixtures / sizeof *fixtures; i++) {
         snprintf(path, sizeof path, "%s/fixtures/parity/%s", QHX_DATA_DIR, fixtures[i]);
         check_verify(path);
+        check_front_end(path, prompt, 5, i == 0);
         double r = check_greedy(path, prompt, 5);
         printf("%s: greedy identical for drafts 1..8 and adaptive (acceptance at 4: %.2f)\n", fixtures[i], r);
     }
@@ -230,6 +283,8 @@ int main(void) {
         CHECK_EQ(qhx_tokenize(m, text, strlen(text), ids, 64, &n, &err), QHX_OK);
         qhx_model_free(m);
         check_verify(demo);
+        check_front_end(demo, ids, (int)n, 0);
+        check_front_end(demo, ids, (int)n, 1);
         double r = check_greedy(demo, ids, (int)n);
         printf("demo model: greedy identical for drafts 1..8 and adaptive (acceptance at 4: %.2f)\n", r);
         CHECK(r > 0.3); /* the trained block */
