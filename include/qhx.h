@@ -302,6 +302,13 @@ typedef struct qhx_session_params {
     int (*abort_cb)(void *user); /* polled between layers and tokens; non-zero: QHX_E_ABORTED */
     void *abort_user;
     qhx_kv_type kv_cache; /* DEFAULT: the model's (qhx_model_params.kv_cache, else the plan's) */
+    /* Speculative decoding with the model's multi-token-prediction block (the model opened with
+       qhx_model_params.mtp = 1; QHX_E_UNSUPPORTED at create without one): at most spec_draft
+       (1 to 8) draft tokens per step, 0 off. Output is the same as without it (greedy: token
+       for token; sampling: the same distribution). spec_fixed 1: always spec_draft drafts; 0:
+       the draft length follows the acceptance seen (docs/generation.md). */
+    int spec_draft;
+    int spec_fixed;
 } qhx_session_params;
 
 /* Defaults from the model's run plan (its generation defaults for sampling). */
@@ -373,6 +380,9 @@ typedef struct qhx_generate_params {
        The token that completed it is reported (with the text before the string) and pending. */
     const char *const *stops;
     size_t n_stops;
+    /* speculative decoding in this call (a session created with spec_draft): 0 the session's
+       length, 1 to 8 at most that many drafts, -1 off. A constraint turns it off. */
+    int spec_draft;
 } qhx_generate_params;
 
 /* QHX_STOP_GRAMMAR: the constraint's output was complete and nothing (not even a stop token,
@@ -386,6 +396,9 @@ typedef struct qhx_generate_stats {
     int64_t n_generated;   /* tokens returned through on_token */
     double prefill_ms, decode_ms;
     qhx_stop_reason stop;
+    /* speculative decoding: verify passes, draft tokens proposed and accepted, and the tokens
+       those passes gave (accepted drafts + one each); all 0 without it */
+    int64_t n_verify, n_drafted, n_accepted, n_spec_tokens;
 } qhx_generate_stats;
 
 /* Generate up to max_tokens tokens after the fed prompt. The sampled stop token (if any) is
@@ -609,6 +622,9 @@ typedef struct qhx_decoder_params {
     qhx_constraint *constraint;  /* borrowed, NULL for none */
     int (*abort_cb)(void *user); /* polled before each step: non-zero -> QHX_E_ABORTED */
     void *abort_user;
+    int speculative;             /* the answer is decoded with qhx_decoder_spec_step: the
+                                    speculative step keeps the penalty window (the decoder adds
+                                    none of its tokens to it) */
 } qhx_decoder_params;
 QHX_API qhx_status qhx_decoder_create(const qhx_model *model, const qhx_decoder_params *params,
                                       qhx_decoder **out /* OUT, owned */, qhx_error *err);
@@ -628,6 +644,14 @@ typedef struct qhx_decoder_step {
  * QHX_E_NOMEM; QHX_E_ARG after the answer ended. */
 QHX_API qhx_status qhx_decoder_next(qhx_decoder *d, const float *logits, qhx_decoder_step *out /* OUT */,
                                     qhx_error *err);
+/* One step with a token chosen elsewhere (a speculative step's, below): cancellation, then the
+ * stop checks, text, stop strings and count that qhx_decoder_next applies after its choice. */
+QHX_API qhx_status qhx_decoder_accept(qhx_decoder *d, qhx_token t, qhx_decoder_step *out /* OUT */, qhx_error *err);
+/* qhx_session_spec_step / qhx_session_spec_cut (below) with the decoder's sampler, end-of-turn
+ * token and ignore_stop (a decoder created with speculative = 1). */
+QHX_API qhx_status qhx_decoder_spec_step(qhx_decoder *d, qhx_session *s, qhx_token t, int room, int draft,
+                                         qhx_token *out, int *n_out, qhx_error *err);
+QHX_API qhx_status qhx_decoder_spec_cut(qhx_decoder *d, qhx_session *s, int k, qhx_error *err);
 /* At the end of the answer: the text still held (an incomplete UTF-8 tail, a possible start of a
  * stop string), borrowed until the decoder is freed. */
 QHX_API qhx_status qhx_decoder_finish(qhx_decoder *d, const char **text, size_t *len, qhx_error *err);
@@ -684,6 +708,24 @@ QHX_API void qhx_checkpoint_free(qhx_checkpoint *cp);
  * (may be NULL) says how many, in order. */
 QHX_API qhx_status qhx_sessions_decode(qhx_session *const *sessions, const qhx_token *tokens,
                                        size_t n, size_t *n_done /* OUT */, qhx_error *err);
+
+/* Speculative decoding for a front end with its own loop (a session created with spec_draft;
+ * docs/generation.md). A step feeds t (the token chosen after the session's state) and the MTP
+ * block's accepted drafts: out (room >= 1) gets *n_out tokens, out[0 .. *n_out - 1) fed after
+ * t and out[*n_out - 1] the next token, not fed; the session's logits are then those after the
+ * last fed token. At most draft (1 .. 8, capped by the session's spec_draft) drafts; the step
+ * ends early at a stop token of the model or turn_end (-1: none) unless ignore_stop. smp: the
+ * generation's sampler, whose penalty window must hold the tokens before t; the step adds t and
+ * the fed outputs to it (do not push them). qhx_session_spec_cut right after keeps out[0 .. k)
+ * fed (out[k] then not fed), with smp's window cut the same way. Sessions with speculation are
+ * never batched by qhx_sessions_decode (they are fed one by one). */
+QHX_API int qhx_session_spec_enabled(const qhx_session *s);
+QHX_API qhx_status qhx_session_spec_step(qhx_session *s, qhx_sampler_handle *smp, qhx_token t, int room, int draft,
+                                         qhx_token turn_end, int ignore_stop, qhx_token *out, int *n_out,
+                                         qhx_error *err);
+QHX_API qhx_status qhx_session_spec_cut(qhx_session *s, qhx_sampler_handle *smp, int k, qhx_error *err);
+/* The session's totals so far: verify steps, drafts proposed, accepted, tokens the steps gave. */
+QHX_API void qhx_session_spec_totals(const qhx_session *s, int64_t out[4]);
 
 /* ==== Constrained output ====================================================================
  * A grammar (GBNF, or a JSON Schema of the subset in docs/grammar.md, compiled into one) and

@@ -242,7 +242,7 @@ static void test_errors(void) {
            "max_contxt: unknown key (expected one of: format, name, description, family, host_op, precision, "
            "max_context, kv_cache, artifacts, tokenizer, preprocessor, special_tokens, generation, model)");
     expect("artifacts.lmhead", json_object(), QHX_E_FORMAT,
-           "artifacts.lmhead: unknown key (expected one of: weights, embedding, lm_head, vision)");
+           "artifacts.lmhead: unknown key (expected one of: weights, embedding, lm_head, vision, mtp)");
     expect("artifacts.weights.sha", json_string("x"), QHX_E_FORMAT,
            "artifacts.weights.sha: unknown key (expected one of: file, format, dtype, shape, tensor_count, bytes, sha256)");
     expect("generation.temp", json_real(1), QHX_E_FORMAT,

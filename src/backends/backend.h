@@ -10,6 +10,10 @@
  *   "vision"   image patches (image/image.h) -> one embedding row per image token
  *   "mtp"      the multi-token-prediction block: hidden rows after the last decoder layer at
  *              positions pos0.. and the token after each -> draft logits of the token after that
+ *              (with hidden_normed: rows of the block's own output; hidden_out: that output)
+ *   "verify"   speculative verification: ids (n) at positions n_past.. -> logits (n, vocab) and
+ *              hidden (n, hidden) of every row, each with the bits of one-token decode steps;
+ *              seq_keep then cuts the sequence back to the first k of them
  * A prefill may carry images: seq_attach announces, for the ids of the next prefill calls, which
  * image rows sit at the image-pad ids (the family turns them into rows and M-RoPE positions).
  * Ownership: the backend owns its loaded graphs and weights and every sequence state it created
@@ -31,6 +35,7 @@ typedef enum qhx_graph {
     QHX_GRAPH_LM_HEAD,
     QHX_GRAPH_VISION,
     QHX_GRAPH_MTP,
+    QHX_GRAPH_VERIFY,
     QHX_GRAPH_COUNT
 } qhx_graph;
 
@@ -64,6 +69,9 @@ typedef struct qhx_graph_io {
     /* lm_head, mtp */
     const float *hidden;     /* (n, hidden_size) */
     int64_t pos0;            /* mtp: position of the first row (ids: the token after each row) */
+    bool hidden_normed;      /* mtp: hidden rows are the block's own normed output (chained drafts) */
+    float *hidden_out;       /* OUT or NULL: mtp: the block's normed output (n, hidden); verify:
+                                the residual after the last layer (n, hidden) */
     /* vision */
     const qhx_image_patches *pixels;
     qhx_image_embed *image;  /* OUT: grid, n_tokens and row_width set and embd allocated by the host */
@@ -108,6 +116,9 @@ typedef struct qhx_backend {
      * a model it cannot batch: the caller runs them one by one. */
     qhx_status (*run_decode_multi)(const qhx_graphs *g, qhx_seq *const *seqs, const int32_t *ids, int64_t n,
                                    float *const *logits, qhx_error *err);
+    /* Optional, with the "verify" graph: keep the first k tokens of the last verify run on s
+     * (position, KV rows, recurrent state); QHX_E_ARG when another call came in between. */
+    qhx_status (*seq_keep)(qhx_seq *s, int64_t k, qhx_error *err);
 } qhx_backend;
 
 /* registry.c: the backend named `name`: "cpu" (or "-", or NULL) is the CPU backend on the CPU

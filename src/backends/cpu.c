@@ -55,7 +55,7 @@ static qhx_status open_weights(const qhx_backend_load_args *a, qhx_st_set **out,
     int n = 0;
     for (int r = 0; r < QHX_ART_ROLE_COUNT; r++) {
         const qhx_plan_file *f = &plan->artifacts[r];
-        if (!f->present) continue;
+        if (!f->present || (r == QHX_ART_MTP && !a->mtp)) continue; /* the block's file only when asked for */
         if (f->format != QHX_ART_SAFETENSORS)
             return qhx_fail(err, QHX_E_UNSUPPORTED, "%s: artifacts.%s: format '%s' is not supported by the CPU backend",
                             plan->label, qhx_art_role_name((qhx_art_role)r), qhx_art_format_name(f->format));
@@ -121,6 +121,7 @@ static bool cpu_has_graph(const qhx_graphs *g, qhx_graph which) {
     case QHX_GRAPH_LM_HEAD: return g->net.vt->lm_head != NULL;
     case QHX_GRAPH_VISION: return g->net.vt->encode_image != NULL && g->net.cfg.has_vision; /* bound */
     case QHX_GRAPH_MTP: return g->net.vt->has_mtp != NULL && g->net.vt->has_mtp(&g->net);
+    case QHX_GRAPH_VERIFY: return g->net.vt->verify != NULL && g->net.vt->verify_keep != NULL;
     case QHX_GRAPH_COUNT: break;
     }
     return false;
@@ -134,6 +135,11 @@ static void cpu_info(const qhx_graphs *g, qhx_backend_info *out) {
 
 const qhx_kernels *qhx_backend_cpu_kernels(const qhx_graphs *g) {
     return strcmp(g->dev->name, "cpu") ? NULL : qhx_cpu_device_kernels(g->dev);
+}
+
+static qhx_status cpu_seq_keep(qhx_seq *s, int64_t k, qhx_error *err) {
+    if (!s->m->vt->verify_keep) return qhx_fail(err, QHX_E_UNSUPPORTED, "verify: this family cannot cut back");
+    return s->m->vt->verify_keep(s, k, err);
 }
 
 static const qhx_st_set *cpu_tensors(const qhx_graphs *g) { return g->net.weights; }
@@ -186,7 +192,8 @@ static qhx_status cpu_run(const qhx_graphs *g, qhx_seq *s, qhx_graph which, cons
     if (!cpu_has_graph(g, which))
         return qhx_fail(err, QHX_E_UNSUPPORTED, "cpu backend: this model has no %s graph",
                         which == QHX_GRAPH_VISION ? "vision" : which == QHX_GRAPH_LM_HEAD ? "lm_head"
-                        : which == QHX_GRAPH_MTP ? "multi-token-prediction (mtp)" : "such");
+                        : which == QHX_GRAPH_MTP ? "multi-token-prediction (mtp)"
+                        : which == QHX_GRAPH_VERIFY ? "verify" : "such");
     switch (which) {
     case QHX_GRAPH_PREFILL:
     case QHX_GRAPH_DECODE:
@@ -199,9 +206,18 @@ static qhx_status cpu_run(const qhx_graphs *g, qhx_seq *s, qhx_graph which, cons
         if (!io->pixels || !io->image) return qhx_fail(err, QHX_E_ARG, "vision graph: no image");
         return g->net.vt->encode_image(&g->net, io->pixels, io->image, err);
     case QHX_GRAPH_MTP:
-        if (!s || io->n < 1 || !io->hidden || !io->ids || !io->logits)
+        if (!s || io->n < 1 || !io->hidden || !io->ids || (!io->logits && !g->net.vt->mtp_ex))
             return qhx_fail(err, QHX_E_ARG, "mtp graph: no sequence or no rows");
+        if (io->hidden_normed || io->hidden_out || !io->logits) {
+            if (!g->net.vt->mtp_ex) return qhx_fail(err, QHX_E_UNSUPPORTED, "mtp graph: no chained form");
+            return g->net.vt->mtp_ex(&g->net, s, io->pos0, io->hidden, io->hidden_normed, io->ids, io->n, io->logits,
+                                     io->hidden_out, err);
+        }
         return g->net.vt->mtp(&g->net, s, io->pos0, io->hidden, io->ids, io->n, io->logits, err);
+    case QHX_GRAPH_VERIFY:
+        if (!s || s->m != &g->net || io->n < 1 || !io->ids || !io->logits)
+            return qhx_fail(err, QHX_E_ARG, "verify graph: no sequence or no tokens");
+        return g->net.vt->verify(&g->net, s, io->ids, io->n, io->logits, io->hidden_out, err);
     case QHX_GRAPH_COUNT: break;
     }
     return qhx_fail(err, QHX_E_ARG, "cpu backend: graph %d does not exist", (int)which);
@@ -231,4 +247,5 @@ const qhx_backend QHX_BACKEND_CPU = {
     .seq_positions = cpu_seq_positions,
     .run = cpu_run,
     .run_decode_multi = cpu_run_decode_multi,
+    .seq_keep = cpu_seq_keep,
 };

@@ -148,7 +148,26 @@ typedef struct qhx_net_vt {
     bool (*has_mtp)(const qhx_net *m);
     qhx_status (*mtp)(const qhx_net *m, qhx_seq *st, int64_t pos0, const float *hidden,
                       const int32_t *next_ids, int64_t n, float *logits, qhx_error *err);
+    /* optional: mtp for chained drafts. normed: hidden rows are already normed (the block's own
+     * output of the step before, as the reference feeds its later draft steps), so the main
+     * model's final norm is not applied to them; hidden_out (n, H) or NULL: the block's normed
+     * output rows (what its head reads), the hidden input of the next draft step; logits NULL:
+     * no head (the block's KV rows and hidden_out only). */
+    qhx_status (*mtp_ex)(const qhx_net *m, qhx_seq *st, int64_t pos0, const float *hidden, bool normed,
+                         const int32_t *next_ids, int64_t n, float *logits, float *hidden_out, qhx_error *err);
+    /* optional, speculative decoding: verify feeds n tokens (1 .. min(QHX_VERIFY_MAX, n_batch))
+     * at positions n_past .. with each weight read once for all of them, every row with the bits
+     * the one-token forward gives when the tokens are fed one by one: logits (n, V) of every
+     * row, hidden (n, H) the residual after the last layer (what mtp takes). The recurrent state
+     * after each token is kept so that verify_keep(st, k), before any other call on st, cuts
+     * the sequence back to the first k (1 <= k <= n) of those tokens: position, KV rows and
+     * recurrent state as if only they had been fed. */
+    qhx_status (*verify)(const qhx_net *m, qhx_seq *st, const int32_t *ids, int64_t n, float *logits, float *hidden,
+                         qhx_error *err);
+    qhx_status (*verify_keep)(qhx_seq *st, int64_t k, qhx_error *err);
 } qhx_net_vt;
+
+#define QHX_VERIFY_MAX 16 /* most tokens of one verify call */
 
 struct qhx_net {
     const struct qhx_family_desc *family;

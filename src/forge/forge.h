@@ -35,6 +35,9 @@ typedef struct qhx_forge_params {
     /* convert: leave the vision tower out (text manifests only); otherwise a checkpoint with one
      * gets a -vlm- manifest beside the text one (both families). */
     bool text_only;
+    /* convert: keep the multi-token-prediction block (mtp.*, speculative decoding) in the
+     * bundle's precision, as the "mtp" artifact; otherwise it is dropped */
+    bool mtp;
     /* convert: threads that quantize (0 = one per physical core); the bytes do not depend on it */
     int threads;
     /* random, qwen3_5: also write the vision tower (model.visual.*, the released layout without

@@ -38,8 +38,8 @@
  * version 1 hold no Q4A matrix and load as before. */
 #define QHX_BUNDLE_FORMAT "qhexrt/2"
 
-typedef enum { ROLE_DECODER = 0, ROLE_EMBED, ROLE_LMHEAD, ROLE_VISION, ROLE_COUNT } role_t;
-static const char *const ROLE_NAME[ROLE_COUNT] = {"decoder", "embed", "lmhead", "vision"};
+typedef enum { ROLE_DECODER = 0, ROLE_EMBED, ROLE_LMHEAD, ROLE_VISION, ROLE_MTP, ROLE_COUNT } role_t;
+static const char *const ROLE_NAME[ROLE_COUNT] = {"decoder", "embed", "lmhead", "vision", "mtp"};
 
 typedef enum { OUT_F32 = 0, OUT_F16, OUT_BF16, OUT_Q8, OUT_Q4, OUT_Q6, OUT_Q4A } ofmt_t;
 static const char *const OFMT_NAME[] = {"f32", "f16", "bf16", "w8", "q4", "q6", "q4a"};
@@ -496,7 +496,7 @@ static qhx_status plan_all(convert *c, qhx_error *err) {
         if (t->dtype != QHX_DTYPE_F32 && t->dtype != QHX_DTYPE_F16 && t->dtype != QHX_DTYPE_BF16)
             return qhx_fail(err, QHX_E_UNSUPPORTED, "%s: tensor '%s': dtype %s (expected F32, F16 or BF16)",
                             qhx_st_file_path(c->set, t->file_index), t->name, qhx_dtype_name(t->dtype));
-        if (has_prefix(t->name, "mtp.")) {
+        if (has_prefix(t->name, "mtp.") && !c->p->mtp) {
             dropped++;
             continue;
         }
@@ -511,7 +511,7 @@ static qhx_status plan_all(convert *c, qhx_error *err) {
             embed = t;
             continue; /* planned below, once it is known whether the head is tied to it */
         }
-        role_t role = vision ? ROLE_VISION : ROLE_DECODER;
+        role_t role = vision ? ROLE_VISION : has_prefix(t->name, "mtp.") ? ROLE_MTP : ROLE_DECODER;
         if (role == ROLE_VISION && (c->p->text_only || !qhx_family_takes_images(c->family))) {
             dropped_vision++;
             continue;
@@ -567,7 +567,7 @@ static void log_policy(convert *c) {
 }
 
 static const char *role_precision(const convert *c, role_t r) {
-    return OFMT_NAME[r == ROLE_DECODER ? c->prec : r == ROLE_EMBED ? c->emb : r == ROLE_LMHEAD ? c->lm : c->vis];
+    return OFMT_NAME[r == ROLE_DECODER || r == ROLE_MTP ? c->prec : r == ROLE_EMBED ? c->emb : r == ROLE_LMHEAD ? c->lm : c->vis];
 }
 
 static qhx_status declare_all(convert *c, qhx_error *err) {
@@ -764,7 +764,8 @@ static qhx_status write_manifests(convert *c, const char *hf_dir, qhx_error *err
     plan->max_context = c->ctx;
     if ((rc = set_artifact(c, plan, QHX_ART_WEIGHTS, ROLE_DECODER, err)) ||
         (c->w[ROLE_EMBED] && (rc = set_artifact(c, plan, QHX_ART_EMBEDDING, ROLE_EMBED, err))) ||
-        (rc = set_artifact(c, plan, QHX_ART_LM_HEAD, ROLE_LMHEAD, err)))
+        (rc = set_artifact(c, plan, QHX_ART_LM_HEAD, ROLE_LMHEAD, err)) ||
+        (c->w[ROLE_MTP] && (rc = set_artifact(c, plan, QHX_ART_MTP, ROLE_MTP, err))))
         goto done;
     /* one manifest per host-op of the family: the text ones first, then (with a vision tower)
      * the image ones, which add the vision artifact */

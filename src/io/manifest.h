@@ -52,6 +52,7 @@ typedef enum qhx_art_role {
     QHX_ART_EMBEDDING,   /* "embedding": token embedding table */
     QHX_ART_LM_HEAD,     /* "lm_head": output projection */
     QHX_ART_VISION,      /* "vision": vision tower */
+    QHX_ART_MTP,         /* "mtp": the multi-token-prediction block (read only when asked for) */
     QHX_ART_ROLE_COUNT
 } qhx_art_role;
 

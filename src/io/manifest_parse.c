@@ -105,7 +105,7 @@ qhx_status plan_parse_file_entry(const pctx *c, qhx_plan *plan, const json_t *ob
 }
 
 static qhx_status parse_artifacts(const pctx *c, qhx_plan *plan, const json_t *arts) {
-    static const char *const keys[] = {"weights", "embedding", "lm_head", "vision", NULL};
+    static const char *const keys[] = {"weights", "embedding", "lm_head", "vision", "mtp", NULL};
     qhx_status rc = plan_check_keys(c, arts, "artifacts", keys);
     if (rc != QHX_OK) return rc;
     for (int r = 0; r < QHX_ART_ROLE_COUNT; r++) {

@@ -4,6 +4,7 @@
 #include "core/alloc.h"
 #include "runtime/constrain.h"
 #include "runtime/model.h"
+#include "runtime/session.h"
 
 #include <string.h>
 
@@ -206,6 +207,14 @@ qhx_status qhx_gen_next(qhx_gen *g, const float *logits, qhx_gen_step *out, qhx_
     return qhx_gen_accept(g, t, out, err);
 }
 
+qhx_status qhx_gen_next_token(qhx_gen *g, qhx_token t, qhx_gen_step *out, qhx_error *err) {
+    *out = (qhx_gen_step){.token = -1, .text = "", .stop = QHX_STOP_LENGTH};
+    if (g->done) return qhx_fail(err, QHX_E_ARG, "generate: the answer has ended");
+    if (g->p.abort_cb && g->p.abort_cb(g->p.abort_user))
+        return qhx_fail(err, QHX_E_ABORTED, "generate: interrupted after %lld tokens", (long long)g->n_generated);
+    return qhx_gen_accept(g, t, out, err);
+}
+
 qhx_status qhx_gen_finish(qhx_gen *g, const char **text, size_t *len, bool *matched, qhx_error *err) {
     *text = "";
     *len = 0;
@@ -250,7 +259,8 @@ qhx_status qhx_decoder_create(const qhx_model *m, const qhx_decoder_params *p, q
     qhx_status rc = qhx_sampler_create(&p->sampling, qhx_model_n_vocab(m), &d->smp, err);
     if (!rc) rc = qhx_tok_stream_create(m->tok, 0, &d->stream, err);
     if (!rc) {
-        qhx_gen_params gp = {.smp = d->smp, .record = true, .stream = d->stream, .constraint = p->constraint,
+        /* a speculative step adds what it feeds to the sampler's window itself */
+        qhx_gen_params gp = {.smp = d->smp, .record = !p->speculative, .stream = d->stream, .constraint = p->constraint,
                              .ignore_stop = p->ignore_stop != 0,
                              .turn_end = p->stop_at_turn_end ? qhx_model_turn_end(m) : -1,
                              .max_tokens = p->max_tokens, .stops = p->stops, .n_stops = p->n_stops,
@@ -276,6 +286,27 @@ qhx_status qhx_decoder_next(qhx_decoder *d, const float *logits, qhx_decoder_ste
     *out = (qhx_decoder_step){.token = st.token, .report = st.report, .feed = st.feed, .text = st.text,
                               .len = st.len, .stop = st.stop};
     return rc;
+}
+
+qhx_status qhx_decoder_accept(qhx_decoder *d, qhx_token t, qhx_decoder_step *out, qhx_error *err) {
+    if (!d || !out) return qhx_fail(err, QHX_E_ARG, "decoder: decoder and out are required");
+    qhx_gen_step st;
+    qhx_status rc = qhx_gen_next_token(&d->g, t, &st, err);
+    *out = (qhx_decoder_step){.token = st.token, .report = st.report, .feed = st.feed, .text = st.text,
+                              .len = st.len, .stop = st.stop};
+    return rc;
+}
+
+qhx_status qhx_decoder_spec_step(qhx_decoder *d, qhx_session *s, qhx_token t, int room, int draft, qhx_token *out,
+                                 int *n_out, qhx_error *err) {
+    if (n_out) *n_out = 0;
+    if (!d || d->g.p.record) return qhx_fail(err, QHX_E_ARG, "decoder: not created for speculative decoding");
+    return qhx_session_spec_step_with(s, d->smp, t, room, draft, d->g.p.turn_end, d->g.p.ignore_stop, out, n_out, err);
+}
+
+qhx_status qhx_decoder_spec_cut(qhx_decoder *d, qhx_session *s, int k, qhx_error *err) {
+    if (!d || d->g.p.record) return qhx_fail(err, QHX_E_ARG, "decoder: not created for speculative decoding");
+    return qhx_session_spec_cut_with(s, d->smp, k, err);
 }
 
 qhx_status qhx_decoder_finish(qhx_decoder *d, const char **text, size_t *len, qhx_error *err) {

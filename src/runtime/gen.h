@@ -7,7 +7,8 @@
  *   qhx_gen_choose: the candidate token from the logits: the sampler's pick, or under a
  *     constraint the sampler's among the tokens its grammar allows. This is the hook point for
  *     what changes how tokens are chosen (constrained decoding today; a speculative step
- *     verifies its drafts here and then accepts each accepted token in turn).
+ *     verifies its drafts in its own step, session_spec.c, and the loop then accepts each accepted
+ *     token in turn with qhx_gen_next_token).
  *   qhx_gen_accept: one chosen token: the stop ids and end-of-turn token, the constraint's
  *     state, the streaming detokenizer, the stop strings (matched across token boundaries, never
  *     reported), the count against max_tokens. It says whether the token is reported and fed.
@@ -90,6 +91,9 @@ qhx_token qhx_gen_choose(qhx_gen *g, const float *logits, qhx_error *err);
 qhx_status qhx_gen_accept(qhx_gen *g, qhx_token t, qhx_gen_step *out, qhx_error *err);
 /* Cancellation (QHX_E_ABORTED), choose, accept. */
 qhx_status qhx_gen_next(qhx_gen *g, const float *logits, qhx_gen_step *out, qhx_error *err);
+/* Cancellation, then accept t, a token chosen elsewhere (a speculative step's, verified against
+ * the model's own choice there). */
+qhx_status qhx_gen_next_token(qhx_gen *g, qhx_token t, qhx_gen_step *out, qhx_error *err);
 /* The text the detokenizer and the stop strings still hold, at the end of the answer
  * (borrowed until the next call); *matched: a stop string completed in it (the text ends
  * before it). */

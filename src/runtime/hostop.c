@@ -182,9 +182,13 @@ static qhx_status generate_tokens(qhx_session *s, const qhx_generate_params *p, 
     }
     uint64_t t0 = qhx_time_ns();
     st.stop = QHX_STOP_LENGTH;
+    const bool spec = qhx_session_spec_begin(s, p); /* speculative decoding (session_spec.c) */
     for (;;) {
         qhx_gen_step step;
-        if ((rc = qhx_gen_next(&g, qhx_session_logits(s), &step, err))) {
+        qhx_token t;
+        /* a speculative step's queued tokens are chosen already (all but the last also fed) */
+        if ((rc = spec && qhx_session_spec_pop(s, &t) ? qhx_gen_next_token(&g, t, &step, err)
+                                                       : qhx_gen_next(&g, qhx_session_logits(s), &step, err))) {
             if (g.nonfinite)
                 rc = qhx_fail(err, QHX_E_FORMAT,
                               "generate: the logits after %lld tokens are not finite (NaN or Inf): the weights "
@@ -203,7 +207,14 @@ static qhx_status generate_tokens(qhx_session *s, const qhx_generate_params *p, 
             qhx_session_set_pending(s, step.token); /* fed by the next call, so the state never holds a token twice */
             break;
         }
-        if ((rc = qhx_session_decode(s, step.token, err))) break;
+        /* room: the tokens the answer may still take after this one */
+        if ((rc = spec ? qhx_session_spec_feed(s, p, step.token, p->max_tokens - g.n_generated, gp.turn_end, err)
+                       : qhx_session_decode(s, step.token, err)))
+            break;
+    }
+    if (spec) { /* what was fed but not handed out is cut back */
+        qhx_status src = qhx_session_spec_end(s, &st, rc ? NULL : err);
+        if (rc == QHX_OK) rc = src;
     }
     const char *tail;
     size_t n_tail = 0;

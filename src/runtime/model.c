@@ -494,6 +494,32 @@ qhx_status qhx_model_mtp(const qhx_model *m, qhx_seq *st, int64_t pos0, const fl
     return m->backend->run(m->graphs, st, QHX_GRAPH_MTP, &io, err);
 }
 
+qhx_status qhx_model_mtp_ex(const qhx_model *m, qhx_seq *st, int64_t pos0, const float *hidden, bool normed,
+                            const int32_t *next_ids, int64_t n, float *logits, float *hidden_out, qhx_error *err) {
+    if (!st) return qhx_fail(err, QHX_E_ARG, "mtp: state is NULL");
+    const qhx_graph_io io = {.hidden = hidden, .ids = next_ids, .n = n, .pos0 = pos0, .logits = logits,
+                             .hidden_normed = normed, .hidden_out = hidden_out};
+    return m->backend->run(m->graphs, st, QHX_GRAPH_MTP, &io, err);
+}
+
+bool qhx_model_can_verify(const qhx_model *m) {
+    return m->backend->seq_keep && m->backend->has_graph(m->graphs, QHX_GRAPH_VERIFY);
+}
+
+qhx_status qhx_model_verify(const qhx_model *m, qhx_seq *st, const int32_t *ids, int64_t n, float *logits,
+                            float *hidden, qhx_error *err) {
+    if (!st) return qhx_fail(err, QHX_E_ARG, "verify: state is NULL");
+    if (!qhx_model_can_verify(m)) return qhx_fail(err, QHX_E_UNSUPPORTED, "verify: this model has no verify graph");
+    const qhx_graph_io io = {.ids = ids, .n = n, .logits = logits, .hidden_out = hidden};
+    return m->backend->run(m->graphs, st, QHX_GRAPH_VERIFY, &io, err);
+}
+
+qhx_status qhx_model_verify_keep(const qhx_model *m, qhx_seq *st, int64_t k, qhx_error *err) {
+    if (!st) return qhx_fail(err, QHX_E_ARG, "verify: state is NULL");
+    if (!qhx_model_can_verify(m)) return qhx_fail(err, QHX_E_UNSUPPORTED, "verify: this model has no verify graph");
+    return m->backend->seq_keep(st, k, err);
+}
+
 qhx_status qhx_model_state_attach(qhx_seq *st, const qhx_image_embed *images, int n_images,
                                   const int32_t *ids, int64_t n, qhx_error *err) {
     if (!st) return qhx_fail(err, QHX_E_ARG, "attach: state is NULL");

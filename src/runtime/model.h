@@ -149,6 +149,20 @@ bool qhx_model_has_mtp(const qhx_model *m);
 qhx_status qhx_model_mtp(const qhx_model *m, qhx_seq *st, int64_t pos0, const float *hidden,
                          const int32_t *next_ids, int64_t n, float *logits, qhx_error *err);
 
+/* The same for chained drafts: normed says the hidden rows are the block's own normed output
+ * of the step before (the main model's final norm is then not applied); hidden_out (n,
+ * hidden_size) or NULL gets the block's normed output rows, the hidden input of the next step. */
+qhx_status qhx_model_mtp_ex(const qhx_model *m, qhx_seq *st, int64_t pos0, const float *hidden, bool normed,
+                            const int32_t *next_ids, int64_t n, float *logits, float *hidden_out, qhx_error *err);
+/* Speculative verification (the backend's "verify" graph): ids (n, 1 .. min(QHX_VERIFY_MAX,
+ * n_batch)) fed at n_past.. with each weight read once, every row's logits (n, vocab) and hidden
+ * row (n, hidden_size; NULL: not wanted) with the bits of feeding the tokens one by one through
+ * the decode graph. verify_keep(k) right after cuts st back to the first k of them. */
+bool qhx_model_can_verify(const qhx_model *m);
+qhx_status qhx_model_verify(const qhx_model *m, qhx_seq *st, const int32_t *ids, int64_t n, float *logits,
+                            float *hidden, qhx_error *err);
+qhx_status qhx_model_verify_keep(const qhx_model *m, qhx_seq *st, int64_t k, qhx_error *err);
+
 /* Announce the next n tokens of st (from its current position): ids (n,) with the pads of
  * images[0..n_images) in order, one run of images[i].n_tokens pad ids each. Their M-RoPE
  * positions follow HF get_rope_index; forward then puts each image's rows at its pads. The

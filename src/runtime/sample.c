@@ -242,10 +242,10 @@ static void temper(qhx_sampler *s, float mx) {
     for (int64_t i = 0; i < V; i++) s->work[i] = (s->work[i] - mx) / T;
 }
 
-int32_t qhx_sampler_sample(qhx_sampler *s, const float *logits) {
+/* work = the logits with the repetition, presence and frequency penalties applied. */
+static void penalise(qhx_sampler *s, const float *logits) {
     const qhx_sample_params *p = &s->p;
     int64_t V = s->n_vocab;
-    if (isnan(row_max(logits, V))) return -1;
     memcpy(s->work, logits, (size_t)V * sizeof *s->work);
     if (p->repeat_penalty != 1.0f)
         for (int32_t i = 0; i < s->n_hist; i++) {
@@ -255,12 +255,14 @@ int32_t qhx_sampler_sample(qhx_sampler *s, const float *logits) {
             s->work[t] = v > 0 ? v / p->repeat_penalty : v * p->repeat_penalty;
         }
     if (p->presence_penalty != 0.0f || p->frequency_penalty != 0.0f) apply_presence_frequency(s);
-    if (p->temperature <= 0.0f) return qhx_argmax(s->work, V);
-    float best = row_max(s->work, V);
-    if (best == -INFINITY) return qhx_argmax(s->work, V); /* every token masked: nothing to weigh */
-    temper(s, best);
+}
 
-    int64_t n;
+/* After penalise and temper: the candidates idx[0..n) with probabilities prob[0..n) (their
+ * sum the normaliser) after top-k, top-p and min-p; 0 when nothing narrows the vocabulary
+ * (the full softmax of work is the distribution). */
+static int64_t narrow(qhx_sampler *s) {
+    const qhx_sample_params *p = &s->p;
+    int64_t V = s->n_vocab, n;
     for (int64_t i = 0; i < V; i++) s->idx[i] = (int32_t)i;
     if (p->top_k > 0 && p->top_k < V) {
         /* HF top-k: the other logits become -inf, so later steps see a renormalised top-k */
@@ -270,7 +272,7 @@ int32_t qhx_sampler_sample(qhx_sampler *s, const float *logits) {
         for (int64_t i = 0; i < n; i++) sum += exp((double)s->work[s->idx[i]] - mx);
         probs_of(s, n, mx, sum);
     } else if (p->top_p >= 1.0f && p->min_p <= 0.0f) {
-        return draw_full(s);
+        return 0;
     } else {
         n = top_slice(s);
     }
@@ -287,6 +289,20 @@ int32_t qhx_sampler_sample(qhx_sampler *s, const float *logits) {
         while (keep < n && s->prob[keep] >= cut) keep++;
         n = keep;
     }
+    return n;
+}
+
+int32_t qhx_sampler_sample(qhx_sampler *s, const float *logits) {
+    const qhx_sample_params *p = &s->p;
+    int64_t V = s->n_vocab;
+    if (isnan(row_max(logits, V))) return -1;
+    penalise(s, logits);
+    if (p->temperature <= 0.0f) return qhx_argmax(s->work, V);
+    float best = row_max(s->work, V);
+    if (best == -INFINITY) return qhx_argmax(s->work, V); /* every token masked: nothing to weigh */
+    temper(s, best);
+    int64_t n = narrow(s);
+    if (n == 0) return draw_full(s);
     double sum = 0;
     for (int64_t i = 0; i < n; i++) sum += s->prob[i];
     double r = qhx_rng_f64(&s->rng) * sum, acc = 0;
@@ -295,6 +311,61 @@ int32_t qhx_sampler_sample(qhx_sampler *s, const float *logits) {
         if (r < acc) return s->idx[i];
     }
     return s->idx[n - 1];
+}
+
+int qhx_sampler_dist(qhx_sampler *s, const float *logits, float *dist) {
+    int64_t V = s->n_vocab;
+    if (isnan(row_max(logits, V))) return -1;
+    penalise(s, logits);
+    memset(dist, 0, (size_t)V * sizeof *dist);
+    float best = row_max(s->work, V);
+    if (s->p.temperature <= 0.0f || best == -INFINITY) {
+        dist[qhx_argmax(s->work, V)] = 1.0f;
+        return 0;
+    }
+    temper(s, best);
+    int64_t n = narrow(s);
+    if (n == 0) { /* as draw_full: softmax over the whole vocabulary */
+        double mx = s->work[qhx_argmax(s->work, V)], total = 0;
+        for (int64_t i = 0; i < V; i++) total += exp((double)s->work[i] - mx);
+        for (int64_t i = 0; i < V; i++) dist[i] = (float)(exp((double)s->work[i] - mx) / total);
+        return 0;
+    }
+    double sum = 0;
+    for (int64_t i = 0; i < n; i++) sum += s->prob[i];
+    for (int64_t i = 0; i < n; i++) dist[s->idx[i]] = (float)(s->prob[i] / sum);
+    return 0;
+}
+
+double qhx_sampler_uniform(qhx_sampler *s) { return qhx_rng_f64(&s->rng); }
+
+int32_t qhx_dist_draw(const float *dist, int64_t n, double u) {
+    double total = 0;
+    for (int64_t i = 0; i < n; i++) total += dist[i];
+    double r = u * total, acc = 0;
+    int32_t last = -1;
+    for (int64_t i = 0; i < n; i++) {
+        if (dist[i] > 0) last = (int32_t)i;
+        acc += dist[i];
+        if (r < acc && dist[i] > 0) return (int32_t)i;
+    }
+    return last;
+}
+
+size_t qhx_sampler_hist_bytes(const qhx_sampler *s) {
+    return 2 * sizeof(int32_t) + (size_t)s->p.repeat_last_n * sizeof(int32_t);
+}
+
+void qhx_sampler_hist_save(const qhx_sampler *s, void *buf) {
+    int32_t *b = buf;
+    b[0] = s->n_hist, b[1] = s->hist_pos;
+    memcpy(b + 2, s->hist, (size_t)s->p.repeat_last_n * sizeof(int32_t));
+}
+
+void qhx_sampler_hist_load(qhx_sampler *s, const void *buf) {
+    const int32_t *b = buf;
+    s->n_hist = b[0], s->hist_pos = b[1];
+    memcpy(s->hist, b + 2, (size_t)s->p.repeat_last_n * sizeof(int32_t));
 }
 
 /* ---- state for session files -------------------------------------------------------------- */

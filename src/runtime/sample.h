@@ -37,6 +37,20 @@ void qhx_sampler_accept(qhx_sampler *s, int32_t token);
  * token (call accept). Never allocates. Returns -1 for a row holding a NaN or +Inf. */
 int32_t qhx_sampler_sample(qhx_sampler *s, const float *logits);
 
+/* Speculative sampling (runtime/spec.c) needs the distributions themselves. dist (n_vocab) = the
+ * distribution qhx_sampler_sample draws from for logits, the same penalties, temperature,
+ * top-k, top-p and min-p (one-hot at the argmax when greedy); -1 for a non-finite row. */
+int qhx_sampler_dist(qhx_sampler *s, const float *logits, float *dist);
+/* One uniform draw in [0, 1) from the sampler's stream. */
+double qhx_sampler_uniform(qhx_sampler *s);
+/* The id where the running sum of dist[0..n) (normalised by its total) first passes u; only
+ * ids with dist > 0 are drawn; -1 when all are 0. */
+int32_t qhx_dist_draw(const float *dist, int64_t n, double u);
+/* The penalty window alone (not the rng), to take back tokens accepted tentatively. */
+size_t qhx_sampler_hist_bytes(const qhx_sampler *s);
+void qhx_sampler_hist_save(const qhx_sampler *s, void *buf /* hist_bytes */);
+void qhx_sampler_hist_load(qhx_sampler *s, const void *buf);
+
 /* Sampler state (rng + penalty window) as bytes, for session files. Layout: 4 x u64 rng,
  * i32 window, i32 count, i32 position, window x i32 tokens; little-endian host order. */
 size_t qhx_sampler_state_bytes(const qhx_sampler *s);

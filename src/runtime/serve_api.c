@@ -461,6 +461,7 @@ qhx_status qhx_session_rollback(qhx_session *s, const qhx_checkpoint *cp, qhx_er
     }
     memcpy(qhx_session_logits_mut(s), d, lb);
     qhx_model_state_set_n_past(qhx_session_state(s), cp->n_past);
+    qhx_session_spec_forget(s); /* the MTP block's cache is not in a checkpoint */
     qhx_session_set_snapshot(s, &cp->snap);
     qhx_free(r);
     return qhx_session_guard_leave(s, QHX_OK);
@@ -481,9 +482,32 @@ void qhx_checkpoint_free(qhx_checkpoint *cp) {
  * the backend has the batched step; else one qhx_session_feed after the other. */
 static bool batchable(qhx_session *const *ss, size_t n) {
     if (n < 2 || n > QHX_MAX_BATCH) return false;
-    for (size_t i = 0; i < n; i++)
-        if (!ss[i] || ss[i]->m != ss[0]->m || ss[i]->busy || ss[i]->broken || ss[i]->pending >= 0) return false;
+    for (size_t i = 0; i < n; i++) /* speculation follows every forward of its session: fed alone */
+        if (!ss[i] || ss[i]->m != ss[0]->m || ss[i]->busy || ss[i]->broken || ss[i]->pending >= 0 || ss[i]->spec)
+            return false;
     return true;
+}
+
+/* ==== speculative decoding for a front end's own loop (the engine of qhx serve) ============== */
+
+int qhx_session_spec_enabled(const qhx_session *s) { return s && s->spec != NULL; }
+
+qhx_status qhx_session_spec_step(qhx_session *s, qhx_sampler_handle *smp, qhx_token t, int room, int draft,
+                                 qhx_token turn_end, int ignore_stop, qhx_token *out, int *n_out, qhx_error *err) {
+    if (n_out) *n_out = 0;
+    if (!smp) return qhx_fail(err, QHX_E_ARG, "speculative step: session, sampler and out are required");
+    return qhx_session_spec_step_with(s, smp->smp, t, room, draft, turn_end, ignore_stop, out, n_out, err);
+}
+
+qhx_status qhx_session_spec_cut(qhx_session *s, qhx_sampler_handle *smp, int k, qhx_error *err) {
+    if (!smp) return qhx_fail(err, QHX_E_ARG, "speculative cut: no speculative session");
+    return qhx_session_spec_cut_with(s, smp->smp, k, err);
+}
+
+void qhx_session_spec_totals(const qhx_session *s, int64_t out[4]) {
+    qhx_spec_stats a = {0};
+    if (s && s->spec) qhx_spec_get_stats(s->spec, &a);
+    out[0] = a.steps, out[1] = a.drafted, out[2] = a.accepted, out[3] = a.emitted;
 }
 
 qhx_status qhx_sessions_decode(qhx_session *const *ss, const qhx_token *tokens, size_t n, size_t *n_done,

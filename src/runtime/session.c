@@ -70,6 +70,9 @@ qhx_status qhx_session_create(const qhx_model *m, const qhx_session_params *para
     if ((rc = qhx_model_state_create(m, &sp, &s->st, err))) goto fail;
     if ((rc = qhx_sampler_create(&params->sampling, s->n_vocab, &s->smp, err))) goto fail;
     if (m->tok && (rc = qhx_tok_stream_create(m->tok, 0, &s->stream, err))) goto fail;
+    if (params->spec_draft != 0 &&
+        (rc = qhx_spec_create(m, s->st, &(qhx_spec_params){params->spec_draft, params->spec_fixed != 0}, &s->spec, err)))
+        goto fail;
     s->logits = qhx_aligned_alloc((size_t)s->n_vocab * sizeof(float));
     if (!s->logits) {
         rc = qhx_fail(err, QHX_E_NOMEM, "session: out of memory for %lld logits", (long long)s->n_vocab);
@@ -84,6 +87,7 @@ fail:
 
 void qhx_session_free(qhx_session *s) {
     if (!s) return;
+    qhx_spec_free(s->spec);
     qhx_model_state_free(s->st);
     qhx_sampler_free(s->smp);
     qhx_tok_stream_free(s->stream);
@@ -95,6 +99,8 @@ void qhx_session_free(qhx_session *s) {
 void qhx_session_reset(qhx_session *s) {
     if (!s || s->busy) return; /* from its own callback: the running call owns the state */
     qhx_model_state_reset(s->st);
+    qhx_spec_reset(s->spec, false);
+    s->spec_qn = s->spec_qi = 0;
     qhx_sampler_reset(s->smp);
     if (s->stream) {
         const char *t;
@@ -157,11 +163,14 @@ static qhx_status forward(qhx_session *s, const int32_t *ids, int64_t n, unsigne
                           qhx_error *err) {
     if (s->broken)
         return qhx_fail(err, QHX_E_ARG, "session: an interrupted call left it incomplete; reset it first");
-    const qhx_forward_opts o = {.flags = flags, .logits = logits, .abort_cb = s->params.abort_cb,
-                                .abort_cb_user = s->params.abort_user};
+    qhx_forward_opts o = {.flags = flags, .logits = logits, .abort_cb = s->params.abort_cb,
+                          .abort_cb_user = s->params.abort_user};
+    qhx_session_spec_opts(s, &o); /* speculative decoding follows every forward */
     qhx_status rc = qhx_model_forward(s->m, s->st, ids, n, &o, err);
     if (rc == QHX_E_ABORTED) s->broken = true;
+    if (rc) qhx_spec_reset(s->spec, true);
     if (rc == QHX_OK) {
+        qhx_session_spec_fed(s, ids, n);
         for (int64_t i = 0; i < n; i++) qhx_sampler_accept(s->smp, ids[i]);
         s->has_logits = true;
     }

@@ -72,6 +72,26 @@ qhx_status qhx_session_feed_announced(qhx_session *s, const qhx_token *ids, size
 /* Tokenize text (len bytes) with the session's abort callback polled, refusing text that cannot
  * fit in the context before paying for it. *ids owned: qhx_free. */
 qhx_status qhx_session_encode(qhx_session *s, const char *text, size_t len, int32_t **ids, size_t *n, qhx_error *err);
+/* Speculative decoding in a generate loop (session_spec.c), for the loop of runtime/hostop.c:
+ *   spec = qhx_session_spec_begin(s, p);
+ *   each token: a queued one (qhx_session_spec_pop) is accepted as it is, else the step chooses;
+ *               instead of qhx_session_decode(s, t): qhx_session_spec_feed(s, p, t, room, turn_end)
+ *               (room: tokens the loop may still hand out after t);
+ *   at the end: qhx_session_spec_end(s, &stats, err) (cuts what was fed but not handed out). */
+bool qhx_session_spec_begin(qhx_session *s, const qhx_generate_params *p);
+bool qhx_session_spec_pop(qhx_session *s, qhx_token *t);
+qhx_status qhx_session_spec_feed(qhx_session *s, const qhx_generate_params *p, qhx_token t, int64_t room,
+                                 qhx_token turn_end, qhx_error *err);
+qhx_status qhx_session_spec_end(qhx_session *s, qhx_generate_stats *st, qhx_error *err);
+/* qhx.h's qhx_session_spec_step / _cut with the sampler itself (the public ones unwrap a
+ * qhx_sampler_handle; the decoder passes its own). */
+struct qhx_sampler;
+qhx_status qhx_session_spec_step_with(qhx_session *s, struct qhx_sampler *smp, qhx_token t, int room, int draft,
+                                      qhx_token turn_end, int ignore_stop, qhx_token *out, int *n_out, qhx_error *err);
+qhx_status qhx_session_spec_cut_with(qhx_session *s, struct qhx_sampler *smp, int k, qhx_error *err);
+/* Speculative decoding loses track of the sequence (a restored state): steps decode without
+ * drafts until the next reset (session_spec.c). */
+void qhx_session_spec_forget(qhx_session *s);
 /* The re-entrancy guard of the public calls (session_file.c's save and restore use it too):
  * enter refuses a NULL or busy session with QHX_E_ARG, else marks it busy; leave clears the mark
  * and returns rc. */

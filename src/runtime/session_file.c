@@ -289,6 +289,7 @@ qhx_status qhx_session_restore_buf(qhx_session *s, const uint8_t *data, size_t s
     }
     memcpy(qhx_session_logits_mut(s), logits, (size_t)n_vocab * sizeof(float));
     qhx_model_state_set_n_past(st, f_past);
+    qhx_session_spec_forget(s); /* the multi-token-prediction block's cache is not in the file */
     qhx_session_snapshot snap = {.pending = pending, .has_logits = has_logits, .last_stop = last_stop};
     qhx_session_set_snapshot(s, &snap);
 #undef BAD

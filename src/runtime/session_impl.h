@@ -7,6 +7,7 @@
 #include "runtime/model.h"
 #include "runtime/sample.h"
 #include "runtime/session.h"
+#include "runtime/spec.h"
 #include "text/tokenizer.h"
 
 #include <stdbool.h>
@@ -26,7 +27,19 @@ struct qhx_session {
     bool busy;              /* inside feed/generate/save/restore: a call from its callbacks is refused */
     int64_t n_fed;          /* tokens fed since the last generate (for its stats) */
     double feed_ms;
+    /* speculative decoding (runtime/spec.h; session_spec.c): NULL when off. spec_q[0 ..
+       spec_qn - 1) are fed, spec_q[spec_qn - 1] is not; spec_qi: the next to hand out;
+       spec_done: the last handed out went through the whole loop body */
+    struct qhx_spec *spec;
+    int32_t spec_q[QHX_SPEC_MAX_DRAFT + 1];
+    int spec_qn, spec_qi, spec_cap;
+    bool spec_done;
+    qhx_spec_stats spec_base; /* the step counters when the generate began */
 };
 
+
+/* The layer callback of the session's forwards and what follows them (session.c). */
+void qhx_session_spec_opts(qhx_session *s, qhx_forward_opts *o);
+void qhx_session_spec_fed(qhx_session *s, const int32_t *ids, int64_t n);
 
 #endif

@@ -44,6 +44,12 @@ const char QHX_RUN_OPTS_HELP[] =
     "                       in the context for the prompt and the answer); the image is\n"
     "                       scaled down before it is decoded to pixels\n"
     "  --kv f32|f16|q8      KV cache element type (default: the run plan's, else f16)\n"
+    "  --spec mtp           speculative decoding with the checkpoint's multi-token-prediction\n"
+    "                       block (output unchanged; a checkpoint folder, or a bundle forged\n"
+    "                       with --mtp)\n"
+    "  --draft N            with --spec: at most N draft tokens per step, 1 to 8 (default 3);\n"
+    "                       the length follows the acceptance seen (docs/generation.md)\n"
+    "  --draft-fixed        with --spec: always N drafts\n"
     "  --ignore-eos         do not stop at the model's stop tokens\n"
     "  -v, --verbose        the seed, the context and format notes on stderr\n"
     "  --quiet              no speed line on stderr\n";
@@ -63,6 +69,7 @@ const char *const QHX_RUN_OPT_NAMES[] = {
     "--seed", "--greedy", "-r", "--stop", "--reverse-prompt", "-t", "--threads", "--isa", "-c", "--ctx",
     "--ctx-size", "--weights", "--prefill", "--prefill-math", "--decode-math", "--kv", "--image-max-tokens",
     "--ignore-eos", "-v", "--verbose", "--quiet", "--system", "--system-prompt", "--think", "--no-think",
+    "--spec", "--draft", "--draft-fixed",
 };
 const size_t QHX_RUN_N_OPT_NAMES = sizeof QHX_RUN_OPT_NAMES / sizeof QHX_RUN_OPT_NAMES[0];
 
@@ -102,6 +109,7 @@ static int parse_flag(const char *a, qhx_run_opts *o) {
     else if (!strcmp(a, "--verbose")) o->verbose = true;
     else if (!strcmp(a, "--think")) o->think = 1;
     else if (!strcmp(a, "--no-think")) o->think = 0;
+    else if (!strcmp(a, "--draft-fixed")) o->draft_fixed = true;
     else return 0;
     return 1;
 }
@@ -174,6 +182,12 @@ static int parse_valued(const char *cmd, const char *a, const char *v, qhx_run_o
             return qhx_cli_usage_error(cmd, "--decode-math: '%s' is not default, f32 or int8", v);
     } else if (!strcmp(a, "--kv")) {
         if (qhx_cli_parse_kv(v, &o->kv)) return qhx_cli_usage_error(cmd, "--kv: '%s' is not f32, f16 or q8", v);
+    } else if (!strcmp(a, "--spec")) {
+        if (strcmp(v, "mtp")) return qhx_cli_usage_error(cmd, "--spec: '%s' is not mtp (the only draft source)", v);
+        o->spec = true;
+    } else if (!strcmp(a, "--draft")) {
+        if (qhx_cli_parse_i64(v, 1, 8, &n)) return qhx_cli_usage_error(cmd, "--draft: '%s' is not in [1, 8]", v);
+        o->draft = (int)n;
     } else return -1;
     return 0;
 }
@@ -184,7 +198,8 @@ int qhx_run_parse_opt(const char *cmd, int argc, char **argv, int *i, qhx_run_op
     static const char *const valued[] = {"-m", "-n", "--temp", "--top-k", "--top-p", "--min-p", "--repeat-penalty",
                                          "--repeat-last-n", "--presence-penalty", "--frequency-penalty", "--seed",
                                          "--stop", "--threads", "--isa", "--ctx", "--image-max-tokens", "--weights",
-                                         "--prefill", "--prefill-math", "--decode-math", "--kv", "--system"};
+                                         "--prefill", "--prefill-math", "--decode-math", "--kv", "--system",
+                                         "--spec", "--draft"};
     int known = 0;
     for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) known |= !strcmp(a, valued[k]);
     if (!known) return 0;
@@ -202,6 +217,7 @@ qhx_model_params qhx_run_model_params(const qhx_run_opts *o) {
     mp.prefill_math = o->prefill_math;
     mp.decode_math = o->decode_math;
     mp.kv_cache = o->kv;
+    mp.mtp = o->spec ? 1 : 0;
     return mp;
 }
 
@@ -237,6 +253,8 @@ void qhx_run_apply_sampling(const qhx_run_opts *o, qhx_session_params *sp) {
     qhx_sample_params *s = &sp->sampling;
     const bool *set = o->sampling_set;
     sp->prefill = o->prefill;
+    sp->spec_draft = o->spec ? (o->draft ? o->draft : 3) : 0;
+    sp->spec_fixed = o->draft_fixed ? 1 : 0;
     if (set[QHX_RUN_S_GREEDY]) {
         memset(s, 0, sizeof *s);
         s->seed = o->sampling.seed;
@@ -426,6 +444,12 @@ void qhx_run_print_speed(const char *cmd, double load_s, const qhx_generate_stat
     if (was_interrupted) fprintf(stderr, "qhx %s: interrupted: ", cmd);
     else fprintf(stderr, "qhx: ");
     if (load_s >= 0) fprintf(stderr, "load %.2f s, ", load_s);
-    fprintf(stderr, "%sprompt %lld tokens (%.1f tok/s), generated %lld tokens (%.1f tok/s), stop: %s\n",
-            first, (long long)st->n_prompt, pf, (long long)st->n_generated, dc, stop);
+    fprintf(stderr, "%sprompt %lld tokens (%.1f tok/s), generated %lld tokens (%.1f tok/s)", first,
+            (long long)st->n_prompt, pf, (long long)st->n_generated, dc);
+    if (st->n_verify > 0) /* speculative decoding */
+        fprintf(stderr, ", drafts accepted %lld/%lld (%.0f%%), %.2f tokens per verify step",
+                (long long)st->n_accepted, (long long)st->n_drafted,
+                st->n_drafted ? 100.0 * (double)st->n_accepted / (double)st->n_drafted : 0.0,
+                (double)st->n_spec_tokens / (double)st->n_verify);
+    fprintf(stderr, ", stop: %s\n", stop);
 }

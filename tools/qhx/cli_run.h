@@ -40,6 +40,9 @@ typedef struct qhx_run_opts {
     bool ignore_eos;
     bool quiet;             /* no speed line */
     bool verbose;           /* seed, context and format notes on stderr */
+    bool spec;              /* --spec mtp: speculative decoding with the MTP block */
+    int draft;              /* --draft N; 0 = the default (3) */
+    bool draft_fixed;       /* --draft-fixed */
 } qhx_run_opts;
 
 /* Defaults: nothing given. */

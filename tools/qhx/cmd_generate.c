@@ -260,6 +260,12 @@ static void print_json(const run *r, const qhx_generate_stats *st, const char *s
                             (json_int_t)st->n_prompt, "n_generated", (json_int_t)st->n_generated, "load_ms",
                             r->load_s * 1000.0, "first_token_ms", first, "prompt_ms", st->prefill_ms,
                             "generate_ms", st->decode_ms);
+    if (obj && st->n_verify > 0) /* speculative decoding */
+        json_object_set_new(obj, "spec",
+                            json_pack("{s:I, s:I, s:I, s:f, s:f}", "verify_steps", (json_int_t)st->n_verify, "drafted",
+                                      (json_int_t)st->n_drafted, "accepted", (json_int_t)st->n_accepted,
+                                      "acceptance", st->n_drafted ? (double)st->n_accepted / (double)st->n_drafted : 0.0,
+                                      "tokens_per_step", (double)st->n_spec_tokens / (double)st->n_verify));
     char *s = obj ? json_dumps(obj, JSON_COMPACT) : NULL;
     if (s) printf("%s\n", s);
     fflush(stdout);

@@ -35,7 +35,10 @@ static void usage(FILE *f) {
             "                       section and the whole body may each take to arrive (default 30)\n"
             "  --images, --text-only  a checkpoint folder with a vision tower: open it for images,\n"
             "                       or for text only (default: the family's choice, Qwen3-VL with\n"
-            "                       images, Qwen3.5 text only)\n");
+            "                       images, Qwen3.5 text only)\n"
+            "  --spec mtp [--draft N]  speculative decoding with the checkpoint's MTP block, at\n"
+            "                       most N drafts per step (default 3; a request's \"spec_draft\"\n"
+            "                       lowers or turns it off); output unchanged (docs/generation.md)\n");
 }
 
 srv_limits srv_default_limits(void) {
@@ -50,10 +53,12 @@ typedef struct serve_args {
     srv_config cfg;
     const char *key_file;
     int vision; /* qhx_model_params.vision */
+    int draft;  /* --draft */
 } serve_args;
 
 static const char *const NAMES[] = {"-m", "--model", "--host", "--port", "--parallel", "--queue", "--ctx", "--threads",
-                                    "--api-key", "--api-key-file", "--alias", "--max-tokens", "--max-body", "--timeout", "--images", "--text-only", "--help"};
+                                    "--api-key", "--api-key-file", "--alias", "--max-tokens", "--max-body", "--timeout", "--images", "--text-only", "--help",
+                                    "--spec", "--draft"};
 
 static int parse(int argc, char **argv, serve_args *a) {
     srv_config *c = &a->cfg;
@@ -81,6 +86,13 @@ static int parse(int argc, char **argv, serve_args *a) {
         else if (!strcmp(o, "--api-key")) c->api_key = v;
         else if (!strcmp(o, "--api-key-file")) a->key_file = v;
         else if (!strcmp(o, "--alias")) c->alias = v;
+        else if (!strcmp(o, "--spec")) {
+            if (strcmp(v, "mtp")) return qhx_cli_usage_error(CMD, "--spec: '%s' is not mtp", v);
+            if (!c->spec_draft) c->spec_draft = 3;
+        } else if (!strcmp(o, "--draft")) {
+            if (qhx_cli_parse_i64(v, 1, 8, &x)) return qhx_cli_usage_error(CMD, "--draft: '%s' is not in [1, 8]", v);
+            a->draft = (int)x;
+        }
         else if (!strcmp(o, "--port")) {
             if (qhx_cli_parse_i64(v, 0, 65535, &x)) return qhx_cli_usage_error(CMD, "--port: '%s' is not in [0, 65535]", v);
             c->port = (int)x;
@@ -109,6 +121,8 @@ static int parse(int argc, char **argv, serve_args *a) {
         }
     }
     if (!c->model_path) return qhx_cli_usage_error(CMD, "missing -m MODEL");
+    if (a->draft && !c->spec_draft) return qhx_cli_usage_error(CMD, "--draft needs --spec mtp");
+    if (a->draft) c->spec_draft = a->draft;
     if (c->api_key && a->key_file) return qhx_cli_usage_error(CMD, "--api-key and --api-key-file: choose one");
     return 0;
 }
@@ -170,6 +184,7 @@ int qhx_cmd_serve(int argc, char **argv) {
     qhx_model_params mp = qhx_model_default_params();
     mp.n_threads = cfg->threads;
     mp.vision = a.vision;
+    mp.mtp = cfg->spec_draft > 0;
     qhx_model *m = NULL;
     srv_engine *e = NULL;
     srv_http *h = NULL;

@@ -291,6 +291,12 @@ typedef struct q35_state {
     qhx_dbuf next_pos_buf; /* next_pos as a host region (save/restore) */
     int64_t *pos;
     const float **src;
+    /* speculative verification: the recurrent state (conv FIFO + delta-rule state, one
+     * contiguous block) after each of the first ver_n - 1 tokens of the last verify, made on
+     * first use; ver_p0 / ver_next0: n_past and next_pos before it; ver_n 0: none to cut */
+    qhx_dbuf *snap;
+    int64_t snap_cap;      /* snapshots snap holds */
+    int64_t ver_n, ver_p0, ver_next0;
 } q35_state;
 
 /* Round a float count up to 64 bytes and add it to *total; false on overflow. */
@@ -398,6 +404,7 @@ static void q35_state_free(void *impl) {
     qhx_free(s->pos);
     qhx_free(s->src);
     qhx_aligned_free(s->cosb);
+    s->dev->op->buf_free(s->dev, s->snap);
     s->dev->op->buf_free(s->dev, s->buf);
     qhx_free(s);
 }
@@ -408,6 +415,7 @@ static void q35_state_reset(qhx_seq *st) {
     qhx_img_plan_clear(&s->plan);
     s->next_pos = 0;
     s->mtp_rows = 0;
+    s->ver_n = 0;
 }
 
 static int q35_state_regions(const qhx_seq *st, qhx_state_region *out, int cap) {
@@ -615,6 +623,7 @@ static qhx_status q35_forward(const qhx_net *m, qhx_seq *st, const int32_t *ids,
     /* inside an announced prompt only the announced ids; elsewhere every id is text */
     qhx_status crc = qhx_img_plan_check(&s->plan, ids, n, st->n_past, err);
     if (crc) return crc;
+    s->ver_n = 0; /* the last verify can no longer be cut */
     q35_steps c = {m, st, ids, opts, (opts->flags & QHX_FWD_LOGITS_ALL) != 0};
     const int64_t step = (opts->flags & QHX_FWD_SEQUENTIAL) ? 1 : st->n_batch;
     return qhx_op_batches(n, step, m->cfg.vocab_size, opts->logits, c.all, q35_step, &c, err);
@@ -748,6 +757,7 @@ static qhx_status q35_decode_multi(const qhx_net *m, qhx_seq *const *sts, const 
     for (int64_t b = 0; b < nb; b++) {
         qhx_seq *st = sts[b];
         q35_state *s = st->impl;
+        s->ver_n = 0;
         f[b] = (q35_fw){.m = m, .q = q, .st = st, .s = s, .n = 1, .kv = &s->kv, .n_past = st->n_past};
         input_rows(m, s, &ids[b], 1);
     }
@@ -776,8 +786,8 @@ static bool q35_has_mtp(const qhx_net *m) { return ((const q35_model *)m->impl)-
 /* n <= n_batch rows at positions pos0..: the block's input, its layer (attention over mtp_kv),
  * its norm and the head. The hidden rows go to the device first (they pass x, which the fc
  * then overwrites); each half of a cat row is one normed row. */
-static void mtp_batch(const qhx_net *m, qhx_seq *st, int64_t pos0, const float *hidden, const int32_t *ids,
-                      int64_t n, float *logits) {
+static void mtp_batch(const qhx_net *m, qhx_seq *st, int64_t pos0, const float *hidden, bool normed,
+                      const int32_t *ids, int64_t n, float *logits, float *hidden_out) {
     const qhx_device *dev = m->dev;
     const q35_model *q = m->impl;
     const q35_mtp *t = q->mtp;
@@ -789,24 +799,31 @@ static void mtp_batch(const qhx_net *m, qhx_seq *st, int64_t pos0, const float *
     for (int64_t i = 0; i < n; i++) {
         const qhx_dv c = qhx_dv_f(s->cat, i * 2 * H);
         dev->op->rmsnorm(dev, QHX_NORM_ZERO_CENTRED, qhx_dv_f(s->tmp, i * H), t->norm_emb, c, 1, H, d->eps);
-        /* the main model's final norm, then the block's own norm of the hidden half */
-        dev->op->rmsnorm(dev, QHX_NORM_ZERO_CENTRED, qhx_dv_f(s->x, i * H), q->final_norm, qhx_dv_f(s->xn, i * H), 1,
-                         H, d->eps);
-        dev->op->rmsnorm(dev, QHX_NORM_ZERO_CENTRED, qhx_dv_f(s->xn, i * H), t->norm_hidden, qhx_dv_f(c, H), 1, H,
-                         d->eps);
+        /* the main model's final norm (unless the rows are the block's own normed output), then
+           the block's own norm of the hidden half */
+        qhx_dv hin = qhx_dv_f(s->x, i * H);
+        if (!normed) {
+            dev->op->rmsnorm(dev, QHX_NORM_ZERO_CENTRED, hin, q->final_norm, qhx_dv_f(s->xn, i * H), 1, H, d->eps);
+            hin = qhx_dv_f(s->xn, i * H);
+        }
+        dev->op->rmsnorm(dev, QHX_NORM_ZERO_CENTRED, hin, t->norm_hidden, qhx_dv_f(c, H), 1, H, d->eps);
         const int64_t p3[3] = {pos0 + i, pos0 + i, pos0 + i}; /* text: 1-D RoPE at the row's position */
         qhx_rope_angles(p3, q->axis, q->inv_freq, half, s->cosb + i * half, s->sinb + i * half);
     }
     dev->op->linear(dev, &t->fc, s->cat, 2 * H, s->x, H, n);
     q35_fw f = {.m = m, .q = q, .st = st, .s = s, .n = n, .L = &t->layer, .kv = &s->mtp_kv, .n_past = pos0};
     layer_forward(&f);
-    qhx_dbuf lb = qhx_dbuf_host(logits, (size_t)(n * d->V) * sizeof(float));
-    qhx_op_lm_head(dev, QHX_NORM_ZERO_CENTRED, s->x, t->norm, d->eps, s->xn, &q->lm_head, qhx_dv_of(&lb, 0), H, d->V,
-                   n, true);
+    qhx_dbuf lb = qhx_dbuf_host(logits, logits ? (size_t)(n * d->V) * sizeof(float) : 0);
+    if (logits)
+        qhx_op_lm_head(dev, QHX_NORM_ZERO_CENTRED, s->x, t->norm, d->eps, s->xn, &q->lm_head, qhx_dv_of(&lb, 0), H,
+                       d->V, n, true);
+    else if (hidden_out) /* no head: the cache rows (and the normed output) only */
+        dev->op->rmsnorm(dev, QHX_NORM_ZERO_CENTRED, s->x, t->norm, s->xn, n, H, d->eps);
+    if (hidden_out) dev->op->get(dev, s->xn, hidden_out, (size_t)(n * H) * sizeof(float)); /* norm(y): the head's rows */
 }
 
-static qhx_status q35_mtp_forward(const qhx_net *m, qhx_seq *st, int64_t pos0, const float *hidden,
-                                  const int32_t *ids, int64_t n, float *logits, qhx_error *err) {
+static qhx_status q35_mtp_ex(const qhx_net *m, qhx_seq *st, int64_t pos0, const float *hidden, bool normed,
+                             const int32_t *ids, int64_t n, float *logits, float *hidden_out, qhx_error *err) {
     const q35_model *q = m->impl;
     q35_state *s = st->impl;
     if (!q->mtp) return qhx_fail(err, QHX_E_UNSUPPORTED, "mtp: the multi-token-prediction block is not loaded");
@@ -822,9 +839,180 @@ static qhx_status q35_mtp_forward(const qhx_net *m, qhx_seq *st, int64_t pos0, c
             return qhx_fail(err, QHX_E_ARG, "mtp: id %d is outside the vocabulary [0, %lld)", ids[i], (long long)q->d.V);
     for (int64_t i0 = 0; i0 < n; i0 += st->n_batch) {
         const int64_t nb = n - i0 < st->n_batch ? n - i0 : st->n_batch;
-        mtp_batch(m, st, pos0 + i0, hidden + i0 * q->d.H, ids + i0, nb, logits + i0 * q->d.V);
+        mtp_batch(m, st, pos0 + i0, hidden + i0 * q->d.H, normed, ids + i0, nb, logits ? logits + i0 * q->d.V : NULL,
+                  hidden_out ? hidden_out + i0 * q->d.H : NULL);
     }
     s->mtp_rows = pos0 + n;
+    return QHX_OK;
+}
+
+static qhx_status q35_mtp_forward(const qhx_net *m, qhx_seq *st, int64_t pos0, const float *hidden,
+                                  const int32_t *ids, int64_t n, float *logits, qhx_error *err) {
+    return q35_mtp_ex(m, st, pos0, hidden, false, ids, n, logits, NULL, err);
+}
+
+/* ---- speculative verification ------------------------------------------------------------ */
+
+/* The n tokens of a verify run as n one-token steps that share every linear layer: the rows go
+ * through linears_multi (each row with the single-row bits, as in q35_decode_multi) and the
+ * mixers run token after token on the one state, each on a copy of the state whose scratch
+ * views start at that token's row. The conv window of token i is rows i .. i + K - 1 of ext
+ * (the FIFO, then the new qkv rows), which the one-token path reads the same way. */
+
+/* The state seen by token i of a verify: scratch views moved to its row. */
+static q35_state shifted(const q35_state *s, const q35_dims *d, int64_t i) {
+    q35_state r = *s;
+    r.x = qhx_dv_f(s->x, i * d->H), r.xn = qhx_dv_f(s->xn, i * d->H), r.tmp = qhx_dv_f(s->tmp, i * d->H);
+    r.ext = qhx_dv_f(s->ext, i * d->conv_dim), r.cv = qhx_dv_f(s->cv, i * d->conv_dim);
+    r.z = qhx_dv_f(s->z, i * d->value_dim), r.core = qhx_dv_f(s->core, i * d->value_dim);
+    r.beta = qhx_dv_f(s->beta, i * d->nv), r.g = qhx_dv_f(s->g, i * d->nv);
+    r.qg = qhx_dv_f(s->qg, i * d->q_out), r.q = qhx_dv_f(s->q, i * d->attn_dim);
+    r.gate = qhx_dv_f(s->gate, i * d->attn_dim), r.att = qhx_dv_f(s->att, i * d->attn_dim);
+    r.kk = qhx_dv_f(s->kk, i * d->kv_dim), r.vv = qhx_dv_f(s->vv, i * d->kv_dim);
+    r.mg = qhx_dv_f(s->mg, i * d->I), r.mu = qhx_dv_f(s->mu, i * d->I);
+    r.cosb = s->cosb + i * (d->rot / 2), r.sinb = s->sinb + i * (d->rot / 2);
+    return r;
+}
+
+/* Bytes of the recurrent block (conv FIFOs then delta-rule states, contiguous in the buffer). */
+static size_t rec_bytes(const q35_state *s, const q35_dims *d) {
+    return s->ssm.off - s->conv.off + (size_t)(d->n_lin * d->nv * d->dk * d->dv) * sizeof(float);
+}
+
+/* Keep layer L's recurrent state after token i in snapshot i. */
+static void snap_layer(const qhx_device *dev, q35_state *s, const q35_dims *d, const q35_layer *L, int64_t i) {
+    const size_t blk = rec_bytes(s, d), cb = (size_t)((d->K - 1) * d->conv_dim) * sizeof(float),
+                 sb = (size_t)(d->nv * d->dk * d->dv) * sizeof(float);
+    const qhx_dv c = qhx_dv_of(s->buf, s->conv.off + (size_t)L->slot * cb),
+                 S = qhx_dv_of(s->buf, s->ssm.off + (size_t)L->slot * sb);
+    dev->op->copy(dev, qhx_dv_of(s->snap, i * blk + (c.off - s->conv.off)), c, cb);
+    dev->op->copy(dev, qhx_dv_of(s->snap, i * blk + (S.off - s->conv.off)), S, sb);
+}
+
+static void verify_layer(const qhx_net *m, q35_fw *f, q35_state *sh, int64_t n, const q35_layer *L, multi_rows *r) {
+    const qhx_device *dev = m->dev;
+    const q35_dims *d = &f[0].q->d;
+    const int64_t H = d->H;
+    q35_state *s = f[0].st->impl;
+    for (int64_t i = 0; i < n; i++) {
+        f[i].L = L;
+        dev->op->rmsnorm(dev, QHX_NORM_ZERO_CENTRED, sh[i].x, L->input_norm, sh[i].xn, 1, H, d->eps);
+        r->x[i] = sh[i].xn;
+    }
+    if (L->type == QHX_LAYER_LINEAR_ATTENTION) {
+        gdn_window(&f[0]); /* the FIFO once: token i's window is ext rows i .. i + K - 1 */
+        for (int64_t i = 0; i < n; i++)
+            r->a[i] = qhx_dv_f(sh[i].ext, (d->K - 1) * d->conv_dim), r->b[i] = sh[i].z, r->c[i] = sh[i].beta,
+            r->d[i] = sh[i].g;
+        const qhx_dlin_multi in[4] = {{&L->in_proj_qkv, r->a}, {&L->in_proj_z, r->b}, {&L->in_proj_b, r->c},
+                                      {&L->in_proj_a, r->d}};
+        dev->op->linears_multi(dev, in, 4, r->x, n, false);
+        for (int64_t i = 0; i < n; i++) {
+            gdn_mix(&f[i]);
+            if (i + 1 < n) snap_layer(dev, s, d, L, i);
+        }
+        for (int64_t i = 0; i < n; i++) r->x[i] = sh[i].core, r->a[i] = sh[i].tmp;
+        const qhx_dlin_multi out = {&L->out_proj, r->a};
+        dev->op->linears_multi(dev, &out, 1, r->x, n, false);
+    } else {
+        for (int64_t i = 0; i < n; i++) r->a[i] = sh[i].qg, r->b[i] = sh[i].kk, r->c[i] = sh[i].vv;
+        const qhx_dlin_multi in[3] = {{&L->q_proj, r->a}, {&L->k_proj, r->b}, {&L->v_proj, r->c}};
+        dev->op->linears_multi(dev, in, 3, r->x, n, false);
+        for (int64_t i = 0; i < n; i++) attn_mix(&f[i]);
+        for (int64_t i = 0; i < n; i++) r->x[i] = sh[i].att, r->a[i] = sh[i].tmp;
+        const qhx_dlin_multi out = {&L->o_proj, r->a};
+        dev->op->linears_multi(dev, &out, 1, r->x, n, false);
+    }
+    for (int64_t i = 0; i < n; i++) {
+        dev->op->add_rmsnorm(dev, QHX_NORM_ZERO_CENTRED, sh[i].x, sh[i].tmp, L->post_norm, sh[i].xn, 1, H, d->eps);
+        r->x[i] = sh[i].xn, r->a[i] = sh[i].mg, r->b[i] = sh[i].mu;
+    }
+    const qhx_dlin_multi gu[2] = {{&L->gate_proj, r->a}, {&L->up_proj, r->b}};
+    dev->op->linears_multi(dev, gu, 2, r->x, n, true);
+    for (int64_t i = 0; i < n; i++) r->x[i] = sh[i].mg, r->a[i] = sh[i].tmp;
+    const qhx_dlin_multi down = {&L->down_proj, r->a};
+    dev->op->linears_multi(dev, &down, 1, r->x, n, false);
+    for (int64_t i = 0; i < n; i++) dev->op->add(dev, sh[i].x, sh[i].tmp, H);
+}
+
+static qhx_status verify_check(const qhx_net *m, qhx_seq *st, const int32_t *ids, int64_t n, qhx_error *err) {
+    const q35_model *q = m->impl;
+    q35_state *s = st->impl;
+    const int64_t cap = st->n_batch < QHX_VERIFY_MAX ? st->n_batch : QHX_VERIFY_MAX;
+    if (n < 1 || n > cap)
+        return qhx_fail(err, QHX_E_ARG, "verify: %lld tokens, 1 to %lld", (long long)n, (long long)cap);
+    if (n > st->n_ctx - st->n_past)
+        return qhx_fail(err, QHX_E_LIMIT, "verify: %lld tokens after %lld exceed the context of %lld", (long long)n,
+                        (long long)st->n_past, (long long)st->n_ctx);
+    for (int64_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= q->d.V)
+            return qhx_fail(err, QHX_E_ARG, "verify: id %d is outside the vocabulary [0, %lld)", ids[i], (long long)q->d.V);
+    qhx_status rc = qhx_img_plan_check(&s->plan, ids, n, st->n_past, err);
+    if (rc) return rc;
+    if (n - 1 > s->snap_cap) { /* grown to the longest verify seen */
+        m->dev->op->buf_free(m->dev, s->snap);
+        s->snap = NULL, s->snap_cap = 0, s->ver_n = 0;
+        if (m->dev->op->buf_alloc(m->dev, (size_t)(n - 1) * rec_bytes(s, &q->d), &s->snap, NULL))
+            return qhx_fail(err, QHX_E_NOMEM, "verify: out of memory for %lld recurrent-state snapshots",
+                            (long long)(n - 1));
+        s->snap_cap = n - 1;
+    }
+    return QHX_OK;
+}
+
+static qhx_status q35_verify(const qhx_net *m, qhx_seq *st, const int32_t *ids, int64_t n, float *logits,
+                             float *hidden, qhx_error *err) {
+    qhx_status rc = verify_check(m, st, ids, n, err);
+    if (rc) return rc;
+    const qhx_device *dev = m->dev;
+    const q35_model *q = m->impl;
+    const q35_dims *d = &q->d;
+    q35_state *s = st->impl;
+    int64_t next = q->vit ? s->next_pos : st->n_past;
+    const int64_t next0 = next;
+    qhx_img_plan_batch(&s->plan, st->n_past, n, &next, s->pos, s->src);
+    for (int64_t i = 0; i < n; i++)
+        if (s->src[i]) return qhx_fail(err, QHX_E_UNSUPPORTED, "verify: token %lld is an image row", (long long)i);
+    q35_state sh[QHX_VERIFY_MAX];
+    q35_fw f[QHX_VERIFY_MAX];
+    multi_rows r;
+    qhx_dbuf lb = qhx_dbuf_host(logits, (size_t)(n * d->V) * sizeof(float));
+    input_rows(m, s, ids, n);
+    for (int64_t i = 0; i < n; i++) {
+        sh[i] = shifted(s, d, i);
+        f[i] = (q35_fw){.m = m, .q = q, .st = st, .s = &sh[i], .n = 1, .kv = &s->kv, .n_past = st->n_past + i};
+    }
+    for (int64_t l = 0; l < d->L; l++) verify_layer(m, f, sh, n, &q->layers[l], &r);
+    for (int64_t i = 0; i < n; i++) {
+        dev->op->rmsnorm(dev, QHX_NORM_ZERO_CENTRED, sh[i].x, q->final_norm, sh[i].xn, 1, d->H, d->eps);
+        r.x[i] = sh[i].xn;
+        r.a[i] = qhx_dv_of(&lb, (size_t)(i * d->V) * sizeof(float));
+    }
+    const qhx_dlin_multi head = {&q->lm_head, r.a};
+    dev->op->linears_multi(dev, &head, 1, r.x, n, false);
+    if (hidden) dev->op->get(dev, s->x, hidden, (size_t)(n * d->H) * sizeof(float));
+    s->ver_n = n, s->ver_p0 = st->n_past, s->ver_next0 = next0;
+    s->next_pos = next;
+    st->n_past += n;
+    return QHX_OK;
+}
+
+/* Back to the first k tokens of the last verify: position (the KV rows past it are simply
+ * overwritten later) and the recurrent state kept after token k - 1. */
+static qhx_status q35_verify_keep(qhx_seq *st, int64_t k, qhx_error *err) {
+    q35_state *s = st->impl;
+    const q35_dims *d = &((const q35_model *)st->m->impl)->d;
+    if (s->ver_n < 1 || st->n_past != s->ver_p0 + s->ver_n)
+        return qhx_fail(err, QHX_E_ARG, "verify: nothing to cut back (no verify was the last call)");
+    if (k < 1 || k > s->ver_n)
+        return qhx_fail(err, QHX_E_ARG, "verify: keep %lld of %lld tokens", (long long)k, (long long)s->ver_n);
+    if (k < s->ver_n) {
+        const size_t blk = rec_bytes(s, d);
+        s->dev->op->copy(s->dev, s->conv, qhx_dv_of(s->snap, (size_t)(k - 1) * blk), blk);
+    }
+    s->next_pos = s->ver_next0 + k; /* text rows: one position each */
+    st->n_past = s->ver_p0 + k;
+    s->ver_n = k; /* a smaller k may still follow */
     return QHX_OK;
 }
 
@@ -842,4 +1030,7 @@ static const qhx_net_vt Q35_VT = {
     .decode_multi = q35_decode_multi,
     .has_mtp = q35_has_mtp,
     .mtp = q35_mtp_forward,
+    .mtp_ex = q35_mtp_ex,
+    .verify = q35_verify,
+    .verify_keep = q35_verify_keep,
 };

@@ -16,7 +16,7 @@
 static const char USAGE[] =
     "usage: qhx forge HF_DIR OUT_DIR --precision f16|bf16|w8|q4|q4a [--lmhead f16|bf16|w8|q6|q4|q4a]\n"
     "                 [--tensor-precision GLOB=PREC[,GLOB=PREC...]]\n"
-    "                 [--embed f16|bf16] [--text-only] [--max-context N] [--name NAME] [--threads N] [--quiet]\n"
+    "                 [--embed f16|bf16] [--text-only] [--mtp] [--max-context N] [--name NAME] [--threads N] [--quiet]\n"
     "       qhx forge --random FAMILY OUT_DIR --preset tiny|demo|2b [--seed N] [--dtype f32|bf16]\n"
     "                 [--tokenizer FILE] [--vision] [--quiet]\n"
     "\n"
@@ -33,7 +33,9 @@ static const char USAGE[] =
     "precision, q6 for q4 and q4a), and the embedding lookup reads its rows; --embed adds a separate\n"
     "lookup table of that dtype instead. A checkpoint with a vision tower (Qwen3-VL, Qwen3.5) gets a\n"
     "-vlm- manifest (image + text) beside the text one; --text-only leaves the tower out, and then\n"
-    "the bundle carries no vision weights and only the text manifest. --vision (with --random\n"
+    "the bundle carries no vision weights and only the text manifest. --mtp keeps the\n"
+    "multi-token-prediction block (mtp.*) in the bundle's precision as its own artifact, for\n"
+    "speculative decoding (--spec mtp); without it the block is dropped. --vision (with --random\n"
     "qwen3_5) also writes the Qwen3.5 vision tower. --threads N: threads that quantize (default:\n"
     "one per physical core; the bundle's bytes do not depend on it). --tensor-precision gives the\n"
     "decoder matrices whose names match GLOB (fnmatch) the precision PREC (f16, bf16, w8, q4, q4a,\n"
@@ -152,6 +154,9 @@ int qhx_forge_parse_args(int argc, char **argv, qhx_forge_args *fa) {
         } else if (!strcmp(a, "--text-only")) {
             p->text_only = true;
             continue;
+        } else if (!strcmp(a, "--mtp")) {
+            p->mtp = true;
+            continue;
         } else if (!strcmp(a, "--vision")) {
             p->vision = true;
             continue;
@@ -203,8 +208,9 @@ int qhx_forge_parse_args(int argc, char **argv, qhx_forge_args *fa) {
                                        near ? "; did you mean '" : "", near ? near : "", near ? "'?" : "");
         }
         if (!p->preset) return qhx_cli_usage_error("forge", "--random needs --preset tiny|demo|2b");
-        if (p->precision || p->lmhead || p->embed || p->name || p->max_context || p->text_only || p->tensor_precision)
-            return qhx_cli_usage_error("forge", "--precision/--lmhead/--tensor-precision/--embed/--name/--max-context/--text-only "
+        if (p->precision || p->lmhead || p->embed || p->name || p->max_context || p->text_only || p->tensor_precision ||
+            p->mtp)
+            return qhx_cli_usage_error("forge", "--precision/--lmhead/--tensor-precision/--embed/--name/--max-context/--text-only/--mtp "
                                                 "are for conversion");
         if (p->vision && strcmp(pos[0], "qwen3_5"))
             return qhx_cli_usage_error("forge", "--vision is for --random qwen3_5 (qwen3_vl checkpoints always have their tower)");

@@ -47,7 +47,13 @@ typedef struct slot {
     qhx_decoder *dec;    /* the job's answer, step by step */
     qhx_constraint *con; /* the job's grammar, followed by dec (NULL: none) */
     srv_output *out;
-    int64_t n_gen;
+    int64_t n_gen, max_gen;
+    /* speculative decoding (the job's, when the server has it): a step's tokens, q[0 .. qn - 1)
+       fed, q[qn - 1] not; qi the next to hand out; totals at the job's start */
+    bool spec;
+    int draft, qn, qi;
+    qhx_token q[9];
+    int64_t spec_base[4];
 } slot;
 
 struct srv_engine {
@@ -181,12 +187,31 @@ static void release(slot *sl) {
     atomic_fetch_sub(&sl->e->busy, 1);
 }
 
+/* A speculative job's end: what the last step fed beyond the tokens handed out is cut back (the
+ * last one handed out is not fed, as without speculation), and its counters go to the stats. */
+static void spec_finish(slot *sl) {
+    if (!sl->spec) return;
+    const int keep = sl->qi > 0 ? sl->qi - 1 : 0;
+    if (sl->qn > 0 && keep < sl->qn - 1 && qhx_decoder_spec_cut(sl->dec, sl->s, keep, NULL)) slot_forget(sl);
+    sl->qn = sl->qi = 0;
+    int64_t t[4];
+    qhx_session_spec_totals(sl->s, t);
+    srv_stats *st = sl->e->stats;
+    atomic_fetch_add(&st->spec_steps, t[0] - sl->spec_base[0]);
+    atomic_fetch_add(&st->spec_drafted, t[1] - sl->spec_base[1]);
+    atomic_fetch_add(&st->spec_accepted, t[2] - sl->spec_base[2]);
+    atomic_fetch_add(&st->spec_tokens, t[3] - sl->spec_base[3]);
+    sl->spec = false;
+}
+
 static void fail_job(slot *sl, int status, const char *msg) {
+    spec_finish(sl);
     srv_job_finish(sl->job, status, msg);
     release(sl);
 }
 
 static void cancel_job(slot *sl) {
+    spec_finish(sl);
     atomic_fetch_add(&sl->e->stats->cancelled, 1);
     srv_job_finish(sl->job, 499, "the client closed the connection");
     release(sl);
@@ -198,6 +223,7 @@ static void end_job(slot *sl, srv_finish why) {
     size_t len = 0;
     if (qhx_decoder_finish(sl->dec, &text, &len, NULL) == QHX_OK && len)
         srv_output_token(sl->out, -1, text, len, NULL);
+    spec_finish(sl);
     j->finish = why;
     j->n_generated = sl->n_gen;
     if (srv_output_end(sl->out)) {
@@ -235,6 +261,11 @@ static int start_job(slot *sl) {
     int64_t max_gen = j->max_tokens > 0 ? j->max_tokens : room < e->cfg->lim.max_tokens ? room : e->cfg->lim.max_tokens;
     int ck;
     int64_t from = reuse_point(sl, j->prompt, &ck);
+    if (ck >= 0 && qhx_session_spec_enabled(sl->s)) { /* a rollback would leave the MTP block's cache behind */
+        slot_forget(sl);
+        from = 0;
+        ck = -1;
+    }
     if (ck >= 0) {
         if (qhx_session_rollback(sl->s, sl->ck[ck].cp, &err)) {
             slot_forget(sl);
@@ -288,9 +319,17 @@ static int start_job(slot *sl) {
         fail_job(sl, err.code == QHX_E_NOMEM ? 503 : 400, err.msg);
         return -1;
     }
+    /* speculative decoding: the server's, unless the request turns it off, has a grammar or asks
+       for logprobs (a speculative step keeps only the logits after its last fed token) */
+    sl->spec = qhx_session_spec_enabled(sl->s) && j->spec_draft >= 0 && !sl->con && !j->logprobs;
+    sl->draft = j->spec_draft > 0 && j->spec_draft < e->cfg->spec_draft ? j->spec_draft : e->cfg->spec_draft;
+    sl->qn = sl->qi = 0;
+    sl->max_gen = max_gen;
+    qhx_session_spec_totals(sl->s, sl->spec_base);
     /* the job's stop strings are its output's (srv_output); the decoder stops at tokens */
     qhx_decoder_params dp = {.sampling = j->sampling, .max_tokens = max_gen, .ignore_stop = j->ignore_eos,
-                             .stop_at_turn_end = 1, .constraint = sl->con, .abort_cb = slot_abort, .abort_user = sl};
+                             .stop_at_turn_end = 1, .constraint = sl->con, .abort_cb = slot_abort, .abort_user = sl,
+                             .speculative = sl->spec};
     if (qhx_decoder_create(e->m, &dp, &sl->dec, &err)) {
         fail_job(sl, 400, err.msg);
         return -1;
@@ -310,7 +349,9 @@ static int next_token(slot *sl, qhx_token *out) {
     const float *lg = qhx_session_logits(sl->s);
     qhx_error err = {0};
     qhx_decoder_step st;
-    qhx_status rc = qhx_decoder_next(sl->dec, lg, &st, &err);
+    /* a speculative step's queued tokens were chosen there (all but the last are fed) */
+    qhx_status rc = sl->spec && sl->qi < sl->qn ? qhx_decoder_accept(sl->dec, sl->q[sl->qi++], &st, &err)
+                                                : qhx_decoder_next(sl->dec, lg, &st, &err);
     if (rc == QHX_E_ABORTED) {
         cancel_job(sl);
         return 0;
@@ -349,7 +390,34 @@ static void decode_failed(slot *sl, qhx_status rc, const char *msg) {
     else fail_job(sl, 500, msg);
 }
 
-/* One token for every active job, then one decode step for all that go on. */
+/* A speculative slot's token t goes on: fed already by the last step, or fed now by a new step
+ * (runtime/spec.c through qhx_session_spec_step), whose tokens the next engine steps hand out. */
+static void spec_advance(slot *sl, qhx_token t) {
+    srv_engine *e = sl->e;
+    if (sl->qi < sl->qn) { /* not the step's last token: it is in the state */
+        if (hist_push(sl, t)) decode_failed(sl, QHX_E_NOMEM, "out of memory");
+        return;
+    }
+    qhx_error err = {0};
+    const int64_t left = sl->max_gen - sl->n_gen;
+    const int room = left < 9 ? (int)left : 9;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    qhx_status rc = qhx_decoder_spec_step(sl->dec, sl->s, t, room < 1 ? 1 : room, sl->draft, sl->q, &sl->qn, &err);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    sl->qi = 0;
+    if (rc) {
+        sl->qn = 0;
+        decode_failed(sl, rc, err.msg);
+        return;
+    }
+    atomic_fetch_add(&e->stats->decode_ns, (long long)((t1.tv_sec - t0.tv_sec) * 1000000000LL + (t1.tv_nsec - t0.tv_nsec)));
+    atomic_fetch_add(&e->stats->decode_tokens, (long long)sl->qn);
+    if (hist_push(sl, t)) decode_failed(sl, QHX_E_NOMEM, "out of memory");
+}
+
+/* One token for every active job, then one decode step for all that go on (a speculative slot
+ * runs its own step: its verify covers its drafts). */
 static void engine_step(srv_engine *e) {
     qhx_session *ss[MAX_SLOTS];
     qhx_token tk[MAX_SLOTS];
@@ -358,6 +426,10 @@ static void engine_step(srv_engine *e) {
     for (int i = 0; i < e->n_slots; i++) {
         slot *sl = &e->slots[i];
         if (sl->job && next_token(sl, &tk[nb])) {
+            if (sl->spec) {
+                spec_advance(sl, tk[nb]);
+                continue;
+            }
             ss[nb] = sl->s;
             who[nb++] = sl;
         }
@@ -520,6 +592,7 @@ qhx_status srv_engine_start(const qhx_model *m, const srv_config *cfg, srv_stats
         sp.n_ctx = cfg->ctx;
         sp.abort_cb = slot_abort;
         sp.abort_user = sl;
+        sp.spec_draft = cfg->spec_draft;
         rc = qhx_session_create(m, &sp, &sl->s, err);
     }
     if (!rc && pthread_create(&e->thread, NULL, engine_main, e)) rc = qhx_cli_fail(err, QHX_E_NOMEM, "serve: no engine thread");

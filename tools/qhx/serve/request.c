@@ -173,6 +173,9 @@ static int common_fields(const qhx_model *m, const srv_config *cfg, json_t *root
     bool ignore_eos = false;
     if (get_bool(root, "ignore_eos", &ignore_eos, status, err)) return -1;
     j->ignore_eos = ignore_eos;
+    int64_t spec = 0;
+    if (get_int(root, "spec_draft", -1, 8, &spec, status, err)) return -1;
+    j->spec_draft = (int)spec;
     if (srv_request_constraint(root, j, status, err)) return -1; /* constrain.c */
     json_t *stop = json_object_get(root, "stop");
     if (present(stop)) {

@@ -50,6 +50,7 @@ typedef struct srv_config {
     const char *api_key; /* NULL: no key */
     const char *alias;   /* the model id in responses */
     srv_limits lim;
+    int spec_draft;      /* --spec mtp --draft N: speculative decoding's most drafts per step; 0 off */
 } srv_config;
 
 /* ---- jobs ------------------------------------------------------------------------------------ */
@@ -75,6 +76,7 @@ typedef struct srv_job {
     char **stops;
     size_t n_stops;
     bool ignore_eos;
+    int spec_draft;       /* "spec_draft": 0 the server's, 1 .. 8 at most that many, -1 off */
     bool stream, include_usage;
     bool logprobs;
     int top_logprobs;
@@ -121,6 +123,7 @@ typedef struct srv_stats {
     atomic_llong prompt_tokens, cached_tokens, generated_tokens;
     atomic_llong decode_ns; /* time spent in decode steps */
     atomic_llong decode_tokens;
+    atomic_llong spec_steps, spec_drafted, spec_accepted, spec_tokens; /* speculative decoding */
 } srv_stats;
 
 qhx_status srv_engine_start(const qhx_model *m, const srv_config *cfg, srv_stats *stats, srv_engine **out,
