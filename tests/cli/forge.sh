@@ -148,12 +148,14 @@ avail_kb=$(df -Pk "$tmp" | awk 'NR==2 {print $4}')
 if [ "${avail_kb:-0}" -gt 6000000 ]; then
   "$QHX" forge --random qwen3_5 "$tmp/big" --preset 2b 2>"$tmp/big.err" &
   pid=$!
-  for _ in $(seq 1 300); do # wait until weights are streaming (at most 30 s)
-    ls "$tmp"/big.tmp-*/model.safetensors.tmp-* >/dev/null 2>&1 && break
+  # wait (at most 30 s) until the side files are written (the weights file is opened before them,
+  # so its name alone does not say they are): the 2b preset carries the released Qwen3.5 tokenizer
+  want_tok=$SRC_DIR/tests/data/fixtures/tokenizer/qwen3_5/tokenizer.json
+  for _ in $(seq 1 300); do
+    cmp -s "$tmp"/big.tmp-*/tokenizer.json "$want_tok" 2>/dev/null && break
     sleep 0.1
   done
-  # the side files come first: the 2b preset carries the released Qwen3.5 tokenizer
-  cmp -s "$tmp"/big.tmp-*/tokenizer.json "$SRC_DIR/tests/data/fixtures/tokenizer/qwen3_5/tokenizer.json" ||
+  cmp -s "$tmp"/big.tmp-*/tokenizer.json "$want_tok" ||
     bad "forge --random qwen3_5 --preset 2b did not copy the released Qwen3.5 tokenizer.json"
   sleep 0.5
   kill -INT "$pid"
