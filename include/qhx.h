@@ -59,9 +59,9 @@ QHX_API const char *qhx_status_str(qhx_status code);
  * (the shared library's SONAME is libqhx.so.MAJOR.MINOR accordingly). CMakeLists.txt reads the
  * three numbers below; they are the only place the version is written. */
 #define QHX_VERSION_MAJOR 0
-#define QHX_VERSION_MINOR 3
+#define QHX_VERSION_MINOR 4
 #define QHX_VERSION_PATCH 0
-#define QHX_VERSION "0.3.0"
+#define QHX_VERSION "0.4.0"
 #define QHX_VERSION_NUMBER (QHX_VERSION_MAJOR * 1000000 + QHX_VERSION_MINOR * 1000 + QHX_VERSION_PATCH)
 #define QHX_VERSION_COMPATIBLE(number) ((number) / 1000 == QHX_VERSION_NUMBER / 1000)
 
