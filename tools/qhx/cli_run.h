@@ -40,6 +40,7 @@ typedef struct qhx_run_opts {
     bool ignore_eos;
     bool quiet;             /* no speed line */
     bool verbose;           /* seed, context and format notes on stderr */
+    const char *device;     /* --device cpu|opencl[:N]; NULL = cpu */
 } qhx_run_opts;
 
 /* Defaults: nothing given. */
