@@ -26,6 +26,7 @@ static void usage(FILE *f) {
             "  --queue N            requests that may wait for a slot before 503 (default 64)\n"
             "  --ctx N              context per slot (default: the model's)\n"
             "  --threads N          compute threads (default: one per physical core)\n"
+            "  --device D           cpu (default), opencl or opencl:N: where the model runs\n"
             "  --api-key KEY        require Authorization: Bearer KEY (not /health)\n"
             "  --api-key-file F     the same, the key read from a file\n"
             "  --alias NAME         the model id reported (default: the model path's last part)\n"
@@ -50,10 +51,12 @@ typedef struct serve_args {
     srv_config cfg;
     const char *key_file;
     int vision; /* qhx_model_params.vision */
+    const char *device; /* --device: qhx_model_params.backend */
 } serve_args;
 
 static const char *const NAMES[] = {"-m", "--model", "--host", "--port", "--parallel", "--queue", "--ctx", "--threads",
-                                    "--api-key", "--api-key-file", "--alias", "--max-tokens", "--max-body", "--timeout", "--images", "--text-only", "--help"};
+                                    "--api-key", "--api-key-file", "--alias", "--max-tokens", "--max-body", "--timeout", "--images", "--text-only", "--help",
+                                    "--device"};
 
 static int parse(int argc, char **argv, serve_args *a) {
     srv_config *c = &a->cfg;
@@ -81,6 +84,10 @@ static int parse(int argc, char **argv, serve_args *a) {
         else if (!strcmp(o, "--api-key")) c->api_key = v;
         else if (!strcmp(o, "--api-key-file")) a->key_file = v;
         else if (!strcmp(o, "--alias")) c->alias = v;
+        else if (!strcmp(o, "--device")) {
+            if (qhx_cli_check_device(CMD, v)) return QHX_EXIT_USAGE;
+            a->device = v;
+        }
         else if (!strcmp(o, "--port")) {
             if (qhx_cli_parse_i64(v, 0, 65535, &x)) return qhx_cli_usage_error(CMD, "--port: '%s' is not in [0, 65535]", v);
             c->port = (int)x;
@@ -169,6 +176,7 @@ int qhx_cmd_serve(int argc, char **argv) {
     qhx_model_params mp = qhx_model_default_params();
     mp.n_threads = cfg->threads;
     mp.vision = a.vision;
+    mp.backend = a.device;
     qhx_model *m = NULL;
     srv_engine *e = NULL;
     srv_http *h = NULL;

@@ -12,6 +12,7 @@
 
 typedef struct qhx_logits_args {
     const char *model, *out, *mtp_out; /* mtp_out: --mtp-out FILE or NULL */
+    const char *device;                /* --device, or NULL (cpu) */
     const char *images[QHX_CLI_MAX_IMAGES]; /* --image, repeatable, in order */
     int n_images;
     int32_t *ids;    /* owned: free (set only when the parser returns -1) */
