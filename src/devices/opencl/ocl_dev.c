@@ -124,9 +124,10 @@ static qhx_status check_device(ocl_dev *o, qhx_error *err) {
     if (o->wg < 16)
         return qhx_fail(err, QHX_E_UNSUPPORTED, "device %s: work-groups of at least 16 needed, the device has %zu",
                         o->label, max_wg);
-    if (local < 4 * (2 * OCL_HD_MAX + 2 * o->wg) + 256)
+    const size_t need = 4 * (OCL_TT * o->wg > 2 * OCL_HD_MAX + 2 * o->wg ? OCL_TT * o->wg : 2 * OCL_HD_MAX + 2 * o->wg) + 256;
+    if (local < need)
         return qhx_fail(err, QHX_E_UNSUPPORTED, "device %s: %llu bytes of local memory, the kernels need %zu", o->label,
-                        (unsigned long long)local, (size_t)(4 * (2 * OCL_HD_MAX + 2 * o->wg) + 256));
+                        (unsigned long long)local, need);
     o->unified = unified == CL_TRUE;
     return QHX_OK;
 }

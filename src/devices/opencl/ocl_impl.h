@@ -158,5 +158,6 @@ void qhx_ocl_vit_attention(const qhx_device *d, qhx_dv qkv, int64_t N, int64_t D
                            qhx_dv att);
 
 #define OCL_HD_MAX 256 /* the kernels' largest head (kernels/00_common.cl HD_MAX) */
+#define OCL_TT 8       /* tokens per work-group of the linear kernels (kernels/10_linear.cl TT) */
 
 #endif

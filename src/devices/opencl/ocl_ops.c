@@ -21,7 +21,8 @@ static void linear_locked(ocl_dev *o, const qhx_weight *w, ocl_ref x, int64_t ld
     qhx_ocl_a_i64(&a, ldx);
     qhx_ocl_a_ref(&a, y);
     qhx_ocl_a_i64(&a, ldy);
-    qhx_ocl_launch(&a, (size_t)w->rows * o->wg, (size_t)n, 1, o->wg);
+    qhx_ocl_a_i64(&a, n);
+    qhx_ocl_launch(&a, (size_t)w->rows * o->wg, (size_t)((n + OCL_TT - 1) / OCL_TT), 1, o->wg);
 }
 
 void qhx_ocl_linear(const qhx_device *d, const qhx_weight *w, qhx_dv X, int64_t ldx, qhx_dv Y, int64_t ldy,
@@ -56,7 +57,8 @@ static void swiglu_locked(ocl_dev *o, const qhx_weight *gate, const qhx_weight *
     qhx_ocl_a_ref(&a, g);
     qhx_ocl_a_ref(&a, u);
     qhx_ocl_a_i64(&a, ld);
-    qhx_ocl_launch(&a, (size_t)gate->rows * o->wg, (size_t)n, 1, o->wg);
+    qhx_ocl_a_i64(&a, n);
+    qhx_ocl_launch(&a, (size_t)gate->rows * o->wg, (size_t)((n + OCL_TT - 1) / OCL_TT), 1, o->wg);
 }
 
 void qhx_ocl_swiglu_linear(const qhx_device *d, const qhx_weight *gate, const qhx_weight *up, qhx_dv X, int64_t ldx,

@@ -28,7 +28,7 @@ int qhx_cmd_devices(int argc, char **argv) {
         return QHX_EXIT_RUNTIME;
     }
 #else
-    printf("opencl: not in this build (CMake found no OpenCL headers and ICD loader)\n");
+    printf("opencl: not in this build (built without OpenCL: no headers and ICD loader found, or -DQHX_OPENCL=OFF)\n");
 #endif
     return QHX_EXIT_OK;
 }

@@ -1,58 +1,70 @@
-/* Linear layers: one work-group per (output row, token); each work-item sums a strided share of
- * the row (columns, or whole quantization groups for the blocked formats, each group summed in
- * the reference's order), then a fixed tree over the work-group. So a row's value depends only
- * on the row and the token's input: a decode step, a prompt batch and several sequences'
- * rows get the same bits. Weight planes: wd (values / codes), w1 (q8 row scales, q4 / q6 / q4a
+/* Linear layers: one work-group per (output row, tile of up to TT tokens); each work-item sums a
+ * strided share of the row (columns, or whole quantization groups for the blocked formats, each
+ * group summed in the reference's order) for every token of the tile, then a fixed tree over
+ * the work-group per token. So a row's value depends only on the row and the token's input: a
+ * decode step, a prompt batch and several sequences' rows get the same bits. Weight planes: wd (values / codes), w1 (q8 row scales, q4 / q6 / q4a
  * f16 group scales), w2 (q6 high bits, q4a group bytes). */
 
 #define WARGS global const uchar *wd, ulong wo, global const uchar *w1, ulong o1, global const uchar *w2, ulong o2
 #define WPASS wd, wo, w1, o1, w2, o2
 
-float part_f32(WARGS, long r, long cols, long group, global const float *x) {
+/* Each part_ function adds the work-item's share of row r against nt <= TT token rows x, x +
+ * ldx, ... into s[0 .. nt): every weight value is read once for all of them, and each token's
+ * sum runs in the same order whatever nt is, so a token's bits do not depend on its tile. */
+#define TT 8 /* tokens per work-group */
+
+void part_f32(WARGS, long r, long cols, long group, global const float *x, long ldx, int nt, float *s) {
     global const float *w = CF(wd, wo) + r * cols;
-    float s = 0.0f;
-    for (long c = get_local_id(0); c < cols; c += WG) s += w[c] * x[c];
-    return s;
+    for (long c = get_local_id(0); c < cols; c += WG) {
+        const float wv = w[c];
+        for (int k = 0; k < nt; k++) s[k] += wv * x[k * ldx + c];
+    }
 }
 
-float part_f16(WARGS, long r, long cols, long group, global const float *x) {
+void part_f16(WARGS, long r, long cols, long group, global const float *x, long ldx, int nt, float *s) {
     global const half *w = (global const half *)(wd + wo) + r * cols;
-    float s = 0.0f;
-    for (long c = get_local_id(0); c < cols; c += WG) s += vload_half(c, w) * x[c];
-    return s;
+    for (long c = get_local_id(0); c < cols; c += WG) {
+        const float wv = vload_half(c, w);
+        for (int k = 0; k < nt; k++) s[k] += wv * x[k * ldx + c];
+    }
 }
 
-float part_bf16(WARGS, long r, long cols, long group, global const float *x) {
+void part_bf16(WARGS, long r, long cols, long group, global const float *x, long ldx, int nt, float *s) {
     global const ushort *w = (global const ushort *)(wd + wo) + r * cols;
-    float s = 0.0f;
-    for (long c = get_local_id(0); c < cols; c += WG) s += bf16_f(w[c]) * x[c];
-    return s;
+    for (long c = get_local_id(0); c < cols; c += WG) {
+        const float wv = bf16_f(w[c]);
+        for (int k = 0; k < nt; k++) s[k] += wv * x[k * ldx + c];
+    }
 }
 
 /* the row scale multiplies the finished sum (post_q8) */
-float part_q8(WARGS, long r, long cols, long group, global const float *x) {
+void part_q8(WARGS, long r, long cols, long group, global const float *x, long ldx, int nt, float *s) {
     global const char *q = (global const char *)(wd + wo) + r * cols;
-    float s = 0.0f;
-    for (long c = get_local_id(0); c < cols; c += WG) s += (float)q[c] * x[c];
-    return s;
+    for (long c = get_local_id(0); c < cols; c += WG) {
+        const float wv = (float)q[c];
+        for (int k = 0; k < nt; k++) s[k] += wv * x[k * ldx + c];
+    }
 }
 
-float part_q4(WARGS, long r, long cols, long group, global const float *x) {
+void part_q4(WARGS, long r, long cols, long group, global const float *x, long ldx, int nt, float *s) {
     const long half_g = group / 2, ng = cols / group;
     global const uchar *q = wd + wo + r * (cols / 2);
     global const half *d = (global const half *)(w1 + o1) + r * ng;
-    float acc = 0.0f;
     for (long g = get_local_id(0); g < ng; g += WG) {
         global const uchar *qg = q + g * half_g;
-        global const float *xg = x + g * group;
-        float s = 0.0f;
+        float sg[TT];
+        for (int k = 0; k < TT; k++) sg[k] = 0.0f;
         for (long i = 0; i < half_g; i++) {
-            s += (float)((int)(qg[i] & 15) - 8) * xg[i];
-            s += (float)((int)(qg[i] >> 4) - 8) * xg[i + half_g];
+            const float lo = (float)((int)(qg[i] & 15) - 8), hi = (float)((int)(qg[i] >> 4) - 8);
+            for (int k = 0; k < nt; k++) {
+                global const float *xg = x + k * ldx + g * group;
+                sg[k] += lo * xg[i];
+                sg[k] += hi * xg[i + half_g];
+            }
         }
-        acc += vload_half(g, d) * s;
+        const float dg = vload_half(g, d);
+        for (int k = 0; k < nt; k++) s[k] += dg * sg[k];
     }
-    return acc;
 }
 
 int q6_code(global const uchar *lo, global const uchar *hi, long group, long i) {
@@ -62,49 +74,76 @@ int q6_code(global const uchar *lo, global const uchar *hi, long group, long i) 
     return low | high << 4;
 }
 
-float part_q6(WARGS, long r, long cols, long group, global const float *x) {
+void part_q6(WARGS, long r, long cols, long group, global const float *x, long ldx, int nt, float *s) {
     const long ng = cols / group;
     global const uchar *lo = wd + wo + r * (cols / 2), *hi = w2 + o2 + r * (cols / 4);
     global const half *d = (global const half *)(w1 + o1) + r * ng;
-    float acc = 0.0f;
     for (long g = get_local_id(0); g < ng; g += WG) {
-        float s = 0.0f;
-        for (long i = 0; i < group; i++)
-            s += (float)(q6_code(lo + g * group / 2, hi + g * group / 4, group, i) - 32) * x[g * group + i];
-        acc += vload_half(g, d) * s;
+        float sg[TT];
+        for (int k = 0; k < TT; k++) sg[k] = 0.0f;
+        for (long i = 0; i < group; i++) {
+            const float wv = (float)(q6_code(lo + g * group / 2, hi + g * group / 4, group, i) - 32);
+            for (int k = 0; k < nt; k++) sg[k] += wv * x[k * ldx + g * group + i];
+        }
+        const float dg = vload_half(g, d);
+        for (int k = 0; k < nt; k++) s[k] += dg * sg[k];
     }
-    return acc;
 }
 
 /* q4a: groups of 32 under super-blocks of 8 groups; w = c (16 u - z), c = d 2^-12 s */
-float part_q4a(WARGS, long r, long cols, long group, global const float *x) {
+void part_q4a(WARGS, long r, long cols, long group, global const float *x, long ldx, int nt, float *s) {
     const long ng = cols / 32, ns = (ng + 7) / 8;
     global const uchar *q = wd + wo + r * (cols / 2), *sub = w2 + o2 + r * 2 * ng;
     global const half *d = (global const half *)(w1 + o1) + r * ns;
-    float acc = 0.0f;
     for (long g = get_local_id(0); g < ng; g += WG) {
         global const uchar *qg = q + g * 16;
-        global const float *xg = x + g * 32;
         const int z = sub[2 * g + 1];
-        float s = 0.0f;
-        for (int i = 0; i < 16; i++) s += (float)(16 * (qg[i] & 15) - z) * xg[i];
-        for (int i = 0; i < 16; i++) s += (float)(16 * (qg[i] >> 4) - z) * xg[i + 16];
-        acc += vload_half(g / 8, d) * 0x1p-12f * (float)sub[2 * g] * s;
+        float sg[TT];
+        for (int k = 0; k < TT; k++) sg[k] = 0.0f;
+        for (int i = 0; i < 16; i++) {
+            const float wv = (float)(16 * (qg[i] & 15) - z);
+            for (int k = 0; k < nt; k++) sg[k] += wv * x[k * ldx + g * 32 + i];
+        }
+        for (int i = 0; i < 16; i++) {
+            const float wv = (float)(16 * (qg[i] >> 4) - z);
+            for (int k = 0; k < nt; k++) sg[k] += wv * x[k * ldx + g * 32 + i + 16];
+        }
+        const float cf = vload_half(g / 8, d) * 0x1p-12f * (float)sub[2 * g];
+        for (int k = 0; k < nt; k++) s[k] += cf * sg[k];
     }
-    return acc;
 }
 
 float post_q8(WARGS, long r, float s) { return s * CF(w1, o1)[r]; }
 float post_none(WARGS, long r, float s) { return s; }
 
-/* Y[t, r] = W[r] . X[t]: global (rows WG, n), local (WG, 1) */
+/* s[k] (k < TT) summed over the work-group, one fixed tree per token (the tree of wg_sum):
+ * the results in s of work-item 0. scratch: TT WG floats. */
+void wg_sum_tt(float *s, local float *scratch) {
+    const int lid = get_local_id(0);
+    for (int k = 0; k < TT; k++) scratch[k * WG + lid] = s[k];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int st = WG / 2; st > 0; st >>= 1) {
+        if (lid < st)
+            for (int k = 0; k < TT; k++) scratch[k * WG + lid] += scratch[k * WG + lid + st];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    for (int k = 0; k < TT; k++) s[k] = scratch[k * WG];
+    barrier(CLK_LOCAL_MEM_FENCE);
+}
+
+/* Y[t, r] = W[r] . X[t] for TT tokens from t0: global (rows WG, ceil(n / TT)), local (WG, 1) */
 #define DEF_LINEAR(FMT, POST)                                                                             \
     kernel void k_linear_##FMT(WARGS, long cols, long group, global const uchar *xb, ulong xo, long ldx,  \
-                               global uchar *yb, ulong yo, long ldy) {                                     \
-        local float scratch[WG];                                                                          \
-        const long r = get_group_id(0), t = get_global_id(1);                                             \
-        float s = wg_sum(part_##FMT(WPASS, r, cols, group, CF(xb, xo) + t * ldx), scratch);               \
-        if (get_local_id(0) == 0) F(yb, yo)[t * ldy + r] = POST(WPASS, r, s);                             \
+                               global uchar *yb, ulong yo, long ldy, long n) {                            \
+        local float scratch[TT * WG];                                                                     \
+        const long r = get_group_id(0), t0 = get_group_id(1) * TT;                                        \
+        const int nt = n - t0 < TT ? (int)(n - t0) : TT;                                                  \
+        float s[TT];                                                                                      \
+        for (int k = 0; k < TT; k++) s[k] = 0.0f;                                                         \
+        part_##FMT(WPASS, r, cols, group, CF(xb, xo) + t0 * ldx, ldx, nt, s);                             \
+        wg_sum_tt(s, scratch);                                                                            \
+        if (get_local_id(0) == 0)                                                                         \
+            for (int k = 0; k < nt; k++) F(yb, yo)[(t0 + k) * ldy + r] = POST(WPASS, r, s[k]);            \
     }
 
 /* G[t, r] = silu(gate[r] . X[t]) * (up[r] . X[t]), U[t, r] = up[r] . X[t] */
@@ -112,16 +151,24 @@ float post_none(WARGS, long r, float s) { return s; }
 #define GPASS gd, go, g1, go1, g2, go2
 #define DEF_SWIGLU(FMT, POST)                                                                             \
     kernel void k_swiglu_##FMT(GARGS, WARGS, long cols, long group, global const uchar *xb, ulong xo,     \
-                               long ldx, global uchar *gb, ulong gbo, global uchar *ub, ulong ubo, long ld) { \
-        local float scratch[WG];                                                                          \
-        const long r = get_group_id(0), t = get_global_id(1);                                             \
-        global const float *x = CF(xb, xo) + t * ldx;                                                     \
-        float g = POST(GPASS, r, wg_sum(part_##FMT(GPASS, r, cols, group, x), scratch));                  \
-        float u = POST(WPASS, r, wg_sum(part_##FMT(WPASS, r, cols, group, x), scratch));                  \
-        if (get_local_id(0) == 0) {                                                                       \
-            F(gb, gbo)[t * ld + r] = silu_f(g) * u;                                                       \
-            F(ub, ubo)[t * ld + r] = u;                                                                   \
-        }                                                                                                 \
+                               long ldx, global uchar *gb, ulong gbo, global uchar *ub, ulong ubo, long ld, \
+                               long n) {                                                                  \
+        local float scratch[TT * WG];                                                                     \
+        const long r = get_group_id(0), t0 = get_group_id(1) * TT;                                        \
+        const int nt = n - t0 < TT ? (int)(n - t0) : TT;                                                  \
+        global const float *x = CF(xb, xo) + t0 * ldx;                                                    \
+        float g[TT], u[TT];                                                                               \
+        for (int k = 0; k < TT; k++) g[k] = u[k] = 0.0f;                                                  \
+        part_##FMT(GPASS, r, cols, group, x, ldx, nt, g);                                                 \
+        part_##FMT(WPASS, r, cols, group, x, ldx, nt, u);                                                 \
+        wg_sum_tt(g, scratch);                                                                            \
+        wg_sum_tt(u, scratch);                                                                            \
+        if (get_local_id(0) == 0)                                                                         \
+            for (int k = 0; k < nt; k++) {                                                                \
+                const float gv = POST(GPASS, r, g[k]), uv = POST(WPASS, r, u[k]);                         \
+                F(gb, gbo)[(t0 + k) * ld + r] = silu_f(gv) * uv;                                          \
+                F(ub, ubo)[(t0 + k) * ld + r] = uv;                                                       \
+            }                                                                                             \
     }
 
 DEF_LINEAR(f32, post_none)
