@@ -2,8 +2,8 @@
 /* The OpenCL device through the library (the op harness, test_device_ops.c, checks every op;
  * tests/cli/opencl.sh the fixtures' goldens): one decode step over several sessions on the
  * device gives each session the logits it gets alone on the device, bit for bit; a w8 and a q4
- * bundle forged from the tiny fixture give the CPU's greedy ids on several prompts; the device
- * names and their errors. Skipped (77) without an OpenCL build or platform, unless
+ * bundle forged from the tiny fixture give the CPU's greedy ids on several prompts; a checkpoint
+ * of the state on the device rolls a session back exactly; the device names and their errors. Skipped (77) without an OpenCL build or platform, unless
  * QHX_REQUIRE_OPENCL=1. */
 #include "devices/device.h"
 #include "qhx.h"
@@ -105,6 +105,38 @@ static void test_quantized(const char *precision) {
     qhx_model_free(ocl);
 }
 
+/* the sequence state on the device through a checkpoint: rolled back, the same logits and the
+ * same greedy continuation (qwen35: KV rows, conv FIFO and the SSM state all come back) */
+static void test_checkpoint(const char *path) {
+    qhx_model *m = open_on(path, "opencl");
+    CHECK(m != NULL);
+    if (!m) return;
+    const int64_t V = qhx_model_n_vocab(m);
+    qhx_session *s = session(m);
+    const char *t = "A checkpoint here";
+    CHECK_EQ(qhx_session_feed_text(s, t, strlen(t), NULL), QHX_OK);
+    qhx_checkpoint *cp = NULL;
+    CHECK_EQ(qhx_session_checkpoint(s, &cp, NULL), QHX_OK);
+    float *at = malloc((size_t)V * sizeof(float));
+    memcpy(at, qhx_session_logits(s), (size_t)V * sizeof(float));
+    qhx_token first[STEPS], again[STEPS];
+    for (int k = 0; k < STEPS; k++) {
+        first[k] = qhx_session_sample(s);
+        CHECK_EQ(qhx_session_feed(s, &first[k], 1, NULL), QHX_OK);
+    }
+    CHECK_EQ(qhx_session_rollback(s, cp, NULL), QHX_OK);
+    CHECK(!memcmp(at, qhx_session_logits(s), (size_t)V * sizeof(float)));
+    for (int k = 0; k < STEPS; k++) {
+        again[k] = qhx_session_sample(s);
+        CHECK_EQ(qhx_session_feed(s, &again[k], 1, NULL), QHX_OK);
+    }
+    CHECK(!memcmp(first, again, sizeof first));
+    qhx_checkpoint_free(cp);
+    free(at);
+    qhx_session_free(s);
+    qhx_model_free(m);
+}
+
 static void test_names(void) {
     CHECK(qhx_device_find("opencl") != NULL);
     CHECK(qhx_device_find("opencl:3") == qhx_device_find("opencl"));
@@ -137,6 +169,7 @@ int main(void) {
     test_names();
     test_decode_multi(QHX_DATA_DIR "/fixtures/parity/qwen35-tiny-f32");
     test_decode_multi(QHX_DATA_DIR "/fixtures/parity/qwen3vl-tiny-f32");
+    test_checkpoint(QHX_DATA_DIR "/fixtures/parity/qwen35-tiny-f32");
     test_quantized("w8");
     test_quantized("q4");
     char rm[1200];
