@@ -3,12 +3,15 @@
  * tests/cli/opencl.sh the fixtures' goldens): one decode step over several sessions on the
  * device gives each session the logits it gets alone on the device, bit for bit; a w8 and a q4
  * bundle forged from the tiny fixture give the CPU's greedy ids on several prompts; a checkpoint
- * of the state on the device rolls a session back exactly; the device names and their errors. Skipped (77) without an OpenCL build or platform, unless
+ * of the state on the device rolls a session back exactly; the layer callback and the MTP block
+ * on the device against the CPU; the device names and their errors. Skipped (77) without an OpenCL build or platform, unless
  * QHX_REQUIRE_OPENCL=1. */
 #include "devices/device.h"
 #include "qhx.h"
+#include "runtime/model.h"
 #include "t.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -137,6 +140,57 @@ static void test_checkpoint(const char *path) {
     qhx_model_free(m);
 }
 
+typedef struct last_rows {
+    int64_t layer, H;
+    float *rows;
+} last_rows;
+
+static void keep_last(void *user, int64_t layer, int64_t pos0, const float *x, int64_t n) {
+    last_rows *r = user;
+    if (layer == r->layer && x) memcpy(r->rows + pos0 * r->H, x, (size_t)(n * r->H) * sizeof(float));
+}
+
+/* The layer callback gets the device's rows (read back to the host), and the MTP block's draft
+ * logits over them match the CPU's: max |d| within 1e-3 of logits of magnitude ~1 (the f32
+ * fixture tolerance is 2e-4 per logit; the draft adds one more layer over a reordered sum). */
+static void test_layer_rows_mtp(void) {
+    enum { N = 6 };
+    const char *fx = QHX_DATA_DIR "/fixtures/parity/qwen35-tiny-f32";
+    const int32_t ids[N] = {5, 17, 300, 42, 7, 999};
+    float *hid[2] = {NULL, NULL}, *lg[2] = {NULL, NULL};
+    int64_t H = 0, V = 0;
+    for (int k = 0; k < 2; k++) {
+        qhx_model_params mp = qhx_model_default_params();
+        mp.mtp = 1;
+        mp.backend = k ? "opencl" : NULL;
+        qhx_model *m = NULL;
+        qhx_seq *st = NULL;
+        qhx_error err = {0};
+        CHECK_EQ(qhx_model_open(fx, &mp, &m, &err), QHX_OK);
+        if (!m) return;
+        const qhx_model_config *c = qhx_model_get_config(m);
+        H = c->hidden_size, V = c->vocab_size;
+        last_rows r = {.layer = c->num_hidden_layers - 1, .H = H, .rows = calloc((size_t)(N * H), sizeof(float))};
+        lg[k] = calloc((size_t)((N - 1) * V), sizeof(float));
+        const qhx_forward_opts fo = {.layer_cb = keep_last, .layer_cb_user = &r};
+        CHECK_EQ(qhx_model_state_create(m, &(qhx_seq_params){.n_ctx = 16}, &st, &err), QHX_OK);
+        CHECK_EQ(qhx_model_forward(m, st, ids, N, &fo, &err), QHX_OK);
+        CHECK_EQ(qhx_model_mtp(m, st, 0, r.rows, ids + 1, N - 1, lg[k], &err), QHX_OK);
+        hid[k] = r.rows;
+        qhx_model_state_free(st);
+        qhx_model_free(m);
+    }
+    double dh = 0.0, dl = 0.0, mag = 0.0;
+    for (int64_t i = 0; i < N * H; i++) dh = fmax(dh, fabs((double)hid[0][i] - hid[1][i])), mag = fmax(mag, fabs(hid[0][i]));
+    for (int64_t i = 0; i < (N - 1) * V; i++) dl = fmax(dl, fabs((double)lg[0][i] - lg[1][i]));
+    if (!(dh <= 1e-4 * (1.0 + mag) && dl <= 1e-3))
+        fprintf(stderr, "layer rows max|d| %.3g (magnitude %.3g), mtp logits max|d| %.3g\n", dh, mag, dl);
+    CHECK(mag > 0.0);
+    CHECK(dh <= 1e-4 * (1.0 + mag));
+    CHECK(dl <= 1e-3);
+    for (int k = 0; k < 2; k++) free(hid[k]), free(lg[k]);
+}
+
 static void test_names(void) {
     CHECK(qhx_device_find("opencl") != NULL);
     CHECK(qhx_device_find("opencl:3") == qhx_device_find("opencl"));
@@ -170,6 +224,7 @@ int main(void) {
     test_decode_multi(QHX_DATA_DIR "/fixtures/parity/qwen35-tiny-f32");
     test_decode_multi(QHX_DATA_DIR "/fixtures/parity/qwen3vl-tiny-f32");
     test_checkpoint(QHX_DATA_DIR "/fixtures/parity/qwen35-tiny-f32");
+    test_layer_rows_mtp();
     test_quantized("w8");
     test_quantized("q4");
     char rm[1200];
