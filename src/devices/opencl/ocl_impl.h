@@ -6,7 +6,7 @@
  * weights are wrapped in place (CL_MEM_USE_HOST_PTR over the loaded tensor bytes), so they are
  * not held twice; elsewhere weights are copied once at weight_prepare. Host inputs of an op
  * (norm weights, rotary tables, token ids) go through a small cache that keeps a copy of the
- * bytes it uploaded and uploads again when they changed. Views of host wrappers
+ * bytes it uploaded and uploads again when they changed (asynchronously, from that copy). Views of host wrappers
  * (qhx_dbuf_host) are staged in temporary buffers for the op and read back after it.
  *
  * One in-order queue per device; every op enqueues under the device's mutex, and ops are
@@ -40,8 +40,9 @@ typedef struct ocl_wentry {
 typedef struct ocl_hentry {
     const void *ptr; /* NULL: free slot */
     size_t bytes;
-    void *shadow;
+    void *shadow;  /* the bytes uploaded, and the source of the upload */
     cl_mem m;
+    cl_event ev;   /* the pending upload from shadow, or NULL */
 } ocl_hentry;
 
 #define OCL_MAX_STAGED 24

@@ -197,10 +197,12 @@ done:
     return st;
 }
 
+static void op_release(ocl_dev *o);
+
 static void stage_push(ocl_dev *o, cl_mem m, void *host, size_t bytes) {
-    if (o->n_staged == OCL_MAX_STAGED) { /* never reached by the ops' argument counts */
+    if (o->n_staged == OCL_MAX_STAGED) { /* not reached by the ops' argument counts: drain, then reuse */
         clFinish(o->q);
-        qhx_ocl_op_end(o);
+        op_release(o);
     }
     o->staged[o->n_staged++] = (ocl_staged){m, host, bytes};
 }
@@ -231,9 +233,18 @@ void qhx_ocl_weight(ocl_dev *o, const qhx_weight *w, ocl_ref out[3]) {
 
 /* ---- host inputs ------------------------------------------------------------------------ */
 
+/* an entry's shadow may be rewritten or freed only once its upload is done */
+static void ht_settle(ocl_hentry *e) {
+    if (!e->ev) return;
+    clWaitForEvents(1, &e->ev);
+    clReleaseEvent(e->ev);
+    e->ev = NULL;
+}
+
 static void ht_clear(ocl_dev *o) {
     for (size_t i = 0; i < o->ht_cap; i++)
         if (o->ht[i].ptr) {
+            ht_settle(&o->ht[i]);
             clReleaseMemObject(o->ht[i].m); /* deferred by the driver while a kernel still reads it */
             qhx_free(o->ht[i].shadow);
         }
@@ -263,13 +274,15 @@ static ocl_hentry *ht_slot(ocl_dev *o, const void *p) {
 }
 
 /* p (bytes) as a device buffer: the cached upload when the bytes are still those it holds, else
- * uploaded (again). Writes are blocking: the host may change p as soon as the op returns. */
+ * uploaded (again). The upload is enqueued from the entry's own copy of the bytes, so the host
+ * may change p as soon as the op returns and the queue need not drain. */
 ocl_ref qhx_ocl_host(ocl_dev *o, const void *p, size_t bytes) {
     if (!p || !bytes) return (ocl_ref){o->dummy, 0};
     ocl_hentry *e = ht_slot(o, p);
     if (!e) return (ocl_ref){o->dummy, 0};
     if (e->ptr && e->bytes == bytes && !memcmp(e->shadow, p, bytes)) return (ocl_ref){e->m, 0};
     cl_int rc = CL_SUCCESS;
+    ht_settle(e);
     if (e->ptr && e->bytes != bytes) {
         clReleaseMemObject(e->m);
         qhx_free(e->shadow);
@@ -284,12 +297,15 @@ ocl_ref qhx_ocl_host(ocl_dev *o, const void *p, size_t bytes) {
             qhx_ocl_report(o, "a host input upload", shadow ? rc : CL_OUT_OF_HOST_MEMORY);
             return (ocl_ref){o->dummy, 0};
         }
-        *e = (ocl_hentry){p, bytes, shadow, m};
+        *e = (ocl_hentry){p, bytes, shadow, m, NULL};
         o->ht_n++;
     }
-    rc = clEnqueueWriteBuffer(o->q, e->m, CL_TRUE, 0, bytes, p, 0, NULL, NULL);
-    if (rc != CL_SUCCESS) qhx_ocl_report(o, "a host input upload", rc);
     memcpy(e->shadow, p, bytes);
+    rc = clEnqueueWriteBuffer(o->q, e->m, CL_FALSE, 0, bytes, e->shadow, 0, NULL, &e->ev);
+    if (rc != CL_SUCCESS) {
+        e->ev = NULL;
+        qhx_ocl_report(o, "a host input upload", rc);
+    }
     return (ocl_ref){e->m, 0};
 }
 
