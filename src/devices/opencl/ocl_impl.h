@@ -45,7 +45,7 @@ typedef struct ocl_hentry {
     cl_event ev;   /* the pending upload from shadow, or NULL */
 } ocl_hentry;
 
-#define OCL_MAX_STAGED 24
+#define OCL_MAX_STAGED 64
 
 /* A temporary buffer of one op: a staged host view (read back after the op when written) or
  * the planes of a weight no weight_prepare saw. */

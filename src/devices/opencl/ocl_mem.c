@@ -197,14 +197,25 @@ done:
     return st;
 }
 
-static void op_release(ocl_dev *o);
-
-static void stage_push(ocl_dev *o, cl_mem m, void *host, size_t bytes) {
-    if (o->n_staged == OCL_MAX_STAGED) { /* not reached by the ops' argument counts: drain, then reuse */
-        clFinish(o->q);
-        op_release(o);
+/* A full list (an op over many rows of weights no weight_prepare saw): the temporaries that
+ * need no read-back are released (the driver keeps them until the kernels enqueued on them
+ * are done); views still to be read back stay. */
+static bool stage_push(ocl_dev *o, cl_mem m, void *host, size_t bytes) {
+    if (o->n_staged == OCL_MAX_STAGED) {
+        int k = 0;
+        for (int i = 0; i < o->n_staged; i++) {
+            if (o->staged[i].host) o->staged[k++] = o->staged[i];
+            else clReleaseMemObject(o->staged[i].m);
+        }
+        o->n_staged = k;
+    }
+    if (o->n_staged == OCL_MAX_STAGED) {
+        qhx_ocl_report(o, "staging more host views than one op may have", CL_OUT_OF_RESOURCES);
+        clReleaseMemObject(m);
+        return false;
     }
     o->staged[o->n_staged++] = (ocl_staged){m, host, bytes};
+    return true;
 }
 
 /* The planes of w: bound ones, or (a weight no weight_prepare saw, as the op tests make them)
@@ -226,8 +237,7 @@ void qhx_ocl_weight(ocl_dev *o, const qhx_weight *w, ocl_ref out[3]) {
             qhx_ocl_report(o, "a weight upload", rc);
             continue;
         }
-        stage_push(o, m, NULL, 0);
-        out[i].m = m;
+        if (stage_push(o, m, NULL, 0)) out[i].m = m;
     }
 }
 
@@ -324,7 +334,7 @@ ocl_ref qhx_ocl_view(ocl_dev *o, qhx_dv v, bool written) {
         qhx_ocl_report(o, "staging a host view", rc);
         return (ocl_ref){o->dummy, 0};
     }
-    stage_push(o, m, written ? host_at(v) : NULL, bytes);
+    if (!stage_push(o, m, written ? host_at(v) : NULL, bytes)) return (ocl_ref){o->dummy, 0};
     return (ocl_ref){m, 0};
 }
 
