@@ -49,6 +49,19 @@ if [ -f "$demo/model.safetensors" ]; then
   [ -n "$a" ] && [ "$a" = "$b" ] || bad "demo model: cpu '$a' vs opencl '$b'"
 fi
 
+# ---- an image prompt (Qwen3-VL): the same greedy ids on both devices; embed-image within 1e-5 --
+vl=$FX/qwen3vl-tiny-f32
+a=$("$QHX" generate -m "$vl" --chat --image "$vl/image-64x64.png" -p "Describe" -n 8 --greedy --print-ids --quiet 2>&1)
+b=$("$QHX" generate -m "$vl" --chat --image "$vl/image-64x64.png" -p "Describe" -n 8 --greedy --print-ids --quiet --device opencl 2>&1)
+[ -n "$a" ] && [ "$a" = "$b" ] || bad "image prompt: cpu '$a' vs opencl '$b'"
+"$QHX" embed-image -m "$vl" --image "$vl/image-64x64.png" --out "$tmp/e_cpu.f32" >/dev/null 2>&1 &&
+  "$QHX" embed-image -m "$vl" --image "$vl/image-64x64.png" --out "$tmp/e_ocl.f32" --device opencl >/dev/null 2>&1 ||
+  bad "embed-image --device opencl failed"
+cmp -s <(od -An -v -tf4 -w4 "$tmp/e_cpu.f32" | wc -l) <(od -An -v -tf4 -w4 "$tmp/e_ocl.f32" | wc -l) || bad "embed-image: sizes differ"
+worst=$(paste <(od -An -v -tf4 -w4 "$tmp/e_cpu.f32") <(od -An -v -tf4 -w4 "$tmp/e_ocl.f32") |
+  awk '{d = $1 - $2; if (d < 0) d = -d; if (d > m) m = d} END {print (m <= 1e-5) ? "ok" : m}')
+[ "$worst" = ok ] || bad "embed-image: max |cpu - opencl| $worst > 1e-5"
+
 # ---- errors: one line, exit 1 (no such device) or 2 (not a device name) -----------------------
 out=$("$QHX" generate -m "$FX/qwen35-tiny-f32" --device opencl:99 -p hi -n 1 2>&1 >/dev/null); rc=$?
 [ $rc = 1 ] && [ "$(wc -l <<<"$out")" = 1 ] && grep -q "opencl:99: no such device" <<<"$out" || bad "opencl:99: rc $rc: $out"
