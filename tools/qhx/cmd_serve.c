@@ -1,7 +1,7 @@
 /* qhx serve: an OpenAI-compatible HTTP server (docs/server.md).
  *   qhx serve -m MODEL [--host 127.0.0.1] [--port 8080] [--parallel N] [--queue N] [--ctx N]
  *             [--threads N] [--api-key KEY | --api-key-file F] [--alias NAME] [--max-tokens N]
- *             [--max-body BYTES] [--timeout S] [--images | --text-only]
+ *             [--max-body BYTES] [--timeout S] [--images | --text-only] [--device cpu|opencl[:N]]
  * Prints "qhx serve: listening on http://HOST:PORT" on stdout when ready; SIGINT or SIGTERM
  * stop accepting connections, let the requests in hand finish, and exit 0. */
 #include "cli.h"
