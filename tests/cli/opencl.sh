@@ -67,6 +67,18 @@ out=$("$QHX" generate -m "$FX/qwen35-tiny-f32" --device opencl:99 -p hi -n 1 2>&
 [ $rc = 1 ] && [ "$(wc -l <<<"$out")" = 1 ] && grep -q "opencl:99: no such device" <<<"$out" || bad "opencl:99: rc $rc: $out"
 out=$("$QHX" generate -m "$FX/qwen35-tiny-f32" --device opencl:x -p hi -n 1 2>&1 >/dev/null); rc=$?
 [ $rc = 2 ] || bad "opencl:x: rc $rc: $out"
+# a machine without a platform (the ICD loader pointed at an empty folder): one line, exit 1,
+# and the op harness skips the device unless QHX_REQUIRE_OPENCL=1
+mkdir -p "$tmp/no-icd"
+out=$(OCL_ICD_VENDORS=$tmp/no-icd "$QHX" generate -m "$FX/qwen35-tiny-f32" --device opencl -p hi -n 1 2>&1 >/dev/null); rc=$?
+[ $rc = 1 ] && [ "$(wc -l <<<"$out")" = 1 ] && grep -q "no OpenCL platform found" <<<"$out" || bad "no platform: rc $rc: $out"
+ops=$(dirname "$BIN")/tests/test_device_ops
+if [ -x "$ops" ]; then
+  out=$(OCL_ICD_VENDORS=$tmp/no-icd QHX_TEST_DEVICE=opencl QHX_REQUIRE_OPENCL= "$ops" 2>&1) || bad "op harness without a platform: $out"
+  grep -q "opencl: skipped: device opencl: no OpenCL platform found" <<<"$out" || bad "op harness without a platform said: $out"
+  OCL_ICD_VENDORS=$tmp/no-icd QHX_TEST_DEVICE=opencl QHX_REQUIRE_OPENCL=1 "$ops" >/dev/null 2>&1 &&
+    bad "op harness without a platform passed under QHX_REQUIRE_OPENCL=1"
+fi
 
 # ---- the cache: a corrupt entry is rebuilt and replaced; an unwritable folder is no error -----
 entry=$(ls "$tmp"/cache/*.bin | head -1)

@@ -182,9 +182,10 @@ qhx_status qhx_ocl_weight_prepare(const qhx_device *d, qhx_weight *w, qhx_error 
         e.m[i] = bytes[i] > o->max_alloc ? NULL : plane_mem(o, plane_ptr(w, i), bytes[i], &rc);
         if (!e.m[i]) {
             for (int j = 0; j < i; j++) clReleaseMemObject(e.m[j]);
-            st = qhx_fail(err, QHX_E_NOMEM, "device %s: too little memory for a %lldx%lld weight (%zu bytes; device memory %llu MiB)",
+            st = qhx_fail(err, QHX_E_NOMEM,
+                          "device %s: too little memory for a %lldx%lld weight (%zu bytes; device memory %llu MiB, largest buffer %llu MiB)",
                           o->label, (long long)w->rows, (long long)w->cols, bytes[i],
-                          (unsigned long long)(o->mem_bytes >> 20));
+                          (unsigned long long)(o->mem_bytes >> 20), (unsigned long long)(o->max_alloc >> 20));
             goto done;
         }
     }
