@@ -2,8 +2,9 @@
 # The OpenCL device end to end (on PoCL in CI): every parity fixture through --device opencl
 # (greedy-exact and teacher-forced logits within the fixture tolerances, image prompts
 # included; qhx parity's gates), the f16 and q8 caches greedy-exact, the demo model's greedy text
-# the same as on the CPU, qhx serve on the device, the one-line errors, and the program cache
-# (made, reused, a corrupt entry rebuilt and replaced, an unwritable folder no error).
+# the same as on the CPU, an image prompt, qhx serve on the device, the one-line errors (no such
+# device, no platform), the op harness at work-groups of 16, and the program cache (made,
+# reused, a corrupt entry rebuilt and replaced, an unwritable folder no error).
 # Skipped (77) when the build or the machine has no OpenCL, unless QHX_REQUIRE_OPENCL=1.
 # Run as: bash opencl.sh BIN_DIR DATA_DIR SOURCE_DIR
 set -uo pipefail
@@ -78,6 +79,8 @@ if [ -x "$ops" ]; then
   grep -q "opencl: skipped: device opencl: no OpenCL platform found" <<<"$out" || bad "op harness without a platform said: $out"
   OCL_ICD_VENDORS=$tmp/no-icd QHX_TEST_DEVICE=opencl QHX_REQUIRE_OPENCL=1 "$ops" >/dev/null 2>&1 &&
     bad "op harness without a platform passed under QHX_REQUIRE_OPENCL=1"
+  # the kernels at the smallest work-group a device may fall back to (test_device_ops runs 64)
+  out=$(QHX_OPENCL_WG=16 QHX_TEST_DEVICE=opencl "$ops" 2>&1) || bad "op harness at work-groups of 16: $(tail -5 <<<"$out")"
 fi
 
 # ---- the cache: a corrupt entry is rebuilt and replaced; an unwritable folder is no error -----

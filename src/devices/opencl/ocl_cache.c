@@ -162,13 +162,14 @@ static qhx_status build_failed(ocl_dev *o, cl_int rc, qhx_error *err) {
                     qhx_ocl_err_name(rc), *log ? ": " : "", log);
 }
 
-qhx_status qhx_ocl_build(ocl_dev *o, qhx_error *err) {
+/* The program for the current work-group size: from the cache, else built and cached. */
+static cl_int build_once(ocl_dev *o) {
     char opts[96];
     build_options(o, opts, sizeof opts);
     char *path = cache_path(o, opts);
     if (from_cache(o, path, opts)) {
         qhx_free(path);
-        return QHX_OK;
+        return CL_SUCCESS;
     }
     cl_int rc;
     const char *src = (const char *)qhx_ocl_kernel_source;
@@ -176,11 +177,19 @@ qhx_status qhx_ocl_build(ocl_dev *o, qhx_error *err) {
     o->prog = clCreateProgramWithSource(o->ctx, 1, &src, &len, &rc);
     if (rc == CL_SUCCESS) rc = clBuildProgram(o->prog, 1, &o->id, opts, NULL, NULL);
     if (rc == CL_SUCCESS) rc = make_kernels(o);
-    if (rc != CL_SUCCESS) {
-        qhx_free(path);
-        return build_failed(o, rc, err);
-    }
-    if (path) cache_write(path, o->prog);
+    if (rc == CL_SUCCESS && path) cache_write(path, o->prog);
     qhx_free(path);
-    return QHX_OK;
+    return rc;
+}
+
+/* A kernel that cannot run work-groups of o->wg on this device (registers, local memory) makes
+ * the program be built again for half the size, down to 16. */
+qhx_status qhx_ocl_build(ocl_dev *o, qhx_error *err) {
+    for (;;) {
+        cl_int rc = build_once(o);
+        if (rc == CL_SUCCESS) return QHX_OK;
+        if (rc != CL_INVALID_WORK_GROUP_SIZE || o->wg <= 16) return build_failed(o, rc, err);
+        drop_program(o);
+        o->wg /= 2;
+    }
 }

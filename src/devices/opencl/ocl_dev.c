@@ -119,7 +119,10 @@ static qhx_status check_device(ocl_dev *o, qhx_error *err) {
     if (o->mem_bytes < OCL_MIN_MEMORY)
         return qhx_fail(err, QHX_E_NOMEM, "device %s: too little memory: %llu MiB, at least %llu MiB needed", o->label,
                         (unsigned long long)(o->mem_bytes >> 20), (unsigned long long)(OCL_MIN_MEMORY >> 20));
-    o->wg = 64;
+    /* QHX_OPENCL_WG=16|32 starts from a smaller work-group (tests: the kernels at the sizes a
+       device with fewer registers falls back to) */
+    const char *wg_env = getenv("QHX_OPENCL_WG");
+    o->wg = wg_env && (!strcmp(wg_env, "16") || !strcmp(wg_env, "32")) ? (size_t)atoi(wg_env) : 64;
     while (o->wg > max_wg) o->wg /= 2;
     if (o->wg < 16)
         return qhx_fail(err, QHX_E_UNSUPPORTED, "device %s: work-groups of at least 16 needed, the device has %zu",
