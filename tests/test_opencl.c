@@ -3,7 +3,8 @@
  * tests/cli/opencl.sh the fixtures' goldens): one decode step over several sessions on the
  * device gives each session the logits it gets alone on the device, bit for bit; a w8 and a q4
  * bundle forged from the tiny fixture give the CPU's greedy ids on several prompts; a checkpoint
- * of the state on the device rolls a session back exactly; the layer callback and the MTP block
+ * of the state on the device rolls a session back exactly, and a session file written from it
+ * restores it exactly; the layer callback and the MTP block
  * on the device against the CPU; the device names and their errors. Skipped (77) without an OpenCL build or platform, unless
  * QHX_REQUIRE_OPENCL=1. */
 #include "devices/device.h"
@@ -134,6 +135,23 @@ static void test_checkpoint(const char *path) {
         CHECK_EQ(qhx_session_feed(s, &again[k], 1, NULL), QHX_OK);
     }
     CHECK(!memcmp(first, again, sizeof first));
+    /* a session file written from the device and restored into a fresh session on it */
+    char file[1200];
+    snprintf(file, sizeof file, "%s/session.qhxs", dir);
+    CHECK_EQ(qhx_session_rollback(s, cp, NULL), QHX_OK);
+    CHECK_EQ(qhx_session_save(s, file, NULL), QHX_OK);
+    qhx_session *r = session(m);
+    CHECK(r != NULL);
+    if (r) {
+        CHECK_EQ(qhx_session_restore(r, file, NULL), QHX_OK);
+        CHECK(!memcmp(at, qhx_session_logits(r), (size_t)V * sizeof(float)));
+        for (int k = 0; k < STEPS; k++) {
+            again[k] = qhx_session_sample(r);
+            CHECK_EQ(qhx_session_feed(r, &again[k], 1, NULL), QHX_OK);
+        }
+        CHECK(!memcmp(first, again, sizeof first));
+        qhx_session_free(r);
+    }
     qhx_checkpoint_free(cp);
     free(at);
     qhx_session_free(s);
