@@ -13,37 +13,52 @@
  * sum runs in the same order whatever nt is, so a token's bits do not depend on its tile. */
 #define TT 8 /* tokens per work-group */
 
+/* The plain formats read four columns per work-item at a time (vload4 / vload_half4: 8- or
+ * 16-byte loads, adjacent work-items adjacent chunks), then the last cols % 4 columns one
+ * each. The four products are added in column order. */
+#define PART_VEC4(LOAD4, LOAD1)                                                                  \
+    const long c4 = cols / 4;                                                                     \
+    for (long j = get_local_id(0); j < c4; j += WG) {                                             \
+        const float4 wv = LOAD4;                                                                  \
+        for (int k = 0; k < nt; k++) {                                                            \
+            const float4 xv = vload4(j, x + k * ldx);                                             \
+            float a = s[k];                                                                       \
+            a += wv.x * xv.x;                                                                     \
+            a += wv.y * xv.y;                                                                     \
+            a += wv.z * xv.z;                                                                     \
+            a += wv.w * xv.w;                                                                     \
+            s[k] = a;                                                                             \
+        }                                                                                         \
+    }                                                                                             \
+    for (long c = 4 * c4 + get_local_id(0); c < cols; c += WG) {                                  \
+        const float wv = LOAD1;                                                                   \
+        for (int k = 0; k < nt; k++) s[k] += wv * x[k * ldx + c];                                 \
+    }
+
 void part_f32(WARGS, long r, long cols, long group, global const float *x, long ldx, int nt, float *s) {
     global const float *w = CF(wd, wo) + r * cols;
-    for (long c = get_local_id(0); c < cols; c += WG) {
-        const float wv = w[c];
-        for (int k = 0; k < nt; k++) s[k] += wv * x[k * ldx + c];
-    }
+    PART_VEC4(vload4(j, w), w[c])
 }
 
 void part_f16(WARGS, long r, long cols, long group, global const float *x, long ldx, int nt, float *s) {
     global const half *w = (global const half *)(wd + wo) + r * cols;
-    for (long c = get_local_id(0); c < cols; c += WG) {
-        const float wv = vload_half(c, w);
-        for (int k = 0; k < nt; k++) s[k] += wv * x[k * ldx + c];
-    }
+    PART_VEC4(vload_half4(j, w), vload_half(c, w))
+}
+
+float4 bf16_4(global const ushort *w, long j) {
+    const ushort4 b = vload4(j, w);
+    return (float4)(bf16_f(b.x), bf16_f(b.y), bf16_f(b.z), bf16_f(b.w));
 }
 
 void part_bf16(WARGS, long r, long cols, long group, global const float *x, long ldx, int nt, float *s) {
     global const ushort *w = (global const ushort *)(wd + wo) + r * cols;
-    for (long c = get_local_id(0); c < cols; c += WG) {
-        const float wv = bf16_f(w[c]);
-        for (int k = 0; k < nt; k++) s[k] += wv * x[k * ldx + c];
-    }
+    PART_VEC4(bf16_4(w, j), bf16_f(w[c]))
 }
 
 /* the row scale multiplies the finished sum (post_q8) */
 void part_q8(WARGS, long r, long cols, long group, global const float *x, long ldx, int nt, float *s) {
     global const char *q = (global const char *)(wd + wo) + r * cols;
-    for (long c = get_local_id(0); c < cols; c += WG) {
-        const float wv = (float)q[c];
-        for (int k = 0; k < nt; k++) s[k] += wv * x[k * ldx + c];
-    }
+    PART_VEC4(convert_float4(vload4(j, q)), (float)q[c])
 }
 
 void part_q4(WARGS, long r, long cols, long group, global const float *x, long ldx, int nt, float *s) {
