@@ -8,6 +8,7 @@
 set -euo pipefail
 BIN=${1:-build/bin}
 WORK=${2:-$(mktemp -d)}
+mkdir -p "$WORK"
 QHX=$BIN/qhx
 [ -x "$QHX" ] || { echo "no $QHX: build first (make build)" >&2; exit 1; }
 "$QHX" devices | grep -q '^  opencl:' || { echo "no OpenCL device (qhx devices)" >&2; exit 1; }
@@ -17,8 +18,10 @@ for prec in w8 q4; do
   [ -d "$WORK/r2b-$prec" ] || "$QHX" forge "$WORK/r2b" "$WORK/r2b-$prec" --precision $prec --text-only >/dev/null
   for ids in 9707,11,1879 785,6722,315,9625,374 40,1079,264; do
     for dev in cpu opencl; do
+      # f32 activations on the CPU: the OpenCL kernels' arithmetic (the CPU's default int8
+      # activations for q4 round differently, enough to flip a random model's near ties)
       /usr/bin/time -f "%e %M" -o "$WORK/time" "$QHX" generate -m "$WORK/r2b-$prec" --device $dev --ids $ids -n 4 \
-        --greedy --ignore-eos --print-ids --quiet > "$WORK/ids.$dev"
+        --greedy --ignore-eos --print-ids --quiet --prefill-math f32 --decode-math f32 > "$WORK/ids.$dev"
       read -r secs kb < "$WORK/time"
       echo "$prec ids $ids on $dev: $(tr '\n' ' ' < "$WORK/ids.$dev")($secs s, peak RSS $((kb / 1024)) MiB)"
     done

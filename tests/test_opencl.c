@@ -2,7 +2,8 @@
 /* The OpenCL device through the library (the op harness, test_device_ops.c, checks every op;
  * tests/cli/opencl.sh the fixtures' goldens): one decode step over several sessions on the
  * device gives each session the logits it gets alone on the device, bit for bit; a w8 and a q4
- * bundle forged from the tiny fixture give the CPU's greedy ids on several prompts; a checkpoint
+ * bundle forged from the tiny fixture give the CPU's greedy ids (f32 activations) on several
+ * prompts; a checkpoint
  * of the state on the device rolls a session back exactly, and a session file written from it
  * restores it exactly; the layer callback and the MTP block
  * on the device against the CPU; the device names and their errors. Skipped (77) without an OpenCL build or platform, unless
@@ -23,6 +24,9 @@ static qhx_model *open_on(const char *path, const char *device) {
     qhx_model_params mp = qhx_model_default_params();
     mp.n_threads = 2;
     mp.backend = device;
+    /* the CPU with f32 activations: the arithmetic of the OpenCL kernels (the CPU's default
+       int8 activations for q4 round differently, enough to flip a near tie) */
+    mp.prefill_math = mp.decode_math = QHX_PREFILL_MATH_F32;
     qhx_model *m = NULL;
     qhx_error err = {0};
     if (qhx_model_open(path, &mp, &m, &err)) fprintf(stderr, "%s on %s: %s\n", path, device ? device : "cpu", err.msg);
