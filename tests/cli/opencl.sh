@@ -52,8 +52,8 @@ fi
 
 # ---- an image prompt (Qwen3-VL): the same greedy ids on both devices; embed-image within 1e-5 --
 vl=$FX/qwen3vl-tiny-f32
-a=$("$QHX" generate -m "$vl" --chat --image "$vl/image-64x64.png" -p "Describe" -n 8 --greedy --print-ids --quiet 2>&1)
-b=$("$QHX" generate -m "$vl" --chat --image "$vl/image-64x64.png" -p "Describe" -n 8 --greedy --print-ids --quiet --device opencl 2>&1)
+a=$("$QHX" generate -m "$vl" --chat --image "$vl/image-64x64.png" -p "Describe" -n 8 --greedy --print-ids --quiet 2>/dev/null)
+b=$("$QHX" generate -m "$vl" --chat --image "$vl/image-64x64.png" -p "Describe" -n 8 --greedy --print-ids --quiet --device opencl 2>/dev/null)
 [ -n "$a" ] && [ "$a" = "$b" ] || bad "image prompt: cpu '$a' vs opencl '$b'"
 "$QHX" embed-image -m "$vl" --image "$vl/image-64x64.png" --out "$tmp/e_cpu.f32" >/dev/null 2>&1 &&
   "$QHX" embed-image -m "$vl" --image "$vl/image-64x64.png" --out "$tmp/e_ocl.f32" --device opencl >/dev/null 2>&1 ||
