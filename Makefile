@@ -34,6 +34,8 @@ deps:
 deps-build:
 	@bash scripts/deps.sh --build
 
+# deps installs PoCL, so under `make test` a missing OpenCL platform is a failure, not a skip
+test: export QHX_REQUIRE_OPENCL = 1
 test: deps test-release test-asan test-tsan test-arm
 	@echo "note: the Hugging Face checks are separate: bash scripts/hf_env.sh, then make test-hf"
 

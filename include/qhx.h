@@ -157,7 +157,7 @@ typedef struct qhx_model_params {
        affected: it is bound by memory bandwidth either way. */
     qhx_prefill_math decode_math;
     int64_t max_context;      /* 0: the run plan's max_context */
-    const char *backend;      /* NULL or "cpu", or a device of the build; a QNN library path is refused (docs/backends.md) */
+    const char *backend;      /* NULL or "cpu", or a device of the build ("opencl", "opencl:N"); a QNN library path is refused (docs/backends.md) */
     qhx_kv_type kv_cache;     /* KV cache of the model's sessions: DEFAULT = the run plan's */
     /* NULL, or called on the opening thread while qhx_model_open brings the weight files into
        memory, after each step of at most 64 MiB: bytes so far and the total expected (the

@@ -14,6 +14,7 @@ BUILD=(
   libjpeg-dev               # JPEG decoding (libjpeg-turbo on Debian and Ubuntu)
   libspng-dev zlib1g-dev    # PNG decoding
   libedit-dev               # qhx chat: line editing and history (BSD licence)
+  opencl-headers ocl-icd-opencl-dev  # the OpenCL device (optional: the build leaves it out without them)
 )
 TEST=(
   clang                     # libFuzzer targets (make fuzz)
@@ -25,6 +26,7 @@ TEST=(
   wrk                       # BENCHMARKS.md: the HTTP layer's requests per second (no test runs it)
   gcc-aarch64-linux-gnu libc6-dev-arm64-cross   # make test-arm: the NEON kernels, cross-built
   qemu-user                 # ... and run under qemu-aarch64
+  pocl-opencl-icd clinfo    # the OpenCL device's tests on the CPU (PoCL), and a look at the platform
 )
 
 PACKAGES=("${BUILD[@]}")

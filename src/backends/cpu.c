@@ -91,6 +91,7 @@ static qhx_status cpu_load(const qhx_backend_load_args *a, qhx_graphs **out, qhx
         .int8_prefill_formats = int8_prefill_formats(p->prefill_math),
         .int8_decode_formats = p->decode_math == QHX_PREFILL_MATH_F32 ? 0 : 1u << QHX_W_Q4 | 1u << QHX_W_Q6,
         .n_threads = p->n_threads,
+        .spec = p->backend,
     };
     g->net.family = a->family;
     g->net.cfg = *a->cfg;

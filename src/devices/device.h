@@ -226,6 +226,7 @@ typedef struct qhx_device_params {
     unsigned int8_prefill_formats; /* the CPU: qhx_kern_use_int8's masks (bits 1u << qhx_wfmt); 0: f32 math */
     unsigned int8_decode_formats;
     int n_threads;                 /* the CPU: worker threads; <= 0: the physical cores */
+    const char *spec;              /* the name it was selected by ("opencl:1"); NULL: its plain name */
 } qhx_device_params;
 
 /* devices/registry.c: the devices of this build, by name ("cpu" first). */
@@ -235,7 +236,7 @@ typedef struct qhx_device_desc {
 } qhx_device_desc;
 int qhx_device_count(void);
 const qhx_device_desc *qhx_device_at(int i);          /* NULL past the end */
-const qhx_device_desc *qhx_device_find(const char *name); /* NULL if unknown */
+const qhx_device_desc *qhx_device_find(const char *name); /* "name" or "name:N"; NULL if unknown */
 
 /* The host address of a view on a device whose memory is host memory, else NULL (layer
  * callbacks read the residual stream in place where they can). */

@@ -3,11 +3,17 @@
 #include "devices/device.h"
 
 #include "devices/cpu/cpu.h"
+#ifdef QHX_HAVE_OPENCL
+#include "devices/opencl/opencl.h"
+#endif
 
 #include <string.h>
 
 static const qhx_device_desc DEVICES[] = {
     {"cpu", qhx_cpu_device_create},
+#ifdef QHX_HAVE_OPENCL
+    {"opencl", qhx_opencl_device_create}, /* also "opencl:N" (devices/opencl/opencl.h) */
+#endif
 };
 
 #define N_DEVICES ((int)(sizeof DEVICES / sizeof DEVICES[0]))
@@ -16,8 +22,11 @@ int qhx_device_count(void) { return N_DEVICES; }
 
 const qhx_device_desc *qhx_device_at(int i) { return i >= 0 && i < N_DEVICES ? &DEVICES[i] : NULL; }
 
+/* "name", or "name:..." (a device of that kind by index: the device parses the rest) */
 const qhx_device_desc *qhx_device_find(const char *name) {
-    for (int i = 0; name && i < N_DEVICES; i++)
-        if (!strcmp(DEVICES[i].name, name)) return &DEVICES[i];
+    for (int i = 0; name && i < N_DEVICES; i++) {
+        size_t n = strlen(DEVICES[i].name);
+        if (!strncmp(DEVICES[i].name, name, n) && (name[n] == 0 || name[n] == ':')) return &DEVICES[i];
+    }
     return NULL;
 }

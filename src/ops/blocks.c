@@ -45,3 +45,18 @@ qhx_status qhx_op_batches(int64_t n, int64_t step, int64_t V, float *logits, boo
     }
     return QHX_OK;
 }
+
+void qhx_op_rows_cb_call(const qhx_device *d, qhx_op_rows_cb cb, void *user, int64_t layer, int64_t pos0, qhx_dv x,
+                         int64_t n, int64_t H) {
+    const float *in_place = qhx_dv_host(x);
+    if (in_place) {
+        cb(user, layer, pos0, in_place, n);
+        return;
+    }
+    size_t bytes;
+    float *rows = qhx_size_mul((size_t)(n * H), sizeof(float), &bytes) ? qhx_malloc(bytes) : NULL;
+    if (!rows) return;
+    d->op->get(d, x, rows, bytes);
+    cb(user, layer, pos0, rows, n);
+    qhx_free(rows);
+}

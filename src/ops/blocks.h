@@ -28,6 +28,13 @@ qhx_status qhx_op_lm_head_rows(const qhx_device *d, qhx_norm_kind kind, const fl
                                float eps, const qhx_weight *head, float *logits, int64_t H, int64_t V, int64_t n,
                                qhx_error *err);
 
+/* Rows x (n, H) handed to a host callback (a family's layer_cb): in place where the device's
+ * memory is host memory, else read into a temporary host copy first (heap only while a
+ * callback is set; an allocation failure skips the call). */
+typedef void (*qhx_op_rows_cb)(void *user, int64_t layer, int64_t pos0, const float *x, int64_t n);
+void qhx_op_rows_cb_call(const qhx_device *d, qhx_op_rows_cb cb, void *user, int64_t layer, int64_t pos0, qhx_dv x,
+                         int64_t n, int64_t H);
+
 /* The batch loop of a prompt: tokens [0, n) in steps of at most `step`, each through
  * fn(ctx, t0, nt, logits of that step or NULL); with all, step t0's logits start at row t0 of
  * logits (n, V), else only the last step gets logits (V). Stops at the first error. */

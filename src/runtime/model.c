@@ -208,6 +208,10 @@ qhx_status qhx_model_open(const char *path, const qhx_model_params *params, qhx_
     m->params = p;
     pthread_mutex_init(&m->gm_lock, NULL);
     m->params.backend = NULL; /* the caller's string need not outlive the call */
+    if (dev && p.backend && strlen(p.backend) < sizeof m->device_spec) { /* a device's index ("opencl:1") */
+        memcpy(m->device_spec, p.backend, strlen(p.backend) + 1);
+        m->params.backend = m->device_spec;
+    }
     m->backend = be;
     m->device = dev;
     qhx_plan_resolved *r = qhx_malloc(sizeof *r); /* a config is 8 KB: not on the stack */

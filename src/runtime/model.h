@@ -34,6 +34,7 @@ struct qhx_model {
     qhx_model_config cfg;               /* parsed once, by the family */
     const qhx_backend *backend;
     const qhx_device_desc *device;      /* the op-level backend's device (NULL: whole-graph backend) */
+    char device_spec[32];               /* the name it was chosen by ("opencl:1"), for its create */
     qhx_graphs *graphs;                 /* the backend's loaded graphs (owned) */
     qhx_tok *tok;                       /* the tokenizer (owned); NULL when the plan has none */
     bool images;                        /* the host-op feeds images and the vision graph exists */

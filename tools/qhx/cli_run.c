@@ -28,6 +28,8 @@ const char QHX_RUN_OPTS_HELP[] =
     "  --greedy             argmax decoding, every filter off\n"
     "  -r, --stop STR       stop when the text contains STR (not printed); repeatable\n"
     "  -t, --threads N      worker threads (default: one per physical core)\n"
+    "  --device cpu|opencl[:N]  where the model runs (default cpu; qhx devices lists the\n"
+    "                       OpenCL devices)\n"
     "  --isa ref|avx2|avx512|neon|best  force an instruction set (default best); one this\n"
     "                       build or CPU cannot run is an error\n"
     "  -c, --ctx, --ctx-size N  context of the session (default: a bundle's run plan context;\n"
@@ -69,7 +71,7 @@ const char *const QHX_RUN_OPT_NAMES[] = {
     "--seed", "--greedy", "-r", "--stop", "--reverse-prompt", "-t", "--threads", "--isa", "-c", "--ctx",
     "--ctx-size", "--weights", "--prefill", "--prefill-math", "--decode-math", "--kv", "--image-max-tokens",
     "--ignore-eos", "-v", "--verbose", "--quiet", "--system", "--system-prompt", "--think", "--no-think",
-    "--spec", "--draft", "--draft-fixed",
+    "--spec", "--draft", "--draft-fixed", "--device",
 };
 const size_t QHX_RUN_N_OPT_NAMES = sizeof QHX_RUN_OPT_NAMES / sizeof QHX_RUN_OPT_NAMES[0];
 
@@ -161,6 +163,10 @@ static int parse_valued(const char *cmd, const char *a, const char *v, qhx_run_o
     } else if (!strcmp(a, "--threads")) {
         if (qhx_cli_parse_i64(v, 1, 512, &o->threads)) return qhx_cli_usage_error(cmd, "--threads: '%s' is not in [1, 512]", v);
     } else if (!strcmp(a, "--isa")) return parse_isa(cmd, v, &o->isa);
+    else if (!strcmp(a, "--device")) {
+        if (qhx_cli_check_device(cmd, v)) return QHX_EXIT_USAGE;
+        o->device = v;
+    }
     else if (!strcmp(a, "--ctx")) {
         if (qhx_cli_parse_i64(v, 1, (int64_t)1 << 24, &o->ctx)) return qhx_cli_usage_error(cmd, "--ctx: '%s' is not in [1, 16777216]", v);
     } else if (!strcmp(a, "--image-max-tokens")) {
@@ -199,7 +205,7 @@ int qhx_run_parse_opt(const char *cmd, int argc, char **argv, int *i, qhx_run_op
                                          "--repeat-last-n", "--presence-penalty", "--frequency-penalty", "--seed",
                                          "--stop", "--threads", "--isa", "--ctx", "--image-max-tokens", "--weights",
                                          "--prefill", "--prefill-math", "--decode-math", "--kv", "--system",
-                                         "--spec", "--draft"};
+                                         "--spec", "--draft", "--device"};
     int known = 0;
     for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) known |= !strcmp(a, valued[k]);
     if (!known) return 0;
@@ -218,6 +224,7 @@ qhx_model_params qhx_run_model_params(const qhx_run_opts *o) {
     mp.decode_math = o->decode_math;
     mp.kv_cache = o->kv;
     mp.mtp = o->spec ? 1 : 0;
+    mp.backend = o->device;
     return mp;
 }
 

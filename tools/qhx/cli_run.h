@@ -43,6 +43,7 @@ typedef struct qhx_run_opts {
     bool spec;              /* --spec mtp: speculative decoding with the MTP block */
     int draft;              /* --draft N; 0 = the default (3) */
     bool draft_fixed;       /* --draft-fixed */
+    const char *device;     /* --device cpu|opencl[:N]; NULL = cpu */
 } qhx_run_opts;
 
 /* Defaults: nothing given. */

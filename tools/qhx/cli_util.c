@@ -400,3 +400,11 @@ void qhx_cli_progress_end(qhx_cli_progress *pr) {
     if (pr->shown) fprintf(stderr, ", %.1f s\n", mono_s() - pr->t0);
     pr->shown = 0;
 }
+
+int qhx_cli_check_device(const char *cmd, const char *v) {
+    if (!strcmp(v, "cpu") || !strcmp(v, "opencl")) return 0;
+    size_t n = strlen(v);
+    int ok = !strncmp(v, "opencl:", 7) && n > 7 && n <= 10;
+    for (size_t i = 7; ok && i < n; i++) ok = v[i] >= '0' && v[i] <= '9';
+    return ok ? 0 : qhx_cli_usage_error(cmd, "--device: '%s' is not cpu, opencl or opencl:N", v);
+}

@@ -1,7 +1,7 @@
 /* qhx serve: an OpenAI-compatible HTTP server (docs/server.md).
  *   qhx serve -m MODEL [--host 127.0.0.1] [--port 8080] [--parallel N] [--queue N] [--ctx N]
  *             [--threads N] [--api-key KEY | --api-key-file F] [--alias NAME] [--max-tokens N]
- *             [--max-body BYTES] [--timeout S] [--images | --text-only]
+ *             [--max-body BYTES] [--timeout S] [--images | --text-only] [--device cpu|opencl[:N]]
  * Prints "qhx serve: listening on http://HOST:PORT" on stdout when ready; SIGINT or SIGTERM
  * stop accepting connections, let the requests in hand finish, and exit 0. */
 #include "cli.h"
@@ -26,6 +26,7 @@ static void usage(FILE *f) {
             "  --queue N            requests that may wait for a slot before 503 (default 64)\n"
             "  --ctx N              context per slot (default: the model's)\n"
             "  --threads N          compute threads (default: one per physical core)\n"
+            "  --device D           cpu (default), opencl or opencl:N: where the model runs\n"
             "  --api-key KEY        require Authorization: Bearer KEY (not /health)\n"
             "  --api-key-file F     the same, the key read from a file\n"
             "  --alias NAME         the model id reported (default: the model path's last part)\n"
@@ -54,11 +55,12 @@ typedef struct serve_args {
     const char *key_file;
     int vision; /* qhx_model_params.vision */
     int draft;  /* --draft */
+    const char *device; /* --device: qhx_model_params.backend */
 } serve_args;
 
 static const char *const NAMES[] = {"-m", "--model", "--host", "--port", "--parallel", "--queue", "--ctx", "--threads",
                                     "--api-key", "--api-key-file", "--alias", "--max-tokens", "--max-body", "--timeout", "--images", "--text-only", "--help",
-                                    "--spec", "--draft"};
+                                    "--spec", "--draft", "--device"};
 
 static int parse(int argc, char **argv, serve_args *a) {
     srv_config *c = &a->cfg;
@@ -92,6 +94,9 @@ static int parse(int argc, char **argv, serve_args *a) {
         } else if (!strcmp(o, "--draft")) {
             if (qhx_cli_parse_i64(v, 1, 8, &x)) return qhx_cli_usage_error(CMD, "--draft: '%s' is not in [1, 8]", v);
             a->draft = (int)x;
+        } else if (!strcmp(o, "--device")) {
+            if (qhx_cli_check_device(CMD, v)) return QHX_EXIT_USAGE;
+            a->device = v;
         }
         else if (!strcmp(o, "--port")) {
             if (qhx_cli_parse_i64(v, 0, 65535, &x)) return qhx_cli_usage_error(CMD, "--port: '%s' is not in [0, 65535]", v);
@@ -185,6 +190,7 @@ int qhx_cmd_serve(int argc, char **argv) {
     mp.n_threads = cfg->threads;
     mp.vision = a.vision;
     mp.mtp = cfg->spec_draft > 0;
+    mp.backend = a.device;
     qhx_model *m = NULL;
     srv_engine *e = NULL;
     srv_http *h = NULL;

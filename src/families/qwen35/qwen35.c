@@ -578,14 +578,14 @@ static qhx_status run_batch(const qhx_net *m, qhx_seq *st, const int32_t *ids, i
     q35_fw f = {.m = m, .q = q, .st = st, .s = s, .n = n, .kv = &s->kv, .n_past = st->n_past};
 
     input_rows(m, s, ids, n);
-    if (opts->layer_cb) opts->layer_cb(opts->layer_cb_user, -1, st->n_past, qhx_dv_host(s->x), n);
+    if (opts->layer_cb) qhx_op_rows_cb_call(dev, opts->layer_cb, opts->layer_cb_user, -1, st->n_past, s->x, n, d->H);
     for (int64_t l = 0; l < d->L; l++) {
         const q35_layer *L = &q->layers[l];
         f.L = L;
         if (opts->abort_cb && opts->abort_cb(opts->abort_cb_user))
             return qhx_fail(err, QHX_E_ABORTED, "forward: aborted at layer %lld", (long long)l);
         layer_forward(&f);
-        if (opts->layer_cb) opts->layer_cb(opts->layer_cb_user, l, st->n_past, qhx_dv_host(s->x), n);
+        if (opts->layer_cb) qhx_op_rows_cb_call(dev, opts->layer_cb, opts->layer_cb_user, l, st->n_past, s->x, n, d->H);
     }
     if (logits) {
         qhx_dbuf lb = qhx_dbuf_host(logits, (size_t)((all ? n : 1) * d->V) * sizeof(float));

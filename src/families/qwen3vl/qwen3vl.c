@@ -294,7 +294,7 @@ static qhx_status run_batch(const qhx_net *m, qhx_seq *st, const int32_t *ids, i
     const int64_t RW = s->plan.row_width, n_ds = RW ? RW / H - 1 : 0;
 
     input_rows(q, s, ids, n);
-    if (opts->layer_cb) opts->layer_cb(opts->layer_cb_user, -1, st->n_past, qhx_dv_host(s->x), n);
+    if (opts->layer_cb) qhx_op_rows_cb_call(dev, opts->layer_cb, opts->layer_cb_user, -1, st->n_past, s->x, n, H);
     for (int64_t l = 0; l < q->L; l++) {
         const vl_layer *Ly = &q->layers[l];
         if (opts->abort_cb && opts->abort_cb(opts->abort_cb_user))
@@ -305,7 +305,7 @@ static qhx_status run_batch(const qhx_net *m, qhx_seq *st, const int32_t *ids, i
         qhx_op_swiglu_mlp(dev, &Ly->gate_proj, &Ly->up_proj, &Ly->down_proj, s->xn, H, s->mg, s->mu, q->I, s->tmp, n);
         dev->op->add(dev, s->x, s->tmp, n * H);
         /* the layer's output as HF hooks see it: before the DeepStack add */
-        if (opts->layer_cb) opts->layer_cb(opts->layer_cb_user, l, st->n_past, qhx_dv_host(s->x), n);
+        if (opts->layer_cb) qhx_op_rows_cb_call(dev, opts->layer_cb, opts->layer_cb_user, l, st->n_past, s->x, n, H);
         for (int64_t t = 0; l < n_ds && t < n; t++)
             if (s->src[t]) {
                 qhx_dbuf row = qhx_dbuf_host((void *)(s->src[t] + (1 + l) * H), (size_t)H * sizeof(float));

@@ -12,6 +12,7 @@
 
 typedef struct qhx_logits_args {
     const char *model, *out, *mtp_out; /* mtp_out: --mtp-out FILE or NULL */
+    const char *device;                /* --device, or NULL (cpu) */
     const char *images[QHX_CLI_MAX_IMAGES]; /* --image, repeatable, in order */
     int n_images;
     int32_t *ids;    /* owned: free (set only when the parser returns -1) */
@@ -24,6 +25,7 @@ int qhx_logits_parse_args(int argc, char **argv, qhx_logits_args *a /* OUT */);
 
 typedef struct qhx_perplexity_args {
     const char *model, *file, *kl_base;
+    const char *device; /* --device, or NULL (cpu) */
     int64_t ctx, stride, batch, chunks, threads; /* chunks 0: every window */
     bool kl;         /* --kl-divergence: compare against kl_base instead of writing it */
     qhx_kv_type kv;  /* --kv; DEFAULT = the run plan's */
@@ -32,6 +34,7 @@ int qhx_perplexity_parse_args(int argc, char **argv, qhx_perplexity_args *a /* O
 
 typedef struct qhx_embed_image_args {
     const char *model, *image, *out;
+    const char *device; /* --device, or NULL (cpu) */
 } qhx_embed_image_args;
 int qhx_embed_image_parse_args(int argc, char **argv, qhx_embed_image_args *a /* OUT */);
 

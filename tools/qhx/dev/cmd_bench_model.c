@@ -148,6 +148,7 @@ static void usage(FILE *f) {
                "               sessions filled to A and B, then --tg tokens each, decoded in\n"
                "               alternating rounds of 8 so both see the same machine load\n"
                "  --threads N  worker threads (default 0: one per physical core)\n"
+            "  --device D   cpu (default), opencl or opencl:N\n"
                "  --reps N     repetitions; figures are medians (default 3)\n"
                "  --weights    mmap (mapped, populated) or read (anonymous huge pages); default: the\n"
                "               library default\n"
@@ -249,6 +250,9 @@ static int bench_one(int argc, char **argv) {
             if (qhx_cli_parse_kv(argv[++i], &mp.kv_cache)) return qhx_cli_usage_error(CMD, "--kv: '%s' is not f32, f16 or q8", argv[i]);
         } else if (!strcmp(a, "--image") && has) {
             image = argv[++i];
+        } else if (!strcmp(a, "--device") && has) {
+            if (qhx_cli_check_device(CMD, argv[++i])) return QHX_EXIT_USAGE;
+            mp.backend = argv[i];
         } else if (!strcmp(a, "--json")) {
             json = 1;
         } else {

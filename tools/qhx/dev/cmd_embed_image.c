@@ -12,10 +12,11 @@ static const char *CMD = "embed-image";
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: qhx embed-image -m MODEL --image FILE --out FILE\n"
+            "usage: qhx embed-image -m MODEL --image FILE --out FILE [--device D]\n"
             "  -m, --model DIR   Hugging Face Qwen3-VL checkpoint folder\n"
             "  --image FILE      PNG or JPEG image\n"
-            "  --out FILE        float32 [n_image_tokens, hidden * (1 + n_deepstack)], little-endian\n");
+            "  --out FILE        float32 [n_image_tokens, hidden * (1 + n_deepstack)], little-endian\n"
+            "  --device D        cpu (default), opencl or opencl:N\n");
 }
 
 int qhx_embed_image_parse_args(int argc, char **argv, qhx_embed_image_args *a) {
@@ -31,7 +32,10 @@ int qhx_embed_image_parse_args(int argc, char **argv, qhx_embed_image_args *a) {
         if (!strcmp(o, "-m") || !strcmp(o, "--model")) a->model = v;
         else if (!strcmp(o, "--image")) a->image = v;
         else if (!strcmp(o, "--out")) a->out = v;
-        else return qhx_cli_usage_error(CMD, "unknown option '%s'", o);
+        else if (!strcmp(o, "--device")) {
+            if (qhx_cli_check_device(CMD, v)) return QHX_EXIT_USAGE;
+            a->device = v;
+        } else return qhx_cli_usage_error(CMD, "unknown option '%s'", o);
     }
     if (!a->model) return qhx_cli_usage_error(CMD, "missing -m MODEL");
     if (!a->image) return qhx_cli_usage_error(CMD, "missing --image FILE");
@@ -51,6 +55,7 @@ int qhx_cmd_embed_image(int argc, char **argv) {
     int rc = QHX_EXIT_RUNTIME;
     qhx_model_params mp = qhx_model_default_params();
     mp.vision = 1; /* a checkpoint folder opens with its tower (a Qwen3.5 one would not by default) */
+    mp.backend = a.device;
     if (qhx_model_open(model, &mp, &m, &err)) goto fail;
     if (!qhx_model_takes_images(m)) {
         qhx_fail(&err, QHX_E_UNSUPPORTED, "%s: its run plan takes no images (host-op %s)", model, qhx_model_host_op(m));

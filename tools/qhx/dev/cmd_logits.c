@@ -33,6 +33,7 @@ static void usage(FILE *f) {
             "                    repeat it for several images, in the order of their pad runs\n"
             "  --out FILE        write float32 [n_ids, vocab] logits, little-endian\n"
             "  --threads N       worker threads (accepted; single-threaded for now)\n"
+            "  --device D        cpu (default), opencl or opencl:N\n"
             "  --kv f32|f16|q8   KV cache element type (default: the run plan's, else f16)\n"
             "  --mtp-out FILE    also write the multi-token-prediction block's draft logits,\n"
             "                    float32 [n_ids - 1, vocab]: row i drafts id i + 2 from the last\n"
@@ -56,6 +57,10 @@ int qhx_logits_parse_args(int argc, char **argv, qhx_logits_args *a) {
         else if (!strcmp(o, "--ids")) ids_arg = v;
         else if (!strcmp(o, "--out")) a->out = v;
         else if (!strcmp(o, "--mtp-out")) a->mtp_out = v;
+        else if (!strcmp(o, "--device")) {
+            if (qhx_cli_check_device(CMD, v)) return QHX_EXIT_USAGE;
+            a->device = v;
+        }
         else if (!strcmp(o, "--image")) {
             if (a->n_images == QHX_CLI_MAX_IMAGES) return qhx_cli_usage_error(CMD, "--image: more than %d images", QHX_CLI_MAX_IMAGES);
             a->images[a->n_images++] = v;
@@ -148,6 +153,7 @@ int qhx_cmd_logits(int argc, char **argv) {
     qhx_model_params mp = qhx_model_default_params();
     mp.n_threads = (int)threads;
     mp.kv_cache = a.kv;
+    mp.backend = a.device;
     if (a.n_images) mp.vision = 1; /* a checkpoint folder opens with its tower */
     if (a.mtp_out) mp.mtp = 1;
     qhx_cli_progress lp;

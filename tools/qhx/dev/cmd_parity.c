@@ -39,12 +39,13 @@ typedef struct parity_args {
     qhx_prefill_math prefill_math; /* both models */
     qhx_prefill_math decode_math;  /* both models */
     qhx_kv_type kv;                /* MODEL only (default f32); MODEL2 of --against keeps an f32 cache */
+    const char *device;            /* MODEL only; MODEL2 of --against runs on the CPU */
 } parity_args;
 
 static void usage(FILE *f) {
     fprintf(f,
             "usage: qhx parity -m MODEL --golden FIXTURE_DIR [--gate exact|tol] [--tau X] [--tol X]\n"
-            "                  [--against MODEL2 [--min-agree X]] [--threads N]\n"
+            "                  [--against MODEL2 [--min-agree X]] [--threads N] [--device D]\n"
             "                  [--prefill-math default|f32|int8] [--decode-math default|f32|int8] [--kv f32|f16|q8]\n"
             "  -m, --model PATH    checkpoint folder, bundle folder or manifest\n"
             "  --golden DIR        parity fixture: prompts.json, golden.json, <name>.logits.f32\n"
@@ -61,6 +62,7 @@ static void usage(FILE *f) {
             "                      KL(P_MODEL2 || P_MODEL) per row\n"
             "  --min-agree X       --against: top-1 agreement a prompt needs to pass (default 0.9)\n"
             "  --threads N         worker threads\n"
+            "  --device D          cpu (default), opencl or opencl:N: where MODEL runs\n"
             "  --kv f32|f16|q8     KV cache element type of MODEL (default f32, as the goldens: the\n"
             "                      f16 cache moves logits by ~1e-3, past --tol); MODEL2 of --against\n"
             "                      always runs with an f32 cache\n"
@@ -118,6 +120,9 @@ static int parse_args(int argc, char **argv, parity_args *a) {
             if (qhx_cli_parse_kv(v, &a->kv)) return qhx_cli_usage_error(CMD, "--kv: '%s' is not f32, f16 or q8", v);
         } else if (!strcmp(o, "--threads")) {
             if (qhx_cli_parse_i64(v, 1, 4096, &a->threads)) return qhx_cli_usage_error(CMD, "--threads: '%s' is not in [1, 4096]", v);
+        } else if (!strcmp(o, "--device")) {
+            if (qhx_cli_check_device(CMD, v)) return QHX_EXIT_USAGE;
+            a->device = v;
         } else
             return qhx_cli_usage_error(CMD, "unknown option '%s'", o);
     }
@@ -161,6 +166,7 @@ static qhx_status open_model(const char *path, const parity_args *a, qhx_kv_type
     mp.n_threads = (int)a->threads;
     mp.prefill_math = a->prefill_math;
     mp.decode_math = a->decode_math;
+    if (path == a->model) mp.backend = a->device;
     qhx_status rc = qhx_model_open(path, &mp, m, err);
     if (rc) return rc;
     return qhx_session_create(*m, &(qhx_session_params){.n_ctx = n_ctx}, s, err);

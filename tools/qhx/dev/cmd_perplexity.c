@@ -56,6 +56,7 @@ static void usage(FILE *f) {
             "                       with --kl-divergence, read FILE and report KL(base || model)\n"
             "  --kl-divergence      compare against --kl-base instead of writing it\n"
             "  -t, --threads N      worker threads (default 1)\n"
+            "  --device D           cpu (default), opencl or opencl:N\n"
             "  --kv f32|f16|q8      KV cache element type (default: the run plan's)\n");
 }
 
@@ -86,6 +87,9 @@ int qhx_perplexity_parse_args(int argc, char **argv, qhx_perplexity_args *a) {
             if (qhx_cli_parse_i64(v, 1, MAX_CTX, &a->batch)) return qhx_cli_usage_error(CMD, "--batch: '%s' is not in [1, %d]", v, MAX_CTX);
         } else if (!strcmp(o, "--chunks")) {
             if (qhx_cli_parse_i64(v, 1, INT32_MAX, &a->chunks)) return qhx_cli_usage_error(CMD, "--chunks: '%s' is not a positive count", v);
+        } else if (!strcmp(o, "--device")) {
+            if (qhx_cli_check_device(CMD, v)) return QHX_EXIT_USAGE;
+            a->device = v;
         } else if (!strcmp(o, "-t") || !strcmp(o, "--threads")) {
             if (qhx_cli_parse_i64(v, 1, 512, &a->threads)) return qhx_cli_usage_error(CMD, "--threads: '%s' is not in [1, 512]", v);
         } else if (!strcmp(o, "--kv")) {
@@ -391,6 +395,7 @@ static qhx_status open_all(const qhx_perplexity_args *a, ppl_run *r, ppl_plan *p
     qhx_model_params mp = qhx_model_default_params();
     mp.n_threads = (int)a->threads;
     mp.kv_cache = a->kv;
+    mp.backend = a->device;
     qhx_cli_progress lp;
     qhx_cli_progress_attach(&mp, &lp);
     rc = qhx_model_open(a->model, &mp, &r->m, err);
