@@ -18,6 +18,7 @@
 
 #include "kernels/quant.h"
 #include "kernels/x86/f16_x86.h"
+#include "kernels/x86/multi_plan.h"
 #include "kernels/x86/x86.h"
 
 #ifdef QHX_X86_EMU
@@ -154,28 +155,15 @@ AI void rows_multi(const qhx_weight *w, const float *const *x, float *const *y, 
 #undef ROWS
 }
 
-/* Tiles of activation rows small enough to stay in L1 (at most 8, as even as possible), each
- * going in turn over a block of weight rows that stays in L2: the weights come from memory once
- * and each x row from L1 (the order in which (r, b) pairs run changes no bits). */
-#define MULTI_L1_BYTES (24 * 1024)
-#define MULTI_BLOCK_BYTES (192 * 1024)
-
+/* The rows in tiles over blocks (multi_plan.h): x rows of cols floats. */
 AI void multi_up_to_max(const qhx_weight *w, const float *const *x, float *const *y, int nb, int64_t r0, int64_t r1,
                         int fmt) {
-    int per_tile = (int)(MULTI_L1_BYTES / (w->cols * (int64_t)sizeof(float)));
-    per_tile = per_tile < 1 ? 1 : per_tile > QHX_MATVEC_MULTI_MAX ? QHX_MATVEC_MULTI_MAX : per_tile;
-    const int tiles = (nb + per_tile - 1) / per_tile;
-    int at[QHX_MATVEC_MULTI_MAX + 1], n_in[QHX_MATVEC_MULTI_MAX];
-    at[0] = 0;
-    for (int t = 0; t < tiles; t++) {
-        n_in[t] = nb / tiles + (t < nb % tiles);
-        at[t + 1] = at[t] + n_in[t];
-    }
-    int64_t blk = tiles == 1 ? r1 - r0 : MULTI_BLOCK_BYTES / (w->cols * (int64_t)esize(fmt));
-    if (blk < 1) blk = 1;
-    for (int64_t a = r0; a < r1; a += blk) {
-        int64_t e = a + blk < r1 ? a + blk : r1;
-        for (int t = 0; t < tiles; t++) rows_multi(w, x + at[t], y + at[t], n_in[t], a, e, fmt);
+    const qhx_multi_plan pl = qhx_multi_plan_make(nb, w->cols * (int64_t)sizeof(float), QHX_MATVEC_MULTI_MAX,
+                                                  w->cols * (int64_t)esize(fmt), r0, r1);
+    for (int64_t a = r0; a < r1; a += pl.blk) {
+        int64_t e = a + pl.blk < r1 ? a + pl.blk : r1;
+        for (int t = 0; t < pl.tiles; t++)
+            rows_multi(w, x + pl.at[t], y + pl.at[t], pl.at[t + 1] - pl.at[t], a, e, fmt);
     }
 }
 

@@ -19,6 +19,7 @@
 
 #include "kernels/x86/ops_x86.h"
 #include "kernels/x86/f16_x86.h"
+#include "kernels/x86/multi_plan.h"
 #include "kernels/x86/x86.h"
 
 #define AI static inline __attribute__((always_inline))
@@ -134,9 +135,6 @@ AI void q8_row_multi(const qhx_weight *w, const int16_t *const *xq, const float 
     for (int b = 0; b < NB; b++) y[b][r] = hsum(acc[b]) * w->scales[r];
 }
 
-#define MULTI_L1_BYTES (24 * 1024)
-#define MULTI_BLOCK_BYTES (192 * 1024)
-
 /* A constant tile width per call, so the loops unroll. */
 AI void q8_tile(const qhx_weight *w, const int16_t *const *xq, const float *const *dx, float *const *y, int64_t r,
                 int n) {
@@ -162,19 +160,14 @@ static void q8_multi_up_to_max(const qhx_weight *w, const float *const *x, float
         quant_x16(x[b], w->cols, xq[b], dx[b]);
         xp[b] = xq[b], dp[b] = dx[b];
     }
-    /* tiles whose int16 rows stay in L1, each going over a block of weight rows that stays in L2 */
-    int per_tile = (int)(MULTI_L1_BYTES / (w->cols * (int64_t)sizeof(int16_t)));
-    per_tile = per_tile < 1 ? 1 : per_tile > QHX_MATVEC_MULTI_MAX ? QHX_MATVEC_MULTI_MAX : per_tile;
-    const int tiles = (nbr + per_tile - 1) / per_tile;
-    int64_t blk = tiles == 1 ? r1 - r0 : MULTI_BLOCK_BYTES / w->cols;
-    if (blk < 1) blk = 1;
-    for (int64_t a = r0; a < r1; a += blk) {
-        int64_t e = a + blk < r1 ? a + blk : r1;
-        for (int t = 0, b0 = 0; t < tiles; t++) {
-            const int n = nbr / tiles + (t < nbr % tiles);
-            for (int64_t r = a; r < e; r++) q8_tile(w, xp + b0, dp + b0, y + b0, r, n);
-            b0 += n;
-        }
+    /* the rows in tiles over blocks (multi_plan.h): x rows of cols int16 values */
+    const qhx_multi_plan pl = qhx_multi_plan_make(nbr, w->cols * (int64_t)sizeof(int16_t), QHX_MATVEC_MULTI_MAX,
+                                                  w->cols, r0, r1);
+    for (int64_t a = r0; a < r1; a += pl.blk) {
+        int64_t e = a + pl.blk < r1 ? a + pl.blk : r1;
+        for (int t = 0; t < pl.tiles; t++)
+            for (int64_t r = a; r < e; r++)
+                q8_tile(w, xp + pl.at[t], dp + pl.at[t], y + pl.at[t], r, pl.at[t + 1] - pl.at[t]);
     }
 }
 

@@ -25,6 +25,7 @@
 #include "kernels/quant.h"
 #include "kernels/x86/quant_x_avx2.h"
 #include "kernels/x86/f16_x86.h"
+#include "kernels/x86/multi_plan.h"
 #include "kernels/x86/x86.h"
 
 #define AI static inline __attribute__((always_inline))
@@ -313,8 +314,6 @@ void Q4I8X_NAME(qhx_k_matmul_q6_i8x)(const qhx_weight *w, const float *X, int64_
  * traffic: each weight row comes from L1 for every row of a tile, and x is quantized once per
  * call rather than once per cache block. */
 #define MULTI_TILE 3
-#define MULTI_L1_BYTES (24 * 1024)    /* quantized activation rows of one tile */
-#define MULTI_BLOCK_BYTES (192 * 1024) /* weight rows every tile goes over in turn */
 
 /* Bytes of a quantized row that row_multi reads: the codes, the offsets and the scales. */
 static int64_t qx_bytes(int64_t cols) { return cols + cols / 2 + cols / 8; }
@@ -389,26 +388,14 @@ AI void matvec_multi_up_to_max(const qhx_weight *w, const float *const *x, float
         quantize_x(x[b], w->cols, &qx[b]);
         qp[b] = &qx[b];
     }
-    /* Tiles small enough that their quantized rows stay in L1 next to the weights, and as even
-     * as possible (5 rows as 3 + 2, not 4 + 1). */
-    int per_tile = (int)(MULTI_L1_BYTES / qx_bytes(w->cols));
-    per_tile = per_tile < 1 ? 1 : per_tile > MULTI_TILE ? MULTI_TILE : per_tile;
-    const int tiles = (nb + per_tile - 1) / per_tile;
-    int at[QHX_MATVEC_MULTI_MAX + 1], n_in[QHX_MATVEC_MULTI_MAX];
-    at[0] = 0;
-    for (int t = 0; t < tiles; t++) {
-        n_in[t] = nb / tiles + (t < nb % tiles);
-        at[t + 1] = at[t] + n_in[t];
-    }
-    /* With several tiles, rows in blocks that stay in L2 while each tile goes over them: the
-     * weights come from memory once. */
+    /* the rows in tiles over blocks (multi_plan.h) */
     const int64_t row_bytes = w->cols / 2 + (bits == 6 ? w->cols / 4 : 0) + w->cols / 8;
-    int64_t blk = tiles == 1 ? r1 - r0 : MULTI_BLOCK_BYTES / row_bytes;
-    if (blk < 1) blk = 1;
-    for (int64_t a = r0; a < r1; a += blk) {
-        int64_t e = a + blk < r1 ? a + blk : r1;
-        for (int t = 0; t < tiles; t++)
-            for (int64_t r = a; r < e; r++) rows_multi_tile(w, qp + at[t], y + at[t], r, n_in[t], bits);
+    const qhx_multi_plan pl = qhx_multi_plan_make(nb, qx_bytes(w->cols), MULTI_TILE, row_bytes, r0, r1);
+    for (int64_t a = r0; a < r1; a += pl.blk) {
+        int64_t e = a + pl.blk < r1 ? a + pl.blk : r1;
+        for (int t = 0; t < pl.tiles; t++)
+            for (int64_t r = a; r < e; r++)
+                rows_multi_tile(w, qp + pl.at[t], y + pl.at[t], r, pl.at[t + 1] - pl.at[t], bits);
     }
 }
 
@@ -667,21 +654,12 @@ static void matvec_multi_q4a_up_to_max(const qhx_weight *w, const float *const *
         quantize_x(x[b], w->cols, &qx[b]);
         qp[b] = &qx[b];
     }
-    int per_tile = (int)(MULTI_L1_BYTES / qx_bytes(w->cols));
-    per_tile = per_tile < 1 ? 1 : per_tile > MULTI_TILE ? MULTI_TILE : per_tile;
-    const int tiles = (nb + per_tile - 1) / per_tile;
-    int at[QHX_MATVEC_MULTI_MAX + 1], n_in[QHX_MATVEC_MULTI_MAX];
-    at[0] = 0;
-    for (int t = 0; t < tiles; t++) {
-        n_in[t] = nb / tiles + (t < nb % tiles);
-        at[t + 1] = at[t] + n_in[t];
-    }
-    int64_t blk = tiles == 1 ? r1 - r0 : MULTI_BLOCK_BYTES / (w->cols / 2 + w->cols / 16 + w->cols / 8);
-    if (blk < 1) blk = 1;
-    for (int64_t a = r0; a < r1; a += blk) {
-        int64_t e = a + blk < r1 ? a + blk : r1;
-        for (int t = 0; t < tiles; t++)
-            for (int64_t r = a; r < e; r++) rows_multi_tile_q4a(w, qp + at[t], y + at[t], r, n_in[t]);
+    const qhx_multi_plan pl =
+        qhx_multi_plan_make(nb, qx_bytes(w->cols), MULTI_TILE, w->cols / 2 + w->cols / 16 + w->cols / 8, r0, r1);
+    for (int64_t a = r0; a < r1; a += pl.blk) {
+        int64_t e = a + pl.blk < r1 ? a + pl.blk : r1;
+        for (int t = 0; t < pl.tiles; t++)
+            for (int64_t r = a; r < e; r++) rows_multi_tile_q4a(w, qp + pl.at[t], y + pl.at[t], r, pl.at[t + 1] - pl.at[t]);
     }
 }
 
