@@ -68,6 +68,7 @@ static void check_pair(const char *name, qhx_matvec_fn one, qhx_matvec_multi_fn 
     for (int nb = 1; nb <= 8; nb += 3) check_pair_shape(name, one, multi, 256, 64, nb);
 }
 
+#if defined(QHX_HAVE_X86)
 /* The float-activation twins (F32, F16, BF16, Q8): cols with and without a vector tail. */
 static void check_float_pairs(const char *isa, const qhx_matvec_fn one[4], const qhx_matvec_multi_fn multi[4]) {
     static const qhx_wfmt fmts[4] = {QHX_W_F32, QHX_W_F16, QHX_W_BF16, QHX_W_Q8};
@@ -82,6 +83,7 @@ static void check_float_pairs(const char *isa, const qhx_matvec_fn one[4], const
     }
     pair_fmt = QHX_W_Q4;
 }
+#endif
 
 /* The table pairs a multi-row kernel only with its own single-row kernel. */
 static void check_pairing(void) {
