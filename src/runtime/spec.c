@@ -27,8 +27,10 @@
  * doubles (up to 1024) each time a trial leaves the best length as it was and goes back to 16
  * when one changes it, so that the rates follow the text (acceptance) and the machine's load at
  * a cost that fades where nothing changes. The rates outlive a reset; they are the machine's and the model's. Where
- * drafting does not pay, k = 0 wins and decode runs at the plain speed (one trial step in 16 at
- * a neighbouring length is the cost of watching). */
+ * drafting does not pay, k = 0 wins; where it loses clearly (drafting_loses: the best drafting
+ * length, measured twice, under RETIRE of the plain rate) the rule retires until the next
+ * reset: no drafts, no trials, and the block no longer follows the sequence, so decode runs at
+ * the plain speed. A reset brings it back for the new text with one trial 16 steps in. */
 #include "runtime/spec.h"
 
 #include "core/alloc.h"
@@ -41,6 +43,7 @@
 #define TRY_EVERY 16   /* steps before a trial of a neighbouring draft length (doubling, below) */
 #define PLAIN_EVERY 4  /* steps between plain steps while drafting wins */
 #define MARGIN 1.1     /* drafting must beat plain steps by this factor (timings are noisy) */
+#define RETIRE 0.8     /* drafting this far behind plain steps: the block stops following */
 
 struct qhx_spec {
     const qhx_model *m;
@@ -68,6 +71,8 @@ struct qhx_spec {
     int64_t n_choices;   /* steps chosen by the rule */
     int64_t next_trial, trial_gap, n_trials; /* when the next trial comes, the wait, how many so far */
     int trial_best;      /* the best length after the last trial */
+    bool retired;        /* drafting lost clearly: no drafts, no following until the next reset */
+    int64_t retire_from; /* the first step at which the rule may retire */
     qhx_spec_stats stats;
 };
 
@@ -126,7 +131,14 @@ void qhx_spec_reset(qhx_spec *sp, bool cold) {
     sp->n_rows = 0;
     sp->row0 = 0;
     sp->last_n_out = 0;
-    /* the rates and timings are the machine's and the model's: they stay */
+    /* the rates and timings are the machine's and the model's: they stay. A retired rule comes
+       back for the new text, which may be drafted better: a trial soon, and only after it may
+       it retire again */
+    if (sp->retired) {
+        sp->retired = false;
+        sp->next_trial = sp->n_choices + TRY_EVERY;
+        sp->retire_from = sp->next_trial + 1;
+    }
 }
 
 /* ---- following the sequence -------------------------------------------------------------- */
@@ -204,6 +216,21 @@ static int best_length(const qhx_spec *sp) {
         if (sp->rate[k] > br) best = k, br = sp->rate[k];
     }
     return best;
+}
+
+/* Drafting loses clearly: the best drafting length, measured at least twice, gives under
+ * RETIRE of the plain steps' tokens per ms. Following the sequence with the block costs one
+ * block layer per token even while every step is a plain one (on a small model a sixth of a
+ * decode step), so a rule that only chose plain steps would still be slower than decoding
+ * without speculation. */
+static bool drafting_loses(const qhx_spec *sp) {
+    if (sp->rate[0] <= 0) return false;
+    int kb = 0;
+    for (int k = 1; k <= sp->p.draft; k++) {
+        if (sp->rate[k] < 0) return false;
+        if (kb == 0 || sp->rate[k] > sp->rate[kb]) kb = k;
+    }
+    return sp->n_rate[kb] >= 2 && sp->rate[kb] < RETIRE * sp->rate[0];
 }
 
 static int spec_choose(const qhx_spec *sp) {
@@ -327,6 +354,11 @@ static void note(qhx_spec *sp, int chosen, int made, int k, int n_out, double t_
                         : sp->trial_gap < 1024 ? 2 * sp->trial_gap : 1024;
         sp->next_trial = sp->n_choices + sp->trial_gap;
         sp->n_trials++;
+    }
+    if (!sp->p.fixed && !sp->retired && sp->n_choices >= sp->retire_from && drafting_loses(sp)) {
+        sp->retired = true;
+        sp->cold = true; /* the layer callback and the step stop feeding the block */
+        sp->n_rows = 0;
     }
     sp->n_choices++;
 }
