@@ -24,6 +24,7 @@
 #ifndef QHX_BACKENDS_BACKEND_H
 #define QHX_BACKENDS_BACKEND_H
 
+#include "devices/profile.h"
 #include "families/family.h"
 #include "io/manifest.h"
 
@@ -119,6 +120,9 @@ typedef struct qhx_backend {
     /* Optional, with the "verify" graph: keep the first k tokens of the last verify run on s
      * (position, KV rows, recurrent state); QHX_E_ARG when another call came in between. */
     qhx_status (*seq_keep)(qhx_seq *s, int64_t k, qhx_error *err);
+    /* Optional: the per-op profile so far (devices/profile.h; false when the backend was not
+     * loaded with QHX_PROFILE set); clear: start again from zero. */
+    bool (*profile)(const qhx_graphs *g, qhx_op_profile *out, bool clear);
 } qhx_backend;
 
 /* registry.c: the backend named `name`: "cpu" (or "-", or NULL) is the CPU backend on the CPU

@@ -10,6 +10,7 @@
 #include "core/alloc.h"
 #include "core/file.h"
 #include "devices/cpu/cpu.h"
+#include "devices/profile.h"
 
 #include <string.h>
 #include <sys/stat.h>
@@ -17,6 +18,7 @@
 struct qhx_graphs {
     qhx_net net;
     qhx_device *dev;
+    qhx_device *prof; /* the timing wrapper the net runs on (QHX_PROFILE), or NULL */
 };
 
 /* A CPU sequence is the net's (families/family.h qhx_seq), handed out as it is. */
@@ -77,6 +79,7 @@ static qhx_status open_weights(const qhx_backend_load_args *a, qhx_st_set **out,
 static void cpu_unload(qhx_graphs *g) {
     if (!g) return;
     if (g->net.vt && g->net.impl) g->net.vt->free_impl(g->net.impl);
+    if (g->prof) g->prof->op->destroy(g->prof);
     if (g->dev) g->dev->op->destroy(g->dev);
     qhx_free(g);
 }
@@ -98,8 +101,9 @@ static qhx_status cpu_load(const qhx_backend_load_args *a, qhx_graphs **out, qhx
     qhx_st_set *set = NULL;
     const qhx_device_desc *dd = a->device ? a->device : qhx_device_find("cpu");
     qhx_status rc = dd->create(&dp, &g->dev, err); /* first: families keep a pointer to it */
+    if (rc == QHX_OK && qhx_profile_wanted()) rc = qhx_profile_wrap(g->dev, &g->prof, err);
     if (rc == QHX_OK) {
-        g->net.dev = g->dev;
+        g->net.dev = g->prof ? g->prof : g->dev;
         rc = open_weights(a, &set, err);
     }
     if (rc == QHX_OK) {
@@ -136,6 +140,10 @@ static void cpu_info(const qhx_graphs *g, qhx_backend_info *out) {
 
 const qhx_kernels *qhx_backend_cpu_kernels(const qhx_graphs *g) {
     return strcmp(g->dev->name, "cpu") ? NULL : qhx_cpu_device_kernels(g->dev);
+}
+
+static bool cpu_profile(const qhx_graphs *g, qhx_op_profile *out, bool clear) {
+    return qhx_profile_read(g->prof, out, clear);
 }
 
 static qhx_status cpu_seq_keep(qhx_seq *s, int64_t k, qhx_error *err) {
@@ -249,4 +257,5 @@ const qhx_backend QHX_BACKEND_CPU = {
     .run = cpu_run,
     .run_decode_multi = cpu_run_decode_multi,
     .seq_keep = cpu_seq_keep,
+    .profile = cpu_profile,
 };

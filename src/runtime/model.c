@@ -266,6 +266,12 @@ void qhx_model_free(qhx_model *m) { qhx_model_release(m); }
 const qhx_model_config *qhx_model_get_config(const qhx_model *m) { return &m->cfg; }
 int64_t qhx_model_n_vocab(const qhx_model *m) { return m ? m->cfg.vocab_size : 0; }
 void qhx_model_backend_info(const qhx_model *m, qhx_backend_info *out) { m->backend->info(m->graphs, out); }
+
+bool qhx_model_op_profile(const qhx_model *m, qhx_op_profile *out, bool clear) {
+    if (m->backend->profile) return m->backend->profile(m->graphs, out, clear);
+    memset(out, 0, sizeof *out);
+    return false;
+}
 qhx_chat_family qhx_model_chat_style(const qhx_model *m) { return m->family->chat; }
 qhx_token qhx_model_turn_end(const qhx_model *m) {
     const qhx_chat_style *f = m ? m->family->chat : NULL;

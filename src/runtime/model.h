@@ -78,6 +78,9 @@ const qhx_st_set *qhx_model_tensors(const qhx_model *m);
 const qhx_st_tensor *qhx_model_find_tensor(const qhx_model *m, const char *name);
 /* What the backend runs on (threads, instruction set). */
 void qhx_model_backend_info(const qhx_model *m, qhx_backend_info *out);
+/* The per-op profile of the model's device so far (devices/profile.h); false, *out zeroed, unless
+ * the model was opened with QHX_PROFILE set in the environment. clear: start again from zero. */
+bool qhx_model_op_profile(const qhx_model *m, qhx_op_profile *out, bool clear);
 /* The chat style of the model's family (text/tokenizer.h). */
 qhx_chat_family qhx_model_chat_style(const qhx_model *m);
 /* The id of the chat format's end-of-turn token (qhx_chat_style.turn_end), or -1. */

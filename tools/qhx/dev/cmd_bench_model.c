@@ -136,10 +136,64 @@ static qhx_status bench_image(const qhx_model *m, const char *path, double *ms, 
 
 /* ---- the benchmark ------------------------------------------------------------------------- */
 
+/* ---- the per-op profile of the decode step (--profile) ------------------------------------- */
+
+static void add_profile(qhx_op_profile *sum, const qhx_op_profile *p) {
+    for (int i = 0; i < QHX_PROF_COUNT; i++)
+        sum->calls[i] += p->calls[i], sum->ns[i] += p->ns[i], sum->weight_bytes[i] += p->weight_bytes[i];
+}
+
+/* Per token: each op's calls and time, its share of the step, and for the linear ops the weight
+ * bytes it streamed per second against the probe's bandwidth (what the op would take at the
+ * probe's speed); what the ops do not cover is the host's part of the step. */
+static void print_profile(const qhx_op_profile *p, double step_ms, int64_t tokens, double bw_gbs) {
+    const double per = 1.0 / (double)tokens, step = step_ms * per;
+    double ops_ms = 0.0, lin_ms = 0.0, lin_floor = 0.0;
+    printf("  decode step, per token (%lld tokens over the reps): %.3f ms\n", (long long)tokens, step);
+    printf("    %-14s %8s %10s %7s %10s %10s\n", "op", "calls", "ms", "step %", "weight GB/s", "at probe ms");
+    for (int i = 0; i < QHX_PROF_COUNT; i++) {
+        if (!p->calls[i]) continue;
+        const double ms = (double)p->ns[i] / 1e6 * per, gb = (double)p->weight_bytes[i] * per / 1e9;
+        ops_ms += ms;
+        if (p->weight_bytes[i]) {
+            lin_ms += ms;
+            lin_floor += bw_gbs > 0 ? gb / bw_gbs * 1e3 : 0.0;
+            printf("    %-14s %8.1f %10.3f %7.1f %10.2f %10.3f\n", qhx_prof_op_name((qhx_prof_op)i),
+                   (double)p->calls[i] * per, ms, 100.0 * ms / step, ms > 0 ? gb / (ms / 1e3) : 0.0,
+                   bw_gbs > 0 ? gb / bw_gbs * 1e3 : 0.0);
+        } else {
+            printf("    %-14s %8.1f %10.3f %7.1f\n", qhx_prof_op_name((qhx_prof_op)i), (double)p->calls[i] * per, ms,
+                   100.0 * ms / step);
+        }
+    }
+    printf("    %-14s %8s %10.3f %7.1f   (sampling, logits, the session's bookkeeping)\n", "outside ops", "",
+           step - ops_ms, 100.0 * (step - ops_ms) / step);
+    if (bw_gbs > 0 && lin_ms > 0)
+        printf("  linear ops: %.3f ms per token, %.3f ms of it the weights' bytes at the probe's %.2f GB/s (%.0f %%); "
+               "the rest is arithmetic and dispatch\n",
+               lin_ms, lin_floor, bw_gbs, 100.0 * lin_floor / lin_ms);
+}
+
+static void print_profile_json(const qhx_op_profile *p, double step_ms, int64_t tokens) {
+    const double per = 1.0 / (double)tokens;
+    double ops_ms = 0.0;
+    printf(", \"profile\": [");
+    for (int i = 0, first = 1; i < QHX_PROF_COUNT; i++) {
+        if (!p->calls[i]) continue;
+        const double ms = (double)p->ns[i] / 1e6 * per;
+        ops_ms += ms;
+        printf("%s{\"op\": \"%s\", \"calls_per_token\": %.2f, \"ms_per_token\": %.4f, \"weight_bytes_per_token\": %.0f}",
+               first ? "" : ", ", qhx_prof_op_name((qhx_prof_op)i), (double)p->calls[i] * per, ms,
+               (double)p->weight_bytes[i] * per);
+        first = 0;
+    }
+    printf("], \"profile_step_ms\": %.4f, \"profile_outside_ops_ms\": %.4f", step_ms * per, step_ms * per - ops_ms);
+}
+
 static void usage(FILE *f) {
     fprintf(f, "usage: qhx bench -m MODEL [--pp N] [--tg N] [--ctx N] [--threads N] [--reps N]\n"
                "                 [--weights mmap|read] [--isa ISA[,ISA...]] [--image FILE]\n"
-               "                 [--prefill-math default|f32|int8] [--decode-math default|f32|int8] [--json]\n"
+               "                 [--prefill-math default|f32|int8] [--decode-math default|f32|int8] [--profile] [--json]\n"
                "       qhx bench tokenizer ...\n"
                "  --pp N       prompt tokens for the prefill figure (default 512; 0: skip)\n"
                "  --tg N       tokens decoded one by one (default 128; 0: skip)\n"
@@ -160,6 +214,8 @@ static void usage(FILE *f) {
                "  --image FILE also time the vision encoder on FILE (Qwen3-VL models): decode,\n"
                "               preprocess and encode, median over the reps\n"
                "  --kv f32|f16|q8  KV cache element type (default: the run plan's, else f16)\n"
+               "  --profile    also time each device op of the decode run (QHX_PROFILE): calls, ms\n"
+               "               and share of a step per token, the linear ops' weight GB/s\n"
                "  --json       one JSON object instead of the table\n");
 }
 
@@ -193,7 +249,10 @@ static int bench_one(int argc, char **argv) {
     const char *model = NULL, *wname = "default", *isa_name = "best", *math_name = "default", *image = NULL;
     const char *dmath_name = "default";
     int64_t pp = 512, tg = 128, ctx = -1, threads = 0, reps = 3, bw_passes = 5, cmp_a = -1, cmp_b = -1;
-    int json = 0;
+    int json = 0, profile = 0;
+    qhx_op_profile prof = {0}; /* summed over the reps' decode runs */
+    double prof_ms = 0.0;
+    int64_t prof_tokens = 0;
     qhx_model_params mp = qhx_model_default_params();
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -255,11 +314,15 @@ static int bench_one(int argc, char **argv) {
             mp.backend = argv[i];
         } else if (!strcmp(a, "--json")) {
             json = 1;
+        } else if (!strcmp(a, "--profile")) {
+            profile = 1;
         } else {
             return qhx_cli_usage_error(CMD, "unknown or incomplete argument '%s'", a);
         }
     }
     if (!model) return qhx_cli_usage_error(CMD, "-m MODEL is required");
+    if (profile && (cmp_a > 0 || tg < 1)) return qhx_cli_usage_error(CMD, "--profile times the decode run: needs --tg > 0, not --ctx-compare");
+    if (profile) setenv("QHX_PROFILE", "1", 1); /* read when the model loads its device */
     if (cmp_a > 0) { /* compare mode: no prompt figure; the decode figure is at A */
         pp = 0;
         ctx = cmp_a;
@@ -368,9 +431,16 @@ static int bench_one(int argc, char **argv) {
             if (ctx > 0) st = qhx_session_prefill(s, ids, ctx, NULL, &err);
         }
         if (st == QHX_OK && tg > 0) {
+            qhx_op_profile pr;
+            qhx_model_op_profile(m, &pr, true); /* what the prefill ran is not the decode step's */
             t = now_ms();
             for (int64_t k = 0; k < tg && st == QHX_OK; k++) st = qhx_session_decode(s, ids[ctx + k], &err);
-            dec[r] = (double)tg / ((now_ms() - t) / 1e3);
+            const double ms = now_ms() - t;
+            dec[r] = (double)tg / (ms / 1e3);
+            if (profile && qhx_model_op_profile(m, &pr, true)) {
+                add_profile(&prof, &pr);
+                prof_ms += ms, prof_tokens += tg;
+            }
         }
         if (tg < 0) tg = -tg;
         qhx_session_free(s);
@@ -414,6 +484,7 @@ static int bench_one(int argc, char **argv) {
         if (image)
             printf(", \"vision_ms\": %.1f, \"vision_tokens\": %lld, \"vision_grid\": [%lld, %lld]", vis_ms,
                    (long long)vis_tokens, (long long)vis_grid_h, (long long)vis_grid_w);
+        if (prof_tokens > 0) print_profile_json(&prof, prof_ms, prof_tokens);
         printf("}\n");
     } else {
         printf("model %s (%s), isa %s, %d threads, weights %s, prefill math %s, decode math %s, %lld reps (medians)\n",
@@ -433,6 +504,7 @@ static int bench_one(int argc, char **argv) {
             printf("  vision encode        %10.1f ms (%lld x %lld patches -> %lld tokens; decode + preprocess + tower)\n",
                    vis_ms, (long long)vis_grid_h, (long long)vis_grid_w, (long long)vis_tokens);
         printf("  peak RSS             %10.1f MB\n", rss_mb);
+        if (prof_tokens > 0) print_profile(&prof, prof_ms, prof_tokens, bw);
     }
 out:
     qhx_pool_free(bw_pool);
