@@ -41,6 +41,10 @@ qhx_status qhx_session_spec_feed(qhx_session *s, const qhx_generate_params *p, q
     }
     if (s->broken)
         return qhx_fail(err, QHX_E_ARG, "session: an interrupted call left it incomplete; reset it first");
+    if (qhx_spec_retired(s->spec)) { /* drafting did not pay: the plain decode path, nothing queued */
+        s->spec_qn = s->spec_qi = 0;
+        return qhx_session_decode(s, t, err);
+    }
     int r = room < s->spec_cap + 1 ? (int)room : s->spec_cap + 1;
     if (r < 1) r = 1;
     stop_ctx c = {s->m, turn_end};

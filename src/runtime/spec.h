@@ -79,5 +79,8 @@ qhx_status qhx_spec_step(qhx_spec *sp, qhx_sampler *smp, int32_t t0, int room,
 qhx_status qhx_spec_cut(qhx_spec *sp, qhx_sampler *smp, int k, float *logits, qhx_error *err);
 
 void qhx_spec_get_stats(const qhx_spec *sp, qhx_spec_stats *out);
+/* Whether the adaptive rule retired (drafting did not pay; spec.c): until the next reset the
+ * caller may decode plainly instead of calling qhx_spec_step, which would only verify one token. */
+bool qhx_spec_retired(const qhx_spec *sp);
 
 #endif
