@@ -106,6 +106,9 @@ static void check_model(const char *path) {
     const qhx_op_profile *s0 = &prof.step[0];
     CHECK(s0->calls[QHX_PROF_LINEAR] > 0);
     CHECK_EQ(s0->weight_bytes[QHX_PROF_LINEAR], tb2); /* f32 checkpoints: the tensors as stored */
+    CHECK_EQ(s0->fmt_calls[QHX_W_F32], s0->calls[QHX_PROF_LINEAR]); /* every matrix is f32 */
+    CHECK_EQ(s0->fmt_bytes[QHX_W_F32], s0->weight_bytes[QHX_PROF_LINEAR]);
+    CHECK_EQ(s0->fmt_ns[QHX_W_F32], s0->ns[QHX_PROF_LINEAR]);
     CHECK(s0->calls[QHX_PROF_NORM] > 0);
     CHECK(s0->calls[QHX_PROF_ATTENTION] > 0);
     for (int i = 1; i < NSTEP; i++) /* every decode step runs the same ops over the same weights */

@@ -14,6 +14,7 @@ typedef struct prof_dev {
     qhx_device self;
     qhx_device *inner;
     _Atomic int64_t calls[QHX_PROF_COUNT], ns[QHX_PROF_COUNT], bytes[QHX_PROF_COUNT];
+    _Atomic int64_t fmt_calls[QHX_W_COUNT], fmt_ns[QHX_W_COUNT], fmt_bytes[QHX_W_COUNT];
 } prof_dev;
 
 static const char *const NAMES[QHX_PROF_COUNT] = {
@@ -50,11 +51,22 @@ bool qhx_profile_wanted(void) {
 static prof_dev *P(const qhx_device *d) { return (prof_dev *)d->impl; }
 static const qhx_device *IN(const qhx_device *d) { return P(d)->inner; }
 
-static void note(const qhx_device *d, qhx_prof_op op, uint64_t t0, int64_t bytes) {
+/* fmt: the weight format of a linear op, QHX_W_COUNT for the others */
+static void note_fmt(const qhx_device *d, qhx_prof_op op, qhx_wfmt fmt, uint64_t t0, int64_t bytes) {
     prof_dev *p = P(d);
+    const int64_t ns = (int64_t)(qhx_time_ns() - t0);
     atomic_fetch_add_explicit(&p->calls[op], 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&p->ns[op], (int64_t)(qhx_time_ns() - t0), memory_order_relaxed);
+    atomic_fetch_add_explicit(&p->ns[op], ns, memory_order_relaxed);
     if (bytes) atomic_fetch_add_explicit(&p->bytes[op], bytes, memory_order_relaxed);
+    if (fmt >= 0 && fmt < QHX_W_COUNT) {
+        atomic_fetch_add_explicit(&p->fmt_calls[fmt], 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&p->fmt_ns[fmt], ns, memory_order_relaxed);
+        atomic_fetch_add_explicit(&p->fmt_bytes[fmt], bytes, memory_order_relaxed);
+    }
+}
+
+static void note(const qhx_device *d, qhx_prof_op op, uint64_t t0, int64_t bytes) {
+    note_fmt(d, op, QHX_W_COUNT, t0, bytes);
 }
 
 /* Run `call` on the inner device and count it under op. */
@@ -63,6 +75,13 @@ static void note(const qhx_device *d, qhx_prof_op op, uint64_t t0, int64_t bytes
         const uint64_t t0_ = qhx_time_ns();                                                                          \
         call;                                                                                                         \
         note(d, op, t0_, bytes);                                                                                      \
+    } while (0)
+/* The same for a linear op over weights of format fmt. */
+#define TIMED_W(d, op, fmt, bytes, call)                                                                              \
+    do {                                                                                                              \
+        const uint64_t t0_ = qhx_time_ns();                                                                          \
+        call;                                                                                                         \
+        note_fmt(d, op, fmt, t0_, bytes);                                                                             \
     } while (0)
 #define INNER_OP(d) IN(d)->op
 
@@ -104,23 +123,24 @@ static void p_zero(const qhx_device *d, qhx_dv dst, size_t bytes) {
 /* ---- linear layers ------------------------------------------------------------------------ */
 
 static void p_linear(const qhx_device *d, const qhx_weight *w, qhx_dv X, int64_t ldx, qhx_dv Y, int64_t ldy, int64_t n) {
-    TIMED(d, QHX_PROF_LINEAR, qhx_weight_bytes(w), INNER_OP(d)->linear(IN(d), w, X, ldx, Y, ldy, n));
+    TIMED_W(d, QHX_PROF_LINEAR, w->fmt, qhx_weight_bytes(w), INNER_OP(d)->linear(IN(d), w, X, ldx, Y, ldy, n));
 }
 static void p_linears(const qhx_device *d, const qhx_dlin *ls, int n_ls, qhx_dv X, int64_t ldx, int64_t n) {
     int64_t b = 0;
     for (int i = 0; i < n_ls; i++) b += qhx_weight_bytes(ls[i].w);
-    TIMED(d, QHX_PROF_LINEAR, b, INNER_OP(d)->linears(IN(d), ls, n_ls, X, ldx, n));
+    TIMED_W(d, QHX_PROF_LINEAR, n_ls > 0 ? ls[0].w->fmt : QHX_W_COUNT, b, INNER_OP(d)->linears(IN(d), ls, n_ls, X, ldx, n));
 }
 static void p_swiglu_linear(const qhx_device *d, const qhx_weight *gate, const qhx_weight *up, qhx_dv X, int64_t ldx,
                             qhx_dv G, qhx_dv U, int64_t ld, int64_t n) {
-    TIMED(d, QHX_PROF_LINEAR, qhx_weight_bytes(gate) + qhx_weight_bytes(up),
+    TIMED_W(d, QHX_PROF_LINEAR, gate->fmt, qhx_weight_bytes(gate) + qhx_weight_bytes(up),
           INNER_OP(d)->swiglu_linear(IN(d), gate, up, X, ldx, G, U, ld, n));
 }
 static void p_linears_multi(const qhx_device *d, const qhx_dlin_multi *ls, int n_ls, const qhx_dv *X, int64_t nb,
                             bool swiglu) {
     int64_t b = 0;
     for (int i = 0; i < n_ls; i++) b += qhx_weight_bytes(ls[i].w);
-    TIMED(d, QHX_PROF_LINEARS_MULTI, b, INNER_OP(d)->linears_multi(IN(d), ls, n_ls, X, nb, swiglu));
+    TIMED_W(d, QHX_PROF_LINEARS_MULTI, n_ls > 0 ? ls[0].w->fmt : QHX_W_COUNT, b,
+            INNER_OP(d)->linears_multi(IN(d), ls, n_ls, X, nb, swiglu));
 }
 static void p_embed_rows(const qhx_device *d, const qhx_weight *w, const int32_t *ids, int64_t n, qhx_dv out) {
     TIMED(d, QHX_PROF_EMBED, 0, INNER_OP(d)->embed_rows(IN(d), w, ids, n, out));
@@ -221,6 +241,11 @@ bool qhx_profile_read(qhx_device *d, qhx_op_profile *out, bool clear) {
         out->calls[i] = clear ? atomic_exchange(&p->calls[i], 0) : atomic_load(&p->calls[i]);
         out->ns[i] = clear ? atomic_exchange(&p->ns[i], 0) : atomic_load(&p->ns[i]);
         out->weight_bytes[i] = clear ? atomic_exchange(&p->bytes[i], 0) : atomic_load(&p->bytes[i]);
+    }
+    for (int f = 0; f < QHX_W_COUNT; f++) {
+        out->fmt_calls[f] = clear ? atomic_exchange(&p->fmt_calls[f], 0) : atomic_load(&p->fmt_calls[f]);
+        out->fmt_ns[f] = clear ? atomic_exchange(&p->fmt_ns[f], 0) : atomic_load(&p->fmt_ns[f]);
+        out->fmt_bytes[f] = clear ? atomic_exchange(&p->fmt_bytes[f], 0) : atomic_load(&p->fmt_bytes[f]);
     }
     return true;
 }

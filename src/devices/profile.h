@@ -33,6 +33,8 @@ typedef struct qhx_op_profile {
     int64_t calls[QHX_PROF_COUNT];
     int64_t ns[QHX_PROF_COUNT];
     int64_t weight_bytes[QHX_PROF_COUNT]; /* bytes of the weights the calls read (linear ops) */
+    /* the linear ops again by weight format (a call over several weights: its first one's) */
+    int64_t fmt_calls[QHX_W_COUNT], fmt_ns[QHX_W_COUNT], fmt_bytes[QHX_W_COUNT];
 } qhx_op_profile;
 
 const char *qhx_prof_op_name(qhx_prof_op op);

@@ -141,7 +141,11 @@ static qhx_status bench_image(const qhx_model *m, const char *path, double *ms, 
 static void add_profile(qhx_op_profile *sum, const qhx_op_profile *p) {
     for (int i = 0; i < QHX_PROF_COUNT; i++)
         sum->calls[i] += p->calls[i], sum->ns[i] += p->ns[i], sum->weight_bytes[i] += p->weight_bytes[i];
+    for (int f = 0; f < QHX_W_COUNT; f++)
+        sum->fmt_calls[f] += p->fmt_calls[f], sum->fmt_ns[f] += p->fmt_ns[f], sum->fmt_bytes[f] += p->fmt_bytes[f];
 }
+
+static const char *const FMT_NAMES[QHX_W_COUNT] = {"f32", "f16", "bf16", "w8", "q4", "q6", "q4a"};
 
 /* Per token: each op's calls and time, its share of the step, and for the linear ops the weight
  * bytes it streamed per second against the probe's bandwidth (what the op would take at the
@@ -168,6 +172,13 @@ static void print_profile(const qhx_op_profile *p, double step_ms, int64_t token
     }
     printf("    %-14s %8s %10.3f %7.1f   (sampling, logits, the session's bookkeeping)\n", "outside ops", "",
            step - ops_ms, 100.0 * (step - ops_ms) / step);
+    printf("  the linear ops by weight format (a call over several weights counts as its first one's):\n");
+    for (int f = 0; f < QHX_W_COUNT; f++) {
+        if (!p->fmt_calls[f]) continue;
+        const double ms = (double)p->fmt_ns[f] / 1e6 * per, gb = (double)p->fmt_bytes[f] * per / 1e9;
+        printf("    %-14s %8.1f %10.3f %7.1f %10.2f %10.3f\n", FMT_NAMES[f], (double)p->fmt_calls[f] * per, ms,
+               100.0 * ms / step, ms > 0 ? gb / (ms / 1e3) : 0.0, bw_gbs > 0 ? gb / bw_gbs * 1e3 : 0.0);
+    }
     if (bw_gbs > 0 && lin_ms > 0)
         printf("  linear ops: %.3f ms per token, %.3f ms of it the weights' bytes at the probe's %.2f GB/s (%.0f %%); "
                "the rest is arithmetic and dispatch\n",
