@@ -718,8 +718,11 @@ QHX_API qhx_status qhx_sessions_decode(qhx_session *const *sessions, const qhx_t
  * generation's sampler, whose penalty window must hold the tokens before t; the step adds t and
  * the fed outputs to it (do not push them). qhx_session_spec_cut right after keeps out[0 .. k)
  * fed (out[k] then not fed), with smp's window cut the same way. Sessions with speculation are
- * never batched by qhx_sessions_decode (they are fed one by one). */
+ * not batched by qhx_sessions_decode (they are fed one by one) until their adaptive rule has
+ * retired (qhx_session_spec_retired: drafting did not pay; the MTP block no longer follows the
+ * session until it is reset), from then on they are. */
 QHX_API int qhx_session_spec_enabled(const qhx_session *s);
+QHX_API int qhx_session_spec_retired(const qhx_session *s);
 QHX_API qhx_status qhx_session_spec_step(qhx_session *s, qhx_sampler_handle *smp, qhx_token t, int room, int draft,
                                          qhx_token turn_end, int ignore_stop, qhx_token *out, int *n_out,
                                          qhx_error *err);

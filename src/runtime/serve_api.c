@@ -483,7 +483,8 @@ void qhx_checkpoint_free(qhx_checkpoint *cp) {
 static bool batchable(qhx_session *const *ss, size_t n) {
     if (n < 2 || n > QHX_MAX_BATCH) return false;
     for (size_t i = 0; i < n; i++) /* speculation follows every forward of its session: fed alone */
-        if (!ss[i] || ss[i]->m != ss[0]->m || ss[i]->busy || ss[i]->broken || ss[i]->pending >= 0 || ss[i]->spec)
+        if (!ss[i] || ss[i]->m != ss[0]->m || ss[i]->busy || ss[i]->broken || ss[i]->pending >= 0 ||
+            (ss[i]->spec && !qhx_spec_retired(ss[i]->spec)))
             return false;
     return true;
 }
@@ -491,6 +492,8 @@ static bool batchable(qhx_session *const *ss, size_t n) {
 /* ==== speculative decoding for a front end's own loop (the engine of qhx serve) ============== */
 
 int qhx_session_spec_enabled(const qhx_session *s) { return s && s->spec != NULL; }
+
+int qhx_session_spec_retired(const qhx_session *s) { return s && qhx_spec_retired(s->spec); }
 
 qhx_status qhx_session_spec_step(qhx_session *s, qhx_sampler_handle *smp, qhx_token t, int room, int draft,
                                  qhx_token turn_end, int ignore_stop, qhx_token *out, int *n_out, qhx_error *err) {

@@ -55,6 +55,7 @@ ask() { curl -sS "$URL/v1/completions" -H 'Content-Type: application/json' \
 serve
 check '[ -n "$URL" ]' "plain server ready: $(cat "$T/err")"
 ask "KING HENRY:" "" >"$T/a1"; ask "HAMLET:" "" >"$T/a2"
+ask "KING HENRY:" ',"max_tokens":80,"repeat_penalty":1.3' >"$T/a3"
 kill -TERM $PID; wait $PID; PID=
 serve --spec mtp --draft 4
 check '[ -n "$URL" ]' "speculative server ready: $(cat "$T/err")"
@@ -62,6 +63,12 @@ ask "KING HENRY:" "" >"$T/b1" & P1=$!
 ask "HAMLET:" "" >"$T/b2" & P2=$!
 wait $P1 $P2
 check '[ -s "$T/a1" ] && cmp -s "$T/a1" "$T/b1" && cmp -s "$T/a2" "$T/b2"' "server --spec mtp: the plain answers ($(cat "$T/a1") / $(cat "$T/b1"))"
+# long enough for the adaptive rule to retire and the slots to join the batch: the penalty
+# window must hold the same tokens on both paths
+ask "KING HENRY:" ',"max_tokens":80,"repeat_penalty":1.3' >"$T/b3" & P1=$!
+ask "HAMLET:" ',"max_tokens":80' >/dev/null & P2=$!
+wait $P1 $P2
+check '[ -s "$T/a3" ] && cmp -s "$T/a3" "$T/b3"' "server --spec mtp, repeat penalty, 80 tokens: the plain answer ($(cat "$T/a3") / $(cat "$T/b3"))"
 ask "KING HENRY:" ',"spec_draft":2' >"$T/c1"; ask "KING HENRY:" ',"spec_draft":-1' >"$T/c2"
 check 'cmp -s "$T/a1" "$T/c1" && cmp -s "$T/a1" "$T/c2"' "spec_draft 2 and -1: the plain answer"
 code=$(curl -s -o "$T/e" -w '%{http_code}' "$URL/v1/completions" -d '{"prompt":"x","spec_draft":9}')

@@ -417,7 +417,8 @@ static void spec_advance(slot *sl, qhx_token t) {
 }
 
 /* One token for every active job, then one decode step for all that go on (a speculative slot
- * runs its own step: its verify covers its drafts). */
+ * runs its own step, its verify covering its drafts, until its adaptive rule retires; then it
+ * joins the batch). */
 static void engine_step(srv_engine *e) {
     qhx_session *ss[MAX_SLOTS];
     qhx_token tk[MAX_SLOTS];
@@ -427,8 +428,13 @@ static void engine_step(srv_engine *e) {
         slot *sl = &e->slots[i];
         if (sl->job && next_token(sl, &tk[nb])) {
             if (sl->spec) {
-                spec_advance(sl, tk[nb]);
-                continue;
+                if (sl->qi < sl->qn || !qhx_session_spec_retired(sl->s)) {
+                    spec_advance(sl, tk[nb]);
+                    continue;
+                }
+                /* drafting did not pay: the slot decodes in the batch; its decoder's window gets t
+                   as a speculative step would have added it */
+                qhx_decoder_push(sl->dec, &tk[nb], 1);
             }
             ss[nb] = sl->s;
             who[nb++] = sl;
