@@ -42,6 +42,24 @@ grep -q '"ctx": 40,' "$T/json" && grep -q '"isa": "ref"' "$T/json" || fail "--ct
   fail "bench --ctx-compare: $(cat "$T/err")"
 grep -q '"ratio_b_over_a": ' "$T/json" && [ "$(wc -l <"$T/json")" = 1 ] || fail "--ctx-compare json: $(cat "$T/json")"
 
+# --profile: the per-op table of the decode step, and in --json the ops (linear among them)
+"$BIN" bench -m "$M" --pp 4 --tg 4 --reps 1 --bw-passes 0 --profile >"$T/out" 2>"$T/err" || fail "bench --profile: $(cat "$T/err")"
+grep -q '^    linear ' "$T/out" && grep -q '^    attention ' "$T/out" && grep -q 'outside ops' "$T/out" ||
+  fail "--profile table: $(cat "$T/out")"
+"$BIN" bench -m "$M" --pp 4 --tg 4 --reps 1 --bw-passes 0 --profile --json >"$T/json" 2>"$T/err" || fail "bench --profile --json"
+grep -q '"profile": \[{"op": "linear", "calls_per_token": [1-9]' "$T/json" || fail "--profile json: $(cat "$T/json")"
+"$BIN" bench -m "$M" --ctx-compare 8,30 --tg 4 --profile >/dev/null 2>"$T/err"; [ $? = 2 ] || fail "--profile with --ctx-compare"
+
+# --streams: one line per count, aggregate = count x per stream; the profile of the batched step
+"$BIN" bench -m "$M" --streams 1,3 --pp 4 --tg 6 --reps 2 --profile >"$T/out" 2>"$T/err" || fail "bench --streams: $(cat "$T/err")"
+awk '$1 == 3 && $2 > 0 { d = $2 - 3 * $3; ok = d < 0.05 && d > -0.05 } END { exit !ok }' "$T/out" &&
+  grep -q '^    linears_multi ' "$T/out" || fail "--streams table: $(cat "$T/out")"
+"$BIN" bench -m "$M" --streams 1,2 --pp 4 --tg 2 --reps 1 --json >"$T/json" 2>"$T/err" &&
+  grep -q '"streams": \[{"n": 1, "aggregate_tok_s": [0-9.]*}, {"n": 2, ' "$T/json" || fail "--streams json: $(cat "$T/json")"
+for bad in 0 1,,2 65 1,2,3,4,5,6,7,8,9 x; do
+  "$BIN" bench -m "$M" --streams "$bad" >/dev/null 2>"$T/err"; [ $? = 2 ] && grep -q -- "--streams" "$T/err" || fail "--streams $bad: $(cat "$T/err")"
+done
+
 # --image on the Qwen3-VL fixture: 64x96 px -> 4 x 6 patches of 16 -> 6 tokens after the 2x2 merge
 # (preprocessor_config.json of the fixture); on a text-only model it is refused with exit 1
 VL="$FIX/qwen3vl-tiny-f32"

@@ -153,8 +153,8 @@ static const char *const FMT_NAMES[QHX_W_COUNT] = {"f32", "f16", "bf16", "w8", "
 static void print_profile(const qhx_op_profile *p, double step_ms, int64_t tokens, double bw_gbs) {
     const double per = 1.0 / (double)tokens, step = step_ms * per;
     double ops_ms = 0.0, lin_ms = 0.0, lin_floor = 0.0;
-    printf("  decode step, per token (%lld tokens over the reps): %.3f ms\n", (long long)tokens, step);
-    printf("    %-14s %8s %10s %7s %10s %10s\n", "op", "calls", "ms", "step %", "weight GB/s", "at probe ms");
+    printf("  decode step (%lld over the reps), each: %.3f ms\n", (long long)tokens, step);
+    printf("    %-14s %8s %10s %7s %10s%s\n", "op", "calls", "ms", "step %", "weight GB/s", bw_gbs > 0 ? " at probe ms" : "");
     for (int i = 0; i < QHX_PROF_COUNT; i++) {
         if (!p->calls[i]) continue;
         const double ms = (double)p->ns[i] / 1e6 * per, gb = (double)p->weight_bytes[i] * per / 1e9;
@@ -162,9 +162,10 @@ static void print_profile(const qhx_op_profile *p, double step_ms, int64_t token
         if (p->weight_bytes[i]) {
             lin_ms += ms;
             lin_floor += bw_gbs > 0 ? gb / bw_gbs * 1e3 : 0.0;
-            printf("    %-14s %8.1f %10.3f %7.1f %10.2f %10.3f\n", qhx_prof_op_name((qhx_prof_op)i),
-                   (double)p->calls[i] * per, ms, 100.0 * ms / step, ms > 0 ? gb / (ms / 1e3) : 0.0,
-                   bw_gbs > 0 ? gb / bw_gbs * 1e3 : 0.0);
+            printf("    %-14s %8.1f %10.3f %7.1f %10.2f", qhx_prof_op_name((qhx_prof_op)i), (double)p->calls[i] * per,
+                   ms, 100.0 * ms / step, ms > 0 ? gb / (ms / 1e3) : 0.0);
+            if (bw_gbs > 0) printf(" %10.3f", gb / bw_gbs * 1e3);
+            printf("\n");
         } else {
             printf("    %-14s %8.1f %10.3f %7.1f\n", qhx_prof_op_name((qhx_prof_op)i), (double)p->calls[i] * per, ms,
                    100.0 * ms / step);
@@ -176,8 +177,10 @@ static void print_profile(const qhx_op_profile *p, double step_ms, int64_t token
     for (int f = 0; f < QHX_W_COUNT; f++) {
         if (!p->fmt_calls[f]) continue;
         const double ms = (double)p->fmt_ns[f] / 1e6 * per, gb = (double)p->fmt_bytes[f] * per / 1e9;
-        printf("    %-14s %8.1f %10.3f %7.1f %10.2f %10.3f\n", FMT_NAMES[f], (double)p->fmt_calls[f] * per, ms,
-               100.0 * ms / step, ms > 0 ? gb / (ms / 1e3) : 0.0, bw_gbs > 0 ? gb / bw_gbs * 1e3 : 0.0);
+        printf("    %-14s %8.1f %10.3f %7.1f %10.2f", FMT_NAMES[f], (double)p->fmt_calls[f] * per, ms, 100.0 * ms / step,
+               ms > 0 ? gb / (ms / 1e3) : 0.0);
+        if (bw_gbs > 0) printf(" %10.3f", gb / bw_gbs * 1e3);
+        printf("\n");
     }
     if (bw_gbs > 0 && lin_ms > 0)
         printf("  linear ops: %.3f ms per token, %.3f ms of it the weights' bytes at the probe's %.2f GB/s (%.0f %%); "
@@ -204,7 +207,7 @@ static void print_profile_json(const qhx_op_profile *p, double step_ms, int64_t 
 static void usage(FILE *f) {
     fprintf(f, "usage: qhx bench -m MODEL [--pp N] [--tg N] [--ctx N] [--threads N] [--reps N]\n"
                "                 [--weights mmap|read] [--isa ISA[,ISA...]] [--image FILE]\n"
-               "                 [--prefill-math default|f32|int8] [--decode-math default|f32|int8] [--profile] [--json]\n"
+               "                 [--prefill-math default|f32|int8] [--decode-math default|f32|int8] [--streams LIST] [--profile] [--json]\n"
                "       qhx bench tokenizer ...\n"
                "  --pp N       prompt tokens for the prefill figure (default 512; 0: skip)\n"
                "  --tg N       tokens decoded one by one (default 128; 0: skip)\n"
@@ -225,12 +228,136 @@ static void usage(FILE *f) {
                "  --image FILE also time the vision encoder on FILE (Qwen3-VL models): decode,\n"
                "               preprocess and encode, median over the reps\n"
                "  --kv f32|f16|q8  KV cache element type (default: the run plan's, else f16)\n"
+               "  --streams LIST  aggregate decode of several sessions instead (e.g. 1,2,4,8): per\n"
+               "               count, that many sessions each prefilled with --pp ids, then --tg\n"
+               "               steps decoding all of them at once (qhx_sessions_decode); counts\n"
+               "               interleaved within each rep\n"
                "  --profile    also time each device op of the decode run (QHX_PROFILE): calls, ms\n"
                "               and share of a step per token, the linear ops' weight GB/s\n"
                "  --json       one JSON object instead of the table\n");
 }
 
 static int bench_one(int argc, char **argv);
+
+/* ---- --streams: aggregate decode of several sessions (qhx_sessions_decode) ------------------ */
+
+#define MAX_STREAM_COUNTS 8
+#define RMAX_STREAM_REPS 101
+
+typedef struct streams_run {
+    int64_t counts[MAX_STREAM_COUNTS];
+    int n_counts;
+    int64_t pp, tg, reps;
+    int profile;
+} streams_run;
+
+/* "1,2,4,8" -> counts (1 .. QHX_MAX_BATCH each); -1 on a bad list. */
+static int parse_streams(const char *v, streams_run *r) {
+    r->n_counts = 0;
+    const char *p = v;
+    while (*p) {
+        char item[16];
+        size_t n = strcspn(p, ",");
+        if (n == 0 || n >= sizeof item || r->n_counts == MAX_STREAM_COUNTS) return -1;
+        memcpy(item, p, n);
+        item[n] = '\0';
+        if (qhx_cli_parse_i64(item, 1, QHX_MAX_BATCH, &r->counts[r->n_counts++])) return -1;
+        p += n;
+        if (*p == ',') p++;
+    }
+    return r->n_counts > 0 ? 0 : -1;
+}
+
+/* N sessions, each prefilled with its own pp random ids, then tg decode steps over all of them
+ * at once (one qhx_sessions_decode per step: the server's batched step without the HTTP). */
+static qhx_status stream_round(qhx_model *m, int64_t N, const streams_run *r, qhx_rng *rng, double *ms,
+                               qhx_op_profile *prof, qhx_error *err) {
+    qhx_session *ss[QHX_MAX_BATCH] = {0};
+    qhx_token tk[QHX_MAX_BATCH];
+    const int64_t V = qhx_model_n_vocab(m), top = V < 150000 ? V : 150000;
+    int32_t *ids = malloc((size_t)(r->pp > 0 ? r->pp : 1) * sizeof *ids);
+    if (!ids) return qhx_fail(err, QHX_E_NOMEM, "out of memory");
+    qhx_session_params sp = qhx_session_default_params(m);
+    sp.n_ctx = r->pp + r->tg + 1;
+    qhx_status st = QHX_OK;
+    for (int64_t i = 0; i < N && st == QHX_OK; i++) {
+        st = qhx_session_create(m, &sp, &ss[i], err);
+        for (int64_t k = 0; k < r->pp; k++) ids[k] = (int32_t)qhx_rng_below(rng, (uint64_t)top);
+        if (st == QHX_OK && r->pp > 0) st = qhx_session_prefill(ss[i], ids, r->pp, NULL, err);
+    }
+    qhx_op_profile pr;
+    qhx_model_op_profile(m, &pr, true);
+    const double t = now_ms();
+    for (int64_t k = 0; k < r->tg && st == QHX_OK; k++) {
+        for (int64_t i = 0; i < N; i++) tk[i] = (qhx_token)qhx_rng_below(rng, (uint64_t)top);
+        st = qhx_sessions_decode(ss, tk, (size_t)N, NULL, err);
+    }
+    *ms = now_ms() - t;
+    if (qhx_model_op_profile(m, &pr, true)) add_profile(prof, &pr);
+    for (int64_t i = 0; i < N; i++) qhx_session_free(ss[i]);
+    free(ids);
+    return st;
+}
+
+static int bench_streams(const char *model, const qhx_model_params *mp, const streams_run *r, int json) {
+    qhx_error err = {0};
+    qhx_model *m = NULL;
+    qhx_cli_progress lp;
+    qhx_model_params p = *mp;
+    qhx_cli_progress_attach(&p, &lp);
+    qhx_status open_rc = qhx_model_open(model, &p, &m, &err);
+    qhx_cli_progress_end(&lp);
+    if (open_rc) return qhx_cli_runtime_error(CMD, &err);
+    double agg[MAX_STREAM_COUNTS][RMAX_STREAM_REPS];
+    qhx_op_profile prof[MAX_STREAM_COUNTS];
+    double prof_ms[MAX_STREAM_COUNTS] = {0};
+    memset(prof, 0, sizeof prof);
+    qhx_rng rng;
+    qhx_rng_seed(&rng, 1234);
+    int rc = QHX_EXIT_OK;
+    /* rounds outside, counts inside: every count sees the same stretch of machine load */
+    for (int64_t rep = 0; rep < r->reps && rc == QHX_EXIT_OK; rep++)
+        for (int c = 0; c < r->n_counts; c++) {
+            double ms = 0.0;
+            if (stream_round(m, r->counts[c], r, &rng, &ms, &prof[c], &err)) {
+                rc = qhx_cli_runtime_error(CMD, &err);
+                break;
+            }
+            agg[c][rep] = (double)(r->counts[c] * r->tg) / (ms / 1e3);
+            prof_ms[c] += ms;
+            if (!json)
+                fprintf(stderr, "round %lld: %lld streams %.2f tok/s\n", (long long)rep + 1, (long long)r->counts[c],
+                        agg[c][rep]);
+        }
+    qhx_backend_info bi;
+    qhx_model_backend_info(m, &bi);
+    if (rc == QHX_EXIT_OK) {
+        double med[MAX_STREAM_COUNTS];
+        for (int c = 0; c < r->n_counts; c++) med[c] = median(agg[c], (int)r->reps);
+        if (json) {
+            printf("{\"model\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"pp\": %lld, \"tg\": %lld, \"reps\": %lld, "
+                   "\"streams\": [",
+                   model, bi.isa, bi.n_threads, (long long)r->pp, (long long)r->tg, (long long)r->reps);
+            for (int c = 0; c < r->n_counts; c++)
+                printf("%s{\"n\": %lld, \"aggregate_tok_s\": %.3f}", c ? ", " : "", (long long)r->counts[c], med[c]);
+            printf("]}\n");
+        } else {
+            printf("model %s, isa %s, %d threads, %lld prompt tokens per stream, %lld decode steps, %lld rounds "
+                   "(medians)\n",
+                   model, bi.isa, bi.n_threads, (long long)r->pp, (long long)r->tg, (long long)r->reps);
+            printf("  %8s %16s %12s %14s\n", "streams", "aggregate tok/s", "per stream", "x first count");
+            for (int c = 0; c < r->n_counts; c++)
+                printf("  %8lld %16.2f %12.2f %14.2f\n", (long long)r->counts[c], med[c], med[c] / (double)r->counts[c],
+                       med[0] > 0 ? med[c] / med[0] : 0.0);
+            for (int c = 0; c < r->n_counts && r->profile; c++) {
+                printf("  %lld streams:\n", (long long)r->counts[c]);
+                print_profile(&prof[c], prof_ms[c], r->tg * r->reps, 0.0);
+            }
+        }
+    }
+    qhx_model_free(m);
+    return rc;
+}
 
 /* --isa A,B,...: the whole benchmark once per instruction set (ref, avx2, avx512, neon, best), one
  * after the other in this process, so the kernel tables of one machine are compared in one run
@@ -261,6 +388,7 @@ static int bench_one(int argc, char **argv) {
     const char *dmath_name = "default";
     int64_t pp = 512, tg = 128, ctx = -1, threads = 0, reps = 3, bw_passes = 5, cmp_a = -1, cmp_b = -1;
     int json = 0, profile = 0;
+    streams_run streams = {.n_counts = 0};
     qhx_op_profile prof = {0}; /* summed over the reps' decode runs */
     double prof_ms = 0.0;
     int64_t prof_tokens = 0;
@@ -327,11 +455,23 @@ static int bench_one(int argc, char **argv) {
             json = 1;
         } else if (!strcmp(a, "--profile")) {
             profile = 1;
+        } else if (!strcmp(a, "--streams") && has) {
+            if (parse_streams(argv[++i], &streams))
+                return qhx_cli_usage_error(CMD, "--streams: expected counts 1..%d like 1,2,4,8 (at most %d), got '%s'",
+                                           QHX_MAX_BATCH, MAX_STREAM_COUNTS, argv[i]);
         } else {
             return qhx_cli_usage_error(CMD, "unknown or incomplete argument '%s'", a);
         }
     }
     if (!model) return qhx_cli_usage_error(CMD, "-m MODEL is required");
+    if (streams.n_counts > 0) {
+        if (cmp_a > 0 || image) return qhx_cli_usage_error(CMD, "--streams is a mode of its own: not with --ctx-compare or --image");
+        if (tg < 1) return qhx_cli_usage_error(CMD, "--streams needs --tg > 0");
+        if (reps > RMAX_STREAM_REPS) return qhx_cli_usage_error(CMD, "--streams: at most %d reps", RMAX_STREAM_REPS);
+        if (profile) setenv("QHX_PROFILE", "1", 1);
+        streams.pp = pp, streams.tg = tg, streams.reps = reps, streams.profile = profile;
+        return bench_streams(model, &mp, &streams, json);
+    }
     if (profile && (cmp_a > 0 || tg < 1)) return qhx_cli_usage_error(CMD, "--profile times the decode run: needs --tg > 0, not --ctx-compare");
     if (profile) setenv("QHX_PROFILE", "1", 1); /* read when the model loads its device */
     if (cmp_a > 0) { /* compare mode: no prompt figure; the decode figure is at A */
