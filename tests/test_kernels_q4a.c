@@ -4,7 +4,8 @@
  * weights), the f32 reference kernels against a double-precision product of the dequantized
  * matrix, the scalar model of the int8-activation kernels within its rounding bound, and every
  * x86 build of the int8-activation kernels bit for bit against that model (matvec, matmul,
- * multi-row, row splits), plus the table install. The SIMD part exits 77 without AVX2. */
+ * multi-row, row splits), plus the table install. The SIMD part exits 77 without AVX2. The
+ * prefill GEMM that the table installs for Q4A on x86 has its own test, test_kernels_q4a_gemm. */
 #include "kernels_check.h"
 
 #if defined(QHX_HAVE_X86)
@@ -283,7 +284,11 @@ static void check_x86(void) {
     qhx_kern_use_int8(QHX_ISA_BEST, 1u << QHX_W_Q4, 1u << QHX_W_Q4, &k);
     int vnni = (cpu.features & QHX_CPU_AVX_VNNI) != 0;
     CHECK(k.matvec[QHX_W_Q4A] == (vnni ? qhx_k_matvec_q4a_i8x_avxvnni : qhx_k_matvec_q4a_i8x_avx2));
-    CHECK(k.matmul[QHX_W_Q4A] == (vnni ? qhx_k_matmul_q4a_i8x_avxvnni : qhx_k_matmul_q4a_i8x_avx2));
+    /* prefill: the int8 GEMM (test_kernels_q4a_gemm), not these per-token kernels */
+    qhx_matmul_fn gemm = k.isa == QHX_ISA_AVX512 && (cpu.features & QHX_CPU_AVX512_VNNI) ? qhx_k_matmul_q4a_i8gemm_avx512
+                         : vnni                                                       ? qhx_k_matmul_q4a_i8gemm_avxvnni
+                                                                                      : qhx_k_matmul_q4a_i8gemm_avx2;
+    CHECK(k.matmul[QHX_W_Q4A] == gemm);
     CHECK(k.matvec_multi[QHX_W_Q4A] == (vnni ? qhx_k_matvec_multi_q4a_i8x_avxvnni : qhx_k_matvec_multi_q4a_i8x_avx2));
     qhx_kern_select(QHX_ISA_BEST, &k);
     qhx_kern_use_int8(QHX_ISA_BEST, 1u << QHX_W_Q8, 0, &k); /* Q4's bits absent: Q4A untouched */

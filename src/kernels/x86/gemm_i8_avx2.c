@@ -42,6 +42,7 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "kernels/quant.h"
 #include "kernels/x86/i8_panel_avx2.h"
 #include "kernels/x86/ops_x86.h"
 #include "kernels/x86/quant_x_avx2.h"
@@ -80,6 +81,11 @@
 #define TT_Q4 4
 #define TT_MAX 6       /* the tail switch of panel_q8 / panel_q4 covers 1 .. TT_MAX - 1 tokens */
 
+/* Weight formats of gemm_i8 (a constant in every call, so each tile compiles for one). */
+#define K_Q8 0
+#define K_Q4 1
+#define K_Q4A 2
+
 // ---- activations: int8 codes per block of 32 --------------------------------------------------
 
 /* TC tokens x KC columns of X, quantized (40 KB on the stack). */
@@ -100,19 +106,20 @@ static void quantize_chunk(const float *X, int64_t ldx, int tc, int nb, xq_chunk
 
 typedef struct w_panel {
     _Alignas(32) int8_t c[NBK][8][2][32]; /* [block][quad][row half]: rows 8h..8h+7 x 4 columns */
-    _Alignas(32) float d[NBK][NR];        /* Q4: group scales; 0 for rows past the end */
+    _Alignas(32) float d[NBK][NR];        /* Q4: group scales, Q4A: c = d 2^-12 s; 0 past the end */
+    _Alignas(32) int32_t z[NBK][NR];      /* Q4A: zero points (0..255); 0 for rows past the end */
     _Alignas(32) float s[NR];             /* Q8: row scales; 0 for rows past the end */
 } w_panel;
 
 /* Panel of rows [r, r + nr) (nr <= NR; missing rows are zeros), columns [k0, k0 + 32 nb). */
-static void pack_panel(const qhx_weight *w, int q4, int64_t r, int nr, int64_t k0, int nb, w_panel *P) {
+static void pack_panel(const qhx_weight *w, int kind, int64_t r, int nr, int64_t k0, int nb, w_panel *P) {
     for (int h = 0; h < 2; h++)
         for (int b = 0; b < nb; b++) {
             __m256i v[8];
             for (int i = 0; i < 8; i++)
-                v[i] = 8 * h + i < nr ? load_codes(w, q4, r + 8 * h + i, k0 + 32 * b) : _mm256_setzero_si256();
+                v[i] = 8 * h + i < nr ? load_codes(w, kind != K_Q8, r + 8 * h + i, k0 + 32 * b) : _mm256_setzero_si256();
 #ifdef QHX_I8_AVXVNNI
-            if (!q4) /* w + 128 as unsigned; rows past the end become 128, times 0 row scale */
+            if (kind == K_Q8) /* w + 128 as unsigned; rows past the end become 128, times 0 row scale */
                 for (int i = 0; i < 8; i++) v[i] = _mm256_xor_si256(v[i], _mm256_set1_epi8((char)0x80));
 #endif
             transpose_quads(v);
@@ -120,8 +127,10 @@ static void pack_panel(const qhx_weight *w, int q4, int64_t r, int nr, int64_t k
         }
     const int64_t ng = w->cols / 32;
     for (int i = 0; i < NR; i++) {
-        if (q4)
+        if (kind == K_Q4)
             for (int b = 0; b < nb; b++) P->d[b][i] = i < nr ? qhx_x86_f16(w->gscales + (r + i) * ng + k0 / 32 + b) : 0.0f;
+        else if (kind == K_Q4A)
+            q4a_factors(w, r + i, i < nr, k0 / 32, nb, &P->d[0][i], &P->z[0][i], NR);
         else
             P->s[i] = i < nr ? w->scales[r + i] : 0.0f;
     }
@@ -185,9 +194,11 @@ AI void tile_q8(const w_panel *P, const xq_chunk *xq, int t0, int T, int nb, flo
     tile_acc_store(acc, Y, ldy, T, nr, last ? P->s : NULL);
 }
 
-/* Q4: as tile_q8, codes unsigned (nibbles) and group scales per row and block. */
+/* Q4: as tile_q8, codes unsigned (nibbles) and group scales per row and block. Q4A (za): the same
+ * lane sums P = sum u q (<= 8 * 3810 per int16, no saturation), then isum = 16 P - z sum q per
+ * row lane (z * sum q by vpmaddwd: z and |sum q| <= 4064 fit int16), times c dx. */
 AI void tile_q4(const w_panel *P, const xq_chunk *xq, int t0, int T, int nb, float *Y, int64_t ldy, int nr,
-                int first) {
+                int first, int za) {
     const __m256i ones = _mm256_set1_epi16(1);
     (void)ones; /* unused by the VNNI build */
     __m256 acc[TT_MAX][2];
@@ -213,16 +224,31 @@ AI void tile_q4(const w_panel *P, const xq_chunk *xq, int t0, int T, int nb, flo
             }
         }
         __m256 d0 = _mm256_load_ps(P->d[b]), d1 = _mm256_load_ps(P->d[b] + 8);
+        __m256i z0 = _mm256_setzero_si256(), z1 = z0;
+        if (za) z0 = _mm256_load_si256((const __m256i *)P->z[b]), z1 = _mm256_load_si256((const __m256i *)(P->z[b] + 8));
         UNROLL
         for (int t = 0; t < T; t++) {
             __m256 dx = _mm256_broadcast_ss(&xq->dx[t0 + t][b]);
-            __m256i off = _mm256_set1_epi32(xq->sum8[t0 + t][b]);
+            __m256i i0, i1;
+            if (za) { /* 16 P - z sum q */
+                __m256i sq = _mm256_set1_epi32(xq->sum8[t0 + t][b] / 8);
 #ifdef QHX_I8_AVXVNNI
-            __m256i i0 = _mm256_sub_epi32(s[t][0], off), i1 = _mm256_sub_epi32(s[t][1], off);
+                i0 = _mm256_sub_epi32(_mm256_slli_epi32(s[t][0], 4), _mm256_madd_epi16(z0, sq));
+                i1 = _mm256_sub_epi32(_mm256_slli_epi32(s[t][1], 4), _mm256_madd_epi16(z1, sq));
 #else
-            __m256i i0 = _mm256_sub_epi32(_mm256_madd_epi16(s[t][0], ones), off);
-            __m256i i1 = _mm256_sub_epi32(_mm256_madd_epi16(s[t][1], ones), off);
+                const __m256i sixteen = _mm256_set1_epi16(16);
+                i0 = _mm256_sub_epi32(_mm256_madd_epi16(s[t][0], sixteen), _mm256_madd_epi16(z0, sq));
+                i1 = _mm256_sub_epi32(_mm256_madd_epi16(s[t][1], sixteen), _mm256_madd_epi16(z1, sq));
 #endif
+            } else { /* sum (c - 8) q = sum c q - 8 sum q */
+                __m256i off = _mm256_set1_epi32(xq->sum8[t0 + t][b]);
+#ifdef QHX_I8_AVXVNNI
+                i0 = _mm256_sub_epi32(s[t][0], off), i1 = _mm256_sub_epi32(s[t][1], off);
+#else
+                i0 = _mm256_sub_epi32(_mm256_madd_epi16(s[t][0], ones), off);
+                i1 = _mm256_sub_epi32(_mm256_madd_epi16(s[t][1], ones), off);
+#endif
+            }
             acc[t][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i0), _mm256_mul_ps(d0, dx), acc[t][0]);
             acc[t][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i1), _mm256_mul_ps(d1, dx), acc[t][1]);
         }
@@ -246,24 +272,33 @@ static void panel_q8(const w_panel *P, const xq_chunk *xq, int tc, int nb, float
     }
 }
 
-static void panel_q4(const w_panel *P, const xq_chunk *xq, int tc, int nb, float *Y, int64_t ldy, int nr, int first) {
+/* za: Q4A (a constant in each call below, so the tiles compile without the test). */
+AI void panel_q4(const w_panel *P, const xq_chunk *xq, int tc, int nb, float *Y, int64_t ldy, int nr, int first,
+                 int za) {
     int t = 0;
-    for (; t + TT_Q4 <= tc; t += TT_Q4) tile_q4(P, xq, t, TT_Q4, nb, Y + t * ldy, ldy, nr, first);
+    for (; t + TT_Q4 <= tc; t += TT_Q4) tile_q4(P, xq, t, TT_Q4, nb, Y + t * ldy, ldy, nr, first, za);
     switch (tc - t) {
-    case 5: tile_q4(P, xq, t, 5, nb, Y + t * ldy, ldy, nr, first); break;
-    case 4: tile_q4(P, xq, t, 4, nb, Y + t * ldy, ldy, nr, first); break;
-    case 3: tile_q4(P, xq, t, 3, nb, Y + t * ldy, ldy, nr, first); break;
-    case 2: tile_q4(P, xq, t, 2, nb, Y + t * ldy, ldy, nr, first); break;
-    case 1: tile_q4(P, xq, t, 1, nb, Y + t * ldy, ldy, nr, first); break;
+    case 5: tile_q4(P, xq, t, 5, nb, Y + t * ldy, ldy, nr, first, za); break;
+    case 4: tile_q4(P, xq, t, 4, nb, Y + t * ldy, ldy, nr, first, za); break;
+    case 3: tile_q4(P, xq, t, 3, nb, Y + t * ldy, ldy, nr, first, za); break;
+    case 2: tile_q4(P, xq, t, 2, nb, Y + t * ldy, ldy, nr, first, za); break;
+    case 1: tile_q4(P, xq, t, 1, nb, Y + t * ldy, ldy, nr, first, za); break;
     default: break;
     }
+}
+static void panel_q4_only(const w_panel *P, const xq_chunk *xq, int tc, int nb, float *Y, int64_t ldy, int nr,
+                          int first) {
+    panel_q4(P, xq, tc, nb, Y, ldy, nr, first, 0);
+}
+static void panel_q4a(const w_panel *P, const xq_chunk *xq, int tc, int nb, float *Y, int64_t ldy, int nr, int first) {
+    panel_q4(P, xq, tc, nb, Y, ldy, nr, first, 1);
 }
 
 // ---- the loops -------------------------------------------------------------------------------------
 
 /* Token chunks, then column blocks: each chunk's X block is quantized once, then every panel
  * of 16 rows of [r0, r1) is packed and run against all tokens of the chunk while it sits in L1. */
-static void gemm_i8(const qhx_weight *w, int q4, const float *X, int64_t ldx, float *Y, int64_t ldy, int64_t n,
+static void gemm_i8(const qhx_weight *w, int kind, const float *X, int64_t ldx, float *Y, int64_t ldy, int64_t n,
                     int64_t r0, int64_t r1) {
     xq_chunk xq;
     w_panel P;
@@ -276,9 +311,10 @@ static void gemm_i8(const qhx_weight *w, int q4, const float *X, int64_t ldx, fl
             quantize_chunk(X + t0 * ldx + k0, ldx, tc, nb, &xq);
             for (int64_t r = r0; r < r1; r += NR) {
                 int nr = r1 - r < NR ? (int)(r1 - r) : NR;
-                pack_panel(w, q4, r, nr, k0, nb, &P);
+                pack_panel(w, kind, r, nr, k0, nb, &P);
                 float *Yp = Y + t0 * ldy + r;
-                if (q4) panel_q4(&P, &xq, tc, nb, Yp, ldy, nr, first);
+                if (kind == K_Q4) panel_q4_only(&P, &xq, tc, nb, Yp, ldy, nr, first);
+                else if (kind == K_Q4A) panel_q4a(&P, &xq, tc, nb, Yp, ldy, nr, first);
                 else panel_q8(&P, &xq, tc, nb, Yp, ldy, nr, first, last);
             }
         }
@@ -288,11 +324,19 @@ static void gemm_i8(const qhx_weight *w, int q4, const float *X, int64_t ldx, fl
 void I8GEMM_NAME(qhx_k_matmul_q8_i8gemm)(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy, int64_t n,
                                  int64_t r0, int64_t r1) {
     if (w->cols % 32) qhx_k_matmul_q8_gemm_avx2(w, X, ldx, Y, ldy, n, r0, r1);
-    else gemm_i8(w, 0, X, ldx, Y, ldy, n, r0, r1);
+    else gemm_i8(w, K_Q8, X, ldx, Y, ldy, n, r0, r1);
 }
 
 void I8GEMM_NAME(qhx_k_matmul_q4_i8gemm)(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy, int64_t n,
                                  int64_t r0, int64_t r1) {
     if (w->group != 32 || w->cols % 32) qhx_k_matmul_q4_gemm_avx2(w, X, ldx, Y, ldy, n, r0, r1);
-    else gemm_i8(w, 1, X, ldx, Y, ldy, n, r0, r1);
+    else gemm_i8(w, K_Q4, X, ldx, Y, ldy, n, r0, r1);
+}
+
+/* Q4A: any cols that is a multiple of 32 (no row-length limit: x is quantized per column block);
+ * other shapes, which no Q4A matrix has, take the f32 reference. */
+void I8GEMM_NAME(qhx_k_matmul_q4a_i8gemm)(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy,
+                                          int64_t n, int64_t r0, int64_t r1) {
+    if (w->cols % 32) qhx_k_matmul_q4a_ref(w, X, ldx, Y, ldy, n, r0, r1);
+    else gemm_i8(w, K_Q4A, X, ldx, Y, ldy, n, r0, r1);
 }
