@@ -1,8 +1,8 @@
-/* kernels/x86/gemm_i8_avx2.c: prefill matmul of Q8 and Q4 weights with the activations quantized
- * to int8 and integer dot products (AVX2). Built with -mavx2 -mfma -mf16c; installed by
- * qhx_kern_install_x86_int8 as qhx_model_params.prefill_math asks (by default for Q4 only:
- * BENCHMARKS.md, "int8-activation prefill GEMM"), since its results differ from the
- * f32-activation GEMM by the rounding of x bounded below.
+/* kernels/x86/gemm_i8_avx2.c: prefill matmul of Q8, Q4 and Q4A weights with the activations
+ * quantized to int8 and integer dot products (AVX2). Built with -mavx2 -mfma -mf16c; installed by
+ * qhx_kern_install_x86_int8 as qhx_model_params.prefill_math asks (by default for Q4, and for Q4A
+ * with Q4's switch: BENCHMARKS.md, "int8-activation prefill GEMM", "Q4A prefill GEMM"), since
+ * its results differ from the f32-activation GEMM by the rounding of x bounded below.
  *
  * Activations: each token's row is cut into blocks of 32 columns (the Q4 groups) and quantized
  * to int8 as quant_x_avx2.h says (dx = max|x| / 127 per block, round to nearest even; a block
@@ -27,18 +27,33 @@
  *       are widened once per block; then sum (c - 8) q = sum c q - 8 sum q, with 8 sum q per
  *       token and block computed when x is quantized. Exact; one instruction less per quad than
  *       the sign step would cost.
+ *   Q4A (docs/formats.md: W' = c (16 u - z), c = d 2^-12 s per group): the codes u are Q4's
+ *       nibbles, so the same vpmaddubsw(u, q) and int16 block sums P = sum u q (u is not scaled
+ *       by 16 first: 16 * 15 * 127 pairs would saturate). Per block and row lane the exact
+ *       integer isum = 16 P - z sum q: vpmaddwd by 16 widens and scales P (<= 975360), a second
+ *       vpmaddwd forms z * sum q (z <= 255 and |sum q| <= 4064 are int16; <= 1036320), so
+ *       |isum| < 2^21 converts to f32 exactly. One instruction more per block and token than Q4.
  * Speed: on Zen 3 vpmaddubsw and vpmaddwd share the two FMA pipes (measured: 4 of them and 4
  * FMAs take as long as 8 FMAs), so Q8, with two multiply instructions and a sign step per 32
  * products, runs ~1.25x the f32 GEMM in cache; Q4, with one, ~1.8x (BENCHMARKS.md).
  * Scaling: each block's int32 sum is converted to f32 and accumulated by one FMA per block, in
  * column order: Q8 acc += isum * dx[b], times scale[r] after the last block; Q4 acc += isum *
- * (d[r, b] * dx[b]). Partial sums are stored to Y between column blocks (exactly), so output
- * (t, r) depends only on row r of W and row t of X: never on [r0, r1), n or the tiling.
+ * (d[r, b] * dx[b]); Q4A acc += isum * (c[r, b] * dx[b]), which is qhx_k_matmul_q4a_i8gemm_ref
+ * (kernels/ref/quant_q4a.c) step for step, so the results are its bits. That order is not the
+ * per-token Q4A kernels' (q4i8x_avx2.c: four lane sums per group in two 8-lane accumulators,
+ * the zero points in a third, a horizontal sum at the end): to give their bits a GEMM with rows
+ * in lanes would need 24 f32 accumulators and four converts and FMAs per group and output, more
+ * float work than the integer work it saves. Both compute sum W' q dx on the same codes, so
+ * they differ by f32 rounding only.
+ * Partial sums are stored to Y between column blocks (exactly), so output (t, r) depends only on
+ * row r of W and row t of X: never on [r0, r1), n or the tiling.
  * Error against exact arithmetic on the given x: at most sum_c |W'[r, c]| * dx[c / 32] / 2 from
- * the rounding of x, plus float32 rounding of the block sums.
+ * the rounding of x, plus float32 rounding of the block sums (Q4A: one rounding of c dx and one
+ * per FMA, so to first order at most (ng + 1) 2^-24 sum_g |isum_g c_g dx_g| over its ng groups).
  *
  * Shapes without this path (cols not a multiple of 32, Q4 groups other than 32) go to the f32
- * packed GEMM (gemm_avx2.c). */
+ * packed GEMM (gemm_avx2.c), Q4A ones (cols not a multiple of 32, which no Q4A matrix has) to
+ * qhx_k_matmul_q4a_ref. Q4A has no row-length limit here (the per-token kernels stop at 8192). */
 #include <immintrin.h>
 #include <string.h>
 

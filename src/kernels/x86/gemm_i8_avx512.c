@@ -1,4 +1,4 @@
-/* kernels/x86/gemm_i8_avx512.c: the int8 prefill GEMM of Q8 and Q4 weights (gemm_i8_avx2.c's
+/* kernels/x86/gemm_i8_avx512.c: the int8 prefill GEMM of Q8, Q4 and Q4A weights (gemm_i8_avx2.c's
  * contract and numerics) with AVX-512 VNNI: 512-bit vpdpbusd, panels of 32 rows, and the 32
  * zmm registers for a register tile of 6 tokens x 32 rows. Built with the AVX-512 flags; run
  * only where qhx_cpu_detect reports AVX-512 F/BW/VL/DQ and AVX512_VNNI.
@@ -7,13 +7,15 @@
  *   - x is quantized per block of 32 columns by quant_x_avx2.h (the shared rounding);
  *   - per block, the int32 dot products are exact (vpdpbusd adds the four u8 x s8 products of a
  *     lane into int32 without saturating): Q4 takes the stored nibbles c = v + 8 and subtracts
- *     8 sum q; Q8 packs w + 128 (w ^ 0x80, unsigned) and subtracts 128 sum q = 16 sum8;
+ *     8 sum q; Q8 packs w + 128 (w ^ 0x80, unsigned) and subtracts 128 sum q = 16 sum8; Q4A
+ *     takes the nibbles u and forms 16 sum u q - z sum q (a shift and a vpmaddwd);
  *   - then one f32 FMA per block in column order (Q8: acc += isum * dx[b], times scale[r] after
- *     the last block; Q4: acc += isum * (d[r, b] * dx[b])), partial sums kept in Y between
- *     column blocks exactly.
+ *     the last block; Q4: acc += isum * (d[r, b] * dx[b]), Q4A the same with c[r, b] =
+ *     d 2^-12 s), partial sums kept in Y between column blocks exactly.
  * Layout: a panel vector holds one quad (4 consecutive columns) of 16 rows; a token's quad is
  * broadcast to the 16 lanes, so one vpdpbusd multiplies 16 rows x 4 columns. Shapes without
- * this path (cols not a multiple of 32, Q4 groups other than 32) go to the AVX2 f32 GEMM. */
+ * this path (cols not a multiple of 32, Q4 groups other than 32) go to the AVX2 f32 GEMM (Q4A:
+ * to qhx_k_matmul_q4a_ref). */
 #include <immintrin.h>
 #include <string.h>
 
