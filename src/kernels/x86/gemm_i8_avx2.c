@@ -79,7 +79,8 @@
  * so it gives the same integers as the AVX2 sequence, whose int16 sums never saturate (bounds
  * above): both builds return the same bits. For Q8 the VNNI build packs w + 128 (unsigned,
  * w ^ 0x80) and takes off 128 * sum q per block (16 * sum8): one instruction per quad instead of
- * |w| and a sign step. */
+ * |w| and a sign step. For Q4A it packs 16 u (<= 240, no saturation in vpdpbusd) and starts each
+ * block's int32 sums at -z sum q, so they end at 16 sum u q - z sum q with nothing after. */
 #ifdef QHX_I8_AVXVNNI
 #define I8GEMM_NAME(f) f##_avxvnni
 #else
@@ -136,6 +137,8 @@ static void pack_panel(const qhx_weight *w, int kind, int64_t r, int nr, int64_t
 #ifdef QHX_I8_AVXVNNI
             if (kind == K_Q8) /* w + 128 as unsigned; rows past the end become 128, times 0 row scale */
                 for (int i = 0; i < 8; i++) v[i] = _mm256_xor_si256(v[i], _mm256_set1_epi8((char)0x80));
+            if (kind == K_Q4A) /* 16 u (<= 240 per byte): vpdpbusd does not saturate */
+                for (int i = 0; i < 8; i++) v[i] = _mm256_slli_epi16(v[i], 4);
 #endif
             transpose_quads(v);
             for (int j = 0; j < 8; j++) _mm256_store_si256((__m256i *)P->c[b][j][h], v[j]);
@@ -222,6 +225,16 @@ AI void tile_q4(const w_panel *P, const xq_chunk *xq, int t0, int T, int nb, flo
         __m256i s[TT_MAX][2];
         UNROLL
         for (int t = 0; t < T; t++) s[t][0] = s[t][1] = _mm256_setzero_si256();
+#ifdef QHX_I8_AVXVNNI
+        if (za) { /* the sums start at -z sum q; the packed codes are 16 u */
+            __m256i z0 = _mm256_load_si256((const __m256i *)P->z[b]), z1 = _mm256_load_si256((const __m256i *)(P->z[b] + 8));
+            UNROLL
+            for (int t = 0; t < T; t++) {
+                __m256i nsq = _mm256_set1_epi32(-(xq->sum8[t0 + t][b] / 8));
+                s[t][0] = _mm256_madd_epi16(z0, nsq), s[t][1] = _mm256_madd_epi16(z1, nsq);
+            }
+        }
+#endif
         NO_UNROLL
         for (int j = 0; j < 8; j++) {
             __m256i c0 = _mm256_load_si256((const __m256i *)P->c[b][j][0]);
@@ -239,18 +252,19 @@ AI void tile_q4(const w_panel *P, const xq_chunk *xq, int t0, int T, int nb, flo
             }
         }
         __m256 d0 = _mm256_load_ps(P->d[b]), d1 = _mm256_load_ps(P->d[b] + 8);
+#ifndef QHX_I8_AVXVNNI
         __m256i z0 = _mm256_setzero_si256(), z1 = z0;
         if (za) z0 = _mm256_load_si256((const __m256i *)P->z[b]), z1 = _mm256_load_si256((const __m256i *)(P->z[b] + 8));
+#endif
         UNROLL
         for (int t = 0; t < T; t++) {
             __m256 dx = _mm256_broadcast_ss(&xq->dx[t0 + t][b]);
             __m256i i0, i1;
             if (za) { /* 16 P - z sum q */
-                __m256i sq = _mm256_set1_epi32(xq->sum8[t0 + t][b] / 8);
 #ifdef QHX_I8_AVXVNNI
-                i0 = _mm256_sub_epi32(_mm256_slli_epi32(s[t][0], 4), _mm256_madd_epi16(z0, sq));
-                i1 = _mm256_sub_epi32(_mm256_slli_epi32(s[t][1], 4), _mm256_madd_epi16(z1, sq));
+                i0 = s[t][0], i1 = s[t][1]; /* -z sum q + sum 16 u q */
 #else
+                __m256i sq = _mm256_set1_epi32(xq->sum8[t0 + t][b] / 8);
                 const __m256i sixteen = _mm256_set1_epi16(16);
                 i0 = _mm256_sub_epi32(_mm256_madd_epi16(s[t][0], sixteen), _mm256_madd_epi16(z0, sq));
                 i1 = _mm256_sub_epi32(_mm256_madd_epi16(s[t][1], sixteen), _mm256_madd_epi16(z1, sq));

@@ -8,7 +8,9 @@
  *   - per block, the int32 dot products are exact (vpdpbusd adds the four u8 x s8 products of a
  *     lane into int32 without saturating): Q4 takes the stored nibbles c = v + 8 and subtracts
  *     8 sum q; Q8 packs w + 128 (w ^ 0x80, unsigned) and subtracts 128 sum q = 16 sum8; Q4A
- *     takes the nibbles u and forms 16 sum u q - z sum q (a shift and a vpmaddwd);
+ *     packs 16 u (<= 240: vpdpbusd does not saturate, so the AVX2 kernel's int16 limit does not
+ *     apply) and starts each block's sums at -z sum q (one vpmaddwd), which leaves exactly
+ *     16 sum u q - z sum q;
  *   - then one f32 FMA per block in column order (Q8: acc += isum * dx[b], times scale[r] after
  *     the last block; Q4: acc += isum * (d[r, b] * dx[b]), Q4A the same with c[r, b] =
  *     d 2^-12 s), partial sums kept in Y between column blocks exactly.
@@ -76,6 +78,7 @@ static void pack_panel(const qhx_weight *w, int kind, int64_t r, int nr, int64_t
                 int row = 8 * h + i;
                 v[i] = row < nr ? load_codes(w, kind != K_Q8, r + row, k0 + 32 * b) : _mm256_setzero_si256();
                 v[i] = _mm256_xor_si256(v[i], bias);
+                if (kind == K_Q4A) v[i] = _mm256_slli_epi16(v[i], 4); /* 16 u <= 240, per byte */
             }
             transpose_quads(v);
             for (int j = 0; j < 8; j++) _mm256_store_si256((__m256i *)&P->c[b][j][h / 2][32 * (h % 2)], v[j]);
@@ -112,8 +115,17 @@ AI void tile(const w_panel *P, const xq_chunk *xq, int kind, int t0, int T, int 
     }
     for (int b = 0; b < nb; b++) {
         __m512i s[TT][2];
-        UNROLL
-        for (int t = 0; t < T; t++) s[t][0] = s[t][1] = _mm512_setzero_si512();
+        if (kind == K_Q4A) { /* the sums start at -z sum q; the packed codes are 16 u */
+            __m512i z0 = _mm512_load_si512((const void *)P->z[b]), z1 = _mm512_load_si512((const void *)(P->z[b] + 16));
+            UNROLL
+            for (int t = 0; t < T; t++) {
+                __m512i nsq = _mm512_set1_epi32(-(xq->sum8[t0 + t][b] / 8));
+                s[t][0] = _mm512_madd_epi16(z0, nsq), s[t][1] = _mm512_madd_epi16(z1, nsq);
+            }
+        } else {
+            UNROLL
+            for (int t = 0; t < T; t++) s[t][0] = s[t][1] = _mm512_setzero_si512();
+        }
         NO_UNROLL
         for (int j = 0; j < 8; j++) {
             __m512i c0 = _mm512_load_si512((const void *)P->c[b][j][0]);
@@ -129,17 +141,13 @@ AI void tile(const w_panel *P, const xq_chunk *xq, int kind, int t0, int T, int 
         }
         __m512 d0 = q4 ? _mm512_load_ps(P->d[b]) : _mm512_setzero_ps();
         __m512 d1 = q4 ? _mm512_load_ps(P->d[b] + 16) : _mm512_setzero_ps();
-        __m512i z0 = _mm512_setzero_si512(), z1 = z0;
-        if (kind == K_Q4A) z0 = _mm512_load_si512((const void *)P->z[b]), z1 = _mm512_load_si512((const void *)(P->z[b] + 16));
         UNROLL
         for (int t = 0; t < T; t++) {
             int32_t sum8 = xq->sum8[t0 + t][b];
             __m512 dx = _mm512_set1_ps(xq->dx[t0 + t][b]);
             __m512i i0, i1;
-            if (kind == K_Q4A) { /* 16 sum u q - z sum q, the AVX2 kernel's integers */
-                __m512i sq = _mm512_set1_epi32(sum8 / 8);
-                i0 = _mm512_sub_epi32(_mm512_slli_epi32(s[t][0], 4), _mm512_madd_epi16(z0, sq));
-                i1 = _mm512_sub_epi32(_mm512_slli_epi32(s[t][1], 4), _mm512_madd_epi16(z1, sq));
+            if (kind == K_Q4A) { /* -z sum q + sum 16 u q: the AVX2 kernel's integers */
+                i0 = s[t][0], i1 = s[t][1];
             } else {
                 __m512i off = _mm512_set1_epi32(q4 ? sum8 : 16 * sum8); /* Q4: 8 sum q; Q8: 128 sum q */
                 i0 = _mm512_sub_epi32(s[t][0], off), i1 = _mm512_sub_epi32(s[t][1], off);
