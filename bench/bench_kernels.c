@@ -387,6 +387,7 @@ int main(int argc, char **argv) {
             vs[nv++] = (variant){"avx512", QHX_W_Q4, qhx_k_matvec_q4_i8x_avx512, qhx_k_matmul_q4_i8x_avx512, "q4i8x"};
             vs[nv++] = (variant){"avx512", QHX_W_Q8, NULL, qhx_k_matmul_q8_i8gemm_avx512, "q8i8gemm"};
             vs[nv++] = (variant){"avx512", QHX_W_Q4, NULL, qhx_k_matmul_q4_i8gemm_avx512, "q4i8gemm"};
+            vs[nv++] = (variant){"avx512", QHX_W_Q4A, NULL, qhx_k_matmul_q4a_i8gemm_avx512, "q4ai8gemm"};
         }
     }
     if ((cpu.features & QHX_CPU_GROUP_AVX2) == QHX_CPU_GROUP_AVX2 && (!want_isa || !strcmp(want_isa, "avx2"))) {
@@ -407,12 +408,14 @@ int main(int argc, char **argv) {
         vs[nv++] = (variant){"avx2", QHX_W_Q4, NULL, qhx_k_matmul_q4_gemm_avx2, "q4gemm"};
         vs[nv++] = (variant){"avx2", QHX_W_Q8, NULL, qhx_k_matmul_q8_i8gemm_avx2, "q8i8gemm"};
         vs[nv++] = (variant){"avx2", QHX_W_Q4, NULL, qhx_k_matmul_q4_i8gemm_avx2, "q4i8gemm"};
+        vs[nv++] = (variant){"avx2", QHX_W_Q4A, NULL, qhx_k_matmul_q4a_i8gemm_avx2, "q4ai8gemm"};
         if (cpu.features & QHX_CPU_AVX_VNNI) { /* the same kernels built for AVX-VNNI */
             vs[nv++] = (variant){"avxvnni", QHX_W_Q4, qhx_k_matvec_q4_i8x_avxvnni, qhx_k_matmul_q4_i8x_avxvnni, "q4i8x"};
             vs[nv++] = (variant){"avxvnni", QHX_W_Q4A, qhx_k_matvec_q4a_i8x_avxvnni, qhx_k_matmul_q4a_i8x_avxvnni,
                                  "q4ai8x"};
             vs[nv++] = (variant){"avxvnni", QHX_W_Q8, NULL, qhx_k_matmul_q8_i8gemm_avxvnni, "q8i8gemm"};
             vs[nv++] = (variant){"avxvnni", QHX_W_Q4, NULL, qhx_k_matmul_q4_i8gemm_avxvnni, "q4i8gemm"};
+            vs[nv++] = (variant){"avxvnni", QHX_W_Q4A, NULL, qhx_k_matmul_q4a_i8gemm_avxvnni, "q4ai8gemm"};
         }
     }
 #undef ADD

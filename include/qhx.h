@@ -122,11 +122,11 @@ typedef enum qhx_weights_mode {
     QHX_WEIGHTS_READ = 2     /* read into anonymous memory, huge pages where available */
 } qhx_weights_mode;
 
-/* Arithmetic of the prompt (prefill) matmul of w8 and q4 weights. Decode is not affected. */
+/* Arithmetic of the prompt (prefill) matmul of w8, q4 and q4a weights. Decode is not affected. */
 typedef enum qhx_prefill_math {
-    QHX_PREFILL_MATH_DEFAULT = 0, /* INT8 for q4 weights, F32 for w8 (BENCHMARKS.md, "int8-activation
-                                     prefill GEMM": q4 gains speed at the same parity, w8 would
-                                     double its KL for a few percent) */
+    QHX_PREFILL_MATH_DEFAULT = 0, /* INT8 for q4 and q4a weights, F32 for w8 (BENCHMARKS.md,
+                                     "int8-activation prefill GEMM": q4 gains speed at the same
+                                     parity, w8 would double its KL for a few percent) */
     QHX_PREFILL_MATH_F32 = 1,     /* f32 activations, weights widened to f32: float32 rounding only */
     QHX_PREFILL_MATH_INT8 = 2     /* activations rounded to int8 per block of 32 columns, integer
                                      dot products (x86 AVX2 and AVX-512 tables, VNNI where the

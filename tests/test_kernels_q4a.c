@@ -4,7 +4,8 @@
  * weights), the f32 reference kernels against a double-precision product of the dequantized
  * matrix, the scalar model of the int8-activation kernels within its rounding bound, and every
  * x86 build of the int8-activation kernels bit for bit against that model (matvec, matmul,
- * multi-row, row splits), plus the table install. The SIMD part exits 77 without AVX2. */
+ * multi-row, row splits), plus the table install. The SIMD part exits 77 without AVX2. The
+ * prefill GEMM that the table installs for Q4A on x86 has its own test, test_kernels_q4a_gemm. */
 #include "kernels_check.h"
 
 #if defined(QHX_HAVE_X86)
@@ -283,7 +284,11 @@ static void check_x86(void) {
     qhx_kern_use_int8(QHX_ISA_BEST, 1u << QHX_W_Q4, 1u << QHX_W_Q4, &k);
     int vnni = (cpu.features & QHX_CPU_AVX_VNNI) != 0;
     CHECK(k.matvec[QHX_W_Q4A] == (vnni ? qhx_k_matvec_q4a_i8x_avxvnni : qhx_k_matvec_q4a_i8x_avx2));
-    CHECK(k.matmul[QHX_W_Q4A] == (vnni ? qhx_k_matmul_q4a_i8x_avxvnni : qhx_k_matmul_q4a_i8x_avx2));
+    /* prefill: the int8 GEMM (test_kernels_q4a_gemm), not these per-token kernels */
+    qhx_matmul_fn gemm = k.isa == QHX_ISA_AVX512 && (cpu.features & QHX_CPU_AVX512_VNNI) ? qhx_k_matmul_q4a_i8gemm_avx512
+                         : vnni                                                       ? qhx_k_matmul_q4a_i8gemm_avxvnni
+                                                                                      : qhx_k_matmul_q4a_i8gemm_avx2;
+    CHECK(k.matmul[QHX_W_Q4A] == gemm);
     CHECK(k.matvec_multi[QHX_W_Q4A] == (vnni ? qhx_k_matvec_multi_q4a_i8x_avxvnni : qhx_k_matvec_multi_q4a_i8x_avx2));
     qhx_kern_select(QHX_ISA_BEST, &k);
     qhx_kern_use_int8(QHX_ISA_BEST, 1u << QHX_W_Q8, 0, &k); /* Q4's bits absent: Q4A untouched */
@@ -292,15 +297,50 @@ static void check_x86(void) {
 #endif
 
 #if defined(QHX_HAVE_ARM) && defined(__aarch64__)
+/* The NEON prefill matmul in the x86 int8 GEMM's order, bit for bit against its scalar model
+ * qhx_k_matmul_q4a_i8gemm_ref (the x86 builds equal it in test_kernels_q4a_gemm): odd group
+ * counts, partial last super-blocks, rows past one quantized row buffer (8192), row pieces, a
+ * NaN in one token. */
+static void check_gemm_order(const char *name, qhx_matmul_fn mm) {
+    static const int64_t cols[] = {32, 96, 288, 2080, 8224};
+    static const int64_t rows[] = {1, 5, 13};
+    static const int64_t ns[] = {1, 3, 7};
+    int before = t_failures;
+    for (int k = 0; k < 5; k++)
+        for (int j = 0; j < 3; j++)
+            for (int m = 0; m < 3; m++) {
+                const int64_t R = rows[j], C = cols[k], n = ns[m], ldx = C + 3, ldy = R + 5;
+                qhx_weight w = make_q4a(R, C);
+                float *X = malloc((size_t)(n * ldx) * 4), *Y = kc_nan((size_t)(n * ldy)), *Z = kc_nan((size_t)(n * ldy));
+                for (int64_t i = 0; i < n * ldx; i++) X[i] = (float)(unif01() - 0.5) * (float)(1 + i % 5);
+                mm(&w, X, ldx, Y, ldy, n, 0, R);
+                qhx_k_matmul_q4a_i8gemm_ref(&w, X, ldx, Z, ldy, n, 0, R);
+                CHECK(memcmp(Y, Z, (size_t)(n * ldy) * 4) == 0); /* the padding stays NaN in both */
+                for (size_t i = 0; i < (size_t)(n * ldy); i++) Z[i] = NAN;
+                mm(&w, X, ldx, Z, ldy, n, R / 2, R);
+                mm(&w, X, ldx, Z, ldy, n, 0, R / 2);
+                CHECK(memcmp(Y, Z, (size_t)(n * ldy) * 4) == 0);
+                X[(n - 1) * ldx + C - 7] = NAN;
+                mm(&w, X, ldx, Z, ldy, n, 0, R);
+                CHECK(kc_all_nan(Z + (n - 1) * ldy, R));
+                CHECK(memcmp(Y, Z, (size_t)((n - 1) * ldy) * 4) == 0);
+                free(X), free(Y), free(Z);
+                free_q4a(&w);
+            }
+    fprintf(stderr, "%-24s %s (bit for bit against qhx_k_matmul_q4a_i8gemm_ref)\n", name, t_failures == before ? "ok" : "FAIL");
+}
+
 /* The NEON build (no multi-row twin: the batched step calls it per row) bit for bit against the
- * scalar model, and the table: Q4A follows Q4's int8 switches, as on x86. */
+ * scalar model, and the table: Q4A follows Q4's int8 switches, as on x86 (prefill: the GEMM
+ * order's kernel). */
 static void check_arm(void) {
     check_simd("q4a_i8x_neon", qhx_k_matvec_q4a_i8x_neon, qhx_k_matmul_q4a_i8x_neon, NULL);
+    check_gemm_order("q4a_i8gemm_neon", qhx_k_matmul_q4a_i8gemm_neon);
     qhx_kernels k;
     qhx_kern_select(QHX_ISA_BEST, &k);
     CHECK(k.matvec[QHX_W_Q4A] == qhx_k_matvec_q4a_ref && k.matmul[QHX_W_Q4A] == qhx_k_matmul_q4a_ref);
     qhx_kern_use_int8(QHX_ISA_BEST, 1u << QHX_W_Q4, 1u << QHX_W_Q4, &k);
-    CHECK(k.matvec[QHX_W_Q4A] == qhx_k_matvec_q4a_i8x_neon && k.matmul[QHX_W_Q4A] == qhx_k_matmul_q4a_i8x_neon);
+    CHECK(k.matvec[QHX_W_Q4A] == qhx_k_matvec_q4a_i8x_neon && k.matmul[QHX_W_Q4A] == qhx_k_matmul_q4a_i8gemm_neon);
     qhx_kern_select(QHX_ISA_BEST, &k);
     qhx_kern_use_int8(QHX_ISA_BEST, 1u << QHX_W_Q8, 0, &k); /* Q4's bits absent: Q4A untouched */
     CHECK(k.matvec[QHX_W_Q4A] == qhx_k_matvec_q4a_ref && k.matmul[QHX_W_Q4A] == qhx_k_matmul_q4a_ref);

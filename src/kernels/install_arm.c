@@ -36,7 +36,8 @@ void qhx_kern_install_arm(qhx_kernels *k, qhx_isa max_isa, const qhx_cpu_info *c
 void qhx_kern_install_arm_int8(qhx_kernels *k, unsigned prefill_formats, unsigned decode_formats) {
     if (k->isa != QHX_ISA_NEON) return;
     if (decode_formats & (1u << QHX_W_Q4)) k->matvec[QHX_W_Q4A] = qhx_k_matvec_q4a_i8x_neon;
-    if (prefill_formats & (1u << QHX_W_Q4)) k->matmul[QHX_W_Q4A] = qhx_k_matmul_q4a_i8x_neon;
+    /* prefill in the x86 int8 GEMM's order, so prompts give the same bits on both */
+    if (prefill_formats & (1u << QHX_W_Q4)) k->matmul[QHX_W_Q4A] = qhx_k_matmul_q4a_i8gemm_neon;
 }
 
 #else

@@ -80,9 +80,12 @@ static int8_set int8_kernels(const qhx_kernels *k, unsigned f) {
     /* Q6 (the tied head of q4 bundles) has only the Q4 decode kernel's 6-bit twin, for both */
     s.decode_q6 = avxvnni ? qhx_k_matvec_q6_i8x_avxvnni : qhx_k_matvec_q6_i8x_avx2;
     s.prefill_q6 = avxvnni ? qhx_k_matmul_q6_i8x_avxvnni : qhx_k_matmul_q6_i8x_avx2;
-    /* Q4A likewise (its only SIMD kernels; AVX-VNNI, else AVX2, on AVX-512 tables too) */
+    /* Q4A: prefill the GEMM, by the Q4 GEMM's rule; decode the per-token kernel (AVX-VNNI, else
+     * AVX2, on AVX-512 tables too) */
     s.decode_q4a = avxvnni ? qhx_k_matvec_q4a_i8x_avxvnni : qhx_k_matvec_q4a_i8x_avx2;
-    s.prefill_q4a = avxvnni ? qhx_k_matmul_q4a_i8x_avxvnni : qhx_k_matmul_q4a_i8x_avx2;
+    s.prefill_q4a = vnni512   ? qhx_k_matmul_q4a_i8gemm_avx512
+                    : avxvnni ? qhx_k_matmul_q4a_i8gemm_avxvnni
+                              : qhx_k_matmul_q4a_i8gemm_avx2;
     return s;
 }
 

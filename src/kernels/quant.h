@@ -144,6 +144,15 @@ void qhx_k_matvec_q4a_i8x_ref(const qhx_weight *w, const float *x, float *y, int
 void qhx_k_matmul_q4a_i8x_ref(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy,
                               int64_t n, int64_t r0, int64_t r1);
 
+/* The scalar model of the int8-activation prefill GEMM (kernels/x86/gemm_i8_avx2.c and its
+ * AVX-VNNI / AVX-512 builds): x quantized per block of 32 as above; per group g the exact integer
+ * isum = 16 sum u q - z sum q (|isum| < 2^21, so exact in f32 too), then one f32 FMA per group in
+ * column order: y = fmaf((float)isum, c dx, y) from y = 0, c dx one f32 product. Not the per-token
+ * model's order (its results differ from it by f32 rounding); any cols that is a multiple of 32,
+ * others take qhx_k_matmul_q4a_ref. Output (t, r) depends on row r and token t only. */
+void qhx_k_matmul_q4a_i8gemm_ref(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy,
+                                 int64_t n, int64_t r0, int64_t r1);
+
 /* Install the reference kernels above into k->matvec/matmul/row[QHX_W_Q8 / QHX_W_Q4 / QHX_W_Q6 / QHX_W_Q4A].
  * Leaves every other slot as it is; qhx_kern_select calls this before any SIMD override. */
 void qhx_kern_ref_quant(qhx_kernels *k);

@@ -54,6 +54,10 @@ void qhx_k_matmul_q4_neon(const qhx_weight *w, const float *X, int64_t ldx, floa
 void qhx_k_matvec_q4a_i8x_neon(const qhx_weight *w, const float *x, float *y, int64_t r0, int64_t r1);
 void qhx_k_matmul_q4a_i8x_neon(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy,
                                int64_t n, int64_t r0, int64_t r1);
+/* The prefill matmul in the x86 int8 GEMM's order: qhx_k_matmul_q4a_i8gemm_ref bit for bit, any
+ * cols that is a multiple of 32 (others: qhx_k_matmul_q4a_ref). */
+void qhx_k_matmul_q4a_i8gemm_neon(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy,
+                                  int64_t n, int64_t r0, int64_t r1);
 
 /* ---- attention and the delta rule (ops_neon.c) ---------------------------------------------
  * attn_block: qhx_attn_block_fn (kernels/attn.h), within float rounding of the reference; head

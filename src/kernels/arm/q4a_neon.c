@@ -1,7 +1,9 @@
-/* kernels/arm/q4a_neon.c: the Q4A int8-activation matvec and matmul on NEON (docs/formats.md,
- * "Q4A"). These are the operations of qhx_k_matvec_q4a_i8x_ref (kernels/ref/quant_q4a.c) in its
- * order, so the results are its bits, and so the x86 builds' bits too: a Q4A bundle gives the
- * same logits on aarch64 and x86-64.
+/* kernels/arm/q4a_neon.c: the Q4A int8-activation matvec and matmuls on NEON (docs/formats.md,
+ * "Q4A"). The matvec and the token-by-token matmul are the operations of
+ * qhx_k_matvec_q4a_i8x_ref (kernels/ref/quant_q4a.c) in its order, so the results are its bits,
+ * and so the x86 per-token builds' bits too; the prefill matmul (qhx_k_matmul_q4a_i8gemm_neon)
+ * is qhx_k_matmul_q4a_i8gemm_ref's order, the x86 int8 GEMM's bits. So a Q4A bundle gives the
+ * same logits on aarch64 and x86-64, prompt and decode.
  *
  * Per block of 32 activations: the int8 codes, the scale dx and the sum of the codes xs, as the
  * reference's quantize_block forms them. Per group of 32 weights: the four int32 lane sums
@@ -153,4 +155,54 @@ void qhx_k_matmul_q4a_i8x_neon(const qhx_weight *w, const float *X, int64_t ldx,
         quantize_row(X + t * ldx, w->cols, &qx);
         rows_range(w, &qx, Y + t * ldy, r0, r1);
     }
+}
+
+/* ---- prefill in the int8 GEMM's order (qhx_k_matmul_q4a_i8gemm_ref) ---------------------------- */
+
+/* Group g of a row against its quantized block: the exact 16 sum u q - z sum q (|.| < 2^21). */
+AI int32_t group_isum(const uint8_t *qg, const int8_t *xq, int z, int32_t xs) {
+    const uint8x16_t b = vld1q_u8(qg);
+    const int8x16_t lo = vreinterpretq_s8_u8(vandq_u8(b, vdupq_n_u8(0x0f)));
+    const int8x16_t hi = vreinterpretq_s8_u8(vshrq_n_u8(b, 4));
+    const int8x16_t x0 = vld1q_s8(xq), x1 = vld1q_s8(xq + 16);
+    int16x8_t a = vaddq_s16(vmull_s8(vget_low_s8(lo), vget_low_s8(x0)), vmull_s8(vget_low_s8(hi), vget_low_s8(x1)));
+    int16x8_t c = vaddq_s16(vmull_high_s8(lo, x0), vmull_high_s8(hi, x1));
+    return 16 * vaddvq_s32(vaddq_s32(vpaddlq_s16(a), vpaddlq_s16(c))) - z * xs;
+}
+
+/* Rows [r0, r1) of one token, groups [g0, g0 + nb) of its quantized columns (qx holds them from
+ * group g0 on): y = fmaf(isum, c dx, y) per group in column order, from y = 0 at group 0 and
+ * from the stored partial sum after (f32 stores are exact). */
+static void rows_gemm_order(const qhx_weight *w, const qx_row *qx, int64_t g0, int64_t nb, float *y, int64_t r0,
+                            int64_t r1) {
+    const int64_t cols = w->cols, ns = qhx_q4a_row_supers(cols), sb = qhx_q4a_row_sub_bytes(cols);
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t *q = (const uint8_t *)w->data + r * (cols / 2), *sub = w->sub + r * sb;
+        const uint16_t *super = w->gscales + r * ns;
+        float acc = g0 == 0 ? 0.0f : y[r];
+        for (int64_t i = 0; i < nb; i++) {
+            const int64_t g = g0 + i;
+            const float c = qhx_f16_to_f32(super[g / SB]) * 0x1p-12f * (float)sub[2 * g];
+            const int32_t isum = group_isum(q + g * G / 2, qx->q + i * G, sub[2 * g + 1], (int32_t)qx->xs[i]);
+            acc = fmaf((float)isum, c * qx->dx[i], acc);
+        }
+        y[r] = acc;
+    }
+}
+
+/* Token by token; rows longer than one quantized row buffer go in pieces of its columns. */
+void qhx_k_matmul_q4a_i8gemm_neon(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy, int64_t n,
+                                  int64_t r0, int64_t r1) {
+    if (w->cols % G) {
+        qhx_k_matmul_q4a_ref(w, X, ldx, Y, ldy, n, r0, r1);
+        return;
+    }
+    qx_row qx;
+    const int64_t ng = w->cols / G;
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t g0 = 0; g0 < ng; g0 += MAX_BLOCKS) {
+            const int64_t nb = ng - g0 < MAX_BLOCKS ? ng - g0 : MAX_BLOCKS;
+            quantize_row(X + t * ldx + g0 * G, nb * G, &qx);
+            rows_gemm_order(w, &qx, g0, nb, Y + t * ldy, r0, r1);
+        }
 }

@@ -359,3 +359,41 @@ void qhx_k_matmul_q4a_i8x_ref(const qhx_weight *w, const float *X, int64_t ldx, 
                               int64_t r0, int64_t r1) {
     for (int64_t t = 0; t < n; t++) qhx_k_matvec_q4a_i8x_ref(w, X + t * ldx, Y + t * ldy, r0, r1);
 }
+
+// ---- the scalar model of the int8-activation prefill GEMM ---------------------------------------
+
+/* Group g of a row (codes q at its start) against one quantized block: 16 sum u q - z sum q,
+ * exact (|16 sum u q| <= 16 * 32 * 15 * 127, |z sum q| <= 255 * 32 * 127). */
+static int32_t group_isum(const uint8_t *qg, int z, const int8_t *xq) {
+    int32_t p = 0, s = 0;
+    for (int i = 0; i < G / 2; i++) p += (qg[i] & 15) * xq[i] + (qg[i] >> 4) * xq[i + G / 2];
+    for (int i = 0; i < G; i++) s += xq[i];
+    return 16 * p - z * s;
+}
+
+/* Token by token, block by block: Y itself holds the running sums (f32 stores are exact), so the
+ * only rounding steps are c dx and the one FMA per group, in column order. */
+void qhx_k_matmul_q4a_i8gemm_ref(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy,
+                                 int64_t n, int64_t r0, int64_t r1) {
+    const int64_t cols = w->cols, ns = qhx_q4a_row_supers(cols), sb = qhx_q4a_row_sub_bytes(cols);
+    if (cols % G) {
+        qhx_k_matmul_q4a_ref(w, X, ldx, Y, ldy, n, r0, r1);
+        return;
+    }
+    const uint8_t *q = (const uint8_t *)w->data;
+    for (int64_t t = 0; t < n; t++) {
+        float *y = Y + t * ldy;
+        for (int64_t r = r0; r < r1; r++) y[r] = 0.0f;
+        for (int64_t g = 0; g < cols / G; g++) {
+            int8_t xq[G];
+            float dx;
+            quantize_block(X + t * ldx + G * g, xq, &dx);
+            for (int64_t r = r0; r < r1; r++) {
+                const uint8_t *sub = w->sub + r * sb;
+                const float c = group_factor(qhx_f16_to_f32(w->gscales[r * ns + g / SB]), sub[2 * g]);
+                const int32_t isum = group_isum(q + r * (cols / 2) + g * G / 2, sub[2 * g + 1], xq);
+                y[r] = fmaf((float)isum, c * dx, y[r]);
+            }
+        }
+    }
+}

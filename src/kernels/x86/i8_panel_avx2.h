@@ -1,6 +1,7 @@
 /* kernels/x86/i8_panel_avx2.h: the pieces of the int8 GEMM's weight packing that the AVX2,
  * AVX-VNNI and AVX-512 builds share (gemm_i8_avx2.c, gemm_i8_avxvnni.c, gemm_i8_avx512.c): the
- * codes of 32 columns of one row, and the 8 x 8 transpose of 4-column quads. Include only from
+ * codes of 32 columns of one row, the 8 x 8 transpose of 4-column quads, and the Q4A group
+ * factors. Include only from
  * files built with at least -mavx2 -mfma -mf16c. */
 #ifndef QHX_KERNELS_X86_I8_PANEL_AVX2_H
 #define QHX_KERNELS_X86_I8_PANEL_AVX2_H
@@ -9,6 +10,7 @@
 #include <stdint.h>
 
 #include "kernels/kernels.h"
+#include "kernels/x86/f16_x86.h"
 
 /* 8 x 8 transpose of 32-bit elements: in v[i] element j is row i's quad j; out v[j] holds quad
  * j of rows 0..7. */
@@ -38,6 +40,19 @@ static inline __attribute__((always_inline)) __m256i load_codes(const qhx_weight
     __m128i b = _mm_loadu_si128((const __m128i *)((const uint8_t *)w->data + row * (w->cols / 2) + k / 2));
     const __m128i lo4 = _mm_set1_epi8(0x0f);
     return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(b, 4), lo4), _mm_and_si128(b, lo4));
+}
+
+/* Q4A row `row`, groups [g0, g0 + nb): c[b * stride] = f32(d) 2^-12 s (exact, as
+ * kernels/ref/quant_q4a.c forms it) and z[b * stride] = the zero point; both 0 where !valid (a
+ * panel row past the end). docs/formats.md, "Q4A". */
+static inline void q4a_factors(const qhx_weight *w, int64_t row, int valid, int64_t g0, int nb, float *c, int32_t *z,
+                               int stride) {
+    const int64_t ng = w->cols / 32, ns = (ng + 7) / 8;
+    for (int b = 0; b < nb; b++) {
+        const int64_t g = g0 + b;
+        c[b * stride] = valid ? qhx_x86_f16(w->gscales + row * ns + g / 8) * 0x1p-12f * (float)w->sub[row * 2 * ng + 2 * g] : 0.0f;
+        z[b * stride] = valid ? w->sub[row * 2 * ng + 2 * g + 1] : 0;
+    }
 }
 
 #endif

@@ -107,12 +107,15 @@ void qhx_k_matmul_q4a_i8x_avx2(const qhx_weight *w, const float *X, int64_t ldx,
 void qhx_k_matvec_multi_q4a_i8x_avx2(const qhx_weight *w, const float *const *x, float *const *y, int64_t nb,
                                      int64_t r0, int64_t r1);
 
-/* ---- AVX2, Q8 / Q4 prefill GEMM with int8 activations (gemm_i8_avx2.c; prefill_math) ------ */
+/* ---- AVX2, Q8 / Q4 / Q4A prefill GEMM with int8 activations (gemm_i8_avx2.c; prefill_math) -
+ * The Q4A one is bitwise qhx_k_matmul_q4a_i8gemm_ref (not the per-token kernels above). */
 
 void qhx_k_matmul_q8_i8gemm_avx2(const qhx_weight *w, const float *X, int64_t ldx, float *Y,
                                  int64_t ldy, int64_t n, int64_t r0, int64_t r1);
 void qhx_k_matmul_q4_i8gemm_avx2(const qhx_weight *w, const float *X, int64_t ldx, float *Y,
                                  int64_t ldy, int64_t n, int64_t r0, int64_t r1);
+void qhx_k_matmul_q4a_i8gemm_avx2(const qhx_weight *w, const float *X, int64_t ldx, float *Y,
+                                  int64_t ldy, int64_t n, int64_t r0, int64_t r1);
 
 /* ---- AVX-VNNI (256-bit vpdpbusd): the int8 kernels above, rebuilt with -mavxvnni -------------
  * (gemm_i8_avxvnni.c, q4i8x_avxvnni.c); bitwise the AVX2 builds' results. */
@@ -136,6 +139,8 @@ void qhx_k_matmul_q8_i8gemm_avxvnni(const qhx_weight *w, const float *X, int64_t
                                     int64_t ldy, int64_t n, int64_t r0, int64_t r1);
 void qhx_k_matmul_q4_i8gemm_avxvnni(const qhx_weight *w, const float *X, int64_t ldx, float *Y,
                                     int64_t ldy, int64_t n, int64_t r0, int64_t r1);
+void qhx_k_matmul_q4a_i8gemm_avxvnni(const qhx_weight *w, const float *X, int64_t ldx, float *Y,
+                                     int64_t ldy, int64_t n, int64_t r0, int64_t r1);
 
 /* ---- AVX-512 VNNI int8 prefill GEMM (gemm_i8_avx512.c): bitwise the AVX2 int8 GEMM's results */
 
@@ -143,6 +148,8 @@ void qhx_k_matmul_q8_i8gemm_avx512(const qhx_weight *w, const float *X, int64_t 
                                    int64_t ldy, int64_t n, int64_t r0, int64_t r1);
 void qhx_k_matmul_q4_i8gemm_avx512(const qhx_weight *w, const float *X, int64_t ldx, float *Y,
                                    int64_t ldy, int64_t n, int64_t r0, int64_t r1);
+void qhx_k_matmul_q4a_i8gemm_avx512(const qhx_weight *w, const float *X, int64_t ldx, float *Y,
+                                    int64_t ldy, int64_t n, int64_t r0, int64_t r1);
 
 /* ---- AVX-512 F/BW/VL/DQ (linear_avx512.c) -------------------------------------------------- */
 
