@@ -352,6 +352,15 @@ static void test_tool_call(void) {
     CHECK_EQ(qhx_gm_tool_call_gbnf(bad_tool, 1, NULL, &BLOCKS, &text, &err), QHX_E_UNSUPPORTED);
     CHECK_CONTAINS(err.msg, "'pattern'");
     CHECK_EQ(qhx_gm_tool_call_gbnf(tools, 2, "nope", &BLOCKS, &text, &err), QHX_E_ARG);
+    char long_tool[1200]; /* a parameter name that cannot be written whole is refused, not cut */
+    snprintf(long_tool, sizeof long_tool, "{\"type\": \"function\", \"function\": {\"name\": \"w\", \"parameters\": "
+             "{\"properties\": {\"%0700d\": {\"type\": \"integer\"}}}}}", 0);
+    const char *long_tools[] = {long_tool};
+    CHECK_EQ(qhx_gm_tool_call_gbnf(long_tools, 1, NULL, &BLOCKS, &text, &err), QHX_E_UNSUPPORTED);
+    CHECK_CONTAINS(err.msg, "is too long for a tool call");
+    const qhx_gm_call_syntax half = {.named = ">\n", .call_end = "</x>"}; /* blocks without their markers */
+    CHECK_EQ(qhx_gm_tool_call_gbnf(tools, 2, NULL, &half, &text, &err), QHX_E_ARG);
+    CHECK(text == NULL);
 }
 
 /* The rest of a forced Qwen3-VL call: the arguments one JSON object under the schema, then the

@@ -988,7 +988,10 @@ static int tool_function(sc *c, const qhx_gm_call_syntax *syn, json_t *fn, char 
         if (rc) break;
         new_rule(c, kv[m]);
         char open[600];
-        snprintf(open, sizeof open, "%s%s%s", syn->param_open, key, syn->param_open_end);
+        if ((size_t)snprintf(open, sizeof open, "%s%s%s", syn->param_open, key, syn->param_open_end) >= sizeof open) {
+            rc = fail(c, QHX_E_UNSUPPORTED, "the parameter name '%.40s...' is too long for a tool call", key);
+            break;
+        }
         sb_printf(&c->out, "%s ::= ", kv[m]);
         sb_lit(&c->out, open, strlen(open));
         sb_printf(&c->out, " %s ", val);
