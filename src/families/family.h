@@ -282,6 +282,9 @@ typedef struct qhx_family_desc {
     /* Which added tokens a checkpoint folder's special ids are (io/manifest.h
      * qhx_plan_name_tokens); text NULL ends. */
     const qhx_plan_token_name *special_names;
+    /* The pre-tokenizer's Split pattern of its released tokenizer.json (a random checkpoint's
+     * filler tokenizer splits text as the released one does). */
+    const char *split_pattern;
     /* The only parser of the family's config.json: root is the whole file (composite or bare
      * text config), label names it in messages. Unsupported values are refused by field. */
     qhx_status (*parse_config)(const json_t *root, const char *label, qhx_model_config *cfg, qhx_error *err);

@@ -370,13 +370,6 @@ static json_int_t key_id(const forge_dims *d, const char *key) {
     return k < 0 ? -1 : (json_int_t)tok_id(d, k);
 }
 
-static const char QWEN35_REGEX[] =
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}|"
-    " ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-static const char QWEN2_REGEX[] =
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}|"
-    " ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-
 /* GPT-2 bytes_to_unicode: byte-level token id i (0..255) is the code point cp[i]. */
 static void byte_alphabet(uint32_t cp[256]) {
     int n = 0, extra = 0;
@@ -444,7 +437,14 @@ json_t *forge_tokenizer_json(const forge_dims *d) {
         json_decref(added);
         return NULL;
     }
-    const char *regex = d->family == FORGE_QWEN3_5 ? QWEN35_REGEX : QWEN2_REGEX;
+    const qhx_family_desc *f = desc_of(d);
+    const char *regex = f ? f->split_pattern : NULL;
+    if (!regex) {
+        json_decref(vocab);
+        json_decref(merges);
+        json_decref(added);
+        return NULL;
+    }
     return json_pack("{s:s, s:n, s:n, s:o, s:{s:s}, s:{s:s, s:[{s:s, s:{s:s}, s:s, s:b}, o]}, s:o, s:o, "
                      "s:{s:s, s:n, s:n, s:s, s:s, s:b, s:b, s:b, s:o, s:o}}",
                      "version", "1.0", "truncation", "padding", "added_tokens", added, "normalizer", "type", "NFC",

@@ -261,6 +261,12 @@ static const qhx_plan_token_name SPECIAL_NAMES[] = {
     {"<think>", "think_start"},       {"</think>", "think_end"},      {NULL, NULL},
 };
 
+/* The Split pattern of the released tokenizer.json's pre-tokenizer (Qwen3.5's: a word's letters
+ * take their marks, \p{M}, with them). */
+static const char SPLIT_PATTERN[] =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}|"
+    " ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
 const qhx_family_desc QHX_FAMILY_QWEN3_5 = {
     .name = "qwen3_5",
     .title = "Qwen3.5",
@@ -271,6 +277,7 @@ const qhx_family_desc QHX_FAMILY_QWEN3_5 = {
     .folder_images = false, /* a released folder opened for text leaves its 24-block tower unread */
     .added_tokens = ADDED_TOKENS,
     .special_names = SPECIAL_NAMES,
+    .split_pattern = SPLIT_PATTERN,
     .bundle_context = 1024,
     .parse_config = qhx_qwen35_parse_config,
     .bind = qhx_qwen35_bind,

@@ -144,6 +144,11 @@ static const qhx_plan_token_name SPECIAL_NAMES[] = {
     {"<think>", "think_start"},       {"</think>", "think_end"},      {NULL, NULL},
 };
 
+/* The Split pattern of the released tokenizer.json's pre-tokenizer (the Qwen2 one). */
+static const char SPLIT_PATTERN[] =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}|"
+    " ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
 const qhx_family_desc QHX_FAMILY_QWEN3_VL = {
     .name = "qwen3_vl",
     .title = "Qwen3-VL",
@@ -154,6 +159,7 @@ const qhx_family_desc QHX_FAMILY_QWEN3_VL = {
     .folder_images = true,
     .added_tokens = ADDED_TOKENS,
     .special_names = SPECIAL_NAMES,
+    .split_pattern = SPLIT_PATTERN,
     .bundle_context = 512,
     .parse_config = parse_config,
     .bind = qhx_qwen3vl_bind,
