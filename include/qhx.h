@@ -23,6 +23,13 @@ extern "C" {
 #define QHX_API
 #endif
 
+/* A call kept under a former name: using it warns (GCC, Clang); its comment names the new one. */
+#if defined(__GNUC__) || defined(__clang__)
+#define QHX_DEPRECATED __attribute__((deprecated))
+#else
+#define QHX_DEPRECATED
+#endif
+
 /* ---- status codes ------------------------------------------------------ */
 typedef enum qhx_status {
     QHX_OK = 0,
@@ -59,9 +66,9 @@ QHX_API const char *qhx_status_str(qhx_status code);
  * (the shared library's SONAME is libqhx.so.MAJOR.MINOR accordingly). CMakeLists.txt reads the
  * three numbers below; they are the only place the version is written. */
 #define QHX_VERSION_MAJOR 0
-#define QHX_VERSION_MINOR 4
+#define QHX_VERSION_MINOR 5
 #define QHX_VERSION_PATCH 0
-#define QHX_VERSION "0.4.0"
+#define QHX_VERSION "0.5.0"
 #define QHX_VERSION_NUMBER (QHX_VERSION_MAJOR * 1000000 + QHX_VERSION_MINOR * 1000 + QHX_VERSION_PATCH)
 #define QHX_VERSION_COMPATIBLE(number) ((number) / 1000 == QHX_VERSION_NUMBER / 1000)
 
@@ -515,7 +522,7 @@ QHX_API qhx_status qhx_session_feed_images(qhx_session *s, const qhx_token *ids,
  * What a server needs beyond the calls above (qhx serve uses only this header):
  *   - a chat prompt with tools, tool calls, reasoning and encoded image bytes, rendered in the
  *     model's chat format and tokenized once (qhx_prompt), fed in pieces from any offset;
- *   - a sampler of its own per request (qhx_sampler_new), over the session's logits;
+ *   - a sampler of its own per request (qhx_sampler_create), over the session's logits;
  *   - in-memory checkpoints of a session's state at a position, and rollback to one;
  *   - one decode step for several sessions at once (qhx_sessions_decode). */
 
@@ -595,12 +602,17 @@ QHX_API qhx_status qhx_session_feed_prompt(qhx_session *s, const qhx_prompt *p, 
                                            qhx_error *err);
 
 /* A sampler with its own parameters and seed (qhx_sample_params), for one request. The
- * penalties see the tokens passed to qhx_sampler_accept (the recent prompt, then each token
- * chosen). Owned: qhx_sampler_delete. */
+ * penalties see the tokens passed to qhx_sampler_push (the recent prompt, then each token
+ * chosen). Owned: qhx_sampler_free. */
 typedef struct qhx_sampler_handle qhx_sampler_handle;
-QHX_API qhx_status qhx_sampler_new(const qhx_model *model, const qhx_sample_params *params,
-                                   qhx_sampler_handle **out /* OUT, owned */, qhx_error *err);
-QHX_API void qhx_sampler_delete(qhx_sampler_handle *smp);
+QHX_API qhx_status qhx_sampler_create(const qhx_model *model, const qhx_sample_params *params,
+                                      qhx_sampler_handle **out /* OUT, owned */, qhx_error *err);
+QHX_API void qhx_sampler_free(qhx_sampler_handle *smp);
+/* Deprecated (since 0.5): the former names of qhx_sampler_create and qhx_sampler_free, kept so
+ * that programs written against 0.4 still build; they call the new ones. */
+QHX_API QHX_DEPRECATED qhx_status qhx_sampler_new(const qhx_model *model, const qhx_sample_params *params,
+                                                  qhx_sampler_handle **out /* OUT, owned */, qhx_error *err);
+QHX_API QHX_DEPRECATED void qhx_sampler_delete(qhx_sampler_handle *smp);
 QHX_API void qhx_sampler_push(qhx_sampler_handle *smp, qhx_token token);
 /* The next token from logits (qhx_model_n_vocab values); -1 when they hold a NaN or +Inf. */
 QHX_API qhx_token qhx_sampler_pick(qhx_sampler_handle *smp, const float *logits);

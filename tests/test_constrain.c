@@ -122,7 +122,7 @@ int main(void) {
     /* a greedy pick equals the argmax of the masked logits */
     qhx_sample_params greedy = {0};
     qhx_sampler_handle *h = NULL;
-    CHECK_EQ(qhx_sampler_new(m, &greedy, &h, &err), QHX_OK);
+    CHECK_EQ(qhx_sampler_create(m, &greedy, &h, &err), QHX_OK);
     for (int64_t i = 0; i < V; i++) lg[i] = (float)sin((double)i * 0.37) * 3.0f;
     float *masked = malloc((size_t)V * sizeof *masked);
     memcpy(masked, lg, (size_t)V * sizeof *masked);
@@ -132,7 +132,18 @@ int main(void) {
         if (masked[i] > masked[best]) best = (qhx_token)i;
     CHECK_EQ(qhx_constraint_pick(c, h, lg, 1, &err), best);
     CHECK_EQ(qhx_constraint_pick(NULL, h, lg, 1, &err), -1);
-    qhx_sampler_delete(h);
+    /* the former names, deprecated, still make and free the same sampler */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+    qhx_sampler_handle *old = NULL;
+    CHECK_EQ(qhx_sampler_new(m, &greedy, &old, &err), QHX_OK);
+    CHECK(old != NULL);
+    CHECK_EQ(qhx_constraint_pick(c, old, lg, 1, &err), best);
+    qhx_sampler_delete(old);
+    qhx_sampler_delete(NULL);
+#pragma GCC diagnostic pop
+    qhx_sampler_free(h);
+    qhx_sampler_free(NULL);
     free(masked);
     free(lg);
     qhx_constraint_free(c);

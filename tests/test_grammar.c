@@ -310,6 +310,11 @@ static void test_schema(void) {
     free(en);
 }
 
+/* The two call forms of this build's families' chat formats (src/families/<name>/chat.c). */
+static const qhx_gm_call_syntax BLOCKS = {.named = ">\n", .param_open = "<parameter=", .param_open_end = ">\n",
+                                          .param_close = "</parameter>", .call_end = "</function>\n</tool_call>"};
+static const qhx_gm_call_syntax JSON_CALL = {.json = true, .named = "\", \"arguments\": ", .call_end = "}\n</tool_call>"};
+
 /* The rest of a forced Qwen3.5 tool call: parameters in order, strings as raw text that never
  * reads back as another JSON value, other types as JSON. */
 static void test_tool_call(void) {
@@ -319,7 +324,7 @@ static void test_tool_call(void) {
                            "{\"type\": \"function\", \"function\": {\"name\": \"z\"}}"};
     char *text = NULL;
     qhx_error err = {0};
-    CHECK_EQ(qhx_gm_tool_call_gbnf(tools, 2, "w", false, &text, &err), QHX_OK);
+    CHECK_EQ(qhx_gm_tool_call_gbnf(tools, 2, "w", &BLOCKS, &text, &err), QHX_OK);
     qhx_gm *g = text ? parse(text) : NULL;
     CHECK(g != NULL);
     static const char tail[] = "</function>\n</tool_call>";
@@ -336,7 +341,7 @@ static void test_tool_call(void) {
     CHECK_EQ(judge(g, "<parameter=n>\n3\n</parameter>\n</function>\n</tool_call>"), -1); /* city is required */
     qhx_gm_free(g);
     qhx_free(text);
-    CHECK_EQ(qhx_gm_tool_call_gbnf(tools, 2, NULL, false, &text, &err), QHX_OK); /* any function, name first */
+    CHECK_EQ(qhx_gm_tool_call_gbnf(tools, 2, NULL, &BLOCKS, &text, &err), QHX_OK); /* any function, name first */
     g = text ? parse(text) : NULL;
     CHECK_EQ(judge(g, "z>\n</function>\n</tool_call>"), 1);
     CHECK_EQ(judge(g, "w>\n</function>\n</tool_call>"), -1);
@@ -344,9 +349,18 @@ static void test_tool_call(void) {
     qhx_free(text);
     const char *bad_tool[] = {"{\"type\": \"function\", \"function\": {\"name\": \"w\", \"parameters\": {\"properties\":"
                               " {\"s\": {\"type\": \"string\", \"pattern\": \"a\"}}}}}"};
-    CHECK_EQ(qhx_gm_tool_call_gbnf(bad_tool, 1, NULL, false, &text, &err), QHX_E_UNSUPPORTED);
+    CHECK_EQ(qhx_gm_tool_call_gbnf(bad_tool, 1, NULL, &BLOCKS, &text, &err), QHX_E_UNSUPPORTED);
     CHECK_CONTAINS(err.msg, "'pattern'");
-    CHECK_EQ(qhx_gm_tool_call_gbnf(tools, 2, "nope", false, &text, &err), QHX_E_ARG);
+    CHECK_EQ(qhx_gm_tool_call_gbnf(tools, 2, "nope", &BLOCKS, &text, &err), QHX_E_ARG);
+    char long_tool[1200]; /* a parameter name that cannot be written whole is refused, not cut */
+    snprintf(long_tool, sizeof long_tool, "{\"type\": \"function\", \"function\": {\"name\": \"w\", \"parameters\": "
+             "{\"properties\": {\"%0700d\": {\"type\": \"integer\"}}}}}", 0);
+    const char *long_tools[] = {long_tool};
+    CHECK_EQ(qhx_gm_tool_call_gbnf(long_tools, 1, NULL, &BLOCKS, &text, &err), QHX_E_UNSUPPORTED);
+    CHECK_CONTAINS(err.msg, "is too long for a tool call");
+    const qhx_gm_call_syntax half = {.named = ">\n", .call_end = "</x>"}; /* blocks without their markers */
+    CHECK_EQ(qhx_gm_tool_call_gbnf(tools, 2, NULL, &half, &text, &err), QHX_E_ARG);
+    CHECK(text == NULL);
 }
 
 /* The rest of a forced Qwen3-VL call: the arguments one JSON object under the schema, then the
@@ -358,7 +372,7 @@ static void test_tool_call_json(void) {
                            "{\"type\": \"function\", \"function\": {\"name\": \"z\"}}"};
     char *text = NULL;
     qhx_error err = {0};
-    CHECK_EQ(qhx_gm_tool_call_gbnf(tools, 2, "w", true, &text, &err), QHX_OK);
+    CHECK_EQ(qhx_gm_tool_call_gbnf(tools, 2, "w", &JSON_CALL, &text, &err), QHX_OK);
     qhx_gm *g = text ? parse(text) : NULL;
     CHECK(g != NULL);
     CHECK_EQ(judge(g, "{\"city\": \"Paris\"}}\n</tool_call>"), 1);
@@ -369,7 +383,7 @@ static void test_tool_call_json(void) {
     CHECK_EQ(judge(g, "{\"city\": \"Paris\"}\n</tool_call>"), -1); /* the call object's close */
     qhx_gm_free(g);
     qhx_free(text);
-    CHECK_EQ(qhx_gm_tool_call_gbnf(tools, 2, NULL, true, &text, &err), QHX_OK);
+    CHECK_EQ(qhx_gm_tool_call_gbnf(tools, 2, NULL, &JSON_CALL, &text, &err), QHX_OK);
     g = text ? parse(text) : NULL;
     CHECK(g != NULL);
     CHECK_EQ(judge(g, "z\", \"arguments\": {}}\n</tool_call>"), 1);
@@ -379,7 +393,7 @@ static void test_tool_call_json(void) {
     qhx_gm_free(g);
     qhx_free(text);
     const char *quoted[] = {"{\"type\": \"function\", \"function\": {\"name\": \"a\\\"b\"}}"};
-    CHECK_EQ(qhx_gm_tool_call_gbnf(quoted, 1, NULL, true, &text, &err), QHX_E_UNSUPPORTED);
+    CHECK_EQ(qhx_gm_tool_call_gbnf(quoted, 1, NULL, &JSON_CALL, &text, &err), QHX_E_UNSUPPORTED);
     CHECK_CONTAINS(err.msg, "JSON tool call");
 }
 

@@ -550,6 +550,8 @@ static void test_fixture(const struct fixture_expect *x) {
         return;
     }
     CHECK_EQ(p->source, QHX_PLAN_FROM_CHECKPOINT);
+    CHECK_EQ(p->special.im_start, -1); /* io knows no token text: the family names the ids */
+    CHECK_EQ(qhx_family_name_plan_tokens(p, &err), QHX_OK);
     CHECK_STR(p->name, x->dir);
     CHECK_STR(p->family, ""); /* a checkpoint folder: the runtime resolves both */
     CHECK_STR(p->host_op, "");

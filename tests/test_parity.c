@@ -4,7 +4,7 @@
  * failed allocations), and the qwen35-tiny-f32 fixture run through the library exactly. */
 #include "core/alloc.h"
 #include "core/file.h"
-#include "runtime/parity.h"
+#include "parity.h"
 #include "runtime/session.h"
 #include "t.h"
 

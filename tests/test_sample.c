@@ -10,7 +10,7 @@
 static qhx_sampler *make(qhx_sample_params p, int64_t V) {
     qhx_sampler *s = NULL;
     qhx_error err;
-    if (qhx_sampler_create(&p, V, &s, &err) != QHX_OK) fprintf(stderr, "%s\n", err.msg);
+    if (qhx_sampler_create_raw(&p, V, &s, &err) != QHX_OK) fprintf(stderr, "%s\n", err.msg);
     return s;
 }
 
@@ -21,7 +21,7 @@ static void test_greedy(void) {
     CHECK_EQ(qhx_sampler_sample(s, l), -1); /* a NaN in the row: an error, never a token */
     l[2] = 0.0f;
     CHECK_EQ(qhx_sampler_sample(s, l), 1);
-    qhx_sampler_free(s);
+    qhx_sampler_free_raw(s);
     float nan_first[3] = {NAN, -5.0f, -7.0f};
     CHECK_EQ(qhx_argmax(nan_first, 3), 1);
 }
@@ -47,7 +47,7 @@ static double freq_error(qhx_sample_params p, const float *logits, const double 
     qhx_sampler *s = make(p, V);
     int counts[16] = {0};
     for (int i = 0; i < draws; i++) counts[qhx_sampler_sample(s, logits)]++;
-    qhx_sampler_free(s);
+    qhx_sampler_free_raw(s);
     double worst = 0;
     for (int v = 0; v < V; v++) worst = fmax(worst, fabs(counts[v] / (double)draws - expect[v]));
     return worst;
@@ -97,9 +97,9 @@ static void test_seed_and_penalty(void) {
     int differ = 0;
     for (int i = 0; i < 200; i++) differ |= qhx_sampler_sample(a, l) != qhx_sampler_sample(c, l);
     CHECK(differ);
-    qhx_sampler_free(a);
-    qhx_sampler_free(b);
-    qhx_sampler_free(c);
+    qhx_sampler_free_raw(a);
+    qhx_sampler_free_raw(b);
+    qhx_sampler_free_raw(c);
     /* greedy with a penalty: the repeated best token loses to the runner-up */
     p = qhx_sample_default_params();
     p.repeat_penalty = 2.0f;
@@ -107,7 +107,7 @@ static void test_seed_and_penalty(void) {
     CHECK_EQ(qhx_sampler_sample(g, l), 7);
     qhx_sampler_accept(g, 7);
     CHECK_EQ(qhx_sampler_sample(g, l), 6); /* 0.8 / 2 = 0.4 < 0.7 */
-    qhx_sampler_free(g);
+    qhx_sampler_free_raw(g);
 }
 
 /* Presence and frequency penalties: a token seen c times loses presence + c x frequency once,
@@ -120,7 +120,7 @@ static void test_presence_frequency(void) {
     CHECK_EQ(qhx_sampler_sample(g, l), 0);
     qhx_sampler_accept(g, 0);
     CHECK_EQ(qhx_sampler_sample(g, l), 1); /* 1.0 - 0.2 = 0.8 < 0.9 */
-    qhx_sampler_free(g);
+    qhx_sampler_free_raw(g);
     p = qhx_sample_default_params();
     p.frequency_penalty = 0.3f;
     g = make(p, 4);
@@ -130,7 +130,7 @@ static void test_presence_frequency(void) {
     CHECK_EQ(qhx_sampler_sample(g, l), 0); /* 0.7 each: the lower id wins the tie */
     qhx_sampler_accept(g, 0);
     CHECK_EQ(qhx_sampler_sample(g, l), 1); /* 1.0 - 0.6 = 0.4 < 0.6 */
-    qhx_sampler_free(g);
+    qhx_sampler_free_raw(g);
     /* both, and a negative presence penalty that favours a seen token */
     p = qhx_sample_default_params();
     p.presence_penalty = -0.6f;
@@ -138,7 +138,7 @@ static void test_presence_frequency(void) {
     qhx_sampler_accept(g, 2);
     qhx_sampler_accept(g, 2);
     CHECK_EQ(qhx_sampler_sample(g, l), 2); /* 0.5 + 0.6 = 1.1 > 1.0, counted once */
-    qhx_sampler_free(g);
+    qhx_sampler_free_raw(g);
     qhx_error err;
     p = qhx_sample_default_params();
     p.frequency_penalty = 1000.0f;
@@ -168,8 +168,8 @@ static void test_non_finite(void) {
     float nan[4] = {NAN, NAN, NAN, NAN};
     CHECK_EQ(qhx_sampler_sample(s, nan), -1);
     CHECK_EQ(qhx_sampler_sample(f, nan), -1);
-    qhx_sampler_free(s);
-    qhx_sampler_free(f);
+    qhx_sampler_free_raw(s);
+    qhx_sampler_free_raw(f);
 }
 
 int main(void) {

@@ -203,7 +203,7 @@ static void check_front_end(const char *path, const int32_t *prompt, int np, int
     qhx_session *s = NULL;
     qhx_sampler_handle *smp = NULL;
     CHECK_EQ(qhx_session_create(m, &sp, &s, &err), QHX_OK);
-    CHECK_EQ(qhx_sampler_new(m, &sp.sampling, &smp, &err), QHX_OK);
+    CHECK_EQ(qhx_sampler_create(m, &sp.sampling, &smp, &err), QHX_OK);
     CHECK(s && smp && qhx_session_spec_enabled(s));
     if (s && smp) {
         CHECK_EQ(qhx_session_feed(s, prompt, (size_t)np, &err), QHX_OK);
@@ -230,7 +230,7 @@ static void check_front_end(const char *path, const int32_t *prompt, int np, int
         CHECK(tot[0] > 0 && tot[1] > 0 && tot[2] <= tot[1]);
         CHECK_EQ(qhx_session_spec_cut(s, smp, 5, &err), QHX_E_ARG); /* past the last step's tokens */
     }
-    qhx_sampler_delete(smp);
+    qhx_sampler_free(smp);
     qhx_session_free(s);
     qhx_model_free(m);
 }

@@ -6,6 +6,7 @@
 
 #include "core/alloc.h"
 #include "core/sha256.h"
+#include "families/family.h"
 #include "text/tok_internal.h"
 #include "text/tokenizer.h"
 
@@ -18,6 +19,11 @@
 #include <time.h>
 #include <utf8proc.h>
 #include <unistd.h>
+
+/* The families' chat formats (src/families/<name>/chat.c), as the registry hands them out: the
+ * text layer renders them with its helpers but names none. */
+#define QHX_CHAT_QWEN35 (qhx_family_find("qwen3_5")->chat)
+#define QHX_CHAT_QWEN3VL (qhx_family_find("qwen3_vl")->chat)
 
 #define QWEN3_DIR QHX_DATA_DIR "/fixtures/tokenizer/qwen3"
 #define QWEN35T_DIR QHX_DATA_DIR "/fixtures/tokenizer/qwen3_5"

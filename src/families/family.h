@@ -23,6 +23,7 @@
 #include "core/status.h"
 #include "image/image.h"
 #include "io/json.h"
+#include "io/manifest.h"
 #include "io/safetensors.h"
 #include "devices/device.h"
 #include "ops/state.h"
@@ -250,6 +251,13 @@ typedef struct qhx_net_bind_args {
     bool mtp;            /* bind the multi-token-prediction block too, when the set holds it */
 } qhx_net_bind_args;
 
+/* One added token of a family's released tokenizers: its text, and whether the tokenizer marks
+ * it special (decode's skip_special_tokens leaves it out). */
+typedef struct qhx_family_token {
+    const char *text;
+    bool special;
+} qhx_family_token;
+
 typedef struct qhx_family_desc {
     const char *name;                     /* the manifest's family, e.g. "qwen3_5" */
     const char *title;                    /* as people write it, e.g. "Qwen3.5" */
@@ -267,6 +275,16 @@ typedef struct qhx_family_desc {
      * opened for text leaves the tower unread. */
     bool folder_images;
     int64_t bundle_context;               /* max_context of a bundle forged without one */
+    /* The added tokens of its released tokenizers in id order, from the first one after the
+     * byte-level BPE ids (which ends a text: the pad id) on; text NULL ends. A random
+     * checkpoint (forge) writes these. */
+    const qhx_family_token *added_tokens;
+    /* Which added tokens a checkpoint folder's special ids are (io/manifest.h
+     * qhx_plan_name_tokens); text NULL ends. */
+    const qhx_plan_token_name *special_names;
+    /* The pre-tokenizer's Split pattern of its released tokenizer.json (a random checkpoint's
+     * filler tokenizer splits text as the released one does). */
+    const char *split_pattern;
     /* The only parser of the family's config.json: root is the whole file (composite or bare
      * text config), label names it in messages. Unsupported values are refused by field. */
     qhx_status (*parse_config)(const json_t *root, const char *label, qhx_model_config *cfg, qhx_error *err);
@@ -282,6 +300,9 @@ const qhx_family_desc *qhx_family_for_model_type(const char *model_type); /* NUL
 const qhx_family_host_op *qhx_family_host_op_find(const qhx_family_desc *f, const char *name);
 /* The host-op a checkpoint folder runs (see host_ops above). */
 const qhx_family_host_op *qhx_family_default_host_op(const qhx_family_desc *f, bool has_vision);
+/* A checkpoint folder's special ids as the family that reads its model_type names them
+ * (qhx_plan_name_tokens); without such a family, only the stop-id check. A manifest: nothing. */
+qhx_status qhx_family_name_plan_tokens(qhx_plan *plan, qhx_error *err);
 /* Whether the family offers a host-op that feeds images (its bundles then keep the tower). */
 bool qhx_family_takes_images(const qhx_family_desc *f);
 /* "qwen3_5, qwen3_vl": every family name, for messages, into buf (cap bytes); returns buf. */

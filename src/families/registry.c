@@ -62,3 +62,9 @@ const char *qhx_family_names(char *buf, size_t cap) {
     }
     return buf;
 }
+
+qhx_status qhx_family_name_plan_tokens(qhx_plan *plan, qhx_error *err) {
+    if (plan->source != QHX_PLAN_FROM_CHECKPOINT) return QHX_OK;
+    const qhx_family_desc *f = qhx_family_for_model_type(plan->model_type);
+    return qhx_plan_name_tokens(plan, f ? f->special_names : NULL, err);
+}

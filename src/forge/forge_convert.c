@@ -754,7 +754,11 @@ static qhx_status set_artifact(convert *c, qhx_plan *plan, qhx_art_role art, rol
 static qhx_status write_manifests(convert *c, const char *hf_dir, qhx_error *err) {
     qhx_plan *plan = NULL, *check = NULL;
     qhx_status rc = qhx_plan_from_checkpoint(hf_dir, &plan, err);
-    if (rc != QHX_OK) return rc;
+    if (rc == QHX_OK) rc = qhx_plan_name_tokens(plan, c->family->special_names, err);
+    if (rc != QHX_OK) {
+        qhx_plan_free(plan);
+        return rc;
+    }
     qhx_free(plan->name);
     if (!(plan->name = qhx_strdup(c->name))) {
         rc = qhx_fail(err, QHX_E_NOMEM, "out of memory");

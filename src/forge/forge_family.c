@@ -6,6 +6,7 @@
 #include "forge/forge_internal.h"
 
 #include "core/alloc.h"
+#include "families/family.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -23,7 +24,7 @@ int forge_family_from_name(const char *name) {
 const char *forge_family_name(forge_family f) { return f == FORGE_QWEN3_5 ? "qwen3_5" : "qwen3_vl"; }
 
 /* demo: a small Qwen3.5-shaped model (hidden 256, 8 layers) whose vocabulary fits the real
- * Qwen3 tokenizer (151,643 BPE ids, then the added tokens from <|endoftext|> = 151643 on, the
+ * Qwen3 tokenizer (151,643 BPE ids, then the added tokens from the end-of-text one = 151643 on, the
  * same first ids as Qwen3.5's), for `make demo`: fast to make and to run, output meaningless. */
 static qhx_status demo_preset(forge_family family, forge_dims *o, qhx_error *err) {
     if (family != FORGE_QWEN3_5) return qhx_fail(err, QHX_E_ARG, "the demo preset exists for qwen3_5 only");
@@ -329,37 +330,45 @@ qhx_status forge_tensor_list(const forge_dims *d, forge_tdesc **out, int64_t *n,
 
 // ---- tokens --------------------------------------------------------------------------------------
 
-/* The added tokens of the released tokenizers, in id order (Qwen3-VL has the first 26). */
-static const char *const ADDED[] = {
-    "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>", "<|object_ref_end|>",
-    "<|box_start|>", "<|box_end|>", "<|quad_start|>", "<|quad_end|>", "<|vision_start|>",
-    "<|vision_end|>", "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>", "<tool_call>",
-    "</tool_call>", "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>",
-    "<|repo_name|>", "<|file_sep|>", "<tool_response>", "</tool_response>", "<think>",
-    "</think>", "<|audio_start|>", "<|audio_end|>", "<tts_pad>", "<tts_text_bos>",
-    "<tts_text_eod>", "<tts_text_bos_single>", "<|audio_pad|>",
-};
-enum { ID_ENDOFTEXT = 0, ID_IM_START, ID_IM_END, ID_VISION_START = 9, ID_VISION_END, ID_IMAGE_PAD = 12,
-       ID_VIDEO_PAD };
+/* The added tokens are the family's (its descriptor's added_tokens, in id order after the BPE
+ * ids); the ids the configs name are looked up by the manifest key the family gives each. */
+static const qhx_family_desc *desc_of(const forge_dims *d) { return qhx_family_find(forge_family_name(d->family)); }
 
-static int64_t n_added(const forge_dims *d) { return d->family == FORGE_QWEN3_5 ? 33 : 26; }
-static int64_t tok_id(const forge_dims *d, int k) { return d->n_bpe + k; }
-
-static int is_special(const char *t) {
-    static const char *const plain[] = {"<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>",
-                                        "<think>", "</think>", "<|fim_prefix|>", "<|fim_middle|>",
-                                        "<|fim_suffix|>", "<|fim_pad|>", "<|repo_name|>", "<|file_sep|>"};
-    for (size_t i = 0; i < sizeof plain / sizeof plain[0]; i++)
-        if (!strcmp(t, plain[i])) return 0;
-    return 1;
+static const qhx_family_token *added_of(const forge_dims *d) {
+    static const qhx_family_token none[] = {{NULL, false}};
+    const qhx_family_desc *f = desc_of(d);
+    return f && f->added_tokens ? f->added_tokens : none;
 }
 
-static const char QWEN35_REGEX[] =
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}|"
-    " ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-static const char QWEN2_REGEX[] =
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}|"
-    " ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+static int64_t n_added(const forge_dims *d) {
+    int64_t n = 0;
+    for (const qhx_family_token *t = added_of(d); t->text; t++) n++;
+    return n;
+}
+
+static int64_t tok_id(const forge_dims *d, int64_t k) { return d->n_bpe + k; }
+
+/* The first added token ends a text (the pad and end-of-text id). */
+#define ID_ENDOFTEXT 0
+
+/* The index among the added tokens of the one the family names by key ("im_end", "image_pad"...),
+ * or -1. */
+static int64_t added_index(const forge_dims *d, const char *key) {
+    const qhx_family_desc *f = desc_of(d);
+    const char *text = NULL;
+    for (const qhx_plan_token_name *n = f ? f->special_names : NULL; n && n->text && !text; n++)
+        if (!strcmp(n->key, key)) text = n->text;
+    int64_t k = 0;
+    for (const qhx_family_token *t = added_of(d); text && t->text; t++, k++)
+        if (!strcmp(t->text, text)) return k;
+    return -1;
+}
+
+/* The id of the added token the family names by key. */
+static json_int_t key_id(const forge_dims *d, const char *key) {
+    int64_t k = added_index(d, key);
+    return k < 0 ? -1 : (json_int_t)tok_id(d, k);
+}
 
 /* GPT-2 bytes_to_unicode: byte-level token id i (0..255) is the code point cp[i]. */
 static void byte_alphabet(uint32_t cp[256]) {
@@ -416,18 +425,26 @@ json_t *forge_tokenizer_json(const forge_dims *d) {
         ok = !json_object_set_new(vocab, buf, json_integer(id++)) &&
              !json_array_append_new(merges, json_pack("[s,s]", a, b));
     }
-    for (int k = 0; ok && k < n_added(d); k++)
+    const qhx_family_token *at = added_of(d);
+    for (int64_t k = 0; ok && k < n_added(d); k++)
         ok = !json_array_append_new(added, json_pack("{s:I, s:s, s:b, s:b, s:b, s:b, s:b}", "id",
-                                                     (json_int_t)tok_id(d, k), "content", ADDED[k], "single_word", 0,
+                                                     (json_int_t)tok_id(d, k), "content", at[k].text, "single_word", 0,
                                                      "lstrip", 0, "rstrip", 0, "normalized", 0, "special",
-                                                     is_special(ADDED[k])));
+                                                     at[k].special));
     if (!ok) {
         json_decref(vocab);
         json_decref(merges);
         json_decref(added);
         return NULL;
     }
-    const char *regex = d->family == FORGE_QWEN3_5 ? QWEN35_REGEX : QWEN2_REGEX;
+    const qhx_family_desc *f = desc_of(d);
+    const char *regex = f ? f->split_pattern : NULL;
+    if (!regex) {
+        json_decref(vocab);
+        json_decref(merges);
+        json_decref(added);
+        return NULL;
+    }
     return json_pack("{s:s, s:n, s:n, s:o, s:{s:s}, s:{s:s, s:[{s:s, s:{s:s}, s:s, s:b}, o]}, s:o, s:o, "
                      "s:{s:s, s:n, s:n, s:s, s:s, s:b, s:b, s:b, s:o, s:o}}",
                      "version", "1.0", "truncation", "padding", "added_tokens", added, "normalizer", "type", "NFC",
@@ -440,22 +457,28 @@ json_t *forge_tokenizer_json(const forge_dims *d) {
 
 json_t *forge_tokenizer_config(const forge_dims *d) {
     json_t *dec = json_object();
-    for (int k = 0; dec && k < n_added(d); k++) {
+    const qhx_family_token *at = added_of(d);
+    const int64_t n = n_added(d), eot = added_index(d, "im_end");
+    for (int64_t k = 0; dec && k < n; k++) {
         char key[24];
         snprintf(key, sizeof key, "%lld", (long long)tok_id(d, k));
-        json_object_set_new(dec, key, json_pack("{s:s, s:b, s:b, s:b, s:b, s:b}", "content", ADDED[k], "lstrip", 0,
+        json_object_set_new(dec, key, json_pack("{s:s, s:b, s:b, s:b, s:b, s:b}", "content", at[k].text, "lstrip", 0,
                                                 "normalized", 0, "rstrip", 0, "single_word", 0, "special",
-                                                is_special(ADDED[k])));
+                                                at[k].special));
+    }
+    if (n < 1 || eot < 0) {
+        json_decref(dec);
+        return NULL;
     }
     return json_pack("{s:b, s:b, s:o, s:n, s:b, s:s, s:s, s:I, s:s, s:b, s:s, s:n}", "add_bos_token", 0,
                      "add_prefix_space", 0, "added_tokens_decoder", dec, "bos_token", "clean_up_tokenization_spaces",
-                     0, "eos_token", "<|im_end|>", "errors", "replace", "model_max_length", (json_int_t)262144,
-                     "pad_token", "<|endoftext|>", "split_special_tokens", 0, "tokenizer_class", "Qwen2Tokenizer",
+                     0, "eos_token", at[eot].text, "errors", "replace", "model_max_length", (json_int_t)262144,
+                     "pad_token", at[ID_ENDOFTEXT].text, "split_special_tokens", 0, "tokenizer_class", "Qwen2Tokenizer",
                      "unk_token");
 }
 
 json_t *forge_generation_config(const forge_dims *d) {
-    json_int_t eot = tok_id(d, ID_ENDOFTEXT), im_end = tok_id(d, ID_IM_END);
+    json_int_t eot = tok_id(d, ID_ENDOFTEXT), im_end = key_id(d, "im_end");
     json_t *bos = d->family == FORGE_QWEN3_5 ? json_null() : json_integer(eot);
     return json_pack("{s:o, s:[I,I], s:I, s:b}", "bos_token_id", bos, "eos_token_id", im_end, eot, "pad_token_id",
                      eot, "do_sample", 0);
@@ -513,9 +536,9 @@ static json_t *qwen35_config(const forge_dims *d, const char *dtype) {
                                (json_int_t)d->v_num_pos, "initializer_range", 0.02);
     return json_pack("{s:[s], s:s, s:I, s:I, s:I, s:I, s:b, s:o, s:o, s:s}", "architectures",
                      "Qwen3_5ForConditionalGeneration", "model_type", "qwen3_5", "image_token_id",
-                     (json_int_t)tok_id(d, ID_IMAGE_PAD), "video_token_id", (json_int_t)tok_id(d, ID_VIDEO_PAD),
-                     "vision_start_token_id", (json_int_t)tok_id(d, ID_VISION_START), "vision_end_token_id",
-                     (json_int_t)tok_id(d, ID_VISION_END), "tie_word_embeddings", 1, "text_config", text,
+                     key_id(d, "image_pad"), "video_token_id", key_id(d, "video_pad"),
+                     "vision_start_token_id", key_id(d, "vision_start"), "vision_end_token_id",
+                     key_id(d, "vision_end"), "tie_word_embeddings", 1, "text_config", text,
                      "vision_config", vision, "_qhexrt_note",
                      d->with_vision ? "random-weight checkpoint written by qhx forge --random --vision"
                                     : "random-weight checkpoint written by qhx forge --random; no model.visual.* weights (text only)");
@@ -532,7 +555,7 @@ static json_t *qwen3vl_config(const forge_dims *d, const char *dtype) {
         "initializer_range", 0.02, "rms_norm_eps", d->eps, "use_cache", 1, "tie_word_embeddings", 1,
         "rope_scaling", "rope_type", "default", "mrope_section", mrope_section(d), "mrope_interleaved", 1,
         "rope_theta", d->rope_theta, "attention_bias", 0, "attention_dropout", 0.0, "bos_token_id",
-        (json_int_t)tok_id(d, ID_ENDOFTEXT), "eos_token_id", (json_int_t)tok_id(d, ID_IM_END), "dtype", dtype);
+        (json_int_t)tok_id(d, ID_ENDOFTEXT), "eos_token_id", (json_int_t)key_id(d, "im_end"), "dtype", dtype);
     json_t *ds = json_array();
     for (int64_t j = 0; ds && j < d->n_deepstack; j++) json_array_append_new(ds, json_integer(d->deepstack[j]));
     json_t *vision = json_pack(
@@ -545,9 +568,9 @@ static json_t *qwen3vl_config(const forge_dims *d, const char *dtype) {
         0.02);
     return json_pack("{s:[s], s:s, s:I, s:I, s:I, s:I, s:b, s:o, s:o, s:s}", "architectures",
                      "Qwen3VLForConditionalGeneration", "model_type", "qwen3_vl", "image_token_id",
-                     (json_int_t)tok_id(d, ID_IMAGE_PAD), "video_token_id", (json_int_t)tok_id(d, ID_VIDEO_PAD),
-                     "vision_start_token_id", (json_int_t)tok_id(d, ID_VISION_START), "vision_end_token_id",
-                     (json_int_t)tok_id(d, ID_VISION_END), "tie_word_embeddings", 1, "text_config", text,
+                     key_id(d, "image_pad"), "video_token_id", key_id(d, "video_pad"),
+                     "vision_start_token_id", key_id(d, "vision_start"), "vision_end_token_id",
+                     key_id(d, "vision_end"), "tie_word_embeddings", 1, "text_config", text,
                      "vision_config", vision, "_qhexrt_note", "random-weight checkpoint written by qhx forge --random");
 }
 

@@ -48,17 +48,29 @@ qhx_status qhx_gm_schema_to_gbnf(const char *json, size_t len, char **gbnf /* OU
 qhx_status qhx_gm_from_schema(const char *json, size_t len, qhx_gm **out /* OUT */, qhx_error *err);
 /* Any JSON object (response_format json_object, --json-object). */
 qhx_status qhx_gm_json_object(qhx_gm **out /* OUT */, qhx_error *err);
+/* How a chat format writes one tool call (the family's chat style fills it in; this layer knows
+ * no format of its own). Either form ends with call_end.
+ *   blocks (!json): the text before is the call's opening and the function's name (named) or the
+ *     opening up to the name (any); after the name comes named; each argument is
+ *     param_open KEY param_open_end VALUE '\n' param_close '\n', then call_end. param_close
+ *     must start with '<' (a raw string value never holds one, so it cannot run into the close);
+ *   json: the call is one JSON object {"name": NAME, "arguments": ARGS}: the text before ends
+ *     with the arguments key (named) or inside the name string (any: then named, the rest of
+ *     the name string and the key, follows the name); ARGS one JSON value, then call_end (the
+ *     object's close and the format's end marker). */
+typedef struct qhx_gm_call_syntax {
+    bool json;
+    const char *named;
+    const char *param_open, *param_open_end, *param_close; /* blocks only */
+    const char *call_end;
+} qhx_gm_call_syntax;
+
 /* The rest of a tool call forced by tool_choice, its arguments held to each function's
  * "parameters" schema: tools (n_tools JSON texts, {"type": "function", "function": {...}}),
- * name: the one function or NULL for any of them. Two call forms:
- *   XML (Qwen3.5): the text before is "<tool_call>\n<function=NAME>\n" (named) or
- *     "<tool_call>\n<function=" (any); parameters as <parameter=KEY> blocks;
- *   JSON (json_form, Qwen3-VL): the text before is "<tool_call>\n{\"name\": \"NAME\", \"arguments\": "
- *     (named) or "<tool_call>\n{\"name\": \"" (any); the arguments one JSON object, then
- *     "}\n</tool_call>".
+ * name: the one function or NULL for any of them; syntax: how the call is written (above).
  * GBNF text, owned: qhx_free. */
-qhx_status qhx_gm_tool_call_gbnf(const char *const *tools, size_t n_tools, const char *name, bool json_form,
-                                 char **gbnf /* OUT */, qhx_error *err);
+qhx_status qhx_gm_tool_call_gbnf(const char *const *tools, size_t n_tools, const char *name,
+                                 const qhx_gm_call_syntax *syntax, char **gbnf /* OUT */, qhx_error *err);
 
 /* ---- matching ---------------------------------------------------------------------------------- */
 typedef struct qhx_gm_match qhx_gm_match;

@@ -848,14 +848,14 @@ qhx_status qhx_gm_json_object(qhx_gm **out, qhx_error *err) {
     return qhx_gm_from_schema(schema, sizeof schema - 1, out, err);
 }
 
-/* ---- Qwen3.5 tool calls ------------------------------------------------------------------------
- * The rest of a forced call after "<tool_call>\n<function=" (any of the functions) or after
- * "<tool_call>\n<function=NAME>\n" (one): each parameter as "<parameter=P>\nVALUE\n</parameter>\n"
- * (required ones first, then optional ones, in the schema's order; no others), then
- * "</function>\n</tool_call>". VALUE is what the chat template prints and the server's parser
- * reads back (tools/qhx/serve/output.c): JSON for every type but strings, which are the text
- * itself. So a string must not read as JSON: it is empty or starts with a letter or '_', holds
- * no '<' and no line break, and is none of true, false, null, True, False, None. */
+/* ---- tool calls --------------------------------------------------------------------------------
+ * The rest of a forced call in the block form (grammar.h, qhx_gm_call_syntax): each parameter as
+ * param_open P param_open_end VALUE '\n' param_close '\n' (required ones first, then optional
+ * ones, in the schema's order; no others), then call_end. VALUE is what the chat template prints
+ * and the server's parser reads back (tools/qhx/serve/output.c): JSON for every type but strings,
+ * which are the text itself. So a string must not read as JSON: it is empty or starts with a
+ * letter or '_', holds no '<' (param_close starts with one) and no line break, and is none of
+ * true, false, null, True, False, None. */
 
 static const char *const JSONISH[] = {"true", "false", "null", "True", "False", "None"};
 
@@ -954,7 +954,7 @@ static int tool_value(sc *c, json_t *s, char raw[24], char name[24]) {
     return 0;
 }
 
-static int tool_function(sc *c, json_t *fn, char name[24]) {
+static int tool_function(sc *c, const qhx_gm_call_syntax *syn, json_t *fn, char name[24]) {
     json_t *params = json_object_get(fn, "parameters");
     if (!params) params = json_object();
     else json_incref(params);
@@ -987,11 +987,18 @@ static int tool_function(sc *c, json_t *fn, char name[24]) {
             if (*q == '>' || *q == '<' || *q == '\n') rc = fail(c, QHX_E_UNSUPPORTED, "the parameter name '%s' cannot be written in a tool call", key);
         if (rc) break;
         new_rule(c, kv[m]);
-        char open[300];
-        snprintf(open, sizeof open, "<parameter=%s>\n", key);
+        char open[600];
+        if ((size_t)snprintf(open, sizeof open, "%s%s%s", syn->param_open, key, syn->param_open_end) >= sizeof open) {
+            rc = fail(c, QHX_E_UNSUPPORTED, "the parameter name '%.40s...' is too long for a tool call", key);
+            break;
+        }
         sb_printf(&c->out, "%s ::= ", kv[m]);
         sb_lit(&c->out, open, strlen(open));
-        sb_printf(&c->out, " %s \"\\n</parameter>\\n\"\n", val);
+        sb_printf(&c->out, " %s ", val);
+        char close[300];
+        snprintf(close, sizeof close, "\n%s\n", syn->param_close);
+        sb_lit(&c->out, close, strlen(close));
+        sb_put(&c->out, "\n", 1);
         m++;
     }
     if (!rc) {
@@ -1001,7 +1008,9 @@ static int tool_function(sc *c, json_t *fn, char name[24]) {
             if (required[i]) sb_printf(&c->out, " %s", kv[i]);
         for (size_t i = 0; i < m; i++)
             if (!required[i]) sb_printf(&c->out, " %s?", kv[i]);
-        sb_printf(&c->out, " \"</function>\\n</tool_call>\"\n");
+        sb_put(&c->out, " ", 1);
+        sb_lit(&c->out, syn->call_end, strlen(syn->call_end));
+        sb_put(&c->out, "\n", 1);
     }
     for (int i = 0; i < c->n_refs; i++) qhx_free(c->refs[i].ref);
     c->n_refs = 0;
@@ -1011,10 +1020,10 @@ static int tool_function(sc *c, json_t *fn, char name[24]) {
     return rc;
 }
 
-/* The JSON-object call form (Qwen3-VL): `{"name": "NAME", "arguments": ARGS}\n</tool_call>`, the
- * arguments one JSON value under the function's "parameters" schema; name[] gets the rule for
- * ARGS and the end. */
-static int tool_function_json(sc *c, json_t *fn, char name[24]) {
+/* The JSON-object call form: {"name": "NAME", "arguments": ARGS} then call_end, the arguments
+ * one JSON value under the function's "parameters" schema; name[] gets the rule for ARGS and the
+ * end. */
+static int tool_function_json(sc *c, const qhx_gm_call_syntax *syn, json_t *fn, char name[24]) {
     json_t *params = json_object_get(fn, "parameters");
     json_t *own = params ? json_incref(params) : json_pack("{s:s}", "type", "object");
     if (!own || !json_is_object(own)) {
@@ -1027,7 +1036,9 @@ static int tool_function_json(sc *c, json_t *fn, char name[24]) {
     int rc = comp(c, own, args);
     if (!rc) {
         new_rule(c, name);
-        sb_printf(&c->out, "%s ::= %s \"}\\n</tool_call>\"\n", name, args);
+        sb_printf(&c->out, "%s ::= %s ", name, args);
+        sb_lit(&c->out, syn->call_end, strlen(syn->call_end));
+        sb_put(&c->out, "\n", 1);
     }
     for (int i = 0; i < c->n_refs; i++) qhx_free(c->refs[i].ref);
     c->n_refs = 0;
@@ -1035,8 +1046,16 @@ static int tool_function_json(sc *c, json_t *fn, char name[24]) {
     return rc;
 }
 
-qhx_status qhx_gm_tool_call_gbnf(const char *const *tools, size_t n_tools, const char *name, bool json_form, char **gbnf, qhx_error *err) {
+static bool syntax_ok(const qhx_gm_call_syntax *s) {
+    if (!s || !s->named || !s->call_end) return false;
+    return s->json || (s->param_open && s->param_open_end && s->param_close && s->param_close[0] == '<');
+}
+
+qhx_status qhx_gm_tool_call_gbnf(const char *const *tools, size_t n_tools, const char *name,
+                                 const qhx_gm_call_syntax *syntax, char **gbnf, qhx_error *err) {
     *gbnf = NULL;
+    if (!syntax_ok(syntax)) return qhx_fail(err, QHX_E_ARG, "tool call grammar: the call syntax is incomplete");
+    const bool json_form = syntax->json;
     sc c = {.err = err};
     sb_put(&c.out, PRELUDE, sizeof PRELUDE - 1);
     char (*fns)[24] = qhx_calloc(n_tools ? n_tools : 1, sizeof *fns);
@@ -1059,7 +1078,7 @@ qhx_status qhx_gm_tool_call_gbnf(const char *const *tools, size_t n_tools, const
             for (const char *q = fname; *q && !rc; q++)
                 if (*q == '"' || *q == '\\' || (unsigned char)*q < 0x20)
                     rc = fail(&c, QHX_E_UNSUPPORTED, "the function name '%s' cannot be written in a JSON tool call", fname);
-        if (!rc) rc = json_form ? tool_function_json(&c, fn, fns[used]) : tool_function(&c, fn, fns[used]);
+        if (!rc) rc = json_form ? tool_function_json(&c, syntax, fn, fns[used]) : tool_function(&c, syntax, fn, fns[used]);
         names[used++] = fname;
     }
     if (!rc && !used) rc = fail(&c, QHX_E_ARG, "no tool named '%s'", name ? name : "");
@@ -1067,9 +1086,9 @@ qhx_status qhx_gm_tool_call_gbnf(const char *const *tools, size_t n_tools, const
         sb_put(&c.out, "root ::= ", 9);
         for (size_t i = 0; i < used; i++) {
             if (i) sb_put(&c.out, " | ", 3);
-            if (!name) { /* after "<function=" or "{\"name\": \"": the name, then the rest */
-                char open[300];
-                snprintf(open, sizeof open, json_form ? "%.250s\", \"arguments\": " : "%.250s>\n", names[i]);
+            if (!name) { /* after the opening up to the name: the name, then the rest */
+                char open[600];
+                snprintf(open, sizeof open, "%.250s%s", names[i], syntax->named);
                 sb_lit(&c.out, open, strlen(open));
                 sb_put(&c.out, " ", 1);
             }

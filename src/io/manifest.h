@@ -136,6 +136,9 @@ typedef struct qhx_plan {
     char model_type[64];     /* config.json model_type; "" while config is NULL */
     bool has_vision_config;  /* config.json has a vision_config */
     bool vision_tensors;     /* a checkpoint folder: its weights hold a vision tower */
+    /* A checkpoint folder: its tokenizer's added tokens, {text: id} (the first id of a text
+     * wins), for qhx_plan_name_tokens; NULL for a manifest (owned reference). */
+    json_t *added_tokens;
 } qhx_plan;
 
 /* ---- building a plan ---------------------------------------------------------------- */
@@ -158,9 +161,25 @@ qhx_status qhx_plan_parse(const char *buf, size_t len, const char *base_dir, con
  * folders"): family and host-op left to the runtime (model_type and vision_tensors say what it
  * needs), precision from the dtype holding most tensor bytes, max_context 4096 (the runtime
  * caps it by max_position_embeddings), stop ids from generation_config.json and
- * config.json eos_token_id, other special ids from tokenizer_config.json / tokenizer.json. */
+ * config.json eos_token_id, the vision ids config.json names; the added tokens of
+ * tokenizer_config.json / tokenizer.json are kept for qhx_plan_name_tokens, which the family
+ * that reads the folder's model_type calls with its names of them. */
 qhx_status qhx_plan_from_checkpoint(const char *dir, qhx_plan **out /* OUT, owned */,
                                     qhx_error *err);
+
+/* Which added token fills which single special id: its text, and the manifest key of the id
+ * ("im_start", "think_end", ... as qhx_plan_token_key names them). A family's table; this layer
+ * knows no token text of its own. */
+typedef struct qhx_plan_token_name {
+    const char *text;
+    const char *key;
+} qhx_plan_token_name;
+
+/* A checkpoint folder's special ids by names (text NULL ends; NULL: none): each id still unset
+ * whose key a name gives takes the id of that added token; then, with no stop id from the
+ * configs, the "im_end" token stops generation, and without one either QHX_E_FORMAT ("no stop
+ * tokens"). A manifest's plan is left as it is. Calling it again changes nothing. */
+qhx_status qhx_plan_name_tokens(qhx_plan *plan, const qhx_plan_token_name *names, qhx_error *err);
 
 void qhx_plan_free(qhx_plan *plan); /* NULL allowed */
 

@@ -200,6 +200,7 @@ void qhx_plan_free(qhx_plan *plan) {
     qhx_free(plan->name);
     qhx_free(plan->description);
     json_decref(plan->config);
+    json_decref(plan->added_tokens);
     qhx_free(plan);
 }
 

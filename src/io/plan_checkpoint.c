@@ -67,30 +67,15 @@ static void take_id(const json_t *obj, const char *key, int32_t *slot) {
         *slot = (int32_t)json_integer_value(v);
 }
 
-/* Special ids by their text in the tokenizer's added tokens. */
-static void take_added_token(qhx_plan_tokens *t, const char *content, int64_t id) {
-    static const struct {
-        const char *text;
-        size_t off;
-    } map[] = {
-        {"<|im_start|>", offsetof(qhx_plan_tokens, im_start)},
-        {"<|im_end|>", offsetof(qhx_plan_tokens, im_end)},
-        {"<|vision_start|>", offsetof(qhx_plan_tokens, vision_start)},
-        {"<|vision_end|>", offsetof(qhx_plan_tokens, vision_end)},
-        {"<|image_pad|>", offsetof(qhx_plan_tokens, image_pad)},
-        {"<|video_pad|>", offsetof(qhx_plan_tokens, video_pad)},
-        {"<think>", offsetof(qhx_plan_tokens, think_start)},
-        {"</think>", offsetof(qhx_plan_tokens, think_end)},
-    };
-    if (!content || id < 0 || id > INT32_MAX) return;
-    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
-        if (!strcmp(content, map[i].text)) {
-            int32_t *slot = (int32_t *)((char *)t + map[i].off);
-            if (*slot < 0) *slot = (int32_t)id;
-        }
+/* One added token into the {text: id} table; the first id of a text wins. */
+static qhx_status take_added_token(json_t *table, const char *content, int64_t id, qhx_error *err) {
+    if (!content || id < 0 || id > INT32_MAX || json_object_get(table, content)) return QHX_OK;
+    if (json_object_set_new(table, content, json_integer(id)))
+        return qhx_fail(err, QHX_E_NOMEM, "out of memory");
+    return QHX_OK;
 }
 
-static qhx_status find_added_tokens(const char *dir, qhx_plan_tokens *t, qhx_error *err) {
+static qhx_status find_added_tokens(const char *dir, json_t *t, qhx_error *err) {
     json_t *tc = NULL;
     qhx_status rc = load_optional_json(dir, "tokenizer_config.json", &tc, err);
     if (rc) return rc;
@@ -102,22 +87,23 @@ static qhx_status find_added_tokens(const char *dir, qhx_plan_tokens *t, qhx_err
             char *end;
             long long id = strtoll(key, &end, 10);
             if (*end || end == key) continue;
-            take_added_token(t, json_string_value(json_object_get(v, "content")), id);
+            if ((rc = take_added_token(t, json_string_value(json_object_get(v, "content")), id, err))) break;
         }
         json_decref(tc);
-        return QHX_OK;
+        return rc;
     }
     json_decref(tc);
     json_t *tj = NULL; /* fall back to tokenizer.json's added_tokens list */
     if ((rc = load_optional_json(dir, "tokenizer.json", &tj, err))) return rc;
     json_t *list = tj ? json_object_get(tj, "added_tokens") : NULL;
-    for (size_t i = 0; json_is_array(list) && i < json_array_size(list); i++) {
+    for (size_t i = 0; json_is_array(list) && i < json_array_size(list) && !rc; i++) {
         json_t *e = json_array_get(list, i);
         json_t *id = json_object_get(e, "id");
-        if (json_is_integer(id)) take_added_token(t, json_string_value(json_object_get(e, "content")), json_integer_value(id));
+        if (json_is_integer(id))
+            rc = take_added_token(t, json_string_value(json_object_get(e, "content")), json_integer_value(id), err);
     }
     json_decref(tj);
-    return QHX_OK;
+    return rc;
 }
 
 /* The weights file of a checkpoint folder, relative to it (owned). */
@@ -268,7 +254,11 @@ static qhx_status checkpoint_fill(qhx_plan *plan, const char *dir, qhx_error *er
     if ((rc = add_eos_ids(t, plan->text_config, cfg_path, plan->text_config != plan->config ? "text_config" : "", err)) ||
         (rc = add_eos_ids(t, plan->config, cfg_path, "", err)))
         goto done;
-    if ((rc = find_added_tokens(dir, t, err))) goto done;
+    if (!(plan->added_tokens = json_object())) {
+        rc = qhx_fail(err, QHX_E_NOMEM, "out of memory");
+        goto done;
+    }
+    if ((rc = find_added_tokens(dir, plan->added_tokens, err))) goto done;
     const json_t *sources[] = {plan->config, plan->text_config, gc};
     for (int i = 0; i < 3; i++) { /* later sources win: generation_config.json last */
         take_id(sources[i], "bos_token_id", &t->bos);
@@ -281,18 +271,34 @@ static qhx_status checkpoint_fill(qhx_plan *plan, const char *dir, qhx_error *er
     take_id(plan->config, "video_token_id", &t->video_pad);
     take_id(plan->config, "vision_start_token_id", &t->vision_start);
     take_id(plan->config, "vision_end_token_id", &t->vision_end);
-    if (t->n_stop_ids == 0 && t->im_end >= 0) t->stop_ids[t->n_stop_ids++] = t->im_end;
-    if (t->n_stop_ids == 0) {
-        rc = qhx_fail(err, QHX_E_FORMAT, "%s: no stop tokens: neither generation_config.json nor config.json "
-                      "gives an eos_token_id, and the tokenizer has no <|im_end|>", dir);
-        goto done;
-    }
     if (gc && (rc = take_generation(plan, gc, gen_path, err))) goto done;
 
 done:
     qhx_free(gen_path);
     json_decref(gc);
     return rc;
+}
+
+qhx_status qhx_plan_name_tokens(qhx_plan *plan, const qhx_plan_token_name *names, qhx_error *err) {
+    if (plan->source != QHX_PLAN_FROM_CHECKPOINT) return QHX_OK;
+    qhx_plan_tokens *t = &plan->special;
+    const char *turn_end = NULL; /* the text of the "im_end" token, for the message */
+    for (const qhx_plan_token_name *n = names; n && n->text; n++) {
+        int k = 0;
+        while (k < QHX_PLAN_N_TOKEN_IDS && strcmp(qhx_plan_token_key(k), n->key)) k++;
+        if (k == QHX_PLAN_N_TOKEN_IDS)
+            return qhx_fail(err, QHX_E_INTERNAL, "special token name '%s': '%s' is not a special_tokens key", n->text, n->key);
+        if (!strcmp(n->key, "im_end")) turn_end = n->text;
+        json_t *id = json_object_get(plan->added_tokens, n->text);
+        int32_t *slot = plan_token_slot(t, k + 1);
+        if (json_is_integer(id) && *slot < 0) *slot = (int32_t)json_integer_value(id);
+    }
+    if (t->n_stop_ids == 0 && t->im_end >= 0) t->stop_ids[t->n_stop_ids++] = t->im_end;
+    if (t->n_stop_ids == 0)
+        return qhx_fail(err, QHX_E_FORMAT, "%s: no stop tokens: neither generation_config.json nor config.json "
+                        "gives an eos_token_id, and the tokenizer has no %s", plan->label,
+                        turn_end ? turn_end : "end-of-turn token");
+    return QHX_OK;
 }
 
 qhx_status qhx_plan_from_checkpoint(const char *dir, qhx_plan **out, qhx_error *err) {

@@ -70,8 +70,12 @@ qhx_status qhx_grammar_tool_call(const qhx_model *m, const char *const *tools, s
     const qhx_chat_family style = qhx_model_chat_style(m);
     if (!style || !style->tool_open)
         return qhx_fail(err, QHX_E_UNSUPPORTED, "tool call grammar: the %s chat format takes no tools", qhx_model_family_title(m));
+    const qhx_gm_call_syntax syntax = {.json = style->tool_json, .named = style->tool_named,
+                                       .param_open = style->tool_param_open,
+                                       .param_open_end = style->tool_param_open_end,
+                                       .param_close = style->tool_param_close, .call_end = style->tool_call_end};
     char *text = NULL;
-    qhx_status rc = qhx_gm_tool_call_gbnf(tools, n_tools, name, style->tool_json, &text, err);
+    qhx_status rc = qhx_gm_tool_call_gbnf(tools, n_tools, name, &syntax, &text, err);
     qhx_gm *gm = NULL;
     if (!rc) rc = qhx_gm_parse(text, strlen(text), "root", &gm, err);
     qhx_free(text);

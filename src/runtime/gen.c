@@ -243,7 +243,7 @@ void qhx_decoder_free(qhx_decoder *d) {
     if (!d) return;
     qhx_gen_deinit(&d->g);
     qhx_tok_stream_free(d->stream);
-    qhx_sampler_free(d->smp);
+    qhx_sampler_free_raw(d->smp);
     qhx_model_release(d->m);
     qhx_free(d);
 }
@@ -256,7 +256,7 @@ qhx_status qhx_decoder_create(const qhx_model *m, const qhx_decoder_params *p, q
     qhx_decoder *d = qhx_calloc(1, sizeof *d);
     if (!d) return qhx_fail(err, QHX_E_NOMEM, "decoder: out of memory");
     d->m = qhx_model_retain(m);
-    qhx_status rc = qhx_sampler_create(&p->sampling, qhx_model_n_vocab(m), &d->smp, err);
+    qhx_status rc = qhx_sampler_create_raw(&p->sampling, qhx_model_n_vocab(m), &d->smp, err);
     if (!rc) rc = qhx_tok_stream_create(m->tok, 0, &d->stream, err);
     if (!rc) {
         /* a speculative step adds what it feeds to the sampler's window itself */

@@ -185,6 +185,11 @@ static qhx_status load_tokenizer(qhx_model *m, qhx_error *err) {
 static qhx_status open_plan(qhx_model *m, const char *path, qhx_error *err) {
     qhx_status rc = qhx_plan_open(path, &m->plan, err);
     if (rc) return rc;
+    /* a checkpoint folder's special ids by its family's names; with no family that reads its
+     * model_type, resolving reports that */
+    if (m->plan->source == QHX_PLAN_FROM_CHECKPOINT && qhx_family_for_model_type(m->plan->model_type) &&
+        (rc = qhx_family_name_plan_tokens(m->plan, err)))
+        return rc;
     /* what a manifest says of its weights (tensor_count, dtype, precision) is checked against the
      * safetensors headers now, at the cost of reading them once more; sha256 is left to
      * `qhx inspect --verify` (a pass over every byte: seconds per GB) */

@@ -47,8 +47,8 @@ qhx_status qhx_sample_params_check(const qhx_sample_params *p, qhx_error *err) {
     return QHX_OK;
 }
 
-qhx_status qhx_sampler_create(const qhx_sample_params *p, int64_t n_vocab, qhx_sampler **out,
-                              qhx_error *err) {
+qhx_status qhx_sampler_create_raw(const qhx_sample_params *p, int64_t n_vocab, qhx_sampler **out,
+                                  qhx_error *err) {
     *out = NULL;
     qhx_status rc = qhx_sample_params_check(p, err);
     if (rc != QHX_OK) return rc;
@@ -67,7 +67,7 @@ qhx_status qhx_sampler_create(const qhx_sample_params *p, int64_t n_vocab, qhx_s
     s->prob = qhx_malloc((size_t)n_vocab * sizeof *s->prob);
     s->hist = qhx_malloc((size_t)s->p.repeat_last_n * sizeof *s->hist);
     if (!s->work || !s->idx || !s->prob || !s->hist) {
-        qhx_sampler_free(s);
+        qhx_sampler_free_raw(s);
         return qhx_fail(err, QHX_E_NOMEM, "sampler: out of memory for %lld-entry scratch", (long long)n_vocab);
     }
     qhx_sampler_reset(s);
@@ -75,7 +75,7 @@ qhx_status qhx_sampler_create(const qhx_sample_params *p, int64_t n_vocab, qhx_s
     return QHX_OK;
 }
 
-void qhx_sampler_free(qhx_sampler *s) {
+void qhx_sampler_free_raw(qhx_sampler *s) {
     if (!s) return;
     qhx_free(s->work);
     qhx_free(s->idx);

@@ -20,10 +20,11 @@ qhx_status qhx_sample_params_check(const qhx_sample_params *p, qhx_error *err);
 
 typedef struct qhx_sampler qhx_sampler;
 
-/* n_vocab: logits per call. Scratch for the whole vocabulary is allocated here, once. */
-qhx_status qhx_sampler_create(const qhx_sample_params *p, int64_t n_vocab,
-                              qhx_sampler **out /* OUT */, qhx_error *err);
-void qhx_sampler_free(qhx_sampler *s); /* NULL allowed */
+/* The bare sampler over n_vocab logits per call (qhx.h's qhx_sampler_create wraps one for a
+ * model). Scratch for the whole vocabulary is allocated here, once. */
+qhx_status qhx_sampler_create_raw(const qhx_sample_params *p, int64_t n_vocab,
+                                  qhx_sampler **out /* OUT */, qhx_error *err);
+void qhx_sampler_free_raw(qhx_sampler *s); /* NULL allowed */
 
 /* Whether s picks the argmax (temperature 0): no randomness, so a grammar may check the pick
  * first and mask only when it is refused. */

@@ -308,14 +308,14 @@ struct qhx_sampler_handle {
     qhx_sampler *smp;
 };
 
-qhx_status qhx_sampler_new(const qhx_model *m, const qhx_sample_params *params, qhx_sampler_handle **out,
-                           qhx_error *err) {
+qhx_status qhx_sampler_create(const qhx_model *m, const qhx_sample_params *params, qhx_sampler_handle **out,
+                              qhx_error *err) {
     if (!out) return qhx_fail(err, QHX_E_ARG, "sampler: out is NULL");
     *out = NULL;
     if (!m || !params) return qhx_fail(err, QHX_E_ARG, "sampler: model and params are required");
     qhx_sampler_handle *h = qhx_calloc(1, sizeof *h);
     if (!h) return qhx_fail(err, QHX_E_NOMEM, "sampler: out of memory");
-    qhx_status rc = qhx_sampler_create(params, qhx_model_n_vocab(m), &h->smp, err);
+    qhx_status rc = qhx_sampler_create_raw(params, qhx_model_n_vocab(m), &h->smp, err);
     if (rc) {
         qhx_free(h);
         return rc;
@@ -324,11 +324,19 @@ qhx_status qhx_sampler_new(const qhx_model *m, const qhx_sample_params *params, 
     return QHX_OK;
 }
 
-void qhx_sampler_delete(qhx_sampler_handle *h) {
+void qhx_sampler_free(qhx_sampler_handle *h) {
     if (!h) return;
-    qhx_sampler_free(h->smp);
+    qhx_sampler_free_raw(h->smp);
     qhx_free(h);
 }
+
+/* the former names (deprecated in qhx.h) */
+qhx_status qhx_sampler_new(const qhx_model *m, const qhx_sample_params *params, qhx_sampler_handle **out,
+                           qhx_error *err) {
+    return qhx_sampler_create(m, params, out, err);
+}
+
+void qhx_sampler_delete(qhx_sampler_handle *h) { qhx_sampler_free(h); }
 
 void qhx_sampler_push(qhx_sampler_handle *h, qhx_token t) {
     if (h) qhx_sampler_accept(h->smp, t);

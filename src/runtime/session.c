@@ -68,7 +68,7 @@ qhx_status qhx_session_create(const qhx_model *m, const qhx_session_params *para
     s->params.n_ctx = n_ctx;
     qhx_seq_params sp = {.n_ctx = n_ctx, .n_batch = params->n_batch, .kv_cache = params->kv_cache};
     if ((rc = qhx_model_state_create(m, &sp, &s->st, err))) goto fail;
-    if ((rc = qhx_sampler_create(&params->sampling, s->n_vocab, &s->smp, err))) goto fail;
+    if ((rc = qhx_sampler_create_raw(&params->sampling, s->n_vocab, &s->smp, err))) goto fail;
     if (m->tok && (rc = qhx_tok_stream_create(m->tok, 0, &s->stream, err))) goto fail;
     if (params->spec_draft != 0 &&
         (rc = qhx_spec_create(m, s->st, &(qhx_spec_params){params->spec_draft, params->spec_fixed != 0}, &s->spec, err)))
@@ -89,7 +89,7 @@ void qhx_session_free(qhx_session *s) {
     if (!s) return;
     qhx_spec_free(s->spec);
     qhx_model_state_free(s->st);
-    qhx_sampler_free(s->smp);
+    qhx_sampler_free_raw(s->smp);
     qhx_tok_stream_free(s->stream);
     qhx_aligned_free(s->logits);
     qhx_model_release(s->m); /* last: the state above was the model's */

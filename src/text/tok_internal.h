@@ -6,6 +6,7 @@
 #include "text/tokenizer.h"
 
 #include "core/file.h"
+#include "core/json_scan.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
@@ -15,18 +16,15 @@
 
 /* ---- small growable buffers ----------------------------------------------------------- */
 
-typedef struct tok_buf { /* bytes */
-    char *p;
-    size_t n, cap;
-} tok_buf;
+typedef qhx_bytes tok_buf; /* bytes (core/json_scan.h) */
 
 typedef struct tok_ids { /* token ids */
     int32_t *p;
     size_t n, cap;
 } tok_ids;
 
-bool qhx_tok_buf_reserve(tok_buf *b, size_t extra);
-bool qhx_tok_buf_put(tok_buf *b, const void *data, size_t n);
+static inline bool qhx_tok_buf_reserve(tok_buf *b, size_t extra) { return qhx_bytes_reserve(b, extra); }
+static inline bool qhx_tok_buf_put(tok_buf *b, const void *data, size_t n) { return qhx_bytes_put(b, data, n); }
 bool qhx_tok_ids_push(tok_ids *v, int32_t id);
 
 /* 64-bit hash of a byte string (for the hash tables; short strings). */
@@ -158,8 +156,8 @@ extern const uint16_t qhx_tok_byte_to_cp[256];
 int qhx_tok_cp_to_byte(uint32_t cp);
 
 /* Decode one UTF-8 scalar at s[0..n) (n >= 1). Returns its length (1-4) and sets *cp, or 0
- * if the bytes are not a well-formed sequence. */
-int qhx_tok_utf8_next(const uint8_t *s, size_t n, uint32_t *cp);
+ * if the bytes are not a well-formed sequence (core/json_scan.h qhx_utf8_next). */
+static inline int qhx_tok_utf8_next(const uint8_t *s, size_t n, uint32_t *cp) { return qhx_utf8_next(s, n, cp); }
 /* Offset of the first byte that is not well-formed UTF-8, or n if all is valid. */
 size_t qhx_tok_utf8_check(const uint8_t *s, size_t n);
 /* Append text with ill-formed sequences replaced by U+FFFD (Rust from_utf8_lossy). If
@@ -167,7 +165,7 @@ size_t qhx_tok_utf8_check(const uint8_t *s, size_t n);
  * returns the number of input bytes consumed. false on allocation failure. */
 bool qhx_tok_utf8_lossy(tok_buf *out, const uint8_t *s, size_t n, bool hold_tail,
                         size_t *consumed);
-size_t qhx_tok_utf8_put(char *dst, uint32_t cp);
+static inline size_t qhx_tok_utf8_put(char *dst, uint32_t cp) { return qhx_utf8_put(dst, cp); }
 
 /* Unicode data (tok_unicode_data.c, generated). */
 int qhx_tok_nfc_maybe(uint32_t cp);

@@ -1,7 +1,7 @@
 /* text/tok_json: reading tokenizer.json.
  *
- * The file is validated as a whole by a small strict JSON scanner (RFC 8259, UTF-8, depth
- * cap), which also reads the two bulky members, model.vocab and model.merges (about 300,000
+ * The file is validated as a whole by the strict JSON scanner of core/json_scan.h (RFC 8259,
+ * UTF-8, depth cap), which also reads the two bulky members, model.vocab and model.merges (about 300,000
  * strings for Qwen), straight into the tokenizer. Every other member is small and is parsed
  * with jansson from its byte range. A full jansson tree of the 11 MB file takes longer to
  * build and free than the whole load budget (see docs/tokenizer.md).
@@ -14,315 +14,6 @@
 
 #include <jansson.h>
 #include <string.h>
-
-#define JSON_MAX_DEPTH 128
-
-/* ---- strict scanner ------------------------------------------------------------------- */
-
-typedef struct jscan {
-    const uint8_t *s;
-    size_t n, i;
-    const char *name;
-    qhx_error *err;
-} jscan;
-
-typedef struct jspan {
-    size_t a, b; /* value bytes [a, b); b == 0: member absent */
-} jspan;
-
-static qhx_status jfail(jscan *j, const char *what) {
-    return qhx_fail(j->err, QHX_E_FORMAT, "%s: invalid JSON at byte %zu: %s", j->name, j->i, what);
-}
-
-static void skip_ws(jscan *j) {
-    while (j->i < j->n) {
-        uint8_t c = j->s[j->i];
-        if (c != ' ' && c != '\n' && c != '\r' && c != '\t') break;
-        j->i++;
-    }
-}
-
-static int hexval(uint8_t c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
-static qhx_status read_hex4(jscan *j, uint32_t *v) {
-    if (j->n - j->i < 4) return jfail(j, "truncated \\u escape");
-    uint32_t x = 0;
-    for (int k = 0; k < 4; k++) {
-        int h = hexval(j->s[j->i + (size_t)k]);
-        if (h < 0) return jfail(j, "bad \\u escape");
-        x = x << 4 | (uint32_t)h;
-    }
-    j->i += 4;
-    *v = x;
-    return QHX_OK;
-}
-
-/* Scan a string at j->i (which must be '"'). If out is not NULL, append its decoded bytes
- * (escapes resolved; \u0000 allowed). Lone surrogates and invalid UTF-8 are errors. */
-static qhx_status scan_string(jscan *j, tok_buf *out) {
-    if (j->i >= j->n || j->s[j->i] != '"') return jfail(j, "expected a string");
-    j->i++;
-    size_t run = j->i;
-    for (;;) {
-        while (j->n - j->i >= 8) { /* 8 plain ASCII bytes at a time */
-            uint64_t w;
-            memcpy(&w, j->s + j->i, 8);
-#define ZB(v) (((v) - 0x0101010101010101ull) & ~(v) & 0x8080808080808080ull)
-            uint64_t stop = (w & 0x8080808080808080ull) | ZB(w ^ 0x2222222222222222ull) |
-                            ZB(w ^ 0x5c5c5c5c5c5c5c5cull) |
-                            ((w - 0x2020202020202020ull) & ~w & 0x8080808080808080ull);
-#undef ZB
-            if (stop) break;
-            j->i += 8;
-        }
-        if (j->i >= j->n) return jfail(j, "unterminated string");
-        uint8_t c = j->s[j->i];
-        if (c == '"') break;
-        if (c < 0x20) return jfail(j, "control character in string");
-        if (c < 0x80 && c != '\\') {
-            j->i++;
-            continue;
-        }
-        if (c >= 0x80) {
-            uint32_t cp;
-            int k = qhx_tok_utf8_next(j->s + j->i, j->n - j->i, &cp);
-            if (!k) return jfail(j, "invalid UTF-8");
-            j->i += (size_t)k;
-            continue;
-        }
-        /* escape */
-        if (out && !qhx_tok_buf_put(out, j->s + run, j->i - run)) goto nomem;
-        j->i++;
-        if (j->i >= j->n) return jfail(j, "unterminated escape");
-        uint8_t e = j->s[j->i++];
-        char ch;
-        switch (e) {
-        case '"': ch = '"'; break;
-        case '\\': ch = '\\'; break;
-        case '/': ch = '/'; break;
-        case 'b': ch = '\b'; break;
-        case 'f': ch = '\f'; break;
-        case 'n': ch = '\n'; break;
-        case 'r': ch = '\r'; break;
-        case 't': ch = '\t'; break;
-        case 'u': {
-            uint32_t cp;
-            qhx_status rc = read_hex4(j, &cp);
-            if (rc) return rc;
-            if (cp >= 0xDC00 && cp <= 0xDFFF) return jfail(j, "lone low surrogate in \\u escape");
-            if (cp >= 0xD800 && cp <= 0xDBFF) {
-                uint32_t lo;
-                if (j->n - j->i < 2 || j->s[j->i] != '\\' || j->s[j->i + 1] != 'u')
-                    return jfail(j, "lone high surrogate in \\u escape");
-                j->i += 2;
-                rc = read_hex4(j, &lo);
-                if (rc) return rc;
-                if (lo < 0xDC00 || lo > 0xDFFF) return jfail(j, "bad surrogate pair");
-                cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-            }
-            if (out) {
-                if (!qhx_tok_buf_reserve(out, 4)) goto nomem;
-                out->n += qhx_tok_utf8_put(out->p + out->n, cp);
-            }
-            run = j->i;
-            continue;
-        }
-        default: return jfail(j, "unknown escape");
-        }
-        if (out && !qhx_tok_buf_put(out, &ch, 1)) goto nomem;
-        run = j->i;
-    }
-    if (out && !qhx_tok_buf_put(out, j->s + run, j->i - run)) goto nomem;
-    j->i++; /* closing quote */
-    return QHX_OK;
-nomem:
-    return qhx_fail(j->err, QHX_E_NOMEM, "%s: out of memory reading a string", j->name);
-}
-
-static qhx_status scan_number(jscan *j) {
-    size_t i = j->i;
-    if (i < j->n && j->s[i] == '-') i++;
-    if (i >= j->n) goto bad;
-    if (j->s[i] == '0') i++;
-    else if (j->s[i] >= '1' && j->s[i] <= '9')
-        while (i < j->n && j->s[i] >= '0' && j->s[i] <= '9') i++;
-    else goto bad;
-    if (i < j->n && j->s[i] == '.') {
-        i++;
-        if (i >= j->n || j->s[i] < '0' || j->s[i] > '9') goto bad;
-        while (i < j->n && j->s[i] >= '0' && j->s[i] <= '9') i++;
-    }
-    if (i < j->n && (j->s[i] == 'e' || j->s[i] == 'E')) {
-        i++;
-        if (i < j->n && (j->s[i] == '+' || j->s[i] == '-')) i++;
-        if (i >= j->n || j->s[i] < '0' || j->s[i] > '9') goto bad;
-        while (i < j->n && j->s[i] >= '0' && j->s[i] <= '9') i++;
-    }
-    j->i = i;
-    return QHX_OK;
-bad:
-    j->i = i;
-    return jfail(j, "bad number");
-}
-
-/* A non-negative integer without fraction or exponent, at most max. */
-static qhx_status scan_uint(jscan *j, uint64_t max, const char *what, uint64_t *out) {
-    size_t start = j->i;
-    uint64_t v = 0;
-    if (j->i >= j->n || j->s[j->i] < '0' || j->s[j->i] > '9') goto bad;
-    if (j->s[j->i] == '0' && j->i + 1 < j->n && j->s[j->i + 1] >= '0' && j->s[j->i + 1] <= '9')
-        goto bad;
-    while (j->i < j->n && j->s[j->i] >= '0' && j->s[j->i] <= '9') {
-        v = v * 10 + (uint64_t)(j->s[j->i] - '0');
-        if (v > max) {
-            j->i = start;
-            return qhx_fail(j->err, QHX_E_LIMIT, "%s: %s at byte %zu exceeds the limit %llu",
-                            j->name, what, start, (unsigned long long)max);
-        }
-        j->i++;
-    }
-    if (j->i < j->n && (j->s[j->i] == '.' || j->s[j->i] == 'e' || j->s[j->i] == 'E')) goto bad;
-    *out = v;
-    return QHX_OK;
-bad:
-    j->i = start;
-    return qhx_fail(j->err, QHX_E_FORMAT, "%s: %s at byte %zu: expected a non-negative integer",
-                    j->name, what, start);
-}
-
-static qhx_status expect(jscan *j, uint8_t c, const char *what) {
-    skip_ws(j);
-    if (j->i >= j->n || j->s[j->i] != c) return jfail(j, what);
-    j->i++;
-    return QHX_OK;
-}
-
-static qhx_status skip_value(jscan *j, int depth) {
-    qhx_status rc;
-    skip_ws(j);
-    if (j->i >= j->n) return jfail(j, "unexpected end of input");
-    uint8_t c = j->s[j->i];
-    if (c == '"') return scan_string(j, NULL);
-    if (c == '{' || c == '[') {
-        if (depth >= JSON_MAX_DEPTH) return jfail(j, "nesting too deep");
-        uint8_t close = c == '{' ? '}' : ']';
-        j->i++;
-        skip_ws(j);
-        if (j->i < j->n && j->s[j->i] == close) {
-            j->i++;
-            return QHX_OK;
-        }
-        for (;;) {
-            if (c == '{') {
-                skip_ws(j);
-                if ((rc = scan_string(j, NULL))) return rc;
-                if ((rc = expect(j, ':', "expected ':'"))) return rc;
-            }
-            if ((rc = skip_value(j, depth + 1))) return rc;
-            skip_ws(j);
-            if (j->i >= j->n) return jfail(j, "unexpected end of input");
-            if (j->s[j->i] == ',') {
-                j->i++;
-                continue;
-            }
-            if (j->s[j->i] == close) {
-                j->i++;
-                return QHX_OK;
-            }
-            return jfail(j, c == '{' ? "expected ',' or '}'" : "expected ',' or ']'");
-        }
-    }
-    if (c == '-' || (c >= '0' && c <= '9')) return scan_number(j);
-    static const char *const words[] = {"true", "false", "null"};
-    for (int k = 0; k < 3; k++) {
-        size_t len = strlen(words[k]);
-        if (j->n - j->i >= len && !memcmp(j->s + j->i, words[k], len)) {
-            j->i += len;
-            return QHX_OK;
-        }
-    }
-    return jfail(j, "unexpected character");
-}
-
-/* Structural skip of a value: strings, nesting and scalars are delimited but not validated.
- * Used for model.vocab and model.merges in the first pass; their full parse validates them
- * and must end where this skip ended. */
-static qhx_status fast_skip(jscan *j) {
-    const uint8_t *s = j->s;
-    size_t i = j->i, n = j->n;
-    int depth = 0, in_str = 0;
-    skip_ws(j);
-    i = j->i;
-    if (i >= n || (s[i] != '{' && s[i] != '[')) return skip_value(j, 0);
-    for (; i < n; i++) {
-        uint8_t c = s[i];
-        if (in_str) {
-            if (c == '\\') i++;
-            else if (c == '"') in_str = 0;
-        } else if (c == '"') in_str = 1;
-        else if (c == '{' || c == '[') {
-            if (++depth > JSON_MAX_DEPTH) {
-                j->i = i;
-                return jfail(j, "nesting too deep");
-            }
-        } else if ((c == '}' || c == ']') && --depth == 0) {
-            j->i = i + 1;
-            return QHX_OK;
-        }
-    }
-    j->i = n;
-    return jfail(j, "unexpected end of input");
-}
-
-/* Iterate the members of the object at j->i: calls member(key, keylen) with j->i at the
- * value; the callback must consume the value. */
-typedef qhx_status (*member_fn)(jscan *j, void *ctx, const char *key, size_t keylen);
-
-static qhx_status scan_object(jscan *j, int depth, member_fn fn, void *ctx) {
-    qhx_status rc;
-    tok_buf key = {0};
-    if ((rc = expect(j, '{', "expected an object"))) return rc;
-    skip_ws(j);
-    if (j->i < j->n && j->s[j->i] == '}') {
-        j->i++;
-        return QHX_OK;
-    }
-    for (;;) {
-        skip_ws(j);
-        key.n = 0;
-        if ((rc = scan_string(j, &key))) goto out;
-        if (!qhx_tok_buf_put(&key, "", 1)) {
-            rc = qhx_fail(j->err, QHX_E_NOMEM, "%s: out of memory", j->name);
-            goto out;
-        }
-        if ((rc = expect(j, ':', "expected ':'"))) goto out;
-        skip_ws(j);
-        if ((rc = fn ? fn(j, ctx, key.p, key.n - 1) : skip_value(j, depth + 1))) goto out;
-        skip_ws(j);
-        if (j->i >= j->n) {
-            rc = jfail(j, "unexpected end of input");
-            goto out;
-        }
-        if (j->s[j->i] == ',') {
-            j->i++;
-            continue;
-        }
-        if (j->s[j->i] == '}') {
-            j->i++;
-            break;
-        }
-        rc = jfail(j, "expected ',' or '}'");
-        goto out;
-    }
-out:
-    qhx_free(key.p);
-    return rc;
-}
 
 /* ---- the document's layout ----------------------------------------------------------- */
 
@@ -340,12 +31,12 @@ static const char *const MEMBER_NAMES[M_COUNT] = {
     "ignore_merges", "vocab", "merges"};
 
 typedef struct layout {
-    jspan m[M_COUNT];
+    qhx_jspan m[M_COUNT];
 } layout;
 
 typedef struct loader {
     qhx_tok *tok;
-    jscan j;
+    qhx_jscan j;
     layout L;
     const char *name;
     qhx_error *err;
@@ -362,7 +53,7 @@ static qhx_status read_merges_here(loader *ld);
 /* Record where a member's value lies. model.vocab is read in place; so is model.merges when
  * the vocab came before it (as in every file the library writes); otherwise it is skipped
  * now and read afterwards from its recorded range. */
-static qhx_status record(jscan *j, loader *ld, int lo, int hi, const char *key, size_t keylen,
+static qhx_status record(qhx_jscan *j, loader *ld, int lo, int hi, const char *key, size_t keylen,
                          const char *where, int depth) {
     layout *L = &ld->L;
     for (int k = lo; k < hi; k++) {
@@ -373,25 +64,25 @@ static qhx_status record(jscan *j, loader *ld, int lo, int hi, const char *key, 
         L->m[k].a = j->i;
         qhx_status rc;
         if (k == M_VOCAB) rc = read_vocab_here(ld);
-        else if (k == M_MERGES) rc = ld->vocab_built ? read_merges_here(ld) : fast_skip(j);
-        else rc = skip_value(j, depth);
+        else if (k == M_MERGES) rc = ld->vocab_built ? read_merges_here(ld) : qhx_jscan_fast_skip(j);
+        else rc = qhx_jscan_skip(j, depth);
         L->m[k].b = j->i;
         return rc;
     }
-    return skip_value(j, depth); /* a member that does not concern us */
+    return qhx_jscan_skip(j, depth); /* a member that does not concern us */
 }
 
-static qhx_status model_member(jscan *j, void *ctx, const char *key, size_t keylen) {
+static qhx_status model_member(qhx_jscan *j, void *ctx, const char *key, size_t keylen) {
     return record(j, ctx, M_TYPE, M_COUNT, key, keylen, "model.", 2);
 }
 
-static qhx_status top_member(jscan *j, void *ctx, const char *key, size_t keylen) {
+static qhx_status top_member(qhx_jscan *j, void *ctx, const char *key, size_t keylen) {
     loader *ld = ctx;
     if (keylen == 5 && !memcmp(key, "model", 5)) {
         if (ld->L.m[M_MODEL].b)
             return qhx_fail(j->err, QHX_E_FORMAT, "%s: duplicate member 'model'", j->name);
         ld->L.m[M_MODEL].a = j->i;
-        qhx_status rc = scan_object(j, 1, model_member, ld);
+        qhx_status rc = qhx_jscan_object(j, 1, model_member, ld);
         ld->L.m[M_MODEL].b = j->i;
         return rc;
     }
@@ -402,7 +93,7 @@ static qhx_status top_member(jscan *j, void *ctx, const char *key, size_t keylen
 
 static qhx_status jparse(loader *ld, int member, json_t **out) {
     *out = NULL;
-    jspan sp = ld->L.m[member];
+    qhx_jspan sp = ld->L.m[member];
     if (!sp.b) return QHX_OK;
     json_error_t je;
     *out = json_loadb((const char *)ld->j.s + sp.a, sp.b - sp.a,
@@ -455,19 +146,19 @@ typedef struct vocab_ctx {
 } vocab_ctx;
 
 static qhx_status parse_vocab(loader *ld, vocab_ctx *vc) {
-    jscan *j = &ld->j;
+    qhx_jscan *j = &ld->j;
     qhx_status rc;
-    if ((rc = expect(j, '{', "model.vocab: expected an object"))) return rc;
-    skip_ws(j);
+    if ((rc = qhx_jscan_expect(j, '{', "model.vocab: expected an object"))) return rc;
+    qhx_jscan_ws(j);
     if (j->i < j->n && j->s[j->i] == '}') {
         j->i++;
         return QHX_OK;
     }
     for (;;) {
-        skip_ws(j);
+        qhx_jscan_ws(j);
         size_t at = j->i, off = vc->strs.n;
         if (!qhx_tok_buf_put(&vc->strs, "\0\0\0\0\0\0\0\0", TOK_STR_HDR)) goto nomem;
-        if ((rc = scan_string(j, &vc->strs))) return rc;
+        if ((rc = qhx_jscan_string(j, &vc->strs))) return rc;
         size_t len = vc->strs.n - off - TOK_STR_HDR;
         if (len == 0)
             return qhx_fail(ld->err, QHX_E_FORMAT, "%s: model.vocab: empty token at byte %zu",
@@ -479,10 +170,10 @@ static qhx_status parse_vocab(loader *ld, vocab_ctx *vc) {
         if (!qhx_tok_buf_put(&vc->strs, "", 1)) goto nomem;
         if (vc->strs.n > UINT32_MAX)
             return qhx_fail(ld->err, QHX_E_LIMIT, "%s: model.vocab: too many bytes", ld->name);
-        if ((rc = expect(j, ':', "expected ':'"))) return rc;
-        skip_ws(j);
+        if ((rc = qhx_jscan_expect(j, ':', "expected ':'"))) return rc;
+        qhx_jscan_ws(j);
         uint64_t id = 0;
-        if ((rc = scan_uint(j, QHX_TOK_MAX_IDS - 1, "model.vocab id", &id))) return rc;
+        if ((rc = qhx_jscan_uint(j, QHX_TOK_MAX_IDS - 1, "model.vocab id", &id))) return rc;
         if (vc->n == vc->cap) {
             size_t cap = vc->cap ? vc->cap * 2 : 1024, bytes;
             if (cap > QHX_TOK_MAX_IDS)
@@ -499,7 +190,7 @@ static qhx_status parse_vocab(loader *ld, vocab_ctx *vc) {
         memcpy(vc->strs.p + off + 4, &len32, 4);
         vc->recs[vc->n++] = (vocab_rec){(int32_t)id, (uint32_t)off, (uint32_t)len};
         if ((int32_t)id > vc->max_id) vc->max_id = (int32_t)id;
-        skip_ws(j);
+        qhx_jscan_ws(j);
         if (j->i < j->n && j->s[j->i] == ',') {
             j->i++;
             continue;
@@ -508,7 +199,7 @@ static qhx_status parse_vocab(loader *ld, vocab_ctx *vc) {
             j->i++;
             return QHX_OK;
         }
-        return jfail(j, "model.vocab: expected ',' or '}'");
+        return qhx_jscan_fail(j, "model.vocab: expected ',' or '}'");
     }
 nomem:
     return qhx_fail(ld->err, QHX_E_NOMEM, "%s: out of memory reading model.vocab", ld->name);
@@ -575,25 +266,25 @@ nomem:
 }
 
 static qhx_status parse_merges(loader *ld, tok_merge_rec **out, size_t *n_out) {
-    jscan *j = &ld->j;
+    qhx_jscan *j = &ld->j;
     merge_batch mb = {.n = 0};
     qhx_status rc = QHX_OK;
     *out = NULL;
     *n_out = 0;
-    if ((rc = expect(j, '[', "model.merges: expected an array"))) return rc;
-    skip_ws(j);
+    if ((rc = qhx_jscan_expect(j, '[', "model.merges: expected an array"))) return rc;
+    qhx_jscan_ws(j);
     if (j->i < j->n && j->s[j->i] == ']') {
         j->i++;
         return QHX_OK;
     }
     for (;;) {
-        skip_ws(j);
+        qhx_jscan_ws(j);
         pending_merge *p = &mb.p[mb.n];
         size_t off = mb.buf.n;
         p->at = j->i;
         if (!qhx_tok_buf_reserve(&mb.buf, 16)) goto nomem; /* never a NULL buffer below */
         if (j->i < j->n && j->s[j->i] == '"') { /* legacy form "left right" */
-            if ((rc = scan_string(j, &mb.buf))) goto fail;
+            if ((rc = qhx_jscan_string(j, &mb.buf))) goto fail;
             size_t n = mb.buf.n - off;
             if (n == 0) { /* "" (the buffer may still be NULL then: no pointer arithmetic on it) */
                 rc = qhx_fail(ld->err, QHX_E_FORMAT,
@@ -623,14 +314,14 @@ static qhx_status parse_merges(loader *ld, tok_merge_rec **out, size_t *n_out) {
                                  {(uint32_t)la, (uint32_t)lb, (uint32_t)(la + lb)}, {0, 0, 0}};
             mb.buf.n += la + lb;
         } else { /* pair form ["left", "right"] */
-            if ((rc = expect(j, '[', "model.merges: expected a string or a pair"))) goto fail;
-            skip_ws(j);
-            if ((rc = scan_string(j, &mb.buf))) goto fail;
+            if ((rc = qhx_jscan_expect(j, '[', "model.merges: expected a string or a pair"))) goto fail;
+            qhx_jscan_ws(j);
+            if ((rc = qhx_jscan_string(j, &mb.buf))) goto fail;
             size_t la = mb.buf.n - off;
-            if ((rc = expect(j, ',', "model.merges: expected a pair of strings"))) goto fail;
-            skip_ws(j);
-            if ((rc = scan_string(j, &mb.buf))) goto fail;
-            if ((rc = expect(j, ']', "model.merges: expected a pair of strings"))) goto fail;
+            if ((rc = qhx_jscan_expect(j, ',', "model.merges: expected a pair of strings"))) goto fail;
+            qhx_jscan_ws(j);
+            if ((rc = qhx_jscan_string(j, &mb.buf))) goto fail;
+            if ((rc = qhx_jscan_expect(j, ']', "model.merges: expected a pair of strings"))) goto fail;
             size_t lb = mb.buf.n - off - la;
             *p = (pending_merge){p->at, {(uint32_t)off, (uint32_t)(off + la), (uint32_t)off},
                                  {(uint32_t)la, (uint32_t)lb, (uint32_t)(la + lb)}, {0, 0, 0}};
@@ -642,7 +333,7 @@ static qhx_status parse_merges(loader *ld, tok_merge_rec **out, size_t *n_out) {
         }
         if (++mb.n == MERGE_BATCH && (rc = flush_merges(ld, &mb))) goto fail;
     next:
-        skip_ws(j);
+        qhx_jscan_ws(j);
         if (j->i < j->n && j->s[j->i] == ',') {
             j->i++;
             continue;
@@ -651,7 +342,7 @@ static qhx_status parse_merges(loader *ld, tok_merge_rec **out, size_t *n_out) {
             j->i++;
             break;
         }
-        rc = jfail(j, "model.merges: expected ',' or ']'");
+        rc = qhx_jscan_fail(j, "model.merges: expected ',' or ']'");
         goto fail;
     }
     if (mb.n && (rc = flush_merges(ld, &mb))) goto fail;
@@ -702,17 +393,17 @@ static qhx_status extend_ids(loader *ld, int32_t n_ids) {
 }
 
 static qhx_status read_vocab_here(loader *ld) {
-    jscan *j = &ld->j;
-    skip_ws(j);
+    qhx_jscan *j = &ld->j;
+    qhx_jscan_ws(j);
     /* not an object, or a model type seen before it that is not BPE: leave it for read_model
      * to report by name */
-    if (j->i >= j->n || j->s[j->i] != '{') return skip_value(j, 2);
+    if (j->i >= j->n || j->s[j->i] != '{') return qhx_jscan_skip(j, 2);
     if (ld->L.m[M_TYPE].b) {
         json_t *t = NULL;
         qhx_status trc = jparse(ld, M_TYPE, &t);
         int bpe = json_is_string(t) && !strcmp(json_string_value(t), "BPE");
         json_decref(t);
-        if (trc || !bpe) return fast_skip(j);
+        if (trc || !bpe) return qhx_jscan_fast_skip(j);
     }
     qhx_status rc = parse_vocab(ld, ld->vc);
     if (rc) return rc;
@@ -1054,14 +745,14 @@ qhx_status qhx_tok_load_buffer(const void *data, size_t size, const char *name, 
     qhx_status rc = qhx_tok_new(name, &tok, err);
     if (rc) return rc;
     loader ld = {.tok = tok, .name = name, .err = err};
-    ld.j = (jscan){.s = data, .n = size, .name = name, .err = err};
+    ld.j = (qhx_jscan){.s = data, .n = size, .name = name, .err = err};
     vocab_ctx vc = {.ld = &ld, .max_id = -1};
     ld.vc = &vc;
 
-    if ((rc = scan_object(&ld.j, 0, top_member, &ld))) goto fail;
-    skip_ws(&ld.j);
+    if ((rc = qhx_jscan_object(&ld.j, 0, top_member, &ld))) goto fail;
+    qhx_jscan_ws(&ld.j);
     if (ld.j.i != ld.j.n) {
-        rc = jfail(&ld.j, "trailing characters after the top-level object");
+        rc = qhx_jscan_fail(&ld.j, "trailing characters after the top-level object");
         goto fail;
     }
     if ((rc = read_model(&ld))) goto fail;
@@ -1076,7 +767,7 @@ qhx_status qhx_tok_load_buffer(const void *data, size_t size, const char *name, 
     if ((rc = read_added(&ld, &max_id)) || (rc = extend_ids(&ld, max_id + 1))) goto fail;
     if ((rc = read_unk(&ld))) goto fail;
     if (!ld.merges_done) { /* merges came before the vocab: read them now */
-        jspan sp = ld.L.m[M_MERGES];
+        qhx_jspan sp = ld.L.m[M_MERGES];
         if (!sp.b) {
             rc = qhx_fail(err, QHX_E_FORMAT, "%s: model.merges is missing", name);
             goto fail;
@@ -1084,7 +775,7 @@ qhx_status qhx_tok_load_buffer(const void *data, size_t size, const char *name, 
         ld.j.i = sp.a;
         if ((rc = read_merges_here(&ld))) goto fail;
         if (ld.j.i != sp.b) {
-            rc = jfail(&ld.j, "model.merges: malformed");
+            rc = qhx_jscan_fail(&ld.j, "model.merges: malformed");
             goto fail;
         }
     }

@@ -7,29 +7,6 @@
 
 /* ---- growable buffers ------------------------------------------------------------------ */
 
-bool qhx_tok_buf_reserve(tok_buf *b, size_t extra) {
-    size_t need;
-    if (!qhx_size_add(b->n, extra, &need)) return false;
-    if (need <= b->cap) return true;
-    size_t cap = b->cap ? b->cap : 64;
-    while (cap < need) {
-        if (cap > SIZE_MAX / 2) return false;
-        cap *= 2;
-    }
-    char *p = qhx_realloc(b->p, cap);
-    if (!p) return false;
-    b->p = p;
-    b->cap = cap;
-    return true;
-}
-
-bool qhx_tok_buf_put(tok_buf *b, const void *data, size_t n) {
-    if (!qhx_tok_buf_reserve(b, n)) return false;
-    if (n) memcpy(b->p + b->n, data, n);
-    b->n += n;
-    return true;
-}
-
 bool qhx_tok_ids_push(tok_ids *v, int32_t id) {
     if (v->n == v->cap) {
         size_t cap = v->cap ? v->cap * 2 : 64;
@@ -101,38 +78,7 @@ uint64_t qhx_tok_file_hash(const void *data, size_t n) {
     return mix64(h);
 }
 
-/* ---- UTF-8 ------------------------------------------------------------------------------ */
-
-int qhx_tok_utf8_next(const uint8_t *s, size_t n, uint32_t *cp) {
-    uint8_t c = s[0];
-    if (c < 0x80) {
-        *cp = c;
-        return 1;
-    }
-    if (c < 0xC2) return 0;
-    if (c < 0xE0) {
-        if (n < 2 || (s[1] & 0xC0) != 0x80) return 0;
-        *cp = ((uint32_t)(c & 0x1F) << 6) | (s[1] & 0x3F);
-        return 2;
-    }
-    if (c < 0xF0) {
-        if (n < 3 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80) return 0;
-        if (c == 0xE0 && s[1] < 0xA0) return 0; /* overlong */
-        if (c == 0xED && s[1] > 0x9F) return 0; /* surrogate */
-        *cp = ((uint32_t)(c & 0x0F) << 12) | ((uint32_t)(s[1] & 0x3F) << 6) | (s[2] & 0x3F);
-        return 3;
-    }
-    if (c < 0xF5) {
-        if (n < 4 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80 || (s[3] & 0xC0) != 0x80)
-            return 0;
-        if (c == 0xF0 && s[1] < 0x90) return 0; /* overlong */
-        if (c == 0xF4 && s[1] > 0x8F) return 0; /* above U+10FFFF */
-        *cp = ((uint32_t)(c & 0x07) << 18) | ((uint32_t)(s[1] & 0x3F) << 12) |
-              ((uint32_t)(s[2] & 0x3F) << 6) | (s[3] & 0x3F);
-        return 4;
-    }
-    return 0;
-}
+/* ---- UTF-8 (one step: core/json_scan.h) ------------------------------------------------ */
 
 size_t qhx_tok_utf8_check(const uint8_t *s, size_t n) {
     size_t i = 0;
@@ -157,29 +103,6 @@ size_t qhx_tok_utf8_check(const uint8_t *s, size_t n) {
     return n;
 }
 
-size_t qhx_tok_utf8_put(char *dst, uint32_t cp) {
-    uint8_t *d = (uint8_t *)dst;
-    if (cp < 0x80) {
-        d[0] = (uint8_t)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        d[0] = (uint8_t)(0xC0 | (cp >> 6));
-        d[1] = (uint8_t)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        d[0] = (uint8_t)(0xE0 | (cp >> 12));
-        d[1] = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
-        d[2] = (uint8_t)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    d[0] = (uint8_t)(0xF0 | (cp >> 18));
-    d[1] = (uint8_t)(0x80 | ((cp >> 12) & 0x3F));
-    d[2] = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
-    d[3] = (uint8_t)(0x80 | (cp & 0x3F));
-    return 4;
-}
 
 /* Length of the longest prefix of s[0..n) that can begin a well-formed sequence (the
  * "maximal subpart"); 0 if s[0] cannot start one. Sets *complete if it is a whole sequence. */

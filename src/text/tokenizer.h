@@ -209,12 +209,6 @@ typedef struct qhx_chat_style {
 /* What a renderer is picked by: a family's format. */
 typedef const qhx_chat_style *qhx_chat_family;
 
-/* The formats of this build's families under their former names (the text layer's own tests
- * render with them); the definitions are the families' (src/families/<name>/chat.c). */
-extern const qhx_chat_style qhx_chat_style_qwen35, qhx_chat_style_qwen3vl;
-#define QHX_CHAT_QWEN35 (&qhx_chat_style_qwen35)
-#define QHX_CHAT_QWEN3VL (&qhx_chat_style_qwen3vl)
-
 /* One part of a message: text, or an image placeholder. */
 typedef struct qhx_chat_part {
     const char *text;       /* text part (UTF-8, text_len bytes), or NULL for an image */

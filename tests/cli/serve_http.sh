@@ -50,6 +50,13 @@ code=$(curl -s -o "$T/e" -w '%{http_code}' "$URL/v1/chat/completions" -d '{"mess
 check '[ "$code" = 400 ] && grep -q "\"error\"" "$T/e"' "a bad body over curl: $code $(cat "$T/e")"
 code=$(curl -s -o "$T/e" -w '%{http_code}' "$URL/metrics")
 check '[ "$code" = 200 ] && grep -q "^qhx_requests_total 2" "$T/e" && grep -q "^# TYPE qhx_queue_length gauge" "$T/e"' "metrics: $(head -c 300 "$T/e")"
+# No --ctx: each slot gets the context qhx generate chooses for the same folder (the library's
+# policy; the fixture's KV caches are small, so the memory does not bind: its trained context).
+n_ctx=$(curl -s "$URL/v1/models" | python3 -c 'import json, sys; print(json.load(sys.stdin)["data"][0]["meta"]["n_ctx"])')
+gen=$("$BIN/qhx" generate -m "$F" --ids 1 -n 2147483647 2>&1 | sed -n "s/.*exceed the model's context of \([0-9]*\) tokens.*/\1/p")
+trained=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["text_config"]["max_position_embeddings"])' "$F/config.json")
+check '[ -n "$gen" ] && [ "$n_ctx" = "$gen" ] && [ "$gen" = "$trained" ]' \
+  "serve's default context per slot ($n_ctx) is generate's ($gen), the trained one ($trained)"
 kill -TERM $PID
 wait $PID
 rc=$?

@@ -38,6 +38,14 @@ U = srv.url
 CHAT = U + "/v1/chat/completions"
 ok_body = {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4, "temperature": 0}
 
+
+def models_n_ctx(url):
+    import urllib.request
+    return json.loads(urllib.request.urlopen(url + "/v1/models", timeout=10).read())["data"][0]["meta"]["n_ctx"]
+
+
+c.check(models_n_ctx(U) == 8192, "--ctx sets each slot's context over the default (/v1/models meta.n_ctx)")
+
 # ---- bad input: one 4xx each, in the error shape
 bad = [
     (b"{not json", 400, "malformed JSON"),

@@ -24,7 +24,9 @@ static void usage(FILE *f) {
             "  --port N             port (default 8080; 0: any free port)\n"
             "  --parallel N         slots: requests generated at once (default 4)\n"
             "  --queue N            requests that may wait for a slot before 503 (default 64)\n"
-            "  --ctx N              context per slot (default: the model's)\n"
+            "  --ctx N              context per slot (default: the model's, as qhx generate\n"
+            "                       chooses it: a checkpoint folder's trained context, lowered\n"
+            "                       so that the KV caches of all slots fit the free memory)\n"
             "  --threads N          compute threads (default: one per physical core)\n"
             "  --device D           cpu (default), opencl or opencl:N: where the model runs\n"
             "  --api-key KEY        require Authorization: Bearer KEY (not /health)\n"
@@ -197,8 +199,16 @@ int qhx_cmd_serve(int argc, char **argv) {
     srv_stats stats = {0};
     int rc = QHX_EXIT_RUNTIME, port = 0;
     if (qhx_model_open(cfg->model_path, &mp, &m, &err)) goto out;
-    qhx_context_choice cc; /* --ctx checked by the library's context policy, as generate and chat */
-    if (cfg->ctx && qhx_model_choose_context(m, cfg->ctx, cfg->parallel, "--ctx", &cc, &err)) goto out;
+    /* Each slot's context: --ctx (checked), else the library's policy as qhx generate and qhx
+       chat apply it (a checkpoint folder: its trained context). Every slot's KV cache is
+       allocated whole when the server starts, so the memory budget covers all the slots: where
+       the memory does not bind, a slot gets generate's context; where it does, its share. */
+    qhx_context_choice cc;
+    if (qhx_model_choose_context(m, cfg->ctx, cfg->parallel, "--ctx", &cc, &err)) goto out;
+    if (cc.by_memory)
+        fprintf(stderr, "qhx serve: context limited to %lld tokens per slot by the free memory (%d slots; the model was trained for %lld)\n",
+                (long long)cc.n_ctx, cfg->parallel, (long long)cc.trained);
+    cfg->ctx = cc.n_ctx;
     if (srv_engine_start(m, cfg, &stats, &e, &err)) goto out;
     if (!(h = srv_http_start(m, cfg, e, &stats, &port, &err))) goto out;
     printf("qhx serve: listening on http://%s%s%s:%d (model %s, %d slots)\n", strchr(cfg->host, ':') ? "[" : "",

@@ -6,6 +6,7 @@
  * "<think>\n" (thinking) or "<think>\n\n</think>\n\n" (not thinking); tools as its "# Tools"
  * system block, an assistant's tool calls as <tool_call><function=...><parameter=...> blocks, and
  * "tool" messages as <tool_response> blocks in one user turn per run of them. */
+#include "families/qwen35/qwen35.h"
 #include "text/chat.h"
 
 #include <string.h>

@@ -237,6 +237,36 @@ static const qhx_family_host_op HOST_OPS[] = {
     {NULL, NULL},
 };
 
+/* The added tokens of the released tokenizers (Qwen3.5: 33, Qwen3-VL: the first 26 of them), in id
+ * order from the end-of-text token on, and the special ids a checkpoint folder takes from them
+ * (both as the released tokenizer_config.json files have them). */
+static const qhx_family_token ADDED_TOKENS[] = {
+    {"<|endoftext|>", true}, {"<|im_start|>", true}, {"<|im_end|>", true},
+    {"<|object_ref_start|>", true}, {"<|object_ref_end|>", true}, {"<|box_start|>", true},
+    {"<|box_end|>", true}, {"<|quad_start|>", true}, {"<|quad_end|>", true},
+    {"<|vision_start|>", true}, {"<|vision_end|>", true}, {"<|vision_pad|>", true},
+    {"<|image_pad|>", true}, {"<|video_pad|>", true}, {"<tool_call>", false},
+    {"</tool_call>", false}, {"<|fim_prefix|>", false}, {"<|fim_middle|>", false},
+    {"<|fim_suffix|>", false}, {"<|fim_pad|>", false}, {"<|repo_name|>", false},
+    {"<|file_sep|>", false}, {"<tool_response>", false}, {"</tool_response>", false},
+    {"<think>", false}, {"</think>", false}, {"<|audio_start|>", true}, {"<|audio_end|>", true},
+    {"<tts_pad>", true}, {"<tts_text_bos>", true}, {"<tts_text_eod>", true},
+    {"<tts_text_bos_single>", true}, {"<|audio_pad|>", true},
+    {NULL, false},
+};
+
+static const qhx_plan_token_name SPECIAL_NAMES[] = {
+    {"<|im_start|>", "im_start"},     {"<|im_end|>", "im_end"},       {"<|vision_start|>", "vision_start"},
+    {"<|vision_end|>", "vision_end"}, {"<|image_pad|>", "image_pad"}, {"<|video_pad|>", "video_pad"},
+    {"<think>", "think_start"},       {"</think>", "think_end"},      {NULL, NULL},
+};
+
+/* The Split pattern of the released tokenizer.json's pre-tokenizer (Qwen3.5's: a word's letters
+ * take their marks, \p{M}, with them). */
+static const char SPLIT_PATTERN[] =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}|"
+    " ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
 const qhx_family_desc QHX_FAMILY_QWEN3_5 = {
     .name = "qwen3_5",
     .title = "Qwen3.5",
@@ -245,6 +275,9 @@ const qhx_family_desc QHX_FAMILY_QWEN3_5 = {
     .host_ops = HOST_OPS,
     .vision_prefix = QHX_QWEN35_VISION_PREFIX,
     .folder_images = false, /* a released folder opened for text leaves its 24-block tower unread */
+    .added_tokens = ADDED_TOKENS,
+    .special_names = SPECIAL_NAMES,
+    .split_pattern = SPLIT_PATTERN,
     .bundle_context = 1024,
     .parse_config = qhx_qwen35_parse_config,
     .bind = qhx_qwen35_bind,

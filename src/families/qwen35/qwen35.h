@@ -19,4 +19,7 @@ qhx_status qhx_qwen35_parse_config(const json_t *root, const char *label, qhx_mo
  * set m->vt. */
 qhx_status qhx_qwen35_bind(qhx_net *m, qhx_st_set *set, const qhx_net_bind_args *a, qhx_error *err);
 
+/* Its chat format (chat.c), the descriptor's chat entry. */
+extern const qhx_chat_style qhx_chat_style_qwen35;
+
 #endif

@@ -4,6 +4,7 @@
  * <think> block; tools as its "# Tools" system block of tojson lines, an assistant's tool calls
  * as <tool_call>\n{"name": ..., "arguments": ...}\n</tool_call>, and "tool" messages as
  * <tool_response> blocks in one user turn per run of them. */
+#include "families/qwen3vl/qwen3vl.h"
 #include "text/chat.h"
 
 #include <string.h>

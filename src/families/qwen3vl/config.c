@@ -122,6 +122,33 @@ static const qhx_family_host_op HOST_OPS[] = {
     {NULL, NULL},
 };
 
+/* The added tokens of the released tokenizers (Qwen3.5: 33, Qwen3-VL: the first 26 of them), in id
+ * order from the end-of-text token on, and the special ids a checkpoint folder takes from them
+ * (both as the released tokenizer_config.json files have them). */
+static const qhx_family_token ADDED_TOKENS[] = {
+    {"<|endoftext|>", true}, {"<|im_start|>", true}, {"<|im_end|>", true},
+    {"<|object_ref_start|>", true}, {"<|object_ref_end|>", true}, {"<|box_start|>", true},
+    {"<|box_end|>", true}, {"<|quad_start|>", true}, {"<|quad_end|>", true},
+    {"<|vision_start|>", true}, {"<|vision_end|>", true}, {"<|vision_pad|>", true},
+    {"<|image_pad|>", true}, {"<|video_pad|>", true}, {"<tool_call>", false},
+    {"</tool_call>", false}, {"<|fim_prefix|>", false}, {"<|fim_middle|>", false},
+    {"<|fim_suffix|>", false}, {"<|fim_pad|>", false}, {"<|repo_name|>", false},
+    {"<|file_sep|>", false}, {"<tool_response>", false}, {"</tool_response>", false},
+    {"<think>", false}, {"</think>", false},
+    {NULL, false},
+};
+
+static const qhx_plan_token_name SPECIAL_NAMES[] = {
+    {"<|im_start|>", "im_start"},     {"<|im_end|>", "im_end"},       {"<|vision_start|>", "vision_start"},
+    {"<|vision_end|>", "vision_end"}, {"<|image_pad|>", "image_pad"}, {"<|video_pad|>", "video_pad"},
+    {"<think>", "think_start"},       {"</think>", "think_end"},      {NULL, NULL},
+};
+
+/* The Split pattern of the released tokenizer.json's pre-tokenizer (the Qwen2 one). */
+static const char SPLIT_PATTERN[] =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}|"
+    " ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
 const qhx_family_desc QHX_FAMILY_QWEN3_VL = {
     .name = "qwen3_vl",
     .title = "Qwen3-VL",
@@ -130,6 +157,9 @@ const qhx_family_desc QHX_FAMILY_QWEN3_VL = {
     .host_ops = HOST_OPS,
     .vision_prefix = QHX_QWEN3VL_VISION_PREFIX,
     .folder_images = true,
+    .added_tokens = ADDED_TOKENS,
+    .special_names = SPECIAL_NAMES,
+    .split_pattern = SPLIT_PATTERN,
     .bundle_context = 512,
     .parse_config = parse_config,
     .bind = qhx_qwen3vl_bind,

@@ -14,4 +14,7 @@
  * tower of set (owned from the call on; config already in m->cfg) into m->impl; set m->vt. */
 qhx_status qhx_qwen3vl_bind(qhx_net *m, qhx_st_set *set, const qhx_net_bind_args *a, qhx_error *err);
 
+/* Its chat format (chat.c), the descriptor's chat entry. */
+extern const qhx_chat_style qhx_chat_style_qwen3vl;
+
 #endif

@@ -22,7 +22,7 @@ static void usage(FILE *f) {
             "  decode(ids) of the Hugging Face tokenizers library, without adding a newline.\n"
             "  Ids the tokenizer does not have are skipped, as the library does.\n"
             "  --tokenizer PATH  tokenizer.json, tokenizer.qhxtok, or a model folder holding one\n"
-            "  --skip-special    leave out special tokens (<|im_end|>, ...)\n");
+            "  --skip-special    leave out special tokens (the chat format's turn markers, ...)\n");
 }
 
 int qhx_detokenize_parse_args(int argc, char **argv, qhx_detokenize_args *d) {

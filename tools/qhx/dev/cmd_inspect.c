@@ -353,6 +353,10 @@ static int inspect_plan(const char *path, int as_json, int verify) {
     qhx_plan *plan;
     qhx_error err = {0};
     if (qhx_plan_open(path, &plan, &err) != QHX_OK) return qhx_cli_runtime_error("inspect", &err);
+    if (qhx_family_name_plan_tokens(plan, &err) != QHX_OK) {
+        qhx_plan_free(plan);
+        return qhx_cli_runtime_error("inspect", &err);
+    }
     unsigned flags = QHX_PLAN_VERIFY_HEADERS | (verify ? QHX_PLAN_VERIFY_SHA256 : 0);
     qhx_plan_resolved *res = plan->config ? malloc(sizeof *res) : NULL;
     if (plan->config && !res) qhx_fail(&err, QHX_E_NOMEM, "out of memory");

@@ -29,7 +29,7 @@ static void usage(FILE *f) {
             "  --ids LIST        comma-separated token ids\n"
             "  --prefill N       feed the first N ids as one prompt (default: all); the rest one by one\n"
             "  --image FILE      PNG or JPEG for the image-pad ids (Qwen3-VL, Qwen3.5): the ids already\n"
-            "                    hold <|vision_start|>, one image-pad id per image token, <|vision_end|>;\n"
+            "                    hold the image start, one image-pad id per image token, the image end;\n"
             "                    repeat it for several images, in the order of their pad runs\n"
             "  --out FILE        write float32 [n_ids, vocab] logits, little-endian\n"
             "  --threads N       worker threads (accepted; single-threaded for now)\n"

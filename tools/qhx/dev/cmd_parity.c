@@ -10,7 +10,7 @@
 #include "core/alloc.h"
 #include "core/file.h"
 #include "runtime/model.h"
-#include "runtime/parity.h"
+#include "parity.h"
 #include "runtime/session.h"
 
 #include <math.h>

@@ -45,7 +45,8 @@ typedef struct srv_config {
     int port;
     int parallel;   /* slots */
     int queue;      /* requests waiting for a slot beyond which 503 */
-    int64_t ctx;    /* context per slot (0: the model's) */
+    int64_t ctx;    /* context per slot: --ctx, else (0) set by qhx_cmd_serve from the library's
+                       context policy before the engine starts */
     int threads;
     const char *api_key; /* NULL: no key */
     const char *alias;   /* the model id in responses */

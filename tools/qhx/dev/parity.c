@@ -1,7 +1,7 @@
-/* runtime/parity.c: parity fixtures (prompts.json + golden.json + logits files), running a
+/* tools/qhx/dev/parity.c: parity fixtures (prompts.json + golden.json + logits files), running a
  * model the way the goldens were made, the greedy-exact and tolerant gates of the fixtures
  * README §5 (as tests/data/oracle/parity_gate.py), and the top-1 / KL comparison of two models. */
-#include "runtime/parity.h"
+#include "parity.h"
 
 #include "core/alloc.h"
 #include "core/file.h"

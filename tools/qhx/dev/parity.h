@@ -1,10 +1,10 @@
-/* runtime/parity: checking a model against a parity fixture (tests/data/fixtures/parity/<case>/:
+/* tools/qhx/dev/parity: checking a model against a parity fixture (tests/data/fixtures/parity/<case>/:
  * prompts.json, golden.json, <name>.logits.f32), and comparing two models on the same prompts.
  * This is the C form of tests/data/oracle/parity_gate.py plus a distribution-level comparison for
  * quantized bundles; `qhx parity` (tools/qhx/dev/cmd_parity.c) prints what these functions measure.
  * Not here: image prompts (the vision path drives those; they are loaded but marked). */
-#ifndef QHX_RUNTIME_PARITY_H
-#define QHX_RUNTIME_PARITY_H
+#ifndef QHX_DEV_PARITY_H
+#define QHX_DEV_PARITY_H
 
 #include "runtime/model.h"
 
