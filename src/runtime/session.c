@@ -165,12 +165,15 @@ static qhx_status forward(qhx_session *s, const int32_t *ids, int64_t n, unsigne
         return qhx_fail(err, QHX_E_ARG, "session: an interrupted call left it incomplete; reset it first");
     qhx_forward_opts o = {.flags = flags, .logits = logits, .abort_cb = s->params.abort_cb,
                           .abort_cb_user = s->params.abort_user};
-    qhx_session_spec_opts(s, &o); /* speculative decoding follows every forward */
+    if (s->spec) { /* speculative decoding follows every forward */
+        o.layer_cb = qhx_spec_layer_cb;
+        o.layer_cb_user = s->spec;
+    }
     qhx_status rc = qhx_model_forward(s->m, s->st, ids, n, &o, err);
     if (rc == QHX_E_ABORTED) s->broken = true;
     if (rc) qhx_spec_reset(s->spec, true);
     if (rc == QHX_OK) {
-        qhx_session_spec_fed(s, ids, n);
+        if (s->spec) qhx_spec_fed(s->spec, ids, n, NULL); /* a failure only turns the drafts off */
         for (int64_t i = 0; i < n; i++) qhx_sampler_accept(s->smp, ids[i]);
         s->has_logits = true;
     }

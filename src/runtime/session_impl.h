@@ -37,9 +37,4 @@ struct qhx_session {
     qhx_spec_stats spec_base; /* the step counters when the generate began */
 };
 
-
-/* The layer callback of the session's forwards and what follows them (session.c). */
-void qhx_session_spec_opts(qhx_session *s, qhx_forward_opts *o);
-void qhx_session_spec_fed(qhx_session *s, const int32_t *ids, int64_t n);
-
 #endif

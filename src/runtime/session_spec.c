@@ -77,16 +77,6 @@ qhx_status qhx_session_spec_end(qhx_session *s, qhx_generate_stats *st, qhx_erro
     return rc;
 }
 
-void qhx_session_spec_opts(qhx_session *s, qhx_forward_opts *o) {
-    if (!s->spec) return;
-    o->layer_cb = qhx_spec_layer_cb;
-    o->layer_cb_user = s->spec;
-}
-
-void qhx_session_spec_fed(qhx_session *s, const int32_t *ids, int64_t n) {
-    if (s->spec) qhx_spec_fed(s->spec, ids, n, NULL); /* a failure only turns the drafts off */
-}
-
 void qhx_session_spec_forget(qhx_session *s) {
     qhx_spec_reset(s->spec, true);
     s->spec_qn = s->spec_qi = 0;
