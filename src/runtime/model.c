@@ -198,18 +198,7 @@ static qhx_status open_plan(qhx_model *m, const char *path, qhx_error *err) {
     return QHX_OK;
 }
 
-static qhx_status open_model(const char *path, const qhx_model_params *params, const qhx_device_wrap *wrap,
-                             qhx_model **out, qhx_error *err);
-
-qhx_status qhx_model_open(const char *path, const qhx_model_params *params, qhx_model **out, qhx_error *err) {
-    return open_model(path, params, NULL, out, err);
-}
-
-qhx_status qhx_model_open_wrapped(const char *path, const qhx_model_params *params, const qhx_device_wrap *wrap,
-                                  qhx_model **out, qhx_error *err) {
-    return open_model(path, params, wrap, out, err);
-}
-
+/* qhx_model_open, with the device wrapped when wrap is given (qhx_model_open_wrapped). */
 static qhx_status open_model(const char *path, const qhx_model_params *params, const qhx_device_wrap *wrap,
                              qhx_model **out, qhx_error *err) {
     if (!out) return qhx_fail(err, QHX_E_ARG, "model open: out is NULL");
@@ -259,6 +248,15 @@ static qhx_status open_model(const char *path, const qhx_model_params *params, c
 fail:
     qhx_model_free(m);
     return rc;
+}
+
+qhx_status qhx_model_open(const char *path, const qhx_model_params *params, qhx_model **out, qhx_error *err) {
+    return open_model(path, params, NULL, out, err);
+}
+
+qhx_status qhx_model_open_wrapped(const char *path, const qhx_model_params *params, const qhx_device_wrap *wrap,
+                                  qhx_model **out, qhx_error *err) {
+    return open_model(path, params, wrap, out, err);
 }
 
 static void model_destroy(qhx_model *m) {
