@@ -572,6 +572,17 @@ static void log_policy(convert *c) {
     forge_job_log(&c->job, "decoder matrices by precision (policy): %s", line);
 }
 
+/* --calibrate: how many matrices the statistics weigh (the Q4A / Q4 / Q6 ones the pass saw). */
+static void log_weighted(convert *c) {
+    int64_t n = 0, grouped = 0;
+    for (int64_t i = 0; i < c->n_plans; i++) {
+        grouped += is_grouped(c->plans[i].fmt);
+        n += c->plans[i].imp != NULL;
+    }
+    forge_job_log(&c->job, "calibration: %lld of the %lld q4a / q4 / q6 matrices weighted by it%s", (long long)n,
+                  (long long)grouped, grouped ? "" : " (w8, f16 and bf16 matrices are not weighted)");
+}
+
 static const char *role_precision(const convert *c, role_t r) {
     return OFMT_NAME[r == ROLE_DECODER || r == ROLE_MTP ? c->prec : r == ROLE_EMBED ? c->emb : r == ROLE_LMHEAD ? c->lm : c->vis];
 }
@@ -887,6 +898,7 @@ qhx_status qhx_forge_convert(const char *hf_dir, const char *out_dir, const qhx_
     if (p->calibrate && (rc = calibrate(c, hf_dir, err)) != QHX_OK) goto done;
     if ((rc = plan_all(c, err)) != QHX_OK) goto done;
     log_policy(c);
+    if (c->calib) log_weighted(c);
     if ((rc = declare_all(c, err)) != QHX_OK) goto done;
 
     uint64_t total = 0;

@@ -51,6 +51,10 @@ for p in q4a q4; do
     bad "forge --precision $p --calibrate: $log"
   case "$log" in *"calibration: 1500 / 1500 tokens"*) ;; *) bad "no calibration progress line: $log" ;; esac
   case "$log" in *"statistics of "*" matrices"*) ;; *) bad "no calibration summary line: $log" ;; esac
+  # every q4a / q4 / q6 matrix of the fixture is weighted (the pass sees every decoder matrix)
+  w=$(printf '%s\n' "$log" | sed -n 's/.*calibration: \([0-9]*\) of the \([0-9]*\) q4a .*/\1 \2/p')
+  set -- $w
+  [ $# = 2 ] && [ "$1" -gt 0 ] && [ "$1" = "$2" ] || bad "$p: not every grouped matrix was weighted: '$w'"
   dec=decoder-$p.safetensors
   [ -f "$tmp/cal-$p/$dec" ] || { bad "no $dec in the calibrated $p bundle"; continue; }
   cmp -s "$tmp/plain-$p/$dec" "$tmp/cal-$p/$dec" && bad "$p: the calibrated decoder is the uncalibrated one"
