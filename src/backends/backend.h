@@ -43,6 +43,14 @@ typedef enum qhx_graph {
 typedef struct qhx_graphs qhx_graphs; /* a backend's loaded graphs and weights */
 /* qhx_seq, qhx_seq_params: families/family.h (one sequence; its impl laid out as the backend likes) */
 
+/* A wrapper an op-level backend puts around its device before the family binds to it (the
+ * forge's calibration pass: devices/calib.h): fn gets the device and gives the one the net runs
+ * on, freed by its own op->destroy before the inner one. */
+typedef struct qhx_device_wrap {
+    qhx_status (*fn)(void *user, qhx_device *inner, qhx_device **out /* OUT */, qhx_error *err);
+    void *user;
+} qhx_device_wrap;
+
 typedef struct qhx_backend_load_args {
     const qhx_plan *plan;             /* the artifacts to load */
     const qhx_family_desc *family;
@@ -51,6 +59,7 @@ typedef struct qhx_backend_load_args {
     bool vision;                      /* the host-op feeds images: load the vision graph too */
     bool mtp;                         /* load the multi-token-prediction graph when there is one */
     const qhx_device_desc *device;    /* op-level backends: the device to run on (NULL: cpu) */
+    const qhx_device_wrap *wrap;      /* op-level backends: wrap the device (NULL: none) */
 } qhx_backend_load_args;
 
 

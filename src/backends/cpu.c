@@ -19,6 +19,7 @@ struct qhx_graphs {
     qhx_net net;
     qhx_device *dev;
     qhx_device *prof; /* the timing wrapper the net runs on (QHX_PROFILE), or NULL */
+    qhx_device *wrap; /* the loader's wrapper (qhx_backend_load_args.wrap) around dev or prof, or NULL */
 };
 
 /* A CPU sequence is the net's (families/family.h qhx_seq), handed out as it is. */
@@ -79,6 +80,7 @@ static qhx_status open_weights(const qhx_backend_load_args *a, qhx_st_set **out,
 static void cpu_unload(qhx_graphs *g) {
     if (!g) return;
     if (g->net.vt && g->net.impl) g->net.vt->free_impl(g->net.impl);
+    if (g->wrap) g->wrap->op->destroy(g->wrap);
     if (g->prof) g->prof->op->destroy(g->prof);
     if (g->dev) g->dev->op->destroy(g->dev);
     qhx_free(g);
@@ -102,8 +104,9 @@ static qhx_status cpu_load(const qhx_backend_load_args *a, qhx_graphs **out, qhx
     const qhx_device_desc *dd = a->device ? a->device : qhx_device_find("cpu");
     qhx_status rc = dd->create(&dp, &g->dev, err); /* first: families keep a pointer to it */
     if (rc == QHX_OK && qhx_profile_wanted()) rc = qhx_profile_wrap(g->dev, &g->prof, err);
+    if (rc == QHX_OK && a->wrap) rc = a->wrap->fn(a->wrap->user, g->prof ? g->prof : g->dev, &g->wrap, err);
     if (rc == QHX_OK) {
-        g->net.dev = g->prof ? g->prof : g->dev;
+        g->net.dev = g->wrap ? g->wrap : g->prof ? g->prof : g->dev;
         rc = open_weights(a, &set, err);
     }
     if (rc == QHX_OK) {

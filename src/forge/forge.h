@@ -38,6 +38,12 @@ typedef struct qhx_forge_params {
     /* convert: keep the multi-token-prediction block (mtp.*, speculative decoding) in the
      * bundle's precision, as the "mtp" artifact; otherwise it is dropped */
     bool mtp;
+    /* convert: a text file to calibrate with (docs/bundle.md, "Calibration"): the checkpoint
+     * runs over it first and the q4a / q4 / q6 matrices are quantized for the least error
+     * weighted by the mean square of each input column; NULL = none (unweighted, as before) */
+    const char *calibrate;
+    /* convert, with calibrate: most tokens of the text run (0 = 16384) */
+    int64_t calibrate_tokens;
     /* convert: threads that quantize (0 = one per physical core); the bytes do not depend on it */
     int threads;
     /* random, qwen3_5: also write the vision tower (model.visual.*, the released layout without

@@ -78,6 +78,7 @@ typedef struct tplan {
      * ones, so a single shared cache would only ever serve the last matrix. NULL: search again. */
     uint16_t *qcache;
     int qcache_uses;
+    const float *imp;       /* --calibrate: per-column importance (cols) for Q4 / Q6 / Q4A, else NULL (borrowed) */
 } tplan;
 
 /* One rule of the precision policy: decoder matrices whose name matches `pattern` (fnmatch)
@@ -126,6 +127,8 @@ typedef struct convert {
     uint64_t bytes_by_dtype[ROLE_COUNT][QHX_DTYPE_COUNT];
     int64_t n_tensors[ROLE_COUNT];
     int64_t ctx;        /* manifest max_context */
+    forge_calib *calib; /* --calibrate: the statistics pass's importance, else NULL */
+    char calib_note[160]; /* its "qhexrt.calibration" metadata: the text's name and tokens */
 } convert;
 
 static int has_prefix(const char *s, const char *pre) { return !strncmp(s, pre, strlen(pre)); }
@@ -215,7 +218,7 @@ static int quant_row_q4a(convert *c, const tplan *pl, int64_t r, int codes, cons
         qhx_quant_q4a_codes(x, cols, sup, sub, c->q + r * cols / 2);
         return 0;
     }
-    return qhx_quant_q4a_row(x, NULL, cols, codes ? c->q + r * cols / 2 : NULL, sup, sub);
+    return qhx_quant_q4a_row(x, pl->imp, cols, codes ? c->q + r * cols / 2 : NULL, sup, sub);
 }
 
 /* One row quantized into the chunk's buffers at row r: the codes (Q6: both planes), the scales.
@@ -231,10 +234,11 @@ static int quant_row(convert *c, const tplan *pl, int64_t r, int codes, const fl
     }
     switch (pl->fmt) {
     case OUT_Q8: return qhx_quant_q8_row(x, cols, codes ? (int8_t *)c->q + r * cols : NULL, c->scales + r);
-    case OUT_Q4: return qhx_quant_q4_row(x, cols, QHX_Q4_GROUP, codes ? c->q + r * cols / 2 : NULL, c->gscales + r * ng);
+    case OUT_Q4:
+        return qhx_quant_q4_row_w(x, pl->imp, cols, QHX_Q4_GROUP, codes ? c->q + r * cols / 2 : NULL, c->gscales + r * ng);
     default:
-        return qhx_quant_q6_row(x, cols, QHX_Q4_GROUP, codes ? c->q + r * cols / 2 : NULL,
-                                codes ? c->qhigh + r * cols / 4 : NULL, c->gscales + r * ng);
+        return qhx_quant_q6_row_w(x, pl->imp, cols, QHX_Q4_GROUP, codes ? c->q + r * cols / 2 : NULL,
+                                  codes ? c->qhigh + r * cols / 4 : NULL, c->gscales + r * ng);
     }
 }
 
@@ -345,6 +349,8 @@ static qhx_status add_plan(convert *c, const qhx_st_tensor *src, const char *nam
         fmt = OUT_Q8;
     }
     pl->fmt = fmt;
+    /* W8's scale is the row's largest magnitude, no search to weigh: calibration leaves it be */
+    if (is_grouped(fmt)) pl->imp = forge_calib_importance(c->calib, src->name, pl->cols);
     if (!(pl->name = qhx_strdup(name))) return qhx_fail(err, QHX_E_NOMEM, "out of memory");
     if (is_quant(fmt)) {
         if (!(pl->scale_name = side_name(name, fmt == OUT_Q4A ? QHX_QSUPER_SUFFIX : QHX_QSCALE_SUFFIX)))
@@ -566,6 +572,17 @@ static void log_policy(convert *c) {
     forge_job_log(&c->job, "decoder matrices by precision (policy): %s", line);
 }
 
+/* --calibrate: how many matrices the statistics weigh (the Q4A / Q4 / Q6 ones the pass saw). */
+static void log_weighted(convert *c) {
+    int64_t n = 0, grouped = 0;
+    for (int64_t i = 0; i < c->n_plans; i++) {
+        grouped += is_grouped(c->plans[i].fmt);
+        n += c->plans[i].imp != NULL;
+    }
+    forge_job_log(&c->job, "calibration: %lld of the %lld q4a / q4 / q6 matrices weighted by it%s", (long long)n,
+                  (long long)grouped, grouped ? "" : " (w8, f16 and bf16 matrices are not weighted)");
+}
+
 static const char *role_precision(const convert *c, role_t r) {
     return OFMT_NAME[r == ROLE_DECODER || r == ROLE_MTP ? c->prec : r == ROLE_EMBED ? c->emb : r == ROLE_LMHEAD ? c->lm : c->vis];
 }
@@ -586,6 +603,7 @@ static qhx_status declare_all(convert *c, qhx_error *err) {
             (rc = qhx_stw_meta(c->w[r], "qhexrt.precision", role_precision(c, (role_t)r), err)) ||
             (rc = qhx_stw_meta(c->w[r], "qhexrt.role", ROLE_NAME[r], err)))
             return rc;
+        if (c->calib && (rc = qhx_stw_meta(c->w[r], "qhexrt.calibration", c->calib_note, err))) return rc;
     }
     for (int64_t i = 0; i < c->n_plans; i++) {
         const tplan *pl = &c->plans[i];
@@ -849,6 +867,18 @@ static qhx_status parse_precisions(convert *c, qhx_error *err) {
     return QHX_OK;
 }
 
+/* --calibrate: the statistics pass (forge_calib.c), and the note the weight files carry of it
+ * (the text's file name, without its folder, and the tokens run). */
+static qhx_status calibrate(convert *c, const char *hf_dir, qhx_error *err) {
+    qhx_status rc = forge_calib_run(hf_dir, &c->job, &c->calib, err);
+    if (rc != QHX_OK) return rc;
+    const char *base = strrchr(c->p->calibrate, '/');
+    base = base ? base + 1 : c->p->calibrate;
+    snprintf(c->calib_note, sizeof c->calib_note, "%.100s, %lld tokens, mean x^2 per input column", base,
+             (long long)forge_calib_tokens(c->calib));
+    return QHX_OK;
+}
+
 qhx_status qhx_forge_convert(const char *hf_dir, const char *out_dir, const qhx_forge_params *p, qhx_error *err) {
     convert cv;
     memset(&cv, 0, sizeof cv);
@@ -865,8 +895,10 @@ qhx_status qhx_forge_convert(const char *hf_dir, const char *out_dir, const qhx_
     if ((rc = resolve_name_ctx(c, hf_dir, err)) != QHX_OK) goto done;
     if ((rc = qhx_st_open(hf_dir, &c->set, err)) != QHX_OK) goto done;
     if ((rc = forge_job_begin(&c->job, out_dir, p, err)) != QHX_OK) goto done;
+    if (p->calibrate && (rc = calibrate(c, hf_dir, err)) != QHX_OK) goto done;
     if ((rc = plan_all(c, err)) != QHX_OK) goto done;
     log_policy(c);
+    if (c->calib) log_weighted(c);
     if ((rc = declare_all(c, err)) != QHX_OK) goto done;
 
     uint64_t total = 0;
@@ -957,6 +989,7 @@ done:
     qhx_free(c->rows_u16);
     qhx_pool_free(c->pool);
     qhx_st_free(c->set);
+    forge_calib_free(c->calib);
     json_decref(c->config);
     forge_job_end(&c->job);
     return rc;

@@ -116,6 +116,26 @@ void forge_job_log(const forge_job *j, const char *fmt, ...) __attribute__((form
 qhx_status forge_write_json(const forge_job *j, const char *name, json_t *doc, qhx_error *err);
 qhx_status forge_copy_file(const forge_job *j, const char *src, const char *name, qhx_error *err);
 
+// ---- calibration (forge_calib.c) ---------------------------------------------------------------
+
+#define FORGE_CALIB_WINDOW 512    /* tokens per window, each from an empty state */
+#define FORGE_CALIB_TOKENS 16384  /* tokens run when qhx_forge_params.calibrate_tokens is 0 */
+
+/* The per-column importance of the checkpoint's linear weights, from a pass over a text. */
+typedef struct forge_calib forge_calib;
+
+/* Open hf_dir as a model (f32 arithmetic, the CPU device, text only), run job->p->calibrate
+ * through it and keep each linear weight's importance by tensor name. Logs its progress through
+ * the job; polls p->cancel between layers (QHX_E_ABORTED). A missing, empty, non-UTF-8 file or a
+ * folder: QHX_E_IO / QHX_E_FORMAT / QHX_E_ARG naming it. *out owned: forge_calib_free. */
+qhx_status forge_calib_run(const char *hf_dir, const forge_job *job, forge_calib **out /* OUT */, qhx_error *err);
+void forge_calib_free(forge_calib *c); /* NULL allowed */
+/* The importance (cols) of tensor `name`, or NULL when the pass never saw it (or not with cols
+ * columns): the quantizer then weighs every column alike. Borrowed: lives with c. */
+const float *forge_calib_importance(const forge_calib *c, const char *name, int64_t cols);
+int64_t forge_calib_tokens(const forge_calib *c);   /* tokens run */
+int64_t forge_calib_matrices(const forge_calib *c); /* matrices with statistics */
+
 /* Drop the resident pages of [p, p + n) of a read-only file mapping (they are re-read on the next
  * access), so streaming through a large mapped input does not grow the resident set. */
 void forge_release_pages(const void *p, size_t n);

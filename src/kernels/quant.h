@@ -44,6 +44,13 @@ void qhx_dequant_q8_row(const int8_t *q, float scale, int64_t n, float *out /* O
 int qhx_quant_q4_row(const float *w, int64_t n, int64_t group, uint8_t *q /* OUT (n/2) */,
                      uint16_t *scales /* OUT (n/group), f16 */);
 
+/* qhx_quant_q4_row with each squared error of the scale search weighted by imp[c] (per column,
+ * > 0; NULL = unweighted, the same bytes as qhx_quant_q4_row): the scale minimises
+ * sum imp (w - d v)^2 among the same candidates, the codes are still nearest at that scale (so
+ * qhx_quant_q4_codes gives them from the scales). */
+int qhx_quant_q4_row_w(const float *w, const float *imp, int64_t n, int64_t group, uint8_t *q /* OUT (n/2) */,
+                       uint16_t *scales /* OUT (n/group), f16 */);
+
 /* out[c] = f32(scales[c / group]) * (nibble(c) - 8) for c in [0, n). Same preconditions. */
 void qhx_dequant_q4_row(const uint8_t *q, const uint16_t *scales, int64_t n, int64_t group,
                         float *out /* OUT (n) */);
@@ -61,6 +68,10 @@ void qhx_quant_q4_codes(const float *w, int64_t n, int64_t group, const uint16_t
  * only the scales are computed. Returns 0 or -1 as qhx_quant_q4_row. */
 int qhx_quant_q6_row(const float *w, int64_t n, int64_t group, uint8_t *lo /* OUT (n/2) */,
                      uint8_t *hi /* OUT (n/4) */, uint16_t *scales /* OUT (n/group), f16 */);
+
+/* The weighted search for Q6, as qhx_quant_q4_row_w. */
+int qhx_quant_q6_row_w(const float *w, const float *imp, int64_t n, int64_t group, uint8_t *lo /* OUT (n/2) */,
+                       uint8_t *hi /* OUT (n/4) */, uint16_t *scales /* OUT (n/group), f16 */);
 
 /* The same for Q6 (see qhx_quant_q4_codes). */
 void qhx_quant_q6_codes(const float *w, int64_t n, int64_t group, const uint16_t *scales, uint8_t *lo /* OUT (n/2) */,

@@ -156,7 +156,7 @@ static qhx_status load_graphs(qhx_model *m, qhx_error *err) {
     bool images = m->host_op->loop->images;
     const qhx_backend_load_args a = {.plan = m->plan, .family = m->family, .cfg = &m->cfg, .params = &m->params,
                                      .vision = images, .mtp = m->params.mtp == 1,
-                                     .device = m->device};
+                                     .device = m->device, .wrap = m->wrap.fn ? &m->wrap : NULL};
     qhx_status rc = m->backend->load(&a, &m->graphs, err);
     if (rc) return rc;
     if (!images) return QHX_OK;
@@ -198,7 +198,9 @@ static qhx_status open_plan(qhx_model *m, const char *path, qhx_error *err) {
     return QHX_OK;
 }
 
-qhx_status qhx_model_open(const char *path, const qhx_model_params *params, qhx_model **out, qhx_error *err) {
+/* qhx_model_open, with the device wrapped when wrap is given (qhx_model_open_wrapped). */
+static qhx_status open_model(const char *path, const qhx_model_params *params, const qhx_device_wrap *wrap,
+                             qhx_model **out, qhx_error *err) {
     if (!out) return qhx_fail(err, QHX_E_ARG, "model open: out is NULL");
     *out = NULL;
     if (!path) return qhx_fail(err, QHX_E_ARG, "model path is NULL");
@@ -207,6 +209,7 @@ qhx_status qhx_model_open(const char *path, const qhx_model_params *params, qhx_
     const qhx_backend *be = NULL;
     const qhx_device_desc *dev = NULL;
     if (rc || (rc = qhx_backend_find(p.backend, &be, &dev, err))) return rc;
+    if (wrap && !dev) return qhx_fail(err, QHX_E_UNSUPPORTED, "backend '%s' runs whole graphs: no device to watch", be->name);
     qhx_model *m = qhx_calloc(1, sizeof *m);
     if (!m) return qhx_fail(err, QHX_E_NOMEM, "out of memory");
     atomic_init(&m->refs, 1);
@@ -219,6 +222,7 @@ qhx_status qhx_model_open(const char *path, const qhx_model_params *params, qhx_
     }
     m->backend = be;
     m->device = dev;
+    if (wrap) m->wrap = *wrap;
     qhx_plan_resolved *r = qhx_malloc(sizeof *r); /* a config is 8 KB: not on the stack */
     if (!r) {
         rc = qhx_fail(err, QHX_E_NOMEM, "out of memory");
@@ -244,6 +248,15 @@ qhx_status qhx_model_open(const char *path, const qhx_model_params *params, qhx_
 fail:
     qhx_model_free(m);
     return rc;
+}
+
+qhx_status qhx_model_open(const char *path, const qhx_model_params *params, qhx_model **out, qhx_error *err) {
+    return open_model(path, params, NULL, out, err);
+}
+
+qhx_status qhx_model_open_wrapped(const char *path, const qhx_model_params *params, const qhx_device_wrap *wrap,
+                                  qhx_model **out, qhx_error *err) {
+    return open_model(path, params, wrap, out, err);
 }
 
 static void model_destroy(qhx_model *m) {

@@ -35,6 +35,7 @@ struct qhx_model {
     const qhx_backend *backend;
     const qhx_device_desc *device;      /* the op-level backend's device (NULL: whole-graph backend) */
     char device_spec[32];               /* the name it was chosen by ("opencl:1"), for its create */
+    qhx_device_wrap wrap;               /* qhx_model_open_wrapped's wrapper (fn NULL: none) */
     qhx_graphs *graphs;                 /* the backend's loaded graphs (owned) */
     qhx_tok *tok;                       /* the tokenizer (owned); NULL when the plan has none */
     bool images;                        /* the host-op feeds images and the vision graph exists */
@@ -70,6 +71,12 @@ typedef struct qhx_plan_resolved {
 qhx_status qhx_plan_resolve(const qhx_plan *plan, qhx_plan_resolved *out /* OUT */, qhx_error *err);
 
 /* ---- model ------------------------------------------------------------------------------ */
+
+/* qhx_model_open with the op-level backend's device wrapped by wrap (copied; wrap->user must
+ * outlive the model): how the forge's calibration pass watches the linear layers' inputs
+ * (devices/calib.h). QHX_E_UNSUPPORTED for a whole-graph backend, which has no device. */
+qhx_status qhx_model_open_wrapped(const char *path, const qhx_model_params *params, const qhx_device_wrap *wrap,
+                                  qhx_model **out /* OUT, owned: qhx_model_free */, qhx_error *err);
 
 const qhx_model_config *qhx_model_get_config(const qhx_model *m); /* borrowed, lives with m */
 /* The loaded tensors (NULL for a backend that keeps none on the host), and one of them by exact

@@ -78,7 +78,8 @@ static int parse(int c, int argc, char **argv) {
     case 7: {
         qhx_forge_args a;
         rc = qhx_forge_parse_args(argc, argv, &a);
-        if (rc == -1 && (!a.in || !a.out || (!a.random && !a.p.precision) || (a.random && !a.p.preset)))
+        if (rc == -1 && (!a.in || !a.out || (!a.random && !a.p.precision) || (a.random && !a.p.preset) ||
+                         (a.p.calibrate_tokens && !a.p.calibrate) || (a.random && a.p.calibrate)))
             __builtin_trap();
         break;
     }

@@ -106,9 +106,40 @@ static float search_scale(const float *wg, int64_t group, float m, int top) {
     return best;
 }
 
-/* One group: checks it (finite, within reach of an f16 scale), searches its scale, and gives the
- * codes at that scale. Returns -1 on a refusal. */
-static int quant_group(const float *wg, int64_t group, int top, uint16_t *scale, int8_t *v) {
+/* The search again with each squared error weighted by a[i] (> 0): sum a (w - d v)^2, and the
+ * weighted refit sum a w v / sum a v^2. A separate loop, so the unweighted one keeps its bits. */
+static float codes_at_w(const float *wg, const float *a, int64_t group, float d, int top, float *refit) {
+    const float inv = d != 0.0f ? 1.0f / d : 0.0f, hi = (float)top, lo = -(float)top - 1.0f, magic = 0x1.8p23f;
+    float err = 0.0f, wv = 0.0f, vv = 0.0f;
+    for (int64_t i = 0; i < group; i++) {
+        float t = wg[i] * inv;
+        t = t < hi ? t : hi;
+        t = t > lo ? t : lo;
+        t = (t + magic) - magic;
+        float e = wg[i] - d * t;
+        err += a[i] * e * e, wv += a[i] * wg[i] * t, vv += a[i] * t * t;
+    }
+    *refit = vv > 0.0f ? wv / vv : 0.0f;
+    return err;
+}
+
+static float search_scale_w(const float *wg, const float *a, int64_t group, float m, int top) {
+    const float N = (float)top + 1.0f;
+    float fit, unused, best = f16_round(m / -N), best_err = codes_at_w(wg, a, group, best, top, &unused);
+    for (int k = 0; k < SEARCH_STEPS; k++) {
+        float d = f16_round(m / -(N * (0.875f + (float)k / 32.0f)));
+        float err = codes_at_w(wg, a, group, d, top, &fit);
+        if (err < best_err) best = d, best_err = err;
+        fit = f16_round(fit);
+        if ((err = codes_at_w(wg, a, group, fit, top, &unused)) < best_err) best = fit, best_err = err;
+    }
+    return best;
+}
+
+/* One group: checks it (finite, within reach of an f16 scale), searches its scale (weighted by
+ * a when given), and gives the codes at that scale (nearest: the same for any weights). Returns
+ * -1 on a refusal. */
+static int quant_group(const float *wg, const float *a, int64_t group, int top, uint16_t *scale, int8_t *v) {
     float m = 0.0f, amax = 0.0f;
     for (int64_t i = 0; i < group; i++) {
         if (!isfinite(wg[i])) return -1;
@@ -118,7 +149,7 @@ static int quant_group(const float *wg, int64_t group, int top, uint16_t *scale,
         }
     }
     if (amax > ((float)top + 1.0f) * F16_MAX) return -1;
-    float d = search_scale(wg, group, m, top);
+    float d = a ? search_scale_w(wg, a, group, m, top) : search_scale(wg, group, m, top);
     *scale = qhx_f32_to_f16(d);
     float unused;
     if (v) codes_at(wg, group, d, top, v, &unused);
@@ -130,10 +161,14 @@ static void pack_q4(const int8_t *v, int64_t half, uint8_t *qg) {
 }
 
 int qhx_quant_q4_row(const float *w, int64_t n, int64_t group, uint8_t *q, uint16_t *scales) {
+    return qhx_quant_q4_row_w(w, NULL, n, group, q, scales);
+}
+
+int qhx_quant_q4_row_w(const float *w, const float *imp, int64_t n, int64_t group, uint8_t *q, uint16_t *scales) {
     if (!q4_shape_ok(n, group)) return -1;
     int8_t v[QHX_GROUP_MAX];
     for (int64_t g = 0; g < n / group; g++) {
-        if (quant_group(w + g * group, group, 7, scales + g, q ? v : NULL)) return -1;
+        if (quant_group(w + g * group, imp ? imp + g * group : NULL, group, 7, scales + g, q ? v : NULL)) return -1;
         if (q) pack_q4(v, group / 2, q + g * group / 2);
     }
     return 0;
@@ -181,10 +216,15 @@ static void pack_q6(const int8_t *v, int64_t group, uint8_t *lo, uint8_t *hi) {
 }
 
 int qhx_quant_q6_row(const float *w, int64_t n, int64_t group, uint8_t *lo, uint8_t *hi, uint16_t *scales) {
+    return qhx_quant_q6_row_w(w, NULL, n, group, lo, hi, scales);
+}
+
+int qhx_quant_q6_row_w(const float *w, const float *imp, int64_t n, int64_t group, uint8_t *lo, uint8_t *hi,
+                       uint16_t *scales) {
     if (!q6_shape_ok(n, group)) return -1;
     int8_t v[QHX_GROUP_MAX];
     for (int64_t g = 0; g < n / group; g++) {
-        if (quant_group(w + g * group, group, 31, scales + g, lo ? v : NULL)) return -1;
+        if (quant_group(w + g * group, imp ? imp + g * group : NULL, group, 31, scales + g, lo ? v : NULL)) return -1;
         if (lo) pack_q6(v, group, lo + g * group / 2, hi + g * group / 4);
     }
     return 0;
