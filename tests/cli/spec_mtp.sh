@@ -4,7 +4,8 @@
 # plain greedy decoding (fixed and adaptive drafts, and through a bundle forged with --mtp in w8
 # and q4), its speed line and --json report the drafts; the option errors; qhx serve with
 # --spec mtp answers greedy requests with the text of a server without it (with the request's
-# "spec_draft" at 2 and at -1), in parallel slots, and /metrics counts the drafts.
+# "spec_draft" at 2 and at -1), in parallel slots (2 and 4 requests at once, whose verifies share
+# one pass), and /metrics counts the drafts.
 # Usage: spec_mtp.sh BIN_DIR DATA_DIR SOURCE_DIR
 set -u
 BIN=$1 SRC=$3
@@ -45,7 +46,7 @@ check '[ $rc = 1 ] && grep -q "multi-token-prediction" "$T/e"' "a bundle without
 
 # the server: the same answers with and without speculation
 serve() {
-  "$BIN/qhx" serve -m "$M" --port 0 --parallel 2 "$@" >"$T/out" 2>"$T/err" &
+  "$BIN/qhx" serve -m "$M" --port 0 --parallel 4 "$@" >"$T/out" 2>"$T/err" &
   PID=$!
   for _ in $(seq 200); do grep -q listening "$T/out" && break; sleep 0.05; done
   URL=$(sed -n 's/.*listening on \(http:[^ ]*\).*/\1/p' "$T/out")
@@ -56,6 +57,7 @@ serve
 check '[ -n "$URL" ]' "plain server ready: $(cat "$T/err")"
 ask "KING HENRY:" "" >"$T/a1"; ask "HAMLET:" "" >"$T/a2"
 ask "KING HENRY:" ',"max_tokens":80,"repeat_penalty":1.3' >"$T/a3"
+ask "ROMEO:" "" >"$T/a4"; ask "GLOUCESTER:" ',"max_tokens":60' >"$T/a5"
 kill -TERM $PID; wait $PID; PID=
 serve --spec mtp --draft 4
 check '[ -n "$URL" ]' "speculative server ready: $(cat "$T/err")"
@@ -63,6 +65,15 @@ ask "KING HENRY:" "" >"$T/b1" & P1=$!
 ask "HAMLET:" "" >"$T/b2" & P2=$!
 wait $P1 $P2
 check '[ -s "$T/a1" ] && cmp -s "$T/a1" "$T/b1" && cmp -s "$T/a2" "$T/b2"' "server --spec mtp: the plain answers ($(cat "$T/a1") / $(cat "$T/b1"))"
+# four at once, of different lengths: every step verifies the drafts of all in one pass
+ask "KING HENRY:" "" >"$T/d1" & P1=$!
+ask "HAMLET:" "" >"$T/d2" & P2=$!
+ask "ROMEO:" "" >"$T/d4" & P3=$!
+ask "GLOUCESTER:" ',"max_tokens":60' >"$T/d5" & P4=$!
+wait $P1 $P2 $P3 $P4
+for i in 1 2 4 5; do
+  check '[ -s "$T/a$i" ] && cmp -s "$T/a$i" "$T/d$i"' "server --spec mtp, 4 parallel requests: answer $i is the plain one ($(cat "$T/a$i") / $(cat "$T/d$i"))"
+done
 # long enough for the adaptive rule to retire and the slots to join the batch: the penalty
 # window must hold the same tokens on both paths
 ask "KING HENRY:" ',"max_tokens":80,"repeat_penalty":1.3' >"$T/b3" & P1=$!
