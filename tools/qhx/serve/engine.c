@@ -402,7 +402,7 @@ static long long elapsed_ns(const struct timespec *a, const struct timespec *b) 
 
 /* The speculative slots whose tokens t[i] need a new step: one step for all of them (each
  * drafts, one verify pass covers every slot's drafts, each accepts; qhx_sessions_spec_step),
- * whose tokens the next engine steps hand out. */
+ * whose tokens the next engine step hands out. */
 static void spec_steps(srv_engine *e, slot *const *who, const qhx_token *t, size_t n) {
     if (!n) return;
     qhx_spec_step_item it[MAX_SLOTS];
@@ -431,9 +431,10 @@ static void spec_steps(srv_engine *e, slot *const *who, const qhx_token *t, size
     }
 }
 
-/* One token for every active job, then one speculative step for the speculative slots that need
- * one (their verifies in one pass) and one decode step for all the others that go on (a
- * speculative slot whose adaptive rule retired joins those). Two passes over the weights when
+/* One token for every active job (a speculative slot: every token of its last step), then one
+ * speculative step for all the speculative slots (their verifies in one pass) and one decode
+ * step for all the others that go on (a speculative slot whose adaptive rule retired joins
+ * those). Two passes over the weights when
  * both kinds are active: the decode step's logits need no cut-back, and it takes the plain
  * slots' tokens while the speculative step drafts its own. */
 static void engine_step(srv_engine *e) {
@@ -443,12 +444,15 @@ static void engine_step(srv_engine *e) {
     size_t nb = 0, ns = 0;
     for (int i = 0; i < e->n_slots; i++) {
         slot *sl = &e->slots[i];
-        if (sl->job && next_token(sl, &tk[nb])) {
+        bool more = sl->job && next_token(sl, &tk[nb]);
+        /* a speculative step's tokens all go out now (all but its last are in the state), so
+           that every speculative slot needs its next step in the same engine step */
+        while (more && sl->spec && sl->qi < sl->qn) {
+            spec_fed(sl, tk[nb]);
+            more = sl->job && next_token(sl, &tk[nb]);
+        }
+        if (more) {
             if (sl->spec) {
-                if (sl->qi < sl->qn) { /* not the step's last token: it is in the state */
-                    spec_fed(sl, tk[nb]);
-                    continue;
-                }
                 if (!qhx_session_spec_retired(sl->s)) {
                     sp_who[ns] = sl;
                     sp_tk[ns++] = tk[nb];
