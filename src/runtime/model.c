@@ -532,7 +532,9 @@ static qhx_status verify_arg(const qhx_model *m, qhx_seq *const *sts, const int3
     if (!sts[i] || sts[i]->model != m) return qhx_fail(err, QHX_E_ARG, "verify: state %lld does not belong to this model", (long long)i);
     for (int64_t k = 0; k < i; k++)
         if (sts[k] == sts[i]) return qhx_fail(err, QHX_E_ARG, "verify: state %lld appears twice", (long long)i);
-    if (n < 1 || !ids) return qhx_fail(err, QHX_E_ARG, "verify: state %lld: no tokens", (long long)i);
+    if (n < 1 || n > QHX_VERIFY_MAX || !ids) /* the count first: ids holds n */
+        return qhx_fail(err, QHX_E_ARG, "verify: state %lld: %lld tokens, 1 to %d", (long long)i, (long long)n,
+                        QHX_VERIFY_MAX);
     qhx_seq_info inf;
     m->backend->seq_info(sts[i], &inf);
     if (n > inf.n_ctx - inf.n_past)
