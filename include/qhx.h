@@ -744,8 +744,8 @@ QHX_API qhx_status qhx_session_spec_cut(qhx_session *s, qhx_sampler_handle *smp,
  * block, then one verify pass of the main model covers the drafts of all (every weight read
  * once for all their rows; one pass per QHX_MAX_BATCH rows), then each accepts and cuts back.
  * Each session gets exactly what its own qhx_session_spec_step (or qhx_decoder_spec_step)
- * gives; the adaptive rule times each session's step as the whole shared step
- * (docs/generation.md). An item names the session and either a decoder (created with
+ * gives; the adaptive rule times each session's step as its own drafts and acceptance plus
+ * the whole shared verify pass (docs/generation.md). An item names the session and either a decoder (created with
  * speculative = 1: its sampler, end-of-turn token and ignore_stop) or a sampler with turn_end
  * and ignore_stop; qhx_session_spec_cut may follow for each. Results per item: status and
  * error (a session's failure leaves the others' steps done), n_out on success. Returns QHX_OK

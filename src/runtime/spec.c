@@ -18,7 +18,9 @@
  * Adaptive draft length (spec_choose): the step measures itself. rate[k], a moving average
  * (the mean of the first 8 observations, then weight 1/8) of the tokens a step with k drafts
  * gave per millisecond of the whole step
- * (drafting, verify, acceptance, cut-back), is kept for every k in 0 .. draft; k = 0 is one
+ * (drafting, verify, acceptance, cut-back; a step that shares its verify pass with other
+ * sessions' counts that whole pass and its own parts, not the others' drafts), is kept for
+ * every k in 0 .. draft; k = 0 is one
  * verify of one token, a plain decode step. A session's first steps try k = 0, then draft, then
  * the lengths between, once each; after that a step uses the k with the best rate (a k > 0 only
  * when it beats k = 0 by 10 %: single timings are noisy), except that while drafting wins every
@@ -65,7 +67,7 @@ struct qhx_spec {
     int last_n_out;      /* of the last step, for qhx_spec_cut; 0: none */
     /* the step in hand: the rule's length (-1: cut short), the drafts made, their time */
     int chosen, made, made_k; /* made_k: the drafts the model kept */
-    double draft_ms;
+    double draft_ms, own_ms;  /* the drafts' time; the step's own time (all but the verify) */
     int32_t last_out[QHX_SPEC_MAX_DRAFT + 1];
     /* adaptive rule */
     double rate[QHX_SPEC_MAX_DRAFT + 1]; /* tokens per ms of a step with k drafts; < 0 untried */
@@ -386,6 +388,7 @@ static qhx_status settle(qhx_spec *sp, qhx_sampler *smp, int32_t t0, int n_fed, 
 
 /* The first half of a step: the length, the window saved, t0 and the drafts after it in vid. */
 static qhx_status step_draft(qhx_spec *sp, qhx_sampler *smp, int32_t t0, int room, qhx_error *err) {
+    const uint64_t t_start = qhx_time_ns();
     sp->last_n_out = 0;
     sp->made = 0;
     if (room < 1) return qhx_fail(err, QHX_E_ARG, "speculative step: no room for a token");
@@ -417,6 +420,7 @@ static qhx_status step_draft(qhx_spec *sp, qhx_sampler *smp, int32_t t0, int roo
         }
         if (err) *err = (qhx_error){0};
     }
+    sp->own_ms = (double)(qhx_time_ns() - t_start) / 1e6;
     return QHX_OK;
 }
 
@@ -474,7 +478,6 @@ static double verify_group(qhx_spec_job *jobs, int a, int b) {
 }
 
 qhx_status qhx_spec_step_multi(qhx_spec_job *jobs, int n_jobs) {
-    const uint64_t t_start = qhx_time_ns();
     bool drafted[QHX_MAX_BATCH]; /* the window saved and t0 with the drafts in vid */
     for (int i = 0; i < n_jobs; i++) {
         qhx_spec_job *j = &jobs[i];
@@ -497,20 +500,20 @@ qhx_status qhx_spec_step_multi(qhx_spec_job *jobs, int n_jobs) {
         for (int i = a; i < b; i++) verify_ms[i] = ms;
         a = b;
     }
+    /* each step is timed as its own drafts and acceptance plus the whole verify pass it was in,
+       not the other sessions' drafts (docs/generation.md: their cost does not depend on this
+       session's length, and counting it would make every length look alike) */
     qhx_status first = QHX_OK;
     for (int i = 0; i < n_jobs; i++) {
         qhx_spec_job *j = &jobs[i];
-        if (j->rc == QHX_OK) j->rc = step_settle(j->sp, j);
-        else if (drafted[i]) qhx_sampler_hist_load(j->smp, j->sp->hist0); /* its verify failed */
+        qhx_spec *sp = j->sp;
+        const uint64_t t0 = qhx_time_ns();
+        if (j->rc == QHX_OK) j->rc = step_settle(sp, j);
+        else if (drafted[i]) qhx_sampler_hist_load(j->smp, sp->hist0); /* its verify failed */
+        if (j->rc == QHX_OK)
+            note(sp, sp->chosen, sp->made, sp->made_k, j->n_out, sp->draft_ms, verify_ms[i],
+                 sp->own_ms + verify_ms[i] + (double)(qhx_time_ns() - t0) / 1e6);
         if (j->rc && !first) first = j->rc;
-    }
-    /* a verify shared with other sessions is timed whole: the step of each took the time from
-       the first draft to the last cut-back (docs/generation.md) */
-    const double step_ms = (double)(qhx_time_ns() - t_start) / 1e6;
-    for (int i = 0; i < n_jobs; i++) {
-        qhx_spec *sp = jobs[i].sp;
-        if (jobs[i].rc == QHX_OK)
-            note(sp, sp->chosen, sp->made, sp->made_k, jobs[i].n_out, sp->draft_ms, verify_ms[i], step_ms);
     }
     return first;
 }
