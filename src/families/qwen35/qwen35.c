@@ -911,7 +911,8 @@ static void verify_layer(const qhx_net *m, q35_fw *f, q35_state *sh, int64_t nr,
         r->x[i] = sh[i].xn;
     }
     if (L->type == QHX_LAYER_LINEAR_ATTENTION) {
-        for (int64_t k = 0; k < ns; k++) gdn_window(&f[vs[k].r0]); /* the FIFO once: token i's window is ext rows i .. i + K - 1 */
+        /* each sequence's FIFO once: its token j's window is ext rows j .. j + K - 1 */
+        for (int64_t k = 0; k < ns; k++) gdn_window(&f[vs[k].r0]);
         for (int64_t i = 0; i < nr; i++)
             r->a[i] = qhx_dv_f(sh[i].ext, (d->K - 1) * d->conv_dim), r->b[i] = sh[i].z, r->c[i] = sh[i].beta,
             r->d[i] = sh[i].g;
@@ -947,8 +948,8 @@ static void verify_layer(const qhx_net *m, q35_fw *f, q35_state *sh, int64_t nr,
     for (int64_t i = 0; i < nr; i++) dev->op->add(dev, sh[i].x, sh[i].tmp, H);
 }
 
-/* Sequence b's checks (nothing changes but the snapshot buffer, grown to the longest verify
- * seen) and its text positions in vs. */
+/* Sequence b's checks and its text positions in vs; nothing of its state changes but scratch
+ * (the batch's positions) and the snapshot buffer, grown to the longest verify seen. */
 static qhx_status verify_check(const qhx_net *m, qhx_seq *st, const int32_t *ids, int64_t n, int64_t b,
                                verify_seq *vs, qhx_error *err) {
     const q35_model *q = m->impl;
