@@ -13,7 +13,13 @@
  *     speculation and with N = 1 .. 4 drafts (fixed) and adaptive (at most 3), each round running
  *     every configuration once (interleaved); medians over R rounds (default 5) of tok/s, the
  *     speedup of the median of per-round ratios, acceptance per draft position, tokens per
- *     verify step. */
+ *     verify step.
+ *   qhx_bench_spec shared MODEL [--sessions S] [--n T] [--reps R] [--threads N]
+ *     S sessions (default 4, at most 16) with prompts of their own, T greedy tokens each (default
+ *     128), N = 3 drafts (fixed) and adaptive (at most 3): stepped one session after the other
+ *     (qhx_session_spec_step each, one verify pass per session) and together
+ *     (qhx_sessions_spec_step, one verify pass for all), interleaved; medians over R rounds
+ *     (default 5) of the aggregate tok/s. */
 #include "core/time.h"
 #include "runtime/model.h"
 #include "runtime/session_impl.h"
@@ -207,21 +213,110 @@ static int bench_gen(const char *path, int T, int reps, int threads) {
     return 0;
 }
 
+#define SMAX 16
+
+/* S sessions generate T greedy tokens each with speculation (draft at most, fixed or adaptive),
+ * stepped together or one after the other; returns the aggregate tok/s, or < 0 on failure. */
+static double shared_once(const qhx_model *m, int S, int T, int draft, int fixed, int together) {
+    qhx_error err = {0};
+    qhx_session *s[SMAX] = {0};
+    qhx_sampler_handle *smp[SMAX] = {0};
+    qhx_token t[SMAX], out[SMAX][QHX_SPEC_MAX_DRAFT + 1];
+    int n[SMAX];
+    double tps = -1;
+    qhx_session_params sp = qhx_session_default_params(m);
+    sp.n_ctx = 64 + T + QHX_SPEC_MAX_DRAFT + 1;
+    sp.sampling = qhx_sample_default_params();
+    sp.spec_draft = draft;
+    sp.spec_fixed = fixed;
+    for (int i = 0; i < S; i++) {
+        char text[64];
+        int32_t prompt[64];
+        size_t np = 0;
+        static const char *const who[4] = {"KING HENRY", "HAMLET", "ROMEO", "GLOUCESTER"};
+        snprintf(text, sizeof text, "%s:\nNow, lords, %d", who[i % 4], i);
+        if (qhx_session_create(m, &sp, &s[i], &err) || qhx_sampler_create(m, &sp.sampling, &smp[i], &err) ||
+            qhx_tokenize(m, text, strlen(text), prompt, 64, &np, &err) || qhx_session_feed(s[i], prompt, np, &err))
+            goto done;
+        for (size_t j = 0; j < np; j++) qhx_sampler_push(smp[i], prompt[j]);
+        t[i] = qhx_sampler_pick(smp[i], qhx_session_logits(s[i]));
+        n[i] = 1;
+    }
+    const uint64_t t0 = qhx_time_ns();
+    for (int left = S; left > 0;) {
+        qhx_spec_step_item it[SMAX];
+        int who[SMAX], k = 0;
+        for (int i = 0; i < S; i++)
+            if (n[i] < T) {
+                it[k] = (qhx_spec_step_item){.session = s[i], .sampler = smp[i], .turn_end = -1, .ignore_stop = 1,
+                                             .token = t[i], .room = T - n[i], .out = out[i]};
+                who[k++] = i;
+            }
+        if (together) {
+            if (qhx_sessions_spec_step(it, (size_t)k)) goto done;
+        } else {
+            for (int j = 0; j < k; j++)
+                if (qhx_session_spec_step(s[who[j]], smp[who[j]], it[j].token, it[j].room, 0, -1, 1, out[who[j]],
+                                          &it[j].n_out, &err))
+                    goto done;
+        }
+        for (int j = 0; j < k; j++) {
+            const int i = who[j];
+            n[i] += it[j].n_out;
+            t[i] = out[i][it[j].n_out - 1];
+            if (n[i] >= T) left--;
+        }
+    }
+    tps = (double)S * T / (ms_since(t0) / 1e3);
+done:
+    if (tps < 0) fprintf(stderr, "bench_spec: %s\n", err.msg);
+    for (int i = 0; i < S; i++) qhx_sampler_free(smp[i]), qhx_session_free(s[i]);
+    return tps;
+}
+
+static int bench_shared(const char *path, int S, int T, int reps, int threads) {
+    qhx_error err = {0};
+    qhx_model_params mp = qhx_model_default_params();
+    mp.mtp = 1;
+    mp.n_threads = threads;
+    qhx_model *m = NULL;
+    if (qhx_model_open(path, &mp, &m, &err)) return fprintf(stderr, "bench_spec: %s\n", err.msg), 1;
+    if (reps > RMAX) reps = RMAX;
+    enum { NC = 4 }; /* fixed 3 alone, fixed 3 together, adaptive alone, adaptive together */
+    static double tps[NC][RMAX];
+    for (int r = 0; r < reps; r++)
+        for (int k = 0; k < NC; k++)
+            if ((tps[k][r] = shared_once(m, S, T, 3, k < 2, k % 2)) < 0) return qhx_model_free(m), 1;
+    printf("model %s, %d sessions x %d greedy tokens, %d interleaved rounds (medians of aggregate tok/s)\n", path, S,
+           T, reps);
+    printf("| drafts | one verify per session | one verify for all | ratio |\n|---|---|---|---|\n");
+    for (int k = 0; k < NC; k += 2) {
+        const double a = median(tps[k], reps), b = median(tps[k + 1], reps);
+        printf("| %s | %.0f | %.0f | %.2f |\n", k ? "adaptive (<= 3)" : "3 (fixed)", a, b, b / a);
+    }
+    qhx_model_free(m);
+    return 0;
+}
+
 int main(int argc, char **argv) {
-    if (argc < 3 || (strcmp(argv[1], "verify") && strcmp(argv[1], "gen"))) {
-        fprintf(stderr, "usage: qhx_bench_spec verify|gen MODEL [--ctx P] [--n T] [--reps R] [--threads N]\n");
+    if (argc < 3 || (strcmp(argv[1], "verify") && strcmp(argv[1], "gen") && strcmp(argv[1], "shared"))) {
+        fprintf(stderr, "usage: qhx_bench_spec verify|gen|shared MODEL [--ctx P] [--n T] [--sessions S] [--reps R] "
+                        "[--threads N]\n");
         return 2;
     }
     int64_t P = 64;
-    int T = 128, reps = -1, threads = 0;
+    int T = 128, reps = -1, threads = 0, S = 4;
     for (int i = 3; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--ctx")) P = atoll(argv[i + 1]);
+        else if (!strcmp(argv[i], "--sessions")) S = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--n")) T = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--reps")) reps = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--threads")) threads = atoi(argv[i + 1]);
         else return fprintf(stderr, "bench_spec: unknown option %s\n", argv[i]), 2;
     }
     if (P < 1 || P > 1 << 20 || T < 1 || T > 1 << 16) return fprintf(stderr, "bench_spec: bad --ctx or --n\n"), 2;
+    if (S < 1 || S > SMAX) return fprintf(stderr, "bench_spec: --sessions is not in [1, %d]\n", SMAX), 2;
     if (!strcmp(argv[1], "verify")) return bench_verify(argv[2], P, reps > 0 ? reps : 15, threads);
+    if (!strcmp(argv[1], "shared")) return bench_shared(argv[2], S, T, reps > 0 ? reps : 5, threads);
     return bench_gen(argv[2], T, reps > 0 ? reps : 5, threads);
 }

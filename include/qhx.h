@@ -729,9 +729,10 @@ QHX_API qhx_status qhx_sessions_decode(qhx_session *const *sessions, const qhx_t
  * ends early at a stop token of the model or turn_end (-1: none) unless ignore_stop. smp: the
  * generation's sampler, whose penalty window must hold the tokens before t; the step adds t and
  * the fed outputs to it (do not push them). qhx_session_spec_cut right after keeps out[0 .. k)
- * fed (out[k] then not fed), with smp's window cut the same way. Sessions with speculation are
- * not batched by qhx_sessions_decode (they are fed one by one) until their adaptive rule has
- * retired (qhx_session_spec_retired: drafting did not pay; the MTP block no longer follows the
+ * fed (out[k] then not fed), with smp's window cut the same way. Several sessions step
+ * together with qhx_sessions_spec_step (below). Sessions with speculation are not batched by
+ * qhx_sessions_decode (they are fed one by one) until their adaptive rule has retired
+ * (qhx_session_spec_retired: drafting did not pay; the MTP block no longer follows the
  * session until it is reset), from then on they are. */
 QHX_API int qhx_session_spec_enabled(const qhx_session *s);
 QHX_API int qhx_session_spec_retired(const qhx_session *s);
@@ -739,6 +740,31 @@ QHX_API qhx_status qhx_session_spec_step(qhx_session *s, qhx_sampler_handle *smp
                                          qhx_token turn_end, int ignore_stop, qhx_token *out, int *n_out,
                                          qhx_error *err);
 QHX_API qhx_status qhx_session_spec_cut(qhx_session *s, qhx_sampler_handle *smp, int k, qhx_error *err);
+/* One speculative step of several sessions of one model at once: each drafts with its MTP
+ * block, then one verify pass of the main model covers the drafts of all (every weight read
+ * once for all their rows; one pass per QHX_MAX_BATCH rows), then each accepts and cuts back.
+ * Each session gets exactly what its own qhx_session_spec_step (or qhx_decoder_spec_step)
+ * gives; the adaptive rule times each session's step as its own drafts and acceptance plus
+ * the whole shared verify pass (docs/generation.md). An item names the session and either a decoder (created with
+ * speculative = 1: its sampler, end-of-turn token and ignore_stop) or a sampler with turn_end
+ * and ignore_stop; qhx_session_spec_cut may follow for each. Results per item: status and
+ * error (a session's failure leaves the others' steps done), n_out on success. Returns QHX_OK
+ * when every item succeeded, else the first failure's status. At most QHX_MAX_BATCH items,
+ * each session once; not re-entrant for any of them. */
+typedef struct qhx_spec_step_item {
+    qhx_session *session;
+    qhx_decoder *decoder;          /* NULL: sampler, turn_end and ignore_stop below */
+    qhx_sampler_handle *sampler;
+    qhx_token turn_end;
+    int ignore_stop;
+    qhx_token token;               /* t of qhx_session_spec_step */
+    int room, draft;               /* as qhx_session_spec_step */
+    qhx_token *out;                /* room entries */
+    int n_out;                     /* OUT */
+    qhx_status status;             /* OUT */
+    qhx_error error;               /* OUT */
+} qhx_spec_step_item;
+QHX_API qhx_status qhx_sessions_spec_step(qhx_spec_step_item *items, size_t n);
 /* The session's totals so far: verify steps, drafts proposed, accepted, tokens the steps gave. */
 QHX_API void qhx_session_spec_totals(const qhx_session *s, int64_t out[4]);
 

@@ -126,6 +126,14 @@ typedef struct qhx_backend {
      * a model it cannot batch: the caller runs them one by one. */
     qhx_status (*run_decode_multi)(const qhx_graphs *g, qhx_seq *const *seqs, const int32_t *ids, int64_t n,
                                    float *const *logits, qhx_error *err);
+    /* Optional, with the "verify" graph: the verify of n distinct sequences at once (ids[i]
+     * (n_ids[i],) fed to seqs[i], its logits (n_ids[i], vocab) to logits[i], its residual rows
+     * to hidden[i] when hidden and hidden[i] are not NULL), each with the result it gets alone
+     * and each then cut back by seq_keep as after its own verify; every sequence is checked
+     * before any runs. */
+    qhx_status (*run_verify_multi)(const qhx_graphs *g, qhx_seq *const *seqs, const int32_t *const *ids,
+                                   const int64_t *n_ids, int64_t n, float *const *logits, float *const *hidden,
+                                   qhx_error *err);
     /* Optional, with the "verify" graph: keep the first k tokens of the last verify run on s
      * (position, KV rows, recurrent state); QHX_E_ARG when another call came in between. */
     qhx_status (*seq_keep)(qhx_seq *s, int64_t k, qhx_error *err);

@@ -129,7 +129,7 @@ static bool cpu_has_graph(const qhx_graphs *g, qhx_graph which) {
     case QHX_GRAPH_LM_HEAD: return g->net.vt->lm_head != NULL;
     case QHX_GRAPH_VISION: return g->net.vt->encode_image != NULL && g->net.cfg.has_vision; /* bound */
     case QHX_GRAPH_MTP: return g->net.vt->has_mtp != NULL && g->net.vt->has_mtp(&g->net);
-    case QHX_GRAPH_VERIFY: return g->net.vt->verify != NULL && g->net.vt->verify_keep != NULL;
+    case QHX_GRAPH_VERIFY: return g->net.vt->verify_multi != NULL && g->net.vt->verify_keep != NULL;
     case QHX_GRAPH_COUNT: break;
     }
     return false;
@@ -229,7 +229,7 @@ static qhx_status cpu_run(const qhx_graphs *g, qhx_seq *s, qhx_graph which, cons
     case QHX_GRAPH_VERIFY:
         if (!s || s->m != &g->net || io->n < 1 || !io->ids || !io->logits)
             return qhx_fail(err, QHX_E_ARG, "verify graph: no sequence or no tokens");
-        return g->net.vt->verify(&g->net, s, io->ids, io->n, io->logits, io->hidden_out, err);
+        return g->net.vt->verify_multi(&g->net, &s, &io->ids, &io->n, 1, &io->logits, &io->hidden_out, err);
     case QHX_GRAPH_COUNT: break;
     }
     return qhx_fail(err, QHX_E_ARG, "cpu backend: graph %d does not exist", (int)which);
@@ -240,6 +240,17 @@ static qhx_status cpu_run_decode_multi(const qhx_graphs *g, qhx_seq *const *seqs
                                        float *const *logits, qhx_error *err) {
     if (!g->net.vt->decode_multi) return qhx_fail(err, QHX_E_UNSUPPORTED, "decode: this family has no batched step");
     return g->net.vt->decode_multi(&g->net, seqs, ids, n, logits, err);
+}
+
+/* The verify of several sequences: one pass of the family's verify graph over all their rows. */
+static qhx_status cpu_run_verify_multi(const qhx_graphs *g, qhx_seq *const *seqs, const int32_t *const *ids,
+                                       const int64_t *n_ids, int64_t n, float *const *logits, float *const *hidden,
+                                       qhx_error *err) {
+    if (!cpu_has_graph(g, QHX_GRAPH_VERIFY)) return qhx_fail(err, QHX_E_UNSUPPORTED, "cpu backend: this model has no verify graph");
+    for (int64_t i = 0; i < n; i++)
+        if (!seqs[i] || seqs[i]->m != &g->net || !ids[i] || !logits[i])
+            return qhx_fail(err, QHX_E_ARG, "verify graph: sequence %lld: no sequence, tokens or logits", (long long)i);
+    return g->net.vt->verify_multi(&g->net, seqs, ids, n_ids, n, logits, hidden, err);
 }
 
 const qhx_backend QHX_BACKEND_CPU = {
@@ -259,6 +270,7 @@ const qhx_backend QHX_BACKEND_CPU = {
     .seq_positions = cpu_seq_positions,
     .run = cpu_run,
     .run_decode_multi = cpu_run_decode_multi,
+    .run_verify_multi = cpu_run_verify_multi,
     .seq_keep = cpu_seq_keep,
     .profile = cpu_profile,
 };

@@ -156,15 +156,18 @@ typedef struct qhx_net_vt {
      * no head (the block's KV rows and hidden_out only). */
     qhx_status (*mtp_ex)(const qhx_net *m, qhx_seq *st, int64_t pos0, const float *hidden, bool normed,
                          const int32_t *next_ids, int64_t n, float *logits, float *hidden_out, qhx_error *err);
-    /* optional, speculative decoding: verify feeds n tokens (1 .. min(QHX_VERIFY_MAX, n_batch))
-     * at positions n_past .. with each weight read once for all of them, every row with the bits
-     * the one-token forward gives when the tokens are fed one by one: logits (n, V) of every
-     * row, hidden (n, H) the residual after the last layer (what mtp takes). The recurrent state
-     * after each token is kept so that verify_keep(st, k), before any other call on st, cuts
-     * the sequence back to the first k (1 <= k <= n) of those tokens: position, KV rows and
-     * recurrent state as if only they had been fed. */
-    qhx_status (*verify)(const qhx_net *m, qhx_seq *st, const int32_t *ids, int64_t n, float *logits, float *hidden,
-                         qhx_error *err);
+    /* optional, speculative decoding: verify_multi feeds n[b] tokens ids[b] (1 .. min(QHX_VERIFY_MAX,
+     * n_batch)) to each of ns distinct sequences sts[b] at positions n_past .. (at most
+     * QHX_DEV_MULTI_MAX rows in all), with each weight read once for all the rows, every row
+     * with the bits the one-token forward gives when the tokens are fed one by one: logits[b]
+     * (n[b], V) of every row, hidden[b] (n[b], H) or NULL (hidden itself may be NULL) the
+     * residual after the last layer (what mtp takes). Every sequence is checked before any
+     * runs: a refusal leaves them all as they were. The recurrent state after each token is
+     * kept so that verify_keep(st, k), before any other call on st, cuts the sequence back to
+     * the first k (1 <= k <= n[b]) of those tokens: position, KV rows and recurrent state as if
+     * only they had been fed. */
+    qhx_status (*verify_multi)(const qhx_net *m, qhx_seq *const *sts, const int32_t *const *ids, const int64_t *n,
+                               int64_t ns, float *const *logits, float *const *hidden, qhx_error *err);
     qhx_status (*verify_keep)(qhx_seq *st, int64_t k, qhx_error *err);
 } qhx_net_vt;
 

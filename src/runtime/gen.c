@@ -297,11 +297,22 @@ qhx_status qhx_decoder_accept(qhx_decoder *d, qhx_token t, qhx_decoder_step *out
     return rc;
 }
 
+qhx_status qhx_decoder_spec_args(qhx_decoder *d, qhx_sampler **smp, qhx_token *turn_end, int *ignore_stop,
+                                 qhx_error *err) {
+    if (!d || d->g.p.record) return qhx_fail(err, QHX_E_ARG, "decoder: not created for speculative decoding");
+    *smp = d->smp, *turn_end = d->g.p.turn_end, *ignore_stop = d->g.p.ignore_stop;
+    return QHX_OK;
+}
+
 qhx_status qhx_decoder_spec_step(qhx_decoder *d, qhx_session *s, qhx_token t, int room, int draft, qhx_token *out,
                                  int *n_out, qhx_error *err) {
     if (n_out) *n_out = 0;
-    if (!d || d->g.p.record) return qhx_fail(err, QHX_E_ARG, "decoder: not created for speculative decoding");
-    return qhx_session_spec_step_with(s, d->smp, t, room, draft, d->g.p.turn_end, d->g.p.ignore_stop, out, n_out, err);
+    qhx_sampler *smp = NULL;
+    qhx_token turn_end = -1;
+    int ignore_stop = 0;
+    qhx_status rc = qhx_decoder_spec_args(d, &smp, &turn_end, &ignore_stop, err);
+    if (rc) return rc;
+    return qhx_session_spec_step_with(s, smp, t, room, draft, turn_end, ignore_stop, out, n_out, err);
 }
 
 qhx_status qhx_decoder_spec_cut(qhx_decoder *d, qhx_session *s, int k, qhx_error *err) {

@@ -536,10 +536,48 @@ bool qhx_model_can_verify(const qhx_model *m) {
 
 qhx_status qhx_model_verify(const qhx_model *m, qhx_seq *st, const int32_t *ids, int64_t n, float *logits,
                             float *hidden, qhx_error *err) {
-    if (!st) return qhx_fail(err, QHX_E_ARG, "verify: state is NULL");
+    return qhx_model_verify_multi(m, &st, &ids, &n, 1, &logits, &hidden, err);
+}
+
+/* State i of a verify: m's, not an earlier one, room for its n tokens, every id in the vocabulary. */
+static qhx_status verify_arg(const qhx_model *m, qhx_seq *const *sts, const int32_t *ids, int64_t n, int64_t i,
+                             qhx_error *err) {
+    if (!sts[i] || sts[i]->model != m) return qhx_fail(err, QHX_E_ARG, "verify: state %lld does not belong to this model", (long long)i);
+    for (int64_t k = 0; k < i; k++)
+        if (sts[k] == sts[i]) return qhx_fail(err, QHX_E_ARG, "verify: state %lld appears twice", (long long)i);
+    if (n < 1 || n > QHX_VERIFY_MAX || !ids) /* the count first: ids holds n */
+        return qhx_fail(err, QHX_E_ARG, "verify: state %lld: %lld tokens, 1 to %d", (long long)i, (long long)n,
+                        QHX_VERIFY_MAX);
+    qhx_seq_info inf;
+    m->backend->seq_info(sts[i], &inf);
+    if (n > inf.n_ctx - inf.n_past)
+        return qhx_fail(err, QHX_E_LIMIT, "verify: state %lld: %lld tokens after %lld exceed the context of %lld",
+                        (long long)i, (long long)n, (long long)inf.n_past, (long long)inf.n_ctx);
+    for (int64_t j = 0; j < n; j++)
+        if (ids[j] < 0 || ids[j] >= m->cfg.vocab_size)
+            return qhx_fail(err, QHX_E_ARG, "verify: id %d is outside the vocabulary [0, %lld)", ids[j],
+                            (long long)m->cfg.vocab_size);
+    return QHX_OK;
+}
+
+qhx_status qhx_model_verify_multi(const qhx_model *m, qhx_seq *const *sts, const int32_t *const *ids, const int64_t *n,
+                                  int64_t ns, float *const *logits, float *const *hidden, qhx_error *err) {
+    if (!m || ns < 1 || ns > QHX_MAX_BATCH || !sts || !ids || !n || !logits)
+        return qhx_fail(err, QHX_E_ARG, "verify: 1 to %d states, ids, counts and logits are required", QHX_MAX_BATCH);
     if (!qhx_model_can_verify(m)) return qhx_fail(err, QHX_E_UNSUPPORTED, "verify: this model has no verify graph");
-    const qhx_graph_io io = {.ids = ids, .n = n, .logits = logits, .hidden_out = hidden};
-    return m->backend->run(m->graphs, st, QHX_GRAPH_VERIFY, &io, err);
+    int64_t rows = 0;
+    for (int64_t i = 0; i < ns; i++) {
+        qhx_status rc = verify_arg(m, sts, ids[i], n[i], i, err);
+        if (rc) return rc;
+        if (!logits[i]) return qhx_fail(err, QHX_E_ARG, "verify: state %lld: no logits", (long long)i);
+        if (n[i] > QHX_MAX_BATCH - rows)
+            return qhx_fail(err, QHX_E_ARG, "verify: more than %d rows in all", QHX_MAX_BATCH);
+        rows += n[i];
+    }
+    if (m->backend->run_verify_multi) return m->backend->run_verify_multi(m->graphs, sts, ids, n, ns, logits, hidden, err);
+    if (ns > 1) return qhx_fail(err, QHX_E_UNSUPPORTED, "verify: the %s backend verifies one state at a time", m->backend->name);
+    const qhx_graph_io io = {.ids = ids[0], .n = n[0], .logits = logits[0], .hidden_out = hidden ? hidden[0] : NULL};
+    return m->backend->run(m->graphs, sts[0], QHX_GRAPH_VERIFY, &io, err);
 }
 
 qhx_status qhx_model_verify_keep(const qhx_model *m, qhx_seq *st, int64_t k, qhx_error *err) {

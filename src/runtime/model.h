@@ -172,6 +172,16 @@ qhx_status qhx_model_mtp_ex(const qhx_model *m, qhx_seq *st, int64_t pos0, const
 bool qhx_model_can_verify(const qhx_model *m);
 qhx_status qhx_model_verify(const qhx_model *m, qhx_seq *st, const int32_t *ids, int64_t n, float *logits,
                             float *hidden, qhx_error *err);
+/* The verify of ns (1 .. QHX_MAX_BATCH) distinct states of m at once: ids[i] (n[i],) into
+ * sts[i], its logits (n[i], vocab) to logits[i] and its hidden rows to hidden[i] (hidden or
+ * hidden[i] NULL: not wanted); at most QHX_MAX_BATCH rows in all, so that every linear layer
+ * runs once for all of them. Each state gets the bits of its own qhx_model_verify and may be
+ * cut back by verify_keep as after it. QHX_E_ARG (a state twice, or not m's, no tokens, an id
+ * outside the vocabulary, too many rows), QHX_E_LIMIT (a state without room for its tokens):
+ * checked for every state before any runs, so a refusal leaves every state as it was.
+ * qhx_model_verify is the call with one state. */
+qhx_status qhx_model_verify_multi(const qhx_model *m, qhx_seq *const *sts, const int32_t *const *ids, const int64_t *n,
+                                  int64_t ns, float *const *logits, float *const *hidden, qhx_error *err);
 qhx_status qhx_model_verify_keep(const qhx_model *m, qhx_seq *st, int64_t k, qhx_error *err);
 
 /* Announce the next n tokens of st (from its current position): ids (n,) with the pads of

@@ -510,6 +510,19 @@ qhx_status qhx_session_spec_step(qhx_session *s, qhx_sampler_handle *smp, qhx_to
     return qhx_session_spec_step_with(s, smp->smp, t, room, draft, turn_end, ignore_stop, out, n_out, err);
 }
 
+qhx_status qhx_sessions_spec_step(qhx_spec_step_item *items, size_t n) {
+    if (n && !items) return QHX_E_ARG;
+    if (n > QHX_MAX_BATCH) return qhx_sessions_spec_step_with(items, NULL, n);
+    qhx_spec_src src[QHX_MAX_BATCH];
+    for (size_t i = 0; i < n; i++) {
+        const qhx_spec_step_item *it = &items[i];
+        src[i] = (qhx_spec_src){it->sampler ? it->sampler->smp : NULL, it->turn_end, it->ignore_stop};
+        if (it->decoder && qhx_decoder_spec_args(it->decoder, &src[i].smp, &src[i].turn_end, &src[i].ignore_stop, NULL))
+            src[i].smp = NULL; /* not a speculative decoder: refused */
+    }
+    return qhx_sessions_spec_step_with(items, src, n);
+}
+
 qhx_status qhx_session_spec_cut(qhx_session *s, qhx_sampler_handle *smp, int k, qhx_error *err) {
     if (!smp) return qhx_fail(err, QHX_E_ARG, "speculative cut: no speculative session");
     return qhx_session_spec_cut_with(s, smp->smp, k, err);

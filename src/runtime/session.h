@@ -88,6 +88,19 @@ qhx_status qhx_session_spec_end(qhx_session *s, qhx_generate_stats *st, qhx_erro
 struct qhx_sampler;
 qhx_status qhx_session_spec_step_with(qhx_session *s, struct qhx_sampler *smp, qhx_token t, int room, int draft,
                                       qhx_token turn_end, int ignore_stop, qhx_token *out, int *n_out, qhx_error *err);
+/* qhx.h's qhx_sessions_spec_step over n items whose sampler, end-of-turn token and ignore_stop
+ * are given here (src[i] for items[i]; a NULL sampler: that item is refused with QHX_E_ARG);
+ * qhx_session_spec_step_with is the call with one. */
+typedef struct qhx_spec_src {
+    struct qhx_sampler *smp;
+    qhx_token turn_end;
+    int ignore_stop;
+} qhx_spec_src;
+qhx_status qhx_sessions_spec_step_with(qhx_spec_step_item *items, const qhx_spec_src *src, size_t n);
+/* The decoder's speculative step arguments: its sampler, end-of-turn token and ignore_stop;
+ * QHX_E_ARG for a decoder not created with speculative = 1. */
+qhx_status qhx_decoder_spec_args(qhx_decoder *d, struct qhx_sampler **smp, qhx_token *turn_end, int *ignore_stop,
+                                 qhx_error *err);
 qhx_status qhx_session_spec_cut_with(qhx_session *s, struct qhx_sampler *smp, int k, qhx_error *err);
 /* Speculative decoding loses track of the sequence (a restored state): steps decode without
  * drafts until the next reset (session_spec.c). */

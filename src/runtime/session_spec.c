@@ -97,19 +97,69 @@ static bool spec_is_stop(void *user, int32_t t) {
 qhx_status qhx_session_spec_step_with(qhx_session *s, qhx_sampler *smp, qhx_token t, int room, int draft,
                                       qhx_token turn_end, int ignore_stop, qhx_token *out, int *n_out, qhx_error *err) {
     if (n_out) *n_out = 0;
-    if (!s || !smp || !out || !n_out) return qhx_fail(err, QHX_E_ARG, "speculative step: session, sampler and out are required");
+    if (!n_out) return qhx_fail(err, QHX_E_ARG, "speculative step: session, sampler and out are required");
+    qhx_spec_step_item it = {.session = s, .token = t, .room = room, .draft = draft, .out = out};
+    const qhx_spec_src src = {smp, turn_end, ignore_stop};
+    qhx_status rc = qhx_sessions_spec_step_with(&it, &src, 1);
+    *n_out = it.n_out;
+    if (rc && err) *err = it.error;
+    return rc;
+}
+
+/* Item i may step: a speculative session, idle, not an earlier item's, a token and room. */
+static qhx_status item_check(qhx_spec_step_item *items, qhx_sampler *smp, size_t i) {
+    qhx_spec_step_item *it = &items[i];
+    qhx_session *s = it->session;
+    qhx_error *err = &it->error;
+    if (!s || !smp || !it->out) return qhx_fail(err, QHX_E_ARG, "speculative step: session, sampler and out are required");
     if (!s->spec) return qhx_fail(err, QHX_E_UNSUPPORTED, "speculative step: the session was created without spec_draft");
     if (s->busy || s->broken || s->pending >= 0)
         return qhx_fail(err, QHX_E_ARG, "speculative step: the session is busy, broken or holds a pending token");
-    if (t < 0 || t >= s->n_vocab) return qhx_fail(err, QHX_E_ARG, "speculative step: id %d is outside the vocabulary", t);
-    if (room < 1) return qhx_fail(err, QHX_E_ARG, "speculative step: room %d", room);
-    if (draft >= 1 && room > draft + 1) room = draft + 1;
-    spec_stop c = {s->m, turn_end};
-    s->busy = true;
-    qhx_status rc = qhx_spec_step(s->spec, smp, t, room, ignore_stop ? NULL : spec_is_stop, &c, out, n_out, s->logits, err);
-    s->busy = false;
-    if (rc == QHX_OK) s->has_logits = true, s->n_fed += *n_out;
-    return rc;
+    for (size_t k = 0; k < i; k++)
+        if (items[k].session == s) return qhx_fail(err, QHX_E_ARG, "speculative step: the session is in the step twice");
+    if (it->token < 0 || it->token >= s->n_vocab)
+        return qhx_fail(err, QHX_E_ARG, "speculative step: id %d is outside the vocabulary", it->token);
+    if (it->room < 1) return qhx_fail(err, QHX_E_ARG, "speculative step: room %d", it->room);
+    return QHX_OK;
+}
+
+qhx_status qhx_sessions_spec_step_with(qhx_spec_step_item *items, const qhx_spec_src *src, size_t n) {
+    if (n > QHX_MAX_BATCH) {
+        for (size_t i = 0; i < n; i++)
+            items[i].n_out = 0, items[i].status = qhx_fail(&items[i].error, QHX_E_ARG, "speculative step: more than %d sessions", QHX_MAX_BATCH);
+        return n ? QHX_E_ARG : QHX_OK;
+    }
+    qhx_spec_job jobs[QHX_MAX_BATCH];
+    spec_stop stop[QHX_MAX_BATCH];
+    size_t who[QHX_MAX_BATCH], nj = 0;
+    qhx_status first = QHX_OK;
+    for (size_t i = 0; i < n; i++) {
+        qhx_spec_step_item *it = &items[i];
+        it->n_out = 0;
+        it->error = (qhx_error){0};
+        if ((it->status = item_check(items, src[i].smp, i))) {
+            if (!first) first = it->status;
+            continue;
+        }
+        qhx_session *s = it->session;
+        const int room = it->draft >= 1 && it->room > it->draft + 1 ? it->draft + 1 : it->room;
+        stop[nj] = (spec_stop){s->m, src[i].turn_end};
+        jobs[nj] = (qhx_spec_job){.sp = s->spec, .smp = src[i].smp, .t0 = it->token, .room = room,
+                                  .is_stop = src[i].ignore_stop ? NULL : spec_is_stop, .user = &stop[nj], .out = it->out,
+                                  .logits = s->logits, .err = &it->error};
+        s->busy = true;
+        who[nj++] = i;
+    }
+    if (nj) qhx_spec_step_multi(jobs, (int)nj);
+    for (size_t k = 0; k < nj; k++) {
+        qhx_spec_step_item *it = &items[who[k]];
+        qhx_session *s = it->session;
+        s->busy = false;
+        it->status = jobs[k].rc;
+        if (it->status == QHX_OK) s->has_logits = true, it->n_out = jobs[k].n_out, s->n_fed += it->n_out;
+        else if (!first) first = it->status;
+    }
+    return first;
 }
 
 qhx_status qhx_session_spec_cut_with(qhx_session *s, qhx_sampler *smp, int k, qhx_error *err) {

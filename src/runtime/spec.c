@@ -18,7 +18,9 @@
  * Adaptive draft length (spec_choose): the step measures itself. rate[k], a moving average
  * (the mean of the first 8 observations, then weight 1/8) of the tokens a step with k drafts
  * gave per millisecond of the whole step
- * (drafting, verify, acceptance, cut-back), is kept for every k in 0 .. draft; k = 0 is one
+ * (drafting, verify, acceptance, cut-back; a step that shares its verify pass with other
+ * sessions' counts that whole pass and its own parts, not the others' drafts), is kept for
+ * every k in 0 .. draft; k = 0 is one
  * verify of one token, a plain decode step. A session's first steps try k = 0, then draft, then
  * the lengths between, once each; after that a step uses the k with the best rate (a k > 0 only
  * when it beats k = 0 by 10 %: single timings are noisy), except that while drafting wins every
@@ -63,6 +65,9 @@ struct qhx_spec {
     size_t hist_cap;
     int32_t vid[QHX_SPEC_MAX_DRAFT + 1];
     int last_n_out;      /* of the last step, for qhx_spec_cut; 0: none */
+    /* the step in hand: the rule's length (-1: cut short), the drafts made, their time */
+    int chosen, made, made_k; /* made_k: the drafts the model kept */
+    double draft_ms, own_ms;  /* the drafts' time; the step's own time (all but the verify) */
     int32_t last_out[QHX_SPEC_MAX_DRAFT + 1];
     /* adaptive rule */
     double rate[QHX_SPEC_MAX_DRAFT + 1]; /* tokens per ms of a step with k drafts; < 0 untried */
@@ -381,18 +386,19 @@ static qhx_status settle(qhx_spec *sp, qhx_sampler *smp, int32_t t0, int n_fed, 
     return QHX_OK;
 }
 
-qhx_status qhx_spec_step(qhx_spec *sp, qhx_sampler *smp, int32_t t0, int room, bool (*is_stop)(void *user, int32_t t),
-                         void *user, int32_t *out, int *n_out, float *logits, qhx_error *err) {
-    *n_out = 0;
+/* The first half of a step: the length, the window saved, t0 and the drafts after it in vid. */
+static qhx_status step_draft(qhx_spec *sp, qhx_sampler *smp, int32_t t0, int room, qhx_error *err) {
+    const uint64_t t_start = qhx_time_ns();
     sp->last_n_out = 0;
+    sp->made = 0;
     if (room < 1) return qhx_fail(err, QHX_E_ARG, "speculative step: no room for a token");
     const int64_t P = qhx_model_state_n_past(sp->st), n_ctx = qhx_model_state_n_ctx(sp->st);
     if (P >= n_ctx) return qhx_fail(err, QHX_E_LIMIT, "speculative step: the context of %lld is full", (long long)n_ctx);
-    uint64_t t_start = qhx_time_ns();
-    int N = spec_choose(sp), chosen = N;
-    if (N > room - 1) N = room - 1, chosen = -1;
+    int N = spec_choose(sp);
+    sp->chosen = N;
+    if (N > room - 1) N = room - 1, sp->chosen = -1;
     if (N > n_ctx - P - 1) N = (int)(n_ctx - P - 1);
-    if (sp->cold || sp->n_rows < 1 || sp->row0 + sp->n_rows != P) N = 0, chosen = -1;
+    if (sp->cold || sp->n_rows < 1 || sp->row0 + sp->n_rows != P) N = 0, sp->chosen = -1;
     if (qhx_sampler_hist_bytes(smp) > sp->hist_cap) { /* sized here: the window is the sampler's */
         void *h = qhx_realloc(sp->hist0, qhx_sampler_hist_bytes(smp));
         if (!h) return qhx_fail(err, QHX_E_NOMEM, "speculative step: out of memory");
@@ -402,42 +408,123 @@ qhx_status qhx_spec_step(qhx_spec *sp, qhx_sampler *smp, int32_t t0, int room, b
     qhx_sampler_hist_save(smp, sp->hist0);
     qhx_sampler_accept(smp, t0);
     sp->vid[0] = t0;
-    int made = 0;
-    uint64_t t_a = qhx_time_ns();
-    qhx_status rc = N > 0 ? draft(sp, smp, t0, N, &made, err) : QHX_OK;
+    const uint64_t t_a = qhx_time_ns();
+    qhx_status rc = N > 0 ? draft(sp, smp, t0, N, &sp->made, err) : QHX_OK;
+    sp->draft_ms = (double)(qhx_time_ns() - t_a) / 1e6;
     if (rc) { /* the block failed: this step and the following ones go without drafts */
         sp->cold = true;
-        made = 0;
-        if (rc == QHX_E_NOMEM || rc == QHX_E_ABORTED) return rc;
-        rc = QHX_OK;
+        sp->made = 0;
+        if (rc == QHX_E_NOMEM || rc == QHX_E_ABORTED) {
+            qhx_sampler_hist_load(smp, sp->hist0);
+            return rc;
+        }
+        if (err) *err = (qhx_error){0};
     }
-    uint64_t t_b = qhx_time_ns();
-    rc = qhx_model_verify(sp->m, sp->st, sp->vid, made + 1, sp->vlog, sp->vhid, err);
-    if (rc) {
-        qhx_sampler_hist_load(smp, sp->hist0);
-        return rc;
-    }
-    uint64_t t_c = qhx_time_ns();
+    sp->own_ms = (double)(qhx_time_ns() - t_start) / 1e6;
+    return QHX_OK;
+}
+
+/* The second half, after the verify filled vlog and vhid: acceptance, stop tokens, cut-back. */
+static qhx_status step_settle(qhx_spec *sp, qhx_spec_job *j) {
+    qhx_sampler *smp = j->smp;
+    const int32_t t0 = sp->vid[0];
     qhx_sampler_hist_load(smp, sp->hist0);
     qhx_sampler_accept(smp, t0);
     int32_t c;
-    const int k = accept(sp, smp, made, &c);
+    const int k = accept(sp, smp, sp->made, &c);
     int n = 0;
     for (int i = 0; i < k; i++) sp->last_out[n++] = sp->vid[i + 1];
     sp->last_out[n++] = c;
     for (int i = 0; i < n; i++) /* a stop token ends the step: it is the next token, not fed */
-        if (is_stop && sp->last_out[i] >= 0 && is_stop(user, sp->last_out[i])) {
+        if (j->is_stop && sp->last_out[i] >= 0 && j->is_stop(j->user, sp->last_out[i])) {
             n = i + 1;
             break;
         }
-    if (n > room) n = room;
-    if ((rc = settle(sp, smp, t0, n, made, logits, err))) return rc;
-    memcpy(out, sp->last_out, (size_t)n * sizeof(int32_t));
-    *n_out = n;
+    if (n > j->room) n = j->room;
+    qhx_status rc = settle(sp, smp, t0, n, sp->made, j->logits, j->err);
+    if (rc) return rc;
+    memcpy(j->out, sp->last_out, (size_t)n * sizeof(int32_t));
+    j->n_out = n;
     sp->last_n_out = n;
-    note(sp, n == k + 1 ? chosen : -1, made, k, n, (double)(t_b - t_a) / 1e6,
-         (double)(t_c - t_b) / 1e6, (double)(qhx_time_ns() - t_start) / 1e6);
+    if (n != k + 1) sp->chosen = -1; /* cut short: says nothing of its length's rate */
+    sp->made_k = k;
     return QHX_OK;
+}
+
+/* Verify jobs[a .. b) (those still going) in one pass; a refused pass is retried one job at a
+ * time, so that each job gets its own result. Returns the verify time in ms. */
+static double verify_group(qhx_spec_job *jobs, int a, int b) {
+    qhx_seq *sts[QHX_MAX_BATCH];
+    const int32_t *ids[QHX_MAX_BATCH];
+    int64_t n[QHX_MAX_BATCH];
+    float *lg[QHX_MAX_BATCH], *hid[QHX_MAX_BATCH];
+    int who[QHX_MAX_BATCH], nv = 0;
+    for (int i = a; i < b; i++) {
+        if (jobs[i].rc) continue;
+        qhx_spec *sp = jobs[i].sp;
+        sts[nv] = sp->st, ids[nv] = sp->vid, n[nv] = sp->made + 1, lg[nv] = sp->vlog, hid[nv] = sp->vhid;
+        who[nv++] = i;
+    }
+    if (!nv) return 0;
+    const uint64_t t0 = qhx_time_ns();
+    qhx_error e1 = {0};
+    qhx_status rc = qhx_model_verify_multi(jobs[who[0]].sp->m, sts, ids, n, nv, lg, hid, nv == 1 ? jobs[who[0]].err : &e1);
+    if (rc && nv == 1) jobs[who[0]].rc = rc;
+    for (int v = 0; rc && nv > 1 && v < nv; v++) { /* nothing ran: each alone, for its own error */
+        qhx_spec_job *j = &jobs[who[v]];
+        j->rc = qhx_model_verify(j->sp->m, sts[v], ids[v], n[v], lg[v], hid[v], j->err);
+    }
+    return (double)(qhx_time_ns() - t0) / 1e6;
+}
+
+qhx_status qhx_spec_step_multi(qhx_spec_job *jobs, int n_jobs) {
+    bool drafted[QHX_MAX_BATCH]; /* the window saved and t0 with the drafts in vid */
+    for (int i = 0; i < n_jobs; i++) {
+        qhx_spec_job *j = &jobs[i];
+        j->n_out = 0;
+        j->rc = n_jobs > QHX_MAX_BATCH ? qhx_fail(j->err, QHX_E_ARG, "speculative step: more than %d sessions", QHX_MAX_BATCH)
+                : j->sp->m != jobs[0].sp->m ? qhx_fail(j->err, QHX_E_ARG, "speculative step: sessions of different models")
+                : step_draft(j->sp, j->smp, j->t0, j->room, j->err);
+        if (i < QHX_MAX_BATCH) drafted[i] = j->rc == QHX_OK;
+    }
+    if (n_jobs > QHX_MAX_BATCH) return QHX_E_ARG;
+    /* the verifies: as many jobs per pass as the rows allow (each pass reads the weights once) */
+    double verify_ms[QHX_MAX_BATCH]; /* per job: the time of the pass it was in */
+    for (int a = 0; a < n_jobs;) {
+        int b = a, rows = 0;
+        while (b < n_jobs && (jobs[b].rc || rows + jobs[b].sp->made + 1 <= QHX_MAX_BATCH) && b - a < QHX_MAX_BATCH) {
+            if (!jobs[b].rc) rows += jobs[b].sp->made + 1;
+            b++;
+        }
+        const double ms = verify_group(jobs, a, b);
+        for (int i = a; i < b; i++) verify_ms[i] = ms;
+        a = b;
+    }
+    /* each step is timed as its own drafts and acceptance plus the whole verify pass it was in,
+       not the other sessions' drafts (docs/generation.md: their cost does not depend on this
+       session's length, and counting it would make every length look alike) */
+    qhx_status first = QHX_OK;
+    for (int i = 0; i < n_jobs; i++) {
+        qhx_spec_job *j = &jobs[i];
+        qhx_spec *sp = j->sp;
+        const uint64_t t0 = qhx_time_ns();
+        if (j->rc == QHX_OK) j->rc = step_settle(sp, j);
+        else if (drafted[i]) qhx_sampler_hist_load(j->smp, sp->hist0); /* its verify failed */
+        if (j->rc == QHX_OK)
+            note(sp, sp->chosen, sp->made, sp->made_k, j->n_out, sp->draft_ms, verify_ms[i],
+                 sp->own_ms + verify_ms[i] + (double)(qhx_time_ns() - t0) / 1e6);
+        if (j->rc && !first) first = j->rc;
+    }
+    return first;
+}
+
+qhx_status qhx_spec_step(qhx_spec *sp, qhx_sampler *smp, int32_t t0, int room, bool (*is_stop)(void *user, int32_t t),
+                         void *user, int32_t *out, int *n_out, float *logits, qhx_error *err) {
+    qhx_spec_job j = {.sp = sp, .smp = smp, .t0 = t0, .room = room, .is_stop = is_stop, .user = user, .out = out,
+                      .logits = logits, .err = err};
+    qhx_status rc = qhx_spec_step_multi(&j, 1);
+    *n_out = j.n_out;
+    return rc;
 }
 
 qhx_status qhx_spec_cut(qhx_spec *sp, qhx_sampler *smp, int k, float *logits, qhx_error *err) {

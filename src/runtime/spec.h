@@ -73,6 +73,26 @@ qhx_status qhx_spec_fed(qhx_spec *sp, const int32_t *ids, int64_t n, qhx_error *
 qhx_status qhx_spec_step(qhx_spec *sp, qhx_sampler *smp, int32_t t0, int room,
                          bool (*is_stop)(void *user, int32_t t), void *user, int32_t *out, int *n_out,
                          float *logits, qhx_error *err);
+/* One step of several sequences of one model (runtime/spec.c), each job that of qhx_spec_step:
+ * every job drafts, then one verify pass covers the rows of all (several passes only past
+ * QHX_MAX_BATCH rows), then each job settles. Each job gets exactly what qhx_spec_step would
+ * give it; its result is in rc (and *err), n_out set on success. Returns QHX_OK when every job
+ * succeeded, else the first failure's code. At most QHX_MAX_BATCH jobs, their sequences
+ * distinct. */
+typedef struct qhx_spec_job {
+    qhx_spec *sp;
+    qhx_sampler *smp;
+    int32_t t0;
+    int room;
+    bool (*is_stop)(void *user, int32_t t);
+    void *user;
+    int32_t *out;   /* OUT (room) */
+    float *logits;  /* OUT (vocab) */
+    int n_out;      /* OUT */
+    qhx_status rc;  /* OUT */
+    qhx_error *err; /* OUT, NULL allowed */
+} qhx_spec_job;
+qhx_status qhx_spec_step_multi(qhx_spec_job *jobs, int n_jobs);
 /* After a step: keep only out[0 .. k) fed (0 <= k < *n_out - 1 of that step), out[k] then being
  * the next token, not fed; logits get the model's logits after out[k - 1] (t0 for k = 0). The
  * sampler's window drops the cut tokens. */

@@ -4,7 +4,9 @@
 # plain greedy decoding (fixed and adaptive drafts, and through a bundle forged with --mtp in w8
 # and q4), its speed line and --json report the drafts; the option errors; qhx serve with
 # --spec mtp answers greedy requests with the text of a server without it (with the request's
-# "spec_draft" at 2 and at -1), in parallel slots, and /metrics counts the drafts.
+# "spec_draft" at 2 and at -1), in parallel slots (2 and 4 requests at once, whose verifies share
+# one pass, and speculating requests beside ones without speculation), and /metrics counts the
+# drafts.
 # Usage: spec_mtp.sh BIN_DIR DATA_DIR SOURCE_DIR
 set -u
 BIN=$1 SRC=$3
@@ -45,28 +47,51 @@ check '[ $rc = 1 ] && grep -q "multi-token-prediction" "$T/e"' "a bundle without
 
 # the server: the same answers with and without speculation
 serve() {
-  "$BIN/qhx" serve -m "$M" --port 0 --parallel 2 "$@" >"$T/out" 2>"$T/err" &
+  "$BIN/qhx" serve -m "$M" --port 0 --parallel 4 "$@" >"$T/out" 2>"$T/err" &
   PID=$!
   for _ in $(seq 200); do grep -q listening "$T/out" && break; sleep 0.05; done
   URL=$(sed -n 's/.*listening on \(http:[^ ]*\).*/\1/p' "$T/out")
 }
+# ask PROMPT [EXTRA_FIELDS [MAX_TOKENS]]: the answer's text
 ask() { curl -sS "$URL/v1/completions" -H 'Content-Type: application/json' \
-  -d "{\"prompt\":\"$1\",\"max_tokens\":40,\"temperature\":0,\"ignore_eos\":true$2}" | sed 's/.*"text": *"\([^"]*\)".*/\1/'; }
+  -d "{\"prompt\":\"$1\",\"max_tokens\":${3:-40},\"temperature\":0,\"ignore_eos\":true${2:-}}" |
+  sed 's/.*"text": *"\([^"]*\)".*/\1/'; }
 serve
 check '[ -n "$URL" ]' "plain server ready: $(cat "$T/err")"
 ask "KING HENRY:" "" >"$T/a1"; ask "HAMLET:" "" >"$T/a2"
-ask "KING HENRY:" ',"max_tokens":80,"repeat_penalty":1.3' >"$T/a3"
+ask "KING HENRY:" ',"repeat_penalty":1.3' 80 >"$T/a3"
+ask "ROMEO:" "" >"$T/a4"; ask "GLOUCESTER:" "" 60 >"$T/a5"
 kill -TERM $PID; wait $PID; PID=
+for i in 1 2 3 4 5; do check '[ -s "$T/a$i" ] && ! grep -q "\"error\"" "$T/a$i"' "plain answer $i: $(cat "$T/a$i")"; done
 serve --spec mtp --draft 4
 check '[ -n "$URL" ]' "speculative server ready: $(cat "$T/err")"
 ask "KING HENRY:" "" >"$T/b1" & P1=$!
 ask "HAMLET:" "" >"$T/b2" & P2=$!
 wait $P1 $P2
 check '[ -s "$T/a1" ] && cmp -s "$T/a1" "$T/b1" && cmp -s "$T/a2" "$T/b2"' "server --spec mtp: the plain answers ($(cat "$T/a1") / $(cat "$T/b1"))"
+# four at once, of different lengths: every step verifies the drafts of all in one pass
+ask "KING HENRY:" "" >"$T/d1" & P1=$!
+ask "HAMLET:" "" >"$T/d2" & P2=$!
+ask "ROMEO:" "" >"$T/d4" & P3=$!
+ask "GLOUCESTER:" "" 60 >"$T/d5" & P4=$!
+wait $P1 $P2 $P3 $P4
+for i in 1 2 4 5; do
+  check '[ -s "$T/a$i" ] && cmp -s "$T/a$i" "$T/d$i"' "server --spec mtp, 4 parallel requests: answer $i is the plain one ($(cat "$T/a$i") / $(cat "$T/d$i"))"
+done
+# both kinds at once: two speculating slots and two without speculation (each engine step a
+# speculative step and a decode step)
+ask "KING HENRY:" "" >"$T/e1" & P1=$!
+ask "HAMLET:" ',"spec_draft":-1' >"$T/e2" & P2=$!
+ask "ROMEO:" "" >"$T/e4" & P3=$!
+ask "GLOUCESTER:" ',"spec_draft":-1' 60 >"$T/e5" & P4=$!
+wait $P1 $P2 $P3 $P4
+for i in 1 2 4 5; do
+  check '[ -s "$T/a$i" ] && cmp -s "$T/a$i" "$T/e$i"' "server --spec mtp, speculating and plain requests at once: answer $i is the plain one ($(cat "$T/a$i") / $(cat "$T/e$i"))"
+done
 # long enough for the adaptive rule to retire and the slots to join the batch: the penalty
 # window must hold the same tokens on both paths
-ask "KING HENRY:" ',"max_tokens":80,"repeat_penalty":1.3' >"$T/b3" & P1=$!
-ask "HAMLET:" ',"max_tokens":80' >/dev/null & P2=$!
+ask "KING HENRY:" ',"repeat_penalty":1.3' 80 >"$T/b3" & P1=$!
+ask "HAMLET:" "" 80 >/dev/null & P2=$!
 wait $P1 $P2
 check '[ -s "$T/a3" ] && cmp -s "$T/a3" "$T/b3"' "server --spec mtp, repeat penalty, 80 tokens: the plain answer ($(cat "$T/a3") / $(cat "$T/b3"))"
 ask "KING HENRY:" ',"spec_draft":2' >"$T/c1"; ask "KING HENRY:" ',"spec_draft":-1' >"$T/c2"

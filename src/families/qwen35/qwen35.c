@@ -857,7 +857,10 @@ static qhx_status q35_mtp_forward(const qhx_net *m, qhx_seq *st, int64_t pos0, c
  * through linears_multi (each row with the single-row bits, as in q35_decode_multi) and the
  * mixers run token after token on the one state, each on a copy of the state whose scratch
  * views start at that token's row. The conv window of token i is rows i .. i + K - 1 of ext
- * (the FIFO, then the new qkv rows), which the one-token path reads the same way. */
+ * (the FIFO, then the new qkv rows), which the one-token path reads the same way. Several
+ * sequences verify together the same way: their rows are one list for the linear layers, and
+ * each sequence's mixers run on its own state in its own token order, so every sequence gets
+ * the bits of its verify alone. */
 
 /* The state seen by token i of a verify: scratch views moved to its row. */
 static q35_state shifted(const q35_state *s, const q35_dims *d, int64_t i) {
@@ -889,67 +892,87 @@ static void snap_layer(const qhx_device *dev, q35_state *s, const q35_dims *d, c
     dev->op->copy(dev, qhx_dv_of(s->snap, i * blk + (S.off - s->conv.off)), S, sb);
 }
 
-static void verify_layer(const qhx_net *m, q35_fw *f, q35_state *sh, int64_t n, const q35_layer *L, multi_rows *r) {
+/* One sequence of a verify: its state and its rows r0 .. r0 + n - 1 of the rows of all. */
+typedef struct verify_seq {
+    qhx_seq *st;
+    q35_state *s;
+    int64_t r0, n, next, next0; /* next0, next: the text position before and after it */
+} verify_seq;
+
+/* One layer for the nr rows of ns sequences: f[i], sh[i] are row i's step and state view. */
+static void verify_layer(const qhx_net *m, q35_fw *f, q35_state *sh, int64_t nr, const verify_seq *vs, int64_t ns,
+                         const q35_layer *L, multi_rows *r) {
     const qhx_device *dev = m->dev;
     const q35_dims *d = &f[0].q->d;
     const int64_t H = d->H;
-    q35_state *s = f[0].st->impl;
-    for (int64_t i = 0; i < n; i++) {
+    for (int64_t i = 0; i < nr; i++) {
         f[i].L = L;
         dev->op->rmsnorm(dev, QHX_NORM_ZERO_CENTRED, sh[i].x, L->input_norm, sh[i].xn, 1, H, d->eps);
         r->x[i] = sh[i].xn;
     }
     if (L->type == QHX_LAYER_LINEAR_ATTENTION) {
-        gdn_window(&f[0]); /* the FIFO once: token i's window is ext rows i .. i + K - 1 */
-        for (int64_t i = 0; i < n; i++)
+        /* each sequence's FIFO once: its token j's window is ext rows j .. j + K - 1 */
+        for (int64_t k = 0; k < ns; k++) gdn_window(&f[vs[k].r0]);
+        for (int64_t i = 0; i < nr; i++)
             r->a[i] = qhx_dv_f(sh[i].ext, (d->K - 1) * d->conv_dim), r->b[i] = sh[i].z, r->c[i] = sh[i].beta,
             r->d[i] = sh[i].g;
         const qhx_dlin_multi in[4] = {{&L->in_proj_qkv, r->a}, {&L->in_proj_z, r->b}, {&L->in_proj_b, r->c},
                                       {&L->in_proj_a, r->d}};
-        dev->op->linears_multi(dev, in, 4, r->x, n, false);
-        for (int64_t i = 0; i < n; i++) {
-            gdn_mix(&f[i]);
-            if (i + 1 < n) snap_layer(dev, s, d, L, i);
-        }
-        for (int64_t i = 0; i < n; i++) r->x[i] = sh[i].core, r->a[i] = sh[i].tmp;
+        dev->op->linears_multi(dev, in, 4, r->x, nr, false);
+        for (int64_t k = 0; k < ns; k++)
+            for (int64_t j = 0; j < vs[k].n; j++) {
+                gdn_mix(&f[vs[k].r0 + j]);
+                if (j + 1 < vs[k].n) snap_layer(dev, vs[k].s, d, L, j);
+            }
+        for (int64_t i = 0; i < nr; i++) r->x[i] = sh[i].core, r->a[i] = sh[i].tmp;
         const qhx_dlin_multi out = {&L->out_proj, r->a};
-        dev->op->linears_multi(dev, &out, 1, r->x, n, false);
+        dev->op->linears_multi(dev, &out, 1, r->x, nr, false);
     } else {
-        for (int64_t i = 0; i < n; i++) r->a[i] = sh[i].qg, r->b[i] = sh[i].kk, r->c[i] = sh[i].vv;
+        for (int64_t i = 0; i < nr; i++) r->a[i] = sh[i].qg, r->b[i] = sh[i].kk, r->c[i] = sh[i].vv;
         const qhx_dlin_multi in[3] = {{&L->q_proj, r->a}, {&L->k_proj, r->b}, {&L->v_proj, r->c}};
-        dev->op->linears_multi(dev, in, 3, r->x, n, false);
-        for (int64_t i = 0; i < n; i++) attn_mix(&f[i]);
-        for (int64_t i = 0; i < n; i++) r->x[i] = sh[i].att, r->a[i] = sh[i].tmp;
+        dev->op->linears_multi(dev, in, 3, r->x, nr, false);
+        for (int64_t i = 0; i < nr; i++) attn_mix(&f[i]);
+        for (int64_t i = 0; i < nr; i++) r->x[i] = sh[i].att, r->a[i] = sh[i].tmp;
         const qhx_dlin_multi out = {&L->o_proj, r->a};
-        dev->op->linears_multi(dev, &out, 1, r->x, n, false);
+        dev->op->linears_multi(dev, &out, 1, r->x, nr, false);
     }
-    for (int64_t i = 0; i < n; i++) {
+    for (int64_t i = 0; i < nr; i++) {
         dev->op->add_rmsnorm(dev, QHX_NORM_ZERO_CENTRED, sh[i].x, sh[i].tmp, L->post_norm, sh[i].xn, 1, H, d->eps);
         r->x[i] = sh[i].xn, r->a[i] = sh[i].mg, r->b[i] = sh[i].mu;
     }
     const qhx_dlin_multi gu[2] = {{&L->gate_proj, r->a}, {&L->up_proj, r->b}};
-    dev->op->linears_multi(dev, gu, 2, r->x, n, true);
-    for (int64_t i = 0; i < n; i++) r->x[i] = sh[i].mg, r->a[i] = sh[i].tmp;
+    dev->op->linears_multi(dev, gu, 2, r->x, nr, true);
+    for (int64_t i = 0; i < nr; i++) r->x[i] = sh[i].mg, r->a[i] = sh[i].tmp;
     const qhx_dlin_multi down = {&L->down_proj, r->a};
-    dev->op->linears_multi(dev, &down, 1, r->x, n, false);
-    for (int64_t i = 0; i < n; i++) dev->op->add(dev, sh[i].x, sh[i].tmp, H);
+    dev->op->linears_multi(dev, &down, 1, r->x, nr, false);
+    for (int64_t i = 0; i < nr; i++) dev->op->add(dev, sh[i].x, sh[i].tmp, H);
 }
 
-static qhx_status verify_check(const qhx_net *m, qhx_seq *st, const int32_t *ids, int64_t n, qhx_error *err) {
+/* Sequence b's checks and its text positions in vs; nothing of its state changes but scratch
+ * (the batch's positions) and the snapshot buffer, grown to the longest verify seen. */
+static qhx_status verify_check(const qhx_net *m, qhx_seq *st, const int32_t *ids, int64_t n, int64_t b,
+                               verify_seq *vs, qhx_error *err) {
     const q35_model *q = m->impl;
     q35_state *s = st->impl;
     const int64_t cap = st->n_batch < QHX_VERIFY_MAX ? st->n_batch : QHX_VERIFY_MAX;
     if (n < 1 || n > cap)
-        return qhx_fail(err, QHX_E_ARG, "verify: %lld tokens, 1 to %lld", (long long)n, (long long)cap);
+        return qhx_fail(err, QHX_E_ARG, "verify: sequence %lld: %lld tokens, 1 to %lld", (long long)b, (long long)n,
+                        (long long)cap);
     if (n > st->n_ctx - st->n_past)
-        return qhx_fail(err, QHX_E_LIMIT, "verify: %lld tokens after %lld exceed the context of %lld", (long long)n,
-                        (long long)st->n_past, (long long)st->n_ctx);
+        return qhx_fail(err, QHX_E_LIMIT, "verify: sequence %lld: %lld tokens after %lld exceed the context of %lld",
+                        (long long)b, (long long)n, (long long)st->n_past, (long long)st->n_ctx);
     for (int64_t i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= q->d.V)
             return qhx_fail(err, QHX_E_ARG, "verify: id %d is outside the vocabulary [0, %lld)", ids[i], (long long)q->d.V);
     qhx_status rc = qhx_img_plan_check(&s->plan, ids, n, st->n_past, err);
     if (rc) return rc;
-    if (n - 1 > s->snap_cap) { /* grown to the longest verify seen */
+    vs->next0 = vs->next = q->vit ? s->next_pos : st->n_past;
+    qhx_img_plan_batch(&s->plan, st->n_past, n, &vs->next, s->pos, s->src);
+    for (int64_t i = 0; i < n; i++)
+        if (s->src[i])
+            return qhx_fail(err, QHX_E_UNSUPPORTED, "verify: sequence %lld: token %lld is an image row", (long long)b,
+                            (long long)i);
+    if (n - 1 > s->snap_cap) {
         m->dev->op->buf_free(m->dev, s->snap);
         s->snap = NULL, s->snap_cap = 0, s->ver_n = 0;
         if (m->dev->op->buf_alloc(m->dev, (size_t)(n - 1) * rec_bytes(s, &q->d), &s->snap, NULL))
@@ -960,40 +983,56 @@ static qhx_status verify_check(const qhx_net *m, qhx_seq *st, const int32_t *ids
     return QHX_OK;
 }
 
-static qhx_status q35_verify(const qhx_net *m, qhx_seq *st, const int32_t *ids, int64_t n, float *logits,
-                             float *hidden, qhx_error *err) {
-    qhx_status rc = verify_check(m, st, ids, n, err);
-    if (rc) return rc;
+static qhx_status q35_verify_multi(const qhx_net *m, qhx_seq *const *sts, const int32_t *const *ids, const int64_t *n,
+                                   int64_t ns, float *const *logits, float *const *hidden, qhx_error *err) {
+    if (ns < 1 || ns > MULTI_MAX)
+        return qhx_fail(err, QHX_E_ARG, "verify: %lld sequences, 1 to %d", (long long)ns, MULTI_MAX);
+    verify_seq vs[MULTI_MAX];
+    int64_t nr = 0;
+    for (int64_t b = 0; b < ns; b++) {
+        qhx_status rc = verify_check(m, sts[b], ids[b], n[b], b, &vs[b], err);
+        if (rc) return rc;
+        if (n[b] > MULTI_MAX - nr)
+            return qhx_fail(err, QHX_E_ARG, "verify: more than %d rows in all", MULTI_MAX);
+        vs[b].st = sts[b], vs[b].s = sts[b]->impl, vs[b].r0 = nr, vs[b].n = n[b];
+        nr += n[b];
+    }
     const qhx_device *dev = m->dev;
     const q35_model *q = m->impl;
     const q35_dims *d = &q->d;
-    q35_state *s = st->impl;
-    int64_t next = q->vit ? s->next_pos : st->n_past;
-    const int64_t next0 = next;
-    qhx_img_plan_batch(&s->plan, st->n_past, n, &next, s->pos, s->src);
-    for (int64_t i = 0; i < n; i++)
-        if (s->src[i]) return qhx_fail(err, QHX_E_UNSUPPORTED, "verify: token %lld is an image row", (long long)i);
-    q35_state sh[QHX_VERIFY_MAX];
-    q35_fw f[QHX_VERIFY_MAX];
-    multi_rows r;
-    qhx_dbuf lb = qhx_dbuf_host(logits, (size_t)(n * d->V) * sizeof(float));
-    input_rows(m, s, ids, n);
-    for (int64_t i = 0; i < n; i++) {
-        sh[i] = shifted(s, d, i);
-        f[i] = (q35_fw){.m = m, .q = q, .st = st, .s = &sh[i], .n = 1, .kv = &s->kv, .n_past = st->n_past + i};
+    q35_state sh[MULTI_MAX];
+    q35_fw f[MULTI_MAX];
+    multi_rows r = {0}; /* the rows set below (zeroed: the compiler cannot see nr >= 1) */
+    qhx_dbuf lb[MULTI_MAX];
+    for (int64_t b = 0; b < ns; b++) {
+        const verify_seq *v = &vs[b];
+        input_rows(m, v->s, ids[b], v->n);
+        for (int64_t j = 0; j < v->n; j++) {
+            sh[v->r0 + j] = shifted(v->s, d, j);
+            f[v->r0 + j] = (q35_fw){.m = m, .q = q, .st = v->st, .s = &sh[v->r0 + j], .n = 1, .kv = &v->s->kv,
+                                    .n_past = v->st->n_past + j};
+        }
     }
-    for (int64_t l = 0; l < d->L; l++) verify_layer(m, f, sh, n, &q->layers[l], &r);
-    for (int64_t i = 0; i < n; i++) {
-        dev->op->rmsnorm(dev, QHX_NORM_ZERO_CENTRED, sh[i].x, q->final_norm, sh[i].xn, 1, d->H, d->eps);
-        r.x[i] = sh[i].xn;
-        r.a[i] = qhx_dv_of(&lb, (size_t)(i * d->V) * sizeof(float));
+    for (int64_t l = 0; l < d->L; l++) verify_layer(m, f, sh, nr, vs, ns, &q->layers[l], &r);
+    for (int64_t b = 0; b < ns; b++) {
+        const verify_seq *v = &vs[b];
+        lb[b] = qhx_dbuf_host(logits[b], (size_t)(v->n * d->V) * sizeof(float));
+        for (int64_t j = 0; j < v->n; j++) {
+            q35_state *x = &sh[v->r0 + j];
+            dev->op->rmsnorm(dev, QHX_NORM_ZERO_CENTRED, x->x, q->final_norm, x->xn, 1, d->H, d->eps);
+            r.x[v->r0 + j] = x->xn;
+            r.a[v->r0 + j] = qhx_dv_of(&lb[b], (size_t)(j * d->V) * sizeof(float));
+        }
     }
     const qhx_dlin_multi head = {&q->lm_head, r.a};
-    dev->op->linears_multi(dev, &head, 1, r.x, n, false);
-    if (hidden) dev->op->get(dev, s->x, hidden, (size_t)(n * d->H) * sizeof(float));
-    s->ver_n = n, s->ver_p0 = st->n_past, s->ver_next0 = next0;
-    s->next_pos = next;
-    st->n_past += n;
+    dev->op->linears_multi(dev, &head, 1, r.x, nr, false);
+    for (int64_t b = 0; b < ns; b++) {
+        const verify_seq *v = &vs[b];
+        if (hidden && hidden[b]) dev->op->get(dev, v->s->x, hidden[b], (size_t)(v->n * d->H) * sizeof(float));
+        v->s->ver_n = v->n, v->s->ver_p0 = v->st->n_past, v->s->ver_next0 = v->next0;
+        v->s->next_pos = v->next;
+        v->st->n_past += v->n;
+    }
     return QHX_OK;
 }
 
@@ -1031,6 +1070,6 @@ static const qhx_net_vt Q35_VT = {
     .has_mtp = q35_has_mtp,
     .mtp = q35_mtp_forward,
     .mtp_ex = q35_mtp_ex,
-    .verify = q35_verify,
+    .verify_multi = q35_verify_multi,
     .verify_keep = q35_verify_keep,
 };

@@ -4,7 +4,8 @@
  * prefix of the job's prompt), prefill what each new job's prompt adds to its slot, then take
  * one step of every active job's decoder (the library's generation loop: sampling, the
  * constraint, stop tokens, the streaming text, max_tokens, cancellation; qhx_decoder_next) and
- * feed all the tokens that go on with one qhx_sessions_decode call (the batched decode step).
+ * feed all the tokens that go on with one qhx_sessions_decode call (the batched decode step);
+ * speculative slots take one qhx_sessions_spec_step together (their verifies in one pass).
  * The engine schedules; it neither samples nor decides where an answer stops.
  *
  * Prompt reuse. A slot remembers the ids its state holds (hist). A prompt that starts with all
@@ -390,46 +391,71 @@ static void decode_failed(slot *sl, qhx_status rc, const char *msg) {
     else fail_job(sl, 500, msg);
 }
 
-/* A speculative slot's token t goes on: fed already by the last step, or fed now by a new step
- * (runtime/spec.c through qhx_session_spec_step), whose tokens the next engine steps hand out. */
-static void spec_advance(slot *sl, qhx_token t) {
-    srv_engine *e = sl->e;
-    if (sl->qi < sl->qn) { /* not the step's last token: it is in the state */
-        if (hist_push(sl, t)) decode_failed(sl, QHX_E_NOMEM, "out of memory");
-        return;
-    }
-    qhx_error err = {0};
-    const int64_t left = sl->max_gen - sl->n_gen;
-    const int room = left < 9 ? (int)left : 9;
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    qhx_status rc = qhx_decoder_spec_step(sl->dec, sl->s, t, room < 1 ? 1 : room, sl->draft, sl->q, &sl->qn, &err);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    sl->qi = 0;
-    if (rc) {
-        sl->qn = 0;
-        decode_failed(sl, rc, err.msg);
-        return;
-    }
-    atomic_fetch_add(&e->stats->decode_ns, (long long)((t1.tv_sec - t0.tv_sec) * 1000000000LL + (t1.tv_nsec - t0.tv_nsec)));
-    atomic_fetch_add(&e->stats->decode_tokens, (long long)sl->qn);
+/* A speculative slot's token t that the last step fed already (not the step's last token). */
+static void spec_fed(slot *sl, qhx_token t) {
     if (hist_push(sl, t)) decode_failed(sl, QHX_E_NOMEM, "out of memory");
 }
 
-/* One token for every active job, then one decode step for all that go on (a speculative slot
- * runs its own step, its verify covering its drafts, until its adaptive rule retires; then it
- * joins the batch). */
+static long long elapsed_ns(const struct timespec *a, const struct timespec *b) {
+    return (long long)((b->tv_sec - a->tv_sec) * 1000000000LL + (b->tv_nsec - a->tv_nsec));
+}
+
+/* The speculative slots whose tokens t[i] need a new step: one step for all of them (each
+ * drafts, one verify pass covers every slot's drafts, each accepts; qhx_sessions_spec_step),
+ * whose tokens the next engine step hands out. */
+static void spec_steps(srv_engine *e, slot *const *who, const qhx_token *t, size_t n) {
+    if (!n) return;
+    qhx_spec_step_item it[MAX_SLOTS];
+    for (size_t i = 0; i < n; i++) {
+        slot *sl = who[i];
+        const int64_t left = sl->max_gen - sl->n_gen;
+        const int room = left < 9 ? (int)left : 9;
+        it[i] = (qhx_spec_step_item){.session = sl->s, .decoder = sl->dec, .token = t[i], .room = room < 1 ? 1 : room,
+                                     .draft = sl->draft, .out = sl->q};
+    }
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    qhx_sessions_spec_step(it, n);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    atomic_fetch_add(&e->stats->decode_ns, elapsed_ns(&t0, &t1));
+    for (size_t i = 0; i < n; i++) {
+        slot *sl = who[i];
+        sl->qi = 0;
+        sl->qn = it[i].status ? 0 : it[i].n_out;
+        if (it[i].status) {
+            decode_failed(sl, it[i].status, it[i].error.msg);
+            continue;
+        }
+        atomic_fetch_add(&e->stats->decode_tokens, (long long)sl->qn);
+        if (hist_push(sl, t[i])) decode_failed(sl, QHX_E_NOMEM, "out of memory");
+    }
+}
+
+/* One token for every active job (a speculative slot: every token of its last step), then one
+ * speculative step for all the speculative slots (their verifies in one pass) and one decode
+ * step for all the others that go on (a speculative slot whose adaptive rule retired joins
+ * those). Two passes over the weights when
+ * both kinds are active: the decode step's logits need no cut-back, and it takes the plain
+ * slots' tokens while the speculative step drafts its own. */
 static void engine_step(srv_engine *e) {
     qhx_session *ss[MAX_SLOTS];
-    qhx_token tk[MAX_SLOTS];
-    slot *who[MAX_SLOTS];
-    size_t nb = 0;
+    qhx_token tk[MAX_SLOTS], sp_tk[MAX_SLOTS];
+    slot *who[MAX_SLOTS], *sp_who[MAX_SLOTS];
+    size_t nb = 0, ns = 0;
     for (int i = 0; i < e->n_slots; i++) {
         slot *sl = &e->slots[i];
-        if (sl->job && next_token(sl, &tk[nb])) {
+        bool more = sl->job && next_token(sl, &tk[nb]);
+        /* a speculative step's tokens all go out now (all but its last are in the state), so
+           that every speculative slot needs its next step in the same engine step */
+        while (more && sl->spec && sl->qi < sl->qn) {
+            spec_fed(sl, tk[nb]);
+            more = sl->job && next_token(sl, &tk[nb]);
+        }
+        if (more) {
             if (sl->spec) {
-                if (sl->qi < sl->qn || !qhx_session_spec_retired(sl->s)) {
-                    spec_advance(sl, tk[nb]);
+                if (!qhx_session_spec_retired(sl->s)) {
+                    sp_who[ns] = sl;
+                    sp_tk[ns++] = tk[nb];
                     continue;
                 }
                 /* drafting did not pay: the slot decodes in the batch; its decoder's window gets t
@@ -440,6 +466,7 @@ static void engine_step(srv_engine *e) {
             who[nb++] = sl;
         }
     }
+    spec_steps(e, sp_who, sp_tk, ns);
     if (!nb) return;
     qhx_error err = {0};
     size_t done = 0;
@@ -447,7 +474,7 @@ static void engine_step(srv_engine *e) {
     clock_gettime(CLOCK_MONOTONIC, &t0);
     qhx_status rc = qhx_sessions_decode(ss, tk, nb, &done, &err);
     clock_gettime(CLOCK_MONOTONIC, &t1);
-    atomic_fetch_add(&e->stats->decode_ns, (long long)((t1.tv_sec - t0.tv_sec) * 1000000000LL + (t1.tv_nsec - t0.tv_nsec)));
+    atomic_fetch_add(&e->stats->decode_ns, elapsed_ns(&t0, &t1));
     atomic_fetch_add(&e->stats->decode_tokens, (long long)done);
     for (size_t i = 0; i < done; i++)
         if (hist_push(who[i], tk[i])) decode_failed(who[i], QHX_E_NOMEM, "out of memory");
