@@ -526,12 +526,16 @@ QHX_API qhx_status qhx_session_feed_images(qhx_session *s, const qhx_token *ids,
  *   - in-memory checkpoints of a session's state at a position, and rollback to one;
  *   - one decode step for several sessions at once (qhx_sessions_decode). */
 
-/* A content part: text, or an image as the bytes of a PNG or JPEG file. */
+/* A content part: text, or an image: the bytes of a PNG or JPEG file, the file's path, or (in a
+ * prompt that is only rendered, qhx_chat_spec.render_only) its token count. */
 typedef struct qhx_chat_content {
     const char *text;  /* UTF-8, text_len bytes; NULL for an image */
     size_t text_len;
-    const void *image; /* encoded PNG/JPEG bytes (Qwen3-VL only), image_size bytes */
+    const void *image; /* encoded PNG/JPEG bytes, image_size bytes */
     size_t image_size;
+    const char *image_path; /* or (image NULL) the PNG/JPEG file to load; such images share the
+                               prompt's room (qhx_chat_spec.image_budget, max_tokens) */
+    int64_t image_tokens;   /* render_only: the image's pad tokens, in [1, 2^20] */
 } qhx_chat_content;
 
 /* A tool call's argument as the chat template prints it (JSON text for an object or a list,
@@ -574,6 +578,19 @@ typedef struct qhx_chat_spec {
     const char *answer_prefix;        /* text the answer is forced to start with, rendered after
                                          the generation prompt as prompt ids (NULL: none) */
     int add_vision_id;                /* "Picture N: " before each image (the templates' option) */
+    /* Since 0.6: */
+    int no_generation_prompt;         /* 1: end after the last message, no assistant header */
+    int render_only;                  /* 1: the text only (qhx_prompt_text): not tokenized (no
+                                         tokenizer needed, no ids), images not loaded (each image
+                                         part gives image_tokens) */
+    /* The images loaded from files (image_path) share a room: when they would take more, an
+     * image needing less than an equal share keeps its size and the others are scaled down
+     * before they are encoded (QHX_E_LIMIT naming the counts when even the smallest sizes do not
+     * fit). The room: what the prompt's other tokens leave of max_tokens (> 0) and, for
+     * qhx_prompt_for_session, of the session's context after one token of answer (QHX_E_LIMIT
+     * when they leave none), and at most image_budget (> 0). All 0 and no session: no bound. */
+    int64_t max_tokens;
+    int64_t image_budget;
 } qhx_chat_spec;
 
 /* A tokenized prompt with its encoded images (owned: qhx_prompt_free). */
@@ -585,6 +602,20 @@ typedef struct qhx_prompt qhx_prompt;
  * image that does not decode), QHX_E_LIMIT (caps above), QHX_E_NOMEM. */
 QHX_API qhx_status qhx_prompt_from_chat(const qhx_model *model, const qhx_chat_spec *spec,
                                         qhx_prompt **out /* OUT, owned */, qhx_error *err);
+/* The next turn of the conversation s holds, as qhx_prompt_from_chat makes it for s's model:
+ * when s holds an earlier answer, its closing first (a line break after its end-of-turn token,
+ * which the session feeds itself; after any other stop, the end-of-turn marker too); the text is
+ * refused (QHX_E_LIMIT) before it is tokenized when it cannot fit in what the context leaves,
+ * and tokenizing polls s's abort callback (QHX_E_ABORTED). Feed it with qhx_session_feed_prompt
+ * from 0 (the ids follow what s holds). s is only read. */
+QHX_API qhx_status qhx_prompt_for_session(const qhx_session *s, const qhx_chat_spec *spec,
+                                          qhx_prompt **out /* OUT, owned */, qhx_error *err);
+/* A prompt of text as it is (len bytes, no chat format), tokenized. */
+QHX_API qhx_status qhx_prompt_from_text(const qhx_model *model, const char *text, size_t len,
+                                        qhx_prompt **out /* OUT, owned */, qhx_error *err);
+/* The prompt's text (borrowed, lives with p; NUL-terminated) and its length in bytes: what was
+ * tokenized (a prompt of ids has none: ""). */
+QHX_API const char *qhx_prompt_text(const qhx_prompt *p, size_t *len /* OUT */);
 /* A prompt of plain ids (checked against the vocabulary). */
 QHX_API qhx_status qhx_prompt_from_ids(const qhx_model *model, const qhx_token *ids, size_t n,
                                        qhx_prompt **out /* OUT, owned */, qhx_error *err);
