@@ -627,8 +627,10 @@ QHX_API const qhx_token *qhx_prompt_ids(const qhx_prompt *p, size_t *n /* OUT */
 QHX_API size_t qhx_prompt_reusable(const qhx_prompt *p);
 /* Feed ids [from, to) of p after what s holds; s must hold exactly ids [0, from) of a prompt
  * that shares them. A range holding the image's ids holds all of them (from <=
- * qhx_prompt_reusable). Errors as qhx_session_feed; QHX_E_ARG for a range outside the ids or
- * cutting through the image. */
+ * qhx_prompt_reusable). The token the last generate left pending is fed first. A range without
+ * the images may hold no image-pad id (Qwen3-VL: QHX_E_ARG, as qhx_session_feed_image without an
+ * image). Errors as qhx_session_feed; QHX_E_ARG for a range outside the ids or cutting through
+ * the image. */
 QHX_API qhx_status qhx_session_feed_prompt(qhx_session *s, const qhx_prompt *p, size_t from, size_t to,
                                            qhx_error *err);
 

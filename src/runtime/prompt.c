@@ -448,7 +448,8 @@ static qhx_status feed_range(qhx_session *s, const qhx_prompt *p, size_t from, s
     if (has_images && (from > p->reusable || to < p->images_end))
         return qhx_fail(err, QHX_E_ARG, "feed prompt: [%zu, %zu) cuts through the images' ids [%zu, %zu)", from, to,
                         p->reusable, p->images_end);
-    if (!has_images) return qhx_session_feed_ids(s, p->ids + from, to - from, err);
+    /* announced either way: without its images a range may hold no image-pad id */
+    if (!has_images) return qhx_session_feed_announced(s, p->ids + from, to - from, NULL, 0, err);
     if (qhx_session_n_past(s) + (int64_t)(to - from) > qhx_session_n_ctx(s))
         return qhx_fail(err, QHX_E_LIMIT, "context full: %lld tokens held + %zu new exceed the context of %lld",
                         (long long)qhx_session_n_past(s), to - from, (long long)qhx_session_n_ctx(s));
@@ -456,8 +457,7 @@ static qhx_status feed_range(qhx_session *s, const qhx_prompt *p, size_t from, s
 }
 
 qhx_status qhx_prompt_feed_all(qhx_session *s, const qhx_prompt *p, qhx_error *err) {
-    /* as a chat turn always was: announced (no image: no pad id may appear), then fed */
-    return qhx_session_feed_announced(s, p->ids, p->n, p->images, p->n_images, err);
+    return feed_range(s, p, 0, p->n, err);
 }
 
 qhx_status qhx_session_feed_prompt(qhx_session *s, const qhx_prompt *p, size_t from, size_t to, qhx_error *err) {

@@ -310,31 +310,6 @@ void qhx_run_chat_template_note(const qhx_model *m) {
             hex, qhx_model_family_title(m));
 }
 
-/* ---- chat text ----------------------------------------------------------------------------- */
-
-static qhx_status chat_format(const qhx_model *m, const qhx_session *s, const qhx_chat_msg *msgs, size_t n,
-                              int thinking, const int64_t *image_tokens, size_t n_images, char *buf, size_t cap,
-                              size_t *len, qhx_error *err) {
-    if (s) return qhx_session_chat_format_images(s, msgs, n, thinking, image_tokens, n_images, buf, cap, len, err);
-    return qhx_chat_format_images(m, msgs, n, 1, thinking, image_tokens, n_images, buf, cap, len, err);
-}
-
-qhx_status qhx_run_chat_text(const qhx_model *m, const qhx_session *s, const qhx_chat_msg *msgs, size_t n,
-                             int thinking, const int64_t *image_tokens, size_t n_images, char **out, qhx_error *err) {
-    *out = NULL;
-    size_t len = 0;
-    qhx_status rc = chat_format(m, s, msgs, n, thinking, image_tokens, n_images, NULL, 0, &len, err); /* the size */
-    if (rc != QHX_E_LIMIT || len == 0) return rc ? rc : qhx_cli_fail(err, QHX_E_INTERNAL, "chat: no text");
-    char *buf = malloc(len + 1);
-    if (!buf) return qhx_cli_fail(err, QHX_E_NOMEM, "out of memory");
-    if ((rc = chat_format(m, s, msgs, n, thinking, image_tokens, n_images, buf, len + 1, &len, err))) {
-        free(buf);
-        return rc;
-    }
-    *out = buf;
-    return QHX_OK;
-}
-
 /* ---- Ctrl-C -------------------------------------------------------------------------------- */
 
 static volatile sig_atomic_t interrupted;
