@@ -220,7 +220,8 @@ qhx_status qhx_session_chat_format(const qhx_session *s, const qhx_chat_msg *msg
 qhx_status qhx_chat_format(const qhx_model *m, const qhx_chat_msg *msgs, size_t n, int add_generation_prompt,
                            int thinking, char *buf, size_t cap, size_t *len_out, qhx_error *err) {
     /* the same text without an image */
-    return qhx_chat_format_image(m, msgs, n, add_generation_prompt, thinking, 0, buf, cap, len_out, err);
+    qhx_status rc = check_out(m, "model", buf, cap, len_out, err);
+    return rc ? rc : format_chat(m, NULL, msgs, n, add_generation_prompt, thinking, NULL, 0, buf, cap, len_out, err);
 }
 
 /* One chat turn fed: msgs with images (n_images file paths) in one prompt for s, then fed after
