@@ -403,6 +403,11 @@ typedef struct qhx_generate_params {
     /* speculative decoding in this call (a session created with spec_draft): 0 the session's
        length, 1 to 8 at most that many drafts, -1 off. A constraint turns it off. */
     int spec_draft;
+    /* Since 0.6: more stop tokens (n_stop_ids ids in [0, qhx_model_n_vocab); NULL for none): the
+       answer ends at one as at the run plan's stop ids (QHX_STOP_TOKEN; the token is not
+       reported and stays pending), ignore_stop or not. They turn speculative decoding off. */
+    const qhx_token *stop_ids;
+    size_t n_stop_ids;
 } qhx_generate_params;
 
 /* QHX_STOP_GRAMMAR: the constraint's output was complete and nothing (not even a stop token,
@@ -686,6 +691,8 @@ typedef struct qhx_decoder_params {
     int speculative;             /* the answer is decoded with qhx_decoder_spec_step: the
                                     speculative step keeps the penalty window (the decoder adds
                                     none of its tokens to it) */
+    const qhx_token *stop_ids;   /* as qhx_generate_params (since 0.6); borrowed */
+    size_t n_stop_ids;
 } qhx_decoder_params;
 QHX_API qhx_status qhx_decoder_create(const qhx_model *model, const qhx_decoder_params *params,
                                       qhx_decoder **out /* OUT, owned */, qhx_error *err);

@@ -27,7 +27,8 @@ static qhx_status generate_tokens(qhx_session *s, const qhx_generate_params *p, 
                          .stream = qhx_session_stream(s),
                          .constraint = p->constraint, .ignore_stop = p->ignore_stop != 0,
                          .turn_end = p->stop_at_turn_end ? qhx_model_turn_end(m) : -1,
-                         .max_tokens = p->max_tokens, .stops = p->stops, .n_stops = p->stops ? p->n_stops : 0};
+                         .max_tokens = p->max_tokens, .stops = p->stops, .n_stops = p->stops ? p->n_stops : 0,
+                         .stop_ids = p->stop_ids, .n_stop_ids = p->n_stop_ids};
     qhx_session_abort_cb(s, &gp.abort_cb, &gp.abort_user);
     qhx_status rc = qhx_gen_init(&g, m, &gp, err);
     if (rc) return rc;
@@ -38,7 +39,11 @@ static qhx_status generate_tokens(qhx_session *s, const qhx_generate_params *p, 
     }
     uint64_t t0 = qhx_time_ns();
     st.stop = QHX_STOP_LENGTH;
-    const bool spec = qhx_session_spec_begin(s, p); /* speculative decoding (session_spec.c) */
+    /* speculative decoding (session_spec.c); its step knows the run plan's stop ids only, so the
+     * caller's turn it off */
+    qhx_generate_params sp = *p;
+    if (p->n_stop_ids) sp.spec_draft = -1;
+    const bool spec = qhx_session_spec_begin(s, &sp);
     for (;;) {
         qhx_gen_step step;
         qhx_token t;
@@ -64,7 +69,7 @@ static qhx_status generate_tokens(qhx_session *s, const qhx_generate_params *p, 
             break;
         }
         /* room: the tokens the answer may still take after this one */
-        if ((rc = spec ? qhx_session_spec_feed(s, p, step.token, p->max_tokens - g.n_generated, gp.turn_end, err)
+        if ((rc = spec ? qhx_session_spec_feed(s, &sp, step.token, p->max_tokens - g.n_generated, gp.turn_end, err)
                        : qhx_session_decode(s, step.token, err)))
             break;
     }

@@ -27,6 +27,8 @@ const char QHX_RUN_OPTS_HELP[] =
     "                       random when sampling, shown by --verbose and --json)\n"
     "  --greedy             argmax decoding, every filter off\n"
     "  -r, --stop STR       stop when the text contains STR (not printed); repeatable\n"
+    "  --stop-id ID         stop at the token ID too (not printed; also with --ignore-eos);\n"
+    "                       repeatable\n"
     "  -t, --threads N      worker threads (default: one per physical core)\n"
     "  --device cpu|opencl[:N]  where the model runs (default cpu; qhx devices lists the\n"
     "                       OpenCL devices)\n"
@@ -68,7 +70,7 @@ static const struct { const char *from, *to; } ALIASES[] = {
 const char *const QHX_RUN_OPT_NAMES[] = {
     "-m", "--model", "-n", "--n-predict", "--predict", "--temp", "--temperature", "--top-k", "--top-p",
     "--min-p", "--repeat-penalty", "--repeat-last-n", "--presence-penalty", "--frequency-penalty", "-s",
-    "--seed", "--greedy", "-r", "--stop", "--reverse-prompt", "-t", "--threads", "--isa", "-c", "--ctx",
+    "--seed", "--greedy", "-r", "--stop", "--stop-id", "--reverse-prompt", "-t", "--threads", "--isa", "-c", "--ctx",
     "--ctx-size", "--weights", "--prefill", "--prefill-math", "--decode-math", "--kv", "--image-max-tokens",
     "--ignore-eos", "-v", "--verbose", "--quiet", "--system", "--system-prompt", "--think", "--no-think",
     "--spec", "--draft", "--draft-fixed", "--device",
@@ -160,6 +162,10 @@ static int parse_valued(const char *cmd, const char *a, const char *v, qhx_run_o
         if (!*v) return qhx_cli_usage_error(cmd, "--stop: the string is empty");
         if (o->n_stops == QHX_RUN_MAX_STOPS) return qhx_cli_usage_error(cmd, "--stop: more than %d strings", QHX_RUN_MAX_STOPS);
         o->stops[o->n_stops++] = v;
+    } else if (!strcmp(a, "--stop-id")) {
+        if (qhx_cli_parse_i64(v, 0, INT32_MAX, &n)) return qhx_cli_usage_error(cmd, "--stop-id: '%s' is not a token id", v);
+        if (o->n_stop_ids == QHX_RUN_MAX_STOPS) return qhx_cli_usage_error(cmd, "--stop-id: more than %d ids", QHX_RUN_MAX_STOPS);
+        o->stop_ids[o->n_stop_ids++] = (qhx_token)n;
     } else if (!strcmp(a, "--threads")) {
         if (qhx_cli_parse_i64(v, 1, 512, &o->threads)) return qhx_cli_usage_error(cmd, "--threads: '%s' is not in [1, 512]", v);
     } else if (!strcmp(a, "--isa")) return parse_isa(cmd, v, &o->isa);
@@ -203,7 +209,7 @@ int qhx_run_parse_opt(const char *cmd, int argc, char **argv, int *i, qhx_run_op
     if (parse_flag(a, o)) return 1;
     static const char *const valued[] = {"-m", "-n", "--temp", "--top-k", "--top-p", "--min-p", "--repeat-penalty",
                                          "--repeat-last-n", "--presence-penalty", "--frequency-penalty", "--seed",
-                                         "--stop", "--threads", "--isa", "--ctx", "--image-max-tokens", "--weights",
+                                         "--stop", "--stop-id", "--threads", "--isa", "--ctx", "--image-max-tokens", "--weights",
                                          "--prefill", "--prefill-math", "--decode-math", "--kv", "--system",
                                          "--spec", "--draft", "--device"};
     int known = 0;

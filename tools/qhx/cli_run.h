@@ -36,6 +36,8 @@ typedef struct qhx_run_opts {
     int think;              /* -1 = the model's default, 0 = --no-think, 1 = --think */
     const char *stops[QHX_RUN_MAX_STOPS]; /* --stop strings, matched on the decoded text */
     int n_stops;
+    qhx_token stop_ids[QHX_RUN_MAX_STOPS]; /* --stop-id ids: more stop tokens */
+    int n_stop_ids;
     int64_t image_max_tokens; /* --image-max-tokens; 0 = what leaves room in the context */
     bool ignore_eos;
     bool quiet;             /* no speed line */

@@ -137,7 +137,8 @@ static int turn(chat *c, const char *user, qhx_error *err) {
     qhx_generate_stats st = {0};
     qhx_generate_params gp = {.max_tokens = c->run.n_new, .ignore_stop = c->run.ignore_eos,
                               .stop_at_turn_end = !c->run.ignore_eos, .on_token = on_token, .user = &out,
-                              .stops = out.stops, .n_stops = (size_t)out.n_stops};
+                              .stops = out.stops, .n_stops = (size_t)out.n_stops, .stop_ids = c->run.stop_ids,
+                              .n_stop_ids = (size_t)c->run.n_stop_ids};
     int64_t room = qhx_session_n_ctx(c->s) - qhx_session_n_past(c->s) - 1;
     bool until_full = c->run.n_new < 0 || gp.max_tokens > room;
     if (until_full) gp.max_tokens = room;

@@ -353,7 +353,8 @@ static int generate(run *r) {
     qhx_generate_params gp = {.max_tokens = max_tokens, .ignore_stop = a->run.ignore_eos,
                               .stop_at_turn_end = a->chat && !a->run.ignore_eos, .on_token = qhx_run_on_token,
                               .user = &r->out, .constraint = r->constraint, .stops = r->out.stops,
-                              .n_stops = (size_t)r->out.n_stops};
+                              .n_stops = (size_t)r->out.n_stops, .stop_ids = a->run.stop_ids,
+                              .n_stop_ids = (size_t)a->run.n_stop_ids};
     qhx_generate_stats st = {0};
     qhx_status grc = qhx_session_generate(r->s, &gp, &st, err);
     bool stopped = grc == QHX_E_ABORTED;

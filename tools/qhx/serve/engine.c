@@ -320,9 +320,10 @@ static int start_job(slot *sl) {
         fail_job(sl, err.code == QHX_E_NOMEM ? 503 : 400, err.msg);
         return -1;
     }
-    /* speculative decoding: the server's, unless the request turns it off, has a grammar or asks
-       for logprobs (a speculative step keeps only the logits after its last fed token) */
-    sl->spec = qhx_session_spec_enabled(sl->s) && j->spec_draft >= 0 && !sl->con && !j->logprobs;
+    /* speculative decoding: the server's, unless the request turns it off, has a grammar or stop
+       token ids (the step knows the model's stop ids only) or asks for logprobs (a speculative
+       step keeps only the logits after its last fed token) */
+    sl->spec = qhx_session_spec_enabled(sl->s) && j->spec_draft >= 0 && !sl->con && !j->logprobs && !j->n_stop_ids;
     sl->draft = j->spec_draft > 0 && j->spec_draft < e->cfg->spec_draft ? j->spec_draft : e->cfg->spec_draft;
     sl->qn = sl->qi = 0;
     sl->max_gen = max_gen;
@@ -330,6 +331,7 @@ static int start_job(slot *sl) {
     /* the decoder ends the answer at a stop token or one of the job's stop strings */
     qhx_decoder_params dp = {.sampling = j->sampling, .max_tokens = max_gen, .ignore_stop = j->ignore_eos,
                              .stop_at_turn_end = 1, .stops = (const char *const *)j->stops, .n_stops = j->n_stops,
+                             .stop_ids = j->stop_ids, .n_stop_ids = j->n_stop_ids,
                              .constraint = sl->con, .abort_cb = slot_abort, .abort_user = sl,
                              .speculative = sl->spec};
     if (qhx_decoder_create(e->m, &dp, &sl->dec, &err)) {

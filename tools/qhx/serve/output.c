@@ -74,6 +74,7 @@ void srv_job_unref(srv_job *j) {
     qhx_prompt_free(j->prompt);
     for (size_t i = 0; i < j->n_stops; i++) free(j->stops[i]);
     free(j->stops);
+    free(j->stop_ids);
     free(j->answer_prefix);
     qhx_grammar_free(j->grammar);
     srv_buf_free(&j->sse);

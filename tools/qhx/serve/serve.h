@@ -76,6 +76,8 @@ typedef struct srv_job {
     int64_t max_tokens;
     char **stops;
     size_t n_stops;
+    qhx_token *stop_ids;  /* "stop_token_ids": more stop tokens, ignore_eos or not */
+    size_t n_stop_ids;
     bool ignore_eos;
     int spec_draft;       /* "spec_draft": 0 the server's, 1 .. 8 at most that many, -1 off */
     bool stream, include_usage;
