@@ -33,7 +33,13 @@ int main(int argc, char **argv) {
     qhx_session_params sp = qhx_session_default_params(model);
     sp.n_ctx = 512;
     if (qhx_session_create(model, &sp, &session, &err)) goto fail;
-    if (qhx_session_feed_text(session, argv[2], strlen(argv[2]), &err)) goto fail;
+    qhx_prompt *prompt = NULL; /* the text as it is; qhx_prompt_from_chat writes a chat turn */
+    if (qhx_prompt_from_text(model, argv[2], strlen(argv[2]), &prompt, &err)) goto fail;
+    size_t n_ids;
+    qhx_prompt_ids(prompt, &n_ids);
+    qhx_status frc = qhx_session_feed_prompt(session, prompt, 0, n_ids, &err);
+    qhx_prompt_free(prompt);
+    if (frc) goto fail;
     qhx_generate_params gp = {.max_tokens = 32, .on_token = print_piece};
     qhx_generate_stats stats;
     if (qhx_session_generate(session, &gp, &stats, &err)) goto fail;

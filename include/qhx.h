@@ -66,9 +66,9 @@ QHX_API const char *qhx_status_str(qhx_status code);
  * (the shared library's SONAME is libqhx.so.MAJOR.MINOR accordingly). CMakeLists.txt reads the
  * three numbers below; they are the only place the version is written. */
 #define QHX_VERSION_MAJOR 0
-#define QHX_VERSION_MINOR 5
+#define QHX_VERSION_MINOR 6
 #define QHX_VERSION_PATCH 0
-#define QHX_VERSION "0.5.0"
+#define QHX_VERSION "0.6.0"
 #define QHX_VERSION_NUMBER (QHX_VERSION_MAJOR * 1000000 + QHX_VERSION_MINOR * 1000 + QHX_VERSION_PATCH)
 #define QHX_VERSION_COMPATIBLE(number) ((number) / 1000 == QHX_VERSION_NUMBER / 1000)
 
@@ -86,7 +86,12 @@ QHX_API int qhx_version_number(void);
  *   qhx_session *s;
  *   qhx_session_params sp = qhx_session_default_params(model);
  *   qhx_session_create(model, &sp, &s, &err);
- *   qhx_session_feed_text(s, "The capital of France is", 24, &err);      // the prompt
+ *   qhx_prompt *p;                                                       // the prompt
+ *   qhx_prompt_from_text(model, "The capital of France is", 24, &p, &err);
+ *   size_t n;
+ *   qhx_prompt_ids(p, &n);
+ *   qhx_session_feed_prompt(s, p, 0, n, &err);
+ *   qhx_prompt_free(p);
  *   qhx_generate_params gp = {.max_tokens = 32, .on_token = print_piece};
  *   qhx_session_generate(s, &gp, NULL, &err);                            // streams tokens
  *   qhx_session_free(s);
@@ -267,10 +272,16 @@ typedef struct qhx_chat_msg {
     const char *content; /* UTF-8, NUL-terminated */
 } qhx_chat_msg;
 
-/* Render a conversation in the model family's chat format (ChatML). add_generation_prompt
+/* Deprecated (since 0.6), as the other chat calls that grew by suffix (qhx_session_feed_text,
+ * qhx_session_feed_chat/_chat_images, qhx_chat_format_image/_images,
+ * qhx_session_chat_format/_images): a prompt is one object now, qhx_prompt ("Serving" below:
+ * qhx_prompt_from_chat, qhx_prompt_for_session, qhx_prompt_from_text, qhx_prompt_text,
+ * qhx_session_feed_prompt). They are kept, with the results, codes and messages they had, so that
+ * programs written against 0.5 still build; each is a wrapper over the prompt object.
+ * Render a conversation in the model family's chat format (ChatML). add_generation_prompt
  * ends it with the assistant header; thinking (Qwen3.5) opens the think block instead of
  * writing it closed and empty. Output as qhx_detokenize (size query with cap == 0). */
-QHX_API qhx_status qhx_chat_format(const qhx_model *model, const qhx_chat_msg *msgs, size_t n,
+QHX_API QHX_DEPRECATED qhx_status qhx_chat_format(const qhx_model *model, const qhx_chat_msg *msgs, size_t n,
                                    int add_generation_prompt, int thinking, char *buf, size_t cap,
                                    size_t *len_out /* OUT */, qhx_error *err);
 
@@ -335,9 +346,11 @@ QHX_API int64_t qhx_session_n_ctx(const qhx_session *s);
 /* Feed tokens (a prompt or a new chat turn) after what the session holds. QHX_E_LIMIT when
  * they would pass n_ctx (nothing is fed then); QHX_E_ARG for an id outside the vocabulary. */
 QHX_API qhx_status qhx_session_feed(qhx_session *s, const qhx_token *ids, size_t n, qhx_error *err);
-/* Tokenize and feed text. */
-QHX_API qhx_status qhx_session_feed_text(qhx_session *s, const char *text, size_t len, qhx_error *err);
-/* Feed a chat prompt: msgs rendered in the model family's chat format, ending with the
+/* Tokenize and feed text. Deprecated (since 0.6): qhx_prompt_from_text + qhx_session_feed_prompt. */
+QHX_API QHX_DEPRECATED qhx_status qhx_session_feed_text(qhx_session *s, const char *text, size_t len, qhx_error *err);
+/* Deprecated (since 0.6): qhx_prompt_for_session (images as image_path parts of the last user
+ * message) + qhx_session_feed_prompt.
+ * Feed a chat prompt: msgs rendered in the model family's chat format, ending with the
  * assistant header (thinking: Qwen3.5's open think block). image_path (NULL for none) is
  * decoded, encoded and placed before the text of the last user message; it needs a model whose
  * host-op takes images (qhx_model_takes_images: Qwen3-VL; Qwen3.5 through a bundle's -vlm-
@@ -345,7 +358,7 @@ QHX_API qhx_status qhx_session_feed_text(qhx_session *s, const char *text, size_
  * most what the context leaves after the text and one token of answer (scaled down before its
  * encoder pass if needed). For a conversation that goes on in the same session, pass only the
  * new messages: the session closes the previous answer itself. */
-QHX_API qhx_status qhx_session_feed_chat(qhx_session *s, const qhx_chat_msg *msgs, size_t n,
+QHX_API QHX_DEPRECATED qhx_status qhx_session_feed_chat(qhx_session *s, const qhx_chat_msg *msgs, size_t n,
                                         const char *image_path, int thinking, qhx_error *err);
 /* The same with several images: image_paths (n_images,), placed in that order before the text
  * of the last user message (n_images 0: none; at most 16). Their tokens together fit in what the
@@ -353,7 +366,7 @@ QHX_API qhx_status qhx_session_feed_chat(qhx_session *s, const qhx_chat_msg *msg
  * equal share keeps its size, the others are scaled down to share the rest); QHX_E_LIMIT names
  * the counts when even the smallest sizes do not fit. Positions follow Hugging Face
  * get_rope_index across the images (docs/vision.md). A NULL path: QHX_E_ARG. */
-QHX_API qhx_status qhx_session_feed_chat_images(qhx_session *s, const qhx_chat_msg *msgs, size_t n,
+QHX_API QHX_DEPRECATED qhx_status qhx_session_feed_chat_images(qhx_session *s, const qhx_chat_msg *msgs, size_t n,
                                                const char *const *image_paths, size_t n_images,
                                                int thinking, qhx_error *err);
 /* Logits (n_vocab,) after the last fed token. Borrowed until the next mutating call. */
@@ -390,6 +403,11 @@ typedef struct qhx_generate_params {
     /* speculative decoding in this call (a session created with spec_draft): 0 the session's
        length, 1 to 8 at most that many drafts, -1 off. A constraint turns it off. */
     int spec_draft;
+    /* Since 0.6: more stop tokens (n_stop_ids ids in [0, qhx_model_n_vocab); NULL for none): the
+       answer ends at one as at the run plan's stop ids (QHX_STOP_TOKEN; the token is not
+       reported and stays pending), ignore_stop or not. They turn speculative decoding off. */
+    const qhx_token *stop_ids;
+    size_t n_stop_ids;
 } qhx_generate_params;
 
 /* QHX_STOP_GRAMMAR: the constraint's output was complete and nothing (not even a stop token,
@@ -453,20 +471,22 @@ typedef enum qhx_chat_template_kind {
 /* sha256_hex: NULL, or 65 bytes that get the template's sha256 in hex when one is found. */
 QHX_API qhx_chat_template_kind qhx_model_chat_template(const qhx_model *model, char *sha256_hex);
 
-/* As qhx_chat_format, with an image of image_tokens tokens (the format's image start, that
+/* Deprecated (since 0.6): a render_only qhx_prompt with image_tokens parts, qhx_prompt_text.
+ * As qhx_chat_format, with an image of image_tokens tokens (the format's image start, that
  * many image-pad tokens, its image end) before the text of the last user message; image_tokens 0:
  * no image (the same text as qhx_chat_format). QHX_E_ARG when image_tokens > 0 and no message
  * is a user message, or image_tokens is negative or above 2^20. */
-QHX_API qhx_status qhx_chat_format_image(const qhx_model *model, const qhx_chat_msg *msgs, size_t n,
+QHX_API QHX_DEPRECATED qhx_status qhx_chat_format_image(const qhx_model *model, const qhx_chat_msg *msgs, size_t n,
                                          int add_generation_prompt, int thinking, int64_t image_tokens,
                                          char *buf, size_t cap, size_t *len_out /* OUT */, qhx_error *err);
 
-/* The text of a chat turn as qhx_session_feed_chat feeds it to this session: when the session
+/* Deprecated (since 0.6): a render_only qhx_prompt_for_session, qhx_prompt_text.
+ * The text of a chat turn as qhx_session_feed_chat feeds it to this session: when the session
  * holds an earlier conversation, the closing of the last answer first (a line break after its
  * end-of-turn token, which the session feeds itself; after any other stop, the end-of-turn
  * marker too), then msgs as qhx_chat_format_image renders them with the assistant header.
  * Output as qhx_chat_format (size query with cap == 0). */
-QHX_API qhx_status qhx_session_chat_format(const qhx_session *s, const qhx_chat_msg *msgs, size_t n,
+QHX_API QHX_DEPRECATED qhx_status qhx_session_chat_format(const qhx_session *s, const qhx_chat_msg *msgs, size_t n,
                                            int thinking, int64_t image_tokens, char *buf, size_t cap,
                                            size_t *len_out /* OUT */, qhx_error *err);
 
@@ -494,7 +514,8 @@ QHX_API qhx_status qhx_session_feed_image(qhx_session *s, const qhx_token *ids, 
                                           const qhx_encoded_image *image, qhx_error *err);
 
 /* Several images in one prompt (at most 16), for both image families:
- * - qhx_chat_format_images / qhx_session_chat_format_images: as qhx_chat_format_image /
+ * - qhx_chat_format_images / qhx_session_chat_format_images (deprecated since 0.6, as the two
+ *   above): as qhx_chat_format_image /
  *   qhx_session_chat_format with image k of image_tokens[k] tokens (each in [1, 2^20]), the
  *   images in order before the text of the last user message (n_images 0: none);
  * - qhx_encoded_images_load: load and encode paths (n,) into out (n,) (each owned:
@@ -506,11 +527,11 @@ QHX_API qhx_status qhx_session_feed_image(qhx_session *s, const qhx_token *ids, 
  *   their runs (image start, pads, image end) in ids, each run exactly
  *   qhx_encoded_image_n_tokens long (QHX_E_ARG naming the image and both counts otherwise).
  * Positions follow Hugging Face get_rope_index across the images (docs/vision.md). */
-QHX_API qhx_status qhx_chat_format_images(const qhx_model *model, const qhx_chat_msg *msgs, size_t n,
+QHX_API QHX_DEPRECATED qhx_status qhx_chat_format_images(const qhx_model *model, const qhx_chat_msg *msgs, size_t n,
                                           int add_generation_prompt, int thinking, const int64_t *image_tokens,
                                           size_t n_images, char *buf, size_t cap, size_t *len_out /* OUT */,
                                           qhx_error *err);
-QHX_API qhx_status qhx_session_chat_format_images(const qhx_session *s, const qhx_chat_msg *msgs, size_t n,
+QHX_API QHX_DEPRECATED qhx_status qhx_session_chat_format_images(const qhx_session *s, const qhx_chat_msg *msgs, size_t n,
                                                   int thinking, const int64_t *image_tokens, size_t n_images,
                                                   char *buf, size_t cap, size_t *len_out /* OUT */, qhx_error *err);
 QHX_API qhx_status qhx_encoded_images_load(const qhx_model *model, const char *const *paths, size_t n, int64_t budget,
@@ -526,12 +547,16 @@ QHX_API qhx_status qhx_session_feed_images(qhx_session *s, const qhx_token *ids,
  *   - in-memory checkpoints of a session's state at a position, and rollback to one;
  *   - one decode step for several sessions at once (qhx_sessions_decode). */
 
-/* A content part: text, or an image as the bytes of a PNG or JPEG file. */
+/* A content part: text, or an image: the bytes of a PNG or JPEG file, the file's path, or (in a
+ * prompt that is only rendered, qhx_chat_spec.render_only) its token count. */
 typedef struct qhx_chat_content {
     const char *text;  /* UTF-8, text_len bytes; NULL for an image */
     size_t text_len;
-    const void *image; /* encoded PNG/JPEG bytes (Qwen3-VL only), image_size bytes */
+    const void *image; /* encoded PNG/JPEG bytes, image_size bytes */
     size_t image_size;
+    const char *image_path; /* or (image NULL) the PNG/JPEG file to load; such images share the
+                               prompt's room (qhx_chat_spec.image_budget, max_tokens) */
+    int64_t image_tokens;   /* render_only: the image's pad tokens, in [1, 2^20] */
 } qhx_chat_content;
 
 /* A tool call's argument as the chat template prints it (JSON text for an object or a list,
@@ -574,6 +599,19 @@ typedef struct qhx_chat_spec {
     const char *answer_prefix;        /* text the answer is forced to start with, rendered after
                                          the generation prompt as prompt ids (NULL: none) */
     int add_vision_id;                /* "Picture N: " before each image (the templates' option) */
+    /* Since 0.6: */
+    int no_generation_prompt;         /* 1: end after the last message, no assistant header */
+    int render_only;                  /* 1: the text only (qhx_prompt_text): not tokenized (no
+                                         tokenizer needed, no ids), images not loaded (each image
+                                         part gives image_tokens) */
+    /* The images loaded from files (image_path) share a room: when they would take more, an
+     * image needing less than an equal share keeps its size and the others are scaled down
+     * before they are encoded (QHX_E_LIMIT naming the counts when even the smallest sizes do not
+     * fit). The room: what the prompt's other tokens leave of max_tokens (> 0) and, for
+     * qhx_prompt_for_session, of the session's context after one token of answer (QHX_E_LIMIT
+     * when they leave none), and at most image_budget (> 0). All 0 and no session: no bound. */
+    int64_t max_tokens;
+    int64_t image_budget;
 } qhx_chat_spec;
 
 /* A tokenized prompt with its encoded images (owned: qhx_prompt_free). */
@@ -585,6 +623,20 @@ typedef struct qhx_prompt qhx_prompt;
  * image that does not decode), QHX_E_LIMIT (caps above), QHX_E_NOMEM. */
 QHX_API qhx_status qhx_prompt_from_chat(const qhx_model *model, const qhx_chat_spec *spec,
                                         qhx_prompt **out /* OUT, owned */, qhx_error *err);
+/* The next turn of the conversation s holds, as qhx_prompt_from_chat makes it for s's model:
+ * when s holds an earlier answer, its closing first (a line break after its end-of-turn token,
+ * which the session feeds itself; after any other stop, the end-of-turn marker too); the text is
+ * refused (QHX_E_LIMIT) before it is tokenized when it cannot fit in what the context leaves,
+ * and tokenizing polls s's abort callback (QHX_E_ABORTED). Feed it with qhx_session_feed_prompt
+ * from 0 (the ids follow what s holds). s is only read. */
+QHX_API qhx_status qhx_prompt_for_session(const qhx_session *s, const qhx_chat_spec *spec,
+                                          qhx_prompt **out /* OUT, owned */, qhx_error *err);
+/* A prompt of text as it is (len bytes, no chat format), tokenized. */
+QHX_API qhx_status qhx_prompt_from_text(const qhx_model *model, const char *text, size_t len,
+                                        qhx_prompt **out /* OUT, owned */, qhx_error *err);
+/* The prompt's text (borrowed, lives with p; NUL-terminated) and its length in bytes: what was
+ * tokenized (a prompt of ids has none: ""). */
+QHX_API const char *qhx_prompt_text(const qhx_prompt *p, size_t *len /* OUT */);
 /* A prompt of plain ids (checked against the vocabulary). */
 QHX_API qhx_status qhx_prompt_from_ids(const qhx_model *model, const qhx_token *ids, size_t n,
                                        qhx_prompt **out /* OUT, owned */, qhx_error *err);
@@ -596,8 +648,10 @@ QHX_API const qhx_token *qhx_prompt_ids(const qhx_prompt *p, size_t *n /* OUT */
 QHX_API size_t qhx_prompt_reusable(const qhx_prompt *p);
 /* Feed ids [from, to) of p after what s holds; s must hold exactly ids [0, from) of a prompt
  * that shares them. A range holding the image's ids holds all of them (from <=
- * qhx_prompt_reusable). Errors as qhx_session_feed; QHX_E_ARG for a range outside the ids or
- * cutting through the image. */
+ * qhx_prompt_reusable). The token the last generate left pending is fed first. A range without
+ * the images may hold no image-pad id (Qwen3-VL: QHX_E_ARG, as qhx_session_feed_image without an
+ * image). Errors as qhx_session_feed; QHX_E_ARG for a range outside the ids or cutting through
+ * the image. */
 QHX_API qhx_status qhx_session_feed_prompt(qhx_session *s, const qhx_prompt *p, size_t from, size_t to,
                                            qhx_error *err);
 
@@ -637,6 +691,8 @@ typedef struct qhx_decoder_params {
     int speculative;             /* the answer is decoded with qhx_decoder_spec_step: the
                                     speculative step keeps the penalty window (the decoder adds
                                     none of its tokens to it) */
+    const qhx_token *stop_ids;   /* as qhx_generate_params (since 0.6); borrowed */
+    size_t n_stop_ids;
 } qhx_decoder_params;
 QHX_API qhx_status qhx_decoder_create(const qhx_model *model, const qhx_decoder_params *params,
                                       qhx_decoder **out /* OUT, owned */, qhx_error *err);

@@ -18,6 +18,17 @@ typedef struct out {
     int n_ids;
 } out;
 
+/* Tokenize text and feed it after what s holds (the prompt object). */
+static qhx_status feed_text(const qhx_model *m, qhx_session *s, const char *text, size_t len, qhx_error *err) {
+    qhx_prompt *p = NULL;
+    qhx_status rc = qhx_prompt_from_text(m, text, len, &p, err);
+    size_t n = 0;
+    qhx_prompt_ids(p, &n);
+    if (!rc && n) rc = qhx_session_feed_prompt(s, p, 0, n, err);
+    qhx_prompt_free(p);
+    return rc;
+}
+
 static int on_token(void *user, qhx_token t, const char *text, size_t len) {
     out *o = user;
     if (o->n + len < sizeof o->text) memcpy(o->text + o->n, text, len), o->n += len;
@@ -36,7 +47,7 @@ static qhx_status run(qhx_model *m, qhx_grammar *g, float temp, uint64_t seed, i
     qhx_error err = {0};
     qhx_status rc = qhx_session_create(m, &sp, &s, &err);
     if (!rc) rc = qhx_constraint_new(m, g, &c, &err);
-    if (!rc) rc = qhx_session_feed_text(s, "JSON:", 5, &err);
+    if (!rc) rc = feed_text(m, s, "JSON:", 5, &err);
     memset(o, 0, sizeof *o);
     qhx_generate_params gp = {.max_tokens = 400, .ignore_stop = ignore_stop, .on_token = on_token, .user = o,
                               .constraint = c};

@@ -1,6 +1,7 @@
 /* The generation step every front end runs (runtime/gen.c): stop strings across text pieces
  * (qhx_stop_matcher), the public decoder against qhx_session_generate on the tiny Qwen3.5
- * fixture (the same tokens, the same stop reasons: length, stop string, end of turn), and a
+ * fixture (the same tokens, the same stop reasons: length, stop string, end of turn, a caller's
+ * stop id), and a
  * session restored after each stop reason. */
 #include "t.h"
 #include "core/alloc.h"
@@ -213,9 +214,32 @@ static void test_decoder(void) {
     CHECK_STR(e.text, f.text);
     for (int k = 0; k < e.n; k++) CHECK(e.ids[k] != te && !qhx_model_is_stop(m, e.ids[k]));
 
+    /* a caller's stop id, the greedy answer's 6th token, under ignore_stop: the answer ends
+     * before its first occurrence both ways, QHX_STOP_TOKEN, the token not reported */
+    const qhx_token sid = a.ids[5];
+    int first = 0;
+    while (a.ids[first] != sid) first++;
+    got g = {0}, h = {0};
+    qhx_generate_params gp3 = {.max_tokens = 24, .ignore_stop = 1, .stop_ids = &sid, .n_stop_ids = 1};
+    qhx_decoder_params dp3 = {.sampling = dp.sampling, .max_tokens = 24, .ignore_stop = 1, .stop_ids = &sid,
+                              .n_stop_ids = 1};
+    CHECK_EQ(generate(m, ids, n, gp3, &g, &st), QHX_STOP_TOKEN);
+    CHECK_EQ(decode(m, ids, n, &dp3, &h), QHX_STOP_TOKEN);
+    CHECK_EQ(g.n, first);
+    CHECK_EQ(h.n, first);
+    CHECK(!memcmp(g.ids, a.ids, sizeof a.ids[0] * (size_t)first));
+    CHECK_STR(g.text, h.text);
+
     /* bad parameters */
     qhx_decoder *x = NULL;
     qhx_decoder_params bad = dp;
+    const qhx_token outside = (qhx_token)qhx_model_n_vocab(m);
+    bad.stop_ids = &outside;
+    bad.n_stop_ids = 1;
+    CHECK_EQ(qhx_decoder_create(m, &bad, &x, &err), QHX_E_ARG);
+    bad.stop_ids = NULL;
+    CHECK_EQ(qhx_decoder_create(m, &bad, &x, &err), QHX_E_ARG);
+    bad = dp;
     bad.max_tokens = 0;
     CHECK_EQ(qhx_decoder_create(m, &bad, &x, &err), QHX_E_ARG);
     CHECK(x == NULL);

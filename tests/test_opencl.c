@@ -20,6 +20,17 @@
 
 static char dir[1024];
 
+/* Tokenize text and feed it after what s holds (the prompt object). */
+static qhx_status feed_text(const qhx_model *m, qhx_session *s, const char *text, size_t len, qhx_error *err) {
+    qhx_prompt *p = NULL;
+    qhx_status rc = qhx_prompt_from_text(m, text, len, &p, err);
+    size_t n = 0;
+    qhx_prompt_ids(p, &n);
+    if (!rc && n) rc = qhx_session_feed_prompt(s, p, 0, n, err);
+    qhx_prompt_free(p);
+    return rc;
+}
+
 static qhx_model *open_on(const char *path, const char *device) {
     qhx_model_params mp = qhx_model_default_params();
     mp.n_threads = 2;
@@ -53,8 +64,8 @@ static void test_decode_multi(const char *path) {
     const int64_t V = qhx_model_n_vocab(m);
     for (int b = 0; b < NB; b++) {
         together[b] = session(m), alone[b] = session(m);
-        CHECK_EQ(qhx_session_feed_text(together[b], PROMPTS[b], strlen(PROMPTS[b]), NULL), QHX_OK);
-        CHECK_EQ(qhx_session_feed_text(alone[b], PROMPTS[b], strlen(PROMPTS[b]), NULL), QHX_OK);
+        CHECK_EQ(feed_text(m, together[b], PROMPTS[b], strlen(PROMPTS[b]), NULL), QHX_OK);
+        CHECK_EQ(feed_text(m, alone[b], PROMPTS[b], strlen(PROMPTS[b]), NULL), QHX_OK);
     }
     int same = 1;
     for (int k = 0; k < STEPS; k++) {
@@ -81,7 +92,7 @@ static void greedy(qhx_model *m, int p, qhx_token *out) {
     qhx_session *s = session(m);
     CHECK(s != NULL);
     if (!s) return;
-    CHECK_EQ(qhx_session_feed_text(s, PROMPTS[p], strlen(PROMPTS[p]), NULL), QHX_OK);
+    CHECK_EQ(feed_text(m, s, PROMPTS[p], strlen(PROMPTS[p]), NULL), QHX_OK);
     for (int k = 0; k < STEPS; k++) {
         out[k] = qhx_session_sample(s);
         CHECK_EQ(qhx_session_feed(s, &out[k], 1, NULL), QHX_OK);
@@ -122,7 +133,7 @@ static void test_checkpoint(const char *path) {
     const int64_t V = qhx_model_n_vocab(m);
     qhx_session *s = session(m);
     const char *t = "A checkpoint here";
-    CHECK_EQ(qhx_session_feed_text(s, t, strlen(t), NULL), QHX_OK);
+    CHECK_EQ(feed_text(m, s, t, strlen(t), NULL), QHX_OK);
     qhx_checkpoint *cp = NULL;
     CHECK_EQ(qhx_session_checkpoint(s, &cp, NULL), QHX_OK);
     float *at = malloc((size_t)V * sizeof(float));

@@ -5,6 +5,9 @@
 #include "qhx.h"
 #include "t.h"
 
+/* the former chat calls (deprecated wrappers over the prompt object) are what this test exercises */
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -239,6 +242,13 @@ static void test_text_api(void) {
     CHECK_EQ(qhx_chat_format(m, msgs, 2, 1, 0, chat, sizeof chat, &len, &err), QHX_OK);
     CHECK_STR(chat, "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
                     "<|im_start|>assistant\n<think>\n\n</think>\n\n");
+    /* the prompt object writes that text (qhx_chat_format is its wrapper) */
+    qhx_chat_turn turns[] = {{.role = "system", .content = "Be brief."}, {.role = "user", .content = "Hi"}};
+    qhx_chat_spec spec = {.turns = turns, .n_turns = 2, .render_only = 1};
+    qhx_prompt *p = NULL;
+    CHECK_EQ(qhx_prompt_from_chat(m, &spec, &p, &err), QHX_OK);
+    CHECK_STR(qhx_prompt_text(p, NULL), chat);
+    qhx_prompt_free(p);
     CHECK_EQ(qhx_model_token_id(m, "<|im_end|>"), 962);
     CHECK_STR(qhx_model_family_name(m), "qwen3_5");
     CHECK(qhx_tokenize(m, "\xff", 1, ids, 64, &n, &err) != QHX_OK); /* invalid UTF-8 */

@@ -74,7 +74,9 @@ typedef struct qhx_dlin_multi {
     const qhx_dv *Y; /* (nb) */
 } qhx_dlin_multi;
 
-#define QHX_DEV_MULTI_MAX 64 /* most rows of a linears_multi call */
+/* Most rows of a linears_multi call: the public batch width (qhx.h), since one batched decode
+ * step is one linears_multi call per layer. */
+#define QHX_DEV_MULTI_MAX QHX_MAX_BATCH
 
 /* Bytes of one KV row of width values (q8: width a multiple of QHX_KV_Q8_BLOCK: the scales,
  * then the int8 values). */

@@ -229,12 +229,6 @@ void qhx_net_free(qhx_net *m); /* NULL allowed; every state of m freed first */
 typedef struct qhx_hostop {
     const char *name; /* the loop: "text", "image_text" */
     bool images;      /* it feeds images (its plans load the vision tower); else images are refused */
-    /* Feed one chat turn: msgs (n), the images of its last user message (n_images, in order).
-     * Their tokens together take at most what the context leaves after the turn's text and one
-     * token of answer, and at most max_image_tokens (0 = no further bound); when they would take
-     * more, the budget is shared over them (runtime/model.h qhx_model_images_load). */
-    qhx_status (*feed_chat)(qhx_session *s, const qhx_chat_msg *msgs, size_t n, const char *const *images,
-                            int n_images, int64_t max_image_tokens, int thinking, qhx_error *err);
     qhx_status (*generate)(qhx_session *s, const qhx_generate_params *p, qhx_generate_stats *stats,
                            qhx_error *err);
 } qhx_hostop;

@@ -9,6 +9,7 @@
 #include "io/manifest.h"
 #include "runtime/hostop.h"
 #include "runtime/model.h"
+#include "runtime/prompt.h"
 #include "runtime/session.h"
 #include "text/tokenizer.h"
 
@@ -90,11 +91,60 @@ qhx_chat_template_kind qhx_model_chat_template(const qhx_model *m, char *sha256_
     return QHX_CHAT_TEMPLATE_OTHER;
 }
 
-/* ---- chat text ------------------------------------------------------------------------------- */
+/* ---- the former chat calls: wrappers over the prompt object (runtime/prompt.c) ------------- */
 
-/* text (len bytes, owned: freed here) into buf[cap] by qhx_chat_format's rules. */
-static qhx_status copy_out(char *text, size_t len, char *buf, size_t cap, size_t *len_out, qhx_error *err) {
-    qhx_status rc = QHX_OK;
+/* The messages of a former chat call as a chat spec: n_images images (file paths, or for a text
+ * only the pad counts) before the text of the last user message. turns (n, owned: qhx_free) and
+ * parts (QHX_HOSTOP_MAX_IMAGES + 1) are the spec's storage. */
+static qhx_status spec_of_msgs(const qhx_chat_msg *msgs, size_t n, const char *const *paths, const int64_t *pads,
+                               size_t n_images, int add_generation_prompt, int thinking, qhx_chat_turn **turns,
+                               qhx_chat_content *parts, qhx_chat_spec *spec, qhx_error *err) {
+    *turns = NULL;
+    if (n > QHX_CHAT_MAX_MESSAGES) return qhx_fail(err, QHX_E_LIMIT, "chat: %zu messages, the limit is %d", n, QHX_CHAT_MAX_MESSAGES);
+    if (!msgs && n) return qhx_fail(err, QHX_E_ARG, "chat: msgs is NULL");
+    if (n_images > QHX_HOSTOP_MAX_IMAGES)
+        return qhx_fail(err, QHX_E_LIMIT, "chat: %zu images in one turn, the limit is %d", n_images, QHX_HOSTOP_MAX_IMAGES);
+    qhx_chat_turn *t = qhx_calloc(n ? n : 1, sizeof *t);
+    if (!t) return qhx_fail(err, QHX_E_NOMEM, "chat: out of memory");
+    size_t last_user = n;
+    for (size_t i = 0; i < n; i++) {
+        t[i] = (qhx_chat_turn){.role = msgs[i].role, .content = msgs[i].content ? msgs[i].content : ""};
+        if (msgs[i].role && !strcmp(msgs[i].role, "user")) last_user = i;
+    }
+    if (n_images > 0) { /* the images first, in order, then the text of the last user message */
+        if (last_user == n) {
+            qhx_free(t);
+            return qhx_fail(err, QHX_E_ARG, "chat: an image needs a user message");
+        }
+        for (size_t k = 0; k < n_images; k++)
+            parts[k] = paths ? (qhx_chat_content){.image_path = paths[k]} : (qhx_chat_content){.image_tokens = pads[k]};
+        parts[n_images] = (qhx_chat_content){.text = t[last_user].content, .text_len = strlen(t[last_user].content)};
+        t[last_user].parts = parts;
+        t[last_user].n_parts = n_images + 1;
+    }
+    *spec = (qhx_chat_spec){.turns = t, .n_turns = n, .thinking = thinking,
+                            .no_generation_prompt = !add_generation_prompt, .render_only = !paths,
+                            .max_images = (int64_t)n_images};
+    *turns = t;
+    return QHX_OK;
+}
+
+/* The chat text of msgs (after the closing of s's answer when s is not NULL) with images of
+ * image_tokens pads into buf[cap], by qhx_chat_format's rules. */
+static qhx_status format_chat(const qhx_model *m, const qhx_session *s, const qhx_chat_msg *msgs, size_t n,
+                              int add_generation_prompt, int thinking, const int64_t *image_tokens, size_t n_images,
+                              char *buf, size_t cap, size_t *len_out, qhx_error *err) {
+    qhx_chat_content parts[QHX_HOSTOP_MAX_IMAGES + 1];
+    qhx_chat_turn *turns;
+    qhx_chat_spec spec;
+    qhx_prompt *p = NULL;
+    qhx_status rc = spec_of_msgs(msgs, n, NULL, image_tokens, n_images, add_generation_prompt, thinking, &turns, parts,
+                                 &spec, err);
+    if (!rc) rc = qhx_prompt_build(m, s, &spec, false, &p, err);
+    qhx_free(turns);
+    if (rc) return rc;
+    size_t len;
+    const char *text = qhx_prompt_text(p, &len);
     *len_out = len;
     if (len < cap) {
         memcpy(buf, text, len + 1);
@@ -105,7 +155,7 @@ static qhx_status copy_out(char *text, size_t len, char *buf, size_t cap, size_t
         }
         rc = qhx_fail(err, QHX_E_LIMIT, "chat: %zu bytes + NUL do not fit in %zu", len, cap);
     }
-    qhx_free(text);
+    qhx_prompt_free(p);
     return rc;
 }
 
@@ -120,65 +170,113 @@ static qhx_status check_image_tokens(const int64_t *image_tokens, size_t n_image
     return QHX_OK;
 }
 
+/* The common checks of the formatting calls: OUT and buffer arguments. */
+static qhx_status check_out(const void *owner, const char *what, char *buf, size_t cap, size_t *len_out,
+                            qhx_error *err) {
+    if (!len_out) return qhx_fail(err, QHX_E_ARG, "chat: len_out is NULL");
+    *len_out = 0;
+    if (!owner) return qhx_fail(err, QHX_E_ARG, "chat: %s is NULL", what);
+    if (!buf && cap) return qhx_fail(err, QHX_E_ARG, "chat: buf is NULL with cap %zu", cap);
+    return QHX_OK;
+}
+
 qhx_status qhx_chat_format_images(const qhx_model *m, const qhx_chat_msg *msgs, size_t n, int add_generation_prompt,
                                   int thinking, const int64_t *image_tokens, size_t n_images, char *buf, size_t cap,
                                   size_t *len_out, qhx_error *err) {
-    if (!len_out) return qhx_fail(err, QHX_E_ARG, "chat: len_out is NULL");
-    *len_out = 0;
-    if (!m) return qhx_fail(err, QHX_E_ARG, "chat: model is NULL");
-    if (!buf && cap) return qhx_fail(err, QHX_E_ARG, "chat: buf is NULL with cap %zu", cap);
-    qhx_status rc = check_image_tokens(image_tokens, n_images, err);
-    char *text = NULL;
-    size_t len = 0;
-    if (!rc) rc = qhx_chat_turn_text(m, NULL, msgs, n, image_tokens, (int)n_images, add_generation_prompt, thinking,
-                                     &text, &len, err);
-    return rc ? rc : copy_out(text, len, buf, cap, len_out, err);
+    qhx_status rc = check_out(m, "model", buf, cap, len_out, err);
+    if (!rc) rc = check_image_tokens(image_tokens, n_images, err);
+    return rc ? rc : format_chat(m, NULL, msgs, n, add_generation_prompt, thinking, image_tokens, n_images, buf, cap,
+                                 len_out, err);
 }
 
 qhx_status qhx_session_chat_format_images(const qhx_session *s, const qhx_chat_msg *msgs, size_t n, int thinking,
                                           const int64_t *image_tokens, size_t n_images, char *buf, size_t cap,
                                           size_t *len_out, qhx_error *err) {
-    if (!len_out) return qhx_fail(err, QHX_E_ARG, "chat: len_out is NULL");
-    *len_out = 0;
-    if (!s) return qhx_fail(err, QHX_E_ARG, "chat: session is NULL");
-    if (!buf && cap) return qhx_fail(err, QHX_E_ARG, "chat: buf is NULL with cap %zu", cap);
-    qhx_status rc = check_image_tokens(image_tokens, n_images, err);
-    char *text = NULL;
-    size_t len = 0;
-    if (!rc) rc = qhx_chat_turn_text(qhx_session_model(s), s, msgs, n, image_tokens, (int)n_images, 1, thinking, &text,
-                                     &len, err);
-    return rc ? rc : copy_out(text, len, buf, cap, len_out, err);
+    qhx_status rc = check_out(s, "session", buf, cap, len_out, err);
+    if (!rc) rc = check_image_tokens(image_tokens, n_images, err);
+    return rc ? rc : format_chat(qhx_session_model(s), s, msgs, n, 1, thinking, image_tokens, n_images, buf, cap,
+                                 len_out, err);
 }
 
 qhx_status qhx_chat_format_image(const qhx_model *m, const qhx_chat_msg *msgs, size_t n, int add_generation_prompt,
                                  int thinking, int64_t image_tokens, char *buf, size_t cap, size_t *len_out,
                                  qhx_error *err) {
-    if (!len_out) return qhx_fail(err, QHX_E_ARG, "chat: len_out is NULL");
-    *len_out = 0;
-    if (!m) return qhx_fail(err, QHX_E_ARG, "chat: model is NULL");
-    if (!buf && cap) return qhx_fail(err, QHX_E_ARG, "chat: buf is NULL with cap %zu", cap);
-    char *text = NULL;
-    size_t len = 0;
+    qhx_status rc = check_out(m, "model", buf, cap, len_out, err);
+    if (rc) return rc;
     if (image_tokens < 0) return qhx_fail(err, QHX_E_ARG, "chat: %lld image tokens is negative", (long long)image_tokens);
-    int n_img = image_tokens > 0;
-    qhx_status rc = qhx_chat_turn_text(m, NULL, msgs, n, &image_tokens, n_img, add_generation_prompt, thinking, &text,
-                                       &len, err);
-    return rc ? rc : copy_out(text, len, buf, cap, len_out, err);
+    return format_chat(m, NULL, msgs, n, add_generation_prompt, thinking, &image_tokens, image_tokens > 0, buf, cap,
+                       len_out, err);
 }
 
 qhx_status qhx_session_chat_format(const qhx_session *s, const qhx_chat_msg *msgs, size_t n, int thinking,
                                    int64_t image_tokens, char *buf, size_t cap, size_t *len_out, qhx_error *err) {
-    if (!len_out) return qhx_fail(err, QHX_E_ARG, "chat: len_out is NULL");
-    *len_out = 0;
-    if (!s) return qhx_fail(err, QHX_E_ARG, "chat: session is NULL");
-    if (!buf && cap) return qhx_fail(err, QHX_E_ARG, "chat: buf is NULL with cap %zu", cap);
-    char *text = NULL;
-    size_t len = 0;
+    qhx_status rc = check_out(s, "session", buf, cap, len_out, err);
+    if (rc) return rc;
     if (image_tokens < 0) return qhx_fail(err, QHX_E_ARG, "chat: %lld image tokens is negative", (long long)image_tokens);
-    int n_img = image_tokens > 0;
-    qhx_status rc = qhx_chat_turn_text(qhx_session_model(s), s, msgs, n, &image_tokens, n_img, 1, thinking, &text, &len,
-                                       err);
-    return rc ? rc : copy_out(text, len, buf, cap, len_out, err);
+    return format_chat(qhx_session_model(s), s, msgs, n, 1, thinking, &image_tokens, image_tokens > 0, buf, cap,
+                       len_out, err);
+}
+
+qhx_status qhx_chat_format(const qhx_model *m, const qhx_chat_msg *msgs, size_t n, int add_generation_prompt,
+                           int thinking, char *buf, size_t cap, size_t *len_out, qhx_error *err) {
+    /* the same text without an image */
+    qhx_status rc = check_out(m, "model", buf, cap, len_out, err);
+    return rc ? rc : format_chat(m, NULL, msgs, n, add_generation_prompt, thinking, NULL, 0, buf, cap, len_out, err);
+}
+
+/* One chat turn fed: msgs with images (n_images file paths) in one prompt for s, then fed after
+ * what s holds (the pending token first, so the images' announcement covers exactly its ids). */
+static qhx_status feed_chat(qhx_session *s, const qhx_chat_msg *msgs, size_t n, const char *const *paths,
+                            size_t n_images, int thinking, qhx_error *err) {
+    if (!qhx_session_model(s)->tok) return qhx_fail(err, QHX_E_ARG, "session: the model has no tokenizer");
+    if (!msgs || n == 0 || n > QHX_CHAT_MAX_MESSAGES)
+        return qhx_fail(err, QHX_E_ARG, "chat: 1 to %d messages are needed", QHX_CHAT_MAX_MESSAGES);
+    for (size_t k = 0; k < n_images; k++)
+        if (!paths[k]) return qhx_fail(err, QHX_E_ARG, "chat: image %zu has no path", k + 1);
+    qhx_chat_content parts[QHX_HOSTOP_MAX_IMAGES + 1];
+    qhx_chat_turn *turns;
+    qhx_chat_spec spec;
+    qhx_prompt *p = NULL;
+    qhx_status rc = spec_of_msgs(msgs, n, paths, NULL, n_images, 1, thinking, &turns, parts, &spec, err);
+    if (!rc) rc = qhx_prompt_build(qhx_session_model(s), s, &spec, false, &p, err);
+    qhx_free(turns);
+    if (!rc) rc = qhx_prompt_feed_all(s, p, err);
+    qhx_prompt_free(p);
+    return rc;
+}
+
+qhx_status qhx_session_feed_chat(qhx_session *s, const qhx_chat_msg *msgs, size_t n, const char *image_path,
+                                 int thinking, qhx_error *err) {
+    qhx_status rc = qhx_session_guard_enter(s, "chat", err);
+    if (rc) return rc;
+    const char *const images[1] = {image_path};
+    return qhx_session_guard_leave(s, feed_chat(s, msgs, n, images, image_path ? 1 : 0, thinking, err));
+}
+
+qhx_status qhx_session_feed_chat_images(qhx_session *s, const qhx_chat_msg *msgs, size_t n,
+                                        const char *const *image_paths, size_t n_images, int thinking,
+                                        qhx_error *err) {
+    qhx_status rc = qhx_session_guard_enter(s, "chat", err);
+    if (rc) return rc;
+    if (n_images > QHX_HOSTOP_MAX_IMAGES)
+        return qhx_session_guard_leave(s, qhx_fail(err, QHX_E_LIMIT, "chat: %zu images in one turn, the limit is %d",
+                                                   n_images, QHX_HOSTOP_MAX_IMAGES));
+    if (n_images && !image_paths)
+        return qhx_session_guard_leave(s, qhx_fail(err, QHX_E_ARG, "chat: %zu images but no paths", n_images));
+    return qhx_session_guard_leave(s, feed_chat(s, msgs, n, image_paths, n_images, thinking, err));
+}
+
+qhx_status qhx_session_feed_text(qhx_session *s, const char *text, size_t len, qhx_error *err) {
+    qhx_status rc = qhx_session_guard_enter(s, "feed text", err);
+    if (rc) return rc;
+    if (!text && len) return qhx_session_guard_leave(s, qhx_fail(err, QHX_E_ARG, "feed text: text is NULL"));
+    qhx_prompt *p = NULL;
+    rc = qhx_prompt_build_text(qhx_session_model(s), s, text ? text : "", len, &p, err);
+    size_t n = 0;
+    const qhx_token *ids = qhx_prompt_ids(p, &n);
+    if (!rc) rc = qhx_session_feed_ids(s, ids, n, err);
+    qhx_prompt_free(p);
+    return qhx_session_guard_leave(s, rc);
 }
 
 /* ---- images ---------------------------------------------------------------------------------- */
@@ -273,39 +371,10 @@ qhx_status qhx_session_feed_image(qhx_session *s, const qhx_token *ids, size_t n
     return qhx_session_guard_leave(s, qhx_session_feed_announced(s, ids, n, image ? &image->im : NULL, image ? 1 : 0, err));
 }
 
-/* ---- the host-op's loops, entered through the session's guard (session.c knows no host-op) --- */
-
-qhx_status qhx_session_feed_chat(qhx_session *s, const qhx_chat_msg *msgs, size_t n, const char *image_path,
-                                 int thinking, qhx_error *err) {
-    qhx_status rc = qhx_session_guard_enter(s, "chat", err);
-    if (rc) return rc;
-    const char *const images[1] = {image_path};
-    const qhx_hostop *h = qhx_hostop_of(qhx_session_model(s));
-    return qhx_session_guard_leave(s, h->feed_chat(s, msgs, n, images, image_path ? 1 : 0, 0, thinking, err));
-}
-
-qhx_status qhx_session_feed_chat_images(qhx_session *s, const qhx_chat_msg *msgs, size_t n,
-                                        const char *const *image_paths, size_t n_images, int thinking,
-                                        qhx_error *err) {
-    qhx_status rc = qhx_session_guard_enter(s, "chat", err);
-    if (rc) return rc;
-    if (n_images > QHX_HOSTOP_MAX_IMAGES)
-        return qhx_session_guard_leave(s, qhx_fail(err, QHX_E_LIMIT, "chat: %zu images in one turn, the limit is %d",
-                                                   n_images, QHX_HOSTOP_MAX_IMAGES));
-    if (n_images && !image_paths)
-        return qhx_session_guard_leave(s, qhx_fail(err, QHX_E_ARG, "chat: %zu images but no paths", n_images));
-    const qhx_hostop *h = qhx_hostop_of(qhx_session_model(s));
-    return qhx_session_guard_leave(s, h->feed_chat(s, msgs, n, image_paths, (int)n_images, 0, thinking, err));
-}
+/* ---- generation: the host-op's loop, entered through the session's guard ------------------ */
 
 qhx_status qhx_session_generate(qhx_session *s, const qhx_generate_params *p, qhx_generate_stats *stats,
                                 qhx_error *err) {
     qhx_status rc = qhx_session_guard_enter(s, "generate", err);
     return rc ? rc : qhx_session_guard_leave(s, qhx_hostop_of(qhx_session_model(s))->generate(s, p, stats, err));
-}
-
-qhx_status qhx_chat_format(const qhx_model *m, const qhx_chat_msg *msgs, size_t n, int add_generation_prompt,
-                           int thinking, char *buf, size_t cap, size_t *len_out, qhx_error *err) {
-    /* the same text without an image */
-    return qhx_chat_format_image(m, msgs, n, add_generation_prompt, thinking, 0, buf, cap, len_out, err);
 }

@@ -129,6 +129,14 @@ qhx_status qhx_gen_init(qhx_gen *g, const qhx_model *m, const qhx_gen_params *p,
     memset(g, 0, sizeof *g);
     if (!p->smp) return qhx_fail(err, QHX_E_ARG, "generate: no sampler");
     if (p->max_tokens < 1) return qhx_fail(err, QHX_E_ARG, "generate: max_tokens must be >= 1");
+    if (p->n_stop_ids > QHX_GEN_MAX_STOPS)
+        return qhx_fail(err, QHX_E_LIMIT, "stop ids: %zu, at most %d", p->n_stop_ids, QHX_GEN_MAX_STOPS);
+    if (p->n_stop_ids && !p->stop_ids) return qhx_fail(err, QHX_E_ARG, "stop ids: the list is NULL");
+    const int64_t vocab = qhx_model_n_vocab(m);
+    for (size_t i = 0; i < p->n_stop_ids; i++)
+        if (p->stop_ids[i] < 0 || p->stop_ids[i] >= vocab)
+            return qhx_fail(err, QHX_E_ARG, "stop ids: %d is outside the vocabulary [0, %lld)", p->stop_ids[i],
+                            (long long)vocab);
     qhx_status rc = qhx_stops_init(&g->stops, p->stops, p->n_stops, err);
     if (rc) return rc;
     g->m = m;
@@ -163,6 +171,13 @@ static bool is_stop(const qhx_gen *g, qhx_token t) {
            qhx_constraint_is_end(g->p.constraint, t);
 }
 
+/* one of the caller's stop ids: it ends the answer whatever ignore_stop says */
+static bool is_caller_stop(const qhx_gen *g, qhx_token t) {
+    for (size_t i = 0; i < g->p.n_stop_ids; i++)
+        if (g->p.stop_ids[i] == t) return true;
+    return false;
+}
+
 static void ends(qhx_gen *g, qhx_gen_step *out, qhx_stop_reason why) {
     out->feed = false;
     out->stop = why;
@@ -177,7 +192,7 @@ qhx_status qhx_gen_accept(qhx_gen *g, qhx_token t, qhx_gen_step *out, qhx_error 
         return QHX_OK;
     }
     if (t < 0) return qhx_fail(err, QHX_E_ARG, "generate: no token");
-    if (!g->p.ignore_stop && is_stop(g, t)) { /* not reported: the caller keeps it pending */
+    if ((!g->p.ignore_stop && is_stop(g, t)) || is_caller_stop(g, t)) { /* not reported: the caller keeps it pending */
         ends(g, out, QHX_STOP_TOKEN);
         return QHX_OK;
     }
@@ -264,6 +279,7 @@ qhx_status qhx_decoder_create(const qhx_model *m, const qhx_decoder_params *p, q
                              .ignore_stop = p->ignore_stop != 0,
                              .turn_end = p->stop_at_turn_end ? qhx_model_turn_end(m) : -1,
                              .max_tokens = p->max_tokens, .stops = p->stops, .n_stops = p->n_stops,
+                             .stop_ids = p->stop_ids, .n_stop_ids = p->n_stop_ids,
                              .abort_cb = p->abort_cb, .abort_user = p->abort_user};
         rc = qhx_gen_init(&d->g, m, &gp, err);
     }

@@ -9,7 +9,7 @@
  *     what changes how tokens are chosen (constrained decoding today; a speculative step
  *     verifies its drafts in its own step, session_spec.c, and the loop then accepts each accepted
  *     token in turn with qhx_gen_next_token).
- *   qhx_gen_accept: one chosen token: the stop ids and end-of-turn token, the constraint's
+ *   qhx_gen_accept: one chosen token: the stop ids (the run plan's, the caller's), the end-of-turn token, the constraint's
  *     state, the streaming detokenizer, the stop strings (matched across token boundaries, never
  *     reported), the count against max_tokens. It says whether the token is reported and fed.
  * qhx_gen_next is the two in a row with the cancellation check first. Stepping several
@@ -60,6 +60,9 @@ typedef struct qhx_gen_params {
     int64_t max_tokens;         /* >= 1 */
     const char *const *stops;   /* stop strings (borrowed), n_stops of them */
     size_t n_stops;
+    const qhx_token *stop_ids;  /* more stop tokens (borrowed), n_stop_ids of them: they end the
+                                   answer under ignore_stop too */
+    size_t n_stop_ids;
     int (*abort_cb)(void *user);
     void *abort_user;
 } qhx_gen_params;

@@ -484,9 +484,6 @@ qhx_status qhx_model_forward(const qhx_model *m, qhx_seq *st, const int32_t *ids
     return m->backend->run(m->graphs, st, n == 1 ? QHX_GRAPH_DECODE : QHX_GRAPH_PREFILL, &io, err);
 }
 
-/* the public batch width is the device's: one batched step is one linears_multi call per layer */
-_Static_assert(QHX_MAX_BATCH == QHX_DEV_MULTI_MAX, "qhx.h QHX_MAX_BATCH and devices/device.h QHX_DEV_MULTI_MAX differ");
-
 qhx_status qhx_model_decode_multi(const qhx_model *m, qhx_seq *const *sts, const int32_t *ids, int64_t n,
                                   float *const *logits, qhx_error *err) {
     if (!m || n < 1 || n > QHX_MAX_BATCH || !sts || !ids || !logits)

@@ -139,7 +139,7 @@ int qhx_model_state_regions(const qhx_seq *st, qhx_state_region *out, int cap);
  * vocabulary (st unchanged in both cases); QHX_E_ABORTED leaves st unusable until reset. */
 qhx_status qhx_model_forward(const qhx_model *m, qhx_seq *st, const int32_t *ids, int64_t n,
                              const qhx_forward_opts *opts, qhx_error *err);
-/* One decode step of n (1 to 64) distinct states through the backend's batched decode: ids[i]
+/* One decode step of n (1 to QHX_MAX_BATCH) distinct states through the backend's batched decode: ids[i]
  * fed to sts[i], its logits (vocab,) to logits[i], each state getting the bits it gets alone.
  * QHX_E_UNSUPPORTED when the backend or the family has no batched form (the caller feeds them
  * one by one), QHX_E_LIMIT for a full state, QHX_E_ARG for a bad id or a repeated state: all

@@ -234,7 +234,7 @@ qhx_status qhx_session_feed_announced(qhx_session *s, const qhx_token *ids, size
 /* Refuse text that cannot fit before paying for its tokenization: NFC shrinks UTF-8 by at most
  * 3x (three jamo into one syllable) and one token covers at most QHX_TOK_MAX_TOKEN_BYTES bytes,
  * so len bytes make at least len / (3 * QHX_TOK_MAX_TOKEN_BYTES) tokens. */
-static qhx_status text_may_fit(const qhx_session *s, size_t len, qhx_error *err) {
+qhx_status qhx_session_text_may_fit(const qhx_session *s, size_t len, qhx_error *err) {
     int64_t room = qhx_session_n_ctx(s) - qhx_session_n_past(s) - (s->pending >= 0 ? 1 : 0);
     uint64_t at_least = (uint64_t)len / (3u * QHX_TOK_MAX_TOKEN_BYTES);
     if (at_least > (uint64_t)room)
@@ -246,20 +246,10 @@ static qhx_status text_may_fit(const qhx_session *s, size_t len, qhx_error *err)
 
 /* Tokenize with the session's abort callback polled. */
 qhx_status qhx_session_encode(qhx_session *s, const char *text, size_t len, int32_t **ids, size_t *n, qhx_error *err) {
-    qhx_status rc = text_may_fit(s, len, err);
+    qhx_status rc = qhx_session_text_may_fit(s, len, err);
     if (rc) return rc;
     return qhx_tok_encode_alloc_abortable(s->m->tok, text, len, s->params.abort_cb, s->params.abort_user, ids, n,
                                           err);
-}
-
-static qhx_status feed_text(qhx_session *s, const char *text, size_t len, qhx_error *err) {
-    if (!s->m->tok) return qhx_fail(err, QHX_E_ARG, "session: the model has no tokenizer");
-    int32_t *ids = NULL;
-    size_t n = 0;
-    qhx_status rc = qhx_session_encode(s, text, len, &ids, &n, err);
-    if (rc == QHX_OK) rc = qhx_session_feed_ids(s, ids, n, err);
-    qhx_free(ids);
-    return rc;
 }
 
 qhx_stop_reason qhx_session_last_stop(const qhx_session *s) { return s ? s->last_stop : QHX_STOP_LENGTH; }
@@ -274,13 +264,6 @@ qhx_token qhx_session_sample(qhx_session *s) {
 qhx_status qhx_session_feed(qhx_session *s, const qhx_token *ids, size_t n, qhx_error *err) {
     qhx_status rc = enter(s, "feed", err);
     return rc ? rc : leave(s, qhx_session_feed_ids(s, ids, n, err));
-}
-
-qhx_status qhx_session_feed_text(qhx_session *s, const char *text, size_t len, qhx_error *err) {
-    qhx_status rc = enter(s, "feed text", err);
-    if (rc) return rc;
-    if (!text && len) return leave(s, qhx_fail(err, QHX_E_ARG, "feed text: text is NULL"));
-    return leave(s, feed_text(s, text ? text : "", len, err));
 }
 
 qhx_status qhx_session_guard_enter(qhx_session *s, const char *what, qhx_error *err) { return enter(s, what, err); }

@@ -69,6 +69,9 @@ qhx_status qhx_session_feed_ids(qhx_session *s, const qhx_token *ids, size_t n, 
  * stay the caller's). Under the caller's guard. */
 qhx_status qhx_session_feed_announced(qhx_session *s, const qhx_token *ids, size_t n,
                                       const struct qhx_image_embed *images, int n_images, qhx_error *err);
+/* QHX_E_LIMIT when text of len bytes makes more tokens than the context leaves, by a bound that
+ * needs no tokenizing (NFC and the longest token), so hostile text is refused before the work. */
+qhx_status qhx_session_text_may_fit(const qhx_session *s, size_t len, qhx_error *err);
 /* Tokenize text (len bytes) with the session's abort callback polled, refusing text that cannot
  * fit in the context before paying for it. *ids owned: qhx_free. */
 qhx_status qhx_session_encode(qhx_session *s, const char *text, size_t len, int32_t **ids, size_t *n, qhx_error *err);

@@ -4,7 +4,8 @@
 # returns to the prompt with a speed line saying "interrupted", a second Ctrl-C at the prompt
 # quits; /help, usage errors of /save and /load, "did you mean" for commands; and over a pipe:
 # multi-line messages ("""...""" and a trailing \), a bad line (invalid UTF-8) that is an error
-# and not the end, /bye and /clear, /image on Qwen3-VL, the turn end, the chat template note.
+# and not the end, /bye and /clear, /image on Qwen3-VL, the turn end, --stop-id, the chat template
+# note.
 # Run as: bash chat_repl.sh BIN_DIR DATA_DIR SOURCE_DIR
 set -uo pipefail
 QHX=$1/qhx
@@ -126,6 +127,19 @@ printf '/image %s\nWhat is this?\n/bye\n' "$Q35VL/image-64x96.png" |
 [ $? = 0 ] || bad "Qwen3.5 chat with /image: $(cat "$tmp/q.err")"
 p=$(grep -o 'prompt [0-9]* tokens' "$tmp/q.err" | head -1 | tr -dc 0-9)
 [ "${p:-0}" -ge 14 ] || bad "the Qwen3.5 /image turn lacks image tokens: $(cat "$tmp/q.err")"
+# --stop-id ends a chat answer at that token, as in generate: the same turn, the same text
+"$QHX" generate -m "$FX" -p hi --chat -n 16 --greedy --ignore-eos --json >"$tmp/g.json" 2>/dev/null || bad "generate --chat --json"
+sid=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['ids'][4])" "$tmp/g.json")
+"$QHX" generate -m "$FX" -p hi --chat -n 16 --greedy --ignore-eos --stop-id "$sid" --json >"$tmp/gs.json" 2>/dev/null ||
+  bad "generate --chat --stop-id"
+printf 'hi\n' | "$QHX" chat -m "$FX" -n 16 --greedy --ignore-eos --stop-id "$sid" >"$tmp/cs.out" 2>"$tmp/cs.err" ||
+  bad "chat --stop-id: $(cat "$tmp/cs.err")"
+grep -q "stop: eos" "$tmp/cs.err" || bad "chat --stop-id $sid did not stop there: $(cat "$tmp/cs.err")"
+python3 - "$tmp/gs.json" "$tmp/cs.out" <<'PY' || bad "chat --stop-id: '$(cat "$tmp/cs.out")' vs $(head -c 300 "$tmp/gs.json")"
+import json, sys
+g = json.load(open(sys.argv[1]))
+sys.exit(0 if g["stop"] == "eos" and open(sys.argv[2]).read().rstrip("\n") == g["text"] else 1)
+PY
 # --weights on chat as on generate
 for w in mmap read; do
   printf 'hi\n' | "$QHX" chat -m "$FX" -n 2 --greedy --weights $w >/dev/null 2>"$tmp/w.err" && grep -q "stop: " "$tmp/w.err" ||

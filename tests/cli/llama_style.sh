@@ -3,7 +3,7 @@
 # "did you mean", prompts from a file or stdin, --ids with spaces, --stop strings (never
 # printed, across token boundaries), presence/frequency penalties, the random default seed,
 # --json, the context policy (-n -1, --ctx up to the trained context on checkpoints and
-# bundles), the image-token budget, the refusals (GGUF, a single .safetensors, --isa of another
+# bundles), --stop-id, the image-token budget, the refusals (GGUF, a single .safetensors, --isa of another
 # architecture, --think on Qwen3-VL, a 17th --image) and the speed line.
 # Run as: bash llama_style.sh BIN_DIR DATA_DIR SOURCE_DIR
 set -uo pipefail
@@ -104,6 +104,16 @@ json "$tmp/s.json" 'j["stop"] == "stop string" and j["text"] == open(sys.argv[1]
 grep -q "stop: stop string" "$tmp/s.err" || bad "--stop speed line: $(cat "$tmp/s.err")"
 "$QHX" generate -m "$FX" -p 'Once upon a time' -n 40 --greedy --ignore-eos --stop 'never-in-this-text' --stop "${stop:2}" >"$tmp/s2.txt" 2>/dev/null
 [ "$(wc -c <"$tmp/s2.txt")" -lt "$(printf '%s\n' "$full" | wc -c)" ] || bad "a second --stop was not used"
+# ---- --stop-id: a token that ends the answer too, under --ignore-eos, never printed ---------------
+sid=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['ids'][5])" "$tmp/full.json")
+"$QHX" generate -m "$FX" -p 'Once upon a time' -n 40 --greedy --ignore-eos --stop-id "$sid" --json >"$tmp/sid.json" 2>/dev/null || bad "--stop-id"
+python3 - "$tmp/full.json" "$tmp/sid.json" "$sid" <<'PY' || bad "--stop-id $sid: $(head -c 400 "$tmp/sid.json")"
+import json, sys
+a, b, sid = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), int(sys.argv[3])
+first = a["ids"].index(sid)
+sys.exit(0 if b["stop"] == "eos" and b["ids"] == a["ids"][:first] and b["n_generated"] == first else 1)
+PY
+refuse 2 "--stop-id: 'x'" generate -m "$FX" -p hi --stop-id x
 # ---- penalties, seeds ----------------------------------------------------------------------------
 "$QHX" generate -m "$FX" -p 'Once upon a time' -n 40 --temp 0 --presence-penalty 3 --frequency-penalty 1 --repeat-last-n 32 --json --ignore-eos >"$tmp/pen.json" 2>"$tmp/err" || bad "penalties: $(cat "$tmp/err")"
 python3 -c "import json,sys; a=json.load(open(sys.argv[1])); b=json.load(open(sys.argv[2])); sys.exit(0 if a['ids']!=b['ids'] else 1)" "$tmp/pen.json" "$tmp/full.json" ||
@@ -187,7 +197,7 @@ refuse 2 "--weights: 'disk'" generate -m "$FX" -p hi --weights disk
 # ---- --help names the new options ----------------------------------------------------------------
 "$QHX" generate --help >"$tmp/help"
 for o in -t -c --ctx-size -s -f --file --n-predict -r --stop --repeat-last-n --presence-penalty --frequency-penalty \
-         --verbose --json --image-max-tokens --weights --print-prompt; do
+         --verbose --json --image-max-tokens --weights --print-prompt --stop-id; do
   grep -qe " $o[ ,]" "$tmp/help" || bad "generate --help lacks $o"
 done
 exit $fail

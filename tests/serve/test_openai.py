@@ -98,6 +98,17 @@ s = cl.chat.completions.create(model="x", messages=[{"role": "user", "content": 
 streamed = "".join(ch.choices[0].delta.content or "" for ch in s if ch.choices)
 c.check(streamed == text[:text.index(stop)], "streamed stop %r: %r" % (stop, streamed))
 
+# ---- stop_token_ids (vLLM's extension): the answer ends before that token, as qhx generate --stop-id
+alone = ["--chat", "-p", prompts[2], "-n", "24", "--greedy", "--ignore-eos", "--no-think"]
+full = gen_json(Q35, *alone)
+sid = full["ids"][5]
+cut = gen_json(Q35, *alone, "--stop-id", str(sid))
+r = cl.chat.completions.create(model="x", messages=[{"role": "user", "content": prompts[2]}], temperature=0, max_tokens=24,
+                               extra_body={"ignore_eos": True, "stop_token_ids": [sid]})
+c.check(r.choices[0].message.content == cut["text"] and cut["stop"] == "eos", "stop_token_ids %d: %r vs %r" % (sid, r.choices[0].message.content, cut["text"]))
+c.check(r.choices[0].finish_reason == "stop" and r.usage.completion_tokens == full["ids"].index(sid),
+        "stop_token_ids: finish %s, %d tokens" % (r.choices[0].finish_reason, r.usage.completion_tokens))
+
 # ---- seed reproducibility
 def sampled(seed):
     return cl.chat.completions.create(model="x", messages=[{"role": "user", "content": "Hello"}], temperature=1.0,

@@ -27,6 +27,8 @@ const char QHX_RUN_OPTS_HELP[] =
     "                       random when sampling, shown by --verbose and --json)\n"
     "  --greedy             argmax decoding, every filter off\n"
     "  -r, --stop STR       stop when the text contains STR (not printed); repeatable\n"
+    "  --stop-id ID         stop at the token ID too (not printed; also with --ignore-eos);\n"
+    "                       repeatable\n"
     "  -t, --threads N      worker threads (default: one per physical core)\n"
     "  --device cpu|opencl[:N]  where the model runs (default cpu; qhx devices lists the\n"
     "                       OpenCL devices)\n"
@@ -68,7 +70,7 @@ static const struct { const char *from, *to; } ALIASES[] = {
 const char *const QHX_RUN_OPT_NAMES[] = {
     "-m", "--model", "-n", "--n-predict", "--predict", "--temp", "--temperature", "--top-k", "--top-p",
     "--min-p", "--repeat-penalty", "--repeat-last-n", "--presence-penalty", "--frequency-penalty", "-s",
-    "--seed", "--greedy", "-r", "--stop", "--reverse-prompt", "-t", "--threads", "--isa", "-c", "--ctx",
+    "--seed", "--greedy", "-r", "--stop", "--stop-id", "--reverse-prompt", "-t", "--threads", "--isa", "-c", "--ctx",
     "--ctx-size", "--weights", "--prefill", "--prefill-math", "--decode-math", "--kv", "--image-max-tokens",
     "--ignore-eos", "-v", "--verbose", "--quiet", "--system", "--system-prompt", "--think", "--no-think",
     "--spec", "--draft", "--draft-fixed", "--device",
@@ -160,6 +162,10 @@ static int parse_valued(const char *cmd, const char *a, const char *v, qhx_run_o
         if (!*v) return qhx_cli_usage_error(cmd, "--stop: the string is empty");
         if (o->n_stops == QHX_RUN_MAX_STOPS) return qhx_cli_usage_error(cmd, "--stop: more than %d strings", QHX_RUN_MAX_STOPS);
         o->stops[o->n_stops++] = v;
+    } else if (!strcmp(a, "--stop-id")) {
+        if (qhx_cli_parse_i64(v, 0, INT32_MAX, &n)) return qhx_cli_usage_error(cmd, "--stop-id: '%s' is not a token id", v);
+        if (o->n_stop_ids == QHX_RUN_MAX_STOPS) return qhx_cli_usage_error(cmd, "--stop-id: more than %d ids", QHX_RUN_MAX_STOPS);
+        o->stop_ids[o->n_stop_ids++] = (qhx_token)n;
     } else if (!strcmp(a, "--threads")) {
         if (qhx_cli_parse_i64(v, 1, 512, &o->threads)) return qhx_cli_usage_error(cmd, "--threads: '%s' is not in [1, 512]", v);
     } else if (!strcmp(a, "--isa")) return parse_isa(cmd, v, &o->isa);
@@ -203,7 +209,7 @@ int qhx_run_parse_opt(const char *cmd, int argc, char **argv, int *i, qhx_run_op
     if (parse_flag(a, o)) return 1;
     static const char *const valued[] = {"-m", "-n", "--temp", "--top-k", "--top-p", "--min-p", "--repeat-penalty",
                                          "--repeat-last-n", "--presence-penalty", "--frequency-penalty", "--seed",
-                                         "--stop", "--threads", "--isa", "--ctx", "--image-max-tokens", "--weights",
+                                         "--stop", "--stop-id", "--threads", "--isa", "--ctx", "--image-max-tokens", "--weights",
                                          "--prefill", "--prefill-math", "--decode-math", "--kv", "--system",
                                          "--spec", "--draft", "--device"};
     int known = 0;
@@ -308,31 +314,6 @@ void qhx_run_chat_template_note(const qhx_model *m) {
     if (qhx_model_chat_template(m, hex) != QHX_CHAT_TEMPLATE_OTHER) return;
     fprintf(stderr, "qhx: the model's chat_template (sha256 %.16s...) is not a released one this build knows: the built-in %s format is used\n",
             hex, qhx_model_family_title(m));
-}
-
-/* ---- chat text ----------------------------------------------------------------------------- */
-
-static qhx_status chat_format(const qhx_model *m, const qhx_session *s, const qhx_chat_msg *msgs, size_t n,
-                              int thinking, const int64_t *image_tokens, size_t n_images, char *buf, size_t cap,
-                              size_t *len, qhx_error *err) {
-    if (s) return qhx_session_chat_format_images(s, msgs, n, thinking, image_tokens, n_images, buf, cap, len, err);
-    return qhx_chat_format_images(m, msgs, n, 1, thinking, image_tokens, n_images, buf, cap, len, err);
-}
-
-qhx_status qhx_run_chat_text(const qhx_model *m, const qhx_session *s, const qhx_chat_msg *msgs, size_t n,
-                             int thinking, const int64_t *image_tokens, size_t n_images, char **out, qhx_error *err) {
-    *out = NULL;
-    size_t len = 0;
-    qhx_status rc = chat_format(m, s, msgs, n, thinking, image_tokens, n_images, NULL, 0, &len, err); /* the size */
-    if (rc != QHX_E_LIMIT || len == 0) return rc ? rc : qhx_cli_fail(err, QHX_E_INTERNAL, "chat: no text");
-    char *buf = malloc(len + 1);
-    if (!buf) return qhx_cli_fail(err, QHX_E_NOMEM, "out of memory");
-    if ((rc = chat_format(m, s, msgs, n, thinking, image_tokens, n_images, buf, len + 1, &len, err))) {
-        free(buf);
-        return rc;
-    }
-    *out = buf;
-    return QHX_OK;
 }
 
 /* ---- Ctrl-C -------------------------------------------------------------------------------- */

@@ -36,6 +36,8 @@ typedef struct qhx_run_opts {
     int think;              /* -1 = the model's default, 0 = --no-think, 1 = --think */
     const char *stops[QHX_RUN_MAX_STOPS]; /* --stop strings, matched on the decoded text */
     int n_stops;
+    qhx_token stop_ids[QHX_RUN_MAX_STOPS]; /* --stop-id ids: more stop tokens */
+    int n_stop_ids;
     int64_t image_max_tokens; /* --image-max-tokens; 0 = what leaves room in the context */
     bool ignore_eos;
     bool quiet;             /* no speed line */
@@ -95,13 +97,6 @@ void qhx_run_context_advice(const qhx_run_context *c, char *buf, size_t size);
  * the released templates the built-in format was checked against, say so once on stderr, as
  * a template edited by a fine-tune may expect another format. */
 void qhx_run_chat_template_note(const qhx_model *m);
-
-/* The chat text of msgs with the assistant header (owned: free): for session s when it is not
- * NULL (qhx_session_chat_format_images: the closing of an earlier answer first), else for model
- * m (qhx_chat_format_images). n_images images of image_tokens[k] tokens each before the text of
- * the last user message, in order. */
-qhx_status qhx_run_chat_text(const qhx_model *m, const qhx_session *s, const qhx_chat_msg *msgs, size_t n,
-                             int thinking, const int64_t *image_tokens, size_t n_images, char **out, qhx_error *err);
 
 /* Ctrl-C: after qhx_run_catch_sigint, the first SIGINT (or SIGTERM, SIGHUP, SIGQUIT) sets a
  * flag that the abort callback (qhx_run_interrupted) reports; a second one exits at once. */

@@ -59,21 +59,6 @@ typedef struct chat {
 
 /* ---- one turn ------------------------------------------------------------------------------ */
 
-/* The text of one user turn (owned: free) as the session takes it next: the closing of the
- * previous answer first, when there is one (qhx_session_chat_format). NULL on error. */
-static char *turn_text(chat *c, const char *user, const int64_t *image_tokens, qhx_error *err) {
-    int64_t one[QHX_CLI_MAX_IMAGES]; /* the /image files in order; NULL counts: one pad each */
-    for (int k = 0; k < c->n_images; k++) one[k] = image_tokens ? image_tokens[k] : 1;
-    qhx_chat_msg msgs[2];
-    size_t n = 0;
-    if (c->first && c->run.system) msgs[n++] = (qhx_chat_msg){.role = "system", .content = c->run.system};
-    msgs[n++] = (qhx_chat_msg){.role = "user", .content = user};
-    int think = c->run.think >= 0 ? c->run.think : qhx_model_thinking_default(c->m);
-    char *text = NULL;
-    if (qhx_run_chat_text(c->m, c->s, msgs, n, think, one, (size_t)c->n_images, &text, err)) return NULL;
-    return text;
-}
-
 /* What the context can still take after this turn's text: room for the answer. */
 static void context_full_message(const chat *c, const char *what) {
     char advice[160];
@@ -82,35 +67,30 @@ static void context_full_message(const chat *c, const char *what) {
             (long long)c->ctx.limit, c->ctx.limit < c->ctx.trained && !c->ctx.by_memory ? advice : "");
 }
 
-/* The turn's ids, with the /image files (if any) encoded within the room the context has left,
- * shared over them (--image-max-tokens bounds their sum). im: (QHX_CLI_MAX_IMAGES,) OUT. */
-static qhx_status turn_ids(chat *c, const char *user, qhx_encoded_image **im, qhx_token **ids, size_t *n,
-                           qhx_error *err) {
-    char *text = turn_text(c, user, NULL, err);
-    if (!text) return err->code;
-    qhx_status rc = qhx_cli_tokenize(c->m, text, ids, n, err);
-    free(text);
-    if (rc || !c->n_images) return rc;
-    int64_t room = c->ctx.limit - qhx_session_n_past(c->s) - 2 - ((int64_t)*n - c->n_images) - 1;
-    if (c->run.image_max_tokens && c->run.image_max_tokens < room) room = c->run.image_max_tokens;
-    if (room < 1) return qhx_cli_fail(err, QHX_E_LIMIT, "no room is left for the image%s", c->n_images > 1 ? "s" : "");
-    if ((rc = qhx_encoded_images_load(c->m, (const char *const *)c->images, (size_t)c->n_images, room, im, err)))
-        return rc;
-    free(*ids);
-    *ids = NULL;
-    int64_t tokens[QHX_CLI_MAX_IMAGES];
-    for (int k = 0; k < c->n_images; k++) tokens[k] = qhx_encoded_image_n_tokens(im[k]);
-    if (!(text = turn_text(c, user, tokens, err))) return err->code;
-    rc = qhx_cli_tokenize(c->m, text, ids, n, err);
-    free(text);
-    return rc;
+/* The next turn as the session takes it (qhx_prompt_for_session: the closing of the previous
+ * answer first, when there is one), with the /image files (if any) encoded within the room the
+ * context has left, shared over them (--image-max-tokens bounds their sum). */
+static qhx_status turn_prompt(chat *c, const char *user, qhx_prompt **out, qhx_error *err) {
+    qhx_chat_turn turns[2];
+    qhx_chat_content parts[QHX_CLI_MAX_IMAGES + 1];
+    size_t nt = 0;
+    if (c->first && c->run.system) turns[nt++] = (qhx_chat_turn){.role = "system", .content = c->run.system};
+    for (int k = 0; k < c->n_images; k++) parts[k] = (qhx_chat_content){.image_path = c->images[k]};
+    parts[c->n_images] = (qhx_chat_content){.text = user, .text_len = strlen(user)};
+    turns[nt++] = (qhx_chat_turn){.role = "user", .content = user, .parts = c->n_images ? parts : NULL,
+                                  .n_parts = c->n_images ? (size_t)c->n_images + 1 : 0};
+    int think = c->run.think >= 0 ? c->run.think : qhx_model_thinking_default(c->m);
+    qhx_chat_spec spec = {.turns = turns, .n_turns = nt, .thinking = think, .max_images = c->n_images,
+                          .image_budget = c->run.image_max_tokens};
+    return qhx_prompt_for_session(c->s, &spec, out, err);
 }
 
 /* Feed the turn (the pending stop token first, so an image's announcement covers these ids). */
-static qhx_status feed_turn(chat *c, const qhx_token *ids, size_t n, qhx_encoded_image *const *im, int n_images,
-                            qhx_error *err) {
+static qhx_status feed_turn(chat *c, const qhx_prompt *p, qhx_error *err) {
+    size_t n;
+    qhx_prompt_ids(p, &n);
     c->feeding = true;
-    qhx_status rc = qhx_session_feed_images(c->s, ids, n, (const qhx_encoded_image *const *)im, (size_t)n_images, err);
+    qhx_status rc = qhx_session_feed_prompt(c->s, p, 0, n, err);
     c->feeding = false;
     return rc;
 }
@@ -130,18 +110,14 @@ static int abort_feed(void *user) {
 
 /* One user turn: feed it, stream the answer. Returns an exit code >= 0 to stop, -1 to go on. */
 static int turn(chat *c, const char *user, qhx_error *err) {
-    qhx_encoded_image *im[QHX_CLI_MAX_IMAGES] = {0};
-    qhx_token *ids = NULL;
-    size_t n = 0;
+    qhx_prompt *p = NULL;
     qhx_run_out out;
     qhx_run_out_init(&out, &c->run, false, false);
-    qhx_status rc = turn_ids(c, user, im, &ids, &n, err);
-    const int n_images = c->n_images;
+    qhx_status rc = turn_prompt(c, user, &p, err);
     for (int k = 0; k < c->n_images; k++) free(c->images[k]);
     c->n_images = 0;
-    if (!rc) rc = feed_turn(c, ids, n, im, n_images, err);
-    free(ids);
-    for (int k = 0; k < n_images; k++) qhx_encoded_image_free(im[k]);
+    if (!rc) rc = feed_turn(c, p, err);
+    qhx_prompt_free(p);
     if (rc == QHX_E_ABORTED) { /* cut in the middle of a layer: the state cannot go on */
         qhx_session_reset(c->s);
         c->first = true;
@@ -161,7 +137,8 @@ static int turn(chat *c, const char *user, qhx_error *err) {
     qhx_generate_stats st = {0};
     qhx_generate_params gp = {.max_tokens = c->run.n_new, .ignore_stop = c->run.ignore_eos,
                               .stop_at_turn_end = !c->run.ignore_eos, .on_token = on_token, .user = &out,
-                              .stops = out.stops, .n_stops = (size_t)out.n_stops};
+                              .stops = out.stops, .n_stops = (size_t)out.n_stops, .stop_ids = c->run.stop_ids,
+                              .n_stop_ids = (size_t)c->run.n_stop_ids};
     int64_t room = qhx_session_n_ctx(c->s) - qhx_session_n_past(c->s) - 1;
     bool until_full = c->run.n_new < 0 || gp.max_tokens > room;
     if (until_full) gp.max_tokens = room;

@@ -133,31 +133,40 @@ int qhx_generate_parse_args(int argc, char **argv, gen_args *a) {
 
 /* ---- the prompt ---------------------------------------------------------------------------- */
 
-/* The prompt text (owned: free), chat-formatted when asked: one image part per --image, in
- * order, of image_tokens[k] pads (NULL: one each, for counting the text), then the text. */
-static qhx_status prompt_text(const qhx_model *m, const gen_args *a, const char *user, const int64_t *image_tokens,
-                              char **out, qhx_error *err) {
-    *out = NULL;
-    if (!a->chat) {
-        size_t n = strlen(user);
-        if (!(*out = malloc(n + 1))) return qhx_cli_fail(err, QHX_E_NOMEM, "out of memory");
-        memcpy(*out, user, n + 1);
-        return QHX_OK;
-    }
-    qhx_chat_msg msgs[2];
-    size_t nm = 0;
-    if (a->run.system) msgs[nm++] = (qhx_chat_msg){.role = "system", .content = a->run.system};
-    msgs[nm++] = (qhx_chat_msg){.role = "user", .content = user};
+/* The chat spec of the prompt (--chat): --system, then the user turn with one part per --image,
+ * in order (the files; render_only: one pad each), then the text. turns (2,) and parts
+ * (QHX_CLI_MAX_IMAGES + 1,) are its storage. */
+static void chat_spec(const qhx_model *m, const gen_args *a, bool render_only, qhx_chat_turn *turns,
+                      qhx_chat_content *parts, qhx_chat_spec *spec) {
+    size_t nt = 0;
+    if (a->run.system) turns[nt++] = (qhx_chat_turn){.role = "system", .content = a->run.system};
+    for (int k = 0; k < a->n_images; k++)
+        parts[k] = render_only ? (qhx_chat_content){.image_tokens = 1} : (qhx_chat_content){.image_path = a->images[k]};
+    parts[a->n_images] = (qhx_chat_content){.text = a->prompt, .text_len = strlen(a->prompt)};
+    turns[nt++] = (qhx_chat_turn){.role = "user", .content = a->prompt, .parts = a->n_images ? parts : NULL,
+                                  .n_parts = a->n_images ? (size_t)a->n_images + 1 : 0};
     bool constrained = a->grammar_file || a->json_schema || a->json_object; /* the answer follows it from byte one */
     int think = a->run.think >= 0 ? a->run.think : constrained ? 0 : qhx_model_thinking_default(m);
-    int64_t one[QHX_CLI_MAX_IMAGES];
-    for (int k = 0; k < a->n_images; k++) one[k] = image_tokens ? image_tokens[k] : 1;
-    return qhx_run_chat_text(m, NULL, msgs, nm, think, one, (size_t)a->n_images, out, err);
+    *spec = (qhx_chat_spec){.turns = turns, .n_turns = nt, .thinking = think, .render_only = render_only,
+                            .max_images = a->n_images};
 }
 
-static qhx_status encode(const qhx_model *m, const char *text, qhx_token **ids, size_t *n, qhx_error *err) {
-    if (!qhx_model_has_tokenizer(m)) return qhx_cli_fail(err, QHX_E_ARG, "the model has no tokenizer.json: use --ids");
-    return qhx_cli_tokenize(m, text, ids, n, err);
+/* --print-prompt: the prompt text, chat-formatted when asked (one pad per --image). */
+static qhx_status print_prompt(const qhx_model *m, const gen_args *a, qhx_error *err) {
+    if (!a->chat) {
+        fputs(a->prompt, stdout);
+        return QHX_OK;
+    }
+    qhx_chat_turn turns[2];
+    qhx_chat_content parts[QHX_CLI_MAX_IMAGES + 1];
+    qhx_chat_spec spec;
+    chat_spec(m, a, true, turns, parts, &spec);
+    qhx_prompt *p;
+    qhx_status rc = qhx_prompt_from_chat(m, &spec, &p, err);
+    if (rc) return rc;
+    fputs(qhx_prompt_text(p, NULL), stdout);
+    qhx_prompt_free(p);
+    return QHX_OK;
 }
 
 /* ---- running ------------------------------------------------------------------------------- */
@@ -167,9 +176,10 @@ typedef struct run {
     char *user;               /* the prompt text read from -f / stdin (owned), or NULL */
     qhx_model *m;
     qhx_session *s;
-    qhx_token *ids;           /* owned: free */
+    qhx_prompt *prompt;       /* -p / -f / stdin: the text, chat-formatted with --chat, and its images */
+    qhx_token *ids;           /* owned: free (--ids, or a copy of the prompt's) */
     size_t n_ids;
-    qhx_encoded_image *im[QHX_CLI_MAX_IMAGES]; /* --image, encoded, in order */
+    qhx_encoded_image *im[QHX_CLI_MAX_IMAGES]; /* --ids: the --image files, encoded, in order */
     qhx_run_context ctx;
     qhx_grammar *grammar;     /* --grammar / --json-schema / --json-object, or NULL */
     qhx_constraint *constraint;
@@ -204,7 +214,8 @@ static int check_model_options(run *r) {
     return qhx_cli_runtime_error(CMD, &r->err);
 }
 
-/* The prompt ids, with the image (if any) encoded within the context's room. */
+/* The prompt (text, or with --chat the chat turn with the images encoded within the room the
+ * text and the answer leave in the context, --image-max-tokens bounding their sum), and its ids. */
 static qhx_status build_prompt(run *r) {
     const gen_args *a = &r->a;
     qhx_error *err = &r->err;
@@ -212,33 +223,33 @@ static qhx_status build_prompt(run *r) {
         if (a->n_images && qhx_encoded_images_load(r->m, a->images, (size_t)a->n_images, 0, r->im, err)) return err->code;
         return QHX_OK; /* parsed by the caller */
     }
-    char *text = NULL;
-    qhx_status rc = prompt_text(r->m, a, a->prompt, NULL, &text, err);
-    if (!rc) rc = encode(r->m, text, &r->ids, &r->n_ids, err);
-    free(text);
-    if (rc || !a->n_images) return rc;
-    /* the images: the room the text and the answer leave (--image-max-tokens bounds their sum),
-     * shared over them before the tower runs */
-    int64_t n_text = (int64_t)r->n_ids - a->n_images, answer = a->run.n_new > 0 ? a->run.n_new : 1;
-    int64_t room = r->ctx.limit - n_text - answer, budget = room;
-    if (a->run.image_max_tokens && a->run.image_max_tokens < budget) budget = a->run.image_max_tokens;
-    if (budget < 1) {
-        char advice[160];
-        qhx_run_context_advice(&r->ctx, advice, sizeof advice);
-        return qhx_cli_fail(err, QHX_E_LIMIT, "the prompt (%lld tokens) and the answer (%lld) leave no room for the image in the context of %lld%s",
-                            (long long)n_text, (long long)answer, (long long)r->ctx.limit, advice);
+    if (!qhx_model_has_tokenizer(r->m)) return qhx_cli_fail(err, QHX_E_ARG, "the model has no tokenizer.json: use --ids");
+    qhx_status rc;
+    if (!a->chat) {
+        rc = qhx_prompt_from_text(r->m, a->prompt, strlen(a->prompt), &r->prompt, err);
+    } else {
+        qhx_chat_turn turns[2];
+        qhx_chat_content parts[QHX_CLI_MAX_IMAGES + 1];
+        qhx_chat_spec spec;
+        chat_spec(r->m, a, false, turns, parts, &spec);
+        const int64_t answer = a->run.n_new > 0 ? a->run.n_new : 1;
+        spec.max_tokens = r->ctx.limit - answer > 1 ? r->ctx.limit - answer : 1;
+        spec.image_budget = a->run.image_max_tokens;
+        rc = qhx_prompt_from_chat(r->m, &spec, &r->prompt, err);
+        if (rc == QHX_E_LIMIT && a->n_images) { /* the images found no room: how to make some */
+            char advice[160];
+            qhx_run_context_advice(&r->ctx, advice, sizeof advice);
+            size_t used = strlen(err->msg);
+            snprintf(err->msg + used, sizeof err->msg - used, "%s", advice);
+        }
     }
-    if (a->run.verbose)
-        fprintf(stderr, "qhx: the image%s may take up to %lld tokens\n", a->n_images > 1 ? "s" : "", (long long)budget);
-    if ((rc = qhx_encoded_images_load(r->m, a->images, (size_t)a->n_images, budget, r->im, err))) return rc;
-    free(r->ids);
-    r->ids = NULL;
-    int64_t tokens[QHX_CLI_MAX_IMAGES];
-    for (int k = 0; k < a->n_images; k++) tokens[k] = qhx_encoded_image_n_tokens(r->im[k]);
-    if ((rc = prompt_text(r->m, a, a->prompt, tokens, &text, err))) return rc;
-    rc = encode(r->m, text, &r->ids, &r->n_ids, err);
-    free(text);
-    return rc;
+    if (rc) return rc;
+    size_t n;
+    const qhx_token *ids = qhx_prompt_ids(r->prompt, &n);
+    if (n && !(r->ids = malloc(n * sizeof *ids))) return qhx_cli_fail(err, QHX_E_NOMEM, "out of memory");
+    if (n) memcpy(r->ids, ids, n * sizeof *ids);
+    r->n_ids = n;
+    return QHX_OK;
 }
 
 /* --json: one object on stdout. Text that is not valid UTF-8 (a tail cut by -n) gets '?' for
@@ -332,15 +343,18 @@ static int generate(run *r) {
     sp.abort_cb = qhx_run_interrupted;
     if (qhx_session_create(r->m, &sp, &r->s, err)) return qhx_cli_runtime_error(CMD, err);
     qhx_run_out_init(&r->out, &a->run, a->print_ids, a->json);
-    /* with the image at its pad ids; a Qwen3-VL prompt without one may hold no pad id */
-    if (qhx_session_feed_images(r->s, r->ids, r->n_ids, (const qhx_encoded_image *const *)r->im, (size_t)r->a.n_images, err))
-        return qhx_cli_runtime_error(CMD, err);
+    /* with the images at their pad ids; a Qwen3-VL prompt without one may hold no pad id */
+    qhx_status frc = r->prompt ? qhx_session_feed_prompt(r->s, r->prompt, 0, r->n_ids, err)
+                               : qhx_session_feed_images(r->s, r->ids, r->n_ids,
+                                                         (const qhx_encoded_image *const *)r->im, (size_t)r->a.n_images, err);
+    if (frc) return qhx_cli_runtime_error(CMD, err);
     int64_t max_tokens = a->run.n_new > 0 ? a->run.n_new : n_ctx - (int64_t)r->n_ids;
     if (r->grammar && qhx_constraint_new(r->m, r->grammar, &r->constraint, err)) return qhx_cli_runtime_error(CMD, err);
     qhx_generate_params gp = {.max_tokens = max_tokens, .ignore_stop = a->run.ignore_eos,
                               .stop_at_turn_end = a->chat && !a->run.ignore_eos, .on_token = qhx_run_on_token,
                               .user = &r->out, .constraint = r->constraint, .stops = r->out.stops,
-                              .n_stops = (size_t)r->out.n_stops};
+                              .n_stops = (size_t)r->out.n_stops, .stop_ids = a->run.stop_ids,
+                              .n_stop_ids = (size_t)a->run.n_stop_ids};
     qhx_generate_stats st = {0};
     qhx_status grc = qhx_session_generate(r->s, &gp, &st, err);
     bool stopped = grc == QHX_E_ABORTED;
@@ -385,11 +399,8 @@ static int run_all(run *r) {
     if ((rc = check_model_options(r)) >= 0) return rc;
     if (qhx_run_context_of(r->m, &a->run, &r->ctx, err)) return qhx_cli_runtime_error(CMD, err);
     if (a->print_prompt && !a->ids_arg) {
-        char *text = NULL;
-        if (prompt_text(r->m, a, a->prompt, NULL, &text, err)) return qhx_cli_runtime_error(CMD, err); /* one pad each */
-        fputs(text, stdout);
+        if (print_prompt(r->m, a, err)) return qhx_cli_runtime_error(CMD, err);
         fflush(stdout);
-        free(text);
         return QHX_EXIT_OK;
     }
     if (a->chat) qhx_run_chat_template_note(r->m);
@@ -409,6 +420,7 @@ int qhx_cmd_generate(int argc, char **argv) {
     qhx_constraint_free(r.constraint);
     qhx_grammar_free(r.grammar);
     for (int k = 0; k < r.a.n_images; k++) qhx_encoded_image_free(r.im[k]);
+    qhx_prompt_free(r.prompt);
     qhx_model_free(r.m);
     free(r.ids);
     free(r.user);

@@ -83,12 +83,20 @@ int main(int argc, char **argv) {
     memset(&sp.sampling, 0, sizeof sp.sampling); /* greedy, as the seed */
     sp.prefill = QHX_PREFILL_DECODE;             /* decode-over-prompt, as the seed */
     if (qhx_session_create(m, &sp, &s, &err)) goto fail;
-    if (vlm) {
-        qhx_chat_msg msg = {"user", prompt};
-        if (qhx_session_feed_chat(s, &msg, 1, image, 0, &err)) goto fail;
-    } else if (qhx_session_feed_text(s, prompt, strlen(prompt), &err)) {
+    qhx_prompt *p = NULL;
+    if (vlm) { /* the user turn, the image before its text */
+        qhx_chat_content parts[2] = {{.image_path = image}, {.text = prompt, .text_len = strlen(prompt)}};
+        qhx_chat_turn turn = {.role = "user", .content = prompt, .parts = image ? parts : NULL, .n_parts = image ? 2 : 0};
+        qhx_chat_spec spec = {.turns = &turn, .n_turns = 1, .max_images = 1};
+        if (qhx_prompt_for_session(s, &spec, &p, &err)) goto fail;
+    } else if (qhx_prompt_from_text(m, prompt, strlen(prompt), &p, &err)) {
         goto fail;
     }
+    size_t n_ids = 0;
+    qhx_prompt_ids(p, &n_ids);
+    qhx_status frc = n_ids ? qhx_session_feed_prompt(s, p, 0, n_ids, &err) : QHX_OK;
+    qhx_prompt_free(p);
+    if (frc) goto fail;
     qhx_generate_params gp = {.max_tokens = n, .on_token = print_piece};
     qhx_generate_stats st;
     if (qhx_session_generate(s, &gp, &st, &err)) goto fail;

@@ -3,9 +3,10 @@
  * A step of the loop: admit waiting jobs into free slots (the slot with the longest reusable
  * prefix of the job's prompt), prefill what each new job's prompt adds to its slot, then take
  * one step of every active job's decoder (the library's generation loop: sampling, the
- * constraint, stop tokens, the streaming text, max_tokens, cancellation; qhx_decoder_next) and
- * feed all the tokens that go on with one qhx_sessions_decode call (the batched decode step);
- * speculative slots take one qhx_sessions_spec_step together (their verifies in one pass).
+ * constraint, stop tokens, stop strings, the streaming text, max_tokens, cancellation;
+ * qhx_decoder_next) and feed all the tokens that go on with one qhx_sessions_decode call (the
+ * batched decode step); speculative slots take one qhx_sessions_spec_step together (their
+ * verifies in one pass).
  * The engine schedules; it neither samples nor decides where an answer stops.
  *
  * Prompt reuse. A slot remembers the ids its state holds (hist). A prompt that starts with all
@@ -320,16 +321,19 @@ static int start_job(slot *sl) {
         fail_job(sl, err.code == QHX_E_NOMEM ? 503 : 400, err.msg);
         return -1;
     }
-    /* speculative decoding: the server's, unless the request turns it off, has a grammar or asks
-       for logprobs (a speculative step keeps only the logits after its last fed token) */
-    sl->spec = qhx_session_spec_enabled(sl->s) && j->spec_draft >= 0 && !sl->con && !j->logprobs;
+    /* speculative decoding: the server's, unless the request turns it off, has a grammar or stop
+       token ids (the step knows the model's stop ids only) or asks for logprobs (a speculative
+       step keeps only the logits after its last fed token) */
+    sl->spec = qhx_session_spec_enabled(sl->s) && j->spec_draft >= 0 && !sl->con && !j->logprobs && !j->n_stop_ids;
     sl->draft = j->spec_draft > 0 && j->spec_draft < e->cfg->spec_draft ? j->spec_draft : e->cfg->spec_draft;
     sl->qn = sl->qi = 0;
     sl->max_gen = max_gen;
     qhx_session_spec_totals(sl->s, sl->spec_base);
-    /* the job's stop strings are its output's (srv_output); the decoder stops at tokens */
+    /* the decoder ends the answer at a stop token or one of the job's stop strings */
     qhx_decoder_params dp = {.sampling = j->sampling, .max_tokens = max_gen, .ignore_stop = j->ignore_eos,
-                             .stop_at_turn_end = 1, .constraint = sl->con, .abort_cb = slot_abort, .abort_user = sl,
+                             .stop_at_turn_end = 1, .stops = (const char *const *)j->stops, .n_stops = j->n_stops,
+                             .stop_ids = j->stop_ids, .n_stop_ids = j->n_stop_ids,
+                             .constraint = sl->con, .abort_cb = slot_abort, .abort_user = sl,
                              .speculative = sl->spec};
     if (qhx_decoder_create(e->m, &dp, &sl->dec, &err)) {
         fail_job(sl, 400, err.msg);
@@ -370,14 +374,13 @@ static int next_token(slot *sl, qhx_token *out) {
         end_job(sl, SRV_FINISH_STOP);
         return 0;
     }
-    int r = srv_output_token(sl->out, st.token, st.text, st.len, lg);
-    if (r < 0) {
+    if (srv_output_token(sl->out, st.token, st.text, st.len, lg)) {
         fail_job(sl, 503, "out of memory");
         return 0;
     }
     sl->n_gen++;
-    if (r == 1 || !st.feed) { /* a stop string (the output's), or the decoder's end */
-        end_job(sl, r == 1 || st.stop != QHX_STOP_LENGTH ? SRV_FINISH_STOP : SRV_FINISH_LENGTH);
+    if (!st.feed) { /* a stop string (its text and what follows never given), or max_tokens */
+        end_job(sl, st.stop != QHX_STOP_LENGTH ? SRV_FINISH_STOP : SRV_FINISH_LENGTH);
         return 0;
     }
     *out = st.token;

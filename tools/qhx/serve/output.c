@@ -1,12 +1,12 @@
-/* output.c: what a job's generated tokens become. The text goes through three stages:
- *   1. stop strings: matched on the text (across token boundaries); the text that could still
- *      be the start of a stop string is held back, a match ends the answer and is not emitted;
- *   2. the router: before the end of the think block (when the prompt opened one) the text is
+/* output.c: what a job's generated tokens become. The text comes final from the job's decoder
+ * (the library's generation step has matched the stop strings on it and held back what could
+ * still start one) and goes through two stages:
+ *   1. the router: before the end of the think block (when the prompt opened one) the text is
  *      reasoning_content; after it, content; from the start of a tool call on (when tools were
  *      offered) it is kept whole and parsed into tool_calls at the end (blocks of parameters or
  *      JSON objects; text with no call that parses goes out as content); the markers are the
  *      model's chat format's (qhx_model_chat_markers);
- *   3. the response: SSE chunks as text is routed (streaming) or one body at the end.
+ *   2. the response: SSE chunks as text is routed (streaming) or one body at the end.
  * Also here: jobs and buffers, the error JSON. */
 #include "serve.h"
 
@@ -74,6 +74,7 @@ void srv_job_unref(srv_job *j) {
     qhx_prompt_free(j->prompt);
     for (size_t i = 0; i < j->n_stops; i++) free(j->stops[i]);
     free(j->stops);
+    free(j->stop_ids);
     free(j->answer_prefix);
     qhx_grammar_free(j->grammar);
     srv_buf_free(&j->sse);
@@ -255,8 +256,6 @@ struct srv_output {
     const qhx_model *m;
     qhx_chat_markers mk; /* the model's chat format: where reasoning ends, where a call starts */
     srv_job *j;
-    qhx_stop_matcher *stops; /* the job's stop strings (the library's matcher; NULL: none) */
-    bool stopped;
     int mode;
     bool strip_lead;   /* content right after the think block: its leading newlines are the template's */
     srv_buf pend;      /* routed text not yet given to a channel (could start a marker) */
@@ -274,10 +273,6 @@ srv_output *srv_output_new(const qhx_model *m, srv_job *j) {
     qhx_model_chat_markers(m, &o->mk);
     o->j = j;
     o->mode = j->kind == SRV_CHAT && j->thinking ? MODE_REASONING : MODE_CONTENT;
-    if (j->n_stops && qhx_stop_matcher_create((const char *const *)j->stops, j->n_stops, &o->stops, NULL)) {
-        free(o);
-        return NULL;
-    }
     if (j->logprobs && !j->stream) j->token_logprobs = json_array();
     /* a forced tool call: its start is in the prompt, and the answer is read as its rest */
     if (j->answer_prefix) {
@@ -292,7 +287,6 @@ srv_output *srv_output_new(const qhx_model *m, srv_job *j) {
 
 void srv_output_free(srv_output *o) {
     if (!o) return;
-    qhx_stop_matcher_free(o->stops);
     srv_buf_free(&o->pend);
     srv_buf_free(&o->tools);
     srv_buf_free(&o->d_content);
@@ -366,21 +360,10 @@ static int route(srv_output *o, bool at_end) {
     }
 }
 
-/* Final text (past the stop check) into the router. */
+/* Final text (past the decoder's stop strings) into the router. */
 static int pass_on(srv_output *o, const char *p, size_t n, bool at_end) {
     if (n && srv_buf_put(&o->pend, p, n)) return -1;
     return route(o, at_end);
-}
-
-/* The stop check (qhx_stop_matcher): 1 when a stop string ends the answer in text. */
-static int check_stops(srv_output *o, const char *text, size_t len) {
-    if (!o->stops) return pass_on(o, text, len, false);
-    const char *fin;
-    size_t n_fin;
-    int hit = qhx_stop_matcher_push(o->stops, text, len, &fin, &n_fin);
-    if (hit < 0 || pass_on(o, fin, n_fin, false)) return -1;
-    if (hit) o->stopped = true;
-    return hit;
 }
 
 /* ---- logprobs ---------------------------------------------------------------------------- */
@@ -527,7 +510,6 @@ static int flush_chunk(srv_output *o, const char *finish, json_t *tool_calls) {
 
 int srv_output_token(srv_output *o, qhx_token t, const char *text, size_t len, const float *logits) {
     srv_job *j = o->j;
-    if (o->stopped) return 1;
     if (j->logprobs && t >= 0 && logits) {
         json_t *e = logprob_entry(o->m, logits, t, j->top_logprobs);
         if (!e) return -1;
@@ -536,18 +518,13 @@ int srv_output_token(srv_output *o, qhx_token t, const char *text, size_t len, c
             json_array_append_new(o->lp_chunk, e);
         } else json_array_append_new(j->token_logprobs, e);
     }
-    int r = check_stops(o, text, len);
-    if (r < 0) return -1;
+    if (pass_on(o, text, len, false)) return -1;
     if (j->stream && flush_chunk(o, NULL, NULL)) return -1;
-    return r;
+    return 0;
 }
 
 int srv_output_end(srv_output *o) {
     srv_job *j = o->j;
-    const char *fin = "";
-    size_t n_fin = 0;
-    if (!o->stopped && o->stops && qhx_stop_matcher_finish(o->stops, &fin, &n_fin) < 0) return -1;
-    if (!o->stopped && pass_on(o, fin, n_fin, true)) return -1;
     if (route(o, true)) return -1;
     json_t *calls = o->tools.n ? parse_tool_calls(&o->mk, o->tools.p, o->tools.n, j->id) : NULL;
     if (o->tools.n && !calls && give(o, MODE_CONTENT, o->tools.p, o->tools.n)) return -1;

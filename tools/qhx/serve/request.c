@@ -197,6 +197,22 @@ static int common_fields(const qhx_model *m, const srv_config *cfg, json_t *root
             if (!(j->stops[j->n_stops++] = strdup(json_string_value(s)))) return fail(status, 503, err, "out of memory");
         }
     }
+    /* vLLM's extension: token ids that end the answer (checked against the vocabulary by the decoder) */
+    json_t *ids = json_object_get(root, "stop_token_ids");
+    if (present(ids)) {
+        if (!json_is_array(ids)) return fail(status, 400, err, "'stop_token_ids' must be a list of token ids");
+        size_t ni = json_array_size(ids);
+        if ((int64_t)ni > lim->max_stops)
+            return fail(status, 400, err, "'stop_token_ids': %zu ids, at most %lld", ni, (long long)lim->max_stops);
+        j->stop_ids = calloc(ni ? ni : 1, sizeof *j->stop_ids);
+        if (!j->stop_ids) return fail(status, 503, err, "out of memory");
+        for (size_t i = 0; i < ni; i++) {
+            json_t *v = json_array_get(ids, i);
+            if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX)
+                return fail(status, 400, err, "'stop_token_ids'[%zu] must be a token id", i);
+            j->stop_ids[j->n_stop_ids++] = (qhx_token)json_integer_value(v);
+        }
+    }
     return 0;
 }
 

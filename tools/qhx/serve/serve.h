@@ -76,6 +76,8 @@ typedef struct srv_job {
     int64_t max_tokens;
     char **stops;
     size_t n_stops;
+    qhx_token *stop_ids;  /* "stop_token_ids": more stop tokens, ignore_eos or not */
+    size_t n_stop_ids;
     bool ignore_eos;
     int spec_draft;       /* "spec_draft": 0 the server's, 1 .. 8 at most that many, -1 off */
     bool stream, include_usage;
@@ -211,8 +213,8 @@ srv_job *srv_request_completion(const qhx_model *m, const srv_config *cfg, const
 typedef struct srv_output srv_output;
 srv_output *srv_output_new(const qhx_model *m, srv_job *j);
 void srv_output_free(srv_output *o);
-/* A generated token and its text. logits: the row it was sampled from (for logprobs).
- * Returns 1 when a stop string ended the answer, 0 to go on, -1 out of memory. */
+/* A generated token and its final text (the decoder's: past its stop strings). logits: the row
+ * it was sampled from (for logprobs). Returns 0, or -1 out of memory. */
 int srv_output_token(srv_output *o, qhx_token t, const char *text, size_t len, const float *logits);
 /* End of the answer (finish reason set on the job): flush held text, parse tool calls, write
  * the last chunks. -1 out of memory. */
