@@ -172,7 +172,7 @@ fi
 
 # ---- a bf16 bundle runs exactly like its bf16 checkpoint ----------------------------------------
 GATE=$DATA/oracle/parity_gate.py
-if [ -n "$PY" ] && [ -f "$GATE" ] && "$QHX" --help | grep -q '^  logits'; then
+if [ -n "$PY" ] && [ -f "$GATE" ] && grep -q '^  logits' <<<"$("$QHX" --help)"; then
   fx=$FX/qwen35-tiny-bf16
   expect_rc 0 "wrote" "$QHX" forge "$fx" "$tmp/b16" --precision bf16
   out=$tmp/run

@@ -43,7 +43,8 @@ expect_rc 2 "--kv" "$QHX" generate -m "$F32" --ids 1,2 -n 1 --kv
 expect_rc 2 "--kv" "$QHX" logits -m "$F32" --ids 1,2 --out "$tmp/x" --kv
 [ -e "$tmp/x" ] && bad "logits wrote an output file after a usage error"
 for c in generate chat logits "bench -m x" parity; do
-  $QHX $c --help 2>&1 | grep -q -- "--kv" || bad "qhx $c --help does not mention --kv"
+  help=$($QHX $c --help 2>&1) # taken whole: with pipefail, `qhx | grep -q` fails when grep exits first
+  grep -q -- "--kv" <<<"$help" || bad "qhx $c --help does not mention --kv"
 done
 
 # ---- logits: f16 by default, different from f32 ------------------------------------------------
