@@ -1,6 +1,7 @@
 /* bench_kv: the attention of one decoded token over a KV cache of n_ctx positions in every
  * attention layer of the 2B shapes, with an f32 and an f16 cache (kernels/attn.h: the f16 rows
- * are widened per block of 256 keys, then the f32 block kernel runs), one thread.
+ * are read in place where the table has an f16 block kernel, else widened per block of 256 keys
+ * and run through the f32 one), one thread.
  *
  *   qhx_bench_kv [--ctx N] [--reps N] [--isa ref|avx2|avx512|best]
  *

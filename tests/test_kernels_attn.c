@@ -3,6 +3,8 @@
  *   - blocked attention (kernels/attn.h) against the one-pass reference attention, for the
  *     scalar and the selected (SIMD) block kernels, over one and several key blocks and GQA
  *     groups;
+ *   - the f16 cache read in place (attn_block_f16) against the same rows widened into a tile
+ *     and run through attn_block: bitwise;
  *   - the selected delta-rule step against the reference step (bitwise: the two-pass form keeps
  *     every operation of the reference);
  *   - the selected Q8 / Q4 matvec (int16 activations on AVX2) against the references, within the
@@ -64,6 +66,46 @@ static void test_attention(const qhx_kernels *k, const char *name) {
         qhx_free(got);
         qhx_free(scores);
         qhx_free(work);
+    }
+}
+
+/* qhx_attn_group_kv over an f16 view: the table's in-place f16 kernel against the same table
+ * with the slot cleared (the rows widened into a tile, then attn_block), bit for bit; head dims
+ * that are not a multiple of 16 take the kernel's own widening path. */
+static void test_attention_f16(const qhx_kernels *k) {
+    qhx_kernels widen = *k;
+    widen.attn_block_f16 = NULL;
+    qhx_rng r;
+    qhx_rng_seed(&r, 5);
+    const int64_t shapes[][4] = {/* n_kv, heads, kv heads, head dim */
+                                 {1, 8, 2, 256}, {300, 8, 2, 256}, {513, 6, 3, 64}, {70, 5, 1, 32}, {260, 4, 2, 48}};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        int64_t n_kv = shapes[si][0], nh = shapes[si][1], nkv = shapes[si][2], hd = shapes[si][3];
+        int64_t ld = nkv * hd + 5, rep = nh / nkv;
+        float *q = rnd(&r, nh * hd, 1.0f), *Kf = rnd(&r, n_kv * ld, 1.0f), *Vf = rnd(&r, n_kv * ld, 1.0f);
+        uint16_t *K = qhx_malloc((size_t)(n_kv * ld) * sizeof(uint16_t)), *V = qhx_malloc((size_t)(n_kv * ld) * sizeof(uint16_t));
+        qhx_f32_to_f16_row(Kf, K, n_kv * ld);
+        qhx_f32_to_f16_row(Vf, V, n_kv * ld);
+        const int64_t wf = qhx_attn_group_kv_work(n_kv, rep, hd, QHX_KV_F16);
+        float *work = qhx_malloc((size_t)wf * sizeof(float));
+        float *want = qhx_malloc((size_t)(rep * hd) * sizeof(float)), *got = qhx_malloc((size_t)(rep * hd) * sizeof(float));
+        for (int64_t g = 0; g < nkv; g++) {
+            qhx_kv_view kv = {K + g * hd, V + g * hd, ld, QHX_KV_F16, 0, 0};
+            qhx_attn_group_kv(&widen, q + g * rep * hd, &kv, n_kv, rep, hd, 0.0625f, work, want);
+            qhx_attn_group_kv(k, q + g * rep * hd, &kv, n_kv, rep, hd, 0.0625f, work, got);
+            if (memcmp(want, got, (size_t)(rep * hd) * sizeof(float)))
+                fprintf(stderr, "attn f16: n_kv %lld hd %lld group %lld differs\n", (long long)n_kv, (long long)hd,
+                        (long long)g);
+            CHECK(memcmp(want, got, (size_t)(rep * hd) * sizeof(float)) == 0);
+        }
+        qhx_free(q);
+        qhx_free(Kf);
+        qhx_free(Vf);
+        qhx_free(K);
+        qhx_free(V);
+        qhx_free(work);
+        qhx_free(want);
+        qhx_free(got);
     }
 }
 
@@ -283,6 +325,11 @@ int main(void) {
 #endif
     test_attention(&ref, "ref");
     test_attention(&best, qhx_isa_name(best.isa));
+#if defined(QHX_HAVE_X86)
+    /* where the AVX2 block kernel runs, its f16 twin must too (or the check below is vacuous) */
+    CHECK(best.attn_block != qhx_k_attn_block_f32_avx2 || best.attn_block_f16 == qhx_k_attn_block_f16_avx2);
+#endif
+    test_attention_f16(&best);
     test_delta(&best);
     test_quant_matvec(&best);
     test_delta_chunked(&best);

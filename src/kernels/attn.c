@@ -117,6 +117,11 @@ void qhx_attn_block_kv(const qhx_kernels *k, const float *q, const qhx_kv_view *
     }
     int64_t t0 = b * QHX_ATTN_BLOCK, n = n_kv - t0 < QHX_ATTN_BLOCK ? n_kv - t0 : QHX_ATTN_BLOCK;
     float *Kt = work + rep * QHX_ATTN_BLOCK, *Vt = Kt + QHX_ATTN_BLOCK * hd;
+    if (kv->type == QHX_KV_F16 && k->attn_block_f16) {
+        k->attn_block_f16(q, (const uint16_t *)kv->K + t0 * kv->ld, (const uint16_t *)kv->V + t0 * kv->ld, kv->ld, n,
+                          rep, hd, scale, scores, Kt, part, part + rep * hd);
+        return;
+    }
     widen_rows(k, kv, kv->K, t0, n, hd, Kt);
     widen_rows(k, kv, kv->V, t0, n, hd, Vt);
     k->attn_block(q, Kt, Vt, hd, n, rep, hd, scale, scores, part, part + rep * hd);

@@ -63,6 +63,11 @@ typedef void (*qhx_row_fn)(const qhx_weight *w, int64_t r, float *out);
 /* Blocked attention and the recurrent delta-rule step: kernels/attn.h. */
 typedef void (*qhx_attn_block_fn)(const float *q, const float *K, const float *V, int64_t ld, int64_t n,
                                   int64_t rep, int64_t hd, float scale, float *scores, float *o, float *ml);
+/* The same on f16 rows (ld in f16 elements): bit for bit attn_block on the rows widened to f32.
+ * tile: 2 * n * hd floats a kernel may widen into. */
+typedef void (*qhx_attn_block_f16_fn)(const float *q, const uint16_t *K, const uint16_t *V, int64_t ld, int64_t n,
+                                      int64_t rep, int64_t hd, float scale, float *scores, float *tile, float *o,
+                                      float *ml);
 typedef void (*qhx_delta_step_fn)(float *S, const float *q, const float *k, const float *v, float beta,
                                   float g, float *o, int64_t dk, int64_t dv);
 typedef void (*qhx_delta_chunked_fn)(float *S, const float *q, int64_t ldq, const float *k, int64_t ldk,
@@ -79,6 +84,9 @@ typedef struct qhx_kernels {
     qhx_matmul_fn matmul[QHX_W_COUNT];
     qhx_row_fn row[QHX_W_COUNT];       /* NULL where a format has no kernel yet */
     qhx_attn_block_fn attn_block;      /* kernels/attn.h */
+    /* attn_block's twin reading an f16 cache in place; NULL: the caller widens the rows into a
+     * tile and runs attn_block (the same bits either way); kept paired with attn_block */
+    qhx_attn_block_f16_fn attn_block_f16;
     qhx_delta_step_fn delta_step;      /* qhx_k_delta_step_f32_ref's contract */
     qhx_delta_chunked_fn delta_chunked; /* qhx_k_delta_chunked_f32_ref's contract */
     uint64_t (*read_fold)(const void *p, size_t n); /* qhx_k_read_fold_ref's contract (probes) */

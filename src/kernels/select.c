@@ -58,6 +58,7 @@ void qhx_kern_select(qhx_isa max_isa, qhx_kernels *k) {
     qhx_kern_install_x86(k, max_isa, NULL);
     if (k->isa == QHX_ISA_AVX2 || k->isa == QHX_ISA_AVX512) { /* the CPU check passed there */
         k->attn_block = qhx_k_attn_block_f32_avx2;
+        k->attn_block_f16 = qhx_k_attn_block_f16_avx2;
         k->delta_step = qhx_k_delta_step_f32_avx2;
         k->delta_chunked = qhx_k_delta_chunked_f32_avx2;
         k->read_fold = qhx_k_read_fold_avx2;

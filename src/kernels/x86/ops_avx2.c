@@ -6,6 +6,7 @@
 
 #include "kernels/attn.h"
 #include "kernels/vision.h"
+#include "kernels/x86/cvt_x86.h"
 #include "kernels/x86/exp_avx2.h"
 #include "kernels/x86/ops_x86.h"
 
@@ -44,24 +45,36 @@ void qhx_k_gelu_tanh_f32_avx2(float *x, int64_t n) {
     if (i < n) qhx_k_gelu_tanh_f32_ref(x + i, n - i);
 }
 
+/* Eight keys' or values' elements from row p at column d: f32, or f16 widened on the load
+ * (exact, so an f16 row gives the same bits here as the same row widened beforehand). */
+AI __m256 load8(const void *p, int64_t d, bool f16) {
+    if (f16) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)p + d)));
+    return _mm256_loadu_ps((const float *)p + d);
+}
+
+AI const void *row_at(const void *base, int64_t t, int64_t ld, bool f16) {
+    return f16 ? (const void *)((const uint16_t *)base + t * ld) : (const void *)((const float *)base + t * ld);
+}
+
 /* s[j] = (q_j . k) * scale for up to 4 heads (R), hd a multiple of 8. */
-AI void dots(const float *q, int64_t hd, const float *k, int R, float scale, float *s) {
+AI void dots(const float *q, int64_t hd, const void *k, bool f16, int R, float scale, float *s) {
     __m256 a[4];
     for (int j = 0; j < R; j++) a[j] = _mm256_setzero_ps();
     for (int64_t d = 0; d < hd; d += 8) {
-        __m256 kv = _mm256_loadu_ps(k + d);
+        __m256 kv = load8(k, d, f16);
         for (int j = 0; j < R; j++) a[j] = _mm256_fmadd_ps(_mm256_loadu_ps(q + j * hd + d), kv, a[j]);
     }
     for (int j = 0; j < R; j++) s[j] = hsum(a[j]) * scale;
 }
 
 /* o_j[d0 .. d0+16) = sum_t p_j[t] V[t][d0 ..] for up to 4 heads. */
-AI void pv16(const float *V, int64_t ld, int64_t n, const float *p, int64_t pn, int R, int64_t d0, float *o,
+AI void pv16(const void *V, bool f16, int64_t ld, int64_t n, const float *p, int64_t pn, int R, int64_t d0, float *o,
              int64_t hd) {
     __m256 a[4][2];
     for (int j = 0; j < R; j++) a[j][0] = a[j][1] = _mm256_setzero_ps();
     for (int64_t t = 0; t < n; t++) {
-        __m256 v0 = _mm256_loadu_ps(V + t * ld + d0), v1 = _mm256_loadu_ps(V + t * ld + d0 + 8);
+        const void *vt = row_at(V, t, ld, f16);
+        __m256 v0 = load8(vt, d0, f16), v1 = load8(vt, d0 + 8, f16);
         for (int j = 0; j < R; j++) {
             __m256 pj = _mm256_broadcast_ss(p + j * pn + t);
             a[j][0] = _mm256_fmadd_ps(pj, v0, a[j][0]);
@@ -74,11 +87,23 @@ AI void pv16(const float *V, int64_t ld, int64_t n, const float *p, int64_t pn, 
     }
 }
 
-AI void attn_heads(const float *q, const float *K, const float *V, int64_t ld, int64_t n, int R, int64_t hd,
+/* One body for f32 and f16 rows: with f16 a compile-time constant at each call, the two
+ * instances differ only in their loads, so their results are bitwise equal on equal values. */
+AI void attn_heads(const float *q, const void *K, const void *V, bool f16, int64_t ld, int64_t n, int R, int64_t hd,
                    float scale, float *scores, float *o, float *ml) {
     float s[4];
+    const int64_t row_bytes = hd * (f16 ? 2 : 4);
     for (int64_t t = 0; t < n; t++) {
-        dots(q, hd, K + t * ld, R, scale, s);
+        /* A cache row holds every KV head, so this head's part of consecutive rows is not
+         * contiguous and the hardware prefetchers, which stop at page ends, miss much of it:
+         * fetch the key row a few ahead, and the value row the second pass will want. */
+        if (t + 16 < n) {
+            const char *kn = row_at(K, t + 16, ld, f16);
+            for (int64_t b = 0; b < row_bytes; b += 64) _mm_prefetch(kn + b, _MM_HINT_T0);
+        }
+        const char *vt = row_at(V, t, ld, f16);
+        for (int64_t b = 0; b < row_bytes; b += 64) _mm_prefetch(vt + b, _MM_HINT_T1);
+        dots(q, hd, row_at(K, t, ld, f16), f16, R, scale, s);
         for (int j = 0; j < R; j++) scores[j * n + t] = s[j];
     }
     for (int j = 0; j < R; j++) {
@@ -105,7 +130,19 @@ AI void attn_heads(const float *q, const float *K, const float *V, int64_t ld, i
         ml[2 * j] = mx;
         ml[2 * j + 1] = sum;
     }
-    for (int64_t d0 = 0; d0 < hd; d0 += 16) pv16(V, ld, n, scores, n, R, d0, o, hd);
+    for (int64_t d0 = 0; d0 < hd; d0 += 16) pv16(V, f16, ld, n, scores, n, R, d0, o, hd);
+}
+
+/* Up to 4 heads in one pass over the block's rows, R a constant in each instance (registers);
+ * a head's arithmetic does not depend on R, so how the heads are grouped does not change bits. */
+AI void heads_of(const float *q, const void *K, const void *V, bool f16, int64_t ld, int64_t n, int R, int64_t hd,
+                 float scale, float *scores, float *o, float *ml) {
+    switch (R) {
+    case 4: attn_heads(q, K, V, f16, ld, n, 4, hd, scale, scores, o, ml); break;
+    case 3: attn_heads(q, K, V, f16, ld, n, 3, hd, scale, scores, o, ml); break;
+    case 2: attn_heads(q, K, V, f16, ld, n, 2, hd, scale, scores, o, ml); break;
+    default: attn_heads(q, K, V, f16, ld, n, 1, hd, scale, scores, o, ml); break;
+    }
 }
 
 void qhx_k_attn_block_f32_avx2(const float *q, const float *K, const float *V, int64_t ld, int64_t n, int64_t rep,
@@ -114,10 +151,27 @@ void qhx_k_attn_block_f32_avx2(const float *q, const float *K, const float *V, i
         qhx_k_attn_block_f32_ref(q, K, V, ld, n, rep, hd, scale, scores, o, ml);
         return;
     }
-    int64_t r = 0;
-    for (; r + 4 <= rep; r += 4)
-        attn_heads(q + r * hd, K, V, ld, n, 4, hd, scale, scores + r * n, o + r * hd, ml + 2 * r);
-    for (; r < rep; r++) attn_heads(q + r * hd, K, V, ld, n, 1, hd, scale, scores + r * n, o + r * hd, ml + 2 * r);
+    for (int64_t r = 0; r < rep; r += 4)
+        heads_of(q + r * hd, K, V, false, ld, n, rep - r < 4 ? (int)(rep - r) : 4, hd, scale, scores + r * n, o + r * hd,
+                 ml + 2 * r);
+}
+
+/* The f16 cache read in place: no widened tile to write and read back (at hd 256 a block's K and
+ * V tiles are 512 KiB, an L2's worth, so the tile cost more than the arithmetic). */
+void qhx_k_attn_block_f16_avx2(const float *q, const uint16_t *K, const uint16_t *V, int64_t ld, int64_t n,
+                               int64_t rep, int64_t hd, float scale, float *scores, float *tile, float *o,
+                               float *ml) {
+    if (hd % 16) {
+        for (int64_t t = 0; t < n; t++) {
+            qhx_k_f16_to_f32_f16c(K + t * ld, tile + t * hd, hd);
+            qhx_k_f16_to_f32_f16c(V + t * ld, tile + (n + t) * hd, hd);
+        }
+        qhx_k_attn_block_f32_avx2(q, tile, tile + n * hd, hd, n, rep, hd, scale, scores, o, ml);
+        return;
+    }
+    for (int64_t r = 0; r < rep; r += 4)
+        heads_of(q + r * hd, K, V, true, ld, n, rep - r < 4 ? (int)(rep - r) : 4, hd, scale, scores + r * n, o + r * hd,
+                 ml + 2 * r);
 }
 
 /* The recurrent step in two passes over S instead of four: the first decays S and forms S^T k,

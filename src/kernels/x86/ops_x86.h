@@ -8,6 +8,9 @@
 
 void qhx_k_attn_block_f32_avx2(const float *q, const float *K, const float *V, int64_t ld, int64_t n, int64_t rep,
                                int64_t hd, float scale, float *scores, float *o, float *ml);
+void qhx_k_attn_block_f16_avx2(const float *q, const uint16_t *K, const uint16_t *V, int64_t ld, int64_t n,
+                               int64_t rep, int64_t hd, float scale, float *scores, float *tile, float *o,
+                               float *ml);
 void qhx_k_delta_step_f32_avx2(float *S, const float *q, const float *k, const float *v, float beta, float g,
                                float *o, int64_t dk, int64_t dv);
 void qhx_k_delta_chunked_f32_avx2(float *S, const float *q, int64_t ldq, const float *k, int64_t ldk, const float *v,
