@@ -250,7 +250,8 @@ static void check_fallback(const i8_case *c) {
 }
 
 /* The build of the int8 kernels install_x86.c picks for a table of `isa` on this CPU: AVX-512
- * VNNI for prefill on AVX-512 tables, else AVX-VNNI, else AVX2; Q4 decode AVX-VNNI, else AVX2. */
+ * VNNI for prefill on AVX-512 tables, else AVX-VNNI, else AVX2; Q4 decode the EVEX build on
+ * AVX-512 tables with VNNI, else AVX-VNNI, else AVX2. */
 static qhx_matmul_fn want_prefill(const qhx_cpu_info *cpu, qhx_isa isa, qhx_wfmt f) {
     int q4 = f == QHX_W_Q4;
     if (isa == QHX_ISA_AVX512 && (cpu->features & QHX_CPU_AVX512_VNNI))
@@ -258,7 +259,8 @@ static qhx_matmul_fn want_prefill(const qhx_cpu_info *cpu, qhx_isa isa, qhx_wfmt
     if (cpu->features & QHX_CPU_AVX_VNNI) return q4 ? qhx_k_matmul_q4_i8gemm_avxvnni : qhx_k_matmul_q8_i8gemm_avxvnni;
     return q4 ? qhx_k_matmul_q4_i8gemm_avx2 : qhx_k_matmul_q8_i8gemm_avx2;
 }
-static qhx_matvec_fn want_decode(const qhx_cpu_info *cpu) {
+static qhx_matvec_fn want_decode(const qhx_cpu_info *cpu, qhx_isa isa) {
+    if (isa == QHX_ISA_AVX512 && (cpu->features & QHX_CPU_AVX512_VNNI)) return qhx_k_matvec_q4_i8x_evex;
     return cpu->features & QHX_CPU_AVX_VNNI ? qhx_k_matvec_q4_i8x_avxvnni : qhx_k_matvec_q4_i8x_avx2;
 }
 
@@ -295,7 +297,7 @@ static void check_install(const qhx_cpu_info *cpu) {
         CHECK(k.isa == QHX_ISA_AVX512);
         qhx_kern_use_int8(QHX_ISA_AVX512, 1u << QHX_W_Q4, 1u << QHX_W_Q4, &k);
         CHECK(k.matmul[QHX_W_Q4] == want_prefill(cpu, QHX_ISA_AVX512, QHX_W_Q4));
-        CHECK(k.matvec[QHX_W_Q4] == want_decode(cpu));
+        CHECK(k.matvec[QHX_W_Q4] == want_decode(cpu, QHX_ISA_AVX512));
         CHECK(k.matmul[QHX_W_Q8] == qhx_k_matmul_q8_avx512 && k.matvec[QHX_W_Q8] == qhx_k_matvec_q8_avx512);
     }
     qhx_kernels r;
@@ -339,7 +341,7 @@ static void check_model_params(void) {
     if (m) CHECK(KERN(m)->matmul[QHX_W_Q4] != want_prefill(&cpu, isa, QHX_W_Q4));
     /* decode_math: the default and INT8 put the int8-activation Q4 matvec in, F32 keeps the
      * int16 one; Q8 decode is never changed */
-    if (m && avx2) CHECK(KERN(m)->matvec[QHX_W_Q4] == want_decode(&cpu));
+    if (m && avx2) CHECK(KERN(m)->matvec[QHX_W_Q4] == want_decode(&cpu, isa));
     if (m && isa == QHX_ISA_AVX2) CHECK(KERN(m)->matvec[QHX_W_Q8] == qhx_k_matvec_q8_x16_avx2);
     qhx_model_free(m);
     m = NULL;

@@ -110,6 +110,14 @@ static void check_pairing(void) {
     qhx_kern_use_int8(QHX_ISA_AVX2, 0, 1u << QHX_W_Q6, &k);
     CHECK(k.matvec_multi[QHX_W_Q6] == (cpu.features & QHX_CPU_AVX_VNNI ? qhx_k_matvec_multi_q6_i8x_avxvnni
                                                                        : qhx_k_matvec_multi_q6_i8x_avx2));
+    /* an AVX-512 table on a VNNI CPU: the EVEX build and its twin, whose tiles are the widest */
+    const unsigned vnni512 = QHX_CPU_GROUP_AVX512 | QHX_CPU_AVX512_VNNI;
+    if ((cpu.features & vnni512) != vnni512) return;
+    qhx_kern_select(QHX_ISA_AVX512, &k);
+    qhx_kern_use_int8(QHX_ISA_AVX512, 0, 1u << QHX_W_Q4 | 1u << QHX_W_Q6, &k);
+    CHECK(k.matvec_multi[QHX_W_Q4] == qhx_k_matvec_multi_q4_i8x_evex);
+    CHECK(k.matvec_multi[QHX_W_Q6] == qhx_k_matvec_multi_q6_i8x_evex);
+    CHECK(k.matvec_multi[QHX_W_Q8] == qhx_k_matvec_multi_q8_avx512);
 #endif
 }
 
@@ -148,6 +156,14 @@ int main(void) {
             pair_fmt = QHX_W_Q4;
         } else
             fprintf(stderr, "avx-vnni: skipped, the CPU or OS lacks AVX-VNNI\n");
+        const unsigned vnni512 = QHX_CPU_GROUP_AVX512 | QHX_CPU_AVX512_VNNI;
+        if ((cpu.features & vnni512) == vnni512) {
+            check_pair("q4_i8x_evex", qhx_k_matvec_q4_i8x_evex, qhx_k_matvec_multi_q4_i8x_evex);
+            pair_fmt = QHX_W_Q6;
+            check_pair("q6_i8x_evex", qhx_k_matvec_q6_i8x_evex, qhx_k_matvec_multi_q6_i8x_evex);
+            pair_fmt = QHX_W_Q4;
+        } else
+            fprintf(stderr, "avx-512 vnni: skipped, the CPU or OS lacks it\n");
     } else {
         fprintf(stderr, "avx2: skipped, the CPU or OS lacks AVX2\n");
     }

@@ -276,6 +276,11 @@ static void check_x86(void) {
                    qhx_k_matvec_multi_q4a_i8x_avxvnni);
     else
         fprintf(stderr, "avx-vnni: skipped, the CPU or OS lacks AVX-VNNI\n");
+    const unsigned vnni512 = QHX_CPU_GROUP_AVX512 | QHX_CPU_AVX512_VNNI;
+    if ((cpu.features & vnni512) == vnni512)
+        check_simd("q4a_i8x_evex", qhx_k_matvec_q4a_i8x_evex, qhx_k_matmul_q4a_i8x_evex, qhx_k_matvec_multi_q4a_i8x_evex);
+    else
+        fprintf(stderr, "avx-512 vnni: skipped, the CPU or OS lacks it\n");
     /* the table: Q4A follows Q4's int8 switches; without them it keeps the reference */
     qhx_kernels k;
     qhx_kern_select(QHX_ISA_BEST, &k);
@@ -283,13 +288,18 @@ static void check_x86(void) {
     CHECK(k.row[QHX_W_Q4A] == qhx_k_row_q4a_ref && k.matvec_multi[QHX_W_Q4A] == NULL);
     qhx_kern_use_int8(QHX_ISA_BEST, 1u << QHX_W_Q4, 1u << QHX_W_Q4, &k);
     int vnni = (cpu.features & QHX_CPU_AVX_VNNI) != 0;
-    CHECK(k.matvec[QHX_W_Q4A] == (vnni ? qhx_k_matvec_q4a_i8x_avxvnni : qhx_k_matvec_q4a_i8x_avx2));
+    int evex = k.isa == QHX_ISA_AVX512 && (cpu.features & QHX_CPU_AVX512_VNNI);
+    CHECK(k.matvec[QHX_W_Q4A] == (evex   ? qhx_k_matvec_q4a_i8x_evex
+                                  : vnni ? qhx_k_matvec_q4a_i8x_avxvnni
+                                         : qhx_k_matvec_q4a_i8x_avx2));
     /* prefill: the int8 GEMM (test_kernels_q4a_gemm), not these per-token kernels */
     qhx_matmul_fn gemm = k.isa == QHX_ISA_AVX512 && (cpu.features & QHX_CPU_AVX512_VNNI) ? qhx_k_matmul_q4a_i8gemm_avx512
                          : vnni                                                       ? qhx_k_matmul_q4a_i8gemm_avxvnni
                                                                                       : qhx_k_matmul_q4a_i8gemm_avx2;
     CHECK(k.matmul[QHX_W_Q4A] == gemm);
-    CHECK(k.matvec_multi[QHX_W_Q4A] == (vnni ? qhx_k_matvec_multi_q4a_i8x_avxvnni : qhx_k_matvec_multi_q4a_i8x_avx2));
+    CHECK(k.matvec_multi[QHX_W_Q4A] == (evex   ? qhx_k_matvec_multi_q4a_i8x_evex
+                                        : vnni ? qhx_k_matvec_multi_q4a_i8x_avxvnni
+                                               : qhx_k_matvec_multi_q4a_i8x_avx2));
     qhx_kern_select(QHX_ISA_BEST, &k);
     qhx_kern_use_int8(QHX_ISA_BEST, 1u << QHX_W_Q8, 0, &k); /* Q4's bits absent: Q4A untouched */
     CHECK(k.matvec[QHX_W_Q4A] == qhx_k_matvec_q4a_ref && k.matmul[QHX_W_Q4A] == qhx_k_matmul_q4a_ref);

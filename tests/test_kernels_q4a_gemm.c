@@ -210,7 +210,8 @@ static qhx_matmul_fn want_prefill(const qhx_cpu_info *cpu, qhx_isa isa) {
     if (cpu->features & QHX_CPU_AVX_VNNI) return qhx_k_matmul_q4a_i8gemm_avxvnni;
     return qhx_k_matmul_q4a_i8gemm_avx2;
 }
-static qhx_matvec_fn want_decode(const qhx_cpu_info *cpu) {
+static qhx_matvec_fn want_decode(const qhx_cpu_info *cpu, qhx_isa isa) {
+    if (isa == QHX_ISA_AVX512 && (cpu->features & QHX_CPU_AVX512_VNNI)) return qhx_k_matvec_q4a_i8x_evex;
     return cpu->features & QHX_CPU_AVX_VNNI ? qhx_k_matvec_q4a_i8x_avxvnni : qhx_k_matvec_q4a_i8x_avx2;
 }
 
@@ -224,7 +225,7 @@ static void check_install(const qhx_cpu_info *cpu) {
         CHECK(k.matmul[QHX_W_Q4A] == qhx_k_matmul_q4a_ref);
         qhx_kern_use_int8(isa, q4, q4, &k);
         CHECK(k.matmul[QHX_W_Q4A] == want_prefill(cpu, isa));
-        CHECK(k.matvec[QHX_W_Q4A] == want_decode(cpu)); /* decode: the per-token kernel, as before */
+        CHECK(k.matvec[QHX_W_Q4A] == want_decode(cpu, isa)); /* decode: the per-token kernel, as before */
         qhx_kern_select(isa, &k);
         qhx_kern_use_int8(isa, q4, 0, &k); /* prefill only */
         CHECK(k.matmul[QHX_W_Q4A] == want_prefill(cpu, isa) && k.matvec[QHX_W_Q4A] == qhx_k_matvec_q4a_ref);
@@ -257,7 +258,7 @@ static void check_install(const qhx_cpu_info *cpu) {
     qhx_isa isa = KERN(m)->isa;
     if (isa == QHX_ISA_AVX2 || isa == QHX_ISA_AVX512) {
         CHECK(KERN(m)->matmul[QHX_W_Q4A] == want_prefill(cpu, isa));
-        CHECK(KERN(m)->matvec[QHX_W_Q4A] == want_decode(cpu));
+        CHECK(KERN(m)->matvec[QHX_W_Q4A] == want_decode(cpu, isa));
     }
     qhx_model_free(m);
     m = NULL;

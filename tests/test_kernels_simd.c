@@ -139,6 +139,19 @@ int main(void) {
         } else {
             fprintf(stderr, "avx-vnni: skipped, the CPU or OS lacks AVX-VNNI\n");
         }
+        const unsigned vnni512 = QHX_CPU_GROUP_AVX512 | QHX_CPU_AVX512_VNNI;
+        if ((cpu.features & vnni512) == vnni512) {
+            const kc_variant ve[] = {{"q4_i8x_evex", QHX_W_Q4, qhx_k_matvec_q4_i8x_evex, qhx_k_matmul_q4_i8x_evex, 1},
+                                     {"q6_i8x_evex", QHX_W_Q6, qhx_k_matvec_q6_i8x_evex, qhx_k_matmul_q6_i8x_evex, 1}};
+            kc_run_all(ve, 2, sizes, nsz, q4cols, nq4);
+            kc_check_variant(&ve[0], sizes, 4, wide, 2, (const int[]){3}, 1);
+            check_i8x_nonfinite(qhx_k_matvec_q4_i8x_evex, QHX_W_Q4);
+            check_i8x_nonfinite(qhx_k_matvec_q6_i8x_evex, QHX_W_Q6);
+            check_same_matvec(qhx_k_matvec_q4_i8x_evex, qhx_k_matvec_q4_i8x_avx2, QHX_W_Q4);
+            check_same_matvec(qhx_k_matvec_q6_i8x_evex, qhx_k_matvec_q6_i8x_avx2, QHX_W_Q6);
+        } else {
+            fprintf(stderr, "avx-512 vnni: skipped, the CPU or OS lacks it\n");
+        }
         kc_check_activations(qhx_k_silu_f32_avx2, qhx_k_swiglu_f32_avx2, qhx_k_gelu_tanh_f32_avx2);
         check_read_fold();
     } else {

@@ -57,10 +57,15 @@ void qhx_kern_install_x86_i8x(qhx_kernels *k, qhx_isa max_isa, const qhx_cpu_inf
  * kernel per slot"; AMD EPYC Zen 5, 1 thread, cpu figures):
  *   prefill GEMM: AVX-512 VNNI where the table is AVX-512 (190-380 GFLOP/s at the 2B shapes),
  *     else AVX-VNNI (145-205), else AVX2 (112-185);
- *   Q4 decode matvec: AVX-VNNI (64 G weights/s in L2), else AVX2 (57). The 512-bit
- *     q4i8x_avx512.c measured 33 and is not installed, on AVX-512 tables either.
+ *   Q4 / Q6 / Q4A decode matvec: 256-bit vpdpbusd, from the EVEX build where the table is
+ *     AVX-512 with VNNI, else AVX-VNNI, else AVX2 (57 G weights/s in L2 against AVX-VNNI's 64).
+ *     The EVEX and AVX-VNNI builds run the same instructions one row at a time; the EVEX build's
+ *     multi-row twin has 32 registers for its tiles (2 weight rows x 4 sequences), which is why
+ *     it wins where both exist (BENCHMARKS.md, "Decode at the bandwidth limit"), and it gives
+ *     AVX-512 CPUs without AVX-VNNI (Zen 4) the VNNI kernel. The 512-bit q4i8x_avx512.c
+ *     measured 33 and is not installed.
  * All builds of one kernel return the same bits, so the choice changes speed only. The rule is
- * by feature, the same on every x86 vendor: it was measured on Zen 5 only (BENCHMARKS.md). */
+ * by feature, the same on every x86 vendor. */
 typedef struct int8_set {
     qhx_matmul_fn prefill_q8, prefill_q4, prefill_q6, prefill_q4a;
     qhx_matvec_fn decode_q4, decode_q6, decode_q4a;
@@ -76,13 +81,20 @@ static int8_set int8_kernels(const qhx_kernels *k, unsigned f) {
     s.prefill_q4 = vnni512   ? qhx_k_matmul_q4_i8gemm_avx512
                    : avxvnni ? qhx_k_matmul_q4_i8gemm_avxvnni
                              : qhx_k_matmul_q4_i8gemm_avx2;
-    s.decode_q4 = avxvnni ? qhx_k_matvec_q4_i8x_avxvnni : qhx_k_matvec_q4_i8x_avx2;
+    s.decode_q4 = vnni512   ? qhx_k_matvec_q4_i8x_evex
+                  : avxvnni ? qhx_k_matvec_q4_i8x_avxvnni
+                            : qhx_k_matvec_q4_i8x_avx2;
     /* Q6 (the tied head of q4 bundles) has only the Q4 decode kernel's 6-bit twin, for both */
-    s.decode_q6 = avxvnni ? qhx_k_matvec_q6_i8x_avxvnni : qhx_k_matvec_q6_i8x_avx2;
-    s.prefill_q6 = avxvnni ? qhx_k_matmul_q6_i8x_avxvnni : qhx_k_matmul_q6_i8x_avx2;
-    /* Q4A: prefill the GEMM, by the Q4 GEMM's rule; decode the per-token kernel (AVX-VNNI, else
-     * AVX2, on AVX-512 tables too) */
-    s.decode_q4a = avxvnni ? qhx_k_matvec_q4a_i8x_avxvnni : qhx_k_matvec_q4a_i8x_avx2;
+    s.decode_q6 = vnni512   ? qhx_k_matvec_q6_i8x_evex
+                  : avxvnni ? qhx_k_matvec_q6_i8x_avxvnni
+                            : qhx_k_matvec_q6_i8x_avx2;
+    s.prefill_q6 = vnni512   ? qhx_k_matmul_q6_i8x_evex
+                   : avxvnni ? qhx_k_matmul_q6_i8x_avxvnni
+                             : qhx_k_matmul_q6_i8x_avx2;
+    /* Q4A: prefill the GEMM, by the Q4 GEMM's rule; decode the per-token kernel, by Q4's rule */
+    s.decode_q4a = vnni512   ? qhx_k_matvec_q4a_i8x_evex
+                   : avxvnni ? qhx_k_matvec_q4a_i8x_avxvnni
+                             : qhx_k_matvec_q4a_i8x_avx2;
     s.prefill_q4a = vnni512   ? qhx_k_matmul_q4a_i8gemm_avx512
                     : avxvnni ? qhx_k_matmul_q4a_i8gemm_avxvnni
                               : qhx_k_matmul_q4a_i8gemm_avx2;

@@ -116,6 +116,9 @@ static const multi_pair multi_pairs[] = {
     {qhx_k_matvec_q6_i8x_avxvnni, qhx_k_matvec_multi_q6_i8x_avxvnni},
     {qhx_k_matvec_q4a_i8x_avx2, qhx_k_matvec_multi_q4a_i8x_avx2},
     {qhx_k_matvec_q4a_i8x_avxvnni, qhx_k_matvec_multi_q4a_i8x_avxvnni},
+    {qhx_k_matvec_q4_i8x_evex, qhx_k_matvec_multi_q4_i8x_evex},
+    {qhx_k_matvec_q6_i8x_evex, qhx_k_matvec_multi_q6_i8x_evex},
+    {qhx_k_matvec_q4a_i8x_evex, qhx_k_matvec_multi_q4a_i8x_evex},
 #endif
 };
 

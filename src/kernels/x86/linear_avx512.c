@@ -112,53 +112,84 @@ AI void matvec(const qhx_weight *w, const float *x, float *y, int64_t r0, int64_
 }
 
 /* ---- several activation rows at once (a batched decode step) ------------------------------
- * Weight row r is loaded and widened once per 16 columns and used by every activation row of the
- * call (at most QHX_MATVEC_MULTI_MAX = 8: 8 accumulators, the weights and one activation vector
- * fit the registers); each (r, b) is matvec_rows' R = 1 arithmetic in its order (the same FMAs,
- * the masked tail, hsum16, the row scale), so y[b][r] has the single-row kernel's bits. */
-AI void row_multi(const qhx_weight *w, const float *const *x, float *const *y, int64_t r, int NB, int fmt) {
+ * A register tile of R weight rows x NB activation rows: per 16 columns each of the R weight
+ * vectors is loaded and widened once and each of the NB activation vectors loaded once, then
+ * R * NB FMAs, one per (r, b) accumulator. Each (r, b) is matvec_rows' R = 1 arithmetic in its
+ * order (the same FMAs, the masked tail, hsum16, the row scale), so y[b][r] has the single-row
+ * kernel's bits whatever R and NB are. Why a tile of weight rows too: with one weight row, NB
+ * accumulators are NB dependent FMA chains, and at NB 2-4 their latency (4 cycles, two FMA
+ * ports: 8 chains to fill them) bounded the step; R weight rows give R * NB chains, and each
+ * activation vector, which at cols 2048 may come from L2 rather than L1, serves R FMAs. */
+AI void rows_tile(const qhx_weight *w, const float *const *x, float *const *y, int64_t r, int R, int NB, int fmt) {
     const int64_t cols = w->cols, kv = cols & ~(int64_t)15;
     const size_t es = esize(fmt);
     const __mmask16 tail = (__mmask16)((1u << (cols - kv)) - 1u);
-    const uint8_t *p = (const uint8_t *)w->data + (size_t)r * (size_t)cols * es;
-    __m512 acc[QHX_MATVEC_MULTI_MAX];
+    const uint8_t *p[8];
+    __m512 acc[8][QHX_MATVEC_MULTI_MAX];
     UNROLL
-    for (int b = 0; b < NB; b++) acc[b] = _mm512_setzero_ps();
-    for (int64_t k = 0; k < kv; k += 16) {
-        __m512 wv = ld16w(p + k * es, fmt);
+    for (int i = 0; i < R; i++) {
+        p[i] = (const uint8_t *)w->data + (size_t)(r + i) * (size_t)cols * es;
         UNROLL
-        for (int b = 0; b < NB; b++) acc[b] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x[b] + k), acc[b]);
+        for (int b = 0; b < NB; b++) acc[i][b] = _mm512_setzero_ps();
+    }
+    for (int64_t k = 0; k < kv; k += 16) {
+        __m512 wv[8];
+        UNROLL
+        for (int i = 0; i < R; i++) wv[i] = ld16w(p[i] + k * es, fmt);
+        UNROLL
+        for (int b = 0; b < NB; b++) {
+            __m512 xv = _mm512_loadu_ps(x[b] + k);
+            UNROLL
+            for (int i = 0; i < R; i++) acc[i][b] = _mm512_fmadd_ps(wv[i], xv, acc[i][b]);
+        }
     }
     if (tail) {
-        __m512 wv = ld16w_mask(p + kv * es, tail, fmt);
         UNROLL
-        for (int b = 0; b < NB; b++) acc[b] = _mm512_fmadd_ps(wv, _mm512_maskz_loadu_ps(tail, x[b] + kv), acc[b]);
+        for (int b = 0; b < NB; b++) {
+            __m512 xv = _mm512_maskz_loadu_ps(tail, x[b] + kv);
+            UNROLL
+            for (int i = 0; i < R; i++) acc[i][b] = _mm512_fmadd_ps(ld16w_mask(p[i] + kv * es, tail, fmt), xv, acc[i][b]);
+        }
     }
     UNROLL
-    for (int b = 0; b < NB; b++) y[b][r] = hsum16(acc[b]) * row_scale(w, r, fmt);
+    for (int i = 0; i < R; i++) {
+        UNROLL
+        for (int b = 0; b < NB; b++) y[b][r + i] = hsum16(acc[i][b]) * row_scale(w, r + i, fmt);
+    }
+}
+
+/* Rows [r0, r1) against NB activation rows: tiles of R weight rows (R * NB <= 16 accumulators,
+ * at most 8 weight rows, as the single-row kernel), single rows for the remainder. */
+AI void rows_of(const qhx_weight *w, const float *const *x, float *const *y, int64_t r0, int64_t r1, int NB,
+                int fmt) {
+    const int R = 16 / NB > 8 ? 8 : 16 / NB < 1 ? 1 : 16 / NB;
+    int64_t r = r0;
+    for (; r + R <= r1; r += R) rows_tile(w, x, y, r, R, NB, fmt);
+    for (; r < r1; r++) rows_tile(w, x, y, r, 1, NB, fmt);
 }
 
 /* A constant tile width per call, so the loops unroll. */
 AI void rows_multi(const qhx_weight *w, const float *const *x, float *const *y, int nb, int64_t r0, int64_t r1,
                    int fmt) {
-#define ROWS(n) for (int64_t r = r0; r < r1; r++) row_multi(w, x, y, r, n, fmt)
     switch (nb) {
-    case 1: ROWS(1); break;
-    case 2: ROWS(2); break;
-    case 3: ROWS(3); break;
-    case 4: ROWS(4); break;
-    case 5: ROWS(5); break;
-    case 6: ROWS(6); break;
-    case 7: ROWS(7); break;
-    default: ROWS(8); break;
+    case 1: rows_of(w, x, y, r0, r1, 1, fmt); break;
+    case 2: rows_of(w, x, y, r0, r1, 2, fmt); break;
+    case 3: rows_of(w, x, y, r0, r1, 3, fmt); break;
+    case 4: rows_of(w, x, y, r0, r1, 4, fmt); break;
+    case 5: rows_of(w, x, y, r0, r1, 5, fmt); break;
+    case 6: rows_of(w, x, y, r0, r1, 6, fmt); break;
+    case 7: rows_of(w, x, y, r0, r1, 7, fmt); break;
+    default: rows_of(w, x, y, r0, r1, 8, fmt); break;
     }
-#undef ROWS
 }
 
-/* The rows in tiles over blocks (multi_plan.h): x rows of cols floats. */
+/* The rows in tiles over blocks (multi_plan.h): x rows of cols floats, counted at half their
+ * bytes against the plan's L1 budget: each activation vector loaded serves R weight rows, so a
+ * tile whose rows spill from L1 into L2 costs less than a second pass of the weights through
+ * the registers (4 rows of 2048 columns: one tile, not two). */
 AI void multi_up_to_max(const qhx_weight *w, const float *const *x, float *const *y, int nb, int64_t r0, int64_t r1,
                         int fmt) {
-    const qhx_multi_plan pl = qhx_multi_plan_make(nb, w->cols * (int64_t)sizeof(float), QHX_MATVEC_MULTI_MAX,
+    const qhx_multi_plan pl = qhx_multi_plan_make(nb, w->cols * (int64_t)sizeof(float) / 2, QHX_MATVEC_MULTI_MAX,
                                                   w->cols * (int64_t)esize(fmt), r0, r1);
     for (int64_t a = r0; a < r1; a += pl.blk) {
         int64_t e = a + pl.blk < r1 ? a + pl.blk : r1;

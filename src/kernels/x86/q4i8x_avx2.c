@@ -33,13 +33,23 @@
  * any optimisation level, not only -O3. */
 #define UNROLL _Pragma("GCC unroll 32")
 
-/* The same body builds twice: here for AVX2, and from q4i8x_avxvnni.c (QHX_I8_AVXVNNI, with
- * -mavxvnni), where two vpdpbusd replace the two vpmaddubsw, their add and the vpmaddwd of a
- * pair of groups, starting from -8 sum q (off is stored negated there). vpdpbusd adds the u8 x
- * s8 products of a lane straight into int32, the AVX2 int16 sums never saturate: the same
- * integers, so both builds return the same bits. */
-#ifdef QHX_I8_AVXVNNI
+/* The same body builds three times: here for AVX2; from q4i8x_avxvnni.c (QHX_I8_AVXVNNI, with
+ * -mavxvnni); and from q4i8x_evex_avx512.c (QHX_I8_EVEX: AVX-512 VNNI on 256-bit vectors, with
+ * the 32 registers of the EVEX encoding, for AVX-512 CPUs without AVX-VNNI such as Zen 4). In
+ * the VNNI builds two vpdpbusd replace the two vpmaddubsw, their add and the vpmaddwd of a pair
+ * of groups, starting from -8 sum q (off is stored negated there). vpdpbusd adds the u8 x s8
+ * products of a lane straight into int32, the AVX2 int16 sums never saturate: the same
+ * integers, so every build returns the same bits. */
+#if defined(QHX_I8_AVXVNNI)
 #define Q4I8X_NAME(f) f##_avxvnni
+#define I8_VNNI 1
+#define DPBUSD256 _mm256_dpbusd_avx_epi32
+#define DPBUSD128 _mm_dpbusd_avx_epi32
+#elif defined(QHX_I8_EVEX)
+#define Q4I8X_NAME(f) f##_evex
+#define I8_VNNI 1
+#define DPBUSD256 _mm256_dpbusd_epi32
+#define DPBUSD128 _mm_dpbusd_epi32
 #else
 #define Q4I8X_NAME(f) f##_avx2
 #endif
@@ -77,7 +87,7 @@ static void quantize_x(const float *x, int64_t cols, qx_row *o) {
         /* lane j of this half multiplies codes 4j..4j+3 and 16+4j..16+4j+3 */
         __m128i pairs = _mm_add_epi16(_mm_maddubs_epi16(ones8, q_lo), _mm_maddubs_epi16(ones8, q_hi));
         __m128i off = _mm_slli_epi32(_mm_madd_epi16(pairs, ones16), 3);
-#ifdef QHX_I8_AVXVNNI
+#ifdef I8_VNNI
         off = _mm_sub_epi32(_mm_setzero_si128(), off);
 #endif
         _mm_store_si128((__m128i *)(o->off + at / 4), off);
@@ -128,10 +138,10 @@ AI code_pair pair_codes(const uint8_t *p, const uint8_t *hb, int bits) {
 /* Exact integer dot products of one pair of groups with pair `pair` of qx: lanes 0-3 hold group
  * 2p's four partial sums of (u - centre) q, lanes 4-7 group 2p + 1's. */
 AI __m256i pair_dot_codes(code_pair u, const qx_row *qx, int64_t pair, int bits) {
-#ifdef QHX_I8_AVXVNNI
+#ifdef I8_VNNI
     __m256i s = pair_off(qx, pair, bits); /* -8 sum q (Q6: -32 sum q) */
-    s = _mm256_dpbusd_avx_epi32(s, u.lo, _mm256_load_si256((const __m256i *)(qx->lo + 32 * pair)));
-    return _mm256_dpbusd_avx_epi32(s, u.hi, _mm256_load_si256((const __m256i *)(qx->hi + 32 * pair)));
+    s = DPBUSD256(s, u.lo, _mm256_load_si256((const __m256i *)(qx->lo + 32 * pair)));
+    return DPBUSD256(s, u.hi, _mm256_load_si256((const __m256i *)(qx->hi + 32 * pair)));
 #else
     const __m256i ones16 = _mm256_set1_epi16(1);
     /* |u q| <= 63 * 127: the int16 pair sums (<= 16002 each, two added: 32004) cannot saturate */
@@ -156,10 +166,10 @@ AI __m128i group_dot(const uint8_t *p, const uint8_t *hb, const qx_row *qx, int6
         u_lo = _mm_or_si128(u_lo, _mm_and_si128(_mm_sllv_epi64(h, _mm_set_epi64x(2, 4)), m2));
         u_hi = _mm_or_si128(u_hi, _mm_and_si128(_mm_srlv_epi64(h, _mm_set_epi64x(2, 0)), m2));
     }
-#ifdef QHX_I8_AVXVNNI
+#ifdef I8_VNNI
     __m128i s = group_off(qx, pair, bits);
-    s = _mm_dpbusd_avx_epi32(s, u_lo, _mm_load_si128((const __m128i *)(qx->lo + 32 * pair)));
-    return _mm_dpbusd_avx_epi32(s, u_hi, _mm_load_si128((const __m128i *)(qx->hi + 32 * pair)));
+    s = DPBUSD128(s, u_lo, _mm_load_si128((const __m128i *)(qx->lo + 32 * pair)));
+    return DPBUSD128(s, u_hi, _mm_load_si128((const __m128i *)(qx->hi + 32 * pair)));
 #else
     const __m128i ones16 = _mm_set1_epi16(1);
     __m128i s16 = _mm_add_epi16(_mm_maddubs_epi16(u_lo, _mm_load_si128((const __m128i *)(qx->lo + 32 * pair))),
@@ -301,79 +311,120 @@ void Q4I8X_NAME(qhx_k_matmul_q6_i8x)(const qhx_weight *w, const float *X, int64_
 }
 
 /* ---- several activation rows at once (decode of several sequences) ---------------------------
- * Weight row r is loaded and its nibbles masked once per pair of groups, then used by up to
- * MULTI_TILE activation rows. For each (r, b) the scale products, integer dots, FMAs into the
- * two accumulators, the odd last group and the horizontal sum are those of rows_q with R = 1, in
- * the same order, so y[b][r] has the bits of the single-row kernel for x[b]. A tile of 3 keeps
- * its 6 accumulators and 3 scale vectors in registers (with 4, GCC 12 kept 3 accumulators on
- * the stack: a store and reload in every FMA chain). More rows take further tiles; the order in
- * which (r, b) pairs run changes no bits.
+ * A register tile of MULTI_ROWS weight rows x up to MULTI_TILE activation rows: each weight row
+ * is loaded and its nibbles masked once per pair of groups, then used by every activation row
+ * of the tile. For each (r, b) the scale products, integer dots, FMAs into the two
+ * accumulators, the odd last group and the horizontal sum are those of rows_q with R = 1, in the
+ * same order, so y[b][r] has the bits of the single-row kernel for x[b]. With the 16 registers
+ * of AVX2 a tile is one weight row by 3 activation rows (6 accumulators and 3 scale vectors;
+ * with 4, GCC 12 kept 3 accumulators on the stack: a store and reload in every FMA chain). The
+ * EVEX build has 32: 2 weight rows by 4 activation rows (16 accumulators), so four sequences
+ * take one pass over the weights rather than two, and each quantized activation vector loaded
+ * serves two weight rows. More rows take further tiles; the order in which (r, b) pairs run
+ * changes no bits.
  *
  * Speed (BENCHMARKS.md, "Batched decode: the multi-row Q4 kernel"): the integer multiplies per
  * activation row stay what they are, so the gain is the shared unpacking and, mostly, cache
  * traffic: each weight row comes from L1 for every row of a tile, and x is quantized once per
  * call rather than once per cache block. */
+#ifdef QHX_I8_EVEX
+#define MULTI_TILE 4
+#define MULTI_ROWS 2
+#else
 #define MULTI_TILE 3
+#define MULTI_ROWS 1
+#endif
 
-/* Bytes of a quantized row that row_multi reads: the codes, the offsets and the scales. */
+/* Bytes of a quantized row that the tile reads: the codes, the offsets and the scales. */
 static int64_t qx_bytes(int64_t cols) { return cols + cols / 2 + cols / 8; }
 
-/* Weight row r against activation rows qx[0..NB), NB <= MULTI_TILE: rows_q(w, qx[b], y[b], r, 1,
- * bits) for every b (bits 4: Q4, 6: Q6, a constant). */
-AI void row_multi(const qhx_weight *w, const qx_row *const *qx, float *const *y, int64_t r, int NB, int bits) {
+/* Weight rows r..r+R-1 (R <= MULTI_ROWS) against activation rows qx[0..NB) (NB <= MULTI_TILE):
+ * rows_q(w, qx[b], y[b], r + i, 1, bits) for every (i, b) (bits 4: Q4, 6: Q6, a constant). */
+AI void tile_multi(const qhx_weight *w, const qx_row *const *qx, float *const *y, int64_t r, int R, int NB, int bits) {
     const int64_t ng = w->cols / 32;
     const __m256i spread[4] = {_mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1), _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3),
                                _mm256_setr_epi32(4, 4, 4, 4, 5, 5, 5, 5), _mm256_setr_epi32(6, 6, 6, 6, 7, 7, 7, 7)};
-    const uint8_t *p = (const uint8_t *)w->data + (size_t)r * (size_t)(w->cols / 2);
-    const uint8_t *h = bits == 6 ? w->high + (size_t)r * (size_t)(w->cols / 4) : NULL;
-    const uint16_t *d = w->gscales + r * ng;
-    __m256 acc[MULTI_TILE], acc2[MULTI_TILE];
+    const uint8_t *p[MULTI_ROWS], *h[MULTI_ROWS];
+    const uint16_t *d[MULTI_ROWS];
+    __m256 acc[MULTI_ROWS][MULTI_TILE], acc2[MULTI_ROWS][MULTI_TILE];
     UNROLL
-    for (int b = 0; b < NB; b++) acc[b] = acc2[b] = _mm256_setzero_ps();
+    for (int i = 0; i < R; i++) {
+        p[i] = (const uint8_t *)w->data + (size_t)(r + i) * (size_t)(w->cols / 2);
+        h[i] = bits == 6 ? w->high + (size_t)(r + i) * (size_t)(w->cols / 4) : NULL;
+        d[i] = w->gscales + (r + i) * ng;
+        UNROLL
+        for (int b = 0; b < NB; b++) acc[i][b] = acc2[i][b] = _mm256_setzero_ps();
+    }
     int64_t g = 0;
     for (; g + 8 <= ng; g += 8) {
-        __m256 dv = qhx_x86_f16x8(d + g), sc[MULTI_TILE];
+        __m256 sc[MULTI_ROWS][MULTI_TILE];
         UNROLL
-        for (int b = 0; b < NB; b++) sc[b] = _mm256_mul_ps(dv, _mm256_load_ps(qx[b]->dx + g));
+        for (int i = 0; i < R; i++) {
+            __m256 dv = qhx_x86_f16x8(d[i] + g);
+            UNROLL
+            for (int b = 0; b < NB; b++) sc[i][b] = _mm256_mul_ps(dv, _mm256_load_ps(qx[b]->dx + g));
+        }
         UNROLL
         for (int k = 0; k < 4; k++) {
-            code_pair u = pair_codes(p + 16 * (g + 2 * k), bits == 6 ? h + 8 * (g + 2 * k) : NULL, bits);
             UNROLL
-            for (int b = 0; b < NB; b++) {
-                __m256 f = _mm256_cvtepi32_ps(pair_dot_codes(u, qx[b], g / 2 + k, bits));
-                __m256 s = _mm256_permutevar8x32_ps(sc[b], spread[k]);
-                if (k & 1) acc2[b] = _mm256_fmadd_ps(f, s, acc2[b]);
-                else acc[b] = _mm256_fmadd_ps(f, s, acc[b]);
+            for (int i = 0; i < R; i++) {
+                code_pair u = pair_codes(p[i] + 16 * (g + 2 * k), bits == 6 ? h[i] + 8 * (g + 2 * k) : NULL, bits);
+                UNROLL
+                for (int b = 0; b < NB; b++) {
+                    __m256 f = _mm256_cvtepi32_ps(pair_dot_codes(u, qx[b], g / 2 + k, bits));
+                    __m256 s = _mm256_permutevar8x32_ps(sc[i][b], spread[k]);
+                    if (k & 1) acc2[i][b] = _mm256_fmadd_ps(f, s, acc2[i][b]);
+                    else acc[i][b] = _mm256_fmadd_ps(f, s, acc[i][b]);
+                }
             }
         }
     }
     for (; g + 2 <= ng; g += 2) {
-        code_pair u = pair_codes(p + 16 * g, bits == 6 ? h + 8 * g : NULL, bits);
         UNROLL
-        for (int b = 0; b < NB; b++) {
-            __m256 s = _mm256_set_m128(_mm_set1_ps(qhx_x86_f16(d + g + 1) * qx[b]->dx[g + 1]),
-                                       _mm_set1_ps(qhx_x86_f16(d + g) * qx[b]->dx[g]));
-            acc[b] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(pair_dot_codes(u, qx[b], g / 2, bits)), s, acc[b]);
+        for (int i = 0; i < R; i++) {
+            code_pair u = pair_codes(p[i] + 16 * g, bits == 6 ? h[i] + 8 * g : NULL, bits);
+            UNROLL
+            for (int b = 0; b < NB; b++) {
+                __m256 s = _mm256_set_m128(_mm_set1_ps(qhx_x86_f16(d[i] + g + 1) * qx[b]->dx[g + 1]),
+                                           _mm_set1_ps(qhx_x86_f16(d[i] + g) * qx[b]->dx[g]));
+                acc[i][b] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(pair_dot_codes(u, qx[b], g / 2, bits)), s, acc[i][b]);
+            }
         }
     }
     UNROLL
-    for (int b = 0; b < NB; b++) {
-        __m256 a = _mm256_add_ps(acc[b], acc2[b]);
-        if (g < ng) { /* odd last group, as rows_q adds it */
-            __m128 f = _mm_cvtepi32_ps(group_dot(p + 16 * g, bits == 6 ? h + 8 * g : NULL, qx[b], g / 2, bits));
-            __m128 lo = _mm_fmadd_ps(f, _mm_set1_ps(qhx_x86_f16(d + g) * qx[b]->dx[g]), _mm256_castps256_ps128(a));
-            a = _mm256_insertf128_ps(a, lo, 0);
+    for (int i = 0; i < R; i++) {
+        UNROLL
+        for (int b = 0; b < NB; b++) {
+            __m256 a = _mm256_add_ps(acc[i][b], acc2[i][b]);
+            if (g < ng) { /* odd last group, as rows_q adds it */
+                __m128 f = _mm_cvtepi32_ps(group_dot(p[i] + 16 * g, bits == 6 ? h[i] + 8 * g : NULL, qx[b], g / 2, bits));
+                __m128 lo = _mm_fmadd_ps(f, _mm_set1_ps(qhx_x86_f16(d[i] + g) * qx[b]->dx[g]), _mm256_castps256_ps128(a));
+                a = _mm256_insertf128_ps(a, lo, 0);
+            }
+            y[b][r + i] = hsum8(a);
         }
-        y[b][r] = hsum8(a);
     }
 }
 
+/* Weight rows [r0, r1) against one tile of NB activation rows: MULTI_ROWS at a time, then one by
+ * one. */
+AI void rows_multi_nb(const qhx_weight *w, const qx_row *const *qx, float *const *y, int64_t r0, int64_t r1, int NB,
+                      int bits) {
+    int64_t r = r0;
+    for (; r + MULTI_ROWS <= r1; r += MULTI_ROWS) tile_multi(w, qx, y, r, MULTI_ROWS, NB, bits);
+    for (; r < r1; r++) tile_multi(w, qx, y, r, 1, NB, bits);
+}
+
 /* One tile of nb <= MULTI_TILE rows: a constant tile size per call, so the loops unroll. */
-AI void rows_multi_tile(const qhx_weight *w, const qx_row *const *qx, float *const *y, int64_t r, int nb, int bits) {
+AI void rows_multi_tile(const qhx_weight *w, const qx_row *const *qx, float *const *y, int64_t r0, int64_t r1, int nb,
+                        int bits) {
     switch (nb) {
-    case 1: row_multi(w, qx, y, r, 1, bits); break;
-    case 2: row_multi(w, qx, y, r, 2, bits); break;
-    default: row_multi(w, qx, y, r, 3, bits); break;
+    case 1: rows_multi_nb(w, qx, y, r0, r1, 1, bits); break;
+    case 2: rows_multi_nb(w, qx, y, r0, r1, 2, bits); break;
+#if MULTI_TILE > 3
+    case 3: rows_multi_nb(w, qx, y, r0, r1, 3, bits); break;
+#endif
+    default: rows_multi_nb(w, qx, y, r0, r1, MULTI_TILE, bits); break;
     }
 }
 
@@ -393,9 +444,7 @@ AI void matvec_multi_up_to_max(const qhx_weight *w, const float *const *x, float
     const qhx_multi_plan pl = qhx_multi_plan_make(nb, qx_bytes(w->cols), MULTI_TILE, row_bytes, r0, r1);
     for (int64_t a = r0; a < r1; a += pl.blk) {
         int64_t e = a + pl.blk < r1 ? a + pl.blk : r1;
-        for (int t = 0; t < pl.tiles; t++)
-            for (int64_t r = a; r < e; r++)
-                rows_multi_tile(w, qp + pl.at[t], y + pl.at[t], r, pl.at[t + 1] - pl.at[t], bits);
+        for (int t = 0; t < pl.tiles; t++) rows_multi_tile(w, qp + pl.at[t], y + pl.at[t], a, e, pl.at[t + 1] - pl.at[t], bits);
     }
 }
 
@@ -438,9 +487,9 @@ void Q4I8X_NAME(qhx_k_matvec_multi_q6_i8x)(const qhx_weight *w, const float *con
 /* The lane sums P = sum u q of a pair of groups (4 lanes each). */
 AI __m256i pair_dot_q4a(code_pair u, const qx_row *qx, int64_t pair) {
     const __m256i *lo = (const __m256i *)(qx->lo + 32 * pair), *hi = (const __m256i *)(qx->hi + 32 * pair);
-#ifdef QHX_I8_AVXVNNI
-    __m256i p = _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), u.lo, _mm256_load_si256(lo));
-    return _mm256_dpbusd_avx_epi32(p, u.hi, _mm256_load_si256(hi));
+#ifdef I8_VNNI
+    __m256i p = DPBUSD256(_mm256_setzero_si256(), u.lo, _mm256_load_si256(lo));
+    return DPBUSD256(p, u.hi, _mm256_load_si256(hi));
 #else
     __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(u.lo, _mm256_load_si256(lo)),
                                    _mm256_maddubs_epi16(u.hi, _mm256_load_si256(hi)));
@@ -453,9 +502,9 @@ AI __m128i group_dot_q4a(const uint8_t *p, const qx_row *qx, int64_t pair) {
     __m128i b = _mm_loadu_si128((const __m128i *)p);
     __m128i u_lo = _mm_and_si128(b, mask), u_hi = _mm_and_si128(_mm_srli_epi16(b, 4), mask);
     const __m128i *lo = (const __m128i *)(qx->lo + 32 * pair), *hi = (const __m128i *)(qx->hi + 32 * pair);
-#ifdef QHX_I8_AVXVNNI
-    __m128i s = _mm_dpbusd_avx_epi32(_mm_setzero_si128(), u_lo, _mm_load_si128(lo));
-    return _mm_dpbusd_avx_epi32(s, u_hi, _mm_load_si128(hi));
+#ifdef I8_VNNI
+    __m128i s = DPBUSD128(_mm_setzero_si128(), u_lo, _mm_load_si128(lo));
+    return DPBUSD128(s, u_hi, _mm_load_si128(hi));
 #else
     return _mm_madd_epi16(_mm_add_epi16(_mm_maddubs_epi16(u_lo, _mm_load_si128(lo)),
                                         _mm_maddubs_epi16(u_hi, _mm_load_si128(hi))),
@@ -641,7 +690,10 @@ static void rows_multi_tile_q4a(const qhx_weight *w, const qx_row *const *qx, fl
     switch (nb) {
     case 1: row_multi_q4a(w, qx, y, r, 1); break;
     case 2: row_multi_q4a(w, qx, y, r, 2); break;
-    default: row_multi_q4a(w, qx, y, r, 3); break;
+#if MULTI_TILE > 3
+    case 3: row_multi_q4a(w, qx, y, r, 3); break;
+#endif
+    default: row_multi_q4a(w, qx, y, r, MULTI_TILE); break;
     }
 }
 
