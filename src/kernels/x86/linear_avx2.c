@@ -14,6 +14,7 @@
 #include "kernels/quant.h"
 #include "kernels/x86/f16_x86.h"
 #include "kernels/x86/multi_plan.h"
+#include "kernels/x86/prefetch_x86.h"
 #include "kernels/x86/x86.h"
 
 #define AI static inline __attribute__((always_inline))
@@ -79,7 +80,12 @@ AI void matvec_rows(const qhx_weight *w, const float *x, float *y, int64_t r, in
         p[i] = (const uint8_t *)w->data + (size_t)(r + i) * (size_t)cols * es;
         acc[i] = _mm256_setzero_ps();
     }
+    const int64_t ahead = qhx_pf_ahead(R * cols * (int64_t)es); /* prefetch_x86.h */
     for (int64_t k = 0; k < kv; k += 8) {
+        if (((k * (int64_t)es) & 63) == 0) { /* one line per row every 64 bytes */
+            UNROLL
+            for (int i = 0; i < R; i++) QHX_PREFETCH(p[i] + k * es + ahead);
+        }
         __m256 xv = _mm256_loadu_ps(x + k);
         UNROLL
         for (int i = 0; i < R; i++) acc[i] = _mm256_fmadd_ps(ld8w(p[i] + k * es, fmt), xv, acc[i]);

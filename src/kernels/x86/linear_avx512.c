@@ -19,6 +19,7 @@
 #include "kernels/quant.h"
 #include "kernels/x86/f16_x86.h"
 #include "kernels/x86/multi_plan.h"
+#include "kernels/x86/prefetch_x86.h"
 #include "kernels/x86/x86.h"
 
 #ifdef QHX_X86_EMU
@@ -90,7 +91,12 @@ AI void matvec_rows(const qhx_weight *w, const float *x, float *y, int64_t r, in
         p[i] = (const uint8_t *)w->data + (size_t)(r + i) * (size_t)cols * es;
         acc[i] = _mm512_setzero_ps();
     }
+    const int64_t ahead = qhx_pf_ahead(R * cols * (int64_t)es); /* prefetch_x86.h */
     for (int64_t k = 0; k < kv; k += 16) {
+        if (((k * (int64_t)es) & 63) == 0) { /* one line per row every 64 bytes */
+            UNROLL
+            for (int i = 0; i < R; i++) QHX_PREFETCH(p[i] + k * es + ahead);
+        }
         __m512 xv = _mm512_loadu_ps(x + k);
         UNROLL
         for (int i = 0; i < R; i++) acc[i] = _mm512_fmadd_ps(ld16w(p[i] + k * es, fmt), xv, acc[i]);
@@ -132,8 +138,13 @@ AI void rows_tile(const qhx_weight *w, const float *const *x, float *const *y, i
         UNROLL
         for (int b = 0; b < NB; b++) acc[i][b] = _mm512_setzero_ps();
     }
+    const int64_t ahead = qhx_pf_ahead(R * cols * (int64_t)es); /* prefetch_x86.h, as matvec_rows */
     for (int64_t k = 0; k < kv; k += 16) {
         __m512 wv[8];
+        if (((k * (int64_t)es) & 63) == 0) {
+            UNROLL
+            for (int i = 0; i < R; i++) QHX_PREFETCH(p[i] + k * es + ahead);
+        }
         UNROLL
         for (int i = 0; i < R; i++) wv[i] = ld16w(p[i] + k * es, fmt);
         UNROLL

@@ -20,6 +20,7 @@
 #include "kernels/x86/ops_x86.h"
 #include "kernels/x86/f16_x86.h"
 #include "kernels/x86/multi_plan.h"
+#include "kernels/x86/prefetch_x86.h"
 #include "kernels/x86/x86.h"
 
 #define AI static inline __attribute__((always_inline))
@@ -83,10 +84,13 @@ AI void q8_rows(const qhx_weight *w, const int16_t *xq, const float *dx, float *
         p[i] = (const int8_t *)w->data + (size_t)(r + i) * (size_t)cols;
         acc[i] = _mm256_setzero_ps();
     }
+    const int64_t ahead = qhx_pf_ahead(R * cols); /* prefetch_x86.h */
     for (int64_t b = 0; b < nb; b++) {
         __m256i xa = _mm256_loadu_si256((const __m256i *)(xq + 32 * b));
         __m256i xb = _mm256_loadu_si256((const __m256i *)(xq + 32 * b + 16));
         __m256 d = _mm256_broadcast_ss(dx + b);
+        if (!(b & 1))
+            for (int i = 0; i < R; i++) QHX_PREFETCH(p[i] + 32 * b + ahead);
         for (int i = 0; i < R; i++) {
             __m256i w0 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(p[i] + 32 * b)));
             __m256i w1 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(p[i] + 32 * b + 16)));

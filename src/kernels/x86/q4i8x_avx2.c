@@ -26,6 +26,7 @@
 #include "kernels/x86/quant_x_avx2.h"
 #include "kernels/x86/f16_x86.h"
 #include "kernels/x86/multi_plan.h"
+#include "kernels/x86/prefetch_x86.h"
 #include "kernels/x86/x86.h"
 
 #define AI static inline __attribute__((always_inline))
@@ -196,9 +197,16 @@ AI void rows_q(const qhx_weight *w, const qx_row *qx, float *y, int64_t r, int R
         d[i] = w->gscales + (r + i) * ng;
         acc[i] = acc2[i] = _mm256_setzero_ps();
     }
+    const int64_t ahead = qhx_pf_ahead(R * (w->cols / 2)); /* prefetch_x86.h; Q6's high bits: half */
     int64_t g = 0;
     for (; g + 8 <= ng; g += 8) {
         __m256 dxv = _mm256_load_ps(qx->dx + g);
+        UNROLL
+        for (int i = 0; i < R; i++) {
+            QHX_PREFETCH(p[i] + 16 * g + ahead);
+            QHX_PREFETCH(p[i] + 16 * g + 64 + ahead);
+            if (bits == 6) QHX_PREFETCH(h[i] + 8 * g + ahead / 2);
+        }
         UNROLL
         for (int i = 0; i < R; i++) {
             __m256 sc = _mm256_mul_ps(qhx_x86_f16x8(d[i] + g), dxv);
@@ -355,11 +363,15 @@ AI void tile_multi(const qhx_weight *w, const qx_row *const *qx, float *const *y
         UNROLL
         for (int b = 0; b < NB; b++) acc[i][b] = acc2[i][b] = _mm256_setzero_ps();
     }
+    const int64_t ahead = qhx_pf_ahead(R * (w->cols / 2)); /* prefetch_x86.h, as rows_q */
     int64_t g = 0;
     for (; g + 8 <= ng; g += 8) {
         __m256 sc[MULTI_ROWS][MULTI_TILE];
         UNROLL
         for (int i = 0; i < R; i++) {
+            QHX_PREFETCH(p[i] + 16 * g + ahead);
+            QHX_PREFETCH(p[i] + 16 * g + 64 + ahead);
+            if (bits == 6) QHX_PREFETCH(h[i] + 8 * g + ahead / 2);
             __m256 dv = qhx_x86_f16x8(d[i] + g);
             UNROLL
             for (int b = 0; b < NB; b++) sc[i][b] = _mm256_mul_ps(dv, _mm256_load_ps(qx[b]->dx + g));
