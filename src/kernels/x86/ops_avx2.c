@@ -67,31 +67,49 @@ AI void dots(const float *q, int64_t hd, const void *k, bool f16, int R, float s
     for (int j = 0; j < R; j++) s[j] = hsum(a[j]) * scale;
 }
 
-/* o_j[d0 .. d0+16) = sum_t p_j[t] V[t][d0 ..] for up to 4 heads. */
-AI void pv16(const void *V, bool f16, int64_t ld, int64_t n, const float *p, int64_t pn, int R, int64_t d0, float *o,
-             int64_t hd) {
-    __m256 a[4][2];
-    for (int j = 0; j < R; j++) a[j][0] = a[j][1] = _mm256_setzero_ps();
-    for (int64_t t = 0; t < n; t++) {
-        const void *vt = row_at(V, t, ld, f16);
-        __m256 v0 = load8(vt, d0, f16), v1 = load8(vt, d0 + 8, f16);
+/* The same for two keys at once: s0 for k0, s1 for k1. Each (head, key) keeps its own chain in
+ * dots' order; two keys make 2R independent chains, so the FMA latency (one chain per head and
+ * key, hd / 8 long) no longer bounds a pass over the keys. */
+AI void dots2(const float *q, int64_t hd, const void *k0, const void *k1, bool f16, int R, float scale, float *s0,
+              float *s1) {
+    __m256 a[4], b[4];
+    for (int j = 0; j < R; j++) a[j] = b[j] = _mm256_setzero_ps();
+    for (int64_t d = 0; d < hd; d += 8) {
+        __m256 kv0 = load8(k0, d, f16), kv1 = load8(k1, d, f16);
         for (int j = 0; j < R; j++) {
-            __m256 pj = _mm256_broadcast_ss(p + j * pn + t);
-            a[j][0] = _mm256_fmadd_ps(pj, v0, a[j][0]);
-            a[j][1] = _mm256_fmadd_ps(pj, v1, a[j][1]);
+            __m256 qv = _mm256_loadu_ps(q + j * hd + d);
+            a[j] = _mm256_fmadd_ps(qv, kv0, a[j]);
+            b[j] = _mm256_fmadd_ps(qv, kv1, b[j]);
         }
     }
-    for (int j = 0; j < R; j++) {
-        _mm256_storeu_ps(o + j * hd + d0, a[j][0]);
-        _mm256_storeu_ps(o + j * hd + d0 + 8, a[j][1]);
+    for (int j = 0; j < R; j++) s0[j] = hsum(a[j]) * scale, s1[j] = hsum(b[j]) * scale;
+}
+
+/* o_j[d0 .. d0 + 8 NV) = sum_t p_j[t] V[t][d0 ..] for up to 4 heads, NV vectors of 8 columns:
+ * R * NV chains, one per (head, vector), each summing over t in order. */
+AI void pv(const void *V, bool f16, int64_t ld, int64_t n, const float *p, int64_t pn, int R, int NV, int64_t d0,
+           float *o, int64_t hd) {
+    __m256 a[4][4];
+    for (int j = 0; j < R; j++)
+        for (int v = 0; v < NV; v++) a[j][v] = _mm256_setzero_ps();
+    for (int64_t t = 0; t < n; t++) {
+        const void *vt = row_at(V, t, ld, f16);
+        __m256 vv[4];
+        for (int v = 0; v < NV; v++) vv[v] = load8(vt, d0 + 8 * v, f16);
+        for (int j = 0; j < R; j++) {
+            __m256 pj = _mm256_broadcast_ss(p + j * pn + t);
+            for (int v = 0; v < NV; v++) a[j][v] = _mm256_fmadd_ps(pj, vv[v], a[j][v]);
+        }
     }
+    for (int j = 0; j < R; j++)
+        for (int v = 0; v < NV; v++) _mm256_storeu_ps(o + j * hd + d0 + 8 * v, a[j][v]);
 }
 
 /* One body for f32 and f16 rows: with f16 a compile-time constant at each call, the two
  * instances differ only in their loads, so their results are bitwise equal on equal values. */
 AI void attn_heads(const float *q, const void *K, const void *V, bool f16, int64_t ld, int64_t n, int R, int64_t hd,
                    float scale, float *scores, float *o, float *ml) {
-    float s[4];
+    float s[4], s2[4];
     const int64_t row_bytes = hd * (f16 ? 2 : 4);
     for (int64_t t = 0; t < n; t++) {
         /* A cache row holds every KV head, so this head's part of consecutive rows is not
@@ -103,8 +121,13 @@ AI void attn_heads(const float *q, const void *K, const void *V, bool f16, int64
         }
         const char *vt = row_at(V, t, ld, f16);
         for (int64_t b = 0; b < row_bytes; b += 64) _mm_prefetch(vt + b, _MM_HINT_T1);
-        dots(q, hd, row_at(K, t, ld, f16), f16, R, scale, s);
-        for (int j = 0; j < R; j++) scores[j * n + t] = s[j];
+        if (t % 2 == 0 && t + 1 < n) { /* keys in pairs (dots2); the second's prefetch next time */
+            dots2(q, hd, row_at(K, t, ld, f16), row_at(K, t + 1, ld, f16), f16, R, scale, s, s2);
+            for (int j = 0; j < R; j++) scores[j * n + t] = s[j], scores[j * n + t + 1] = s2[j];
+        } else if (t % 2 == 0) {
+            dots(q, hd, row_at(K, t, ld, f16), f16, R, scale, s);
+            for (int j = 0; j < R; j++) scores[j * n + t] = s[j];
+        }
     }
     for (int j = 0; j < R; j++) {
         float *sr = scores + j * n;
@@ -130,7 +153,11 @@ AI void attn_heads(const float *q, const void *K, const void *V, bool f16, int64
         ml[2 * j] = mx;
         ml[2 * j + 1] = sum;
     }
-    for (int64_t d0 = 0; d0 < hd; d0 += 16) pv16(V, f16, ld, n, scores, n, R, d0, o, hd);
+    /* 8 chains where the columns allow (R heads x NV vectors), in passes over the block's V rows */
+    int64_t d0 = 0;
+    if (R <= 2)
+        for (; d0 + 32 <= hd; d0 += 32) pv(V, f16, ld, n, scores, n, R, 4, d0, o, hd);
+    for (; d0 < hd; d0 += 16) pv(V, f16, ld, n, scores, n, R, 2, d0, o, hd);
 }
 
 /* Up to 4 heads in one pass over the block's rows, R a constant in each instance (registers);
