@@ -71,34 +71,25 @@ typedef struct int8_set {
     qhx_matvec_fn decode_q4, decode_q6, decode_q4a;
 } int8_set;
 
+/* The builds, one row each: the GEMMs of gemm_i8_*.c, the per-token kernels of q4i8x_*.c (Q6,
+ * the tied head of q4 bundles, has only the Q4 decode kernel's 6-bit twin, for prefill too). */
+static const int8_set builds[] = {
+#define I8_AVX2 0
+    {qhx_k_matmul_q8_i8gemm_avx2, qhx_k_matmul_q4_i8gemm_avx2, qhx_k_matmul_q6_i8x_avx2, qhx_k_matmul_q4a_i8gemm_avx2,
+     qhx_k_matvec_q4_i8x_avx2, qhx_k_matvec_q6_i8x_avx2, qhx_k_matvec_q4a_i8x_avx2},
+#define I8_AVXVNNI 1
+    {qhx_k_matmul_q8_i8gemm_avxvnni, qhx_k_matmul_q4_i8gemm_avxvnni, qhx_k_matmul_q6_i8x_avxvnni,
+     qhx_k_matmul_q4a_i8gemm_avxvnni, qhx_k_matvec_q4_i8x_avxvnni, qhx_k_matvec_q6_i8x_avxvnni,
+     qhx_k_matvec_q4a_i8x_avxvnni},
+#define I8_AVX512 2 /* the 512-bit GEMMs and the EVEX per-token kernels */
+    {qhx_k_matmul_q8_i8gemm_avx512, qhx_k_matmul_q4_i8gemm_avx512, qhx_k_matmul_q6_i8x_evex,
+     qhx_k_matmul_q4a_i8gemm_avx512, qhx_k_matvec_q4_i8x_evex, qhx_k_matvec_q6_i8x_evex, qhx_k_matvec_q4a_i8x_evex},
+};
+
+/* Every slot by the same rule: AVX-512 VNNI where the table is AVX-512, else AVX-VNNI, else AVX2. */
 static int8_set int8_kernels(const qhx_kernels *k, unsigned f) {
-    int vnni512 = k->isa == QHX_ISA_AVX512 && (f & QHX_CPU_AVX512_VNNI);
-    int avxvnni = (f & QHX_CPU_AVX_VNNI) != 0;
-    int8_set s;
-    s.prefill_q8 = vnni512   ? qhx_k_matmul_q8_i8gemm_avx512
-                   : avxvnni ? qhx_k_matmul_q8_i8gemm_avxvnni
-                             : qhx_k_matmul_q8_i8gemm_avx2;
-    s.prefill_q4 = vnni512   ? qhx_k_matmul_q4_i8gemm_avx512
-                   : avxvnni ? qhx_k_matmul_q4_i8gemm_avxvnni
-                             : qhx_k_matmul_q4_i8gemm_avx2;
-    s.decode_q4 = vnni512   ? qhx_k_matvec_q4_i8x_evex
-                  : avxvnni ? qhx_k_matvec_q4_i8x_avxvnni
-                            : qhx_k_matvec_q4_i8x_avx2;
-    /* Q6 (the tied head of q4 bundles) has only the Q4 decode kernel's 6-bit twin, for both */
-    s.decode_q6 = vnni512   ? qhx_k_matvec_q6_i8x_evex
-                  : avxvnni ? qhx_k_matvec_q6_i8x_avxvnni
-                            : qhx_k_matvec_q6_i8x_avx2;
-    s.prefill_q6 = vnni512   ? qhx_k_matmul_q6_i8x_evex
-                   : avxvnni ? qhx_k_matmul_q6_i8x_avxvnni
-                             : qhx_k_matmul_q6_i8x_avx2;
-    /* Q4A: prefill the GEMM, by the Q4 GEMM's rule; decode the per-token kernel, by Q4's rule */
-    s.decode_q4a = vnni512   ? qhx_k_matvec_q4a_i8x_evex
-                   : avxvnni ? qhx_k_matvec_q4a_i8x_avxvnni
-                             : qhx_k_matvec_q4a_i8x_avx2;
-    s.prefill_q4a = vnni512   ? qhx_k_matmul_q4a_i8gemm_avx512
-                    : avxvnni ? qhx_k_matmul_q4a_i8gemm_avxvnni
-                              : qhx_k_matmul_q4a_i8gemm_avx2;
-    return s;
+    if (k->isa == QHX_ISA_AVX512 && (f & QHX_CPU_AVX512_VNNI)) return builds[I8_AVX512];
+    return builds[f & QHX_CPU_AVX_VNNI ? I8_AVXVNNI : I8_AVX2];
 }
 
 void qhx_kern_install_x86_int8(qhx_kernels *k, unsigned prefill_formats, unsigned decode_formats, qhx_isa max_isa,
