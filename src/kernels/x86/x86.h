@@ -120,21 +120,25 @@ void qhx_k_matmul_q4a_i8gemm_avx2(const qhx_weight *w, const float *X, int64_t l
 /* ---- AVX-VNNI (256-bit vpdpbusd): the int8 kernels above, rebuilt with -mavxvnni -------------
  * (gemm_i8_avxvnni.c, q4i8x_avxvnni.c); bitwise the AVX2 builds' results. */
 
-void qhx_k_matvec_q4_i8x_avxvnni(const qhx_weight *w, const float *x, float *y, int64_t r0, int64_t r1);
-void qhx_k_matmul_q4_i8x_avxvnni(const qhx_weight *w, const float *X, int64_t ldx, float *Y,
-                                 int64_t ldy, int64_t n, int64_t r0, int64_t r1);
-void qhx_k_matvec_q6_i8x_avxvnni(const qhx_weight *w, const float *x, float *y, int64_t r0, int64_t r1);
-void qhx_k_matmul_q6_i8x_avxvnni(const qhx_weight *w, const float *X, int64_t ldx, float *Y,
-                                 int64_t ldy, int64_t n, int64_t r0, int64_t r1);
-void qhx_k_matvec_multi_q6_i8x_avxvnni(const qhx_weight *w, const float *const *x, float *const *y, int64_t nb,
-                                       int64_t r0, int64_t r1);
-void qhx_k_matvec_multi_q4_i8x_avxvnni(const qhx_weight *w, const float *const *x, float *const *y, int64_t nb,
-                                       int64_t r0, int64_t r1);
-void qhx_k_matvec_q4a_i8x_avxvnni(const qhx_weight *w, const float *x, float *y, int64_t r0, int64_t r1);
-void qhx_k_matmul_q4a_i8x_avxvnni(const qhx_weight *w, const float *X, int64_t ldx, float *Y,
-                                  int64_t ldy, int64_t n, int64_t r0, int64_t r1);
-void qhx_k_matvec_multi_q4a_i8x_avxvnni(const qhx_weight *w, const float *const *x, float *const *y, int64_t nb,
-                                        int64_t r0, int64_t r1);
+/* The per-token int8 kernels of one rebuild of q4i8x_avx2.c, functions suffixed _sfx. */
+#define QHX_I8X_BUILD_DECLS(sfx)                                                                              \
+    void qhx_k_matvec_q4_i8x_##sfx(const qhx_weight *w, const float *x, float *y, int64_t r0, int64_t r1);     \
+    void qhx_k_matmul_q4_i8x_##sfx(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy,    \
+                                   int64_t n, int64_t r0, int64_t r1);                                         \
+    void qhx_k_matvec_multi_q4_i8x_##sfx(const qhx_weight *w, const float *const *x, float *const *y,          \
+                                         int64_t nb, int64_t r0, int64_t r1);                                  \
+    void qhx_k_matvec_q6_i8x_##sfx(const qhx_weight *w, const float *x, float *y, int64_t r0, int64_t r1);     \
+    void qhx_k_matmul_q6_i8x_##sfx(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy,    \
+                                   int64_t n, int64_t r0, int64_t r1);                                         \
+    void qhx_k_matvec_multi_q6_i8x_##sfx(const qhx_weight *w, const float *const *x, float *const *y,          \
+                                         int64_t nb, int64_t r0, int64_t r1);                                  \
+    void qhx_k_matvec_q4a_i8x_##sfx(const qhx_weight *w, const float *x, float *y, int64_t r0, int64_t r1);    \
+    void qhx_k_matmul_q4a_i8x_##sfx(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy,   \
+                                    int64_t n, int64_t r0, int64_t r1);                                        \
+    void qhx_k_matvec_multi_q4a_i8x_##sfx(const qhx_weight *w, const float *const *x, float *const *y,         \
+                                          int64_t nb, int64_t r0, int64_t r1);
+
+QHX_I8X_BUILD_DECLS(avxvnni)
 void qhx_k_matmul_q8_i8gemm_avxvnni(const qhx_weight *w, const float *X, int64_t ldx, float *Y,
                                     int64_t ldy, int64_t n, int64_t r0, int64_t r1);
 void qhx_k_matmul_q4_i8gemm_avxvnni(const qhx_weight *w, const float *X, int64_t ldx, float *Y,
@@ -145,21 +149,7 @@ void qhx_k_matmul_q4a_i8gemm_avxvnni(const qhx_weight *w, const float *X, int64_
 /* ---- AVX-512 VNNI on 256-bit vectors (q4i8x_evex_avx512.c): the int8 decode kernels of
  * q4i8x_avx2.c with EVEX-encoded vpdpbusd and 32 registers; bitwise the AVX2 builds' results. */
 
-void qhx_k_matvec_q4_i8x_evex(const qhx_weight *w, const float *x, float *y, int64_t r0, int64_t r1);
-void qhx_k_matmul_q4_i8x_evex(const qhx_weight *w, const float *X, int64_t ldx, float *Y,
-                              int64_t ldy, int64_t n, int64_t r0, int64_t r1);
-void qhx_k_matvec_q6_i8x_evex(const qhx_weight *w, const float *x, float *y, int64_t r0, int64_t r1);
-void qhx_k_matmul_q6_i8x_evex(const qhx_weight *w, const float *X, int64_t ldx, float *Y,
-                              int64_t ldy, int64_t n, int64_t r0, int64_t r1);
-void qhx_k_matvec_multi_q6_i8x_evex(const qhx_weight *w, const float *const *x, float *const *y, int64_t nb,
-                                    int64_t r0, int64_t r1);
-void qhx_k_matvec_multi_q4_i8x_evex(const qhx_weight *w, const float *const *x, float *const *y, int64_t nb,
-                                    int64_t r0, int64_t r1);
-void qhx_k_matvec_q4a_i8x_evex(const qhx_weight *w, const float *x, float *y, int64_t r0, int64_t r1);
-void qhx_k_matmul_q4a_i8x_evex(const qhx_weight *w, const float *X, int64_t ldx, float *Y,
-                               int64_t ldy, int64_t n, int64_t r0, int64_t r1);
-void qhx_k_matvec_multi_q4a_i8x_evex(const qhx_weight *w, const float *const *x, float *const *y, int64_t nb,
-                                     int64_t r0, int64_t r1);
+QHX_I8X_BUILD_DECLS(evex)
 
 /* ---- AVX-512 VNNI int8 prefill GEMM (gemm_i8_avx512.c): bitwise the AVX2 int8 GEMM's results */
 
