@@ -9,6 +9,7 @@
 #include "core/cpu.h"
 #include "kernels/x86/ops_x86.h"
 #include "kernels/x86/x86.h"
+#include "i8x_builds.h"
 #endif
 
 #include <string.h>
@@ -149,21 +150,14 @@ int main(void) {
         } else {
             fprintf(stderr, "avx-512: skipped, the CPU or OS lacks AVX-512\n");
         }
-        if (cpu.features & QHX_CPU_AVX_VNNI) {
-            check_pair("q4_i8x_avxvnni", qhx_k_matvec_q4_i8x_avxvnni, qhx_k_matvec_multi_q4_i8x_avxvnni);
+        for (size_t i = 0; i < sizeof i8x_builds / sizeof i8x_builds[0]; i++) { /* the VNNI rebuilds */
+            const i8x_build *b = &i8x_builds[i];
+            if (!i8x_build_runs(b, cpu.features)) continue;
+            check_pair(b->q4_name, b->q4, b->q4_multi);
             pair_fmt = QHX_W_Q6;
-            check_pair("q6_i8x_avxvnni", qhx_k_matvec_q6_i8x_avxvnni, qhx_k_matvec_multi_q6_i8x_avxvnni);
+            check_pair(b->q6_name, b->q6, b->q6_multi);
             pair_fmt = QHX_W_Q4;
-        } else
-            fprintf(stderr, "avx-vnni: skipped, the CPU or OS lacks AVX-VNNI\n");
-        const unsigned vnni512 = QHX_CPU_GROUP_AVX512 | QHX_CPU_AVX512_VNNI;
-        if ((cpu.features & vnni512) == vnni512) {
-            check_pair("q4_i8x_evex", qhx_k_matvec_q4_i8x_evex, qhx_k_matvec_multi_q4_i8x_evex);
-            pair_fmt = QHX_W_Q6;
-            check_pair("q6_i8x_evex", qhx_k_matvec_q6_i8x_evex, qhx_k_matvec_multi_q6_i8x_evex);
-            pair_fmt = QHX_W_Q4;
-        } else
-            fprintf(stderr, "avx-512 vnni: skipped, the CPU or OS lacks it\n");
+        }
     } else {
         fprintf(stderr, "avx2: skipped, the CPU or OS lacks AVX2\n");
     }

@@ -8,6 +8,7 @@
 #include "kernels/vision.h"
 #include "kernels/x86/ops_x86.h"
 #include "kernels/x86/x86.h"
+#include "i8x_builds.h"
 
 static const int64_t sizes[] = {1, 3, 15, 16, 17, 63, 64, 65, 257, 1000, 2048};
 
@@ -125,32 +126,16 @@ int main(void) {
         kc_run_all(v6, 1, sizes, nsz, q4cols, nq4);
         kc_check_variant(&v6[0], sizes, 4, wide, 2, (const int[]){3}, 1);
         check_i8x_nonfinite(qhx_k_matvec_q6_i8x_avx2, QHX_W_Q6);
-        if (cpu.features & QHX_CPU_AVX_VNNI) {
-            const kc_variant vv[] = {{"q4_i8x_avxvnni", QHX_W_Q4, qhx_k_matvec_q4_i8x_avxvnni,
-                                      qhx_k_matmul_q4_i8x_avxvnni, 1},
-                                     {"q6_i8x_avxvnni", QHX_W_Q6, qhx_k_matvec_q6_i8x_avxvnni,
-                                      qhx_k_matmul_q6_i8x_avxvnni, 1}};
+        for (size_t i = 0; i < sizeof i8x_builds / sizeof i8x_builds[0]; i++) { /* the VNNI rebuilds */
+            const i8x_build *b = &i8x_builds[i];
+            if (!i8x_build_runs(b, cpu.features)) continue;
+            const kc_variant vv[] = {{b->q4_name, QHX_W_Q4, b->q4, b->q4_mm, 1}, {b->q6_name, QHX_W_Q6, b->q6, b->q6_mm, 1}};
             kc_run_all(vv, 2, sizes, nsz, q4cols, nq4);
             kc_check_variant(&vv[0], sizes, 4, wide, 2, (const int[]){3}, 1);
-            check_i8x_nonfinite(qhx_k_matvec_q4_i8x_avxvnni, QHX_W_Q4);
-            check_i8x_nonfinite(qhx_k_matvec_q6_i8x_avxvnni, QHX_W_Q6);
-            check_same_matvec(qhx_k_matvec_q4_i8x_avxvnni, qhx_k_matvec_q4_i8x_avx2, QHX_W_Q4);
-            check_same_matvec(qhx_k_matvec_q6_i8x_avxvnni, qhx_k_matvec_q6_i8x_avx2, QHX_W_Q6);
-        } else {
-            fprintf(stderr, "avx-vnni: skipped, the CPU or OS lacks AVX-VNNI\n");
-        }
-        const unsigned vnni512 = QHX_CPU_GROUP_AVX512 | QHX_CPU_AVX512_VNNI;
-        if ((cpu.features & vnni512) == vnni512) {
-            const kc_variant ve[] = {{"q4_i8x_evex", QHX_W_Q4, qhx_k_matvec_q4_i8x_evex, qhx_k_matmul_q4_i8x_evex, 1},
-                                     {"q6_i8x_evex", QHX_W_Q6, qhx_k_matvec_q6_i8x_evex, qhx_k_matmul_q6_i8x_evex, 1}};
-            kc_run_all(ve, 2, sizes, nsz, q4cols, nq4);
-            kc_check_variant(&ve[0], sizes, 4, wide, 2, (const int[]){3}, 1);
-            check_i8x_nonfinite(qhx_k_matvec_q4_i8x_evex, QHX_W_Q4);
-            check_i8x_nonfinite(qhx_k_matvec_q6_i8x_evex, QHX_W_Q6);
-            check_same_matvec(qhx_k_matvec_q4_i8x_evex, qhx_k_matvec_q4_i8x_avx2, QHX_W_Q4);
-            check_same_matvec(qhx_k_matvec_q6_i8x_evex, qhx_k_matvec_q6_i8x_avx2, QHX_W_Q6);
-        } else {
-            fprintf(stderr, "avx-512 vnni: skipped, the CPU or OS lacks it\n");
+            check_i8x_nonfinite(b->q4, QHX_W_Q4);
+            check_i8x_nonfinite(b->q6, QHX_W_Q6);
+            check_same_matvec(b->q4, qhx_k_matvec_q4_i8x_avx2, QHX_W_Q4);
+            check_same_matvec(b->q6, qhx_k_matvec_q6_i8x_avx2, QHX_W_Q6);
         }
         kc_check_activations(qhx_k_silu_f32_avx2, qhx_k_swiglu_f32_avx2, qhx_k_gelu_tanh_f32_avx2);
         check_read_fold();

@@ -82,10 +82,7 @@ AI void matvec_rows(const qhx_weight *w, const float *x, float *y, int64_t r, in
     }
     const int64_t ahead = qhx_pf_ahead(R * cols * (int64_t)es); /* prefetch_x86.h */
     for (int64_t k = 0; k < kv; k += 8) {
-        if (((k * (int64_t)es) & 63) == 0) { /* one line per row every 64 bytes */
-            UNROLL
-            for (int i = 0; i < R; i++) QHX_PREFETCH(p[i] + k * es + ahead);
-        }
+        if (((k * (int64_t)es) & 63) == 0) QHX_PREFETCH_ROWS(p, R, k * es + ahead);
         __m256 xv = _mm256_loadu_ps(x + k);
         UNROLL
         for (int i = 0; i < R; i++) acc[i] = _mm256_fmadd_ps(ld8w(p[i] + k * es, fmt), xv, acc[i]);

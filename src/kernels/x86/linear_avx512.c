@@ -93,10 +93,7 @@ AI void matvec_rows(const qhx_weight *w, const float *x, float *y, int64_t r, in
     }
     const int64_t ahead = qhx_pf_ahead(R * cols * (int64_t)es); /* prefetch_x86.h */
     for (int64_t k = 0; k < kv; k += 16) {
-        if (((k * (int64_t)es) & 63) == 0) { /* one line per row every 64 bytes */
-            UNROLL
-            for (int i = 0; i < R; i++) QHX_PREFETCH(p[i] + k * es + ahead);
-        }
+        if (((k * (int64_t)es) & 63) == 0) QHX_PREFETCH_ROWS(p, R, k * es + ahead);
         __m512 xv = _mm512_loadu_ps(x + k);
         UNROLL
         for (int i = 0; i < R; i++) acc[i] = _mm512_fmadd_ps(ld16w(p[i] + k * es, fmt), xv, acc[i]);
@@ -141,10 +138,7 @@ AI void rows_tile(const qhx_weight *w, const float *const *x, float *const *y, i
     const int64_t ahead = qhx_pf_ahead(R * cols * (int64_t)es); /* prefetch_x86.h, as matvec_rows */
     for (int64_t k = 0; k < kv; k += 16) {
         __m512 wv[8];
-        if (((k * (int64_t)es) & 63) == 0) {
-            UNROLL
-            for (int i = 0; i < R; i++) QHX_PREFETCH(p[i] + k * es + ahead);
-        }
+        if (((k * (int64_t)es) & 63) == 0) QHX_PREFETCH_ROWS(p, R, k * es + ahead);
         UNROLL
         for (int i = 0; i < R; i++) wv[i] = ld16w(p[i] + k * es, fmt);
         UNROLL
@@ -173,7 +167,7 @@ AI void rows_tile(const qhx_weight *w, const float *const *x, float *const *y, i
  * at most 8 weight rows, as the single-row kernel), single rows for the remainder. */
 AI void rows_of(const qhx_weight *w, const float *const *x, float *const *y, int64_t r0, int64_t r1, int NB,
                 int fmt) {
-    const int R = 16 / NB > 8 ? 8 : 16 / NB < 1 ? 1 : 16 / NB;
+    const int R = NB <= 2 ? 8 : 16 / NB;
     int64_t r = r0;
     for (; r + R <= r1; r += R) rows_tile(w, x, y, r, R, NB, fmt);
     for (; r < r1; r++) rows_tile(w, x, y, r, 1, NB, fmt);

@@ -89,8 +89,7 @@ AI void q8_rows(const qhx_weight *w, const int16_t *xq, const float *dx, float *
         __m256i xa = _mm256_loadu_si256((const __m256i *)(xq + 32 * b));
         __m256i xb = _mm256_loadu_si256((const __m256i *)(xq + 32 * b + 16));
         __m256 d = _mm256_broadcast_ss(dx + b);
-        if (!(b & 1))
-            for (int i = 0; i < R; i++) QHX_PREFETCH(p[i] + 32 * b + ahead);
+        if (!(b & 1)) QHX_PREFETCH_ROWS(p, R, 32 * b + ahead);
         for (int i = 0; i < R; i++) {
             __m256i w0 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(p[i] + 32 * b)));
             __m256i w1 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(p[i] + 32 * b + 16)));

@@ -105,26 +105,31 @@ AI void pv(const void *V, bool f16, int64_t ld, int64_t n, const float *p, int64
         for (int v = 0; v < NV; v++) _mm256_storeu_ps(o + j * hd + d0 + 8 * v, a[j][v]);
 }
 
+/* A cache row holds every KV head, so one head's part of consecutive rows is not contiguous and
+ * the hardware prefetchers, which stop at page ends, miss much of it: fetch key row t + 16, and
+ * value row t, which the weighted sum after the scores will want. */
+AI void prefetch_kv(const void *K, const void *V, int64_t t, int64_t n, int64_t ld, int64_t hd, bool f16) {
+    const int64_t row_bytes = hd * (f16 ? 2 : 4);
+    if (t + 16 < n) {
+        const char *kn = row_at(K, t + 16, ld, f16);
+        for (int64_t b = 0; b < row_bytes; b += 64) _mm_prefetch(kn + b, _MM_HINT_T0);
+    }
+    const char *vt = row_at(V, t, ld, f16);
+    for (int64_t b = 0; b < row_bytes; b += 64) _mm_prefetch(vt + b, _MM_HINT_T1);
+}
+
 /* One body for f32 and f16 rows: with f16 a compile-time constant at each call, the two
  * instances differ only in their loads, so their results are bitwise equal on equal values. */
 AI void attn_heads(const float *q, const void *K, const void *V, bool f16, int64_t ld, int64_t n, int R, int64_t hd,
                    float scale, float *scores, float *o, float *ml) {
     float s[4], s2[4];
-    const int64_t row_bytes = hd * (f16 ? 2 : 4);
-    for (int64_t t = 0; t < n; t++) {
-        /* A cache row holds every KV head, so this head's part of consecutive rows is not
-         * contiguous and the hardware prefetchers, which stop at page ends, miss much of it:
-         * fetch the key row a few ahead, and the value row the second pass will want. */
-        if (t + 16 < n) {
-            const char *kn = row_at(K, t + 16, ld, f16);
-            for (int64_t b = 0; b < row_bytes; b += 64) _mm_prefetch(kn + b, _MM_HINT_T0);
-        }
-        const char *vt = row_at(V, t, ld, f16);
-        for (int64_t b = 0; b < row_bytes; b += 64) _mm_prefetch(vt + b, _MM_HINT_T1);
-        if (t % 2 == 0 && t + 1 < n) { /* keys in pairs (dots2); the second's prefetch next time */
+    for (int64_t t = 0; t < n; t += 2) { /* keys in pairs: dots2 */
+        prefetch_kv(K, V, t, n, ld, hd, f16);
+        if (t + 1 < n) {
+            prefetch_kv(K, V, t + 1, n, ld, hd, f16);
             dots2(q, hd, row_at(K, t, ld, f16), row_at(K, t + 1, ld, f16), f16, R, scale, s, s2);
             for (int j = 0; j < R; j++) scores[j * n + t] = s[j], scores[j * n + t + 1] = s2[j];
-        } else if (t % 2 == 0) {
+        } else {
             dots(q, hd, row_at(K, t, ld, f16), f16, R, scale, s);
             for (int j = 0; j < R; j++) scores[j * n + t] = s[j];
         }

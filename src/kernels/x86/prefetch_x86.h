@@ -28,6 +28,12 @@
 #define QHX_PF_MIN_BYTES 4096
 #define QHX_PF_MAX_BYTES 32768
 
+/* The line `at` bytes into each of the R rows p[0..R): one call per 64 bytes a tile reads. */
+#define QHX_PREFETCH_ROWS(p, R, at)                                                              \
+    do {                                                                                         \
+        _Pragma("GCC unroll 16") for (int pf_i_ = 0; pf_i_ < (R); pf_i_++) QHX_PREFETCH((p)[pf_i_] + (at)); \
+    } while (0)
+
 /* How far ahead a kernel streaming tiles of tile_bytes prefetches. */
 static inline int64_t qhx_pf_ahead(int64_t tile_bytes) {
     return tile_bytes < QHX_PF_MIN_BYTES ? QHX_PF_MIN_BYTES : tile_bytes > QHX_PF_MAX_BYTES ? QHX_PF_MAX_BYTES : tile_bytes;

@@ -179,6 +179,14 @@ AI __m128i group_dot(const uint8_t *p, const uint8_t *hb, const qx_row *qx, int6
 #endif
 }
 
+/* The next 8 groups of rows p[0..R) (128 bytes of codes; Q6: 64 of high bits, h), `ahead`
+ * bytes on (prefetch_x86.h; the high bits are half as far). */
+AI void prefetch_groups8(const uint8_t *const *p, const uint8_t *const *h, int R, int64_t g, int64_t ahead, int bits) {
+    QHX_PREFETCH_ROWS(p, R, 16 * g + ahead);
+    QHX_PREFETCH_ROWS(p, R, 16 * g + 64 + ahead);
+    if (bits == 6) QHX_PREFETCH_ROWS(h, R, 8 * g + ahead / 2);
+}
+
 /* Rows r..r+R-1, R <= 4, against one quantized activation row; bits 4 (Q4) or 6 (Q6), a
  * constant. Per group the exact integer sum is scaled by d[r, g] * dx[g] (f32) and accumulated
  * in f32: groups 8 at a time (their 8 scales in one multiply), pairs alternating between two
@@ -197,16 +205,11 @@ AI void rows_q(const qhx_weight *w, const qx_row *qx, float *y, int64_t r, int R
         d[i] = w->gscales + (r + i) * ng;
         acc[i] = acc2[i] = _mm256_setzero_ps();
     }
-    const int64_t ahead = qhx_pf_ahead(R * (w->cols / 2)); /* prefetch_x86.h; Q6's high bits: half */
+    const int64_t ahead = qhx_pf_ahead(R * (w->cols / 2)); /* prefetch_x86.h */
     int64_t g = 0;
     for (; g + 8 <= ng; g += 8) {
         __m256 dxv = _mm256_load_ps(qx->dx + g);
-        UNROLL
-        for (int i = 0; i < R; i++) {
-            QHX_PREFETCH(p[i] + 16 * g + ahead);
-            QHX_PREFETCH(p[i] + 16 * g + 64 + ahead);
-            if (bits == 6) QHX_PREFETCH(h[i] + 8 * g + ahead / 2);
-        }
+        prefetch_groups8(p, h, R, g, ahead, bits);
         UNROLL
         for (int i = 0; i < R; i++) {
             __m256 sc = _mm256_mul_ps(qhx_x86_f16x8(d[i] + g), dxv);
@@ -366,12 +369,10 @@ AI void tile_multi(const qhx_weight *w, const qx_row *const *qx, float *const *y
     const int64_t ahead = qhx_pf_ahead(R * (w->cols / 2)); /* prefetch_x86.h, as rows_q */
     int64_t g = 0;
     for (; g + 8 <= ng; g += 8) {
+        prefetch_groups8(p, h, R, g, ahead, bits);
         __m256 sc[MULTI_ROWS][MULTI_TILE];
         UNROLL
         for (int i = 0; i < R; i++) {
-            QHX_PREFETCH(p[i] + 16 * g + ahead);
-            QHX_PREFETCH(p[i] + 16 * g + 64 + ahead);
-            if (bits == 6) QHX_PREFETCH(h[i] + 8 * g + ahead / 2);
             __m256 dv = qhx_x86_f16x8(d[i] + g);
             UNROLL
             for (int b = 0; b < NB; b++) sc[i][b] = _mm256_mul_ps(dv, _mm256_load_ps(qx[b]->dx + g));
