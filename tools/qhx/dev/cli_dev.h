@@ -13,6 +13,9 @@
 
 #include <stdio.h>
 
+/* qhx inspect on a GGUF file (inspect_gguf.c): text, or one JSON document with as_json. */
+int qhx_inspect_gguf(const char *path, int as_json);
+
 /* Load the tokenizer named by --tokenizer: a tokenizer.json (or its binary form), a model
  * folder holding one, a manifest, or a bundle folder (the run plan's tokenizer artifact). */
 struct qhx_tok;

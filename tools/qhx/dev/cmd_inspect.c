@@ -1,13 +1,15 @@
 /* qhx inspect: show what a path holds without running anything.
  *   - a manifest, a bundle folder or a Hugging Face checkpoint folder: the run plan, then every
  *     tensor of its artifacts;
- *   - a .safetensors file or a *.safetensors.index.json: every tensor and the __metadata__.
+ *   - a .safetensors file or a *.safetensors.index.json: every tensor and the __metadata__;
+ *   - a GGUF file: its header, metadata and tensors (inspect_gguf.c).
  * --json prints one JSON document instead (built with jansson). This command reads internal
  * headers (io/manifest.h, io/safetensors.h): the public API has no inspection call yet. */
 #include "cli_dev.h"
 #include "cli_dev_args.h"
 
 #include "core/alloc.h"
+#include "io/gguf.h"
 #include "io/manifest.h"
 #include "io/safetensors.h"
 #include "runtime/model.h"
@@ -26,6 +28,7 @@ static void usage(FILE *f) {
             "  a bundle folder holding exactly one manifest\n"
             "  a Hugging Face checkpoint folder (config.json, *.safetensors, tokenizer.json)\n"
             "  a .safetensors file or a model.safetensors.index.json\n"
+            "  a GGUF file (.gguf): header, metadata (long arrays by their first elements), tensors\n"
             "\n"
             "options:\n"
             "  --json     print one JSON document (plan, tensors, totals) instead of text\n"
@@ -432,6 +435,16 @@ static int inspect_plan(const char *path, int as_json, int verify) {
 
 /* ---- entry ---------------------------------------------------------------------------- */
 
+/* A regular file whose first bytes are GGUF's magic, whatever its name. */
+static int starts_with_gguf_magic(const char *path) {
+    if (!qhx_path_is_file(path)) return 0;
+    uint8_t magic[4];
+    FILE *f = fopen(path, "rb");
+    size_t got = f ? fread(magic, 1, sizeof magic, f) : 0;
+    if (f) fclose(f);
+    return qhx_gguf_is_magic(magic, got);
+}
+
 int qhx_inspect_parse_args(int argc, char **argv, qhx_inspect_args *x) {
     memset(x, 0, sizeof *x);
     const char *path = NULL;
@@ -464,5 +477,6 @@ int qhx_cmd_inspect(int argc, char **argv) {
     int as_json = x.as_json, verify = x.verify;
     if (has_suffix(path, ".safetensors") || has_suffix(path, ".safetensors.index.json"))
         return inspect_safetensors(path, as_json);
+    if (has_suffix(path, ".gguf") || starts_with_gguf_magic(path)) return qhx_inspect_gguf(path, as_json);
     return inspect_plan(path, as_json, verify);
 }
