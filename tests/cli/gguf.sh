@@ -63,6 +63,21 @@ PY
 )
 patch type.gguf "$off" '\x63\x00\x00\x00'; check type.gguf "unknown tensor type 99"
 patch offset.gguf $((off + 4)) '\x04\x00\x00\x00\x00\x00\x00\x00'; check offset.gguf "is not a multiple of the alignment"
+# the tokenizer from the file: the golden ids of both tokenizers' texts (lib/gguf_tokenizer.py)
+TOK=$2/fixtures/tokenizer
+"$VENV/bin/python" "$SRC/tests/cli/lib/gguf_tokenizer.py" "$QHX" "$TOK/qwen3" qwen2 "$tmp" || fail=1
+"$VENV/bin/python" "$SRC/tests/cli/lib/gguf_tokenizer.py" "$QHX" "$TOK/qwen3_5" qwen35 "$tmp" || fail=1
+tok_refused() { # WHAT NEEDLE GGUF
+  echo hi | "$QHX" tokenize --tokenizer "$3" >/dev/null 2>"$tmp/err"; local rc=$?
+  if [ $rc != 1 ] || [ "$(wc -l <"$tmp/err")" != 1 ] || ! grep -qF -- "$2" "$tmp/err"; then
+    echo "FAIL: $1: exit $rc, want 1 with '$2': $(head -c 300 "$tmp/err")"; fail=1
+  else echo "ok: $1: $(cat "$tmp/err")"; fi
+}
+g=$("$VENV/bin/python" "$SRC/tests/cli/lib/gguf_tokenizer.py" "$QHX" "$TOK/qwen3" qwen2 "$tmp" --model llama --write-only)
+tok_refused "a SentencePiece model" "tokenizer.ggml.model 'llama' is not supported" "$g"
+g=$("$VENV/bin/python" "$SRC/tests/cli/lib/gguf_tokenizer.py" "$QHX" "$TOK/qwen3" gpt-4o "$tmp" --write-only)
+tok_refused "a pre-tokenizer of another model" "tokenizer.ggml.pre 'gpt-4o' is not a pre-tokenizer qhexrt knows" "$g"
+tok_refused "no tokenizer at all" "the key 'tokenizer.ggml.model' is missing" "$F"
 mkdir "$tmp/folder.gguf"; "$QHX" inspect "$tmp/folder.gguf" >/dev/null 2>"$tmp/err"; rc=$?
 [ $rc = 1 ] && [ "$(wc -l <"$tmp/err")" = 1 ] || { echo "FAIL: a folder named .gguf: exit $rc: $(cat "$tmp/err")"; fail=1; }
 exit $fail

@@ -24,7 +24,7 @@ static void usage(FILE *f) {
             "  add_special_tokens=False) of the Hugging Face tokenizers library).\n"
             "  -m, --model PATH    the model whose tokenizer to use (a manifest, a bundle or a\n"
             "                      checkpoint folder); the ids go back into qhx generate --ids\n"
-            "  --tokenizer PATH    tokenizer.json, tokenizer.qhxtok, or a model folder holding one\n"
+            "  --tokenizer PATH    tokenizer.json, tokenizer.qhxtok, a model folder holding one, or a\n                      GGUF file (its tokenizer.ggml.* keys)\n"
             "  --pieces            one line per token: its id, a tab, and its text (\\n, \\t, \\\\ and\n"
             "                      \\xNN for control characters and bytes that are not whole UTF-8)\n"
             "  --jsonl             read lines {\"text\": \"...\"}; write, in order, lines {\"ids\": [...]}\n"
