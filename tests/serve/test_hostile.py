@@ -21,9 +21,12 @@ VL = DATA + "/fixtures/parity/qwen3vl-tiny-f32"
 BOUND_S = 10.0  # a structural bomb must be answered within this (loose: the refusal is what counts)
 c = Checks()
 
-# Exponentially ambiguous: after k x's every mix of pending "y"/"z" ends is a live parse, so the
-# matcher's caps (docs/grammar.md) stop it within the first tokens the model writes.
-AMBIGUOUS = 'root ::= a\na ::= "x" a "y" | "x" a "z" | "x"{40} "."'
+# Too ambiguous for the matcher: once the answer has begun ("Hello world", the only way it can
+# start), the byte "x" is the start of 9,000 parses at once, past the matcher's cap on live parse
+# stacks (QHX_E_LIMIT; docs/grammar.md), found while the answer is generated, in a fraction of a
+# second. (An exponentially ambiguous one, a ::= "x" a "y" | "x" a "z" | ..., reaches the cap on
+# stack nodes instead, after seconds of work per token.)
+AMBIGUOUS = 'root ::= "Hello" " world" s\ns ::= ' + " | ".join('"x" "%d"' % i for i in range(9000))
 # the same shape with the choices merged: one parse, followed to the end
 PLAIN = 'root ::= "x"{3} "."'
 
@@ -110,6 +113,13 @@ c.check(st == 400 and ctype.startswith("application/json"), "a prompt past the c
 # a grammar that does not compile, streamed: its 400 before the stream
 st, ctype, text = raw(COMP, {"prompt": "x", "stream": True, "grammar": "root ::= root \"a\""})
 c.check(st == 400 and ctype.startswith("application/json"), "a bad grammar, streamed: %d %s" % (st, text[:200]))
+
+
+# a stop id past the vocabulary and a wrongly typed field, streamed: their 400s before the stream
+for extra in [{"stop_token_ids": [99999999]}, {"temperature": "hot"}, {"tool_choice": {"type": "function", "function": {"name": "g"}},
+                                                                      "tools": [{"type": "function", "function": {"name": "f"}}]}]:
+    st, ctype, text = raw(CHAT, dict({"messages": user, "stream": True, "max_tokens": 2}, **extra))
+    c.check(st == 400 and ctype.startswith("application/json"), "%s, streamed: a 400 before the stream: %d %s" % (extra, st, text[:200]))
 
 
 # ---- 3. tool names the chat format cannot write: 400 naming the tool and the character
@@ -265,6 +275,10 @@ for msgs, role in [([{"role": "system", "content": [img, {"type": "text", "text"
     st, js = post(VCHAT, {"messages": msgs, "max_tokens": 1})
     c.check(st == 400 and "'%s' message" % role in js["error"]["message"] and "content[0]" in js["error"]["message"],
             "an image in a %s message: a 400 naming it: %d %s" % (role, st, js))
+# an image that does not decode, streamed: its 400 before the stream
+st, ctype, text = raw(VCHAT, {"messages": [{"role": "user", "content": [
+    {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgoAAAAN"}}]}], "stream": True, "max_tokens": 2})
+c.check(st == 400 and ctype.startswith("application/json"), "a broken image, streamed: %d %s" % (st, text[:200]))
 # a user message and a tool's result take images (the templates render them there)
 st, js = post(VCHAT, {"messages": [{"role": "user", "content": [img, {"type": "text", "text": "what?"}]}], "max_tokens": 1})
 c.check(st == 200, "an image in a user message is taken: %d %s" % (st, str(js)[:200]))

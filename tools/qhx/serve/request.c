@@ -240,7 +240,8 @@ static int common_fields(const qhx_model *m, const srv_config *cfg, json_t *root
             if (!(j->stops[j->n_stops++] = strdup(json_string_value(s)))) return fail(status, 503, err, "out of memory");
         }
     }
-    /* vLLM's extension: token ids that end the answer (checked against the vocabulary by the decoder) */
+    /* vLLM's extension: token ids that end the answer (in the vocabulary: checked here, before
+       the request queues or a stream starts, as the decoder would) */
     json_t *ids = json_object_get(root, "stop_token_ids");
     if (present(ids)) {
         if (!json_is_array(ids)) return fail(status, 400, err, "'stop_token_ids' must be a list of token ids");
@@ -251,8 +252,9 @@ static int common_fields(const qhx_model *m, const srv_config *cfg, json_t *root
         if (!j->stop_ids) return fail(status, 503, err, "out of memory");
         for (size_t i = 0; i < ni; i++) {
             json_t *v = json_array_get(ids, i);
-            if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX)
-                return fail(status, 400, err, "'stop_token_ids'[%zu] must be a token id", i);
+            if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= qhx_model_n_vocab(m))
+                return fail(status, 400, err, "'stop_token_ids'[%zu] is not a token id in [0, %lld)", i,
+                            (long long)qhx_model_n_vocab(m));
             j->stop_ids[j->n_stop_ids++] = (qhx_token)json_integer_value(v);
         }
     }
@@ -307,11 +309,10 @@ static int check_name(const chat_req *c, const char *s, size_t len, const char *
         return fail(status, 400, err, "%s '%.32s...': %zu bytes, at most %d", what, s, len, MAX_TOOL_NAME);
     int ch = unwritable_byte(&c->mk, s, len);
     if (ch < 0) return 0;
-    char shown[8];
-    if (ch < 0x20 || ch == 0x7f) snprintf(shown, sizeof shown, "\\x%02x", ch);
-    else snprintf(shown, sizeof shown, "'%c'", ch);
-    return fail(status, 400, err, "%s '%s' holds %s, which this model's chat format cannot write in a tool call", what,
-                ch < 0x20 || ch == 0x7f ? "(with a control byte)" : s, shown);
+    if (ch < 0x20 || ch == 0x7f)
+        return fail(status, 400, err, "%s holds the control byte \\x%02x, which this model's chat format cannot write in a tool call",
+                    what, ch);
+    return fail(status, 400, err, "%s '%s' holds '%c', which this model's chat format cannot write in a tool call", what, s, ch);
 }
 
 static int tool_calls_of(chat_req *c, json_t *list, size_t idx, qhx_chat_turn *t, int *status, qhx_error *err) {
