@@ -158,6 +158,8 @@ def tool_name_cases(url, refused, taken, fmt):
         ({"messages": user, "tool_choice": forced("f")}, "'tools' is empty"),
         ({"messages": user, "tools": [tool("f")], "tool_choice": forced("")}, "is empty"),
         ({"messages": user, "tools": [tool("")]}, "is empty"),
+        ({"messages": user, "tools": [tool("a<b")], "tool_choice": "none"}, "'<'"),
+        ({"messages": user, "tools": [5], "tool_choice": "none"}, "tools[0] must be"),
         ({"messages": user, "tools": [{"type": "function", "function": {"name": "f", "parameters": [1]}}]}, "parameters"),
     ]:
         st, js = post(url, dict(body, max_tokens=2))

@@ -595,7 +595,6 @@ static int tools_of(chat_req *c, const qhx_model *m, const srv_config *cfg, json
     if (!json_is_array(tools)) return fail(status, 400, err, "'tools' must be a list");
     size_t n = json_array_size(tools);
     if ((int64_t)n > cfg->lim.max_tools) return fail(status, 413, err, "'tools': %zu, at most %lld", n, (long long)cfg->lim.max_tools);
-    if (none) return 0; /* not offered */
     c->tools = calloc(n + 1, sizeof *c->tools);
     if (!c->tools) return fail(status, 503, err, "out of memory");
     size_t k;
@@ -605,6 +604,7 @@ static int tools_of(chat_req *c, const qhx_model *m, const srv_config *cfg, json
         if (!json_is_object(fn) || !json_is_string(json_object_get(fn, "name")))
             return fail(status, 400, err, "tools[%zu] must be {\"type\": \"function\", \"function\": {\"name\": ...}}", k);
         if (check_tool(c, tools, k, fn, status, err)) return -1;
+        if (none) continue; /* checked as any other, not offered */
         /* the template's tojson: ", " and ": " separators, keys in the given order, UTF-8 as is */
         char *text = own(c, dump_json(tool));
         if (!text) return fail(status, 503, err, "out of memory");
