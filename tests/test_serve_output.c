@@ -248,6 +248,44 @@ int main(void) {
         srv_output_free(o);
         srv_job_unref(j);
     }
+    /* a stream that fails after its first chunk: the error event, then a last chunk with its
+       finish_reason, then [DONE], in that order; the held-back text is not sent */
+    {
+        srv_job *j = job(true, false, false);
+        j->include_usage = true;
+        srv_output *o = srv_output_new(NULL, j);
+        const char *t[] = {"xx", "x"};
+        CHECK_EQ(run(o, t, 2), -1);
+        CHECK_EQ(srv_output_fail(o, 413, "grammar: too ambiguous"), 0);
+        const char *s = j->sse.p;
+        const char *ev = s ? strstr(s, "data: {\"error\":{\"message\":\"grammar: too ambiguous\"") : NULL;
+        const char *fin = ev ? strstr(ev, "\"finish_reason\":\"error\"") : NULL;
+        const char *usage = fin ? strstr(fin, "\"usage\":{") : NULL;
+        CHECK(ev != NULL && strstr(ev, "\"code\":413") != NULL);
+        CHECK(fin != NULL && usage != NULL);
+        CHECK(s && j->sse.n >= 14 && !strcmp(s + j->sse.n - 14, "data: [DONE]\n\n"));
+        srv_output_free(o);
+        srv_job_unref(j);
+    }
+    /* ... and before any byte went out it sends nothing: the connection answers with the status */
+    {
+        srv_job *j = job(true, false, false);
+        srv_output *o = srv_output_new(NULL, j);
+        CHECK_EQ(srv_output_fail(o, 400, "no"), 0);
+        CHECK_EQ(j->sse.n, 0);
+        srv_output_free(o);
+        srv_job_unref(j);
+    }
+    /* one mapping of library statuses: what a client causes is a 4xx, only the server's own
+       failures are a 5xx */
+    CHECK_EQ(srv_http_status(QHX_E_ARG), 400);
+    CHECK_EQ(srv_http_status(QHX_E_FORMAT), 400);
+    CHECK_EQ(srv_http_status(QHX_E_UNSUPPORTED), 400);
+    CHECK_EQ(srv_http_status(QHX_E_LIMIT), 413);
+    CHECK_EQ(srv_http_status(QHX_E_NOMEM), 503);
+    CHECK_EQ(srv_http_status(QHX_E_ABORTED), 499);
+    CHECK_EQ(srv_http_status(QHX_E_IO), 500);
+    CHECK_EQ(srv_http_status(QHX_E_INTERNAL), 500);
     /* the error shape */
     {
         char *e = srv_error_json(413, "too big \xff");

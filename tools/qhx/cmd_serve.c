@@ -47,9 +47,10 @@ static void usage(FILE *f) {
 srv_limits srv_default_limits(void) {
     return (srv_limits){.max_body = (size_t)32 << 20, .max_messages = 1024, .max_images = 4,
                         .max_image_pixels = (int64_t)16 << 20, .max_image_tokens = 16384, .max_tokens = 4096,
-                        .max_stops = 16, .max_stop_len = 256, .max_tools = 128, .max_top_logprobs = 20,
-                        .max_prompt_ids = 1 << 20, .conn_timeout_s = 30, .head_timeout_s = 30, .body_timeout_s = 30,
-                        .max_connections = 256, .max_per_ip = 128};
+                        .max_stops = 16, .max_stop_len = 256, .max_tools = 128, .max_parts = 4096,
+                        .max_calls = 1024, .max_args = 8192, .max_depth = 128, .max_json_nodes = 100000,
+                        .max_top_logprobs = 20, .max_prompt_ids = 1 << 20, .conn_timeout_s = 30,
+                        .head_timeout_s = 30, .body_timeout_s = 30, .max_connections = 256, .max_per_ip = 128};
 }
 
 typedef struct serve_args {

@@ -20,13 +20,13 @@ static int bad(int *status, qhx_error *err, const char *fmt, ...) {
     return -1;
 }
 
-/* The compiler's message after the field it came from; 503 when it ran out of memory. */
+/* The compiler's message after the field it came from, with the status its failure maps to. */
 static int compiled(qhx_status rc, const char *field, int *status, qhx_error *err) {
     if (!rc) return 0;
     char why[QHX_ERROR_MSG_SIZE];
     memcpy(why, err->msg, sizeof why);
     int r = bad(status, err, "'%s': %s", field, why);
-    if (rc == QHX_E_NOMEM) *status = 503;
+    *status = srv_http_status(rc);
     return r;
 }
 

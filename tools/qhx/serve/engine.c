@@ -206,8 +206,14 @@ static void spec_finish(slot *sl) {
     sl->spec = false;
 }
 
+/* A job that failed: a status and message for the connection to answer with, or, when its stream
+ * has begun, the stream's error event and end (srv_output_fail). */
 static void fail_job(slot *sl, int status, const char *msg) {
     spec_finish(sl);
+    if (sl->out) {
+        sl->job->n_generated = sl->n_gen;
+        srv_output_fail(sl->out, status, msg);
+    }
     srv_job_finish(sl->job, status, msg);
     release(sl);
 }
@@ -295,7 +301,7 @@ static int start_job(slot *sl) {
         if (rc) {
             slot_forget(sl);
             if (rc == QHX_E_ABORTED) cancel_job(sl);
-            else fail_job(sl, rc == QHX_E_NOMEM || rc == QHX_E_INTERNAL ? 500 : 400, err.msg);
+            else fail_job(sl, srv_http_status(rc), err.msg);
             return -1;
         }
         if (b < n) {
@@ -317,8 +323,9 @@ static int start_job(slot *sl) {
     j->n_cached = from;
     atomic_fetch_add(&e->stats->prompt_tokens, (long long)n);
     atomic_fetch_add(&e->stats->cached_tokens, (long long)from);
-    if (j->grammar && qhx_constraint_new(e->m, j->grammar, &sl->con, &err)) {
-        fail_job(sl, err.code == QHX_E_NOMEM ? 503 : 400, err.msg);
+    qhx_status rc = j->grammar ? qhx_constraint_new(e->m, j->grammar, &sl->con, &err) : QHX_OK;
+    if (rc) {
+        fail_job(sl, srv_http_status(rc), err.msg);
         return -1;
     }
     /* speculative decoding: the server's, unless the request turns it off, has a grammar or stop
@@ -335,8 +342,8 @@ static int start_job(slot *sl) {
                              .stop_ids = j->stop_ids, .n_stop_ids = j->n_stop_ids,
                              .constraint = sl->con, .abort_cb = slot_abort, .abort_user = sl,
                              .speculative = sl->spec};
-    if (qhx_decoder_create(e->m, &dp, &sl->dec, &err)) {
-        fail_job(sl, 400, err.msg);
+    if ((rc = qhx_decoder_create(e->m, &dp, &sl->dec, &err))) {
+        fail_job(sl, srv_http_status(rc), err.msg);
         return -1;
     }
     qhx_decoder_push(sl->dec, ids, n);
@@ -361,13 +368,12 @@ static int next_token(slot *sl, qhx_token *out) {
         cancel_job(sl);
         return 0;
     }
-    if (rc == QHX_E_NOMEM) {
-        fail_job(sl, 503, "out of memory");
-        return 0;
-    }
-    if (rc) { /* non-finite logits, a grammar's failure */
-        slot_forget(sl);
-        fail_job(sl, 500, err.msg[0] ? err.msg : "the logits are not finite (NaN or Inf)");
+    if (rc) {
+        /* the request's grammar past a cap of the matcher (too ambiguous: QHX_E_LIMIT) is the
+           client's; QHX_E_FORMAT is the model's logits (NaN or Inf), no input of the client's */
+        if (rc == QHX_E_FORMAT) rc = QHX_E_INTERNAL;
+        if (rc != QHX_E_NOMEM) slot_forget(sl);
+        fail_job(sl, srv_http_status(rc), err.msg[0] ? err.msg : "the logits are not finite (NaN or Inf)");
         return 0;
     }
     if (!st.report) { /* a stop token, or the grammar's answer is complete */
@@ -387,11 +393,13 @@ static int next_token(slot *sl, qhx_token *out) {
     return 1;
 }
 
-/* A session that failed its decode step: aborted by its client, or broken. */
+/* A session that failed its decode step: aborted by its client, out of memory, or broken (the
+ * step feeds tokens the engine chose, within the context the request was checked against: no
+ * input of the client's). */
 static void decode_failed(slot *sl, qhx_status rc, const char *msg) {
     slot_forget(sl);
     if (rc == QHX_E_ABORTED) cancel_job(sl);
-    else fail_job(sl, 500, msg);
+    else fail_job(sl, srv_http_status(rc == QHX_E_NOMEM ? rc : QHX_E_INTERNAL), msg);
 }
 
 /* A speculative slot's token t that the last step fed already (not the step's last token). */

@@ -307,7 +307,12 @@ static int respond_stream(srv_http *h, srv_conn *c, srv_job *j) {
         atomic_store(&j->cancelled, 1);
         return -1;
     }
-    return stream_body(c, j);
+    int r = stream_body(c, j);
+    pthread_mutex_lock(&j->mu);
+    status = j->done ? j->http_status : 0;
+    pthread_mutex_unlock(&j->mu);
+    if (status && status != 499) atomic_fetch_add(&h->stats->errors, 1); /* ended by its error event */
+    return r;
 }
 
 /* ---- generation endpoints ------------------------------------------------------------------- */
@@ -381,7 +386,7 @@ static int tokenize(srv_http *h, srv_conn *c, const char *body, size_t len) {
     json_decref(root);
     if (!ids || rc) {
         free(ids);
-        return send_error(h, c, rc == QHX_E_NOMEM || !ids ? 503 : 400, err.msg[0] ? err.msg : "out of memory");
+        return send_error(h, c, ids ? srv_http_status(rc) : 503, err.msg[0] ? err.msg : "out of memory");
     }
     json_t *list = json_array();
     for (size_t i = 0; i < n; i++) json_array_append_new(list, json_integer(ids[i]));
@@ -427,7 +432,7 @@ static int detokenize(srv_http *h, srv_conn *c, const char *body, size_t len) {
     free(ids);
     if (rc) {
         free(text);
-        return send_error(h, c, rc == QHX_E_NOMEM ? 503 : 400, err.msg[0] ? err.msg : "out of memory");
+        return send_error(h, c, srv_http_status(rc), err.msg[0] ? err.msg : "out of memory");
     }
     json_t *s = json_stringn(text, tl);
     free(text);

@@ -131,6 +131,19 @@ char *srv_error_json(int status, const char *msg) {
     return t;
 }
 
+int srv_http_status(qhx_status rc) {
+    switch (rc) {
+    case QHX_OK: return 200;
+    case QHX_E_ARG:
+    case QHX_E_FORMAT:
+    case QHX_E_UNSUPPORTED: return 400;
+    case QHX_E_LIMIT: return 413;
+    case QHX_E_NOMEM: return 503;
+    case QHX_E_ABORTED: return 499;
+    default: return 500; /* QHX_E_IO (the server's files), QHX_E_INTERNAL */
+    }
+}
+
 /* ==== tool calls ============================================================================= */
 
 static const char *find(const char *p, const char *end, const char *needle) {
@@ -523,20 +536,11 @@ int srv_output_token(srv_output *o, qhx_token t, const char *text, size_t len, c
     return 0;
 }
 
-int srv_output_end(srv_output *o) {
+/* The end of a stream: the last chunk with its finish reason, the usage chunk when asked for,
+ * data: [DONE]. */
+static int close_stream(srv_output *o, const char *finish) {
     srv_job *j = o->j;
-    if (route(o, true)) return -1;
-    json_t *calls = o->tools.n ? parse_tool_calls(&o->mk, o->tools.p, o->tools.n, j->id) : NULL;
-    if (o->tools.n && !calls && give(o, MODE_CONTENT, o->tools.p, o->tools.n)) return -1;
-    if (calls && j->finish == SRV_FINISH_STOP) j->finish = SRV_FINISH_TOOLS;
-    if (!j->stream) {
-        j->tool_calls = calls;
-        return 0;
-    }
-    int rc = 0;
-    if (calls) rc = flush_chunk(o, NULL, calls);
-    json_decref(calls);
-    if (!rc) rc = flush_chunk(o, finish_name(j->finish), NULL);
+    int rc = flush_chunk(o, finish, NULL);
     if (!rc && j->include_usage) {
         json_t *u = json_pack("{s:s,s:s,s:I,s:s,s:[],s:o}", "id", j->id, "object",
                               j->kind == SRV_CHAT ? "chat.completion.chunk" : "text_completion", "created",
@@ -550,6 +554,39 @@ int srv_output_end(srv_output *o) {
         pthread_mutex_unlock(&j->mu);
     }
     return rc;
+}
+
+int srv_output_end(srv_output *o) {
+    srv_job *j = o->j;
+    if (route(o, true)) return -1;
+    json_t *calls = o->tools.n ? parse_tool_calls(&o->mk, o->tools.p, o->tools.n, j->id) : NULL;
+    if (o->tools.n && !calls && give(o, MODE_CONTENT, o->tools.p, o->tools.n)) return -1;
+    if (calls && j->finish == SRV_FINISH_STOP) j->finish = SRV_FINISH_TOOLS;
+    if (!j->stream) {
+        j->tool_calls = calls;
+        return 0;
+    }
+    int rc = 0;
+    if (calls) rc = flush_chunk(o, NULL, calls);
+    json_decref(calls);
+    return rc ? rc : close_stream(o, finish_name(j->finish));
+}
+
+int srv_output_fail(srv_output *o, int status, const char *msg) {
+    srv_job *j = o->j;
+    pthread_mutex_lock(&j->mu);
+    bool began = j->stream && j->sse.n > 0;
+    pthread_mutex_unlock(&j->mu);
+    if (!began) return 0;
+    char *e = srv_error_json(status, msg);
+    if (!e) return -1;
+    pthread_mutex_lock(&j->mu);
+    int rc = srv_buf_puts(&j->sse, "data: ") || srv_buf_puts(&j->sse, e) || srv_buf_puts(&j->sse, "\n\n");
+    pthread_mutex_unlock(&j->mu);
+    free(e);
+    o->d_content.n = o->d_reasoning.n = 0; /* text held back (a possible marker) is not sent */
+    if (o->lp_chunk) json_array_clear(o->lp_chunk);
+    return rc ? -1 : close_stream(o, "error");
 }
 
 /* Trailing whitespace before a tool call is the template's separator, not content. */

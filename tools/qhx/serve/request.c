@@ -23,6 +23,8 @@ typedef struct chat_req {
     char *forced; /* tool_choice "required" or a named function: the answer's forced start */
     char **owned; /* made here: tool JSON, argument text, decoded images */
     size_t n_parts, n_calls, n_args, n_tools, n_owned, cap_owned;
+    const srv_limits *lim;
+    qhx_chat_markers mk; /* the model's chat format: how it writes a tool call */
 } chat_req;
 
 static int fail(int *status, int code, qhx_error *err, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
@@ -100,6 +102,47 @@ static unsigned char *b64_decode(const char *s, size_t n, size_t *out_n) {
     }
     *out_n = o;
     return out;
+}
+
+/* ---- the shape of a JSON text, before it is parsed ---------------------------------------- */
+
+/* Objects and lists opened and keys given (a ':' outside strings): the parser's work beyond the
+ * bytes themselves (each object is a hash table), and how deep they nest. One pass over the
+ * bytes, stopping once past a cap; a text that is not JSON is left to the parser to refuse. */
+typedef struct json_shape {
+    int64_t nodes, depth;
+} json_shape;
+
+static json_shape shape_of(const char *p, size_t n, const srv_limits *lim) {
+    json_shape sh = {0, 0};
+    int64_t depth = 0;
+    bool in_string = false;
+    for (size_t i = 0; i < n && sh.nodes <= lim->max_json_nodes && sh.depth <= lim->max_depth; i++) {
+        char ch = p[i];
+        if (in_string) {
+            if (ch == '\\') i++;
+            else if (ch == '"') in_string = false;
+        } else if (ch == '"') in_string = true;
+        else if (ch == '{' || ch == '[') {
+            sh.nodes++;
+            if (++depth > sh.depth) sh.depth = depth;
+        } else if (ch == '}' || ch == ']') depth--;
+        else if (ch == ':') sh.nodes++;
+    }
+    return sh;
+}
+
+/* A JSON text (what: the body, or a field holding one) within the caps on its shape, checked
+ * before it is parsed: 0, or -1 with a 400 (nesting) or 413 (size). */
+static int check_shape(const srv_limits *lim, const char *p, size_t n, const char *what, int *status, qhx_error *err) {
+    json_shape sh = shape_of(p, n, lim);
+    if (sh.depth > lim->max_depth)
+        return fail(status, 400, err, "%s nests more than %lld levels deep (JSON objects and lists)", what,
+                    (long long)lim->max_depth);
+    if (sh.nodes > lim->max_json_nodes)
+        return fail(status, 413, err, "%s holds more than %lld JSON objects, lists and keys", what,
+                    (long long)lim->max_json_nodes);
+    return 0;
 }
 
 /* ---- field helpers ------------------------------------------------------------------------- */
@@ -197,7 +240,8 @@ static int common_fields(const qhx_model *m, const srv_config *cfg, json_t *root
             if (!(j->stops[j->n_stops++] = strdup(json_string_value(s)))) return fail(status, 503, err, "out of memory");
         }
     }
-    /* vLLM's extension: token ids that end the answer (checked against the vocabulary by the decoder) */
+    /* vLLM's extension: token ids that end the answer (in the vocabulary: checked here, before
+       the request queues or a stream starts, as the decoder would) */
     json_t *ids = json_object_get(root, "stop_token_ids");
     if (present(ids)) {
         if (!json_is_array(ids)) return fail(status, 400, err, "'stop_token_ids' must be a list of token ids");
@@ -208,8 +252,9 @@ static int common_fields(const qhx_model *m, const srv_config *cfg, json_t *root
         if (!j->stop_ids) return fail(status, 503, err, "out of memory");
         for (size_t i = 0; i < ni; i++) {
             json_t *v = json_array_get(ids, i);
-            if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX)
-                return fail(status, 400, err, "'stop_token_ids'[%zu] must be a token id", i);
+            if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= qhx_model_n_vocab(m))
+                return fail(status, 400, err, "'stop_token_ids'[%zu] is not a token id in [0, %lld)", i,
+                            (long long)qhx_model_n_vocab(m));
             j->stop_ids[j->n_stop_ids++] = (qhx_token)json_integer_value(v);
         }
     }
@@ -234,6 +279,42 @@ static char *arg_text(json_t *v) {
     return strdup(buf);
 }
 
+/* ---- tool names ------------------------------------------------------------------------------ */
+
+#define MAX_TOOL_NAME 128 /* bytes; OpenAI's own cap is 64 */
+
+/* The byte of name that the model's chat format cannot write in a call, or -1 when it can write
+ * all of it (docs/server.md, "Tool names"). Refused everywhere: a control byte, and '<', with
+ * which every marker of a call starts (a name holding one could end the call early). Where calls
+ * are blocks (tool_fn_open NAME '>'), also '>', at which the name ends; where they are JSON
+ * objects, '"' and '\\', as the template writes the name between quotes as it is (and the tool-call
+ * grammar refuses them). Names are refused, not escaped: the model reads and writes the name as
+ * the template shows it, and an escaped name would be one it cannot call. */
+static int unwritable_byte(const qhx_chat_markers *mk, const char *name, size_t len) {
+    for (size_t i = 0; i < len; i++) {
+        unsigned char ch = (unsigned char)name[i];
+        bool bad = ch < 0x20 || ch == 0x7f || ch == '<';
+        if (mk->tool_fn_open) bad = bad || ch == '>';
+        else bad = bad || ch == '"' || ch == '\\';
+        if (bad) return ch;
+    }
+    return -1;
+}
+
+/* A function or argument name (what: where it is, for the message) that the chat format can
+ * write: 0, or -1 with a 400 naming it and the byte. */
+static int check_name(const chat_req *c, const char *s, size_t len, const char *what, int *status, qhx_error *err) {
+    if (len == 0) return fail(status, 400, err, "%s is empty", what);
+    if (len > MAX_TOOL_NAME)
+        return fail(status, 400, err, "%s '%.32s...': %zu bytes, at most %d", what, s, len, MAX_TOOL_NAME);
+    int ch = unwritable_byte(&c->mk, s, len);
+    if (ch < 0) return 0;
+    if (ch < 0x20 || ch == 0x7f)
+        return fail(status, 400, err, "%s holds the control byte \\x%02x, which this model's chat format cannot write in a tool call",
+                    what, ch);
+    return fail(status, 400, err, "%s '%s' holds '%c', which this model's chat format cannot write in a tool call", what, s, ch);
+}
+
 static int tool_calls_of(chat_req *c, json_t *list, size_t idx, qhx_chat_turn *t, int *status, qhx_error *err) {
     if (!json_is_array(list)) return fail(status, 400, err, "messages[%zu].tool_calls must be a list", idx);
     t->calls = &c->calls[c->n_calls];
@@ -244,8 +325,13 @@ static int tool_calls_of(chat_req *c, json_t *list, size_t idx, qhx_chat_turn *t
         if (!json_is_object(fn)) return fail(status, 400, err, "messages[%zu].tool_calls[%zu] has no 'function' object", idx, k);
         json_t *name = json_object_get(fn, "name");
         if (!json_is_string(name)) return fail(status, 400, err, "messages[%zu].tool_calls[%zu].function.name must be a string", idx, k);
+        char what[96];
+        snprintf(what, sizeof what, "messages[%zu].tool_calls[%zu].function.name", idx, k);
+        if (check_name(c, json_string_value(name), json_string_length(name), what, status, err)) return -1;
         json_t *args = json_object_get(fn, "arguments"), *parsed = NULL;
         if (json_is_string(args) && json_string_length(args)) { /* the OpenAI shape: a JSON text ("": none) */
+            snprintf(what, sizeof what, "messages[%zu].tool_calls[%zu].function.arguments", idx, k);
+            if (check_shape(c->lim, json_string_value(args), json_string_length(args), what, status, err)) return -1;
             json_error_t je;
             parsed = json_loadb(json_string_value(args), json_string_length(args), JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &je);
             if (!parsed)
@@ -258,6 +344,11 @@ static int tool_calls_of(chat_req *c, json_t *list, size_t idx, qhx_chat_turn *t
             json_decref(args);
             return fail(status, 400, err, "messages[%zu].tool_calls[%zu].function.arguments must be a JSON object", idx, k);
         }
+        if ((int64_t)(c->n_args + json_object_size(args)) > c->lim->max_args) {
+            json_decref(args);
+            return fail(status, 413, err, "messages[%zu].tool_calls[%zu]: more than %lld tool-call arguments in all", idx, k,
+                        (long long)c->lim->max_args);
+        }
         qhx_chat_call *tc = &c->calls[c->n_calls++];
         *tc = (qhx_chat_call){.name = json_string_value(name), .args = &c->args[c->n_args]};
         /* the whole object too, for a format that prints it as tojson (Qwen3-VL) */
@@ -269,6 +360,12 @@ static int tool_calls_of(chat_req *c, json_t *list, size_t idx, qhx_chat_turn *t
         json_t *v;
         int bad = 0;
         json_object_foreach(args, key, v) {
+            /* a format of blocks writes each argument's name as it writes the function's */
+            snprintf(what, sizeof what, "messages[%zu].tool_calls[%zu].function.arguments key", idx, k);
+            if (c->mk.tool_fn_open && check_name(c, key, strlen(key), what, status, err)) {
+                json_decref(args);
+                return -1;
+            }
             char *text = own(c, arg_text(v));
             char *kname = own(c, strdup(key));
             if (!text || !kname) {
@@ -306,6 +403,7 @@ static int image_part(chat_req *c, json_t *item, size_t idx, size_t k, qhx_chat_
 }
 
 static int parts_of(chat_req *c, json_t *list, size_t idx, qhx_chat_turn *t, int *status, qhx_error *err) {
+    const bool takes_images = !strcmp(t->role, "user") || !strcmp(t->role, "tool");
     t->parts = &c->parts[c->n_parts];
     size_t k;
     json_t *item;
@@ -318,6 +416,11 @@ static int parts_of(chat_req *c, json_t *list, size_t idx, qhx_chat_turn *t, int
             if (!json_is_string(text)) return fail(status, 400, err, "messages[%zu].content[%zu].text must be a string", idx, k);
             *p = (qhx_chat_content){.text = json_string_value(text), .text_len = json_string_length(text)};
         } else if (type && !strcmp(type, "image_url")) {
+            /* the templates render an image in a user message or a tool's result only */
+            if (!takes_images)
+                return fail(status, 400, err,
+                            "messages[%zu].content[%zu]: an image in a '%s' message is not taken (images go in user and tool messages)",
+                            idx, k, t->role);
             if (image_part(c, item, idx, k, p, status, err)) return -1;
         } else
             return fail(status, 400, err, "messages[%zu].content[%zu]: type '%s' is not 'text' or 'image_url'", idx, k,
@@ -361,6 +464,12 @@ static int messages_of(chat_req *c, const srv_config *cfg, json_t *msgs, int *st
         return fail(status, 413, err, "'messages': %zu messages, at most %lld", n, (long long)cfg->lim.max_messages);
     size_t np, nc, na;
     count_items(msgs, &np, &nc, &na);
+    /* structural caps, before anything is built: a body under the byte cap can still hold a
+       million empty parts or calls, each a piece of work for the renderer */
+    if ((int64_t)np > cfg->lim.max_parts)
+        return fail(status, 413, err, "'messages': %zu content parts in all, at most %lld", np, (long long)cfg->lim.max_parts);
+    if ((int64_t)nc > cfg->lim.max_calls)
+        return fail(status, 413, err, "'messages': %zu tool calls in all, at most %lld", nc, (long long)cfg->lim.max_calls);
     c->turns = calloc(n, sizeof *c->turns);
     c->parts = calloc(np + 1, sizeof *c->parts);
     c->calls = calloc(nc + 1, sizeof *c->calls);
@@ -418,9 +527,12 @@ static int tool_choice_of(chat_req *c, json_t *choice, const qhx_chat_markers *m
     if (!json_is_object(choice)) return fail(status, 400, err, "'tool_choice' must be a string or an object");
     json_t *type = json_object_get(choice, "type"), *fn = json_object_get(choice, "function");
     json_t *name = json_is_object(fn) ? json_object_get(fn, "name") : NULL;
-    if (!json_is_string(type) || strcmp(json_string_value(type), "function") || !json_is_string(name) ||
-        json_string_length(name) == 0 || memchr(json_string_value(name), 0, json_string_length(name)))
+    if (!json_is_string(type) || strcmp(json_string_value(type), "function") || !json_is_string(name))
         return fail(status, 400, err, "'tool_choice' must be none, auto, required or {\"type\": \"function\", \"function\": {\"name\": ...}}");
+    /* the name goes into the answer's forced start as it is: it must be one the format can write
+       (the offered tool of that name is checked as well, below) */
+    if (check_name(c, json_string_value(name), json_string_length(name), "'tool_choice'.function.name", status, err))
+        return -1;
     if (!mk->tool_prefix || !mk->tool_named)
         return fail(status, 400, err, "'tool_choice': this model's chat format has no tool calls");
     size_t n = strlen(mk->tool_prefix) + json_string_length(name) + strlen(mk->tool_named) + 1;
@@ -442,13 +554,40 @@ static bool offers_tool(json_t *tools, const char *name, size_t len) {
     return false;
 }
 
+/* tools[k]'s function fn: a name the chat format can write, not offered before, and (where
+ * calls are blocks, which write each argument's name as the function's) parameter names that
+ * can be written too. */
+static int check_tool(const chat_req *c, json_t *tools, size_t k, json_t *fn, int *status, qhx_error *err) {
+    json_t *name = json_object_get(fn, "name");
+    char what[96];
+    snprintf(what, sizeof what, "tools[%zu].function.name", k);
+    if (check_name(c, json_string_value(name), json_string_length(name), what, status, err)) return -1;
+    for (size_t i = 0; i < k; i++) {
+        json_t *other = json_object_get(json_object_get(json_array_get(tools, i), "function"), "name");
+        if (json_equal(name, other))
+            return fail(status, 400, err, "tools[%zu].function.name '%s' is offered twice (tools[%zu] too)", k,
+                        json_string_value(name), i);
+    }
+    json_t *params = json_object_get(fn, "parameters");
+    if (present(params) && !json_is_object(params))
+        return fail(status, 400, err, "tools[%zu].function.parameters must be a JSON Schema (an object)", k);
+    json_t *props = json_object_get(params, "properties");
+    if (!c->mk.tool_fn_open || !json_is_object(props)) return 0;
+    const char *key;
+    json_t *v;
+    json_object_foreach(props, key, v) {
+        snprintf(what, sizeof what, "tools[%zu].function.parameters.properties key", k);
+        if (check_name(c, key, strlen(key), what, status, err)) return -1;
+    }
+    return 0;
+}
+
 static int tools_of(chat_req *c, const qhx_model *m, const srv_config *cfg, json_t *root, int *status, qhx_error *err) {
     json_t *tools = json_object_get(root, "tools");
     json_t *choice = json_object_get(root, "tool_choice");
     bool none;
-    qhx_chat_markers mk;
-    qhx_model_chat_markers(m, &mk); /* how the family writes the start of a call */
-    if (tool_choice_of(c, choice, &mk, &none, &c->forced, status, err)) return -1;
+    (void)m;
+    if (tool_choice_of(c, choice, &c->mk, &none, &c->forced, status, err)) return -1;
     if (!present(tools) || (json_is_array(tools) && json_array_size(tools) == 0)) {
         if (c->forced) return fail(status, 400, err, "'tool_choice' forces a tool call but 'tools' is empty");
         if (!present(tools)) return 0;
@@ -456,7 +595,6 @@ static int tools_of(chat_req *c, const qhx_model *m, const srv_config *cfg, json
     if (!json_is_array(tools)) return fail(status, 400, err, "'tools' must be a list");
     size_t n = json_array_size(tools);
     if ((int64_t)n > cfg->lim.max_tools) return fail(status, 413, err, "'tools': %zu, at most %lld", n, (long long)cfg->lim.max_tools);
-    if (none) return 0; /* not offered */
     c->tools = calloc(n + 1, sizeof *c->tools);
     if (!c->tools) return fail(status, 503, err, "out of memory");
     size_t k;
@@ -465,6 +603,8 @@ static int tools_of(chat_req *c, const qhx_model *m, const srv_config *cfg, json
         json_t *fn = json_is_object(tool) ? json_object_get(tool, "function") : NULL;
         if (!json_is_object(fn) || !json_is_string(json_object_get(fn, "name")))
             return fail(status, 400, err, "tools[%zu] must be {\"type\": \"function\", \"function\": {\"name\": ...}}", k);
+        if (check_tool(c, tools, k, fn, status, err)) return -1;
+        if (none) continue; /* checked as any other, not offered */
         /* the template's tojson: ", " and ": " separators, keys in the given order, UTF-8 as is */
         char *text = own(c, dump_json(tool));
         if (!text) return fail(status, 503, err, "out of memory");
@@ -476,7 +616,8 @@ static int tools_of(chat_req *c, const qhx_model *m, const srv_config *cfg, json
     return 0;
 }
 
-static json_t *parse_body(const char *body, size_t len, int *status, qhx_error *err) {
+static json_t *parse_body(const srv_config *cfg, const char *body, size_t len, int *status, qhx_error *err) {
+    if (check_shape(&cfg->lim, body, len, "the body", status, err)) return NULL;
     json_error_t je;
     json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
     if (!root) {
@@ -497,11 +638,26 @@ static void job_id(srv_job *j, const char *prefix) {
     snprintf(j->id, sizeof j->id, "%s-%llx%08llx", prefix, (unsigned long long)j->created, k);
 }
 
-static int prompt_status(qhx_status rc) { return rc == QHX_E_LIMIT ? 413 : rc == QHX_E_NOMEM ? 503 : 400; }
+static int prompt_status(qhx_status rc) { return srv_http_status(rc); }
+
+/* The prompt and max_tokens against a slot's context (cfg->ctx; 0: not known here), as the engine
+ * would check them, so that a request past it is refused before it queues and before a stream's
+ * headers go out. */
+static int fits_context(const srv_config *cfg, srv_job *j, int *status, qhx_error *err) {
+    size_t n;
+    qhx_prompt_ids(j->prompt, &n);
+    if (cfg->ctx <= 0) return 0;
+    if ((int64_t)n >= cfg->ctx)
+        return fail(status, 400, err, "the prompt has %zu tokens; the context is %lld tokens", n, (long long)cfg->ctx);
+    if (j->max_tokens > cfg->ctx - (int64_t)n)
+        return fail(status, 400, err, "the prompt (%zu tokens) + max_tokens (%lld) exceed the context of %lld tokens", n,
+                    (long long)j->max_tokens, (long long)cfg->ctx);
+    return 0;
+}
 
 srv_job *srv_request_chat(const qhx_model *m, const srv_config *cfg, const char *body, size_t len, int *status,
                           qhx_error *err) {
-    json_t *root = parse_body(body, len, status, err);
+    json_t *root = parse_body(cfg, body, len, status, err);
     if (!root) return NULL;
     srv_job *j = srv_job_new();
     chat_req c = {0};
@@ -510,6 +666,8 @@ srv_job *srv_request_chat(const qhx_model *m, const srv_config *cfg, const char 
         goto bad;
     }
     j->kind = SRV_CHAT;
+    c.lim = &cfg->lim;
+    qhx_model_chat_markers(m, &c.mk);
     if (common_fields(m, cfg, root, j, status, err)) goto bad;
     bool lp = false;
     int64_t top = 0;
@@ -550,6 +708,7 @@ srv_job *srv_request_chat(const qhx_model *m, const srv_config *cfg, const char 
         *status = prompt_status(rc);
         goto bad;
     }
+    if (fits_context(cfg, j, status, err)) goto bad;
     j->thinking = thinking;
     j->tools = c.n_tools > 0;
     j->created = (int64_t)srv_now();
@@ -606,7 +765,7 @@ static int completion_prompt(const qhx_model *m, const srv_config *cfg, json_t *
 
 srv_job *srv_request_completion(const qhx_model *m, const srv_config *cfg, const char *body, size_t len, int *status,
                                 qhx_error *err) {
-    json_t *root = parse_body(body, len, status, err);
+    json_t *root = parse_body(cfg, body, len, status, err);
     if (!root) return NULL;
     srv_job *j = srv_job_new();
     if (!j) {
@@ -637,7 +796,7 @@ srv_job *srv_request_completion(const qhx_model *m, const srv_config *cfg, const
         fail(status, 400, err, "'prompt' is required");
         goto bad;
     }
-    if (completion_prompt(m, cfg, p, j, status, err)) goto bad;
+    if (completion_prompt(m, cfg, p, j, status, err) || fits_context(cfg, j, status, err)) goto bad;
     j->created = (int64_t)srv_now();
     job_id(j, "cmpl");
     json_decref(root);

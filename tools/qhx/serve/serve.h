@@ -28,6 +28,11 @@ typedef struct srv_limits {
     int64_t max_stops;        /* stop strings per request */
     int64_t max_stop_len;     /* bytes per stop string */
     int64_t max_tools;        /* tool definitions per request */
+    int64_t max_parts;        /* content parts over all the messages of a request */
+    int64_t max_calls;        /* tool calls over all the messages of a request */
+    int64_t max_args;         /* tool-call arguments over all the messages of a request */
+    int64_t max_depth;        /* nesting of the body's JSON (objects and lists) */
+    int64_t max_json_nodes;   /* JSON objects, lists and keys in the body (and in an arguments text) */
     int64_t max_top_logprobs; /* top_logprobs */
     int64_t max_prompt_ids;   /* token ids in a /v1/completions or /detokenize list */
     int conn_timeout_s;       /* idle seconds before a connection is closed */
@@ -223,6 +228,17 @@ int srv_output_end(srv_output *o);
 char *srv_output_body(srv_job *j);
 /* The OpenAI error JSON ({"error": {"message", "type", "param", "code"}}). Owned: free(). */
 char *srv_error_json(int status, const char *msg);
+/* The HTTP status of a library failure: the one mapping of docs/server.md, "Errors". What the
+ * client's input can cause (QHX_E_ARG, _FORMAT, _UNSUPPORTED: 400; QHX_E_LIMIT: 413) is a 4xx,
+ * out of memory 503, QHX_E_ABORTED 499 (the client left; nothing is sent), the rest (QHX_E_IO,
+ * QHX_E_INTERNAL) 500. A caller whose failing call worked on the server's own input (a decode
+ * step of tokens the engine chose) passes QHX_E_INTERNAL for what no client can cause. */
+int srv_http_status(qhx_status rc);
+/* A streamed answer that fails after its first bytes went out (a grammar's cap mid-answer): the
+ * error event (data: {"error": ...}), a last chunk with finish_reason "error", then data: [DONE].
+ * Does nothing (0) when no byte was streamed yet: the connection then answers with the status. -1
+ * out of memory. */
+int srv_output_fail(srv_output *o, int status, const char *msg);
 
 /* v as the chat templates' tojson writes it (Python's json.dumps, ensure_ascii=False; a float
  * as repr() writes it); malloc'd, NULL out of memory. srv_py_float: repr() of a finite double. */
