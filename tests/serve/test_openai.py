@@ -389,15 +389,15 @@ if r.choices[0].finish_reason == "tool_calls":
             and isinstance(json.loads(m.tool_calls[0].function.arguments).get("city"), str), "Qwen3-VL named: %r" % m)
 else:
     c.check((m.content or "").startswith(VNAMED + "{"), "Qwen3-VL named, cut: %s %r" % (r.choices[0].finish_reason, m))
-# an image in a tool response (both templates render it there): its pads and markers (64x64: 4 + 2)
+# an image in a tool response: the API's tool results are text, so the request is a 400
 tmsgs = [dict(m) for m in msgs]
-tmsgs[2] = {"role": "tool", "tool_call_id": "call_1", "content": [{"type": "text", "text": "sunny, 21 C"}]}
-t0 = vcl.chat.completions.create(model="x", messages=tmsgs, tools=tools, max_tokens=1)
 tmsgs[2] = {"role": "tool", "tool_call_id": "call_1", "content": [{"type": "image_url", "image_url": {"url": url2}},
                                                                   {"type": "text", "text": "sunny, 21 C"}]}
-t1 = vcl.chat.completions.create(model="x", messages=tmsgs, tools=tools, max_tokens=1)
-c.check(t1.usage.prompt_tokens == t0.usage.prompt_tokens + 4 + 2, "image in a tool response: %d prompt tokens, without %d" % (
-    t1.usage.prompt_tokens, t0.usage.prompt_tokens))
+try:
+    vcl.chat.completions.create(model="x", messages=tmsgs, tools=tools, max_tokens=1)
+    c.check(False, "an image in a tool response was taken")
+except openai.BadRequestError as e:
+    c.check("not taken" in str(e), "an image in a tool response: %s" % e)
 # add_vision_id: "Picture 1: " before the image, as the template writes it
 img_msg = [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": url}}, {"type": "text", "text": "Hi"}]}]
 plain = vcl.chat.completions.create(model="x", messages=img_msg, max_tokens=1)

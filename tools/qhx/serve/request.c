@@ -403,7 +403,9 @@ static int image_part(chat_req *c, json_t *item, size_t idx, size_t k, qhx_chat_
 }
 
 static int parts_of(chat_req *c, json_t *list, size_t idx, qhx_chat_turn *t, int *status, qhx_error *err) {
-    const bool takes_images = !strcmp(t->role, "user") || !strcmp(t->role, "tool");
+    /* images only in user messages: the API's tool result is text (a tool message's parts are
+     * text parts), so an image there is a client's mistake, not something to render */
+    const bool takes_images = !strcmp(t->role, "user");
     t->parts = &c->parts[c->n_parts];
     size_t k;
     json_t *item;
@@ -416,10 +418,9 @@ static int parts_of(chat_req *c, json_t *list, size_t idx, qhx_chat_turn *t, int
             if (!json_is_string(text)) return fail(status, 400, err, "messages[%zu].content[%zu].text must be a string", idx, k);
             *p = (qhx_chat_content){.text = json_string_value(text), .text_len = json_string_length(text)};
         } else if (type && !strcmp(type, "image_url")) {
-            /* the templates render an image in a user message or a tool's result only */
             if (!takes_images)
                 return fail(status, 400, err,
-                            "messages[%zu].content[%zu]: an image in a '%s' message is not taken (images go in user and tool messages)",
+                            "messages[%zu].content[%zu]: an image in a '%s' message is not taken (images go in user messages)",
                             idx, k, t->role);
             if (image_part(c, item, idx, k, p, status, err)) return -1;
         } else
