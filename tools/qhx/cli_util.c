@@ -226,6 +226,14 @@ int qhx_cli_unknown_option(const char *cmd, const char *arg, const char *const *
     return qhx_cli_usage_error(cmd, "unknown option '%s'", arg);
 }
 
+int qhx_cli_check_needs(const char *cmd, const qhx_cli_needs *rules, size_t n) {
+    for (size_t k = 0; k < n; k++)
+        if (rules[k].given && !rules[k].met)
+            return qhx_cli_usage_error(cmd, "%s needs %s; without it, the option would do nothing", rules[k].option,
+                                       rules[k].needs);
+    return 0;
+}
+
 int qhx_cli_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out) {
     if (!s || !*s) return -1;
     char *end;
