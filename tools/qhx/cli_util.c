@@ -91,14 +91,30 @@ qhx_status qhx_cli_tokenize(const qhx_model *m, const char *text, qhx_token **id
 
 #define MAX_TEXT_BYTES ((size_t)64 << 20)
 
+/* What a file that is not a regular file is: the library's words (qhx_file_kind, src/core/file.c;
+ * this file uses the public API only). */
+static const char *file_kind(mode_t mode) {
+    if (S_ISDIR(mode)) return "a folder";
+    if (S_ISFIFO(mode)) return "a FIFO";
+    if (S_ISCHR(mode)) return "a character device";
+    if (S_ISBLK(mode)) return "a block device";
+    if (S_ISSOCK(mode)) return "a socket";
+    return "not a file";
+}
+
 /* A whole regular file of at most max bytes, NUL-terminated (owned: free). */
 static qhx_status read_file(const char *path, size_t max, char **out, size_t *out_len, qhx_error *err) {
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return qhx_cli_fail(err, QHX_E_IO, "%s: cannot open: %s", path, strerror(errno));
     struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
         close(fd);
-        return qhx_cli_fail(err, QHX_E_IO, "%s: not a readable regular file", path);
+        return qhx_cli_fail(err, QHX_E_IO, "%s: cannot stat: %s", path, strerror(e));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return qhx_cli_fail(err, QHX_E_IO, "%s: not a regular file (%s)", path, file_kind(st.st_mode));
     }
     if ((uint64_t)st.st_size > max) {
         close(fd);
