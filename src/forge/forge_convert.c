@@ -387,7 +387,7 @@ static qhx_status check_rules_matched(const convert *c, const char *example, qhx
     for (int i = 0; i < c->n_rules; i++) {
         const prule *r = &c->rules[i];
         if (r->user && !r->matched)
-            return qhx_fail(err, QHX_E_ARG, "--tensor-precision rule '%s=%s' matches no weight matrix of the checkpoint "
+            return qhx_fail(err, QHX_E_ARG, "--tensor-precision rule '%s=%s' matches no decoder matrix of the checkpoint "
                             "(names look like '%s')", r->pattern, OFMT_NAME[r->fmt], example ? example : "");
     }
     return QHX_OK;

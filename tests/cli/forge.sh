@@ -132,11 +132,11 @@ mix q4a '*=w8,*.layers.0.*=q4a' w8
 mix f16 '*=q4a' q4
 mix bf16 '*.mlp.*=w8,*=q4' q4
 mix f16 '*.layers.1.mlp.gate_proj.weight=w8' f16
-# a rule that matches no weight matrix would do nothing: refused (exit 1, the checkpoint's names
+# a rule that matches no decoder matrix would do nothing: refused (exit 1, the checkpoint's names
 # decide), naming the rule, nothing left behind
 for rule in '*.dwon_proj.weight=q6' '*norm*=w8' 'model.layers.0.mlp.up_proj.weight=f16' '*=w8,nothing*=q4' \
-            'lm_head.weight=q4' '*embed_tokens*=w8'; do
-  expect_rc 1 "--tensor-precision rule '${rule##*,}' matches no weight matrix" \
+            'lm_head.weight=q4' '*embed_tokens*=w8' 'model.visual.*=q4'; do
+  expect_rc 1 "--tensor-precision rule '${rule##*,}' matches no decoder matrix" \
     "$QHX" forge "$FX/qwen35-tiny-f32" "$tmp/nomatch" --precision w8 --tensor-precision "$rule"
   [ -e "$tmp/nomatch" ] && bad "a rule matching nothing ('$rule') left a bundle"
   ls -d "$tmp"/nomatch.tmp-* >/dev/null 2>&1 && bad "a rule matching nothing ('$rule') left a staging folder"
