@@ -200,6 +200,117 @@ static void test_save_restore(void) {
     qhx_model_free(m);
 }
 
+/* A model opened with its multi-token-prediction block (mtp 1) or without; kv: the cache type. */
+static qhx_model *open_model_mtp(int mtp, qhx_kv_type kv) {
+    qhx_model_params mp = qhx_model_default_params();
+    mp.n_threads = 1;
+    mp.mtp = mtp;
+    mp.kv_cache = kv;
+    qhx_model *m = NULL;
+    qhx_error err;
+    if (qhx_model_open(fx, &mp, &m, &err)) fprintf(stderr, "%s\n", err.msg);
+    return m;
+}
+
+static qhx_session *greedy_session(qhx_model *m, int64_t n_ctx, int spec_draft) {
+    qhx_session_params p = qhx_session_default_params(m);
+    p.n_ctx = n_ctx;
+    p.sampling = (qhx_sample_params){0};
+    p.spec_draft = spec_draft;
+    qhx_session *s = NULL;
+    qhx_error err;
+    if (qhx_session_create(m, &p, &s, &err)) fprintf(stderr, "%s\n", err.msg);
+    return s;
+}
+
+/* Generate n greedy tokens into c (reset first); the stats into st. */
+static void gen_into(qhx_session *s, int n, collect *c, qhx_generate_stats *st) {
+    qhx_error err;
+    *c = (collect){0};
+    qhx_generate_params gp = {.max_tokens = n, .ignore_stop = 1, .on_token = on_token, .user = c};
+    CHECK_EQ(qhx_session_generate(s, &gp, st, &err), QHX_OK);
+    CHECK_EQ(c->n, n);
+}
+
+/* A session file does not depend on speculative decoding (docs/robustness.md, "Session files"):
+ * saved from a session with the MTP block (spec_draft 3) it loads into one without it, and the
+ * reverse, and both go on with the tokens the saving session gives. The restored speculating
+ * session decodes without drafts (the block's cache is not in the file) until it is reset, then
+ * drafts again. What must match still does: another KV type, another context, another model. */
+static void test_save_restore_spec(void) {
+    qhx_model *spec_m = open_model_mtp(1, QHX_KV_DEFAULT), *plain_m = open_model_mtp(0, QHX_KV_DEFAULT);
+    CHECK(spec_m && plain_m);
+    if (!spec_m || !plain_m) goto out;
+    qhx_error err;
+    char p_spec[] = "/tmp/qhx_spec_XXXXXX", p_plain[] = "/tmp/qhx_plain_XXXXXX";
+    int fd1 = mkstemp(p_spec), fd2 = mkstemp(p_plain);
+    CHECK(fd1 >= 0 && fd2 >= 0);
+    close(fd1);
+    close(fd2);
+    collect first, rest, got;
+    qhx_generate_stats st;
+    for (int dir = 0; dir < 2; dir++) { /* 0: saved with speculation, loaded without; 1: the reverse */
+        qhx_model *from = dir ? plain_m : spec_m, *to = dir ? spec_m : plain_m;
+        const char *path = dir ? p_plain : p_spec;
+        qhx_session *s = greedy_session(from, 128, dir ? 0 : 3);
+        CHECK_EQ(qhx_session_feed(s, PROMPT, N_PROMPT, &err), QHX_OK);
+        gen_into(s, 6, &first, &st);
+        CHECK_EQ(qhx_session_save(s, path, &err), QHX_OK);
+        const int64_t saved_at = qhx_session_n_past(s);
+        gen_into(s, 8, &rest, &st); /* what the saving session gives next */
+        qhx_session *r = greedy_session(to, 128, dir ? 3 : 0);
+        CHECK_EQ(qhx_session_restore(r, path, &err), QHX_OK);
+        CHECK_EQ(qhx_session_n_past(r), saved_at);
+        gen_into(r, 8, &got, &st);
+        CHECK(memcmp(got.ids, rest.ids, sizeof(qhx_token) * 8) == 0);
+        if (dir == 1) { /* restored into a speculating session: cold until a reset */
+            CHECK_EQ(st.n_drafted, 0);
+            qhx_session_reset(r);
+            CHECK_EQ(qhx_session_feed(r, PROMPT, N_PROMPT, &err), QHX_OK);
+            gen_into(r, 8, &got, &st);
+            CHECK(st.n_drafted > 0);
+            CHECK(memcmp(got.ids, first.ids, sizeof(qhx_token) * 6) == 0);
+        }
+        /* what must match still does, with or without the block */
+        qhx_session *small = greedy_session(to, 64, dir ? 3 : 0);
+        CHECK_EQ(qhx_session_restore(small, path, &err), QHX_E_FORMAT);
+        CHECK_CONTAINS(err.msg, "context");
+        qhx_session_free(small);
+        qhx_session_free(r);
+        qhx_session_free(s);
+    }
+    /* another KV element type, the block loaded or not: refused by name */
+    for (int mtp = 0; mtp < 2; mtp++) {
+        qhx_model *q8 = open_model_mtp(mtp, QHX_KV_Q8);
+        CHECK(q8 != NULL);
+        if (!q8) continue;
+        qhx_session *r = greedy_session(q8, 128, mtp ? 3 : 0);
+        CHECK_EQ(qhx_session_restore(r, mtp ? p_plain : p_spec, &err), QHX_E_FORMAT);
+        CHECK_CONTAINS(err.msg, "KV cache");
+        qhx_session_free(r);
+        qhx_model_free(q8);
+    }
+    /* another model of the same shapes (the bf16 fixture) stays refused with the block loaded */
+    char other[1100];
+    snprintf(other, sizeof other, "%s/fixtures/parity/qwen35-tiny-bf16", QHX_DATA_DIR);
+    qhx_model_params mp = qhx_model_default_params();
+    mp.n_threads = 1;
+    mp.mtp = 1;
+    qhx_model *om = NULL;
+    if (qhx_model_open(other, &mp, &om, &err) == QHX_OK) {
+        qhx_session *r = greedy_session(om, 128, 3);
+        CHECK_EQ(qhx_session_restore(r, p_spec, &err), QHX_E_FORMAT);
+        CHECK_CONTAINS(err.msg, "different model");
+        qhx_session_free(r);
+        qhx_model_free(om);
+    }
+    unlink(p_spec);
+    unlink(p_plain);
+out:
+    qhx_model_free(spec_m);
+    qhx_model_free(plain_m);
+}
+
 /* The chunked prompt path and decode-over-prompt (the seed's way) agree. */
 static void test_prefill_modes(void) {
     qhx_model *m = open_model(1);
@@ -261,6 +372,7 @@ int main(void) {
     test_stops_and_limits();
     test_chat_state_reuse();
     test_save_restore();
+    test_save_restore_spec();
     test_prefill_modes();
     test_text_api();
     return t_done("test_session");

@@ -1,5 +1,6 @@
 /* core/file: mmap and bounded reads. */
 #include "core/file.h"
+#include "core/json_scan.h"
 
 #include "core/alloc.h"
 
@@ -139,7 +140,7 @@ qhx_status qhx_file_load_progress(const char *path, qhx_file_mode mode, qhx_load
                                   qhx_file_map *map, qhx_error *err) {
     memset(map, 0, sizeof *map);
     int fd = open(path, OPEN_FLAGS);
-    if (fd < 0) return qhx_fail(err, QHX_E_IO, "%s: cannot open: %s", path, strerror(errno));
+    if (fd < 0) return qhx_fail_open(err, path, errno);
     struct stat st;
     if (fstat(fd, &st) != 0) {
         int e = errno;
@@ -148,7 +149,7 @@ qhx_status qhx_file_load_progress(const char *path, qhx_file_mode mode, qhx_load
     }
     if (!S_ISREG(st.st_mode)) {
         close(fd);
-        return qhx_fail(err, QHX_E_IO, "%s: not a regular file", path);
+        return qhx_fail_not_regular(err, path, st.st_mode);
     }
     if (st.st_size == 0) {
         close(fd);
@@ -211,11 +212,16 @@ qhx_status qhx_file_read_all(const char *path, size_t max_bytes, char **out, siz
     *out = NULL;
     *out_len = 0;
     int fd = open(path, OPEN_FLAGS);
-    if (fd < 0) return qhx_fail(err, QHX_E_IO, "%s: cannot open: %s", path, strerror(errno));
+    if (fd < 0) return qhx_fail_open(err, path, errno);
     struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
         close(fd);
-        return qhx_fail(err, QHX_E_IO, "%s: not a readable regular file", path);
+        return qhx_fail(err, QHX_E_IO, "%s: cannot stat: %s", path, strerror(e));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return qhx_fail_not_regular(err, path, st.st_mode);
     }
     if ((uint64_t)st.st_size > max_bytes) {
         close(fd);
@@ -245,6 +251,40 @@ qhx_status qhx_file_read_all(const char *path, size_t max_bytes, char **out, siz
     buf[size] = '\0';
     *out = buf;
     *out_len = size;
+    return QHX_OK;
+}
+
+const char *qhx_file_kind(unsigned mode) {
+    if (S_ISDIR(mode)) return "a folder";
+    if (S_ISFIFO(mode)) return "a FIFO";
+    if (S_ISCHR(mode)) return "a character device";
+    if (S_ISBLK(mode)) return "a block device";
+    if (S_ISSOCK(mode)) return "a socket";
+    if (S_ISLNK(mode)) return "a symbolic link";
+    return "not a file";
+}
+
+qhx_status qhx_fail_not_regular(qhx_error *err, const char *path, unsigned mode) {
+    return qhx_fail(err, QHX_E_IO, "%s: not a regular file (%s)", path, qhx_file_kind(mode));
+}
+
+qhx_status qhx_fail_open(qhx_error *err, const char *path, int e) {
+    struct stat st; /* a socket cannot be opened (ENXIO): say what it is */
+    if (e == ENXIO && stat(path, &st) == 0 && !S_ISREG(st.st_mode)) return qhx_fail_not_regular(err, path, st.st_mode);
+    return qhx_fail(err, QHX_E_IO, "%s: cannot open: %s", path, strerror(e));
+}
+
+qhx_status qhx_text_check_utf8(const char *path, const char *text, size_t len, qhx_error *err) {
+    const uint8_t *s = (const uint8_t *)text;
+    for (size_t i = 0; i < len;) {
+        uint32_t cp;
+        int k = s[i] ? qhx_utf8_next(s + i, len - i, &cp) : 0;
+        if (!k)
+            return s[i] ? qhx_fail(err, QHX_E_FORMAT, "%s: byte %zu (0x%02X) is not well-formed UTF-8 (expected UTF-8 text)",
+                                   path, i, s[i])
+                        : qhx_fail(err, QHX_E_FORMAT, "%s: byte %zu is a NUL (expected UTF-8 text)", path, i);
+        i += (size_t)k;
+    }
     return QHX_OK;
 }
 

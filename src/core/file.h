@@ -84,6 +84,22 @@ qhx_file_mode qhx_file_resolve_mode(const char *path, qhx_file_mode mode);
 qhx_status qhx_file_read_all(const char *path, size_t max_bytes, char **out /* OUT */,
                              size_t *out_len /* OUT */, qhx_error *err);
 
+/* What a file that is not a regular file is, for messages: "a folder", "a FIFO", "a character
+ * device", "a block device", "a socket", "a symbolic link", else "not a file". */
+const char *qhx_file_kind(unsigned mode /* st_mode */);
+/* The one refusal of an input that is not a regular file: "PATH: not a regular file (a FIFO)"
+ * (QHX_E_IO). Inputs are opened with O_NONBLOCK and judged by fstat, so a FIFO or a device
+ * never blocks and never reads as "no such file". */
+qhx_status qhx_fail_not_regular(qhx_error *err, const char *path, unsigned mode);
+/* An open of an input that failed with errno e: "PATH: cannot open: <reason>", or for a socket
+ * (which open refuses with ENXIO) the not-a-regular-file line. */
+qhx_status qhx_fail_open(qhx_error *err, const char *path, int e);
+
+/* Text read from a file (a calibration or evaluation text) that must be UTF-8: QHX_OK, or
+ * QHX_E_FORMAT "PATH: byte N (0xXX) is not well-formed UTF-8" (or "is a NUL") at the first bad
+ * byte, so the message names the file and where in it. */
+qhx_status qhx_text_check_utf8(const char *path, const char *text, size_t len, qhx_error *err);
+
 /* Whether path is an existing directory / regular file. */
 int qhx_path_is_dir(const char *path);
 int qhx_path_is_file(const char *path);

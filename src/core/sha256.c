@@ -2,6 +2,7 @@
 #include "core/sha256.h"
 
 #include "core/alloc.h"
+#include "core/file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -102,11 +103,16 @@ void qhx_sha256_hex(const uint8_t digest[32], char hex[65]) {
 qhx_status qhx_sha256_file(const char *path, char hex[65], qhx_error *err) {
     hex[0] = '\0';
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block the open */
-    if (fd < 0) return qhx_fail(err, QHX_E_IO, "%s: cannot open: %s", path, strerror(errno));
+    if (fd < 0) return qhx_fail_open(err, path, errno);
     struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
         close(fd);
-        return qhx_fail(err, QHX_E_IO, "%s: not a regular file", path);
+        return qhx_fail(err, QHX_E_IO, "%s: cannot stat: %s", path, strerror(e));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return qhx_fail_not_regular(err, path, st.st_mode);
     }
     const size_t chunk = (size_t)1 << 20;
     uint8_t *buf = qhx_malloc(chunk);

@@ -71,23 +71,23 @@ int64_t forge_calib_matrices(const forge_calib *c) { return c ? c->n : 0; }
 
 // ---- the text ----------------------------------------------------------------------------------
 
-/* The calibration file as UTF-8 text: not a folder, not empty, no NUL byte, well-formed. */
+/* The calibration file as UTF-8 text: a regular file (a FIFO, a device or a folder is refused
+ * as what it is, never waited on), not empty, no NUL byte, well-formed. */
 static qhx_status read_text(const char *path, char **out, size_t *len, qhx_error *err) {
     *out = NULL;
-    if (qhx_path_is_dir(path)) return qhx_fail(err, QHX_E_ARG, "--calibrate %s: is a folder (expected a text file)", path);
-    if (!qhx_path_is_file(path)) return qhx_fail(err, QHX_E_IO, "--calibrate %s: no such file", path);
     qhx_status rc = qhx_file_read_all(path, MAX_TEXT_BYTES, out, len, err);
-    if (rc) return rc;
-    const uint8_t *s = (const uint8_t *)*out;
-    if (*len == 0) rc = qhx_fail(err, QHX_E_FORMAT, "--calibrate %s: the file is empty (expected calibration text)", path);
-    for (size_t i = 0; rc == QHX_OK && i < *len;) {
-        uint32_t cp;
-        int k = s[i] ? qhx_utf8_next(s + i, *len - i, &cp) : 0;
-        if (!k) rc = qhx_fail(err, QHX_E_FORMAT, "--calibrate %s: byte %zu is %s: not UTF-8 text", path, i,
-                              s[i] ? "not well-formed UTF-8" : "a NUL");
-        i += (size_t)k;
-    }
+    if (rc == QHX_OK && *len == 0) rc = qhx_fail(err, QHX_E_FORMAT, "%s: the file is empty (expected calibration text)", path);
+    if (rc == QHX_OK) rc = qhx_text_check_utf8(path, *out, *len, err);
     if (rc) qhx_free(*out), *out = NULL;
+    if (rc && err) { /* which option named the file */
+        static const char opt[] = "--calibrate ";
+        char msg[sizeof err->msg];
+        size_t n = strnlen(err->msg, sizeof msg - sizeof opt);
+        memcpy(msg, opt, sizeof opt - 1);
+        memcpy(msg + sizeof opt - 1, err->msg, n);
+        msg[sizeof opt - 1 + n] = 0;
+        memcpy(err->msg, msg, sizeof msg);
+    }
     return rc;
 }
 

@@ -88,6 +88,8 @@ typedef struct prule {
     char pattern[160];
     ofmt_t fmt;
     width_t width;
+    bool user;       /* from --tensor-precision: it must match some matrix */
+    int64_t matched; /* matrices it matched (whether or not a later rule won) */
 } prule;
 #define SUPER_COLS (QHX_Q4A_GROUP * QHX_Q4A_SUPER) /* 256 */
 #define MAX_RULES 256
@@ -368,15 +370,27 @@ static int is_matrix_weight(const qhx_st_tensor *t) {
 }
 
 /* The precision of decoder matrix `name`: the bundle's, unless a policy rule says otherwise. */
-static ofmt_t decoder_fmt(const convert *c, const char *name, int64_t cols) {
+static ofmt_t decoder_fmt(convert *c, const char *name, int64_t cols) {
     ofmt_t f = c->prec;
     for (int i = 0; i < c->n_rules; i++) {
-        const prule *r = &c->rules[i];
+        prule *r = &c->rules[i];
         if (r->width == WIDTH_NARROW && cols >= SUPER_COLS) continue;
         if (r->width == WIDTH_WIDE && cols < SUPER_COLS) continue;
-        if (!fnmatch(r->pattern, name, 0)) f = r->fmt;
+        if (!fnmatch(r->pattern, name, 0)) f = r->fmt, r->matched++;
     }
     return f;
+}
+
+/* A --tensor-precision rule that matched no matrix would change nothing: a typo in a glob must
+ * not pass as a bundle forged as asked. example: a matrix name to show what names look like. */
+static qhx_status check_rules_matched(const convert *c, const char *example, qhx_error *err) {
+    for (int i = 0; i < c->n_rules; i++) {
+        const prule *r = &c->rules[i];
+        if (r->user && !r->matched)
+            return qhx_fail(err, QHX_E_ARG, "--tensor-precision rule '%s=%s' matches no decoder matrix of the checkpoint "
+                            "(names look like '%s')", r->pattern, OFMT_NAME[r->fmt], example ? example : "");
+    }
+    return QHX_OK;
 }
 
 static qhx_status add_rule_w(convert *c, const char *pattern, size_t n, ofmt_t fmt, width_t width, qhx_error *err) {
@@ -415,6 +429,7 @@ static qhx_status parse_rules(convert *c, const char *spec, qhx_error *err) {
                             "w8, q4, q4a, q6", (int)len, s);
         qhx_status rc = add_rule(c, s, (size_t)(eq - s), (ofmt_t)f, err);
         if (rc != QHX_OK) return rc;
+        c->rules[c->n_rules - 1].user = true;
         s += len + (end ? 1 : 0);
     }
     return QHX_OK;
@@ -496,6 +511,7 @@ static qhx_status plan_all(convert *c, qhx_error *err) {
     c->plans = qhx_calloc((size_t)n + 1, sizeof *c->plans);
     if (!c->plans) return qhx_fail(err, QHX_E_NOMEM, "out of memory");
     const qhx_st_tensor *embed = NULL, *lm = NULL;
+    const char *example = NULL; /* a decoder matrix's name, for a rule that matched nothing */
     int64_t dropped = 0, dropped_vision = 0;
     for (int64_t i = 0; i < n; i++) {
         const qhx_st_tensor *t = qhx_st_tensor_at(c->set, i);
@@ -524,10 +540,12 @@ static qhx_status plan_all(convert *c, qhx_error *err) {
         }
         const int64_t cols = t->n_dims == 2 ? t->shape[1] : 0;
         ofmt_t f = !is_matrix_weight(t) ? OUT_F32 : role == ROLE_VISION ? c->vis : decoder_fmt(c, t->name, cols);
+        if (!example && role == ROLE_DECODER && is_matrix_weight(t)) example = t->name;
         qhx_status rc = add_plan(c, t, t->name, role, f, err);
         if (rc != QHX_OK) return rc;
     }
-    qhx_status rc;
+    qhx_status rc = check_rules_matched(c, example, err);
+    if (rc != QHX_OK) return rc;
     if (!embed && lm && c->tied) { /* a bundle of a tied checkpoint: the head is the table */
         if (c->p->embed)
             return qhx_fail(err, QHX_E_ARG, "%s: --embed: the input stores its tied embedding only as lm_head.weight",
@@ -748,6 +766,22 @@ static qhx_precision plan_precision(ofmt_t f) {
     }
 }
 
+/* The manifest's precision: the one of the dtype holding most bytes of the decoder weights as
+ * written, which is what qhx_plan_verify holds it to. --tensor-precision can make that another
+ * than --precision ('--precision q4 --tensor-precision *=w8' writes w8 weights). */
+static qhx_precision written_precision(const convert *c) {
+    static const struct { qhx_dtype dtype; qhx_precision prec; } BY_DTYPE[] = {
+        {QHX_DTYPE_F32, QHX_PREC_F32}, {QHX_DTYPE_BF16, QHX_PREC_BF16}, {QHX_DTYPE_F16, QHX_PREC_F16},
+        {QHX_DTYPE_I8, QHX_PREC_W8}, {QHX_DTYPE_U8, QHX_PREC_Q4}};
+    const uint64_t *bytes = c->bytes_by_dtype[ROLE_DECODER];
+    int best = 0;
+    for (int d = 1; d < QHX_DTYPE_COUNT; d++)
+        if (bytes[d] > bytes[best]) best = d;
+    for (size_t k = 0; bytes[best] && k < sizeof BY_DTYPE / sizeof BY_DTYPE[0]; k++)
+        if (BY_DTYPE[k].dtype == (qhx_dtype)best) return BY_DTYPE[k].prec;
+    return plan_precision(c->prec);
+}
+
 /* Point artifact `art` of the plan at the file written for `role`, with its dominant dtype,
  * tensor count and size, so qhx_plan_verify can check them. */
 static qhx_status set_artifact(convert *c, qhx_plan *plan, qhx_art_role art, role_t role, qhx_error *err) {
@@ -782,7 +816,7 @@ static qhx_status write_manifests(convert *c, const char *hf_dir, qhx_error *err
         rc = qhx_fail(err, QHX_E_NOMEM, "out of memory");
         goto done;
     }
-    plan->precision = plan_precision(c->prec);
+    plan->precision = written_precision(c);
     plan->max_context = c->ctx;
     if ((rc = set_artifact(c, plan, QHX_ART_WEIGHTS, ROLE_DECODER, err)) ||
         (c->w[ROLE_EMBED] && (rc = set_artifact(c, plan, QHX_ART_EMBEDDING, ROLE_EMBED, err))) ||
@@ -991,6 +1025,6 @@ done:
     qhx_st_free(c->set);
     forge_calib_free(c->calib);
     json_decref(c->config);
-    forge_job_end(&c->job);
+    forge_job_end(&c->job, err);
     return rc;
 }

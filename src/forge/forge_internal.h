@@ -101,8 +101,9 @@ typedef struct forge_job {
 qhx_status forge_job_begin(forge_job *j, const char *out_dir, const qhx_forge_params *p, qhx_error *err);
 /* Rename the staging folder onto out_dir. */
 qhx_status forge_job_commit(forge_job *j, qhx_error *err);
-/* Remove the staging folder if still there (after a failure) and free the job. */
-void forge_job_end(forge_job *j);
+/* Remove the staging folder if still there (after a failure) and free the job; a failure's
+ * message in err (NULL allowed) then names out_dir wherever it named the staging folder. */
+void forge_job_end(forge_job *j, qhx_error *err);
 /* Path of `name` inside the staging folder (owned: qhx_free); NULL on allocation failure. */
 char *forge_job_path(const forge_job *j, const char *name);
 /* Check free space for `need` more bytes on the staging folder's file system. */

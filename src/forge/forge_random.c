@@ -126,6 +126,6 @@ done:
     qhx_free(buf);
     qhx_free(half);
     qhx_free(list);
-    forge_job_end(&job);
+    forge_job_end(&job, err);
     return rc;
 }

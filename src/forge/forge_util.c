@@ -68,14 +68,36 @@ qhx_status forge_job_begin(forge_job *j, const char *out_dir, const qhx_forge_pa
 
 qhx_status forge_job_commit(forge_job *j, qhx_error *err) {
     if (rename(j->tmp_dir, j->out_dir) != 0)
-        return qhx_fail(err, QHX_E_IO, "%s: cannot rename %s into place: %s", j->out_dir, j->tmp_dir, strerror(errno));
+        return qhx_fail(err, QHX_E_IO, "%s: cannot move the finished bundle into place: %s", j->out_dir, strerror(errno));
     qhx_free(j->tmp_dir);
     j->tmp_dir = NULL;
     if (j->p->staging) j->p->staging(j->p->user, NULL);
     return QHX_OK;
 }
 
-void forge_job_end(forge_job *j) {
+/* Replace every mention of the staging folder in err's message by the output folder: the user
+ * named OUT_DIR, and the staging folder is gone once the job ends. */
+static void name_out_dir(const forge_job *j, qhx_error *err) {
+    if (!err || !j->tmp_dir || !j->out_dir) return;
+    char msg[sizeof err->msg];
+    const size_t nt = strlen(j->tmp_dir), no = strlen(j->out_dir);
+    size_t at = 0;
+    for (const char *s = err->msg; *s && at + 1 < sizeof msg;) {
+        if (!strncmp(s, j->tmp_dir, nt)) {
+            size_t k = no < sizeof msg - 1 - at ? no : sizeof msg - 1 - at;
+            memcpy(msg + at, j->out_dir, k);
+            at += k;
+            s += nt;
+        } else {
+            msg[at++] = *s++;
+        }
+    }
+    msg[at] = 0;
+    memcpy(err->msg, msg, at + 1);
+}
+
+void forge_job_end(forge_job *j, qhx_error *err) {
+    name_out_dir(j, err);
     if (j->tmp_dir) remove_flat_dir(j->tmp_dir);
     if (j->tmp_dir && j->p && j->p->staging) j->p->staging(j->p->user, NULL);
     qhx_free(j->tmp_dir);

@@ -52,9 +52,15 @@ static void hash_tensor_data(qhx_sha256 *h, const qhx_st_tensor *t) {
     qhx_sha256_update(h, t->data + n - SAMPLE_EDGE, SAMPLE_EDGE);
 }
 
+/* The multi-token-prediction block's tensors: the model holds them only when it was opened for
+ * speculative decoding (qhx_model_params.mtp), which changes no state the file carries (the
+ * block's own cache is not saved), so they stay out of the fingerprint. */
+#define MTP_PREFIX "mtp."
+
 /* What a session file must have been saved with (docs/robustness.md, "Session files"): the
  * family, the configuration's dimensions, every tensor's name, dtype, shape and sampled data
- * (so another checkpoint of the same shapes is told apart), and the tokenizer's identity. */
+ * (so another checkpoint of the same shapes is told apart), and the tokenizer's identity; not
+ * the speculation setting. The KV element type and the context are fields of the header. */
 static uint64_t model_fingerprint(const qhx_model *m) {
     qhx_sha256 h;
     qhx_sha256_init(&h);
@@ -68,6 +74,7 @@ static uint64_t model_fingerprint(const qhx_model *m) {
     const qhx_st_set *set = qhx_model_tensors(m);
     for (int64_t i = 0; set && i < qhx_st_n_tensors(set); i++) {
         const qhx_st_tensor *t = qhx_st_tensor_at(set, i);
+        if (!strncmp(t->name, MTP_PREFIX, sizeof MTP_PREFIX - 1)) continue; /* loaded only for --spec mtp */
         qhx_sha256_update(&h, t->name, strlen(t->name) + 1);
         int32_t dt = (int32_t)t->dtype;
         qhx_sha256_update(&h, &dt, sizeof dt);

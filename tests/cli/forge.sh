@@ -105,6 +105,49 @@ PY
   done
 fi
 
+# ---- --tensor-precision mixes: every bundle forge writes loads, its manifest says what the weights hold ----
+# (the manifest's precision is the dtype holding most of the decoder's bytes, the rule the open
+# checks it by; a failure names OUT_DIR, never its OUT_DIR.tmp-XXXXXX staging folder)
+mix() { # PRECISION RULES WANT-MANIFEST-PRECISION
+  local out=$tmp/mix-$1-$3
+  rm -rf "$out"
+  "$QHX" forge "$FX/qwen35-tiny-f32" "$out" --precision "$1" --tensor-precision "$2" --quiet 2>"$tmp/mix.err" ||
+    { bad "forge --precision $1 --tensor-precision '$2': $(cat "$tmp/mix.err")"; return; }
+  grep -q "\"precision\": *\"$3\"" "$out"/*.json || bad "forge $1 '$2': manifest precision $(grep -h '"precision"' "$out"/*.json), expected $3"
+  "$QHX" generate -m "$out" -p hi -n 2 --greedy --quiet >/dev/null 2>"$tmp/mix.err" ||
+    bad "the bundle of forge $1 '$2' does not load: $(cat "$tmp/mix.err")"
+  "$QHX" inspect "$out" >/dev/null 2>"$tmp/mix.err" || bad "inspect of forge $1 '$2': $(cat "$tmp/mix.err")"
+  ls -d "$tmp"/mix-*.tmp-* >/dev/null 2>&1 && bad "forge $1 '$2' left a staging folder"
+  rm -rf "$out"
+}
+mix q4 '*=w8' w8
+mix q4 '*=f16' f16
+mix q4 '*.self_attn.*=f16,*=bf16' bf16
+mix w8 '*.mlp.*=f16' f16
+mix w8 '*.mlp.down_proj.weight=f16' w8
+mix w8 '*=q4' q4
+mix w8 '*=q6' q4
+mix q4a '*=q4' q4
+mix q4a '*=w8,*.layers.0.*=q4a' w8
+mix f16 '*=q4a' q4
+mix bf16 '*.mlp.*=w8,*=q4' q4
+mix f16 '*.layers.1.mlp.gate_proj.weight=w8' f16
+# a rule that matches no decoder matrix would do nothing: refused (exit 1, the checkpoint's names
+# decide), naming the rule, nothing left behind
+for rule in '*.dwon_proj.weight=q6' '*norm*=w8' 'model.layers.0.mlp.up_proj.weight=f16' '*=w8,nothing*=q4' \
+            'lm_head.weight=q4' '*embed_tokens*=w8' 'model.visual.*=q4'; do
+  expect_rc 1 "--tensor-precision rule '${rule##*,}' matches no decoder matrix" \
+    "$QHX" forge "$FX/qwen35-tiny-f32" "$tmp/nomatch" --precision w8 --tensor-precision "$rule"
+  [ -e "$tmp/nomatch" ] && bad "a rule matching nothing ('$rule') left a bundle"
+  ls -d "$tmp"/nomatch.tmp-* >/dev/null 2>&1 && bad "a rule matching nothing ('$rule') left a staging folder"
+  rm -rf "$tmp/nomatch"
+done
+# a write failing in the staging folder is reported under the output folder's name
+(trap '' XFSZ; ulimit -f 64; "$QHX" forge "$FX/qwen35-tiny-f32" "$tmp/small" --precision w8 --quiet) 2>"$tmp/xfsz.err"
+grep -q "$tmp/small/.*write failed" "$tmp/xfsz.err" && ! grep -q "\.tmp-" "$tmp/xfsz.err" ||
+  bad "a failed write should name $tmp/small, not the staging folder: $(cat "$tmp/xfsz.err")"
+ls -d "$tmp"/small* >/dev/null 2>&1 && bad "a failed write left $(ls -d "$tmp"/small*)"
+
 # ---- q4a: Q4A or (by the policy) Q6 matrices, the side tensors of each, a W8 head on narrow rows ----
 if [ -n "$PY" ]; then
   expect_rc 0 "by precision (policy)" "$QHX" forge "$FX/qwen35-tiny-f32" "$tmp/p-q4a" --precision q4a \

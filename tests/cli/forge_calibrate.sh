@@ -34,11 +34,30 @@ expect_error() { # needle calibrate-file
 printf 'text\0more' >"$tmp/nul.txt"
 printf 'caf\xe9 au lait\n' >"$tmp/latin1.txt"
 mkdir "$tmp/folder"
-expect_error "no such file" "$tmp/missing.txt"
+mkfifo "$tmp/fifo"
+ln -s "$tmp/fifo" "$tmp/to-fifo"
+ln -s "$tmp/nowhere" "$tmp/dangling"
+printf 'ok \xe2\x82' >"$tmp/cut.txt"          # a sequence cut by the end of the file
+printf 'over \xc0\x80 long' >"$tmp/overlong.txt"
+printf 'half \xed\xa0\x80 pair' >"$tmp/surrogate.txt"
+# the file's own words (src/core/file.c): what it is, never "no such file" for one that exists
+expect_error "--calibrate $tmp/missing.txt: cannot open: No such file or directory" "$tmp/missing.txt"
+expect_error "--calibrate $tmp/dangling: cannot open: No such file or directory" "$tmp/dangling"
 expect_error "empty" "$tmp/empty.txt"
-expect_error "is a folder" "$tmp/folder"
-expect_error "NUL" "$tmp/nul.txt"
-expect_error "not UTF-8" "$tmp/latin1.txt"
+expect_error "--calibrate $tmp/folder: not a regular file (a folder)" "$tmp/folder"
+expect_error "--calibrate $tmp/fifo: not a regular file (a FIFO)" "$tmp/fifo"
+expect_error "--calibrate $tmp/to-fifo: not a regular file (a FIFO)" "$tmp/to-fifo"
+expect_error "--calibrate /dev/zero: not a regular file (a character device)" /dev/zero
+expect_error "--calibrate /dev/null: not a regular file (a character device)" /dev/null
+if command -v python3 >/dev/null; then
+  python3 -c 'import socket, sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' "$tmp/sock"
+  expect_error "--calibrate $tmp/sock: not a regular file (a socket)" "$tmp/sock"
+fi
+expect_error "--calibrate $tmp/nul.txt: byte 4 is a NUL" "$tmp/nul.txt"
+expect_error "--calibrate $tmp/latin1.txt: byte 3 (0xE9) is not well-formed UTF-8" "$tmp/latin1.txt"
+expect_error "--calibrate $tmp/cut.txt: byte 3 (0xE2) is not well-formed UTF-8" "$tmp/cut.txt"
+expect_error "--calibrate $tmp/overlong.txt: byte 5 (0xC0) is not well-formed UTF-8" "$tmp/overlong.txt"
+expect_error "--calibrate $tmp/surrogate.txt: byte 5 (0xED) is not well-formed UTF-8" "$tmp/surrogate.txt"
 out=$("$QHX" forge "$FX" "$tmp/bad" --precision q4a --calibrate-tokens 64 2>&1)
 [ $? = 2 ] || bad "--calibrate-tokens without --calibrate was not a usage error: $out"
 out=$("$QHX" forge "$FX" "$tmp/bad" --precision q4a --calibrate "$TEXT" --calibrate-tokens 0 2>&1)

@@ -17,6 +17,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"; [ -n "${srv:-}" ] && kill "$srv" 2>/dev/null' EXIT
 fail=0
 bad() { echo "FAIL: $*"; fail=1; }
+command -v python3 >/dev/null || { echo "FAIL: no python3 (scripts/deps.sh installs it)"; exit 1; }
 
 devs=$("$QHX" devices 2>&1)
 drc=$?
@@ -89,6 +90,70 @@ head -c 4096 /dev/urandom > "$entry"
 garbage=$(sha256sum < "$entry")
 out=$("$QHX" parity -m "$FX/qwen35-tiny-f32" --golden "$FX/qwen35-tiny-f32" --device opencl --gate exact 2>&1) || bad "after a corrupt cache entry: $out"
 [ "$(sha256sum < "$entry")" != "$garbage" ] || bad "the corrupt cache entry was not replaced"
+
+# Hostile entries (docs/backends.md, "The program cache"): none may reach the driver (PoCL aborts
+# on a binary cut short), each is rebuilt from source and rewritten whole, and the text is the
+# CPU's. The demo model's kernels are the same program, so one entry serves every run here.
+gen_ocl() { "$QHX" generate -m "$demo" -p "ROMEO:" -n 4 --greedy --quiet --device opencl; }
+ref=$("$QHX" generate -m "$demo" -p "ROMEO:" -n 4 --greedy --quiet)
+gen_ocl >/dev/null 2>&1
+cp "$entry" "$tmp/good.bin"
+cp "${entry%.bin}.sum" "$tmp/good.sum" 2>/dev/null || bad "no .sum beside the cache entry $entry"
+sum=${entry%.bin}.sum
+valid_entry() { # the .bin is a whole entry of this format and the .sum vouches for it
+  python3 - "$entry" "$sum" <<'PY'
+import hashlib, struct, sys
+b = open(sys.argv[1], "rb").read(); s = open(sys.argv[2], "rb").read()
+n = struct.unpack("<Q", b[8:16])[0]
+ok = (b[:8] == b"QHXOCL02" and n == len(b) - 80 and n > 0 and hashlib.sha256(b[80:]).digest() == b[48:80]
+      and s == b"QHXOCLS1" + hashlib.sha256(b).digest())
+sys.exit(0 if ok else 1)
+PY
+}
+valid_entry || bad "the cache entry written is not whole"
+# hostile NAME PYTHON: the good entry (b: .bin bytes, s: .sum bytes) changed by PYTHON
+hostile() {
+  local name=$1
+  rm -rf "$entry" "$sum"
+  python3 - "$tmp/good.bin" "$tmp/good.sum" "$entry" "$sum" "$2" <<'PY'
+import hashlib, struct, sys
+b = bytearray(open(sys.argv[1], "rb").read()); s = bytearray(open(sys.argv[2], "rb").read())
+def header(binary, key):  # a header made consistent with a binary, as a careful forger would
+    return b"QHXOCL02" + struct.pack("<Q", len(binary)) + key + hashlib.sha256(binary).digest()
+key = bytes(b[16:48])
+exec(sys.argv[5])
+if b is not None: open(sys.argv[3], "wb").write(b)
+if s is not None: open(sys.argv[4], "wb").write(s)
+PY
+  out=$(gen_ocl 2>&1)
+  local rc=$?
+  [ $rc = 0 ] && [ "$out" = "$ref" ] || bad "cache entry '$name': exit $rc, '$out' (the CPU's: '$ref')"
+  valid_entry || bad "cache entry '$name' was not rewritten whole"
+}
+hostile "binary cut short, header recomputed" 'c = b[80:80 + (len(b) - 80) // 2]; b = bytearray(header(c, key) + c)'
+hostile "binary cut to 1 byte, header recomputed" 'c = b[80:81]; b = bytearray(header(c, key) + c)'
+hostile "binary cut short, header kept" 'del b[len(b) // 2:]'
+hostile "one bit flipped in the binary" 'b[len(b) // 2] ^= 0x10'
+hostile "one bit flipped in the header's size" 'b[9] ^= 0x01'
+hostile "one bit flipped in the key" 'b[20] ^= 0x01'
+hostile "one bit flipped in the .sum" 's[-1] ^= 0x01'
+hostile "zero-length .bin" 'b = bytearray()'
+hostile "zero-length .sum" 's = bytearray()'
+hostile "a .bin without its .sum (a torn write)" 's = None'
+hostile "a .sum without its .bin" 'b = None'
+hostile "a .bin padded" 'b += b"\0" * 64'
+hostile "the first format (QHXOCL01)" 'c = b[80:]; b = bytearray(b"QHXOCL01" + struct.pack("<Q", len(c)) + hashlib.sha256(c).digest() + c)'
+hostile "a header from a different device, .bin and .sum consistent" \
+  'k = hashlib.sha256(b"another device").digest(); c = b[80:]; b = bytearray(header(c, k) + c); s = b"QHXOCLS1" + hashlib.sha256(b).digest()'
+hostile "another driver's binary: key and size of this one, its .sum consistent, the binary other" \
+  'c = bytes(80) + b[80:]; b = bytearray(header(c, hashlib.sha256(b"driver 2.0").digest()) + c); s = b"QHXOCLS1" + hashlib.sha256(b).digest()'
+# not regular files where the entry belongs: never waited on, no crash
+rm -f "$entry" "$sum"; mkfifo "$entry"
+out=$(timeout 60 bash -c "$(declare -f gen_ocl); QHX='$QHX' demo='$demo' gen_ocl" 2>&1) && [ "$out" = "$ref" ] ||
+  bad "a FIFO as the cache entry: $out"
+rm -f "$entry"; mkdir "$entry"
+out=$(gen_ocl 2>&1) && [ "$out" = "$ref" ] || bad "a folder as the cache entry: $out"
+rmdir "$entry"
 out=$(QHX_OPENCL_CACHE_DIR=/proc/qhx-no-such-dir "$QHX" generate -m "$demo" -p "ROMEO:" -n 4 --greedy --quiet --device opencl 2>&1) ||
   bad "unwritable cache folder: $out"
 out=$(QHX_OPENCL_CACHE=0 "$QHX" generate -m "$demo" -p "ROMEO:" -n 4 --greedy --quiet --device opencl 2>&1) ||

@@ -45,6 +45,22 @@ done
 "$BIN/qhx" generate -m "$T/nomtp" -p x -n 2 --spec mtp 2>"$T/e"; rc=$?
 check '[ $rc = 1 ] && grep -q "multi-token-prediction" "$T/e"' "a bundle without the block: one error line ($rc $(cat "$T/e"))"
 
+# sessions travel between speculating and plain chats: /save with --spec mtp, /load without it,
+# and the reverse (the same model, precision and KV type); each goes on with the text of a chat
+# that never stopped. What must match still does: another --kv is refused by name.
+chat() { "$BIN/qhx" chat -m "$M" -n 12 --greedy --quiet "$@"; }
+printf 'KING HENRY:\nGo on.\n' | chat >"$T/c_ref" 2>/dev/null
+for from in spec plain; do
+  if [ $from = spec ]; then a=(--spec mtp); b=(); else a=(); b=(--spec mtp --draft 2); fi
+  printf 'KING HENRY:\n/save %s\n' "$T/$from.st" | chat "${a[@]}" >"$T/c_first" 2>"$T/e"
+  check '[ -s "$T/$from.st" ]' "chat ${a[*]} /save: $(cat "$T/e")"
+  printf '/load %s\nGo on.\n' "$T/$from.st" | chat "${b[@]}" >"$T/c_next" 2>"$T/e"
+  check '[ $? = 0 ] && [ "$(cat "$T/c_first" "$T/c_next")" = "$(cat "$T/c_ref")" ]' \
+    "saved ${a[*]:-plain}, loaded ${b[*]:-plain}: the text of an unbroken chat ($(cat "$T/e"))"
+  printf '/load %s\n' "$T/$from.st" | chat "${b[@]}" --kv q8 >/dev/null 2>"$T/e"
+  check 'grep -q "KV cache" "$T/e"' "saved ${a[*]:-plain}, loaded with --kv q8: refused by name ($(cat "$T/e"))"
+done
+
 # the server: the same answers with and without speculation
 serve() {
   "$BIN/qhx" serve -m "$M" --port 0 --parallel 4 "$@" >"$T/out" 2>"$T/err" &

@@ -10,6 +10,7 @@
 
 #include "qhx.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -67,6 +68,21 @@ const char *qhx_cli_closest(const char *word, const char *const *names, size_t n
 /* The usage error for an unknown option: "unknown option 'X'", with "(did you mean 'Y'?)"
  * when a name in names is close. Returns QHX_EXIT_USAGE. */
 int qhx_cli_unknown_option(const char *cmd, const char *arg, const char *const *names, size_t n);
+
+/* The rule for an option that only acts with another one (docs/robustness.md, "Options that
+ * would do nothing"): given without it, the option is a usage error (exit 2) naming both, never
+ * silently ignored. Each front end (generate, chat, serve) lists its dependent options as rules;
+ * this is the one place that judges them. */
+typedef struct qhx_cli_needs {
+    const char *option; /* as written on the command line: "--draft" */
+    bool given;
+    const char *needs;  /* what makes it act, in words: "--spec mtp" */
+    bool met;
+} qhx_cli_needs;
+/* The first rule given but not met as "OPTION needs NEEDS; without it, the option would do
+ * nothing";
+ * returns QHX_EXIT_USAGE then, else 0. */
+int qhx_cli_check_needs(const char *cmd, const qhx_cli_needs *rules, size_t n);
 
 /* Strict number parsing: whole string, range-checked. Return 0 on success, -1 otherwise. */
 int qhx_cli_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out);

@@ -221,6 +221,24 @@ int qhx_run_parse_opt(const char *cmd, int argc, char **argv, int *i, qhx_run_op
     return rc ? rc : 1;
 }
 
+int qhx_run_check_needs(const char *cmd, const qhx_run_opts *o, const qhx_cli_needs *extra, size_t n_extra) {
+    static const char *const FILTERS[] = {"--temp", "--top-k", "--top-p", "--min-p", "--repeat-penalty",
+                                          "--repeat-last-n", "--presence-penalty", "--frequency-penalty"};
+    static const int FILTER_IDS[] = {QHX_RUN_S_TEMP, QHX_RUN_S_TOP_K, QHX_RUN_S_TOP_P, QHX_RUN_S_MIN_P,
+                                     QHX_RUN_S_REPEAT, QHX_RUN_S_LAST_N, QHX_RUN_S_PRESENCE, QHX_RUN_S_FREQUENCY};
+    const bool sampling = !o->sampling_set[QHX_RUN_S_GREEDY]; /* --greedy zeroes every filter */
+    qhx_cli_needs shared[2 + sizeof FILTERS / sizeof FILTERS[0]] = {
+        {"--draft", o->draft > 0, "--spec mtp", o->spec},
+        {"--draft-fixed", o->draft_fixed, "--spec mtp", o->spec},
+    };
+    size_t n = 2;
+    for (size_t k = 0; k < sizeof FILTERS / sizeof FILTERS[0]; k++)
+        shared[n++] = (qhx_cli_needs){FILTERS[k], o->sampling_set[FILTER_IDS[k]], "sampling (--greedy turns it off)",
+                                      sampling};
+    int rc = qhx_cli_check_needs(cmd, shared, n);
+    return rc ? rc : qhx_cli_check_needs(cmd, extra, n_extra);
+}
+
 qhx_model_params qhx_run_model_params(const qhx_run_opts *o) {
     qhx_model_params mp = qhx_model_default_params();
     mp.n_threads = (int)o->threads;
@@ -249,6 +267,9 @@ int qhx_run_open_model(const char *cmd, const qhx_run_opts *o, int vision, qhx_m
     if (o->think >= 0 && !qhx_model_has_thinking(*m))
         return qhx_cli_usage_error(cmd, "--think/--no-think: the %s chat format has no thinking mode",
                                    qhx_model_family_title(*m));
+    if (o->image_max_tokens && !qhx_model_takes_images(*m))
+        return qhx_cli_usage_error(cmd, "--image-max-tokens needs a model that takes images (%s takes none); "
+                                   "without one, the option would do nothing", o->model);
     return -1;
 }
 

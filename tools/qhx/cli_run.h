@@ -4,6 +4,7 @@
 #ifndef QHX_CLI_RUN_H
 #define QHX_CLI_RUN_H
 
+#include "cli.h"
 #include "qhx.h"
 
 #include <stdbool.h>
@@ -54,6 +55,11 @@ void qhx_run_opts_init(qhx_run_opts *o);
 /* Try to consume argv[*i] (and its value) as a shared option. Returns 1 if consumed, 0 if not
  * a shared option, or an exit code >= 2 after printing a usage error. */
 int qhx_run_parse_opt(const char *cmd, int argc, char **argv, int *i, qhx_run_opts *o);
+
+/* The options that act only with another one (--draft and --draft-fixed need --spec mtp; the
+ * sampling filters are off under --greedy), then the command's own rules (extra, n_extra), all
+ * judged by qhx_cli_check_needs. Returns 0, or QHX_EXIT_USAGE after the error line. */
+int qhx_run_check_needs(const char *cmd, const qhx_run_opts *o, const qhx_cli_needs *extra, size_t n_extra);
 
 /* The names of the shared options, for "did you mean". */
 extern const char *const QHX_RUN_OPT_NAMES[];

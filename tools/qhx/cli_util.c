@@ -91,14 +91,30 @@ qhx_status qhx_cli_tokenize(const qhx_model *m, const char *text, qhx_token **id
 
 #define MAX_TEXT_BYTES ((size_t)64 << 20)
 
+/* What a file that is not a regular file is: the library's words (qhx_file_kind, src/core/file.c;
+ * this file uses the public API only). */
+static const char *file_kind(mode_t mode) {
+    if (S_ISDIR(mode)) return "a folder";
+    if (S_ISFIFO(mode)) return "a FIFO";
+    if (S_ISCHR(mode)) return "a character device";
+    if (S_ISBLK(mode)) return "a block device";
+    if (S_ISSOCK(mode)) return "a socket";
+    return "not a file";
+}
+
 /* A whole regular file of at most max bytes, NUL-terminated (owned: free). */
 static qhx_status read_file(const char *path, size_t max, char **out, size_t *out_len, qhx_error *err) {
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return qhx_cli_fail(err, QHX_E_IO, "%s: cannot open: %s", path, strerror(errno));
     struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
         close(fd);
-        return qhx_cli_fail(err, QHX_E_IO, "%s: not a readable regular file", path);
+        return qhx_cli_fail(err, QHX_E_IO, "%s: cannot stat: %s", path, strerror(e));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return qhx_cli_fail(err, QHX_E_IO, "%s: not a regular file (%s)", path, file_kind(st.st_mode));
     }
     if ((uint64_t)st.st_size > max) {
         close(fd);
@@ -224,6 +240,14 @@ int qhx_cli_unknown_option(const char *cmd, const char *arg, const char *const *
     const char *near = qhx_cli_closest(name, names, n);
     if (near) return qhx_cli_usage_error(cmd, "unknown option '%s' (did you mean '%s'?)", arg, near);
     return qhx_cli_usage_error(cmd, "unknown option '%s'", arg);
+}
+
+int qhx_cli_check_needs(const char *cmd, const qhx_cli_needs *rules, size_t n) {
+    for (size_t k = 0; k < n; k++)
+        if (rules[k].given && !rules[k].met)
+            return qhx_cli_usage_error(cmd, "%s needs %s; without it, the option would do nothing", rules[k].option,
+                                       rules[k].needs);
+    return 0;
 }
 
 int qhx_cli_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out) {

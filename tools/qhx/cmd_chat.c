@@ -370,6 +370,8 @@ int qhx_chat_parse_args(int argc, char **argv, qhx_run_opts *o) {
         if (r == 0) return qhx_cli_unknown_option(CMD, argv[i], QHX_RUN_OPT_NAMES, QHX_RUN_N_OPT_NAMES);
     }
     if (!o->model) return qhx_cli_usage_error(CMD, "missing -m MODEL");
+    int nr = qhx_run_check_needs(CMD, o, NULL, 0); /* chat formats every turn: --system, --think act */
+    if (nr) return nr;
     if (o->n_new == 0) o->n_new = 512;
     return -1;
 }

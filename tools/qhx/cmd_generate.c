@@ -120,7 +120,14 @@ int qhx_generate_parse_args(int argc, char **argv, gen_args *a) {
         a->prompt_implicit = true;
     }
     if (a->chat && a->ids_arg) return qhx_cli_usage_error(CMD, "--chat needs a text prompt (-p or -f)");
-    if ((a->run.system || a->run.think >= 0) && !a->chat) return qhx_cli_usage_error(CMD, "--system/--think/--no-think need --chat");
+    const qhx_cli_needs needs[] = { /* what only a chat-formatted text prompt uses */
+        {"--system", a->run.system != NULL, "--chat", a->chat},
+        {"--think/--no-think", a->run.think >= 0, "--chat", a->chat},
+        {"--image-max-tokens", a->run.image_max_tokens > 0, "--image with a text prompt and --chat",
+         a->n_images && a->chat && !a->ids_arg},
+    };
+    int nr = qhx_run_check_needs(CMD, &a->run, needs, sizeof needs / sizeof needs[0]);
+    if (nr) return nr;
     if (a->n_images && !a->ids_arg && !a->chat) return qhx_cli_usage_error(CMD, "--image with a text prompt needs --chat (the image goes into the user turn)");
     if (a->print_ids && a->json) return qhx_cli_usage_error(CMD, "--print-ids and --json: choose one");
     if ((a->grammar_file != NULL) + (a->json_schema != NULL) + a->json_object > 1)

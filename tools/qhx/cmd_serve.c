@@ -129,7 +129,8 @@ static int parse(int argc, char **argv, serve_args *a) {
         }
     }
     if (!c->model_path) return qhx_cli_usage_error(CMD, "missing -m MODEL");
-    if (a->draft && !c->spec_draft) return qhx_cli_usage_error(CMD, "--draft needs --spec mtp");
+    const qhx_cli_needs needs[] = {{"--draft", a->draft > 0, "--spec mtp", c->spec_draft > 0}};
+    if (qhx_cli_check_needs(CMD, needs, 1)) return QHX_EXIT_USAGE;
     if (a->draft) c->spec_draft = a->draft;
     if (c->api_key && a->key_file) return qhx_cli_usage_error(CMD, "--api-key and --api-key-file: choose one");
     return 0;

@@ -22,6 +22,8 @@
 #include "cli_run.h"
 
 #include "core/alloc.h"
+#include "core/file.h"
+#include "core/sha256.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -34,8 +36,16 @@
 
 static const char *CMD = "perplexity";
 
-#define BASE_MAGIC "QHXPPLB1"
+/* The base file (--kl-base): magic | i64 vocabulary, ctx, stride, window count, scored rows per
+ * window, token count | the tokens (i32 each) | the scored rows' log-probabilities (f32, this
+ * host's format) | SHA-256 of everything before it (32 bytes). A flipped bit anywhere is refused
+ * before a row is compared, rather than giving a wrong table. Files of the first format (magic
+ * QHXPPLB1, no checksum) cannot be checked, so they are refused with a line saying to make the
+ * base again. */
+#define BASE_MAGIC "QHXPPLB2"
+#define BASE_MAGIC_V1 "QHXPPLB1"
 #define BASE_HEADER_BYTES (8 + 6 * 8)
+#define BASE_SHA_BYTES 32
 #define MAX_CTX (1 << 20)
 
 static void usage(FILE *f) {
@@ -181,6 +191,35 @@ static void header_fill(unsigned char *h, const ppl_plan *p, int64_t V) {
     put_i64(h + 48, p->span);
 }
 
+/* The base file's SHA-256 (its last 32 bytes) against its content, read once (f at byte 0 of a
+ * file of size bytes; left just past the header). */
+static qhx_status base_verify(FILE *f, const char *path, uint64_t size, qhx_error *err) {
+    if (size < BASE_HEADER_BYTES + BASE_SHA_BYTES)
+        return qhx_fail(err, QHX_E_FORMAT, "%s: %llu bytes, too short for a base file", path, (unsigned long long)size);
+    const size_t chunk = (size_t)1 << 20;
+    unsigned char *buf = qhx_malloc(chunk), digest[BASE_SHA_BYTES], stored[BASE_SHA_BYTES];
+    if (!buf) return qhx_fail(err, QHX_E_NOMEM, "%s: out of memory", path);
+    qhx_sha256 sha;
+    qhx_sha256_init(&sha);
+    qhx_status rc = QHX_OK;
+    rewind(f);
+    for (uint64_t left = size - BASE_SHA_BYTES; left && rc == QHX_OK;) {
+        size_t n = left < chunk ? (size_t)left : chunk;
+        if (fread(buf, 1, n, f) != n) rc = qhx_fail(err, QHX_E_IO, "%s: read failed (the file changed while read?)", path);
+        qhx_sha256_update(&sha, buf, n);
+        left -= n;
+    }
+    qhx_free(buf);
+    if (rc) return rc;
+    qhx_sha256_final(&sha, digest);
+    if (fread(stored, 1, sizeof stored, f) != sizeof stored) return qhx_fail(err, QHX_E_IO, "%s: read failed", path);
+    if (memcmp(digest, stored, sizeof digest))
+        return qhx_fail(err, QHX_E_FORMAT, "%s: checksum mismatch (a corrupt or truncated base file): make it again "
+                        "with --kl-base", path);
+    if (fseek(f, BASE_HEADER_BYTES, SEEK_SET)) return qhx_fail(err, QHX_E_IO, "%s: cannot seek: %s", path, strerror(errno));
+    return QHX_OK;
+}
+
 /* Open the base file and check that it was made with this vocabulary, these windows and these
  * tokens; it is then positioned at the first row. The size must be exactly what the header says
  * (a truncated or padded file is refused before anything is read). */
@@ -189,11 +228,16 @@ static qhx_status base_open(const char *path, const ppl_plan *p, int64_t V, cons
     *out = NULL;
     /* non-blocking open, then the type: a FIFO or a device must not hang the command */
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0) return qhx_fail(err, QHX_E_IO, "%s: cannot open: %s", path, strerror(errno));
+    if (fd < 0) return qhx_fail_open(err, path, errno);
     struct stat st;
-    if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+    if (fstat(fd, &st)) {
+        int e = errno;
         close(fd);
-        return qhx_fail(err, QHX_E_IO, "%s: not a regular file", path);
+        return qhx_fail(err, QHX_E_IO, "%s: cannot stat: %s", path, strerror(e));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return qhx_fail_not_regular(err, path, st.st_mode);
     }
     FILE *f = fdopen(fd, "rb");
     if (!f) {
@@ -202,10 +246,16 @@ static qhx_status base_open(const char *path, const ppl_plan *p, int64_t V, cons
     }
     unsigned char h[BASE_HEADER_BYTES], want[BASE_HEADER_BYTES];
     qhx_status rc = QHX_OK;
-    if (fread(h, 1, sizeof h, f) != sizeof h || memcmp(h, BASE_MAGIC, 8)) {
+    if (fread(h, 1, sizeof h, f) != sizeof h || (memcmp(h, BASE_MAGIC, 8) && memcmp(h, BASE_MAGIC_V1, 8))) {
         rc = qhx_fail(err, QHX_E_FORMAT, "%s: not a qhx perplexity base file (made by --kl-base without --kl-divergence)", path);
         goto out;
     }
+    if (!memcmp(h, BASE_MAGIC_V1, 8)) {
+        rc = qhx_fail(err, QHX_E_FORMAT, "%s: a base file of an earlier qhexrt, without a checksum: make it again "
+                      "(--kl-base without --kl-divergence)", path);
+        goto out;
+    }
+    if ((rc = base_verify(f, path, (uint64_t)st.st_size, err))) goto out;
     header_fill(want, p, V);
     static const char *const field[6] = {"vocabulary", "ctx", "stride", "window count", "scored rows", "token count"};
     for (int k = 0; k < 6; k++)
@@ -216,7 +266,7 @@ static qhx_status base_open(const char *path, const ppl_plan *p, int64_t V, cons
         }
     /* the header matches this run, so these products are those of in-memory sizes */
     const double size = (double)BASE_HEADER_BYTES + 4.0 * (double)p->span +
-                        4.0 * (double)p->n_win * (double)p->scored * (double)V;
+                        4.0 * (double)p->n_win * (double)p->scored * (double)V + BASE_SHA_BYTES;
     if ((double)st.st_size != size) {
         rc = qhx_fail(err, QHX_E_FORMAT, "%s: %lld bytes, its header says %.0f", path, (long long)st.st_size, size);
         goto out;
@@ -240,17 +290,32 @@ out:
     return rc;
 }
 
-static qhx_status base_write_head(FILE *f, const char *path, const ppl_plan *p, int64_t V, const int32_t *toks,
-                                  qhx_error *err) {
+/* Write n bytes to the base file, into its checksum too. */
+static bool base_put(FILE *f, qhx_sha256 *sha, const void *p, size_t n) {
+    qhx_sha256_update(sha, p, n);
+    return fwrite(p, 1, n, f) == n;
+}
+
+static qhx_status base_write_head(FILE *f, qhx_sha256 *sha, const char *path, const ppl_plan *p, int64_t V,
+                                  const int32_t *toks, qhx_error *err) {
     unsigned char h[BASE_HEADER_BYTES];
     header_fill(h, p, V);
-    bool ok = fwrite(h, 1, sizeof h, f) == sizeof h;
+    qhx_sha256_init(sha);
+    bool ok = base_put(f, sha, h, sizeof h);
     for (int64_t i = 0; ok && i < p->span; i++) {
         uint32_t t = (uint32_t)toks[i];
         unsigned char b[4] = {(unsigned char)t, (unsigned char)(t >> 8), (unsigned char)(t >> 16), (unsigned char)(t >> 24)};
-        ok = fwrite(b, 1, 4, f) == 4;
+        ok = base_put(f, sha, b, 4);
     }
     return ok ? QHX_OK : qhx_fail(err, QHX_E_IO, "%s: write failed: %s", path, strerror(errno));
+}
+
+/* The checksum after the last row. */
+static qhx_status base_write_tail(FILE *f, qhx_sha256 *sha, const char *path, qhx_error *err) {
+    unsigned char digest[BASE_SHA_BYTES];
+    qhx_sha256_final(sha, digest);
+    return fwrite(digest, 1, sizeof digest, f) == sizeof digest
+               ? QHX_OK : qhx_fail(err, QHX_E_IO, "%s: write failed: %s", path, strerror(errno));
 }
 
 /* ---- statistics -------------------------------------------------------------------------- */
@@ -285,7 +350,8 @@ static double quantile(const double *sorted, int64_t n, double q) {
 /* Score one window: rows (ctx, V) logits turned into log-probabilities in place; base rows read
  * from (or written to) the base file. */
 static qhx_status score_window(float *rows, int64_t V, const int32_t *toks, const ppl_plan *p, FILE *base,
-                               const char *base_path, bool kl, float *brow, ppl_stats *s, qhx_error *err) {
+                               qhx_sha256 *sha, const char *base_path, bool kl, float *brow, ppl_stats *s,
+                               qhx_error *err) {
     for (int64_t j = p->first; j < p->ctx - 1; j++) {
         float *r = rows + j * V;
         log_softmax(r, V);
@@ -294,7 +360,7 @@ static qhx_status score_window(float *rows, int64_t V, const int32_t *toks, cons
         s->nll += nll;
         s->nll2 += nll * nll;
         if (base && !kl) {
-            if (fwrite(r, sizeof(float), (size_t)V, base) != (size_t)V)
+            if (!base_put(base, sha, r, sizeof(float) * (size_t)V))
                 return qhx_fail(err, QHX_E_IO, "%s: write failed: %s", base_path, strerror(errno));
         } else if (base) {
             if (fread(brow, sizeof(float), (size_t)V, base) != (size_t)V)
@@ -360,6 +426,7 @@ typedef struct ppl_run {
     int32_t *toks;
     float *rows, *brow;
     FILE *base;
+    qhx_sha256 base_sha; /* of the base file being written */
     qhx_cli_out out;
     ppl_stats st;
 } ppl_run;
@@ -377,7 +444,7 @@ static qhx_status run_windows(const qhx_perplexity_args *a, ppl_run *r, const pp
             qhx_status rc = qhx_session_prefill(r->s, toks + off, nb, r->rows + off * V, err);
             if (rc) return rc;
         }
-        qhx_status rc = score_window(r->rows, V, toks, p, r->base, a->kl_base, a->kl, r->brow, &r->st, err);
+        qhx_status rc = score_window(r->rows, V, toks, p, r->base, &r->base_sha, a->kl_base, a->kl, r->brow, &r->st, err);
         if (rc) return rc;
         const double ppl = exp(r->st.nll / (double)r->st.count);
         if (tty) progress(w + 1, p->n_win, ppl, t0); /* a bar on a terminal, else llama's list */
@@ -391,7 +458,11 @@ static qhx_status open_all(const qhx_perplexity_args *a, ppl_run *r, ppl_plan *p
     char *text = NULL;
     size_t len, n_tok;
     qhx_status rc = qhx_cli_read_text(a->file, &text, &len, err);
-    if (rc) return rc;
+    if (!rc) rc = qhx_text_check_utf8(strcmp(a->file, "-") ? a->file : "stdin", text, len, err);
+    if (rc) {
+        free(text);
+        return rc;
+    }
     qhx_model_params mp = qhx_model_default_params();
     mp.n_threads = (int)a->threads;
     mp.kv_cache = a->kv;
@@ -418,17 +489,17 @@ static qhx_status open_all(const qhx_perplexity_args *a, ppl_run *r, ppl_plan *p
     if (!qhx_size_mul((size_t)p->ctx, (size_t)*V * sizeof(float), &bytes) || !(r->rows = qhx_malloc(bytes)) ||
         !(r->brow = qhx_malloc((size_t)*V * sizeof(float))))
         return qhx_fail(err, QHX_E_NOMEM, "out of memory for %lld x %lld logits", (long long)p->ctx, (long long)*V);
-    printf("perplexity: %s: %zu tokens\n", a->file, n_tok);
-    if (!a->kl_base) return QHX_OK;
-    if (a->kl) {
+    if (a->kl_base && a->kl) { /* checked whole before anything is printed */
         if ((rc = base_open(a->kl_base, p, *V, r->toks, &r->base, err))) return rc;
         if (!(r->st.kls = qhx_malloc((size_t)(p->n_win * p->scored) * sizeof(double))))
             return qhx_fail(err, QHX_E_NOMEM, "out of memory");
-        return QHX_OK;
+    } else if (a->kl_base) {
+        if ((rc = qhx_cli_out_open(&r->out, a->kl_base, err))) return rc;
+        r->base = r->out.f;
+        if ((rc = base_write_head(r->base, &r->base_sha, a->kl_base, p, *V, r->toks, err))) return rc;
     }
-    if ((rc = qhx_cli_out_open(&r->out, a->kl_base, err))) return rc;
-    r->base = r->out.f;
-    return base_write_head(r->base, a->kl_base, p, *V, r->toks, err);
+    printf("perplexity: %s: %zu tokens\n", a->file, n_tok);
+    return QHX_OK;
 }
 
 int qhx_cmd_perplexity(int argc, char **argv) {
@@ -447,6 +518,7 @@ int qhx_cmd_perplexity(int argc, char **argv) {
         qhx_fail(&err, QHX_E_ABORTED, "interrupted");
         goto fail;
     }
+    if (a.kl_base && !a.kl && base_write_tail(r.base, &r.base_sha, a.kl_base, &err)) goto fail;
     double e, m = mean_err(r.st.nll, r.st.nll2, r.st.count, &e);
     const double ppl = exp(m);
     printf("Final estimate: PPL = %.4f +/- %.5f (%lld tokens scored, mean NLL %.6f)\n", ppl, e * ppl,
