@@ -39,7 +39,7 @@ check "left recursion" 1 "left-recursive" -- --grammar "$tmp/left.gbnf"
 printf 'root ::= "a\n' >"$tmp/bad.gbnf"
 check "bad grammar" 1 "bad.gbnf: grammar:1:" -- --grammar "$tmp/bad.gbnf"
 check "unsupported keyword" 1 "'multipleOf'" -- --json-schema '{"type": "integer", "multipleOf": 2}'
-check "ref cycle" 1 "'\$ref' cycle" -- --json-schema '{"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"}'
+check "ref cycle" 1 "'\$ref's lead back into themselves" -- --json-schema '{"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"}'
 check "missing schema file" 1 "nope.json" -- --json-schema "$tmp/nope.json"
 check "two constraints" 2 "choose one" -- --json-object --grammar "$tmp/yn.gbnf"
 

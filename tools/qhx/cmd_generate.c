@@ -46,9 +46,10 @@ static void usage(FILE *f) {
             "  --print-prompt       print the prompt as the model will read it (after the chat\n"
             "                       format) and stop\n"
             "  --grammar FILE       constrain the output to a GBNF grammar (docs/grammar.md)\n"
-            "  --json-schema S      constrain the output to JSON valid under a JSON Schema: a file,\n"
-            "                       or the schema itself when S starts with '{' (the subset in\n"
-            "                       docs/grammar.md; a keyword outside it is an error)\n"
+            "  --json-schema S      constrain the output to JSON valid under a JSON Schema: the\n"
+            "                       schema itself when S starts with '{', '[' or '\"' or is true or\n"
+            "                       false, else a file (the subset in docs/grammar.md; a keyword\n"
+            "                       outside it is an error)\n"
             "  --json-object        constrain the output to one JSON object\n"
             "%s",
             QHX_RUN_OPTS_HELP);
@@ -284,6 +285,20 @@ static void print_json(const run *r, const qhx_generate_stats *st, const char *s
     json_decref(obj);
 }
 
+/* --json-schema S: S is the schema itself when it reads as a JSON value: it starts with '{',
+ * '[' or '"' (an error in it is then reported as a JSON error, not as a missing file), or it
+ * is exactly true, false or null (boolean schemas; null is refused as a schema). Anything else
+ * is a file name: a file named "true" is ./true (docs/grammar.md). */
+static bool schema_is_inline(const char *p) {
+    if (*p == '{' || *p == '[' || *p == '"') return true;
+    size_t n = strlen(p);
+    while (n && (p[n - 1] == ' ' || p[n - 1] == '\t' || p[n - 1] == '\n' || p[n - 1] == '\r')) n--;
+    static const char *const words[] = {"true", "false", "null"};
+    for (size_t i = 0; i < 3; i++)
+        if (n == strlen(words[i]) && !memcmp(p, words[i], n)) return true;
+    return false;
+}
+
 /* The grammar of --grammar / --json-schema / --json-object (none: r->grammar stays NULL). */
 static qhx_status load_grammar(run *r) {
     const gen_args *a = &r->a;
@@ -296,7 +311,7 @@ static qhx_status load_grammar(run *r) {
     char *text = NULL;
     size_t len;
     qhx_status rc;
-    if (a->json_schema && *p == '{') { /* the schema itself */
+    if (a->json_schema && schema_is_inline(p)) { /* the schema itself */
         rc = qhx_grammar_from_json_schema(src, strlen(src), &r->grammar, err);
     } else if ((rc = qhx_cli_read_text(src, &text, &len, err)) == QHX_OK) {
         rc = a->grammar_file ? qhx_grammar_parse(text, len, NULL, &r->grammar, err)
