@@ -708,8 +708,7 @@ static int comp_array(sc *c, json_t *s, char name[24]) {
         char first[24];
         new_rule(c, name);
         new_rule(c, first);
-        int base = c->n_rules;
-        c->n_rules += (int)n_pos + 1;
+        int base = more_rules(c, (int)n_pos + 1) - 1;
         sb_printf(&c->out, "%s ::= \"[\" j-ws %s \"]\"\n", name, first);
         if (n_pos == 0) sb_printf(&c->out, "%s ::= \"\"\n", first);
         else if (lo == 0) sb_printf(&c->out, "%s ::= (%s j-ws s%d)?\n", first, el[0], base + 1);
@@ -834,8 +833,7 @@ static int emit_extra_key(sc *c, const obj_spec *o, char name[24]) {
         }
         t[at].term = true;
     }
-    int base = c->n_rules;
-    c->n_rules += (int)n;
+    int base = more_rules(c, (int)n) - 1;
     snprintf(name, 24, "s%d", base + 1);
     for (size_t i = 0; i < n; i++) {
         sb_printf(&c->out, "s%d ::= ", base + 1 + (int)i);
@@ -898,8 +896,7 @@ static int emit_object(sc *c, obj_spec *o, char name[24]) {
     if (!rc && extra) rc = emit_extra_key(c, o, extra_key);
     if (!rc) {
         /* kv rules, then tails: T_i = the optional members from order[i] on, then the extras */
-        int kv = c->n_rules, tail = kv + (int)n, top = tail + (int)(n - n_req) + 1;
-        c->n_rules = top + 2;
+        int kv = more_rules(c, 2 * (int)n - (int)n_req + 3) - 1, tail = kv + (int)n, top = tail + (int)(n - n_req) + 1;
         for (size_t i = 0; i < n; i++) {
             json_t *ks = json_string(o->p[i].key);
             char *key = ks ? json_dumps(ks, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
@@ -1215,8 +1212,7 @@ static void emit_raw_string(sc *c, char name[24]) {
             if (k == n) nd[n++] = (node){"", false}, memcpy(nd[k].prefix, pre, l + 1);
             if (l == strlen(JSONISH[w])) nd[k].word = true;
         }
-    int base = c->n_rules;
-    c->n_rules += n + 1;
+    int base = more_rules(c, n + 1) - 1;
     snprintf(name, 24, "s%d", base + 1);
     int free_rule = base + 1 + n;
     sb_printf(&c->out, "s%d ::= [^<\\n]*\n", free_rule);
