@@ -226,7 +226,7 @@ static int set_cur(qhx_gm_match *m, const int32_t *ids, int32_t n, bool end, qhx
         m->cap_cur = n;
     }
     gm_copy(m->cur, ids, (size_t)n * sizeof *ids);
-    qsort(m->cur, (size_t)n, sizeof *m->cur, cmp_i32);
+    if (n > 1) qsort(m->cur, (size_t)n, sizeof *m->cur, cmp_i32); /* cur may be NULL when n is 0 */
     m->n_cur = n;
     m->cur_end = end;
     return 0;
@@ -275,7 +275,7 @@ static int compact(qhx_gm_match *m, qhx_error *err) {
     qhx_free(map);
     qhx_free(opos);
     qhx_free(opar);
-    if (!rc) qsort(m->cur, (size_t)m->n_cur, sizeof *m->cur, cmp_i32);
+    if (!rc && m->n_cur > 1) qsort(m->cur, (size_t)m->n_cur, sizeof *m->cur, cmp_i32);
     gm_cache_clear(m);
     gm_sets_clear(m);
     m->gen = 0;
@@ -294,6 +294,7 @@ static int start_state(qhx_gm_match *m, qhx_error *err) {
     next_gen(m);
     m->n_buf = 0;
     m->n_work = 0;
+    if (buf_reserve(m, 1, err)) return -1; /* never NULL, even for a state of no stacks */
     bool end = false;
     for (int32_t a = g->rule_alt[g->root]; a < g->rule_alt[g->root + 1]; a++) {
         int32_t c = node(m, g->alt_pos[a], -1, err);

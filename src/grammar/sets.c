@@ -126,7 +126,7 @@ int32_t gm_set_step(qhx_gm_match *m, int32_t sid, uint8_t byte, qhx_error *err) 
     if (gm_step(m, 0, n, byte, &out, err)) return -2;
     int32_t r = -1;
     if (out.n || out.end) {
-        qsort(m->buf + out.off, (size_t)out.n, sizeof *m->buf, cmp_i32);
+        if (out.n > 1) qsort(m->buf + out.off, (size_t)out.n, sizeof *m->buf, cmp_i32);
         r = intern(m, m->buf + out.off, out.n, out.end, err);
         if (r < 0) return -2;
     }
