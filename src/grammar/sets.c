@@ -63,7 +63,7 @@ static int32_t intern(qhx_gm_match *m, const int32_t *ids, int32_t n, bool end, 
         m->set_end = e;
         m->cap_sets = cap;
     }
-    if (m->n_set_ids + (size_t)n > m->cap_set_ids) {
+    if (!m->set_ids || m->n_set_ids + (size_t)n > m->cap_set_ids) { /* allocated even for an empty set */
         size_t cap = m->cap_set_ids ? m->cap_set_ids : 4096;
         while (cap < m->n_set_ids + (size_t)n) cap *= 2;
         int32_t *p = qhx_realloc(m->set_ids, cap * sizeof *p);
