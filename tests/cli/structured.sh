@@ -50,6 +50,10 @@ check "min above max" 1 "no number lies between" -- --json-schema '{"type":"numb
 check "integer between" 1 "no integer lies between 'minimum' 0.5" -- --json-schema '{"type":"integer","minimum":0.5,"maximum":0.7}'
 check "ref to itself" 1 "no finite value" -- --json-schema '{"$ref":"#"}'
 check "null schema" 1 "a schema must be an object or a boolean" -- --json-schema null
+check "number schema" 1 "a schema must be an object or a boolean" -- --json-schema ' 5 '
+check "broken inline schema" 1 "invalid JSON at line 1" -- --json-schema '{"type":'
+check "spaced false" 1 "the schema is false" -- --json-schema ' false'
+
 printf 'root ::= [^\\x00-\\U0010FFFF]\n' >"$tmp/empty.gbnf"
 check "empty class" 1 "empty.gbnf: grammar: no text matches the grammar: rule 'root'" -- --grammar "$tmp/empty.gbnf"
 printf 'root ::= "a" loop\nloop ::= "b" loop\n' >"$tmp/loop.gbnf"

@@ -47,9 +47,9 @@ static void usage(FILE *f) {
             "                       format) and stop\n"
             "  --grammar FILE       constrain the output to a GBNF grammar (docs/grammar.md)\n"
             "  --json-schema S      constrain the output to JSON valid under a JSON Schema: the\n"
-            "                       schema itself when S starts with '{', '[' or '\"' or is true or\n"
-            "                       false, else a file (the subset in docs/grammar.md; a keyword\n"
-            "                       outside it is an error)\n"
+            "                       schema itself when S starts with '{', '[' or '\"' or is one JSON\n"
+            "                       value (true, false), else a file (the subset in docs/grammar.md;\n"
+            "                       a keyword outside it is an error)\n"
             "  --json-object        constrain the output to one JSON object\n"
             "%s",
             QHX_RUN_OPTS_HELP);
@@ -285,18 +285,15 @@ static void print_json(const run *r, const qhx_generate_stats *st, const char *s
     json_decref(obj);
 }
 
-/* --json-schema S: S is the schema itself when it reads as a JSON value: it starts with '{',
- * '[' or '"' (an error in it is then reported as a JSON error, not as a missing file), or it
- * is exactly true, false or null (boolean schemas; null is refused as a schema). Anything else
- * is a file name: a file named "true" is ./true (docs/grammar.md). */
+/* --json-schema S: S is the schema itself when it is JSON text: it starts with '{', '[' or '"'
+ * (an error in it is then reported as a JSON error, not as a missing file), or the whole of it
+ * is one JSON value (true and false: boolean schemas; null or 5 are then refused as schemas).
+ * Anything else is a file name: a file named "true" is ./true (docs/grammar.md). */
 static bool schema_is_inline(const char *p) {
     if (*p == '{' || *p == '[' || *p == '"') return true;
-    size_t n = strlen(p);
-    while (n && (p[n - 1] == ' ' || p[n - 1] == '\t' || p[n - 1] == '\n' || p[n - 1] == '\r')) n--;
-    static const char *const words[] = {"true", "false", "null"};
-    for (size_t i = 0; i < 3; i++)
-        if (n == strlen(words[i]) && !memcmp(p, words[i], n)) return true;
-    return false;
+    json_t *v = json_loads(p, JSON_DECODE_ANY, NULL);
+    json_decref(v);
+    return v != NULL;
 }
 
 /* The grammar of --grammar / --json-schema / --json-object (none: r->grammar stays NULL). */
