@@ -1,5 +1,6 @@
 /* qhx_bench_grammar: what a grammar costs per generated token over a real vocabulary.
  *   qhx_bench_grammar TOKENIZER.json [ROUNDS]
+ *   qhx_bench_grammar --compile [ROUNDS]
  * For each (schema, document) pair below, the document (valid under the schema) is tokenized
  * with the tokenizer, and for every token of it, as if a model had sampled it: the full mask
  * with the matcher's cache as generation has it, the same mask walked with the cache emptied
@@ -42,9 +43,55 @@ static double now_ms(void) {
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
+/* --compile: the time to compile GBNF of n rules (chains r_i ::= "a" r_{i+1}, alternatives
+ * root ::= k_0 | ... with k_i ::= "i" ";", and one rule of n alternatives), the best of rounds,
+ * for n = 1k, 8k, 32k: compile time should grow linearly with n. */
+static int bench_compile(int rounds) {
+    static const char *const shapes[] = {"chain", "rule alternatives", "literal alternatives"};
+    static const int sizes[] = {1000, 8000, 32000};
+    size_t cap = (size_t)32 << 20;
+    char *t = malloc(cap);
+    if (!t) return 1;
+    printf("%-22s %8s %10s %12s\n", "grammar", "rules", "bytes", "compile ms");
+    for (int s = 0; s < 3; s++)
+        for (int z = 0; z < 3; z++) {
+            int n = sizes[z];
+            size_t len = 0;
+            if (s == 0) {
+                len += (size_t)snprintf(t + len, cap - len, "root ::= \"a\" r1\n");
+                for (int i = 1; i < n; i++) len += (size_t)snprintf(t + len, cap - len, "r%d ::= \"a\" r%d\n", i, i + 1);
+                len += (size_t)snprintf(t + len, cap - len, "r%d ::= \"b\"\n", n);
+            } else {
+                len += (size_t)snprintf(t + len, cap - len, "root ::= ");
+                for (int i = 0; i < n; i++)
+                    len += (size_t)snprintf(t + len, cap - len, s == 1 ? "%sk%d" : "%s\"w%d\"", i ? " | " : "", i);
+                len += (size_t)snprintf(t + len, cap - len, "\n");
+                for (int i = 0; s == 1 && i < n; i++) len += (size_t)snprintf(t + len, cap - len, "k%d ::= \"%d\" \";\"\n", i, i);
+            }
+            double best = 1e30;
+            for (int r = 0; r < rounds; r++) {
+                qhx_error err = {0};
+                qhx_gm *g = NULL;
+                double t0 = now_ms();
+                if (qhx_gm_parse(t, len, NULL, &g, &err)) {
+                    fprintf(stderr, "%s %d: %s\n", shapes[s], n, err.msg);
+                    free(t);
+                    return 1;
+                }
+                double ms = now_ms() - t0;
+                if (ms < best) best = ms;
+                qhx_gm_free(g);
+            }
+            printf("%-22s %8d %10zu %12.2f\n", shapes[s], n, len, best);
+        }
+    free(t);
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc >= 2 && !strcmp(argv[1], "--compile")) return bench_compile(argc > 2 ? atoi(argv[2]) : 3);
     if (argc < 2) {
-        fprintf(stderr, "usage: qhx_bench_grammar TOKENIZER.json [ROUNDS]\n");
+        fprintf(stderr, "usage: qhx_bench_grammar TOKENIZER.json [ROUNDS] | --compile [ROUNDS]\n");
         return 2;
     }
     int rounds = argc > 2 ? atoi(argv[2]) : 3;

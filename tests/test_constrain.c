@@ -165,6 +165,19 @@ int main(void) {
     qhx_grammar *g2 = NULL;
     CHECK_EQ(qhx_grammar_parse("root ::= \"a", 11, NULL, &g2, &err), QHX_E_FORMAT);
     CHECK(g2 == NULL);
+    /* no sentence at all: refused before any constraint exists, with the reason */
+    CHECK_EQ(qhx_grammar_parse("root ::= []", 11, NULL, &g2, &err), QHX_E_FORMAT);
+    CHECK_CONTAINS(err.msg, "no text matches the grammar");
+    CHECK_EQ(qhx_grammar_from_json_schema("false", 5, &g2, &err), QHX_E_FORMAT);
+    CHECK_CONTAINS(err.msg, "the schema is false");
+    CHECK(g2 == NULL);
+    /* a boolean schema: any JSON value, and a generation under it is one */
+    CHECK_EQ(qhx_grammar_from_json_schema("true", 4, &g2, &err), QHX_OK);
+    CHECK_EQ(run(m, g2, 1.0f, 3, 1, &o, &st), QHX_OK);
+    CHECK(st.stop == QHX_STOP_GRAMMAR || st.stop == QHX_STOP_LENGTH);
+    if (st.stop == QHX_STOP_GRAMMAR) CHECK(is_sentence(m, g2, &o));
+    qhx_grammar_free(g2);
+    g2 = NULL;
     CHECK_EQ(qhx_grammar_from_json_schema("{\"not\": {}}", 11, NULL, &err), QHX_E_ARG);
     qhx_grammar *bad_g = (qhx_grammar *)1;
     CHECK_EQ(qhx_grammar_from_json_schema("{\"not\": {}}", 11, &bad_g, &err), QHX_E_UNSUPPORTED);

@@ -6,6 +6,8 @@
 #include "grammar/grammar.h"
 #include "t.h"
 
+#include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -273,7 +275,7 @@ static void test_schema(void) {
     expect_schema_error("{\"$ref\": \"http://x/y\"}", QHX_E_UNSUPPORTED, "only local references");
     expect_schema_error("{\"$ref\": \"#/$defs/missing\"}", QHX_E_FORMAT, "names nothing");
     expect_schema_error("{\"$defs\": {\"a\": {\"$ref\": \"#/$defs/b\"}, \"b\": {\"$ref\": \"#/$defs/a\"}}, \"$ref\": \"#/$defs/a\"}",
-                        QHX_E_FORMAT, "'$ref' cycle");
+                        QHX_E_FORMAT, "#/$defs/b: no finite value satisfies it (its '$ref's lead back");
     expect_schema_error("{\"type\": \"string\", \"format\": \"uri\"}", QHX_E_UNSUPPORTED, "'format' 'uri'");
     expect_schema_error("{\"type\": \"string\", \"pattern\": \"(?=a)\"}", QHX_E_UNSUPPORTED, "lookarounds");
     expect_schema_error("{\"type\": \"string\", \"maxLength\": 100000}", QHX_E_LIMIT, "'maxLength'");
@@ -397,6 +399,245 @@ static void test_tool_call_json(void) {
     CHECK_CONTAINS(err.msg, "JSON tool call");
 }
 
+
+/* ---- languages with no sentence, tail-call cycles, scale -------------------------------------- */
+
+static void test_empty_language(void) {
+    expect_error("root ::= [^\\x00-\\U0010FFFF]\n", QHX_E_FORMAT, "an empty character class");
+    expect_error("root ::= []\n", QHX_E_FORMAT, "no text matches the grammar: rule 'root'");
+    expect_error("root ::= \"a\" [^\\x00-\\x7F\\x80-\\U0010FFFF] \"b\"\n", QHX_E_FORMAT, "empty character class");
+    /* a rule that never ends: every alternative needs itself again */
+    expect_error("root ::= \"<\" item \">\"\nitem ::= \"x\" item | \"y\" item\n", QHX_E_FORMAT,
+                 "rule 'root' -> rule 'item': every way on leads back");
+    expect_error("root ::= a | b\na ::= b \"x\"\nb ::= \"y\" a\n", QHX_E_FORMAT, "no way to finish");
+    /* a long chain is named from the start to where it dies, the middle left out */
+    char *chain = malloc(64 * 1024);
+    size_t n = (size_t)sprintf(chain, "root ::= r0\n");
+    for (int i = 0; i < 100; i++) n += (size_t)sprintf(chain + n, "r%d ::= \"a\" r%d\n", i, i + 1);
+    sprintf(chain + n, "r100 ::= [^\\x00-\\U0010FFFF]\n");
+    expect_error(chain, QHX_E_FORMAT, "-> ... -> rule 'r99' -> rule 'r100': an empty character class");
+    free(chain);
+    /* an empty language inside one alternative only: the rest works, the dead branch is gone */
+    qhx_gm *g = parse("root ::= \"a\" dead | \"ab\" | [] \"c\"\ndead ::= \"q\" dead\n");
+    CHECK(g != NULL);
+    CHECK_EQ(judge(g, "ab"), 1);
+    CHECK_EQ(judge(g, "a"), 0);
+    CHECK_EQ(judge(g, "aq"), -1); /* the branch that could never finish is not followed */
+    CHECK_EQ(judge(g, "c"), -1);
+    qhx_gm_free(g);
+    /* empty literals (a zero-length copy), the empty sentence */
+    g = parse("root ::= \"\" | \"\" \"a\" \"\"\n");
+    CHECK_EQ(judge(g, ""), 1);
+    CHECK_EQ(judge(g, "a"), 1);
+    qhx_gm_free(g);
+    g = parse("root ::= \"\"\n");
+    CHECK_EQ(judge(g, ""), 1);
+    CHECK_EQ(judge(g, "x"), -1);
+    qhx_gm_match *m = NULL;
+    CHECK(qhx_gm_match_new(g, &m, NULL) == QHX_OK);
+    CHECK_EQ(qhx_gm_match_bytes(m, (const uint8_t *)"", 0, NULL), 1);
+    CHECK(qhx_gm_match_can_end(m) && !qhx_gm_match_can_continue(m));
+    qhx_gm_match_free(m);
+    qhx_gm_free(g);
+}
+
+static void test_tail_cycles(void) {
+    /* a repetition of something that can be empty, nested as deep as one likes */
+    qhx_gm *g = parse("root ::= (\"a\"*)* \"b\"\n");
+    CHECK(g != NULL);
+    CHECK_EQ(judge(g, "b"), 1);
+    CHECK_EQ(judge(g, "aaab"), 1);
+    CHECK_EQ(judge(g, "ba"), -1);
+    qhx_gm_free(g);
+    g = parse("root ::= ((\"a\"? \"b\"?)+)* \"c\" (\"\"*)+\n");
+    CHECK(g != NULL);
+    CHECK_EQ(judge(g, "c"), 1);
+    CHECK_EQ(judge(g, "abbac"), 1);
+    CHECK_EQ(judge(g, "abca"), -1);
+    qhx_gm_free(g);
+    g = parse("root ::= a\na ::= b | \"x\"\nb ::= a\n"); /* rules calling each other last */
+    CHECK_EQ(judge(g, "x"), 1);
+    CHECK_EQ(judge(g, "xx"), -1);
+    qhx_gm_free(g);
+    /* a reference with something after it, back to the start: refused with the user's names */
+    expect_error("root ::= a\na ::= b \"y\" | \"x\"\nb ::= a\n", QHX_E_FORMAT, "left-recursive");
+    expect_error("root ::= (root \"a\")? \"b\"\n", QHX_E_FORMAT, "rule 'root' is left-recursive");
+    expect_error("root ::= x\nx ::= (\"a\"* x \"b\")*\n", QHX_E_FORMAT, "rule 'x' is left-recursive");
+    /* the user's rule named like a generated one is the user's */
+    g = parse("root ::= \"(\" root-5 \")\"\nroot-5 ::= \"q\"\n");
+    CHECK_EQ(judge(g, "(q)"), 1);
+    qhx_gm_free(g);
+}
+
+static void test_scale(void) {
+    /* 10000 alternatives, one parse each: the first byte ends all but one */
+    size_t cap = 1 << 20, n = 0;
+    char *t = malloc(cap);
+    n += (size_t)snprintf(t + n, cap - n, "root ::= ");
+    for (int i = 0; i < 10000; i++) n += (size_t)snprintf(t + n, cap - n, "%s\"w%05d\"", i ? " | " : "", i);
+    snprintf(t + n, cap - n, "\n");
+    qhx_gm *g = parse(t);
+    CHECK(g != NULL);
+    CHECK_EQ(judge(g, "w09999"), 1);
+    CHECK_EQ(judge(g, "w0999"), 0);
+    CHECK_EQ(judge(g, "w10000"), -1);
+    qhx_gm_free(g);
+    /* the same through 10000 rules of their own */
+    n = (size_t)snprintf(t, cap, "root ::= ");
+    for (int i = 0; i < 10000; i++) n += (size_t)snprintf(t + n, cap - n, "%sk%d", i ? " | " : "", i);
+    n += (size_t)snprintf(t + n, cap - n, "\n");
+    for (int i = 0; i < 10000; i++) n += (size_t)snprintf(t + n, cap - n, "k%d ::= \"%d\" \";\"\n", i, i);
+    g = parse(t);
+    CHECK(g != NULL);
+    CHECK_EQ(judge(g, "4321;"), 1);
+    CHECK_EQ(judge(g, "43210;"), -1);
+    qhx_gm_free(g);
+    /* a chain of 32000 rules compiles (docs/grammar.md has the times) */
+    n = 0;
+    n += (size_t)snprintf(t + n, cap - n, "root ::= \"a\" r1\n");
+    for (int i = 1; i < 32000; i++) n += (size_t)snprintf(t + n, cap - n, "r%d ::= \"a\" r%d\n", i, i + 1);
+    snprintf(t + n, cap - n, "r32000 ::= \"b\"\n");
+    g = parse(t);
+    CHECK(g != NULL);
+    qhx_gm_free(g);
+    /* over the rule cap: refused by the count before anything is built */
+    n = 0;
+    for (int i = 0; i <= QHX_GM_MAX_RULES && n + 32 < cap; i++) n += (size_t)snprintf(t + n, cap - n, "r%d ::= \"a\"\n", i);
+    expect_error(t, QHX_E_LIMIT, "rule definitions, the limit is");
+    free(t);
+}
+
+/* ---- JSON Schema: contradictions, references, booleans, decimal bounds ------------------------ */
+
+static void test_schema_contradictions(void) {
+    expect_schema_error("{\"type\": \"string\", \"const\": 5}", QHX_E_FORMAT, "#: 'const' 5 is not of 'type' \"string\"");
+    expect_schema_error("{\"type\": [\"string\", \"null\"], \"enum\": [1, 2]}", QHX_E_FORMAT, "no value of 'enum' is of 'type'");
+    expect_schema_error("{\"type\": \"object\", \"required\": [\"x\"], \"additionalProperties\": false}", QHX_E_FORMAT,
+                        "'required' names 'x', which is not in 'properties'");
+    expect_schema_error("{\"properties\": {\"a\": false}, \"required\": [\"a\"]}", QHX_E_FORMAT,
+                        "#/properties/a: the schema is false");
+    expect_schema_error("false", QHX_E_FORMAT, "#: the schema is false");
+    expect_schema_error("{\"minLength\": 3, \"maxLength\": 2}", QHX_E_FORMAT, "'maxLength' 2 is below 'minLength' 3");
+    expect_schema_error("{\"type\": \"array\", \"minItems\": 3, \"maxItems\": 1}", QHX_E_FORMAT, "'maxItems' 1 is below");
+    expect_schema_error("{\"prefixItems\": [{}], \"items\": false, \"minItems\": 2}", QHX_E_FORMAT, "'items' is false");
+    expect_schema_error("{\"type\": \"array\", \"items\": false, \"minItems\": 1}", QHX_E_FORMAT, "'items' is false");
+    expect_schema_error("{\"type\": \"number\", \"minimum\": 2, \"maximum\": 1.5}", QHX_E_FORMAT, "no number lies between 'minimum' 2");
+    expect_schema_error("{\"type\": \"number\", \"exclusiveMinimum\": 1, \"maximum\": 1}", QHX_E_FORMAT, "no number lies");
+    expect_schema_error("{\"type\": \"integer\", \"minimum\": 0.5, \"maximum\": 0.7}", QHX_E_FORMAT, "no integer lies between 'minimum' 0.5");
+    expect_schema_error("{\"type\": \"number\", \"minimum\": 0.1234561, \"maximum\": 0.1234562}", QHX_E_FORMAT, "at most 6 decimals");
+    expect_schema_error("{\"$ref\": \"#\"}", QHX_E_FORMAT, "no finite value");
+    expect_schema_error("{\"properties\": {\"a\": {\"$ref\": \"#/properties/a\"}}, \"required\": [\"a\"]}", QHX_E_FORMAT,
+                        "#/properties/a: no finite value");
+    expect_schema_error("{\"type\": \"object\", \"properties\": {\"p\": {\"type\": \"array\", \"items\": {\"enum\": [1], \"type\": \"string\"}, \"minItems\": 1}}, \"required\": [\"p\"]}",
+                        QHX_E_FORMAT, "#/properties/p/items: no value of 'enum'");
+    /* a contradiction where the schema has a way around it: compiles, the way around only */
+    qhx_gm *g = schema("{\"anyOf\": [{\"minLength\": 3, \"maxLength\": 2}, {\"type\": \"null\"}]}");
+    CHECK_EQ(judge(g, "null"), 1);
+    CHECK_EQ(judge(g, "\"\""), -1);
+    qhx_gm_free(g);
+    g = schema("{\"properties\": {\"a\": false, \"b\": {\"type\": \"null\"}}}");
+    CHECK_EQ(judge(g, "{\"b\": null}"), 1);
+    CHECK_EQ(judge(g, "{}"), 1);
+    CHECK_EQ(judge(g, "{\"a\": null}"), -1);
+    qhx_gm_free(g);
+    g = schema("{\"type\": \"integer\", \"enum\": [1.5, 2, \"x\", 3.0]}");
+    CHECK_EQ(judge(g, "2"), 1);
+    CHECK_EQ(judge(g, "3.0"), 1);
+    CHECK_EQ(judge(g, "1.5"), -1);
+    CHECK_EQ(judge(g, "\"x\""), -1);
+    qhx_gm_free(g);
+    g = schema("{\"required\": [\"x\"], \"additionalProperties\": {\"type\": \"integer\"}}");
+    CHECK_EQ(judge(g, "{\"x\": 1}"), 1);
+    CHECK_EQ(judge(g, "{\"x\": \"s\"}"), -1);
+    qhx_gm_free(g);
+    g = schema("{\"anyOf\": [{\"$ref\": \"#\"}, {\"type\": \"null\"}]}");
+    CHECK_EQ(judge(g, "null"), 1);
+    qhx_gm_free(g);
+    g = schema("{\"type\": \"array\", \"items\": {\"type\": \"array\", \"items\": false}, \"maxItems\": 2}");
+    CHECK_EQ(judge(g, "[[], []]"), 1);
+    CHECK_EQ(judge(g, "[[1]]"), -1);
+    qhx_gm_free(g);
+}
+
+static void test_schema_refs_and_booleans(void) {
+    qhx_gm *g = schema("{\"$ref\": \"#/$defs/my%20def\", \"$defs\": {\"my def\": {\"type\": \"integer\"}}}");
+    CHECK_EQ(judge(g, "42"), 1);
+    qhx_gm_free(g);
+    g = schema("{\"$ref\": \"#/$defs/a~1b/properties/t~0\", \"$defs\": {\"a/b\": {\"properties\": {\"t~\": {\"type\": \"null\"}}}}}");
+    CHECK_EQ(judge(g, "null"), 1);
+    CHECK_EQ(judge(g, "1"), -1);
+    qhx_gm_free(g);
+    g = schema("{\"$ref\": \"#/$defs/%25%7e1\", \"$defs\": {\"%~1\": {\"type\": \"boolean\"}, \"%/\": {\"type\": \"null\"}}}");
+    CHECK_EQ(judge(g, "null"), 1); /* percent first, then the pointer's own ~1: "%/", not "%~1" */
+    qhx_gm_free(g);
+    g = schema("{\"prefixItems\": [{\"type\": \"null\"}], \"items\": {\"$ref\": \"#/prefixItems/0\"}}");
+    CHECK_EQ(judge(g, "[null, null]"), 1);
+    CHECK_EQ(judge(g, "[null, 1]"), -1);
+    qhx_gm_free(g);
+    expect_schema_error("{\"$ref\": \"#/$defs/a%2\", \"$defs\": {}}", QHX_E_FORMAT, "two-digit hex");
+    expect_schema_error("{\"$ref\": \"#/$defs/a~2\", \"$defs\": {}}", QHX_E_FORMAT, "'~' must be followed by 0 or 1");
+    expect_schema_error("{\"$ref\": \"#/$defs/l/01\", \"$defs\": {\"l\": [{}, {}]}}", QHX_E_FORMAT, "names nothing");
+    /* boolean schemas, at the top and nested */
+    g = schema("true");
+    CHECK_EQ(judge(g, "[1, {\"a\": null}]"), 1);
+    CHECK_EQ(judge(g, "\"s\""), 1);
+    qhx_gm_free(g);
+    g = schema(" true\n");
+    CHECK(g != NULL);
+    qhx_gm_free(g);
+    g = schema("{\"properties\": {\"a\": true}, \"required\": [\"a\"], \"additionalProperties\": false}");
+    CHECK_EQ(judge(g, "{\"a\": [true]}"), 1);
+    qhx_gm_free(g);
+    expect_schema_error("null", QHX_E_FORMAT, "a schema must be an object or a boolean");
+    expect_schema_error("5", QHX_E_FORMAT, "a schema must be an object or a boolean");
+}
+
+/* Decimal bounds against the arithmetic: every candidate the grammar accepts lies inside, and
+ * every candidate inside (up to 6 decimals) is accepted. */
+static void test_schema_decimal_bounds(void) {
+    static const double B[] = {-2.5, -1, -0.75, 0, 0.1, 0.5, 1, 1.25, 3};
+    int nb = (int)(sizeof B / sizeof B[0]);
+    char js[200], num[40];
+    for (int i = 0; i < nb; i++)
+        for (int j = i; j < nb; j++)
+            for (int ex = 0; ex < 4; ex++) {
+                bool xlo = ex & 1, xhi = ex & 2;
+                if (B[i] == B[j] && (xlo || xhi)) continue;
+                snprintf(js, sizeof js, "{\"type\": \"number\", \"%s\": %g, \"%s\": %g}", xlo ? "exclusiveMinimum" : "minimum",
+                         B[i], xhi ? "exclusiveMaximum" : "maximum", B[j]);
+                qhx_gm *g = schema(js);
+                CHECK(g != NULL);
+                if (!g) continue;
+                for (int k = -80; k <= 80; k++)
+                    for (int d = 0; d <= 3; d++) {
+                        double v = k * 0.05;
+                        snprintf(num, sizeof num, "%.*f", d, v);
+                        double x = atof(num);
+                        if (num[0] == '-' && x == 0) continue; /* "-0": a valid spelling of 0 the grammar may leave out */
+                        bool inside = (xlo ? x > B[i] : x >= B[i] - 1e-12) && (xhi ? x < B[j] : x <= B[j] + 1e-12);
+                        if (xlo && fabs(x - B[i]) < 1e-12) inside = false;
+                        if (xhi && fabs(x - B[j]) < 1e-12) inside = false;
+                        int r = judge(g, num);
+                        if ((r == 1) != inside) fprintf(stderr, "%s: '%s' judged %d\n", js, num, r);
+                        CHECK_EQ(r == 1, inside);
+                    }
+                qhx_gm_free(g);
+            }
+    /* one side only, and far from zero */
+    qhx_gm *g = schema("{\"type\": \"number\", \"minimum\": -2.5}");
+    CHECK_EQ(judge(g, "-2.5"), 1);
+    CHECK_EQ(judge(g, "-2.51"), -1);
+    CHECK_EQ(judge(g, "1234567.125"), 1);
+    qhx_gm_free(g);
+    g = schema("{\"type\": \"number\", \"exclusiveMaximum\": -1000000.5}");
+    CHECK(judge(g, "-1000000.5") != 1); /* a prefix of -1000000.51 */
+    CHECK_EQ(judge(g, "-1000000.500001"), 1);
+    CHECK_EQ(judge(g, "-1000001"), 1);
+    CHECK(judge(g, "-999999") != 1);
+    CHECK_EQ(judge(g, "-999999.9"), -1);
+    qhx_gm_free(g);
+}
+
 int main(void) {
     test_parse_and_match();
     test_ambiguity_cap();
@@ -404,5 +645,11 @@ int main(void) {
     test_schema();
     test_tool_call();
     test_tool_call_json();
+    test_empty_language();
+    test_tail_cycles();
+    test_scale();
+    test_schema_contradictions();
+    test_schema_refs_and_booleans();
+    test_schema_decimal_bounds();
     return t_done("test_grammar");
 }

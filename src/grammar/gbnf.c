@@ -11,6 +11,7 @@ typedef struct ps {
     const char *s, *end, *base;
     gm_builder *b;
     int depth;
+    int32_t scratch; /* a rule the terms build their elements in before they move; -1: none yet */
 } ps;
 
 /* A piece: the elements one term makes (a literal of several bytes, one class, one reference). */
@@ -29,6 +30,13 @@ static int perr(ps *p, const char *what) {
 }
 
 static bool at_end(const ps *p) { return p->s >= p->end; }
+
+/* The scratch rule, emptied. */
+static int32_t scratch(ps *p, int32_t base) {
+    if (p->scratch < 0) p->scratch = gb_rule_anon(p->b, base);
+    gb_rule_clear(p->b, p->scratch);
+    return p->scratch;
+}
 
 /* Spaces, tabs, comments; newlines too when nested (inside parentheses) or when the next
  * line goes on with '|'. */
@@ -126,7 +134,7 @@ static int read_char(ps *p, uint32_t *cp) {
 
 static int parse_literal(ps *p, int32_t base, piece *pc) {
     p->s++; /* the opening quote */
-    int32_t tmp = gb_rule_anon(p->b, base); /* the bytes go through a scratch rule, then move */
+    int32_t tmp = scratch(p, base); /* the bytes go through the scratch rule, then move */
     if (tmp < 0) return -1;
     while (!at_end(p) && *p->s != '"') {
         if (*p->s == '\n') return perr(p, "a literal ends at the end of the line");
@@ -139,7 +147,7 @@ static int parse_literal(ps *p, int32_t base, piece *pc) {
     gb_rule *ru = &p->b->rules[tmp];
     for (int32_t i = 0; i < ru->n; i++)
         if (piece_push(p, pc, ru->e[i].kind, ru->e[i].arg)) return -1;
-    gb_end(p->b, tmp); /* an unused rule that matches the literal: harmless */
+    gb_rule_clear(p->b, tmp);
     return p->b->rc ? -1 : 0;
 }
 
@@ -176,10 +184,10 @@ static int parse_class(ps *p, int32_t base, piece *pc) {
     if (!rc && at_end(p)) rc = perr(p, "unterminated character class");
     if (!rc) {
         p->s++;
-        int32_t tmp = gb_rule_anon(p->b, base);
+        int32_t tmp = scratch(p, base);
         gb_push_cps(p->b, tmp, base, lo, hi, n, negate);
         if (!p->b->rc) rc = piece_push(p, pc, p->b->rules[tmp].e[0].kind, p->b->rules[tmp].e[0].arg);
-        gb_end(p->b, tmp);
+        gb_rule_clear(p->b, tmp);
         if (p->b->rc) rc = -1;
     }
     qhx_free(lo);
@@ -258,10 +266,10 @@ static int parse_term(ps *p, int32_t r) {
     else if (c == '.') {
         p->s++;
         uint32_t none_lo = 1, none_hi = 0;
-        int32_t tmp = gb_rule_anon(p->b, r);
+        int32_t tmp = scratch(p, r);
         gb_push_cps(p->b, tmp, r, &none_lo, &none_hi, 0, true); /* every character */
         if (!p->b->rc) rc = piece_push(p, &pc, p->b->rules[tmp].e[0].kind, p->b->rules[tmp].e[0].arg);
-        gb_end(p->b, tmp);
+        gb_rule_clear(p->b, tmp);
     } else if (c == '(') {
         if (++p->depth > QHX_GM_MAX_NEST) return gb_fail(p->b, QHX_E_LIMIT, "grammar: parentheses nest deeper than %d", QHX_GM_MAX_NEST);
         p->s++;
@@ -358,23 +366,52 @@ static int parse_rule(ps *p) {
     return 0;
 }
 
+/* The rule definitions in text, counted before anything is built so that a text over the cap
+ * is refused at once: lines that start (after blanks) with a name and '::='. Each such line is
+ * a definition (or a syntax error); definitions that share a line are counted by the cap in
+ * the builder instead, which parsing meets in linear time too. */
+static size_t count_definitions(const char *s, size_t len) {
+    size_t n = 0;
+    for (size_t i = 0; i < len;) {
+        while (i < len && (s[i] == ' ' || s[i] == '\t' || s[i] == '\r')) i++;
+        size_t n0 = i;
+        while (i < len && name_char(s[i])) i++;
+        bool named = i > n0;
+        while (i < len && (s[i] == ' ' || s[i] == '\t')) i++;
+        if (named && len - i >= 3 && !memcmp(s + i, "::=", 3)) n++;
+        const char *nl = memchr(s + i, '\n', len - i);
+        i = nl ? (size_t)(nl - s) + 1 : len;
+    }
+    return n;
+}
+
 qhx_status qhx_gm_parse(const char *text, size_t len, const char *root, qhx_gm **out, qhx_error *err) {
+    return gm_parse_labeled(text, len, root, NULL, NULL, out, err);
+}
+
+qhx_status gm_parse_labeled(const char *text, size_t len, const char *root, gb_label_fn label, void *ctx, qhx_gm **out,
+                            qhx_error *err) {
     if (!out) return qhx_fail(err, QHX_E_ARG, "grammar: out is NULL");
     *out = NULL;
     if (!text && len) return qhx_fail(err, QHX_E_ARG, "grammar: text is NULL");
     if (len > QHX_GM_MAX_TEXT) return qhx_fail(err, QHX_E_LIMIT, "grammar: %zu bytes, the limit is %zu", len, QHX_GM_MAX_TEXT);
     if (!root) root = "root";
+    size_t n_defs = count_definitions(text, len);
+    if (n_defs > QHX_GM_MAX_RULES)
+        return qhx_fail(err, QHX_E_LIMIT, "grammar: %zu rule definitions, the limit is %d", n_defs, QHX_GM_MAX_RULES);
     gm_builder b;
     gb_init(&b, err);
-    ps p = {.s = text, .end = text + len, .base = text, .b = &b};
+    b.label = label;
+    b.label_ctx = ctx;
+    ps p = {.s = text, .end = text + len, .base = text, .b = &b, .scratch = -1};
     for (;;) {
         skip_space(&p, true);
         if (at_end(&p) || parse_rule(&p)) break;
     }
     int32_t r = -1;
     if (!b.rc) {
-        for (int32_t k = 0; k < b.n_rules && r < 0; k++)
-            if (!strcmp(b.rules[k].name, root) && b.rules[k].defined) r = k;
+        r = gb_rule_find(&b, root, strlen(root));
+        if (r >= 0 && !b.rules[r].defined) r = -1;
         if (r < 0) gb_fail(&b, QHX_E_FORMAT, "grammar: no rule '%s' (the start rule)", root);
     }
     qhx_status rc = b.rc ? b.rc : gb_finish(&b, r, out);

@@ -6,6 +6,7 @@
 #include "grammar/grammar.h"
 
 #include <stdbool.h>
+#include <string.h>
 
 /* An element of an alternative. Each alternative ends with an END; a position is an index into
  * qhx_gm.elems and names the next element to match. */
@@ -20,6 +21,13 @@ typedef struct gm_cls {
     uint64_t w[4];
 } gm_cls;
 
+/* memcpy / memmove / memcmp that allow n == 0 with a NULL pointer (an empty state, an empty
+ * literal, a token of no bytes): the C library's versions do not. */
+static inline void gm_copy(void *dst, const void *src, size_t n) {
+    if (n) memmove(dst, src, n);
+}
+static inline int gm_cmp(const void *a, const void *b, size_t n) { return n ? memcmp(a, b, n) : 0; }
+
 static inline bool gm_cls_has(const gm_cls *c, uint8_t b) { return (c->w[b >> 6] >> (b & 63)) & 1u; }
 
 struct qhx_gm {
@@ -30,6 +38,7 @@ struct qhx_gm {
     int32_t n_rules, root;
     gm_cls *cls;
     int32_t n_cls;
+    int32_t n_class_elems; /* class positions: how many stacks may live without any ambiguity */
 };
 
 /* ---- the builder ------------------------------------------------------------------------------ */
@@ -37,8 +46,15 @@ typedef struct gb_rule {
     char *name;
     gm_elem *e; /* alternatives, each ended by an END */
     int32_t n, cap;
+    int32_t owner; /* the rule the user named that this one was made for (itself when named) */
     bool defined;
 } gb_rule;
+
+/* What a front end says about its own rules in messages: for the named rule `rule`, why 0 (it
+ * is where the language empties: GB_WHY_EMPTY_CLASS / GB_WHY_CYCLE) or GB_WHY_WHERE (just where
+ * it is), written into buf. 1 when it wrote one, 0 to leave the default ("rule 'x'"). */
+enum { GB_WHY_WHERE = 0, GB_WHY_EMPTY_CLASS = 1, GB_WHY_CYCLE = 2 };
+typedef int (*gb_label_fn)(void *ctx, const char *rule, int why, char *buf, size_t size);
 
 typedef struct gm_builder {
     gb_rule *rules;
@@ -46,6 +62,12 @@ typedef struct gm_builder {
     gm_cls *cls;
     int32_t n_cls, cap_cls;
     int64_t n_elems; /* all rules together, for the cap */
+    int32_t *names;  /* named rules by name (open addressing, -1 empty; anonymous ones not in it) */
+    size_t names_mask;
+    int32_t *cls_ht; /* classes by content, the same way */
+    size_t cls_mask;
+    gb_label_fn label; /* NULL: messages name the rules as the text does */
+    void *label_ctx;
     qhx_error *err;
     qhx_status rc;   /* first failure, sticky */
 } gm_builder;
@@ -54,6 +76,10 @@ void gb_init(gm_builder *b, qhx_error *err);
 void gb_deinit(gm_builder *b);
 /* The rule named name (n bytes), created when new. -1 on failure (b->rc set). */
 int32_t gb_rule_named(gm_builder *b, const char *name, size_t n);
+/* The named rule, or -1 when there is none (nothing created). */
+int32_t gb_rule_find(const gm_builder *b, const char *name, size_t n);
+/* Forget rule r's elements (a scratch rule reused). */
+void gb_rule_clear(gm_builder *b, int32_t r);
 /* A new rule named after base ("value-3"). -1 on failure. */
 int32_t gb_rule_anon(gm_builder *b, int32_t base);
 /* Append an element to rule r's current alternative; gb_end closes the alternative. */
@@ -67,8 +93,12 @@ int32_t gb_class(gm_builder *b, const gm_cls *c);
 void gb_push_cps(gm_builder *b, int32_t r, int32_t base, const uint32_t *lo, const uint32_t *hi, int n, bool negate);
 /* Append code point cp as its UTF-8 bytes. */
 void gb_push_cp(gm_builder *b, int32_t r, uint32_t cp);
-/* Check (every rule defined, no left recursion) and compile; *out owned. */
+/* Check (every rule defined, no harmful left recursion, the start rule matches some text) and
+ * compile, leaving out the alternatives that can never complete; *out owned. */
 qhx_status gb_finish(gm_builder *b, int32_t root, qhx_gm **out);
+/* qhx_gm_parse with the front end's names in messages (label, ctx: see gb_label_fn). */
+qhx_status gm_parse_labeled(const char *text, size_t len, const char *root, gb_label_fn label, void *ctx, qhx_gm **out,
+                            qhx_error *err);
 /* Failure helper: records the first error. Returns -1. */
 int gb_fail(gm_builder *b, qhx_status code, const char *fmt, ...) QHX_PRINTF(3, 4);
 

@@ -156,9 +156,14 @@ static int closure(qhx_gm_match *m, bool *end, qhx_error *err) {
         int32_t p = m->pos[id];
         const gm_elem *e = &g->elems[p];
         if (e->kind == GM_CLASS) {
-            if (++added > QHX_GM_MAX_STACKS) {
-                qhx_fail(err, QHX_E_LIMIT, "grammar: more than %d live parse stacks (the grammar is too ambiguous)",
-                         QHX_GM_MAX_STACKS);
+            /* stacks that differ in their top position are the grammar's alternatives side by
+             * side (a list of 10000 words has 10000 before the first byte, and the first byte
+             * ends all but a few): the grammar's class positions are free, ambiguity is what
+             * comes on top of them */
+            if (++added > QHX_GM_MAX_STACKS + g->n_class_elems) {
+                qhx_fail(err, QHX_E_LIMIT, "grammar: more than %d live parse stacks (%d over the grammar's %d "
+                         "character positions: the grammar is too ambiguous)",
+                         QHX_GM_MAX_STACKS + g->n_class_elems, QHX_GM_MAX_STACKS, g->n_class_elems);
                 return -1;
             }
             if (buf_reserve(m, 1, err)) return -1;
@@ -220,8 +225,8 @@ static int set_cur(qhx_gm_match *m, const int32_t *ids, int32_t n, bool end, qhx
         m->cur = c;
         m->cap_cur = n;
     }
-    memmove(m->cur, ids, (size_t)n * sizeof *ids);
-    qsort(m->cur, (size_t)n, sizeof *m->cur, cmp_i32);
+    gm_copy(m->cur, ids, (size_t)n * sizeof *ids);
+    if (n > 1) qsort(m->cur, (size_t)n, sizeof *m->cur, cmp_i32); /* cur may be NULL when n is 0 */
     m->n_cur = n;
     m->cur_end = end;
     return 0;
@@ -270,7 +275,7 @@ static int compact(qhx_gm_match *m, qhx_error *err) {
     qhx_free(map);
     qhx_free(opos);
     qhx_free(opar);
-    if (!rc) qsort(m->cur, (size_t)m->n_cur, sizeof *m->cur, cmp_i32);
+    if (!rc && m->n_cur > 1) qsort(m->cur, (size_t)m->n_cur, sizeof *m->cur, cmp_i32);
     gm_cache_clear(m);
     gm_sets_clear(m);
     m->gen = 0;
@@ -289,6 +294,7 @@ static int start_state(qhx_gm_match *m, qhx_error *err) {
     next_gen(m);
     m->n_buf = 0;
     m->n_work = 0;
+    if (buf_reserve(m, 1, err)) return -1; /* never NULL, even for a state of no stacks */
     bool end = false;
     for (int32_t a = g->rule_alt[g->root]; a < g->rule_alt[g->root + 1]; a++) {
         int32_t c = node(m, g->alt_pos[a], -1, err);
@@ -351,7 +357,7 @@ int qhx_gm_match_bytes(qhx_gm_match *m, const uint8_t *p, size_t n, qhx_error *e
 int gm_scratch_cur(qhx_gm_match *m, qhx_error *err) {
     m->n_buf = 0;
     if (buf_reserve(m, (size_t)m->n_cur, err)) return -1;
-    memcpy(m->buf, m->cur, (size_t)m->n_cur * sizeof *m->cur);
+    gm_copy(m->buf, m->cur, (size_t)m->n_cur * sizeof *m->cur);
     m->n_buf = (size_t)m->n_cur;
     return 0;
 }

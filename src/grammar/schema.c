@@ -7,12 +7,14 @@
  * escapes and never equal a declared name, \u escapes leave out surrogates (so lengths count
  * as a validator counts), bounded numbers have no exponent, formats are strict patterns
  * (dates up to the 28th). */
+#include "grammar/gm_internal.h"
 #include "grammar/gm_schema.h"
 
 #include "core/alloc.h"
 #include "io/json.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -24,6 +26,13 @@ typedef struct ref_entry {
     char name[24];
 } ref_entry;
 
+/* Where the rules come from, for messages: rules s<first> on were made at path (each range
+ * starts where the path changed); why: the rules that stand for a contradiction, by name. */
+typedef struct rule_origin {
+    int first;
+    char *path;
+} rule_origin;
+
 typedef struct sc {
     json_t *root;
     sb out;
@@ -31,6 +40,11 @@ typedef struct sc {
     int depth;
     ref_entry *refs;
     int n_refs, cap_refs, ref_serial;
+    json_t *ref_index; /* ref text -> index into refs */
+    rule_origin *origin;
+    int n_origin, cap_origin;
+    json_t *ref_paths; /* "refN" -> the reference it resolves */
+    json_t *why;       /* "sN" -> why no value satisfies it */
     char path[512];
     qhx_error *err;
     qhx_status rc;
@@ -51,7 +65,43 @@ static int fail(sc *c, qhx_status code, const char *fmt, ...) {
     return -1;
 }
 
-static void new_rule(sc *c, char name[24]) { snprintf(name, 24, "s%d", ++c->n_rules); }
+/* k new rules s<n_rules + 1> ..; the first one's number. Their origin is the current path. */
+static int more_rules(sc *c, int k) {
+    int first = c->n_rules + 1;
+    c->n_rules += k;
+    const char *here = c->path[0] ? c->path : "#";
+    if (c->n_origin && !strcmp(c->origin[c->n_origin - 1].path, here)) return first;
+    if (c->n_origin == c->cap_origin) {
+        int cap = c->cap_origin ? c->cap_origin * 2 : 32;
+        rule_origin *o = qhx_realloc(c->origin, (size_t)cap * sizeof *o);
+        if (!o) return fail(c, QHX_E_NOMEM, "out of memory"), first;
+        c->origin = o;
+        c->cap_origin = cap;
+    }
+    char *p = qhx_strdup(here);
+    if (!p) return fail(c, QHX_E_NOMEM, "out of memory"), first;
+    c->origin[c->n_origin++] = (rule_origin){first, p};
+    return first;
+}
+
+static void new_rule(sc *c, char name[24]) { snprintf(name, 24, "s%d", more_rules(c, 1)); }
+
+/* A rule no value satisfies (an empty character class), for a contradiction in the schema: the
+ * grammar's emptiness check decides whether the whole schema is empty (a contradiction inside
+ * one branch of anyOf, or an optional property, leaves the rest); if it is, why is the
+ * message. */
+static int never(sc *c, char name[24], const char *fmt, ...) QHX_PRINTF(3, 4);
+static int never(sc *c, char name[24], const char *fmt, ...) {
+    char msg[300];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    new_rule(c, name);
+    if (!c->why && !(c->why = json_object())) return fail(c, QHX_E_NOMEM, "out of memory");
+    json_object_set_new(c->why, name, json_string_nocheck(msg));
+    return sb_printf(&c->out, "%s ::= []\n", name);
+}
 
 /* Shared rules, written once at the top. */
 static const char PRELUDE[] =
@@ -118,38 +168,90 @@ static int comp_at(sc *c, json_t *s, const char *seg, char name[24]) {
     return rc;
 }
 
-/* A JSON value as a literal (enum, const). */
-static int lit_value(sc *c, json_t *v) {
-    char *t = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
-    if (!t) return fail(c, QHX_E_NOMEM, "out of memory");
-    sb_lit(&c->out, t, strlen(t));
-    qhx_free(t); /* jansson allocates through the funnel */
+/* Whether v is of the JSON Schema type named t ("integer": a number with no fraction). */
+static bool of_type(json_t *v, const char *t) {
+    if (!strcmp(t, "integer")) return json_is_integer(v) || (json_is_real(v) && json_real_value(v) == floor(json_real_value(v)));
+    if (!strcmp(t, "number")) return json_is_number(v);
+    if (!strcmp(t, "string")) return json_is_string(v);
+    if (!strcmp(t, "boolean")) return json_is_boolean(v);
+    if (!strcmp(t, "null")) return json_is_null(v);
+    if (!strcmp(t, "object")) return json_is_object(v);
+    if (!strcmp(t, "array")) return json_is_array(v);
+    return false;
+}
+
+/* Whether v satisfies "type" (a name or a list of names; absent: anything). */
+static int type_allows(sc *c, json_t *type, json_t *v, bool *ok) {
+    *ok = true;
+    if (!type) return 0;
+    if (json_is_string(type)) {
+        *ok = of_type(v, json_string_value(type));
+        return 0;
+    }
+    if (!json_is_array(type)) return fail(c, QHX_E_FORMAT, "'type' must be a type name or a list of them");
+    *ok = false;
+    for (size_t i = 0; i < json_array_size(type); i++) {
+        json_t *t = json_array_get(type, i);
+        if (!json_is_string(t)) return fail(c, QHX_E_FORMAT, "'type' must hold strings");
+        *ok |= of_type(v, json_string_value(t));
+    }
     return 0;
 }
 
+/* enum / const: the values as literals, those "type" leaves out dropped (a value of another
+ * type would not validate). None left: a contradiction (never). */
 static int comp_enum(sc *c, json_t *s, char name[24]) {
-    json_t *e = json_object_get(s, "enum"), *k = json_object_get(s, "const");
+    json_t *e = json_object_get(s, "enum"), *k = json_object_get(s, "const"), *type = json_object_get(s, "type");
     if (e && (!json_is_array(e) || json_array_size(e) == 0))
         return fail(c, QHX_E_FORMAT, "'enum' must be a non-empty array");
     if (e && json_array_size(e) > QHX_GM_MAX_REPEAT)
         return fail(c, QHX_E_LIMIT, "'enum' has %zu values, the limit is %d", json_array_size(e), QHX_GM_MAX_REPEAT);
-    new_rule(c, name);
-    sb_printf(&c->out, "%s ::= ", name);
-    if (k) {
-        if (lit_value(c, k)) return -1;
-    } else {
-        for (size_t i = 0; i < json_array_size(e); i++) {
-            if (i) sb_put(&c->out, " | ", 3);
-            if (lit_value(c, json_array_get(e, i))) return -1;
+    size_t n = k ? 1 : json_array_size(e), kept = 0;
+    sb alts = {0};
+    int rc = 0;
+    for (size_t i = 0; i < n && !rc; i++) {
+        json_t *v = k ? k : json_array_get(e, i);
+        bool ok;
+        if ((rc = type_allows(c, type, v, &ok)) || !ok) continue;
+        char *t = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+        if (!t) {
+            rc = fail(c, QHX_E_NOMEM, "out of memory");
+            break;
         }
+        if (kept++) sb_put(&alts, " | ", 3);
+        sb_lit(&alts, t, strlen(t));
+        qhx_free(t); /* jansson allocates through the funnel */
     }
-    sb_put(&c->out, "\n", 1);
-    return 0;
+    if (!rc && alts.failed) rc = fail(c, alts.failed == 2 ? QHX_E_LIMIT : QHX_E_NOMEM, "'enum' is too large");
+    if (!rc && !kept) {
+        char *ts = json_dumps(type, JSON_COMPACT | JSON_ENCODE_ANY);
+        if (k) {
+            char *ks = json_dumps(k, JSON_COMPACT | JSON_ENCODE_ANY);
+            rc = never(c, name, "'const' %.60s is not of 'type' %.60s: no value satisfies both", ks ? ks : "?", ts ? ts : "?");
+            qhx_free(ks);
+        } else {
+            rc = never(c, name, "no value of 'enum' is of 'type' %.60s: no value satisfies both", ts ? ts : "?");
+        }
+        qhx_free(ts);
+    } else if (!rc) {
+        new_rule(c, name);
+        sb_printf(&c->out, "%s ::= ", name);
+        sb_put(&c->out, alts.p, alts.n);
+        sb_put(&c->out, "\n", 1);
+    }
+    qhx_free(alts.p);
+    return rc;
 }
 
 /* ---- $ref ------------------------------------------------------------------------------------- */
 
-/* The schema a local reference names ("#", "#/$defs/x", any JSON pointer into the document). */
+static int hex_val(char ch) {
+    return ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : ch >= 'A' && ch <= 'F' ? ch - 'A' + 10 : -1;
+}
+
+/* The schema a local reference names ("#", "#/$defs/x", any JSON pointer into the document).
+ * The pointer is a URI fragment: percent escapes (%20, %25) are decoded first, then the JSON
+ * pointer's own ~1 ('/') and ~0 ('~'), each segment on its own (so "~01" is "~1"). */
 static json_t *resolve(sc *c, const char *ref) {
     if (ref[0] != '#') return fail(c, QHX_E_UNSUPPORTED, "'$ref' '%s': only local references (#...) are supported", ref), NULL;
     json_t *at = c->root;
@@ -157,20 +259,34 @@ static json_t *resolve(sc *c, const char *ref) {
     if (*p && *p != '/') return fail(c, QHX_E_UNSUPPORTED, "'$ref' '%s': anchors are not supported", ref), NULL;
     while (*p == '/') {
         p++;
-        char seg[256];
-        size_t n = 0;
-        while (*p && *p != '/') {
+        char raw[256], seg[256];
+        size_t n = 0, k = 0;
+        for (; *p && *p != '/'; n++) {
             char ch = *p++;
-            if (ch == '~' && (*p == '0' || *p == '1')) ch = *p++ == '0' ? '~' : '/';
-            if (n + 1 >= sizeof seg) return fail(c, QHX_E_LIMIT, "'$ref' '%s': a segment is too long", ref), NULL;
-            seg[n++] = ch;
+            if (ch == '%') {
+                int hi = hex_val(p[0]), lo = hi < 0 ? -1 : hex_val(p[1]);
+                if (lo < 0) return fail(c, QHX_E_FORMAT, "'$ref' '%s': '%%' must start a two-digit hex escape", ref), NULL;
+                ch = (char)(hi << 4 | lo);
+                p += 2;
+            }
+            if (n + 1 >= sizeof raw) return fail(c, QHX_E_LIMIT, "'$ref' '%s': a segment is longer than %zu bytes", ref, sizeof raw - 1), NULL;
+            raw[n] = ch;
         }
-        seg[n] = '\0';
-        if (json_is_object(at)) at = json_object_get(at, seg);
+        for (size_t i = 0; i < n; i++) {
+            char ch = raw[i];
+            if (ch == '~') {
+                if (i + 1 >= n || (raw[i + 1] != '0' && raw[i + 1] != '1'))
+                    return fail(c, QHX_E_FORMAT, "'$ref' '%s': '~' must be followed by 0 or 1 in a JSON pointer", ref), NULL;
+                ch = raw[++i] == '0' ? '~' : '/';
+            }
+            seg[k++] = ch;
+        }
+        if (json_is_object(at)) at = json_object_getn(at, seg, k);
         else if (json_is_array(at)) {
+            seg[k] = '\0';
             char *end;
             long i = strtol(seg, &end, 10);
-            at = *end || i < 0 ? NULL : json_array_get(at, (size_t)i);
+            at = *end || !k || i < 0 || (seg[0] == '0' && k > 1) ? NULL : json_array_get(at, (size_t)i);
         } else at = NULL;
         if (!at) return fail(c, QHX_E_FORMAT, "'$ref' '%s' names nothing in the document", ref), NULL;
     }
@@ -178,11 +294,12 @@ static json_t *resolve(sc *c, const char *ref) {
 }
 
 static int comp_ref(sc *c, const char *ref, char name[24]) {
-    for (int i = 0; i < c->n_refs; i++)
-        if (!strcmp(c->refs[i].ref, ref)) {
-            memcpy(name, c->refs[i].name, 24);
-            return 0;
-        }
+    if (!c->ref_index && !(c->ref_index = json_object())) return fail(c, QHX_E_NOMEM, "out of memory");
+    json_t *known = json_object_get(c->ref_index, ref);
+    if (known) {
+        memcpy(name, c->refs[json_integer_value(known)].name, 24);
+        return 0;
+    }
     json_t *target = resolve(c, ref);
     if (!target) return -1;
     if (c->n_refs == c->cap_refs) {
@@ -197,12 +314,16 @@ static int comp_ref(sc *c, const char *ref, char name[24]) {
     /* the rule's name is known before its body is compiled, so a recursive schema refers to it */
     snprintf(e->name, sizeof e->name, "ref%d", ++c->ref_serial);
     memcpy(name, e->name, 24);
+    if (json_object_set_new(c->ref_index, ref, json_integer(c->n_refs)) ||
+        (!c->ref_paths && !(c->ref_paths = json_object())) || json_object_set_new(c->ref_paths, e->name, json_string(ref)))
+        return qhx_free(e->ref), fail(c, QHX_E_NOMEM, "out of memory");
     c->n_refs++;
     char body[24];
-    size_t at = strlen(c->path);
+    char saved[sizeof c->path];
+    memcpy(saved, c->path, sizeof saved);
     snprintf(c->path, sizeof c->path, "%s", ref);
     if (comp(c, target, body)) return -1;
-    c->path[at] = '\0';
+    memcpy(c->path, saved, sizeof saved);
     return sb_printf(&c->out, "%s ::= %s\n", name, body);
 }
 
@@ -258,11 +379,12 @@ static int comp_string(sc *c, json_t *s, char name[24]) {
         char why[200];
         if (gm_regex_to_gbnf(json_string_value(pat), &c->out, why, sizeof why))
             return fail(c, QHX_E_UNSUPPORTED, "'pattern': %s", why);
-        return sb_put(&c->out, " \"\\\"\"\n", 5);
+        return sb_printf(&c->out, " \"\\\"\"\n");
     }
     int64_t lo, hi;
     if (get_count(c, s, "minLength", 0, &lo) || get_count(c, s, "maxLength", -1, &hi)) return -1;
-    if (hi >= 0 && hi < lo) return fail(c, QHX_E_FORMAT, "'maxLength' %lld is below 'minLength' %lld", (long long)hi, (long long)lo);
+    if (hi >= 0 && hi < lo)
+        return never(c, name, "'maxLength' %lld is below 'minLength' %lld: no string satisfies both", (long long)hi, (long long)lo);
     if (!lens) {
         snprintf(name, 24, "j-string");
         return 0;
@@ -276,31 +398,35 @@ static int comp_string(sc *c, json_t *s, char name[24]) {
 
 #define NUM_LIMIT 1e15
 
-/* The bounds of s as integers the value may take: [*lo, *hi] (has_lo/has_hi: bounded), and
- * *fhi: the largest integer part a fraction may follow (i + 1 <= the upper bound). */
-static int int_bounds(sc *c, json_t *s, bool *has_lo, int64_t *lo, bool *has_hi, int64_t *hi, int64_t *fhi) {
+/* A bound of a number: minimum / exclusiveMinimum, maximum / exclusiveMaximum, the tighter one
+ * when both are there. key: the keyword it came from (for messages). */
+typedef struct nbound {
+    bool set, excl;
+    double v;
+    const char *key;
+} nbound;
+
+static int read_bounds(sc *c, json_t *s, nbound *lo, nbound *hi) {
     static const char *const keys[4] = {"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"};
-    *has_lo = *has_hi = false;
-    *lo = *hi = *fhi = 0;
+    *lo = *hi = (nbound){0};
     for (int k = 0; k < 4; k++) {
         json_t *v = json_object_get(s, keys[k]);
         if (!v) continue;
         if (!json_is_number(v)) return fail(c, QHX_E_UNSUPPORTED, "'%s' must be a number (draft 4 booleans are not supported)", keys[k]);
         double d = json_number_value(v);
         if (!(fabs(d) <= NUM_LIMIT)) return fail(c, QHX_E_LIMIT, "'%s' %g is beyond +-1e15", keys[k], d);
-        if (k < 2) {
-            int64_t b = k == 0 ? (int64_t)ceil(d) : (int64_t)floor(d) + 1;
-            if (!*has_lo || b > *lo) *lo = b;
-            *has_lo = true;
-        } else {
-            int64_t b = k == 2 ? (int64_t)floor(d) : (int64_t)ceil(d) - 1;
-            int64_t f = (int64_t)floor(d) - 1;
-            if (!*has_hi || b < *hi) *hi = b, *fhi = f;
-            *has_hi = true;
-        }
+        nbound *b = k < 2 ? lo : hi;
+        bool excl = k & 1, tighter = !b->set || (k < 2 ? d > b->v : d < b->v) || (d == b->v && excl);
+        if (tighter) *b = (nbound){true, excl, d, keys[k]};
     }
-    if (*has_lo && *has_hi && *hi < *lo) return fail(c, QHX_E_FORMAT, "no integer lies between the minimum and the maximum");
     return 0;
+}
+
+/* The integers the bounds allow: [*ilo, *ihi] on the sides that are set. */
+static void int_bounds(const nbound *lo, const nbound *hi, int64_t *ilo, int64_t *ihi) {
+    *ilo = *ihi = 0;
+    if (lo->set) *ilo = lo->excl ? (int64_t)floor(lo->v) + 1 : (int64_t)ceil(lo->v);
+    if (hi->set) *ihi = hi->excl ? (int64_t)ceil(hi->v) - 1 : (int64_t)floor(hi->v);
 }
 
 /* Digits of x (x >= 0). */
@@ -384,24 +510,163 @@ static void int_range(sb *b, bool has_lo, int64_t lo, bool has_hi, int64_t hi) {
     sb_put(b, ")", 1);
 }
 
+/* A non-negative decimal bound as written with at most 6 fraction digits: ip, then f (the
+ * 6 digits); strict: the bound itself is excluded. A bound with more digits is rounded
+ * inwards (up for a lower bound, down for an upper one) and then included: every number of
+ * 6 digits past that is strictly inside. */
+typedef struct dec {
+    bool set, strict;
+    int64_t ip;
+    char f[7];
+} dec;
+
+static dec to_dec(double m, bool lower, bool excl) {
+    dec d = {.set = true};
+    double ip = floor(m), x = (m - ip) * 1e6, r = nearbyint(x);
+    bool exact = fabs(x - r) < 1e-4; /* 0.1 is 0.1000000000000000055: the text meant 0.1 */
+    double f = exact ? r : lower ? ceil(x) : floor(x);
+    if (f >= 1e6) f -= 1e6, ip += 1;
+    d.ip = (int64_t)ip;
+    d.strict = excl && exact;
+    snprintf(d.f, sizeof d.f, "%06d", (int)f);
+    return d;
+}
+
+static bool zeros(const char *s) {
+    for (; *s; s++)
+        if (*s != '0') return false;
+    return true;
+}
+
+/* Digit strings D of 1..k digits (0..k when may_stop) whose value as a fraction (D padded
+ * with zeros to k digits) is >= a (> when as) and <= z (< when zs); a or z NULL: that side
+ * unbounded. As a GBNF group; "[]" when none. */
+static void frac_range(sb *b, const char *a, bool as, const char *z, bool zs, bool may_stop) {
+    int k = (int)strlen(a ? a : z ? z : "000000");
+    if (a && zeros(a) && !as) a = NULL; /* >= 0: no bound at all */
+    bool stop = may_stop && (!a || (zeros(a) && !as)) && (!z || !(zeros(z) && zs));
+    bool any = false;
+    sb_put(b, "(", 1);
+    if (stop) sb_put(b, "\"\"", 2), any = true;
+    if (k > 0) {
+        int lo = a ? a[0] - '0' : 0, hi = z ? z[0] - '0' : 9;
+        for (int d = lo; d <= hi; d++) {
+            bool on_a = a && d == lo, on_z = z && d == hi;
+            if (on_a || on_z) {
+                if (any) sb_put(b, " | ", 3);
+                sb_printf(b, "\"%d\" ", d);
+                frac_range(b, on_a ? a + 1 : NULL, as, on_z ? z + 1 : NULL, zs, true);
+                any = true;
+                continue;
+            }
+            int d2 = d; /* a run of free digits */
+            while (d2 + 1 <= hi && !(z && d2 + 1 == hi)) d2++;
+            if (any) sb_put(b, " | ", 3);
+            sb_printf(b, "[%d-%d]", d, d2);
+            if (k > 1) sb_printf(b, " [0-9]{0,%d}", k - 1);
+            any = true;
+            d = d2;
+        }
+    }
+    if (!any) sb_put(b, "[]", 2);
+    sb_put(b, ")", 1);
+}
+
+/* Whether [a, z] holds no number of at most 6 fraction digits. */
+static bool dec_empty(const dec *a, const dec *z) {
+    if (!z->set) return false;
+    int c = a->ip != z->ip ? (a->ip < z->ip ? -1 : 1) : strcmp(a->f, z->f);
+    return c > 0 || (c == 0 && (a->strict || z->strict));
+}
+
+/* Non-negative decimals in [a, z] (z unset: unbounded), at most 6 fraction digits, no
+ * exponent, as GBNF alternatives (appended after " | " when *any). */
+static void magnitudes(sb *b, const dec *a, const dec *z, bool *any) {
+    if (dec_empty(a, z)) return;
+    /* whole numbers */
+    int64_t ilo = a->ip + (!zeros(a->f) || a->strict), ihi = z->set ? z->ip - (zeros(z->f) && z->strict) : -1;
+    if (!z->set || ilo <= ihi) {
+        sb_put(b, *any ? " | " : "", *any ? 3 : 0), *any = true;
+        nonneg(b, ilo, z->set ? ihi : -1);
+    }
+    /* fractions: any after integer parts strictly between the bounds' own */
+    if (!z->set || a->ip + 1 <= z->ip - 1) {
+        sb_put(b, *any ? " | " : "", *any ? 3 : 0), *any = true;
+        nonneg(b, a->ip + 1, z->set ? z->ip - 1 : -1);
+        sb_put(b, " \".\" [0-9]{1,6}", 15);
+    }
+    char ip[24];
+    snprintf(ip, sizeof ip, "\"%lld.\" ", (long long)a->ip);
+    sb_put(b, *any ? " | " : "", *any ? 3 : 0), *any = true;
+    sb_put(b, ip, strlen(ip));
+    if (z->set && z->ip == a->ip) { /* one integer part: the fraction between both */
+        frac_range(b, a->f, a->strict, z->f, z->strict, false);
+        return;
+    }
+    frac_range(b, a->f, a->strict, NULL, false, false);
+    if (z->set) {
+        snprintf(ip, sizeof ip, "\"%lld.\" ", (long long)z->ip);
+        sb_put(b, " | ", 3);
+        sb_put(b, ip, strlen(ip));
+        frac_range(b, NULL, false, z->f, z->strict, false);
+    }
+}
+
 static int comp_number(sc *c, json_t *s, bool integer, char name[24]) {
-    bool has_lo, has_hi;
-    int64_t lo, hi, fhi;
-    if (int_bounds(c, s, &has_lo, &lo, &has_hi, &hi, &fhi)) return -1;
-    if (!has_lo && !has_hi) {
+    nbound lo, hi;
+    if (read_bounds(c, s, &lo, &hi)) return -1;
+    if (!lo.set && !hi.set) {
         snprintf(name, 24, integer ? "j-int" : "j-number");
         return 0;
     }
-    new_rule(c, name);
-    sb_printf(&c->out, "%s ::= ", name);
-    int_range(&c->out, has_lo, lo, has_hi, hi);
-    int64_t flo = has_lo && lo > 0 ? lo : 0;
-    if (!integer && (!has_hi || fhi >= flo)) { /* i.ddd for i + 1 <= the upper bound */
-        sb_put(&c->out, " | ", 3);
-        nonneg(&c->out, flo, has_hi ? fhi : -1);
-        sb_put(&c->out, " \".\" [0-9]{1,6}", 15);
+    if (integer) {
+        int64_t ilo, ihi;
+        int_bounds(&lo, &hi, &ilo, &ihi);
+        if (lo.set && hi.set && ihi < ilo)
+            return never(c, name, "no integer lies between '%s' %.15g and '%s' %.15g", lo.key, lo.v, hi.key, hi.v);
+        new_rule(c, name);
+        sb_printf(&c->out, "%s ::= ", name);
+        int_range(&c->out, lo.set, ilo, hi.set, ihi);
+        return sb_put(&c->out, "\n", 1);
     }
-    return sb_put(&c->out, "\n", 1);
+    if (lo.set && hi.set && (lo.v > hi.v || (lo.v == hi.v && (lo.excl || hi.excl))))
+        return never(c, name, "no number lies between '%s' %.15g and '%s' %.15g", lo.key, lo.v, hi.key, hi.v);
+    /* x >= 0 as its magnitude in [max(lo, 0), hi]; x < 0 as "-" and a magnitude in
+     * [max(-hi, 0), -lo] */
+    bool any = false;
+    sb body = {0};
+    if (!hi.set || hi.v >= 0) {
+        dec a = lo.set && lo.v >= 0 ? to_dec(lo.v, true, lo.excl) : to_dec(0, true, false);
+        dec z = hi.set ? to_dec(hi.v, false, hi.excl) : (dec){0};
+        magnitudes(&body, &a, &z, &any);
+    }
+    if (!lo.set || lo.v < 0) {
+        dec a = hi.set && hi.v <= 0 ? to_dec(-hi.v, true, hi.excl) : to_dec(0, true, true);
+        dec z = lo.set ? to_dec(-lo.v, false, lo.excl) : (dec){0};
+        bool neg = false;
+        sb part = {0};
+        magnitudes(&part, &a, &z, &neg);
+        if (neg) {
+            const char *neg_open = any ? " | \"-\" (" : "\"-\" (";
+            sb_put(&body, neg_open, strlen(neg_open));
+            sb_put(&body, part.p, part.n);
+            sb_put(&body, ")", 1);
+            any = true;
+        }
+        qhx_free(part.p);
+    }
+    int rc = 0;
+    if (body.failed) rc = fail(c, QHX_E_NOMEM, "out of memory");
+    else if (!any)
+        rc = never(c, name, "no number with at most 6 decimals lies between '%s' %.15g and '%s' %.15g", lo.key, lo.v, hi.key, hi.v);
+    else {
+        new_rule(c, name);
+        sb_printf(&c->out, "%s ::= ", name);
+        sb_put(&c->out, body.p, body.n);
+        rc = sb_put(&c->out, "\n", 1);
+    }
+    qhx_free(body.p);
+    return rc;
 }
 
 /* ---- arrays ----------------------------------------------------------------------------------- */
@@ -416,7 +681,11 @@ static int comp_array(sc *c, json_t *s, char name[24]) {
     if (k > QHX_GM_MAX_REPEAT) return fail(c, QHX_E_LIMIT, "'prefixItems' has more than %d schemas", QHX_GM_MAX_REPEAT);
     bool more = !(json_is_false(items));
     if (!more && (hi < 0 || hi > k)) hi = k;
-    if (hi >= 0 && hi < lo) return fail(c, QHX_E_FORMAT, "'maxItems' %lld is below 'minItems' %lld (or the items allowed)", (long long)hi, (long long)lo);
+    if (hi >= 0 && hi < lo) {
+        if (!more && (long long)k < lo)
+            return never(c, name, "'minItems' %lld but 'items' is false after %lld 'prefixItems': no array satisfies both", (long long)lo, (long long)k);
+        return never(c, name, "'maxItems' %lld is below 'minItems' %lld: no array satisfies both", (long long)hi, (long long)lo);
+    }
     char item[24] = "j-value";
     if (items && !json_is_true(items) && more && comp_at(c, items, "items", item)) return -1;
     /* positions with a rule of their own; past them (no maxItems) a repetition of items */
@@ -439,8 +708,7 @@ static int comp_array(sc *c, json_t *s, char name[24]) {
         char first[24];
         new_rule(c, name);
         new_rule(c, first);
-        int base = c->n_rules;
-        c->n_rules += (int)n_pos + 1;
+        int base = more_rules(c, (int)n_pos + 1) - 1;
         sb_printf(&c->out, "%s ::= \"[\" j-ws %s \"]\"\n", name, first);
         if (n_pos == 0) sb_printf(&c->out, "%s ::= \"\"\n", first);
         else if (lo == 0) sb_printf(&c->out, "%s ::= (%s j-ws s%d)?\n", first, el[0], base + 1);
@@ -565,8 +833,7 @@ static int emit_extra_key(sc *c, const obj_spec *o, char name[24]) {
         }
         t[at].term = true;
     }
-    int base = c->n_rules;
-    c->n_rules += (int)n;
+    int base = more_rules(c, (int)n) - 1;
     snprintf(name, 24, "s%d", base + 1);
     for (size_t i = 0; i < n; i++) {
         sb_printf(&c->out, "s%d ::= ", base + 1 + (int)i);
@@ -616,8 +883,12 @@ static int emit_object(sc *c, obj_spec *o, char name[24]) {
     for (size_t i = 0; i < n && !rc; i++) {
         char seg[300];
         snprintf(seg, sizeof seg, "properties/%.250s", o->p[i].key);
-        if (!o->p[i].schema) snprintf(val[i], 24, "j-value");
-        else rc = comp_at(c, o->p[i].schema, seg, val[i]);
+        if (o->p[i].schema) rc = comp_at(c, o->p[i].schema, seg, val[i]);
+        else if (!o->additional || json_is_true(o->additional)) snprintf(val[i], 24, "j-value");
+        else if (json_is_false(o->additional)) /* required, not declared, and no other key allowed */
+            rc = never(c, val[i], "'required' names '%.100s', which is not in 'properties' and 'additionalProperties' "
+                                  "is false: no object satisfies both", o->p[i].key);
+        else rc = comp_at(c, o->additional, "additionalProperties", val[i]); /* a required key past 'properties' */
     }
     char extra_key[24] = "", extra_val[24] = "j-value";
     bool extra = o->additional && !json_is_false(o->additional);
@@ -625,8 +896,7 @@ static int emit_object(sc *c, obj_spec *o, char name[24]) {
     if (!rc && extra) rc = emit_extra_key(c, o, extra_key);
     if (!rc) {
         /* kv rules, then tails: T_i = the optional members from order[i] on, then the extras */
-        int kv = c->n_rules, tail = kv + (int)n, top = tail + (int)(n - n_req) + 1;
-        c->n_rules = top + 2;
+        int kv = more_rules(c, 2 * (int)n - (int)n_req + 3) - 1, tail = kv + (int)n, top = tail + (int)(n - n_req) + 1;
         for (size_t i = 0; i < n; i++) {
             json_t *ks = json_string(o->p[i].key);
             char *key = ks ? json_dumps(ks, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
@@ -734,7 +1004,7 @@ static int comp(sc *c, json_t *s, char name[24]) {
     if (json_is_true(s)) {
         snprintf(name, 24, "j-value");
     } else if (json_is_false(s)) {
-        rc = fail(c, QHX_E_UNSUPPORTED, "the schema 'false' accepts no value");
+        rc = never(c, name, "the schema is false: no value satisfies it");
     } else if (!json_is_object(s)) {
         rc = fail(c, QHX_E_FORMAT, "a schema must be an object or a boolean");
     } else if (json_object_get(s, "$ref")) {
@@ -790,39 +1060,89 @@ static int comp(sc *c, json_t *s, char name[24]) {
 
 /* ---- entry points ----------------------------------------------------------------------------- */
 
-static qhx_status compile(json_t *root, sb *out, qhx_error *err) {
-    sc c = {.root = root, .err = err};
+static void sc_free(sc *c) {
+    for (int i = 0; i < c->n_refs; i++) qhx_free(c->refs[i].ref);
+    qhx_free(c->refs);
+    for (int i = 0; i < c->n_origin; i++) qhx_free(c->origin[i].path);
+    qhx_free(c->origin);
+    json_decref(c->ref_index);
+    json_decref(c->ref_paths);
+    json_decref(c->why);
+    c->refs = NULL, c->origin = NULL, c->ref_index = c->ref_paths = c->why = NULL;
+    c->n_refs = c->n_origin = 0;
+}
+
+/* The schema's GBNF into *out; c keeps where each rule came from (for the grammar's messages). */
+static qhx_status compile(sc *c, json_t *root, sb *out) {
     char top[24];
-    sb_put(&c.out, PRELUDE, sizeof PRELUDE - 1);
-    int rc = comp(&c, root, top);
-    if (!rc) sb_printf(&c.out, "root ::= %s\n", top); /* nothing after the value: it ends there */
-    for (int i = 0; i < c.n_refs; i++) qhx_free(c.refs[i].ref);
-    qhx_free(c.refs);
-    if (!rc && c.out.failed) {
-        qhx_status code = c.out.failed == 2 ? QHX_E_LIMIT : QHX_E_NOMEM;
+    c->root = root;
+    sb_put(&c->out, PRELUDE, sizeof PRELUDE - 1);
+    int rc = comp(c, root, top);
+    if (!rc) sb_printf(&c->out, "root ::= %s\n", top); /* nothing after the value: it ends there */
+    if (!rc && c->out.failed) {
+        qhx_status code = c->out.failed == 2 ? QHX_E_LIMIT : QHX_E_NOMEM;
         rc = -1;
-        c.rc = code;
-        qhx_fail(err, code, "json schema: %s", code == QHX_E_LIMIT ? "the grammar it makes is too large" : "out of memory");
+        c->rc = code;
+        qhx_fail(c->err, code, "json schema: %s", code == QHX_E_LIMIT ? "the grammar it makes is too large" : "out of memory");
     }
     if (rc) {
-        qhx_free(c.out.p);
-        return c.rc ? c.rc : QHX_E_INTERNAL;
+        qhx_free(c->out.p);
+        c->out = (sb){0};
+        return c->rc ? c->rc : QHX_E_INTERNAL;
     }
-    *out = c.out;
+    *out = c->out;
     return QHX_OK;
+}
+
+/* The grammar's messages in the schema's terms (gm_internal.h, gb_label_fn): a rule "sN" is
+ * the JSON pointer it was made at, "refN" the reference; where the language empties, the
+ * contradiction never() recorded, or what else made it empty. */
+static int schema_label(void *ctx, const char *rule, int why, char *buf, size_t size) {
+    const sc *c = ctx;
+    const char *where = NULL, *reason = NULL;
+    if (rule[0] == 's' && rule[1] >= '0' && rule[1] <= '9') {
+        int n = atoi(rule + 1), lo = 0, hi = c->n_origin - 1;
+        while (lo < hi) { /* the last range starting at or before n */
+            int mid = (lo + hi + 1) / 2;
+            if (c->origin[mid].first <= n) lo = mid;
+            else hi = mid - 1;
+        }
+        if (c->n_origin && c->origin[lo].first <= n) where = c->origin[lo].path;
+        reason = json_string_value(json_object_get(c->why, rule));
+    } else if (!strncmp(rule, "ref", 3)) {
+        where = json_string_value(json_object_get(c->ref_paths, rule));
+    } else if (!strcmp(rule, "root")) {
+        where = "#";
+    }
+    if (!where) return 0;
+    if (why == GB_WHY_WHERE) snprintf(buf, size, "%s", where);
+    else if (reason) snprintf(buf, size, "json schema: %s: %s", where, reason);
+    else if (why == GB_WHY_CYCLE)
+        snprintf(buf, size, "json schema: %s: no finite value satisfies it (its '$ref's lead back into themselves "
+                            "with no way out)", where);
+    else snprintf(buf, size, "json schema: %s: no value satisfies it", where);
+    return 1;
+}
+
+/* The schema text parsed and compiled; c keeps the labels (sc_free). */
+static qhx_status schema_gbnf(sc *c, const char *json, size_t len, sb *out) {
+    if (!json) return qhx_fail(c->err, QHX_E_ARG, "json schema: text is NULL");
+    if (len > QHX_GM_MAX_TEXT) return qhx_fail(c->err, QHX_E_LIMIT, "json schema: %zu bytes, the limit is %zu", len, QHX_GM_MAX_TEXT);
+    json_t *root = qhx_json_parse_any(json, len, "json schema", c->err);
+    if (!root) return c->err ? c->err->code : QHX_E_FORMAT;
+    qhx_status rc = compile(c, root, out);
+    json_decref(root);
+    return rc;
 }
 
 qhx_status qhx_gm_schema_to_gbnf(const char *json, size_t len, char **gbnf, size_t *gbnf_len, qhx_error *err) {
     if (!gbnf) return qhx_fail(err, QHX_E_ARG, "json schema: out is NULL");
     *gbnf = NULL;
     if (gbnf_len) *gbnf_len = 0;
-    if (!json) return qhx_fail(err, QHX_E_ARG, "json schema: text is NULL");
-    if (len > QHX_GM_MAX_TEXT) return qhx_fail(err, QHX_E_LIMIT, "json schema: %zu bytes, the limit is %zu", len, QHX_GM_MAX_TEXT);
-    json_t *root = qhx_json_parse(json, len, "json schema", err);
-    if (!root) return err ? err->code : QHX_E_FORMAT;
+    sc c = {.err = err};
     sb out = {0};
-    qhx_status rc = compile(root, &out, err);
-    json_decref(root);
+    qhx_status rc = schema_gbnf(&c, json, len, &out);
+    sc_free(&c);
     if (rc) return rc;
     *gbnf = out.p;
     if (gbnf_len) *gbnf_len = out.n;
@@ -832,14 +1152,19 @@ qhx_status qhx_gm_schema_to_gbnf(const char *json, size_t len, char **gbnf, size
 qhx_status qhx_gm_from_schema(const char *json, size_t len, qhx_gm **out, qhx_error *err) {
     if (!out) return qhx_fail(err, QHX_E_ARG, "json schema: out is NULL");
     *out = NULL;
-    char *text = NULL;
-    size_t n = 0;
-    qhx_status rc = qhx_gm_schema_to_gbnf(json, len, &text, &n, err);
-    if (rc) return rc;
-    rc = qhx_gm_parse(text, n, "root", out, err);
-    if (rc == QHX_E_FORMAT && err && strstr(err->msg, "left-recursive"))
-        qhx_fail_prefix(err, "json schema: a '$ref' cycle that reaches no value");
-    qhx_free(text);
+    sc c = {.err = err};
+    sb text = {0};
+    qhx_status rc = schema_gbnf(&c, json, len, &text);
+    if (!rc) {
+        rc = gm_parse_labeled(text.p, text.n, "root", schema_label, &c, out, err);
+        if (rc && err && !strncmp(err->msg, "grammar: ", 9)) { /* the schema's words, not the grammar's */
+            char msg[QHX_ERROR_MSG_SIZE];
+            snprintf(msg, sizeof msg, "json schema: %s", err->msg + 9);
+            memcpy(err->msg, msg, sizeof msg);
+        }
+    }
+    qhx_free(text.p);
+    sc_free(&c);
     return rc;
 }
 
@@ -887,8 +1212,7 @@ static void emit_raw_string(sc *c, char name[24]) {
             if (k == n) nd[n++] = (node){"", false}, memcpy(nd[k].prefix, pre, l + 1);
             if (l == strlen(JSONISH[w])) nd[k].word = true;
         }
-    int base = c->n_rules;
-    c->n_rules += n + 1;
+    int base = more_rules(c, n + 1) - 1;
     snprintf(name, 24, "s%d", base + 1);
     int free_rule = base + 1 + n;
     sb_printf(&c->out, "s%d ::= [^<\\n]*\n", free_rule);
@@ -960,6 +1284,7 @@ static int tool_function(sc *c, const qhx_gm_call_syntax *syn, json_t *fn, char 
     else json_incref(params);
     c->root = params; /* $refs point into this function's schema */
     c->n_refs = 0;
+    json_object_clear(c->ref_index);
     json_t *props = json_object_get(params, "properties"), *req = json_object_get(params, "required");
     if (!json_is_object(params) || (props && !json_is_object(props)) || (req && !json_is_array(req))) {
         json_decref(params);
@@ -1014,6 +1339,7 @@ static int tool_function(sc *c, const qhx_gm_call_syntax *syn, json_t *fn, char 
     }
     for (int i = 0; i < c->n_refs; i++) qhx_free(c->refs[i].ref);
     c->n_refs = 0;
+    json_object_clear(c->ref_index);
     qhx_free(kv);
     qhx_free(required);
     json_decref(params);
@@ -1032,6 +1358,7 @@ static int tool_function_json(sc *c, const qhx_gm_call_syntax *syn, json_t *fn, 
     }
     c->root = own; /* $refs point into this function's schema */
     c->n_refs = 0;
+    json_object_clear(c->ref_index);
     char args[24];
     int rc = comp(c, own, args);
     if (!rc) {
@@ -1042,6 +1369,7 @@ static int tool_function_json(sc *c, const qhx_gm_call_syntax *syn, json_t *fn, 
     }
     for (int i = 0; i < c->n_refs; i++) qhx_free(c->refs[i].ref);
     c->n_refs = 0;
+    json_object_clear(c->ref_index);
     json_decref(own);
     return rc;
 }
@@ -1065,7 +1393,11 @@ qhx_status qhx_gm_tool_call_gbnf(const char *const *tools, size_t n_tools, const
     size_t used = 0;
     for (size_t i = 0; i < n_tools && !rc; i++) {
         json_t *tool = docs[i] = qhx_json_parse(tools[i], strlen(tools[i]), "tool", err);
-        if (!tool) return qhx_free(fns), qhx_free(names), qhx_free(docs), err ? err->code : QHX_E_FORMAT;
+        if (!tool) {
+            c.rc = err && err->code ? err->code : QHX_E_FORMAT;
+            rc = -1;
+            break;
+        }
         json_t *fn = json_object_get(tool, "function");
         const char *fname = json_string_value(json_object_get(fn, "name"));
         if (!fname) {
@@ -1097,8 +1429,7 @@ qhx_status qhx_gm_tool_call_gbnf(const char *const *tools, size_t n_tools, const
         sb_put(&c.out, "\n", 1);
     }
     for (size_t i = 0; docs && i < n_tools; i++) json_decref(docs[i]);
-    for (int i = 0; i < c.n_refs; i++) qhx_free(c.refs[i].ref);
-    qhx_free(c.refs);
+    sc_free(&c);
     qhx_free(fns);
     qhx_free(names);
     qhx_free(docs);

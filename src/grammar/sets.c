@@ -50,7 +50,7 @@ static int32_t intern(qhx_gm_match *m, const int32_t *ids, int32_t n, bool end, 
     uint64_t hv = hash_ids(ids, n, end);
     size_t h = hv & m->set_ht_mask;
     for (int32_t s; (s = m->set_ht[h]) >= 0; h = (h + 1) & m->set_ht_mask)
-        if (m->set_n[s] == n && m->set_end[s] == end && !memcmp(m->set_ids + m->set_off[s], ids, (size_t)n * sizeof *ids))
+        if (m->set_n[s] == n && m->set_end[s] == end && !gm_cmp(m->set_ids + m->set_off[s], ids, (size_t)n * sizeof *ids))
             return s;
     if (m->n_sets == m->cap_sets) {
         int32_t cap = m->cap_sets ? m->cap_sets * 2 : 256;
@@ -63,7 +63,7 @@ static int32_t intern(qhx_gm_match *m, const int32_t *ids, int32_t n, bool end, 
         m->set_end = e;
         m->cap_sets = cap;
     }
-    if (m->n_set_ids + (size_t)n > m->cap_set_ids) {
+    if (!m->set_ids || m->n_set_ids + (size_t)n > m->cap_set_ids) { /* allocated even for an empty set */
         size_t cap = m->cap_set_ids ? m->cap_set_ids : 4096;
         while (cap < m->n_set_ids + (size_t)n) cap *= 2;
         int32_t *p = qhx_realloc(m->set_ids, cap * sizeof *p);
@@ -83,7 +83,7 @@ static int32_t intern(qhx_gm_match *m, const int32_t *ids, int32_t n, bool end, 
     m->set_off[s] = (int32_t)m->n_set_ids;
     m->set_n[s] = n;
     m->set_end[s] = end;
-    memcpy(m->set_ids + m->n_set_ids, ids, (size_t)n * sizeof *ids);
+    gm_copy(m->set_ids + m->n_set_ids, ids, (size_t)n * sizeof *ids);
     m->n_set_ids += (size_t)n;
     m->set_ht[h] = s;
     return s;
@@ -120,13 +120,13 @@ int32_t gm_set_step(qhx_gm_match *m, int32_t sid, uint8_t byte, qhx_error *err) 
         m->buf = b;
         m->cap_buf = cap;
     }
-    memcpy(m->buf, m->set_ids + m->set_off[sid], (size_t)n * sizeof *m->buf);
+    gm_copy(m->buf, m->set_ids + m->set_off[sid], (size_t)n * sizeof *m->buf);
     m->n_buf = (size_t)n;
     gm_level out;
     if (gm_step(m, 0, n, byte, &out, err)) return -2;
     int32_t r = -1;
     if (out.n || out.end) {
-        qsort(m->buf + out.off, (size_t)out.n, sizeof *m->buf, cmp_i32);
+        if (out.n > 1) qsort(m->buf + out.off, (size_t)out.n, sizeof *m->buf, cmp_i32);
         r = intern(m, m->buf + out.off, out.n, out.end, err);
         if (r < 0) return -2;
     }

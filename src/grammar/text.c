@@ -25,7 +25,7 @@ int sb_put(sb *b, const char *s, size_t n) {
         b->p = p;
         b->cap = cap;
     }
-    memcpy(b->p + b->n, s, n);
+    if (n) memcpy(b->p + b->n, s, n); /* s may be NULL when n is 0 */
     b->n += n;
     b->p[b->n] = '\0';
     return 0;

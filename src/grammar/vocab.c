@@ -31,7 +31,7 @@ typedef struct sort_key {
 static int cmp_tok(const void *a, const void *b) {
     const sort_key *x = a, *y = b;
     uint32_t l = x->len < y->len ? x->len : y->len;
-    int c = memcmp(x->p, y->p, l);
+    int c = gm_cmp(x->p, y->p, l);
     if (c) return c;
     if (x->len != y->len) return x->len < y->len ? -1 : 1;
     return x->id < y->id ? -1 : x->id > y->id;
@@ -82,7 +82,7 @@ qhx_status qhx_gm_vocab_new(int32_t n, const uint8_t *const *bytes, const uint32
         if (v->kind[i] == QHX_GM_TOK_TEXT && lens[i] == 0) v->kind[i] = QHX_GM_TOK_NEVER; /* empty: no progress */
         v->off[i] = at;
         if (v->kind[i] != QHX_GM_TOK_TEXT) continue;
-        memcpy(v->bytes + at, bytes[i], lens[i]);
+        gm_copy(v->bytes + at, bytes[i], lens[i]);
         v->len[i] = lens[i];
         at += lens[i];
         if (lens[i] > v->max_len) v->max_len = lens[i];
@@ -129,7 +129,7 @@ static gm_cache_entry *cache_find(qhx_gm_match *m, const qhx_gm_vocab *v, uint64
     for (int k = 0; k < m->n_cache; k++) {
         gm_cache_entry *e = &m->cache[k];
         if (e->v == v && e->hash == h && e->n == m->n_cur && e->end == m->cur_end &&
-            !memcmp(e->ids, m->cur, (size_t)m->n_cur * sizeof *m->cur))
+            !gm_cmp(e->ids, m->cur, (size_t)m->n_cur * sizeof *m->cur))
             return e;
     }
     return NULL;
@@ -151,8 +151,8 @@ static void cache_put(qhx_gm_match *m, const qhx_gm_vocab *v, uint64_t h, const 
         if (k == m->n_cache - 1) m->n_cache--;
         return;
     }
-    memcpy(e->ids, m->cur, (size_t)m->n_cur * sizeof *e->ids);
-    memcpy(e->mask, words, n_words * sizeof *words);
+    gm_copy(e->ids, m->cur, (size_t)m->n_cur * sizeof *e->ids);
+    gm_copy(e->mask, words, n_words * sizeof *words);
     e->v = v, e->hash = h, e->n = m->n_cur, e->end = m->cur_end;
 }
 
@@ -199,7 +199,7 @@ int qhx_gm_mask(qhx_gm_match *m, const qhx_gm_vocab *v, uint64_t *words, qhx_err
     uint64_t h = state_hash(m);
     const gm_cache_entry *e = cache_find(m, v, h);
     if (e) {
-        memcpy(words, e->mask, n_words * sizeof *words);
+        gm_copy(words, e->mask, n_words * sizeof *words);
         m->cnt.cache_hits++;
         return 0;
     }

@@ -12,10 +12,10 @@
 static pthread_once_t alloc_once = PTHREAD_ONCE_INIT;
 static void set_alloc(void) { json_set_alloc_funcs(qhx_malloc, qhx_free); }
 
-json_t *qhx_json_parse(const char *buf, size_t len, const char *label, qhx_error *err) {
+static json_t *parse(const char *buf, size_t len, size_t flags, const char *label, qhx_error *err) {
     pthread_once(&alloc_once, set_alloc);
     json_error_t je;
-    json_t *root = json_loadb(buf, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
+    json_t *root = json_loadb(buf, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL | flags, &je);
     if (!root && json_error_code(&je) == json_error_out_of_memory)
         qhx_fail(err, QHX_E_NOMEM, "%s: out of memory while parsing JSON", label);
     else if (!root) {
@@ -27,6 +27,14 @@ json_t *qhx_json_parse(const char *buf, size_t len, const char *label, qhx_error
                  je.line, je.column, je.position, je.text);
     }
     return root;
+}
+
+json_t *qhx_json_parse(const char *buf, size_t len, const char *label, qhx_error *err) {
+    return parse(buf, len, 0, label, err);
+}
+
+json_t *qhx_json_parse_any(const char *buf, size_t len, const char *label, qhx_error *err) {
+    return parse(buf, len, JSON_DECODE_ANY, label, err);
 }
 
 json_t *qhx_json_load_file(const char *path, qhx_error *err) {

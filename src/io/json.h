@@ -16,6 +16,8 @@
  * allowed inside strings. On error: message "<label>: invalid JSON at line L, column C
  * (byte B): <reason>". Returns a new reference (json_decref) or NULL. */
 json_t *qhx_json_parse(const char *buf, size_t len, const char *label, qhx_error *err);
+/* The same for any JSON value at the top (true, 5, "x"), not only an object or an array. */
+json_t *qhx_json_parse_any(const char *buf, size_t len, const char *label, qhx_error *err);
 
 /* Read and parse a whole file (capped at QHX_JSON_MAX_BYTES). */
 json_t *qhx_json_load_file(const char *path, qhx_error *err);

@@ -233,7 +233,12 @@ static qhx_token sample(qhx_constraint *c, qhx_sampler *smp, const float *logits
         c->scratch[i] = ok ? logits[i] : -INFINITY;
         if (ok) n_ok++, any = i;
     }
-    if (!n_ok) return -2;
+    if (!n_ok) { /* complete only when the text so far is a sentence */
+        if (qhx_gm_match_can_end(c->match)) return -2;
+        return qhx_fail(err, QHX_E_UNSUPPORTED, "constraint: no token of the vocabulary can continue the output, "
+                                                "and it is not a whole sentence of the grammar (the grammar needs "
+                                                "bytes the tokenizer cannot write)"), -1;
+    }
     qhx_token t = qhx_sampler_sample(smp, c->scratch);
     if (t < 0) return qhx_fail(err, QHX_E_FORMAT, "constraint: the logits are not finite"), -1;
     return c->scratch[t] > -INFINITY ? t : (qhx_token)any; /* every allowed logit -inf: any allowed one */

@@ -39,8 +39,44 @@ check "left recursion" 1 "left-recursive" -- --grammar "$tmp/left.gbnf"
 printf 'root ::= "a\n' >"$tmp/bad.gbnf"
 check "bad grammar" 1 "bad.gbnf: grammar:1:" -- --grammar "$tmp/bad.gbnf"
 check "unsupported keyword" 1 "'multipleOf'" -- --json-schema '{"type": "integer", "multipleOf": 2}'
-check "ref cycle" 1 "'\$ref' cycle" -- --json-schema '{"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"}'
+check "ref cycle" 1 "'\$ref's lead back into themselves" -- --json-schema '{"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"}'
 check "missing schema file" 1 "nope.json" -- --json-schema "$tmp/nope.json"
+# grammars and schemas that no text satisfies: refused before anything is generated, naming why
+check "const against type" 1 "'const' 5 is not of 'type'" -- --json-schema '{"type":"string","const":5}'
+check "required, no extras" 1 "'required' names 'x'" -- --json-schema '{"type":"object","required":["x"],"additionalProperties":false}'
+check "false schema" 1 "the schema is false" -- --json-schema false
+check "false property" 1 "#/properties/a: the schema is false" -- --json-schema '{"properties":{"a":false},"required":["a"]}'
+check "min above max" 1 "no number lies between" -- --json-schema '{"type":"number","minimum":3,"exclusiveMaximum":3}'
+check "integer between" 1 "no integer lies between 'minimum' 0.5" -- --json-schema '{"type":"integer","minimum":0.5,"maximum":0.7}'
+check "ref to itself" 1 "no finite value" -- --json-schema '{"$ref":"#"}'
+check "null schema" 1 "a schema must be an object or a boolean" -- --json-schema null
+check "number schema" 1 "a schema must be an object or a boolean" -- --json-schema ' 5 '
+check "broken inline schema" 1 "invalid JSON at line 1" -- --json-schema '{"type":'
+check "spaced false" 1 "the schema is false" -- --json-schema ' false'
+
+printf 'root ::= [^\\x00-\\U0010FFFF]\n' >"$tmp/empty.gbnf"
+check "empty class" 1 "empty.gbnf: grammar: no text matches the grammar: rule 'root'" -- --grammar "$tmp/empty.gbnf"
+printf 'root ::= "a" loop\nloop ::= "b" loop\n' >"$tmp/loop.gbnf"
+check "no way to finish" 1 "rule 'root' -> rule 'loop'" -- --grammar "$tmp/loop.gbnf"
+# schemas that were refused and are fine: what comes out validates
+vcheck() { # WHAT SCHEMA PYTHON-CHECK-ON-v
+  local out
+  out=$("$QHX" generate -m "$A" -p x -n 60 --json-schema "$2" --temp 1 --seed 7 --json --quiet) || { bad "$1: exit $?"; return; }
+  python3 -c "import json,re,sys; j=json.loads(sys.argv[1]); v=json.loads(j['text']); assert j['stop'] in ('eos','grammar complete'), j['stop']; assert $3, v; print('ok: $1:', j['text'], j['stop'])" "$out" || bad "$1: $out"
+}
+vcheck "boolean schema true" true "True"
+vcheck "percent-encoded ref" '{"$ref":"#/$defs/my%20def~1x","$defs":{"my def/x":{"type":"integer","minimum":-3,"maximum":3}}}' "type(v) is int and -3 <= v <= 3"
+vcheck "nested star pattern" '{"type":"string","pattern":"(a*)*b"}' "re.fullmatch('(a*)*b', v)"
+vcheck "decimal bounds" '{"type":"number","minimum":0.5,"exclusiveMaximum":0.75}' "0.5 <= v < 0.75"
+vcheck "const filtered by type" '{"type":"integer","enum":["1",1.5,7]}' "v == 7"
+# a file named true is ./true
+printf '{"type":"null"}' >"$tmp/true"
+qabs=$(realpath "$QHX"); aabs=$(realpath "$A")
+(cd "$tmp" && "$qabs" generate -m "$aabs" -p x -n 10 --json-schema ./true --quiet) | grep -qx null && echo "ok: ./true is a file" || bad "./true as a file"
+# 10000 alternatives with one parse each are not "too ambiguous"
+python3 -c "print('root ::= ' + ' | '.join('\"w%05d\"' % i for i in range(10000)))" >"$tmp/words.gbnf"
+out=$("$QHX" generate -m "$A" -p x -n 20 --grammar "$tmp/words.gbnf" --temp 1 --seed 3 --json --quiet) || bad "10000 alternatives: exit $?"
+python3 -c "import json,re,sys; j=json.loads(sys.argv[1]); assert re.fullmatch('w[0-9]{5}', j['text']) and j['stop'] in ('eos','grammar complete'), j; print('ok: 10000 alternatives:', j['text'])" "$out" || bad "10000 alternatives: $out"
 check "two constraints" 2 "choose one" -- --json-object --grammar "$tmp/yn.gbnf"
 
 # the corpus

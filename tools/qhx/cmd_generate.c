@@ -46,9 +46,10 @@ static void usage(FILE *f) {
             "  --print-prompt       print the prompt as the model will read it (after the chat\n"
             "                       format) and stop\n"
             "  --grammar FILE       constrain the output to a GBNF grammar (docs/grammar.md)\n"
-            "  --json-schema S      constrain the output to JSON valid under a JSON Schema: a file,\n"
-            "                       or the schema itself when S starts with '{' (the subset in\n"
-            "                       docs/grammar.md; a keyword outside it is an error)\n"
+            "  --json-schema S      constrain the output to JSON valid under a JSON Schema: the\n"
+            "                       schema itself when S starts with '{', '[' or '\"' or is one JSON\n"
+            "                       value (true, false), else a file (the subset in docs/grammar.md;\n"
+            "                       a keyword outside it is an error)\n"
             "  --json-object        constrain the output to one JSON object\n"
             "%s",
             QHX_RUN_OPTS_HELP);
@@ -291,6 +292,17 @@ static void print_json(const run *r, const qhx_generate_stats *st, const char *s
     json_decref(obj);
 }
 
+/* --json-schema S: S is the schema itself when it is JSON text: it starts with '{', '[' or '"'
+ * (an error in it is then reported as a JSON error, not as a missing file), or the whole of it
+ * is one JSON value (true and false: boolean schemas; null or 5 are then refused as schemas).
+ * Anything else is a file name: a file named "true" is ./true (docs/grammar.md). */
+static bool schema_is_inline(const char *p) {
+    if (*p == '{' || *p == '[' || *p == '"') return true;
+    json_t *v = json_loads(p, JSON_DECODE_ANY, NULL);
+    json_decref(v);
+    return v != NULL;
+}
+
 /* The grammar of --grammar / --json-schema / --json-object (none: r->grammar stays NULL). */
 static qhx_status load_grammar(run *r) {
     const gen_args *a = &r->a;
@@ -303,7 +315,7 @@ static qhx_status load_grammar(run *r) {
     char *text = NULL;
     size_t len;
     qhx_status rc;
-    if (a->json_schema && *p == '{') { /* the schema itself */
+    if (a->json_schema && schema_is_inline(p)) { /* the schema itself */
         rc = qhx_grammar_from_json_schema(src, strlen(src), &r->grammar, err);
     } else if ((rc = qhx_cli_read_text(src, &text, &len, err)) == QHX_OK) {
         rc = a->grammar_file ? qhx_grammar_parse(text, len, NULL, &r->grammar, err)
