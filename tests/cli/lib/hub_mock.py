@@ -18,8 +18,8 @@ Faults on request (GET /_mock/fault?match=SUBSTRING&kind=KIND&times=N[&after=B][
   badhash    send the body with one byte changed
   status     answer HTTP `code` (401, 403, 404, 429 with Retry-After `retry_after`, 500 ...)
   trickle    send the body at `rate` bytes per second
-each for the next N requests whose path holds SUBSTRING. GET /_mock/log: the requests so far (JSON
-lines "METHOD PATH AUTH" where AUTH is "auth" or "-"); GET /_mock/clear empties the log.
+each for the next N requests whose path holds SUBSTRING. GET /_mock/log: the requests so far (text
+lines "HOST METHOD PATH AUTH RANGE": HOST hub or storage, AUTH "auth" or "-", RANGE the Range header or "-"); GET /_mock/clear empties the log.
 
 Usage: hub_mock.py serve --port-file FILE --repo ORG/NAME=DIR [--repo ...] [--private ORG/NAME=TOKEN]
                          [--gated ORG/NAME=TOKEN]
@@ -109,8 +109,9 @@ class Handler(BaseHTTPRequestHandler):
 
     def record(self):
         auth = "auth" if self.headers.get("Authorization") else "-"
+        rng = self.headers.get("Range", "-").replace(" ", "")
         with STATE.lock:
-            STATE.log.append("%s %s %s %s" % ("storage" if self.storage else "hub", self.command, self.path, auth))
+            STATE.log.append("%s %s %s %s %s" % ("storage" if self.storage else "hub", self.command, self.path, auth, rng))
 
     def reply(self, code, body=b"", headers=None, error_code=None):
         if isinstance(body, (dict, list)):

@@ -152,6 +152,23 @@ static double snapshot_bytes(const char *snap, int depth) {
     return total;
 }
 
+/* The revision part of the name -m takes for a snapshot: "" when refs/main holds its commit,
+ * "@REF" for another ref, else "@COMMIT". */
+static void snapshot_rev(const hub_env *env, const char *repo, const char *commit, char *out, size_t cap) {
+    static const char *const refs[] = {"main", "master"};
+    for (size_t i = 0; i < sizeof refs / sizeof refs[0]; i++) {
+        hub_ref r = {0};
+        hub_fmt(r.repo, sizeof r.repo, "%s", repo);
+        hub_fmt(r.revision, sizeof r.revision, "%s", refs[i]);
+        char c[41];
+        if (!hub_cache_commit(env, &r, c) && !strcmp(c, commit)) {
+            hub_fmt(out, cap, i == 0 ? "" : "@%s", refs[i]);
+            return;
+        }
+    }
+    hub_fmt(out, cap, "@%s", commit);
+}
+
 static void list_hf(const hub_env *env, entries *l) {
     DIR *d = opendir(env->cache);
     if (!d) return;
@@ -171,10 +188,9 @@ static void list_hf(const hub_env *env, entries *l) {
         struct dirent *se;
         while ((se = readdir(s))) {
             if (!hub_is_hex(se->d_name, 40)) continue;
-            char snap[HUB_PATH_MAX * 2 + 64];
+            char snap[HUB_PATH_MAX * 2 + 64], rev[64];
             hub_fmt(snap, sizeof snap, "%s/%s", snaps, se->d_name);
-            hub_pick have = {0};
-            hub_err e = {0};
+            snapshot_rev(env, repo, se->d_name, rev, sizeof rev);
             /* Its files: one entry per GGUF model file, or one for a safetensors folder. */
             char cfg[sizeof snap + 16];
             hub_fmt(cfg, sizeof cfg, "%s/config.json", snap);
@@ -191,9 +207,10 @@ static void list_hf(const hub_env *env, entries *l) {
                     if (stat(gp, &st)) continue;
                     entry *en = push(l);
                     if (!en) break;
-                    hub_fmt(en->name, sizeof en->name, "%s@%.8s/%s", repo, se->d_name, fe->d_name);
                     hub_human_bytes((double)st.st_size, en->size, sizeof en->size);
                     gguf_entry(gp, en);
+                    /* NAME:QUANT, the quantization its metadata gives (what -m and -hf take) */
+                    hub_fmt(en->name, sizeof en->name, "%s:%s%s", repo, en->quant, rev);
                     ggufs++;
                 }
             }
@@ -201,13 +218,11 @@ static void list_hf(const hub_env *env, entries *l) {
             if (st_folder || !ggufs) {
                 entry *en = push(l);
                 if (!en) break;
-                hub_fmt(en->name, sizeof en->name, "%s@%.8s", repo, se->d_name);
+                hub_fmt(en->name, sizeof en->name, "%s%s", repo, rev);
                 hub_human_bytes(snapshot_bytes(snap, 0), en->size, sizeof en->size);
                 if (st_folder) st_entry(snap, en);
                 else hub_fmt(en->why, sizeof en->why, "neither a config.json nor a GGUF file");
             }
-            hub_pick_free(&have);
-            (void)e;
         }
         closedir(s);
     }
@@ -252,6 +267,8 @@ static void list_ollama_dir(const char *root, const char *rel, int depth, entrie
     closedir(d);
 }
 
+static int by_name(const void *a, const void *b) { return strcmp(((const entry *)a)->name, ((const entry *)b)->name); }
+
 static void print_table(const entries *l, bool runnable) {
     for (size_t i = 0; i < l->n; i++) {
         const entry *e = &l->e[i];
@@ -284,6 +301,7 @@ int qhx_cmd_list(int argc, char **argv) {
     char root[HUB_PATH_MAX];
     hub_ollama_root(root);
     list_ollama_dir(root, "", 0, &l);
+    if (l.n) qsort(l.e, l.n, sizeof *l.e, by_name);
     size_t runnable = 0;
     for (size_t i = 0; i < l.n; i++) runnable += l.e[i].runnable;
     printf("%-56s %-12s %-8s %-9s %-9s\n", "runs (-m NAME)", "FAMILY", "PARAMS", "QUANT", "SIZE");
