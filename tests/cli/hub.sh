@@ -139,6 +139,11 @@ path=$("$QHX" pull tiny/gguf:Q8_0 2>"$tmp/res.err") || bad "pull resumed: $(cat 
 [ "$(sha_of "$path")" = "$q8" ] || bad "pull resumed: wrong sha256"
 mocklog | grep "storage GET /lfs/$q8" | grep -q "bytes=$have-" || bad "pull resumed: no range request from $have: $(mocklog)"
 
+# ---- a blob cut short (a power loss after the rename): the next pull sees its size and repairs it ----
+truncate -s 1000 "$CACHE/models--tiny--gguf/blobs/$q8"
+path=$("$QHX" pull -q tiny/gguf:Q8_0 2>"$tmp/short.err") || bad "pull over a short blob: $(cat "$tmp/short.err")"
+[ "$(sha_of "$path")" = "$q8" ] || bad "pull over a short blob: not repaired"
+
 # ---- a wrong hash: no blob, no partial file, one line ----
 rm -rf "$CACHE/models--tiny--gguf"
 fault "match=/lfs/$q8&kind=badhash&times=1"

@@ -411,6 +411,7 @@ static size_t on_body_file(char *b, size_t size, size_t nitems, void *ud) {
     }
     qhx_sha256_update(&d->h, b, n);
     d->have += (long long)n;
+
     if (d->progress) atomic_fetch_add(d->progress, (long long)n);
     return n;
 }
@@ -549,10 +550,10 @@ int hub_http_download(const hub_env *env, const char *url, const char *repo, con
         hub_fail(e, "%s: %s: sha256 mismatch (expected %s, got %s); the downloaded file was removed", repo, file, sha256, hex);
         goto out;
     }
-    if (fdatasync(fd)) {
-        write_error(repo, file, part_path, errno, e);
-        goto out;
-    }
+    /* No fdatasync before the rename, as huggingface_hub: it would bind the download to the
+     * disk's write speed. A blob cut short by a power loss has the wrong size, which the next
+     * qhx pull sees (it compares every blob with the listing's size and fetches it again), and
+     * the loaders refuse a short safetensors or GGUF file. */
     rc = 0;
 out:
     if (c) curl_easy_cleanup(c);
