@@ -139,6 +139,16 @@ path=$("$QHX" pull tiny/gguf:Q8_0 2>"$tmp/res.err") || bad "pull resumed: $(cat 
 [ "$(sha_of "$path")" = "$q8" ] || bad "pull resumed: wrong sha256"
 mocklog | grep "storage GET /lfs/$q8" | grep -q "bytes=$have-" || bad "pull resumed: no range request from $have: $(mocklog)"
 
+# ---- on a terminal: one progress line (bytes, rate, time left), not a line per file ----
+if command -v script >/dev/null; then
+  rm -rf "$CACHE/models--tiny--gguf"
+  fault "match=/lfs/$q8&kind=trickle&rate=2000000&times=1"
+  script -qec "'$QHX' pull tiny/gguf:Q8_0" /dev/null >"$tmp/tty.out" 2>&1 || bad "pull on a terminal: $(cat "$tmp/tty.out")"
+  grep -aq '\] 100% 2.50 MB / 2.50 MB, [0-9.]* [kM]B/s' "$tmp/tty.out" || bad "pull on a terminal: no progress bar: $(cat -v "$tmp/tty.out")"
+  grep -aq 'left' "$tmp/tty.out" || bad "pull on a terminal: no time left shown: $(cat -v "$tmp/tty.out")"
+  grep -aq ' ok$' "$tmp/tty.out" && bad "pull on a terminal printed the plain per-file lines"
+fi
+
 # ---- a blob cut short (a power loss after the rename): the next pull sees its size and repairs it ----
 truncate -s 1000 "$CACHE/models--tiny--gguf/blobs/$q8"
 path=$("$QHX" pull -q tiny/gguf:Q8_0 2>"$tmp/short.err") || bad "pull over a short blob: $(cat "$tmp/short.err")"
@@ -151,8 +161,20 @@ expect_fail badhash 1 "sha256 mismatch.*removed" pull tiny/gguf:Q8_0
 ls "$CACHE/models--tiny--gguf/blobs/" 2>/dev/null | grep -q "$q8" && bad "badhash: a blob or partial file of the bad download is left"
 "$QHX" pull -q tiny/gguf:Q8_0 >/dev/null 2>&1 || bad "pull after a bad hash did not recover"
 
-# ---- a server that sends more than the size it announced (the listing says fewer bytes) ----
-# (covered by the size check: a short body is resumed; a body longer than the listing is refused)
+# ---- a hostile or broken server: more bytes than the listing's size, a path out of the
+# snapshot folder, a redirect loop ----
+rm -rf "$CACHE/models--tiny--gguf"
+fault "match=/lfs/$q8&kind=long&times=1"
+expect_fail long 1 "Tiny-Q8_0.gguf: the server sent more bytes than the file's announced size; the partial file was removed" pull tiny/gguf:Q8_0
+ls "$CACHE/models--tiny--gguf/blobs/" 2>/dev/null | grep -q "$q8" && bad "long: a blob or partial file is left"
+fault "match=/tree/&kind=unsafe&times=1"
+expect_fail unsafe 1 "tiny/qwen35: the hub listed a file with an unsafe path \('../escape'\)" pull tiny/qwen35
+[ -e "$CACHE/models--tiny--qwen35/escape" ] || [ -e "$CACHE/escape" ] && bad "unsafe: a file was written out of the snapshot"
+rm -rf "$CACHE/models--tiny--qwen3vl"
+fault "match=/resolve/&kind=loop&times=100"
+expect_fail loop 1 "tiny/qwen3vl: .*redirects" pull tiny/qwen3vl
+curl -sf "$EP/_mock/clear" >/dev/null
+"$QHX" pull -q tiny/qwen3vl >/dev/null || bad "pull tiny/qwen3vl after the redirect loop"
 
 # ---- 401 / 403 (private, gated), 404 (repository, revision, file) ----
 expect_fail private 1 "tiny/private: repository not found, or private \(HTTP 401\).*token" pull tiny/private

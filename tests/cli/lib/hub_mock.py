@@ -18,6 +18,9 @@ Faults on request (GET /_mock/fault?match=SUBSTRING&kind=KIND&times=N[&after=B][
   badhash    send the body with one byte changed
   status     answer HTTP `code` (401, 403, 404, 429 with Retry-After `retry_after`, 500 ...)
   trickle    send the body at `rate` bytes per second
+  long       send the body with 1000 bytes more than its size (Content-Length too)
+  unsafe     (on a tree listing) add a file whose path climbs out of the folder ("../escape")
+  loop       (on a resolve) redirect to the same URL, forever
 each for the next N requests whose path holds SUBSTRING. GET /_mock/log: the requests so far (text
 lines "HOST METHOD PATH AUTH RANGE": HOST hub or storage, AUTH "auth" or "-", RANGE the Range header or "-"); GET /_mock/clear empties the log.
 
@@ -222,6 +225,9 @@ class Handler(BaseHTTPRequestHandler):
                                     "siblings": [{"rfilename": p} for p in sorted(repo.files)]},
                               {"Content-Type": "application/json"})
         if rest[0] == "tree" and len(rest) >= 2:
+            if fault and fault["kind"] == "unsafe":
+                return self.reply(200, [{"type": "file", "oid": "0" * 40, "size": 1, "path": "../escape"}],
+                                  {"Content-Type": "application/json"})
             rev = rest[1]
             if not self.revision(repo, rev):
                 return self.error(404, "RevisionNotFound", "Invalid rev id: %s" % rev)
@@ -249,6 +255,8 @@ class Handler(BaseHTTPRequestHandler):
         if not f:
             return self.error(404, "EntryNotFound", "%s does not exist on %s" % (file, rev))
         base = {"X-Repo-Commit": repo.commit}
+        if fault and fault["kind"] == "loop":
+            return self.reply(302, b"", {"Location": self.path})
         if f["sha256"]:
             loc = "http://127.0.0.1:%d/lfs/%s" % (STATE.storage_port, f["sha256"])
             base.update({"X-Linked-Etag": '"%s"' % f["sha256"], "X-Linked-Size": str(f["size"]),
@@ -274,7 +282,8 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header(k, v)
         if start:
             self.send_header("Content-Range", "bytes %d-%d/%d" % (start, size - 1, size))
-        self.send_header("Content-Length", str(size - start))
+        extra = 1000 if fault and fault["kind"] == "long" else 0
+        self.send_header("Content-Length", str(size - start + extra))
         self.send_header("Accept-Ranges", "bytes")
         self.end_headers()
         if self.command == "HEAD":
@@ -287,6 +296,10 @@ class Handler(BaseHTTPRequestHandler):
                 self.wfile.flush()
                 self.close_connection = True
                 self.connection.shutdown(socket.SHUT_RDWR)
+                return
+            if fault and fault["kind"] == "long":
+                src.seek(start)
+                self.wfile.write(src.read() + b"\0" * 1000)
                 return
             if fault and fault["kind"] == "badhash":
                 src.seek(start)

@@ -345,6 +345,10 @@ int hub_http_get(const hub_env *env, const char *url, const char *repo, const ch
             }
             continue;
         }
+        if (r.status >= 300 && r.status < 400) {
+            hub_fail(e, "%s: more than %d redirects for %s (the last to %.200s)", repo, MAX_HOPS, what, cur);
+            break;
+        }
         if (r.status != 200) {
             status_error(env, &r, kind, repo, what, e);
             break;
@@ -533,6 +537,10 @@ int hub_http_download(const hub_env *env, const char *url, const char *repo, con
         }
         if (cc) {
             curl_error(env, cc, errbuf, repo, url, e);
+            goto out;
+        }
+        if (r.status >= 300 && r.status < 400) {
+            hub_fail(e, "%s: %s: more than %d redirects (the last to %.200s)", repo, file, MAX_HOPS, cur);
             goto out;
         }
         if (r.status != 200 && r.status != 206) {
