@@ -57,8 +57,9 @@ expect_fail() {
   local rc=$?
   [ "$rc" = "$want" ] || bad "$name: exit $rc, expected $want ($(cat "$tmp/$name.err"))"
   grep -Eq -- "$pat" "$tmp/$name.err" || bad "$name: stderr lacks /$pat/: $(cat "$tmp/$name.err")"
-  # one line for the error (besides the lines of the files fetched before it: "... ok")
-  [ "$(grep -vc ' ok$' "$tmp/$name.err")" -le 1 ] || bad "$name: more than one error line on stderr: $(cat "$tmp/$name.err")"
+  # one line for the error (besides the lines of the files fetched before it, "... ok", and
+  # -hf's "fetching ..." line)
+  [ "$(grep -v ' ok$' "$tmp/$name.err" | grep -vc ': fetching ')" -le 1 ] || bad "$name: more than one error line on stderr: $(cat "$tmp/$name.err")"
 }
 
 # ---- safetensors repositories of each family: pull, -hf, -m ORG/NAME give the fixture's ids ----
@@ -211,6 +212,10 @@ clearlog
 HF_HUB_OFFLINE=1 "$QHX" generate -hf tiny/qwen35 -p hi -n 2 >/dev/null 2>"$tmp/off.err" || bad "offline -hf of a cached model: $(cat "$tmp/off.err")"
 HF_HUB_OFFLINE=1 expect_fail offline 1 "tiny/qwen3vl-absent .*not in the Hugging Face cache.*HF_HUB_OFFLINE=1" generate -hf tiny/qwen3vl-absent -p hi
 [ -z "$(mocklog)" ] || bad "HF_HUB_OFFLINE=1 made requests: $(mocklog)"
+# no network (nothing listens on 127.0.0.1:1): a cached model runs, an absent one is one line
+got=$(HF_ENDPOINT=http://127.0.0.1:1 ids -hf tiny/qwen35)
+[ "$got" = "$(ids -m "$FX/qwen35-tiny-f32")" ] || bad "-hf of a cached model without a network: '$got' ($(cat "$tmp/gen.err"))"
+HF_ENDPOINT=http://127.0.0.1:1 expect_fail nonet 1 "tiny/absent: cannot fetch from http://127.0.0.1:1: .*HF_HUB_OFFLINE=1 runs from the cache only" generate -hf tiny/absent -p hi
 expect_fail m_absent 1 "tiny/absent: no such file or folder.*qhx pull tiny/absent" generate -m tiny/absent -p hi
 
 # ---- a full disk: one line, exit 1, no complete-looking blob ----
