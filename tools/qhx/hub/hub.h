@@ -12,10 +12,11 @@ int qhx_cmd_list(int argc, char **argv);
 
 /* The model references of a command line, as paths: "-hf REPO[:QUANT][@REV]" (fetched when the
  * cache lacks it, then "-m SNAPSHOT"), "-m ORG/NAME" where no such path exists (the cached
- * snapshot), "-m ollama:NAME[:TAG]" (the model blob in ollama's store). cmd names the command
- * for messages. Returns -1 with *argv_out (owned: free(*argv_out) and the strings it adds are
- * in the same block... see hub_args.c) set and *argc_out, or an exit code after one line on
- * stderr (1 runtime, 2 usage, 130 interrupted). argv is not modified. */
+ * snapshot), "-m ollama:NAME[:TAG]" (the model blob in ollama's store); only for the commands
+ * that take -m, never in the value of a text option (-p "-hf" is a prompt). cmd names the
+ * command for messages. Returns -1 with *argv_out (free with qhx_hub_args_free, before argv's
+ * own strings) and *argc_out set, or an exit code after one line on stderr (1 runtime,
+ * 2 usage, 130 interrupted). argv is not modified. */
 int qhx_hub_resolve_args(const char *cmd, int argc, char **argv, int *argc_out, char ***argv_out);
 /* Free what qhx_hub_resolve_args returned. */
 void qhx_hub_args_free(int argc, char **argv);

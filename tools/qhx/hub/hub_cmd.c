@@ -208,13 +208,13 @@ int qhx_hub_resolve_args(const char *cmd, int argc, char **argv, int *argc_out, 
             fprintf(stderr, "%s: %s needs a value: ORG/NAME[:QUANT][@REVISION]\n", label, a);
             rc = HUB_EXIT_USAGE;
         } else if (!strcmp(a, "-hf") || !strcmp(a, "--hf-repo") || ((!strcmp(a, "-m") || !strcmp(a, "--model")) && has)) {
-            bool hf = a[1] == 'h' || a[2] == 'h';
+            bool hf = !strcmp(a, "-hf") || !strcmp(a, "--hf-repo");
             if ((hf && (has_hf || has_m)) || (!hf && has_hf)) {
                 fprintf(stderr, "%s: give the model once: -m PATH or -hf REPO\n", label);
                 rc = HUB_EXIT_USAGE;
                 break;
             }
-            if (refs == MAX_REFS) continue;
+            if (refs == MAX_REFS) continue; /* -m given again and again: the rest as written */
             bool changed = true;
             rc = hf ? resolve_hf(label, argv[i + 1], resolved[refs]) : resolve_m(label, argv[i + 1], resolved[refs], &changed);
             if (rc != -1) break;
