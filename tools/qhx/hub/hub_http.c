@@ -365,9 +365,75 @@ int hub_http_get(const hub_env *env, const char *url, const char *repo, const ch
 }
 
 /* ---- downloads ---- */
-typedef struct dl {
+
+/* The sha256 runs on a thread of its own, reading the partial file behind the writer (from the
+ * page cache): where a core is free the hash is off the receiving path, and a resumed file's
+ * prefix is hashed while the rest arrives. */
+typedef struct hasher {
     int fd;
     qhx_sha256 h;
+    long long hashed;
+    atomic_llong ready; /* bytes of the file written so far */
+    atomic_int finish;  /* no more bytes will come */
+    int err;            /* errno of a failed read */
+    pthread_t th;
+    bool running;
+} hasher;
+
+enum { HASH_CHUNK = 1 << 20 };
+
+static void *hash_loop(void *arg) {
+    hasher *hs = arg;
+    char *buf = malloc(HASH_CHUNK);
+    if (!buf) {
+        hs->err = ENOMEM;
+        return NULL;
+    }
+    for (;;) {
+        long long ready = atomic_load(&hs->ready);
+        if (hs->hashed < ready) {
+            size_t want = ready - hs->hashed < HASH_CHUNK ? (size_t)(ready - hs->hashed) : HASH_CHUNK;
+            ssize_t got = pread(hs->fd, buf, want, hs->hashed);
+            if (got < 0 && errno == EINTR) continue;
+            if (got <= 0) {
+                hs->err = got ? errno : EIO;
+                break;
+            }
+            qhx_sha256_update(&hs->h, buf, (size_t)got);
+            hs->hashed += got;
+        } else if (atomic_load(&hs->finish)) {
+            if (hs->hashed >= atomic_load(&hs->ready)) break; /* the last bytes may have come just before */
+        } else {
+            usleep(500);
+        }
+    }
+    free(buf);
+    return NULL;
+}
+
+/* Hash the file from its start; `ready` bytes of it are there already. */
+static int hasher_start(hasher *hs, int fd, long long ready) {
+    qhx_sha256_init(&hs->h);
+    hs->fd = fd;
+    hs->hashed = 0;
+    hs->err = 0;
+    atomic_store(&hs->ready, ready);
+    atomic_store(&hs->finish, 0);
+    hs->running = !pthread_create(&hs->th, NULL, hash_loop, hs);
+    return hs->running ? 0 : -1;
+}
+
+/* Wait until every byte written is hashed (or the thread gave up: err). */
+static void hasher_stop(hasher *hs) {
+    if (!hs->running) return;
+    atomic_store(&hs->finish, 1);
+    pthread_join(hs->th, NULL);
+    hs->running = false;
+}
+
+typedef struct dl {
+    int fd;
+    hasher *hs;
     long long have, size;
     atomic_llong *progress;
     int werr;           /* errno of a failed write */
@@ -394,7 +460,11 @@ static size_t on_body_file(char *b, size_t size, size_t nitems, void *ud) {
             }
             if (d->progress) atomic_fetch_sub(d->progress, d->have);
             d->have = 0;
-            qhx_sha256_init(&d->h);
+            hasher_stop(d->hs);
+            if (hasher_start(d->hs, d->fd, 0)) {
+                d->werr = EAGAIN;
+                return 0;
+            }
         } else if (status == 206 && d->r->range_start != d->have) {
             d->bad_range = true;
             return 0;
@@ -405,7 +475,7 @@ static size_t on_body_file(char *b, size_t size, size_t nitems, void *ud) {
         return 0;
     }
     for (size_t off = 0; off < n;) {
-        ssize_t w = write(d->fd, b + off, n - off);
+        ssize_t w = pwrite(d->fd, b + off, n - off, (off_t)(d->have + (long long)off)); /* at the end of what is there */
         if (w < 0) {
             if (errno == EINTR) continue;
             d->werr = errno;
@@ -413,25 +483,11 @@ static size_t on_body_file(char *b, size_t size, size_t nitems, void *ud) {
         }
         off += (size_t)w;
     }
-    qhx_sha256_update(&d->h, b, n);
     d->have += (long long)n;
+    atomic_store(&d->hs->ready, d->have);
 
     if (d->progress) atomic_fetch_add(d->progress, (long long)n);
     return n;
-}
-
-/* Hash what a partial file already holds (a resume checks the whole file). */
-static int hash_existing(dl *d, const char *part, hub_err *e) {
-    static __thread char buf[1 << 16];
-    if (lseek(d->fd, 0, SEEK_SET) < 0) return hub_fail(e, "%s: %s", part, strerror(errno));
-    long long left = d->have;
-    while (left > 0) {
-        ssize_t got = read(d->fd, buf, left < (long long)sizeof buf ? (size_t)left : sizeof buf);
-        if (got <= 0) return hub_fail(e, "%s: cannot read the partial file: %s", part, got ? strerror(errno) : "short");
-        qhx_sha256_update(&d->h, buf, (size_t)got);
-        left -= got;
-    }
-    return lseek(d->fd, 0, SEEK_END) < 0 ? hub_fail(e, "%s: %s", part, strerror(errno)) : 0;
 }
 
 static int write_error(const char *repo, const char *file, const char *part, int err, hub_err *e) {
@@ -447,8 +503,8 @@ int hub_http_download(const hub_env *env, const char *url, const char *repo, con
     int fd = open(part_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0) return hub_fail(e, "%s: cannot open %s: %s", repo, part_path, strerror(errno));
     struct stat st;
-    dl d = {.fd = fd, .size = size, .progress = progress};
-    qhx_sha256_init(&d.h);
+    hasher hs = {0};
+    dl d = {.fd = fd, .hs = &hs, .size = size, .progress = progress};
     int rc = -1;
     CURL *c = NULL;
     if (fstat(fd, &st)) {
@@ -463,7 +519,10 @@ int hub_http_download(const hub_env *env, const char *url, const char *repo, con
         }
         d.have = 0;
     }
-    if (hash_existing(&d, part_path, e)) goto out;
+    if (hasher_start(&hs, fd, d.have)) {
+        hub_fail(e, "%s: cannot start a thread", repo);
+        goto out;
+    }
     if (progress) atomic_fetch_add(progress, d.have);
     c = curl_easy_init();
     if (!c) {
@@ -521,7 +580,11 @@ int hub_http_download(const hub_env *env, const char *url, const char *repo, con
             }
             if (progress) atomic_fetch_sub(progress, d.have);
             d.have = 0;
-            qhx_sha256_init(&d.h);
+            hasher_stop(&hs);
+            if (hasher_start(&hs, fd, 0)) {
+                hub_fail(e, "%s: cannot start a thread", repo);
+                goto out;
+            }
             continue;
         }
         bool retry_status = r.status == 429 || r.status >= 500;
@@ -549,9 +612,14 @@ int hub_http_download(const hub_env *env, const char *url, const char *repo, con
         }
         if (d.size == 0) break;
     }
+    hasher_stop(&hs);
+    if (hs.err || hs.hashed != d.have) {
+        hub_fail(e, "%s: %s: cannot read back %s to hash it: %s", repo, file, part_path, strerror(hs.err ? hs.err : EIO));
+        goto out;
+    }
     uint8_t dig[32];
     char hex[65];
-    qhx_sha256_final(&d.h, dig);
+    qhx_sha256_final(&hs.h, dig);
     qhx_sha256_hex(dig, hex);
     if (sha256 && strcmp(hex, sha256)) {
         unlink(part_path);
@@ -564,6 +632,7 @@ int hub_http_download(const hub_env *env, const char *url, const char *repo, con
      * the loaders refuse a short safetensors or GGUF file. */
     rc = 0;
 out:
+    hasher_stop(&hs);
     if (c) curl_easy_cleanup(c);
     if (close(fd) && rc == 0) rc = write_error(repo, file, part_path, errno, e);
     return rc;
