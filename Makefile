@@ -1,5 +1,6 @@
 # qhexrt: thin wrapper over CMake/CTest.
-#   make        Release build into build/bin (qhx, qhx_generate)
+#   make        the build packages that are missing (Debian, Ubuntu), then the Release build
+#               into build/bin (qhx, qhx_generate); `make build` builds only
 #   make test   install deps, build Release + ASan/UBSan, run every CTest test in both, then the
 #               tests labelled tsan under ThreadSanitizer (make test-tsan) and the aarch64
 #               kernels under qemu (make test-arm)
@@ -18,9 +19,14 @@ CMFLAGS  ?=
 PREFIX   ?= /usr/local
 DESTDIR  ?=
 
-.PHONY: all build deps deps-build test test-release test-asan test-arm test-tsan test-hf demo fuzz install uninstall clean
+.PHONY: all build deps deps-build deps-missing test test-release test-asan test-arm test-tsan test-hf demo fuzz install uninstall clean
 
-all: build
+all: deps-missing build
+
+# `make` alone: what of scripts/deps.sh --build is missing, on Debian and Ubuntu (elsewhere the
+# build says what it lacks)
+deps-missing:
+	@if command -v dpkg-query >/dev/null && command -v apt-get >/dev/null; then bash scripts/deps.sh --build; fi
 
 build:
 	@$(CMAKE) -S . -B build -DCMAKE_BUILD_TYPE=Release -DQHX_WERROR=$(WERROR) \

@@ -14,6 +14,7 @@ BUILD=(
   libjpeg-dev               # JPEG decoding (libjpeg-turbo on Debian and Ubuntu)
   libspng-dev zlib1g-dev    # PNG decoding
   libedit-dev               # qhx chat: line editing and history (BSD licence)
+  libcurl4-openssl-dev      # qhx pull, -hf: HTTP(S) to the Hugging Face hub (the qhx command only, not libqhx)
   opencl-headers ocl-icd-opencl-dev  # the OpenCL device (optional: the build leaves it out without them)
 )
 TEST=(

@@ -25,7 +25,11 @@ typedef qhx_generate_args gen_args;
 static void usage(FILE *f) {
     fprintf(f,
             "usage: qhx generate -m MODEL (-p PROMPT | -f FILE | --ids ID,ID,... | < PROMPT) [options]\n"
-            "  -m, --model PATH     manifest, bundle folder or Hugging Face checkpoint folder\n"
+            "  -m, --model PATH     manifest, bundle folder or Hugging Face checkpoint folder;\n"
+            "                       ORG/NAME: that repository in the Hugging Face cache;\n"
+            "                       ollama:NAME[:TAG]: a model in ollama's store (docs/hub.md)\n"
+            "  -hf REPO[:QUANT]     a Hugging Face repository (ORG/NAME[:QUANT][@REVISION]):\n"
+            "                       fetched into its cache when missing (qhx pull), then run\n"
             "  -p, --prompt TEXT    the prompt (UTF-8); '-' reads it from stdin\n"
             "  -f, --file FILE      the prompt from a file ('-': stdin). With no prompt option\n"
             "                       the prompt is read from stdin when it is not a terminal\n"

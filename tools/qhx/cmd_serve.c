@@ -20,6 +20,9 @@ static void usage(FILE *f) {
             "usage: qhx serve -m MODEL [options]\n"
             "  An OpenAI-compatible HTTP server: /v1/chat/completions, /v1/completions, /v1/models,\n"
             "  /health, /tokenize, /detokenize, /metrics (docs/server.md).\n"
+            "  -m, --model PATH     manifest, bundle or checkpoint folder; ORG/NAME (the Hugging\n"
+            "                       Face cache), ollama:NAME[:TAG] (ollama's store)\n"
+            "  -hf REPO[:QUANT]     a Hugging Face repository, fetched when missing (docs/hub.md)\n"
             "  --host ADDR          address to listen on (default 127.0.0.1: this machine only)\n"
             "  --port N             port (default 8080; 0: any free port)\n"
             "  --parallel N         slots: requests generated at once (default 4)\n"
@@ -156,6 +159,13 @@ static int read_key(const char *path, char **out, qhx_error *err) {
 }
 
 static const char *default_alias(const char *path, char *buf, size_t n) {
+    /* a snapshot of the Hugging Face cache (-hf, -m ORG/NAME): .../models--ORG--NAME/snapshots/COMMIT */
+    const char *repo = strstr(path, "/models--"), *snap = repo ? strstr(repo, "/snapshots/") : NULL;
+    const char *sep = repo ? strstr(repo + 9, "--") : NULL;
+    if (snap && sep && sep < snap) {
+        snprintf(buf, n, "%.*s/%.*s", (int)(sep - repo - 9), repo + 9, (int)(snap - sep - 2), sep + 2);
+        return buf;
+    }
     size_t len = strlen(path);
     while (len > 1 && path[len - 1] == '/') len--;
     size_t b = len;

@@ -1,5 +1,6 @@
 /* qhx: the command-line front end. One file per subcommand; this file dispatches. */
 #include "cli.h"
+#include "hub/hub.h"
 
 #include <signal.h>
 #include <stdatomic.h>
@@ -119,7 +120,16 @@ int main(int argc, char **argv) {
             fprintf(stderr, "qhx: out of memory\n");
             return QHX_EXIT_RUNTIME;
         }
-        int rc = qhx_cli_stdout_close(cmd, COMMANDS[i].fn(n, args));
+        /* -hf REPO, -m ORG/NAME and -m ollama:NAME become -m PATH here, for every command */
+        int m;
+        char **resolved;
+        int early = qhx_hub_resolve_args(cmd, n, args, &m, &resolved);
+        if (early != -1) {
+            free(args);
+            return early;
+        }
+        int rc = qhx_cli_stdout_close(cmd, COMMANDS[i].fn(m, resolved));
+        qhx_hub_args_free(m, resolved); /* before args: its strings point into args */
         free(args);
         return rc;
     }
