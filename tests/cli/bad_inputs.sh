@@ -256,7 +256,7 @@ check 2 "--top-p: '2'" generate -m "$FX" -p hi --top-p 2
 check 2 "--temp: 'nan'" generate -m "$FX" -p hi --temp nan
 # the seed is 64-bit: its whole range is accepted, one past it and negatives are not
 check 2 "--seed: '18446744073709551616'" generate -m "$FX" -p hi --seed 18446744073709551616
-check 2 "--seed: '-1'" generate -m "$FX" -p hi --seed -1
+check 2 "--seed: '-2'" generate -m "$FX" -p hi --seed -2
 check 2 "--seed: '-1'" forge --random qwen3_5 "$tmp/never" --preset tiny --seed -1
 "$QHX" generate -m "$FX" -p hi -n 2 --temp 1 --seed 18446744073709551615 --quiet >/dev/null 2>"$tmp/err" ||
   bad "--seed 18446744073709551615 refused: $(cat "$tmp/err")"

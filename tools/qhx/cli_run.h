@@ -47,6 +47,9 @@ typedef struct qhx_run_opts {
     int draft;              /* --draft N; 0 = the default (3) */
     bool draft_fixed;       /* --draft-fixed */
     const char *device;     /* --device cpu|opencl[:N]; NULL = cpu */
+    bool seed_random;       /* --seed -1: a random seed, printed on stderr */
+    bool ngl_given;         /* -ngl / --n-gpu-layers: accepted, and one line says what --device does */
+    bool color;             /* --color: generated text in colour (on a terminal, without NO_COLOR) */
 } qhx_run_opts;
 
 /* Defaults: nothing given. */
@@ -125,6 +128,7 @@ typedef struct qhx_run_out {
     int n_printed_ids;
     bool failed;            /* out of memory while collecting */
     bool lost;              /* stdout took no more output (a closed pipe, a full disk) */
+    bool color;             /* --color on a terminal without NO_COLOR */
     uint64_t t_start_ns, t_first_ns; /* the feed's start; the first token's arrival (0: none) */
 } qhx_run_out;
 void qhx_run_out_init(qhx_run_out *out, const qhx_run_opts *o, bool print_ids, bool collect);

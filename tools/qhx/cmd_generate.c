@@ -25,8 +25,10 @@ typedef qhx_generate_args gen_args;
 static void usage(FILE *f) {
     fprintf(f,
             "usage: qhx generate -m MODEL (-p PROMPT | -f FILE | --ids ID,ID,... | < PROMPT) [options]\n"
+            "       qhx generate -m MODEL [options] PROMPT\n"
             "  -m, --model PATH     manifest, bundle folder or Hugging Face checkpoint folder\n"
-            "  -p, --prompt TEXT    the prompt (UTF-8); '-' reads it from stdin\n"
+            "  -p, --prompt TEXT    the prompt (UTF-8); '-' reads it from stdin; a last argument\n"
+            "                       that is not an option is the prompt too\n"
             "  -f, --file FILE      the prompt from a file ('-': stdin). With no prompt option\n"
             "                       the prompt is read from stdin when it is not a terminal\n"
             "  --ids LIST           the prompt as token ids, separated by commas or spaces (the\n"
@@ -112,6 +114,11 @@ int qhx_generate_parse_args(int argc, char **argv, gen_args *a) {
         else if (!strcmp(o, "-p") || !strcmp(o, "--prompt") || !strcmp(o, "-f") || !strcmp(o, "--file") ||
                  !strcmp(o, "--ids") || !strcmp(o, "--image")) {
             if ((r = parse_prompt_opt(argc, argv, &i, a))) return r;
+        } else if (o[0] != '-' && o[0]) { /* llama.cpp's habit: the prompt as the last word, no -p */
+            if (a->prompt || a->prompt_file || a->ids_arg)
+                return qhx_cli_usage_error(CMD, "'%s': a second prompt (give one of -p PROMPT, -f FILE, --ids LIST "
+                                           "and a prompt without an option)", o);
+            a->prompt = o;
         } else return unknown(o);
     }
     if (!a->run.model) return qhx_cli_usage_error(CMD, "missing -m MODEL");
@@ -276,15 +283,16 @@ static void print_json(const run *r, const qhx_generate_stats *st, const char *s
     json_t *obj = json_pack("{s:o, s:o, s:s, s:I, s:b, s:I, s:I, s:f, s:f, s:f, s:f}", "text", text, "ids", ids,
                             "stop", stop, "seed", (json_int_t)r->seed, "sampling", r->sampling, "n_prompt",
                             (json_int_t)st->n_prompt, "n_generated", (json_int_t)st->n_generated, "load_ms",
-                            r->load_s * 1000.0, "first_token_ms", first, "prompt_ms", st->prefill_ms,
-                            "generate_ms", st->decode_ms);
+                            qhx_cli_round(r->load_s * 1000.0, 2), "first_token_ms", qhx_cli_round(first, 2), "prompt_ms",
+                            qhx_cli_round(st->prefill_ms, 2), "generate_ms", qhx_cli_round(st->decode_ms, 2));
     if (obj && st->n_verify > 0) /* speculative decoding */
         json_object_set_new(obj, "spec",
                             json_pack("{s:I, s:I, s:I, s:f, s:f}", "verify_steps", (json_int_t)st->n_verify, "drafted",
                                       (json_int_t)st->n_drafted, "accepted", (json_int_t)st->n_accepted,
-                                      "acceptance", st->n_drafted ? (double)st->n_accepted / (double)st->n_drafted : 0.0,
-                                      "tokens_per_step", (double)st->n_spec_tokens / (double)st->n_verify));
-    char *s = obj ? json_dumps(obj, JSON_COMPACT) : NULL;
+                                      "acceptance",
+                                      qhx_cli_round(st->n_drafted ? (double)st->n_accepted / (double)st->n_drafted : 0.0, 3),
+                                      "tokens_per_step", qhx_cli_round((double)st->n_spec_tokens / (double)st->n_verify, 2)));
+    char *s = obj ? json_dumps(obj, QHX_CLI_JSON_FLAGS) : NULL;
     if (s) printf("%s\n", s);
     fflush(stdout);
     free(s);
