@@ -95,5 +95,17 @@ for num in re.findall(r'[-+]?\d+\.\d+(?:[eE][-+]?\d+)?', raw):
     assert len(num.split(".")[1]) <= 3, "over-long number " + num
 PY
 
+# -n's default: one figure per command in every help text, and the one the command uses
+for cmd in generate chat; do
+  "$QHX" $cmd --help >"$tmp/help" 2>&1
+  [ "$(grep -c -w "128" "$tmp/help")" -le 1 ] && [ "$(grep -c -w "512" "$tmp/help")" -le 1 ] ||
+    bad "$cmd --help states -n's default more than once: $(grep -n -w "128\|512" "$tmp/help")"
+  grep -q "128 in generate, 512 per answer" "$tmp/help" || bad "$cmd --help: -n's defaults: $(grep -n -- "-n" "$tmp/help" | head -3)"
+done
+run generate -m "$FX" -p Hello --greedy --ignore-eos --json || bad "generate without -n failed"
+grep -q '"n_generated":128,' "$tmp/out" || bad "generate's default -n is not 128: $(head -c 300 "$tmp/out")"
+printf 'hi\n' | timeout 120 "$QHX" chat -m "$FX" --greedy --ignore-eos >/dev/null 2>"$tmp/err" || bad "chat without -n failed"
+grep -q "generated 512 tokens" "$tmp/err" || bad "chat's default -n is not 512: $(cat "$tmp/err")"
+
 [ $fail = 0 ] && echo "llama_habits: ok"
 exit $fail

@@ -19,6 +19,8 @@ enum {
     QHX_EXIT_OK = 0,
     QHX_EXIT_RUNTIME = 1,     /* bad input file, I/O, limits: one line on stderr */
     QHX_EXIT_USAGE = 2,       /* bad command line: one line + usage hint */
+    QHX_EXIT_INCOMPLETE = 3,  /* constrained output (--grammar, --json-schema, --json-object) cut by
+                                 -n or the context before the grammar's end: printed, yet not valid */
     QHX_EXIT_INTERRUPTED = 130
 };
 

@@ -13,8 +13,8 @@
 #include <unistd.h>
 
 const char QHX_RUN_OPTS_HELP[] =
-    "  -n, --n-predict N    most tokens to generate (default 128; -1: until a stop or the\n"
-    "                       context is full)\n"
+    "  -n, --n-predict N    most tokens to generate (default: 128 in generate, 512 per answer\n"
+    "                       in chat; -1: until a stop or the context's end)\n"
     "  --temp T             sampling temperature, >= 0 (0 = greedy)\n"
     "  --top-k K            keep the K most likely tokens (0 = off)\n"
     "  --top-p P            nucleus sampling, P in (0, 1]\n"
@@ -465,7 +465,7 @@ const char *qhx_run_stop_name(const qhx_generate_stats *st, const qhx_run_out *o
     if (st->stop == QHX_STOP_STRING) return "stop string";
     if (st->stop == QHX_STOP_TOKEN) return "eos";
     if (st->stop == QHX_STOP_GRAMMAR) return "grammar complete";
-    if (context_full) return "context full";
+    if (context_full) return "context"; /* llama.cpp's word: generation reached the context's end */
     return "length";
 }
 

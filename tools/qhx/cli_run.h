@@ -136,7 +136,7 @@ void qhx_run_out_free(qhx_run_out *out);
 /* The qhx_token_cb. user is a qhx_run_out. */
 int qhx_run_on_token(void *user, qhx_token token, const char *text, size_t len);
 
-/* The stop reason in words: "eos", "length", "stop string", "context full", "interrupted". */
+/* The stop reason in words: "eos", "length", "stop string", "context", "interrupted". */
 const char *qhx_run_stop_name(const qhx_generate_stats *st, const qhx_run_out *out, bool context_full,
                               bool interrupted);
 

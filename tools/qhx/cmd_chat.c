@@ -38,8 +38,7 @@ static void usage(FILE *f) {
             "  --system TEXT        system message\n"
             "  --think, --no-think  Qwen3.5 thinking mode (default: the run plan's)\n"
             "%s"
-            "  (-n is the most tokens per answer, default 512; --ctx the whole conversation's\n"
-            "  context)\n",
+            "  (--ctx is the whole conversation's context)\n",
             COMMANDS_HELP, QHX_RUN_OPTS_HELP);
 }
 

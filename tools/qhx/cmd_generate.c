@@ -330,17 +330,27 @@ static qhx_status load_grammar(run *r) {
 static int generate(run *r) {
     gen_args *a = &r->a;
     qhx_error *err = &r->err;
-    int64_t n_ctx = a->run.n_new > 0 ? (int64_t)r->n_ids + a->run.n_new : r->ctx.limit;
-    if ((int64_t)r->n_ids + (a->run.n_new > 0 ? a->run.n_new : 1) > r->ctx.limit) {
+    /* Only a prompt that leaves no room for one token is an error: -n beyond the context stops
+     * at the context (stop "context"), as llama.cpp does, with one line saying so. */
+    if ((int64_t)r->n_ids + 1 > r->ctx.limit) {
         char advice[160];
         qhx_run_context_advice(&r->ctx, advice, sizeof advice);
         if (r->ctx.by_flag)
-            qhx_cli_fail(err, QHX_E_LIMIT, "prompt (%zu tokens) + generation (%lld) need %lld tokens of context; --ctx is %lld%s",
-                     r->n_ids, (long long)a->run.n_new, (long long)r->n_ids + a->run.n_new, (long long)r->ctx.limit, advice);
+            qhx_cli_fail(err, QHX_E_LIMIT, "the prompt (%zu tokens) leaves no room to generate: --ctx is %lld%s",
+                         r->n_ids, (long long)r->ctx.limit, advice);
         else
-            qhx_cli_fail(err, QHX_E_LIMIT, "prompt (%zu tokens) + generation (%lld) exceed the model's context of %lld tokens%s",
-                     r->n_ids, (long long)(a->run.n_new > 0 ? a->run.n_new : 1), (long long)r->ctx.limit, advice);
+            qhx_cli_fail(err, QHX_E_LIMIT, "the prompt (%zu tokens) leaves no room to generate in the model's context of %lld tokens%s",
+                         r->n_ids, (long long)r->ctx.limit, advice);
         return qhx_cli_runtime_error(CMD, err);
+    }
+    const bool capped = a->run.n_new > 0 && (int64_t)r->n_ids + a->run.n_new > r->ctx.limit;
+    int64_t n_ctx = a->run.n_new > 0 && !capped ? (int64_t)r->n_ids + a->run.n_new : r->ctx.limit;
+    if (capped && !a->run.quiet) {
+        char advice[160] = "";
+        if (r->ctx.limit < r->ctx.trained && !r->ctx.by_memory) qhx_run_context_advice(&r->ctx, advice, sizeof advice);
+        fprintf(stderr, "qhx: -n %lld goes beyond the context of %lld tokens (the prompt holds %zu): at most %lld tokens, "
+                        "then stop: context%s\n", (long long)a->run.n_new, (long long)r->ctx.limit, r->n_ids,
+                (long long)(r->ctx.limit - (int64_t)r->n_ids), advice);
     }
     if (r->ctx.by_flag) n_ctx = r->ctx.limit;
     if (a->run.n_new < 0 && r->ctx.by_memory)
@@ -363,7 +373,7 @@ static int generate(run *r) {
                                : qhx_session_feed_images(r->s, r->ids, r->n_ids,
                                                          (const qhx_encoded_image *const *)r->im, (size_t)r->a.n_images, err);
     if (frc) return qhx_cli_runtime_error(CMD, err);
-    int64_t max_tokens = a->run.n_new > 0 ? a->run.n_new : n_ctx - (int64_t)r->n_ids;
+    int64_t max_tokens = a->run.n_new > 0 && !capped ? a->run.n_new : n_ctx - (int64_t)r->n_ids;
     if (r->grammar && qhx_constraint_new(r->m, r->grammar, &r->constraint, err)) return qhx_cli_runtime_error(CMD, err);
     qhx_generate_params gp = {.max_tokens = max_tokens, .ignore_stop = a->run.ignore_eos,
                               .stop_at_turn_end = a->chat && !a->run.ignore_eos, .on_token = qhx_run_on_token,
@@ -373,7 +383,7 @@ static int generate(run *r) {
     qhx_generate_stats st = {0};
     qhx_status grc = qhx_session_generate(r->s, &gp, &st, err);
     bool stopped = grc == QHX_E_ABORTED;
-    bool full = a->run.n_new < 0 && st.stop == QHX_STOP_LENGTH;
+    bool full = (a->run.n_new < 0 || capped) && st.stop == QHX_STOP_LENGTH;
     const char *stop = qhx_run_stop_name(&st, &r->out, full, stopped);
     if (a->json && !grc) print_json(r, &st, stop);
     else if (!a->json) printf("\n");
@@ -388,6 +398,16 @@ static int generate(run *r) {
         return qhx_cli_runtime_error(CMD, err);
     }
     if (!a->run.quiet) qhx_run_print_speed(CMD, r->load_s, &st, &r->out, stop, false);
+    /* Output held to a grammar but cut before its end (a JSON object never closed) is not what
+     * was asked for: the text stays printed, and a distinct exit status tells a script that it is
+     * not valid, where exit 0 would pass invalid JSON on (docs/grammar.md). */
+    if (r->constraint && !qhx_constraint_can_end(r->constraint)) {
+        fprintf(stderr, "qhx %s: the output is incomplete: generation stopped (%s) after %lld tokens, before the end of "
+                        "the %s; raise -n%s\n", CMD, stop, (long long)st.n_generated,
+                a->json_object ? "JSON object" : a->json_schema ? "JSON the schema asks for" : "grammar",
+                full ? " or --ctx" : "");
+        return QHX_EXIT_INCOMPLETE;
+    }
     if (r->constraint && a->run.verbose) {
         qhx_constraint_stats cs;
         qhx_constraint_get_stats(r->constraint, &cs);
