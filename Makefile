@@ -99,18 +99,20 @@ demo: deps-build build
 # tests install into temporary prefixes), lists the paths without DESTDIR and ends its last line
 # without a newline, so make install keeps its own complete copy, DESTDIR included.
 # BUILD_DIR names another configured build folder (tests/cli/install.sh installs its own build's);
-# install-only installs what is built there without building.
+# install-only installs what is built there without building; INSTALLED is where the list of the
+# installed files goes (the test keeps its own, not to replace a real install's).
 BUILD_DIR ?= build
+INSTALLED ?= $(BUILD_DIR)/installed.txt
 install: build
 	@$(MAKE) --no-print-directory install-only
 install-only:
 	@DESTDIR=$(DESTDIR) $(CMAKE) --install $(BUILD_DIR) | grep -v '^-- Up-to-date' || true
-	@sed 's|^|$(DESTDIR)|; $$a\\' $(BUILD_DIR)/install_manifest.txt > $(BUILD_DIR)/installed.txt
+	@sed 's|^|$(DESTDIR)|; $$a\\' $(BUILD_DIR)/install_manifest.txt > $(INSTALLED)
 	@echo "installed under $(DESTDIR)$(PREFIX); build programs with: cc prog.c \$$(pkg-config --cflags --libs qhx)" \
 	  "(PKG_CONFIG_PATH=$(DESTDIR)$(PREFIX)/lib/pkgconfig outside the default search path)"
 
 uninstall:
-	@bash scripts/uninstall.sh $(BUILD_DIR)/installed.txt
+	@bash scripts/uninstall.sh $(INSTALLED)
 
 clean:
 	rm -rf build build-asan build-arm build-tsan build-fuzz

@@ -77,7 +77,7 @@ PKG_CONFIG_PATH=${PKG_CONFIG_PATH/$tmp\/p/$tmp\/moved} pkg-config --cflags qhx |
 # qhx.pc and the library's links included, even after another cmake --install from the same
 # build folder has rewritten cmake's own manifest (as the lines above just did)
 if [ -f "$SRC/Makefile" ] && command -v make >/dev/null; then
-  mk() { make --no-print-directory -C "$SRC" BUILD_DIR="$BUILD" "$@"; }
+  mk() { make --no-print-directory -C "$SRC" BUILD_DIR="$BUILD" INSTALLED="$tmp/installed.txt" "$@"; }
   dest=$tmp/dest
   mk install-only DESTDIR="$dest" >"$tmp/mk" 2>&1 || { cat "$tmp/mk"; bad "make install DESTDIR= failed"; }
   n=$(find "$dest" -type f -o -type l | wc -l)
