@@ -486,5 +486,12 @@ void qhx_run_print_speed(const char *cmd, double load_s, const qhx_generate_stat
                 (long long)st->n_accepted, (long long)st->n_drafted,
                 st->n_drafted ? 100.0 * (double)st->n_accepted / (double)st->n_drafted : 0.0,
                 (double)st->n_spec_tokens / (double)st->n_verify);
+    if (st->n_verify > 0 && out && out->spec_plain_tok_s > 0 && dc > 0) {
+        const double x = dc / out->spec_plain_tok_s;
+        fprintf(stderr, ", %.0f%% %s than plain decoding (%.1f tok/s over %d plain steps)",
+                100.0 * (x >= 1 ? x - 1 : 1 - x), x >= 1 ? "faster" : "slower", out->spec_plain_tok_s,
+                QHX_RUN_PLAIN_STEPS);
+    }
+    if (st->n_verify > 0 && out && out->spec_retired) fputs(", drafting retired by the adaptive rule (it did not pay)", stderr);
     fprintf(stderr, ", stop: %s\n", stop);
 }

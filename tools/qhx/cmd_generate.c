@@ -292,6 +292,15 @@ static void print_json(const run *r, const qhx_generate_stats *st, const char *s
                                       "acceptance",
                                       qhx_cli_round(st->n_drafted ? (double)st->n_accepted / (double)st->n_drafted : 0.0, 3),
                                       "tokens_per_step", qhx_cli_round((double)st->n_spec_tokens / (double)st->n_verify, 2)));
+    json_t *spec = obj ? json_object_get(obj, "spec") : NULL;
+    if (spec) { /* against plain decoding: measured after the run (measure_plain_decode) */
+        const double tok_s = st->decode_ms > 0 ? (double)st->n_generated * 1000.0 / st->decode_ms : 0;
+        json_object_set_new(spec, "tok_s", json_real(qhx_cli_round(tok_s, 1)));
+        json_object_set_new(spec, "plain_tok_s", o->spec_plain_tok_s > 0 ? json_real(qhx_cli_round(o->spec_plain_tok_s, 1)) : json_null());
+        json_object_set_new(spec, "speedup", o->spec_plain_tok_s > 0 && tok_s > 0
+                                                 ? json_real(qhx_cli_round(tok_s / o->spec_plain_tok_s, 2)) : json_null());
+        json_object_set_new(spec, "retired", json_boolean(o->spec_retired));
+    }
     char *s = obj ? json_dumps(obj, QHX_CLI_JSON_FLAGS) : NULL;
     if (s) printf("%s\n", s);
     fflush(stdout);
@@ -324,6 +333,31 @@ static qhx_status load_grammar(run *r) {
     }
     free(text);
     return rc;
+}
+
+/* --spec mtp: what plain decoding does here, for the speed line's comparison. The adaptive
+ * rule's own timings are per step kind and interleaved with drafting; a separate short run is
+ * what a user would compare against: a session without speculation holding the same prompt,
+ * then QHX_RUN_PLAIN_STEPS decode steps, timed (prefill not counted). Best effort: on any
+ * failure, or with images, nothing is reported. Returns tokens per second, or 0. */
+static double measure_plain_decode(run *r, int64_t n_ctx) {
+    if (!r->n_ids || r->a.n_images) return 0;
+    qhx_session_params sp = qhx_session_default_params(r->m);
+    sp.n_ctx = n_ctx < (int64_t)r->n_ids + QHX_RUN_PLAIN_STEPS ? n_ctx : (int64_t)r->n_ids + QHX_RUN_PLAIN_STEPS;
+    if (sp.n_ctx < (int64_t)r->n_ids + QHX_RUN_PLAIN_STEPS) return 0;
+    sp.spec_draft = 0;
+    qhx_session *s = NULL;
+    qhx_error err = {0};
+    double tok_s = 0;
+    if (!qhx_session_create(r->m, &sp, &s, &err) && !qhx_session_feed(s, r->ids, r->n_ids, &err)) {
+        const uint64_t t0 = qhx_cli_time_ns();
+        int k = 0;
+        while (k < QHX_RUN_PLAIN_STEPS && !qhx_session_feed(s, &r->ids[r->n_ids - 1], 1, &err)) k++; /* one token: a decode step */
+        const double ms = (double)(qhx_cli_time_ns() - t0) / 1e6;
+        if (k == QHX_RUN_PLAIN_STEPS && ms > 0) tok_s = k * 1000.0 / ms;
+    }
+    qhx_session_free(s);
+    return tok_s;
 }
 
 /* Session, prompt, generation, output. Returns the exit code. */
@@ -383,6 +417,10 @@ static int generate(run *r) {
     qhx_generate_stats st = {0};
     qhx_status grc = qhx_session_generate(r->s, &gp, &st, err);
     bool stopped = grc == QHX_E_ABORTED;
+    if (!grc && st.n_verify > 0 && (!a->run.quiet || a->json)) {
+        r->out.spec_retired = qhx_session_spec_retired(r->s) != 0;
+        r->out.spec_plain_tok_s = measure_plain_decode(r, n_ctx);
+    }
     bool full = (a->run.n_new < 0 || capped) && st.stop == QHX_STOP_LENGTH;
     const char *stop = qhx_run_stop_name(&st, &r->out, full, stopped);
     if (a->json && !grc) print_json(r, &st, stop);
