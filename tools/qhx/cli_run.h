@@ -50,6 +50,7 @@ typedef struct qhx_run_opts {
     bool seed_random;       /* --seed -1: a random seed, printed on stderr */
     bool ngl_given;         /* -ngl / --n-gpu-layers: accepted, and one line says what --device does */
     bool color;             /* --color: generated text in colour (on a terminal, without NO_COLOR) */
+    bool no_context_shift;  /* chat --no-context-shift: refuse a message that does not fit */
 } qhx_run_opts;
 
 /* Defaults: nothing given. */
