@@ -1,15 +1,20 @@
 # qhexrt: thin wrapper over CMake/CTest.
-#   make        the build packages that are missing (Debian, Ubuntu), then the Release build
-#               into build/bin (qhx, qhx_generate); `make build` builds only
-#   make test   install deps, build Release + ASan/UBSan, run every CTest test in both, then the
+#   make        the build packages that are missing (Debian, Ubuntu), then the Release build of
+#               the library (build/lib) and the commands (build/bin: qhx, qhx_generate) only,
+#               quietly (scripts/build.sh; VERBOSE=1 shows the compiler lines); `make build`
+#               builds only
+#   make test   install deps, build Release + ASan/UBSan (everything: the tests, fuzz replays and
+#               benchmarks as well), run every CTest test in both, then the
 #               tests labelled tsan under ThreadSanitizer (make test-tsan) and the aarch64
 #               kernels under qemu (make test-arm)
-#   make demo   install deps, build, run text generation on the model in models/shakespeare
+#   make demo   install the build packages, build as make does, run text generation on the model
+#               in models/shakespeare
 #   make test-arm   aarch64 cross build of the kernels (QHX_KERNELS_ONLY), tests run under qemu-aarch64
 #   make test-tsan  ThreadSanitizer build, runs the tests labelled tsan (pool, sessions)
 #   make fuzz   clang libFuzzer build; runs every fuzz target FUZZ_TIME seconds (default 60)
-#   make install [PREFIX=/usr/local] [DESTDIR=]   qhx, qhx_generate, libqhx.so/.a, qhx.h, qhx.pc
-#   make uninstall   removes what the last make install wrote (build/install_manifest.txt)
+#   make install [PREFIX=/usr/local] [DESTDIR=]   qhx, qhx_generate, libqhx.so/.a, qhx.h, qhx.pc,
+#               qhx-shared.pc; the list of what it wrote goes to build/installed.txt
+#   make uninstall   removes every file the last make install wrote (build/installed.txt)
 #   make test-hf    the checks against Hugging Face itself (torch + transformers on the CPU): needs
 #               the environment of scripts/hf_env.sh; make test never does
 JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
@@ -19,7 +24,7 @@ CMFLAGS  ?=
 PREFIX   ?= /usr/local
 DESTDIR  ?=
 
-.PHONY: all build deps deps-build deps-missing test test-release test-asan test-arm test-tsan test-hf demo fuzz install uninstall clean
+.PHONY: all build deps deps-build deps-missing test test-release test-asan test-arm test-tsan test-hf demo fuzz install install-only uninstall clean
 
 all: deps-missing build
 
@@ -28,10 +33,13 @@ all: deps-missing build
 deps-missing:
 	@if command -v dpkg-query >/dev/null && command -v apt-get >/dev/null; then bash scripts/deps.sh --build; fi
 
+# What the demo, the user and make install need: the libraries and the commands, nothing else.
+PRODUCT := qhx qhx_static qhx_cli qhx_generate
+
 build:
 	@$(CMAKE) -S . -B build -DCMAKE_BUILD_TYPE=Release -DQHX_WERROR=$(WERROR) \
 	  -DCMAKE_INSTALL_PREFIX=$(PREFIX) $(CMFLAGS) >/dev/null
-	@$(CMAKE) --build build -j $(JOBS)
+	@bash scripts/build.sh build $(JOBS) $(PRODUCT)
 
 deps:
 	@bash scripts/deps.sh
@@ -52,6 +60,7 @@ test-hf:
 	@HF_VENV=$(abspath $(HF_VENV)) bash tests/hf/run_all.sh
 
 test-release: build
+	@$(CMAKE) --build build -j $(JOBS)
 	cd build && ctest --output-on-failure -j $(JOBS)
 
 test-asan:
@@ -93,15 +102,24 @@ fuzz:
 demo: deps-build build
 	@bash scripts/demo.sh
 
+# cmake --install rewrites build/install_manifest.txt on every install from this folder (the
+# tests install into temporary prefixes), lists the paths without DESTDIR and ends its last line
+# without a newline, so make install keeps its own complete copy, DESTDIR included.
+# BUILD_DIR names another configured build folder (tests/cli/install.sh installs its own build's);
+# install-only installs what is built there without building; INSTALLED is where the list of the
+# installed files goes (the test keeps its own, not to replace a real install's).
+BUILD_DIR ?= build
+INSTALLED ?= $(BUILD_DIR)/installed.txt
 install: build
-	@DESTDIR=$(DESTDIR) $(CMAKE) --install build | grep -v '^-- Up-to-date' || true
+	@$(MAKE) --no-print-directory install-only
+install-only:
+	@DESTDIR=$(DESTDIR) $(CMAKE) --install $(BUILD_DIR) | grep -v '^-- Up-to-date' || true
+	@sed 's|^|$(DESTDIR)|; $$a\\' $(BUILD_DIR)/install_manifest.txt > $(INSTALLED)
 	@echo "installed under $(DESTDIR)$(PREFIX); build programs with: cc prog.c \$$(pkg-config --cflags --libs qhx)" \
 	  "(PKG_CONFIG_PATH=$(DESTDIR)$(PREFIX)/lib/pkgconfig outside the default search path)"
 
 uninstall:
-	@[ -f build/install_manifest.txt ] || { echo "uninstall: build/install_manifest.txt is missing (nothing installed from this build)" >&2; exit 1; }
-	@while IFS= read -r f; do rm -f "$$f"; done < build/install_manifest.txt
-	@echo "removed $$(wc -l < build/install_manifest.txt) files"
+	@bash scripts/uninstall.sh $(INSTALLED)
 
 clean:
 	rm -rf build build-asan build-arm build-tsan build-fuzz

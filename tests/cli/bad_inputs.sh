@@ -211,9 +211,21 @@ PY
 check 1 "embedding rows" generate -m "$tmp/bigtok" -p hi
 
 # ---- context limits (a plan with max_context 16) -------------------------------------------------
-check 1 "exceed the model's context of 16" generate -m "$tmp/bundle/$M" -p "one two three four five six seven eight nine ten eleven twelve" -n 2
-check 1 "exceed the model's context of 16" generate -m "$tmp/bundle/$M" -p hi -n 100
-check 1 "--ctx is 4" generate -m "$FX" --ids 1,2,3 -n 2 --ctx 4
+# a prompt that leaves no room for one token is an error; -n beyond the context stops there
+check 1 "leaves no room to generate in the model's context of 16" generate -m "$tmp/bundle/$M" --ids "$(seq -s, 1 16)" -n 2
+check 1 "leaves no room to generate: --ctx is 4" generate -m "$FX" --ids 1,2,3,4 -n 2 --ctx 4
+for n in 15 16 100 2147483647; do
+  "$QHX" generate -m "$tmp/bundle/$M" --ids 1 -n $n --greedy --ignore-eos --json >"$tmp/cap.json" 2>"$tmp/cap.err" ||
+    bad "-n $n beyond a context of 16: exit $? $(cat "$tmp/cap.err")"
+  python3 -c 'import json, sys; j = json.load(open(sys.argv[1])); n = int(sys.argv[2])
+sys.exit(0 if (j["n_generated"], j["stop"]) == ((15, "context") if n > 15 else (n, "length")) else 1)' "$tmp/cap.json" $n ||
+    bad "-n $n in a context of 16: $(cat "$tmp/cap.json")"
+  if [ $n -gt 15 ]; then grep -q "^qhx: -n $n goes beyond the context of 16 tokens" "$tmp/cap.err" || bad "-n $n: no line about the context: $(cat "$tmp/cap.err")"
+  else ! grep -q "beyond the context" "$tmp/cap.err" || bad "-n $n fits, yet: $(cat "$tmp/cap.err")"; fi
+done
+"$QHX" generate -m "$FX" --ids 1,2,3 -n 9 --ctx 8 --greedy --ignore-eos --quiet --json >"$tmp/cap.json" 2>"$tmp/cap.err" || bad "-n 9 --ctx 8: $(cat "$tmp/cap.err")"
+grep -q '"stop":"context"' "$tmp/cap.json" && grep -q '"n_generated":5,' "$tmp/cap.json" || bad "-n 9 --ctx 8: $(cat "$tmp/cap.json")"
+[ ! -s "$tmp/cap.err" ] || bad "--quiet printed: $(cat "$tmp/cap.err")"
 check 1 "context" logits -m "$tmp/bundle/$M" --ids "$(seq -s, 1 20)" --out "$tmp/l.f32"
 no_output "$tmp/l.f32"
 
@@ -256,7 +268,7 @@ check 2 "--top-p: '2'" generate -m "$FX" -p hi --top-p 2
 check 2 "--temp: 'nan'" generate -m "$FX" -p hi --temp nan
 # the seed is 64-bit: its whole range is accepted, one past it and negatives are not
 check 2 "--seed: '18446744073709551616'" generate -m "$FX" -p hi --seed 18446744073709551616
-check 2 "--seed: '-1'" generate -m "$FX" -p hi --seed -1
+check 2 "--seed: '-2'" generate -m "$FX" -p hi --seed -2
 check 2 "--seed: '-1'" forge --random qwen3_5 "$tmp/never" --preset tiny --seed -1
 "$QHX" generate -m "$FX" -p hi -n 2 --temp 1 --seed 18446744073709551615 --quiet >/dev/null 2>"$tmp/err" ||
   bad "--seed 18446744073709551615 refused: $(cat "$tmp/err")"

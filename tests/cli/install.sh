@@ -41,8 +41,16 @@ if [ -x "$tmp/simple" ]; then
   out=$(env -u LD_LIBRARY_PATH "$tmp/simple" "$DATA/fixtures/parity/qwen35-tiny-f32" "Hello" 2>&1) || bad "simple failed: $out"
   echo "$out" | grep -q "32 tokens" || bad "simple printed: $out"
 fi
-# static linking through pkg-config --static
-cc "$SRC/examples/simple.c" $(pkg-config --static --cflags qhx) "$tmp/p/lib/libqhx.a" $(pkg-config --static --libs-only-l qhx | sed 's/-lqhx//') -o "$tmp/simple_static" 2>"$tmp/cc" || { cat "$tmp/cc"; bad "simple.c does not link statically"; }
+# static linking through pkg-config --static alone: libqhx.a, not libqhx.so
+cc "$SRC/examples/simple.c" $(pkg-config --static --cflags --libs qhx) -o "$tmp/simple_static" 2>"$tmp/cc" || { cat "$tmp/cc"; bad "simple.c does not link with pkg-config --static"; }
+if [ -x "$tmp/simple_static" ]; then
+  libs=$(ldd "$tmp/simple_static" 2>&1)
+  ! grep -q "libqhx" <<<"$libs" || bad "pkg-config --static linked the shared library: $(grep qhx <<<"$libs")"
+  out=$(env -u LD_LIBRARY_PATH "$tmp/simple_static" "$DATA/fixtures/parity/qwen35-tiny-f32" "Hello" 2>&1) || bad "simple_static failed: $out"
+  echo "$out" | grep -q "32 tokens" || bad "simple_static printed: $out"
+fi
+# the shared link records libqhx.so once, and nothing of the archive
+pkg-config --libs qhx | grep -q 'libqhx\.a' && bad "pkg-config --libs (not static) names libqhx.a: $(pkg-config --libs qhx)"
 
 # the header's version macros against the library's run-time answer and the .pc's
 cat >"$tmp/ver.c" <<'C'
@@ -64,5 +72,24 @@ cc "$tmp/ver.c" $(pkg-config --cflags --libs qhx) -o "$tmp/ver" && v=$("$tmp/ver
 # relocatable: the .pc moved with its tree still points at itself
 mv "$tmp/p" "$tmp/moved"
 PKG_CONFIG_PATH=${PKG_CONFIG_PATH/$tmp\/p/$tmp\/moved} pkg-config --cflags qhx | grep -q "$tmp/moved" || bad "qhx.pc is not relocatable"
+
+# make install / make uninstall through the Makefile, into a DESTDIR: every file it wrote goes,
+# qhx.pc and the library's links included, even after another cmake --install from the same
+# build folder has rewritten cmake's own manifest (as the lines above just did)
+if [ -f "$SRC/Makefile" ] && command -v make >/dev/null; then
+  mk() { make --no-print-directory -C "$SRC" BUILD_DIR="$BUILD" INSTALLED="$tmp/installed.txt" "$@"; }
+  dest=$tmp/dest
+  mk install-only DESTDIR="$dest" >"$tmp/mk" 2>&1 || { cat "$tmp/mk"; bad "make install DESTDIR= failed"; }
+  n=$(find "$dest" -type f -o -type l | wc -l)
+  [ "$n" -ge 8 ] || bad "make install wrote $n files: $(find "$dest" -type f -o -type l)"
+  find "$dest" -name qhx.pc | grep -q . || bad "make install wrote no qhx.pc"
+  cmake --install "$BUILD" --prefix "$tmp/other" >/dev/null 2>&1
+  mk uninstall >"$tmp/mk" 2>&1 || { cat "$tmp/mk"; bad "make uninstall failed"; }
+  left=$(find "$dest" -type f -o -type l)
+  [ -z "$left" ] || bad "make uninstall left: $left"
+  grep -q "removed $n files" "$tmp/mk" || bad "make uninstall said: $(cat "$tmp/mk")"
+  mk uninstall >"$tmp/mk" 2>&1 && bad "a second make uninstall succeeded: $(cat "$tmp/mk")"
+  [ -d "$tmp/other/bin" ] && [ -f "$tmp/other/bin/qhx" ] || bad "make uninstall removed another prefix's files"
+fi
 [ $fail = 0 ] && echo "install: ok"
 exit $fail

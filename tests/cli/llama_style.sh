@@ -131,13 +131,17 @@ python3 -c "import json,sys; a=json.load(open(sys.argv[1])); b=json.load(open(sy
 grep -q "seed [0-9]" "$tmp/v.err" || bad "--verbose shows no seed: $(cat "$tmp/v.err")"
 # ---- context ------------------------------------------------------------------------------------
 "$QHX" generate -m "$FX" -p 'Once upon a time' -n -1 --ctx 40 --greedy --ignore-eos --json >"$tmp/full40.json" 2>"$tmp/err" || bad "-n -1: $(cat "$tmp/err")"
-json "$tmp/full40.json" 'j["n_prompt"] + j["n_generated"] == 40 and j["stop"] == "context full"' || bad "-n -1 --ctx 40: $(head -c 300 "$tmp/full40.json")"
+json "$tmp/full40.json" 'j["n_prompt"] + j["n_generated"] == 40 and j["stop"] == "context"' || bad "-n -1 --ctx 40: $(head -c 300 "$tmp/full40.json")"
 "$QHX" generate -m "$FX" -p hi -n 2 --ctx 8192 --greedy --quiet >/dev/null 2>"$tmp/err" || bad "--ctx 8192 on a checkpoint: $(cat "$tmp/err")"
 refuse 1 "exceeds the 262144 tokens the model was trained for" generate -m "$FX" -p hi -n 2 --ctx 300000
 "$QHX" forge "$FX" "$tmp/bundle" --precision f16 --max-context 64 --quiet || bad "forge"
 man=$(cd "$tmp/bundle" && ls *.json | grep -v -e config -e index | head -1)
 "$QHX" generate -m "$tmp/bundle/$man" -p hi -n 100 --ctx 2048 --greedy --ignore-eos --quiet >/dev/null 2>"$tmp/err" || bad "--ctx above a bundle's context: $(cat "$tmp/err")"
-refuse 1 "--ctx can go up to 262144" generate -m "$tmp/bundle/$man" -p hi -n 100
+refuse 1 "--ctx can go up to 262144" generate -m "$tmp/bundle/$man" --ids "$(seq -s, 1 64)" -n 1
+# -n beyond the bundle's context: generation stops at its end, one line says so and how to go further
+"$QHX" generate -m "$tmp/bundle/$man" -p hi -n 100 --greedy --ignore-eos --json >"$tmp/cap.json" 2>"$tmp/err" || bad "-n 100 beyond 64: $(cat "$tmp/err")"
+json "$tmp/cap.json" 'j["n_prompt"] + j["n_generated"] == 64 and j["stop"] == "context"' || bad "-n 100 in 64: $(head -c 300 "$tmp/cap.json")"
+grep -q "goes beyond the context of 64 tokens.*stop: context (--ctx can go up to 262144)" "$tmp/err" || bad "-n 100 in 64: $(cat "$tmp/err")"
 # ---- a chat stops at its turn end (<|im_end|> = 962), whatever the run plan's stop ids ------------
 python3 -c "import json,sys; m=json.load(open(sys.argv[1])); m['special_tokens']['stop_ids']=[960]; json.dump(m,open(sys.argv[1],'w'))" "$tmp/bundle/$man"
 plan=$("$QHX" inspect "$tmp/bundle/$man")

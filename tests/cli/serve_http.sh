@@ -53,7 +53,9 @@ check '[ "$code" = 200 ] && grep -q "^qhx_requests_total 2" "$T/e" && grep -q "^
 # No --ctx: each slot gets the context qhx generate chooses for the same folder (the library's
 # policy; the fixture's KV caches are small, so the memory does not bind: its trained context).
 n_ctx=$(curl -s "$URL/v1/models" | python3 -c 'import json, sys; print(json.load(sys.stdin)["data"][0]["meta"]["n_ctx"])')
-gen=$("$BIN/qhx" generate -m "$F" --ids 1 -n 2147483647 2>&1 | sed -n "s/.*exceed the model's context of \([0-9]*\) tokens.*/\1/p")
+# (generate says its context when -n goes beyond it; a one-token grammar ends the run at once)
+printf 'root ::= "a"\n' >"$T/one.gbnf"
+gen=$("$BIN/qhx" generate -m "$F" --ids 1 -n 2147483647 --grammar "$T/one.gbnf" --ignore-eos 2>&1 >/dev/null | sed -n "s/.*goes beyond the context of \([0-9]*\) tokens.*/\1/p")
 trained=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["text_config"]["max_position_embeddings"])' "$F/config.json")
 check '[ -n "$gen" ] && [ "$n_ctx" = "$gen" ] && [ "$gen" = "$trained" ]' \
   "serve's default context per slot ($n_ctx) is generate's ($gen), the trained one ($trained)"

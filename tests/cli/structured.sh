@@ -21,8 +21,10 @@ for seed in 1 2 3; do
   case "$out" in yes.|no.|maybe.) echo "ok: --grammar seed $seed: $out" ;; *) bad "--grammar seed $seed: '$out'" ;; esac
 done
 # --json-object: one object (parsed by python); --ignore-eos: it ends by the grammar alone
-"$QHX" generate -m "$B" -p "{" -n 600 --json-object --greedy --json --quiet >"$tmp/o.json" || bad "--json-object failed"
-python3 -c "import json,sys; j=json.load(open(sys.argv[1])); assert j['stop'] in ('eos','grammar complete','length'), j['stop']; print('ok: --json-object stop', j['stop'])" "$tmp/o.json" || bad "--json-object output"
+# (cut by -n, it exits 3: tests/cli/structured_cut.sh)
+"$QHX" generate -m "$B" -p "{" -n 600 --json-object --greedy --json --quiet >"$tmp/o.json"
+orc=$?
+python3 -c "import json,sys; j=json.load(open(sys.argv[1])); rc=int(sys.argv[2]); assert (j['stop'], rc) in (('eos',0),('grammar complete',0),('length',3)), (j['stop'], rc); print('ok: --json-object stop', j['stop'])" "$tmp/o.json" $orc || bad "--json-object output (exit $orc)"
 out=$("$QHX" generate -m "$A" -p "n" -n 50 --json-schema '{"enum": [12, 345]}' --ignore-eos --temp 1 --seed 5 --json --quiet)
 python3 -c "import json,sys; j=json.loads(sys.argv[1]); assert j['stop']=='grammar complete' and json.loads(j['text']) in (12,345), j; print('ok: inline schema, --ignore-eos ends by the grammar:', j['text'])" "$out" || bad "inline schema: $out"
 

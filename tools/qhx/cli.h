@@ -19,6 +19,8 @@ enum {
     QHX_EXIT_OK = 0,
     QHX_EXIT_RUNTIME = 1,     /* bad input file, I/O, limits: one line on stderr */
     QHX_EXIT_USAGE = 2,       /* bad command line: one line + usage hint */
+    QHX_EXIT_INCOMPLETE = 3,  /* constrained output (--grammar, --json-schema, --json-object) cut by
+                                 -n or the context before the grammar's end: printed, yet not valid */
     QHX_EXIT_INTERRUPTED = 130
 };
 
@@ -44,6 +46,15 @@ qhx_status qhx_cli_fail(qhx_error *err, qhx_status code, const char *fmt, ...) _
 
 /* A monotonic clock in nanoseconds (timings of the speed line). */
 uint64_t qhx_cli_time_ns(void);
+/* x rounded to `decimals` places, for JSON a person reads: with JSON_REAL_PRECISION(15) in the
+ * dump, 12.998857 ms prints as 12.999, not 12.998857000000001. */
+double qhx_cli_round(double x, int decimals);
+/* Colour on fd: a terminal, NO_COLOR unset or empty (no-color.org), TERM not "dumb". */
+bool qhx_cli_color_ok(int fd);
+#define QHX_CLI_COLOR_TEXT "\033[33m" /* the generated text under --color */
+#define QHX_CLI_COLOR_OFF "\033[0m"
+/* The flags every --json output of the CLI is dumped with (compact, 15 significant digits). */
+#define QHX_CLI_JSON_FLAGS (JSON_COMPACT | JSON_REAL_PRECISION(15))
 
 /* Whether path is a regular file (stat follows links). */
 int qhx_cli_is_file(const char *path);

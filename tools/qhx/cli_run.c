@@ -13,8 +13,8 @@
 #include <unistd.h>
 
 const char QHX_RUN_OPTS_HELP[] =
-    "  -n, --n-predict N    most tokens to generate (default 128; -1: until a stop or the\n"
-    "                       context is full)\n"
+    "  -n, --n-predict N    most tokens to generate (default: 128 in generate, 512 per answer\n"
+    "                       in chat; -1: until a stop or the context's end)\n"
     "  --temp T             sampling temperature, >= 0 (0 = greedy)\n"
     "  --top-k K            keep the K most likely tokens (0 = off)\n"
     "  --top-p P            nucleus sampling, P in (0, 1]\n"
@@ -24,7 +24,8 @@ const char QHX_RUN_OPTS_HELP[] =
     "  --presence-penalty P subtract P from the logit of every recent token, P in [-100, 100]\n"
     "  --frequency-penalty F  subtract F x its count from every recent token's logit\n"
     "  -s, --seed S         sampling seed (same seed, same text at any thread count; default:\n"
-    "                       random when sampling, shown by --verbose and --json)\n"
+    "                       random when sampling, shown by --verbose and --json); -1: random,\n"
+    "                       printed on stderr\n"
     "  --greedy             argmax decoding, every filter off\n"
     "  -r, --stop STR       stop when the text contains STR (not printed); repeatable\n"
     "  --stop-id ID         stop at the token ID too (not printed; also with --ignore-eos);\n"
@@ -32,13 +33,15 @@ const char QHX_RUN_OPTS_HELP[] =
     "  -t, --threads N      worker threads (default: one per physical core)\n"
     "  --device cpu|opencl[:N]  where the model runs (default cpu; qhx devices lists the\n"
     "                       OpenCL devices)\n"
+    "  -ngl, --n-gpu-layers N  accepted for llama.cpp's command lines; layers are not split\n"
+    "                       here: --device puts the whole model on one device\n"
     "  --isa ref|avx2|avx512|neon|best  force an instruction set (default best); one this\n"
     "                       build or CPU cannot run is an error\n"
     "  -c, --ctx, --ctx-size N  context of the session (default: a bundle's run plan context;\n"
     "                       for a checkpoint folder the trained context, as far as memory\n"
     "                       allows); at most the model's trained context\n"
     "  --weights mmap|read  weights used in place from a mapping, or read into memory\n"
-    "                       (default read)\n"
+    "                       (default read); --no-mmap is --weights read\n"
     "  --prefill chunked|decode  prompt through the chunked path (default) or token by token\n"
     "  --prefill-math default|f32|int8  w8/q4 prompt matmul with f32 or int8 activations\n"
     "                       (default: int8 for q4, f32 for w8)\n"
@@ -56,7 +59,9 @@ const char QHX_RUN_OPTS_HELP[] =
     "  --draft-fixed        with --spec: always N drafts\n"
     "  --ignore-eos         do not stop at the model's stop tokens\n"
     "  -v, --verbose        the seed, the context and format notes on stderr\n"
-    "  --quiet              no speed line on stderr\n";
+    "  --quiet              no speed line on stderr\n"
+    "  --color              the generated text in colour when stdout is a terminal and\n"
+    "                       NO_COLOR is not set\n";
 
 /* llama.cpp's spellings (and a few long forms) of our options. */
 static const struct { const char *from, *to; } ALIASES[] = {
@@ -64,7 +69,7 @@ static const struct { const char *from, *to; } ALIASES[] = {
     {"-t", "--threads"},       {"-c", "--ctx"},            {"--ctx-size", "--ctx"},
     {"-s", "--seed"},          {"-r", "--stop"},           {"--reverse-prompt", "--stop"},
     {"--temperature", "--temp"}, {"-v", "--verbose"},      {"--system-prompt", "--system"},
-    {"-sys", "--system"},
+    {"-sys", "--system"},       {"-ngl", "--n-gpu-layers"},
 };
 
 const char *const QHX_RUN_OPT_NAMES[] = {
@@ -73,7 +78,7 @@ const char *const QHX_RUN_OPT_NAMES[] = {
     "--seed", "--greedy", "-r", "--stop", "--stop-id", "--reverse-prompt", "-t", "--threads", "--isa", "-c", "--ctx",
     "--ctx-size", "--weights", "--prefill", "--prefill-math", "--decode-math", "--kv", "--image-max-tokens",
     "--ignore-eos", "-v", "--verbose", "--quiet", "--system", "--system-prompt", "--think", "--no-think",
-    "--spec", "--draft", "--draft-fixed", "--device",
+    "--spec", "--draft", "--draft-fixed", "--device", "-ngl", "--n-gpu-layers", "--no-mmap", "--color",
 };
 const size_t QHX_RUN_N_OPT_NAMES = sizeof QHX_RUN_OPT_NAMES / sizeof QHX_RUN_OPT_NAMES[0];
 
@@ -114,6 +119,8 @@ static int parse_flag(const char *a, qhx_run_opts *o) {
     else if (!strcmp(a, "--think")) o->think = 1;
     else if (!strcmp(a, "--no-think")) o->think = 0;
     else if (!strcmp(a, "--draft-fixed")) o->draft_fixed = true;
+    else if (!strcmp(a, "--no-mmap")) o->weights = QHX_WEIGHTS_READ; /* llama.cpp's spelling */
+    else if (!strcmp(a, "--color")) o->color = true;
     else return 0;
     return 1;
 }
@@ -155,9 +162,15 @@ static int parse_valued(const char *cmd, const char *a, const char *v, qhx_run_o
         if (qhx_cli_parse_i64(v, 1, 1 << 20, &n)) return qhx_cli_usage_error(cmd, "--repeat-last-n: '%s' is not in [1, 1048576]", v);
         s->repeat_last_n = (int32_t)n, set[QHX_RUN_S_LAST_N] = true;
     } else if (!strcmp(a, "--seed")) {
+        if (!strcmp(v, "-1")) { /* llama.cpp's "random": drawn when the session starts, and printed */
+            o->seed_random = true;
+            set[QHX_RUN_S_SEED] = false;
+            return 0;
+        }
         if (qhx_cli_parse_u64(v, &s->seed))
-            return qhx_cli_usage_error(cmd, "--seed: '%s' is not an integer in [0, 18446744073709551615]", v);
+            return qhx_cli_usage_error(cmd, "--seed: '%s' is not -1 (random) or an integer in [0, 18446744073709551615]", v);
         set[QHX_RUN_S_SEED] = true;
+        o->seed_random = false;
     } else if (!strcmp(a, "--stop")) {
         if (!*v) return qhx_cli_usage_error(cmd, "--stop: the string is empty");
         if (o->n_stops == QHX_RUN_MAX_STOPS) return qhx_cli_usage_error(cmd, "--stop: more than %d strings", QHX_RUN_MAX_STOPS);
@@ -197,6 +210,10 @@ static int parse_valued(const char *cmd, const char *a, const char *v, qhx_run_o
     } else if (!strcmp(a, "--spec")) {
         if (strcmp(v, "mtp")) return qhx_cli_usage_error(cmd, "--spec: '%s' is not mtp (the only draft source)", v);
         o->spec = true;
+    } else if (!strcmp(a, "--n-gpu-layers")) {
+        if (qhx_cli_parse_i64(v, -1, INT32_MAX, &n))
+            return qhx_cli_usage_error(cmd, "%s: '%s' is not a layer count (or -1: all)", a, v);
+        o->ngl_given = true;
     } else if (!strcmp(a, "--draft")) {
         if (qhx_cli_parse_i64(v, 1, 8, &n)) return qhx_cli_usage_error(cmd, "--draft: '%s' is not in [1, 8]", v);
         o->draft = (int)n;
@@ -211,7 +228,7 @@ int qhx_run_parse_opt(const char *cmd, int argc, char **argv, int *i, qhx_run_op
                                          "--repeat-last-n", "--presence-penalty", "--frequency-penalty", "--seed",
                                          "--stop", "--stop-id", "--threads", "--isa", "--ctx", "--image-max-tokens", "--weights",
                                          "--prefill", "--prefill-math", "--decode-math", "--kv", "--system",
-                                         "--spec", "--draft", "--device"};
+                                         "--spec", "--draft", "--device", "--n-gpu-layers"};
     int known = 0;
     for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) known |= !strcmp(a, valued[k]);
     if (!known) return 0;
@@ -256,6 +273,9 @@ int qhx_run_open_model(const char *cmd, const qhx_run_opts *o, int vision, qhx_m
                        qhx_error *err) {
     if (qhx_cli_check_model_path(o->model, err)) return qhx_cli_runtime_error(cmd, err);
     uint64_t t0 = qhx_cli_time_ns();
+    if (o->ngl_given) /* once per run: say what decides where the layers go here */
+        fprintf(stderr, "qhx %s: -ngl: layers are not split between devices here; the whole model runs on %s "
+                        "(--device cpu|opencl[:N]; qhx devices lists them)\n", cmd, o->device ? o->device : "cpu (the default)");
     qhx_model_params mp = qhx_run_model_params(o);
     mp.vision = vision;
     qhx_cli_progress lp; /* a load progress line on a terminal once loading takes a second */
@@ -303,7 +323,10 @@ void qhx_run_apply_sampling(const qhx_run_opts *o, qhx_session_params *sp) {
     if (set[QHX_RUN_S_PRESENCE]) s->presence_penalty = o->sampling.presence_penalty;
     if (set[QHX_RUN_S_FREQUENCY]) s->frequency_penalty = o->sampling.frequency_penalty;
     if (set[QHX_RUN_S_SEED]) s->seed = o->sampling.seed;
-    else if (qhx_run_samples(sp)) s->seed = random_seed(); /* as llama.cpp: a new text each run */
+    else if (qhx_run_samples(sp) || o->seed_random) s->seed = random_seed(); /* as llama.cpp: a new text each run */
+    if (o->seed_random && !set[QHX_RUN_S_SEED])
+        fprintf(stderr, "qhx: seed %llu (--seed -1: random; --seed %llu gives this text again)\n",
+                (unsigned long long)s->seed, (unsigned long long)s->seed);
 }
 
 /* ---- the context policy -------------------------------------------------------------------- */
@@ -377,6 +400,7 @@ void qhx_run_out_init(qhx_run_out *out, const qhx_run_opts *o, bool print_ids, b
     out->print_ids = print_ids;
     out->print_text = !print_ids && !collect;
     out->collect = collect;
+    out->color = o->color && out->print_text && qhx_cli_color_ok(STDOUT_FILENO);
     out->t_start_ns = qhx_cli_time_ns();
 }
 
@@ -406,7 +430,9 @@ static bool grow_put(char **buf, size_t *len, size_t *cap, const void *p, size_t
 static void emit_text(qhx_run_out *out, const char *p, size_t n) {
     if (!n) return;
     if (out->print_text) {
+        if (out->color) fputs(QHX_CLI_COLOR_TEXT, stdout); /* each piece closed: Ctrl-C leaves no colour on */
         fwrite(p, 1, n, stdout);
+        if (out->color) fputs(QHX_CLI_COLOR_OFF, stdout);
         if (qhx_cli_stdout_flush()) out->lost = true; /* a closed pipe, a full disk: stop now */
     }
     if (out->collect && !grow_put(&out->text, &out->n_text, &out->cap_text, p, n)) out->failed = true;
@@ -439,7 +465,7 @@ const char *qhx_run_stop_name(const qhx_generate_stats *st, const qhx_run_out *o
     if (st->stop == QHX_STOP_STRING) return "stop string";
     if (st->stop == QHX_STOP_TOKEN) return "eos";
     if (st->stop == QHX_STOP_GRAMMAR) return "grammar complete";
-    if (context_full) return "context full";
+    if (context_full) return "context"; /* llama.cpp's word: generation reached the context's end */
     return "length";
 }
 
@@ -460,5 +486,12 @@ void qhx_run_print_speed(const char *cmd, double load_s, const qhx_generate_stat
                 (long long)st->n_accepted, (long long)st->n_drafted,
                 st->n_drafted ? 100.0 * (double)st->n_accepted / (double)st->n_drafted : 0.0,
                 (double)st->n_spec_tokens / (double)st->n_verify);
+    if (st->n_verify > 0 && out && out->spec_plain_tok_s > 0 && dc > 0) {
+        const double x = dc / out->spec_plain_tok_s;
+        fprintf(stderr, ", %.0f%% %s than plain decoding (%.1f tok/s over %d plain steps)",
+                100.0 * (x >= 1 ? x - 1 : 1 - x), x >= 1 ? "faster" : "slower", out->spec_plain_tok_s,
+                QHX_RUN_PLAIN_STEPS);
+    }
+    if (st->n_verify > 0 && out && out->spec_retired) fputs(", drafting retired by the adaptive rule (it did not pay)", stderr);
     fprintf(stderr, ", stop: %s\n", stop);
 }

@@ -47,6 +47,10 @@ typedef struct qhx_run_opts {
     int draft;              /* --draft N; 0 = the default (3) */
     bool draft_fixed;       /* --draft-fixed */
     const char *device;     /* --device cpu|opencl[:N]; NULL = cpu */
+    bool seed_random;       /* --seed -1: a random seed, printed on stderr */
+    bool ngl_given;         /* -ngl / --n-gpu-layers: accepted, and one line says what --device does */
+    bool color;             /* --color: generated text in colour (on a terminal, without NO_COLOR) */
+    bool no_context_shift;  /* chat --no-context-shift: refuse a message that does not fit */
 } qhx_run_opts;
 
 /* Defaults: nothing given. */
@@ -125,6 +129,11 @@ typedef struct qhx_run_out {
     int n_printed_ids;
     bool failed;            /* out of memory while collecting */
     bool lost;              /* stdout took no more output (a closed pipe, a full disk) */
+    bool color;             /* --color on a terminal without NO_COLOR */
+    /* --spec mtp: plain decoding's speed measured after the run (0: not measured) and whether
+     * the adaptive rule retired drafting; the speed line and --json report them */
+    double spec_plain_tok_s;
+    bool spec_retired;
     uint64_t t_start_ns, t_first_ns; /* the feed's start; the first token's arrival (0: none) */
 } qhx_run_out;
 void qhx_run_out_init(qhx_run_out *out, const qhx_run_opts *o, bool print_ids, bool collect);
@@ -132,13 +141,16 @@ void qhx_run_out_free(qhx_run_out *out);
 /* The qhx_token_cb. user is a qhx_run_out. */
 int qhx_run_on_token(void *user, qhx_token token, const char *text, size_t len);
 
-/* The stop reason in words: "eos", "length", "stop string", "context full", "interrupted". */
+/* The stop reason in words: "eos", "length", "stop string", "context", "interrupted". */
 const char *qhx_run_stop_name(const qhx_generate_stats *st, const qhx_run_out *out, bool context_full,
                               bool interrupted);
 
 /* "qhx: load 0.31 s, first token 42 ms, prompt 12 tokens (300.0 tok/s), generated 64 tokens
  * (25.0 tok/s), stop: eos" on stderr; interrupted: the same line starting "qhx CMD:
  * interrupted: ", so it is the one line an interrupted run prints. load_s < 0: no load time. */
+/* --spec mtp: the plain decode steps timed after the run, for the speed against plain decoding. */
+#define QHX_RUN_PLAIN_STEPS 16
+
 void qhx_run_print_speed(const char *cmd, double load_s, const qhx_generate_stats *st, const qhx_run_out *out,
                          const char *stop, bool interrupted);
 

@@ -432,3 +432,17 @@ int qhx_cli_check_device(const char *cmd, const char *v) {
     for (size_t i = 7; ok && i < n; i++) ok = v[i] >= '0' && v[i] <= '9';
     return ok ? 0 : qhx_cli_usage_error(cmd, "--device: '%s' is not cpu, opencl or opencl:N", v);
 }
+
+double qhx_cli_round(double x, int decimals) {
+    double scale = 1;
+    for (int k = 0; k < decimals; k++) scale *= 10;
+    double r = round(x * scale) / scale;
+    return r == 0 ? 0 : r; /* no -0 */
+}
+
+bool qhx_cli_color_ok(int fd) {
+    const char *no = getenv("NO_COLOR"), *term = getenv("TERM");
+    if (no && *no) return false;
+    if (term && !strcmp(term, "dumb")) return false;
+    return isatty(fd) != 0;
+}

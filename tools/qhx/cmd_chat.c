@@ -42,8 +42,10 @@ static void usage(FILE *f) {
             "  --system TEXT        system message\n"
             "  --think, --no-think  Qwen3.5 thinking mode (default: the run plan's)\n"
             "%s"
-            "  (-n is the most tokens per answer, default 512; --ctx the whole conversation's\n"
-            "  context)\n",
+            "  --no-context-shift   refuse a message that does not fit in the context (default: the\n"
+            "                       oldest turns after the system prompt are dropped, the rest read\n"
+            "                       again, with a one-line notice)\n"
+            "  (--ctx is the whole conversation's context)\n",
             COMMANDS_HELP, QHX_RUN_OPTS_HELP);
 }
 
@@ -59,6 +61,11 @@ typedef struct chat {
     int n_images;
     EditLine *el;             /* NULL when stdin is not a terminal */
     History *hist;
+    /* the conversation's text turns, for the context shift: user message and answer of each
+     * finished turn since the last /clear (owned); a /load'ed conversation has none */
+    char **said;              /* 2 per turn: user, answer */
+    int n_turns, cap_turns;
+    bool no_shift;            /* --no-context-shift: a message that does not fit is refused */
 } chat;
 
 /* ---- one turn ------------------------------------------------------------------------------ */
@@ -112,15 +119,122 @@ static int abort_feed(void *user) {
     return c->feeding && qhx_run_interrupted(NULL);
 }
 
+/* ---- the context shift ----------------------------------------------------------------------
+ * When a message and room for its answer no longer fit, the oldest turns after the system
+ * prompt are dropped and the kept ones, with the message, are prefilled again into the reset
+ * session (the recurrent layers hold no positions that could be shifted: truncation plus a new
+ * prefill is the honest form of llama.cpp's context shift). One line says what was dropped. */
+
+static void forget_turns(chat *c) {
+    for (int k = 0; k < 2 * c->n_turns; k++) free(c->said[k]);
+    c->n_turns = 0;
+}
+
+static void remember_turn(chat *c, const char *user, const char *answer, size_t n_answer) {
+    if (c->n_turns == c->cap_turns) {
+        int cap = c->cap_turns ? 2 * c->cap_turns : 16;
+        char **q = realloc(c->said, (size_t)cap * 2 * sizeof *q);
+        if (!q) return; /* out of memory: this turn is not kept for a later shift */
+        c->said = q, c->cap_turns = cap;
+    }
+    char *u = strdup(user), *a = malloc(n_answer + 1);
+    if (!u || !a) {
+        free(u), free(a);
+        return;
+    }
+    memcpy(a, answer ? answer : "", n_answer);
+    a[n_answer] = '\0';
+    c->said[2 * c->n_turns] = u, c->said[2 * c->n_turns + 1] = a;
+    c->n_turns++;
+}
+
+/* Tokens kept free for the answer when deciding whether a message fits: -n, at most a quarter
+ * of the context (an answer that needs more stops at the context's end, stop "context"). */
+static int64_t answer_room(const chat *c) {
+    int64_t quarter = c->ctx.limit / 4 > 1 ? c->ctx.limit / 4 : 1;
+    return c->run.n_new > 0 && c->run.n_new < quarter ? c->run.n_new : quarter;
+}
+
+/* The system prompt, the remembered turns from `from` on and the message, as one prompt for
+ * the reset session. */
+static qhx_status shifted_prompt(chat *c, int from, const char *user, qhx_prompt **out, qhx_error *err) {
+    const size_t n = (size_t)(2 * (c->n_turns - from) + 2);
+    qhx_chat_turn *turns = calloc(n, sizeof *turns);
+    if (!turns) return qhx_cli_fail(err, QHX_E_NOMEM, "out of memory");
+    size_t nt = 0;
+    if (c->run.system) turns[nt++] = (qhx_chat_turn){.role = "system", .content = c->run.system};
+    for (int k = from; k < c->n_turns; k++) {
+        turns[nt++] = (qhx_chat_turn){.role = "user", .content = c->said[2 * k]};
+        turns[nt++] = (qhx_chat_turn){.role = "assistant", .content = c->said[2 * k + 1]};
+    }
+    turns[nt++] = (qhx_chat_turn){.role = "user", .content = user};
+    int think = c->run.think >= 0 ? c->run.think : qhx_model_thinking_default(c->m);
+    qhx_chat_spec spec = {.turns = turns, .n_turns = nt, .thinking = think};
+    qhx_status rc = qhx_prompt_for_session(c->s, &spec, out, err);
+    free(turns);
+    return rc;
+}
+
+/* Reset the session and feed the longest tail of the conversation that leaves answer_room.
+ * Returns QHX_OK with the turn fed, or QHX_E_LIMIT when even the message alone does not fit. */
+static qhx_status shift_context(chat *c, const char *user, qhx_error *err) {
+    for (int from = c->n_turns ? 1 : 0; from <= c->n_turns; from++) { /* none remembered (/load): all goes */
+        qhx_session_reset(c->s);
+        qhx_prompt *p = NULL;
+        qhx_status rc = shifted_prompt(c, from, user, &p, err);
+        size_t n = 0;
+        if (!rc) qhx_prompt_ids(p, &n);
+        if (!rc && (int64_t)n + answer_room(c) <= c->ctx.limit) {
+            rc = feed_turn(c, p, err);
+            qhx_prompt_free(p);
+            if (rc) return rc;
+            if (from)
+                fprintf(stderr, "(the conversation outgrew the context of %lld tokens: its oldest %d turn%s dropped%s; "
+                                "%lld tokens read again)\n", (long long)c->ctx.limit, from, from == 1 ? " was" : "s were",
+                        c->run.system ? ", the system prompt kept" : "", (long long)n);
+            else
+                fprintf(stderr, "(the conversation outgrew the context of %lld tokens: it goes on from this message%s)\n",
+                        (long long)c->ctx.limit, c->run.system ? " and the system prompt" : "");
+            for (int k = 0; k < 2 * from; k++) free(c->said[k]);
+            memmove(c->said, c->said + 2 * from, (size_t)(2 * (c->n_turns - from)) * sizeof *c->said);
+            c->n_turns -= from;
+            return QHX_OK;
+        }
+        qhx_prompt_free(p);
+        if (rc && rc != QHX_E_LIMIT) return rc;
+    }
+    qhx_session_reset(c->s);
+    c->first = true;
+    forget_turns(c);
+    return qhx_cli_fail(err, QHX_E_LIMIT, "the message alone and room for its answer (%lld tokens) exceed the context",
+                        (long long)answer_room(c));
+}
+
+/* Whether the turn's prompt (n ids) and room for the answer fit after what the session holds. */
+static bool turn_fits(const chat *c, size_t n) {
+    return qhx_session_n_past(c->s) + (int64_t)n + answer_room(c) <= c->ctx.limit;
+}
+
 /* One user turn: feed it, stream the answer. Returns an exit code >= 0 to stop, -1 to go on. */
 static int turn(chat *c, const char *user, qhx_error *err) {
     qhx_prompt *p = NULL;
     qhx_run_out out;
     qhx_run_out_init(&out, &c->run, false, false);
+    out.collect = true; /* printed and kept: the answer is part of the conversation's text */
+    const bool had_images = c->n_images > 0;
     qhx_status rc = turn_prompt(c, user, &p, err);
     for (int k = 0; k < c->n_images; k++) free(c->images[k]);
     c->n_images = 0;
-    if (!rc) rc = feed_turn(c, p, err);
+    size_t n_turn = 0;
+    if (!rc) qhx_prompt_ids(p, &n_turn);
+    /* a message that would not fit: the context shift (not for images: the kept turns are text) */
+    const bool shift = !c->no_shift && !had_images && !c->first && (rc == QHX_E_LIMIT || (!rc && !turn_fits(c, n_turn)));
+    if (shift) {
+        rc = shift_context(c, user, err);
+    } else {
+        if (!rc && !turn_fits(c, n_turn) && c->first) rc = QHX_OK; /* a first message: as much as fits */
+        if (!rc) rc = feed_turn(c, p, err);
+    }
     qhx_prompt_free(p);
     if (rc == QHX_E_ABORTED) { /* cut in the middle of a layer: the state cannot go on */
         qhx_session_reset(c->s);
@@ -152,6 +266,7 @@ static int turn(chat *c, const char *user, qhx_error *err) {
     }
     rc = qhx_session_generate(c->s, &gp, &st, err);
     printf("\n");
+    if (!rc && !out.failed) remember_turn(c, user, out.text, out.n_text);
     if (out.lost || qhx_cli_stdout_flush()) { /* nobody reads the answers */
         qhx_run_out_free(&out);
         return qhx_cli_stdout_error(CMD);
@@ -191,7 +306,10 @@ static void save_or_load(chat *c, bool save, const char *path, qhx_error *err) {
         qhx_cli_runtime_error(CMD, err);
         return;
     }
-    if (!save) c->first = qhx_session_n_past(c->s) == 0;
+    if (!save) {
+        c->first = qhx_session_n_past(c->s) == 0;
+        forget_turns(c); /* the loaded state has no text turns: a shift then starts from the message */
+    }
     fprintf(stderr, "(%s %s: %lld tokens)\n", save ? "saved" : "loaded", path, (long long)qhx_session_n_past(c->s));
 }
 
@@ -229,6 +347,7 @@ static int command(chat *c, char *line, qhx_error *err) {
     else if (!strcmp(name, "/clear") || !strcmp(name, "/reset")) {
         qhx_session_reset(c->s);
         c->first = true;
+        forget_turns(c);
         fprintf(stderr, "(new conversation)\n");
     } else if (!strcmp(name, "/save") || !strcmp(name, "/load") || !strcmp(name, "/image")) {
         if (!arg) fprintf(stderr, "qhx chat: usage: %s FILE\n", name);
@@ -369,6 +488,10 @@ int qhx_chat_parse_args(int argc, char **argv, qhx_run_opts *o) {
             usage(stdout);
             return QHX_EXIT_OK;
         }
+        if (!strcmp(argv[i], "--no-context-shift")) { /* llama.cpp's spelling */
+            o->no_context_shift = true;
+            continue;
+        }
         int r = qhx_run_parse_opt(CMD, argc, argv, &i, o);
         if (r > 1) return r;
         if (r == 0) return qhx_cli_unknown_option(CMD, argv[i], QHX_RUN_OPT_NAMES, QHX_RUN_N_OPT_NAMES);
@@ -443,11 +566,14 @@ int qhx_cmd_chat(int argc, char **argv) {
     rc = open_chat(&c, &err);
     if (rc < 0) {
         c.first = true;
+        c.no_shift = c.run.no_context_shift;
         if (isatty(STDIN_FILENO)) editor_open(&c);
         rc = loop(&c, &err);
         editor_close(&c);
     }
     for (int k = 0; k < c.n_images; k++) free(c.images[k]);
+    forget_turns(&c);
+    free(c.said);
     qhx_session_free(c.s);
     qhx_model_free(c.m);
     return rc;

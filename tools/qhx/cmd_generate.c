@@ -25,12 +25,14 @@ typedef qhx_generate_args gen_args;
 static void usage(FILE *f) {
     fprintf(f,
             "usage: qhx generate -m MODEL (-p PROMPT | -f FILE | --ids ID,ID,... | < PROMPT) [options]\n"
+            "       qhx generate -m MODEL [options] PROMPT\n"
             "  -m, --model PATH     manifest, bundle folder or Hugging Face checkpoint folder;\n"
             "                       ORG/NAME: that repository in the Hugging Face cache;\n"
             "                       ollama:NAME[:TAG]: a model in ollama's store (docs/hub.md)\n"
             "  -hf REPO[:QUANT]     a Hugging Face repository (ORG/NAME[:QUANT][@REVISION]):\n"
             "                       fetched into its cache when missing (qhx pull), then run\n"
-            "  -p, --prompt TEXT    the prompt (UTF-8); '-' reads it from stdin\n"
+            "  -p, --prompt TEXT    the prompt (UTF-8); '-' reads it from stdin; a last argument\n"
+            "                       that is not an option is the prompt too\n"
             "  -f, --file FILE      the prompt from a file ('-': stdin). With no prompt option\n"
             "                       the prompt is read from stdin when it is not a terminal\n"
             "  --ids LIST           the prompt as token ids, separated by commas or spaces (the\n"
@@ -117,6 +119,11 @@ int qhx_generate_parse_args(int argc, char **argv, gen_args *a) {
         else if (!strcmp(o, "-p") || !strcmp(o, "--prompt") || !strcmp(o, "-f") || !strcmp(o, "--file") ||
                  !strcmp(o, "--ids") || !strcmp(o, "--image")) {
             if ((r = parse_prompt_opt(argc, argv, &i, a))) return r;
+        } else if (o[0] != '-' && o[0]) { /* llama.cpp's habit: the prompt as the last word, no -p */
+            if (a->prompt || a->prompt_file || a->ids_arg)
+                return qhx_cli_usage_error(CMD, "'%s': a second prompt (give one of -p PROMPT, -f FILE, --ids LIST "
+                                           "and a prompt without an option)", o);
+            a->prompt = o;
         } else return unknown(o);
     }
     if (!a->run.model) return qhx_cli_usage_error(CMD, "missing -m MODEL");
@@ -281,15 +288,25 @@ static void print_json(const run *r, const qhx_generate_stats *st, const char *s
     json_t *obj = json_pack("{s:o, s:o, s:s, s:I, s:b, s:I, s:I, s:f, s:f, s:f, s:f}", "text", text, "ids", ids,
                             "stop", stop, "seed", (json_int_t)r->seed, "sampling", r->sampling, "n_prompt",
                             (json_int_t)st->n_prompt, "n_generated", (json_int_t)st->n_generated, "load_ms",
-                            r->load_s * 1000.0, "first_token_ms", first, "prompt_ms", st->prefill_ms,
-                            "generate_ms", st->decode_ms);
+                            qhx_cli_round(r->load_s * 1000.0, 2), "first_token_ms", qhx_cli_round(first, 2), "prompt_ms",
+                            qhx_cli_round(st->prefill_ms, 2), "generate_ms", qhx_cli_round(st->decode_ms, 2));
     if (obj && st->n_verify > 0) /* speculative decoding */
         json_object_set_new(obj, "spec",
                             json_pack("{s:I, s:I, s:I, s:f, s:f}", "verify_steps", (json_int_t)st->n_verify, "drafted",
                                       (json_int_t)st->n_drafted, "accepted", (json_int_t)st->n_accepted,
-                                      "acceptance", st->n_drafted ? (double)st->n_accepted / (double)st->n_drafted : 0.0,
-                                      "tokens_per_step", (double)st->n_spec_tokens / (double)st->n_verify));
-    char *s = obj ? json_dumps(obj, JSON_COMPACT) : NULL;
+                                      "acceptance",
+                                      qhx_cli_round(st->n_drafted ? (double)st->n_accepted / (double)st->n_drafted : 0.0, 3),
+                                      "tokens_per_step", qhx_cli_round((double)st->n_spec_tokens / (double)st->n_verify, 2)));
+    json_t *spec = obj ? json_object_get(obj, "spec") : NULL;
+    if (spec) { /* against plain decoding: measured after the run (measure_plain_decode) */
+        const double tok_s = st->decode_ms > 0 ? (double)st->n_generated * 1000.0 / st->decode_ms : 0;
+        json_object_set_new(spec, "tok_s", json_real(qhx_cli_round(tok_s, 1)));
+        json_object_set_new(spec, "plain_tok_s", o->spec_plain_tok_s > 0 ? json_real(qhx_cli_round(o->spec_plain_tok_s, 1)) : json_null());
+        json_object_set_new(spec, "speedup", o->spec_plain_tok_s > 0 && tok_s > 0
+                                                 ? json_real(qhx_cli_round(tok_s / o->spec_plain_tok_s, 2)) : json_null());
+        json_object_set_new(spec, "retired", json_boolean(o->spec_retired));
+    }
+    char *s = obj ? json_dumps(obj, QHX_CLI_JSON_FLAGS) : NULL;
     if (s) printf("%s\n", s);
     fflush(stdout);
     free(s);
@@ -334,21 +351,56 @@ static qhx_status load_grammar(run *r) {
     return rc;
 }
 
+/* --spec mtp: what plain decoding does here, for the speed line's comparison. The adaptive
+ * rule's own timings are per step kind and interleaved with drafting; a separate short run is
+ * what a user would compare against: a session without speculation holding the same prompt,
+ * then QHX_RUN_PLAIN_STEPS decode steps, timed (prefill not counted). Best effort: on any
+ * failure, or with images, nothing is reported. Returns tokens per second, or 0. */
+static double measure_plain_decode(run *r, int64_t n_ctx) {
+    if (!r->n_ids || r->a.n_images) return 0;
+    qhx_session_params sp = qhx_session_default_params(r->m);
+    sp.n_ctx = n_ctx < (int64_t)r->n_ids + QHX_RUN_PLAIN_STEPS ? n_ctx : (int64_t)r->n_ids + QHX_RUN_PLAIN_STEPS;
+    if (sp.n_ctx < (int64_t)r->n_ids + QHX_RUN_PLAIN_STEPS) return 0;
+    sp.spec_draft = 0;
+    qhx_session *s = NULL;
+    qhx_error err = {0};
+    double tok_s = 0;
+    if (!qhx_session_create(r->m, &sp, &s, &err) && !qhx_session_feed(s, r->ids, r->n_ids, &err)) {
+        const uint64_t t0 = qhx_cli_time_ns();
+        int k = 0;
+        while (k < QHX_RUN_PLAIN_STEPS && !qhx_session_feed(s, &r->ids[r->n_ids - 1], 1, &err)) k++; /* one token: a decode step */
+        const double ms = (double)(qhx_cli_time_ns() - t0) / 1e6;
+        if (k == QHX_RUN_PLAIN_STEPS && ms > 0) tok_s = k * 1000.0 / ms;
+    }
+    qhx_session_free(s);
+    return tok_s;
+}
+
 /* Session, prompt, generation, output. Returns the exit code. */
 static int generate(run *r) {
     gen_args *a = &r->a;
     qhx_error *err = &r->err;
-    int64_t n_ctx = a->run.n_new > 0 ? (int64_t)r->n_ids + a->run.n_new : r->ctx.limit;
-    if ((int64_t)r->n_ids + (a->run.n_new > 0 ? a->run.n_new : 1) > r->ctx.limit) {
+    /* Only a prompt that leaves no room for one token is an error: -n beyond the context stops
+     * at the context (stop "context"), as llama.cpp does, with one line saying so. */
+    if ((int64_t)r->n_ids + 1 > r->ctx.limit) {
         char advice[160];
         qhx_run_context_advice(&r->ctx, advice, sizeof advice);
         if (r->ctx.by_flag)
-            qhx_cli_fail(err, QHX_E_LIMIT, "prompt (%zu tokens) + generation (%lld) need %lld tokens of context; --ctx is %lld%s",
-                     r->n_ids, (long long)a->run.n_new, (long long)r->n_ids + a->run.n_new, (long long)r->ctx.limit, advice);
+            qhx_cli_fail(err, QHX_E_LIMIT, "the prompt (%zu tokens) leaves no room to generate: --ctx is %lld%s",
+                         r->n_ids, (long long)r->ctx.limit, advice);
         else
-            qhx_cli_fail(err, QHX_E_LIMIT, "prompt (%zu tokens) + generation (%lld) exceed the model's context of %lld tokens%s",
-                     r->n_ids, (long long)(a->run.n_new > 0 ? a->run.n_new : 1), (long long)r->ctx.limit, advice);
+            qhx_cli_fail(err, QHX_E_LIMIT, "the prompt (%zu tokens) leaves no room to generate in the model's context of %lld tokens%s",
+                         r->n_ids, (long long)r->ctx.limit, advice);
         return qhx_cli_runtime_error(CMD, err);
+    }
+    const bool capped = a->run.n_new > 0 && (int64_t)r->n_ids + a->run.n_new > r->ctx.limit;
+    int64_t n_ctx = a->run.n_new > 0 && !capped ? (int64_t)r->n_ids + a->run.n_new : r->ctx.limit;
+    if (capped && !a->run.quiet) {
+        char advice[160] = "";
+        if (r->ctx.limit < r->ctx.trained && !r->ctx.by_memory) qhx_run_context_advice(&r->ctx, advice, sizeof advice);
+        fprintf(stderr, "qhx: -n %lld goes beyond the context of %lld tokens (the prompt holds %zu): at most %lld tokens, "
+                        "then stop: context%s\n", (long long)a->run.n_new, (long long)r->ctx.limit, r->n_ids,
+                (long long)(r->ctx.limit - (int64_t)r->n_ids), advice);
     }
     if (r->ctx.by_flag) n_ctx = r->ctx.limit;
     if (a->run.n_new < 0 && r->ctx.by_memory)
@@ -371,7 +423,7 @@ static int generate(run *r) {
                                : qhx_session_feed_images(r->s, r->ids, r->n_ids,
                                                          (const qhx_encoded_image *const *)r->im, (size_t)r->a.n_images, err);
     if (frc) return qhx_cli_runtime_error(CMD, err);
-    int64_t max_tokens = a->run.n_new > 0 ? a->run.n_new : n_ctx - (int64_t)r->n_ids;
+    int64_t max_tokens = a->run.n_new > 0 && !capped ? a->run.n_new : n_ctx - (int64_t)r->n_ids;
     if (r->grammar && qhx_constraint_new(r->m, r->grammar, &r->constraint, err)) return qhx_cli_runtime_error(CMD, err);
     qhx_generate_params gp = {.max_tokens = max_tokens, .ignore_stop = a->run.ignore_eos,
                               .stop_at_turn_end = a->chat && !a->run.ignore_eos, .on_token = qhx_run_on_token,
@@ -381,7 +433,11 @@ static int generate(run *r) {
     qhx_generate_stats st = {0};
     qhx_status grc = qhx_session_generate(r->s, &gp, &st, err);
     bool stopped = grc == QHX_E_ABORTED;
-    bool full = a->run.n_new < 0 && st.stop == QHX_STOP_LENGTH;
+    if (!grc && st.n_verify > 0 && (!a->run.quiet || a->json)) {
+        r->out.spec_retired = qhx_session_spec_retired(r->s) != 0;
+        r->out.spec_plain_tok_s = measure_plain_decode(r, n_ctx);
+    }
+    bool full = (a->run.n_new < 0 || capped) && st.stop == QHX_STOP_LENGTH;
     const char *stop = qhx_run_stop_name(&st, &r->out, full, stopped);
     if (a->json && !grc) print_json(r, &st, stop);
     else if (!a->json) printf("\n");
@@ -396,6 +452,16 @@ static int generate(run *r) {
         return qhx_cli_runtime_error(CMD, err);
     }
     if (!a->run.quiet) qhx_run_print_speed(CMD, r->load_s, &st, &r->out, stop, false);
+    /* Output held to a grammar but cut before its end (a JSON object never closed) is not what
+     * was asked for: the text stays printed, and a distinct exit status tells a script that it is
+     * not valid, where exit 0 would pass invalid JSON on (docs/grammar.md). */
+    if (r->constraint && !qhx_constraint_can_end(r->constraint)) {
+        fprintf(stderr, "qhx %s: the output is incomplete: generation stopped (%s) after %lld tokens, before the end of "
+                        "the %s; raise -n%s\n", CMD, stop, (long long)st.n_generated,
+                a->json_object ? "JSON object" : a->json_schema ? "JSON the schema asks for" : "grammar",
+                full ? " or --ctx" : "");
+        return QHX_EXIT_INCOMPLETE;
+    }
     if (r->constraint && a->run.verbose) {
         qhx_constraint_stats cs;
         qhx_constraint_get_stats(r->constraint, &cs);

@@ -159,9 +159,17 @@ def run(qhx, model, schema_path, temp, seed, tokens, ctx):
            "--json-schema", schema_path, "--seed", str(seed)] + (["-c", str(ctx)] if ctx else [])
     cmd += ["--temp", str(temp)] if temp > 0 else ["--greedy"]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
-    if p.returncode != 0:
+    # exit 3: the output was cut by -n or the context before the schema's end (one stderr line
+    # says so); a whole output exits 0
+    if p.returncode not in (0, 3):
         return None, "exit %d: %s" % (p.returncode, p.stderr.strip()[:300])
-    return json.loads(p.stdout), None
+    out = json.loads(p.stdout)
+    cut = out["stop"] not in ("eos", "grammar complete")
+    if cut != (p.returncode == 3):
+        return None, "exit %d with stop %s (a cut output exits 3, a whole one 0)" % (p.returncode, out["stop"])
+    if cut and p.stderr.count("the output is incomplete") != 1:
+        return None, "cut (stop %s) without the one 'incomplete' line: %s" % (out["stop"], p.stderr.strip()[:300])
+    return out, None
 
 
 def main():

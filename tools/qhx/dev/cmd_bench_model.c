@@ -362,7 +362,11 @@ static int bench_streams(const char *model, const qhx_model_params *mp, const st
 /* --isa A,B,...: the whole benchmark once per instruction set (ref, avx2, avx512, neon, best), one
  * after the other in this process, so the kernel tables of one machine are compared in one run
  * (e.g. --isa avx2,avx512 on an AVX-512 CPU). */
+int qhx_bench_is_llama(int argc, char **argv); /* cmd_bench_llama.c: llama-bench's -p -n -t -r -o */
+int qhx_bench_llama(int argc, char **argv);
+
 int qhx_bench_model(int argc, char **argv) {
+    if (qhx_bench_is_llama(argc, argv)) return qhx_bench_llama(argc, argv);
     int at = -1;
     for (int i = 1; i + 1 < argc; i++)
         if (!strcmp(argv[i], "--isa") && strchr(argv[i + 1], ',')) at = i + 1;
