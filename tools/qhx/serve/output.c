@@ -78,6 +78,7 @@ void srv_job_unref(srv_job *j) {
     free(j->answer_prefix);
     qhx_grammar_free(j->grammar);
     srv_buf_free(&j->sse);
+    srv_buf_free(&j->echo_text);
     srv_buf_free(&j->content);
     srv_buf_free(&j->reasoning);
     json_decref(j->token_logprobs);
@@ -287,6 +288,12 @@ srv_output *srv_output_new(const qhx_model *m, srv_job *j) {
     o->j = j;
     o->mode = j->kind == SRV_CHAT && j->thinking ? MODE_REASONING : MODE_CONTENT;
     if (j->logprobs && !j->stream) j->token_logprobs = json_array();
+    /* echo: the prompt's text opens the answer (the first chunk of a stream), before and
+       outside of the stop strings, which look at generated text only */
+    if (j->echo_text.n && srv_buf_put(j->stream ? &o->d_content : &j->content, j->echo_text.p, j->echo_text.n)) {
+        srv_output_free(o);
+        return NULL;
+    }
     /* a forced tool call: its start is in the prompt, and the answer is read as its rest */
     if (j->answer_prefix) {
         o->mode = MODE_TOOLS;
@@ -457,6 +464,30 @@ static json_t *usage_json(const srv_job *j) {
                      "prompt_tokens_details", "cached_tokens", (json_int_t)j->n_cached);
 }
 
+/* ---- llama-server's /completion shapes ----------------------------------------------------- */
+
+static const char *llama_stop_type(const srv_job *j) {
+    return j->finish == SRV_FINISH_LENGTH ? "limit" : j->stop_word ? "word" : "eos";
+}
+
+/* The llama-server's closing object: the content (all of it, or "" at a stream's end), the
+ * counts and the timings (prompt: from submission to the first token; predicted: the rest). */
+static json_t *llama_final(const srv_job *j, const char *content, size_t n, double t_end) {
+    double t_first = j->t_first > 0 ? j->t_first : t_end;
+    double p_ms = (t_first - j->t_submit) * 1e3, g_ms = (t_end - t_first) * 1e3;
+    int64_t pn = j->n_prompt - j->n_cached, gn = j->n_generated;
+    json_t *timings = json_pack("{s:I,s:f,s:f,s:f,s:I,s:f,s:f,s:f}", "prompt_n", (json_int_t)pn, "prompt_ms", p_ms,
+                                "prompt_per_token_ms", pn > 0 ? p_ms / (double)pn : 0.0, "prompt_per_second",
+                                p_ms > 0 ? (double)pn * 1e3 / p_ms : 0.0, "predicted_n", (json_int_t)gn, "predicted_ms",
+                                g_ms, "predicted_per_token_ms", gn > 0 ? g_ms / (double)gn : 0.0, "predicted_per_second",
+                                g_ms > 0 ? (double)gn * 1e3 / g_ms : 0.0);
+    return json_pack("{s:i,s:s%,s:[],s:i,s:b,s:s,s:I,s:I,s:I,s:b,s:b,s:s,s:s,s:o}", "index", 0, "content",
+                     content ? content : "", n, "tokens", "id_slot", -1, "stop", 1, "model", j->model_name,
+                     "tokens_predicted", (json_int_t)gn, "tokens_evaluated", (json_int_t)j->n_prompt, "tokens_cached",
+                     (json_int_t)j->n_cached, "truncated", 0, "has_new_line", content && memchr(content, '\n', n) != NULL,
+                     "stop_type", llama_stop_type(j), "stopping_word", "", "timings", timings);
+}
+
 static const char *finish_name(srv_finish f) {
     return f == SRV_FINISH_LENGTH ? "length" : f == SRV_FINISH_TOOLS ? "tool_calls" : "stop";
 }
@@ -487,6 +518,15 @@ static int flush_chunk(srv_output *o, const char *finish, json_t *tool_calls) {
     srv_job *j = o->j;
     bool lp = o->lp_chunk && json_array_size(o->lp_chunk);
     if (!o->d_content.n && !o->d_reasoning.n && !lp && !finish && !tool_calls && o->sent_role) return 0;
+    if (j->llama) { /* data: {"content": ..., "stop": false} per piece of text */
+        o->sent_role = true;
+        if (!o->d_content.n) return 0;
+        json_t *c = json_pack("{s:i,s:s%,s:[],s:b,s:i}", "index", 0, "content", o->d_content.p, o->d_content.n,
+                              "tokens", "stop", 0, "id_slot", -1);
+        o->d_content.n = 0;
+        if (o->lp_chunk) json_array_clear(o->lp_chunk);
+        return send_chunk(j, c);
+    }
     json_t *c = chunk_base(j), *choice = json_object();
     json_object_set_new(choice, "index", json_integer(0));
     if (j->kind == SRV_CHAT) {
@@ -523,6 +563,7 @@ static int flush_chunk(srv_output *o, const char *finish, json_t *tool_calls) {
 
 int srv_output_token(srv_output *o, qhx_token t, const char *text, size_t len, const float *logits) {
     srv_job *j = o->j;
+    if (j->t_first <= 0) j->t_first = srv_now();
     if (j->logprobs && t >= 0 && logits) {
         json_t *e = logprob_entry(o->m, logits, t, j->top_logprobs);
         if (!e) return -1;
@@ -540,6 +581,10 @@ int srv_output_token(srv_output *o, qhx_token t, const char *text, size_t len, c
  * data: [DONE]. */
 static int close_stream(srv_output *o, const char *finish) {
     srv_job *j = o->j;
+    if (j->llama) { /* the closing object, "stop": true; llama-server sends no [DONE] */
+        int bad = flush_chunk(o, finish, NULL);
+        return bad ? bad : send_chunk(j, llama_final(j, "", 0, srv_now()));
+    }
     int rc = flush_chunk(o, finish, NULL);
     if (!rc && j->include_usage) {
         json_t *u = json_pack("{s:s,s:s,s:I,s:s,s:[],s:o}", "id", j->id, "object",
@@ -599,6 +644,12 @@ static json_t *content_value(const srv_job *j) {
 }
 
 char *srv_output_body(srv_job *j) {
+    if (j->llama) {
+        json_t *r = llama_final(j, j->content.p, j->content.n, j->t_done > 0 ? j->t_done : srv_now());
+        char *t = r ? json_dumps(r, JSON_COMPACT) : NULL;
+        json_decref(r);
+        return t;
+    }
     json_t *choice = json_pack("{s:i}", "index", 0);
     const char *object;
     if (j->kind == SRV_CHAT) {

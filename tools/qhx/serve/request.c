@@ -201,7 +201,9 @@ static int common_fields(const qhx_model *m, const srv_config *cfg, json_t *root
     if (present(sv)) seed = (int64_t)json_integer_value(sv);
     sp->seed = (uint64_t)seed;
     if (get_int(root, "n", 1, 1 << 20, &n, status, err)) return -1;
-    if (n != 1) return fail(status, 400, err, "'n' = %lld: only one choice per request is supported", (long long)n);
+    if (n > SRV_MAX_CHOICES)
+        return fail(status, 400, err, "'n' = %lld: at most %d choices per request", (long long)n, SRV_MAX_CHOICES);
+    j->n_choices = (int)n;
     int64_t mt = -1;
     if (get_int(root, "max_tokens", 1, INT64_MAX, &mt, status, err)) return -1;
     if (get_int(root, "max_completion_tokens", 1, INT64_MAX, &mt, status, err)) return -1;
@@ -210,6 +212,8 @@ static int common_fields(const qhx_model *m, const srv_config *cfg, json_t *root
                     (long long)lim->max_tokens);
     j->max_tokens = mt;
     if (get_bool(root, "stream", &j->stream, status, err)) return -1;
+    if (j->stream && n > 1)
+        return fail(status, 400, err, "'n' = %lld with 'stream': several choices are served unstreamed only", (long long)n);
     json_t *so = json_object_get(root, "stream_options");
     if (present(so) && !json_is_object(so)) return fail(status, 400, err, "'stream_options' must be an object");
     if (present(so) && get_bool(so, "include_usage", &j->include_usage, status, err)) return -1;
@@ -764,6 +768,22 @@ static int completion_prompt(const qhx_model *m, const srv_config *cfg, json_t *
     return rc ? fail(status, prompt_status(rc), err, "'prompt': %s", err->msg) : 0;
 }
 
+/* echo's text: the prompt's tokens as text (a string prompt comes back as the tokenizer reads
+ * it; a list of ids as their text). */
+static int echo_text(const qhx_model *m, srv_job *j, int *status, qhx_error *err) {
+    size_t n = 0, len = 0;
+    const qhx_token *ids = qhx_prompt_ids(j->prompt, &n);
+    qhx_status rc = qhx_detokenize(m, ids, n, NULL, 0, &len, err);
+    if (rc && rc != QHX_E_LIMIT) return fail(status, 400, err, "'prompt': %s", err->msg);
+    char *text = malloc(len + 1);
+    if (!text) return fail(status, 503, err, "out of memory");
+    rc = qhx_detokenize(m, ids, n, text, len + 1, &len, err);
+    int bad = rc ? fail(status, 400, err, "'prompt': %s", err->msg)
+                 : srv_buf_put(&j->echo_text, text, len) ? fail(status, 503, err, "out of memory") : 0;
+    free(text);
+    return bad;
+}
+
 srv_job *srv_request_completion(const qhx_model *m, const srv_config *cfg, const char *body, size_t len, int *status,
                                 qhx_error *err) {
     json_t *root = parse_body(cfg, body, len, status, err);
@@ -788,8 +808,8 @@ srv_job *srv_request_completion(const qhx_model *m, const srv_config *cfg, const
         j->top_logprobs = (int)top;
     }
     if (get_bool(root, "echo", &j->echo, status, err)) goto bad;
-    if (j->echo) {
-        fail(status, 400, err, "'echo' is not supported");
+    if (j->echo && j->logprobs) {
+        fail(status, 400, err, "'echo' with 'logprobs': the prompt's log-probabilities are not computed; ask for one of them");
         goto bad;
     }
     json_t *p = json_object_get(root, "prompt");
@@ -798,6 +818,7 @@ srv_job *srv_request_completion(const qhx_model *m, const srv_config *cfg, const
         goto bad;
     }
     if (completion_prompt(m, cfg, p, j, status, err) || fits_context(cfg, j, status, err)) goto bad;
+    if (j->echo && echo_text(m, j, status, err)) goto bad;
     j->created = (int64_t)srv_now();
     job_id(j, "cmpl");
     json_decref(root);

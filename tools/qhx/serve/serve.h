@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 /* ---- limits (docs/server.md lists each) ------------------------------------------------------ */
+#define SRV_MAX_CHOICES 16 /* "n": answers per request */
 typedef struct srv_limits {
     size_t max_body;          /* request body bytes (413 beyond) */
     int64_t max_messages;     /* messages per chat request */
@@ -57,6 +58,7 @@ typedef struct srv_config {
     const char *alias;   /* the model id in responses */
     srv_limits lim;
     int spec_draft;      /* --spec mtp --draft N: speculative decoding's most drafts per step; 0 off */
+    bool log_json;       /* --log-format json: the access log's lines are JSON objects */
 } srv_config;
 
 /* ---- jobs ------------------------------------------------------------------------------------ */
@@ -79,6 +81,7 @@ typedef struct srv_job {
     qhx_prompt *prompt;
     qhx_sample_params sampling;
     int64_t max_tokens;
+    int n_choices;        /* "n": answers asked for (each its own job; this one is the first) */
     char **stops;
     size_t n_stops;
     qhx_token *stop_ids;  /* "stop_token_ids": more stop tokens, ignore_eos or not */
@@ -92,7 +95,9 @@ typedef struct srv_job {
     bool tools;           /* tools were offered: tool-call blocks are parsed */
     char *answer_prefix;  /* tool_choice forced a call: the prompt ends with this start of it */
     qhx_grammar *grammar; /* response_format / grammar / json_schema: the answer follows it (owned) */
-    bool echo;            /* completions: echo the prompt text */
+    bool echo;            /* completions: the answer begins with the prompt's text */
+    srv_buf echo_text;    /* that text (the prompt's tokens detokenized) */
+    bool llama;           /* POST /completion: llama-server's request and response shapes */
     char id[48];
     int64_t created;
     const char *model_name;
@@ -114,6 +119,7 @@ typedef struct srv_job {
     json_t *tool_calls;         /* parsed tool calls (array) or NULL */
     int64_t n_prompt, n_cached, n_generated;
     srv_finish finish;
+    bool stop_word;             /* the answer ended at a stop string */
     double t_submit, t_first, t_done;
 } srv_job;
 
@@ -144,6 +150,9 @@ void srv_engine_stop(srv_engine *e);
 void srv_engine_free(srv_engine *e);
 int srv_engine_queue_length(srv_engine *e);
 int srv_engine_busy_slots(srv_engine *e);
+/* Slot i: whether it has a job in hand, and the tokens its state held after its last job
+ * (the prefix a like prompt reuses). 0, or -1 for no such slot. */
+int srv_engine_slot_state(srv_engine *e, int i, bool *processing, int64_t *n_state);
 
 /* ---- HTTP ------------------------------------------------------------------------------------ */
 typedef struct srv_http srv_http;
