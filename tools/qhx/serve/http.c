@@ -62,6 +62,7 @@ typedef struct srv_conn {
     bool head_only; /* HEAD: the GET answer without its body */
     bool close;     /* close after this response */
     const char *allow; /* a 405's Allow header */
+    bool ollama;       /* an /api/ request: errors in ollama's shape, {"error": "..."} */
     /* the access log's line of this request */
     double t0;          /* its header section in */
     int status;         /* the status sent (0: none) */
@@ -198,6 +199,7 @@ static int send_json(srv_conn *c, int status, json_t *v) {
 
 static int send_error(srv_http *h, srv_conn *c, int status, const char *msg) {
     if (status >= 400) atomic_fetch_add(&h->stats->errors, 1);
+    if (c->ollama) return send_json(c, status, json_pack("{s:s}", "error", msg));
     return send_text(c, status, srv_error_json(status, msg), "application/json");
 }
 
@@ -307,7 +309,8 @@ static int respond_stream(srv_http *h, srv_conn *c, srv_job *j) {
     srv_buf b = {0};
     if (c->head.minor == 0) c->close = true;
     c->status = 200;
-    int bad = put_head(c, &b, 200, "text/event-stream", c->head.minor ? -1 : -2, "Cache-Control: no-cache\r\n");
+    int bad = put_head(c, &b, 200, j->ollama ? "application/x-ndjson" : "text/event-stream", c->head.minor ? -1 : -2,
+                       "Cache-Control: no-cache\r\n");
     int rc = bad ? -1 : conn_write(c, b.p, b.n);
     srv_buf_free(&b);
     if (rc) {
@@ -362,6 +365,7 @@ static int respond_wait(srv_http *h, srv_conn *c, srv_job *j) {
 }
 
 static json_t *load_object(const char *body, size_t len, char *why, size_t why_n);
+static int wrong_method(srv_http *h, srv_conn *c, bool post);
 
 /* "n" > 1: one job per choice, each parsed from the same body (choice i samples with seed + i,
  * so that sampled choices differ and each is reproducible), all submitted at once: the engine
@@ -484,6 +488,77 @@ static int generate(srv_http *h, srv_conn *c, srv_kind kind, bool llama, const c
     pthread_mutex_unlock(&j->mu);
     srv_job_unref(j);
     return r;
+}
+
+/* ollama's /api/chat and /api/generate: the body said again in the OpenAI words, then the same
+ * path as /v1/chat/completions and /v1/completions; the answer in ollama's shapes. */
+static int ollama_generate(srv_http *h, srv_conn *c, int which, const char *body, size_t len) {
+    char why[512] = "";
+    bool stream = true, raw = false, load_only = false;
+    char *t = which == SRV_OLLAMA_CHAT ? srv_ollama_chat_body(body, len, h->cfg->ctx, &stream, why, sizeof why)
+                                       : srv_ollama_generate_body(body, len, h->cfg->ctx, &stream, &raw, &load_only, why,
+                                                                  sizeof why);
+    if (!t) return send_error(h, c, 400, why);
+    if (load_only) { /* ollama: a generate without a prompt loads the model and says so */
+        free(t);
+        char when[48];
+        srv_ollama_time(srv_now(), when, sizeof when);
+        return send_json(c, 200, json_pack("{s:s,s:s,s:s,s:b,s:s}", "model", h->cfg->alias, "created_at", when, "response",
+                                           "", "done", 1, "done_reason", "load"));
+    }
+    int status = 400;
+    qhx_error err = {0};
+    /* our own compact JSON: a quote inside a string is escaped, so this finds the key only */
+    bool until_end = !strstr(t, "\"max_tokens\":");
+    srv_job *j = which == SRV_OLLAMA_CHAT || !raw ? srv_request_chat(h->m, h->cfg, t, strlen(t), &status, &err)
+                                                  : srv_request_completion(h->m, h->cfg, t, strlen(t), &status, &err);
+    free(t);
+    if (!j) return send_error(h, c, status, err.msg[0] ? err.msg : "bad request");
+    j->model_name = h->cfg->alias;
+    j->ollama = which;
+    j->stream = stream;
+    if (until_end) j->max_tokens = -1; /* ollama's default: until the end or the context (not OpenAI's 16) */
+    if (srv_engine_submit(h->e, j)) {
+        srv_job_unref(j);
+        return send_error(h, c, 503, "the server is busy: every slot is taken and the queue is full; retry later");
+    }
+    int r = j->stream ? respond_stream(h, c, j) : respond_wait(h, c, j);
+    pthread_mutex_lock(&j->mu);
+    if (j->done) {
+        c->n_prompt = j->n_prompt;
+        c->n_generated = j->n_generated;
+    }
+    pthread_mutex_unlock(&j->mu);
+    srv_job_unref(j);
+    return r;
+}
+
+static int ollama_route(srv_http *h, srv_conn *c, bool get, bool post, const char *body, size_t len) {
+    const char *u = c->path + 4; /* past "/api" */
+    c->ollama = true;
+    static const struct {
+        const char *path;
+        bool post;
+    } known[] = {{"/chat", true}, {"/generate", true}, {"/tags", false}, {"/show", true}, {"/version", false}, {"/ps", false}};
+    int k = -1;
+    for (int i = 0; i < (int)(sizeof known / sizeof known[0]); i++)
+        if (!strcmp(u, known[i].path)) k = i;
+    if (k < 0) return send_error(h, c, 404, "no such endpoint");
+    if ((known[k].post && !post) || (!known[k].post && !get)) return wrong_method(h, c, known[k].post);
+    switch (k) {
+    case 0:
+    case 1: atomic_fetch_add(&h->stats->requests, 1); return ollama_generate(h, c, k == 0 ? SRV_OLLAMA_CHAT : SRV_OLLAMA_GENERATE, body, len);
+    case 2: return send_json(c, 200, srv_ollama_tags(h->m, h->cfg, (double)h->started));
+    case 3: {
+        char why[256];
+        json_t *root = load_object(body, len, why, sizeof why);
+        if (!root) return send_error(h, c, 400, why);
+        json_decref(root); /* the one model, whatever name it is asked by */
+        return send_json(c, 200, srv_ollama_show(h->m, h->cfg));
+    }
+    case 4: return send_json(c, 200, json_pack("{s:s}", "version", qhx_version()));
+    default: return send_json(c, 200, srv_ollama_ps(h->m, h->cfg));
+    }
 }
 
 /* ---- small endpoints ------------------------------------------------------------------------ */
@@ -715,6 +790,7 @@ static int route(srv_http *h, srv_conn *c, const char *body, size_t len) {
         return send_json(c, 200, json_pack("{s:s}", "status", "ok"));
     }
     if (!authorized(h, c)) return send_error(h, c, 401, "a valid API key is needed: Authorization: Bearer KEY");
+    if (!strncmp(url, "/api/", 5)) return ollama_route(h, c, get, post, body, len);
     const char *u = strip_v1(url);
     struct {
         const char *path;
@@ -867,6 +943,7 @@ static int serve_one(srv_conn *c) {
     c->allow = NULL;
     c->head_only = false;
     c->close = false;
+    c->ollama = false;
     c->status = 0;
     c->n_prompt = c->n_generated = 0;
     int st = read_head(c, &end, &why);

@@ -488,6 +488,65 @@ static json_t *llama_final(const srv_job *j, const char *content, size_t n, doub
                      "stop_type", llama_stop_type(j), "stopping_word", "", "timings", timings);
 }
 
+/* ---- ollama's shapes ------------------------------------------------------------------------ */
+
+/* OpenAI tool_calls (arguments a JSON text) as ollama writes them (arguments an object). */
+static json_t *ollama_calls(json_t *calls) {
+    json_t *out = json_array();
+    size_t i;
+    json_t *tc;
+    json_array_foreach(calls, i, tc) {
+        json_t *fn = json_object_get(tc, "function");
+        json_t *args = json_loads(json_string_value(json_object_get(fn, "arguments")) ? json_string_value(json_object_get(fn, "arguments")) : "{}", 0, NULL);
+        json_array_append_new(out, json_pack("{s:{s:i,s:O,s:o}}", "function", "index", (int)i, "name",
+                                             json_object_get(fn, "name"), "arguments", args ? args : json_object()));
+    }
+    return out;
+}
+
+/* One object of ollama's: the model, the time, the text (a message for /api/chat, a response
+ * for /api/generate) and done: false; the last one (done) has the reason and the counts,
+ * durations in nanoseconds (prompt: submission to the first token; eval: the rest). */
+static json_t *ollama_object(const srv_job *j, const char *content, size_t n, const char *thinking, size_t tn,
+                             json_t *calls, bool done, double t_end) {
+    char when[48];
+    srv_ollama_time(srv_now(), when, sizeof when);
+    json_t *o = json_pack("{s:s,s:s}", "model", j->model_name, "created_at", when);
+    if (j->ollama == SRV_OLLAMA_CHAT) {
+        json_t *msg = json_pack("{s:s,s:s%}", "role", "assistant", "content", content ? content : "", n);
+        if (tn) json_object_set_new(msg, "thinking", json_stringn(thinking, tn));
+        if (calls && json_array_size(calls)) json_object_set_new(msg, "tool_calls", ollama_calls(calls));
+        json_object_set_new(o, "message", msg);
+    } else {
+        json_object_set_new(o, "response", json_stringn(content ? content : "", n));
+        if (tn) json_object_set_new(o, "thinking", json_stringn(thinking, tn));
+    }
+    json_object_set_new(o, "done", json_boolean(done));
+    if (!done) return o;
+    double t_first = j->t_first > 0 ? j->t_first : t_end;
+    json_object_set_new(o, "done_reason", json_string(j->finish == SRV_FINISH_LENGTH ? "length" : "stop"));
+    json_object_set_new(o, "total_duration", json_integer((json_int_t)((t_end - j->t_submit) * 1e9)));
+    json_object_set_new(o, "load_duration", json_integer(0));
+    json_object_set_new(o, "prompt_eval_count", json_integer(j->n_prompt));
+    json_object_set_new(o, "prompt_eval_duration", json_integer((json_int_t)((t_first - j->t_submit) * 1e9)));
+    json_object_set_new(o, "eval_count", json_integer(j->n_generated));
+    json_object_set_new(o, "eval_duration", json_integer((json_int_t)((t_end - t_first) * 1e9)));
+    return o;
+}
+
+/* An NDJSON line of ollama's stream. */
+static int send_line(srv_job *j, json_t *v) {
+    char *t = v ? json_dumps(v, JSON_COMPACT) : NULL;
+    json_decref(v);
+    if (!t) return -1;
+    pthread_mutex_lock(&j->mu);
+    int rc = srv_buf_puts(&j->sse, t) || srv_buf_puts(&j->sse, "\n");
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+    free(t);
+    return rc ? -1 : 0;
+}
+
 static const char *finish_name(srv_finish f) {
     return f == SRV_FINISH_LENGTH ? "length" : f == SRV_FINISH_TOOLS ? "tool_calls" : "stop";
 }
@@ -518,6 +577,15 @@ static int flush_chunk(srv_output *o, const char *finish, json_t *tool_calls) {
     srv_job *j = o->j;
     bool lp = o->lp_chunk && json_array_size(o->lp_chunk);
     if (!o->d_content.n && !o->d_reasoning.n && !lp && !finish && !tool_calls && o->sent_role) return 0;
+    if (j->ollama) { /* one NDJSON object per piece of text (and the calls, when parsed) */
+        o->sent_role = true;
+        if (!o->d_content.n && !o->d_reasoning.n && !tool_calls) return 0;
+        json_t *v = ollama_object(j, o->d_content.p, o->d_content.n, o->d_reasoning.p, o->d_reasoning.n, tool_calls,
+                                  false, 0);
+        o->d_content.n = o->d_reasoning.n = 0;
+        if (o->lp_chunk) json_array_clear(o->lp_chunk);
+        return send_line(j, v);
+    }
     if (j->llama) { /* data: {"content": ..., "stop": false} per piece of text */
         o->sent_role = true;
         if (!o->d_content.n) return 0;
@@ -581,6 +649,10 @@ int srv_output_token(srv_output *o, qhx_token t, const char *text, size_t len, c
  * data: [DONE]. */
 static int close_stream(srv_output *o, const char *finish) {
     srv_job *j = o->j;
+    if (j->ollama) { /* the closing object, "done": true */
+        int bad = flush_chunk(o, finish, NULL);
+        return bad ? bad : send_line(j, ollama_object(j, "", 0, NULL, 0, NULL, true, srv_now()));
+    }
     if (j->llama) { /* the closing object, "stop": true; llama-server sends no [DONE] */
         int bad = flush_chunk(o, finish, NULL);
         return bad ? bad : send_chunk(j, llama_final(j, "", 0, srv_now()));
@@ -623,6 +695,10 @@ int srv_output_fail(srv_output *o, int status, const char *msg) {
     bool began = j->stream && j->sse.n > 0;
     pthread_mutex_unlock(&j->mu);
     if (!began) return 0;
+    if (j->ollama) { /* ollama ends a failed stream with {"error": ...} */
+        o->d_content.n = o->d_reasoning.n = 0;
+        return send_line(j, json_pack("{s:s}", "error", msg));
+    }
     char *e = srv_error_json(status, msg);
     if (!e) return -1;
     pthread_mutex_lock(&j->mu);
@@ -644,6 +720,13 @@ static json_t *content_value(const srv_job *j) {
 }
 
 char *srv_output_body(srv_job *j) {
+    if (j->ollama) {
+        json_t *r = ollama_object(j, j->content.p, j->content.n, j->reasoning.p, j->reasoning.n, j->tool_calls, true,
+                                  j->t_done > 0 ? j->t_done : srv_now());
+        char *t = r ? json_dumps(r, JSON_COMPACT) : NULL;
+        json_decref(r);
+        return t;
+    }
     if (j->llama) {
         json_t *r = llama_final(j, j->content.p, j->content.n, j->t_done > 0 ? j->t_done : srv_now());
         char *t = r ? json_dumps(r, JSON_COMPACT) : NULL;

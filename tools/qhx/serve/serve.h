@@ -98,6 +98,7 @@ typedef struct srv_job {
     bool echo;            /* completions: the answer begins with the prompt's text */
     srv_buf echo_text;    /* that text (the prompt's tokens detokenized) */
     bool llama;           /* POST /completion: llama-server's request and response shapes */
+    int ollama;           /* SRV_OLLAMA_CHAT or _GENERATE: ollama's shapes (NDJSON when streamed) */
     char id[48];
     int64_t created;
     const char *model_name;
@@ -260,5 +261,19 @@ void srv_py_float(double d, char *out, size_t cap);
 json_t *srv_parse_tool_calls(const char *text, size_t len, const char *id_seed);
 
 double srv_now(void);
+
+/* ---- ollama's API (ollama.c) --------------------------------------------------------------- */
+enum { SRV_OLLAMA_CHAT = 1, SRV_OLLAMA_GENERATE = 2 };
+/* An /api/chat or /api/generate body in the OpenAI words (chat; /api/generate's raw prompt: a
+ * completion), malloc'd; *stream: ollama's (default true). NULL with why set on a bad body.
+ * n_ctx: a slot's context (num_ctx beyond it is refused). */
+char *srv_ollama_chat_body(const char *body, size_t len, int64_t n_ctx, bool *stream, char *why, size_t why_n);
+char *srv_ollama_generate_body(const char *body, size_t len, int64_t n_ctx, bool *stream, bool *raw, bool *load_only,
+                               char *why, size_t why_n);
+json_t *srv_ollama_tags(const qhx_model *m, const srv_config *cfg, double started);
+json_t *srv_ollama_ps(const qhx_model *m, const srv_config *cfg);
+json_t *srv_ollama_show(const qhx_model *m, const srv_config *cfg);
+/* t (srv_now) as ollama writes times: RFC 3339, UTC, microseconds. */
+void srv_ollama_time(double t, char *out, size_t n);
 
 #endif
