@@ -18,8 +18,10 @@ static const char *CMD = "serve";
 static void usage(FILE *f) {
     fprintf(f,
             "usage: qhx serve -m MODEL [options]\n"
-            "  An OpenAI-compatible HTTP server: /v1/chat/completions, /v1/completions, /v1/models,\n"
-            "  /health, /tokenize, /detokenize, /metrics (docs/server.md).\n"
+            "  An HTTP server with OpenAI's endpoints (/v1/chat/completions, /v1/completions,\n"
+            "  /v1/models), llama-server's (/completion, /tokenize, /detokenize, /props, /slots,\n"
+            "  /health, /metrics) and ollama's (/api/chat, /api/generate, /api/tags, /api/show,\n"
+            "  /api/ps, /api/version) (docs/server.md).\n"
             "  --host ADDR          address or name to listen on: 127.0.0.1 (default: this machine\n"
             "                       only), ::1, localhost, 0.0.0.0 (every interface) ...\n"
             "  --port N             port (default 8080; 0: any free port)\n"
@@ -36,6 +38,9 @@ static void usage(FILE *f) {
             "  --log-format F       the access log on stderr, one line per request: text\n"
             "                       (default) or json\n"
             "  --max-tokens N       most tokens one request may generate (default 4096)\n"
+            "  --no-context-shift   a chat past the context is refused (400); by default its\n"
+            "                       oldest turns after the system prompt are dropped until it\n"
+            "                       fits (usage \"truncated\": true); --context-shift: the default\n"
             "  --max-body BYTES     request body cap (default 32 MiB)\n"
             "  --timeout S          seconds a connection may stay idle, and the whole header\n"
             "                       section and the whole body may each take to arrive (default 30)\n"
@@ -67,7 +72,8 @@ typedef struct serve_args {
 static const char *const NAMES[] = {"-m", "--model", "--host", "--port", "--parallel", "-np", "--queue", "--ctx", "-c",
                                     "--ctx-size", "--threads", "-t", "--api-key", "--api-key-file", "--alias", "-a",
                                     "--max-tokens", "--max-body", "--timeout", "--images", "--text-only", "--help",
-                                    "--spec", "--draft", "--device", "--log-format"};
+                                    "--spec", "--draft", "--device", "--log-format", "--context-shift",
+                                    "--no-context-shift"};
 
 /* llama-server's spellings of the same options: one name each from here on. */
 static const char *canonical(const char *o) {
@@ -90,6 +96,10 @@ static int parse(int argc, char **argv, serve_args *a) {
         bool known = false;
         for (size_t k = 0; k < sizeof NAMES / sizeof NAMES[0]; k++) known |= !strcmp(o, NAMES[k]);
         if (!known) return qhx_cli_unknown_option(CMD, o, NAMES, sizeof NAMES / sizeof NAMES[0]);
+        if (!strcmp(o, "--context-shift") || !strcmp(o, "--no-context-shift")) {
+            c->context_shift = !strcmp(o, "--context-shift");
+            continue;
+        }
         if (!strcmp(o, "--images") || !strcmp(o, "--text-only")) {
             if (a->vision && a->vision != (!strcmp(o, "--images") ? 1 : -1))
                 return qhx_cli_usage_error(CMD, "--images and --text-only: choose one");
@@ -184,7 +194,8 @@ static const char *default_alias(const char *path, char *buf, size_t n) {
 }
 
 int qhx_cmd_serve(int argc, char **argv) {
-    serve_args a = {.cfg = {.host = "127.0.0.1", .port = 8080, .parallel = 4, .queue = 64, .lim = srv_default_limits()}};
+    serve_args a = {.cfg = {.host = "127.0.0.1", .port = 8080, .parallel = 4, .queue = 64, .context_shift = true,
+                            .lim = srv_default_limits()}};
     int pr = parse(argc, argv, &a);
     if (pr) return pr < 0 ? QHX_EXIT_OK : pr;
     srv_config *cfg = &a.cfg;

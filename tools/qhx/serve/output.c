@@ -459,9 +459,14 @@ static json_t *completion_logprobs(json_t *entries, int64_t *offset) {
 /* ---- streaming chunks -------------------------------------------------------------------- */
 
 static json_t *usage_json(const srv_job *j) {
-    return json_pack("{s:I,s:I,s:I,s:{s:I}}", "prompt_tokens", (json_int_t)j->n_prompt, "completion_tokens",
-                     (json_int_t)j->n_generated, "total_tokens", (json_int_t)(j->n_prompt + j->n_generated),
-                     "prompt_tokens_details", "cached_tokens", (json_int_t)j->n_cached);
+    json_t *u = json_pack("{s:I,s:I,s:I,s:{s:I}}", "prompt_tokens", (json_int_t)j->n_prompt, "completion_tokens",
+                          (json_int_t)j->n_generated, "total_tokens", (json_int_t)(j->n_prompt + j->n_generated),
+                          "prompt_tokens_details", "cached_tokens", (json_int_t)j->n_cached);
+    if (u && j->truncated) { /* the context shift dropped the oldest turns */
+        json_object_set_new(u, "truncated", json_true());
+        json_object_set_new(u, "dropped_messages", json_integer(j->dropped));
+    }
+    return u;
 }
 
 /* ---- llama-server's /completion shapes ----------------------------------------------------- */
@@ -484,7 +489,7 @@ static json_t *llama_final(const srv_job *j, const char *content, size_t n, doub
     return json_pack("{s:i,s:s%,s:[],s:i,s:b,s:s,s:I,s:I,s:I,s:b,s:b,s:s,s:s,s:o}", "index", 0, "content",
                      content ? content : "", n, "tokens", "id_slot", -1, "stop", 1, "model", j->model_name,
                      "tokens_predicted", (json_int_t)gn, "tokens_evaluated", (json_int_t)j->n_prompt, "tokens_cached",
-                     (json_int_t)j->n_cached, "truncated", 0, "has_new_line", content && memchr(content, '\n', n) != NULL,
+                     (json_int_t)j->n_cached, "truncated", j->truncated, "has_new_line", content && memchr(content, '\n', n) != NULL,
                      "stop_type", llama_stop_type(j), "stopping_word", "", "timings", timings);
 }
 

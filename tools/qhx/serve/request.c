@@ -660,6 +660,64 @@ static int fits_context(const srv_config *cfg, srv_job *j, int *status, qhx_erro
     return 0;
 }
 
+/* The room an answer needs beside the prompt: max_tokens when given, else a quarter of the
+ * context, at most SRV_MIN_ANSWER_ROOM tokens (a prompt that fills all but a few tokens would
+ * leave the answer no room to say anything). */
+static int64_t answer_room(const srv_config *cfg, const srv_job *j) {
+    if (j->max_tokens > 0) return j->max_tokens;
+    int64_t q = cfg->ctx / 4;
+    return q < SRV_MIN_ANSWER_ROOM ? q : SRV_MIN_ANSWER_ROOM;
+}
+
+/* The context shift: a conversation whose prompt and answer room exceed a slot's context drops
+ * its oldest turns after the system prompt, a round at a time (up to the next user turn, so
+ * that no tool result or answer is kept without the turn it answers), until it fits, and is
+ * prefilled again (the engine reuses the longest prefix a slot holds: the system prompt). The
+ * last user turn and what follows it are never dropped: a conversation that does not fit even
+ * then is refused by fits_context. Sets j->truncated and j->dropped. 0, or -1 with *status. */
+static int shift_context(const qhx_model *m, const srv_config *cfg, qhx_chat_spec *spec, srv_job *j, int *status,
+                         qhx_error *err) {
+    if (cfg->ctx <= 0) return 0;
+    size_t n = 0;
+    qhx_prompt_ids(j->prompt, &n);
+    int64_t room = answer_room(cfg, j);
+    if ((int64_t)n + room <= cfg->ctx) return 0;
+    const qhx_chat_turn *all = spec->turns;
+    size_t n_all = spec->n_turns, head = n_all && !strcmp(all[0].role, "system") ? 1 : 0, last_user = n_all;
+    for (size_t i = n_all; i-- > head;)
+        if (!strcmp(all[i].role, "user")) {
+            last_user = i;
+            break;
+        }
+    if (last_user == n_all) return 0; /* no user turn: nothing to drop that would leave a question */
+    qhx_chat_turn *kept = malloc(n_all * sizeof *kept);
+    if (!kept) return fail(status, 503, err, "out of memory");
+    size_t from = head;
+    while ((int64_t)n + room > cfg->ctx && from < last_user) {
+        do from++; /* one round: up to the next user turn */
+        while (from < last_user && strcmp(all[from].role, "user"));
+        memcpy(kept, all, head * sizeof *kept);
+        memcpy(kept + head, all + from, (n_all - from) * sizeof *kept);
+        qhx_chat_spec shorter = *spec;
+        shorter.turns = kept;
+        shorter.n_turns = head + n_all - from;
+        qhx_prompt *p = NULL;
+        qhx_status rc = qhx_prompt_from_chat(m, &shorter, &p, err);
+        if (rc) {
+            free(kept);
+            *status = prompt_status(rc);
+            return -1;
+        }
+        qhx_prompt_free(j->prompt);
+        j->prompt = p;
+        qhx_prompt_ids(p, &n);
+        j->truncated = true;
+        j->dropped = (int64_t)(from - head);
+    }
+    free(kept);
+    return 0;
+}
+
 srv_job *srv_request_chat(const qhx_model *m, const srv_config *cfg, const char *body, size_t len, int *status,
                           qhx_error *err) {
     json_t *root = parse_body(cfg, body, len, status, err);
@@ -713,6 +771,7 @@ srv_job *srv_request_chat(const qhx_model *m, const srv_config *cfg, const char 
         *status = prompt_status(rc);
         goto bad;
     }
+    if (cfg->context_shift && shift_context(m, cfg, &spec, j, status, err)) goto bad;
     if (fits_context(cfg, j, status, err)) goto bad;
     j->thinking = thinking;
     j->tools = c.n_tools > 0;

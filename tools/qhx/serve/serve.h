@@ -19,6 +19,7 @@
 
 /* ---- limits (docs/server.md lists each) ------------------------------------------------------ */
 #define SRV_MAX_CHOICES 16 /* "n": answers per request */
+#define SRV_MIN_ANSWER_ROOM 256 /* the context shift keeps at least this room (or ctx / 4) for an answer */
 typedef struct srv_limits {
     size_t max_body;          /* request body bytes (413 beyond) */
     int64_t max_messages;     /* messages per chat request */
@@ -59,6 +60,7 @@ typedef struct srv_config {
     srv_limits lim;
     int spec_draft;      /* --spec mtp --draft N: speculative decoding's most drafts per step; 0 off */
     bool log_json;       /* --log-format json: the access log's lines are JSON objects */
+    bool context_shift;  /* a chat past the context drops its oldest turns (--no-context-shift: 400) */
 } srv_config;
 
 /* ---- jobs ------------------------------------------------------------------------------------ */
@@ -121,6 +123,8 @@ typedef struct srv_job {
     int64_t n_prompt, n_cached, n_generated;
     srv_finish finish;
     bool stop_word;             /* the answer ended at a stop string */
+    bool truncated;             /* the context shift dropped turns (usage "truncated") */
+    int64_t dropped;            /* how many */
     double t_submit, t_first, t_done;
 } srv_job;
 
