@@ -694,8 +694,8 @@ static int shift_context(const qhx_model *m, const srv_config *cfg, qhx_chat_spe
     if (!kept) return fail(status, 503, err, "out of memory");
     size_t from = head;
     while ((int64_t)n + room > cfg->ctx && from < last_user) {
-        do from++; /* one round: up to the next user turn */
-        while (from < last_user && strcmp(all[from].role, "user"));
+        from++; /* one round: up to the next user turn */
+        while (from < last_user && strcmp(all[from].role, "user")) from++;
         memcpy(kept, all, head * sizeof *kept);
         memcpy(kept + head, all + from, (n_all - from) * sizeof *kept);
         qhx_chat_spec shorter = *spec;
