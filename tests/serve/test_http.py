@@ -63,7 +63,6 @@ bad = [
     (b'{"messages": [{"role": "user", "content": "x"}], "n": 17}', 400, "n = 17, past the cap"),
     (b'{"messages": [{"role": "user", "content": "x"}], "n": 0}', 400, "n = 0"),
     (b'{"messages": [{"role": "user", "content": "x"}], "n": 2.5}', 400, "n not an integer"),
-    (b'{"messages": [{"role": "user", "content": "x"}], "n": 2, "stream": true}', 400, "n = 2 streamed"),
     (b'{"messages": [{"role": "user", "content": "x"}], "stop": [1]}', 400, "stop not strings"),
     (b'{"messages": [{"role": "user", "content": "x"}], "stop_token_ids": 5}', 400, "stop_token_ids not a list"),
     (b'{"messages": [{"role": "user", "content": "x"}], "stop_token_ids": ["a"]}', 400, "stop_token_ids not ids"),

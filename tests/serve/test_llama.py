@@ -254,6 +254,17 @@ st, four = post(U + "/v1/completions", body)
 seeded = [post(U + "/v1/completions", {**body, "n": 1, "seed": 40 + i})[1]["choices"][0]["text"] for i in range(4)]
 c.check(st == 200 and [ch["text"] for ch in four["choices"]] == seeded and len(set(seeded)) > 1,
         "n = 4 sampled: choice i is the answer of seed + i: %s vs %s" % ([ch["text"] for ch in four["choices"]], seeded))
+events = sse(U + "/v1/completions", {**body, "stream": True, "stream_options": {"include_usage": True}})
+texts, fins = {}, {}
+for e in events[:-2]:
+    for ch in e["choices"]:
+        texts[ch["index"]] = texts.get(ch["index"], "") + ch["text"]
+        if ch["finish_reason"]:
+            fins[ch["index"]] = fins.get(ch["index"], 0) + 1
+c.check(events[-1] == "[DONE]" and sum(1 for e in events if e == "[DONE]") == 1
+        and texts == {i: seeded[i] for i in range(4)} and fins == {i: 1 for i in range(4)}
+        and events[-2]["choices"] == [] and events[-2]["usage"]["completion_tokens"] == 32,
+        "n = 4 streamed: each choice's text as unstreamed, one finish each, one usage, one [DONE]: %s" % events[-3:])
 srv.stop()
 
 c.done()

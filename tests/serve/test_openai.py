@@ -232,12 +232,14 @@ try:
     c.check(False, "n=17 refused")
 except openai.BadRequestError as e:
     c.check(e.status_code == 400 and "at most 16" in str(e), "n=17: %s" % e)
-try:
-    list(cl.chat.completions.create(model="x", messages=[{"role": "user", "content": "Hi"}], n=2, max_tokens=2,
-                                    stream=True))
-    c.check(False, "n=2 streamed refused")
-except openai.BadRequestError as e:
-    c.check(e.status_code == 400 and "stream" in str(e), "n=2 streamed: %s" % e)
+texts, usage = {}, None
+for ch in cl.chat.completions.create(model="x", messages=[{"role": "user", "content": "Hi"}], n=2, max_tokens=2,
+                                     stream=True, stream_options={"include_usage": True}):
+    usage = ch.usage or usage
+    for choice in ch.choices:
+        texts[choice.index] = texts.get(choice.index, "") + (choice.delta.content or "")
+c.check(texts == {k: r.choices[k].message.content for k in (0, 1)} and usage and usage.completion_tokens == 4,
+        "n=2 streamed: both choices, as unstreamed: %s %s" % (texts, usage))
 try:
     cl.chat.completions.create(model="x", messages=[{"role": "user", "content": [
         {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}}]}], max_tokens=2)

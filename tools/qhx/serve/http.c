@@ -367,6 +367,98 @@ static int respond_wait(srv_http *h, srv_conn *c, srv_job *j) {
 static json_t *load_object(const char *body, size_t len, char *why, size_t why_n);
 static int wrong_method(srv_http *h, srv_conn *c, bool post);
 
+/* Bytes of a streamed body: a chunk (HTTP/1.1), or as they are (HTTP/1.0: the connection's end
+ * ends the body). */
+static int write_piece(srv_conn *c, const char *p, size_t n) {
+    if (c->head.minor == 0) return conn_write(c, p, n);
+    char size[24];
+    int k = snprintf(size, sizeof size, "%zx\r\n", n);
+    return conn_write(c, size, (size_t)k) || conn_write(c, p, n) || conn_write(c, "\r\n", 2) ? -1 : 0;
+}
+
+/* Copy out what job j has streamed beyond what was sent (whole events: the engine appends them
+ * whole under mu). Returns the bytes (malloc'd; *n) or NULL when there are none; *done: the job
+ * has ended and every byte is out. */
+static char *take_stream(srv_job *j, size_t *n, bool *done) {
+    pthread_mutex_lock(&j->mu);
+    *n = j->sse.n - j->sse_sent;
+    char *p = *n ? malloc(*n) : NULL;
+    if (p) {
+        memcpy(p, j->sse.p + j->sse_sent, *n);
+        j->sse_sent = j->sse.n;
+    } else *n = 0;
+    *done = j->done && j->sse_sent == j->sse.n;
+    pthread_mutex_unlock(&j->mu);
+    return p;
+}
+
+/* Several choices streamed: each job's events (their choices[].index set) as they come, on one
+ * stream, then one usage chunk (when asked for) and one [DONE]. A failure before the first byte
+ * of any choice is answered with its status; the client leaving cancels every choice. */
+static int stream_choices(srv_http *h, srv_conn *c, srv_job **jobs, int n) {
+    for (int i = 0; i < n; i++) { /* the first bytes (or an early failure) of every choice */
+        pthread_mutex_lock(&jobs[i]->mu);
+        while (!jobs[i]->done && jobs[i]->sse.n == 0) {
+            pthread_mutex_unlock(&jobs[i]->mu);
+            if (peer_gone(conn_fd(c))) return -1;
+            pthread_mutex_lock(&jobs[i]->mu);
+            if (!jobs[i]->done && jobs[i]->sse.n == 0) wait_a_little(jobs[i]);
+        }
+        bool failed = jobs[i]->done && jobs[i]->http_status && jobs[i]->sse.n == 0;
+        pthread_mutex_unlock(&jobs[i]->mu);
+        if (failed) return jobs[i]->http_status == 499 ? -1 : send_error(h, c, jobs[i]->http_status, jobs[i]->error);
+    }
+    srv_buf b = {0};
+    if (c->head.minor == 0) c->close = true;
+    c->status = 200;
+    int bad = put_head(c, &b, 200, "text/event-stream", c->head.minor ? -1 : -2, "Cache-Control: no-cache\r\n");
+    bad = bad || conn_write(c, b.p, b.n);
+    srv_buf_free(&b);
+    int open = n;
+    bool ended[SRV_MAX_CHOICES] = {false};
+    while (!bad && open > 0) {
+        bool any = false;
+        for (int i = 0; i < n && !bad; i++) {
+            if (ended[i]) continue;
+            size_t k = 0;
+            bool done = false;
+            char *p = take_stream(jobs[i], &k, &done);
+            if (p) bad = write_piece(c, p, k);
+            free(p);
+            any |= k > 0;
+            if (done) {
+                ended[i] = true;
+                open--;
+            }
+        }
+        if (!bad && !any && open > 0) {
+            if (peer_gone(conn_fd(c))) bad = 1;
+            else nanosleep(&(struct timespec){0, 2 * 1000000L}, NULL);
+        }
+    }
+    if (bad) return -1;
+    int64_t gen = 0;
+    for (int i = 0; i < n; i++) gen += jobs[i]->n_generated;
+    c->n_prompt = jobs[0]->n_prompt;
+    c->n_generated = gen;
+    if (jobs[0]->include_usage) {
+        json_t *u = json_pack("{s:s,s:s,s:I,s:s,s:[],s:{s:I,s:I,s:I}}", "id", jobs[0]->id, "object",
+                              jobs[0]->kind == SRV_CHAT ? "chat.completion.chunk" : "text_completion", "created",
+                              (json_int_t)jobs[0]->created, "model", jobs[0]->model_name, "choices", "usage",
+                              "prompt_tokens", (json_int_t)c->n_prompt, "completion_tokens", (json_int_t)gen,
+                              "total_tokens", (json_int_t)(c->n_prompt + gen));
+        char *t = u ? json_dumps(u, JSON_COMPACT) : NULL;
+        json_decref(u);
+        srv_buf e = {0};
+        bad = !t || srv_buf_puts(&e, "data: ") || srv_buf_puts(&e, t) || srv_buf_puts(&e, "\n\n") ||
+              write_piece(c, e.p, e.n);
+        free(t);
+        srv_buf_free(&e);
+    }
+    bad = bad || write_piece(c, "data: [DONE]\n\n", 14) || (c->head.minor && conn_write(c, "0\r\n\r\n", 5));
+    return bad || c->close ? -1 : 0;
+}
+
 /* "n" > 1: one job per choice, each parsed from the same body (choice i samples with seed + i,
  * so that sampled choices differ and each is reproducible), all submitted at once: the engine
  * decodes the slots they take together, in one batched step (qhx_sessions_decode), and the
@@ -386,12 +478,21 @@ static int generate_choices(srv_http *h, srv_conn *c, srv_job *first, const char
         jobs[i]->model_name = first->model_name;
         jobs[i]->sampling.seed = first->sampling.seed + (uint64_t)i;
         memcpy(jobs[i]->id, first->id, sizeof first->id);
+        jobs[i]->created = first->created;
+    }
+    for (int i = 0; i < n; i++) {
+        jobs[i]->choice_index = i;
+        jobs[i]->one_of_many = first->stream;
     }
     for (; submitted < n; submitted++)
         if (srv_engine_submit(h->e, jobs[submitted])) {
             rc = send_error(h, c, 503, "the server is busy: every slot is taken and the queue is full; retry later");
             goto out;
         }
+    if (first->stream) {
+        rc = stream_choices(h, c, jobs, n);
+        goto out;
+    }
     json_t *all = NULL;
     for (int i = 0; i < n; i++) {
         if (wait_done(c, jobs[i])) goto out;

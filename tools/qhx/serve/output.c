@@ -601,7 +601,7 @@ static int flush_chunk(srv_output *o, const char *finish, json_t *tool_calls) {
         return send_chunk(j, c);
     }
     json_t *c = chunk_base(j), *choice = json_object();
-    json_object_set_new(choice, "index", json_integer(0));
+    json_object_set_new(choice, "index", json_integer(j->choice_index));
     if (j->kind == SRV_CHAT) {
         json_t *delta = json_object();
         if (!o->sent_role) {
@@ -663,6 +663,7 @@ static int close_stream(srv_output *o, const char *finish) {
         return bad ? bad : send_chunk(j, llama_final(j, "", 0, srv_now()));
     }
     int rc = flush_chunk(o, finish, NULL);
+    if (j->one_of_many) return rc; /* the connection ends the stream of all the choices */
     if (!rc && j->include_usage) {
         json_t *u = json_pack("{s:s,s:s,s:I,s:s,s:[],s:o}", "id", j->id, "object",
                               j->kind == SRV_CHAT ? "chat.completion.chunk" : "text_completion", "created",

@@ -212,8 +212,6 @@ static int common_fields(const qhx_model *m, const srv_config *cfg, json_t *root
                     (long long)lim->max_tokens);
     j->max_tokens = mt;
     if (get_bool(root, "stream", &j->stream, status, err)) return -1;
-    if (j->stream && n > 1)
-        return fail(status, 400, err, "'n' = %lld with 'stream': several choices are served unstreamed only", (long long)n);
     json_t *so = json_object_get(root, "stream_options");
     if (present(so) && !json_is_object(so)) return fail(status, 400, err, "'stream_options' must be an object");
     if (present(so) && get_bool(so, "include_usage", &j->include_usage, status, err)) return -1;

@@ -84,6 +84,8 @@ typedef struct srv_job {
     qhx_sample_params sampling;
     int64_t max_tokens;
     int n_choices;        /* "n": answers asked for (each its own job; this one is the first) */
+    int choice_index;     /* this job's choice among them (choices[].index) */
+    bool one_of_many;     /* streamed with others: the connection writes the usage and [DONE] */
     char **stops;
     size_t n_stops;
     qhx_token *stop_ids;  /* "stop_token_ids": more stop tokens, ignore_eos or not */
