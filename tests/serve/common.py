@@ -5,6 +5,7 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 
@@ -13,14 +14,23 @@ class Server:
     """qhx serve -m MODEL --port 0 ARGS...; .url is http://127.0.0.1:PORT once it listens."""
 
     def __init__(self, qhx, model, *args):
+        # stderr (the access log: a line per request) goes to a file, never a pipe that nobody
+        # reads and whose filling would block the server
+        self.err = tempfile.TemporaryFile(mode="w+")
         self.p = subprocess.Popen([qhx, "serve", "-m", model, "--port", "0", *args],
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                  stdout=subprocess.PIPE, stderr=self.err, text=True)
         line = self.p.stdout.readline()
         m = re.search(r"http://127\.0\.0\.1:(\d+)", line)
         if not m:
             self.p.kill()
-            raise RuntimeError("server did not start: %r %s" % (line, self.p.stderr.read()))
+            self.p.wait()
+            raise RuntimeError("server did not start: %r %s" % (line, self.log()))
         self.url = "http://127.0.0.1:%s" % m.group(1)
+
+    def log(self):
+        """What the server wrote on stderr so far."""
+        self.err.seek(0)
+        return self.err.read()
 
     def pid(self):
         return self.p.pid
@@ -40,7 +50,7 @@ class Server:
         except subprocess.TimeoutExpired:
             self.p.kill()
             raise AssertionError("server did not exit within 30 s of SIGTERM")
-        assert rc == 0, "server exited %d: %s" % (rc, self.p.stderr.read())
+        assert rc == 0, "server exited %d: %s" % (rc, self.log())
 
 
 def post(url, body, headers=None, timeout=60):

@@ -225,11 +225,21 @@ except openai.BadRequestError as e:
     c.check("'tools' is empty" in str(e), "required without tools: %s" % e)
 
 # ---- errors come back as the client's exceptions with their status
+r = cl.chat.completions.create(model="x", messages=[{"role": "user", "content": "Hi"}], n=2, max_tokens=2)
+c.check([ch.index for ch in r.choices] == [0, 1] and r.usage.completion_tokens == 4, "n=2: two choices: %s" % r)
 try:
-    cl.chat.completions.create(model="x", messages=[{"role": "user", "content": "Hi"}], n=2, max_tokens=2)
-    c.check(False, "n=2 refused")
+    cl.chat.completions.create(model="x", messages=[{"role": "user", "content": "Hi"}], n=17, max_tokens=2)
+    c.check(False, "n=17 refused")
 except openai.BadRequestError as e:
-    c.check(e.status_code == 400 and "one choice" in str(e), "n=2: %s" % e)
+    c.check(e.status_code == 400 and "at most 16" in str(e), "n=17: %s" % e)
+texts, usage = {}, None
+for ch in cl.chat.completions.create(model="x", messages=[{"role": "user", "content": "Hi"}], n=2, max_tokens=2,
+                                     stream=True, stream_options={"include_usage": True}):
+    usage = ch.usage or usage
+    for choice in ch.choices:
+        texts[choice.index] = texts.get(choice.index, "") + (choice.delta.content or "")
+c.check(texts == {k: r.choices[k].message.content for k in (0, 1)} and usage and usage.completion_tokens == 4,
+        "n=2 streamed: both choices, as unstreamed: %s %s" % (texts, usage))
 try:
     cl.chat.completions.create(model="x", messages=[{"role": "user", "content": [
         {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}}]}], max_tokens=2)

@@ -1,6 +1,6 @@
 /* qhx serve: an OpenAI-compatible HTTP server (docs/server.md).
- *   qhx serve -m MODEL [--host 127.0.0.1] [--port 8080] [--parallel N] [--queue N] [--ctx N]
- *             [--threads N] [--api-key KEY | --api-key-file F] [--alias NAME] [--max-tokens N]
+ *   qhx serve -m MODEL [--host 127.0.0.1] [--port 8080] [-np N] [--queue N] [-c N] [-t N]
+ *             [--api-key KEY | --api-key-file F] [-a NAME] [--log-format text|json] [--max-tokens N]
  *             [--max-body BYTES] [--timeout S] [--images | --text-only] [--device cpu|opencl[:N]]
  * Prints "qhx serve: listening on http://HOST:PORT" on stdout when ready; SIGINT or SIGTERM
  * stop accepting connections, let the requests in hand finish, and exit 0. */
@@ -18,24 +18,32 @@ static const char *CMD = "serve";
 static void usage(FILE *f) {
     fprintf(f,
             "usage: qhx serve -m MODEL [options]\n"
-            "  An OpenAI-compatible HTTP server: /v1/chat/completions, /v1/completions, /v1/models,\n"
-            "  /health, /tokenize, /detokenize, /metrics (docs/server.md).\n"
+            "  An HTTP server with OpenAI's endpoints (/v1/chat/completions, /v1/completions,\n"
+            "  /v1/models), llama-server's (/completion, /tokenize, /detokenize, /props, /slots,\n"
+            "  /health, /metrics) and ollama's (/api/chat, /api/generate, /api/tags, /api/show,\n"
+            "  /api/ps, /api/version) (docs/server.md).\n"
             "  -m, --model PATH     manifest, bundle or checkpoint folder; ORG/NAME (the Hugging\n"
             "                       Face cache), ollama:NAME[:TAG] (ollama's store)\n"
             "  -hf REPO[:QUANT]     a Hugging Face repository, fetched when missing (docs/hub.md)\n"
-            "  --host ADDR          address to listen on (default 127.0.0.1: this machine only)\n"
+            "  --host ADDR          address or name to listen on: 127.0.0.1 (default: this machine\n"
+            "                       only), ::1, localhost, 0.0.0.0 (every interface) ...\n"
             "  --port N             port (default 8080; 0: any free port)\n"
-            "  --parallel N         slots: requests generated at once (default 4)\n"
+            "  -np, --parallel N    slots: requests generated at once (default 4)\n"
             "  --queue N            requests that may wait for a slot before 503 (default 64)\n"
-            "  --ctx N              context per slot (default: the model's, as qhx generate\n"
+            "  -c, --ctx-size, --ctx N  context per slot (default: the model's, as qhx generate\n"
             "                       chooses it: a checkpoint folder's trained context, lowered\n"
             "                       so that the KV caches of all slots fit the free memory)\n"
-            "  --threads N          compute threads (default: one per physical core)\n"
+            "  -t, --threads N      compute threads (default: one per physical core)\n"
             "  --device D           cpu (default), opencl or opencl:N: where the model runs\n"
             "  --api-key KEY        require Authorization: Bearer KEY (not /health)\n"
             "  --api-key-file F     the same, the key read from a file\n"
-            "  --alias NAME         the model id reported (default: the model path's last part)\n"
+            "  -a, --alias NAME     the model id reported (default: the model path's last part)\n"
+            "  --log-format F       the access log on stderr, one line per request: text\n"
+            "                       (default) or json\n"
             "  --max-tokens N       most tokens one request may generate (default 4096)\n"
+            "  --no-context-shift   a chat past the context is refused (400); by default its\n"
+            "                       oldest turns after the system prompt are dropped until it\n"
+            "                       fits (usage \"truncated\": true); --context-shift: the default\n"
             "  --max-body BYTES     request body cap (default 32 MiB)\n"
             "  --timeout S          seconds a connection may stay idle, and the whole header\n"
             "                       section and the whole body may each take to arrive (default 30)\n"
@@ -64,9 +72,20 @@ typedef struct serve_args {
     const char *device; /* --device: qhx_model_params.backend */
 } serve_args;
 
-static const char *const NAMES[] = {"-m", "--model", "--host", "--port", "--parallel", "--queue", "--ctx", "--threads",
-                                    "--api-key", "--api-key-file", "--alias", "--max-tokens", "--max-body", "--timeout", "--images", "--text-only", "--help",
-                                    "--spec", "--draft", "--device"};
+static const char *const NAMES[] = {"-m", "--model", "--host", "--port", "--parallel", "-np", "--queue", "--ctx", "-c",
+                                    "--ctx-size", "--threads", "-t", "--api-key", "--api-key-file", "--alias", "-a",
+                                    "--max-tokens", "--max-body", "--timeout", "--images", "--text-only", "--help",
+                                    "--spec", "--draft", "--device", "--log-format", "--context-shift",
+                                    "--no-context-shift"};
+
+/* llama-server's spellings of the same options: one name each from here on. */
+static const char *canonical(const char *o) {
+    static const char *const same[][2] = {{"-np", "--parallel"}, {"-c", "--ctx"},   {"--ctx-size", "--ctx"},
+                                          {"-t", "--threads"},   {"-a", "--alias"}, {"--model", "-m"}};
+    for (size_t i = 0; i < sizeof same / sizeof same[0]; i++)
+        if (!strcmp(o, same[i][0])) return same[i][1];
+    return o;
+}
 
 static int parse(int argc, char **argv, serve_args *a) {
     srv_config *c = &a->cfg;
@@ -80,6 +99,10 @@ static int parse(int argc, char **argv, serve_args *a) {
         bool known = false;
         for (size_t k = 0; k < sizeof NAMES / sizeof NAMES[0]; k++) known |= !strcmp(o, NAMES[k]);
         if (!known) return qhx_cli_unknown_option(CMD, o, NAMES, sizeof NAMES / sizeof NAMES[0]);
+        if (!strcmp(o, "--context-shift") || !strcmp(o, "--no-context-shift")) {
+            c->context_shift = !strcmp(o, "--context-shift");
+            continue;
+        }
         if (!strcmp(o, "--images") || !strcmp(o, "--text-only")) {
             if (a->vision && a->vision != (!strcmp(o, "--images") ? 1 : -1))
                 return qhx_cli_usage_error(CMD, "--images and --text-only: choose one");
@@ -89,11 +112,17 @@ static int parse(int argc, char **argv, serve_args *a) {
         if (i + 1 >= argc) return qhx_cli_usage_error(CMD, "%s needs a value", o);
         const char *v = argv[++i];
         int64_t x = 0;
-        if (!strcmp(o, "-m") || !strcmp(o, "--model")) c->model_path = v;
+        const char *given = o; /* messages name the spelling the user gave */
+        o = canonical(o);
+        if (!strcmp(o, "-m")) c->model_path = v;
         else if (!strcmp(o, "--host")) c->host = v;
         else if (!strcmp(o, "--api-key")) c->api_key = v;
         else if (!strcmp(o, "--api-key-file")) a->key_file = v;
         else if (!strcmp(o, "--alias")) c->alias = v;
+        else if (!strcmp(o, "--log-format")) {
+            if (strcmp(v, "text") && strcmp(v, "json")) return qhx_cli_usage_error(CMD, "--log-format: '%s' is not text or json", v);
+            c->log_json = !strcmp(v, "json");
+        }
         else if (!strcmp(o, "--spec")) {
             if (strcmp(v, "mtp")) return qhx_cli_usage_error(CMD, "--spec: '%s' is not mtp", v);
             if (!c->spec_draft) c->spec_draft = 3;
@@ -109,16 +138,16 @@ static int parse(int argc, char **argv, serve_args *a) {
             c->port = (int)x;
         } else if (!strcmp(o, "--parallel")) {
             if (qhx_cli_parse_i64(v, 1, QHX_MAX_BATCH, &x))
-                return qhx_cli_usage_error(CMD, "--parallel: '%s' is not in [1, %d]", v, QHX_MAX_BATCH);
+                return qhx_cli_usage_error(CMD, "%s: '%s' is not in [1, %d]", given, v, QHX_MAX_BATCH);
             c->parallel = (int)x;
         } else if (!strcmp(o, "--queue")) {
             if (qhx_cli_parse_i64(v, 0, 100000, &x)) return qhx_cli_usage_error(CMD, "--queue: '%s' is not in [0, 100000]", v);
             c->queue = (int)x;
         } else if (!strcmp(o, "--ctx")) {
-            if (qhx_cli_parse_i64(v, 16, (int64_t)1 << 24, &x)) return qhx_cli_usage_error(CMD, "--ctx: '%s' is not in [16, 16777216]", v);
+            if (qhx_cli_parse_i64(v, 16, (int64_t)1 << 24, &x)) return qhx_cli_usage_error(CMD, "%s: '%s' is not in [16, 16777216]", given, v);
             c->ctx = x;
         } else if (!strcmp(o, "--threads")) {
-            if (qhx_cli_parse_i64(v, 1, 1024, &x)) return qhx_cli_usage_error(CMD, "--threads: '%s' is not in [1, 1024]", v);
+            if (qhx_cli_parse_i64(v, 1, 1024, &x)) return qhx_cli_usage_error(CMD, "%s: '%s' is not in [1, 1024]", given, v);
             c->threads = (int)x;
         } else if (!strcmp(o, "--max-tokens")) {
             if (qhx_cli_parse_i64(v, 1, (int64_t)1 << 24, &x)) return qhx_cli_usage_error(CMD, "--max-tokens: '%s' is not in [1, 16777216]", v);
@@ -175,7 +204,8 @@ static const char *default_alias(const char *path, char *buf, size_t n) {
 }
 
 int qhx_cmd_serve(int argc, char **argv) {
-    serve_args a = {.cfg = {.host = "127.0.0.1", .port = 8080, .parallel = 4, .queue = 64, .lim = srv_default_limits()}};
+    serve_args a = {.cfg = {.host = "127.0.0.1", .port = 8080, .parallel = 4, .queue = 64, .context_shift = true,
+                            .lim = srv_default_limits()}};
     int pr = parse(argc, argv, &a);
     if (pr) return pr < 0 ? QHX_EXIT_OK : pr;
     srv_config *cfg = &a.cfg;

@@ -44,6 +44,8 @@ typedef struct slot {
     ckpt ck[MAX_CKPT];
     int n_ck;
     uint64_t last_used;
+    atomic_int processing;  /* a job in hand (read by /slots) */
+    atomic_llong n_state;   /* tokens its state holds (read by /slots) */
     /* the job in hand */
     srv_job *job;
     qhx_decoder *dec;    /* the job's answer, step by step */
@@ -186,6 +188,8 @@ static void release(slot *sl) {
     sl->con = NULL;
     srv_job_unref(sl->job);
     sl->job = NULL;
+    atomic_store(&sl->processing, 0);
+    atomic_store(&sl->n_state, (long long)sl->n_hist);
     atomic_fetch_sub(&sl->e->busy, 1);
 }
 
@@ -386,6 +390,7 @@ static int next_token(slot *sl, qhx_token *out) {
     }
     sl->n_gen++;
     if (!st.feed) { /* a stop string (its text and what follows never given), or max_tokens */
+        sl->job->stop_word = st.stop == QHX_STOP_STRING;
         end_job(sl, st.stop != QHX_STOP_LENGTH ? SRV_FINISH_STOP : SRV_FINISH_LENGTH);
         return 0;
     }
@@ -542,6 +547,7 @@ static void *engine_main(void *arg) {
             }
             sl->job = j;
             sl->last_used = e->step;
+            atomic_store(&sl->processing, 1);
             atomic_fetch_add(&e->busy, 1);
             fresh[n_fresh++] = sl;
         }
@@ -577,6 +583,13 @@ int srv_engine_queue_length(srv_engine *e) {
 }
 
 int srv_engine_busy_slots(srv_engine *e) { return atomic_load(&e->busy); }
+
+int srv_engine_slot_state(srv_engine *e, int i, bool *processing, int64_t *n_state) {
+    if (i < 0 || i >= e->n_slots) return -1;
+    *processing = atomic_load(&e->slots[i].processing) != 0;
+    *n_state = (int64_t)atomic_load(&e->slots[i].n_state);
+    return 0;
+}
 
 static void free_engine(srv_engine *e) {
     for (int i = 0; e->slots && i < e->n_slots; i++) {

@@ -18,6 +18,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -61,6 +62,11 @@ typedef struct srv_conn {
     bool head_only; /* HEAD: the GET answer without its body */
     bool close;     /* close after this response */
     const char *allow; /* a 405's Allow header */
+    bool ollama;       /* an /api/ request: errors in ollama's shape, {"error": "..."} */
+    /* the access log's line of this request */
+    double t0;          /* its header section in */
+    int status;         /* the status sent (0: none) */
+    int64_t n_prompt, n_generated;
 } srv_conn;
 
 static double mono_now(void) {
@@ -176,6 +182,7 @@ static int send_text(srv_conn *c, int status, char *text, const char *type) {
     if (status == 405 && c->allow) snprintf(extra, sizeof extra, "Allow: %s\r\n", c->allow);
     size_t len = strlen(text);
     srv_buf b = {0};
+    c->status = status;
     int bad = put_head(c, &b, status, type, (long long)len, extra[0] ? extra : NULL);
     if (!c->head_only) bad |= srv_buf_put(&b, text, len);
     free(text);
@@ -192,6 +199,7 @@ static int send_json(srv_conn *c, int status, json_t *v) {
 
 static int send_error(srv_http *h, srv_conn *c, int status, const char *msg) {
     if (status >= 400) atomic_fetch_add(&h->stats->errors, 1);
+    if (c->ollama) return send_json(c, status, json_pack("{s:s}", "error", msg));
     return send_text(c, status, srv_error_json(status, msg), "application/json");
 }
 
@@ -300,7 +308,9 @@ static int respond_stream(srv_http *h, srv_conn *c, srv_job *j) {
     }
     srv_buf b = {0};
     if (c->head.minor == 0) c->close = true;
-    int bad = put_head(c, &b, 200, "text/event-stream", c->head.minor ? -1 : -2, "Cache-Control: no-cache\r\n");
+    c->status = 200;
+    int bad = put_head(c, &b, 200, j->ollama ? "application/x-ndjson" : "text/event-stream", c->head.minor ? -1 : -2,
+                       "Cache-Control: no-cache\r\n");
     int rc = bad ? -1 : conn_write(c, b.p, b.n);
     srv_buf_free(&b);
     if (rc) {
@@ -316,6 +326,23 @@ static int respond_stream(srv_http *h, srv_conn *c, srv_job *j) {
 }
 
 /* ---- generation endpoints ------------------------------------------------------------------- */
+
+/* Wait for the job's end; -1 when the client went away first (the job is then cancelled). */
+static int wait_done(srv_conn *c, srv_job *j) {
+    int fd = conn_fd(c);
+    pthread_mutex_lock(&j->mu);
+    while (!j->done) {
+        pthread_mutex_unlock(&j->mu);
+        if (peer_gone(fd)) {
+            atomic_store(&j->cancelled, 1);
+            return -1;
+        }
+        pthread_mutex_lock(&j->mu);
+        if (!j->done) wait_a_little(j);
+    }
+    pthread_mutex_unlock(&j->mu);
+    return 0;
+}
 
 static int respond_wait(srv_http *h, srv_conn *c, srv_job *j) {
     int fd = conn_fd(c);
@@ -337,20 +364,302 @@ static int respond_wait(srv_http *h, srv_conn *c, srv_job *j) {
     return send_text(c, 200, srv_output_body(j), "application/json");
 }
 
-static int generate(srv_http *h, srv_conn *c, srv_kind kind, const char *body, size_t len) {
+static json_t *load_object(const char *body, size_t len, char *why, size_t why_n);
+static int wrong_method(srv_http *h, srv_conn *c, bool post);
+
+/* Bytes of a streamed body: a chunk (HTTP/1.1), or as they are (HTTP/1.0: the connection's end
+ * ends the body). */
+static int write_piece(srv_conn *c, const char *p, size_t n) {
+    if (c->head.minor == 0) return conn_write(c, p, n);
+    char size[24];
+    int k = snprintf(size, sizeof size, "%zx\r\n", n);
+    return conn_write(c, size, (size_t)k) || conn_write(c, p, n) || conn_write(c, "\r\n", 2) ? -1 : 0;
+}
+
+/* Copy out what job j has streamed beyond what was sent (whole events: the engine appends them
+ * whole under mu). Returns the bytes (malloc'd; *n) or NULL when there are none; *done: the job
+ * has ended and every byte is out. */
+static char *take_stream(srv_job *j, size_t *n, bool *done) {
+    pthread_mutex_lock(&j->mu);
+    *n = j->sse.n - j->sse_sent;
+    char *p = *n ? malloc(*n) : NULL;
+    if (p) {
+        memcpy(p, j->sse.p + j->sse_sent, *n);
+        j->sse_sent = j->sse.n;
+    } else *n = 0;
+    *done = j->done && j->sse_sent == j->sse.n;
+    pthread_mutex_unlock(&j->mu);
+    return p;
+}
+
+/* Several choices streamed: each job's events (their choices[].index set) as they come, on one
+ * stream, then one usage chunk (when asked for) and one [DONE]. A failure before the first byte
+ * of any choice is answered with its status; the client leaving cancels every choice. */
+static int stream_choices(srv_http *h, srv_conn *c, srv_job **jobs, int n) {
+    for (int i = 0; i < n; i++) { /* the first bytes (or an early failure) of every choice */
+        pthread_mutex_lock(&jobs[i]->mu);
+        while (!jobs[i]->done && jobs[i]->sse.n == 0) {
+            pthread_mutex_unlock(&jobs[i]->mu);
+            if (peer_gone(conn_fd(c))) return -1;
+            pthread_mutex_lock(&jobs[i]->mu);
+            if (!jobs[i]->done && jobs[i]->sse.n == 0) wait_a_little(jobs[i]);
+        }
+        bool failed = jobs[i]->done && jobs[i]->http_status && jobs[i]->sse.n == 0;
+        pthread_mutex_unlock(&jobs[i]->mu);
+        if (failed) return jobs[i]->http_status == 499 ? -1 : send_error(h, c, jobs[i]->http_status, jobs[i]->error);
+    }
+    srv_buf b = {0};
+    if (c->head.minor == 0) c->close = true;
+    c->status = 200;
+    int bad = put_head(c, &b, 200, "text/event-stream", c->head.minor ? -1 : -2, "Cache-Control: no-cache\r\n");
+    bad = bad || conn_write(c, b.p, b.n);
+    srv_buf_free(&b);
+    int open = n;
+    bool ended[SRV_MAX_CHOICES] = {false};
+    while (!bad && open > 0) {
+        bool any = false;
+        for (int i = 0; i < n && !bad; i++) {
+            if (ended[i]) continue;
+            size_t k = 0;
+            bool done = false;
+            char *p = take_stream(jobs[i], &k, &done);
+            if (p) bad = write_piece(c, p, k);
+            free(p);
+            any |= k > 0;
+            if (done) {
+                ended[i] = true;
+                open--;
+            }
+        }
+        if (!bad && !any && open > 0) {
+            if (peer_gone(conn_fd(c))) bad = 1;
+            else nanosleep(&(struct timespec){0, 2 * 1000000L}, NULL);
+        }
+    }
+    if (bad) return -1;
+    int64_t gen = 0;
+    for (int i = 0; i < n; i++) gen += jobs[i]->n_generated;
+    c->n_prompt = jobs[0]->n_prompt;
+    c->n_generated = gen;
+    if (jobs[0]->include_usage) {
+        json_t *u = json_pack("{s:s,s:s,s:I,s:s,s:[],s:{s:I,s:I,s:I}}", "id", jobs[0]->id, "object",
+                              jobs[0]->kind == SRV_CHAT ? "chat.completion.chunk" : "text_completion", "created",
+                              (json_int_t)jobs[0]->created, "model", jobs[0]->model_name, "choices", "usage",
+                              "prompt_tokens", (json_int_t)c->n_prompt, "completion_tokens", (json_int_t)gen,
+                              "total_tokens", (json_int_t)(c->n_prompt + gen));
+        char *t = u ? json_dumps(u, JSON_COMPACT) : NULL;
+        json_decref(u);
+        srv_buf e = {0};
+        bad = !t || srv_buf_puts(&e, "data: ") || srv_buf_puts(&e, t) || srv_buf_puts(&e, "\n\n") ||
+              write_piece(c, e.p, e.n);
+        free(t);
+        srv_buf_free(&e);
+    }
+    bad = bad || write_piece(c, "data: [DONE]\n\n", 14) || (c->head.minor && conn_write(c, "0\r\n\r\n", 5));
+    return bad || c->close ? -1 : 0;
+}
+
+/* "n" > 1: one job per choice, each parsed from the same body (choice i samples with seed + i,
+ * so that sampled choices differ and each is reproducible), all submitted at once: the engine
+ * decodes the slots they take together, in one batched step (qhx_sessions_decode), and the
+ * choices beyond the free slots wait in the queue. The answer: every job's choice, its index
+ * set, and one usage (the prompt counted once, the completion tokens summed). */
+static int generate_choices(srv_http *h, srv_conn *c, srv_job *first, const char *body, size_t len) {
+    int n = first->n_choices, status = 400, submitted = 0, rc = -1;
+    srv_job *jobs[SRV_MAX_CHOICES] = {first};
+    qhx_error err = {0};
+    for (int i = 1; i < n; i++) {
+        jobs[i] = first->kind == SRV_CHAT ? srv_request_chat(h->m, h->cfg, body, len, &status, &err)
+                                          : srv_request_completion(h->m, h->cfg, body, len, &status, &err);
+        if (!jobs[i]) {
+            rc = send_error(h, c, status, err.msg[0] ? err.msg : "bad request");
+            goto out;
+        }
+        jobs[i]->model_name = first->model_name;
+        jobs[i]->sampling.seed = first->sampling.seed + (uint64_t)i;
+        memcpy(jobs[i]->id, first->id, sizeof first->id);
+        jobs[i]->created = first->created;
+    }
+    for (int i = 0; i < n; i++) {
+        jobs[i]->choice_index = i;
+        jobs[i]->one_of_many = first->stream;
+    }
+    for (; submitted < n; submitted++)
+        if (srv_engine_submit(h->e, jobs[submitted])) {
+            rc = send_error(h, c, 503, "the server is busy: every slot is taken and the queue is full; retry later");
+            goto out;
+        }
+    if (first->stream) {
+        rc = stream_choices(h, c, jobs, n);
+        goto out;
+    }
+    json_t *all = NULL;
+    for (int i = 0; i < n; i++) {
+        if (wait_done(c, jobs[i])) goto out;
+        if (jobs[i]->http_status == 499) goto out;
+        if (jobs[i]->http_status) {
+            rc = send_error(h, c, jobs[i]->http_status, jobs[i]->error);
+            goto out;
+        }
+        char *t = srv_output_body(jobs[i]);
+        json_t *one = t ? json_loads(t, 0, NULL) : NULL;
+        free(t);
+        json_t *choice = json_array_get(json_object_get(one, "choices"), 0);
+        if (!one || !choice) {
+            json_decref(one);
+            rc = send_error(h, c, 503, "out of memory");
+            goto out;
+        }
+        json_object_set_new(choice, "index", json_integer(i));
+        if (!all) all = one;
+        else {
+            json_array_append(json_object_get(all, "choices"), choice);
+            json_decref(one);
+        }
+        c->n_generated += jobs[i]->n_generated;
+    }
+    c->n_prompt = first->n_prompt;
+    json_t *usage = json_object_get(all, "usage");
+    json_object_set_new(usage, "completion_tokens", json_integer(c->n_generated));
+    json_object_set_new(usage, "total_tokens", json_integer(c->n_prompt + c->n_generated));
+    rc = send_json(c, 200, all);
+out:
+    for (int i = 0; i < n; i++) {
+        if (i < submitted) atomic_store(&jobs[i]->cancelled, 1); /* no-op for the finished */
+        if (jobs[i]) srv_job_unref(jobs[i]);
+    }
+    return rc;
+}
+
+/* llama-server's /completion body in the OpenAI completions' words: n_predict is max_tokens
+ * (-1 or absent: until the context or the server's cap), n_probs is logprobs; its other
+ * fields the server has (temperature, top_k, top_p, min_p, seed, stop, stream, grammar,
+ * json_schema, ignore_eos, repeat_penalty ...) have the same names, and the ones it has not
+ * (cache_prompt: prompts are always reused; id_slot; samplers ...) are ignored, as llama-server
+ * ignores what it does not know. NULL: not a JSON object (why says so). */
+static char *llama_body(const char *body, size_t len, bool *until_end, char *why, size_t why_n) {
+    json_t *root = load_object(body, len, why, why_n);
+    if (!root) return NULL;
+    json_t *np = json_object_get(root, "n_predict");
+    *until_end = !np || (json_is_integer(np) && json_integer_value(np) < 0);
+    if (np && *until_end) json_object_del(root, "n_predict");
+    else if (np) {
+        json_object_set(root, "max_tokens", np);
+        json_object_del(root, "n_predict");
+    }
+    json_t *probs = json_object_get(root, "n_probs");
+    if (probs) {
+        if (!json_is_integer(probs) || json_integer_value(probs) > 0) json_object_set(root, "logprobs", probs);
+        json_object_del(root, "n_probs");
+    }
+    char *t = json_dumps(root, JSON_COMPACT);
+    json_decref(root);
+    if (!t) snprintf(why, why_n, "out of memory");
+    return t;
+}
+
+static int generate(srv_http *h, srv_conn *c, srv_kind kind, bool llama, const char *body, size_t len) {
     int status = 400;
     qhx_error err = {0};
+    char *own = NULL, why[256];
+    bool until_end = false;
+    if (llama && !(body = own = llama_body(body, len, &until_end, why, sizeof why))) return send_error(h, c, 400, why);
+    if (own) len = strlen(own);
     srv_job *j = kind == SRV_CHAT ? srv_request_chat(h->m, h->cfg, body, len, &status, &err)
                                   : srv_request_completion(h->m, h->cfg, body, len, &status, &err);
+    if (j && llama) j->n_choices = 1; /* llama-server's /completion has one answer */
+    free(own);
     if (!j) return send_error(h, c, status, err.msg[0] ? err.msg : "bad request");
     j->model_name = h->cfg->alias;
+    if (llama) {
+        j->llama = true;
+        if (until_end) j->max_tokens = -1; /* the engine's room: the context, at most the server's cap */
+    }
+    if (j->n_choices > 1) return generate_choices(h, c, j, body, len); /* takes j */
     if (srv_engine_submit(h->e, j)) {
         srv_job_unref(j);
         return send_error(h, c, 503, "the server is busy: every slot is taken and the queue is full; retry later");
     }
     int r = j->stream ? respond_stream(h, c, j) : respond_wait(h, c, j);
+    pthread_mutex_lock(&j->mu);
+    if (j->done) { /* the engine's counts are final once done is set (under mu) */
+        c->n_prompt = j->n_prompt;
+        c->n_generated = j->n_generated;
+    }
+    pthread_mutex_unlock(&j->mu);
     srv_job_unref(j);
     return r;
+}
+
+/* ollama's /api/chat and /api/generate: the body said again in the OpenAI words, then the same
+ * path as /v1/chat/completions and /v1/completions; the answer in ollama's shapes. */
+static int ollama_generate(srv_http *h, srv_conn *c, int which, const char *body, size_t len) {
+    char why[512] = "";
+    bool stream = true, raw = false, load_only = false;
+    char *t = which == SRV_OLLAMA_CHAT ? srv_ollama_chat_body(body, len, h->cfg->ctx, &stream, why, sizeof why)
+                                       : srv_ollama_generate_body(body, len, h->cfg->ctx, &stream, &raw, &load_only, why,
+                                                                  sizeof why);
+    if (!t) return send_error(h, c, 400, why);
+    if (load_only) { /* ollama: a generate without a prompt loads the model and says so */
+        free(t);
+        char when[48];
+        srv_ollama_time(srv_now(), when, sizeof when);
+        return send_json(c, 200, json_pack("{s:s,s:s,s:s,s:b,s:s}", "model", h->cfg->alias, "created_at", when, "response",
+                                           "", "done", 1, "done_reason", "load"));
+    }
+    int status = 400;
+    qhx_error err = {0};
+    /* our own compact JSON: a quote inside a string is escaped, so this finds the key only */
+    bool until_end = !strstr(t, "\"max_tokens\":");
+    srv_job *j = which == SRV_OLLAMA_CHAT || !raw ? srv_request_chat(h->m, h->cfg, t, strlen(t), &status, &err)
+                                                  : srv_request_completion(h->m, h->cfg, t, strlen(t), &status, &err);
+    free(t);
+    if (!j) return send_error(h, c, status, err.msg[0] ? err.msg : "bad request");
+    j->model_name = h->cfg->alias;
+    j->ollama = which;
+    j->stream = stream;
+    if (until_end) j->max_tokens = -1; /* ollama's default: until the end or the context (not OpenAI's 16) */
+    if (srv_engine_submit(h->e, j)) {
+        srv_job_unref(j);
+        return send_error(h, c, 503, "the server is busy: every slot is taken and the queue is full; retry later");
+    }
+    int r = j->stream ? respond_stream(h, c, j) : respond_wait(h, c, j);
+    pthread_mutex_lock(&j->mu);
+    if (j->done) {
+        c->n_prompt = j->n_prompt;
+        c->n_generated = j->n_generated;
+    }
+    pthread_mutex_unlock(&j->mu);
+    srv_job_unref(j);
+    return r;
+}
+
+static int ollama_route(srv_http *h, srv_conn *c, bool get, bool post, const char *body, size_t len) {
+    const char *u = c->path + 4; /* past "/api" */
+    c->ollama = true;
+    static const struct {
+        const char *path;
+        bool post;
+    } known[] = {{"/chat", true}, {"/generate", true}, {"/tags", false}, {"/show", true}, {"/version", false}, {"/ps", false}};
+    int k = -1;
+    for (int i = 0; i < (int)(sizeof known / sizeof known[0]); i++)
+        if (!strcmp(u, known[i].path)) k = i;
+    if (k < 0) return send_error(h, c, 404, "no such endpoint");
+    if ((known[k].post && !post) || (!known[k].post && !get)) return wrong_method(h, c, known[k].post);
+    switch (k) {
+    case 0:
+    case 1: atomic_fetch_add(&h->stats->requests, 1); return ollama_generate(h, c, k == 0 ? SRV_OLLAMA_CHAT : SRV_OLLAMA_GENERATE, body, len);
+    case 2: return send_json(c, 200, srv_ollama_tags(h->m, h->cfg, (double)h->started));
+    case 3: {
+        char why[256];
+        json_t *root = load_object(body, len, why, sizeof why);
+        if (!root) return send_error(h, c, 400, why);
+        json_decref(root); /* the one model, whatever name it is asked by */
+        return send_json(c, 200, srv_ollama_show(h->m, h->cfg));
+    }
+    case 4: return send_json(c, 200, json_pack("{s:s}", "version", qhx_version()));
+    default: return send_json(c, 200, srv_ollama_ps(h->m, h->cfg));
+    }
 }
 
 /* ---- small endpoints ------------------------------------------------------------------------ */
@@ -371,11 +680,18 @@ static int tokenize(srv_http *h, srv_conn *c, const char *body, size_t len) {
     char why[256];
     json_t *root = load_object(body, len, why, sizeof why);
     if (!root) return send_error(h, c, 400, why);
-    json_t *content = json_object_get(root, "content");
+    json_t *content = json_object_get(root, "content"), *wp = json_object_get(root, "with_pieces"),
+           *as = json_object_get(root, "add_special");
     if (!json_is_string(content)) {
         json_decref(root);
         return send_error(h, c, 400, "'content' must be a string");
     }
+    if ((wp && !json_is_boolean(wp) && !json_is_null(wp)) || (as && !json_is_boolean(as) && !json_is_null(as))) {
+        json_decref(root);
+        return send_error(h, c, 400, "'with_pieces' and 'add_special' must be true or false");
+    }
+    /* add_special: the model family adds no BOS token (Qwen), so it changes nothing */
+    bool with_pieces = json_is_true(wp);
     qhx_error err = {0};
     size_t n = 0;
     const char *s = json_string_value(content);
@@ -389,9 +705,26 @@ static int tokenize(srv_http *h, srv_conn *c, const char *body, size_t len) {
         return send_error(h, c, ids ? srv_http_status(rc) : 503, err.msg[0] ? err.msg : "out of memory");
     }
     json_t *list = json_array();
-    for (size_t i = 0; i < n; i++) json_array_append_new(list, json_integer(ids[i]));
+    /* with_pieces: each id with its text, as the streaming detokenizer completes it: the bytes
+       of a character split over several tokens come whole with its last token (llama-server
+       gives such a token's bytes as a list of numbers; the pieces here are always text, and
+       joined they are the content) */
+    qhx_text_stream *ts = NULL;
+    if (with_pieces && qhx_text_stream_new(h->m, &ts, &err)) {
+        free(ids);
+        json_decref(list);
+        return send_error(h, c, 503, "out of memory");
+    }
+    for (size_t i = 0; i < n && list; i++) {
+        const char *piece = "";
+        size_t pl = 0;
+        if (!ts) json_array_append_new(list, json_integer(ids[i]));
+        else if (qhx_text_stream_push(ts, ids[i], &piece, &pl, &err) == QHX_OK)
+            json_array_append_new(list, json_pack("{s:i,s:s%}", "id", (int)ids[i], "piece", piece, pl));
+    }
+    qhx_text_stream_free(ts);
     free(ids);
-    return send_json(c, 200, json_pack("{s:o}", "tokens", list));
+    return send_json(c, 200, list ? json_pack("{s:o}", "tokens", list) : NULL);
 }
 
 static int detokenize(srv_http *h, srv_conn *c, const char *body, size_t len) {
@@ -445,6 +778,40 @@ static int models(srv_http *h, srv_conn *c) {
                           "n_ctx", (json_int_t)(h->cfg->ctx ? h->cfg->ctx : qhx_model_max_context(h->m)), "n_vocab",
                           (json_int_t)qhx_model_n_vocab(h->m));
     return send_json(c, 200, json_pack("{s:s,s:[o]}", "object", "list", "data", m));
+}
+
+/* A slot's settings as llama-server's /props and /slots show them: the context, and the
+ * sampling a request gets for the fields it leaves out. */
+static json_t *slot_json(srv_http *h, int id, bool processing, int64_t n_state) {
+    qhx_sample_params sp = qhx_session_default_params(h->m).sampling;
+    json_t *params = json_pack("{s:I,s:f,s:i,s:f,s:f,s:f,s:i,s:f,s:f,s:[],s:b}", "n_predict", (json_int_t)-1,
+                               "temperature", (double)sp.temperature, "top_k", (int)sp.top_k, "top_p", (double)sp.top_p,
+                               "min_p", (double)sp.min_p, "repeat_penalty", (double)sp.repeat_penalty, "repeat_last_n",
+                               (int)sp.repeat_last_n, "presence_penalty", (double)sp.presence_penalty, "frequency_penalty",
+                               (double)sp.frequency_penalty, "stop", "ignore_eos", 0);
+    return json_pack("{s:i,s:I,s:b,s:I,s:b,s:o}", "id", id, "n_ctx", (json_int_t)h->cfg->ctx, "is_processing",
+                     processing, "n_past", (json_int_t)n_state, "speculative", h->cfg->spec_draft > 0, "params", params);
+}
+
+static int props(srv_http *h, srv_conn *c) {
+    char build[64];
+    snprintf(build, sizeof build, "qhexrt %s", qhx_version());
+    return send_json(c, 200,
+                     json_pack("{s:o,s:i,s:s,s:s,s:{s:b,s:b},s:s}", "default_generation_settings",
+                               slot_json(h, 0, false, 0), "total_slots", h->cfg->parallel, "model_path",
+                               h->cfg->model_path, "model_alias", h->cfg->alias, "modalities", "vision",
+                               qhx_model_takes_images(h->m) != 0, "audio", 0, "build_info", build));
+}
+
+static int slots(srv_http *h, srv_conn *c) {
+    json_t *list = json_array();
+    for (int i = 0; i < h->cfg->parallel && list; i++) {
+        bool busy = false;
+        int64_t n_state = 0;
+        if (srv_engine_slot_state(h->e, i, &busy, &n_state)) break;
+        json_array_append_new(list, slot_json(h, i, busy, n_state));
+    }
+    return send_json(c, 200, list);
 }
 
 static int metrics(srv_http *h, srv_conn *c) {
@@ -524,12 +891,14 @@ static int route(srv_http *h, srv_conn *c, const char *body, size_t len) {
         return send_json(c, 200, json_pack("{s:s}", "status", "ok"));
     }
     if (!authorized(h, c)) return send_error(h, c, 401, "a valid API key is needed: Authorization: Bearer KEY");
+    if (!strncmp(url, "/api/", 5)) return ollama_route(h, c, get, post, body, len);
     const char *u = strip_v1(url);
     struct {
         const char *path;
         bool post;
-    } known[] = {{"/chat/completions", true}, {"/completions", true}, {"/models", false},
-                 {"/tokenize", true},         {"/detokenize", true},  {"/metrics", false}};
+    } known[] = {{"/chat/completions", true}, {"/completions", true}, {"/models", false}, {"/tokenize", true},
+                 {"/detokenize", true},       {"/metrics", false},    {"/props", false},  {"/slots", false},
+                 {"/completion", true}};
     int k = -1;
     for (int i = 0; i < (int)(sizeof known / sizeof known[0]); i++)
         if (!strcmp(u, known[i].path)) k = i;
@@ -537,11 +906,14 @@ static int route(srv_http *h, srv_conn *c, const char *body, size_t len) {
     if ((known[k].post && !post) || (!known[k].post && !get)) return wrong_method(h, c, known[k].post);
     switch (k) {
     case 0:
-    case 1: atomic_fetch_add(&h->stats->requests, 1); return generate(h, c, k == 0 ? SRV_CHAT : SRV_COMPLETION, body, len);
+    case 1: atomic_fetch_add(&h->stats->requests, 1); return generate(h, c, k == 0 ? SRV_CHAT : SRV_COMPLETION, false, body, len);
     case 2: return models(h, c);
     case 3: return tokenize(h, c, body, len);
     case 4: return detokenize(h, c, body, len);
-    default: return metrics(h, c);
+    case 5: return metrics(h, c);
+    case 6: return props(h, c);
+    case 7: return slots(h, c);
+    default: atomic_fetch_add(&h->stats->requests, 1); return generate(h, c, SRV_COMPLETION, true, body, len);
     }
 }
 
@@ -608,6 +980,59 @@ static int read_body(srv_conn *c, srv_buf *body, const char **why) {
     }
 }
 
+/* ---- the access log ------------------------------------------------------------------------ */
+
+/* s (at most cap bytes of it) with every byte outside printable ASCII, and the quote and the
+ * backslash, as \xNN: a path is the client's bytes, and a log line must stay one line. */
+static void log_escape(const char *s, char *out, size_t cap) {
+    size_t k = 0;
+    for (; *s && k + 5 < cap; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch < 0x20 || ch >= 0x7f || ch == '"' || ch == '\\') k += (size_t)snprintf(out + k, cap - k, "\\x%02x", ch);
+        else out[k++] = (char)ch;
+    }
+    out[k] = 0;
+}
+
+static void client_address(const struct sockaddr_storage *a, char *out, size_t n) {
+    const void *p = a->ss_family == AF_INET6 ? (const void *)&((const struct sockaddr_in6 *)a)->sin6_addr
+                                             : (const void *)&((const struct sockaddr_in *)a)->sin_addr;
+    if (!inet_ntop(a->ss_family, p, out, (socklen_t)n)) snprintf(out, n, "-");
+}
+
+/* One line on stderr per request answered: time, client, method, path, status, prompt and
+ * generated tokens, milliseconds. One write(2) per line, so that lines of concurrent
+ * connections never interleave. */
+static void access_log(srv_conn *c) {
+    char when[32], who[INET6_ADDRSTRLEN], path[512], method[80], line[1024];
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    client_address(&c->addr, who, sizeof who);
+    log_escape(c->path[0] ? c->path : "-", path, sizeof path);
+    log_escape(c->head.method[0] ? c->head.method : "-", method, sizeof method);
+    int status = c->status ? c->status : 499; /* nothing sent: the client left first (nginx's 499) */
+    double ms = (mono_now() - c->t0) * 1e3;
+    int k;
+    if (c->h->cfg->log_json) { /* the same fields; jansson writes the JSON string escapes */
+        json_t *o = json_pack("{s:s,s:s,s:s,s:s,s:i,s:I,s:I,s:f}", "time", when, "client", who, "method", method, "path",
+                              path, "status", status, "prompt_tokens", (json_int_t)c->n_prompt, "generated_tokens",
+                              (json_int_t)c->n_generated, "ms", (double)(long long)(ms * 10 + 0.5) / 10);
+        char *t = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+        json_decref(o);
+        k = t ? snprintf(line, sizeof line, "%s\n", t) : 0;
+        free(t);
+    }
+    else
+        k = snprintf(line, sizeof line, "%s %s \"%s %s\" %d prompt=%lld generated=%lld %.1f ms\n", when, who, method, path,
+                     status, (long long)c->n_prompt, (long long)c->n_generated, ms);
+    if (k > 0) {
+        ssize_t w = write(STDERR_FILENO, line, (size_t)k < sizeof line ? (size_t)k : sizeof line - 1);
+        (void)w;
+    }
+}
+
 /* Read, check and answer one request. 0 to go on with the next one on this connection. */
 static int serve_one(srv_conn *c) {
     srv_http *h = c->h;
@@ -619,8 +1044,12 @@ static int serve_one(srv_conn *c) {
     c->allow = NULL;
     c->head_only = false;
     c->close = false;
+    c->ollama = false;
+    c->status = 0;
+    c->n_prompt = c->n_generated = 0;
     int st = read_head(c, &end, &why);
     if (st < 0) return -1;
+    c->t0 = mono_now();
     atomic_fetch_add(&h->in_flight, 1);
     int rc = -1;
     srv_buf body = {0};
@@ -657,6 +1086,7 @@ static int serve_one(srv_conn *c) {
     free(head);
 out:
     srv_buf_free(&body);
+    access_log(c);
     atomic_fetch_sub(&h->in_flight, 1);
     return rc;
 }
@@ -763,32 +1193,50 @@ static void *acceptor_main(void *arg) {
 
 /* ---- lifetime ------------------------------------------------------------------------------- */
 
+/* Bind and listen on one address; 0, or the errno of the failure. */
+static int try_listen(const struct addrinfo *ai, int *fd_out) {
+    int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol), one = 1;
+    if (fd < 0) return errno;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (ai->ai_family == AF_INET6) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+    if (bind(fd, ai->ai_addr, ai->ai_addrlen) || listen(fd, 128)) {
+        int e = errno;
+        close(fd);
+        return e;
+    }
+    *fd_out = fd;
+    return 0;
+}
+
+/* --host as an address (127.0.0.1, ::1, 0.0.0.0, ::) or a name this machine resolves
+ * (localhost). A name with both families is bound on its IPv4 address: clients that resolve
+ * the same name try each of its addresses, and IPv4 is the one every stack has. */
 static int listen_on(const srv_config *cfg, qhx_error *err) {
-    struct sockaddr_storage ss = {0};
-    socklen_t len;
-    struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
-    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
-    if (inet_pton(AF_INET, cfg->host, &a4->sin_addr) == 1) {
-        a4->sin_family = AF_INET;
-        a4->sin_port = htons((uint16_t)cfg->port);
-        len = sizeof *a4;
-    } else if (inet_pton(AF_INET6, cfg->host, &a6->sin6_addr) == 1) {
-        a6->sin6_family = AF_INET6;
-        a6->sin6_port = htons((uint16_t)cfg->port);
-        len = sizeof *a6;
-    } else {
-        qhx_cli_fail(err, QHX_E_ARG, "serve: --host '%s' is not an IPv4 or IPv6 address", cfg->host);
+    char port[16];
+    snprintf(port, sizeof port, "%d", cfg->port);
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *res = NULL;
+    int g = getaddrinfo(cfg->host, port, &hints, &res);
+    if (g) {
+        qhx_cli_fail(err, QHX_E_ARG, "--host '%s' is neither an IPv4 or IPv6 address nor a name this machine resolves (%s)",
+                     cfg->host, gai_strerror(g));
         return -1;
     }
-    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
-    if (fd >= 0) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (fd >= 0 && ss.ss_family == AF_INET6) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
-    if (fd < 0 || bind(fd, (struct sockaddr *)&ss, len) || listen(fd, 128)) {
-        qhx_cli_fail(err, QHX_E_IO, "serve: cannot listen on %s:%d (%s)", cfg->host, cfg->port, strerror(errno));
-        if (fd >= 0) close(fd);
-        return -1;
-    }
-    return fd;
+    int fd = -1, e = EADDRNOTAVAIL;
+    for (int pass = 0; pass < 2 && fd < 0; pass++) /* IPv4 first, then the rest */
+        for (struct addrinfo *ai = res; ai && fd < 0; ai = ai->ai_next)
+            if ((ai->ai_family == AF_INET) == (pass == 0)) e = try_listen(ai, &fd);
+    freeaddrinfo(res);
+    if (fd >= 0) return fd;
+    const char *l = strchr(cfg->host, ':') ? "[" : "", *r = *l ? "]" : "";
+    if (e == EADDRINUSE)
+        qhx_cli_fail(err, QHX_E_IO, "cannot listen on %s%s%s:%d: the port is in use (another server listens there); "
+                     "choose another with --port, or --port 0 for any free one", l, cfg->host, r, cfg->port);
+    else if (e == EACCES)
+        qhx_cli_fail(err, QHX_E_IO, "cannot listen on %s%s%s:%d: permission denied (ports below 1024 need privileges)",
+                     l, cfg->host, r, cfg->port);
+    else
+        qhx_cli_fail(err, QHX_E_IO, "cannot listen on %s%s%s:%d: %s", l, cfg->host, r, cfg->port, strerror(e));
+    return -1;
 }
 
 static int bound_port(int fd) {

@@ -78,6 +78,7 @@ void srv_job_unref(srv_job *j) {
     free(j->answer_prefix);
     qhx_grammar_free(j->grammar);
     srv_buf_free(&j->sse);
+    srv_buf_free(&j->echo_text);
     srv_buf_free(&j->content);
     srv_buf_free(&j->reasoning);
     json_decref(j->token_logprobs);
@@ -287,6 +288,12 @@ srv_output *srv_output_new(const qhx_model *m, srv_job *j) {
     o->j = j;
     o->mode = j->kind == SRV_CHAT && j->thinking ? MODE_REASONING : MODE_CONTENT;
     if (j->logprobs && !j->stream) j->token_logprobs = json_array();
+    /* echo: the prompt's text opens the answer (the first chunk of a stream), before and
+       outside of the stop strings, which look at generated text only */
+    if (j->echo_text.n && srv_buf_put(j->stream ? &o->d_content : &j->content, j->echo_text.p, j->echo_text.n)) {
+        srv_output_free(o);
+        return NULL;
+    }
     /* a forced tool call: its start is in the prompt, and the answer is read as its rest */
     if (j->answer_prefix) {
         o->mode = MODE_TOOLS;
@@ -452,9 +459,97 @@ static json_t *completion_logprobs(json_t *entries, int64_t *offset) {
 /* ---- streaming chunks -------------------------------------------------------------------- */
 
 static json_t *usage_json(const srv_job *j) {
-    return json_pack("{s:I,s:I,s:I,s:{s:I}}", "prompt_tokens", (json_int_t)j->n_prompt, "completion_tokens",
-                     (json_int_t)j->n_generated, "total_tokens", (json_int_t)(j->n_prompt + j->n_generated),
-                     "prompt_tokens_details", "cached_tokens", (json_int_t)j->n_cached);
+    json_t *u = json_pack("{s:I,s:I,s:I,s:{s:I}}", "prompt_tokens", (json_int_t)j->n_prompt, "completion_tokens",
+                          (json_int_t)j->n_generated, "total_tokens", (json_int_t)(j->n_prompt + j->n_generated),
+                          "prompt_tokens_details", "cached_tokens", (json_int_t)j->n_cached);
+    if (u && j->truncated) { /* the context shift dropped the oldest turns */
+        json_object_set_new(u, "truncated", json_true());
+        json_object_set_new(u, "dropped_messages", json_integer(j->dropped));
+    }
+    return u;
+}
+
+/* ---- llama-server's /completion shapes ----------------------------------------------------- */
+
+static const char *llama_stop_type(const srv_job *j) {
+    return j->finish == SRV_FINISH_LENGTH ? "limit" : j->stop_word ? "word" : "eos";
+}
+
+/* The llama-server's closing object: the content (all of it, or "" at a stream's end), the
+ * counts and the timings (prompt: from submission to the first token; predicted: the rest). */
+static json_t *llama_final(const srv_job *j, const char *content, size_t n, double t_end) {
+    double t_first = j->t_first > 0 ? j->t_first : t_end;
+    double p_ms = (t_first - j->t_submit) * 1e3, g_ms = (t_end - t_first) * 1e3;
+    int64_t pn = j->n_prompt - j->n_cached, gn = j->n_generated;
+    json_t *timings = json_pack("{s:I,s:f,s:f,s:f,s:I,s:f,s:f,s:f}", "prompt_n", (json_int_t)pn, "prompt_ms", p_ms,
+                                "prompt_per_token_ms", pn > 0 ? p_ms / (double)pn : 0.0, "prompt_per_second",
+                                p_ms > 0 ? (double)pn * 1e3 / p_ms : 0.0, "predicted_n", (json_int_t)gn, "predicted_ms",
+                                g_ms, "predicted_per_token_ms", gn > 0 ? g_ms / (double)gn : 0.0, "predicted_per_second",
+                                g_ms > 0 ? (double)gn * 1e3 / g_ms : 0.0);
+    return json_pack("{s:i,s:s%,s:[],s:i,s:b,s:s,s:I,s:I,s:I,s:b,s:b,s:s,s:s,s:o}", "index", 0, "content",
+                     content ? content : "", n, "tokens", "id_slot", -1, "stop", 1, "model", j->model_name,
+                     "tokens_predicted", (json_int_t)gn, "tokens_evaluated", (json_int_t)j->n_prompt, "tokens_cached",
+                     (json_int_t)j->n_cached, "truncated", j->truncated, "has_new_line", content && memchr(content, '\n', n) != NULL,
+                     "stop_type", llama_stop_type(j), "stopping_word", "", "timings", timings);
+}
+
+/* ---- ollama's shapes ------------------------------------------------------------------------ */
+
+/* OpenAI tool_calls (arguments a JSON text) as ollama writes them (arguments an object). */
+static json_t *ollama_calls(json_t *calls) {
+    json_t *out = json_array();
+    size_t i;
+    json_t *tc;
+    json_array_foreach(calls, i, tc) {
+        json_t *fn = json_object_get(tc, "function");
+        json_t *args = json_loads(json_string_value(json_object_get(fn, "arguments")) ? json_string_value(json_object_get(fn, "arguments")) : "{}", 0, NULL);
+        json_array_append_new(out, json_pack("{s:{s:i,s:O,s:o}}", "function", "index", (int)i, "name",
+                                             json_object_get(fn, "name"), "arguments", args ? args : json_object()));
+    }
+    return out;
+}
+
+/* One object of ollama's: the model, the time, the text (a message for /api/chat, a response
+ * for /api/generate) and done: false; the last one (done) has the reason and the counts,
+ * durations in nanoseconds (prompt: submission to the first token; eval: the rest). */
+static json_t *ollama_object(const srv_job *j, const char *content, size_t n, const char *thinking, size_t tn,
+                             json_t *calls, bool done, double t_end) {
+    char when[48];
+    srv_ollama_time(srv_now(), when, sizeof when);
+    json_t *o = json_pack("{s:s,s:s}", "model", j->model_name, "created_at", when);
+    if (j->ollama == SRV_OLLAMA_CHAT) {
+        json_t *msg = json_pack("{s:s,s:s%}", "role", "assistant", "content", content ? content : "", n);
+        if (tn) json_object_set_new(msg, "thinking", json_stringn(thinking, tn));
+        if (calls && json_array_size(calls)) json_object_set_new(msg, "tool_calls", ollama_calls(calls));
+        json_object_set_new(o, "message", msg);
+    } else {
+        json_object_set_new(o, "response", json_stringn(content ? content : "", n));
+        if (tn) json_object_set_new(o, "thinking", json_stringn(thinking, tn));
+    }
+    json_object_set_new(o, "done", json_boolean(done));
+    if (!done) return o;
+    double t_first = j->t_first > 0 ? j->t_first : t_end;
+    json_object_set_new(o, "done_reason", json_string(j->finish == SRV_FINISH_LENGTH ? "length" : "stop"));
+    json_object_set_new(o, "total_duration", json_integer((json_int_t)((t_end - j->t_submit) * 1e9)));
+    json_object_set_new(o, "load_duration", json_integer(0));
+    json_object_set_new(o, "prompt_eval_count", json_integer(j->n_prompt));
+    json_object_set_new(o, "prompt_eval_duration", json_integer((json_int_t)((t_first - j->t_submit) * 1e9)));
+    json_object_set_new(o, "eval_count", json_integer(j->n_generated));
+    json_object_set_new(o, "eval_duration", json_integer((json_int_t)((t_end - t_first) * 1e9)));
+    return o;
+}
+
+/* An NDJSON line of ollama's stream. */
+static int send_line(srv_job *j, json_t *v) {
+    char *t = v ? json_dumps(v, JSON_COMPACT) : NULL;
+    json_decref(v);
+    if (!t) return -1;
+    pthread_mutex_lock(&j->mu);
+    int rc = srv_buf_puts(&j->sse, t) || srv_buf_puts(&j->sse, "\n");
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+    free(t);
+    return rc ? -1 : 0;
 }
 
 static const char *finish_name(srv_finish f) {
@@ -487,8 +582,26 @@ static int flush_chunk(srv_output *o, const char *finish, json_t *tool_calls) {
     srv_job *j = o->j;
     bool lp = o->lp_chunk && json_array_size(o->lp_chunk);
     if (!o->d_content.n && !o->d_reasoning.n && !lp && !finish && !tool_calls && o->sent_role) return 0;
+    if (j->ollama) { /* one NDJSON object per piece of text (and the calls, when parsed) */
+        o->sent_role = true;
+        if (!o->d_content.n && !o->d_reasoning.n && !tool_calls) return 0;
+        json_t *v = ollama_object(j, o->d_content.p, o->d_content.n, o->d_reasoning.p, o->d_reasoning.n, tool_calls,
+                                  false, 0);
+        o->d_content.n = o->d_reasoning.n = 0;
+        if (o->lp_chunk) json_array_clear(o->lp_chunk);
+        return send_line(j, v);
+    }
+    if (j->llama) { /* data: {"content": ..., "stop": false} per piece of text */
+        o->sent_role = true;
+        if (!o->d_content.n) return 0;
+        json_t *c = json_pack("{s:i,s:s%,s:[],s:b,s:i}", "index", 0, "content", o->d_content.p, o->d_content.n,
+                              "tokens", "stop", 0, "id_slot", -1);
+        o->d_content.n = 0;
+        if (o->lp_chunk) json_array_clear(o->lp_chunk);
+        return send_chunk(j, c);
+    }
     json_t *c = chunk_base(j), *choice = json_object();
-    json_object_set_new(choice, "index", json_integer(0));
+    json_object_set_new(choice, "index", json_integer(j->choice_index));
     if (j->kind == SRV_CHAT) {
         json_t *delta = json_object();
         if (!o->sent_role) {
@@ -523,6 +636,7 @@ static int flush_chunk(srv_output *o, const char *finish, json_t *tool_calls) {
 
 int srv_output_token(srv_output *o, qhx_token t, const char *text, size_t len, const float *logits) {
     srv_job *j = o->j;
+    if (j->t_first <= 0) j->t_first = srv_now();
     if (j->logprobs && t >= 0 && logits) {
         json_t *e = logprob_entry(o->m, logits, t, j->top_logprobs);
         if (!e) return -1;
@@ -540,7 +654,16 @@ int srv_output_token(srv_output *o, qhx_token t, const char *text, size_t len, c
  * data: [DONE]. */
 static int close_stream(srv_output *o, const char *finish) {
     srv_job *j = o->j;
+    if (j->ollama) { /* the closing object, "done": true */
+        int bad = flush_chunk(o, finish, NULL);
+        return bad ? bad : send_line(j, ollama_object(j, "", 0, NULL, 0, NULL, true, srv_now()));
+    }
+    if (j->llama) { /* the closing object, "stop": true; llama-server sends no [DONE] */
+        int bad = flush_chunk(o, finish, NULL);
+        return bad ? bad : send_chunk(j, llama_final(j, "", 0, srv_now()));
+    }
     int rc = flush_chunk(o, finish, NULL);
+    if (j->one_of_many) return rc; /* the connection ends the stream of all the choices */
     if (!rc && j->include_usage) {
         json_t *u = json_pack("{s:s,s:s,s:I,s:s,s:[],s:o}", "id", j->id, "object",
                               j->kind == SRV_CHAT ? "chat.completion.chunk" : "text_completion", "created",
@@ -578,6 +701,10 @@ int srv_output_fail(srv_output *o, int status, const char *msg) {
     bool began = j->stream && j->sse.n > 0;
     pthread_mutex_unlock(&j->mu);
     if (!began) return 0;
+    if (j->ollama) { /* ollama ends a failed stream with {"error": ...} */
+        o->d_content.n = o->d_reasoning.n = 0;
+        return send_line(j, json_pack("{s:s}", "error", msg));
+    }
     char *e = srv_error_json(status, msg);
     if (!e) return -1;
     pthread_mutex_lock(&j->mu);
@@ -599,6 +726,19 @@ static json_t *content_value(const srv_job *j) {
 }
 
 char *srv_output_body(srv_job *j) {
+    if (j->ollama) {
+        json_t *r = ollama_object(j, j->content.p, j->content.n, j->reasoning.p, j->reasoning.n, j->tool_calls, true,
+                                  j->t_done > 0 ? j->t_done : srv_now());
+        char *t = r ? json_dumps(r, JSON_COMPACT) : NULL;
+        json_decref(r);
+        return t;
+    }
+    if (j->llama) {
+        json_t *r = llama_final(j, j->content.p, j->content.n, j->t_done > 0 ? j->t_done : srv_now());
+        char *t = r ? json_dumps(r, JSON_COMPACT) : NULL;
+        json_decref(r);
+        return t;
+    }
     json_t *choice = json_pack("{s:i}", "index", 0);
     const char *object;
     if (j->kind == SRV_CHAT) {

@@ -201,7 +201,9 @@ static int common_fields(const qhx_model *m, const srv_config *cfg, json_t *root
     if (present(sv)) seed = (int64_t)json_integer_value(sv);
     sp->seed = (uint64_t)seed;
     if (get_int(root, "n", 1, 1 << 20, &n, status, err)) return -1;
-    if (n != 1) return fail(status, 400, err, "'n' = %lld: only one choice per request is supported", (long long)n);
+    if (n > SRV_MAX_CHOICES)
+        return fail(status, 400, err, "'n' = %lld: at most %d choices per request", (long long)n, SRV_MAX_CHOICES);
+    j->n_choices = (int)n;
     int64_t mt = -1;
     if (get_int(root, "max_tokens", 1, INT64_MAX, &mt, status, err)) return -1;
     if (get_int(root, "max_completion_tokens", 1, INT64_MAX, &mt, status, err)) return -1;
@@ -656,6 +658,64 @@ static int fits_context(const srv_config *cfg, srv_job *j, int *status, qhx_erro
     return 0;
 }
 
+/* The room an answer needs beside the prompt: max_tokens when given, else a quarter of the
+ * context, at most SRV_MIN_ANSWER_ROOM tokens (a prompt that fills all but a few tokens would
+ * leave the answer no room to say anything). */
+static int64_t answer_room(const srv_config *cfg, const srv_job *j) {
+    if (j->max_tokens > 0) return j->max_tokens;
+    int64_t q = cfg->ctx / 4;
+    return q < SRV_MIN_ANSWER_ROOM ? q : SRV_MIN_ANSWER_ROOM;
+}
+
+/* The context shift: a conversation whose prompt and answer room exceed a slot's context drops
+ * its oldest turns after the system prompt, a round at a time (up to the next user turn, so
+ * that no tool result or answer is kept without the turn it answers), until it fits, and is
+ * prefilled again (the engine reuses the longest prefix a slot holds: the system prompt). The
+ * last user turn and what follows it are never dropped: a conversation that does not fit even
+ * then is refused by fits_context. Sets j->truncated and j->dropped. 0, or -1 with *status. */
+static int shift_context(const qhx_model *m, const srv_config *cfg, qhx_chat_spec *spec, srv_job *j, int *status,
+                         qhx_error *err) {
+    if (cfg->ctx <= 0) return 0;
+    size_t n = 0;
+    qhx_prompt_ids(j->prompt, &n);
+    int64_t room = answer_room(cfg, j);
+    if ((int64_t)n + room <= cfg->ctx) return 0;
+    const qhx_chat_turn *all = spec->turns;
+    size_t n_all = spec->n_turns, head = n_all && !strcmp(all[0].role, "system") ? 1 : 0, last_user = n_all;
+    for (size_t i = n_all; i-- > head;)
+        if (!strcmp(all[i].role, "user")) {
+            last_user = i;
+            break;
+        }
+    if (last_user == n_all) return 0; /* no user turn: nothing to drop that would leave a question */
+    qhx_chat_turn *kept = malloc(n_all * sizeof *kept);
+    if (!kept) return fail(status, 503, err, "out of memory");
+    size_t from = head;
+    while ((int64_t)n + room > cfg->ctx && from < last_user) {
+        from++; /* one round: up to the next user turn */
+        while (from < last_user && strcmp(all[from].role, "user")) from++;
+        memcpy(kept, all, head * sizeof *kept);
+        memcpy(kept + head, all + from, (n_all - from) * sizeof *kept);
+        qhx_chat_spec shorter = *spec;
+        shorter.turns = kept;
+        shorter.n_turns = head + n_all - from;
+        qhx_prompt *p = NULL;
+        qhx_status rc = qhx_prompt_from_chat(m, &shorter, &p, err);
+        if (rc) {
+            free(kept);
+            *status = prompt_status(rc);
+            return -1;
+        }
+        qhx_prompt_free(j->prompt);
+        j->prompt = p;
+        qhx_prompt_ids(p, &n);
+        j->truncated = true;
+        j->dropped = (int64_t)(from - head);
+    }
+    free(kept);
+    return 0;
+}
+
 srv_job *srv_request_chat(const qhx_model *m, const srv_config *cfg, const char *body, size_t len, int *status,
                           qhx_error *err) {
     json_t *root = parse_body(cfg, body, len, status, err);
@@ -709,6 +769,7 @@ srv_job *srv_request_chat(const qhx_model *m, const srv_config *cfg, const char 
         *status = prompt_status(rc);
         goto bad;
     }
+    if (cfg->context_shift && shift_context(m, cfg, &spec, j, status, err)) goto bad;
     if (fits_context(cfg, j, status, err)) goto bad;
     j->thinking = thinking;
     j->tools = c.n_tools > 0;
@@ -764,6 +825,22 @@ static int completion_prompt(const qhx_model *m, const srv_config *cfg, json_t *
     return rc ? fail(status, prompt_status(rc), err, "'prompt': %s", err->msg) : 0;
 }
 
+/* echo's text: the prompt's tokens as text (a string prompt comes back as the tokenizer reads
+ * it; a list of ids as their text). */
+static int echo_text(const qhx_model *m, srv_job *j, int *status, qhx_error *err) {
+    size_t n = 0, len = 0;
+    const qhx_token *ids = qhx_prompt_ids(j->prompt, &n);
+    qhx_status rc = qhx_detokenize(m, ids, n, NULL, 0, &len, err);
+    if (rc && rc != QHX_E_LIMIT) return fail(status, 400, err, "'prompt': %s", err->msg);
+    char *text = malloc(len + 1);
+    if (!text) return fail(status, 503, err, "out of memory");
+    rc = qhx_detokenize(m, ids, n, text, len + 1, &len, err);
+    int bad = rc ? fail(status, 400, err, "'prompt': %s", err->msg)
+                 : srv_buf_put(&j->echo_text, text, len) ? fail(status, 503, err, "out of memory") : 0;
+    free(text);
+    return bad;
+}
+
 srv_job *srv_request_completion(const qhx_model *m, const srv_config *cfg, const char *body, size_t len, int *status,
                                 qhx_error *err) {
     json_t *root = parse_body(cfg, body, len, status, err);
@@ -788,8 +865,8 @@ srv_job *srv_request_completion(const qhx_model *m, const srv_config *cfg, const
         j->top_logprobs = (int)top;
     }
     if (get_bool(root, "echo", &j->echo, status, err)) goto bad;
-    if (j->echo) {
-        fail(status, 400, err, "'echo' is not supported");
+    if (j->echo && j->logprobs) {
+        fail(status, 400, err, "'echo' with 'logprobs': the prompt's log-probabilities are not computed; ask for one of them");
         goto bad;
     }
     json_t *p = json_object_get(root, "prompt");
@@ -798,6 +875,7 @@ srv_job *srv_request_completion(const qhx_model *m, const srv_config *cfg, const
         goto bad;
     }
     if (completion_prompt(m, cfg, p, j, status, err) || fits_context(cfg, j, status, err)) goto bad;
+    if (j->echo && echo_text(m, j, status, err)) goto bad;
     j->created = (int64_t)srv_now();
     job_id(j, "cmpl");
     json_decref(root);

@@ -18,6 +18,8 @@
 #include <stdint.h>
 
 /* ---- limits (docs/server.md lists each) ------------------------------------------------------ */
+#define SRV_MAX_CHOICES 16 /* "n": answers per request */
+#define SRV_MIN_ANSWER_ROOM 256 /* the context shift keeps at least this room (or ctx / 4) for an answer */
 typedef struct srv_limits {
     size_t max_body;          /* request body bytes (413 beyond) */
     int64_t max_messages;     /* messages per chat request */
@@ -57,6 +59,8 @@ typedef struct srv_config {
     const char *alias;   /* the model id in responses */
     srv_limits lim;
     int spec_draft;      /* --spec mtp --draft N: speculative decoding's most drafts per step; 0 off */
+    bool log_json;       /* --log-format json: the access log's lines are JSON objects */
+    bool context_shift;  /* a chat past the context drops its oldest turns (--no-context-shift: 400) */
 } srv_config;
 
 /* ---- jobs ------------------------------------------------------------------------------------ */
@@ -79,6 +83,9 @@ typedef struct srv_job {
     qhx_prompt *prompt;
     qhx_sample_params sampling;
     int64_t max_tokens;
+    int n_choices;        /* "n": answers asked for (each its own job; this one is the first) */
+    int choice_index;     /* this job's choice among them (choices[].index) */
+    bool one_of_many;     /* streamed with others: the connection writes the usage and [DONE] */
     char **stops;
     size_t n_stops;
     qhx_token *stop_ids;  /* "stop_token_ids": more stop tokens, ignore_eos or not */
@@ -92,7 +99,10 @@ typedef struct srv_job {
     bool tools;           /* tools were offered: tool-call blocks are parsed */
     char *answer_prefix;  /* tool_choice forced a call: the prompt ends with this start of it */
     qhx_grammar *grammar; /* response_format / grammar / json_schema: the answer follows it (owned) */
-    bool echo;            /* completions: echo the prompt text */
+    bool echo;            /* completions: the answer begins with the prompt's text */
+    srv_buf echo_text;    /* that text (the prompt's tokens detokenized) */
+    bool llama;           /* POST /completion: llama-server's request and response shapes */
+    int ollama;           /* SRV_OLLAMA_CHAT or _GENERATE: ollama's shapes (NDJSON when streamed) */
     char id[48];
     int64_t created;
     const char *model_name;
@@ -114,6 +124,9 @@ typedef struct srv_job {
     json_t *tool_calls;         /* parsed tool calls (array) or NULL */
     int64_t n_prompt, n_cached, n_generated;
     srv_finish finish;
+    bool stop_word;             /* the answer ended at a stop string */
+    bool truncated;             /* the context shift dropped turns (usage "truncated") */
+    int64_t dropped;            /* how many */
     double t_submit, t_first, t_done;
 } srv_job;
 
@@ -144,6 +157,9 @@ void srv_engine_stop(srv_engine *e);
 void srv_engine_free(srv_engine *e);
 int srv_engine_queue_length(srv_engine *e);
 int srv_engine_busy_slots(srv_engine *e);
+/* Slot i: whether it has a job in hand, and the tokens its state held after its last job
+ * (the prefix a like prompt reuses). 0, or -1 for no such slot. */
+int srv_engine_slot_state(srv_engine *e, int i, bool *processing, int64_t *n_state);
 
 /* ---- HTTP ------------------------------------------------------------------------------------ */
 typedef struct srv_http srv_http;
@@ -251,5 +267,19 @@ void srv_py_float(double d, char *out, size_t cap);
 json_t *srv_parse_tool_calls(const char *text, size_t len, const char *id_seed);
 
 double srv_now(void);
+
+/* ---- ollama's API (ollama.c) --------------------------------------------------------------- */
+enum { SRV_OLLAMA_CHAT = 1, SRV_OLLAMA_GENERATE = 2 };
+/* An /api/chat or /api/generate body in the OpenAI words (chat; /api/generate's raw prompt: a
+ * completion), malloc'd; *stream: ollama's (default true). NULL with why set on a bad body.
+ * n_ctx: a slot's context (num_ctx beyond it is refused). */
+char *srv_ollama_chat_body(const char *body, size_t len, int64_t n_ctx, bool *stream, char *why, size_t why_n);
+char *srv_ollama_generate_body(const char *body, size_t len, int64_t n_ctx, bool *stream, bool *raw, bool *load_only,
+                               char *why, size_t why_n);
+json_t *srv_ollama_tags(const qhx_model *m, const srv_config *cfg, double started);
+json_t *srv_ollama_ps(const qhx_model *m, const srv_config *cfg);
+json_t *srv_ollama_show(const qhx_model *m, const srv_config *cfg);
+/* t (srv_now) as ollama writes times: RFC 3339, UTC, microseconds. */
+void srv_ollama_time(double t, char *out, size_t n);
 
 #endif
