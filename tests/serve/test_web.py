@@ -265,6 +265,8 @@ srv.stop()
 
 # ---- an API key: the page asks for it, then sends it as Bearer --------------------------------
 srv = Server(QHX, MODEL, "--parallel", "1", "--alias", "demo", "--api-key", "s3cret")
+c.check(get(srv.url + "/")[0] == 200 and get(srv.url + "/v1/models")[0] == 401,
+        "the page needs no key (it asks for it); the API does")
 b = Browser(exe)
 try:
     b.navigate(srv.url + "/")
