@@ -226,7 +226,8 @@ try:
         {"role": "assistant", "done": True, "reasoning": "", "content":
          "<think>secret **plan**</think>\n# Title <script>window.pwned=2</script>\n\n"
          "**bold** and *it* and `<i>code</i>` [ok](https://example.invalid/a?b=1&c=2) [bad](javascript:window.pwned=3)\n"
-         "<img src=x onerror=\"window.pwned=4\"> \"quoted\" 'single'\n\n"
+         "<img src=x onerror=\"window.pwned=4\"> \"quoted\" 'single' &lt;b&gt;entity&lt;/b&gt;\n"
+         "[q](https://x.invalid/\"onmouseover=\"window.pwned=7) ![i](https://x.invalid/i.png)\n\n"
          "```html\n<b onclick=\"window.pwned=5\">x</b>\n```\n\n- one\n- two <svg onload=window.pwned=6>\n\n"
          "| a | b |\n|---|---|\n| <u>1</u> | 2 |\n\n> quote\n\n1. first\n2. second"},
         {"role": "assistant", "done": True, "content": "answer", "reasoning": "the server's reasoning_content"}]}
@@ -241,8 +242,12 @@ try:
             "no element made from the text: %s" % b.eval("%s.innerHTML" % msgs_el)[:800])
     c.check(b.eval("%s.querySelector('.msg.user .bubble').textContent" % msgs_el).startswith("<b>not bold</b><img"),
             "a user message is shown as typed")
-    c.check(b.eval("[...%s.querySelectorAll('a')].map(a => a.getAttribute('href'))" % msgs_el)
-            == ["https://example.invalid/a?b=1&c=2"], "only the http(s) link is a link")
+    links = b.eval("[...%s.querySelectorAll('a')].map(a => [a.getAttribute('href'), a.getAttributeNames().sort()])" % msgs_el)
+    c.check([h for h, _ in links] == ["https://example.invalid/a?b=1&c=2", "https://x.invalid/\"onmouseover=\"window.pwned=7",
+                                      "https://x.invalid/i.png"] and all(names == ["href", "rel", "target"] for _, names in links),
+            "only http(s) links are links (an image reference too: never loaded), a quote stays in its href: %s" % links)
+    c.check("<b>entity</b>" not in b.eval("%s.innerHTML" % msgs_el) and
+            "&lt;b&gt;entity" in b.eval("%s.querySelector('.answer').textContent" % msgs_el), "entities are shown as typed")
     c.check(b.eval("%s.querySelector('.answer h1').textContent" % msgs_el) == "Title <script>window.pwned=2</script>",
             "a heading, its tags as text")
     c.check(b.eval("%s.querySelector('.answer strong').textContent" % msgs_el) == "bold" and
