@@ -297,7 +297,7 @@ try:
     b.navigate(srv.url + "/")
     b.wait("document.getElementById('model').textContent.indexOf('vl') === 0", what="the VL model's name")
     c.check(b.eval("document.getElementById('attach').hidden") is False, "the image button for a model with a vision tower")
-    png = VL + "/image-64x96.png"
+    png = os.path.realpath(VL + "/image-64x96.png")  # the browser takes a plain absolute path
     node = b.call("DOM.querySelector", nodeId=b.call("DOM.getDocument")["root"]["nodeId"], selector="#file")["nodeId"]
     b.call("DOM.setFileInputFiles", nodeId=node, files=[png])
     b.wait("document.querySelectorAll('#attached img').length === 1", what="the image to be attached")
