@@ -28,7 +28,13 @@ TEST=(
   gcc-aarch64-linux-gnu libc6-dev-arm64-cross   # make test-arm: the NEON kernels, cross-built
   qemu-user                 # ... and run under qemu-aarch64
   pocl-opencl-icd clinfo    # the OpenCL device's tests on the CPU (PoCL), and a look at the platform
+  chromium                  # tests/cli/web_chat.sh: qhx serve's web page in a headless browser
 )
+
+# Ubuntu ships Chromium as a snap, installed through its chromium-browser package
+if [ -r /etc/os-release ] && [ "$(. /etc/os-release && echo "${ID:-}")" = ubuntu ]; then
+  TEST=("${TEST[@]/#chromium/chromium-browser}")
+fi
 
 PACKAGES=("${BUILD[@]}")
 case "${1:-}" in

@@ -777,6 +777,9 @@ static int models(srv_http *h, srv_conn *c) {
                           (json_int_t)h->started, "owned_by", "qhexrt", "meta", "family", qhx_model_family_name(h->m),
                           "n_ctx", (json_int_t)(h->cfg->ctx ? h->cfg->ctx : qhx_model_max_context(h->m)), "n_vocab",
                           (json_int_t)qhx_model_n_vocab(h->m));
+    json_t *meta = json_object_get(m, "meta"); /* what the web page offers: an image button, a thinking switch */
+    json_object_set_new(meta, "vision", json_boolean(qhx_model_takes_images(h->m) == 1));
+    json_object_set_new(meta, "thinking", json_boolean(qhx_model_has_thinking(h->m) == 1));
     return send_json(c, 200, json_pack("{s:s,s:[o]}", "object", "list", "data", m));
 }
 
@@ -860,6 +863,31 @@ static int metrics(srv_http *h, srv_conn *c) {
     return send_text(c, 200, b.p, "text/plain; version=0.0.4"); /* send_text frees it */
 }
 
+/* ---- the web chat page ---------------------------------------------------------------------- */
+
+/* tools/qhx/serve/web/index.html and its policy, embedded at build time (cmake/embed_web.cmake) */
+extern const unsigned char qhx_web_page[];
+extern const size_t qhx_web_page_len;
+extern const char qhx_web_csp[];
+
+/* The page is served to anyone who reaches the server, key or not: it holds no data, and it asks
+ * for the key itself (its API calls carry it). Revalidated on every load (no-cache), so a new
+ * binary's page is never hidden behind an old one. */
+static int web_page(srv_conn *c) {
+    srv_buf b = {0};
+    srv_buf extra = {0};
+    int bad = srv_buf_puts(&extra, "Cache-Control: no-cache\r\nX-Content-Type-Options: nosniff\r\n"
+                                   "Referrer-Policy: no-referrer\r\nContent-Security-Policy: ");
+    bad |= srv_buf_puts(&extra, qhx_web_csp);
+    bad |= srv_buf_puts(&extra, "\r\n");
+    if (!bad) bad = put_head(c, &b, 200, "text/html; charset=utf-8", (long long)qhx_web_page_len, extra.p);
+    if (!bad && !c->head_only) bad = srv_buf_put(&b, (const char *)qhx_web_page, qhx_web_page_len);
+    int rc = bad ? -1 : conn_write(c, b.p, b.n);
+    srv_buf_free(&b);
+    srv_buf_free(&extra);
+    return rc || c->close ? -1 : 0;
+}
+
 /* ---- routing -------------------------------------------------------------------------------- */
 
 static bool authorized(srv_http *h, srv_conn *c) {
@@ -889,6 +917,10 @@ static int route(srv_http *h, srv_conn *c, const char *body, size_t len) {
     if (!strcmp(url, "/health")) {
         if (!get) return wrong_method(h, c, false);
         return send_json(c, 200, json_pack("{s:s}", "status", "ok"));
+    }
+    if (!strcmp(url, "/") || !strcmp(url, "/index.html")) {
+        if (!get) return wrong_method(h, c, false);
+        return web_page(c);
     }
     if (!authorized(h, c)) return send_error(h, c, 401, "a valid API key is needed: Authorization: Bearer KEY");
     if (!strncmp(url, "/api/", 5)) return ollama_route(h, c, get, post, body, len);
