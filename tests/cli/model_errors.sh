@@ -47,7 +47,11 @@ expect 2 generate -m "$FX" -p hi -n -2
 expect 2 generate -m "$FX" -p hi --top-p 2
 expect 2 generate -m "$FX" -p hi --temp -1
 expect 2 generate -m "$FX" -p hi --system s
-expect 1 generate -m "$FX" --ids 1,2,3 -n 5 --ctx 4 --quiet
+# -n past the context stops at its end (stop: context); a prompt that fills it is an error
+expect 0 generate -m "$FX" --ids 1,2,3 -n 5 --ctx 4 --greedy --json
+grep -q '"stop": *"context"' "$tmp/out" && [ "$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["ids"]))' "$tmp/out")" = 1 ] \
+  || { echo "FAIL: -n past --ctx 4: $(cat "$tmp/out")"; fail=1; }
+expect 1 generate -m "$FX" --ids 1,2,3 -n 5 --ctx 3 --quiet
 expect 2 generate -m "$FX" --ids 1,2 -n x --greedy --print-ids
 expect 1 generate -m "$FX" --ids 99999 -n 4 --greedy --print-ids
 expect 0 generate -m "$FX" --ids 1,2 -n 4 --greedy --ignore-eos --print-ids --quiet

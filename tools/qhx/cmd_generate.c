@@ -398,9 +398,10 @@ static int generate(run *r) {
     if (capped && !a->run.quiet) {
         char advice[160] = "";
         if (r->ctx.limit < r->ctx.trained && !r->ctx.by_memory) qhx_run_context_advice(&r->ctx, advice, sizeof advice);
-        fprintf(stderr, "qhx: -n %lld goes beyond the context of %lld tokens (the prompt holds %zu): at most %lld tokens, "
-                        "then stop: context%s\n", (long long)a->run.n_new, (long long)r->ctx.limit, r->n_ids,
-                (long long)(r->ctx.limit - (int64_t)r->n_ids), advice);
+        const long long room = (long long)(r->ctx.limit - (int64_t)r->n_ids);
+        fprintf(stderr, "qhx: -n %lld goes beyond the context of %lld tokens (the prompt holds %zu): at most %lld token%s, "
+                        "then stop: context%s\n", (long long)a->run.n_new, (long long)r->ctx.limit, r->n_ids, room,
+                room == 1 ? "" : "s", advice);
     }
     if (r->ctx.by_flag) n_ctx = r->ctx.limit;
     if (a->run.n_new < 0 && r->ctx.by_memory)

@@ -10,16 +10,6 @@
 #include <string.h>
 #include <time.h>
 
-/* RFC 3339 with microseconds, as ollama writes its times. */
-void srv_ollama_time(double t, char *out, size_t n) {
-    time_t s = (time_t)t;
-    struct tm tm;
-    gmtime_r(&s, &tm);
-    char day[32];
-    strftime(day, sizeof day, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(out, n, "%s.%06dZ", day, (int)((t - (double)s) * 1e6));
-}
-
 static int why_fail(char *why, size_t n, const char *msg) {
     snprintf(why, n, "%s", msg);
     return -1;

@@ -48,6 +48,16 @@ double srv_now(void) {
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* RFC 3339 with microseconds, as ollama writes its times. */
+void srv_ollama_time(double t, char *out, size_t n) {
+    time_t s = (time_t)t;
+    struct tm tm;
+    gmtime_r(&s, &tm);
+    char day[32];
+    strftime(day, sizeof day, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(out, n, "%s.%06dZ", day, (int)((t - (double)s) * 1e6));
+}
+
 srv_job *srv_job_new(void) {
     srv_job *j = calloc(1, sizeof *j);
     if (!j) return NULL;
