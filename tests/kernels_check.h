@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "core/fp16.h"
+#include "kernels/gguf_quant.h"
 #include "kernels/kernels.h"
 #include "kernels/quant.h"
 #include "kernels/ref.h"
@@ -80,6 +81,17 @@ static qhx_weight kc_make_weight(qhx_wfmt fmt, int64_t rows, int64_t cols) {
         w.data = lo, w.high = hi, w.gscales = d, w.group = kc_q4_group;
         return w;
     }
+    if (fmt == QHX_W_GGML) { /* Q8_0 blocks (needs cols % 32 == 0): an f16 scale, 32 int8 */
+        const int64_t nb = cols / 32;
+        uint8_t *q = malloc((size_t)(rows * nb * 34));
+        for (int64_t b = 0; b < rows * nb; b++) {
+            uint16_t d = qhx_f32_to_f16(0.001f * kc_unif());
+            memcpy(q + 34 * b, &d, 2);
+            for (int i = 0; i < 32; i++) q[34 * b + 2 + i] = (uint8_t)(kc_next() % 255 - 127);
+        }
+        w.data = q, w.gtype = QHX_GGML_Q8_0, w.row_bytes = nb * 34;
+        return w;
+    }
     if (fmt == QHX_W_Q4A) { /* quantized random rows (needs cols % 32 == 0) */
         const int64_t ns = qhx_q4a_row_supers(cols), nsub = qhx_q4a_row_sub_bytes(cols);
         uint8_t *q = malloc(n / 2), *sub = malloc((size_t)(rows * nsub));
@@ -136,6 +148,14 @@ static float kc_q4a_val(const qhx_weight *w, int64_t r, int64_t c) {
     return row[c];
 }
 
+/* Element (r, c) of a ggml weight: its block dequantized. */
+static float kc_ggml_val(const qhx_weight *w, int64_t r, int64_t c) {
+    const int64_t B = qhx_ggml_type_block(w->gtype), bb = qhx_ggml_type_block_bytes(w->gtype);
+    float blk[QHX_GGML_QK_K];
+    qhx_gguf_dequant_row(w->gtype, (const uint8_t *)w->data + r * w->row_bytes + (c / B) * bb, B, blk);
+    return blk[c % B];
+}
+
 static float kc_wval(const qhx_weight *w, int64_t r, int64_t c) {
     size_t i = (size_t)(r * w->cols + c);
     switch (w->fmt) {
@@ -157,6 +177,7 @@ static float kc_wval(const qhx_weight *w, int64_t r, int64_t c) {
         return (float)((low | high << 4) - 32) * qhx_f16_to_f32(w->gscales[r * (w->cols / w->group) + g]);
     }
     case QHX_W_Q4A: return kc_q4a_val(w, r, c);
+    case QHX_W_GGML: return kc_ggml_val(w, r, c);
     default: return NAN;
     }
 }
@@ -168,6 +189,7 @@ static qhx_matvec_fn kc_ref(qhx_wfmt f) {
     case QHX_W_BF16: return qhx_k_matvec_bf16_ref;
     case QHX_W_Q8: return qhx_k_matvec_q8_ref;
     case QHX_W_Q6: return qhx_k_matvec_q6_ref;
+    case QHX_W_GGML: return qhx_k_matvec_ggml_ref;
     case QHX_W_Q4A: return qhx_k_matvec_q4a_ref;
     default: return qhx_k_matvec_q4_ref;
     }

@@ -108,8 +108,10 @@ static int same_bits(const char *what, const float *a, const float *b, size_t n)
     return ok;
 }
 
-static const char *FMT_NAME[QHX_W_COUNT] = {"f32", "f16", "bf16", "q8", "q4", "q6", "q4a"};
-static int is_quant(qhx_wfmt f) { return f == QHX_W_Q8 || f == QHX_W_Q4 || f == QHX_W_Q6 || f == QHX_W_Q4A; }
+static const char *FMT_NAME[QHX_W_COUNT] = {"f32", "f16", "bf16", "q8", "q4", "q6", "q4a", "ggml"};
+static int is_quant(qhx_wfmt f) {
+    return f == QHX_W_Q8 || f == QHX_W_Q4 || f == QHX_W_Q6 || f == QHX_W_Q4A || f == QHX_W_GGML;
+}
 
 /* ---- buffers ------------------------------------------------------------------------------- */
 

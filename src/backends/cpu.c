@@ -52,6 +52,15 @@ static unsigned int8_prefill_formats(qhx_prefill_math math) {
  * block (never used) and the vision tower unless the host-op feeds images. They are never read
  * or paged in (qhx_st_open_select), which is what keeps a released Qwen3.5 folder opened for
  * text at the decoder + head (BENCHMARKS.md, "Memory"). */
+/* A GGUF file's tensors under the family's names (families/gguf.c); the MTP block and the
+ * vision tower left out as for safetensors. */
+static qhx_status open_gguf_weights(const qhx_backend_load_args *a, const char *path, qhx_st_set **out,
+                                    qhx_error *err) {
+    const char *skip[3] = {a->mtp ? NULL : "mtp.", NULL, NULL};
+    if (!a->vision) skip[a->mtp ? 0 : 1] = a->family->vision_prefix;
+    return qhx_family_gguf_weights(a->family, a->cfg, path, file_mode(a->params->weights), skip, out, err);
+}
+
 static qhx_status open_weights(const qhx_backend_load_args *a, qhx_st_set **out, qhx_error *err) {
     const qhx_plan *plan = a->plan;
     const char *paths[QHX_ART_ROLE_COUNT];
@@ -59,6 +68,7 @@ static qhx_status open_weights(const qhx_backend_load_args *a, qhx_st_set **out,
     for (int r = 0; r < QHX_ART_ROLE_COUNT; r++) {
         const qhx_plan_file *f = &plan->artifacts[r];
         if (!f->present || (r == QHX_ART_MTP && !a->mtp)) continue; /* the block's file only when asked for */
+        if (f->format == QHX_ART_GGUF) return open_gguf_weights(a, f->path, out, err);
         if (f->format != QHX_ART_SAFETENSORS)
             return qhx_fail(err, QHX_E_UNSUPPORTED, "%s: artifacts.%s: format '%s' is not supported by the CPU backend",
                             plan->label, qhx_art_role_name((qhx_art_role)r), qhx_art_format_name(f->format));

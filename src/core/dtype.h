@@ -15,6 +15,7 @@ typedef enum qhx_dtype {
     QHX_DTYPE_I32,
     QHX_DTYPE_I64,
     QHX_DTYPE_BOOL,
+    QHX_DTYPE_GGML, /* ggml blocks (a GGUF tensor): qhx_st_tensor.ggml_type says which; sizes in bytes */
     QHX_DTYPE_COUNT
 } qhx_dtype;
 
@@ -22,7 +23,8 @@ typedef enum qhx_dtype {
 size_t qhx_dtype_size(qhx_dtype t);
 /* The safetensors spelling ("F32", "BF16", ...). */
 const char *qhx_dtype_name(qhx_dtype t);
-/* Parse a safetensors dtype name; returns 0 and sets *out, or -1 if unknown. */
+/* Parse a safetensors dtype name; returns 0 and sets *out, or -1 if unknown (GGML is never a
+ * safetensors dtype). */
 int qhx_dtype_from_name(const char *name, qhx_dtype *out);
 
 #endif

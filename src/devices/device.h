@@ -119,13 +119,14 @@ typedef struct qhx_dattn {
  *   prep:  cv = SiLU(causal_conv1d(ext, conv_w)) (ext: (K - 1 + n, C) = the FIFO then the new
  *          qkv rows), the q and k heads of cv L2-normed (eps 1e-6), q scaled by 1/sqrt(dk);
  *          beta = sigmoid(beta), g = A * softplus(g + dt_bias) in place.
- *   delta: per value head j (key head j / rep) the delta rule over the n tokens on S (nv, dk,
+ *   delta: per value head j (key head j / rep, or j % nk when v_tiled) the delta rule over the n tokens on S (nv, dk,
  *          dv) (n == 1: the recurrent step, else chunks of 64), out (n, nv dv); then the gated
  *          RMSNorm of each head by z with gnorm_w.
  * Reference: qhx_k_conv1d_causal, qhx_k_silu, qhx_k_l2norm, qhx_k_sigmoid, qhx_k_softplus,
  * qhx_k_delta_step / qhx_k_delta_chunked, qhx_k_rmsnorm_gated (kernels/ref.h). */
 typedef struct qhx_dgdn {
     int64_t n, nk, nv, dk, dv, K, rep;
+    bool v_tiled;         /* value head j reads key head j % nk (llama.cpp's GGUF order), not j / rep */
     float eps;
     const float *conv_w;  /* (C, K) host weights, C = 2 nk dk + nv dv */
     const float *A;       /* (nv) -exp(A_log) */

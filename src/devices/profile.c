@@ -38,6 +38,7 @@ int64_t qhx_weight_bytes(const qhx_weight *w) {
     case QHX_W_Q4: return n / 2 + 2 * groups;
     case QHX_W_Q6: return n / 2 + n / 4 + 2 * groups;
     case QHX_W_Q4A: return n / 2 + 2 * groups + 2 * w->rows * ((w->cols + 255) / 256);
+    case QHX_W_GGML: return w->rows * w->row_bytes;
     case QHX_W_COUNT: break;
     }
     return 0;

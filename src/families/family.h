@@ -22,6 +22,7 @@
 
 #include "core/status.h"
 #include "image/image.h"
+#include "io/gguf.h"
 #include "io/json.h"
 #include "io/manifest.h"
 #include "io/safetensors.h"
@@ -73,6 +74,11 @@ typedef struct qhx_model_config {
     qhx_vit_config vision;
     int64_t image_row_width;             /* derived: floats per image token out of the vision
                                             graph (merger row, then one row per DeepStack tap) */
+    /* The weights are laid out as llama.cpp's converter writes them (a GGUF file, under the
+     * family's names by its GGUF table): Qwen3.5's RMSNorm weights hold 1 + w, linear_attn.A
+     * holds -exp(A_log), and the Gated DeltaNet value heads are in tiled order (value head j
+     * uses key head j % nk). Set by the runtime for GGUF plans, never by a config parser. */
+    bool llama_cpp_layout;
 } qhx_model_config;
 
 /* ---- images at the net boundary --------------------------------------------------------- */
@@ -255,6 +261,32 @@ typedef struct qhx_family_token {
     bool special;
 } qhx_family_token;
 
+/* ---- GGUF files ------------------------------------------------------------------------ */
+
+/* One tensor name of llama.cpp's GGUF files and the name the family's bind reads. */
+enum { QHX_GGUF_MAP_UNSQUEEZE1 = 1u << 0 }; /* shape [a, b] read as [a, 1, b] (conv taps) */
+typedef struct qhx_gguf_name {
+    const char *gguf; /* per block: after "blk.N."; else the whole name */
+    const char *name; /* per block: after the layer prefix; else the whole name */
+    unsigned flags;   /* QHX_GGUF_MAP_* */
+} qhx_gguf_name;
+
+/* How a family reads GGUF files written by llama.cpp's converter (docs/formats.md, "GGUF"):
+ * blk.N.* tensors become layer_prefix N . name, or for N >= num_hidden_layers (the MTP block)
+ * mtp_prefix (N - num_hidden_layers) . name, or a whole name of mtp_names; other tensors by
+ * globals. A tensor the tables do not name is not used. */
+typedef struct qhx_family_gguf {
+    const char *const *archs;       /* general.architecture values it reads; NULL ends */
+    const qhx_gguf_name *globals;   /* gguf NULL ends */
+    const qhx_gguf_name *block;
+    const qhx_gguf_name *mtp_names; /* blk.N.<gguf> of the MTP block -> a whole name; may be NULL */
+    const char *layer_prefix;       /* "model.layers." */
+    const char *mtp_prefix;         /* "mtp.layers.", or NULL */
+    /* The Hugging Face config.json equivalent of the file's <arch>.* keys (a new object, what
+     * parse_config then reads). */
+    qhx_status (*config)(const qhx_gguf *g, const char *arch, json_t **out, qhx_error *err);
+} qhx_family_gguf;
+
 typedef struct qhx_family_desc {
     const char *name;                     /* the manifest's family, e.g. "qwen3_5" */
     const char *title;                    /* as people write it, e.g. "Qwen3.5" */
@@ -288,6 +320,7 @@ typedef struct qhx_family_desc {
     /* Bind the tensors of set (owned by m from the call on, also on failure) for m->cfg (already
      * parsed) into m->impl and set m->vt. */
     qhx_status (*bind)(qhx_net *m, qhx_st_set *set, const qhx_net_bind_args *a, qhx_error *err);
+    const qhx_family_gguf *gguf;          /* NULL: the family reads no GGUF file */
 } qhx_family_desc;
 
 /* registry.c: the families of this build. */
@@ -304,5 +337,18 @@ qhx_status qhx_family_name_plan_tokens(qhx_plan *plan, qhx_error *err);
 bool qhx_family_takes_images(const qhx_family_desc *f);
 /* "qwen3_5, qwen3_vl": every family name, for messages, into buf (cap bytes); returns buf. */
 const char *qhx_family_names(char *buf, size_t cap);
+
+/* gguf.c: GGUF files as models. The family whose GGUF table reads general.architecture
+ * `arch`, or NULL. */
+const qhx_family_desc *qhx_family_for_gguf_arch(const char *arch);
+/* A run plan for the GGUF file at path (io/manifest.h qhx_plan_from_gguf): the family's
+ * config from the file's keys, the tokenizer and special ids from tokenizer.ggml.*. */
+qhx_status qhx_family_gguf_plan(const char *path, qhx_plan **out /* OUT, owned */, qhx_error *err);
+/* The tensors of the GGUF file at path under the names f's bind reads (cfg: the parsed config,
+ * for the MTP block's layer numbers), brought into memory as mode says; names starting with a
+ * skip prefix (NULL-terminated list, or NULL) are left out and never read. */
+qhx_status qhx_family_gguf_weights(const qhx_family_desc *f, const qhx_model_config *cfg, const char *path,
+                                   qhx_file_mode mode, const char *const *skip, qhx_st_set **out /* OUT */,
+                                   qhx_error *err);
 
 #endif

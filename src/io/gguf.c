@@ -5,6 +5,7 @@
 
 #include "core/alloc.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -320,6 +321,14 @@ static qhx_status check_keys(cursor *c, const qhx_gguf *g) {
 /* ---- the whole file ------------------------------------------------------------------------- */
 
 int qhx_gguf_is_magic(const uint8_t *p, size_t len) { return len >= 4 && !memcmp(p, "GGUF", 4); }
+
+int qhx_gguf_path_has_magic(const char *path) {
+    uint8_t magic[4];
+    FILE *f = qhx_path_is_file(path) ? fopen(path, "rb") : NULL;
+    size_t got = f ? fread(magic, 1, sizeof magic, f) : 0;
+    if (f) fclose(f);
+    return qhx_gguf_is_magic(magic, got);
+}
 
 static qhx_status read_header(cursor *c, qhx_gguf *g) {
     const uint8_t *magic = NULL;

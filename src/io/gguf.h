@@ -82,6 +82,8 @@ void qhx_gguf_free(qhx_gguf *g); /* NULL allowed; unmaps what qhx_gguf_open mapp
 
 /* Whether the first bytes of a file are GGUF's magic (any version). */
 int qhx_gguf_is_magic(const uint8_t *p, size_t len);
+/* Whether path is a regular file that starts with GGUF's magic, whatever its name. */
+int qhx_gguf_path_has_magic(const char *path);
 
 const char *qhx_gguf_label(const qhx_gguf *g);
 uint32_t qhx_gguf_version(const qhx_gguf *g);

@@ -59,6 +59,7 @@ typedef enum qhx_art_role {
 typedef enum qhx_art_format {
     QHX_ART_SAFETENSORS = 0, /* "safetensors": a .safetensors file or a *.safetensors.index.json */
     QHX_ART_RAW,             /* "raw": one headerless row-major tensor, dtype + shape given */
+    QHX_ART_GGUF,            /* a GGUF file opened as a model (qhx_plan_from_gguf); not in manifests */
     QHX_ART_FORMAT_COUNT
 } qhx_art_format;
 
@@ -166,6 +167,17 @@ qhx_status qhx_plan_parse(const char *buf, size_t len, const char *base_dir, con
  * that reads the folder's model_type calls with its names of them. */
 qhx_status qhx_plan_from_checkpoint(const char *dir, qhx_plan **out /* OUT, owned */,
                                     qhx_error *err);
+
+/* Build a plan from a GGUF file g opened from path (docs/manifest.md, "GGUF files"), with
+ * config the family made of its keys (a Hugging Face config.json equivalent; the plan takes the
+ * reference, also on failure). Like a checkpoint folder: source QHX_PLAN_FROM_CHECKPOINT,
+ * family and host-op left to the runtime, max_context 4096 capped by the trained length. The
+ * weights artifact and the tokenizer are the file itself (format QHX_ART_GGUF); stop and special
+ * ids from tokenizer.ggml.*, the added tokens (control and user-defined types) kept for
+ * qhx_plan_name_tokens. */
+struct qhx_gguf;
+qhx_status qhx_plan_from_gguf(const char *path, const struct qhx_gguf *g, json_t *config,
+                              qhx_plan **out /* OUT, owned */, qhx_error *err);
 
 /* Which added token fills which single special id: its text, and the manifest key of the id
  * ("im_start", "think_end", ... as qhx_plan_token_key names them). A family's table; this layer

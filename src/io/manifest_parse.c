@@ -54,7 +54,7 @@ qhx_status plan_parse_file_entry(const pctx *c, qhx_plan *plan, const json_t *ob
     const char *format = NULL;
     if ((rc = plan_get_string(c, obj, jpath, "format", true, 32, &format)) != QHX_OK) return rc;
     int fi = plan_name_index(PLAN_FORMAT_NAMES, QHX_ART_FORMAT_COUNT, format);
-    if (fi < 0)
+    if (fi < 0 || fi == QHX_ART_GGUF)
         return plan_bad(c, QHX_E_UNSUPPORTED, plan_jp(p, sizeof p, jpath, "format"),
                    "unknown artifact format '%s' (expected safetensors or raw)", format);
     f->format = (qhx_art_format)fi;

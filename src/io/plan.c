@@ -34,7 +34,7 @@ int plan_kv_cache_from_name(const char *s, qhx_kv_type *out) {
     else return -1;
     return 0;
 }
-const char *const PLAN_FORMAT_NAMES[QHX_ART_FORMAT_COUNT] = {"safetensors", "raw"};
+const char *const PLAN_FORMAT_NAMES[QHX_ART_FORMAT_COUNT] = {"safetensors", "raw", "gguf"};
 
 int plan_name_index(const char *const *names, int n, const char *s) {
     for (int i = 0; i < n; i++)

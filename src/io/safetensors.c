@@ -31,6 +31,8 @@ struct qhx_st_set {
     char **meta;             /* key, value pairs of the first file's __metadata__ */
     size_t *meta_len;        /* each value's bytes (a value may hold a NUL: \u0000) */
     int n_meta;
+    void *owner;             /* an external set's reader (qhx_st_external_new), or NULL */
+    void (*owner_free)(void *owner);
 };
 
 /* ---- parsing one header ---------------------------------------------------- */
@@ -224,6 +226,7 @@ void qhx_st_free(qhx_st_set *s) {
     for (int i = 0; i < 2 * s->n_meta; i++) qhx_free(s->meta[i]);
     qhx_free(s->meta);
     qhx_free(s->meta_len);
+    if (s->owner_free) s->owner_free(s->owner);
     qhx_free(s);
 }
 
@@ -275,6 +278,38 @@ qhx_status qhx_st_parse(const uint8_t *buf, size_t len, const char *label, qhx_s
     *out = s;
     return QHX_OK;
 }
+
+/* ---- sets over another reader's tensors -------------------------------------- */
+
+qhx_st_set *qhx_st_external_new(const char *path, void *owner, void (*owner_free)(void *owner)) {
+    qhx_st_set *s = set_new();
+    if (s) {
+        s->paths = qhx_calloc(1, sizeof *s->paths);
+        if (s->paths) s->paths[0] = qhx_strdup(path ? path : "?");
+        if (s->paths && s->paths[0]) s->n_files = 1;
+    }
+    if (!s || s->n_files != 1) {
+        if (s) qhx_free(s->paths);
+        qhx_free(s);
+        if (owner_free) owner_free(owner);
+        return NULL;
+    }
+    s->owner = owner;
+    s->owner_free = owner_free;
+    return s;
+}
+
+qhx_status qhx_st_external_add(qhx_st_set *s, const qhx_st_tensor *t, qhx_error *err) {
+    qhx_st_tensor c = *t;
+    c.file_index = 0;
+    c.name = qhx_strdup(t->name);
+    if (!c.name) return qhx_fail(err, QHX_E_NOMEM, "out of memory for the tensor table");
+    qhx_status rc = push_tensor(s, &c, err);
+    if (rc) qhx_free((void *)c.name);
+    return rc;
+}
+
+qhx_status qhx_st_external_finish(qhx_st_set *s, qhx_error *err) { return build_index(s, err); }
 
 /* ---- loading only the tensors a run plan reads ------------------------------------- */
 

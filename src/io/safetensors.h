@@ -26,6 +26,7 @@ typedef struct qhx_st_tensor {
     size_t size;                      /* bytes == n_elements * dtype size */
     uint64_t offset;                  /* byte offset of data in its file */
     int file_index;                   /* which file of the set */
+    uint32_t ggml_type;               /* dtype GGML: the block type (core/ggml_type.h); else 0 */
 } qhx_st_tensor;
 
 typedef struct qhx_st_set qhx_st_set;
@@ -65,6 +66,15 @@ qhx_status qhx_st_open_select(const char *const *paths, int n_paths, qhx_file_mo
                               qhx_st_set **out /* OUT */, qhx_error *err);
 
 void qhx_st_free(qhx_st_set *set); /* NULL allowed; unmaps */
+
+/* A set over tensors another reader holds (a GGUF file's, under the names model code binds):
+ * `path` names the file in messages; `owner` (freed by owner_free with the set, also when a
+ * later call fails) keeps the tensors' bytes alive. Add each tensor (its name is copied; data
+ * points into the owner's memory), then finish (the name index; a name added twice is
+ * refused). */
+qhx_st_set *qhx_st_external_new(const char *path, void *owner, void (*owner_free)(void *owner));
+qhx_status qhx_st_external_add(qhx_st_set *set, const qhx_st_tensor *t, qhx_error *err);
+qhx_status qhx_st_external_finish(qhx_st_set *set, qhx_error *err);
 
 int64_t qhx_st_n_tensors(const qhx_st_set *set);
 const qhx_st_tensor *qhx_st_tensor_at(const qhx_st_set *set, int64_t i); /* header order per file */

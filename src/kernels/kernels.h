@@ -23,6 +23,8 @@ typedef enum qhx_wfmt {
     QHX_W_Q6,   /* 6-bit groups of 32, one f16 scale per group: q4 bundles' tied head */
     QHX_W_Q4A,  /* 4-bit groups of 32 with an 8-bit scale and zero point each, under one f16 scale
                    per super-block of 8 groups (docs/formats.md, "Q4A") */
+    QHX_W_GGML, /* a GGUF tensor's ggml blocks as the file stores them: gtype says which type
+                   (docs/formats.md, "GGUF"); rows of qhx_ggml_row_bytes(gtype, cols) bytes */
     QHX_W_COUNT
 } qhx_wfmt;
 
@@ -36,6 +38,8 @@ typedef struct qhx_weight {
     const uint8_t *high;     /* q6: the codes' high 2 bits [rows, cols / 4]; NULL otherwise */
     int64_t group;           /* q4, q6, q4a group size along cols (q4a: 32); 0 otherwise */
     const uint8_t *sub;      /* q4a: per group (scale, zero point) byte pairs [rows, cols / 16]; NULL otherwise */
+    uint32_t gtype;          /* ggml: the block type (core/ggml_type.h); 0 otherwise */
+    int64_t row_bytes;       /* ggml: bytes of one row of blocks; 0 otherwise */
 } qhx_weight;
 
 /* y[r] = sum_c W[r, c] * x[c] for r in [r0, r1). x: (cols,), y: (rows,). f32 accumulation. */

@@ -164,7 +164,15 @@ void qhx_k_matmul_q4a_i8x_ref(const qhx_weight *w, const float *X, int64_t ldx, 
 void qhx_k_matmul_q4a_i8gemm_ref(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy,
                                  int64_t n, int64_t r0, int64_t r1);
 
-/* Install the reference kernels above into k->matvec/matmul/row[QHX_W_Q8 / QHX_W_Q4 / QHX_W_Q6 / QHX_W_Q4A].
+/* GGUF tensors' ggml blocks in place (QHX_W_GGML; kernels/ref/gguf_linear.c): each block
+ * dequantized by kernels/gguf_quant.h, f32 dots in linear_ref.c's lane order. */
+void qhx_k_matvec_ggml_ref(const qhx_weight *w, const float *x, float *y, int64_t r0, int64_t r1);
+void qhx_k_matmul_ggml_ref(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy, int64_t n,
+                           int64_t r0, int64_t r1);
+void qhx_k_row_ggml_ref(const qhx_weight *w, int64_t r, float *out);
+
+/* Install the reference kernels above into k->matvec/matmul/row[QHX_W_Q8 / QHX_W_Q4 / QHX_W_Q6 / QHX_W_Q4A /
+ * QHX_W_GGML].
  * Leaves every other slot as it is; qhx_kern_select calls this before any SIMD override. */
 void qhx_kern_ref_quant(qhx_kernels *k);
 

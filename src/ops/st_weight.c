@@ -1,6 +1,7 @@
 /* io/st_weight: recognise plain, Q8 and Q4 matrices in a safetensors set (see st_weight.h). */
 #include "ops/st_weight.h"
 
+#include "kernels/gguf_quant.h"
 #include "kernels/quant.h"
 
 #include <math.h>
@@ -128,6 +129,14 @@ qhx_status qhx_st_get_weight(const qhx_st_set *set, const char *name, int64_t ro
         if (rc == QHX_OK) rc = get_q6_high(set, name, R, C, out, err);
         break;
     }
+    case QHX_DTYPE_GGML: /* a GGUF tensor's blocks, read in place */
+        if (!qhx_gguf_can_dequant(t->ggml_type))
+            return qhx_fail(err, QHX_E_UNSUPPORTED, "%s: tensor '%s': type %s has no kernel in this build", file,
+                            name, qhx_ggml_type_name(t->ggml_type) ? qhx_ggml_type_name(t->ggml_type) : "?");
+        out->fmt = QHX_W_GGML;
+        out->gtype = t->ggml_type;
+        out->row_bytes = (int64_t)(t->size / (size_t)R);
+        break;
     default:
         return qhx_fail(err, QHX_E_FORMAT, "%s: tensor '%s': dtype %s is not a weight format", file, name,
                         qhx_dtype_name(t->dtype));
@@ -136,7 +145,7 @@ qhx_status qhx_st_get_weight(const qhx_st_set *set, const char *name, int64_t ro
     if (cols >= 0 && C != cols)
         return qhx_fail(err, QHX_E_FORMAT, "%s: tensor '%s': expected %lld columns, got %lld", file, name,
                         (long long)cols, (long long)C);
-    if ((rc = check_align(set, t, qhx_dtype_size(t->dtype), err)) != QHX_OK) return rc;
+    if (t->dtype != QHX_DTYPE_GGML && (rc = check_align(set, t, qhx_dtype_size(t->dtype), err)) != QHX_OK) return rc;
     if (sc && sc->dtype == QHX_DTYPE_F32) {
         if ((rc = check_align(set, sc, 4, err)) != QHX_OK) return rc;
         const float *v = (const float *)sc->data;

@@ -1,6 +1,8 @@
 /* ops/weights.c: tensor -> qhx_weight / f32 vector binding (see weights.h). */
 #include "ops/weights.h"
 
+#include "core/ggml_type.h"
+
 #include "core/alloc.h"
 #include "core/fp16.h"
 #include "ops/st_weight.h"
@@ -91,12 +93,14 @@ qhx_status qhx_wbind_linear(const qhx_st_set *set, const char *name, int64_t row
                             qhx_error *err) {
     memset(out, 0, sizeof *out);
     const qhx_st_tensor *t = qhx_st_find(set, name);
-    if (t && (t->dtype == QHX_DTYPE_I8 || t->dtype == QHX_DTYPE_U8)) { /* Q8 / Q4 / Q6 (docs/formats.md) */
+    if (t && (t->dtype == QHX_DTYPE_I8 || t->dtype == QHX_DTYPE_U8 || t->dtype == QHX_DTYPE_GGML)) {
+        /* Q8 / Q4 / Q6 / Q4A (docs/formats.md), or a GGUF tensor's ggml blocks */
         qhx_status rq = qhx_st_get_weight(set, name, rows, cols, out, err);
         if (rq) return rq;
         if (!d->op->supports(d, out->fmt))
-            return qhx_fail(err, QHX_E_UNSUPPORTED, "%s: tensor '%s': no kernel for this quantized format",
-                            qhx_st_file_path(set, t->file_index), name);
+            return qhx_fail(err, QHX_E_UNSUPPORTED, "%s: tensor '%s': the %s device has no kernel for %s",
+                            qhx_st_file_path(set, t->file_index), name, d->name,
+                            out->fmt == QHX_W_GGML ? qhx_ggml_type_name(out->gtype) : "this quantized format");
         return d->op->weight_prepare(d, out, err);
     }
     int64_t shape[2] = {rows, cols};

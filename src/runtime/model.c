@@ -6,6 +6,8 @@
 #include "core/alloc.h"
 #include "core/pool.h"
 #include "grammar/grammar.h"
+#include "io/gguf.h"
+#include "io/gguf_tok.h"
 #include "ops/kv.h"
 #include "ops/mrope.h"
 
@@ -174,7 +176,7 @@ static qhx_status load_graphs(qhx_model *m, qhx_error *err) {
 static qhx_status load_tokenizer(qhx_model *m, qhx_error *err) {
     const qhx_plan_file *t = &m->plan->tokenizer;
     if (!t->present || !t->path) return QHX_OK;
-    qhx_status rc = qhx_tok_load(t->path, &m->tok, err);
+    qhx_status rc = t->format == QHX_ART_GGUF ? qhx_gguf_tok_load(t->path, &m->tok, err) : qhx_tok_load(t->path, &m->tok, err);
     if (rc) return rc;
     if (qhx_tok_n_vocab(m->tok) > m->cfg.vocab_size)
         return qhx_fail(err, QHX_E_FORMAT, "%s: the tokenizer has %d ids but the model only %lld embedding rows",
@@ -183,7 +185,7 @@ static qhx_status load_tokenizer(qhx_model *m, qhx_error *err) {
 }
 
 static qhx_status open_plan(qhx_model *m, const char *path, qhx_error *err) {
-    qhx_status rc = qhx_plan_open(path, &m->plan, err);
+    qhx_status rc = qhx_gguf_path_has_magic(path) ? qhx_family_gguf_plan(path, &m->plan, err) : qhx_plan_open(path, &m->plan, err);
     if (rc) return rc;
     /* a checkpoint folder's special ids by its family's names; with no family that reads its
      * model_type, resolving reports that */
@@ -232,6 +234,7 @@ static qhx_status open_model(const char *path, const qhx_model_params *params, c
         m->family = r->family;
         m->host_op = r->host_op;
         m->cfg = r->cfg;
+        m->cfg.llama_cpp_layout = m->plan->artifacts[QHX_ART_WEIGHTS].format == QHX_ART_GGUF;
         /* a checkpoint folder with a tower: images as the caller asks, else as the family says */
         if (m->plan->source == QHX_PLAN_FROM_CHECKPOINT && m->cfg.has_vision && m->plan->vision_tensors) {
             bool images = p.vision > 0 || (p.vision == 0 && m->family->folder_images);

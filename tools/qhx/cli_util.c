@@ -193,9 +193,8 @@ qhx_status qhx_cli_check_model_path(const char *path, qhx_error *err) {
     FILE *f = fopen(path, "rb");
     size_t got = f ? fread(magic, 1, 4, f) : 0;
     if (f) fclose(f);
-    if ((got == 4 && !memcmp(magic, "GGUF", 4)) || ends_with(path, ".gguf"))
-        return qhx_cli_fail(err, QHX_E_UNSUPPORTED,
-                            "%s: GGUF is not supported: point -m at the Hugging Face folder, or convert with `qhx forge`", path);
+    if (ends_with(path, ".gguf") && (got < 4 || memcmp(magic, "GGUF", 4)))
+        return qhx_cli_fail(err, QHX_E_FORMAT, "%s: not a GGUF file: it does not start with GGUF's magic", path);
     if (ends_with(path, ".safetensors"))
         return qhx_cli_fail(err, QHX_E_ARG,
                             "%s: a single .safetensors file: pass its folder (config.json, tokenizer.json and the weights)", path);

@@ -94,13 +94,14 @@ void qhx_cpu_gdn_prep(const qhx_device *d, const qhx_dgdn *g) {
 }
 
 /* value heads [v0, v1): the delta rule over the n tokens (reading key head v / rep, HF
- * repeat_interleave), then the gated RMSNorm of those heads */
+ * repeat_interleave; v % nk for the tiled order llama.cpp's converter writes), then the gated
+ * RMSNorm of those heads */
 static void delta_task(void *ctx, int64_t v0, int64_t v1, int ti) {
     const gdn_job *j = ctx;
     const qhx_dgdn *g = j->g;
     const int64_t C = j->C, n = g->n, dk = g->dk, dv = g->dv;
     for (int64_t v = v0; v < v1; v++) {
-        int64_t kh = v / g->rep;
+        int64_t kh = g->v_tiled ? v % g->nk : v / g->rep;
         float *S = j->S + v * dk * dv; /* (dk, dv) */
         const float *qp = j->cv + kh * dk, *kp = j->cv + j->key_dim + kh * dk;
         const float *vp = j->cv + 2 * j->key_dim + v * dv;

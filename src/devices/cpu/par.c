@@ -157,6 +157,7 @@ static int64_t row_bytes(const qhx_weight *w) {
     case QHX_W_Q8: return w->cols + 4;
     case QHX_W_Q6: return w->cols / 2 + w->cols / 4 + (w->group ? 2 * w->cols / w->group : 0);
     case QHX_W_Q4A: return w->cols / 2 + w->cols / 16 + 2 * ((w->cols / 32 + 7) / 8);
+    case QHX_W_GGML: return w->row_bytes;
     default: return w->cols / 2 + (w->group ? 2 * w->cols / w->group : 0);
     }
 }

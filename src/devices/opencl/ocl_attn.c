@@ -164,7 +164,7 @@ void qhx_ocl_gdn_delta(const qhx_device *d, const qhx_dgdn *g) {
     qhx_ocl_a_ref(&a, qhx_ocl_view(o, g->g, false));
     qhx_ocl_a_ref(&a, qhx_ocl_view(o, g->S, true));
     qhx_ocl_a_ref(&a, out);
-    const int64_t v[7] = {g->n, C, g->nk, g->nv, g->dk, g->dv, g->rep};
+    const int64_t v[7] = {g->n, C, g->nk, g->nv, g->dk, g->dv, g->v_tiled ? -1 : g->rep};
     for (int i = 0; i < 7; i++) qhx_ocl_a_i64(&a, v[i]);
     qhx_ocl_launch(&a, (size_t)g->nv * o->wg, 1, 1, o->wg);
     a = qhx_ocl_args(o, OK_GATED_NORM);

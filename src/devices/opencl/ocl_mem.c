@@ -109,7 +109,7 @@ void qhx_ocl_zero(const qhx_device *d, qhx_dv dst, size_t bytes) {
 
 bool qhx_ocl_supports(const qhx_device *d, qhx_wfmt fmt) {
     (void)d;
-    return fmt < QHX_W_COUNT;
+    return fmt < QHX_W_COUNT && fmt != QHX_W_GGML; /* ggml blocks: the CPU device only, for now */
 }
 
 void qhx_ocl_weight_bytes(const qhx_weight *w, size_t b[3]) {

@@ -281,4 +281,5 @@ const qhx_family_desc QHX_FAMILY_QWEN3_5 = {
     .bundle_context = 1024,
     .parse_config = qhx_qwen35_parse_config,
     .bind = qhx_qwen35_bind,
+    .gguf = &QHX_QWEN35_GGUF,
 };

@@ -33,6 +33,10 @@ typedef struct q35_dims {
     int64_t nk, nv, dk, dv, K, key_dim, value_dim, conv_dim, rep;  /* Gated DeltaNet */
     int64_t n_full, n_lin;
     float eps;
+    /* the decoder's RMSNorms: x (1 + w) on Hugging Face weights; plain on llama.cpp's, whose
+     * converter stored 1 + w (qhx_model_config.llama_cpp_layout) */
+    qhx_norm_kind norm;
+    bool v_tiled; /* value heads in llama.cpp's tiled order (device.h qhx_dgdn) */
 } q35_dims;
 
 typedef struct q35_layer {
@@ -142,8 +146,12 @@ static qhx_status bind_layer(q35_model *q, const qhx_net *m, const char *pre, in
         L->conv_w = conv;
         float *A; /* owned f32 copy of A_log, turned into -exp(A_log) in place */
         int64_t ashape[1] = {d->nv};
-        if ((rc = qhx_wload_f32(q->set, NAME("linear_attn.A_log"), 1, ashape, &q->owned, &A, NULL, err))) return rc;
-        for (int64_t j = 0; j < d->nv; j++) A[j] = -expf(A[j]);
+        if (m->cfg.llama_cpp_layout) { /* the converter stored -exp(A_log) itself: used as it is */
+            if ((rc = qhx_wload_f32(q->set, NAME("linear_attn.A"), 1, ashape, &q->owned, &A, NULL, err))) return rc;
+        } else {
+            if ((rc = qhx_wload_f32(q->set, NAME("linear_attn.A_log"), 1, ashape, &q->owned, &A, NULL, err))) return rc;
+            for (int64_t j = 0; j < d->nv; j++) A[j] = -expf(A[j]);
+        }
         L->A = A;
         if ((rc = load_vec(q, NAME("linear_attn.dt_bias"), d->nv, &L->dt_bias, err))) return rc;
         if ((rc = load_vec(q, NAME("linear_attn.norm.weight"), d->dv, &L->gnorm_w, err))) return rc;
@@ -207,6 +215,8 @@ qhx_status qhx_qwen35_bind(qhx_net *m, qhx_st_set *set, const qhx_net_bind_args 
     d->conv_dim = 2 * d->key_dim + d->value_dim;
     d->rep = d->nv / d->nk;
     d->eps = (float)c->rms_norm_eps;
+    d->norm = c->llama_cpp_layout ? QHX_NORM_PLAIN : QHX_NORM_ZERO_CENTRED;
+    d->v_tiled = c->llama_cpp_layout;
 
     q->set = set; /* owned from here on, also on failure */
     m->weights = set;
@@ -459,7 +469,7 @@ static qhx_dgdn gdn_args(const q35_fw *f) {
     const q35_dims *d = &f->q->d;
     const q35_state *s = f->s;
     const q35_layer *L = f->L;
-    return (qhx_dgdn){.n = f->n, .nk = d->nk, .nv = d->nv, .dk = d->dk, .dv = d->dv, .K = d->K, .rep = d->rep,
+    return (qhx_dgdn){.n = f->n, .nk = d->nk, .nv = d->nv, .dk = d->dk, .dv = d->dv, .K = d->K, .rep = d->rep, .v_tiled = d->v_tiled,
                       .eps = d->eps, .conv_w = L->conv_w, .A = L->A, .dt_bias = L->dt_bias, .gnorm_w = L->gnorm_w,
                       .ext = s->ext, .cv = s->cv, .z = s->z, .beta = s->beta, .g = s->g,
                       .S = qhx_dv_f(s->ssm, L->slot * d->nv * d->dk * d->dv), .out = s->core, .work = s->dwork};
@@ -515,7 +525,7 @@ static void attn_mix(const q35_fw *f) {
     const q35_layer *L = f->L;
     dev->op->split_heads(dev, s->qg, s->q, s->gate, f->n, d->nh, d->hd);
     const qhx_dattn a = {.kv = f->kv, .slot = L->slot, .nh = d->nh, .nkv = d->nkv, .hd = d->hd, .rot = d->rot,
-                         .norm = QHX_NORM_ZERO_CENTRED, .q_norm = L->q_norm, .k_norm = L->k_norm, .eps = d->eps,
+                         .norm = d->norm, .q_norm = L->q_norm, .k_norm = L->k_norm, .eps = d->eps,
                          .scale = (float)(1.0 / sqrt((double)d->hd)), .q = s->q, .k = s->kk, .v = s->vv,
                          .cos = s->cosb, .sin = s->sinb, .gate = s->gate, .out = s->att, .work = s->attw,
                          .n_past = f->n_past, .n = f->n};
@@ -558,12 +568,12 @@ static void layer_forward(q35_fw *f) {
     q35_state *s = f->s;
     const q35_layer *L = f->L;
     const int64_t H = d->H, n = f->n;
-    dev->op->rmsnorm(dev, QHX_NORM_ZERO_CENTRED, s->x, L->input_norm, s->xn, n, H, d->eps);
+    dev->op->rmsnorm(dev, d->norm, s->x, L->input_norm, s->xn, n, H, d->eps);
     if (L->type == QHX_LAYER_LINEAR_ATTENTION)
         gdn_forward(f);
     else
         attn_forward(f);
-    dev->op->add_rmsnorm(dev, QHX_NORM_ZERO_CENTRED, s->x, s->tmp, L->post_norm, s->xn, n, H, d->eps);
+    dev->op->add_rmsnorm(dev, d->norm, s->x, s->tmp, L->post_norm, s->xn, n, H, d->eps);
     qhx_op_swiglu_mlp(dev, &L->gate_proj, &L->up_proj, &L->down_proj, s->xn, H, s->mg, s->mu, d->I, s->tmp, n);
     dev->op->add(dev, s->x, s->tmp, n * H);
 }
@@ -589,7 +599,7 @@ static qhx_status run_batch(const qhx_net *m, qhx_seq *st, const int32_t *ids, i
     }
     if (logits) {
         qhx_dbuf lb = qhx_dbuf_host(logits, (size_t)((all ? n : 1) * d->V) * sizeof(float));
-        qhx_op_lm_head(dev, QHX_NORM_ZERO_CENTRED, s->x, q->final_norm, d->eps, s->xn, &q->lm_head,
+        qhx_op_lm_head(dev, d->norm, s->x, q->final_norm, d->eps, s->xn, &q->lm_head,
                        qhx_dv_of(&lb, 0), d->H, d->V, n, all);
     }
     st->n_past += n;
@@ -632,7 +642,7 @@ static qhx_status q35_forward(const qhx_net *m, qhx_seq *st, const int32_t *ids,
 /* The lm-head graph alone: hidden (n, H) rows after the last layer -> logits (n, V). */
 static qhx_status q35_lm_head(const qhx_net *m, const float *hidden, int64_t n, float *logits, qhx_error *err) {
     const q35_model *q = m->impl;
-    return qhx_op_lm_head_rows(m->dev, QHX_NORM_ZERO_CENTRED, hidden, q->final_norm, q->d.eps, &q->lm_head, logits,
+    return qhx_op_lm_head_rows(m->dev, q->d.norm, hidden, q->final_norm, q->d.eps, &q->lm_head, logits,
                                q->d.H, q->d.V, n, err);
 }
 
@@ -694,7 +704,7 @@ static void q35_layer_multi(const qhx_net *m, q35_fw *f, int64_t nb, const q35_l
     const int64_t H = d->H;
     for (int64_t b = 0; b < nb; b++) {
         f[b].L = L;
-        dev->op->rmsnorm(dev, QHX_NORM_ZERO_CENTRED, f[b].s->x, L->input_norm, f[b].s->xn, 1, H, d->eps);
+        dev->op->rmsnorm(dev, d->norm, f[b].s->x, L->input_norm, f[b].s->xn, 1, H, d->eps);
         r->x[b] = f[b].s->xn;
     }
     if (L->type == QHX_LAYER_LINEAR_ATTENTION) {
@@ -721,7 +731,7 @@ static void q35_layer_multi(const qhx_net *m, q35_fw *f, int64_t nb, const q35_l
     }
     for (int64_t b = 0; b < nb; b++) {
         q35_state *s = f[b].s;
-        dev->op->add_rmsnorm(dev, QHX_NORM_ZERO_CENTRED, s->x, s->tmp, L->post_norm, s->xn, 1, H, d->eps);
+        dev->op->add_rmsnorm(dev, d->norm, s->x, s->tmp, L->post_norm, s->xn, 1, H, d->eps);
         r->x[b] = s->xn, r->a[b] = s->mg, r->b[b] = s->mu;
     }
     const qhx_dlin_multi gu[2] = {{&L->gate_proj, r->a}, {&L->up_proj, r->b}};
@@ -764,7 +774,7 @@ static qhx_status q35_decode_multi(const qhx_net *m, qhx_seq *const *sts, const 
     for (int64_t l = 0; l < d->L; l++) q35_layer_multi(m, f, nb, &q->layers[l], &r);
     for (int64_t b = 0; b < nb; b++) {
         q35_state *s = f[b].s;
-        dev->op->rmsnorm(dev, QHX_NORM_ZERO_CENTRED, s->x, q->final_norm, s->xn, 1, H, d->eps);
+        dev->op->rmsnorm(dev, d->norm, s->x, q->final_norm, s->xn, 1, H, d->eps);
         lb[b] = qhx_dbuf_host(logits[b], (size_t)d->V * sizeof(float));
         r.x[b] = s->xn;
         r.a[b] = qhx_dv_of(&lb[b], 0);
@@ -798,15 +808,15 @@ static void mtp_batch(const qhx_net *m, qhx_seq *st, int64_t pos0, const float *
     dev->op->set(dev, s->x, hidden, (size_t)(n * H) * sizeof(float));
     for (int64_t i = 0; i < n; i++) {
         const qhx_dv c = qhx_dv_f(s->cat, i * 2 * H);
-        dev->op->rmsnorm(dev, QHX_NORM_ZERO_CENTRED, qhx_dv_f(s->tmp, i * H), t->norm_emb, c, 1, H, d->eps);
+        dev->op->rmsnorm(dev, d->norm, qhx_dv_f(s->tmp, i * H), t->norm_emb, c, 1, H, d->eps);
         /* the main model's final norm (unless the rows are the block's own normed output), then
            the block's own norm of the hidden half */
         qhx_dv hin = qhx_dv_f(s->x, i * H);
         if (!normed) {
-            dev->op->rmsnorm(dev, QHX_NORM_ZERO_CENTRED, hin, q->final_norm, qhx_dv_f(s->xn, i * H), 1, H, d->eps);
+            dev->op->rmsnorm(dev, d->norm, hin, q->final_norm, qhx_dv_f(s->xn, i * H), 1, H, d->eps);
             hin = qhx_dv_f(s->xn, i * H);
         }
-        dev->op->rmsnorm(dev, QHX_NORM_ZERO_CENTRED, hin, t->norm_hidden, qhx_dv_f(c, H), 1, H, d->eps);
+        dev->op->rmsnorm(dev, d->norm, hin, t->norm_hidden, qhx_dv_f(c, H), 1, H, d->eps);
         const int64_t p3[3] = {pos0 + i, pos0 + i, pos0 + i}; /* text: 1-D RoPE at the row's position */
         qhx_rope_angles(p3, q->axis, q->inv_freq, half, s->cosb + i * half, s->sinb + i * half);
     }
@@ -815,10 +825,10 @@ static void mtp_batch(const qhx_net *m, qhx_seq *st, int64_t pos0, const float *
     layer_forward(&f);
     qhx_dbuf lb = qhx_dbuf_host(logits, logits ? (size_t)(n * d->V) * sizeof(float) : 0);
     if (logits)
-        qhx_op_lm_head(dev, QHX_NORM_ZERO_CENTRED, s->x, t->norm, d->eps, s->xn, &q->lm_head, qhx_dv_of(&lb, 0), H,
+        qhx_op_lm_head(dev, d->norm, s->x, t->norm, d->eps, s->xn, &q->lm_head, qhx_dv_of(&lb, 0), H,
                        d->V, n, true);
     else if (hidden_out) /* no head: the cache rows (and the normed output) only */
-        dev->op->rmsnorm(dev, QHX_NORM_ZERO_CENTRED, s->x, t->norm, s->xn, n, H, d->eps);
+        dev->op->rmsnorm(dev, d->norm, s->x, t->norm, s->xn, n, H, d->eps);
     if (hidden_out) dev->op->get(dev, s->xn, hidden_out, (size_t)(n * H) * sizeof(float)); /* norm(y): the head's rows */
 }
 
@@ -907,7 +917,7 @@ static void verify_layer(const qhx_net *m, q35_fw *f, q35_state *sh, int64_t nr,
     const int64_t H = d->H;
     for (int64_t i = 0; i < nr; i++) {
         f[i].L = L;
-        dev->op->rmsnorm(dev, QHX_NORM_ZERO_CENTRED, sh[i].x, L->input_norm, sh[i].xn, 1, H, d->eps);
+        dev->op->rmsnorm(dev, d->norm, sh[i].x, L->input_norm, sh[i].xn, 1, H, d->eps);
         r->x[i] = sh[i].xn;
     }
     if (L->type == QHX_LAYER_LINEAR_ATTENTION) {
@@ -937,7 +947,7 @@ static void verify_layer(const qhx_net *m, q35_fw *f, q35_state *sh, int64_t nr,
         dev->op->linears_multi(dev, &out, 1, r->x, nr, false);
     }
     for (int64_t i = 0; i < nr; i++) {
-        dev->op->add_rmsnorm(dev, QHX_NORM_ZERO_CENTRED, sh[i].x, sh[i].tmp, L->post_norm, sh[i].xn, 1, H, d->eps);
+        dev->op->add_rmsnorm(dev, d->norm, sh[i].x, sh[i].tmp, L->post_norm, sh[i].xn, 1, H, d->eps);
         r->x[i] = sh[i].xn, r->a[i] = sh[i].mg, r->b[i] = sh[i].mu;
     }
     const qhx_dlin_multi gu[2] = {{&L->gate_proj, r->a}, {&L->up_proj, r->b}};
@@ -1019,7 +1029,7 @@ static qhx_status q35_verify_multi(const qhx_net *m, qhx_seq *const *sts, const 
         lb[b] = qhx_dbuf_host(logits[b], (size_t)(v->n * d->V) * sizeof(float));
         for (int64_t j = 0; j < v->n; j++) {
             q35_state *x = &sh[v->r0 + j];
-            dev->op->rmsnorm(dev, QHX_NORM_ZERO_CENTRED, x->x, q->final_norm, x->xn, 1, d->H, d->eps);
+            dev->op->rmsnorm(dev, d->norm, x->x, q->final_norm, x->xn, 1, d->H, d->eps);
             r.x[v->r0 + j] = x->xn;
             r.a[v->r0 + j] = qhx_dv_of(&lb[b], (size_t)(j * d->V) * sizeof(float));
         }

@@ -21,5 +21,6 @@ qhx_status qhx_qwen35_bind(qhx_net *m, qhx_st_set *set, const qhx_net_bind_args 
 
 /* Its chat format (chat.c), the descriptor's chat entry. */
 extern const qhx_chat_style qhx_chat_style_qwen35;
+extern const qhx_family_gguf QHX_QWEN35_GGUF; /* gguf.c */
 
 #endif

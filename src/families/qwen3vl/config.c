@@ -163,4 +163,5 @@ const qhx_family_desc QHX_FAMILY_QWEN3_VL = {
     .bundle_context = 512,
     .parse_config = parse_config,
     .bind = qhx_qwen3vl_bind,
+    .gguf = &QHX_QWEN3VL_GGUF,
 };

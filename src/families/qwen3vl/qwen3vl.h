@@ -16,5 +16,6 @@ qhx_status qhx_qwen3vl_bind(qhx_net *m, qhx_st_set *set, const qhx_net_bind_args
 
 /* Its chat format (chat.c), the descriptor's chat entry. */
 extern const qhx_chat_style qhx_chat_style_qwen3vl;
+extern const qhx_family_gguf QHX_QWEN3VL_GGUF; /* gguf.c */
 
 #endif

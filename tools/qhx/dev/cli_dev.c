@@ -21,30 +21,9 @@ static qhx_status tokenizer_of_plan(const char *path, struct qhx_tok **out, qhx_
     return rc;
 }
 
-/* The tokenizer.ggml.* keys of a GGUF file, through the tokenizer.json loader. */
-static qhx_status tokenizer_of_gguf(const char *path, struct qhx_tok **out, qhx_error *err) {
-    qhx_gguf *g = NULL;
-    char *json = NULL;
-    size_t len = 0;
-    qhx_status st = qhx_gguf_open(path, QHX_FILE_MAP, &g, err);
-    if (!st) st = qhx_gguf_tokenizer_json(g, &json, &len, err);
-    if (!st) st = qhx_tok_load_buffer(json, len, path, out, err);
-    qhx_free(json);
-    qhx_gguf_free(g);
-    return st;
-}
-
-static int has_gguf_magic(const char *path) {
-    uint8_t magic[4];
-    FILE *f = qhx_path_is_file(path) ? fopen(path, "rb") : NULL;
-    size_t got = f ? fread(magic, 1, sizeof magic, f) : 0;
-    if (f) fclose(f);
-    return qhx_gguf_is_magic(magic, got);
-}
-
 qhx_status qhx_cli_load_tokenizer(const char *path, struct qhx_tok **out, qhx_error *err) {
     *out = NULL;
-    if (has_gguf_magic(path)) return tokenizer_of_gguf(path, out, err);
+    if (qhx_gguf_path_has_magic(path)) return qhx_gguf_tok_load(path, out, err);
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
     size_t n = strlen(base);

@@ -145,7 +145,7 @@ static void add_profile(qhx_op_profile *sum, const qhx_op_profile *p) {
         sum->fmt_calls[f] += p->fmt_calls[f], sum->fmt_ns[f] += p->fmt_ns[f], sum->fmt_bytes[f] += p->fmt_bytes[f];
 }
 
-static const char *const FMT_NAMES[QHX_W_COUNT] = {"f32", "f16", "bf16", "w8", "q4", "q6", "q4a"};
+static const char *const FMT_NAMES[QHX_W_COUNT] = {"f32", "f16", "bf16", "w8", "q4", "q6", "q4a", "ggml"};
 
 /* Per token: each op's calls and time, its share of the step, and for the linear ops the weight
  * bytes it streamed per second against the probe's bandwidth (what the op would take at the

@@ -435,16 +435,6 @@ static int inspect_plan(const char *path, int as_json, int verify) {
 
 /* ---- entry ---------------------------------------------------------------------------- */
 
-/* A regular file whose first bytes are GGUF's magic, whatever its name. */
-static int starts_with_gguf_magic(const char *path) {
-    if (!qhx_path_is_file(path)) return 0;
-    uint8_t magic[4];
-    FILE *f = fopen(path, "rb");
-    size_t got = f ? fread(magic, 1, sizeof magic, f) : 0;
-    if (f) fclose(f);
-    return qhx_gguf_is_magic(magic, got);
-}
-
 int qhx_inspect_parse_args(int argc, char **argv, qhx_inspect_args *x) {
     memset(x, 0, sizeof *x);
     const char *path = NULL;
@@ -477,6 +467,6 @@ int qhx_cmd_inspect(int argc, char **argv) {
     int as_json = x.as_json, verify = x.verify;
     if (has_suffix(path, ".safetensors") || has_suffix(path, ".safetensors.index.json"))
         return inspect_safetensors(path, as_json);
-    if (has_suffix(path, ".gguf") || starts_with_gguf_magic(path)) return qhx_inspect_gguf(path, as_json);
+    if (has_suffix(path, ".gguf") || qhx_gguf_path_has_magic(path)) return qhx_inspect_gguf(path, as_json);
     return inspect_plan(path, as_json, verify);
 }

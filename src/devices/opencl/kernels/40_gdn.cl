@@ -41,10 +41,10 @@ kernel void k_gdn_gates(global uchar *bb, ulong bo, global uchar *gb, ulong go, 
  * reference step does per column. global (WG nv), local WG */
 kernel void k_gdn_delta(global const uchar *cb, ulong co, global const uchar *bb, ulong bo, global const uchar *gb,
                         ulong go, global uchar *sb, ulong so, global uchar *ob, ulong oo, long n, long C, long nk,
-                        long nv, long dk, long dv, long rep) {
+                        long nv, long dk, long dv, long rep) { /* rep < 0: value head v reads key head v % nk */
     local float qk[2 * HD_MAX];
     const int lid = get_local_id(0);
-    const long v = get_group_id(0), kh = v / rep, key_dim = nk * dk;
+    const long v = get_group_id(0), kh = rep > 0 ? v / rep : v % nk, key_dim = nk * dk;
     global float *S = F(sb, so) + v * dk * dv;
     for (long t = 0; t < n; t++) {
         global const float *row = CF(cb, co) + t * C;
