@@ -308,3 +308,9 @@ char *qhx_path_join(const char *dir, const char *name) {
     memcpy(s + a + slash, name, b + 1);
     return s;
 }
+
+void qhx_file_release(const void *p, size_t size) {
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t a = ((uintptr_t)p + page - 1) & ~(page - 1), b = ((uintptr_t)p + size) & ~(page - 1);
+    if (page > 0 && b > a) madvise((void *)a, (size_t)(b - a), MADV_DONTNEED);
+}

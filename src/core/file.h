@@ -72,6 +72,10 @@ qhx_status qhx_file_load_progress(const char *path, qhx_file_mode mode, qhx_load
  * progress (NULL: none). */
 void qhx_file_populate(const uint8_t *p, size_t size, qhx_load_progress *progress);
 
+/* Give back the whole pages inside p[0..size) of a mapping (MADV_DONTNEED) once nothing will
+ * read them again: a tensor copied into another layout is then not held twice. Advisory. */
+void qhx_file_release(const void *p, size_t size);
+
 /* Add bytes to a load's progress and report it (NULL: nothing). */
 void qhx_load_progress_add(qhx_load_progress *pr, size_t bytes);
 

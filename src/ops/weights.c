@@ -4,6 +4,7 @@
 #include "core/ggml_type.h"
 
 #include "core/alloc.h"
+#include "core/file.h"
 #include "core/fp16.h"
 #include "ops/st_weight.h"
 
@@ -88,6 +89,29 @@ qhx_status qhx_wcheck_finite(const qhx_st_set *set, const qhx_st_tensor *t, cons
                     name, (long long)at);
 }
 
+/* Q4_0 blocks (an f16 scale, then 16 bytes whose low nibbles are values 0..15 and high nibbles
+ * 16..31, each (nibble - 8) * scale) are the Q4 format with groups of 32 (docs/formats.md) with
+ * the scale moved out of the block: split into Q4's two arrays, every value bit for bit, they
+ * run on Q4's kernels. The file's pages of the tensor are then given back. */
+static qhx_status repack_q4_0(const char *name, qhx_wowned *owned, qhx_weight *w, qhx_error *err) {
+    const int64_t groups = w->cols / 32;
+    size_t nib_bytes, scale_bytes;
+    if (!qhx_size_mul((size_t)w->rows, (size_t)w->cols / 2, &nib_bytes) ||
+        !qhx_size_mul((size_t)w->rows * (size_t)groups, 2, &scale_bytes))
+        return qhx_fail(err, QHX_E_LIMIT, "tensor '%s': too large", name);
+    uint8_t *q = owned_alloc(owned, nib_bytes);
+    uint16_t *d = q ? owned_alloc(owned, scale_bytes) : NULL;
+    if (!d) return qhx_fail(err, QHX_E_NOMEM, "tensor '%s': out of memory (%zu bytes)", name, nib_bytes + scale_bytes);
+    const uint8_t *src = w->data;
+    for (int64_t b = 0; b < w->rows * groups; b++) {
+        memcpy(&d[b], src + 18 * b, 2);
+        memcpy(q + 16 * b, src + 18 * b + 2, 16);
+    }
+    qhx_file_release(src, (size_t)(w->rows * w->row_bytes));
+    *w = (qhx_weight){.fmt = QHX_W_Q4, .rows = w->rows, .cols = w->cols, .data = q, .gscales = d, .group = 32};
+    return QHX_OK;
+}
+
 qhx_status qhx_wbind_linear(const qhx_st_set *set, const char *name, int64_t rows, int64_t cols,
                             const qhx_device *d, qhx_wowned *owned, qhx_weight *out,
                             qhx_error *err) {
@@ -97,6 +121,9 @@ qhx_status qhx_wbind_linear(const qhx_st_set *set, const char *name, int64_t row
         /* Q8 / Q4 / Q6 / Q4A (docs/formats.md), or a GGUF tensor's ggml blocks */
         qhx_status rq = qhx_st_get_weight(set, name, rows, cols, out, err);
         if (rq) return rq;
+        if (out->fmt == QHX_W_GGML && out->gtype == QHX_GGML_Q4_0 && d->op->supports(d, QHX_W_Q4) &&
+            (rq = repack_q4_0(name, owned, out, err)))
+            return rq;
         if (!d->op->supports(d, out->fmt))
             return qhx_fail(err, QHX_E_UNSUPPORTED, "%s: tensor '%s': the %s device has no kernel for %s",
                             qhx_st_file_path(set, t->file_index), name, d->name,
