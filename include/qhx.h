@@ -184,6 +184,10 @@ typedef struct qhx_model_params {
     /* 1: also load the checkpoint's multi-token-prediction block (Qwen3.5 mtp.*), when it has
        one, for draft logits; 0 (default): its tensors are never read. */
     int mtp;
+    /* A GGUF model (path is a .gguf file): NULL, or the GGUF file of its vision tower as
+       llama.cpp writes it ("mmproj", architecture clip, the family's projector); the model then
+       takes images. Read during qhx_model_open only; refused with any other model. */
+    const char *mmproj;
 } qhx_model_params;
 
 QHX_API qhx_model_params qhx_model_default_params(void);

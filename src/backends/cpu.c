@@ -58,7 +58,9 @@ static qhx_status open_gguf_weights(const qhx_backend_load_args *a, const char *
                                     qhx_error *err) {
     const char *skip[3] = {a->mtp ? NULL : "mtp.", NULL, NULL};
     if (!a->vision) skip[a->mtp ? 0 : 1] = a->family->vision_prefix;
-    return qhx_family_gguf_weights(a->family, a->cfg, path, file_mode(a->params->weights), skip, out, err);
+    const qhx_plan_file *tower = &a->plan->artifacts[QHX_ART_VISION];
+    const char *mmproj = a->vision && tower->present && tower->format == QHX_ART_GGUF ? tower->path : NULL;
+    return qhx_family_gguf_weights(a->family, a->cfg, path, mmproj, file_mode(a->params->weights), skip, out, err);
 }
 
 static qhx_status open_weights(const qhx_backend_load_args *a, qhx_st_set **out, qhx_error *err) {

@@ -282,6 +282,7 @@ typedef struct qhx_family_gguf {
     const qhx_gguf_name *mtp_names; /* blk.N.<gguf> of the MTP block -> a whole name; may be NULL */
     const char *layer_prefix;       /* "model.layers." */
     const char *mtp_prefix;         /* "mtp.layers.", or NULL */
+    const char *const *projectors;  /* clip.projector_type values of the towers it reads; NULL ends */
     /* The Hugging Face config.json equivalent of the file's <arch>.* keys (a new object, what
      * parse_config then reads). */
     qhx_status (*config)(const qhx_gguf *g, const char *arch, json_t **out, qhx_error *err);
@@ -342,13 +343,17 @@ const char *qhx_family_names(char *buf, size_t cap);
  * `arch`, or NULL. */
 const qhx_family_desc *qhx_family_for_gguf_arch(const char *arch);
 /* A run plan for the GGUF file at path (io/manifest.h qhx_plan_from_gguf): the family's
- * config from the file's keys, the tokenizer and special ids from tokenizer.ggml.*. */
-qhx_status qhx_family_gguf_plan(const char *path, qhx_plan **out /* OUT, owned */, qhx_error *err);
-/* The tensors of the GGUF file at path under the names f's bind reads (cfg: the parsed config,
- * for the MTP block's layer numbers), brought into memory as mode says; names starting with a
- * skip prefix (NULL-terminated list, or NULL) are left out and never read. */
+ * config from the file's keys, the tokenizer and special ids from tokenizer.ggml.*; with
+ * mmproj (or NULL) the vision tower's file too: its clip.* keys as vision_config, the file as
+ * the plan's vision artifact. */
+qhx_status qhx_family_gguf_plan(const char *path, const char *mmproj, qhx_plan **out /* OUT, owned */,
+                                qhx_error *err);
+/* The tensors of the GGUF file at path (and of the vision tower's file mmproj, or NULL) under
+ * the names f's bind reads (cfg: the parsed config, for the MTP block's layer numbers and the
+ * tower's DeepStack taps), brought into memory as mode says; names starting with a skip prefix
+ * (NULL-terminated list, or NULL) are left out and never read. */
 qhx_status qhx_family_gguf_weights(const qhx_family_desc *f, const qhx_model_config *cfg, const char *path,
-                                   qhx_file_mode mode, const char *const *skip, qhx_st_set **out /* OUT */,
-                                   qhx_error *err);
+                                   const char *mmproj, qhx_file_mode mode, const char *const *skip,
+                                   qhx_st_set **out /* OUT */, qhx_error *err);
 
 #endif

@@ -168,7 +168,8 @@ qhx_status qhx_plan_parse(const char *buf, size_t len, const char *base_dir, con
 qhx_status qhx_plan_from_checkpoint(const char *dir, qhx_plan **out /* OUT, owned */,
                                     qhx_error *err);
 
-/* Build a plan from a GGUF file g opened from path (docs/manifest.md, "GGUF files"), with
+/* Build a plan from a GGUF file g opened from path (and its vision tower's file mmproj, or
+ * NULL: then the plan's vision artifact; docs/manifest.md, "GGUF files"), with
  * config the family made of its keys (a Hugging Face config.json equivalent; the plan takes the
  * reference, also on failure). Like a checkpoint folder: source QHX_PLAN_FROM_CHECKPOINT,
  * family and host-op left to the runtime, max_context 4096 capped by the trained length. The
@@ -176,7 +177,7 @@ qhx_status qhx_plan_from_checkpoint(const char *dir, qhx_plan **out /* OUT, owne
  * ids from tokenizer.ggml.*, the added tokens (control and user-defined types) kept for
  * qhx_plan_name_tokens. */
 struct qhx_gguf;
-qhx_status qhx_plan_from_gguf(const char *path, const struct qhx_gguf *g, json_t *config,
+qhx_status qhx_plan_from_gguf(const char *path, const char *mmproj, const struct qhx_gguf *g, json_t *config,
                               qhx_plan **out /* OUT, owned */, qhx_error *err);
 
 /* Which added token fills which single special id: its text, and the manifest key of the id

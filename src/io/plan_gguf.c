@@ -2,6 +2,7 @@
 #include "io/plan_internal.h"
 
 #include "core/alloc.h"
+#include "core/file.h"
 #include "io/gguf.h"
 
 #include <stdio.h>
@@ -80,6 +81,27 @@ static qhx_status set_file(qhx_plan_file *f, const char *path) {
     return QHX_OK;
 }
 
+/* A preprocessor_config.json beside the tower's file sets the image sizes as a checkpoint
+ * folder's does; without one the family's defaults (the released processor's) hold. */
+static qhx_status find_preprocessor(qhx_plan *plan, const char *mmproj, qhx_error *err) {
+    const char *slash = strrchr(mmproj, '/');
+    char *dir = slash ? qhx_strndup(mmproj, slash == mmproj ? 1 : (size_t)(slash - mmproj)) : qhx_strdup(".");
+    char *pp = dir ? qhx_path_join(dir, "preprocessor_config.json") : NULL;
+    qhx_free(dir);
+    if (!pp) return qhx_fail(err, QHX_E_NOMEM, "out of memory");
+    if (qhx_path_is_file(pp)) {
+        plan_file_clear(&plan->preprocessor);
+        plan->preprocessor.present = true;
+        plan->preprocessor.path = pp;
+        plan->preprocessor.file = qhx_strdup("preprocessor_config.json");
+        if (!plan->preprocessor.file) return qhx_fail(err, QHX_E_NOMEM, "out of memory");
+        plan_file_set_size(&plan->preprocessor);
+        return QHX_OK;
+    }
+    qhx_free(pp);
+    return QHX_OK;
+}
+
 static qhx_status fill_plan(qhx_plan *plan, const char *path, const qhx_gguf *g, qhx_error *err) {
     plan->source = QHX_PLAN_FROM_CHECKPOINT;
     if (!(plan->name = plan_name_of(path, g))) return qhx_fail(err, QHX_E_NOMEM, "out of memory");
@@ -93,7 +115,8 @@ static qhx_status fill_plan(qhx_plan *plan, const char *path, const qhx_gguf *g,
     return fill_tokens(plan, g, err);
 }
 
-qhx_status qhx_plan_from_gguf(const char *path, const qhx_gguf *g, json_t *config, qhx_plan **out, qhx_error *err) {
+qhx_status qhx_plan_from_gguf(const char *path, const char *mmproj, const qhx_gguf *g, json_t *config,
+                              qhx_plan **out, qhx_error *err) {
     *out = NULL;
     const char *slash = strrchr(path, '/');
     char *dir = slash ? qhx_strndup(path, slash == path ? 1 : (size_t)(slash - path)) : qhx_strdup(".");
@@ -105,6 +128,11 @@ qhx_status qhx_plan_from_gguf(const char *path, const qhx_gguf *g, json_t *confi
     }
     plan->config = config;
     qhx_status rc = fill_plan(plan, path, g, err);
+    if (rc == QHX_OK && mmproj) {
+        if (set_file(&plan->artifacts[QHX_ART_VISION], mmproj)) rc = qhx_fail(err, QHX_E_NOMEM, "out of memory");
+        plan->vision_tensors = true;
+        if (rc == QHX_OK) rc = find_preprocessor(plan, mmproj, err);
+    }
     if (rc) {
         qhx_plan_free(plan);
         return rc;

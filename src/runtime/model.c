@@ -185,7 +185,11 @@ static qhx_status load_tokenizer(qhx_model *m, qhx_error *err) {
 }
 
 static qhx_status open_plan(qhx_model *m, const char *path, qhx_error *err) {
-    qhx_status rc = qhx_gguf_path_has_magic(path) ? qhx_family_gguf_plan(path, &m->plan, err) : qhx_plan_open(path, &m->plan, err);
+    const bool gguf = qhx_gguf_path_has_magic(path);
+    if (m->params.mmproj && !gguf)
+        return qhx_fail(err, QHX_E_ARG, "%s: --mmproj goes with a GGUF model file; this model brings its own vision tower", path);
+    qhx_status rc = gguf ? qhx_family_gguf_plan(path, m->params.mmproj, &m->plan, err) : qhx_plan_open(path, &m->plan, err);
+    m->params.mmproj = NULL; /* the caller's string: read during the open only */
     if (rc) return rc;
     /* a checkpoint folder's special ids by its family's names; with no family that reads its
      * model_type, resolving reports that */
@@ -237,7 +241,9 @@ static qhx_status open_model(const char *path, const qhx_model_params *params, c
         m->cfg.llama_cpp_layout = m->plan->artifacts[QHX_ART_WEIGHTS].format == QHX_ART_GGUF;
         /* a checkpoint folder with a tower: images as the caller asks, else as the family says */
         if (m->plan->source == QHX_PLAN_FROM_CHECKPOINT && m->cfg.has_vision && m->plan->vision_tensors) {
-            bool images = p.vision > 0 || (p.vision == 0 && m->family->folder_images);
+            /* a GGUF model's tower file was asked for by name: images unless told otherwise */
+            const bool named_tower = m->plan->artifacts[QHX_ART_VISION].format == QHX_ART_GGUF;
+            bool images = p.vision > 0 || (p.vision == 0 && (m->family->folder_images || named_tower));
             m->host_op = qhx_family_default_host_op(m->family, images);
         }
     }

@@ -40,6 +40,7 @@ const char QHX_RUN_OPTS_HELP[] =
     "  -c, --ctx, --ctx-size N  context of the session (default: a bundle's run plan context;\n"
     "                       for a checkpoint folder the trained context, as far as memory\n"
     "                       allows); at most the model's trained context\n"
+    "  --mmproj FILE        a GGUF model's vision tower (llama.cpp's mmproj GGUF file)\n"
     "  --weights mmap|read  weights used in place from a mapping, or read into memory\n"
     "                       (default read); --no-mmap is --weights read\n"
     "  --prefill chunked|decode  prompt through the chunked path (default) or token by token\n"
@@ -78,7 +79,7 @@ const char *const QHX_RUN_OPT_NAMES[] = {
     "--seed", "--greedy", "-r", "--stop", "--stop-id", "--reverse-prompt", "-t", "--threads", "--isa", "-c", "--ctx",
     "--ctx-size", "--weights", "--prefill", "--prefill-math", "--decode-math", "--kv", "--image-max-tokens",
     "--ignore-eos", "-v", "--verbose", "--quiet", "--system", "--system-prompt", "--think", "--no-think",
-    "--spec", "--draft", "--draft-fixed", "--device", "-ngl", "--n-gpu-layers", "--no-mmap", "--color",
+    "--spec", "--draft", "--draft-fixed", "--device", "-ngl", "--n-gpu-layers", "--no-mmap", "--color", "--mmproj",
 };
 const size_t QHX_RUN_N_OPT_NAMES = sizeof QHX_RUN_OPT_NAMES / sizeof QHX_RUN_OPT_NAMES[0];
 
@@ -214,6 +215,8 @@ static int parse_valued(const char *cmd, const char *a, const char *v, qhx_run_o
         if (qhx_cli_parse_i64(v, -1, INT32_MAX, &n))
             return qhx_cli_usage_error(cmd, "%s: '%s' is not a layer count (or -1: all)", a, v);
         o->ngl_given = true;
+    } else if (!strcmp(a, "--mmproj")) {
+        o->mmproj = v;
     } else if (!strcmp(a, "--draft")) {
         if (qhx_cli_parse_i64(v, 1, 8, &n)) return qhx_cli_usage_error(cmd, "--draft: '%s' is not in [1, 8]", v);
         o->draft = (int)n;
@@ -228,7 +231,7 @@ int qhx_run_parse_opt(const char *cmd, int argc, char **argv, int *i, qhx_run_op
                                          "--repeat-last-n", "--presence-penalty", "--frequency-penalty", "--seed",
                                          "--stop", "--stop-id", "--threads", "--isa", "--ctx", "--image-max-tokens", "--weights",
                                          "--prefill", "--prefill-math", "--decode-math", "--kv", "--system",
-                                         "--spec", "--draft", "--device", "--n-gpu-layers"};
+                                         "--spec", "--draft", "--device", "--n-gpu-layers", "--mmproj"};
     int known = 0;
     for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) known |= !strcmp(a, valued[k]);
     if (!known) return 0;
@@ -266,6 +269,7 @@ qhx_model_params qhx_run_model_params(const qhx_run_opts *o) {
     mp.kv_cache = o->kv;
     mp.mtp = o->spec ? 1 : 0;
     mp.backend = o->device;
+    mp.mmproj = o->mmproj;
     return mp;
 }
 

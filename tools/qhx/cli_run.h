@@ -22,6 +22,7 @@ enum {
 
 typedef struct qhx_run_opts {
     const char *model;
+    const char *mmproj;      /* --mmproj: a GGUF model's vision tower, or NULL */
     int64_t n_new;          /* -n; 0 = not given, -1 = until a stop or the context is full */
     int64_t threads;        /* 0 = physical cores */
     int64_t ctx;            /* --ctx; 0 = the context policy's default */

@@ -10,6 +10,7 @@
 #include <stdio.h>
 
 static const char *const ARCHS[] = {"qwen35", NULL};
+static const char *const PROJECTORS[] = {"qwen3vl_merger", NULL}; /* Qwen3.5's tower is Qwen3-VL's */
 
 #define LM "model.language_model."
 
@@ -153,6 +154,7 @@ static qhx_status gguf_config(const qhx_gguf *g, const char *arch, json_t **out,
 
 const qhx_family_gguf QHX_QWEN35_GGUF = {
     .archs = ARCHS,
+    .projectors = PROJECTORS,
     .globals = GLOBALS,
     .block = BLOCK,
     .mtp_names = MTP_NAMES,

@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 static const char *const ARCHS[] = {"qwen3vl", NULL};
+static const char *const PROJECTORS[] = {"qwen3vl_merger", NULL};
 
 #define LM "model.language_model."
 
@@ -97,6 +98,7 @@ static qhx_status gguf_config(const qhx_gguf *g, const char *arch, json_t **out,
 
 const qhx_family_gguf QHX_QWEN3VL_GGUF = {
     .archs = ARCHS,
+    .projectors = PROJECTORS,
     .globals = GLOBALS,
     .block = BLOCK,
     .layer_prefix = LM "layers.",

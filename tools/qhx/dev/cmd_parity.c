@@ -31,7 +31,7 @@ static const char *CMD = "parity";
 #define TOL_EMBD 3e-3   /* max |image embedding - golden| */
 
 typedef struct parity_args {
-    const char *model, *golden, *against;
+    const char *model, *golden, *against, *mmproj;
     qhx_parity_gate_kind gate;
     double tau, tol, min_agree, tol_embd; /* < 0: default */
     bool gate_given;
@@ -47,7 +47,8 @@ static void usage(FILE *f) {
             "usage: qhx parity -m MODEL --golden FIXTURE_DIR [--gate exact|tol] [--tau X] [--tol X]\n"
             "                  [--against MODEL2 [--min-agree X]] [--threads N] [--device D]\n"
             "                  [--prefill-math default|f32|int8] [--decode-math default|f32|int8] [--kv f32|f16|q8]\n"
-            "  -m, --model PATH    checkpoint folder, bundle folder or manifest\n"
+            "  -m, --model PATH    checkpoint folder, bundle folder, manifest or GGUF file\n"
+            "  --mmproj FILE       a GGUF model's vision tower (llama.cpp's mmproj file)\n"
             "  --golden DIR        parity fixture: prompts.json, golden.json, <name>.logits.f32\n"
             "  --gate exact|tol    exact: free-running greedy identical at every step;\n"
             "                      tol (default): a first greedy mismatch is excused where the golden\n"
@@ -95,6 +96,7 @@ static int parse_args(int argc, char **argv, parity_args *a) {
         const char *v = argv[++i];
         if (!strcmp(o, "-m") || !strcmp(o, "--model")) a->model = v;
         else if (!strcmp(o, "--golden")) a->golden = v;
+        else if (!strcmp(o, "--mmproj")) a->mmproj = v;
         else if (!strcmp(o, "--against")) a->against = v;
         else if (!strcmp(o, "--gate")) {
             a->gate_given = true;
@@ -166,7 +168,7 @@ static qhx_status open_model(const char *path, const parity_args *a, qhx_kv_type
     mp.n_threads = (int)a->threads;
     mp.prefill_math = a->prefill_math;
     mp.decode_math = a->decode_math;
-    if (path == a->model) mp.backend = a->device;
+    if (path == a->model) mp.backend = a->device, mp.mmproj = a->mmproj;
     qhx_status rc = qhx_model_open(path, &mp, m, err);
     if (rc) return rc;
     return qhx_session_create(*m, &(qhx_session_params){.n_ctx = n_ctx}, s, err);
