@@ -170,6 +170,10 @@ void qhx_k_matvec_ggml_ref(const qhx_weight *w, const float *x, float *y, int64_
 void qhx_k_matmul_ggml_ref(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy, int64_t n,
                            int64_t r0, int64_t r1);
 void qhx_k_row_ggml_ref(const qhx_weight *w, int64_t r, float *out);
+/* out[0..n) = x rounded as llama.cpp rounds activations for a weight of ggml type `type` (its
+ * vec_dot format: Q8_K for the K-quants and IQ4_XS, else Q8_0; gguf_linear.c); n a whole number
+ * of the type's blocks. The GGML kernels multiply these, not x. */
+void qhx_ggml_round_x(uint32_t type, const float *x, int64_t n, float *out);
 
 /* Install the reference kernels above into k->matvec/matmul/row[QHX_W_Q8 / QHX_W_Q4 / QHX_W_Q6 / QHX_W_Q4A /
  * QHX_W_GGML].
