@@ -465,12 +465,16 @@ QHX_API int qhx_model_thinking_default(const qhx_model *model);
 QHX_API int qhx_model_context_from_plan(const qhx_model *model);
 
 /* The chat template the model's folder ships beside its tokenizer (chat_template.jinja,
- * chat_template.json or tokenizer_config.json's "chat_template"), against the released templates
- * the built-in chat format was checked against (tests/data/chat_templates). */
+ * chat_template.json or tokenizer_config.json's "chat_template"), or a GGUF file's
+ * tokenizer.chat_template, against the released templates the built-in chat format was checked
+ * against (tests/data/chat_templates). */
 typedef enum qhx_chat_template_kind {
     QHX_CHAT_TEMPLATE_NONE = 0,  /* no template found (or a NULL model) */
     QHX_CHAT_TEMPLATE_KNOWN = 1, /* a released template the built-in format matches */
-    QHX_CHAT_TEMPLATE_OTHER = 2  /* another one (a fine-tune may expect another format) */
+    QHX_CHAT_TEMPLATE_OTHER = 2, /* another one in the family's turn marks (a fine-tune's or a
+                                    repackager's edit: the built-in format is close, not checked) */
+    QHX_CHAT_TEMPLATE_FOREIGN = 3 /* a template without the family's turn marks: another chat
+                                     format, which the built-in one would not reproduce */
 } qhx_chat_template_kind;
 /* sha256_hex: NULL, or 65 bytes that get the template's sha256 in hex when one is found. */
 QHX_API qhx_chat_template_kind qhx_model_chat_template(const qhx_model *model, char *sha256_hex);

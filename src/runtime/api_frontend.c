@@ -5,6 +5,7 @@
 #include "core/alloc.h"
 #include "core/file.h"
 #include "core/sha256.h"
+#include "io/gguf.h"
 #include "io/json.h"
 #include "io/manifest.h"
 #include "runtime/hostop.h"
@@ -70,11 +71,36 @@ static char *tokenizer_folder(const qhx_model *m) {
     return slash ? qhx_strndup(tok, (size_t)(slash - tok)) : qhx_strdup(".");
 }
 
+/* A GGUF file's tokenizer.chat_template (owned: qhx_free), or NULL. */
+static char *gguf_chat_template(const char *path) {
+    qhx_gguf *g = NULL;
+    if (qhx_gguf_open(path, QHX_FILE_MAP, &g, NULL)) return NULL;
+    qhx_gguf_str s;
+    char *text = NULL;
+    if (qhx_gguf_find_kv(g, "tokenizer.chat_template") && !qhx_gguf_get_str(g, "tokenizer.chat_template", &s, NULL) &&
+        s.len <= MAX_TEMPLATE_BYTES)
+        text = qhx_strndup(s.p, (size_t)s.len); /* hashed up to a NUL, as a .jinja file */
+    qhx_gguf_free(g);
+    return text;
+}
+
+/* Whether a template writes the family's turns: its turn-start and turn-end tokens appear. */
+static bool has_turn_marks(const qhx_model *m, const char *text) {
+    const qhx_family_desc *f = m->family;
+    const char *start = NULL, *end = NULL;
+    for (const qhx_plan_token_name *n = f ? f->special_names : NULL; n && n->text; n++) {
+        if (!strcmp(n->key, "im_start")) start = n->text;
+        if (!strcmp(n->key, "im_end")) end = n->text;
+    }
+    return start && end && strstr(text, start) && strstr(text, end);
+}
+
 qhx_chat_template_kind qhx_model_chat_template(const qhx_model *m, char *sha256_hex) {
     if (sha256_hex) sha256_hex[0] = '\0';
     if (!m) return QHX_CHAT_TEMPLATE_NONE;
-    char *dir = tokenizer_folder(m);
-    char *text = dir ? folder_chat_template(dir) : NULL;
+    const qhx_plan_file *tf = m->plan ? &m->plan->tokenizer : NULL;
+    char *dir = tf && tf->format != QHX_ART_GGUF ? tokenizer_folder(m) : NULL;
+    char *text = dir ? folder_chat_template(dir) : tf && tf->path && tf->format == QHX_ART_GGUF ? gguf_chat_template(tf->path) : NULL;
     qhx_free(dir);
     if (!text) return QHX_CHAT_TEMPLATE_NONE;
     qhx_sha256 h;
@@ -84,11 +110,12 @@ qhx_chat_template_kind qhx_model_chat_template(const qhx_model *m, char *sha256_
     qhx_sha256_update(&h, text, strlen(text));
     qhx_sha256_final(&h, digest);
     qhx_sha256_hex(digest, hex);
+    const bool marks = has_turn_marks(m, text);
     qhx_free(text);
     if (sha256_hex) memcpy(sha256_hex, hex, sizeof hex);
     for (size_t k = 0; k < sizeof KNOWN_TEMPLATES / sizeof KNOWN_TEMPLATES[0]; k++)
         if (!strcmp(hex, KNOWN_TEMPLATES[k])) return QHX_CHAT_TEMPLATE_KNOWN;
-    return QHX_CHAT_TEMPLATE_OTHER;
+    return marks ? QHX_CHAT_TEMPLATE_OTHER : QHX_CHAT_TEMPLATE_FOREIGN;
 }
 
 /* ---- the former chat calls: wrappers over the prompt object (runtime/prompt.c) ------------- */

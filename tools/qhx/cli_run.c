@@ -357,11 +357,20 @@ void qhx_run_context_advice(const qhx_run_context *c, char *buf, size_t size) {
 
 /* ---- the checkpoint's own chat template ---------------------------------------------------- */
 
-void qhx_run_chat_template_note(const qhx_model *m) {
+int qhx_run_chat_template_check(const char *cmd, const qhx_model *m) {
     char hex[65];
-    if (qhx_model_chat_template(m, hex) != QHX_CHAT_TEMPLATE_OTHER) return;
-    fprintf(stderr, "qhx: the model's chat_template (sha256 %.16s...) is not a released one this build knows: the built-in %s format is used\n",
-            hex, qhx_model_family_title(m));
+    switch (qhx_model_chat_template(m, hex)) {
+    case QHX_CHAT_TEMPLATE_OTHER:
+        fprintf(stderr, "qhx: the model's chat_template (sha256 %.16s...) is not a released one this build knows: the built-in %s format is used\n",
+                hex, qhx_model_family_title(m));
+        return -1;
+    case QHX_CHAT_TEMPLATE_FOREIGN:
+        fprintf(stderr, "qhx %s: the model's chat_template (sha256 %.16s...) does not write %s turns, and only the built-in %s "
+                        "format can be written here: use plain text (no --chat) or a model with %s's template\n",
+                cmd, hex, qhx_model_family_title(m), qhx_model_family_title(m), qhx_model_family_title(m));
+        return QHX_EXIT_RUNTIME;
+    default: return -1;
+    }
 }
 
 /* ---- Ctrl-C -------------------------------------------------------------------------------- */

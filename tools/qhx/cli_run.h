@@ -107,7 +107,10 @@ void qhx_run_context_advice(const qhx_run_context *c, char *buf, size_t size);
  * (tokenizer_config.json, chat_template.jinja or chat_template.json) whose sha256 is not one of
  * the released templates the built-in format was checked against, say so once on stderr, as
  * a template edited by a fine-tune may expect another format. */
-void qhx_run_chat_template_note(const qhx_model *m);
+/* The model's own chat template against the built-in format: a note on stderr when it is
+ * another one in the family's turn marks (-1: go on), one line and QHX_EXIT_RUNTIME when it
+ * writes other turns (chat would silently differ). */
+int qhx_run_chat_template_check(const char *cmd, const qhx_model *m);
 
 /* Ctrl-C: after qhx_run_catch_sigint, the first SIGINT (or SIGTERM, SIGHUP, SIGQUIT) sets a
  * flag that the abort callback (qhx_run_interrupted) reports; a second one exits at once. */

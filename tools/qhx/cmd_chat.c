@@ -512,7 +512,7 @@ static int open_chat(chat *c, qhx_error *err) {
         return qhx_cli_runtime_error(CMD, err);
     }
     if (qhx_run_context_of(c->m, &c->run, &c->ctx, err)) return qhx_cli_runtime_error(CMD, err);
-    qhx_run_chat_template_note(c->m);
+    if ((rc = qhx_run_chat_template_check(CMD, c->m)) >= 0) return rc;
     if (c->ctx.by_memory)
         fprintf(stderr, "qhx chat: context limited to %lld tokens by the free memory (the model was trained for %lld)\n",
                 (long long)c->ctx.limit, (long long)c->ctx.trained);

@@ -493,7 +493,7 @@ static int run_all(run *r) {
         fflush(stdout);
         return QHX_EXIT_OK;
     }
-    if (a->chat) qhx_run_chat_template_note(r->m);
+    if (a->chat && (rc = qhx_run_chat_template_check(CMD, r->m)) >= 0) return rc;
     if (build_prompt(r)) return qhx_cli_runtime_error(CMD, err);
     if (r->n_ids == 0) return qhx_cli_usage_error(CMD, "the prompt is empty");
     return generate(r);
