@@ -92,7 +92,8 @@ qhx_status qhx_wcheck_finite(const qhx_st_set *set, const qhx_st_tensor *t, cons
 /* Q4_0 blocks (an f16 scale, then 16 bytes whose low nibbles are values 0..15 and high nibbles
  * 16..31, each (nibble - 8) * scale) are the Q4 format with groups of 32 (docs/formats.md) with
  * the scale moved out of the block: split into Q4's two arrays, every value bit for bit, they
- * run on Q4's kernels. The file's pages of the tensor are then given back. */
+ * run on Q4's kernels on a device that has no ggml kernels. The file's pages of the tensor are
+ * then given back. */
 static qhx_status repack_q4_0(const char *name, qhx_wowned *owned, qhx_weight *w, qhx_error *err) {
     const int64_t groups = w->cols / 32;
     size_t nib_bytes, scale_bytes;
@@ -121,7 +122,10 @@ qhx_status qhx_wbind_linear(const qhx_st_set *set, const char *name, int64_t row
         /* Q8 / Q4 / Q6 / Q4A (docs/formats.md), or a GGUF tensor's ggml blocks */
         qhx_status rq = qhx_st_get_weight(set, name, rows, cols, out, err);
         if (rq) return rq;
-        if (out->fmt == QHX_W_GGML && out->gtype == QHX_GGML_Q4_0 && d->op->supports(d, QHX_W_Q4) &&
+        /* a device without ggml kernels (OpenCL) runs Q4_0 as Q4; the CPU keeps the blocks, whose
+         * kernels round the activations as llama.cpp does (Q4's int8 path rounds them otherwise) */
+        if (out->fmt == QHX_W_GGML && out->gtype == QHX_GGML_Q4_0 && !d->op->supports(d, QHX_W_GGML) &&
+            d->op->supports(d, QHX_W_Q4) &&
             (rq = repack_q4_0(name, owned, out, err)))
             return rq;
         if (!d->op->supports(d, out->fmt))

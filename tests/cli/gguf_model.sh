@@ -25,7 +25,7 @@ for c in qwen35-tiny qwen3vl-tiny; do
     { echo "FAIL: $c-F32.gguf against $c-f32's goldens:"; tail -5 "$tmp/p.txt"; fail=1; }
 done
 for c in qwen3vl-tiny qwen35vl-tiny; do
-  "$QHX" parity -m "$G/$c-F32.gguf" --mmproj "$G/mmproj/$c/mmproj-$c-F16.gguf" --golden "$P/$c-f32" >"$tmp/p.txt" 2>&1 ||
+  "$QHX" parity -m "$G/$c-F32.gguf" --mmproj "$G/mmproj-$c-F16.gguf" --golden "$P/$c-f32" >"$tmp/p.txt" 2>&1 ||
     { echo "FAIL: $c with its F16 tower against $c-f32's goldens:"; tail -5 "$tmp/p.txt"; fail=1; }
   grep -q "^img64x96 .*PASS" "$tmp/p.txt" || { echo "FAIL: $c: the image prompts did not run"; tail -4 "$tmp/p.txt"; fail=1; }
 done
@@ -65,9 +65,9 @@ PY
 one_line "unknown architecture" "architecture 'llama9' is not one qhexrt runs" "$QHX" generate -m "$tmp/arch.gguf" -p hi -n 1
 one_line "missing key" "qwen35.embedding_length" "$QHX" generate -m "$tmp/key.gguf" -p hi -n 1
 one_line "not a GGUF" "not a GGUF file" "$QHX" generate -m "$tmp/notgguf.gguf" -p hi -n 1
-one_line "a tower as the model" "--mmproj" "$QHX" generate -m "$G/mmproj/qwen3vl-tiny/mmproj-qwen3vl-tiny-F16.gguf" -p hi -n 1
+one_line "a tower as the model" "--mmproj" "$QHX" generate -m "$G/mmproj-qwen3vl-tiny-F16.gguf" -p hi -n 1
 one_line "a model as the tower" "not a vision tower" "$QHX" generate -m "$G/qwen3vl-tiny-F32.gguf" --mmproj "$F" -p hi -n 1
-one_line "--mmproj with a folder" "--mmproj goes with a GGUF model file" "$QHX" generate -m "$P/qwen3vl-tiny-f32" --mmproj "$G/mmproj/qwen3vl-tiny/mmproj-qwen3vl-tiny-F16.gguf" -p hi -n 1
+one_line "--mmproj with a folder" "--mmproj goes with a GGUF model file" "$QHX" generate -m "$P/qwen3vl-tiny-f32" --mmproj "$G/mmproj-qwen3vl-tiny-F16.gguf" -p hi -n 1
 
 # 5. the chat template in the file: a released one silently, another in the family's turn marks
 # with a note, one that writes other turns refused (a chat prompt would silently differ)

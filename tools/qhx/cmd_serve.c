@@ -25,6 +25,7 @@ static void usage(FILE *f) {
             "  -m, --model PATH     manifest, bundle or checkpoint folder; ORG/NAME (the Hugging\n"
             "                       Face cache), ollama:NAME[:TAG] (ollama's store)\n"
             "  -hf REPO[:QUANT]     a Hugging Face repository, fetched when missing (docs/hub.md)\n"
+            "  --mmproj FILE        a GGUF model's vision tower (llama.cpp's mmproj file)\n"
             "  --host ADDR          address or name to listen on: 127.0.0.1 (default: this machine\n"
             "                       only), ::1, localhost, 0.0.0.0 (every interface) ...\n"
             "  --port N             port (default 8080; 0: any free port)\n"
@@ -70,13 +71,14 @@ typedef struct serve_args {
     int vision; /* qhx_model_params.vision */
     int draft;  /* --draft */
     const char *device; /* --device: qhx_model_params.backend */
+    const char *mmproj; /* --mmproj: a GGUF model's vision tower */
 } serve_args;
 
 static const char *const NAMES[] = {"-m", "--model", "--host", "--port", "--parallel", "-np", "--queue", "--ctx", "-c",
                                     "--ctx-size", "--threads", "-t", "--api-key", "--api-key-file", "--alias", "-a",
                                     "--max-tokens", "--max-body", "--timeout", "--images", "--text-only", "--help",
                                     "--spec", "--draft", "--device", "--log-format", "--context-shift",
-                                    "--no-context-shift"};
+                                    "--no-context-shift", "--mmproj"};
 
 /* llama-server's spellings of the same options: one name each from here on. */
 static const char *canonical(const char *o) {
@@ -115,6 +117,7 @@ static int parse(int argc, char **argv, serve_args *a) {
         const char *given = o; /* messages name the spelling the user gave */
         o = canonical(o);
         if (!strcmp(o, "-m")) c->model_path = v;
+        else if (!strcmp(o, "--mmproj")) a->mmproj = v;
         else if (!strcmp(o, "--host")) c->host = v;
         else if (!strcmp(o, "--api-key")) c->api_key = v;
         else if (!strcmp(o, "--api-key-file")) a->key_file = v;
@@ -235,6 +238,7 @@ int qhx_cmd_serve(int argc, char **argv) {
     mp.vision = a.vision;
     mp.mtp = cfg->spec_draft > 0;
     mp.backend = a.device;
+    mp.mmproj = a.mmproj;
     qhx_model *m = NULL;
     srv_engine *e = NULL;
     srv_http *h = NULL;

@@ -13,6 +13,7 @@
 typedef struct qhx_logits_args {
     const char *model, *out, *mtp_out; /* mtp_out: --mtp-out FILE or NULL */
     const char *device;                /* --device, or NULL (cpu) */
+    const char *mmproj;                /* --mmproj: a GGUF model's vision tower, or NULL */
     const char *images[QHX_CLI_MAX_IMAGES]; /* --image, repeatable, in order */
     int n_images;
     int32_t *ids;    /* owned: free (set only when the parser returns -1) */
@@ -35,6 +36,7 @@ int qhx_perplexity_parse_args(int argc, char **argv, qhx_perplexity_args *a /* O
 typedef struct qhx_embed_image_args {
     const char *model, *image, *out;
     const char *device; /* --device, or NULL (cpu) */
+    const char *mmproj; /* --mmproj: a GGUF model's vision tower, or NULL */
 } qhx_embed_image_args;
 int qhx_embed_image_parse_args(int argc, char **argv, qhx_embed_image_args *a /* OUT */);
 

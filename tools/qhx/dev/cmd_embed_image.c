@@ -15,6 +15,7 @@ static void usage(FILE *f) {
             "usage: qhx embed-image -m MODEL --image FILE --out FILE [--device D]\n"
             "  -m, --model DIR   Hugging Face Qwen3-VL checkpoint folder\n"
             "  --image FILE      PNG or JPEG image\n"
+            "  --mmproj FILE     a GGUF model's vision tower (llama.cpp's mmproj file)\n"
             "  --out FILE        float32 [n_image_tokens, hidden * (1 + n_deepstack)], little-endian\n"
             "  --device D        cpu (default), opencl or opencl:N\n");
 }
@@ -31,6 +32,7 @@ int qhx_embed_image_parse_args(int argc, char **argv, qhx_embed_image_args *a) {
         const char *v = argv[++i];
         if (!strcmp(o, "-m") || !strcmp(o, "--model")) a->model = v;
         else if (!strcmp(o, "--image")) a->image = v;
+        else if (!strcmp(o, "--mmproj")) a->mmproj = v;
         else if (!strcmp(o, "--out")) a->out = v;
         else if (!strcmp(o, "--device")) {
             if (qhx_cli_check_device(CMD, v)) return QHX_EXIT_USAGE;
@@ -56,6 +58,7 @@ int qhx_cmd_embed_image(int argc, char **argv) {
     qhx_model_params mp = qhx_model_default_params();
     mp.vision = 1; /* a checkpoint folder opens with its tower (a Qwen3.5 one would not by default) */
     mp.backend = a.device;
+    mp.mmproj = a.mmproj;
     if (qhx_model_open(model, &mp, &m, &err)) goto fail;
     if (!qhx_model_takes_images(m)) {
         qhx_fail(&err, QHX_E_UNSUPPORTED, "%s: its run plan takes no images (host-op %s)", model, qhx_model_host_op(m));

@@ -33,6 +33,7 @@ static void usage(FILE *f) {
             "                    repeat it for several images, in the order of their pad runs\n"
             "  --out FILE        write float32 [n_ids, vocab] logits, little-endian\n"
             "  --threads N       worker threads (accepted; single-threaded for now)\n"
+            "  --mmproj FILE     a GGUF model's vision tower (llama.cpp's mmproj file)\n"
             "  --device D        cpu (default), opencl or opencl:N\n"
             "  --kv f32|f16|q8   KV cache element type (default: the run plan's, else f16)\n"
             "  --mtp-out FILE    also write the multi-token-prediction block's draft logits,\n"
@@ -55,6 +56,7 @@ int qhx_logits_parse_args(int argc, char **argv, qhx_logits_args *a) {
         const char *v = argv[++i];
         if (!strcmp(o, "-m") || !strcmp(o, "--model")) a->model = v;
         else if (!strcmp(o, "--ids")) ids_arg = v;
+        else if (!strcmp(o, "--mmproj")) a->mmproj = v;
         else if (!strcmp(o, "--out")) a->out = v;
         else if (!strcmp(o, "--mtp-out")) a->mtp_out = v;
         else if (!strcmp(o, "--device")) {
@@ -154,6 +156,7 @@ int qhx_cmd_logits(int argc, char **argv) {
     mp.n_threads = (int)threads;
     mp.kv_cache = a.kv;
     mp.backend = a.device;
+    mp.mmproj = a.mmproj;
     if (a.n_images) mp.vision = 1; /* a checkpoint folder opens with its tower */
     if (a.mtp_out) mp.mtp = 1;
     qhx_cli_progress lp;

@@ -133,14 +133,18 @@ static bool in_list(const char *s, const char *const *list, size_t n) {
 }
 
 static char resolved[MAX_REFS][HUB_PATH_MAX];
+static char projector[HUB_PATH_MAX];
+
+/* The commands that take --mmproj: a resolved GGUF model brings its vision tower file along. */
+static const char *const MMPROJ_COMMANDS[] = {"generate", "chat", "serve", "logits", "parity", "embed-image"};
 
 static bool path_exists(const char *p) {
     struct stat st;
     return !stat(p, &st);
 }
 
-/* -hf REF: the cached model, else fetched now. */
-static int resolve_hf(const char *label, const char *v, char out[HUB_PATH_MAX]) {
+/* -hf REF: the cached model, else fetched now; proj gets its vision tower's file or "". */
+static int resolve_hf(const char *label, const char *v, char out[HUB_PATH_MAX], char proj[HUB_PATH_MAX]) {
     hub_err e = {0};
     hub_ref r;
     if (hub_ref_parse(v, &r, &e)) {
@@ -150,22 +154,25 @@ static int resolve_hf(const char *label, const char *v, char out[HUB_PATH_MAX]) 
     hub_env env;
     if (hub_env_load(&env, NULL, &e)) return report(label, &e);
     bool missing;
-    if (!hub_cached_model(&env, &r, out, &missing, &e)) return -1; /* no request at all */
+    if (!hub_cached_model(&env, &r, out, proj, &missing, &e)) return -1; /* no request at all */
     if (!env.offline) fprintf(stderr, "%s: fetching %s from %s into %s\n", label, v, env.endpoint, env.cache);
     hub_pull_opts o = {.label = label};
     sig_saved s;
     sig_enter(&s);
     int rc = hub_pull(&env, &r, &o, out, &e);
     sig_leave(&s);
-    return rc ? report(label, &e) : -1;
+    if (rc) return report(label, &e);
+    if (hub_cached_model(&env, &r, out, proj, &missing, &e)) proj[0] = '\0'; /* what was fetched: its tower too */
+    return -1;
 }
 
-/* -m VALUE: ollama:NAME[:TAG], or ORG/NAME[:QUANT][@REV] where no such path exists. */
-static int resolve_m(const char *label, const char *v, char out[HUB_PATH_MAX], bool *changed) {
+/* -m VALUE: ollama:NAME[:TAG], or ORG/NAME[:QUANT][@REV] where no such path exists; proj gets
+ * the model's vision tower file or "". */
+static int resolve_m(const char *label, const char *v, char out[HUB_PATH_MAX], char proj[HUB_PATH_MAX], bool *changed) {
     *changed = false;
+    proj[0] = '\0';
     hub_err e = {0};
     if (!strncmp(v, "ollama:", 7)) {
-        char proj[HUB_PATH_MAX];
         if (hub_ollama_resolve(v + 7, out, proj, &e)) return report(label, &e);
         *changed = true;
         return -1;
@@ -176,7 +183,7 @@ static int resolve_m(const char *label, const char *v, char out[HUB_PATH_MAX], b
     hub_env env;
     if (hub_env_load(&env, NULL, &e)) return report(label, &e);
     bool missing;
-    if (hub_cached_model(&env, &r, out, &missing, &e)) {
+    if (hub_cached_model(&env, &r, out, proj, &missing, &e)) {
         fprintf(stderr, "%s: %s: no such file or folder, and %s; `qhx pull %s` or -hf %s fetches it\n", label, v, e.msg, v, v);
         return HUB_EXIT_RUNTIME;
     }
@@ -187,19 +194,21 @@ static int resolve_m(const char *label, const char *v, char out[HUB_PATH_MAX], b
 int qhx_hub_resolve_args(const char *cmd, int argc, char **argv, int *argc_out, char ***argv_out) {
     char label[64];
     snprintf(label, sizeof label, "qhx %s", cmd);
-    char **out = calloc((size_t)argc + 1, sizeof *out);
+    char **out = calloc((size_t)argc + 3, sizeof *out); /* room for a --mmproj PATH pair */
     if (!out) {
         fprintf(stderr, "%s: out of memory\n", label);
         return HUB_EXIT_RUNTIME;
     }
     bool takes_m = in_list(cmd, MODEL_COMMANDS, sizeof MODEL_COMMANDS / sizeof MODEL_COMMANDS[0]);
     int n = 0, refs = 0, rc = -1;
-    bool has_hf = false, has_m = false, raw = false;
+    bool has_hf = false, has_m = false, raw = false, has_mmproj = false;
+    projector[0] = '\0';
     for (int i = 0; i < argc && rc == -1; i++) {
         const char *a = argv[i];
         bool has = i + 1 < argc;
         out[n++] = argv[i];
         if (raw || i == 0 || !takes_m) continue;
+        has_mmproj |= !strcmp(a, "--mmproj");
         if (!strcmp(a, "--")) {
             raw = true;
         } else if (in_list(a, TEXT_OPTIONS, sizeof TEXT_OPTIONS / sizeof TEXT_OPTIONS[0]) && has) {
@@ -216,7 +225,8 @@ int qhx_hub_resolve_args(const char *cmd, int argc, char **argv, int *argc_out, 
             }
             if (refs == MAX_REFS) continue; /* -m given again and again: the rest as written */
             bool changed = true;
-            rc = hf ? resolve_hf(label, argv[i + 1], resolved[refs]) : resolve_m(label, argv[i + 1], resolved[refs], &changed);
+            rc = hf ? resolve_hf(label, argv[i + 1], resolved[refs], projector)
+                    : resolve_m(label, argv[i + 1], resolved[refs], projector, &changed);
             if (rc != -1) break;
             has_hf |= hf, has_m |= !hf;
             out[n - 1] = hf ? (char *)"-m" : argv[i];
@@ -227,6 +237,11 @@ int qhx_hub_resolve_args(const char *cmd, int argc, char **argv, int *argc_out, 
     if (rc != -1) {
         free(out);
         return rc;
+    }
+    bool takes_mmproj = in_list(cmd, MMPROJ_COMMANDS, sizeof MMPROJ_COMMANDS / sizeof MMPROJ_COMMANDS[0]);
+    if (projector[0] && takes_mmproj && !has_mmproj && !raw) { /* the repository's tower, unless one was named */
+        out[n++] = (char *)"--mmproj";
+        out[n++] = projector;
     }
     out[n] = NULL;
     *argc_out = n;

@@ -92,9 +92,11 @@ int hub_index_shards(const char *index_path, hub_pick *p, hub_err *e);
 
 /* ---- the cached snapshot a command runs ---- */
 /* The path -m takes for a cached repository: its snapshot folder (safetensors) or the chosen
- * GGUF file. 0, or -1 with e set when the cache lacks it or it is incomplete (*missing set to
- * true then, when the cache has part of it). */
-int hub_cached_model(const hub_env *env, const hub_ref *r, char out[HUB_PATH_MAX], bool *missing, hub_err *e);
+ * GGUF file; mmproj (NULL allowed) the GGUF's vision tower file when the snapshot has one, else
+ * "". 0, or -1 with e set when the cache lacks it or it is incomplete (*missing set to true
+ * then, when the cache has part of it). */
+int hub_cached_model(const hub_env *env, const hub_ref *r, char out[HUB_PATH_MAX], char mmproj[HUB_PATH_MAX],
+                     bool *missing, hub_err *e);
 
 /* ---- HTTP ---- */
 extern atomic_int hub_stop; /* set by SIGINT: transfers end, partial files stay for a resume */

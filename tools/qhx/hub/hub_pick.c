@@ -271,9 +271,11 @@ static int tree_cache_names(const char *repo_dir, const char *commit, hub_pick *
     return rc;
 }
 
-int hub_cached_model(const hub_env *env, const hub_ref *r, char out[HUB_PATH_MAX], bool *missing, hub_err *e) {
+int hub_cached_model(const hub_env *env, const hub_ref *r, char out[HUB_PATH_MAX], char mmproj[HUB_PATH_MAX],
+                     bool *missing, hub_err *e) {
     char dir[HUB_PATH_MAX], commit[41], snap[HUB_PATH_MAX + 64];
     *missing = false;
+    if (mmproj) mmproj[0] = '\0';
     hub_repo_dir(env, r->repo, dir);
     if (hub_cache_commit(env, r, commit))
         return hub_fail(e, "%s (revision %s) is not in the Hugging Face cache (%s)", r->repo, r->revision, env->cache);
@@ -315,6 +317,7 @@ int hub_cached_model(const hub_env *env, const hub_ref *r, char out[HUB_PATH_MAX
         hub_fmt(out, HUB_PATH_MAX, "%s", snap);
     } else {
         hub_fmt(out, HUB_PATH_MAX, "%s/%s", snap, p.gguf);
+        if (mmproj && p.mmproj[0] && hub_pick_has(&have, p.mmproj)) hub_fmt(mmproj, HUB_PATH_MAX, "%s/%s", snap, p.mmproj);
     }
     rc = 0;
 out:

@@ -316,7 +316,7 @@ int hub_pull(const hub_env *env, const hub_ref *r, const hub_pull_opts *o, char 
     if (env->offline) {
         bool missing;
         hub_err why = {0};
-        if (!hub_cached_model(env, r, out, &missing, &why)) return 0;
+        if (!hub_cached_model(env, r, out, NULL, &missing, &why)) return 0;
         return hub_fail(e, "%s; HF_HUB_OFFLINE=1 runs from the cache only: unset it to fetch the files", why.msg);
     }
     char dir[HUB_PATH_MAX], commit[41];
