@@ -32,9 +32,14 @@ python3 "$MOCK" gguf "$G/Tiny-Q2_K-00002-of-00002.gguf" qwen35 10 0.8B 1000
 python3 "$MOCK" gguf "$G/mmproj-Tiny-F16.gguf" clip 1 0.1B 1000
 python3 "$MOCK" gguf "$G/mmproj-Tiny-Q8_0.gguf" clip 7 0.1B 1000
 echo "# Tiny" >"$G/README.md"
+# A GGUF repository that runs: llama.cpp's Q8_0 file of the tiny Qwen3-VL and its tower.
+R=$tmp/repo-real
+mkdir -p "$R"
+cp "$DATA/gguf/qwen3vl-tiny-Q8_0.gguf" "$R/Tiny-VL-Q8_0.gguf"
+cp "$DATA/gguf/mmproj-qwen3vl-tiny-F16.gguf" "$R/mmproj-Tiny-VL-F16.gguf"
 
 python3 "$MOCK" serve --port-file "$tmp/ports" \
-  --repo tiny/qwen35=$FX/qwen35-tiny-f32 --repo tiny/qwen3vl=$FX/qwen3vl-tiny-f32 --repo tiny/gguf=$G \
+  --repo tiny/qwen35=$FX/qwen35-tiny-f32 --repo tiny/qwen3vl=$FX/qwen3vl-tiny-f32 --repo tiny/gguf=$G --repo tiny/real-gguf=$R \
   --repo tiny/private=$FX/qwen35-tiny-f32 --private tiny/private=tok-private \
   --repo tiny/gated=$FX/qwen35-tiny-f32 --gated tiny/gated=tok-gated >"$tmp/mock.log" 2>&1 &
 mock=$!
@@ -107,7 +112,13 @@ path=$("$QHX" pull tiny/gguf) || bad "pull tiny/gguf"
 [ "$(basename "$path")" = Tiny-Q4_K_M.gguf ] || bad "pull tiny/gguf printed $path"
 [ "$(sha_of "$path")" = "$(sha_of "$G/Tiny-Q4_K_M.gguf")" ] || bad "pull tiny/gguf: wrong bytes"
 [ -e "$(dirname "$path")/mmproj-Tiny-F16.gguf" ] || bad "pull tiny/gguf: no mmproj"
-expect_fail gguf_run 1 "GGUF is not supported" generate -hf tiny/gguf -p hi -n 1
+expect_fail gguf_run 1 "Tiny-Q4_K_M.gguf" generate -hf tiny/gguf -p hi -n 1
+# a GGUF repository runs: the same ids as the file itself, and its mmproj comes along for images
+want=$(ids -m "$DATA/gguf/qwen3vl-tiny-Q8_0.gguf")
+[ -n "$want" ] && [ "$(ids -hf tiny/real-gguf:Q8_0)" = "$want" ] || bad "generate -hf on a GGUF repository: '$(ids -hf tiny/real-gguf:Q8_0)' vs '$want' ($(cat "$tmp/gen.err"))"
+[ "$(ids -m tiny/real-gguf:Q8_0)" = "$want" ] || bad "generate -m ORG/NAME of a GGUF repository: $(cat "$tmp/gen.err")"
+"$QHX" generate -m tiny/real-gguf:Q8_0 --image "$FX/qwen3vl-tiny-f32/image-64x64.png" -p "What is it?" --chat -n 4 >/dev/null 2>"$tmp/img.err" ||
+  bad "generate -m ORG/NAME --image: the repository's mmproj was not used: $(cat "$tmp/img.err")"
 
 # ---- a download cut twice resumes, with range requests, to the right sha256 ----
 q8=$(sha_of "$G/Tiny-Q8_0.gguf")
@@ -263,8 +274,19 @@ cat >"$O/manifests/registry.ollama.ai/library/tiny/2b" <<JSON
 JSON
 cp "$O/manifests/registry.ollama.ai/library/tiny/2b" "$O/manifests/registry.ollama.ai/library/tiny/latest"
 sed "s/$ms/$(printf 'gone' | sha256sum | cut -d' ' -f1)/" "$O/manifests/registry.ollama.ai/library/tiny/2b" >"$O/manifests/registry.ollama.ai/someone/other/latest"
-expect_fail ollama_run 1 "$O/blobs/sha256-$ms: GGUF is not supported" generate -m ollama:tiny:2b -p hi
-expect_fail ollama_latest 1 "sha256-$ms: GGUF is not supported" generate -m ollama:tiny -p hi
+expect_fail ollama_run 1 "$O/blobs/sha256-$ms: GGUF: the key 'qwen35.embedding_length' is missing" generate -m ollama:tiny:2b -p hi
+expect_fail ollama_latest 1 "sha256-$ms: GGUF: the key" generate -m ollama:tiny -p hi
+# a real model in the store (llama.cpp's Q8_0 file of the tiny Qwen3-VL and its tower): it runs,
+# the same ids as the file, and the projector layer is its tower
+vs=$(sha_of "$DATA/gguf/qwen3vl-tiny-Q8_0.gguf") vp=$(sha_of "$DATA/gguf/mmproj-qwen3vl-tiny-F16.gguf")
+cp "$DATA/gguf/qwen3vl-tiny-Q8_0.gguf" "$O/blobs/sha256-$vs"
+cp "$DATA/gguf/mmproj-qwen3vl-tiny-F16.gguf" "$O/blobs/sha256-$vp"
+sed "s/$ms/$vs/; s/$ps/$vp/; s/\"size\":$(stat -c %s "$O/blobs/sha256-$ms")/\"size\":$(stat -c %s "$O/blobs/sha256-$vs")/; s/\"size\":$(stat -c %s "$O/blobs/sha256-$ps")/\"size\":$(stat -c %s "$O/blobs/sha256-$vp")/" \
+  "$O/manifests/registry.ollama.ai/library/tiny/2b" >"$O/manifests/registry.ollama.ai/library/tiny/vl"
+want=$(ids -m "$DATA/gguf/qwen3vl-tiny-Q8_0.gguf")
+[ "$(ids -m ollama:tiny:vl)" = "$want" ] || bad "generate -m ollama:tiny:vl: $(cat "$tmp/gen.err")"
+"$QHX" generate -m ollama:tiny:vl --image "$FX/qwen3vl-tiny-f32/image-64x64.png" -p "What is it?" --chat -n 4 >/dev/null 2>"$tmp/img.err" ||
+  bad "generate -m ollama:tiny:vl --image: the projector was not used: $(cat "$tmp/img.err")"
 expect_fail ollama_missing 1 "ollama:nothing:1b: not in ollama's store" generate -m ollama:nothing:1b -p hi
 expect_fail ollama_blob 1 "its blob .* is missing" generate -m ollama:someone/other -p hi
 expect_fail ollama_bad 1 "not a model name" generate -m 'ollama:../../x' -p hi
@@ -277,6 +299,8 @@ grep -Eq "^tiny/qwen3vl +Qwen3-VL" "$tmp/list.runs" || bad "qhx list: no runnabl
 grep -Eq "^tiny/gguf:Q8_0 +qwen35 +0.8B +Q8_0 .*GGUF" "$tmp/list.out" || bad "qhx list: the GGUF line: $(cat "$tmp/list.out")"
 grep -Eq "^ollama:tiny:2b +qwen35 +0.8B +Q4_K_M .*GGUF" "$tmp/list.out" || bad "qhx list: the ollama line: $(cat "$tmp/list.out")"
 grep -Eq "^ollama:someone/other:latest .*missing" "$tmp/list.out" || bad "qhx list: the broken ollama manifest: $(cat "$tmp/list.out")"
-grep -q "ollama" "$tmp/list.runs" && bad "qhx list: a GGUF listed as runnable"
+grep -q "ollama:tiny:2b" "$tmp/list.runs" && bad "qhx list: a GGUF without its keys listed as runnable"
+grep -Eq "^ollama:tiny:vl +Qwen3-VL .*Q8_0" "$tmp/list.runs" || bad "qhx list: the runnable ollama GGUF: $(cat "$tmp/list.out")"
+grep -Eq "^tiny/real-gguf:Q8_0 +Qwen3-VL" "$tmp/list.runs" || bad "qhx list: the runnable GGUF repository: $(cat "$tmp/list.out")"
 
 exit $fail

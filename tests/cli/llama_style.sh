@@ -182,8 +182,10 @@ for k in $(seq 17); do many+=(--image "$VL/image-64x64.png"); done
 refuse 2 "more than 16 images" generate -m "$VL" -p hi --chat "${many[@]}"
 # ---- refusals ------------------------------------------------------------------------------------
 printf 'GGUF\003\000\000\000' >"$tmp/m.gguf"
-refuse 1 "GGUF is not supported: point -m at the Hugging Face folder, or convert with \`qhx forge\`" generate -m "$tmp/m.gguf" -p hi
-refuse 1 "GGUF is not supported" chat -m "$tmp/m.gguf"
+refuse 1 "m.gguf: GGUF: " generate -m "$tmp/m.gguf" -p hi
+refuse 1 "m.gguf: GGUF: " chat -m "$tmp/m.gguf"
+printf 'JUNK' >"$tmp/junk.gguf"
+refuse 1 "not a GGUF file" generate -m "$tmp/junk.gguf" -p hi
 refuse 1 "pass its folder" generate -m "$FX/model.safetensors" -p hi
 case $(uname -m) in
   x86_64) refuse 2 "--isa neon: this is an x86-64 build" generate -m "$FX" -p hi --isa neon ;;

@@ -1,7 +1,8 @@
 /* hub_list.c: qhx list. What the Hugging Face cache and ollama's store hold: each model's name,
  * family, parameters, quantization and size on disk, runnable or not (and why not). A
  * safetensors snapshot is judged by its config.json (model_type) and its weights' headers, a
- * GGUF file by its metadata (general.architecture, general.file_type, general.size_label). */
+ * GGUF file by its metadata (general.architecture, general.file_type, general.size_label) and
+ * whether it makes a run plan. */
 #include "hub.h"
 #include "hub_internal.h"
 
@@ -77,7 +78,16 @@ static void gguf_entry(const char *path, entry *e) {
     if (!qhx_gguf_get_str(g, "general.size_label", &s, &err)) hub_fmt(e->params, sizeof e->params, "%.*s", (int)(s.len < 30 ? s.len : 30), s.p);
     else params_text(n, e->params, sizeof e->params);
     qhx_gguf_free(g);
-    hub_fmt(e->why, sizeof e->why, "GGUF: qhexrt does not run GGUF files yet (use the safetensors repository)");
+    /* runnable when it makes a run plan: an architecture a family reads, with every key it needs */
+    qhx_plan *plan = NULL;
+    if (qhx_family_gguf_plan(path, NULL, &plan, &err)) {
+        hub_fmt(e->why, sizeof e->why, "%s", err.msg);
+        return;
+    }
+    const qhx_family_desc *f = qhx_family_for_model_type(plan->model_type);
+    if (f) hub_fmt(e->family, sizeof e->family, "%s", f->title);
+    e->runnable = f != NULL;
+    qhx_plan_free(plan);
 }
 
 /* Parameters of a safetensors snapshot: the elements of every tensor its files hold. */
