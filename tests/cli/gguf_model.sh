@@ -40,6 +40,12 @@ out=$("$QHX" generate -m "$G/qwen35-tiny-Q4_K_M.gguf" -p "Hello" -n 8 --greedy 2
   { echo "FAIL: generate on a Q4_K_M file: $(tail -2 "$tmp/err")"; fail=1; }
 grep -q "generated 8 tokens" "$tmp/err" || { echo "FAIL: generate did not make 8 tokens: $(tail -2 "$tmp/err")"; fail=1; }
 
+# the file's MTP block (blk.N.nextn.*) drafts: --spec mtp gives the plain greedy ids
+plain=$("$QHX" generate -m "$G/qwen35-tiny-Q8_0.gguf" -p "Hello world" -n 12 --greedy --print-ids 2>/dev/null)
+spec=$("$QHX" generate -m "$G/qwen35-tiny-Q8_0.gguf" -p "Hello world" -n 12 --greedy --print-ids --spec mtp 2>"$tmp/err")
+[ -n "$plain" ] && [ "$plain" = "$spec" ] && grep -q "drafts accepted" "$tmp/err" ||
+  { echo "FAIL: --spec mtp on a GGUF: '$spec' vs '$plain': $(tail -1 "$tmp/err")"; fail=1; }
+
 # 4. broken files and wrong pairings: one line naming the problem, exit 1
 one_line() { # NAME NEEDLE CMD...
   local name=$1 needle=$2; shift 2
