@@ -46,6 +46,8 @@ typedef struct qhx_forge_params {
     int64_t calibrate_tokens;
     /* convert: threads that quantize (0 = one per physical core); the bytes do not depend on it */
     int threads;
+    /* gguf: the GGUF file of the model's vision tower (llama.cpp's mmproj), or NULL */
+    const char *mmproj;
     /* random, qwen3_5: also write the vision tower (model.visual.*, the released layout without
      * DeepStack), after the text tensors, whose values stay those of a checkpoint without it */
     bool vision;
@@ -74,6 +76,11 @@ typedef struct qhx_forge_params {
  * Deterministic: the same family, preset, seed and dtype give byte-identical files. */
 qhx_status qhx_forge_random(const char *family, const char *out_dir, const qhx_forge_params *p,
                             qhx_error *err);
+
+/* A bundle in out_dir (must not exist) from the GGUF file gguf (and p->mmproj, its vision
+ * tower's file, or NULL): the files as they are beside the config, tokenizer and run plans made
+ * of their keys; p->name and p->max_context apply, nothing else. */
+qhx_status qhx_forge_gguf(const char *gguf, const char *out_dir, const qhx_forge_params *p, qhx_error *err);
 
 /* Convert the Hugging Face folder hf_dir into a bundle in out_dir (must not exist). */
 qhx_status qhx_forge_convert(const char *hf_dir, const char *out_dir, const qhx_forge_params *p,

@@ -59,7 +59,8 @@ typedef enum qhx_art_role {
 typedef enum qhx_art_format {
     QHX_ART_SAFETENSORS = 0, /* "safetensors": a .safetensors file or a *.safetensors.index.json */
     QHX_ART_RAW,             /* "raw": one headerless row-major tensor, dtype + shape given */
-    QHX_ART_GGUF,            /* a GGUF file opened as a model (qhx_plan_from_gguf); not in manifests */
+    QHX_ART_GGUF,            /* "gguf": a GGUF file as llama.cpp writes it (weights: the decoder; vision:
+                                an mmproj file), the family's names by its GGUF table */
     QHX_ART_FORMAT_COUNT
 } qhx_art_format;
 
@@ -198,6 +199,9 @@ void qhx_plan_free(qhx_plan *plan); /* NULL allowed */
 
 /* Replace an artifact (or add one): file relative to plan->base_dir, format, optional dtype
  * (has_dtype false: none). Sizes, counts and hashes are cleared. Used by forge. */
+/* Set a plain file entry of plan (tokenizer, preprocessor, model_config) to `file`, relative to
+ * the plan's base_dir, as a manifest names it. */
+qhx_status qhx_plan_set_file(qhx_plan *plan, qhx_plan_file *f, const char *file, qhx_error *err);
 qhx_status qhx_plan_set_artifact(qhx_plan *plan, qhx_art_role role, const char *file,
                                  qhx_art_format format, bool has_dtype, qhx_dtype dtype,
                                  qhx_error *err);

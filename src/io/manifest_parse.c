@@ -54,9 +54,9 @@ qhx_status plan_parse_file_entry(const pctx *c, qhx_plan *plan, const json_t *ob
     const char *format = NULL;
     if ((rc = plan_get_string(c, obj, jpath, "format", true, 32, &format)) != QHX_OK) return rc;
     int fi = plan_name_index(PLAN_FORMAT_NAMES, QHX_ART_FORMAT_COUNT, format);
-    if (fi < 0 || fi == QHX_ART_GGUF)
+    if (fi < 0)
         return plan_bad(c, QHX_E_UNSUPPORTED, plan_jp(p, sizeof p, jpath, "format"),
-                   "unknown artifact format '%s' (expected safetensors or raw)", format);
+                   "unknown artifact format '%s' (expected safetensors, raw or gguf)", format);
     f->format = (qhx_art_format)fi;
 
     const char *dtype = NULL;
@@ -74,6 +74,11 @@ qhx_status plan_parse_file_entry(const pctx *c, qhx_plan *plan, const json_t *ob
     f->tensor_count = count;
 
     json_t *shape = json_object_get(obj, "shape");
+    if (f->format == QHX_ART_GGUF) {
+        if (shape || count >= 0 || dtype)
+            return plan_bad(c, QHX_E_FORMAT, jpath, "a gguf artifact has no shape, tensor_count or dtype (the file says)");
+        return QHX_OK;
+    }
     if (f->format == QHX_ART_SAFETENSORS) {
         if (shape) return plan_bad(c, QHX_E_FORMAT, plan_jp(p, sizeof p, jpath, "shape"), "only raw artifacts have a shape");
         return QHX_OK;
@@ -115,6 +120,18 @@ static qhx_status parse_artifacts(const pctx *c, qhx_plan *plan, const json_t *a
         char p[64];
         plan_jp(p, sizeof p, "artifacts", PLAN_ROLE_NAMES[r]);
         if ((rc = plan_parse_file_entry(c, plan, a, p, ENTRY_ARTIFACT, &plan->artifacts[r])) != QHX_OK) return rc;
+    }
+    /* a GGUF file holds the whole decoder (and an mmproj file the whole tower): gguf weights
+     * take no embedding, lm_head or mtp artifact beside them, and only they take a gguf tower */
+    const bool gguf = plan->artifacts[QHX_ART_WEIGHTS].format == QHX_ART_GGUF;
+    for (int r = 1; r < QHX_ART_ROLE_COUNT; r++) {
+        const qhx_plan_file *f = &plan->artifacts[r];
+        if (!f->present) continue;
+        if (gguf && r != QHX_ART_VISION)
+            return plan_bad(c, QHX_E_FORMAT, "artifacts", "gguf weights hold the whole decoder: no '%s' artifact beside them",
+                            PLAN_ROLE_NAMES[r]);
+        if (gguf != (f->format == QHX_ART_GGUF))
+            return plan_bad(c, QHX_E_FORMAT, "artifacts", "'%s' and 'weights' are gguf together or not at all", PLAN_ROLE_NAMES[r]);
     }
     return QHX_OK;
 }

@@ -244,6 +244,16 @@ qhx_status plan_file_set_name(const qhx_plan *plan, qhx_plan_file *f, const char
     return QHX_OK;
 }
 
+qhx_status qhx_plan_set_file(qhx_plan *plan, qhx_plan_file *f, const char *file, qhx_error *err) {
+    pctx c = {plan->label, err};
+    qhx_status rc = plan_check_rel_path(&c, "file", file);
+    if (rc) return rc;
+    plan_file_clear(f);
+    if ((rc = plan_file_set_name(plan, f, file, err))) return rc;
+    f->present = true;
+    return QHX_OK;
+}
+
 qhx_status qhx_plan_set_artifact(qhx_plan *plan, qhx_art_role role, const char *file,
                                  qhx_art_format format, bool has_dtype, qhx_dtype dtype,
                                  qhx_error *err) {

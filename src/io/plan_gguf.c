@@ -102,8 +102,25 @@ static qhx_status find_preprocessor(qhx_plan *plan, const char *mmproj, qhx_erro
     return QHX_OK;
 }
 
+/* The precision class of the file's main type (general.file_type, llama.cpp's numbering): f32,
+ * f16, bf16 as such, w8 for Q8_0, q4 for the 2- to 6-bit types. Informational: the blocks run as
+ * they are. */
+static qhx_precision precision_of(const qhx_gguf *g) {
+    int64_t ft = -1;
+    if (qhx_gguf_find_kv(g, "general.file_type") && qhx_gguf_get_int(g, "general.file_type", &ft, NULL)) ft = -1;
+    switch (ft) {
+    case 0: return QHX_PREC_F32;
+    case 1: return QHX_PREC_F16;
+    case 32: return QHX_PREC_BF16;
+    case 7: return QHX_PREC_W8;
+    case -1: return QHX_PREC_F32;
+    default: return QHX_PREC_Q4;
+    }
+}
+
 static qhx_status fill_plan(qhx_plan *plan, const char *path, const qhx_gguf *g, qhx_error *err) {
     plan->source = QHX_PLAN_FROM_CHECKPOINT;
+    plan->precision = precision_of(g);
     if (!(plan->name = plan_name_of(path, g))) return qhx_fail(err, QHX_E_NOMEM, "out of memory");
     pctx cc = {path, err};
     if (!json_is_object(plan->config)) return plan_bad(&cc, QHX_E_FORMAT, "", "no model configuration");

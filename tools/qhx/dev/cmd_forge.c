@@ -3,6 +3,7 @@
  * draws the progress bar (only when stderr is a terminal) and turns SIGINT into a cancel. */
 #include "cli_dev.h"
 #include "cli_dev_args.h"
+#include "io/gguf.h"
 
 #include "forge/forge.h"
 
@@ -18,6 +19,7 @@ static const char USAGE[] =
     "                 [--tensor-precision GLOB=PREC[,GLOB=PREC...]]\n"
     "                 [--embed f16|bf16] [--text-only] [--mtp] [--max-context N] [--name NAME] [--threads N] [--quiet]\n"
     "                 [--calibrate FILE [--calibrate-tokens N]]\n"
+    "       qhx forge MODEL.gguf OUT_DIR [--mmproj FILE] [--max-context N] [--name NAME] [--quiet]\n"
     "       qhx forge --random FAMILY OUT_DIR --preset tiny|demo|2b [--seed N] [--dtype f32|bf16]\n"
     "                 [--tokenizer FILE] [--vision] [--quiet]\n"
     "\n"
@@ -29,6 +31,10 @@ static const char USAGE[] =
     "(exit 130). --random qwen3_5 --preset 2b copies the released Qwen3.5 tokenizer.json\n"
     "($QHX_QWEN35_TOKENIZER, else the source tree's tests/data copy) unless --tokenizer is given;\n"
     "otherwise a filler byte-level BPE of the family's size is written.\n"
+    "\n"
+    "From a GGUF file (llama.cpp's qwen35 or qwen3vl, and --mmproj its vision tower's file) the\n"
+    "bundle holds the files as they are, blocks untouched, beside the config.json and\n"
+    "tokenizer.json made of their keys and one manifest per runnable configuration.\n"
     "\n"
     "A tied embedding is stored once, as the lm-head in its precision (--lmhead; default: the\n"
     "precision, q6 for q4 and q4a), and the embedding lookup reads its rows; --embed adds a separate\n"
@@ -178,6 +184,7 @@ int qhx_forge_parse_args(int argc, char **argv, qhx_forge_args *fa) {
         else if (!strcmp(a, "--dtype")) slot = &p->dtype;
         else if (!strcmp(a, "--tokenizer")) slot = &p->tokenizer;
         else if (!strcmp(a, "--calibrate")) slot = &p->calibrate;
+        else if (!strcmp(a, "--mmproj")) slot = &p->mmproj;
         else if (!strcmp(a, "--calibrate-tokens")) {
             int64_t v;
             if (i + 1 >= argc) return qhx_cli_usage_error("forge", "%s needs a value", a);
@@ -232,7 +239,13 @@ int qhx_forge_parse_args(int argc, char **argv, qhx_forge_args *fa) {
                                                 "--calibrate are for conversion");
         if (p->vision && strcmp(pos[0], "qwen3_5"))
             return qhx_cli_usage_error("forge", "--vision is for --random qwen3_5 (qwen3_vl checkpoints always have their tower)");
+    } else if (qhx_gguf_path_has_magic(pos[0])) { /* a GGUF file: its blocks are kept as they are */
+        if (p->precision || p->lmhead || p->embed || p->text_only || p->tensor_precision || p->mtp || p->calibrate ||
+            p->calibrate_tokens || p->preset || p->dtype || p->tokenizer || p->vision)
+            return qhx_cli_usage_error("forge", "%s is a GGUF file: its blocks are kept as they are (only --name, "
+                                                "--max-context and --mmproj apply)", pos[0]);
     } else {
+        if (p->mmproj) return qhx_cli_usage_error("forge", "--mmproj goes with a GGUF model file");
         if (!p->precision) return qhx_cli_usage_error("forge", "--precision f16|bf16|w8|q4|q4a is required");
         if (p->preset || p->dtype || p->tokenizer || p->vision)
             return qhx_cli_usage_error("forge", "--preset/--dtype/--tokenizer/--vision are for --random");
@@ -292,7 +305,9 @@ int qhx_cmd_forge(int argc, char **argv) {
     for (int k = 0; k < 4; k++) sigaction(sigs[k], &sa, &old[k]);
 
     qhx_error err = {0};
-    qhx_status rc = random ? qhx_forge_random(family, pos[1], &p, &err) : qhx_forge_convert(pos[0], pos[1], &p, &err);
+    qhx_status rc = random                            ? qhx_forge_random(family, pos[1], &p, &err)
+                    : qhx_gguf_path_has_magic(pos[0]) ? qhx_forge_gguf(pos[0], pos[1], &p, &err)
+                                                      : qhx_forge_convert(pos[0], pos[1], &p, &err);
 
     for (int k = 0; k < 4; k++) sigaction(sigs[k], &old[k], NULL);
     if (u.drawn) {
