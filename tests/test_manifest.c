@@ -233,8 +233,15 @@ static void test_errors(void) {
     expect("kv_cache", json_integer(16), QHX_E_FORMAT, "kv_cache: expected a string");
     expect("precision", json_string("int4"), QHX_E_UNSUPPORTED,
            "precision: unknown precision 'int4' (expected f32, bf16, f16, w8 or q4)");
-    expect("artifacts.weights.format", json_string("gguf"), QHX_E_UNSUPPORTED,
-           "artifacts.weights.format: unknown artifact format 'gguf' (expected safetensors or raw)");
+    expect("artifacts.weights.format", json_string("onnx"), QHX_E_UNSUPPORTED,
+           "artifacts.weights.format: unknown artifact format 'onnx' (expected safetensors, raw or gguf)");
+    /* gguf artifacts: the file says its types; the weights hold the whole decoder */
+    expect("artifacts.weights.format", json_string("gguf"), QHX_E_FORMAT,
+           "artifacts.weights: a gguf artifact has no shape, tensor_count or dtype (the file says)");
+    expect("artifacts.weights", json_pack("{s:s,s:s}", "file", "m.gguf", "format", "gguf"), QHX_E_FORMAT,
+           "artifacts: gguf weights hold the whole decoder: no 'embedding' artifact beside them");
+    expect("artifacts.embedding", json_pack("{s:s,s:s}", "file", "e.gguf", "format", "gguf"), QHX_E_FORMAT,
+           "artifacts: 'embedding' and 'weights' are gguf together or not at all");
     expect("model.model_type", json_string("llama"), QHX_E_FORMAT,
            "family: 'qwen3_5' does not match the model config's model_type 'llama'");
     /* unknown keys (typos) */
