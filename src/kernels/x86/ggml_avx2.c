@@ -93,32 +93,58 @@ AI void widen32(__m256i q, __m256 f[4]) {
     f[3] = i8x8(_mm_unpackhi_epi64(hi, hi));
 }
 
+/* Where dequantized values go: stored to o (a block buffer, a row lookup's output), or, with dot
+ * set, dotted straight into *acc as the reference does (acc = acc + w * x, 8 columns at a time,
+ * x the activations of the block's columns). A constant once inlined, so each use compiles to
+ * the one path. */
+typedef struct sink {
+    int dot;
+    float *o;
+    const float *x;
+    __m256 *acc;
+} sink;
+
+AI sink at(sink s, int off) {
+    if (s.dot)
+        s.x += off;
+    else
+        s.o += off;
+    return s;
+}
+
+AI void put(sink s, int k, __m256 v) {
+    if (s.dot)
+        *s.acc = _mm256_add_ps(*s.acc, _mm256_mul_ps(v, _mm256_loadu_ps(s.x + k)));
+    else
+        _mm256_storeu_ps(s.o + k, v);
+}
+
 /* o[0..32) = s * code, s = s0 for the first 16 values and s1 for the next (one product each). */
-AI void scale32(__m256i q, float s0, float s1, float *o) {
+AI void scale32(__m256i q, float s0, float s1, sink o) {
     __m256 f[4], a = _mm256_set1_ps(s0), b = _mm256_set1_ps(s1);
     widen32(q, f);
-    _mm256_storeu_ps(o, _mm256_mul_ps(a, f[0]));
-    _mm256_storeu_ps(o + 8, _mm256_mul_ps(a, f[1]));
-    _mm256_storeu_ps(o + 16, _mm256_mul_ps(b, f[2]));
-    _mm256_storeu_ps(o + 24, _mm256_mul_ps(b, f[3]));
+    put(o, 0, _mm256_mul_ps(a, f[0]));
+    put(o, 8, _mm256_mul_ps(a, f[1]));
+    put(o, 16, _mm256_mul_ps(b, f[2]));
+    put(o, 24, _mm256_mul_ps(b, f[3]));
 }
 
 /* o[0..32) = s * code - m, per half as scale32 (the K-quants with minimums). */
-AI void scale32_sub(__m256i q, float s0, float s1, float m0, float m1, float *o) {
+AI void scale32_sub(__m256i q, float s0, float s1, float m0, float m1, sink o) {
     __m256 f[4], a = _mm256_set1_ps(s0), b = _mm256_set1_ps(s1), ma = _mm256_set1_ps(m0), mb = _mm256_set1_ps(m1);
     widen32(q, f);
-    _mm256_storeu_ps(o, _mm256_sub_ps(_mm256_mul_ps(a, f[0]), ma));
-    _mm256_storeu_ps(o + 8, _mm256_sub_ps(_mm256_mul_ps(a, f[1]), ma));
-    _mm256_storeu_ps(o + 16, _mm256_sub_ps(_mm256_mul_ps(b, f[2]), mb));
-    _mm256_storeu_ps(o + 24, _mm256_sub_ps(_mm256_mul_ps(b, f[3]), mb));
+    put(o, 0, _mm256_sub_ps(_mm256_mul_ps(a, f[0]), ma));
+    put(o, 8, _mm256_sub_ps(_mm256_mul_ps(a, f[1]), ma));
+    put(o, 16, _mm256_sub_ps(_mm256_mul_ps(b, f[2]), mb));
+    put(o, 24, _mm256_sub_ps(_mm256_mul_ps(b, f[3]), mb));
 }
 
 /* o[0..32) = d * code + m (Q4_1, Q5_1). */
-AI void scale32_add(__m256i q, float d, float m, float *o) {
+AI void scale32_add(__m256i q, float d, float m, sink o) {
     __m256 f[4], a = _mm256_set1_ps(d), mv = _mm256_set1_ps(m);
     widen32(q, f);
     UNROLL
-    for (int k = 0; k < 4; k++) _mm256_storeu_ps(o + 8 * k, _mm256_add_ps(_mm256_mul_ps(a, f[k]), mv));
+    for (int k = 0; k < 4; k++) put(o, 8 * k, _mm256_add_ps(_mm256_mul_ps(a, f[k]), mv));
 }
 
 /* The code book of IQ4_NL and IQ4_XS, as gguf_quant.c's, for a byte shuffle. */
@@ -130,29 +156,32 @@ AI __m256i iq4_lookup(__m256i idx) {
 
 /* ---- one block each, into o[0 .. blk_vals) (gguf_quant.c has the layouts) ------------------ */
 
-AI void deq_q8_0(const uint8_t *b, float *o) {
-    float d = f16at(b);
-    scale32(ld32(b + 2), d, d, o);
+/* Q8_0's codes widen straight from the block (one load-and-widen per 8). */
+AI void deq_q8_0(const uint8_t *b, sink o) {
+    __m256 d = _mm256_set1_ps(f16at(b));
+    UNROLL
+    for (int k = 0; k < 4; k++)
+        put(o, 8 * k, _mm256_mul_ps(d, i8x8(_mm_loadl_epi64((const __m128i *)(b + 2 + 8 * k)))));
 }
 
-AI void deq_q4_0(const uint8_t *b, float *o) {
+AI void deq_q4_0(const uint8_t *b, sink o) {
     float d = f16at(b);
     scale32(_mm256_sub_epi8(nibbles16(b + 2), bytes(8)), d, d, o);
 }
 
-AI void deq_q4_1(const uint8_t *b, float *o) { scale32_add(nibbles16(b + 4), f16at(b), f16at(b + 2), o); }
+AI void deq_q4_1(const uint8_t *b, sink o) { scale32_add(nibbles16(b + 4), f16at(b), f16at(b + 2), o); }
 
-AI void deq_q5_0(const uint8_t *b, float *o) {
+AI void deq_q5_0(const uint8_t *b, sink o) {
     float d = f16at(b);
     __m256i q = _mm256_or_si256(nibbles16(b + 6), bit4_of_bits32(b + 2));
     scale32(_mm256_sub_epi8(q, bytes(16)), d, d, o);
 }
 
-AI void deq_q5_1(const uint8_t *b, float *o) {
+AI void deq_q5_1(const uint8_t *b, sink o) {
     scale32_add(_mm256_or_si256(nibbles16(b + 8), bit4_of_bits32(b + 4)), f16at(b), f16at(b + 2), o);
 }
 
-AI void deq_iq4_nl(const uint8_t *b, float *o) {
+AI void deq_iq4_nl(const uint8_t *b, sink o) {
     float d = f16at(b);
     scale32(iq4_lookup(nibbles16(b + 2)), d, d, o);
 }
@@ -169,7 +198,7 @@ AI void k_scale_min(const uint8_t *s, int i, int *sc, int *m) {
 }
 
 /* Q4_K and Q5_K (fifth bits at qh, NULL for Q4_K): per 64 values, 32 bytes of nibbles. */
-AI void deq_q45_k(const uint8_t *b, const uint8_t *qh, const uint8_t *qs, float *o) {
+AI void deq_q45_k(const uint8_t *b, const uint8_t *qh, const uint8_t *qs, sink o) {
     float d = f16at(b), dmin = f16at(b + 2), d1[8], m1[8];
     UNROLL
     for (int i = 0; i < 8; i++) {
@@ -189,17 +218,17 @@ AI void deq_q45_k(const uint8_t *b, const uint8_t *qh, const uint8_t *qs, float 
             hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 1), one), 4));
             hb = _mm256_srli_epi16(hb, 2);
         }
-        scale32_sub(lo, d1[2 * c], d1[2 * c], m1[2 * c], m1[2 * c], o + 64 * c);
-        scale32_sub(hi, d1[2 * c + 1], d1[2 * c + 1], m1[2 * c + 1], m1[2 * c + 1], o + 64 * c + 32);
+        scale32_sub(lo, d1[2 * c], d1[2 * c], m1[2 * c], m1[2 * c], at(o, 64 * c));
+        scale32_sub(hi, d1[2 * c + 1], d1[2 * c + 1], m1[2 * c + 1], m1[2 * c + 1], at(o, 64 * c + 32));
     }
 }
 
-AI void deq_q4_k(const uint8_t *b, float *o) { deq_q45_k(b, NULL, b + 16, o); }
-AI void deq_q5_k(const uint8_t *b, float *o) { deq_q45_k(b, b + 16, b + 48, o); }
+AI void deq_q4_k(const uint8_t *b, sink o) { deq_q45_k(b, NULL, b + 16, o); }
+AI void deq_q5_k(const uint8_t *b, sink o) { deq_q45_k(b, b + 16, b + 48, o); }
 
 /* Q6_K: per 128 values, ql[l] and ql[l + 32] give the low nibbles of values l + 32 k, qh[l] their
  * top two bits (bits 2k, 2k + 1); code - 32; one int8 scale per 16 values. */
-AI void deq_q6_k(const uint8_t *b, float *o) {
+AI void deq_q6_k(const uint8_t *b, sink o) {
     const int8_t *sc = (const int8_t *)(b + 192);
     float d = f16at(b + 208), dl[16];
     UNROLL
@@ -215,14 +244,14 @@ AI void deq_q6_k(const uint8_t *b, float *o) {
             __m256i hi = _mm256_slli_epi16(_mm256_and_si256(qh, m3), 4);
             qh = _mm256_srli_epi16(qh, 2);
             __m256i q = _mm256_sub_epi8(_mm256_or_si256(lo[k], hi), bias);
-            scale32(q, dl[8 * h + 2 * k], dl[8 * h + 2 * k + 1], o + 128 * h + 32 * k);
+            scale32(q, dl[8 * h + 2 * k], dl[8 * h + 2 * k + 1], at(o, 128 * h + 32 * k));
         }
     }
 }
 
 /* Q2_K: per 128 values, bits 2s..2s+1 of byte l are value 32 s + l; a nibble scale and a nibble
  * min per 16 values. */
-AI void deq_q2_k(const uint8_t *b, float *o) {
+AI void deq_q2_k(const uint8_t *b, sink o) {
     const uint8_t *sc = b;
     float d = f16at(b + 80), dmin = f16at(b + 82), dl[16], ml[16];
     UNROLL
@@ -237,7 +266,7 @@ AI void deq_q2_k(const uint8_t *b, float *o) {
         UNROLL
         for (int s = 0; s < 4; s++) {
             int g = 8 * h + 2 * s;
-            scale32_sub(_mm256_and_si256(q, m3), dl[g], dl[g + 1], ml[g], ml[g + 1], o + 128 * h + 32 * s);
+            scale32_sub(_mm256_and_si256(q, m3), dl[g], dl[g + 1], ml[g], ml[g + 1], at(o, 128 * h + 32 * s));
             q = _mm256_srli_epi16(q, 2);
         }
     }
@@ -250,7 +279,7 @@ AI int q3_scale(const uint8_t *s, int i) {
 }
 
 /* Q3_K: Q2_K's code layout, plus bit j / 32 of hmask byte j % 32: code = low - 4 where clear. */
-AI void deq_q3_k(const uint8_t *b, float *o) {
+AI void deq_q3_k(const uint8_t *b, sink o) {
     float d = f16at(b + 108), dl[16];
     UNROLL
     for (int i = 0; i < 16; i++) dl[i] = d * (float)q3_scale(b + 96, i);
@@ -264,7 +293,7 @@ AI void deq_q3_k(const uint8_t *b, float *o) {
             __m256i high = _mm256_slli_epi16(_mm256_and_si256(hm, one), 2); /* 4 where set */
             __m256i code = _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(q, m3), high), four);
             int g = 8 * h + 2 * s;
-            scale32(code, dl[g], dl[g + 1], o + 128 * h + 32 * s);
+            scale32(code, dl[g], dl[g + 1], at(o, 128 * h + 32 * s));
             q = _mm256_srli_epi16(q, 2);
             hm = _mm256_srli_epi16(hm, 1);
         }
@@ -272,18 +301,18 @@ AI void deq_q3_k(const uint8_t *b, float *o) {
 }
 
 /* IQ4_XS: eight IQ4_NL-like sub-blocks of 32 under one d, each with a 6-bit scale - 32. */
-AI void deq_iq4_xs(const uint8_t *b, float *o) {
+AI void deq_iq4_xs(const uint8_t *b, sink o) {
     float d = f16at(b);
     int sh = b[2] | b[3] << 8;
     UNROLL
     for (int ib = 0; ib < 8; ib++) {
         int ls = (((b[4 + ib / 2] >> (4 * (ib % 2))) & 15) | ((sh >> (2 * ib)) & 3) << 4) - 32;
         float dl = d * (float)ls;
-        scale32(iq4_lookup(nibbles16(b + 8 + 16 * ib)), dl, dl, o + 32 * ib);
+        scale32(iq4_lookup(nibbles16(b + 8 + 16 * ib)), dl, dl, at(o, 32 * ib));
     }
 }
 
-AI void deq_block(uint32_t t, const uint8_t *b, float *o) {
+AI void deq_block(uint32_t t, const uint8_t *b, sink o) {
     switch (t) {
     case QHX_GGML_Q8_0: deq_q8_0(b, o); break;
     case QHX_GGML_Q4_0: deq_q4_0(b, o); break;
@@ -331,9 +360,18 @@ AI void tile(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t
     for (int64_t k = 0; k < nblk; k++) {
         if (pf)
             for (; next_pf < (k + 1) * bb; next_pf += 64) QHX_PREFETCH_ROWS(p, R, next_pf + ahead);
-        UNROLL
-        for (int i = 0; i < R; i++) deq_block(type, p[i] + k * bb, buf[i]);
         const int64_t c0 = k * B;
+        if (T == 1 && B == 32) {
+            /* one token, blocks of 32: dequantized straight into the dot (4 adds per row and block,
+             * so the R rows' sums overlap; measured 10-30 % faster than through the buffer, which
+             * stays faster for the 256-value blocks, whose 32 adds per row and block in a row would
+             * wait on each other) */
+            UNROLL
+            for (int i = 0; i < R; i++) deq_block(type, p[i] + k * bb, (sink){1, NULL, xt[0] + c0, &acc[i]});
+            continue;
+        }
+        UNROLL
+        for (int i = 0; i < R; i++) deq_block(type, p[i] + k * bb, (sink){0, buf[i], NULL, NULL});
         for (int v = 0; v < B; v += 8) {
             UNROLL
             for (int j = 0; j < T; j++) {
@@ -372,7 +410,7 @@ AI void matmul_t(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int
 AI void row_t(const qhx_weight *w, int64_t r, float *out, uint32_t type) {
     const int B = blk_vals(type), bb = blk_bytes(type);
     const uint8_t *p = (const uint8_t *)w->data + r * w->row_bytes;
-    for (int64_t k = 0; k < w->cols / B; k++) deq_block(type, p + k * bb, out + k * B);
+    for (int64_t k = 0; k < w->cols / B; k++) deq_block(type, p + k * bb, (sink){0, out + k * B, NULL, NULL});
 }
 
 /* One instance per type with a fast path; `fallback` for the rest. */
