@@ -6,9 +6,10 @@
  * with the float32 operations of kernels/ref/gguf_quant.c in its order (scale times sub-scale as
  * one scalar product, that times the code, then the minimum subtracted or added: separate
  * multiplies and adds, never a fused one; codes and f16 scales widen to f32 exactly), stored to a
- * block buffer in L1, and dotted in the reference's 8-lane order: one accumulator per output,
- * acc = acc + w * x per 8 columns in column order, then reduce8's tree. Types without a path here
- * (F32, F16, BF16) run the reference per call.
+ * block buffer in L1 (the matvec of 32-value blocks skips it: see tile()), and dotted in the
+ * reference's 8-lane order: one accumulator per output, acc = acc + w * x per 8 columns in column
+ * order, then reduce8's tree. Types without a path here (F32, F16, BF16) run the reference per
+ * call.
  *
  * Every block starts at any byte address (GGUF aligns only the tensor's start; the rows and
  * blocks of Q8_0, Q5_K, ... are not even 4-byte aligned), so every load is unaligned. */
