@@ -4,7 +4,7 @@
  *
  * Bit for bit the reference (kernels/ref/gguf_linear.c): each block is dequantized in registers
  * with the float32 operations of kernels/ref/gguf_quant.c in its order (scale times sub-scale as
- * one scalar product, that times the code, then the minimum subtracted or added: separate
+ * one product per sub-block, 8 sub-blocks at a time where a block has 8 or 16, that times the code, then the minimum subtracted or added: separate
  * multiplies and adds, never a fused one; codes and f16 scales widen to f32 exactly), stored to a
  * block buffer in L1 (the matvec of 32-value blocks skips it: see tile()), and dotted in the
  * reference's 8-lane order: one accumulator per output, acc = acc + w * x per 8 columns in column
@@ -84,6 +84,13 @@ AI __m256i bit4_of_bits32(const uint8_t *p) {
 
 /* 8 signed byte codes (the low 8 bytes of v) as f32. */
 AI __m256 i8x8(__m128i v) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v)); }
+
+/* out[0..8) = s * (float)v[i] for the 8 bytes of v (signed where sgn), one product each: the
+ * scalar products of the reference's sub-block scales, 8 at a time. */
+AI void scales8(__m128i v, int sgn, float s, float *out) {
+    __m256i i = sgn ? _mm256_cvtepi8_epi32(v) : _mm256_cvtepu8_epi32(v);
+    _mm256_storeu_ps(out, _mm256_mul_ps(_mm256_set1_ps(s), _mm256_cvtepi32_ps(i)));
+}
 
 /* The 32 signed byte codes of q as f32, in four vectors of 8 (values 0-7, 8-15, 16-23, 24-31). */
 AI void widen32(__m256i q, __m256 f[4]) {
@@ -187,27 +194,21 @@ AI void deq_iq4_nl(const uint8_t *b, sink o) {
     scale32(iq4_lookup(nibbles16(b + 2)), d, d, o);
 }
 
-/* The (scale, min) of sub-block i of Q4_K / Q5_K, as gguf_quant.c's k_scale_min. */
-AI void k_scale_min(const uint8_t *s, int i, int *sc, int *m) {
-    if (i < 4) {
-        *sc = s[i] & 63;
-        *m = s[i + 4] & 63;
-    } else {
-        *sc = (s[i + 4] & 15) | (s[i - 4] >> 6) << 4;
-        *m = (s[i + 4] >> 4) | (s[i] >> 6) << 4;
-    }
-}
-
 /* Q4_K and Q5_K (fifth bits at qh, NULL for Q4_K): per 64 values, 32 bytes of nibbles. */
 AI void deq_q45_k(const uint8_t *b, const uint8_t *qh, const uint8_t *qs, sink o) {
-    float d = f16at(b), dmin = f16at(b + 2), d1[8], m1[8];
-    UNROLL
-    for (int i = 0; i < 8; i++) {
-        int sv, mv;
-        k_scale_min(b + 4, i, &sv, &mv);
-        d1[i] = d * (float)sv;
-        m1[i] = dmin * (float)mv;
-    }
+    _Alignas(16) uint32_t u[4];
+    float d1[8], m1[8];
+    memcpy(u, b + 4, 12);
+    /* gguf_quant.c's k_scale_min for all eight sub-blocks at once, on little-endian 32-bit words
+     * of the 12 bytes: bytes 0-7 become the scales, 8-15 the mins */
+    u[3] = ((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4);
+    const uint32_t mins_lo = u[1] & 0x3f3f3f3fu;
+    u[1] = (u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4);
+    u[2] = mins_lo;
+    u[0] &= 0x3f3f3f3fu;
+    const __m128i sm = _mm_load_si128((const __m128i *)u);
+    scales8(sm, 0, f16at(b), d1);
+    scales8(_mm_unpackhi_epi64(sm, sm), 0, f16at(b + 2), m1);
     const __m256i m15 = bytes(15), one = bytes(1);
     __m256i hb = qh ? ld32(qh) : _mm256_setzero_si256();
     UNROLL
@@ -232,8 +233,8 @@ AI void deq_q5_k(const uint8_t *b, sink o) { deq_q45_k(b, b + 16, b + 48, o); }
 AI void deq_q6_k(const uint8_t *b, sink o) {
     const int8_t *sc = (const int8_t *)(b + 192);
     float d = f16at(b + 208), dl[16];
-    UNROLL
-    for (int i = 0; i < 16; i++) dl[i] = d * (float)sc[i];
+    scales8(_mm_loadl_epi64((const __m128i *)sc), 1, d, dl);
+    scales8(_mm_loadl_epi64((const __m128i *)(sc + 8)), 1, d, dl + 8);
     const __m256i m15 = bytes(15), m3 = bytes(3), bias = bytes(32);
     UNROLL
     for (int h = 0; h < 2; h++) {
@@ -253,13 +254,13 @@ AI void deq_q6_k(const uint8_t *b, sink o) {
 /* Q2_K: per 128 values, bits 2s..2s+1 of byte l are value 32 s + l; a nibble scale and a nibble
  * min per 16 values. */
 AI void deq_q2_k(const uint8_t *b, sink o) {
-    const uint8_t *sc = b;
     float d = f16at(b + 80), dmin = f16at(b + 82), dl[16], ml[16];
-    UNROLL
-    for (int i = 0; i < 16; i++) {
-        dl[i] = d * (float)(sc[i] & 15);
-        ml[i] = dmin * (float)(sc[i] >> 4);
-    }
+    const __m128i sc = ld16(b), lo = _mm_and_si128(sc, _mm_set1_epi8(15)),
+                  hi = _mm_and_si128(_mm_srli_epi16(sc, 4), _mm_set1_epi8(15));
+    scales8(lo, 0, d, dl);
+    scales8(_mm_unpackhi_epi64(lo, lo), 0, d, dl + 8);
+    scales8(hi, 0, dmin, ml);
+    scales8(_mm_unpackhi_epi64(hi, hi), 0, dmin, ml + 8);
     const __m256i m3 = bytes(3);
     UNROLL
     for (int h = 0; h < 2; h++) {
@@ -273,17 +274,21 @@ AI void deq_q2_k(const uint8_t *b, sink o) {
     }
 }
 
-/* Q3_K's sixteen 6-bit scales, as gguf_quant.c's q3_scale. */
-AI int q3_scale(const uint8_t *s, int i) {
-    int lo = (s[i % 8] >> (i / 8 * 4)) & 15, hi = (s[8 + i % 4] >> (i / 4 * 2)) & 3;
-    return (lo | hi << 4) - 32;
-}
-
 /* Q3_K: Q2_K's code layout, plus bit j / 32 of hmask byte j % 32: code = low - 4 where clear. */
 AI void deq_q3_k(const uint8_t *b, sink o) {
-    float d = f16at(b + 108), dl[16];
-    UNROLL
-    for (int i = 0; i < 16; i++) dl[i] = d * (float)q3_scale(b + 96, i);
+    /* gguf_quant.c's q3_scale for all sixteen at once, on little-endian 32-bit words of the 12
+     * bytes: byte i of the result is scale i + 32 (low nibble from bytes 0-7, top bits from 8-11) */
+    _Alignas(16) uint32_t u[4];
+    float dl[16], d = f16at(b + 108);
+    memcpy(u, b + 96, 12);
+    const uint32_t top = u[2], m2 = 0x03030303u, m4 = 0x0f0f0f0fu;
+    u[2] = ((u[0] >> 4) & m4) | ((top >> 4) & m2) << 4;
+    u[3] = ((u[1] >> 4) & m4) | ((top >> 6) & m2) << 4;
+    u[0] = (u[0] & m4) | (top & m2) << 4;
+    u[1] = (u[1] & m4) | ((top >> 2) & m2) << 4;
+    const __m128i sc = _mm_sub_epi8(_mm_load_si128((const __m128i *)u), _mm_set1_epi8(32));
+    scales8(sc, 1, d, dl);
+    scales8(_mm_unpackhi_epi64(sc, sc), 1, d, dl + 8);
     const __m256i m3 = bytes(3), one = bytes(1), four = bytes(4);
     __m256i hm = ld32(b);
     UNROLL
