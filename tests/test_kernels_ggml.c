@@ -78,7 +78,7 @@ static uint8_t *make_blocks(const gtype_case *tc, int64_t rows, int64_t cols, in
     *base = malloc(n + 1);
     uint8_t *p = *base + 1;
     for (size_t i = 0; i < n; i++) p[i] = (uint8_t)next_u32();
-    const int B = qhx_ggml_type_block(tc->type), bb = qhx_ggml_type_block_bytes(tc->type);
+    const int bb = qhx_ggml_type_block_bytes(tc->type);
     for (size_t k = 0; k < n / (size_t)bb; k++) {
         uint8_t *b = p + k * (size_t)bb;
         if (tc->type == QHX_GGML_F32) {
@@ -93,7 +93,6 @@ static uint8_t *make_blocks(const gtype_case *tc, int64_t rows, int64_t cols, in
             if (tc->m_at >= 0) put16(b + tc->m_at, scale_f16(regime, 1));
         }
     }
-    (void)B;
     *row_bytes = (int64_t)rb;
     return p;
 }
