@@ -34,6 +34,12 @@ void qhx_kern_install_x86(qhx_kernels *k, qhx_isa max_isa, const qhx_cpu_info *c
         SET(k, avx2);
         k->isa = QHX_ISA_AVX2;
     }
+    /* GGUF blocks: the AVX2 kernels on AVX-512 CPUs too (bit for bit the reference either way) */
+    if ((f & QHX_CPU_GROUP_AVX2) == QHX_CPU_GROUP_AVX2) {
+        k->matvec[QHX_W_GGML] = qhx_k_matvec_ggml_avx2;
+        k->matmul[QHX_W_GGML] = qhx_k_matmul_ggml_avx2;
+        k->row[QHX_W_GGML] = qhx_k_row_ggml_avx2;
+    }
 }
 
 void qhx_kern_install_x86_i8x(qhx_kernels *k, qhx_isa max_isa, const qhx_cpu_info *cpu) {

@@ -61,7 +61,19 @@ void qhx_ggml_round_x(uint32_t type, const float *x, int64_t n, float *out) {
     case QHX_GGML_Q5_K:
     case QHX_GGML_Q6_K:
     case QHX_GGML_IQ4_XS: round_q8_k(x, n, out); break;
-    default: round_q8_0(x, n, out); break;
+    case QHX_GGML_Q8_0:
+    case QHX_GGML_Q4_0:
+    case QHX_GGML_Q4_1:
+    case QHX_GGML_Q5_0:
+    case QHX_GGML_Q5_1:
+    case QHX_GGML_IQ4_NL: round_q8_0(x, n, out); break;
+    case QHX_GGML_F16: /* llama.cpp's F16 vec_dot type (such tensors bind as QHX_W_F16 at load) */
+        for (int64_t i = 0; i < n; i++) out[i] = qhx_f16_to_f32(qhx_f32_to_f16(x[i]));
+        break;
+    case QHX_GGML_BF16:
+        for (int64_t i = 0; i < n; i++) out[i] = qhx_bf16_to_f32(qhx_f32_to_bf16(x[i]));
+        break;
+    default: memcpy(out, x, (size_t)n * sizeof *out); break; /* F32 */
     }
 }
 
@@ -69,14 +81,16 @@ static const uint8_t *row_of(const qhx_weight *w, int64_t r) {
     return (const uint8_t *)w->data + r * w->row_bytes;
 }
 
-/* dot of one ggml row (cols values) and x, block by block */
+/* dot of one ggml row (cols values) and x, a block at a time (8 values at a time for the
+ * one-value blocks of F32, F16 and BF16, whose rows may end in fewer) */
 static float dot_ggml(const qhx_weight *w, const uint8_t *row, const float *x) {
     const int64_t B = qhx_ggml_type_block(w->gtype), bb = qhx_ggml_type_block_bytes(w->gtype);
+    const int64_t step = B < LANES ? LANES : B;
     float blk[QHX_GGML_QK_K], s[LANES] = {0};
-    for (int64_t c0 = 0; c0 < w->cols; c0 += B) {
-        qhx_gguf_dequant_row(w->gtype, row + (c0 / B) * bb, B, blk);
-        for (int64_t c = 0; c < B; c += LANES)
-            for (int j = 0; j < LANES; j++) s[j] += blk[c + j] * x[c0 + c + j];
+    for (int64_t c0 = 0; c0 < w->cols; c0 += step) {
+        const int64_t m = w->cols - c0 < step ? w->cols - c0 : step;
+        qhx_gguf_dequant_row(w->gtype, row + (c0 / B) * bb, m, blk);
+        for (int64_t c = 0; c < m; c++) s[c % LANES] += blk[c] * x[c0 + c];
     }
     return reduce8(s);
 }
@@ -99,8 +113,7 @@ void qhx_k_row_ggml_ref(const qhx_weight *w, int64_t r, float *out) {
 /* dot of an f32 row and x in the lane order above */
 static float dot_f32(const float *a, const float *x, int64_t n) {
     float s[LANES] = {0};
-    for (int64_t c = 0; c < n; c += LANES)
-        for (int j = 0; j < LANES; j++) s[j] += a[c + j] * x[c + j];
+    for (int64_t c = 0; c < n; c++) s[c % LANES] += a[c] * x[c];
     return reduce8(s);
 }
 

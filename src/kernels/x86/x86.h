@@ -80,6 +80,17 @@ void qhx_k_matvec_multi_bf16_avx2(const qhx_weight *w, const float *const *x, fl
 void qhx_k_matvec_multi_q8_avx2(const qhx_weight *w, const float *const *x, float *const *y, int64_t nb,
                                 int64_t r0, int64_t r1);
 
+/* ---- AVX2 + F16C, GGUF blocks in place (ggml_avx2.c) ----------------------------------------
+ * QHX_W_GGML's matvec, matmul and row lookup, bit for bit the references of kernels/ref/gguf_linear.c
+ * (the same dequantized floats, the same 8-lane sums): Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K,
+ * Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS dequantize in registers; other types call the reference. */
+void qhx_k_matvec_ggml_avx2(const qhx_weight *w, const float *x, float *y, int64_t r0, int64_t r1);
+void qhx_k_matmul_ggml_avx2(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy, int64_t n,
+                            int64_t r0, int64_t r1);
+void qhx_k_row_ggml_avx2(const qhx_weight *w, int64_t r, float *out);
+/* Whether the kernels above have their own path for this ggml type id (else they run the reference). */
+int qhx_ggml_avx2_has(uint32_t type);
+
 /* ---- AVX2, Q4 with int8 activations (q4i8x_avx2.c; the matvec through qhx_kern_install_x86_int8) */
 
 void qhx_k_matvec_q4_i8x_avx2(const qhx_weight *w, const float *x, float *y, int64_t r0, int64_t r1);
