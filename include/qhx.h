@@ -66,9 +66,9 @@ QHX_API const char *qhx_status_str(qhx_status code);
  * (the shared library's SONAME is libqhx.so.MAJOR.MINOR accordingly). CMakeLists.txt reads the
  * three numbers below; they are the only place the version is written. */
 #define QHX_VERSION_MAJOR 0
-#define QHX_VERSION_MINOR 6
+#define QHX_VERSION_MINOR 7
 #define QHX_VERSION_PATCH 0
-#define QHX_VERSION "0.6.0"
+#define QHX_VERSION "0.7.0"
 #define QHX_VERSION_NUMBER (QHX_VERSION_MAJOR * 1000000 + QHX_VERSION_MINOR * 1000 + QHX_VERSION_PATCH)
 #define QHX_VERSION_COMPATIBLE(number) ((number) / 1000 == QHX_VERSION_NUMBER / 1000)
 
@@ -378,6 +378,11 @@ QHX_API const float *qhx_session_logits(const qhx_session *s);
 /* Sample the next token from the current logits with the session's sampler (not fed). -1
  * when the logits hold a NaN or +Inf (qhx_session_generate then fails with QHX_E_FORMAT). */
 QHX_API qhx_token qhx_session_sample(qhx_session *s);
+/* Since 0.7: sample the next answers with p instead of the sampling the session was created with
+ * (a chat's "/set temperature 0.7"); the conversation stays, the penalties' window of recent
+ * tokens starts empty. QHX_E_ARG (s unchanged) for values qhx_session_create would refuse, or
+ * when called from a callback of the session's own call. */
+QHX_API qhx_status qhx_session_set_sampling(qhx_session *s, const qhx_sample_params *p, qhx_error *err);
 
 /* Called for each generated token with its text (complete UTF-8 only; may be empty while a
  * character is split across tokens). Return non-zero to stop after this token. */

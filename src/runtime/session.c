@@ -254,6 +254,18 @@ qhx_status qhx_session_encode(qhx_session *s, const char *text, size_t len, int3
 
 qhx_stop_reason qhx_session_last_stop(const qhx_session *s) { return s ? s->last_stop : QHX_STOP_LENGTH; }
 
+qhx_status qhx_session_set_sampling(qhx_session *s, const qhx_sample_params *p, qhx_error *err) {
+    if (!s || !p) return qhx_fail(err, QHX_E_ARG, "set sampling: session or params is NULL");
+    if (s->busy) return qhx_fail(err, QHX_E_ARG, "set sampling: the session is busy (called from its own callback)");
+    qhx_sampler *smp = NULL;
+    qhx_status rc = qhx_sampler_create_raw(p, s->n_vocab, &smp, err);
+    if (rc) return rc;
+    qhx_sampler_free_raw(s->smp);
+    s->smp = smp;
+    s->params.sampling = *p;
+    return QHX_OK;
+}
+
 qhx_token qhx_session_sample(qhx_session *s) {
     return s && !s->busy ? qhx_sampler_sample(s->smp, s->logits) : -1;
 }

@@ -30,7 +30,7 @@ PY
 }
 
 # short answers: several turns are kept at each shift, the oldest dropped
-timeout 600 "$QHX" chat -m "$M" --ctx 512 -n 40 --temp 0.8 --seed 3 <"$tmp/in" >"$tmp/a.out" 2>"$tmp/a.err" || bad "chat -n 40: exit $?"
+timeout 600 "$QHX" chat -m "$M" --ctx 512 -n 40 --temp 0.8 --seed 3 --verbose <"$tmp/in" >"$tmp/a.out" 2>"$tmp/a.err" || bad "chat -n 40: exit $?"
 check_run a 50
 python3 - "$tmp/a.err" <<'PY' || bad "the shifts kept no earlier turn: $(grep outgrew "$tmp/a.err" | head -3)"
 import re, sys
@@ -41,7 +41,7 @@ assert max(reads) > 100 and all(r <= 512 - 40 for r in reads), reads
 PY
 # answers that fill the context (the default -n 512, more than the context leaves): every
 # message still gets its answer, stopped at the context's end (20 turns: each is long)
-head -20 "$tmp/in" | timeout 600 "$QHX" chat -m "$M" --ctx 512 --temp 0.8 --seed 4 --system "You are a poet." >"$tmp/b.out" 2>"$tmp/b.err" || bad "chat, long answers: exit $?"
+head -20 "$tmp/in" | timeout 600 "$QHX" chat -m "$M" --ctx 512 --temp 0.8 --seed 4 --verbose --system "You are a poet." >"$tmp/b.out" 2>"$tmp/b.err" || bad "chat, long answers: exit $?"
 check_run b 20
 grep -q "the system prompt kept" "$tmp/b.err" || bad "--system: the notice does not say it was kept"
 grep -q "stop: context" "$tmp/b.err" || bad "long answers: no stop at the context"

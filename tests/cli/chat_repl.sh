@@ -101,7 +101,7 @@ PY
 
 # ---- over a pipe ---------------------------------------------------------------------------------------
 printf '%s\n' 'Hello' '"""' 'line one' 'line two"""' 'three \' 'four' $'bad \xff line' '/clear' '/image x.png' 'again' '/bye' 'never read' |
-  "$QHX" chat -m "$FX" -n 4 --greedy >"$tmp/out" 2>"$tmp/err"
+  "$QHX" chat -m "$FX" -n 4 --greedy --verbose >"$tmp/out" 2>"$tmp/err"
 rc=$?
 [ "$rc" = 0 ] || bad "chat over a pipe exited $rc: $(head -c 400 "$tmp/err")"
 n_answers=$(grep -c "stop: " "$tmp/err")
@@ -114,7 +114,7 @@ p1=$(grep -o 'prompt [0-9]* tokens' "$tmp/err" | sed -n 2p | tr -dc 0-9)
 [ "${p1:-0}" -gt 8 ] || bad "the \"\"\" message looks cut: $(cat "$tmp/err")"
 # /image twice on Qwen3-VL, then a turn with both (6 + 4 image tokens, two vision_start/end pairs)
 printf '/image %s\n/image %s\nWhat is this?\n/image %s/none.png\n/bye\n' "$VL/image-64x96.png" "$VL/image-64x64.png" "$tmp" |
-  "$QHX" chat -m "$VL" -n 2 --greedy >"$tmp/vl.out" 2>"$tmp/vl.err"
+  "$QHX" chat -m "$VL" -n 2 --greedy --verbose >"$tmp/vl.out" 2>"$tmp/vl.err"
 [ $? = 0 ] || bad "chat with /image: $(cat "$tmp/vl.err")"
 grep -q "comes with 2 images" "$tmp/vl.err" || bad "a second /image: $(cat "$tmp/vl.err")"
 grep -q "No such file" "$tmp/vl.err" || bad "/image of a missing file: $(cat "$tmp/vl.err")"
@@ -123,7 +123,7 @@ p=$(grep -o 'prompt [0-9]* tokens' "$tmp/vl.err" | head -1 | tr -dc 0-9)
 # /image on Qwen3.5 with its tower (the checkpoint folder opens for images in chat)
 Q35VL=$2/fixtures/parity/qwen35vl-tiny-f32
 printf '/image %s\nWhat is this?\n/bye\n' "$Q35VL/image-64x96.png" |
-  "$QHX" chat -m "$Q35VL" -n 2 --greedy >"$tmp/q.out" 2>"$tmp/q.err"
+  "$QHX" chat -m "$Q35VL" -n 2 --greedy --verbose >"$tmp/q.out" 2>"$tmp/q.err"
 [ $? = 0 ] || bad "Qwen3.5 chat with /image: $(cat "$tmp/q.err")"
 p=$(grep -o 'prompt [0-9]* tokens' "$tmp/q.err" | head -1 | tr -dc 0-9)
 [ "${p:-0}" -ge 14 ] || bad "the Qwen3.5 /image turn lacks image tokens: $(cat "$tmp/q.err")"
@@ -132,7 +132,7 @@ p=$(grep -o 'prompt [0-9]* tokens' "$tmp/q.err" | head -1 | tr -dc 0-9)
 sid=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['ids'][4])" "$tmp/g.json")
 "$QHX" generate -m "$FX" -p hi --chat -n 16 --greedy --ignore-eos --stop-id "$sid" --json >"$tmp/gs.json" 2>/dev/null ||
   bad "generate --chat --stop-id"
-printf 'hi\n' | "$QHX" chat -m "$FX" -n 16 --greedy --ignore-eos --stop-id "$sid" >"$tmp/cs.out" 2>"$tmp/cs.err" ||
+printf 'hi\n' | "$QHX" chat -m "$FX" -n 16 --greedy --ignore-eos --stop-id "$sid" --verbose >"$tmp/cs.out" 2>"$tmp/cs.err" ||
   bad "chat --stop-id: $(cat "$tmp/cs.err")"
 grep -q "stop: eos" "$tmp/cs.err" || bad "chat --stop-id $sid did not stop there: $(cat "$tmp/cs.err")"
 python3 - "$tmp/gs.json" "$tmp/cs.out" <<'PY' || bad "chat --stop-id: '$(cat "$tmp/cs.out")' vs $(head -c 300 "$tmp/gs.json")"
@@ -142,7 +142,7 @@ sys.exit(0 if g["stop"] == "eos" and open(sys.argv[2]).read().rstrip("\n") == g[
 PY
 # --weights on chat as on generate
 for w in mmap read; do
-  printf 'hi\n' | "$QHX" chat -m "$FX" -n 2 --greedy --weights $w >/dev/null 2>"$tmp/w.err" && grep -q "stop: " "$tmp/w.err" ||
+  printf 'hi\n' | "$QHX" chat -m "$FX" -n 2 --greedy --weights $w --verbose >/dev/null 2>"$tmp/w.err" && grep -q "stop: " "$tmp/w.err" ||
     bad "chat --weights $w: $(cat "$tmp/w.err")"
 done
 # usage errors of /load, unknown commands with a suggestion

@@ -18,7 +18,8 @@ trap 'rm -rf "$tmp"' EXIT
 mkdir "$tmp/m"
 for f in "$FIX/qwen35-tiny-f32"/*; do ln -s "$(realpath "$f")" "$tmp/m/"; done
 rm "$tmp/m/tokenizer_config.json"
-python3 -c "import json,sys; t=json.load(open(sys.argv[1])); t['chat_template']='{{ messages }}'; json.dump(t, open(sys.argv[2], 'w'))" \
+# another template in the family's turn marks (a fine-tune's edit): a note, and the built-in format
+python3 -c "import json,sys; t=json.load(open(sys.argv[1])); t['chat_template']='{% for m in messages %}<|im_start|>{{ m.role }}{{ m.content }}<|im_end|>{% endfor %}'; json.dump(t, open(sys.argv[2], 'w'))" \
   "$FIX/qwen35-tiny-f32/tokenizer_config.json" "$tmp/m/tokenizer_config.json"
 printf 'hi\n' | "$QHX" chat -m "$tmp/m" -n 2 --greedy >/dev/null 2>"$tmp/err"
 [ "$(grep -c "not a released one" "$tmp/err")" = 1 ] && grep -q "the built-in Qwen3.5 format is used" "$tmp/err" ||
@@ -27,6 +28,14 @@ printf 'hi\n' | "$QHX" chat -m "$tmp/m" -n 2 --greedy >/dev/null 2>"$tmp/err"
 [ "$(grep -c "not a released one" "$tmp/err")" = 1 ] || { echo "FAIL: generate --chat with an unknown chat_template: $(cat "$tmp/err")"; rc=1; }
 "$QHX" generate -m "$FIX/qwen35-tiny-f32" -p hi --chat -n 2 --greedy --quiet >/dev/null 2>"$tmp/err"
 grep -q "not a released one" "$tmp/err" && { echo "FAIL: a note without a chat_template: $(cat "$tmp/err")"; rc=1; }
+# a template that writes no turns of the family's format: chat refused with one line (a chat
+# prompt would silently differ), plain text still runs
+python3 -c "import json,sys; t=json.load(open(sys.argv[1])); t['chat_template']='{{ messages }}'; json.dump(t, open(sys.argv[2], 'w'))" \
+  "$FIX/qwen35-tiny-f32/tokenizer_config.json" "$tmp/m/tokenizer_config.json"
+printf 'hi\n' | "$QHX" chat -m "$tmp/m" -n 2 --greedy >/dev/null 2>"$tmp/err"; r=$?
+[ $r = 1 ] && [ "$(wc -l <"$tmp/err")" = 1 ] && grep -q "does not write Qwen3.5 turns" "$tmp/err" ||
+  { echo "FAIL: chat with a foreign chat_template: exit $r: $(cat "$tmp/err")"; rc=1; }
+"$QHX" generate -m "$tmp/m" -p hi -n 2 --greedy --quiet >/dev/null 2>"$tmp/err" || { echo "FAIL: plain text with a foreign chat_template: $(cat "$tmp/err")"; rc=1; }
 # tools: rendered by both formats (the matrix above compares them with the templates), and a
 # malformed tool call is one line
 printf '{"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {"name": "f"}}]}' >"$tmp/tools.json"

@@ -104,7 +104,7 @@ for cmd in generate chat; do
 done
 run generate -m "$FX" -p Hello --greedy --ignore-eos --json || bad "generate without -n failed"
 grep -q '"n_generated":128,' "$tmp/out" || bad "generate's default -n is not 128: $(head -c 300 "$tmp/out")"
-printf 'hi\n' | timeout 120 "$QHX" chat -m "$FX" --greedy --ignore-eos >/dev/null 2>"$tmp/err" || bad "chat without -n failed"
+printf 'hi\n' | timeout 120 "$QHX" chat -m "$FX" --greedy --ignore-eos --verbose >/dev/null 2>"$tmp/err" || bad "chat without -n failed"
 grep -q "generated 512 tokens" "$tmp/err" || bad "chat's default -n is not 512: $(cat "$tmp/err")"
 
 [ $fail = 0 ] && echo "llama_habits: ok"

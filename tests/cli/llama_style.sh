@@ -158,7 +158,7 @@ else
   want=$(echo "$ids" | cut -d' ' -f1-$((k - 1)))
   got=$("$QHX" generate -m "$tmp/bundle/$man" -p hi --chat -n 40 --temp 5 --seed "$found" --print-ids 2>"$tmp/err")
   [ "$got" = "$want" ] && grep -q "stop: eos" "$tmp/err" || bad "--chat did not stop at <|im_end|>: '$got' vs '$want' ($(cat "$tmp/err"))"
-  printf 'hi\n' | "$QHX" chat -m "$tmp/bundle/$man" -n 40 --temp 5 --seed "$found" >/dev/null 2>"$tmp/err"
+  printf 'hi\n' | "$QHX" chat -m "$tmp/bundle/$man" -n 40 --temp 5 --seed "$found" --verbose >/dev/null 2>"$tmp/err"
   grep -q "generated $((k - 1)) tokens .*stop: eos" "$tmp/err" || bad "chat did not stop at <|im_end|>: $(cat "$tmp/err")"
 fi
 # ---- images --------------------------------------------------------------------------------------

@@ -8,12 +8,14 @@
 #include "cli_run.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <histedit.h>
 #include <poll.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static const char *CMD = "chat";
@@ -24,9 +26,16 @@ static const char COMMANDS_HELP[] =
     "  /clear, /reset      start a new conversation\n"
     "  /save FILE          save the conversation (the session state) to FILE\n"
     "  /load FILE          go on from a conversation saved with /save\n"
+    "  /system TEXT        the system message (a new conversation starts with it; /system alone\n"
+    "                      shows it, /system - removes it)\n"
+    "  /set NAME VALUE     sampling from the next answer on: temperature, top_k, top_p, min_p,\n"
+    "                      repeat_penalty, presence_penalty, frequency_penalty, seed; /set\n"
+    "                      alone shows them\n"
+    "  /stats              the speed of the last answer (every answer's with --verbose)\n"
     "  /image FILE         put an image (PNG or JPEG) into the next message (a model that takes\n"
     "                      images: Qwen3-VL, Qwen3.5 with its tower); repeat it for several\n"
-    "  \"\"\" ... \"\"\"         a message of several lines; a line ending in \\ goes on as well\n"
+    "  \"\"\" ... \"\"\"         a message of several lines; a line ending in \\ goes on as well;\n"
+    "                      text pasted on a terminal is one message, newlines and all\n"
     "  Ctrl-C stops the answer being written and returns to the prompt.\n";
 
 static void usage(FILE *f) {
@@ -66,6 +75,12 @@ typedef struct chat {
     char **said;              /* 2 per turn: user, answer */
     int n_turns, cap_turns;
     bool no_shift;            /* --no-context-shift: a message that does not fit is refused */
+    char *system;             /* /system TEXT (owned), else NULL: run.system holds the system message */
+    qhx_sample_params sampling; /* what the session samples with (/set changes it) */
+    qhx_generate_stats last;  /* the last answer's figures, for /stats */
+    char last_stop[32];
+    bool has_last;
+    char history_path[1024];  /* where the line history is kept between runs, or "" */
 } chat;
 
 /* ---- one turn ------------------------------------------------------------------------------ */
@@ -277,8 +292,11 @@ static int turn(chat *c, const char *user, qhx_error *err) {
         qhx_cli_runtime_error(CMD, err);
         goto next;
     }
-    if (!c->run.quiet || stopped)
-        qhx_run_print_speed(CMD, c->load_s, &st, &out, qhx_run_stop_name(&st, &out, until_full, stopped), false);
+    const char *stop = qhx_run_stop_name(&st, &out, until_full, stopped);
+    if (c->run.verbose || stopped) qhx_run_print_speed(CMD, c->load_s, &st, &out, stop, false);
+    c->last = st;
+    snprintf(c->last_stop, sizeof c->last_stop, "%s", stop);
+    c->has_last = true;
     c->load_s = -1; /* said once, with the first answer */
 next:
     qhx_run_out_free(&out);
@@ -288,7 +306,7 @@ next:
 /* ---- commands ------------------------------------------------------------------------------ */
 
 static const char *const COMMAND_NAMES[] = {"/help", "/?", "/bye", "/exit", "/quit", "/clear", "/reset",
-                                            "/save", "/load", "/image"};
+                                            "/save", "/load", "/image", "/system", "/set", "/stats"};
 
 /* The argument of "/cmd ARG" (spaces around it dropped), or NULL when there is none. */
 static const char *argument_of(char *line) {
@@ -338,6 +356,85 @@ static void set_image(chat *c, const char *path) {
 }
 
 /* A line starting with '/'. Returns 1 to quit, 0 to go on. */
+/* /system [TEXT | -]: show, set or remove the system message; a new conversation starts with it. */
+static void set_system(chat *c, const char *arg) {
+    if (!arg) {
+        fprintf(stderr, c->run.system ? "system: %s\n" : "(no system message)\n", c->run.system);
+        return;
+    }
+    char *text = strcmp(arg, "-") ? strdup(arg) : NULL;
+    if (strcmp(arg, "-") && !text) {
+        fprintf(stderr, "qhx chat: out of memory\n");
+        return;
+    }
+    free(c->system);
+    c->system = text;
+    c->run.system = text;
+    qhx_session_reset(c->s);
+    c->first = true;
+    forget_turns(c);
+    fprintf(stderr, text ? "(system message set; new conversation)\n" : "(system message removed; new conversation)\n");
+}
+
+/* /set NAME VALUE: one sampling parameter, from the next answer on; /set alone lists them. */
+static void set_sampling(chat *c, const char *arg, qhx_error *err) {
+    qhx_sample_params p = c->sampling;
+    if (!arg) {
+        fprintf(stderr, "temperature %g, top_k %d, top_p %g, min_p %g, repeat_penalty %g, presence_penalty %g, "
+                        "frequency_penalty %g, seed %llu\n", p.temperature, p.top_k, p.top_p, p.min_p, p.repeat_penalty,
+                p.presence_penalty, p.frequency_penalty, (unsigned long long)p.seed);
+        return;
+    }
+    char name[32];
+    snprintf(name, sizeof name, "%.*s", (int)strcspn(arg, " \t"), arg);
+    const char *v = arg + strcspn(arg, " \t");
+    while (*v == ' ' || *v == '\t') v++;
+    static const struct { const char *name; double lo, hi; } R[] = {
+        {"temperature", 0, 100}, {"top_k", 0, 1e9}, {"top_p", 0, 1}, {"min_p", 0, 1}, {"repeat_penalty", 0, 100},
+        {"presence_penalty", -100, 100}, {"frequency_penalty", -100, 100}, {"seed", 0, 1.8e19},
+    };
+    size_t k = 0;
+    while (k < sizeof R / sizeof R[0] && strcmp(R[k].name, name)) k++;
+    double d;
+    if (k == sizeof R / sizeof R[0]) {
+        fprintf(stderr, "qhx chat: /set: '%s' is not one of temperature, top_k, top_p, min_p, repeat_penalty, "
+                        "presence_penalty, frequency_penalty, seed\n", name);
+        return;
+    }
+    if (!*v || qhx_cli_parse_f64(v, R[k].lo, R[k].hi, &d)) {
+        fprintf(stderr, "qhx chat: /set %s: '%s' is not a number in [%g, %g]\n", name, v, R[k].lo, R[k].hi);
+        return;
+    }
+    switch (k) {
+    case 0: p.temperature = (float)d; break;
+    case 1: p.top_k = (int32_t)d; break;
+    case 2: p.top_p = (float)d; break;
+    case 3: p.min_p = (float)d; break;
+    case 4: p.repeat_penalty = (float)d; break;
+    case 5: p.presence_penalty = (float)d; break;
+    case 6: p.frequency_penalty = (float)d; break;
+    default: p.seed = (uint64_t)d; break;
+    }
+    if (qhx_session_set_sampling(c->s, &p, err)) {
+        qhx_cli_runtime_error(CMD, err);
+        return;
+    }
+    c->sampling = p;
+    fprintf(stderr, "(%s %s from the next answer on)\n", name, v);
+}
+
+/* /stats: the last answer's figures. */
+static void print_stats(const chat *c) {
+    if (!c->has_last) {
+        fprintf(stderr, "(no answer yet)\n");
+        return;
+    }
+    const qhx_generate_stats *s = &c->last;
+    fprintf(stderr, "qhx chat: last answer: prompt %lld tokens (%.1f tok/s), generated %lld tokens (%.1f tok/s), stop: %s\n",
+            (long long)s->n_prompt, s->prefill_ms > 0 ? 1e3 * (double)s->n_prompt / s->prefill_ms : 0.0,
+            (long long)s->n_generated, s->decode_ms > 0 ? 1e3 * (double)s->n_generated / s->decode_ms : 0.0, c->last_stop);
+}
+
 static int command(chat *c, char *line, qhx_error *err) {
     char name[32];
     snprintf(name, sizeof name, "%.*s", (int)strcspn(line, " \t"), line);
@@ -349,6 +446,12 @@ static int command(chat *c, char *line, qhx_error *err) {
         c->first = true;
         forget_turns(c);
         fprintf(stderr, "(new conversation)\n");
+    } else if (!strcmp(name, "/system")) {
+        set_system(c, arg);
+    } else if (!strcmp(name, "/set")) {
+        set_sampling(c, arg, err);
+    } else if (!strcmp(name, "/stats")) {
+        print_stats(c);
     } else if (!strcmp(name, "/save") || !strcmp(name, "/load") || !strcmp(name, "/image")) {
         if (!arg) fprintf(stderr, "qhx chat: usage: %s FILE\n", name);
         else if (!strcmp(name, "/image")) set_image(c, arg);
@@ -368,11 +471,87 @@ static const char *prompt_of(EditLine *el) {
     return "> ";
 }
 
+/* One byte of stdin within `ms` milliseconds: 1, 0 at the end of input or when none came, -1 on
+ * an error or Ctrl-C. */
+static int read_byte(char *ch, int ms) {
+    for (;;) {
+        if (qhx_run_interrupted(NULL)) return -1;
+        struct pollfd p = {.fd = STDIN_FILENO, .events = POLLIN};
+        int r = poll(&p, 1, ms < 0 || ms > 100 ? 100 : ms);
+        if (r < 0 && errno != EINTR) return -1;
+        if (r <= 0) {
+            if (ms >= 0 && (ms -= 100) < 0) return 0;
+            continue;
+        }
+        ssize_t n = read(STDIN_FILENO, ch, 1);
+        if (n == 1 || n == 0) return (int)n;
+        if (errno != EINTR && errno != EAGAIN) return -1;
+    }
+}
+
+/* Bracketed paste (the terminal wraps pasted text in ESC[200~ ... ESC[201~ once asked to with
+ * ESC[?2004h): the pasted text is gathered here, shown, and ends the line as one message
+ * (read_line appends it), so a pasted block of lines is one turn, not one turn per line. The
+ * terminal's own text is one reader's: these are the process's one chat. */
+static char *pasted;      /* the text of a paste that ended the line being read (malloc), or NULL */
+static size_t n_pasted;
+static char pending[8];   /* bytes read ahead that were not a paste mark, handed out first */
+static int n_pending, at_pending;
+
+static bool paste_add(char ch, size_t *cap) {
+    if (n_pasted + 2 > *cap) {
+        size_t nc = *cap ? 2 * *cap : 256;
+        char *p = realloc(pasted, nc);
+        if (!p) return false;
+        pasted = p, *cap = nc;
+    }
+    pasted[n_pasted++] = ch == '\r' ? '\n' : ch;
+    pasted[n_pasted] = '\0';
+    return true;
+}
+
+/* After ESC: "[200~" starts a paste (read to "ESC[201~" into `pasted`, 1 returned), anything
+ * else is kept in `pending` (0 returned). */
+static int take_paste(void) {
+    static const char mark[] = "[200~", end[] = "\x1b[201~";
+    n_pending = at_pending = 0;
+    for (int i = 0; i < 5; i++) {
+        char ch;
+        if (read_byte(&ch, 50) != 1) return 0;
+        pending[n_pending++] = ch;
+        if (ch != mark[i]) return 0;
+    }
+    n_pending = 0;
+    size_t cap = 0, matched = 0;
+    n_pasted = 0;
+    for (;;) {
+        char ch;
+        if (read_byte(&ch, -1) != 1) break;
+        if (ch == end[matched]) {
+            if (++matched == sizeof end - 1) break;
+            continue;
+        }
+        for (size_t k = 0; k < matched; k++) paste_add(end[k], &cap);
+        matched = ch == end[0];
+        if (!matched) paste_add(ch, &cap);
+    }
+    if (pasted) {
+        fputs(pasted, stdout); /* libedit did not see it: show it */
+        fflush(stdout);
+    }
+    return 1;
+}
+
 /* libedit's character reader, so that Ctrl-C at the prompt ends the read instead of being
  * retried. The flag is checked before every wait and the wait is a poll of at most 0.1 s: a
- * Ctrl-C that lands just before the process blocks (no EINTR then) is still seen, within 0.1 s. */
+ * Ctrl-C that lands just before the process blocks (no EINTR then) is still seen, within 0.1 s.
+ * A paste ends the line (read_line adds its text). */
 static int read_char(EditLine *el, wchar_t *out) {
     (void)el;
+    if (at_pending < n_pending) {
+        *out = (wchar_t)(unsigned char)pending[at_pending++];
+        return 1;
+    }
     for (;;) {
         if (qhx_run_interrupted(NULL)) return -1;
         struct pollfd p = {.fd = STDIN_FILENO, .events = POLLIN};
@@ -382,6 +561,8 @@ static int read_char(EditLine *el, wchar_t *out) {
         char ch;
         ssize_t n = read(STDIN_FILENO, &ch, 1);
         if (n == 1) {
+            if (ch == '\x1b' && take_paste()) ch = '\n'; /* the paste is the rest of the line */
+            else if (ch == '\x1b' && n_pending) at_pending = 0;
             *out = (wchar_t)(unsigned char)ch;
             return 1;
         }
@@ -390,12 +571,38 @@ static int read_char(EditLine *el, wchar_t *out) {
     }
 }
 
+/* The history file: $XDG_STATE_HOME/qhx/chat_history, else ~/.local/state/qhx/chat_history
+ * (folders made 0700, the file 0600: it holds what was said); "" when there is no home. */
+static void history_file(chat *c) {
+    const char *state = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
+    char dir[900];
+    c->history_path[0] = '\0';
+    if (state && state[0] == '/') snprintf(dir, sizeof dir, "%s/qhx", state);
+    else if (home && home[0] == '/') snprintf(dir, sizeof dir, "%s/.local/state/qhx", home);
+    else return;
+    for (char *p = dir + 1; *p; p++) /* mkdir -p */
+        if (*p == '/') {
+            *p = '\0';
+            mkdir(dir, 0700);
+            *p = '/';
+        }
+    if (mkdir(dir, 0700) && errno != EEXIST) return;
+    snprintf(c->history_path, sizeof c->history_path, "%s/chat_history", dir);
+    int fd = open(c->history_path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) c->history_path[0] = '\0';
+    else close(fd);
+}
+
 static void editor_open(chat *c) {
     HistEvent ev;
     c->el = el_init("qhx", stdin, stdout, stderr);
     c->hist = history_init();
     if (!c->el || !c->hist) return;
     history(c->hist, &ev, H_SETSIZE, 1000);
+    history_file(c);
+    if (c->history_path[0]) history(c->hist, &ev, H_LOAD, c->history_path);
+    fputs("\x1b[?2004h", stdout); /* bracketed paste on */
+    fflush(stdout);
     el_set(c->el, EL_EDITOR, "emacs");
     el_set(c->el, EL_PROMPT, prompt_of);
     el_set(c->el, EL_HIST, history, c->hist);
@@ -404,7 +611,11 @@ static void editor_open(chat *c) {
 }
 
 static void editor_close(chat *c) {
-    if (c->el) el_end(c->el);
+    if (c->el) {
+        fputs("\x1b[?2004l", stdout); /* bracketed paste off */
+        fflush(stdout);
+        el_end(c->el);
+    }
     if (c->hist) history_end(c->hist);
 }
 
@@ -422,9 +633,25 @@ static char *read_line(chat *c, bool *was_interrupted) {
         size_t n = strlen(l);
         while (n && (l[n - 1] == '\n' || l[n - 1] == '\r')) n--;
         char *s = strndup(l, n);
+        if (s && pasted) { /* typed text, then the pasted block, as one line of the message */
+            char *joined = malloc(n + n_pasted + 1);
+            if (joined) {
+                memcpy(joined, s, n);
+                memcpy(joined + n, pasted, n_pasted + 1);
+                size_t len = n + n_pasted;
+                while (len > n && joined[len - 1] == '\n') joined[--len] = '\0'; /* the paste's last newline */
+            }
+            free(s);
+            s = joined;
+            n = s ? strlen(s) : 0;
+        }
+        free(pasted);
+        pasted = NULL;
+        n_pasted = 0;
         if (s && n) {
             HistEvent ev;
             history(c->hist, &ev, H_ENTER, s);
+            if (c->history_path[0]) history(c->hist, &ev, H_SAVE, c->history_path);
         }
         return s;
     }
@@ -503,6 +730,13 @@ int qhx_chat_parse_args(int argc, char **argv, qhx_run_opts *o) {
     return -1;
 }
 
+/* One line on stderr as the chat opens: the model, the context, the device, where help is. */
+static void banner(const chat *c) {
+    fprintf(stderr, "qhx chat: %s (%s), context %lld tokens, %s%s; /help for commands, /bye to leave\n",
+            c->run.model, qhx_model_family_title(c->m), (long long)c->ctx.limit, c->run.device ? c->run.device : "cpu",
+            qhx_model_takes_images(c->m) ? ", images with /image" : "");
+}
+
 static int open_chat(chat *c, qhx_error *err) {
     /* vision: a checkpoint folder with a tower opens for images, so /image works */
     int rc = qhx_run_open_model(CMD, &c->run, 1, &c->m, &c->load_s, err);
@@ -527,6 +761,8 @@ static int open_chat(chat *c, qhx_error *err) {
     sp.abort_cb = abort_feed;
     sp.abort_user = c;
     if (qhx_session_create(c->m, &sp, &c->s, err)) return qhx_cli_runtime_error(CMD, err);
+    c->sampling = sp.sampling;
+    if (!c->run.quiet) banner(c);
     return -1;
 }
 
@@ -572,6 +808,7 @@ int qhx_cmd_chat(int argc, char **argv) {
         editor_close(&c);
     }
     for (int k = 0; k < c.n_images; k++) free(c.images[k]);
+    free(c.system);
     forget_turns(&c);
     free(c.said);
     qhx_session_free(c.s);
