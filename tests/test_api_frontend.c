@@ -227,10 +227,17 @@ static void test_chat_template(const qhx_model *m) {
     CHECK_EQ(template_of(dir, hex), QHX_CHAT_TEMPLATE_KNOWN);
     CHECK_STR(hex, "a4aee8afcf2e0711942cf848899be66016f8d14a889ff9ede07bca099c28f715");
     unlink(path);
+    /* a template without the family's turn marks writes another format */
     CHECK_EQ(write_file(dir, "tokenizer_config.json", "{\"chat_template\": \"x\"}"), 0);
-    CHECK_EQ(template_of(dir, hex), QHX_CHAT_TEMPLATE_OTHER);
+    CHECK_EQ(template_of(dir, hex), QHX_CHAT_TEMPLATE_FOREIGN);
     CHECK_STR(hex, "2d711642b726b04401627ca9fbac32f5c8530fb1903cc4db02258717921a4881"); /* sha256("x") */
+    CHECK_EQ(template_of(dir, NULL), QHX_CHAT_TEMPLATE_FOREIGN);
+    /* another one in them (a fine-tune's edit): close to the built-in format */
+    CHECK_EQ(write_file(dir, "tokenizer_config.json", "{\"chat_template\": \"<|im_start|>x<|im_end|>\"}"), 0);
     CHECK_EQ(template_of(dir, NULL), QHX_CHAT_TEMPLATE_OTHER);
+    /* only one of the marks: not the family's turns */
+    CHECK_EQ(write_file(dir, "tokenizer_config.json", "{\"chat_template\": \"<|im_start|>x\"}"), 0);
+    CHECK_EQ(template_of(dir, NULL), QHX_CHAT_TEMPLATE_FOREIGN);
     static const char *const all[] = {"config.json", "generation_config.json", "model.safetensors", "tokenizer.json",
                                       "tokenizer_config.json"};
     for (size_t k = 0; k < 5; k++) {

@@ -342,6 +342,9 @@ const char *qhx_family_names(char *buf, size_t cap);
 /* gguf.c: GGUF files as models. The family whose GGUF table reads general.architecture
  * `arch`, or NULL. */
 const qhx_family_desc *qhx_family_for_gguf_arch(const char *arch);
+/* The tokenizer of the GGUF file at path (its tokenizer.ggml.* keys through io/gguf_tok.h; the
+ * file mapped for the call only). */
+qhx_status qhx_family_gguf_tokenizer(const char *path, qhx_tok **out /* OUT */, qhx_error *err);
 /* A run plan for the GGUF file at path (io/manifest.h qhx_plan_from_gguf): the family's
  * config from the file's keys, the tokenizer and special ids from tokenizer.ggml.*; with
  * mmproj (or NULL) the vision tower's file too: its clip.* keys as vision_config, the file as

@@ -7,6 +7,7 @@
 
 #include "core/alloc.h"
 #include "io/gguf.h"
+#include "io/gguf_tok.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,6 +96,20 @@ qhx_status qhx_gguf_embedding_shape(const qhx_gguf *g, int64_t *rows, int64_t *c
     *cols = t->ne[0];
     *rows = t->ne[1];
     return QHX_OK;
+}
+
+/* ---- the tokenizer ------------------------------------------------------------------------- */
+
+qhx_status qhx_family_gguf_tokenizer(const char *path, qhx_tok **out, qhx_error *err) {
+    qhx_gguf *g = NULL;
+    char *json = NULL;
+    size_t len = 0;
+    qhx_status rc = qhx_gguf_open(path, QHX_FILE_MAP, &g, err);
+    if (rc == QHX_OK) rc = qhx_gguf_tokenizer_json(g, &json, &len, err);
+    if (rc == QHX_OK) rc = qhx_tok_load_buffer(json, len, path, out, err);
+    qhx_free(json);
+    qhx_gguf_free(g);
+    return rc;
 }
 
 /* ---- plans --------------------------------------------------------------------------------- */

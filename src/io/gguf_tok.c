@@ -15,7 +15,6 @@
 #include "io/gguf_tok.h"
 
 #include "core/alloc.h"
-#include "text/tokenizer.h"
 
 #include <jansson.h>
 #include <stdlib.h>
@@ -159,16 +158,4 @@ qhx_status qhx_gguf_tokenizer_json(const qhx_gguf *g, char **out, size_t *len, q
     free(text);
     json_decref(doc);
     return st;
-}
-
-qhx_status qhx_gguf_tok_load(const char *path, struct qhx_tok **out, qhx_error *err) {
-    qhx_gguf *g = NULL;
-    char *json = NULL;
-    size_t len = 0;
-    qhx_status rc = qhx_gguf_open(path, QHX_FILE_MAP, &g, err);
-    if (rc == QHX_OK) rc = qhx_gguf_tokenizer_json(g, &json, &len, err);
-    if (rc == QHX_OK) rc = qhx_tok_load_buffer(json, len, path, out, err);
-    qhx_free(json);
-    qhx_gguf_free(g);
-    return rc;
 }

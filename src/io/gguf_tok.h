@@ -12,8 +12,4 @@
  * one message naming the key (and the index). */
 qhx_status qhx_gguf_tokenizer_json(const qhx_gguf *g, char **out /* OUT */, size_t *len /* OUT */, qhx_error *err);
 
-/* The tokenizer of the GGUF file at path (mapped for the call only). */
-struct qhx_tok;
-qhx_status qhx_gguf_tok_load(const char *path, struct qhx_tok **out /* OUT */, qhx_error *err);
-
 #endif

@@ -7,7 +7,7 @@
 #include "core/pool.h"
 #include "grammar/grammar.h"
 #include "io/gguf.h"
-#include "io/gguf_tok.h"
+#include "families/family.h"
 #include "ops/kv.h"
 #include "ops/mrope.h"
 
@@ -176,7 +176,7 @@ static qhx_status load_graphs(qhx_model *m, qhx_error *err) {
 static qhx_status load_tokenizer(qhx_model *m, qhx_error *err) {
     const qhx_plan_file *t = &m->plan->tokenizer;
     if (!t->present || !t->path) return QHX_OK;
-    qhx_status rc = t->format == QHX_ART_GGUF ? qhx_gguf_tok_load(t->path, &m->tok, err) : qhx_tok_load(t->path, &m->tok, err);
+    qhx_status rc = t->format == QHX_ART_GGUF ? qhx_family_gguf_tokenizer(t->path, &m->tok, err) : qhx_tok_load(t->path, &m->tok, err);
     if (rc) return rc;
     if (qhx_tok_n_vocab(m->tok) > m->cfg.vocab_size)
         return qhx_fail(err, QHX_E_FORMAT, "%s: the tokenizer has %d ids but the model only %lld embedding rows",

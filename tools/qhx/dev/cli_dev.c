@@ -4,7 +4,7 @@
 
 #include "core/alloc.h"
 #include "core/status.h"
-#include "io/gguf_tok.h"
+#include "families/family.h"
 #include "io/manifest.h"
 #include "text/tokenizer.h"
 
@@ -23,7 +23,7 @@ static qhx_status tokenizer_of_plan(const char *path, struct qhx_tok **out, qhx_
 
 qhx_status qhx_cli_load_tokenizer(const char *path, struct qhx_tok **out, qhx_error *err) {
     *out = NULL;
-    if (qhx_gguf_path_has_magic(path)) return qhx_gguf_tok_load(path, out, err);
+    if (qhx_gguf_path_has_magic(path)) return qhx_family_gguf_tokenizer(path, out, err);
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
     size_t n = strlen(base);
