@@ -1,6 +1,8 @@
 // ctest-labels: unit;kernels
 /* test_kernels_ggml: the AVX2 kernels over GGUF blocks in place (QHX_W_GGML, kernels/x86/ggml_avx2.c)
- * against the references (kernels/ref/gguf_linear.c), bit for bit (memcmp), for every type the
+ * against the references (kernels/ref/gguf_linear.c), bit for bit (memcmp); the integer kernels
+ * (kernels/x86/ggml_i8_avx2.c) against the integer reference (kernels/ref/gguf_dot.c) bit for bit,
+ * and that reference within a derived bound of the f32 one (int_bound); for every type the
  * reference dequantizes: random block bytes under f16 scales that are ordinary, zero, subnormal,
  * at the f16 extremes (minimums included) and infinite; rows 1..67, cols up to 4096, blocks at odd
  * addresses; matvec over whole and partial row ranges (rows outside untouched), matmul with 1, 2,
@@ -105,6 +107,120 @@ static float *filled(size_t n, float v) {
 
 static int same(const float *a, const float *b, size_t n) { return memcmp(a, b, n * sizeof *a) == 0; }
 
+/* The activations' codes and scales: scale * code is qhx_ggml_round_x's value (the same float, up
+ * to the sign of a zero: a small negative value rounds to -0 there, to the code 0 here), and the
+ * per-16 sums are the codes' sums. */
+static void check_quant_x(uint32_t type, const float *x, int64_t n) {
+    void *buf = malloc(qhx_ggml_xq_size(n));
+    float *xr = malloc((size_t)n * sizeof *xr);
+    qhx_ggml_xq q = qhx_ggml_xq_at(buf, n);
+    qhx_ggml_quant_x(type, x, n, q);
+    qhx_ggml_round_x(type, x, n, xr);
+    const int64_t B = qhx_ggml_type_block(type);
+    int bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        float v = q.d[i / B] * (float)q.q[i];
+        bad += !(v == xr[i] && (v != 0 || q.q[i] == 0));
+    }
+    if (B == QHX_GGML_QK_K)
+        for (int64_t g = 0; g < n / 16; g++) {
+            int s = 0;
+            for (int i = 0; i < 16; i++) s += q.q[16 * g + i];
+            bad += s != q.bsum[g];
+        }
+    CHECK_EQ(bad, 0);
+    free(buf), free(xr);
+}
+
+/* A bound on |integer form - f32 form| for row r and activations x (both finite): with u = 2^-24,
+ * A = sum over values of (|scale part| + |min part|) * |rounded x| (each part of the weight as the
+ * reference dequantizes it with the other's f16 scale zeroed), the f32 form is within
+ * (cols / 8 + 8) u A of the exact sum of the same weights and activations (3 roundings in a weight,
+ * 1 in x, 1 in the product, cols / 8 + 3 in the 8-lane sums) and the integer form within
+ * (blocks + 8) u A (the scale product, the code sum's conversion, the product, the difference, the
+ * block sums): so their distance is within (cols / 8 + blocks + 16) u A, and 1 % more for the
+ * second-order terms. */
+static double int_bound(const gtype_case *tc, const uint8_t *row, int64_t rb, int64_t cols, const float *x) {
+    float *xr = malloc((size_t)cols * sizeof *xr), *ws = malloc((size_t)cols * sizeof *ws),
+          *wm = malloc((size_t)cols * sizeof *wm);
+    uint8_t *tmp = malloc((size_t)rb);
+    const int64_t bb = qhx_ggml_type_block_bytes(tc->type), nb = cols / qhx_ggml_type_block(tc->type);
+    qhx_ggml_round_x(tc->type, x, cols, xr);
+    memcpy(tmp, row, (size_t)rb);
+    if (tc->m_at >= 0)
+        for (int64_t k = 0; k < nb; k++) put16(tmp + k * bb + tc->m_at, 0);
+    qhx_gguf_dequant_row(tc->type, tmp, cols, ws);
+    for (int64_t c = 0; c < cols; c++) wm[c] = 0;
+    if (tc->m_at >= 0) {
+        memcpy(tmp, row, (size_t)rb);
+        for (int64_t k = 0; k < nb; k++) put16(tmp + k * bb + tc->d_at, 0);
+        qhx_gguf_dequant_row(tc->type, tmp, cols, wm);
+    }
+    double A = 0;
+    for (int64_t c = 0; c < cols; c++) A += (fabs((double)ws[c]) + fabs((double)wm[c])) * fabs((double)xr[c]);
+    free(xr), free(ws), free(wm), free(tmp);
+    return 1.01 * (double)(cols / 8 + nb + 16) * ldexp(1.0, -24) * A + 1e-30;
+}
+
+/* The integer kernels (Q8_0, Q5_0, Q4_K, Q5_K, Q6_K): the AVX2 ones bit for bit the integer
+ * reference (matvec whole and partial, matmul at padded strides, split rows, each token's column
+ * the matvec's), and the integer reference within int_bound of the f32 reference where finite. */
+static void check_int(const gtype_case *tc, const qhx_weight *w, int regime) {
+    const int64_t rows = w->rows, cols = w->cols;
+    const size_t R = (size_t)rows;
+    float *x = filled((size_t)cols, 0), *yr = filled(R, NAN), *ya = filled(R, NAN), *yf = filled(R, NAN);
+    for (int64_t c = 0; c < cols; c++) x[c] = unif() * (float)(1 + c % 5);
+    if (cols >= 512) x[cols / 2] = 0, x[3] = -x[3] * 40; /* a zero, a dominant negative value */
+    check_quant_x(tc->type, x, cols);
+    qhx_k_matvec_ggml_dot_ref(w, x, yr, 0, rows);
+    qhx_k_matvec_ggml_i8_avx2(w, x, ya, 0, rows);
+    CHECK(same(yr, ya, R));
+    if (rows > 2) {
+        float *yp = filled(R, -7.0f);
+        qhx_k_matvec_ggml_i8_avx2(w, x, yp, 1, rows - 1);
+        CHECK(same(yp + 1, yr + 1, R - 2));
+        CHECK(yp[0] == -7.0f && yp[R - 1] == -7.0f);
+        free(yp);
+    }
+    if (regime != SC_INF) {
+        qhx_k_matvec_ggml_ref(w, x, yf, 0, rows);
+        int outside = 0;
+        for (int64_t r = 0; r < rows; r++) {
+            double bound = int_bound(tc, (const uint8_t *)w->data + r * w->row_bytes, w->row_bytes, cols, x);
+            if (!(fabs((double)yr[r] - (double)yf[r]) <= bound)) {
+                if (!outside)
+                    fprintf(stderr, "  row %lld: integer %.9g, f32 %.9g, bound %.3g\n", (long long)r, yr[r], yf[r],
+                            bound);
+                outside++;
+            }
+        }
+        CHECK_EQ(outside, 0);
+    }
+    static const int64_t ns[] = {1, 2, 3, 8, 13};
+    for (int ni = 0; ni < 5; ni++) {
+        const int64_t n = ns[ni], ldx = cols + 3, ldy = rows + 2;
+        float *X = filled((size_t)(n * ldx), 0), *Yr = filled((size_t)(n * ldy), -3.0f),
+              *Ya = filled((size_t)(n * ldy), -3.0f), *yt = filled(R, NAN);
+        for (int64_t i = 0; i < n * ldx; i++) X[i] = unif();
+        qhx_k_matmul_ggml_dot_ref(w, X, ldx, Yr, ldy, n, 0, rows);
+        qhx_k_matmul_ggml_i8_avx2(w, X, ldx, Ya, ldy, n, 0, rows);
+        CHECK(same(Yr, Ya, (size_t)(n * ldy)));
+        for (int64_t t = 0; t < n; t++) {
+            qhx_k_matvec_ggml_i8_avx2(w, X + t * ldx, yt, 0, rows);
+            CHECK(same(yt, Ya + t * ldy, R));
+        }
+        if (rows > 1) {
+            float *Ys = filled((size_t)(n * ldy), -3.0f);
+            qhx_k_matmul_ggml_i8_avx2(w, X, ldx, Ys, ldy, n, 0, rows / 2);
+            qhx_k_matmul_ggml_i8_avx2(w, X, ldx, Ys, ldy, n, rows / 2, rows);
+            CHECK(same(Ys, Ya, (size_t)(n * ldy)));
+            free(Ys);
+        }
+        free(X), free(Yr), free(Ya), free(yt);
+    }
+    free(x), free(yr), free(ya), free(yf);
+}
+
 /* Every check for one weight. */
 static void check_weight(const gtype_case *tc, int64_t rows, int64_t cols, int regime) {
     uint8_t *base;
@@ -162,6 +278,14 @@ static void check_weight(const gtype_case *tc, int64_t rows, int64_t cols, int r
         CHECK(oa[C] == 5.0f);
         free(orr), free(oa);
     }
+    if (qhx_ggml_dot_has(tc->type))
+        check_int(tc, &w, regime);
+    else { /* the integer kernels are the f32 ones for the other types */
+        float *yi = filled(R, NAN);
+        qhx_k_matvec_ggml_i8_avx2(&w, x, yi, 0, rows);
+        CHECK(same(yi, ya, R));
+        free(yi);
+    }
     if (t_failures != fails)
         fprintf(stderr, "  failed: %s %s, %lld x %lld\n", qhx_ggml_type_name(tc->type), sc_names[regime],
                 (long long)rows, (long long)cols);
@@ -191,15 +315,18 @@ static void check_type(const gtype_case *tc) {
 static void check_install(void) {
     qhx_kernels k;
     qhx_kern_select(QHX_ISA_BEST, &k);
-    CHECK(k.matvec[QHX_W_GGML] == qhx_k_matvec_ggml_avx2);
-    CHECK(k.matmul[QHX_W_GGML] == qhx_k_matmul_ggml_avx2);
+    CHECK(k.matvec[QHX_W_GGML] == qhx_k_matvec_ggml_i8_avx2);
+    CHECK(k.matmul[QHX_W_GGML] == qhx_k_matmul_ggml_i8_avx2);
     CHECK(k.row[QHX_W_GGML] == qhx_k_row_ggml_avx2);
     CHECK(k.matvec_multi[QHX_W_GGML] == NULL);
     qhx_kern_select(QHX_ISA_AVX2, &k);
-    CHECK(k.matvec[QHX_W_GGML] == qhx_k_matvec_ggml_avx2);
+    CHECK(k.matvec[QHX_W_GGML] == qhx_k_matvec_ggml_i8_avx2);
+    qhx_kern_use_int8(QHX_ISA_AVX2, 0, 0, &k); /* the GGML slots whatever the int8 switches say */
+    CHECK(k.matvec[QHX_W_GGML] == qhx_k_matvec_ggml_i8_avx2);
+    CHECK(k.matmul[QHX_W_GGML] == qhx_k_matmul_ggml_i8_avx2);
     qhx_kern_select(QHX_ISA_REF, &k);
-    CHECK(k.matvec[QHX_W_GGML] == qhx_k_matvec_ggml_ref);
-    CHECK(k.matmul[QHX_W_GGML] == qhx_k_matmul_ggml_ref);
+    CHECK(k.matvec[QHX_W_GGML] == qhx_k_matvec_ggml_dot_ref);
+    CHECK(k.matmul[QHX_W_GGML] == qhx_k_matmul_ggml_dot_ref);
     CHECK(k.row[QHX_W_GGML] == qhx_k_row_ggml_ref);
 }
 

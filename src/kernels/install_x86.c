@@ -34,10 +34,13 @@ void qhx_kern_install_x86(qhx_kernels *k, qhx_isa max_isa, const qhx_cpu_info *c
         SET(k, avx2);
         k->isa = QHX_ISA_AVX2;
     }
-    /* GGUF blocks: the AVX2 kernels on AVX-512 CPUs too (bit for bit the reference either way) */
+    /* GGUF blocks: the AVX2 kernels on AVX-512 CPUs too (bit for bit the reference either way).
+     * The types with an integer form (Q8_0, Q5_0, Q4_K, Q5_K, Q6_K: llama.cpp's arithmetic)
+     * always take it, for decode and prefill alike, whatever qhx_kern_use_int8 is asked; the
+     * integer kernels run the f32 ones for the other types. */
     if ((f & QHX_CPU_GROUP_AVX2) == QHX_CPU_GROUP_AVX2) {
-        k->matvec[QHX_W_GGML] = qhx_k_matvec_ggml_avx2;
-        k->matmul[QHX_W_GGML] = qhx_k_matmul_ggml_avx2;
+        k->matvec[QHX_W_GGML] = qhx_k_matvec_ggml_i8_avx2;
+        k->matmul[QHX_W_GGML] = qhx_k_matmul_ggml_i8_avx2;
         k->row[QHX_W_GGML] = qhx_k_row_ggml_avx2;
     }
 }

@@ -175,6 +175,28 @@ void qhx_k_row_ggml_ref(const qhx_weight *w, int64_t r, float *out);
  * of the type's blocks. The GGML kernels multiply these, not x. */
 void qhx_ggml_round_x(uint32_t type, const float *x, int64_t n, float *out);
 
+/* The integer form of the GGML matvec and matmul (kernels/ref/gguf_dot.c has the arithmetic and
+ * its float order): the weight codes times the activations' int8 codes, the float scales once per
+ * block, as llama.cpp's CPU backend computes. For Q8_0, Q5_0, Q4_K, Q5_K and Q6_K
+ * (qhx_ggml_dot_has); other types run the f32 references above. */
+int qhx_ggml_dot_has(uint32_t type);
+/* The activations in the type's vec_dot form: codes q[n], scales d[n / 32 or n / 256], and for the
+ * 256-value form the sum of each 16 codes bsum[n / 16]; q * d is qhx_ggml_round_x's value. */
+typedef struct qhx_ggml_xq {
+    int8_t *q;
+    float *d;
+    int16_t *bsum;
+} qhx_ggml_xq;
+/* Bytes of one buffer for n values (n a multiple of 32), and its parts (buf aligned for floats). */
+size_t qhx_ggml_xq_size(int64_t n);
+qhx_ggml_xq qhx_ggml_xq_at(void *buf, int64_t n);
+void qhx_ggml_quant_x(uint32_t type, const float *x, int64_t n, qhx_ggml_xq q);
+/* One row of cols values dotted with quantized activations (a type qhx_ggml_dot_has). */
+float qhx_ggml_dot_row(uint32_t type, const uint8_t *row, int64_t cols, qhx_ggml_xq x);
+void qhx_k_matvec_ggml_dot_ref(const qhx_weight *w, const float *x, float *y, int64_t r0, int64_t r1);
+void qhx_k_matmul_ggml_dot_ref(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy, int64_t n,
+                               int64_t r0, int64_t r1);
+
 /* Install the reference kernels above into k->matvec/matmul/row[QHX_W_Q8 / QHX_W_Q4 / QHX_W_Q6 / QHX_W_Q4A /
  * QHX_W_GGML].
  * Leaves every other slot as it is; qhx_kern_select calls this before any SIMD override. */

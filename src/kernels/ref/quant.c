@@ -397,7 +397,8 @@ void qhx_kern_ref_quant(qhx_kernels *k) {
     k->matvec[QHX_W_Q4A] = qhx_k_matvec_q4a_ref;
     k->matmul[QHX_W_Q4A] = qhx_k_matmul_q4a_ref;
     k->row[QHX_W_Q4A] = qhx_k_row_q4a_ref;
-    k->matvec[QHX_W_GGML] = qhx_k_matvec_ggml_ref;
-    k->matmul[QHX_W_GGML] = qhx_k_matmul_ggml_ref;
+    /* the integer form where the type has one (llama.cpp's arithmetic), the f32 form elsewhere */
+    k->matvec[QHX_W_GGML] = qhx_k_matvec_ggml_dot_ref;
+    k->matmul[QHX_W_GGML] = qhx_k_matmul_ggml_dot_ref;
     k->row[QHX_W_GGML] = qhx_k_row_ggml_ref;
 }

@@ -90,6 +90,12 @@ void qhx_k_matmul_ggml_avx2(const qhx_weight *w, const float *X, int64_t ldx, fl
 void qhx_k_row_ggml_avx2(const qhx_weight *w, int64_t r, float *out);
 /* Whether the kernels above have their own path for this ggml type id (else they run the reference). */
 int qhx_ggml_avx2_has(uint32_t type);
+/* The integer form of the GGUF matvec and matmul (ggml_i8_avx2.c), bit for bit
+ * qhx_k_matvec_ggml_dot_ref / qhx_k_matmul_ggml_dot_ref (kernels/ref/gguf_dot.c) for Q8_0, Q5_0,
+ * Q4_K, Q5_K and Q6_K; other types run the kernels above. */
+void qhx_k_matvec_ggml_i8_avx2(const qhx_weight *w, const float *x, float *y, int64_t r0, int64_t r1);
+void qhx_k_matmul_ggml_i8_avx2(const qhx_weight *w, const float *X, int64_t ldx, float *Y, int64_t ldy, int64_t n,
+                               int64_t r0, int64_t r1);
 
 /* ---- AVX2, Q4 with int8 activations (q4i8x_avx2.c; the matvec through qhx_kern_install_x86_int8) */
 
