@@ -142,11 +142,12 @@ static qhx_status scan(reader *r, const qhx_video_limits *lim, qhx_video_meta *m
     if (n == 0) return qhx_fail(err, QHX_E_FORMAT, "%s: the video stream holds no frames", r->path);
     memset(m, 0, sizeof *m);
     m->n_frames = n;
-    double tb = av_q2d(st->time_base);
     double header_fps = st->avg_frame_rate.den ? av_q2d(st->avg_frame_rate) : 0;
     if (lo != INT64_MAX && hi > lo) {
-        m->begin = (double)lo * tb;
-        m->end = (double)hi * tb;
+        /* pts * num / den in double, in that order (torchcodec's ptsToSeconds): pts * av_q2d()
+         * rounds differently (12288 / 10240 s would be 1.2000000000000002, not 1.2) */
+        m->begin = (double)lo * st->time_base.num / st->time_base.den;
+        m->end = (double)hi * st->time_base.num / st->time_base.den;
     }
     m->duration = m->end - m->begin;
     m->fps = m->end != m->begin ? (double)n / (m->end - m->begin) : header_fps;
