@@ -16,6 +16,9 @@
  * (1 for an image), h x w spatial patches before the merge. */
 typedef struct qhx_mrope_grid {
     int64_t t, h, w;
+    int32_t pad; /* 0: its run is of image_token_id; else of this id (a video's frame group,
+                    video_token_id: Qwen3-VL splits a video's grid (T, h, w) into T grids (1, h, w),
+                    each its own run after its timestamp text, as get_rope_index does) */
 } qhx_mrope_grid;
 
 /* Most images one prompt may carry (a cap against hostile inputs, not a model limit). */
