@@ -11,7 +11,7 @@
 
 static qhx_status check_grid(const qhx_mrope_grid *g, int64_t k, int64_t merge, int64_t *n_tokens, qhx_error *err) {
     if (g->t != 1)
-        return qhx_fail(err, QHX_E_ARG, "image %lld: grid t = %lld (only images, t = 1, are supported; no video)",
+        return qhx_fail(err, QHX_E_ARG, "image %lld: grid t = %lld (one grid per image or per temporal group of a video: t = 1)",
                         (long long)k + 1, (long long)g->t);
     if (g->h < merge || g->w < merge || g->h % merge || g->w % merge || g->h > (1 << 20) || g->w > (1 << 20))
         return qhx_fail(err, QHX_E_ARG, "image %lld: grid %lldx%lld is not a positive multiple of the merge size %lld",
