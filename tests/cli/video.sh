@@ -26,6 +26,12 @@ check '[ "$out" = "$(golden "$V/model/qwen3vl-tiny-f32.h264.json")" ]' "Qwen3-VL
 out=$("$BIN" generate -m "$FIX/qwen35vl-tiny-f32" -p "Describe the video." --chat --think --video "$V/vp9.webm" -n 16 --greedy --ignore-eos --print-ids --quiet 2>"$T/e")
 check '[ "$out" = "$(golden "$V/model/qwen35vl-tiny-f32.vp9.json")" ]' "Qwen3.5 video greedy: $out ($(cat "$T/e"))"
 
+# embed-image --video: the rows of every temporal group, as many as HF's vision tower gives
+"$BIN" embed-image -m "$FIX/qwen3vl-tiny-f32" --video "$V/h264.mp4" --out "$T/ve.f32" 2>"$T/e"
+check '[ "$(stat -c %s "$T/ve.f32")" = "$(stat -c %s "$V/model/qwen3vl-tiny-f32.h264.video_embd.f32")" ]' "embed-image --video size: $(cat "$T/e")"
+"$BIN" embed-image -m "$FIX/qwen3vl-tiny-f32" --video "$V/h264.mp4" --image "$V/../image/rgb8.png" --out "$T/x" 2>/dev/null
+check '[ $? = 2 ]' "embed-image with --video and --image is a usage error"
+
 # every clip runs (codecs, containers, odd size, rotation, variable frame rate)
 for f in h264.mp4 vp9.webm mjpeg.avi odd.mkv rotate.mp4 vfr.mkv long.mp4; do
   "$BIN" generate -m "$FIX/qwen3vl-tiny-f32" -p "Describe." --chat --video "$V/$f" -n 2 --greedy --quiet >/dev/null 2>"$T/e"

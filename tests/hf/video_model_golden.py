@@ -16,6 +16,8 @@ Written per case (NAME = fixture.clip):
                     tokens, argmax, no EOS stop), the last prompt row's top-1 margin
   NAME.logits.f32   the logits of the last prompt row and of the greedy steps before the last
                     (16 rows: model.generate's output_logits)
+  NAME.video_embd.f32  the vision tower's output for the video, [tokens, hidden (1 + deepstack)]
+                    in token order (the merger, then each DeepStack merger), as embed-image writes
 """
 import argparse
 import json
@@ -68,6 +70,10 @@ def run_case(fixture, template, clip):
     model = M.from_pretrained(d, torch_dtype=torch.float32, attn_implementation="eager").eval()
     ids = inputs["input_ids"]
     with torch.no_grad():
+        vis = model.model.visual(inputs["pixel_values_videos"].type(model.model.visual.dtype),
+                                 grid_thw=inputs["video_grid_thw"], return_dict=True)
+        embd = [vis.pooler_output] + list(getattr(vis, "deepstack_features", None) or [])
+        embd = torch.cat([e.float() for e in embd], dim=1).numpy().astype("<f4")
         out = model.generate(**inputs, max_new_tokens=N_NEW, do_sample=False, output_logits=True,
                              return_dict_in_generate=True, eos_token_id=None, pad_token_id=0)
     greedy = [int(x) for x in out.sequences[0, ids.shape[1]:]]
@@ -83,7 +89,7 @@ def run_case(fixture, template, clip):
         "greedy": greedy[:N_NEW],
         "margin_last_prompt_row": float(top[-1] - top[-2]),
         "n_rows": int(rows.shape[0]),
-    }, rows
+    }, rows, embd
 
 
 def main():
@@ -93,7 +99,7 @@ def main():
     a = ap.parse_args()
     bad = 0
     for fixture, template, clip in CASES:
-        g, rows = run_case(fixture, template, clip)
+        g, rows, embd = run_case(fixture, template, clip)
         name = "%s.%s" % (fixture, clip.split(".")[0])
         if a.write:
             os.makedirs(a.write, exist_ok=True)
@@ -101,6 +107,7 @@ def main():
                 json.dump(g, f, indent=1)
                 f.write("\n")
             rows.tofile(os.path.join(a.write, name + ".logits.f32"))
+            embd.tofile(os.path.join(a.write, name + ".video_embd.f32"))
             print("%s: %d prompt ids, grid %s, greedy %s" % (name, len(g["prompt_ids"]), g["video_grid_thw"], g["greedy"]))
         if a.check:
             want = json.load(open(os.path.join(a.check, name + ".json")))
