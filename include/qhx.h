@@ -571,6 +571,8 @@ typedef struct qhx_chat_content {
                                rendered as the templates' video with the processor's per-group
                                timestamps (QHX_E_UNSUPPORTED in a build without FFmpeg); a video's
                                tokens are not scaled to the room (QHX_E_LIMIT when they overflow) */
+    const void *video;      /* or (video_path NULL) the video file's bytes, video_size of them */
+    size_t video_size;
 } qhx_chat_content;
 
 /* A tool call's argument as the chat template prints it (JSON text for an object or a list,

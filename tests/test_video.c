@@ -270,6 +270,37 @@ static void bad_inputs(void) {
     free(fh);
 }
 
+/* The same clip from bytes in memory (the server's path): the same pixels, and the errors name
+ * the label. */
+static void from_memory(void) {
+    FILE *f = fopen(vid("vfr.mkv"), "rb");
+    CHECK(f != NULL);
+    if (!f) return;
+    static uint8_t buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    qhx_video_prep prep = qhx_video_prep_default();
+    qhx_video_patches a, b;
+    qhx_error err = {0};
+    qhx_video_src src = {.buf = buf, .len = n, .label = "upload"};
+    CHECK_EQ(qhx_video_preprocess_file(vid("vfr.mkv"), &prep, NULL, &a, &err), QHX_OK);
+    CHECK_EQ(qhx_video_preprocess(&src, &prep, NULL, &b, &err), QHX_OK);
+    CHECK(a.data && b.data && a.n_patches == b.n_patches &&
+          !memcmp(a.data, b.data, (size_t)(a.n_patches * a.patch_dim) * sizeof(float)));
+    CHECK(a.meta.fps == b.meta.fps && a.grid_t == b.grid_t);
+    qhx_video_patches_deinit(&a);
+    qhx_video_patches_deinit(&b);
+    /* cut bytes, no bytes, random bytes */
+    size_t cuts[] = {0, 1, 100, n / 2, n - 1};
+    for (size_t i = 0; i < sizeof cuts / sizeof cuts[0]; i++) {
+        src.len = cuts[i];
+        qhx_status rc = qhx_video_preprocess(&src, &prep, NULL, &b, &err);
+        CHECK(rc == QHX_E_FORMAT || (cuts[i] == n - 1 && rc == QHX_OK));
+        if (rc) CHECK(strstr(err.msg, "upload") == err.msg);
+        qhx_video_patches_deinit(&b);
+    }
+}
+
 int main(void) {
     sampling();
     smart_resize();
@@ -285,6 +316,7 @@ int main(void) {
     int n = goldens();
     CHECK(n >= 40);
     bad_inputs();
+    from_memory();
     printf("test_video: %d golden cases\n", n);
     return t_done("test_video");
 }

@@ -494,17 +494,24 @@ static qhx_status video_text(const qhx_model *m, const qhx_video_patches *p, int
 
 qhx_status qhx_model_video_load(const qhx_model *m, const char *path, double fps, int64_t max_frames,
                                 qhx_video_embed *out, qhx_error *err) {
+    qhx_video_src src = {.path = path};
+    return qhx_model_video_load_src(m, &src, fps, max_frames, out, err);
+}
+
+qhx_status qhx_model_video_load_src(const qhx_model *m, const qhx_video_src *src, double fps, int64_t max_frames,
+                                    qhx_video_embed *out, qhx_error *err) {
     memset(out, 0, sizeof *out);
-    qhx_status rc = need_images(m, path ? path : "video", err);
+    const char *path = src && src->label ? src->label : src && src->path ? src->path : "video";
+    qhx_status rc = need_images(m, path, err);
     if (rc) return rc;
-    if (!path) return qhx_fail(err, QHX_E_ARG, "video: no file");
+    if (!src || (!src->path && !src->buf)) return qhx_fail(err, QHX_E_ARG, "video: no file");
     int32_t vpad = qhx_model_video_pad(m);
     if (vpad < 0) return qhx_fail(err, QHX_E_UNSUPPORTED, "%s: the model's vocabulary has no <|video_pad|>", path);
     qhx_video_prep prep = m->vprep;
     if (fps > 0) prep.fps = fps;
     if (max_frames > 0) prep.max_frames = max_frames;
     qhx_video_patches p;
-    if ((rc = qhx_video_preprocess_file(path, &prep, NULL, &p, err))) return rc;
+    if ((rc = qhx_video_preprocess(src, &prep, NULL, &p, err))) return rc;
     const int64_t M = prep.img.merge_size, per_group = (p.grid_h / M) * (p.grid_w / M);
     out->frames = qhx_calloc((size_t)p.grid_t, sizeof *out->frames);
     if (!out->frames) rc = qhx_fail(err, QHX_E_NOMEM, "%s: out of memory", path);

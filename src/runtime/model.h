@@ -127,6 +127,9 @@ typedef struct qhx_video_embed {
 } qhx_video_embed;
 qhx_status qhx_model_video_load(const qhx_model *m, const char *path, double fps, int64_t max_frames,
                                 qhx_video_embed *out /* OUT, owned: qhx_video_embed_deinit */, qhx_error *err);
+/* The same from a file or from bytes in memory (video/video.h qhx_video_src). */
+qhx_status qhx_model_video_load_src(const qhx_model *m, const qhx_video_src *src, double fps, int64_t max_frames,
+                                    qhx_video_embed *out /* OUT, owned: qhx_video_embed_deinit */, qhx_error *err);
 void qhx_video_embed_deinit(qhx_video_embed *v); /* NULL / zeroed allowed */
 /* The id of "<|video_pad|>" in the model's vocabulary, or -1. */
 int32_t qhx_model_video_pad(const qhx_model *m);

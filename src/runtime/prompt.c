@@ -167,7 +167,9 @@ static qhx_status encode_bytes(const qhx_model *m, const qhx_chat_spec *spec, co
 static bool is_file_image(const qhx_chat_content *c) { return !c->text && !c->image && c->image_path; }
 
 /* A video part: no text, no image, a video file. */
-static bool is_video(const qhx_chat_content *c) { return !c->text && !c->image && !c->image_path && c->video_path; }
+static bool is_video(const qhx_chat_content *c) {
+    return !c->text && !c->image && !c->image_path && (c->video_path || c->video);
+}
 
 /* The spec's image parts in order (n_images of them) into parts; videos apart. */
 static void image_parts(const qhx_chat_spec *spec, const qhx_chat_content **parts) {
@@ -421,7 +423,9 @@ static qhx_status load_videos(const qhx_model *m, const qhx_chat_spec *spec, qhx
                 vtexts[v++] = "";
                 continue;
             }
-            qhx_status rc = qhx_model_video_load(m, c->video_path, spec->video_fps, spec->video_max_frames, &vids[v], err);
+            qhx_video_src src = {.path = c->video_path, .buf = c->video_path ? NULL : c->video,
+                                 .len = c->video_path ? 0 : c->video_size, .label = c->video_path ? NULL : "video"};
+            qhx_status rc = qhx_model_video_load_src(m, &src, spec->video_fps, spec->video_max_frames, &vids[v], err);
             if (rc) return rc;
             vtexts[v] = vids[v].text;
             v++;

@@ -36,13 +36,56 @@ bool qhx_video_available(void) { return true; }
 typedef struct reader {
     AVFormatContext *fmt;
     AVCodecContext *dec;
+    AVIOContext *io;   /* bytes in memory: the reading context over mem */
+    const uint8_t *mem;
+    size_t mem_len, mem_pos;
     int stream;
-    const char *path;
+    const char *path; /* the name in messages */
 } reader;
 
 static void reader_close(reader *r) {
     avcodec_free_context(&r->dec);
     avformat_close_input(&r->fmt);
+    if (r->io) {
+        av_freep(&r->io->buffer);
+        avio_context_free(&r->io);
+    }
+}
+
+static int mem_read(void *opaque, uint8_t *buf, int n) {
+    reader *r = opaque;
+    size_t left = r->mem_len - r->mem_pos;
+    if (left == 0) return AVERROR_EOF;
+    size_t k = (size_t)n < left ? (size_t)n : left;
+    memcpy(buf, r->mem + r->mem_pos, k);
+    r->mem_pos += k;
+    return (int)k;
+}
+
+static int64_t mem_seek(void *opaque, int64_t off, int whence) {
+    reader *r = opaque;
+    if (whence & AVSEEK_SIZE) return (int64_t)r->mem_len;
+    int64_t base = (whence & 3) == SEEK_CUR ? (int64_t)r->mem_pos : (whence & 3) == SEEK_END ? (int64_t)r->mem_len : 0;
+    int64_t to = base + off;
+    if (to < 0 || to > (int64_t)r->mem_len) return AVERROR(EINVAL);
+    r->mem_pos = (size_t)to;
+    return to;
+}
+
+/* The container over bytes in memory: a reading context of our own. */
+static int open_mem(reader *r) {
+    uint8_t *buf = av_malloc(4096);
+    if (!buf) return AVERROR(ENOMEM);
+    r->io = avio_alloc_context(buf, 4096, 0, r, mem_read, NULL, mem_seek);
+    if (!r->io) {
+        av_free(buf);
+        return AVERROR(ENOMEM);
+    }
+    r->fmt = avformat_alloc_context();
+    if (!r->fmt) return AVERROR(ENOMEM);
+    r->fmt->pb = r->io;
+    r->fmt->flags |= AVFMT_FLAG_CUSTOM_IO;
+    return avformat_open_input(&r->fmt, NULL, NULL, NULL); /* frees fmt on failure */
 }
 
 static const char *averr(int e, char *buf, size_t cap) {
@@ -50,17 +93,29 @@ static const char *averr(int e, char *buf, size_t cap) {
     return buf;
 }
 
-static qhx_status reader_open(reader *r, const char *path, const qhx_video_limits *lim, qhx_error *err) {
+static qhx_status reader_open(reader *r, const qhx_video_src *src, const qhx_video_limits *lim, qhx_error *err) {
     memset(r, 0, sizeof *r);
+    const char *path = src->label ? src->label : src->path ? src->path : "video";
     r->path = path;
     r->stream = -1;
     char eb[128];
     av_log_set_level(AV_LOG_QUIET); /* errors come back as one line each, not on stderr */
-    FILE *probe = fopen(path, "rb");
-    if (!probe) return qhx_fail(err, QHX_E_IO, "%s: cannot open: %s", path, strerror(errno));
-    fclose(probe);
-    int e = avformat_open_input(&r->fmt, path, NULL, NULL);
-    if (e < 0) return qhx_fail(err, QHX_E_FORMAT, "%s: not a video file FFmpeg can read (%s)", path, averr(e, eb, sizeof eb));
+    int e;
+    if (src->buf) {
+        if (!src->len) return qhx_fail(err, QHX_E_FORMAT, "%s: no bytes", path);
+        r->mem = src->buf;
+        r->mem_len = src->len;
+        e = open_mem(r);
+    } else {
+        FILE *probe = fopen(src->path, "rb");
+        if (!probe) return qhx_fail(err, QHX_E_IO, "%s: cannot open: %s", path, strerror(errno));
+        fclose(probe);
+        e = avformat_open_input(&r->fmt, src->path, NULL, NULL);
+    }
+    if (e < 0) {
+        reader_close(r);
+        return qhx_fail(err, QHX_E_FORMAT, "%s: not a video file FFmpeg can read (%s)", path, averr(e, eb, sizeof eb));
+    }
     if ((e = avformat_find_stream_info(r->fmt, NULL)) < 0) {
         reader_close(r);
         return qhx_fail(err, QHX_E_FORMAT, "%s: corrupt video: %s", path, averr(e, eb, sizeof eb));
@@ -161,10 +216,16 @@ static qhx_status scan(reader *r, const qhx_video_limits *lim, qhx_video_meta *m
 }
 
 qhx_status qhx_video_probe(const char *path, const qhx_video_limits *lim, qhx_video_meta *out, qhx_error *err) {
-    if (!path || !out) return qhx_fail(err, QHX_E_ARG, "video probe: no file");
+    qhx_video_src src = {.path = path};
+    return qhx_video_probe_src(&src, lim, out, err);
+}
+
+qhx_status qhx_video_probe_src(const qhx_video_src *src, const qhx_video_limits *lim, qhx_video_meta *out,
+                               qhx_error *err) {
+    if (!src || (!src->path && !src->buf) || !out) return qhx_fail(err, QHX_E_ARG, "video probe: no file");
     qhx_video_limits L = lim ? *lim : qhx_video_default_limits();
     reader r;
-    qhx_status rc = reader_open(&r, path, &L, err);
+    qhx_status rc = reader_open(&r, src, &L, err);
     if (rc) return rc;
     rc = scan(&r, &L, out, err);
     reader_close(&r);
@@ -258,12 +319,20 @@ static qhx_status drain(pass *p, AVFrame *fr, qhx_error *err) {
 
 qhx_status qhx_video_decode_frames(const char *path, const qhx_video_limits *lim, const int64_t *idx, int64_t k,
                                    qhx_video_frame_fn fn, void *ctx, qhx_error *err) {
-    if (!path || !idx || k < 1 || !fn) return qhx_fail(err, QHX_E_ARG, "video decode: nothing to decode");
+    qhx_video_src src = {.path = path};
+    return qhx_video_decode_frames_src(&src, lim, idx, k, fn, ctx, err);
+}
+
+qhx_status qhx_video_decode_frames_src(const qhx_video_src *src, const qhx_video_limits *lim, const int64_t *idx,
+                                       int64_t k, qhx_video_frame_fn fn, void *ctx, qhx_error *err) {
+    if (!src || (!src->path && !src->buf) || !idx || k < 1 || !fn)
+        return qhx_fail(err, QHX_E_ARG, "video decode: nothing to decode");
+    const char *path = src->label ? src->label : src->path ? src->path : "video";
     for (int64_t i = 1; i < k; i++)
         if (idx[i] < idx[i - 1]) return qhx_fail(err, QHX_E_ARG, "video decode: frame indices must ascend");
     qhx_video_limits L = lim ? *lim : qhx_video_default_limits();
     pass p = {.idx = idx, .k = k, .fn = fn, .ctx = ctx};
-    qhx_status rc = reader_open(&p.r, path, &L, err);
+    qhx_status rc = reader_open(&p.r, src, &L, err);
     if (rc) return rc;
     p.rotation = stream_rotation(p.r.fmt->streams[p.r.stream]);
     AVPacket *pkt = av_packet_alloc();
@@ -312,9 +381,22 @@ qhx_status qhx_video_probe(const char *path, const qhx_video_limits *lim, qhx_vi
     return no_ffmpeg(err);
 }
 
+qhx_status qhx_video_probe_src(const qhx_video_src *src, const qhx_video_limits *lim, qhx_video_meta *out,
+                               qhx_error *err) {
+    (void)src, (void)lim;
+    if (out) memset(out, 0, sizeof *out);
+    return no_ffmpeg(err);
+}
+
 qhx_status qhx_video_decode_frames(const char *path, const qhx_video_limits *lim, const int64_t *idx, int64_t k,
                                    qhx_video_frame_fn fn, void *ctx, qhx_error *err) {
     (void)path, (void)lim, (void)idx, (void)k, (void)fn, (void)ctx;
+    return no_ffmpeg(err);
+}
+
+qhx_status qhx_video_decode_frames_src(const qhx_video_src *src, const qhx_video_limits *lim, const int64_t *idx,
+                                       int64_t k, qhx_video_frame_fn fn, void *ctx, qhx_error *err) {
+    (void)src, (void)lim, (void)idx, (void)k, (void)fn, (void)ctx;
     return no_ffmpeg(err);
 }
 

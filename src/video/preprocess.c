@@ -229,11 +229,18 @@ static qhx_status on_frame(void *ctx, int64_t slot, const qhx_image *rgb, qhx_er
 
 qhx_status qhx_video_preprocess_file(const char *path, const qhx_video_prep *prep, const qhx_video_limits *lim,
                                      qhx_video_patches *out, qhx_error *err) {
+    qhx_video_src src = {.path = path};
+    return qhx_video_preprocess(&src, prep, lim, out, err);
+}
+
+qhx_status qhx_video_preprocess(const qhx_video_src *src, const qhx_video_prep *prep, const qhx_video_limits *lim,
+                                qhx_video_patches *out, qhx_error *err) {
     if (!out) return qhx_fail(err, QHX_E_ARG, "video preprocess: no output");
     memset(out, 0, sizeof *out);
-    if (!path || !prep) return qhx_fail(err, QHX_E_ARG, "video preprocess: no file");
+    if (!src || (!src->path && !src->buf) || !prep) return qhx_fail(err, QHX_E_ARG, "video preprocess: no file");
+    const char *path = src->label ? src->label : src->path ? src->path : "video";
     qhx_video_limits L = lim ? *lim : qhx_video_default_limits();
-    qhx_status rc = qhx_video_probe(path, &L, &out->meta, err);
+    qhx_status rc = qhx_video_probe_src(src, &L, &out->meta, err);
     if (rc) return rc;
     const qhx_image_prep *ip = &prep->img;
     const int64_t P = ip->patch_size, Tp = ip->temporal_patch_size, M = ip->merge_size;
@@ -280,7 +287,7 @@ qhx_status qhx_video_preprocess_file(const char *path, const qhx_video_prep *pre
     qhx_video_timestamps(out->indices, k, out->meta.fps, Tp, out->timestamps);
     frame_sink sink = {.prep = prep, .out = out, .h = h, .w = w};
     build_lut(ip, sink.lut);
-    if ((rc = qhx_video_decode_frames(path, &L, out->indices, k, on_frame, &sink, err))) goto fail;
+    if ((rc = qhx_video_decode_frames_src(src, &L, out->indices, k, on_frame, &sink, err))) goto fail;
     return QHX_OK;
 fail:
     qhx_video_patches_deinit(out);

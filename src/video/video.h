@@ -102,6 +102,18 @@ typedef struct qhx_video_patches {
     qhx_video_meta meta;
 } qhx_video_patches;
 
+/* Where a video comes from: a file, or bytes in memory (buf, len; label names it in messages). */
+typedef struct qhx_video_src {
+    const char *path;
+    const void *buf;
+    size_t len;
+    const char *label;
+} qhx_video_src;
+
+/* As qhx_video_preprocess_file, from a file or from bytes. */
+qhx_status qhx_video_preprocess(const qhx_video_src *src, const qhx_video_prep *prep, const qhx_video_limits *lim,
+                                qhx_video_patches *out /* OUT */, qhx_error *err);
+
 /* Probe, sample, decode, resize and patchify the file at path (lim NULL: defaults). One line per
  * failure naming the file: QHX_E_IO (cannot open), QHX_E_FORMAT (not a video, no video stream,
  * corrupt, no frames, a sampled frame that does not decode), QHX_E_LIMIT (caps),
@@ -114,6 +126,8 @@ void qhx_video_patches_deinit(qhx_video_patches *p); /* NULL / zeroed allowed */
 /* The stream's metadata only (one demux pass, no decoding). */
 qhx_status qhx_video_probe(const char *path, const qhx_video_limits *lim, qhx_video_meta *out /* OUT */,
                            qhx_error *err);
+qhx_status qhx_video_probe_src(const qhx_video_src *src, const qhx_video_limits *lim, qhx_video_meta *out /* OUT */,
+                               qhx_error *err);
 
 /* Decode the frames idx (k,) (ascending, repeats allowed) to RGB as the processor's reader does
  * and hand each to fn, in order; memory is one decoded frame and one RGB frame. For the
@@ -121,5 +135,7 @@ qhx_status qhx_video_probe(const char *path, const qhx_video_limits *lim, qhx_vi
 typedef qhx_status (*qhx_video_frame_fn)(void *ctx, int64_t slot, const qhx_image *rgb, qhx_error *err);
 qhx_status qhx_video_decode_frames(const char *path, const qhx_video_limits *lim, const int64_t *idx, int64_t k,
                                    qhx_video_frame_fn fn, void *ctx, qhx_error *err);
+qhx_status qhx_video_decode_frames_src(const qhx_video_src *src, const qhx_video_limits *lim, const int64_t *idx,
+                                       int64_t k, qhx_video_frame_fn fn, void *ctx, qhx_error *err);
 
 #endif
