@@ -271,7 +271,9 @@ static qhx_status take_frame(pass *p, AVFrame *fr, qhx_error *err) {
         qhx_free(p->turned);
         p->turned = NULL;
         p->sws = sws_getContext(w, h, fr->format, w, h, AV_PIX_FMT_RGB24, SWS_BILINEAR, NULL, NULL, NULL);
-        p->rgb = qhx_malloc((size_t)w * (size_t)h * 3);
+        /* slack after the last row: libswscale's SIMD converters may store a few bytes past a
+         * row's end (the next row's start, rewritten after) */
+        p->rgb = qhx_malloc((size_t)w * (size_t)h * 3 + 256);
         if (p->rotation) p->turned = qhx_malloc((size_t)w * (size_t)h * 3);
         if (!p->sws || !p->rgb || (p->rotation && !p->turned))
             return qhx_fail(err, QHX_E_UNSUPPORTED, "%s: cannot convert frames of %s to RGB", p->r.path,
