@@ -45,6 +45,7 @@ for t in parity parity_vl parity_qwen35vl; do
 done
 step image_compare "$PY" "$ROOT/tests/hf/image_compare.py" --pixels "$PIXELS" --json "$OUT/image_compare.json"
 step video_compare "$PY" "$ROOT/tests/hf/video_golden.py" --pixels "$PIXELS"
+step video_model "$PY" "$ROOT/tests/hf/video_model_golden.py" --check "$DATA/video/model"
 step chat_templates "$PY" "$ROOT/tests/hf/chat_templates.py" --check
 step chat_harness "$PY" "$ROOT/tests/hf/chat_harness_check.py"
 step qwen3_5_tokenizer_goldens "$PY" "$ROOT/tests/hf/qwen3_5_tokenizer_golden.py" --check
