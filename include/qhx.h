@@ -628,8 +628,8 @@ typedef struct qhx_chat_spec {
      * when they leave none), and at most image_budget (> 0). All 0 and no session: no bound. */
     int64_t max_tokens;
     int64_t image_budget;
-    /* Video input (after 0.6.0): the videos' sampling (0: the checkpoint's video processor, 2 frames per second,
-     * at most 768 frames) */
+    /* Video input (after 0.6.0): the videos' sampling (0: the checkpoint's video processor,
+     * 2 frames per second, at most 768 frames) */
     double video_fps;
     int64_t video_max_frames;
 } qhx_chat_spec;
