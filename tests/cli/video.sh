@@ -33,7 +33,7 @@ check '[ "$(stat -c %s "$T/ve.f32")" = "$(stat -c %s "$V/model/qwen3vl-tiny-f32.
 check '[ $? = 2 ]' "embed-image with --video and --image is a usage error"
 
 # every clip runs (codecs, containers, odd size, rotation, variable frame rate)
-for f in h264.mp4 vp9.webm mjpeg.avi odd.mkv rotate.mp4 vfr.mkv long.mp4; do
+for f in h264.mp4 vp9.webm mjpeg.avi odd.mkv rotate.mp4 rotate180.mp4 rotate270.mp4 vfr.mkv long.mp4; do
   "$BIN" generate -m "$FIX/qwen3vl-tiny-f32" -p "Describe." --chat --video "$V/$f" -n 2 --greedy --quiet >/dev/null 2>"$T/e"
   check '[ $? = 0 ]' "generate --video $f: $(cat "$T/e")"
 done

@@ -34,7 +34,8 @@ VID = os.path.join(ROOT, "tests", "data", "video")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 warnings.filterwarnings("ignore")
 
-CLIPS = ["h264.mp4", "vp9.webm", "mjpeg.avi", "odd.mkv", "rotate.mp4", "vfr.mkv", "long.mp4"]
+CLIPS = ["h264.mp4", "vp9.webm", "mjpeg.avi", "odd.mkv", "rotate.mp4", "rotate180.mp4", "rotate270.mp4", "vfr.mkv",
+         "long.mp4"]
 # name: (processor kwargs, qhx_pixels options)
 SETTINGS = {
     "default": ({}, []),

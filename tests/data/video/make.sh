@@ -8,7 +8,8 @@
 #                in the header: only a scan knows it)
 #   mjpeg.avi    MJPEG (yuvj422p, full range) in AVI, 64x64, 8 frames at 4 fps
 #   odd.mkv      H.264 4:4:4 in Matroska, odd size 45x31, 9 frames at 3 fps (resampled up)
-#   rotate.mp4   H.264 in MP4, stored 96x64 with a 90-degree display rotation
+#   rotate.mp4   H.264 in MP4, stored 96x64 with a 90-degree display rotation (rotate180.mp4,
+#                rotate270.mp4: half and three-quarter turns)
 #   vfr.mkv      H.264 in Matroska, variable frame rate: 8 frames at 0, .1, .2, .3, .4, .9, 1.4, 1.9 s
 #   long.mp4     H.264 in MP4, 64x32, 100 frames at 25 fps (4 s: the 2 fps sampling picks 8)
 #
@@ -28,18 +29,25 @@ ff -loop 1 -framerate 6 -i $P/coffee.png -frames:v 12 -vf "$(pan 80 48)" -c:v li
 mv webm_tmp.webm vp9.webm
 ff -loop 1 -framerate 4 -i $P/rocket.jpg -frames:v 8 -vf "$(pan 64 64)" -c:v mjpeg -q:v 12 -pix_fmt yuvj422p mjpeg.avi
 ff -loop 1 -framerate 3 -i $P/hubble_deep_field.jpg -frames:v 9 -vf "$(pan 45 31)" -c:v libx264 -crf 30 -pix_fmt yuv444p odd.mkv
-ff -loop 1 -framerate 5 -i $P/coffee.png -frames:v 6 -vf "$(pan 96 64)" -c:v libx264 -crf 30 -pix_fmt yuv420p rotate.mp4
-# ffmpeg 5.1 writes no display matrix from the command line: set the track header's matrix to a
-# quarter turn clockwise (a = 0, b = 1, c = -1, d = 0 in 16.16), as phones write it
-python3 - rotate.mp4 <<'PY'
+# ffmpeg 5.1 writes no display matrix from the command line: set the track header's matrix
+# (a, b, c, d in 16.16) to a quarter turn clockwise (0, 1, -1, 0), as phones write it, to a half
+# turn (-1, 0, 0, -1) and to three quarters (0, -1, 1, 0)
+turn() { # OUT a b c d
+  ff -loop 1 -framerate 5 -i $P/coffee.png -frames:v 6 -vf "$(pan 96 64)" -c:v libx264 -crf 30 -pix_fmt yuv420p "$1"
+  python3 - "$@" <<'PY'
 import struct, sys
-b = bytearray(open(sys.argv[1], "rb").read())
-i = b.find(b"tkhd")
-version = b[i + 4]
+path, a, b, c, d = sys.argv[1], *map(int, sys.argv[2:])
+buf = bytearray(open(path, "rb").read())
+i = buf.find(b"tkhd")
+version = buf[i + 4]
 m = i + 4 + 4 + (32 if version == 1 else 20) + 8 + 2 + 2 + 2 + 2
-b[m:m + 36] = struct.pack(">9i", 0, 1 << 16, 0, -(1 << 16), 0, 0, 0, 0, 1 << 30)
-open(sys.argv[1], "wb").write(b)
+buf[m:m + 36] = struct.pack(">9i", a << 16, b << 16, 0, c << 16, d << 16, 0, 0, 0, 1 << 30)
+open(path, "wb").write(buf)
 PY
+}
+turn rotate.mp4 0 1 -1 0
+turn rotate180.mp4 -1 0 0 -1
+turn rotate270.mp4 0 -1 1 0
 ff -loop 1 -framerate 10 -i $P/chelsea.png -frames:v 8 -vf "$(pan 64 48),setpts='if(lt(N,5),N*0.1,0.4+(N-4)*0.5)/TB'" -fps_mode vfr -c:v libx264 -crf 30 -pix_fmt yuv420p vfr.mkv
 ff -loop 1 -framerate 25 -i $P/rocket.jpg -frames:v 100 -vf "$(pan 64 32)" -c:v libx264 -crf 35 -pix_fmt yuv420p long.mp4
 ff -loop 1 -framerate 5 -i $P/chelsea.png -frames:v 1 -vf "$(pan 64 64)" -c:v libx264 -crf 30 -pix_fmt yuv420p one.mp4
