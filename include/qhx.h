@@ -570,6 +570,14 @@ typedef struct qhx_chat_content {
     const char *image_path; /* or (image NULL) the PNG/JPEG file to load; such images share the
                                prompt's room (qhx_chat_spec.image_budget, max_tokens) */
     int64_t image_tokens;   /* render_only: the image's pad tokens, in [1, 2^20] */
+    /* Video input (after 0.6.0: the struct grew at its end): */
+    const char *video_path; /* or (text, image and image_path NULL) a video file: decoded with
+                               FFmpeg, sampled and encoded as Qwen3-VL's video processor does,
+                               rendered as the templates' video with the processor's per-group
+                               timestamps (QHX_E_UNSUPPORTED in a build without FFmpeg); a video's
+                               tokens are not scaled to the room (QHX_E_LIMIT when they overflow) */
+    const void *video;      /* or (video_path NULL) the video file's bytes, video_size of them */
+    size_t video_size;
 } qhx_chat_content;
 
 /* A tool call's argument as the chat template prints it (JSON text for an object or a list,
@@ -625,6 +633,10 @@ typedef struct qhx_chat_spec {
      * when they leave none), and at most image_budget (> 0). All 0 and no session: no bound. */
     int64_t max_tokens;
     int64_t image_budget;
+    /* Video input (after 0.6.0): the videos' sampling (0: the checkpoint's video processor,
+     * 2 frames per second, at most 768 frames) */
+    double video_fps;
+    int64_t video_max_frames;
 } qhx_chat_spec;
 
 /* A tokenized prompt with its encoded images (owned: qhx_prompt_free). */

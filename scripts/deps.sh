@@ -13,6 +13,7 @@ BUILD=(
   libutf8proc-dev           # NFC normalization
   libjpeg-dev               # JPEG decoding (libjpeg-turbo on Debian and Ubuntu)
   libspng-dev zlib1g-dev    # PNG decoding
+  libavformat-dev libavcodec-dev libavutil-dev libswscale-dev  # video input (optional: the build leaves it out without them)
   libedit-dev               # qhx chat: line editing and history (BSD licence)
   libcurl4-openssl-dev      # qhx pull, -hf: HTTP(S) to the Hugging Face hub (the qhx command only, not libqhx)
   opencl-headers ocl-icd-opencl-dev  # the OpenCL device (optional: the build leaves it out without them)
@@ -22,6 +23,7 @@ TEST=(
   python3-jinja2            # tests/cli/chat_templates.sh renders the released chat templates
   python3 python3-numpy     # parity_gate.py over the golden fixtures
   python3-jsonschema        # tests/cli/structured.sh validates constrained outputs against their schemas
+  ffmpeg                    # tests/data/video/make.sh: making the video test data (no test runs it)
   python3-venv curl         # tests/cli/serve_openai.sh (the openai client in build/serve-venv), serve_http.sh (raw SSE)
   binutils                  # nm: the exported symbols against qhx.h
   wrk                       # BENCHMARKS.md: the HTTP layer's requests per second (no test runs it)

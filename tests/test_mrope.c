@@ -105,8 +105,8 @@ static void test_hand_written(void) {
     /* two images, 2x3 and 2x2 merged tokens (grids 4x6 and 4x4, merge 2), text around them:
      *   text 3: 0 1 2 | image A starts at 3: h 3..4, w 3..5, next 3 + 3 = 6 | text 2: 6 7 |
      *   image B at 8: h 8..9, w 8..9, next 10 | text 1: 10 */
-    seg s[] = {{0, 3, {0}}, {1, 0, {1, 4, 6}}, {0, 2, {0}}, {1, 0, {1, 4, 4}}, {0, 1, {0}}};
-    qhx_mrope_grid grids[2] = {{1, 4, 6}, {1, 4, 4}};
+    seg s[] = {{0, 3, {0, 0, 0, 0}}, {1, 0, {1, 4, 6, 0}}, {0, 2, {0, 0, 0, 0}}, {1, 0, {1, 4, 4, 0}}, {0, 1, {0, 0, 0, 0}}};
+    qhx_mrope_grid grids[2] = {{1, 4, 6, 0}, {1, 4, 4, 0}};
     int64_t next = 0;
     int64_t n = reference(s, 5, 2, 0, ids, pos_ref, img_ref, row_ref, &next);
     CHECK_EQ(n, 3 + 6 + 2 + 4 + 1);
@@ -145,7 +145,7 @@ static void test_random(void) {
             x = x * 6364136223846793005ull + 1442695040888963407ull;
             int64_t gh = 1 + (int64_t)((x >> 35) % 6), gw = 1 + (int64_t)((x >> 45) % 6);
             x = x * 6364136223846793005ull + 1442695040888963407ull;
-            s[ns++] = (seg){1, 0, {1, gh * merge, gw * merge}};
+            s[ns++] = (seg){1, 0, {1, gh * merge, gw * merge, 0}};
         }
         if (x & 1) s[ns++] = (seg){0, 1 + (int64_t)((x >> 50) % 9), {0}};
         x = x * 6364136223846793005ull + 1442695040888963407ull;
@@ -185,7 +185,7 @@ static void test_golden(const char *case_dir, int32_t pad, const char *const *na
         if (n <= 0 || n >= MAXN) continue;
         for (int64_t i = 0; i < n; i++) ids[i] = (int32_t)json_integer_value(json_array_get(ja, (size_t)i));
         /* patch grid of an unresized image: (h / 16, w / 16) */
-        qhx_mrope_grid grid = {1, json_integer_value(json_array_get(hw, 0)) / 16, json_integer_value(json_array_get(hw, 1)) / 16};
+        qhx_mrope_grid grid = {1, json_integer_value(json_array_get(hw, 0)) / 16, json_integer_value(json_array_get(hw, 1)) / 16, 0};
         int64_t next = -1;
         CHECK_EQ(qhx_mrope_positions(ids, n, pad, &grid, 1, 2, 0, pos_got, NULL, NULL, &next, &err), QHX_OK);
         int bad = 0;
@@ -204,7 +204,7 @@ done:
 
 static void test_errors(void) {
     qhx_error err = {0};
-    qhx_mrope_grid g2[2] = {{1, 4, 4}, {1, 2, 2}};
+    qhx_mrope_grid g2[2] = {{1, 4, 4, 0}, {1, 2, 2, 0}};
     int32_t a[] = {1, PAD, PAD, PAD, PAD, 2};
     int64_t pos[64];
     /* a run of 4 pads with a 2x2-token grid: fine; with a 1-token grid: the counts named */
@@ -217,11 +217,11 @@ static void test_errors(void) {
     CHECK_CONTAINS(err.msg, "2 images given");
     /* two runs, one grid */
     int32_t b[] = {PAD, 5, PAD};
-    qhx_mrope_grid g1[1] = {{1, 2, 2}};
+    qhx_mrope_grid g1[1] = {{1, 2, 2, 0}};
     CHECK_EQ(qhx_mrope_positions(b, 3, PAD, g1, 1, 2, 0, pos, NULL, NULL, NULL, &err), QHX_E_ARG);
     CHECK_CONTAINS(err.msg, "more image-pad runs");
     /* two images' pads side by side form one run (HF groups them too): refused */
-    qhx_mrope_grid g11[2] = {{1, 2, 2}, {1, 2, 2}};
+    qhx_mrope_grid g11[2] = {{1, 2, 2, 0}, {1, 2, 2, 0}};
     int32_t c[] = {7, PAD, PAD, 8};
     CHECK_EQ(qhx_mrope_positions(c, 4, PAD, g11, 2, 2, 0, pos, NULL, NULL, NULL, &err), QHX_E_ARG);
     /* pads without an image */
@@ -235,7 +235,7 @@ static void test_errors(void) {
     CHECK_EQ(pos[8], 7);
     CHECK_EQ(next, 8);
     /* video grids, grids not divisible by the merge, silly sizes */
-    qhx_mrope_grid vid = {2, 4, 4}, odd = {1, 3, 4}, zero = {1, 0, 4};
+    qhx_mrope_grid vid = {2, 4, 4, 0}, odd = {1, 3, 4, 0}, zero = {1, 0, 4, 0};
     CHECK_EQ(qhx_mrope_positions(a, 6, PAD, &vid, 1, 2, 0, pos, NULL, NULL, NULL, &err), QHX_E_ARG);
     CHECK_CONTAINS(err.msg, "video");
     CHECK_EQ(qhx_mrope_positions(a, 6, PAD, &odd, 1, 2, 0, pos, NULL, NULL, NULL, &err), QHX_E_ARG);
@@ -251,6 +251,41 @@ static int64_t sum_of(const int64_t *v, int64_t n) {
     int64_t s = 0;
     for (int64_t k = 0; k < n; k++) s += v[k];
     return s;
+}
+
+/* A video as HF's get_rope_index takes it: its grid (2, 4, 4) split into two grids (1, 4, 4),
+ * each a run of the video pad after its timestamp text, next to an image's run of the image pad:
+ * [t t] [I I I I] [s] [<ts> x3] [s] [V V V V] [e] [<ts>] [s] [V V V V] [e] [e] */
+static void test_video_runs(void) {
+    const int32_t I = 7, VP = 8;
+    int32_t vids[] = {1, 2, I, I, I, I, 3, 4, 4, 4, 3, VP, VP, VP, VP, 5, 4, 3, VP, VP, VP, VP, 5, 5};
+    const int64_t n = sizeof vids / sizeof vids[0];
+    qhx_mrope_grid g[3] = {{1, 4, 4, 0}, {1, 4, 4, VP}, {1, 4, 4, VP}};
+    int64_t pos[sizeof vids / sizeof vids[0] * 3], next = 0, row[sizeof vids / sizeof vids[0]];
+    int32_t img[sizeof vids / sizeof vids[0]];
+    qhx_error err = {0};
+    CHECK_EQ(qhx_mrope_positions(vids, n, I, g, 3, 2, 0, pos, img, row, &next, &err), QHX_OK);
+    /* text 0, 1; image at p = 2: (2, 2 + r, 2 + c), then p = 4; text 4 .. 8; group 1 at p = 9 */
+    CHECK_EQ(pos[2 * 3 + 0], 2);
+    CHECK_EQ(pos[5 * 3 + 1], 3);
+    CHECK_EQ(pos[5 * 3 + 2], 3);
+    CHECK_EQ(pos[6 * 3], 4);
+    CHECK_EQ(pos[11 * 3], 9);
+    CHECK_EQ(pos[14 * 3 + 1], 10);
+    CHECK_EQ(pos[14 * 3 + 2], 10);
+    CHECK_EQ(img[11], 1);
+    CHECK_EQ(img[18], 2);
+    CHECK_EQ(row[21], 3);
+    CHECK_EQ(pos[15 * 3], 11); /* after group 1: 9 + max(2, 2) */
+    CHECK_EQ(pos[18 * 3], 14);
+    CHECK_EQ(next, 18);
+    /* a run of the wrong pad for its grid */
+    qhx_mrope_grid swapped[3] = {{1, 4, 4, VP}, {1, 4, 4, 0}, {1, 4, 4, VP}};
+    CHECK_EQ(qhx_mrope_positions(vids, n, I, swapped, 3, 2, 0, pos, NULL, NULL, NULL, &err), QHX_E_ARG);
+    CHECK(strstr(err.msg, "video pad 8 was expected") != NULL);
+    /* video pads without a video grid are text, as in an HF prompt without videos */
+    CHECK_EQ(qhx_mrope_positions(vids, n, I, g, 1, 2, 0, pos, NULL, NULL, NULL, &err), QHX_OK);
+    CHECK_EQ(pos[(n - 1) * 3], n - 1 - 4 + 2);
 }
 
 static void test_budget(void) {
@@ -328,6 +363,7 @@ int main(void) {
     test_golden("qwen35vl-tiny-f32", 972, names, 2);
     test_golden("qwen3vl-tiny-f32", 1002, names, 2);
     test_errors();
+    test_video_runs();
     test_budget();
     return t_done("test_mrope");
 }

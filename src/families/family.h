@@ -89,6 +89,8 @@ typedef struct qhx_image_embed {
     int64_t n_tokens;       /* (grid_h / merge) * (grid_w / merge) */
     int64_t row_width;      /* qhx_model_config.image_row_width */
     float *embd;            /* owned, (n_tokens, row_width) */
+    int32_t pad_id;         /* the id of its pad run: 0 for the model's image pad; a video's
+                               temporal groups take the video pad (one embed per group) */
 } qhx_image_embed;
 
 void qhx_image_embed_deinit(qhx_image_embed *im); /* NULL / zeroed allowed */

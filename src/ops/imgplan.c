@@ -33,7 +33,7 @@ qhx_status qhx_img_plan_set(qhx_img_plan *p, const qhx_img_view *images, int64_t
     qhx_status rc = (n_images && !g) || !img_of || !row_of || !p->ids || !p->pos || !p->rows
                         ? qhx_fail(err, QHX_E_NOMEM, "attach: out of memory")
                         : QHX_OK;
-    for (int64_t k = 0; !rc && k < n_images; k++) g[k] = (qhx_mrope_grid){1, images[k].grid_h, images[k].grid_w};
+    for (int64_t k = 0; !rc && k < n_images; k++) g[k] = (qhx_mrope_grid){1, images[k].grid_h, images[k].grid_w, images[k].pad_id};
     if (!rc) rc = qhx_mrope_positions(ids, n, image_token_id, g, n_images, merge, next_pos, p->pos, img_of, row_of, NULL, err);
     if (!rc) {
         memcpy(p->ids, ids, (size_t)n * sizeof *ids);

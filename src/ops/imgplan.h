@@ -17,6 +17,7 @@ typedef struct qhx_img_view {
     int64_t n_tokens;       /* (grid_h / merge) * (grid_w / merge) */
     int64_t row_width;      /* floats per token row */
     const float *embd;      /* (n_tokens, row_width), borrowed */
+    int32_t pad_id;         /* 0: the image pad; else its run's pad id (a video frame group) */
 } qhx_img_view;
 
 typedef struct qhx_img_plan {

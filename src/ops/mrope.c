@@ -11,7 +11,7 @@
 
 static qhx_status check_grid(const qhx_mrope_grid *g, int64_t k, int64_t merge, int64_t *n_tokens, qhx_error *err) {
     if (g->t != 1)
-        return qhx_fail(err, QHX_E_ARG, "image %lld: grid t = %lld (only images, t = 1, are supported; no video)",
+        return qhx_fail(err, QHX_E_ARG, "image %lld: grid t = %lld (one grid per image or per temporal group of a video: t = 1)",
                         (long long)k + 1, (long long)g->t);
     if (g->h < merge || g->w < merge || g->h % merge || g->w % merge || g->h > (1 << 20) || g->w > (1 << 20))
         return qhx_fail(err, QHX_E_ARG, "image %lld: grid %lldx%lld is not a positive multiple of the merge size %lld",
@@ -31,17 +31,22 @@ qhx_status qhx_mrope_positions(const int32_t *ids, int64_t n, int32_t image_toke
     if (start < 0 || start > POS_CAP || n > POS_CAP)
         return qhx_fail(err, QHX_E_LIMIT, "positions: start %lld with %lld tokens is out of range", (long long)start,
                         (long long)n);
+    /* the other pad id (a video's), when a grid names one */
+    int32_t alt = -1;
+    for (int64_t k = 0; k < n_images; k++)
+        if (grids[k].pad > 0 && grids[k].pad != image_token_id) alt = grids[k].pad;
     int64_t p = start, k = 0;
     for (int64_t i = 0; i < n;) {
-        if (ids[i] != image_token_id) { /* one text token */
+        if (ids[i] != image_token_id && ids[i] != alt) { /* one text token */
             pos[i * 3] = pos[i * 3 + 1] = pos[i * 3 + 2] = p++;
             if (image_index) image_index[i] = -1;
             if (image_row) image_row[i] = -1;
             i++;
             continue;
         }
+        const int32_t pad = ids[i];
         int64_t run = 0;
-        while (i + run < n && ids[i + run] == image_token_id) run++;
+        while (i + run < n && ids[i + run] == pad) run++;
         if (k >= n_images && n_images == 0)
             return qhx_fail(err, QHX_E_ARG, "the ids hold image-pad tokens (id %d, from token %lld) but no image was given",
                             (int)image_token_id, (long long)i);
@@ -49,14 +54,19 @@ qhx_status qhx_mrope_positions(const int32_t *ids, int64_t n, int32_t image_toke
             return qhx_fail(err, QHX_E_ARG, "the ids hold more image-pad runs than the %lld image%s given (run %lld at token %lld; "
                             "the pads of one image must be one contiguous run)",
                             (long long)n_images, n_images == 1 ? "" : "s", (long long)k + 1, (long long)i);
+        const int32_t want_pad = grids[k].pad > 0 ? grids[k].pad : image_token_id;
+        if (pad != want_pad)
+            return qhx_fail(err, QHX_E_ARG, "image %lld: its run at token %lld is of id %d, the %s pad %d was expected",
+                            (long long)k + 1, (long long)i, (int)pad, want_pad == image_token_id ? "image" : "video",
+                            (int)want_pad);
         int64_t want = 0;
         qhx_status rc = check_grid(&grids[k], k, merge, &want, err);
         if (rc) return rc;
         if (run != want) {
             bool more = false; /* pads further on: one image's pads split in two runs? */
-            for (int64_t j = i + run; j < n && !more; j++) more = ids[j] == image_token_id;
+            for (int64_t j = i + run; j < n && !more; j++) more = ids[j] == pad;
             return qhx_fail(err, QHX_E_ARG, "image %lld: the ids hold %lld image-pad tokens (id %d) at token %lld, but the image (%lldx%lld patches) needs %lld%s",
-                            (long long)k + 1, (long long)run, (int)image_token_id, (long long)i, (long long)grids[k].h,
+                            (long long)k + 1, (long long)run, (int)pad, (long long)i, (long long)grids[k].h,
                             (long long)grids[k].w, (long long)want,
                             more && run < want ? " (the pads of one image must be one contiguous run)" : "");
         }

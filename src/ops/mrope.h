@@ -16,6 +16,9 @@
  * (1 for an image), h x w spatial patches before the merge. */
 typedef struct qhx_mrope_grid {
     int64_t t, h, w;
+    int32_t pad; /* 0: its run is of image_token_id; else of this id (a video's frame group,
+                    video_token_id: Qwen3-VL splits a video's grid (T, h, w) into T grids (1, h, w),
+                    each its own run after its timestamp text, as get_rope_index does) */
 } qhx_mrope_grid;
 
 /* Most images one prompt may carry (a cap against hostile inputs, not a model limit). */
@@ -28,7 +31,8 @@ typedef struct qhx_mrope_grid {
  * the k-th run must hold exactly t * (h / merge) * (w / merge) tokens of grids[k], and the number
  * of runs must be n_images. Text token: (p, p, p), then p += 1. Image token number i of its run
  * (row r = i / (w / merge), column c = i % (w / merge)): (p, p + r, p + c); after the run
- * p += max(h, w) / merge. Only t == 1 (images) is accepted: video grids are not supported.
+ * p += max(h, w) / merge. Only t == 1 is accepted: a video comes as one grid per temporal group,
+ * its run of grids[k].pad (the video pad id).
  *
  * pos: OUT (n, 3), per token (t, h, w). image_index: OUT (n,) or NULL: which image a token
  * belongs to (0-based), -1 for text. image_row: OUT (n,) or NULL: the token's row within its

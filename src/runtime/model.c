@@ -136,6 +136,32 @@ static void set_context(qhx_model *m) {
     m->trained_context = mpe > ctx ? mpe : ctx;
 }
 
+/* Video preprocessing, as transformers finds it: video_preprocessor_config.json next to the
+ * preprocessor_config.json, else preprocessor_config.json itself read over the video
+ * processor's defaults (its size then bounds all frames together), else the defaults. */
+static qhx_status set_video_prep(qhx_model *m, qhx_error *err) {
+    m->vprep = qhx_video_prep_default();
+    const qhx_plan_file *pf = &m->plan->preprocessor;
+    qhx_status rc = QHX_OK;
+    if (pf->present && pf->path) {
+        const char *slash = strrchr(pf->path, '/');
+        size_t dir = slash ? (size_t)(slash - pf->path) + 1 : 0;
+        char *vpath = qhx_malloc(dir + 40);
+        if (!vpath) return qhx_fail(err, QHX_E_NOMEM, "out of memory");
+        memcpy(vpath, pf->path, dir);
+        strcpy(vpath + dir, "video_preprocessor_config.json");
+        FILE *f = fopen(vpath, "rb");
+        if (f) fclose(f);
+        rc = qhx_video_prep_load(f ? vpath : pf->path, &m->vprep, err);
+        qhx_free(vpath);
+    }
+    const qhx_vit_config *v = &m->cfg.vision;
+    m->vprep.img.patch_size = v->patch_size;
+    m->vprep.img.temporal_patch_size = v->temporal_patch_size;
+    m->vprep.img.merge_size = v->spatial_merge_size;
+    return rc;
+}
+
 /* Image preprocessing: the vision config's patch, temporal patch and merge sizes, then the
  * plan's preprocessor_config.json, which must agree with them. */
 static qhx_status set_image_prep(qhx_model *m, qhx_error *err) {
@@ -151,7 +177,7 @@ static qhx_status set_image_prep(qhx_model *m, qhx_error *err) {
         m->prep.merge_size != v->spatial_merge_size)
         return qhx_fail(err, QHX_E_FORMAT, "%s: patch_size / temporal_patch_size / merge_size disagree with config.json vision_config",
                         pf->present && pf->path ? pf->path : m->plan->label);
-    return QHX_OK;
+    return set_video_prep(m, err);
 }
 
 static qhx_status load_graphs(qhx_model *m, qhx_error *err) {
@@ -431,6 +457,86 @@ qhx_status qhx_model_images_load(const qhx_model *m, const char *const *paths, i
     qhx_free(cap);
     if (rc)
         for (int k = 0; k < n; k++) qhx_image_embed_deinit(&out[k]);
+    return rc;
+}
+
+void qhx_video_embed_deinit(qhx_video_embed *v) {
+    if (!v) return;
+    for (int i = 0; v->frames && i < v->n_frames; i++) qhx_image_embed_deinit(&v->frames[i]);
+    qhx_free(v->frames);
+    qhx_free(v->text);
+    memset(v, 0, sizeof *v);
+}
+
+int32_t qhx_model_video_pad(const qhx_model *m) {
+    return m && m->tok ? qhx_tok_token_to_id(m->tok, "<|video_pad|>") : -1;
+}
+
+/* The processor's expansion: per temporal group "<t seconds>" + start + pads + end. */
+static qhx_status video_text(const qhx_model *m, const qhx_video_patches *p, int64_t per_group, qhx_video_embed *out,
+                             qhx_error *err) {
+    const qhx_chat_style *f = qhx_model_chat_style(m);
+    const char *start = f && f->image_start ? f->image_start : "<|vision_start|>";
+    const char *end = f && f->image_end ? f->image_end : "<|vision_end|>";
+    const char *pad = "<|video_pad|>";
+    size_t each = strlen(start) + strlen(end) + 32 + (size_t)per_group * strlen(pad);
+    size_t cap = each * (size_t)p->grid_t + 1, n = 0;
+    out->text = qhx_malloc(cap);
+    if (!out->text) return qhx_fail(err, QHX_E_NOMEM, "video: out of memory for the prompt text");
+    for (int64_t g = 0; g < p->grid_t; g++) {
+        n += (size_t)qhx_video_timestamp_text(p->timestamps[g], out->text + n, cap - n);
+        n += (size_t)snprintf(out->text + n, cap - n, "%s", start);
+        for (int64_t q = 0; q < per_group; q++) n += (size_t)snprintf(out->text + n, cap - n, "%s", pad);
+        n += (size_t)snprintf(out->text + n, cap - n, "%s", end);
+    }
+    return QHX_OK;
+}
+
+qhx_status qhx_model_video_load(const qhx_model *m, const char *path, double fps, int64_t max_frames,
+                                qhx_video_embed *out, qhx_error *err) {
+    qhx_video_src src = {.path = path};
+    return qhx_model_video_load_src(m, &src, fps, max_frames, out, err);
+}
+
+qhx_status qhx_model_video_load_src(const qhx_model *m, const qhx_video_src *src, double fps, int64_t max_frames,
+                                    qhx_video_embed *out, qhx_error *err) {
+    memset(out, 0, sizeof *out);
+    const char *path = src && src->label ? src->label : src && src->path ? src->path : "video";
+    qhx_status rc = need_images(m, path, err);
+    if (rc) return rc;
+    if (!src || (!src->path && !src->buf)) return qhx_fail(err, QHX_E_ARG, "video: no file");
+    int32_t vpad = qhx_model_video_pad(m);
+    if (vpad < 0) return qhx_fail(err, QHX_E_UNSUPPORTED, "%s: the model's vocabulary has no <|video_pad|>", path);
+    qhx_video_prep prep = m->vprep;
+    if (fps > 0) prep.fps = fps;
+    if (max_frames > 0) prep.max_frames = max_frames;
+    qhx_video_patches p;
+    if ((rc = qhx_video_preprocess(src, &prep, NULL, &p, err))) return rc;
+    const int64_t M = prep.img.merge_size, per_group = (p.grid_h / M) * (p.grid_w / M);
+    out->frames = qhx_calloc((size_t)p.grid_t, sizeof *out->frames);
+    if (!out->frames) rc = qhx_fail(err, QHX_E_NOMEM, "%s: out of memory", path);
+    out->n_frames = out->frames ? (int)p.grid_t : 0;
+    out->n_tokens = per_group * p.grid_t;
+    /* Qwen3-VL's tower attends within one temporal group (cu_seqlens per frame) and repeats the
+     * position table and the rotary per group: a group is encoded as a still image. */
+    for (int64_t g = 0; g < p.grid_t && !rc; g++) {
+        qhx_image_embed *e = &out->frames[g];
+        qhx_image_patches view = {.grid_t = 1, .grid_h = p.grid_h, .grid_w = p.grid_w,
+                                  .n_patches = p.grid_h * p.grid_w, .patch_dim = p.patch_dim,
+                                  .data = p.data + g * p.grid_h * p.grid_w * p.patch_dim};
+        *e = (qhx_image_embed){.grid_h = p.grid_h, .grid_w = p.grid_w, .n_tokens = per_group,
+                               .row_width = m->cfg.image_row_width, .pad_id = vpad};
+        size_t bytes;
+        if (!qhx_size_mul((size_t)per_group * (size_t)e->row_width, sizeof(float), &bytes) || !(e->embd = qhx_malloc(bytes))) {
+            rc = qhx_fail(err, QHX_E_NOMEM, "%s: out of memory for %lld token embeddings", path, (long long)per_group);
+            break;
+        }
+        const qhx_graph_io io = {.pixels = &view, .image = e};
+        rc = m->backend->run(m->graphs, NULL, QHX_GRAPH_VISION, &io, err);
+    }
+    if (!rc) rc = video_text(m, &p, per_group, out, err);
+    qhx_video_patches_deinit(&p);
+    if (rc) qhx_video_embed_deinit(out);
     return rc;
 }
 

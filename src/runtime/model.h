@@ -19,6 +19,7 @@
 #include <stdatomic.h>
 #include "backends/backend.h"
 #include "image/image.h"
+#include "video/video.h"
 #include "io/manifest.h"
 #include "text/tokenizer.h"
 
@@ -40,6 +41,9 @@ struct qhx_model {
     qhx_tok *tok;                       /* the tokenizer (owned); NULL when the plan has none */
     bool images;                        /* the host-op feeds images and the vision graph exists */
     qhx_image_prep prep;                /* image preprocessing (images only) */
+    qhx_video_prep vprep;               /* video preprocessing (video_preprocessor_config.json,
+                                           else preprocessor_config.json read over the video
+                                           processor's defaults, as transformers falls back) */
     /* the one owner of each: set at open, read everywhere else */
     int64_t max_context;                /* default context of sessions (plan's, or the caller's) */
     int64_t trained_context;            /* the most a session may hold */
@@ -109,6 +113,27 @@ qhx_status qhx_model_image_load(const qhx_model *m, const char *path, int64_t ma
  * (naming the counts) when the budget cannot hold the smallest sizes. */
 qhx_status qhx_model_images_load(const qhx_model *m, const char *const *paths, int n, int64_t budget,
                                  qhx_image_embed *out /* OUT (n,) */, qhx_error *err);
+/* A video file decoded, sampled and preprocessed (video/video.h with the model's vprep; fps > 0
+ * and max_frames > 0 override its sampling rate and frame cap), then encoded group by group: a
+ * video of grid (T, h, w) gives T embeds in out->frames, each of pad_id video_token_id, as
+ * Qwen3-VL's model splits it; out->text is the processor's expansion of the template's video pad
+ * (per group "<t seconds>", the image start, its pads, the image end). QHX_E_UNSUPPORTED for a
+ * model without images or a build without FFmpeg. */
+typedef struct qhx_video_embed {
+    qhx_image_embed *frames; /* owned, (n_frames) */
+    int n_frames;
+    char *text;              /* owned: the placeholder expansion */
+    int64_t n_tokens;        /* pads over all groups */
+} qhx_video_embed;
+qhx_status qhx_model_video_load(const qhx_model *m, const char *path, double fps, int64_t max_frames,
+                                qhx_video_embed *out /* OUT, owned: qhx_video_embed_deinit */, qhx_error *err);
+/* The same from a file or from bytes in memory (video/video.h qhx_video_src). */
+qhx_status qhx_model_video_load_src(const qhx_model *m, const qhx_video_src *src, double fps, int64_t max_frames,
+                                    qhx_video_embed *out /* OUT, owned: qhx_video_embed_deinit */, qhx_error *err);
+void qhx_video_embed_deinit(qhx_video_embed *v); /* NULL / zeroed allowed */
+/* The id of "<|video_pad|>" in the model's vocabulary, or -1. */
+int32_t qhx_model_video_pad(const qhx_model *m);
+
 /* The same from a decoded image, uncapped. */
 qhx_status qhx_model_image_encode(const qhx_model *m, const qhx_image *img,
                                   qhx_image_embed *out /* OUT, owned */, qhx_error *err);

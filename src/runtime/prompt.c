@@ -16,6 +16,7 @@
 #define MAX_TURNS 4096
 #define MAX_IMAGES 64
 #define DEFAULT_MAX_IMAGES 8
+#define MAX_VIDEOS 4
 #define DEFAULT_MAX_PIXELS ((int64_t)16 << 20)
 
 struct qhx_prompt {
@@ -58,10 +59,11 @@ static void find_reusable(qhx_prompt *p) {
     if (p->n_images == 0) return;
     const qhx_chat_style *f = qhx_model_chat_style(p->m);
     int32_t vs = f->image_start ? qhx_tok_token_to_id(p->m->tok, f->image_start) : -1;
-    int64_t pad = p->m->cfg.image_token_id;
+    int64_t pad = p->m->cfg.image_token_id, vpad = qhx_model_video_pad(p->m);
     for (size_t i = 0; i < p->n; i++) {
-        if ((p->ids[i] == vs || p->ids[i] == pad) && p->reusable == p->n) p->reusable = i;
-        if (p->ids[i] == pad) p->images_end = i + 1;
+        bool is_pad = p->ids[i] == pad || (vpad >= 0 && p->ids[i] == vpad);
+        if ((p->ids[i] == vs || is_pad) && p->reusable == p->n) p->reusable = i;
+        if (is_pad) p->images_end = i + 1;
     }
 }
 
@@ -164,12 +166,24 @@ static qhx_status encode_bytes(const qhx_model *m, const qhx_chat_spec *spec, co
 
 static bool is_file_image(const qhx_chat_content *c) { return !c->text && !c->image && c->image_path; }
 
-/* The spec's image parts in order (n_images of them) into parts. */
+/* A video part: no text, no image, a video file. */
+static bool is_video(const qhx_chat_content *c) {
+    return !c->text && !c->image && !c->image_path && (c->video_path || c->video);
+}
+
+/* The spec's image parts in order (n_images of them) into parts; videos apart. */
 static void image_parts(const qhx_chat_spec *spec, const qhx_chat_content **parts) {
     size_t k = 0;
     for (size_t i = 0; i < spec->n_turns; i++)
         for (size_t j = 0; spec->turns[i].parts && j < spec->turns[i].n_parts; j++)
-            if (!spec->turns[i].parts[j].text) parts[k++] = &spec->turns[i].parts[j];
+            if (!spec->turns[i].parts[j].text && !is_video(&spec->turns[i].parts[j])) parts[k++] = &spec->turns[i].parts[j];
+}
+
+static size_t count_videos(const qhx_chat_spec *spec) {
+    size_t n = 0;
+    for (size_t i = 0; i < spec->n_turns; i++)
+        for (size_t j = 0; spec->turns[i].parts && j < spec->turns[i].n_parts; j++) n += is_video(&spec->turns[i].parts[j]);
+    return n;
 }
 
 /* ---- rendering ------------------------------------------------------------------------------- */
@@ -200,7 +214,7 @@ static size_t count_parts(const qhx_chat_spec *spec, size_t *n_calls, size_t *n_
     for (size_t i = 0; i < spec->n_turns; i++) {
         const qhx_chat_turn *t = &spec->turns[i];
         parts += t->parts ? t->n_parts : 0;
-        for (size_t k = 0; t->parts && k < t->n_parts; k++) *n_images += t->parts[k].text == NULL;
+        for (size_t k = 0; t->parts && k < t->n_parts; k++) *n_images += t->parts[k].text == NULL && !is_video(&t->parts[k]);
         *n_calls += t->calls ? t->n_calls : 0;
         for (size_t k = 0; t->calls && k < t->n_calls; k++) *n_args += t->calls[k].n_args;
     }
@@ -225,8 +239,8 @@ static qhx_status with_reasoning(const qhx_chat_style *f, chat_build *b, size_t 
 }
 
 /* f->reasoning_open: the family's template reads reasoning (else it drops it) */
-static qhx_status build_messages(const qhx_chat_spec *spec, const int64_t *pads, const qhx_chat_style *f,
-                                 chat_build *b, qhx_error *err) {
+static qhx_status build_messages(const qhx_chat_spec *spec, const int64_t *pads, const char *const *vtexts,
+                                 const qhx_chat_style *f, chat_build *b, qhx_error *err) {
     size_t n_calls, n_args, n_images;
     size_t n_parts = count_parts(spec, &n_calls, &n_args, &n_images);
     size_t n_turns = spec->n_turns ? spec->n_turns : 1;
@@ -237,7 +251,7 @@ static qhx_status build_messages(const qhx_chat_spec *spec, const int64_t *pads,
     b->owned = qhx_calloc(n_turns, sizeof *b->owned);
     if (!b->msgs || !b->parts || !b->calls || !b->args || !b->owned) return qhx_fail(err, QHX_E_NOMEM, "chat: out of memory");
     size_t pi = 0, ci = 0, ai = 0;
-    int img = 0;
+    int img = 0, vid = 0;
     for (size_t i = 0; i < spec->n_turns; i++) {
         const qhx_chat_turn *t = &spec->turns[i];
         qhx_chat_message *m = &b->msgs[i];
@@ -249,8 +263,9 @@ static qhx_status build_messages(const qhx_chat_spec *spec, const int64_t *pads,
             m->n_parts = t->n_parts;
             for (size_t k = 0; k < t->n_parts; k++, pi++) {
                 const qhx_chat_content *c = &t->parts[k];
-                b->parts[pi] = c->text ? (qhx_chat_part){.text = c->text, .text_len = c->text_len}
-                                       : (qhx_chat_part){.text = NULL, .image_tokens = (int32_t)pads[img++]};
+                if (c->text) b->parts[pi] = (qhx_chat_part){.text = c->text, .text_len = c->text_len};
+                else if (is_video(c)) b->parts[pi] = (qhx_chat_part){.text = NULL, .video = vtexts ? vtexts[vid++] : ""};
+                else b->parts[pi] = (qhx_chat_part){.text = NULL, .image_tokens = (int32_t)pads[img++]};
                 /* both templates render images in user and tool contents, never elsewhere */
                 if (!c->text && strcmp(t->role, "user") && strcmp(t->role, "tool"))
                     return qhx_fail(err, QHX_E_ARG,
@@ -299,12 +314,12 @@ static qhx_status wrap_text(char **text, size_t *len, const char *head, const ch
  * of it first (its stop token is pending: then only the separator; after another stop the
  * end-of-turn marker too); the forced start of the answer after the generation prompt. */
 static qhx_status render(const qhx_model *m, const qhx_session *s, const qhx_chat_spec *spec, const int64_t *pads,
-                         bool roles_as_arg, char **text, size_t *len, qhx_error *err) {
+                         const char *const *vtexts, bool roles_as_arg, char **text, size_t *len, qhx_error *err) {
     *text = NULL;
     *len = 0;
     const qhx_chat_style *f = qhx_model_chat_style(m);
     chat_build b = {0};
-    qhx_status rc = build_messages(spec, pads, f, &b, err);
+    qhx_status rc = build_messages(spec, pads, vtexts, f, &b, err);
     if (!rc) {
         qhx_chat_options opt = {.add_generation_prompt = !spec->no_generation_prompt, .enable_thinking = spec->thinking,
                                 .add_vision_id = spec->add_vision_id,
@@ -331,8 +346,8 @@ static qhx_status render(const qhx_model *m, const qhx_session *s, const qhx_cha
  * the prompt (rendered with one pad per file image) leave of max_tokens and of the session's
  * context after one token of answer, at most image_budget. */
 static qhx_status file_image_budget(const qhx_model *m, const qhx_session *s, const qhx_chat_spec *spec,
-                                    const int64_t *pads, bool roles_as_arg, int n_files, int64_t *budget,
-                                    qhx_error *err) {
+                                    const int64_t *pads, const char *const *vtexts, bool roles_as_arg, int n_files,
+                                    int64_t *budget, qhx_error *err) {
     *budget = spec->image_budget > 0 ? spec->image_budget : 0;
     int64_t room = -1; /* the tokens the prompt may take; -1: no bound */
     if (s) room = qhx_session_n_ctx(s) - qhx_session_n_past(s) - (qhx_session_pending(s) >= 0 ? 1 : 0) - 1;
@@ -341,7 +356,7 @@ static qhx_status file_image_budget(const qhx_model *m, const qhx_session *s, co
     char *text = NULL;
     int32_t *ids = NULL;
     size_t len = 0, n_ids = 0;
-    qhx_status rc = render(m, s, spec, pads, roles_as_arg, &text, &len, err);
+    qhx_status rc = render(m, s, spec, pads, vtexts, roles_as_arg, &text, &len, err);
     if (!rc) rc = tokenize(m, s, text, len, &ids, &n_ids, err);
     qhx_free(text);
     qhx_free(ids);
@@ -357,8 +372,8 @@ static qhx_status file_image_budget(const qhx_model *m, const qhx_session *s, co
 /* Every image of spec into p->images (in order) and its pad count into pads: bytes decoded and
  * encoded one by one, files loaded together within their shared room, placeholders as given. */
 static qhx_status load_images(const qhx_model *m, const qhx_session *s, const qhx_chat_spec *spec,
-                              const qhx_chat_content **parts, bool roles_as_arg, qhx_prompt *p, int64_t *pads,
-                              qhx_error *err) {
+                              const qhx_chat_content **parts, const char *const *vtexts, bool roles_as_arg,
+                              qhx_prompt *p, int64_t *pads, qhx_error *err) {
     const char *paths[MAX_IMAGES];
     int n_files = 0;
     qhx_status rc = QHX_OK;
@@ -384,7 +399,7 @@ static qhx_status load_images(const qhx_model *m, const qhx_session *s, const qh
         return rc ? rc : qhx_fail(err, QHX_E_UNSUPPORTED, "image: this model takes no images");
     }
     int64_t budget;
-    if ((rc = file_image_budget(m, s, spec, pads, roles_as_arg, n_files, &budget, err))) return rc;
+    if ((rc = file_image_budget(m, s, spec, pads, vtexts, roles_as_arg, n_files, &budget, err))) return rc;
     qhx_image_embed im[MAX_IMAGES];
     if ((rc = qhx_model_images_load(m, paths, n_files, budget, im, err))) return rc;
     for (int k = 0, f = 0; k < p->n_images; k++)
@@ -392,6 +407,58 @@ static qhx_status load_images(const qhx_model *m, const qhx_session *s, const qh
             p->images[k] = im[f++];
             pads[k] = p->images[k].n_tokens;
         }
+    return QHX_OK;
+}
+
+/* Every video part of spec decoded and encoded (vids, in order) and its expansion in vtexts;
+ * render_only: no loading, the template's one pad. */
+static qhx_status load_videos(const qhx_model *m, const qhx_chat_spec *spec, qhx_video_embed *vids,
+                              const char **vtexts, qhx_error *err) {
+    size_t v = 0;
+    for (size_t i = 0; i < spec->n_turns; i++)
+        for (size_t j = 0; spec->turns[i].parts && j < spec->turns[i].n_parts; j++) {
+            const qhx_chat_content *c = &spec->turns[i].parts[j];
+            if (!is_video(c)) continue;
+            if (spec->render_only) {
+                vtexts[v++] = "";
+                continue;
+            }
+            qhx_video_src src = {.path = c->video_path, .buf = c->video_path ? NULL : c->video,
+                                 .len = c->video_path ? 0 : c->video_size, .label = c->video_path ? NULL : "video"};
+            qhx_status rc = qhx_model_video_load_src(m, &src, spec->video_fps, spec->video_max_frames, &vids[v], err);
+            if (rc) return rc;
+            vtexts[v] = vids[v].text;
+            v++;
+        }
+    return QHX_OK;
+}
+
+/* The prompt's embeds in the order of their pad runs: images as they are, each video as its
+ * temporal groups (moved out of vids). */
+static qhx_status merge_videos(qhx_prompt *p, const qhx_chat_spec *spec, qhx_video_embed *vids, qhx_error *err) {
+    if (spec->render_only) return QHX_OK;
+    size_t total = (size_t)p->n_images;
+    for (size_t v = 0; v < MAX_VIDEOS && vids[v].frames; v++) total += (size_t)vids[v].n_frames;
+    qhx_image_embed *all = qhx_calloc(total ? total : 1, sizeof *all);
+    if (!all) return qhx_fail(err, QHX_E_NOMEM, "chat: out of memory");
+    size_t o = 0, img = 0, vid = 0;
+    for (size_t i = 0; i < spec->n_turns; i++)
+        for (size_t j = 0; spec->turns[i].parts && j < spec->turns[i].n_parts; j++) {
+            const qhx_chat_content *c = &spec->turns[i].parts[j];
+            if (c->text) continue;
+            if (!is_video(c)) {
+                all[o++] = p->images[img++];
+                continue;
+            }
+            qhx_video_embed *ve = &vids[vid++];
+            for (int g = 0; g < ve->n_frames; g++) all[o++] = ve->frames[g];
+            qhx_free(ve->frames);
+            ve->frames = NULL;
+            ve->n_frames = 0;
+        }
+    qhx_free(p->images);
+    p->images = all;
+    p->n_images = (int)o;
     return QHX_OK;
 }
 
@@ -414,8 +481,16 @@ qhx_status qhx_prompt_build(const qhx_model *m, const qhx_session *s, const qhx_
     const qhx_chat_content *parts[MAX_IMAGES];
     int64_t pads[MAX_IMAGES];
     image_parts(spec, parts);
-    qhx_status rc = load_images(m, s, spec, parts, roles_as_arg, p, pads, err);
-    if (!rc) rc = render(m, s, spec, pads, roles_as_arg, &p->text, &p->text_len, err);
+    size_t n_videos = count_videos(spec);
+    qhx_video_embed vids[MAX_VIDEOS];
+    const char *vtexts[MAX_VIDEOS];
+    memset(vids, 0, sizeof vids);
+    qhx_status rc = n_videos > MAX_VIDEOS ? qhx_fail(err, QHX_E_LIMIT, "chat: %zu videos, at most %d per request", n_videos, MAX_VIDEOS)
+                                          : load_videos(m, spec, vids, vtexts, err);
+    if (!rc) rc = load_images(m, s, spec, parts, vtexts, roles_as_arg, p, pads, err);
+    if (!rc) rc = render(m, s, spec, pads, vtexts, roles_as_arg, &p->text, &p->text_len, err);
+    if (!rc && n_videos) rc = merge_videos(p, spec, vids, err);
+    for (size_t v = 0; v < n_videos && v < MAX_VIDEOS; v++) qhx_video_embed_deinit(&vids[v]);
     if (!rc && !spec->render_only) rc = tokenize(m, s, p->text, p->text_len, &p->ids, &p->n, err);
     if (!rc && !spec->render_only && p->n == 0) rc = qhx_fail(err, QHX_E_ARG, "chat: the prompt is empty");
     if (rc) {

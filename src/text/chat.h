@@ -27,6 +27,7 @@ struct qhx_chat_render {
     qhx_chat_buf out; /* the prompt */
     qhx_chat_buf tmp; /* the last qhx_chat_render_content */
     int image_count;  /* images numbered so far (add_vision_id) */
+    int video_count;  /* videos numbered so far (add_vision_id) */
     bool ok;          /* false once an allocation failed */
     qhx_error *err;
 };

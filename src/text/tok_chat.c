@@ -98,6 +98,22 @@ qhx_status qhx_chat_render_content(qhx_chat_render *r, const qhx_chat_message *m
         if (flags & QHX_CHAT_SYSTEM)
             return qhx_fail(r->err, QHX_E_ARG, "chat: message %zu: a system message cannot contain images", idx);
         if (!(flags & QHX_CHAT_IMAGES)) continue;
+        if (p->video) {
+            if (!f->image_start || !f->image_end)
+                return qhx_fail(r->err, QHX_E_ARG, "chat: message %zu: the %s format writes no videos", idx, f->name);
+            if (flags & QHX_CHAT_COUNT) r->video_count++;
+            if (r->opt->add_vision_id && f->image_label) {
+                char num[16];
+                snprintf(num, sizeof num, "%d", r->video_count);
+                qhx_chat_puts(r, b, "Video ");
+                qhx_chat_puts(r, b, num);
+                qhx_chat_puts(r, b, f->image_label_end ? f->image_label_end : "");
+            }
+            qhx_chat_puts(r, b, f->image_start);
+            qhx_chat_puts(r, b, p->video[0] ? p->video : "<|video_pad|>");
+            qhx_chat_puts(r, b, f->image_end);
+            continue;
+        }
         if (p->image_tokens < 0 || p->image_tokens > (1 << 20))
             return qhx_fail(r->err, QHX_E_ARG, "chat: message %zu: %d image tokens", idx, (int)p->image_tokens);
         if (!f->image_start || !f->image_pad || !f->image_end)

@@ -215,6 +215,10 @@ typedef struct qhx_chat_part {
     size_t text_len;
     int32_t image_tokens;   /* image part: number of image pads (0 = one, as the template
                                renders it before the processor expands it) */
+    const char *video;      /* text NULL and this set: a video part, rendered as the templates
+                               do ("Video N: " with add_vision_id, the image start, the video,
+                               the image end) with this text in place of the template's one
+                               <|video_pad|> (the processor's expansion; "" keeps the pad) */
 } qhx_chat_part;
 
 /* A tool call's argument: its name, and its value as the template prints it (JSON text for an

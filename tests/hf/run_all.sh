@@ -5,6 +5,7 @@
 #   2. hf_golden_set.py --compare: that run reproduces the committed HF golden set (CASE/hf/)
 #   3. qhexrt against both golden sets (the parity CLI tests, which read CASE/hf/ too)
 #   4. image_compare.py: qhexrt's pixels against the torchvision and PIL processors
+#   4b. video_golden.py: qhexrt's video pixels against Qwen3VLVideoProcessor (torchcodec reader)
 #   5. chat templates: apply_chat_template over the conversation matrix equals the stored renders
 #   6. the shipped demo model (models/shakespeare): transformers reproduces the stored goldens of
 #      tests/data/demo (demo_model.py --check), and qhexrt matches a fresh transformers set
@@ -43,6 +44,8 @@ for t in parity parity_vl parity_qwen35vl; do
   step "qhexrt_$t" bash "$ROOT/tests/cli/$t.sh" "$BIN" "$DATA" "$ROOT"
 done
 step image_compare "$PY" "$ROOT/tests/hf/image_compare.py" --pixels "$PIXELS" --json "$OUT/image_compare.json"
+step video_compare "$PY" "$ROOT/tests/hf/video_golden.py" --pixels "$PIXELS"
+step video_model "$PY" "$ROOT/tests/hf/video_model_golden.py" --check "$DATA/video/model"
 step chat_templates "$PY" "$ROOT/tests/hf/chat_templates.py" --check
 step chat_harness "$PY" "$ROOT/tests/hf/chat_harness_check.py"
 step qwen3_5_tokenizer_goldens "$PY" "$ROOT/tests/hf/qwen3_5_tokenizer_golden.py" --check

@@ -27,6 +27,9 @@ typedef struct qhx_generate_args {
     const char *ids_arg;
     const char *images[QHX_CLI_MAX_IMAGES]; /* --image, repeatable, in order */
     int n_images;
+    const char *video;       /* --video FILE (with --chat) */
+    double video_fps;        /* --video-fps F (0: the checkpoint's video processor) */
+    int64_t video_max_frames; /* --video-max-frames N (0: its default) */
     bool chat;
     bool print_ids;
     bool json;               /* one JSON object: text, ids, stop reason, timings, seed */

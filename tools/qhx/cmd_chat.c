@@ -34,6 +34,8 @@ static const char COMMANDS_HELP[] =
     "  /stats              the speed of the last answer (every answer's with --verbose)\n"
     "  /image FILE         put an image (PNG or JPEG) into the next message (a model that takes\n"
     "                      images: Qwen3-VL, Qwen3.5 with its tower); repeat it for several\n"
+    "  /video FILE         put a video into the next message (after its images; one per\n"
+    "                      message; sampled at 2 frames per second as Qwen3-VL's processor does)\n"
     "  \"\"\" ... \"\"\"         a message of several lines; a line ending in \\ goes on as well;\n"
     "                      text pasted on a terminal is one message, newlines and all\n"
     "  Ctrl-C stops the answer being written and returns to the prompt.\n";
@@ -68,6 +70,7 @@ typedef struct chat {
     bool feeding;             /* Ctrl-C now aborts the prompt (otherwise it ends the answer) */
     char *images[QHX_CLI_MAX_IMAGES]; /* /image FILE (repeatable) for the next turn, in order (owned) */
     int n_images;
+    char *video;                      /* /video FILE for the next turn (owned), or NULL */
     EditLine *el;             /* NULL when stdin is not a terminal */
     History *hist;
     /* the conversation's text turns, for the context shift: user message and answer of each
@@ -98,13 +101,15 @@ static void context_full_message(const chat *c, const char *what) {
  * context has left, shared over them (--image-max-tokens bounds their sum). */
 static qhx_status turn_prompt(chat *c, const char *user, qhx_prompt **out, qhx_error *err) {
     qhx_chat_turn turns[2];
-    qhx_chat_content parts[QHX_CLI_MAX_IMAGES + 1];
+    qhx_chat_content parts[QHX_CLI_MAX_IMAGES + 2];
     size_t nt = 0;
+    int np = 0;
     if (c->first && c->run.system) turns[nt++] = (qhx_chat_turn){.role = "system", .content = c->run.system};
-    for (int k = 0; k < c->n_images; k++) parts[k] = (qhx_chat_content){.image_path = c->images[k]};
-    parts[c->n_images] = (qhx_chat_content){.text = user, .text_len = strlen(user)};
-    turns[nt++] = (qhx_chat_turn){.role = "user", .content = user, .parts = c->n_images ? parts : NULL,
-                                  .n_parts = c->n_images ? (size_t)c->n_images + 1 : 0};
+    for (int k = 0; k < c->n_images; k++) parts[np++] = (qhx_chat_content){.image_path = c->images[k]};
+    if (c->video) parts[np++] = (qhx_chat_content){.video_path = c->video};
+    parts[np] = (qhx_chat_content){.text = user, .text_len = strlen(user)};
+    turns[nt++] = (qhx_chat_turn){.role = "user", .content = user, .parts = np ? parts : NULL,
+                                  .n_parts = np ? (size_t)np + 1 : 0};
     int think = c->run.think >= 0 ? c->run.think : qhx_model_thinking_default(c->m);
     qhx_chat_spec spec = {.turns = turns, .n_turns = nt, .thinking = think, .max_images = c->n_images,
                           .image_budget = c->run.image_max_tokens};
@@ -236,10 +241,12 @@ static int turn(chat *c, const char *user, qhx_error *err) {
     qhx_run_out out;
     qhx_run_out_init(&out, &c->run, false, false);
     out.collect = true; /* printed and kept: the answer is part of the conversation's text */
-    const bool had_images = c->n_images > 0;
+    const bool had_images = c->n_images > 0 || c->video;
     qhx_status rc = turn_prompt(c, user, &p, err);
     for (int k = 0; k < c->n_images; k++) free(c->images[k]);
     c->n_images = 0;
+    free(c->video);
+    c->video = NULL;
     size_t n_turn = 0;
     if (!rc) qhx_prompt_ids(p, &n_turn);
     /* a message that would not fit: the context shift (not for images: the kept turns are text) */
@@ -306,7 +313,7 @@ next:
 /* ---- commands ------------------------------------------------------------------------------ */
 
 static const char *const COMMAND_NAMES[] = {"/help", "/?", "/bye", "/exit", "/quit", "/clear", "/reset",
-                                            "/save", "/load", "/image", "/system", "/set", "/stats"};
+                                            "/save", "/load", "/image", "/video", "/system", "/set", "/stats"};
 
 /* The argument of "/cmd ARG" (spaces around it dropped), or NULL when there is none. */
 static const char *argument_of(char *line) {
@@ -353,6 +360,27 @@ static void set_image(chat *c, const char *path) {
     c->images[c->n_images++] = copy;
     if (c->n_images == 1) fprintf(stderr, "(the next message comes with %s)\n", path);
     else fprintf(stderr, "(the next message comes with %d images, %s last)\n", c->n_images, path);
+}
+
+static void set_video(chat *c, const char *path) {
+    if (!qhx_model_takes_images(c->m)) {
+        fprintf(stderr, "qhx chat: /video needs a model whose run plan takes images (host-op %s takes none)\n",
+                qhx_model_host_op(c->m));
+        return;
+    }
+    if (access(path, R_OK) != 0) {
+        fprintf(stderr, "qhx chat: /video: %s: %s\n", path, strerror(errno));
+        return;
+    }
+    char *copy = strdup(path);
+    if (!copy) {
+        fprintf(stderr, "qhx chat: /video: out of memory\n");
+        return;
+    }
+    if (c->video) fprintf(stderr, "(one video per message: %s replaces %s)\n", path, c->video);
+    else fprintf(stderr, "(the next message comes with the video %s)\n", path);
+    free(c->video);
+    c->video = copy;
 }
 
 /* A line starting with '/'. Returns 1 to quit, 0 to go on. */
@@ -452,9 +480,10 @@ static int command(chat *c, char *line, qhx_error *err) {
         set_sampling(c, arg, err);
     } else if (!strcmp(name, "/stats")) {
         print_stats(c);
-    } else if (!strcmp(name, "/save") || !strcmp(name, "/load") || !strcmp(name, "/image")) {
+    } else if (!strcmp(name, "/save") || !strcmp(name, "/load") || !strcmp(name, "/image") || !strcmp(name, "/video")) {
         if (!arg) fprintf(stderr, "qhx chat: usage: %s FILE\n", name);
         else if (!strcmp(name, "/image")) set_image(c, arg);
+        else if (!strcmp(name, "/video")) set_video(c, arg);
         else save_or_load(c, name[1] == 's', arg, err);
     } else {
         const char *near = qhx_cli_closest(name, COMMAND_NAMES, sizeof COMMAND_NAMES / sizeof COMMAND_NAMES[0]);
@@ -809,6 +838,7 @@ int qhx_cmd_chat(int argc, char **argv) {
     }
     for (int k = 0; k < c.n_images; k++) free(c.images[k]);
     free(c.system);
+    free(c.video);
     forget_turns(&c);
     free(c.said);
     qhx_session_free(c.s);

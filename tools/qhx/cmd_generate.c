@@ -42,6 +42,12 @@ static void usage(FILE *f) {
             "                       user turn; with --ids the ids already hold one run per\n"
             "                       image: the chat format's image start, image-pad ids (one\n"
             "                       per image token), image end\n"
+            "  --video FILE         a video (MP4, WebM, MKV, AVI, ...: what FFmpeg reads; Qwen3-VL,\n"
+            "                       Qwen3.5; with -p --chat): sampled and encoded as Qwen3-VL's\n"
+            "                       video processor does, placed after the images, before the text\n"
+            "  --video-fps F        frames sampled per second of video (default: the checkpoint's\n"
+            "                       video processor, 2)\n"
+            "  --video-max-frames N at most N frames sampled (default 768)\n"
             "  --chat               wrap the prompt in the model's chat format (a user turn); the\n"
             "                       answer stops at the format's end of turn\n"
             "  --system TEXT        system message (with --chat)\n"
@@ -61,7 +67,8 @@ static void usage(FILE *f) {
             QHX_RUN_OPTS_HELP);
 }
 
-static const char *const GEN_NAMES[] = {"-p", "--prompt", "-f", "--file", "--ids", "--image", "--chat",
+static const char *const GEN_NAMES[] = {"-p", "--prompt", "-f", "--file", "--ids", "--image", "--video", "--video-fps",
+                                        "--video-max-frames", "--chat",
                                         "--print-ids", "--json", "--print-prompt", "--help", "--grammar",
                                         "--json-schema", "--json-object"};
 
@@ -78,6 +85,24 @@ static int parse_prompt_opt(int argc, char **argv, int *i, gen_args *a) {
     const char *o = argv[*i];
     if (*i + 1 >= argc) return qhx_cli_usage_error(CMD, "%s needs a value", o);
     const char *v = argv[++*i];
+    if (!strcmp(o, "--video")) {
+        if (a->video) return qhx_cli_usage_error(CMD, "--video: one video per prompt");
+        if (!*v) return qhx_cli_usage_error(CMD, "--video: the file name is empty");
+        a->video = v;
+        return 0;
+    }
+    if (!strcmp(o, "--video-fps")) {
+        char *end;
+        double f = strtod(v, &end);
+        if (*end || !(f > 0 && f <= 1000)) return qhx_cli_usage_error(CMD, "--video-fps: '%s' is not in (0, 1000]", v);
+        a->video_fps = f;
+        return 0;
+    }
+    if (!strcmp(o, "--video-max-frames")) {
+        if (qhx_cli_parse_i64(v, 2, 768, &a->video_max_frames))
+            return qhx_cli_usage_error(CMD, "--video-max-frames: '%s' is not in [2, 768]", v);
+        return 0;
+    }
     if (!strcmp(o, "--image")) {
         if (a->n_images == QHX_CLI_MAX_IMAGES) return qhx_cli_usage_error(CMD, "--image: more than %d images", QHX_CLI_MAX_IMAGES);
         if (!*v) return qhx_cli_usage_error(CMD, "--image: the file name is empty");
@@ -117,7 +142,8 @@ int qhx_generate_parse_args(int argc, char **argv, gen_args *a) {
             else a->json_schema = argv[++i];
         }
         else if (!strcmp(o, "-p") || !strcmp(o, "--prompt") || !strcmp(o, "-f") || !strcmp(o, "--file") ||
-                 !strcmp(o, "--ids") || !strcmp(o, "--image")) {
+                 !strcmp(o, "--ids") || !strcmp(o, "--image") || !strcmp(o, "--video") || !strcmp(o, "--video-fps") ||
+                 !strcmp(o, "--video-max-frames")) {
             if ((r = parse_prompt_opt(argc, argv, &i, a))) return r;
         } else if (o[0] != '-' && o[0]) { /* llama.cpp's habit: the prompt as the last word, no -p */
             if (a->prompt || a->prompt_file || a->ids_arg)
@@ -140,6 +166,10 @@ int qhx_generate_parse_args(int argc, char **argv, gen_args *a) {
     };
     int nr = qhx_run_check_needs(CMD, &a->run, needs, sizeof needs / sizeof needs[0]);
     if (nr) return nr;
+    if ((a->video_fps > 0 || a->video_max_frames > 0) && !a->video)
+        return qhx_cli_usage_error(CMD, "--video-fps and --video-max-frames need --video");
+    if (a->video && !a->chat)
+        return qhx_cli_usage_error(CMD, "--video needs a text prompt and --chat (the video goes into the user turn)");
     if (a->n_images && !a->ids_arg && !a->chat) return qhx_cli_usage_error(CMD, "--image with a text prompt needs --chat (the image goes into the user turn)");
     if (a->print_ids && a->json) return qhx_cli_usage_error(CMD, "--print-ids and --json: choose one");
     if ((a->grammar_file != NULL) + (a->json_schema != NULL) + a->json_object > 1)
@@ -154,20 +184,23 @@ int qhx_generate_parse_args(int argc, char **argv, gen_args *a) {
 
 /* The chat spec of the prompt (--chat): --system, then the user turn with one part per --image,
  * in order (the files; render_only: one pad each), then the text. turns (2,) and parts
- * (QHX_CLI_MAX_IMAGES + 1,) are its storage. */
+ * (QHX_CLI_MAX_IMAGES + 2,) are its storage. */
 static void chat_spec(const qhx_model *m, const gen_args *a, bool render_only, qhx_chat_turn *turns,
                       qhx_chat_content *parts, qhx_chat_spec *spec) {
     size_t nt = 0;
     if (a->run.system) turns[nt++] = (qhx_chat_turn){.role = "system", .content = a->run.system};
+    int np = 0;
     for (int k = 0; k < a->n_images; k++)
-        parts[k] = render_only ? (qhx_chat_content){.image_tokens = 1} : (qhx_chat_content){.image_path = a->images[k]};
-    parts[a->n_images] = (qhx_chat_content){.text = a->prompt, .text_len = strlen(a->prompt)};
-    turns[nt++] = (qhx_chat_turn){.role = "user", .content = a->prompt, .parts = a->n_images ? parts : NULL,
-                                  .n_parts = a->n_images ? (size_t)a->n_images + 1 : 0};
+        parts[np++] = render_only ? (qhx_chat_content){.image_tokens = 1} : (qhx_chat_content){.image_path = a->images[k]};
+    if (a->video) parts[np++] = (qhx_chat_content){.video_path = a->video};
+    parts[np] = (qhx_chat_content){.text = a->prompt, .text_len = strlen(a->prompt)};
+    turns[nt++] = (qhx_chat_turn){.role = "user", .content = a->prompt, .parts = np ? parts : NULL,
+                                  .n_parts = np ? (size_t)np + 1 : 0};
     bool constrained = a->grammar_file || a->json_schema || a->json_object; /* the answer follows it from byte one */
     int think = a->run.think >= 0 ? a->run.think : constrained ? 0 : qhx_model_thinking_default(m);
     *spec = (qhx_chat_spec){.turns = turns, .n_turns = nt, .thinking = think, .render_only = render_only,
-                            .max_images = a->n_images};
+                            .max_images = a->n_images, .video_fps = a->video_fps,
+                            .video_max_frames = a->video_max_frames};
 }
 
 /* --print-prompt: the prompt text, chat-formatted when asked (one pad per --image). */
@@ -177,7 +210,7 @@ static qhx_status print_prompt(const qhx_model *m, const gen_args *a, qhx_error 
         return QHX_OK;
     }
     qhx_chat_turn turns[2];
-    qhx_chat_content parts[QHX_CLI_MAX_IMAGES + 1];
+    qhx_chat_content parts[QHX_CLI_MAX_IMAGES + 2];
     qhx_chat_spec spec;
     chat_spec(m, a, true, turns, parts, &spec);
     qhx_prompt *p;
@@ -248,7 +281,7 @@ static qhx_status build_prompt(run *r) {
         rc = qhx_prompt_from_text(r->m, a->prompt, strlen(a->prompt), &r->prompt, err);
     } else {
         qhx_chat_turn turns[2];
-        qhx_chat_content parts[QHX_CLI_MAX_IMAGES + 1];
+        qhx_chat_content parts[QHX_CLI_MAX_IMAGES + 2];
         qhx_chat_spec spec;
         chat_spec(r->m, a, false, turns, parts, &spec);
         const int64_t answer = a->run.n_new > 0 ? a->run.n_new : 1;
@@ -357,7 +390,7 @@ static qhx_status load_grammar(run *r) {
  * then QHX_RUN_PLAIN_STEPS decode steps, timed (prefill not counted). Best effort: on any
  * failure, or with images, nothing is reported. Returns tokens per second, or 0. */
 static double measure_plain_decode(run *r, int64_t n_ctx) {
-    if (!r->n_ids || r->a.n_images) return 0;
+    if (!r->n_ids || r->a.n_images || r->a.video) return 0;
     qhx_session_params sp = qhx_session_default_params(r->m);
     sp.n_ctx = n_ctx < (int64_t)r->n_ids + QHX_RUN_PLAIN_STEPS ? n_ctx : (int64_t)r->n_ids + QHX_RUN_PLAIN_STEPS;
     if (sp.n_ctx < (int64_t)r->n_ids + QHX_RUN_PLAIN_STEPS) return 0;
@@ -485,7 +518,7 @@ static int run_all(run *r) {
         r->n_ids = (size_t)cnt;
     }
     if (load_grammar(r)) return qhx_cli_runtime_error(CMD, err); /* before the model: a bad schema fails fast */
-    if ((rc = qhx_run_open_model(CMD, &a->run, a->n_images > 0, &r->m, &r->load_s, err)) >= 0) return rc;
+    if ((rc = qhx_run_open_model(CMD, &a->run, a->n_images > 0 || a->video, &r->m, &r->load_s, err)) >= 0) return rc;
     if ((rc = check_model_options(r)) >= 0) return rc;
     if (qhx_run_context_of(r->m, &a->run, &r->ctx, err)) return qhx_cli_runtime_error(CMD, err);
     if (a->print_prompt && !a->ids_arg) {

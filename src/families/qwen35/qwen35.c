@@ -669,7 +669,8 @@ static qhx_status q35_attach(qhx_seq *st, const qhx_image_embed *images, int n_i
     qhx_img_view *v = n_images ? qhx_malloc((size_t)n_images * sizeof *v) : NULL;
     if (n_images && !v) return qhx_fail(err, QHX_E_NOMEM, "attach: out of memory");
     for (int k = 0; k < n_images; k++)
-        v[k] = (qhx_img_view){images[k].grid_h, images[k].grid_w, images[k].n_tokens, images[k].row_width, images[k].embd};
+        v[k] = (qhx_img_view){images[k].grid_h, images[k].grid_w, images[k].n_tokens, images[k].row_width, images[k].embd,
+                                images[k].pad_id};
     const int64_t merge = q->vit ? q->vit->cfg.spatial_merge_size : 1, rw = q->vit ? qhx_vit_row_width(q->vit) : 0;
     /* without a tower every id is text, the image-pad id too (a text plan reads no images) */
     const int32_t pad = q->vit ? (int32_t)st->m->cfg.image_token_id : -1;

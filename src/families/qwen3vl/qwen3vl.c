@@ -232,7 +232,8 @@ static qhx_status vl_attach(qhx_seq *st, const qhx_image_embed *images, int n_im
     qhx_img_view *v = n_images ? qhx_malloc((size_t)n_images * sizeof *v) : NULL;
     if (n_images && !v) return qhx_fail(err, QHX_E_NOMEM, "attach: out of memory");
     for (int k = 0; k < n_images; k++)
-        v[k] = (qhx_img_view){images[k].grid_h, images[k].grid_w, images[k].n_tokens, images[k].row_width, images[k].embd};
+        v[k] = (qhx_img_view){images[k].grid_h, images[k].grid_w, images[k].n_tokens, images[k].row_width, images[k].embd,
+                                images[k].pad_id};
     const int64_t merge = q->vit ? q->vit->cfg.spatial_merge_size : 1, rw = q->vit ? qhx_vit_row_width(q->vit) : 0;
     qhx_status rc = qhx_img_plan_set(&s->plan, v, n_images, ids, n, (int32_t)q->image_token_id, merge, rw, st->n_past,
                                      s->next_pos, err);

@@ -35,6 +35,7 @@ int qhx_perplexity_parse_args(int argc, char **argv, qhx_perplexity_args *a /* O
 
 typedef struct qhx_embed_image_args {
     const char *model, *image, *out;
+    const char *video;  /* --video FILE instead of --image: every temporal group's rows in turn */
     const char *device; /* --device, or NULL (cpu) */
     const char *mmproj; /* --mmproj: a GGUF model's vision tower, or NULL */
 } qhx_embed_image_args;

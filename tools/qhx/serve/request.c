@@ -404,6 +404,27 @@ static int image_part(chat_req *c, json_t *item, size_t idx, size_t k, qhx_chat_
     return 0;
 }
 
+/* A video part ({"type": "video_url", "video_url": {"url": "data:video/mp4;base64,..."}}): the
+ * bytes of the file, decoded by the library; remote URLs are refused as for images. */
+static int video_part(chat_req *c, json_t *item, size_t idx, size_t k, qhx_chat_content *p, int *status, qhx_error *err) {
+    json_t *vu = json_object_get(item, "video_url");
+    json_t *url = json_is_object(vu) ? json_object_get(vu, "url") : vu;
+    if (!json_is_string(url)) return fail(status, 400, err, "messages[%zu].content[%zu].video_url.url must be a string", idx, k);
+    const char *u = json_string_value(url);
+    size_t n = json_string_length(url);
+    if (strncmp(u, "data:", 5))
+        return fail(status, 400, err, "messages[%zu].content[%zu]: only data: URLs (base64 video files) are taken; remote video URLs are not fetched", idx, k);
+    const char *comma = memchr(u, ',', n);
+    if (!comma || !strstr(u, ";base64") || strstr(u, ";base64") > comma)
+        return fail(status, 400, err, "messages[%zu].content[%zu]: the data: URL must be base64 (data:video/mp4;base64,...)", idx, k);
+    size_t bytes = 0;
+    unsigned char *vid = b64_decode(comma + 1, n - (size_t)(comma + 1 - u), &bytes);
+    if (!vid) return fail(status, 400, err, "messages[%zu].content[%zu]: the data: URL is not valid base64", idx, k);
+    if (!own(c, (char *)vid)) return fail(status, 503, err, "out of memory");
+    *p = (qhx_chat_content){.text = NULL, .video = vid, .video_size = bytes};
+    return 0;
+}
+
 static int parts_of(chat_req *c, json_t *list, size_t idx, qhx_chat_turn *t, int *status, qhx_error *err) {
     /* images only in user messages: the API's tool result is text (a tool message's parts are
      * text parts), so an image there is a client's mistake, not something to render */
@@ -425,8 +446,14 @@ static int parts_of(chat_req *c, json_t *list, size_t idx, qhx_chat_turn *t, int
                             "messages[%zu].content[%zu]: an image in a '%s' message is not taken (images go in user messages)",
                             idx, k, t->role);
             if (image_part(c, item, idx, k, p, status, err)) return -1;
+        } else if (type && !strcmp(type, "video_url")) {
+            if (!takes_images)
+                return fail(status, 400, err,
+                            "messages[%zu].content[%zu]: a video in a '%s' message is not taken (videos go in user messages)",
+                            idx, k, t->role);
+            if (video_part(c, item, idx, k, p, status, err)) return -1;
         } else
-            return fail(status, 400, err, "messages[%zu].content[%zu]: type '%s' is not 'text' or 'image_url'", idx, k,
+            return fail(status, 400, err, "messages[%zu].content[%zu]: type '%s' is not 'text', 'image_url' or 'video_url'", idx, k,
                         type ? type : "(none)");
         c->n_parts++;
         t->n_parts++;
