@@ -18,6 +18,12 @@
 
 #include <string.h>
 
+/* The decoder's bounds (the preprocessing takes them through qhx_video_preprocess). */
+qhx_video_limits qhx_video_default_limits(void) {
+    qhx_video_limits l = {.max_side = 8192, .max_packets = 1000000, .max_frames = 768, .max_bytes = (size_t)1 << 30};
+    return l;
+}
+
 #if QHX_HAVE_FFMPEG
 
 #include <errno.h>

@@ -24,11 +24,6 @@ qhx_video_prep qhx_video_prep_default(void) {
     return p;
 }
 
-qhx_video_limits qhx_video_default_limits(void) {
-    qhx_video_limits l = {.max_side = 8192, .max_packets = 1000000, .max_frames = 768, .max_bytes = (size_t)1 << 30};
-    return l;
-}
-
 qhx_status qhx_video_prep_load(const char *path, qhx_video_prep *out, qhx_error *err) {
     qhx_video_prep p = qhx_video_prep_default();
     /* The image fields read as the image processor reads them, over the video defaults. */
