@@ -468,17 +468,24 @@ void qhx_video_embed_deinit(qhx_video_embed *v) {
     memset(v, 0, sizeof *v);
 }
 
+/* The family's video pad token (its chat style), or NULL. */
+static const char *video_pad_text(const qhx_model *m) {
+    const qhx_chat_style *f = qhx_model_chat_style(m);
+    return f ? f->video_pad : NULL;
+}
+
 int32_t qhx_model_video_pad(const qhx_model *m) {
-    return m && m->tok ? qhx_tok_token_to_id(m->tok, "<|video_pad|>") : -1;
+    const char *pad = m ? video_pad_text(m) : NULL;
+    return pad && m->tok ? qhx_tok_token_to_id(m->tok, pad) : -1;
 }
 
 /* The processor's expansion: per temporal group "<t seconds>" + start + pads + end. */
 static qhx_status video_text(const qhx_model *m, const qhx_video_patches *p, int64_t per_group, qhx_video_embed *out,
                              qhx_error *err) {
     const qhx_chat_style *f = qhx_model_chat_style(m);
-    const char *start = f && f->image_start ? f->image_start : "<|vision_start|>";
-    const char *end = f && f->image_end ? f->image_end : "<|vision_end|>";
-    const char *pad = "<|video_pad|>";
+    const char *start = f && f->image_start ? f->image_start : "";
+    const char *end = f && f->image_end ? f->image_end : "";
+    const char *pad = f && f->video_pad ? f->video_pad : "";
     size_t each = strlen(start) + strlen(end) + 32 + (size_t)per_group * strlen(pad);
     size_t cap = each * (size_t)p->grid_t + 1, n = 0;
     out->text = qhx_malloc(cap);
@@ -506,7 +513,7 @@ qhx_status qhx_model_video_load_src(const qhx_model *m, const qhx_video_src *src
     if (rc) return rc;
     if (!src || (!src->path && !src->buf)) return qhx_fail(err, QHX_E_ARG, "video: no file");
     int32_t vpad = qhx_model_video_pad(m);
-    if (vpad < 0) return qhx_fail(err, QHX_E_UNSUPPORTED, "%s: the model's vocabulary has no <|video_pad|>", path);
+    if (vpad < 0) return qhx_fail(err, QHX_E_UNSUPPORTED, "%s: the model's vocabulary has no video pad token", path);
     qhx_video_prep prep = m->vprep;
     if (fps > 0) prep.fps = fps;
     if (max_frames > 0) prep.max_frames = max_frames;

@@ -131,7 +131,7 @@ qhx_status qhx_model_video_load(const qhx_model *m, const char *path, double fps
 qhx_status qhx_model_video_load_src(const qhx_model *m, const qhx_video_src *src, double fps, int64_t max_frames,
                                     qhx_video_embed *out /* OUT, owned: qhx_video_embed_deinit */, qhx_error *err);
 void qhx_video_embed_deinit(qhx_video_embed *v); /* NULL / zeroed allowed */
-/* The id of "<|video_pad|>" in the model's vocabulary, or -1. */
+/* The id of the family's video pad token in the model's vocabulary, or -1. */
 int32_t qhx_model_video_pad(const qhx_model *m);
 
 /* The same from a decoded image, uncapped. */

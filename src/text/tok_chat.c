@@ -110,7 +110,7 @@ qhx_status qhx_chat_render_content(qhx_chat_render *r, const qhx_chat_message *m
                 qhx_chat_puts(r, b, f->image_label_end ? f->image_label_end : "");
             }
             qhx_chat_puts(r, b, f->image_start);
-            qhx_chat_puts(r, b, p->video[0] ? p->video : "<|video_pad|>");
+            qhx_chat_puts(r, b, p->video[0] ? p->video : f->video_pad ? f->video_pad : "");
             qhx_chat_puts(r, b, f->image_end);
             continue;
         }

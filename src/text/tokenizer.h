@@ -189,6 +189,7 @@ typedef struct qhx_chat_style {
     const char *turn_end;    /* the token that ends a turn: an answer stops there */
     const char *turn_sep;    /* what follows turn_end before the next turn opens */
     const char *image_start, *image_pad, *image_end; /* an image's run: start, pads, end */
+    const char *video_pad;                           /* a video's pad token (its run: image start, pads, image end) */
     const char *image_label, *image_label_end;       /* add_vision_id: label N label_end */
     const char *think_open, *think_close;            /* a thinking block's markers, or NULL */
     /* an answer's reasoning written back into its content: open REASONING close CONTENT
@@ -218,7 +219,7 @@ typedef struct qhx_chat_part {
     const char *video;      /* text NULL and this set: a video part, rendered as the templates
                                do ("Video N: " with add_vision_id, the image start, the video,
                                the image end) with this text in place of the template's one
-                               <|video_pad|> (the processor's expansion; "" keeps the pad) */
+                               video pad (the processor's expansion; "" keeps the pad) */
 } qhx_chat_part;
 
 /* A tool call's argument: its name, and its value as the template prints it (JSON text for an

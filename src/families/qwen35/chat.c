@@ -166,6 +166,7 @@ const qhx_chat_style qhx_chat_style_qwen35 = {
     .turn_sep = "\n",
     .image_start = "<|vision_start|>",
     .image_pad = "<|image_pad|>",
+    .video_pad = "<|video_pad|>",
     .image_end = "<|vision_end|>",
     .image_label = "Picture ",
     .image_label_end = ": ",
