@@ -40,8 +40,11 @@ static qhx_status rename_files(qhx_plan *plan, const char *name, int64_t ctx, co
     qhx_free(plan->name);
     plan->name = qhx_strdup(name);
     qhx_status rc = plan->name ? QHX_OK : qhx_fail(err, QHX_E_NOMEM, "out of memory");
-    if (rc == QHX_OK) rc = qhx_plan_set_artifact(plan, QHX_ART_WEIGHTS, base_name(plan->artifacts[QHX_ART_WEIGHTS].path),
-                                                 QHX_ART_GGUF, false, QHX_DTYPE_F32, err);
+    /* the name is copied first: setting the artifact frees the path it comes from */
+    char *weights = qhx_strdup(base_name(plan->artifacts[QHX_ART_WEIGHTS].path));
+    if (rc == QHX_OK && !weights) rc = qhx_fail(err, QHX_E_NOMEM, "out of memory");
+    if (rc == QHX_OK) rc = qhx_plan_set_artifact(plan, QHX_ART_WEIGHTS, weights, QHX_ART_GGUF, false, QHX_DTYPE_F32, err);
+    qhx_free(weights);
     if (rc == QHX_OK && mmproj)
         rc = qhx_plan_set_artifact(plan, QHX_ART_VISION, base_name(mmproj), QHX_ART_GGUF, false, QHX_DTYPE_F32, err);
     if (rc == QHX_OK) rc = qhx_plan_set_file(plan, &plan->tokenizer, "tokenizer.json", err);
