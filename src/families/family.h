@@ -285,9 +285,10 @@ typedef struct qhx_family_gguf {
     const char *layer_prefix;       /* "model.layers." */
     const char *mtp_prefix;         /* "mtp.layers.", or NULL */
     const char *const *projectors;  /* clip.projector_type values of the towers it reads; NULL ends */
-    /* The Hugging Face config.json equivalent of the file's <arch>.* keys (a new object, what
-     * parse_config then reads). */
-    qhx_status (*config)(const qhx_gguf *g, const char *arch, json_t **out, qhx_error *err);
+    const char *model_type;         /* the config's model_type (its text_config the one below) */
+    /* Fill text_config tc, the Hugging Face equivalent of the file's <arch>.* keys (what
+     * parse_config then reads under the family's model_type; qhx_family_gguf_config). */
+    qhx_status (*text_config)(const qhx_gguf *g, const char *arch, json_t *tc, qhx_error *err);
 } qhx_family_gguf;
 
 typedef struct qhx_family_desc {
@@ -344,6 +345,10 @@ const char *qhx_family_names(char *buf, size_t cap);
 /* gguf.c: GGUF files as models. The family whose GGUF table reads general.architecture
  * `arch`, or NULL. */
 const qhx_family_desc *qhx_family_for_gguf_arch(const char *arch);
+/* The Hugging Face config.json equivalent of g's keys for family f (a new object:
+ * {model_type, text_config, tie_word_embeddings}). */
+qhx_status qhx_family_gguf_config(const qhx_family_desc *f, const qhx_gguf *g, const char *arch, json_t **out /* OUT */,
+                                  qhx_error *err);
 /* The tokenizer of the GGUF file at path (its tokenizer.ggml.* keys through io/gguf_tok.h; the
  * file mapped for the call only). */
 qhx_status qhx_family_gguf_tokenizer(const char *path, qhx_tok **out /* OUT */, qhx_error *err);

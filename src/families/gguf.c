@@ -89,6 +89,18 @@ qhx_status qhx_gguf_arch_sections(const qhx_gguf *g, const char *arch, json_t **
     return QHX_OK;
 }
 
+qhx_status qhx_gguf_copy_ints(const qhx_gguf *g, const char *arch, const qhx_gguf_int_key *keys, json_t *tc,
+                              int64_t *values, qhx_error *err) {
+    for (int i = 0; keys[i].gguf; i++) {
+        int64_t v = -1;
+        qhx_status rc = qhx_gguf_arch_int(g, arch, keys[i].gguf, keys[i].required, &v, err);
+        if (rc) return rc;
+        if (values) values[i] = v;
+        if (v >= 0 && json_object_set_new(tc, keys[i].hf, json_integer(v))) return qhx_fail(err, QHX_E_NOMEM, "out of memory");
+    }
+    return QHX_OK;
+}
+
 qhx_status qhx_gguf_embedding_shape(const qhx_gguf *g, int64_t *rows, int64_t *cols, qhx_error *err) {
     const qhx_gguf_tensor *t = qhx_gguf_find_tensor(g, "token_embd.weight");
     if (!t || t->n_dims != 2)
@@ -113,6 +125,27 @@ qhx_status qhx_family_gguf_tokenizer(const char *path, qhx_tok **out, qhx_error 
 }
 
 /* ---- plans --------------------------------------------------------------------------------- */
+
+qhx_status qhx_family_gguf_config(const qhx_family_desc *f, const qhx_gguf *g, const char *arch, json_t **out,
+                                  qhx_error *err) {
+    *out = NULL;
+    json_t *root = json_object(), *tc = json_object();
+    if (!root || !tc || json_object_set_new(root, "text_config", tc)) {
+        json_decref(root);
+        return qhx_fail(err, QHX_E_NOMEM, "out of memory");
+    }
+    const bool tied = !qhx_gguf_find_tensor(g, "output.weight"); /* no output head: the table is */
+    json_object_set_new(root, "model_type", json_string(f->gguf->model_type));
+    json_object_set_new(root, "tie_word_embeddings", json_boolean(tied));
+    json_object_set_new(tc, "tie_word_embeddings", json_boolean(tied));
+    qhx_status rc = f->gguf->text_config(g, arch, tc, err);
+    if (rc) {
+        json_decref(root);
+        return rc;
+    }
+    *out = root;
+    return QHX_OK;
+}
 
 static qhx_status arch_of(const qhx_gguf *g, char *arch, size_t cap, qhx_error *err) {
     qhx_gguf_str s;
@@ -229,7 +262,7 @@ qhx_status qhx_family_gguf_plan(const char *path, const char *mmproj, qhx_plan *
                       arch, arch_names(names, sizeof names));
         goto done;
     }
-    if ((rc = f->gguf->config(g, arch, &config, err))) goto done;
+    if ((rc = qhx_family_gguf_config(f, g, arch, &config, err))) goto done;
     if (mmproj && (rc = add_tower(g, mmproj, f, config, err))) {
         json_decref(config);
         goto done;

@@ -17,7 +17,7 @@ static void try_families(const qhx_gguf *g) {
         const qhx_family_desc *f = qhx_family_for_gguf_arch(archs[i]);
         json_t *config = NULL;
         qhx_error err;
-        if (!f || f->gguf->config(g, archs[i], &config, &err) != QHX_OK) continue;
+        if (!f || qhx_family_gguf_config(f, g, archs[i], &config, &err) != QHX_OK) continue;
         qhx_model_config *cfg = malloc(sizeof *cfg);
         if (cfg) f->parse_config(config, "fuzz", cfg, &err);
         free(cfg);

@@ -60,13 +60,9 @@ static qhx_status set_int(json_t *o, const char *key, int64_t v, qhx_error *err)
     return json_object_set_new(o, key, json_integer(v)) ? qhx_fail(err, QHX_E_NOMEM, "out of memory") : QHX_OK;
 }
 
-/* The integer keys of the text config: <arch>.<key> -> config name. */
-typedef struct int_key {
-    const char *gguf, *hf;
-    bool required;
-} int_key;
-
-static const int_key INT_KEYS[] = {
+/* The integer keys of the text config: <arch>.<key> -> config name (the order text_config reads
+ * their values in). */
+static const qhx_gguf_int_key INT_KEYS[] = {
     {"embedding_length", "hidden_size", true},
     {"feed_forward_length", "intermediate_size", true},
     {"attention.head_count", "num_attention_heads", true},
@@ -83,12 +79,8 @@ static const int_key INT_KEYS[] = {
 static qhx_status text_config(const qhx_gguf *g, const char *arch, json_t *tc, qhx_error *err) {
     const char *label = qhx_gguf_label(g);
     qhx_status rc;
-    int64_t v[16];
-    for (int i = 0; INT_KEYS[i].gguf; i++) {
-        v[i] = -1;
-        if ((rc = qhx_gguf_arch_int(g, arch, INT_KEYS[i].gguf, INT_KEYS[i].required, &v[i], err))) return rc;
-        if (v[i] >= 0 && (rc = set_int(tc, INT_KEYS[i].hf, v[i], err))) return rc;
-    }
+    int64_t v[sizeof INT_KEYS / sizeof INT_KEYS[0]];
+    if ((rc = qhx_gguf_copy_ints(g, arch, INT_KEYS, tc, v, err))) return rc;
     int64_t blocks, nextn = 0, inner, nv = v[7], nh = v[2], H = v[0], hd, rot, rows, cols;
     if ((rc = qhx_gguf_arch_int(g, arch, "block_count", true, &blocks, err)) ||
         (rc = qhx_gguf_arch_int(g, arch, "nextn_predict_layers", false, &nextn, err)) ||
@@ -126,29 +118,10 @@ static qhx_status text_config(const qhx_gguf *g, const char *arch, json_t *tc, q
     json_object_set_new(tc, "model_type", json_string("qwen3_5_text"));
     json_object_set_new(tc, "rms_norm_eps", json_real(eps));
     json_object_set_new(tc, "attn_output_gate", json_true());
-    json_object_set_new(tc, "tie_word_embeddings", json_boolean(!qhx_gguf_find_tensor(g, "output.weight")));
     if ((rc = set_int(tc, "vocab_size", rows, err)) || (rc = set_int(tc, "num_hidden_layers", blocks - nextn, err)) ||
         (rc = set_int(tc, "mtp_num_hidden_layers", nextn, err)) || (rc = set_int(tc, "head_dim", hd, err)) ||
         (rc = set_int(tc, "linear_value_head_dim", inner / nv, err)))
         return rc;
-    return QHX_OK;
-}
-
-static qhx_status gguf_config(const qhx_gguf *g, const char *arch, json_t **out, qhx_error *err) {
-    json_t *root = json_object(), *tc = json_object();
-    if (!root || !tc || json_object_set_new(root, "text_config", tc)) {
-        json_decref(root);
-        return qhx_fail(err, QHX_E_NOMEM, "out of memory");
-    }
-    json_object_set_new(root, "model_type", json_string("qwen3_5"));
-    qhx_status rc = text_config(g, arch, tc, err);
-    if (rc == QHX_OK)
-        json_object_set_new(root, "tie_word_embeddings", json_boolean(!qhx_gguf_find_tensor(g, "output.weight")));
-    if (rc) {
-        json_decref(root);
-        return rc;
-    }
-    *out = root;
     return QHX_OK;
 }
 
@@ -160,5 +133,6 @@ const qhx_family_gguf QHX_QWEN35_GGUF = {
     .mtp_names = MTP_NAMES,
     .layer_prefix = LM "layers.",
     .mtp_prefix = "mtp.layers.",
-    .config = gguf_config,
+    .model_type = "qwen3_5",
+    .text_config = text_config,
 };

@@ -34,12 +34,7 @@ static const qhx_gguf_name BLOCK[] = {
     {NULL, NULL, 0},
 };
 
-typedef struct int_key {
-    const char *gguf, *hf;
-    bool required;
-} int_key;
-
-static const int_key INT_KEYS[] = {
+static const qhx_gguf_int_key INT_KEYS[] = {
     {"embedding_length", "hidden_size", true},
     {"feed_forward_length", "intermediate_size", true},
     {"block_count", "num_hidden_layers", true},
@@ -52,12 +47,7 @@ static const int_key INT_KEYS[] = {
 
 static qhx_status text_config(const qhx_gguf *g, const char *arch, json_t *tc, qhx_error *err) {
     qhx_status rc;
-    for (int i = 0; INT_KEYS[i].gguf; i++) {
-        int64_t v = -1;
-        if ((rc = qhx_gguf_arch_int(g, arch, INT_KEYS[i].gguf, INT_KEYS[i].required, &v, err))) return rc;
-        if (v >= 0 && json_object_set_new(tc, INT_KEYS[i].hf, json_integer(v)))
-            return qhx_fail(err, QHX_E_NOMEM, "out of memory");
-    }
+    if ((rc = qhx_gguf_copy_ints(g, arch, INT_KEYS, tc, NULL, err))) return rc;
     int64_t rows, cols;
     if ((rc = qhx_gguf_embedding_shape(g, &rows, &cols, err))) return rc;
     double eps = 1e-6, theta = 5000000.0;
@@ -74,25 +64,6 @@ static qhx_status text_config(const qhx_gguf *g, const char *arch, json_t *tc, q
     json_object_set_new(tc, "model_type", json_string("qwen3_vl_text"));
     json_object_set_new(tc, "rms_norm_eps", json_real(eps));
     json_object_set_new(tc, "vocab_size", json_integer(rows));
-    json_object_set_new(tc, "tie_word_embeddings", json_boolean(!qhx_gguf_find_tensor(g, "output.weight")));
-    return QHX_OK;
-}
-
-static qhx_status gguf_config(const qhx_gguf *g, const char *arch, json_t **out, qhx_error *err) {
-    json_t *root = json_object(), *tc = json_object();
-    if (!root || !tc || json_object_set_new(root, "text_config", tc)) {
-        json_decref(root);
-        return qhx_fail(err, QHX_E_NOMEM, "out of memory");
-    }
-    json_object_set_new(root, "model_type", json_string("qwen3_vl"));
-    qhx_status rc = text_config(g, arch, tc, err);
-    if (rc == QHX_OK)
-        json_object_set_new(root, "tie_word_embeddings", json_boolean(!qhx_gguf_find_tensor(g, "output.weight")));
-    if (rc) {
-        json_decref(root);
-        return rc;
-    }
-    *out = root;
     return QHX_OK;
 }
 
@@ -102,5 +73,6 @@ const qhx_family_gguf QHX_QWEN3VL_GGUF = {
     .globals = GLOBALS,
     .block = BLOCK,
     .layer_prefix = LM "layers.",
-    .config = gguf_config,
+    .model_type = "qwen3_vl",
+    .text_config = text_config,
 };

@@ -20,69 +20,13 @@
 #include "core/alloc.h"
 #include "core/ggml_type.h"
 #include "kernels/quant.h"
+#include "kernels/x86/ggml_blocks_avx2.h"
 #include "kernels/x86/prefetch_x86.h"
 #include "kernels/x86/x86.h"
 
-#define AI static inline __attribute__((always_inline))
-#define UNROLL _Pragma("GCC unroll 32")
 
-#define QK_K QHX_GGML_QK_K
 #define MV_ROWS 4 /* matvec rows per tile: independent accumulator chains, one block buffer each */
 #define MM_TOKENS 8 /* matmul tokens per tile: each dequantized block is dotted with up to 8 tokens */
-
-/* ---- block geometry (constants once the type is) ------------------------------------------- */
-
-AI int blk_vals(uint32_t t) {
-    switch (t) {
-    case QHX_GGML_Q8_0: case QHX_GGML_Q4_0: case QHX_GGML_Q4_1: case QHX_GGML_Q5_0: case QHX_GGML_Q5_1:
-    case QHX_GGML_IQ4_NL: return 32;
-    default: return QK_K;
-    }
-}
-
-AI int blk_bytes(uint32_t t) {
-    switch (t) {
-    case QHX_GGML_Q8_0: return 34;
-    case QHX_GGML_Q4_0: return 18;
-    case QHX_GGML_Q4_1: return 20;
-    case QHX_GGML_Q5_0: return 22;
-    case QHX_GGML_Q5_1: return 24;
-    case QHX_GGML_IQ4_NL: return 18;
-    case QHX_GGML_Q2_K: return 84;
-    case QHX_GGML_Q3_K: return 110;
-    case QHX_GGML_Q4_K: return 144;
-    case QHX_GGML_Q5_K: return 176;
-    case QHX_GGML_Q6_K: return 210;
-    default: return 136; /* IQ4_XS */
-    }
-}
-
-/* ---- loads and widening -------------------------------------------------------------------- */
-
-AI float f16at(const uint8_t *p) {
-    uint16_t h;
-    memcpy(&h, p, 2);
-    return _cvtsh_ss(h); /* exact, as core/fp16.h's widening */
-}
-AI __m256i ld32(const uint8_t *p) { return _mm256_loadu_si256((const __m256i *)p); }
-AI __m128i ld16(const uint8_t *p) { return _mm_loadu_si128((const __m128i *)p); }
-AI __m256i bytes(int v) { return _mm256_set1_epi8((char)v); }
-
-/* The 16 bytes at p as 32 nibbles in value order: low nibbles (values 0-15), then high (16-31). */
-AI __m256i nibbles16(const uint8_t *p) {
-    __m128i q = ld16(p), m = _mm_set1_epi8(15);
-    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m), _mm_and_si128(q, m));
-}
-
-/* Byte j = 16 where bit j of the little-endian 32-bit word at p is set, else 0 (Q5's fifth bits). */
-AI __m256i bit4_of_bits32(const uint8_t *p) {
-    uint32_t x;
-    memcpy(&x, p, 4);
-    const __m256i spread = _mm256_setr_epi64x(0, 0x0101010101010101LL, 0x0202020202020202LL, 0x0303030303030303LL);
-    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
-    __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)x), spread); /* byte j = byte j / 8 of x */
-    return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit), bytes(16));
-}
 
 /* 8 signed byte codes (the low 8 bytes of v) as f32. */
 AI __m256 i8x8(__m128i v) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v)); }
