@@ -94,6 +94,11 @@ qhx_image_prep qhx_image_prep_default(void);
  * field of the wrong type or out of range is an error naming it. */
 qhx_status qhx_image_prep_load(const char *path, qhx_image_prep *out /* OUT */, qhx_error *err);
 
+/* smart_resize's last step, shared with the video processor's: H x W rounded to multiples of f,
+ * then scaled so that t x h x w (t: the frames, rounded to the temporal patch; 1 for an image)
+ * lies in [min_pixels, max_pixels], beta from T x H x W (T: the frames as given). */
+void qhx_smart_resize_fit(double H, double W, double T, double t, double f, int64_t min_pixels, int64_t max_pixels,
+                          double *out_h, double *out_w);
 /* Hugging Face smart_resize: the target (h, w), multiples of `factor`, area within
  * [min_pixels, max_pixels], aspect kept. Python's round (half to even), double arithmetic in
  * the reference's order. Errors: QHX_E_ARG for sizes < 1 or an aspect ratio above 200. */

@@ -102,6 +102,22 @@ done:
 /* Python's round() on a double: half to even (nearbyint in the default rounding mode). */
 static double pyround(double x) { return nearbyint(x); }
 
+void qhx_smart_resize_fit(double H, double W, double T, double t, double f, int64_t min_pixels, int64_t max_pixels,
+                          double *out_h, double *out_w) {
+    double h = pyround(H / f) * f, w = pyround(W / f) * f;
+    if (t * h * w > (double)max_pixels) {
+        double beta = sqrt(T * H * W / (double)max_pixels);
+        h = fmax(f, floor(H / beta / f) * f);
+        w = fmax(f, floor(W / beta / f) * f);
+    } else if (t * h * w < (double)min_pixels) {
+        double beta = sqrt((double)min_pixels / (T * H * W));
+        h = ceil(H * beta / f) * f;
+        w = ceil(W * beta / f) * f;
+    }
+    *out_h = h;
+    *out_w = w;
+}
+
 qhx_status qhx_smart_resize(int64_t height, int64_t width, int64_t factor, int64_t min_pixels,
                             int64_t max_pixels, int64_t *out_h, int64_t *out_w, qhx_error *err) {
     const int64_t cap = (int64_t)1 << 24; /* keeps every product below 2^53: exact in double */
@@ -115,16 +131,8 @@ qhx_status qhx_smart_resize(int64_t height, int64_t width, int64_t factor, int64
                         "image %lldx%lld: absolute aspect ratio must be smaller than 200, got %g",
                         (long long)height, (long long)width, big / small);
     double f = (double)factor;
-    double h = pyround(H / f) * f, w = pyround(W / f) * f;
-    if (h * w > (double)max_pixels) {
-        double beta = sqrt(H * W / (double)max_pixels);
-        h = fmax(f, floor(H / beta / f) * f);
-        w = fmax(f, floor(W / beta / f) * f);
-    } else if (h * w < (double)min_pixels) {
-        double beta = sqrt((double)min_pixels / (H * W));
-        h = ceil(H * beta / f) * f;
-        w = ceil(W * beta / f) * f;
-    }
+    double h, w;
+    qhx_smart_resize_fit(H, W, 1, 1, f, min_pixels, max_pixels, &h, &w);
     if (!(h >= f && w >= f && h <= 1e9 && w <= 1e9))
         return qhx_fail(err, QHX_E_ARG, "smart_resize: %lldx%lld gives an unusable target %gx%g",
                         (long long)height, (long long)width, h, w);

@@ -117,17 +117,8 @@ qhx_status qhx_video_smart_resize(int64_t num_frames, int64_t height, int64_t wi
     if (!(small >= 1) || big / small > 200)
         return qhx_fail(err, QHX_E_ARG, "video %lldx%lld: absolute aspect ratio must be smaller than 200",
                         (long long)width, (long long)height);
-    double h = nearbyint(H / f) * f, w = nearbyint(W / f) * f;
-    double t = nearbyint(T / (double)tf) * (double)tf;
-    if (t * h * w > (double)max_pixels) {
-        double beta = sqrt(T * H * W / (double)max_pixels);
-        h = fmax(f, floor(H / beta / f) * f);
-        w = fmax(f, floor(W / beta / f) * f);
-    } else if (t * h * w < (double)min_pixels) {
-        double beta = sqrt((double)min_pixels / (T * H * W));
-        h = ceil(H * beta / f) * f;
-        w = ceil(W * beta / f) * f;
-    }
+    double h, w, t = nearbyint(T / (double)tf) * (double)tf;
+    qhx_smart_resize_fit(H, W, T, t, f, min_pixels, max_pixels, &h, &w);
     if (!(h >= f && w >= f && h <= 65536 && w <= 65536))
         return qhx_fail(err, QHX_E_ARG, "video smart_resize: %lldx%lld gives an unusable target %gx%g",
                         (long long)width, (long long)height, w, h);
