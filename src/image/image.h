@@ -94,6 +94,10 @@ qhx_image_prep qhx_image_prep_default(void);
  * field of the wrong type or out of range is an error naming it. */
 qhx_status qhx_image_prep_load(const char *path, qhx_image_prep *out /* OUT */, qhx_error *err);
 
+/* The value of each uint8 of channel c after the fast processor's fused rescale and normalise
+ * (image/preprocess.c says the float order), for the image and the video paths alike. */
+void qhx_image_norm_lut(const qhx_image_prep *prep, float lut[3][256]);
+
 /* smart_resize's last step, shared with the video processor's: H x W rounded to multiples of f,
  * then scaled so that t x h x w (t: the frames, rounded to the temporal patch; 1 for an image)
  * lies in [min_pixels, max_pixels], beta from T x H x W (T: the frames as given). */

@@ -147,6 +147,19 @@ void qhx_image_patches_deinit(qhx_image_patches *p) {
     memset(p, 0, sizeof *p);
 }
 
+void qhx_image_norm_lut(const qhx_image_prep *prep, float lut[3][256]) {
+    for (int c = 0; c < 3; c++) {
+        double scale = prep->do_rescale ? 1.0 / prep->rescale_factor : 1.0;
+        float mean = prep->do_normalize ? (float)(prep->image_mean[c] * scale) : 0.0f;
+        float std = prep->do_normalize ? (float)(prep->image_std[c] * scale) : 1.0f;
+        for (int x = 0; x < 256; x++) {
+            float v = (float)x - mean;
+            lut[c][x] = v / std;
+            if (prep->do_rescale && !prep->do_normalize) lut[c][x] = (float)x * (float)prep->rescale_factor;
+        }
+    }
+}
+
 qhx_status qhx_image_preprocess(const qhx_image *img, const qhx_image_prep *prep,
                                 qhx_image_patches *out, qhx_error *err) {
     if (!out) return qhx_fail(err, QHX_E_ARG, "image preprocess: no output");
@@ -172,16 +185,7 @@ qhx_status qhx_image_preprocess(const qhx_image *img, const qhx_image_prep *prep
      * double, cast to float32, then v = fl32(fl32(x - mean') / std') per value. With both steps
      * off the value is the uint8 itself. */
     float lut[3][256];
-    for (int c = 0; c < 3; c++) {
-        double scale = prep->do_rescale ? 1.0 / prep->rescale_factor : 1.0;
-        float mean = prep->do_normalize ? (float)(prep->image_mean[c] * scale) : 0.0f;
-        float std = prep->do_normalize ? (float)(prep->image_std[c] * scale) : 1.0f;
-        for (int x = 0; x < 256; x++) {
-            float v = (float)x - mean;
-            lut[c][x] = v / std;
-            if (prep->do_rescale && !prep->do_normalize) lut[c][x] = (float)x * (float)prep->rescale_factor;
-        }
-    }
+    qhx_image_norm_lut(prep, lut);
     int64_t gh = h / P, gw = w / P;
     int64_t dim = 3 * Tp * P * P;
     size_t n_floats, bytes;

@@ -158,19 +158,6 @@ typedef struct frame_sink {
     float lut[3][256];
 } frame_sink;
 
-/* The fast processor's fused rescale + normalise, as image/preprocess.c. */
-static void build_lut(const qhx_image_prep *prep, float lut[3][256]) {
-    for (int c = 0; c < 3; c++) {
-        double scale = prep->do_rescale ? 1.0 / prep->rescale_factor : 1.0;
-        float mean = prep->do_normalize ? (float)(prep->image_mean[c] * scale) : 0.0f;
-        float std = prep->do_normalize ? (float)(prep->image_std[c] * scale) : 1.0f;
-        for (int x = 0; x < 256; x++) {
-            float v = (float)x - mean;
-            lut[c][x] = v / std;
-            if (prep->do_rescale && !prep->do_normalize) lut[c][x] = (float)x * (float)prep->rescale_factor;
-        }
-    }
-}
 
 /* Write frame f (of the padded sequence) of size h x w into the patch rows of temporal group
  * f / tp, at t = f % tp. */
@@ -272,7 +259,7 @@ qhx_status qhx_video_preprocess(const qhx_video_src *src, const qhx_video_prep *
     }
     qhx_video_timestamps(out->indices, k, out->meta.fps, Tp, out->timestamps);
     frame_sink sink = {.prep = prep, .out = out, .h = h, .w = w};
-    build_lut(ip, sink.lut);
+    qhx_image_norm_lut(ip, sink.lut);
     if ((rc = qhx_video_decode_frames_src(src, &L, out->indices, k, on_frame, &sink, err))) goto fail;
     return QHX_OK;
 fail:

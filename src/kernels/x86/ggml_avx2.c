@@ -181,20 +181,10 @@ AI void deq_q6_k(const uint8_t *b, sink o) {
     float d = f16at(b + 208), dl[16];
     scales8(_mm_loadl_epi64((const __m128i *)sc), 1, d, dl);
     scales8(_mm_loadl_epi64((const __m128i *)(sc + 8)), 1, d, dl + 8);
-    const __m256i m15 = bytes(15), m3 = bytes(3), bias = bytes(32);
+    __m256i q[8];
+    q6k_codes(b, q);
     UNROLL
-    for (int h = 0; h < 2; h++) {
-        __m256i ql0 = ld32(b + 64 * h), ql1 = ld32(b + 64 * h + 32), qh = ld32(b + 128 + 32 * h);
-        __m256i lo[4] = {_mm256_and_si256(ql0, m15), _mm256_and_si256(ql1, m15),
-                         _mm256_and_si256(_mm256_srli_epi16(ql0, 4), m15), _mm256_and_si256(_mm256_srli_epi16(ql1, 4), m15)};
-        UNROLL
-        for (int k = 0; k < 4; k++) {
-            __m256i hi = _mm256_slli_epi16(_mm256_and_si256(qh, m3), 4);
-            qh = _mm256_srli_epi16(qh, 2);
-            __m256i q = _mm256_sub_epi8(_mm256_or_si256(lo[k], hi), bias);
-            scale32(q, dl[8 * h + 2 * k], dl[8 * h + 2 * k + 1], at(o, 128 * h + 32 * k));
-        }
-    }
+    for (int j = 0; j < 8; j++) scale32(q[j], dl[2 * j], dl[2 * j + 1], at(o, 32 * j));
 }
 
 /* Q2_K: per 128 values, bits 2s..2s+1 of byte l are value 32 s + l; a nibble scale and a nibble

@@ -69,4 +69,22 @@ AI __m256i bit4_of_bits32(const uint8_t *p) {
     return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit), bytes(16));
 }
 
+/* Q6_K's 256 codes less 32, 32 per vector in value order: per 128 values, ql[l] and ql[l + 32]
+ * give the low nibbles of values l + 32 k, qh[l] their top two bits (bits 2k, 2k + 1). */
+AI void q6k_codes(const uint8_t *b, __m256i q[8]) {
+    const __m256i m15 = bytes(15), m3 = bytes(3), bias = bytes(32);
+    UNROLL
+    for (int h = 0; h < 2; h++) {
+        __m256i ql0 = ld32(b + 64 * h), ql1 = ld32(b + 64 * h + 32), qh = ld32(b + 128 + 32 * h);
+        __m256i lo[4] = {_mm256_and_si256(ql0, m15), _mm256_and_si256(ql1, m15),
+                         _mm256_and_si256(_mm256_srli_epi16(ql0, 4), m15), _mm256_and_si256(_mm256_srli_epi16(ql1, 4), m15)};
+        UNROLL
+        for (int k = 0; k < 4; k++) {
+            __m256i hi = _mm256_slli_epi16(_mm256_and_si256(qh, m3), 4);
+            qh = _mm256_srli_epi16(qh, 2);
+            q[4 * h + k] = _mm256_sub_epi8(_mm256_or_si256(lo[k], hi), bias);
+        }
+    }
+}
+
 #endif

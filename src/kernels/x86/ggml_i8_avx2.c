@@ -141,21 +141,9 @@ AI void dec_q6_k(const uint8_t *b, kblk *o) {
     o->d = f16at(b + 208);
     o->dmin = 0.0f;
     o->mins = _mm_setzero_si128();
-    const __m256i m15 = bytes(15), m3 = bytes(3), bias = bytes(32);
+    q6k_codes(b, o->q);
     UNROLL
-    for (int h = 0; h < 2; h++) {
-        __m256i ql0 = ld32(b + 64 * h), ql1 = ld32(b + 64 * h + 32), qh = ld32(b + 128 + 32 * h);
-        __m256i lo[4] = {_mm256_and_si256(ql0, m15), _mm256_and_si256(ql1, m15),
-                         _mm256_and_si256(_mm256_srli_epi16(ql0, 4), m15), _mm256_and_si256(_mm256_srli_epi16(ql1, 4), m15)};
-        UNROLL
-        for (int k = 0; k < 4; k++) {
-            __m256i hi = _mm256_slli_epi16(_mm256_and_si256(qh, m3), 4);
-            qh = _mm256_srli_epi16(qh, 2);
-            const int g = 8 * h + 2 * k;
-            o->q[4 * h + k] = _mm256_sub_epi8(_mm256_or_si256(lo[k], hi), bias);
-            o->sc[4 * h + k] = _mm256_set_m128i(_mm_set1_epi16(sc[g + 1]), _mm_set1_epi16(sc[g]));
-        }
-    }
+    for (int j = 0; j < 8; j++) o->sc[j] = _mm256_set_m128i(_mm_set1_epi16(sc[2 * j + 1]), _mm_set1_epi16(sc[2 * j]));
 }
 
 /* T of one block and one token's 256 codes: the exact integer sum of sub-scale * code * a. */
