@@ -384,6 +384,33 @@ QHX_API qhx_token qhx_session_sample(qhx_session *s);
  * when called from a callback of the session's own call. */
 QHX_API qhx_status qhx_session_set_sampling(qhx_session *s, const qhx_sample_params *p, qhx_error *err);
 
+/* ---- embeddings (Since 0.7) ------------------------------------------------------------------
+ * A text's embedding is the model's last hidden rows after its final norm (the rows the lm-head
+ * reads, llama.cpp's embedding output), pooled over the text's tokens and then normalised. */
+typedef enum qhx_pooling {
+    QHX_POOLING_LAST = 0, /* the last token's row (what a causal model has read the whole text at) */
+    QHX_POOLING_MEAN = 1, /* the mean of every token's row */
+    QHX_POOLING_CLS = 2,  /* the first token's row */
+} qhx_pooling;
+
+typedef struct qhx_embed_params {
+    qhx_pooling pooling;
+    /* as llama.cpp's embd_normalize: -1 none, 0 max absolute scaled to 32760 (int16 range),
+       1 taxicab, 2 Euclidean (the default), p > 2 the p-norm */
+    int normalize;
+} qhx_embed_params;
+
+QHX_API qhx_embed_params qhx_embed_default_params(void); /* last token, Euclidean */
+QHX_API int64_t qhx_model_n_embd(const qhx_model *model); /* an embedding's length (hidden size) */
+
+/* The embedding of ids (n >= 1 tokens, one text) to out (n_out == qhx_model_n_embd floats). The
+ * session is reset before and after: an embedding never sees what the session held, and the
+ * session holds nothing afterwards. Refused (the session as it was): QHX_E_ARG (bad ids,
+ * pooling, normalize, n_out; called from the session's own callback), QHX_E_LIMIT (n past the
+ * session's context). QHX_E_UNSUPPORTED: a model without a final-norm graph. */
+QHX_API qhx_status qhx_session_embed(qhx_session *s, const qhx_token *ids, size_t n, const qhx_embed_params *params,
+                                     float *out, size_t n_out, qhx_error *err);
+
 /* Called for each generated token with its text (complete UTF-8 only; may be empty while a
  * character is split across tokens). Return non-zero to stop after this token. */
 typedef int (*qhx_token_cb)(void *user, qhx_token token, const char *text, size_t len);

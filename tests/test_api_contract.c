@@ -95,10 +95,59 @@ static void test_null_session_calls(qhx_model *m) {
     qhx_session_free(s);
 }
 
+/* qhx_session_embed: refused arguments leave the session as it was; a served embedding leaves it
+ * empty and does not depend on what it held. */
+static void test_embed_contract(qhx_model *m) {
+    qhx_error err;
+    const int64_t H = qhx_model_n_embd(m);
+    CHECK(H > 0);
+    CHECK_EQ(qhx_model_n_embd(NULL), 0);
+    qhx_session_params sp = qhx_session_default_params(m);
+    sp.n_ctx = 16;
+    qhx_session *s = NULL;
+    CHECK_EQ(qhx_session_create(m, &sp, &s, &err), QHX_OK);
+    if (!s) return;
+    float *a = calloc((size_t)H, sizeof *a), *b = calloc((size_t)H, sizeof *b);
+    qhx_token ids[20] = {1, 2, 3, 4, 5};
+    qhx_embed_params ep = qhx_embed_default_params();
+    CHECK_EQ(ep.pooling, QHX_POOLING_LAST);
+    CHECK_EQ(ep.normalize, 2);
+    CHECK_EQ(qhx_session_embed(NULL, ids, 5, &ep, a, (size_t)H, &err), QHX_E_ARG);
+    CHECK_EQ(qhx_session_embed(s, NULL, 5, &ep, a, (size_t)H, &err), QHX_E_ARG);
+    CHECK_EQ(qhx_session_embed(s, ids, 0, &ep, a, (size_t)H, &err), QHX_E_ARG);
+    CHECK_EQ(qhx_session_embed(s, ids, 5, NULL, a, (size_t)H, &err), QHX_E_ARG);
+    CHECK_EQ(qhx_session_embed(s, ids, 5, &ep, NULL, (size_t)H, &err), QHX_E_ARG);
+    CHECK_EQ(qhx_session_embed(s, ids, 5, &ep, a, (size_t)H - 1, &err), QHX_E_ARG);
+    CHECK_CONTAINS(err.msg, "an embedding of this model has");
+    qhx_embed_params bad = ep;
+    bad.pooling = (qhx_pooling)9;
+    CHECK_EQ(qhx_session_embed(s, ids, 5, &bad, a, (size_t)H, &err), QHX_E_ARG);
+    bad = ep;
+    bad.normalize = -2;
+    CHECK_EQ(qhx_session_embed(s, ids, 5, &bad, a, (size_t)H, &err), QHX_E_ARG);
+    CHECK_EQ(qhx_session_feed(s, ids, 3, &err), QHX_OK); /* held before: refusals keep it */
+    CHECK_EQ(qhx_session_embed(s, ids, 20, &ep, a, (size_t)H, &err), QHX_E_LIMIT); /* past n_ctx 16 */
+    ids[0] = (qhx_token)qhx_model_n_vocab(m);
+    CHECK_EQ(qhx_session_embed(s, ids, 5, &ep, a, (size_t)H, &err), QHX_E_ARG);
+    ids[0] = 1;
+    CHECK_EQ(qhx_session_n_past(s), 3);
+    CHECK_EQ(qhx_session_embed(s, ids, 5, &ep, a, (size_t)H, &err), QHX_OK);
+    CHECK_EQ(qhx_session_n_past(s), 0);
+    CHECK_EQ(qhx_session_embed(s, ids, 5, &ep, b, (size_t)H, &err), QHX_OK);
+    CHECK(memcmp(a, b, (size_t)H * sizeof *a) == 0); /* what the session held did not matter */
+    double norm = 0;
+    for (int64_t i = 0; i < H; i++) norm += (double)a[i] * a[i];
+    CHECK(norm > 0.9999 && norm < 1.0001);
+    free(a);
+    free(b);
+    qhx_session_free(s);
+}
+
 /* A callback that calls back into its own session: every mutating call is refused. */
 typedef struct reenter {
     qhx_session *s;
-    qhx_status feed, text, gen, save, restore;
+    const qhx_model *m;
+    qhx_status feed, text, gen, save, restore, embed;
     qhx_token sampled;
     int64_t n_past;
     int calls;
@@ -117,6 +166,11 @@ static int on_token_reenter(void *user, qhx_token t, const char *text, size_t le
     r->save = qhx_session_save(r->s, "/tmp/qhx_contract_never", &err);
     r->restore = qhx_session_restore(r->s, "/tmp/qhx_contract_never", &err);
     r->sampled = qhx_session_sample(r->s);
+    size_t H = (size_t)qhx_model_n_embd(r->m);
+    float *e = malloc(H * sizeof *e);
+    qhx_embed_params ep = qhx_embed_default_params();
+    r->embed = qhx_session_embed(r->s, &one, 1, &ep, e, H, &err); /* arguments fine: the guard refuses */
+    free(e);
     qhx_session_reset(r->s); /* ignored */
     r->n_past = qhx_session_n_past(r->s);
     return 1;
@@ -131,7 +185,7 @@ static void test_reentrancy(qhx_model *m) {
     if (!s) return;
     CHECK_EQ(qhx_session_feed_text(s, "Hello", 5, &err), QHX_OK);
     int64_t before = qhx_session_n_past(s);
-    reenter r = {.s = s};
+    reenter r = {.s = s, .m = m};
     qhx_generate_params gp = {.max_tokens = 4, .ignore_stop = 1, .on_token = on_token_reenter, .user = &r};
     CHECK_EQ(qhx_session_generate(s, &gp, NULL, &err), QHX_OK);
     CHECK_EQ(r.calls, 1);
@@ -140,6 +194,7 @@ static void test_reentrancy(qhx_model *m) {
     CHECK_EQ(r.text, QHX_E_ARG);
     CHECK_EQ(r.save, QHX_E_ARG);
     CHECK_EQ(r.restore, QHX_E_ARG);
+    CHECK_EQ(r.embed, QHX_E_ARG);
     CHECK_EQ(r.sampled, -1);
     CHECK_EQ(r.n_past, before); /* the reset did nothing */
     CHECK(access("/tmp/qhx_contract_never", F_OK) != 0);
@@ -234,6 +289,7 @@ int main(void) {
     test_null_model_calls(m);
     test_null_session_calls(m);
     test_reentrancy(m);
+    test_embed_contract(m);
     test_long_text(m);
     test_chat_images(m);
     qhx_model_free(m);

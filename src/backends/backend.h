@@ -6,7 +6,8 @@
  * Graphs (by name, as a manifest's artifacts would name QNN context binaries):
  *   "prefill"  ids (n >= 1) at positions n_past.. -> state updated; logits of the last (or all)
  *   "decode"   one id -> state updated; logits
- *   "lm_head"  hidden rows after the last decoder layer (n, hidden) -> logits (n, vocab)
+ *   "lm_head"  hidden rows after the last decoder layer (n, hidden) -> logits (n, vocab); with
+ *              no logits and hidden_out: the final norm's rows (n, hidden) alone (embeddings)
  *   "vision"   image patches (image/image.h) -> one embedding row per image token
  *   "mtp"      the multi-token-prediction block: hidden rows after the last decoder layer at
  *              positions pos0.. and the token after each -> draft logits of the token after that
@@ -81,7 +82,8 @@ typedef struct qhx_graph_io {
     int64_t pos0;            /* mtp: position of the first row (ids: the token after each row) */
     bool hidden_normed;      /* mtp: hidden rows are the block's own normed output (chained drafts) */
     float *hidden_out;       /* OUT or NULL: mtp: the block's normed output (n, hidden); verify:
-                                the residual after the last layer (n, hidden) */
+                                the residual after the last layer (n, hidden); lm_head without
+                                logits: the final norm's output (n, hidden) */
     /* vision */
     const qhx_image_patches *pixels;
     qhx_image_embed *image;  /* OUT: grid, n_tokens and row_width set and embd allocated by the host */

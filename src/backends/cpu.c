@@ -224,6 +224,10 @@ static qhx_status cpu_run(const qhx_graphs *g, qhx_seq *s, qhx_graph which, cons
         if (!s) return qhx_fail(err, QHX_E_ARG, "%s graph: no sequence", which == QHX_GRAPH_DECODE ? "decode" : "prefill");
         return run_tokens(g, s, which, io, err);
     case QHX_GRAPH_LM_HEAD:
+        if (io->n >= 1 && io->hidden && !io->logits && io->hidden_out) {
+            if (!g->net.vt->final_norm) return qhx_fail(err, QHX_E_UNSUPPORTED, "lm_head graph: no final norm alone");
+            return g->net.vt->final_norm(&g->net, io->hidden, io->n, io->hidden_out, err);
+        }
         if (io->n < 1 || !io->hidden || !io->logits) return qhx_fail(err, QHX_E_ARG, "lm_head graph: no rows");
         return g->net.vt->lm_head(&g->net, io->hidden, io->n, io->logits, err);
     case QHX_GRAPH_VISION:

@@ -134,6 +134,9 @@ typedef struct qhx_net_vt {
     int (*state_regions)(const qhx_seq *st, qhx_state_region *out, int cap);
     /* hidden (n, H) after the last decoder layer -> logits (n, V): final norm + lm-head */
     qhx_status (*lm_head)(const qhx_net *m, const float *hidden, int64_t n, float *logits, qhx_error *err);
+    /* optional: hidden (n, H) after the last decoder layer -> out (n, H), the final norm alone
+       (the rows the lm-head reads: what an embedding pools) */
+    qhx_status (*final_norm)(const qhx_net *m, const float *hidden, int64_t n, float *out, qhx_error *err);
     /* optional, families with a vision tower: patches -> out->embd (out's grid, n_tokens and
      * row_width set by the caller, embd allocated by it) */
     qhx_status (*encode_image)(const qhx_net *m, const qhx_image_patches *p, qhx_image_embed *out, qhx_error *err);

@@ -33,6 +33,16 @@ qhx_status qhx_op_lm_head_rows(const qhx_device *d, qhx_norm_kind kind, const fl
     return QHX_OK;
 }
 
+qhx_status qhx_op_final_norm_rows(const qhx_device *d, qhx_norm_kind kind, const float *hidden, const float *final_norm,
+                                  float eps, float *out, int64_t H, int64_t n, qhx_error *err) {
+    size_t bytes;
+    if (n < 1 || !qhx_size_mul((size_t)n, (size_t)H * sizeof(float), &bytes))
+        return qhx_fail(err, QHX_E_LIMIT, "final norm: %lld rows of %lld values", (long long)n, (long long)H);
+    qhx_dbuf hb = qhx_dbuf_host((void *)hidden, bytes), ob = qhx_dbuf_host(out, bytes);
+    d->op->rmsnorm(d, kind, qhx_dv_of(&hb, 0), final_norm, qhx_dv_of(&ob, 0), n, H, eps);
+    return QHX_OK;
+}
+
 qhx_status qhx_op_batches(int64_t n, int64_t step, int64_t V, float *logits, bool all, qhx_op_step_fn fn, void *ctx,
                           qhx_error *err) {
     for (int64_t t0 = 0; t0 < n; t0 += step) {

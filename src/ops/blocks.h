@@ -28,6 +28,11 @@ qhx_status qhx_op_lm_head_rows(const qhx_device *d, qhx_norm_kind kind, const fl
                                float eps, const qhx_weight *head, float *logits, int64_t H, int64_t V, int64_t n,
                                qhx_error *err);
 
+/* The final norm alone: out (n, H) = norm(hidden (n, H)), both host arrays (what an embedding
+ * pools: the rows the lm-head reads). QHX_E_LIMIT for n out of range. */
+qhx_status qhx_op_final_norm_rows(const qhx_device *d, qhx_norm_kind kind, const float *hidden, const float *final_norm,
+                                  float eps, float *out, int64_t H, int64_t n, qhx_error *err);
+
 /* Rows x (n, H) handed to a host callback (a family's layer_cb): in place where the device's
  * memory is host memory, else read into a temporary host copy first (heap only while a
  * callback is set; an allocation failure skips the call). */

@@ -632,6 +632,11 @@ qhx_status qhx_model_lm_head(const qhx_model *m, const float *hidden, int64_t n,
     return m->backend->run(m->graphs, NULL, QHX_GRAPH_LM_HEAD, &io, err);
 }
 
+qhx_status qhx_model_final_norm(const qhx_model *m, const float *hidden, int64_t n, float *out, qhx_error *err) {
+    const qhx_graph_io io = {.hidden = hidden, .n = n, .hidden_out = out};
+    return m->backend->run(m->graphs, NULL, QHX_GRAPH_LM_HEAD, &io, err);
+}
+
 bool qhx_model_has_mtp(const qhx_model *m) { return m->backend->has_graph(m->graphs, QHX_GRAPH_MTP); }
 
 qhx_status qhx_model_mtp(const qhx_model *m, qhx_seq *st, int64_t pos0, const float *hidden,

@@ -173,6 +173,9 @@ qhx_status qhx_model_decode_multi(const qhx_model *m, qhx_seq *const *sts, const
                                   float *const *logits, qhx_error *err);
 /* The lm-head graph alone: hidden (n, hidden_size) -> logits (n, vocab). */
 qhx_status qhx_model_lm_head(const qhx_model *m, const float *hidden, int64_t n, float *logits, qhx_error *err);
+/* The final norm alone: hidden (n, hidden_size) rows after the last decoder layer -> out (n,
+ * hidden_size), the rows the lm-head reads. QHX_E_UNSUPPORTED where the family has no such graph. */
+qhx_status qhx_model_final_norm(const qhx_model *m, const float *hidden, int64_t n, float *out, qhx_error *err);
 /* Whether the model was opened with a multi-token-prediction block (qhx_model_params.mtp and a
  * checkpoint that has one). */
 bool qhx_model_has_mtp(const qhx_model *m);

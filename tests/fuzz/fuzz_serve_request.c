@@ -105,6 +105,26 @@ static void framing(const uint8_t *data, size_t size) {
     free(head);
 }
 
+/* An embeddings body (the api from the first byte's high bits): refused with a 4xx/503 and a
+ * message, or every input a non-empty run of ids in the vocabulary, within the context. */
+static void embed_request(const qhx_model *m, uint8_t sel, const char *body, size_t len) {
+    int status = 0;
+    bool b64 = false;
+    qhx_error err = {0};
+    srv_job *j = srv_request_embed(m, &cfg, body, len, (srv_embed_api)((sel >> 4) & 3), &b64, &status, &err);
+    if (!j) {
+        if (!(status == 400 || status == 413 || status == 503) || !err.msg[0]) abort();
+        return;
+    }
+    if (j->n_embed == 0 || !j->embd) abort();
+    for (size_t k = 0; k < j->n_embed; k++) {
+        if (j->embed_n[k] == 0 || (cfg.ctx > 0 && (int64_t)j->embed_n[k] > cfg.ctx)) abort();
+        for (size_t i = 0; i < j->embed_n[k]; i++)
+            if (j->embed_ids[k][i] < 0 || j->embed_ids[k][i] >= qhx_model_n_vocab(m)) abort();
+    }
+    srv_job_unref(j);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!ready) setup();
     if (size < 1) return 0;
@@ -117,6 +137,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int status = 0;
     qhx_error err = {0};
     const char *body = (const char *)data + 1;
+    if (data[0] & 8) {
+        embed_request(m, data[0], body, size - 1);
+        return 0;
+    }
     srv_job *j = data[0] & 2 ? srv_request_completion(m, &cfg, body, size - 1, &status, &err)
                              : srv_request_chat(m, &cfg, body, size - 1, &status, &err);
     if (!j) {

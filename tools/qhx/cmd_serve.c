@@ -19,9 +19,10 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: qhx serve -m MODEL [options]\n"
             "  An HTTP server with OpenAI's endpoints (/v1/chat/completions, /v1/completions,\n"
-            "  /v1/models), llama-server's (/completion, /tokenize, /detokenize, /props, /slots,\n"
-            "  /health, /metrics) and ollama's (/api/chat, /api/generate, /api/tags, /api/show,\n"
-            "  /api/ps, /api/version) (docs/server.md).\n"
+            "  /v1/models, /v1/embeddings), llama-server's (/completion, /embedding, /tokenize,\n"
+            "  /detokenize, /props, /slots, /health, /metrics) and ollama's (/api/chat,\n"
+            "  /api/generate, /api/embed, /api/embeddings, /api/tags, /api/show, /api/ps,\n"
+            "  /api/version) (docs/server.md).\n"
             "  -m, --model PATH     manifest, bundle or checkpoint folder; ORG/NAME (the Hugging\n"
             "                       Face cache), ollama:NAME[:TAG] (ollama's store)\n"
             "  -hf REPO[:QUANT]     a Hugging Face repository, fetched when missing (docs/hub.md)\n"
@@ -45,6 +46,10 @@ static void usage(FILE *f) {
             "  --no-context-shift   a chat past the context is refused (400); by default its\n"
             "                       oldest turns after the system prompt are dropped until it\n"
             "                       fits (usage \"truncated\": true); --context-shift: the default\n"
+            "  --pooling P          how an embedding pools a text's rows: last (default; the\n"
+            "                       last token's, as Qwen3-Embedding), mean or cls (the first)\n"
+            "  --embeddings         accepted (llama-server's switch): the embeddings endpoints\n"
+            "                       are always served\n"
             "  --max-body BYTES     request body cap (default 32 MiB)\n"
             "  --timeout S          seconds a connection may stay idle, and the whole header\n"
             "                       section and the whole body may each take to arrive (default 30)\n"
@@ -78,7 +83,7 @@ static const char *const NAMES[] = {"-m", "--model", "--host", "--port", "--para
                                     "--ctx-size", "--threads", "-t", "--api-key", "--api-key-file", "--alias", "-a",
                                     "--max-tokens", "--max-body", "--timeout", "--images", "--text-only", "--help",
                                     "--spec", "--draft", "--device", "--log-format", "--context-shift",
-                                    "--no-context-shift", "--mmproj"};
+                                    "--no-context-shift", "--mmproj", "--pooling", "--embeddings"};
 
 /* llama-server's spellings of the same options: one name each from here on. */
 static const char *canonical(const char *o) {
@@ -105,6 +110,7 @@ static int parse(int argc, char **argv, serve_args *a) {
             c->context_shift = !strcmp(o, "--context-shift");
             continue;
         }
+        if (!strcmp(o, "--embeddings")) continue; /* the endpoints are always there */
         if (!strcmp(o, "--images") || !strcmp(o, "--text-only")) {
             if (a->vision && a->vision != (!strcmp(o, "--images") ? 1 : -1))
                 return qhx_cli_usage_error(CMD, "--images and --text-only: choose one");
@@ -122,6 +128,15 @@ static int parse(int argc, char **argv, serve_args *a) {
         else if (!strcmp(o, "--api-key")) c->api_key = v;
         else if (!strcmp(o, "--api-key-file")) a->key_file = v;
         else if (!strcmp(o, "--alias")) c->alias = v;
+        else if (!strcmp(o, "--pooling")) {
+            static const char *const P[] = {"last", "mean", "cls"};
+            const qhx_pooling V[] = {QHX_POOLING_LAST, QHX_POOLING_MEAN, QHX_POOLING_CLS};
+            int k = -1;
+            for (int p = 0; p < 3; p++)
+                if (!strcmp(v, P[p])) k = p;
+            if (k < 0) return qhx_cli_usage_error(CMD, "--pooling: '%s' is not last, mean or cls", v);
+            c->pooling = V[k];
+        }
         else if (!strcmp(o, "--log-format")) {
             if (strcmp(v, "text") && strcmp(v, "json")) return qhx_cli_usage_error(CMD, "--log-format: '%s' is not text or json", v);
             c->log_json = !strcmp(v, "json");

@@ -646,6 +646,11 @@ static qhx_status q35_lm_head(const qhx_net *m, const float *hidden, int64_t n, 
                                q->d.H, q->d.V, n, err);
 }
 
+static qhx_status q35_final_norm(const qhx_net *m, const float *hidden, int64_t n, float *out, qhx_error *err) {
+    const q35_model *q = m->impl;
+    return qhx_op_final_norm_rows(m->dev, q->d.norm, hidden, q->final_norm, q->d.eps, out, q->d.H, n, err);
+}
+
 /* ---- images ------------------------------------------------------------------------------ */
 
 static qhx_status q35_encode_image(const qhx_net *m, const qhx_image_patches *p, qhx_image_embed *out, qhx_error *err) {
@@ -1074,6 +1079,7 @@ static const qhx_net_vt Q35_VT = {
     .forward = q35_forward,
     .state_regions = q35_state_regions,
     .lm_head = q35_lm_head,
+    .final_norm = q35_final_norm,
     .encode_image = q35_encode_image,
     .attach = q35_attach,
     .attached_positions = q35_attached_positions,

@@ -441,6 +441,11 @@ static qhx_status vl_lm_head(const qhx_net *m, const float *hidden, int64_t n, f
                                err);
 }
 
+static qhx_status vl_final_norm(const qhx_net *m, const float *hidden, int64_t n, float *out, qhx_error *err) {
+    const qhx_qwen3vl *q = m->impl;
+    return qhx_op_final_norm_rows(q->dev, QHX_NORM_PLAIN, hidden, q->final_norm, q->eps, out, q->H, n, err);
+}
+
 /* Save/restore: the K and V caches (per layer, one row per position) and the next text
  * position (which runs ahead of n_past after an image). An announced image is not part of it. */
 static int vl_state_regions(const qhx_seq *st, qhx_state_region *out, int cap) {
@@ -458,6 +463,7 @@ static const qhx_net_vt VL_VT = {
     .state_reset = vl_state_reset,
     .forward = vl_forward,
     .lm_head = vl_lm_head,
+    .final_norm = vl_final_norm,
     .encode_image = vl_encode_image,
     .attach = vl_attach,
     .attached_positions = vl_attached_positions,

@@ -359,6 +359,38 @@ static int start_job(slot *sl) {
     return 0;
 }
 
+/* An embeddings job, whole: each input's embedding through the slot's session (reset before
+ * and after each: the slot's cache is given up), then the job is done. */
+static void run_embed(slot *sl) {
+    srv_job *j = sl->job;
+    const int64_t H = qhx_model_n_embd(sl->e->m);
+    qhx_error err = {0};
+    slot_forget(sl);
+    j->n_prompt = 0;
+    for (size_t i = 0; i < j->n_embed; i++) {
+        if (atomic_load(&j->cancelled)) {
+            cancel_job(sl);
+            return;
+        }
+        qhx_status rc = qhx_session_embed(sl->s, j->embed_ids[i], j->embed_n[i], &j->embed, j->embd + (size_t)H * i,
+                                          (size_t)H, &err);
+        if (rc == QHX_E_ABORTED) {
+            cancel_job(sl);
+            return;
+        }
+        if (rc) {
+            char msg[QHX_ERROR_MSG_SIZE + 32];
+            snprintf(msg, sizeof msg, "input %zu: %s", i, err.msg);
+            fail_job(sl, srv_http_status(rc), msg);
+            return;
+        }
+        j->n_prompt += (int64_t)j->embed_n[i];
+    }
+    atomic_fetch_add(&sl->e->stats->prompt_tokens, (long long)j->n_prompt);
+    srv_job_finish(j, 0, NULL);
+    release(sl);
+}
+
 /* One step of the slot's decoder; its token and text passed on. Returns 1 when the token is to be
  * fed (the answer goes on), 0 when the job ended. */
 static int next_token(slot *sl, qhx_token *out) {
@@ -505,7 +537,9 @@ static void engine_step(srv_engine *e) {
 
 /* ---- the queue and the thread ------------------------------------------------------------ */
 
-/* The free slot for p: the longest reusable prefix, then the least recently used. */
+/* The free slot for p: the longest reusable prefix, then the least recently used. With no
+ * prompt (embeddings, which reset the slot): the one holding the least, so that a chat's cached
+ * prefix survives where another slot is free. */
 static slot *pick_slot(srv_engine *e, const qhx_prompt *p) {
     slot *best = NULL;
     int64_t best_n = -1;
@@ -513,7 +547,7 @@ static slot *pick_slot(srv_engine *e, const qhx_prompt *p) {
         slot *sl = &e->slots[i];
         if (sl->job) continue;
         int ck;
-        int64_t n = reuse_point(sl, p, &ck);
+        int64_t n = p ? reuse_point(sl, p, &ck) : -(int64_t)sl->n_hist;
         if (n > best_n || (n == best_n && sl->last_used < best->last_used)) {
             best = sl;
             best_n = n;
@@ -553,7 +587,10 @@ static void *engine_main(void *arg) {
         }
         pthread_mutex_unlock(&e->mu);
         e->step++;
-        for (int i = 0; i < n_fresh; i++) start_job(fresh[i]);
+        for (int i = 0; i < n_fresh; i++) {
+            if (fresh[i]->job->kind == SRV_EMBED) run_embed(fresh[i]);
+            else start_job(fresh[i]);
+        }
         engine_step(e);
     }
     return NULL;

@@ -591,6 +591,33 @@ static int generate(srv_http *h, srv_conn *c, srv_kind kind, bool llama, const c
     return r;
 }
 
+/* The embeddings endpoints (embed.c): one job for every input, waited for, answered whole. */
+static int embeddings(srv_http *h, srv_conn *c, srv_embed_api api, const char *body, size_t len) {
+    int status = 400;
+    bool b64 = false;
+    qhx_error err = {0};
+    atomic_fetch_add(&h->stats->requests, 1);
+    srv_job *j = srv_request_embed(h->m, h->cfg, body, len, api, &b64, &status, &err);
+    if (!j) return send_error(h, c, status, err.msg[0] ? err.msg : "bad request");
+    j->model_name = h->cfg->alias;
+    if (srv_engine_submit(h->e, j)) {
+        srv_job_unref(j);
+        return send_error(h, c, 503, "the server is busy: every slot is taken and the queue is full; retry later");
+    }
+    int r = -1;
+    if (!wait_done(c, j) && j->http_status != 499) {
+        c->n_prompt = j->n_prompt;
+        if (j->http_status) r = send_error(h, c, j->http_status, j->error);
+        else {
+            char *t = srv_embed_body(h->m, j, api, b64);
+            r = t ? send_text(c, 200, t, "application/json") : send_error(h, c, 503, "out of memory");
+        }
+    }
+    atomic_store(&j->cancelled, 1); /* no-op once done */
+    srv_job_unref(j);
+    return r;
+}
+
 /* ollama's /api/chat and /api/generate: the body said again in the OpenAI words, then the same
  * path as /v1/chat/completions and /v1/completions; the answer in ollama's shapes. */
 static int ollama_generate(srv_http *h, srv_conn *c, int which, const char *body, size_t len) {
@@ -640,7 +667,8 @@ static int ollama_route(srv_http *h, srv_conn *c, bool get, bool post, const cha
     static const struct {
         const char *path;
         bool post;
-    } known[] = {{"/chat", true}, {"/generate", true}, {"/tags", false}, {"/show", true}, {"/version", false}, {"/ps", false}};
+    } known[] = {{"/chat", true},     {"/generate", true}, {"/tags", false},  {"/show", true},
+                 {"/version", false}, {"/ps", false},      {"/embed", true}, {"/embeddings", true}};
     int k = -1;
     for (int i = 0; i < (int)(sizeof known / sizeof known[0]); i++)
         if (!strcmp(u, known[i].path)) k = i;
@@ -658,7 +686,9 @@ static int ollama_route(srv_http *h, srv_conn *c, bool get, bool post, const cha
         return send_json(c, 200, srv_ollama_show(h->m, h->cfg));
     }
     case 4: return send_json(c, 200, json_pack("{s:s}", "version", qhx_version()));
-    default: return send_json(c, 200, srv_ollama_ps(h->m, h->cfg));
+    case 5: return send_json(c, 200, srv_ollama_ps(h->m, h->cfg));
+    case 6: return embeddings(h, c, SRV_EMBED_OLLAMA, body, len);
+    default: return embeddings(h, c, SRV_EMBED_OLLAMA_OLD, body, len);
     }
 }
 
@@ -930,7 +960,7 @@ static int route(srv_http *h, srv_conn *c, const char *body, size_t len) {
         bool post;
     } known[] = {{"/chat/completions", true}, {"/completions", true}, {"/models", false}, {"/tokenize", true},
                  {"/detokenize", true},       {"/metrics", false},    {"/props", false},  {"/slots", false},
-                 {"/completion", true}};
+                 {"/completion", true},       {"/embeddings", true},  {"/embedding", true}};
     int k = -1;
     for (int i = 0; i < (int)(sizeof known / sizeof known[0]); i++)
         if (!strcmp(u, known[i].path)) k = i;
@@ -945,6 +975,8 @@ static int route(srv_http *h, srv_conn *c, const char *body, size_t len) {
     case 5: return metrics(h, c);
     case 6: return props(h, c);
     case 7: return slots(h, c);
+    case 9: return embeddings(h, c, SRV_EMBED_OPENAI, body, len);
+    case 10: return embeddings(h, c, SRV_EMBED_LLAMA, body, len);
     default: atomic_fetch_add(&h->stats->requests, 1); return generate(h, c, SRV_COMPLETION, true, body, len);
     }
 }

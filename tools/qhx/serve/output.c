@@ -93,6 +93,10 @@ void srv_job_unref(srv_job *j) {
     srv_buf_free(&j->reasoning);
     json_decref(j->token_logprobs);
     json_decref(j->tool_calls);
+    for (size_t i = 0; i < j->n_embed; i++) free(j->embed_ids[i]);
+    free(j->embed_ids);
+    free(j->embed_n);
+    free(j->embd);
     pthread_cond_destroy(&j->cv);
     pthread_mutex_destroy(&j->mu);
     free(j);

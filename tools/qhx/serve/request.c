@@ -662,6 +662,10 @@ static json_t *parse_body(const srv_config *cfg, const char *body, size_t len, i
     return root;
 }
 
+json_t *srv_request_body(const srv_config *cfg, const char *body, size_t len, int *status, qhx_error *err) {
+    return parse_body(cfg, body, len, status, err);
+}
+
 static void job_id(srv_job *j, const char *prefix) {
     static atomic_ullong counter;
     unsigned long long k = atomic_fetch_add(&counter, 1) + 1;

@@ -61,10 +61,11 @@ typedef struct srv_config {
     int spec_draft;      /* --spec mtp --draft N: speculative decoding's most drafts per step; 0 off */
     bool log_json;       /* --log-format json: the access log's lines are JSON objects */
     bool context_shift;  /* a chat past the context drops its oldest turns (--no-context-shift: 400) */
+    qhx_pooling pooling; /* --pooling: how /v1/embeddings pools a text's rows (default last) */
 } srv_config;
 
 /* ---- jobs ------------------------------------------------------------------------------------ */
-typedef enum srv_kind { SRV_CHAT = 1, SRV_COMPLETION = 2 } srv_kind;
+typedef enum srv_kind { SRV_CHAT = 1, SRV_COMPLETION = 2, SRV_EMBED = 3 } srv_kind;
 
 typedef enum srv_finish { SRV_FINISH_NONE = 0, SRV_FINISH_STOP, SRV_FINISH_LENGTH, SRV_FINISH_TOOLS } srv_finish;
 
@@ -106,6 +107,11 @@ typedef struct srv_job {
     char id[48];
     int64_t created;
     const char *model_name;
+    /* SRV_EMBED: the texts' ids (one list per input) and where their embeddings go */
+    qhx_token **embed_ids;
+    size_t *embed_n, n_embed;
+    qhx_embed_params embed;
+    float *embd;          /* (n_embed, qhx_model_n_embd), written by the engine */
 
     /* --- shared state (mu) --- */
     pthread_mutex_t mu;
@@ -225,6 +231,22 @@ int srv_request_constraint(json_t *root, srv_job *j, int *status, qhx_error *err
  * functions' parameters schemas (constrain.c). 0, or -1 with *status and err set. */
 int srv_request_tool_grammar(const qhx_model *m, json_t *root, const char *const *tools, size_t n_tools, srv_job *j,
                              int *status, qhx_error *err);
+/* The request's body as a JSON object, within the limits (NULL with *status and err set). */
+json_t *srv_request_body(const srv_config *cfg, const char *body, size_t len, int *status, qhx_error *err);
+
+/* ---- embeddings (embed.c) ---------------------------------------------------------------------- */
+typedef enum srv_embed_api {
+    SRV_EMBED_OPENAI,     /* /v1/embeddings */
+    SRV_EMBED_LLAMA,      /* /embedding */
+    SRV_EMBED_OLLAMA,     /* /api/embed */
+    SRV_EMBED_OLLAMA_OLD, /* /api/embeddings */
+} srv_embed_api;
+/* An SRV_EMBED job from a request body (b64: the answer wants base64), or NULL with *status. */
+srv_job *srv_request_embed(const qhx_model *m, const srv_config *cfg, const char *body, size_t len, srv_embed_api api,
+                           bool *b64, int *status, qhx_error *err);
+/* The done job's answer text in the api's shape (malloc), or NULL out of memory. */
+char *srv_embed_body(const qhx_model *m, const srv_job *j, srv_embed_api api, bool b64);
+
 srv_job *srv_request_completion(const qhx_model *m, const srv_config *cfg, const char *body, size_t len,
                                 int *status, qhx_error *err);
 
