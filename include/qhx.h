@@ -234,17 +234,19 @@ QHX_API void qhx_model_chat_markers(const qhx_model *model, qhx_chat_markers *ou
 QHX_API int64_t qhx_model_kv_bytes_per_token(const qhx_model *model);
 QHX_API int64_t qhx_model_n_vocab(const qhx_model *model);         /* logits per position */
 /* The context a session gets by default: the run plan's max_context (a bundle's, or
- * min(4096, max_position_embeddings) for a checkpoint folder). */
+ * min(4096, max_position_embeddings) for a checkpoint folder and for a bundle that keeps the
+ * whole trained context, as forge makes them by default). */
 QHX_API int64_t qhx_model_max_context(const qhx_model *model);
 /* The longest context the model was trained for (config.json max_position_embeddings; the run
  * plan's max_context when the config does not say): the most n_ctx a session may ask for. */
 QHX_API int64_t qhx_model_trained_context(const qhx_model *model);
 /* The context policy of every front end (qhx generate, qhx chat, qhx serve), so one model gets
  * one context in all of them: requested > 0 is that context, refused (QHX_E_ARG, the message
- * naming it as `what`, e.g. "--ctx"; NULL: "context") past the trained context; 0: a bundle's
- * run-plan context (qhx_model_max_context), or for a checkpoint folder the trained context,
- * lowered (to a multiple of 256, at least 256) when the KV caches of n_sessions sessions would
- * take more than half the memory available now. */
+ * naming it as `what`, e.g. "--ctx"; NULL: "context") past the trained context; 0: for a bundle
+ * forged with a lower --max-context that context (qhx_model_max_context), else (a checkpoint
+ * folder, a bundle that keeps the trained context) the trained context, lowered (to a multiple
+ * of 256, at least 256) when the KV caches of n_sessions sessions would take more than half the
+ * memory available now. */
 typedef struct qhx_context_choice {
     int64_t n_ctx;   /* the context */
     int64_t trained; /* qhx_model_trained_context */

@@ -23,6 +23,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* max_position_embeddings of the tiny fixtures and of forge's tiny preset: what a bundle keeps
+ * when --max-context does not lower it */
+#define TRAINED_CTX 262144
+
 static char base[256];
 static const char *FIX = QHX_DATA_DIR "/fixtures/parity";
 
@@ -148,7 +152,7 @@ static void test_random(void) {
     qhx_forge_params c = {.precision = "q4", .name = "rnd"};
     snprintf(d2, sizeof d2, "%s/rb", base);
     CHECK_EQ(qhx_forge_convert(d1, d2, &c, &err), QHX_OK);
-    snprintf(p1, sizeof p1, "%s/rnd-1024.json", d2);
+    snprintf(p1, sizeof p1, "%s/rnd-%d.json", d2, TRAINED_CTX);
     CHECK(qhx_path_is_file(p1));
     rm_flat(d2);
     rm_flat(d1);
@@ -363,7 +367,7 @@ static void test_convert(void) {
                 continue;
             }
             check_bundle(fixtures[f], dir, &X[i]);
-            int64_t ctx = i == 1 ? 300 : f == 2 ? 512 : 1024;
+            int64_t ctx = i == 1 ? 300 : TRAINED_CTX; /* the trained context, unless --max-context */
             char file[128];
             if (f < 2) {
                 snprintf(file, sizeof file, "%s-%lld.json", fixtures[f], (long long)ctx);
@@ -443,7 +447,7 @@ static void test_convert_q4a(void) {
     qhx_forge_params p = {.precision = "q4a"};
     CHECK_EQ(qhx_forge_convert(src, dir, &p, &err), QHX_OK);
     check_q4a_bundle(dir, NULL, QHX_W_Q4A);
-    check_manifest(dir, "qwen35-tiny-f32-1024.json", "qwen3_5_generate", QHX_PREC_Q4, QHX_DTYPE_I8, false, 1024);
+    check_manifest(dir, "qwen35-tiny-f32-262144.json", "qwen3_5_generate", QHX_PREC_Q4, QHX_DTYPE_I8, false, TRAINED_CTX);
     rm_flat(dir);
     /* rules: the last match wins, over the default policy too */
     p.tensor_precision = "*.mlp.gate_proj.weight=q6,*.layers.*.mlp.gate_proj.weight=w8";
@@ -493,7 +497,7 @@ static void test_sharded_input(void) {
         const qhx_st_tensor *lm = qhx_st_find(a, "lm_head.weight");
         CHECK(lm && matrix_close(b, "lm_head.weight", lm));
         char m[600];
-        snprintf(m, sizeof m, "%s/again-1024.json", b2);
+        snprintf(m, sizeof m, "%s/again-%d.json", b2, TRAINED_CTX);
         CHECK(qhx_path_is_file(m));
     }
     qhx_st_free(a);
@@ -614,7 +618,7 @@ static void check_tied_lookup(const char *fixture, const char *precision, const 
     qhx_seq *st = NULL;
     CHECK_EQ(qhx_st_open(dir, &set, &err), QHX_OK);
     char plan[600]; /* a Qwen3-VL bundle holds two manifests: take the text one */
-    if (!strncmp(fixture, "qwen3vl", 7)) snprintf(plan, sizeof plan, "%s/%s-text-512.json", dir, fixture);
+    if (!strncmp(fixture, "qwen3vl", 7)) snprintf(plan, sizeof plan, "%s/%s-text-%d.json", dir, fixture, TRAINED_CTX);
     else snprintf(plan, sizeof plan, "%s", dir);
     CHECK_EQ(qhx_model_open(plan, NULL, &m, &err), QHX_OK);
     if (!set || !m) {

@@ -310,7 +310,8 @@ typedef struct qhx_family_desc {
      * when the caller asks for images (false: qhx_model_params.vision > 0), so that a folder
      * opened for text leaves the tower unread. */
     bool folder_images;
-    int64_t bundle_context;               /* max_context of a bundle forged without one */
+    int64_t bundle_context;               /* max_context of a bundle forged without one from a config
+                                             without max_position_embeddings */
     /* The added tokens of its released tokenizers in id order, from the first one after the
      * byte-level BPE ids (which ends a text: the pad id) on; text NULL ends. A random
      * checkpoint (forge) writes these. */

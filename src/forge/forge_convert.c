@@ -747,8 +747,11 @@ static qhx_status resolve_name_ctx(convert *c, const char *hf_dir, qhx_error *er
     for (const char *s = name; *s; s++)
         if (!isalnum((unsigned char)*s) && !strchr("._-", *s))
             return qhx_fail(err, QHX_E_ARG, "bundle name '%s': only letters, digits, '.', '_' and '-' are allowed", name);
+    /* a bundle keeps the checkpoint's trained context unless --max-context lowers it: the
+       runtime sizes each run's KV cache within it by the memory free (qhx_model_choose_context),
+       and the manifest's name says the context it holds */
     int64_t max_pos = c->cfg.max_position_embeddings;
-    c->ctx = c->p->max_context ? c->p->max_context : c->family->bundle_context;
+    c->ctx = c->p->max_context ? c->p->max_context : max_pos > 0 ? max_pos : c->family->bundle_context;
     if (max_pos > 0 && c->ctx > max_pos)
         return qhx_fail(err, QHX_E_ARG, "max context %lld exceeds max_position_embeddings %lld", (long long)c->ctx,
                         (long long)max_pos);

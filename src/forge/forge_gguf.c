@@ -103,9 +103,10 @@ qhx_status qhx_forge_gguf(const char *gguf, const char *out_dir, const qhx_forge
     }
     char name[QHX_PLAN_MAX_NAME + 1];
     bundle_name(gguf, p, name, sizeof name);
-    /* the context a GGUF file opens with (4096, at most the trained one), unless given */
+    /* the trained context (the file's <arch>.context_length), unless given: as a bundle from a
+       checkpoint folder keeps it */
     const int64_t mpe = json_integer_value(json_object_get(plan->text_config, "max_position_embeddings"));
-    int64_t ctx = p->max_context ? p->max_context : mpe > 0 && mpe < QHX_PLAN_DEFAULT_CONTEXT ? mpe : QHX_PLAN_DEFAULT_CONTEXT;
+    int64_t ctx = p->max_context ? p->max_context : mpe > 0 ? mpe : QHX_PLAN_DEFAULT_CONTEXT;
     struct stat sg, sm;
     uint64_t total = stat(gguf, &sg) ? 0 : (uint64_t)sg.st_size;
     if (p->mmproj && !stat(p->mmproj, &sm)) total += (uint64_t)sm.st_size;

@@ -126,11 +126,15 @@ qhx_status qhx_plan_resolve(const qhx_plan *plan, qhx_plan_resolved *r, qhx_erro
 }
 
 /* The context: the caller's, else the plan's; a checkpoint folder's default is capped by the
- * trained length. The trained length bounds every session. */
+ * trained length, and a bundle that keeps the whole trained length gives its sessions a
+ * folder's default too (a session of the library reserves what it is given, whole). The
+ * trained length bounds every session. */
 static void set_context(qhx_model *m) {
     const qhx_plan *plan = m->plan;
     int64_t mpe = m->cfg.max_position_embeddings, ctx = plan->max_context;
     if (plan->source == QHX_PLAN_FROM_CHECKPOINT && mpe > 0 && mpe < ctx) ctx = mpe;
+    if (plan->source == QHX_PLAN_FROM_MANIFEST && mpe > 0 && ctx >= mpe && ctx > QHX_PLAN_DEFAULT_CONTEXT)
+        ctx = QHX_PLAN_DEFAULT_CONTEXT;
     if (m->params.max_context) ctx = m->params.max_context;
     m->max_context = ctx;
     m->trained_context = mpe > ctx ? mpe : ctx;

@@ -55,8 +55,10 @@ qhx_status qhx_model_choose_context(const qhx_model *m, int64_t requested, int n
         c->by_request = 1;
         return QHX_OK;
     }
-    if (!m->plan || m->plan->source == QHX_PLAN_FROM_MANIFEST || !m->plan->config) {
-        c->n_ctx = qhx_model_max_context(m); /* the context the bundle was made for */
+    /* a bundle forged with a lower --max-context: the context it was made for */
+    if (!m->plan || !m->plan->config ||
+        (m->plan->source == QHX_PLAN_FROM_MANIFEST && m->plan->max_context < c->trained)) {
+        c->n_ctx = qhx_model_max_context(m);
         return QHX_OK;
     }
     /* half of what is free after the weights were loaded: the KV cache is allocated, and zeroed,

@@ -165,7 +165,7 @@ grep -q "loaded" "$tmp/err" || bad "a session file did not load into its own mod
 
 # a manifest's tensor_count, dtype and precision are checked against the weights at open
 "$QHX" forge "$tmp/fp_a" "$tmp/w8" --precision w8 --quiet
-man=$tmp/w8/fp_a-1024.json
+man=$tmp/w8/fp_a-262144.json
 # edit_man KEY PYTHON: a copy of the w8 bundle's manifest, edited, as $tmp/w8/KEY.json
 edit_man() {
   python3 - "$man" "$tmp/w8/$1.json" "$2" <<'PY'

@@ -240,5 +240,24 @@ else
   bad "no numpy (scripts/deps.sh), no parity gate at $GATE or no 'qhx logits': the bf16 bundle run cannot be checked"
 fi
 
+# the context a bundle keeps: the checkpoint's trained one by default (the name says it), run as
+# a folder's run is (the trained context, lowered only to fit memory); --max-context N: that one,
+# which --ctx may raise up to the trained context
+trained=$(python3 -c 'import json, sys; c = json.load(open(sys.argv[1])); print(c.get("text_config", c)["max_position_embeddings"])' \
+  "$FX/qwen35-tiny-f32/config.json")
+"$QHX" forge "$FX/qwen35-tiny-f32" "$tmp/ctx-full" --precision w8 --quiet || bad "forge with the trained context"
+[ -f "$tmp/ctx-full/qwen35-tiny-f32-$trained.json" ] || bad "default bundle name: $(ls "$tmp/ctx-full")"
+banner=$(echo | "$QHX" chat -m "$tmp/ctx-full/qwen35-tiny-f32-$trained.json" 2>&1 | head -1)
+case $banner in *"context $trained tokens"* | *"context "*" tokens"*) ;; *) bad "the trained-context bundle's chat: $banner" ;; esac
+free_kb=$(awk '/MemAvailable/ {print $2}' /proc/meminfo)
+[ "$free_kb" -gt $((4 << 20)) ] && case $banner in *"context $trained tokens"*) ;; *) bad "with ${free_kb} kB free the tiny model's trained context should fit: $banner" ;; esac
+"$QHX" forge "$FX/qwen35-tiny-f32" "$tmp/ctx-300" --precision w8 --max-context 300 --quiet || bad "forge --max-context 300"
+banner=$(echo | "$QHX" chat -m "$tmp/ctx-300/qwen35-tiny-f32-300.json" 2>&1 | head -1)
+case $banner in *"context 300 tokens"*) ;; *) bad "the 300-token bundle's chat: $banner" ;; esac
+banner=$(echo | "$QHX" chat -m "$tmp/ctx-300/qwen35-tiny-f32-300.json" --ctx 2000 2>&1 | head -1)
+case $banner in *"context 2000 tokens"*) ;; *) bad "--ctx 2000 on the 300-token bundle: $banner" ;; esac
+expect_rc 1 "exceeds" "$QHX" chat -m "$tmp/ctx-300/qwen35-tiny-f32-300.json" --ctx $((trained + 1))
+expect_rc 2 "1048576" "$QHX" forge "$FX/qwen35-tiny-f32" "$tmp/ctx-big" --precision w8 --max-context 2000000
+
 [ "$fail" = 0 ] && echo "forge: all checks passed"
 exit $fail

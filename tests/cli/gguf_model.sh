@@ -52,11 +52,11 @@ spec=$("$QHX" generate -m "$G/qwen35-tiny-Q8_0.gguf" -p "Hello world" -n 12 --gr
   { echo "FAIL: forge from a GGUF: $(cat "$tmp/err")"; fail=1; }
 cmp -s "$G/qwen3vl-tiny-Q8_0.gguf" "$tmp/bundle/qwen3vl-tiny-Q8_0.gguf" || { echo "FAIL: forge changed the GGUF file"; fail=1; }
 direct=$("$QHX" generate -m "$G/qwen3vl-tiny-Q8_0.gguf" -p "Hello world" -n 8 --greedy --print-ids 2>/dev/null)
-bundled=$("$QHX" generate -m "$tmp/bundle/qwen3vl-tiny-q8_0-4096.json" -p "Hello world" -n 8 --greedy --print-ids 2>"$tmp/err")
+bundled=$("$QHX" generate -m "$tmp/bundle/qwen3vl-tiny-q8_0-262144.json" -p "Hello world" -n 8 --greedy --print-ids 2>"$tmp/err")
 [ -n "$direct" ] && [ "$direct" = "$bundled" ] || { echo "FAIL: the forged bundle: '$bundled' vs '$direct': $(tail -1 "$tmp/err")"; fail=1; }
 img=$DATA/fixtures/parity/qwen3vl-tiny-f32/image-64x64.png
 direct=$("$QHX" generate -m "$G/qwen3vl-tiny-Q8_0.gguf" --mmproj "$G/mmproj-qwen3vl-tiny-F16.gguf" --image "$img" -p what --chat -n 6 --greedy --print-ids 2>/dev/null)
-bundled=$("$QHX" generate -m "$tmp/bundle/qwen3vl-tiny-q8_0-vlm-4096.json" --image "$img" -p what --chat -n 6 --greedy --print-ids 2>"$tmp/err")
+bundled=$("$QHX" generate -m "$tmp/bundle/qwen3vl-tiny-q8_0-vlm-262144.json" --image "$img" -p what --chat -n 6 --greedy --print-ids 2>"$tmp/err")
 [ -n "$direct" ] && [ "$direct" = "$bundled" ] || { echo "FAIL: the forged bundle with an image: '$bundled' vs '$direct'"; fail=1; }
 "$QHX" forge "$G/qwen3vl-tiny-Q8_0.gguf" "$tmp/b2" --precision q4 >/dev/null 2>"$tmp/err"; rc=$?
 [ $rc = 2 ] && grep -q "blocks are kept as they are" "$tmp/err" || { echo "FAIL: forge GGUF --precision: exit $rc $(cat "$tmp/err")"; fail=1; }

@@ -18,22 +18,22 @@ IMG=$(ids_of img64x96)
 
 # ---- bundles ----------------------------------------------------------------------------------
 "$QHX" forge "$F" "$T/b" --precision f16 --quiet || bad "forge f16"
-[ -f "$T/b/qwen35vl-tiny-f32-1024.json" ] && [ -f "$T/b/qwen35vl-tiny-f32-vlm-1024.json" ] || bad "manifests: $(ls "$T/b")"
-grep -q '"host_op": "qwen3_5_vl_generate"' "$T/b/qwen35vl-tiny-f32-vlm-1024.json" || bad "vlm host-op: $(cat "$T/b/qwen35vl-tiny-f32-vlm-1024.json")"
-grep -q '"host_op": "qwen3_5_generate"' "$T/b/qwen35vl-tiny-f32-1024.json" || bad "text host-op"
+[ -f "$T/b/qwen35vl-tiny-f32-262144.json" ] && [ -f "$T/b/qwen35vl-tiny-f32-vlm-262144.json" ] || bad "manifests: $(ls "$T/b")"
+grep -q '"host_op": "qwen3_5_vl_generate"' "$T/b/qwen35vl-tiny-f32-vlm-262144.json" || bad "vlm host-op: $(cat "$T/b/qwen35vl-tiny-f32-vlm-262144.json")"
+grep -q '"host_op": "qwen3_5_generate"' "$T/b/qwen35vl-tiny-f32-262144.json" || bad "text host-op"
 grep -q 'model.visual.' "$T/b/model.safetensors.index.json" || bad "the bundle lacks the tower"
 # the image prompt on the -vlm- manifest (f16 weights): the golden's first 8 greedy tokens
-got=$("$QHX" generate -m "$T/b/qwen35vl-tiny-f32-vlm-1024.json" --ids "$IMG" --image "$F/image-64x96.png" -n 8 --greedy --ignore-eos --print-ids 2>"$T/err")
+got=$("$QHX" generate -m "$T/b/qwen35vl-tiny-f32-vlm-262144.json" --ids "$IMG" --image "$F/image-64x96.png" -n 8 --greedy --ignore-eos --print-ids 2>"$T/err")
 [ "$got" = "$(field img64x96 greedy 8)" ] || bad "vlm manifest greedy: '$got' vs '$(field img64x96 greedy 8)': $(cat "$T/err")"
 # the text manifest takes no images, and names the one that does
-"$QHX" generate -m "$T/b/qwen35vl-tiny-f32-1024.json" --ids "$IMG" --image "$F/image-64x96.png" -n 2 2>"$T/err" >/dev/null
+"$QHX" generate -m "$T/b/qwen35vl-tiny-f32-262144.json" --ids "$IMG" --image "$F/image-64x96.png" -n 2 2>"$T/err" >/dev/null
 rc=$?
 [ $rc = 1 ] && grep -q "takes no images" "$T/err" && grep -q -- "-vlm-" "$T/err" || bad "text manifest with --image: rc $rc: $(cat "$T/err")"
 # --text-only: no vision weights, one manifest
 "$QHX" forge "$F" "$T/t" --precision f16 --text-only --quiet || bad "forge --text-only"
 [ ! -e "$T/t/vision-f16.safetensors" ] || bad "--text-only wrote the tower"
 grep -q 'model.visual.' "$T/t/model.safetensors.index.json" && bad "--text-only index names model.visual.*"
-[ "$(ls "$T/t"/*.json | grep -c -- '-1024.json')" = 1 ] || bad "--text-only manifests: $(ls "$T/t")"
+[ "$(ls "$T/t"/*.json | grep -c -- '-262144.json')" = 1 ] || bad "--text-only manifests: $(ls "$T/t")"
 "$QHX" generate -m "$T/t" --ids "$IMG" --image "$F/image-64x96.png" -n 2 2>"$T/err" >/dev/null
 [ $? = 1 ] || bad "--text-only bundle took an image"
 "$QHX" generate -m "$T/t" --ids "$(ids_of p033)" -n 4 --greedy --ignore-eos --print-ids >/dev/null 2>"$T/err" || bad "--text-only text: $(cat "$T/err")"

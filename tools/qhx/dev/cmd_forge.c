@@ -209,8 +209,8 @@ int qhx_forge_parse_args(int argc, char **argv, qhx_forge_args *fa) {
         } else if (!strcmp(a, "--max-context")) {
             int64_t v;
             if (i + 1 >= argc) return qhx_cli_usage_error("forge", "%s needs a value", a);
-            if (qhx_cli_parse_i64(argv[++i], 1, 262144, &v) != 0)
-                return qhx_cli_usage_error("forge", "%s: '%s' is not an integer in [1, 262144]", a, argv[i]);
+            if (qhx_cli_parse_i64(argv[++i], 1, 1048576, &v) != 0) /* the manifest's bound */
+                return qhx_cli_usage_error("forge", "%s: '%s' is not an integer in [1, 1048576]", a, argv[i]);
             p->max_context = v;
             continue;
         } else if (a[0] == '-' && a[1]) {
