@@ -527,8 +527,9 @@ static qhx_status fit_videos(const video_fit *f, qhx_video_prep *prep, qhx_promp
     const int64_t fewest = f->base.img.temporal_patch_size, asked_px = f->base.img.max_pixels;
     int64_t most = 0; /* the largest frame count one video takes as asked */
     for (size_t v = 0; v < f->n; v++) {
-        int64_t idx_cap = f->vin[v].meta.n_frames, k = 0;
-        int64_t *idx = qhx_malloc((size_t)(idx_cap > 0 ? idx_cap : 1) * sizeof *idx);
+        const int64_t idx_cap = qhx_video_default_limits().max_frames; /* as qhx_video_plan samples */
+        int64_t k = 0;
+        int64_t *idx = qhx_malloc((size_t)idx_cap * sizeof *idx);
         if (!idx) return qhx_fail(err, QHX_E_NOMEM, "video: out of memory");
         rc = qhx_video_sample(f->vin[v].meta.n_frames, f->vin[v].meta.fps, &f->base, idx_cap, idx, &k, err);
         qhx_free(idx);

@@ -101,6 +101,14 @@ check '[ $rc = 1 ] && [ "$(wc -l < "$T/e")" = 1 ] && grep -q "even at 2 frames o
 # a frame cap asked for is where the lowering starts
 gen --ctx $((P5 + N - 1)) --video-max-frames 6 >"$T/o" 2>"$T/e"
 check '[ $? = 0 ] && grep -q "4 frames sampled instead of 6" "$T/e"' "--video-max-frames 6 lowered to 4: $(cat "$T/e")"
+# a checkpoint that samples a fixed count (num_frames 8): the count itself is lowered, to an even
+# count as the processor rounds it to the temporal patch
+mkdir "$T/nf" && cp "$M"/*.json "$M/model.safetensors" "$T/nf/"
+printf '{"num_frames": 8, "do_sample_frames": true, "size": {"shortest_edge": 1024, "longest_edge": 1048576}}' \
+  >"$T/nf/video_preprocessor_config.json"
+"$BIN" generate -m "$T/nf" -p "Describe the video." --chat --video "$V/long.mp4" -n $N --greedy --json --ctx $((P5 + N - 1)) >"$T/o" 2>"$T/e"
+check '[ $? = 0 ] && grep -q "4 frames sampled instead of 8" "$T/e" && [ "$(field "$T/o" video.frames)" = 4 ] && [ "$(field "$T/o" n_prompt)" = "$P4" ]' \
+  "num_frames 8 lowered to 4: $(cat "$T/o" "$T/e")"
 # Qwen3.5 with its vision tower, another clip
 "$BIN" generate -m "$FIX/qwen35vl-tiny-f32" -p "Describe." --chat --video "$V/long.mp4" -n $N --greedy --json >"$T/big" 2>/dev/null
 Q=$(field "$T/big" n_prompt)
