@@ -5,8 +5,9 @@
 # frames and grid it reports are the ones transformers' Qwen3VLVideoProcessor gives for the
 # lowered max_frames / size.longest_edge (computed here from its formulas, the indices from the
 # processor's golden output); the prompt is the one --video-max-frames N gives. Below what the
-# fewest frames and pixels take: one line, exit 1. The same in chat /video and qhx serve (usage
-# "video_fitted"). Skipped (77) without FFmpeg.
+# fewest frames and pixels take: one line, exit 1. A checkpoint sampling a fixed count, an image
+# beside the video, Qwen3.5; the same in chat /video and qhx serve (usage "video_fitted"; a 413
+# below the minimum). Skipped (77) without FFmpeg.
 # Usage: video_fit.sh BIN_DIR DATA_DIR SOURCE_DIR
 set -u
 BIN=$1/qhx
@@ -14,8 +15,8 @@ FIX=$2/fixtures/parity
 M=$FIX/qwen3vl-tiny-f32
 V=$3/tests/data/video
 T=$(mktemp -d)
-PID=
-trap '[ -n "$PID" ] && kill $PID 2>/dev/null; rm -rf "$T"' EXIT
+PID= PID2=
+trap '[ -n "$PID" ] && kill $PID 2>/dev/null; [ -n "$PID2" ] && kill $PID2 2>/dev/null; rm -rf "$T"' EXIT
 fail=0
 check() { if ! eval "$1"; then echo "FAIL: $2"; fail=1; fi; }
 
@@ -109,6 +110,11 @@ printf '{"num_frames": 8, "do_sample_frames": true, "size": {"shortest_edge": 10
 "$BIN" generate -m "$T/nf" -p "Describe the video." --chat --video "$V/long.mp4" -n $N --greedy --json --ctx $((P5 + N - 1)) >"$T/o" 2>"$T/e"
 check '[ $? = 0 ] && grep -q "4 frames sampled instead of 8" "$T/e" && [ "$(field "$T/o" video.frames)" = 4 ] && [ "$(field "$T/o" n_prompt)" = "$P4" ]' \
   "num_frames 8 lowered to 4: $(cat "$T/o" "$T/e")"
+# an image beside the video: the video is fitted with the image at one pad, the image takes what is left
+"$BIN" generate -m "$M" -p "Describe the video." --chat --image "$3/tests/data/image/rgb8.png" --video "$V/long.mp4" -n $N --greedy --json \
+  --ctx $((P5 + N + 2)) >"$T/o" 2>"$T/e"
+check '[ $? = 0 ] && [ "$(field "$T/o" video.fitted)" = True ] && [ $(( $(field "$T/o" n_prompt) + N )) -le $((P5 + N + 2)) ]' \
+  "image and video fitted together: $(cat "$T/o" "$T/e")"
 # Qwen3.5 with its vision tower, another clip
 "$BIN" generate -m "$FIX/qwen35vl-tiny-f32" -p "Describe." --chat --video "$V/long.mp4" -n $N --greedy --json >"$T/big" 2>/dev/null
 Q=$(field "$T/big" n_prompt)
@@ -119,7 +125,7 @@ check '[ $? = 0 ] && [ "$(field "$T/o" video.fitted)" = True ] && [ $(( $(field 
 # qhx serve: the same lowering, said in the usage
 "$BIN" serve -m "$M" --port 0 --ctx 60 >"$T/out" 2>"$T/err" &
 PID=$!
-for _ in $(seq 100); do grep -q listening "$T/out" && break; sleep 0.05; done
+for _ in $(seq 600); do grep -q listening "$T/out" && break; sleep 0.05; done
 URL=$(sed -n 's/.*listening on \(http:[^ ]*\).*/\1/p' "$T/out")
 check '[ -n "$URL" ]' "the server starts: $(cat "$T/out" "$T/err")"
 python3 - "$V/long.mp4" >"$T/req" <<'PY'
@@ -131,4 +137,15 @@ PY
 code=$(curl -s -o "$T/resp" -w '%{http_code}' "$URL/v1/chat/completions" -H 'Content-Type: application/json' -d @"$T/req")
 check '[ "$code" = 200 ] && [ "$(field "$T/resp" usage.video_fitted)" = True ] && [ "$(field "$T/resp" usage.video_frames_asked)" = 8 ] && [ "$(field "$T/resp" usage.video_frames)" -lt 8 ] && [ $(( $(field "$T/resp" usage.prompt_tokens) + 2 )) -le 60 ]' \
   "served video fitted to --ctx 60: $code $(head -c 400 "$T/resp")"
+# a single turn that does not fit even at the minimum: a 413 naming the counts, the server goes on
+"$BIN" serve -m "$M" --port 0 --ctx 24 >"$T/out2" 2>"$T/err2" &
+PID2=$!
+for _ in $(seq 600); do grep -q listening "$T/out2" && break; sleep 0.05; done
+URL2=$(sed -n 's/.*listening on \(http:[^ ]*\).*/\1/p' "$T/out2")
+code=$(curl -s -o "$T/resp" -w '%{http_code}' "$URL2/v1/chat/completions" -H 'Content-Type: application/json' -d @"$T/req")
+check '[ "$code" = 413 ] && grep -q "even at 2 frames" "$T/resp"' "served video below the minimum: $code $(head -c 400 "$T/resp")"
+code=$(curl -s -o /dev/null -w '%{http_code}' "$URL2/v1/models")
+check '[ "$code" = 200 ]' "the server goes on after the refusal: $code"
+kill $PID2 2>/dev/null
+PID2=
 exit $fail
