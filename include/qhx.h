@@ -603,8 +603,10 @@ typedef struct qhx_chat_content {
     const char *video_path; /* or (text, image and image_path NULL) a video file: decoded with
                                FFmpeg, sampled and encoded as Qwen3-VL's video processor does,
                                rendered as the templates' video with the processor's per-group
-                               timestamps (QHX_E_UNSUPPORTED in a build without FFmpeg); a video's
-                               tokens are not scaled to the room (QHX_E_LIMIT when they overflow) */
+                               timestamps (QHX_E_UNSUPPORTED in a build without FFmpeg); videos whose
+                               tokens overflow the room are sampled with fewer frames, then fewer
+                               pixels (qhx_prompt_video_stats; QHX_E_LIMIT when even 2 frames of
+                               the fewest pixels overflow) */
     const void *video;      /* or (video_path NULL) the video file's bytes, video_size of them */
     size_t video_size;
 } qhx_chat_content;
@@ -700,6 +702,24 @@ QHX_API const qhx_token *qhx_prompt_ids(const qhx_prompt *p, size_t *n /* OUT */
 /* Index of the first id that stands for an image (its run's start), or the count when there is
  * none: a state holding a prefix of the ids up to there can be reused for another prompt. */
 QHX_API size_t qhx_prompt_reusable(const qhx_prompt *p);
+/* What the prompt's videos took (since 0.7; summed over its videos, all 0 without one): the
+ * frames sampled, the last video's grid (temporal groups, patches per side), the pad tokens, and
+ * the time spent decoding the files (demuxing, decoding, converting to RGB), preprocessing the
+ * sampled frames (resize, normalise, patch) and running the vision tower. When the videos'
+ * tokens did not fit the room (qhx_chat_spec.max_tokens, the session's context), fitted is 1 and
+ * the sampling was lowered to what fits: at most max_frames frames per video (from
+ * frames_asked over all videos), and, when even the fewest frames did not fit, the pixel budget
+ * of all of a video's frames together (the processor's size.longest_edge) from max_pixels_asked
+ * to max_pixels (0: not lowered). */
+typedef struct qhx_prompt_video_stats {
+    int n_videos;
+    int64_t frames, grid_t, grid_h, grid_w, n_tokens;
+    double decode_ms, preprocess_ms, vision_ms;
+    int fitted;
+    int64_t frames_asked, max_frames;
+    int64_t max_pixels_asked, max_pixels;
+} qhx_prompt_video_stats;
+QHX_API void qhx_prompt_video_stats_get(const qhx_prompt *p, qhx_prompt_video_stats *out /* OUT */);
 /* Feed ids [from, to) of p after what s holds; s must hold exactly ids [0, from) of a prompt
  * that shares them. A range holding the image's ids holds all of them (from <=
  * qhx_prompt_reusable). The token the last generate left pending is fed first. A range without

@@ -97,6 +97,24 @@ static void golden_case(const char *path) {
     char text[8192];
     placeholder(&p, prep.img.merge_size, text, sizeof text);
     CHECK_STR(text, json_string_value(json_object_get(g, "placeholder")));
+    /* the plan from the metadata alone (what a prompt's tokens are counted from before any frame
+     * is decoded) is the processor's too; the pass's time is split between its two parts */
+    qhx_video_meta meta;
+    qhx_video_patches plan;
+    CHECK_EQ(qhx_video_probe(vid(clip), NULL, &meta, &err), QHX_OK);
+    CHECK_EQ(qhx_video_plan(&meta, &prep, NULL, clip, &plan, &err), QHX_OK);
+    CHECK(plan.data == NULL);
+    CHECK_EQ(plan.grid_t, p.grid_t);
+    CHECK_EQ(plan.grid_h, p.grid_h);
+    CHECK_EQ(plan.grid_w, p.grid_w);
+    CHECK_EQ(plan.n_sampled, p.n_sampled);
+    for (int64_t i = 0; i < plan.n_sampled && i < p.n_sampled; i++) CHECK_EQ(plan.indices[i], p.indices[i]);
+    for (int64_t i = 0; i < plan.grid_t && i < p.grid_t; i++) CHECK(plan.timestamps[i] == p.timestamps[i]);
+    char plan_text[8192];
+    placeholder(&plan, prep.img.merge_size, plan_text, sizeof plan_text);
+    CHECK_STR(plan_text, text);
+    qhx_video_patches_deinit(&plan);
+    CHECK(p.decode_ms > 0 && p.preprocess_ms > 0);
     /* pixel_values, bit for bit */
     qhx_sha256 s;
     uint8_t d[32];

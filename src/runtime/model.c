@@ -4,6 +4,7 @@
 #include "runtime/model.h"
 
 #include "core/alloc.h"
+#include "core/time.h"
 #include "core/pool.h"
 #include "grammar/grammar.h"
 #include "io/gguf.h"
@@ -484,7 +485,7 @@ int32_t qhx_model_video_pad(const qhx_model *m) {
 }
 
 /* The processor's expansion: per temporal group "<t seconds>" + start + pads + end. */
-static qhx_status video_text(const qhx_model *m, const qhx_video_patches *p, int64_t per_group, qhx_video_embed *out,
+static qhx_status video_text(const qhx_model *m, const qhx_video_patches *p, int64_t per_group, char **text,
                              qhx_error *err) {
     const qhx_chat_style *f = qhx_model_chat_style(m);
     const char *start = f && f->image_start ? f->image_start : "";
@@ -492,15 +493,84 @@ static qhx_status video_text(const qhx_model *m, const qhx_video_patches *p, int
     const char *pad = f && f->video_pad ? f->video_pad : "";
     size_t each = strlen(start) + strlen(end) + 32 + (size_t)per_group * strlen(pad);
     size_t cap = each * (size_t)p->grid_t + 1, n = 0;
-    out->text = qhx_malloc(cap);
-    if (!out->text) return qhx_fail(err, QHX_E_NOMEM, "video: out of memory for the prompt text");
+    char *out = qhx_malloc(cap);
+    if (!out) return qhx_fail(err, QHX_E_NOMEM, "video: out of memory for the prompt text");
+    out[0] = 0;
     for (int64_t g = 0; g < p->grid_t; g++) {
-        n += (size_t)qhx_video_timestamp_text(p->timestamps[g], out->text + n, cap - n);
-        n += (size_t)snprintf(out->text + n, cap - n, "%s", start);
-        for (int64_t q = 0; q < per_group; q++) n += (size_t)snprintf(out->text + n, cap - n, "%s", pad);
-        n += (size_t)snprintf(out->text + n, cap - n, "%s", end);
+        n += (size_t)qhx_video_timestamp_text(p->timestamps[g], out + n, cap - n);
+        n += (size_t)snprintf(out + n, cap - n, "%s", start);
+        for (int64_t q = 0; q < per_group; q++) n += (size_t)snprintf(out + n, cap - n, "%s", pad);
+        n += (size_t)snprintf(out + n, cap - n, "%s", end);
     }
+    *text = out;
     return QHX_OK;
+}
+
+qhx_video_prep qhx_model_video_prep(const qhx_model *m, double fps, int64_t max_frames) {
+    qhx_video_prep prep = m->vprep;
+    if (fps > 0) prep.fps = fps;
+    if (max_frames > 0) prep.max_frames = max_frames;
+    return prep;
+}
+
+qhx_status qhx_model_video_text(const qhx_model *m, const qhx_video_patches *plan, const qhx_video_prep *prep,
+                                char **text, int64_t *per_group, qhx_error *err) {
+    const int64_t M = prep->img.merge_size;
+    *per_group = (plan->grid_h / M) * (plan->grid_w / M);
+    return video_text(m, plan, *per_group, text, err);
+}
+
+/* The checks every video load makes first: the model takes images and has a video pad. */
+static qhx_status need_video(const qhx_model *m, const qhx_video_src *src, const char *path, int32_t *vpad,
+                             qhx_error *err) {
+    qhx_status rc = need_images(m, path, err);
+    if (rc) return rc;
+    if (!src || (!src->path && !src->buf)) return qhx_fail(err, QHX_E_ARG, "video: no file");
+    *vpad = qhx_model_video_pad(m);
+    if (*vpad < 0) return qhx_fail(err, QHX_E_UNSUPPORTED, "%s: the model's vocabulary has no video pad token", path);
+    return QHX_OK;
+}
+
+qhx_status qhx_model_video_check(const qhx_model *m, const qhx_video_src *src, qhx_error *err) {
+    const char *path = src && src->label ? src->label : src && src->path ? src->path : "video";
+    int32_t vpad;
+    return need_video(m, src, path, &vpad, err);
+}
+
+/* The patches p through the tower group by group into out (frames, text, stats). */
+static qhx_status encode_video(const qhx_model *m, const qhx_video_patches *p, const qhx_video_prep *prep,
+                               int32_t vpad, const char *path, qhx_video_embed *out, qhx_error *err) {
+    int64_t per_group;
+    qhx_status rc = qhx_model_video_text(m, p, prep, &out->text, &per_group, err);
+    if (rc) return rc;
+    out->frames = qhx_calloc((size_t)p->grid_t, sizeof *out->frames);
+    if (!out->frames) return qhx_fail(err, QHX_E_NOMEM, "%s: out of memory", path);
+    out->n_frames = (int)p->grid_t;
+    out->n_tokens = per_group * p->grid_t;
+    out->n_sampled = p->n_sampled;
+    out->grid_t = p->grid_t;
+    out->grid_h = p->grid_h;
+    out->grid_w = p->grid_w;
+    out->decode_ms = p->decode_ms;
+    out->preprocess_ms = p->preprocess_ms;
+    const uint64_t t0 = qhx_time_ns();
+    /* Qwen3-VL's tower attends within one temporal group (cu_seqlens per frame) and repeats the
+     * position table and the rotary per group: a group is encoded as a still image. */
+    for (int64_t g = 0; g < p->grid_t && !rc; g++) {
+        qhx_image_embed *e = &out->frames[g];
+        qhx_image_patches view = {.grid_t = 1, .grid_h = p->grid_h, .grid_w = p->grid_w,
+                                  .n_patches = p->grid_h * p->grid_w, .patch_dim = p->patch_dim,
+                                  .data = p->data + g * p->grid_h * p->grid_w * p->patch_dim};
+        *e = (qhx_image_embed){.grid_h = p->grid_h, .grid_w = p->grid_w, .n_tokens = per_group,
+                               .row_width = m->cfg.image_row_width, .pad_id = vpad};
+        size_t bytes;
+        if (!qhx_size_mul((size_t)per_group * (size_t)e->row_width, sizeof(float), &bytes) || !(e->embd = qhx_malloc(bytes)))
+            return qhx_fail(err, QHX_E_NOMEM, "%s: out of memory for %lld token embeddings", path, (long long)per_group);
+        const qhx_graph_io io = {.pixels = &view, .image = e};
+        rc = m->backend->run(m->graphs, NULL, QHX_GRAPH_VISION, &io, err);
+    }
+    out->vision_ms = (double)(qhx_time_ns() - t0) / 1e6;
+    return rc;
 }
 
 qhx_status qhx_model_video_load(const qhx_model *m, const char *path, double fps, int64_t max_frames,
@@ -513,39 +583,30 @@ qhx_status qhx_model_video_load_src(const qhx_model *m, const qhx_video_src *src
                                     qhx_video_embed *out, qhx_error *err) {
     memset(out, 0, sizeof *out);
     const char *path = src && src->label ? src->label : src && src->path ? src->path : "video";
-    qhx_status rc = need_images(m, path, err);
+    int32_t vpad = -1;
+    qhx_status rc = need_video(m, src, path, &vpad, err);
     if (rc) return rc;
-    if (!src || (!src->path && !src->buf)) return qhx_fail(err, QHX_E_ARG, "video: no file");
-    int32_t vpad = qhx_model_video_pad(m);
-    if (vpad < 0) return qhx_fail(err, QHX_E_UNSUPPORTED, "%s: the model's vocabulary has no video pad token", path);
-    qhx_video_prep prep = m->vprep;
-    if (fps > 0) prep.fps = fps;
-    if (max_frames > 0) prep.max_frames = max_frames;
+    const qhx_video_prep prep = qhx_model_video_prep(m, fps, max_frames);
     qhx_video_patches p;
     if ((rc = qhx_video_preprocess(src, &prep, NULL, &p, err))) return rc;
-    const int64_t M = prep.img.merge_size, per_group = (p.grid_h / M) * (p.grid_w / M);
-    out->frames = qhx_calloc((size_t)p.grid_t, sizeof *out->frames);
-    if (!out->frames) rc = qhx_fail(err, QHX_E_NOMEM, "%s: out of memory", path);
-    out->n_frames = out->frames ? (int)p.grid_t : 0;
-    out->n_tokens = per_group * p.grid_t;
-    /* Qwen3-VL's tower attends within one temporal group (cu_seqlens per frame) and repeats the
-     * position table and the rotary per group: a group is encoded as a still image. */
-    for (int64_t g = 0; g < p.grid_t && !rc; g++) {
-        qhx_image_embed *e = &out->frames[g];
-        qhx_image_patches view = {.grid_t = 1, .grid_h = p.grid_h, .grid_w = p.grid_w,
-                                  .n_patches = p.grid_h * p.grid_w, .patch_dim = p.patch_dim,
-                                  .data = p.data + g * p.grid_h * p.grid_w * p.patch_dim};
-        *e = (qhx_image_embed){.grid_h = p.grid_h, .grid_w = p.grid_w, .n_tokens = per_group,
-                               .row_width = m->cfg.image_row_width, .pad_id = vpad};
-        size_t bytes;
-        if (!qhx_size_mul((size_t)per_group * (size_t)e->row_width, sizeof(float), &bytes) || !(e->embd = qhx_malloc(bytes))) {
-            rc = qhx_fail(err, QHX_E_NOMEM, "%s: out of memory for %lld token embeddings", path, (long long)per_group);
-            break;
-        }
-        const qhx_graph_io io = {.pixels = &view, .image = e};
-        rc = m->backend->run(m->graphs, NULL, QHX_GRAPH_VISION, &io, err);
-    }
-    if (!rc) rc = video_text(m, &p, per_group, out, err);
+    rc = encode_video(m, &p, &prep, vpad, path, out, err);
+    qhx_video_patches_deinit(&p);
+    if (rc) qhx_video_embed_deinit(out);
+    return rc;
+}
+
+qhx_status qhx_model_video_load_probed(const qhx_model *m, const qhx_video_src *src, const qhx_video_meta *meta,
+                                       double probe_ms, const qhx_video_prep *prep, qhx_video_embed *out,
+                                       qhx_error *err) {
+    memset(out, 0, sizeof *out);
+    const char *path = src && src->label ? src->label : src && src->path ? src->path : "video";
+    int32_t vpad = -1;
+    qhx_status rc = need_video(m, src, path, &vpad, err);
+    if (rc) return rc;
+    qhx_video_patches p;
+    if ((rc = qhx_video_preprocess_probed(src, meta, prep, NULL, &p, err))) return rc;
+    p.decode_ms += probe_ms;
+    rc = encode_video(m, &p, prep, vpad, path, out, err);
     qhx_video_patches_deinit(&p);
     if (rc) qhx_video_embed_deinit(out);
     return rc;

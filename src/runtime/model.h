@@ -124,12 +124,29 @@ typedef struct qhx_video_embed {
     int n_frames;
     char *text;              /* owned: the placeholder expansion */
     int64_t n_tokens;        /* pads over all groups */
+    int64_t n_sampled;       /* frames sampled */
+    int64_t grid_t, grid_h, grid_w;
+    double decode_ms, preprocess_ms, vision_ms; /* the file decoded; the frames made patches; the tower */
 } qhx_video_embed;
 qhx_status qhx_model_video_load(const qhx_model *m, const char *path, double fps, int64_t max_frames,
                                 qhx_video_embed *out /* OUT, owned: qhx_video_embed_deinit */, qhx_error *err);
 /* The same from a file or from bytes in memory (video/video.h qhx_video_src). */
 qhx_status qhx_model_video_load_src(const qhx_model *m, const qhx_video_src *src, double fps, int64_t max_frames,
                                     qhx_video_embed *out /* OUT, owned: qhx_video_embed_deinit */, qhx_error *err);
+/* The model's video preprocessing with fps > 0 and max_frames > 0 overriding its sampling rate
+ * and frame cap (what qhx_model_video_load uses). */
+qhx_video_prep qhx_model_video_prep(const qhx_model *m, double fps, int64_t max_frames);
+/* The prompt text a planned video (video/video.h qhx_video_plan) expands to (*text owned:
+ * qhx_free) and its pads per temporal group. */
+qhx_status qhx_model_video_text(const qhx_model *m, const qhx_video_patches *plan, const qhx_video_prep *prep,
+                                char **text /* OUT */, int64_t *per_group /* OUT */, qhx_error *err);
+/* What every video load checks first: the model takes images and has a video pad token. */
+qhx_status qhx_model_video_check(const qhx_model *m, const qhx_video_src *src, qhx_error *err);
+/* qhx_model_video_load_src with the preprocessing given and the source already probed (meta;
+ * probe_ms: the probe's time, counted as decoding). */
+qhx_status qhx_model_video_load_probed(const qhx_model *m, const qhx_video_src *src, const qhx_video_meta *meta,
+                                       double probe_ms, const qhx_video_prep *prep,
+                                       qhx_video_embed *out /* OUT, owned: qhx_video_embed_deinit */, qhx_error *err);
 void qhx_video_embed_deinit(qhx_video_embed *v); /* NULL / zeroed allowed */
 /* The id of the family's video pad token in the model's vocabulary, or -1. */
 int32_t qhx_model_video_pad(const qhx_model *m);

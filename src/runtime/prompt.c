@@ -6,6 +6,7 @@
 #include "runtime/prompt.h"
 
 #include "core/alloc.h"
+#include "core/time.h"
 #include "image/image.h"
 #include "runtime/hostop.h"
 #include "runtime/model.h"
@@ -29,6 +30,7 @@ struct qhx_prompt {
     size_t images_end;        /* one past the last image-pad id (0 without images) */
     qhx_image_embed *images;  /* (n_images), in the order of their pads */
     int n_images;
+    qhx_prompt_video_stats video;
 };
 
 void qhx_prompt_free(qhx_prompt *p) {
@@ -39,6 +41,12 @@ void qhx_prompt_free(qhx_prompt *p) {
     qhx_free(p->images);
     qhx_model_release(p->m);
     qhx_free(p);
+}
+
+void qhx_prompt_video_stats_get(const qhx_prompt *p, qhx_prompt_video_stats *out) {
+    if (!out) return;
+    if (p) *out = p->video;
+    else memset(out, 0, sizeof *out);
 }
 
 const qhx_token *qhx_prompt_ids(const qhx_prompt *p, size_t *n) {
@@ -410,27 +418,200 @@ static qhx_status load_images(const qhx_model *m, const qhx_session *s, const qh
     return QHX_OK;
 }
 
-/* Every video part of spec decoded and encoded (vids, in order) and its expansion in vtexts;
- * render_only: no loading, the template's one pad. */
-static qhx_status load_videos(const qhx_model *m, const qhx_chat_spec *spec, qhx_video_embed *vids,
-                              const char **vtexts, qhx_error *err) {
-    size_t v = 0;
+/* ---- videos ---------------------------------------------------------------------------------- */
+
+/* A video part of the spec, probed: its source and what its stream holds. */
+typedef struct video_in {
+    qhx_video_src src;
+    qhx_video_meta meta;
+    double probe_ms;
+} video_in;
+
+/* The videos' sampling with at most max_frames frames (0: as asked) and a pixel budget of
+ * max_pixels for all of a video's frames (0: as asked): the processor's own parameters, so the
+ * frames and the sizes are the ones it gives for them. */
+static qhx_video_prep capped_video_prep(const qhx_video_prep *base, int64_t max_frames, int64_t max_pixels) {
+    qhx_video_prep p = *base;
+    if (max_frames > 0 && p.num_frames > 0 && p.num_frames > max_frames) p.num_frames = max_frames;
+    if (max_frames > 0 && p.num_frames <= 0 && p.max_frames > max_frames) p.max_frames = max_frames;
+    if (max_pixels > 0) p.img.max_pixels = max_pixels;
+    return p;
+}
+
+/* The videos as prep would sample them: their prompt texts (texts (n,), owned) and frames. */
+static qhx_status plan_videos(const qhx_model *m, const video_in *vin, size_t n, const qhx_video_prep *prep,
+                              char **texts, int64_t *frames, qhx_error *err) {
+    *frames = 0;
+    qhx_status rc = QHX_OK;
+    for (size_t v = 0; v < n && !rc; v++) {
+        qhx_video_patches plan;
+        const char *label = vin[v].src.label ? vin[v].src.label : vin[v].src.path;
+        if ((rc = qhx_video_plan(&vin[v].meta, prep, NULL, label, &plan, err))) break;
+        int64_t per_group;
+        qhx_free(texts[v]);
+        texts[v] = NULL;
+        rc = qhx_model_video_text(m, &plan, prep, &texts[v], &per_group, err);
+        *frames += plan.n_sampled;
+        qhx_video_patches_deinit(&plan);
+    }
+    return rc;
+}
+
+/* What fitting needs besides the videos: the prompt around them and its room. */
+typedef struct video_fit {
+    const qhx_model *m;
+    const qhx_session *s;
+    const qhx_chat_spec *spec;
+    const int64_t *pads;   /* the images' pads as the room counts them (one per file image) */
+    bool roles_as_arg;
+    const video_in *vin;
+    size_t n;
+    qhx_video_prep base;
+    int64_t room;          /* tokens the prompt may take */
+} video_fit;
+
+/* The prompt's tokens with the videos sampled by prep (*n_ids; *frames sampled); 0 or a failure
+ * that is not about the room. */
+static qhx_status fit_count(const video_fit *f, const qhx_video_prep *prep, int64_t *n_ids, int64_t *frames,
+                            qhx_error *err) {
+    char *texts[MAX_VIDEOS] = {0};
+    qhx_status rc = plan_videos(f->m, f->vin, f->n, prep, texts, frames, err);
+    char *text = NULL;
+    int32_t *ids = NULL;
+    size_t len = 0, n = 0;
+    if (!rc) rc = render(f->m, f->s, f->spec, f->pads, (const char *const *)texts, f->roles_as_arg, &text, &len, err);
+    if (!rc) rc = tokenize(f->m, NULL, text, len, &ids, &n, err); /* the room is checked here, not by the session */
+    *n_ids = (int64_t)n;
+    qhx_free(text);
+    qhx_free(ids);
+    for (size_t v = 0; v < f->n; v++) qhx_free(texts[v]);
+    return rc;
+}
+
+/* Whether the videos sampled with these caps fit the room (*fits). */
+static qhx_status fit_try(const video_fit *f, int64_t max_frames, int64_t max_pixels, bool *fits, qhx_error *err) {
+    const qhx_video_prep prep = capped_video_prep(&f->base, max_frames, max_pixels);
+    int64_t n_ids, frames;
+    qhx_status rc = fit_count(f, &prep, &n_ids, &frames, err);
+    *fits = !rc && n_ids <= f->room;
+    return rc;
+}
+
+/* The largest x in [lo, hi] for which fit_try(x) holds, given that it holds at lo (a bisection:
+ * the tokens grow with the frames and the pixels, up to the sizes' rounding). */
+static qhx_status fit_search(const video_fit *f, bool frames, int64_t lo, int64_t hi, int64_t fixed_frames,
+                             int64_t *best, qhx_error *err) {
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo + 1) / 2;
+        bool fits;
+        qhx_status rc = frames ? fit_try(f, mid, 0, &fits, err) : fit_try(f, fixed_frames, mid, &fits, err);
+        if (rc) return rc;
+        if (fits) lo = mid;
+        else hi = mid - 1;
+    }
+    *best = lo;
+    return QHX_OK;
+}
+
+/* The videos' sampling fitted to the room: as asked when it fits; else at most the frame count
+ * that fits (from the asked count down to the temporal patch); else, at that fewest count, the
+ * pixel budget that fits (down to the processor's min_pixels); else QHX_E_LIMIT. *prep, and what
+ * was lowered in *st. */
+static qhx_status fit_videos(const video_fit *f, qhx_video_prep *prep, qhx_prompt_video_stats *st, qhx_error *err) {
+    *prep = f->base;
+    if (f->room < 0) return QHX_OK; /* no bound */
+    int64_t n_ids, frames;
+    qhx_status rc = fit_count(f, &f->base, &n_ids, &frames, err);
+    if (rc || n_ids <= f->room) return rc;
+    int64_t asked_frames = frames, asked_tokens = n_ids;
+    const int64_t fewest = f->base.img.temporal_patch_size, asked_px = f->base.img.max_pixels;
+    int64_t most = 0; /* the largest frame count one video takes as asked */
+    for (size_t v = 0; v < f->n; v++) {
+        const int64_t idx_cap = qhx_video_default_limits().max_frames; /* as qhx_video_plan samples */
+        int64_t k = 0;
+        int64_t *idx = qhx_malloc((size_t)idx_cap * sizeof *idx);
+        if (!idx) return qhx_fail(err, QHX_E_NOMEM, "video: out of memory");
+        rc = qhx_video_sample(f->vin[v].meta.n_frames, f->vin[v].meta.fps, &f->base, idx_cap, idx, &k, err);
+        qhx_free(idx);
+        if (rc) return rc;
+        if (k > most) most = k;
+    }
+    bool fits;
+    int64_t cap_frames = fewest, cap_px = 0;
+    if (most > fewest && (rc = fit_try(f, fewest, 0, &fits, err))) return rc;
+    if (most > fewest && fits) {
+        if ((rc = fit_search(f, true, fewest, most - 1, 0, &cap_frames, err))) return rc;
+    } else {
+        const int64_t least_px = f->base.img.min_pixels > 0 ? f->base.img.min_pixels : 1;
+        if ((rc = fit_try(f, fewest, least_px, &fits, err))) return rc;
+        if (!fits || !f->base.img.do_resize) {
+            int64_t least;
+            qhx_video_prep small = capped_video_prep(&f->base, fewest, least_px);
+            if ((rc = fit_count(f, &small, &least, &frames, err))) return rc;
+            return qhx_fail(err, QHX_E_LIMIT,
+                            "chat: the prompt with its video%s takes %lld tokens, %lld even at %lld frames of at most "
+                            "%lld pixels, more than the %lld tokens it may take",
+                            f->n == 1 ? "" : "s", (long long)asked_tokens, (long long)least, (long long)fewest,
+                            (long long)least_px, (long long)f->room);
+        }
+        if ((rc = fit_search(f, false, least_px, asked_px - 1, fewest, &cap_px, err))) return rc;
+    }
+    *prep = capped_video_prep(&f->base, cap_frames, cap_px);
+    st->fitted = 1;
+    st->frames_asked = asked_frames;
+    st->max_frames = cap_frames;
+    st->max_pixels_asked = asked_px;
+    st->max_pixels = cap_px;
+    return QHX_OK;
+}
+
+/* The room the prompt may take, as file_image_budget counts it (-1: no bound). */
+static int64_t prompt_room(const qhx_session *s, const qhx_chat_spec *spec) {
+    int64_t room = -1;
+    if (s) room = qhx_session_n_ctx(s) - qhx_session_n_past(s) - (qhx_session_pending(s) >= 0 ? 1 : 0) - 1;
+    if (spec->max_tokens > 0 && (room < 0 || spec->max_tokens < room)) room = spec->max_tokens;
+    return room;
+}
+
+/* Every video part of spec probed, its sampling fitted to the prompt's room (fit_videos, images
+ * counted with one pad each), decoded and encoded (vids, in order) with its expansion in vtexts;
+ * what was lowered in *st. render_only: no loading, the template's one pad. */
+static qhx_status load_videos(const qhx_model *m, const qhx_session *s, const qhx_chat_spec *spec, bool roles_as_arg,
+                              int n_images, qhx_video_embed *vids, const char **vtexts, qhx_prompt_video_stats *st,
+                              qhx_error *err) {
+    video_in vin[MAX_VIDEOS];
+    size_t n = 0;
     for (size_t i = 0; i < spec->n_turns; i++)
         for (size_t j = 0; spec->turns[i].parts && j < spec->turns[i].n_parts; j++) {
             const qhx_chat_content *c = &spec->turns[i].parts[j];
             if (!is_video(c)) continue;
             if (spec->render_only) {
-                vtexts[v++] = "";
+                vtexts[n++] = "";
                 continue;
             }
-            qhx_video_src src = {.path = c->video_path, .buf = c->video_path ? NULL : c->video,
-                                 .len = c->video_path ? 0 : c->video_size, .label = c->video_path ? NULL : "video"};
-            qhx_status rc = qhx_model_video_load_src(m, &src, spec->video_fps, spec->video_max_frames, &vids[v], err);
+            vin[n].src = (qhx_video_src){.path = c->video_path, .buf = c->video_path ? NULL : c->video,
+                                         .len = c->video_path ? 0 : c->video_size, .label = c->video_path ? NULL : "video"};
+            qhx_status rc = qhx_model_video_check(m, &vin[n].src, err);
             if (rc) return rc;
-            vtexts[v] = vids[v].text;
-            v++;
+            const uint64_t t0 = qhx_time_ns();
+            qhx_video_limits lim = qhx_video_default_limits();
+            if ((rc = qhx_video_probe_src(&vin[n].src, &lim, &vin[n].meta, err))) return rc;
+            vin[n].probe_ms = (double)(qhx_time_ns() - t0) / 1e6;
+            n++;
         }
-    return QHX_OK;
+    if (spec->render_only || !n) return QHX_OK;
+    int64_t pads[MAX_IMAGES];
+    for (int k = 0; k < n_images; k++) pads[k] = 1;
+    video_fit f = {.m = m, .s = s, .spec = spec, .pads = pads, .roles_as_arg = roles_as_arg, .vin = vin, .n = n,
+                   .base = qhx_model_video_prep(m, spec->video_fps, spec->video_max_frames),
+                   .room = prompt_room(s, spec)};
+    qhx_video_prep prep;
+    qhx_status rc = fit_videos(&f, &prep, st, err);
+    for (size_t v = 0; v < n && !rc; v++) {
+        rc = qhx_model_video_load_probed(m, &vin[v].src, &vin[v].meta, vin[v].probe_ms, &prep, &vids[v], err);
+        if (!rc) vtexts[v] = vids[v].text;
+    }
+    return rc;
 }
 
 /* The prompt's embeds in the order of their pad runs: images as they are, each video as its
@@ -451,6 +632,16 @@ static qhx_status merge_videos(qhx_prompt *p, const qhx_chat_spec *spec, qhx_vid
                 continue;
             }
             qhx_video_embed *ve = &vids[vid++];
+            qhx_prompt_video_stats *vs = &p->video;
+            vs->n_videos++;
+            vs->frames += ve->n_sampled;
+            vs->grid_t = ve->grid_t;
+            vs->grid_h = ve->grid_h;
+            vs->grid_w = ve->grid_w;
+            vs->n_tokens += ve->n_tokens;
+            vs->decode_ms += ve->decode_ms;
+            vs->preprocess_ms += ve->preprocess_ms;
+            vs->vision_ms += ve->vision_ms;
             for (int g = 0; g < ve->n_frames; g++) all[o++] = ve->frames[g];
             qhx_free(ve->frames);
             ve->frames = NULL;
@@ -486,7 +677,8 @@ qhx_status qhx_prompt_build(const qhx_model *m, const qhx_session *s, const qhx_
     const char *vtexts[MAX_VIDEOS];
     memset(vids, 0, sizeof vids);
     qhx_status rc = n_videos > MAX_VIDEOS ? qhx_fail(err, QHX_E_LIMIT, "chat: %zu videos, at most %d per request", n_videos, MAX_VIDEOS)
-                                          : load_videos(m, spec, vids, vtexts, err);
+                                          : load_videos(m, s, spec, roles_as_arg, p->n_images, vids, vtexts,
+                                                        &p->video, err);
     if (!rc) rc = load_images(m, s, spec, parts, vtexts, roles_as_arg, p, pads, err);
     if (!rc) rc = render(m, s, spec, pads, vtexts, roles_as_arg, &p->text, &p->text_len, err);
     if (!rc && n_videos) rc = merge_videos(p, spec, vids, err);

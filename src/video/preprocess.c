@@ -4,6 +4,7 @@
 #include "video/video.h"
 
 #include "core/alloc.h"
+#include "core/time.h"
 #include "io/json.h"
 
 #include <math.h>
@@ -156,6 +157,7 @@ typedef struct frame_sink {
     qhx_video_patches *out;
     int64_t h, w; /* target size */
     float lut[3][256];
+    uint64_t ns;  /* spent resizing, normalising and patching (the rest of the pass is decoding) */
 } frame_sink;
 
 
@@ -184,6 +186,7 @@ static void put_frame(frame_sink *s, int64_t f, const uint8_t *rgb) {
 
 static qhx_status on_frame(void *ctx, int64_t slot, const qhx_image *rgb, qhx_error *err) {
     frame_sink *s = ctx;
+    const uint64_t t0 = qhx_time_ns();
     qhx_image resized = {0};
     const qhx_image *src = rgb;
     if (rgb->width != s->w || rgb->height != s->h) {
@@ -197,6 +200,7 @@ static qhx_status on_frame(void *ctx, int64_t slot, const qhx_image *rgb, qhx_er
     if (slot == s->out->n_sampled - 1)
         for (int64_t f = slot + 1; f < s->out->grid_t * Tp; f++) put_frame(s, f, src->rgb);
     qhx_image_deinit(&resized);
+    s->ns += qhx_time_ns() - t0;
     return QHX_OK;
 }
 
@@ -206,18 +210,18 @@ qhx_status qhx_video_preprocess_file(const char *path, const qhx_video_prep *pre
     return qhx_video_preprocess(&src, prep, lim, out, err);
 }
 
-qhx_status qhx_video_preprocess(const qhx_video_src *src, const qhx_video_prep *prep, const qhx_video_limits *lim,
-                                qhx_video_patches *out, qhx_error *err) {
-    if (!out) return qhx_fail(err, QHX_E_ARG, "video preprocess: no output");
+qhx_status qhx_video_plan(const qhx_video_meta *meta, const qhx_video_prep *prep, const qhx_video_limits *lim,
+                          const char *label, qhx_video_patches *out, qhx_error *err) {
+    if (!out) return qhx_fail(err, QHX_E_ARG, "video plan: no output");
     memset(out, 0, sizeof *out);
-    if (!src || (!src->path && !src->buf) || !prep) return qhx_fail(err, QHX_E_ARG, "video preprocess: no file");
-    const char *path = src->label ? src->label : src->path ? src->path : "video";
+    if (!meta || !prep) return qhx_fail(err, QHX_E_ARG, "video plan: no video");
+    const char *path = label ? label : "video";
     qhx_video_limits L = lim ? *lim : qhx_video_default_limits();
-    qhx_status rc = qhx_video_probe_src(src, &L, &out->meta, err);
-    if (rc) return rc;
+    out->meta = *meta;
     const qhx_image_prep *ip = &prep->img;
     const int64_t P = ip->patch_size, Tp = ip->temporal_patch_size, M = ip->merge_size;
     int64_t cap = L.max_frames;
+    qhx_status rc;
     out->indices = qhx_malloc((size_t)cap * sizeof(int64_t));
     if (!out->indices) { rc = qhx_fail(err, QHX_E_NOMEM, "video: out of memory"); goto fail; }
     if ((rc = qhx_video_sample(out->meta.n_frames, out->meta.fps, prep, cap, out->indices, &out->n_sampled, err))) {
@@ -244,6 +248,44 @@ qhx_status qhx_video_preprocess(const qhx_video_src *src, const qhx_video_prep *
     out->grid_w = w / P;
     out->n_patches = out->grid_t * out->grid_h * out->grid_w;
     out->patch_dim = 3 * Tp * P * P;
+    out->timestamps = qhx_malloc((size_t)out->grid_t * sizeof(double));
+    if (!out->timestamps) {
+        rc = qhx_fail(err, QHX_E_NOMEM, "%s: out of memory", path);
+        goto fail;
+    }
+    qhx_video_timestamps(out->indices, k, out->meta.fps, Tp, out->timestamps);
+    return QHX_OK;
+fail:
+    qhx_video_patches_deinit(out);
+    return rc;
+}
+
+qhx_status qhx_video_preprocess(const qhx_video_src *src, const qhx_video_prep *prep, const qhx_video_limits *lim,
+                                qhx_video_patches *out, qhx_error *err) {
+    if (!out) return qhx_fail(err, QHX_E_ARG, "video preprocess: no output");
+    memset(out, 0, sizeof *out);
+    if (!src || (!src->path && !src->buf) || !prep) return qhx_fail(err, QHX_E_ARG, "video preprocess: no file");
+    qhx_video_limits L = lim ? *lim : qhx_video_default_limits();
+    const uint64_t t0 = qhx_time_ns();
+    qhx_video_meta meta;
+    qhx_status rc = qhx_video_probe_src(src, &L, &meta, err);
+    if (rc) return rc;
+    const double probe_ms = (double)(qhx_time_ns() - t0) / 1e6;
+    if ((rc = qhx_video_preprocess_probed(src, &meta, prep, &L, out, err))) return rc;
+    out->decode_ms += probe_ms;
+    return QHX_OK;
+}
+
+qhx_status qhx_video_preprocess_probed(const qhx_video_src *src, const qhx_video_meta *meta, const qhx_video_prep *prep,
+                                       const qhx_video_limits *lim, qhx_video_patches *out, qhx_error *err) {
+    if (!out) return qhx_fail(err, QHX_E_ARG, "video preprocess: no output");
+    memset(out, 0, sizeof *out);
+    if (!src || (!src->path && !src->buf) || !prep) return qhx_fail(err, QHX_E_ARG, "video preprocess: no file");
+    const char *path = src->label ? src->label : src->path ? src->path : "video";
+    qhx_video_limits L = lim ? *lim : qhx_video_default_limits();
+    const uint64_t t0 = qhx_time_ns();
+    qhx_status rc = qhx_video_plan(meta, prep, &L, path, out, err);
+    if (rc) return rc;
     size_t n_floats, bytes;
     if (!qhx_size_mul((size_t)out->n_patches, (size_t)out->patch_dim, &n_floats) ||
         !qhx_size_mul(n_floats, sizeof(float), &bytes) || bytes > L.max_bytes) {
@@ -252,15 +294,16 @@ qhx_status qhx_video_preprocess(const qhx_video_src *src, const qhx_video_prep *
         goto fail;
     }
     out->data = qhx_malloc(bytes);
-    out->timestamps = qhx_malloc((size_t)out->grid_t * sizeof(double));
-    if (!out->data || !out->timestamps) {
+    if (!out->data) {
         rc = qhx_fail(err, QHX_E_NOMEM, "%s: out of memory for %zu bytes of patches", path, bytes);
         goto fail;
     }
-    qhx_video_timestamps(out->indices, k, out->meta.fps, Tp, out->timestamps);
-    frame_sink sink = {.prep = prep, .out = out, .h = h, .w = w};
-    qhx_image_norm_lut(ip, sink.lut);
-    if ((rc = qhx_video_decode_frames_src(src, &L, out->indices, k, on_frame, &sink, err))) goto fail;
+    frame_sink sink = {.prep = prep, .out = out, .h = out->grid_h * prep->img.patch_size,
+                       .w = out->grid_w * prep->img.patch_size};
+    qhx_image_norm_lut(&prep->img, sink.lut);
+    if ((rc = qhx_video_decode_frames_src(src, &L, out->indices, out->n_sampled, on_frame, &sink, err))) goto fail;
+    out->preprocess_ms = (double)sink.ns / 1e6;
+    out->decode_ms = (double)(qhx_time_ns() - t0 - sink.ns) / 1e6;
     return QHX_OK;
 fail:
     qhx_video_patches_deinit(out);

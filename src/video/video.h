@@ -100,6 +100,8 @@ typedef struct qhx_video_patches {
     int64_t *indices;               /* owned, (n_sampled,) frame indices */
     double *timestamps;             /* owned, (grid_t,) seconds, as the prompt writes them */
     qhx_video_meta meta;
+    double decode_ms;               /* probing, demuxing, decoding and converting to RGB */
+    double preprocess_ms;           /* resizing, normalising and patching the sampled frames */
 } qhx_video_patches;
 
 /* Where a video comes from: a file, or bytes in memory (buf, len; label names it in messages). */
@@ -113,6 +115,17 @@ typedef struct qhx_video_src {
 /* As qhx_video_preprocess_file, from a file or from bytes. */
 qhx_status qhx_video_preprocess(const qhx_video_src *src, const qhx_video_prep *prep, const qhx_video_limits *lim,
                                 qhx_video_patches *out /* OUT */, qhx_error *err);
+
+/* What the processor will make of a probed video, without decoding a frame: the sampled indices,
+ * the grid and the timestamps (out->data NULL). Its grid fixes the video's tokens in the prompt,
+ * so a caller can choose the sampling parameters before paying for the decoding. label names the
+ * video in messages. Failures as qhx_video_preprocess. */
+qhx_status qhx_video_plan(const qhx_video_meta *meta, const qhx_video_prep *prep, const qhx_video_limits *lim,
+                          const char *label, qhx_video_patches *out /* OUT */, qhx_error *err);
+
+/* qhx_video_preprocess for a source already probed (meta from qhx_video_probe_src of it). */
+qhx_status qhx_video_preprocess_probed(const qhx_video_src *src, const qhx_video_meta *meta, const qhx_video_prep *prep,
+                                       const qhx_video_limits *lim, qhx_video_patches *out /* OUT */, qhx_error *err);
 
 /* Probe, sample, decode, resize and patchify the file at path (lim NULL: defaults). One line per
  * failure naming the file: QHX_E_IO (cannot open), QHX_E_FORMAT (not a video, no video stream,

@@ -508,3 +508,23 @@ void qhx_run_print_speed(const char *cmd, double load_s, const qhx_generate_stat
     if (st->n_verify > 0 && out && out->spec_retired) fputs(", drafting retired by the adaptive rule (it did not pay)", stderr);
     fprintf(stderr, ", stop: %s\n", stop);
 }
+
+void qhx_run_report_video(const qhx_prompt *p, bool quiet, bool verbose) {
+    qhx_prompt_video_stats v;
+    qhx_prompt_video_stats_get(p, &v);
+    if (!v.n_videos) return;
+    if (v.fitted && !quiet) {
+        fprintf(stderr, "qhx: the video%s did not fit the context: %lld frame%s sampled instead of %lld", v.n_videos > 1 ? "s" : "",
+                (long long)v.frames, v.frames == 1 ? "" : "s", (long long)v.frames_asked);
+        if (v.max_pixels > 0)
+            fprintf(stderr, ", their pixels lowered to at most %lld (from %lld)", (long long)v.max_pixels,
+                    (long long)v.max_pixels_asked);
+        fprintf(stderr, ": %lld token%s (as --video-max-frames %lld%s)\n", (long long)v.n_tokens, v.n_tokens == 1 ? "" : "s",
+                (long long)v.max_frames, v.max_pixels > 0 ? " with that pixel budget" : "");
+    }
+    if (verbose)
+        fprintf(stderr, "qhx: video: %lld frame%s sampled, grid %lldx%lldx%lld, %lld tokens; decode %.1f ms, preprocess "
+                        "%.1f ms, vision tower %.1f ms\n", (long long)v.frames, v.frames == 1 ? "" : "s",
+                (long long)v.grid_t, (long long)v.grid_h, (long long)v.grid_w, (long long)v.n_tokens, v.decode_ms,
+                v.preprocess_ms, v.vision_ms);
+}

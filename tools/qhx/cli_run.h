@@ -158,4 +158,10 @@ const char *qhx_run_stop_name(const qhx_generate_stats *st, const qhx_run_out *o
 void qhx_run_print_speed(const char *cmd, double load_s, const qhx_generate_stats *st, const qhx_run_out *out,
                          const char *stop, bool interrupted);
 
+/* A prompt's videos on stderr: when they were fitted to the context, one notice saying what
+ * was lowered and to what (unless quiet); with verbose, "qhx: video: ..." with the frames, the
+ * grid, the tokens and the time spent decoding, preprocessing and in the vision tower. Nothing
+ * for a prompt without a video. */
+void qhx_run_report_video(const qhx_prompt *p, bool quiet, bool verbose);
+
 #endif

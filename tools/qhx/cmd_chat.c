@@ -96,6 +96,13 @@ static void context_full_message(const chat *c, const char *what) {
             (long long)c->ctx.limit, c->ctx.limit < c->ctx.trained && !c->ctx.by_memory ? advice : "");
 }
 
+/* Tokens kept free for the answer when deciding whether a message fits: -n, at most a quarter
+ * of the context (an answer that needs more stops at the context's end, stop "context"). */
+static int64_t answer_room(const chat *c) {
+    int64_t quarter = c->ctx.limit / 4 > 1 ? c->ctx.limit / 4 : 1;
+    return c->run.n_new > 0 && c->run.n_new < quarter ? c->run.n_new : quarter;
+}
+
 /* The next turn as the session takes it (qhx_prompt_for_session: the closing of the previous
  * answer first, when there is one), with the /image files (if any) encoded within the room the
  * context has left, shared over them (--image-max-tokens bounds their sum). */
@@ -113,7 +120,12 @@ static qhx_status turn_prompt(chat *c, const char *user, qhx_prompt **out, qhx_e
     int think = c->run.think >= 0 ? c->run.think : qhx_model_thinking_default(c->m);
     qhx_chat_spec spec = {.turns = turns, .n_turns = nt, .thinking = think, .max_images = c->n_images,
                           .image_budget = c->run.image_max_tokens};
-    return qhx_prompt_for_session(c->s, &spec, out, err);
+    /* a video is sampled with fewer frames (then pixels) until the turn leaves the answer room */
+    const int64_t room = c->ctx.limit - qhx_session_n_past(c->s) - answer_room(c);
+    if (c->video) spec.max_tokens = room > 1 ? room : 1;
+    qhx_status rc = qhx_prompt_for_session(c->s, &spec, out, err);
+    if (!rc) qhx_run_report_video(*out, false, c->run.verbose);
+    return rc;
 }
 
 /* Feed the turn (the pending stop token first, so an image's announcement covers these ids). */
@@ -166,13 +178,6 @@ static void remember_turn(chat *c, const char *user, const char *answer, size_t 
     a[n_answer] = '\0';
     c->said[2 * c->n_turns] = u, c->said[2 * c->n_turns + 1] = a;
     c->n_turns++;
-}
-
-/* Tokens kept free for the answer when deciding whether a message fits: -n, at most a quarter
- * of the context (an answer that needs more stops at the context's end, stop "context"). */
-static int64_t answer_room(const chat *c) {
-    int64_t quarter = c->ctx.limit / 4 > 1 ? c->ctx.limit / 4 : 1;
-    return c->run.n_new > 0 && c->run.n_new < quarter ? c->run.n_new : quarter;
 }
 
 /* The system prompt, the remembered turns from `from` on and the message, as one prompt for

@@ -47,14 +47,17 @@ static void usage(FILE *f) {
             "                       video processor does, placed after the images, before the text\n"
             "  --video-fps F        frames sampled per second of video (default: the checkpoint's\n"
             "                       video processor, 2)\n"
-            "  --video-max-frames N at most N frames sampled (default 768)\n"
+            "  --video-max-frames N at most N frames sampled (default 768); a video that does not\n"
+            "                       fit the context with -n is sampled with fewer frames (then\n"
+            "                       fewer pixels), one line on stderr saying so\n"
             "  --chat               wrap the prompt in the model's chat format (a user turn); the\n"
             "                       answer stops at the format's end of turn\n"
             "  --system TEXT        system message (with --chat)\n"
             "  --think, --no-think  Qwen3.5 thinking mode (with --chat; default: the run plan's)\n"
             "  --print-ids          print the generated ids, space-separated, instead of text\n"
             "  --json               print one JSON object instead of the text: text, ids, stop\n"
-            "                       reason, timings, seed\n"
+            "                       reason, timings, seed (with --video: its frames, grid, tokens\n"
+            "                       and the decode / preprocess / vision tower times)\n"
             "  --print-prompt       print the prompt as the model will read it (after the chat\n"
             "                       format) and stop\n"
             "  --grammar FILE       constrain the output to a GBNF grammar (docs/grammar.md)\n"
@@ -288,7 +291,7 @@ static qhx_status build_prompt(run *r) {
         spec.max_tokens = r->ctx.limit - answer > 1 ? r->ctx.limit - answer : 1;
         spec.image_budget = a->run.image_max_tokens;
         rc = qhx_prompt_from_chat(r->m, &spec, &r->prompt, err);
-        if (rc == QHX_E_LIMIT && a->n_images) { /* the images found no room: how to make some */
+        if (rc == QHX_E_LIMIT && (a->n_images || a->video)) { /* the images found no room: how to make some */
             char advice[160];
             qhx_run_context_advice(&r->ctx, advice, sizeof advice);
             size_t used = strlen(err->msg);
@@ -296,6 +299,7 @@ static qhx_status build_prompt(run *r) {
         }
     }
     if (rc) return rc;
+    qhx_run_report_video(r->prompt, a->run.quiet, a->run.verbose);
     size_t n;
     const qhx_token *ids = qhx_prompt_ids(r->prompt, &n);
     if (n && !(r->ids = malloc(n * sizeof *ids))) return qhx_cli_fail(err, QHX_E_NOMEM, "out of memory");
@@ -323,6 +327,16 @@ static void print_json(const run *r, const qhx_generate_stats *st, const char *s
                             (json_int_t)st->n_prompt, "n_generated", (json_int_t)st->n_generated, "load_ms",
                             qhx_cli_round(r->load_s * 1000.0, 2), "first_token_ms", qhx_cli_round(first, 2), "prompt_ms",
                             qhx_cli_round(st->prefill_ms, 2), "generate_ms", qhx_cli_round(st->decode_ms, 2));
+    qhx_prompt_video_stats v;
+    qhx_prompt_video_stats_get(r->prompt, &v);
+    if (obj && v.n_videos) /* where the time to the first token went */
+        json_object_set_new(obj, "video",
+                            json_pack("{s:I, s:[I,I,I], s:I, s:f, s:f, s:f, s:b, s:I}", "frames", (json_int_t)v.frames,
+                                      "grid", (json_int_t)v.grid_t, (json_int_t)v.grid_h, (json_int_t)v.grid_w, "tokens",
+                                      (json_int_t)v.n_tokens, "decode_ms", qhx_cli_round(v.decode_ms, 2),
+                                      "preprocess_ms", qhx_cli_round(v.preprocess_ms, 2), "vision_ms",
+                                      qhx_cli_round(v.vision_ms, 2), "fitted", v.fitted, "max_pixels",
+                                      (json_int_t)v.max_pixels));
     if (obj && st->n_verify > 0) /* speculative decoding */
         json_object_set_new(obj, "spec",
                             json_pack("{s:I, s:I, s:I, s:f, s:f}", "verify_steps", (json_int_t)st->n_verify, "drafted",

@@ -480,6 +480,12 @@ static json_t *usage_json(const srv_job *j) {
         json_object_set_new(u, "truncated", json_true());
         json_object_set_new(u, "dropped_messages", json_integer(j->dropped));
     }
+    if (u && j->video.fitted) { /* the videos were sampled with fewer frames (pixels) to fit */
+        json_object_set_new(u, "video_fitted", json_true());
+        json_object_set_new(u, "video_frames", json_integer(j->video.frames));
+        json_object_set_new(u, "video_frames_asked", json_integer(j->video.frames_asked));
+        if (j->video.max_pixels > 0) json_object_set_new(u, "video_max_pixels", json_integer(j->video.max_pixels));
+    }
     return u;
 }
 

@@ -795,11 +795,18 @@ srv_job *srv_request_chat(const qhx_model *m, const srv_config *cfg, const char 
                           .max_images = cfg->lim.max_images, .max_image_pixels = cfg->lim.max_image_pixels,
                           .max_image_tokens = cfg->lim.max_image_tokens, .answer_prefix = c.forced,
                           .add_vision_id = vision_id};
-    qhx_status rc = qhx_prompt_from_chat(m, &spec, &j->prompt, err);
+    /* A video is sampled with fewer frames (then pixels) until the prompt leaves the answer its
+     * room (usage "video_fitted"); when even its fewest do not, the context shift may still make
+     * room by dropping older turns, with the video as asked. */
+    qhx_chat_spec fitted = spec;
+    if (cfg->ctx > 0) fitted.max_tokens = cfg->ctx - answer_room(cfg, j) > 1 ? cfg->ctx - answer_room(cfg, j) : 1;
+    qhx_status rc = qhx_prompt_from_chat(m, &fitted, &j->prompt, err);
+    if (rc == QHX_E_LIMIT && cfg->context_shift && spec.n_turns > 1) rc = qhx_prompt_from_chat(m, &spec, &j->prompt, err);
     if (rc) {
         *status = prompt_status(rc);
         goto bad;
     }
+    qhx_prompt_video_stats_get(j->prompt, &j->video);
     if (cfg->context_shift && shift_context(m, cfg, &spec, j, status, err)) goto bad;
     if (fits_context(cfg, j, status, err)) goto bad;
     j->thinking = thinking;

@@ -133,6 +133,7 @@ typedef struct srv_job {
     bool stop_word;             /* the answer ended at a stop string */
     bool truncated;             /* the context shift dropped turns (usage "truncated") */
     int64_t dropped;            /* how many */
+    qhx_prompt_video_stats video; /* the prompt's videos: fitted to the context (usage "video_fitted") */
     double t_submit, t_first, t_done;
 } srv_job;
 
