@@ -200,9 +200,16 @@ static void cpu_info(const qhx_device *d, qhx_device_info *out) {
     *out = (qhx_device_info){.n_threads = qhx_pool_n_threads(c->pool), .isa = qhx_isa_name(c->kern.isa)};
 }
 
+/* Every op has finished when it returns, and none can fail. */
+static qhx_status cpu_sync(const qhx_device *d, qhx_error *err) {
+    (void)d, (void)err;
+    return QHX_OK;
+}
+
 static const qhx_device_ops CPU_OPS = {
     .destroy = qhx_cpu_device_free,
     .info = cpu_info,
+    .sync = cpu_sync,
     .buf_alloc = cpu_buf_alloc,
     .buf_free = cpu_buf_free,
     .set = cpu_set,

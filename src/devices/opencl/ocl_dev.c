@@ -131,12 +131,14 @@ static void ocl_destroy(qhx_device *d) {
     if (o->q) clReleaseCommandQueue(o->q);
     if (o->ctx) clReleaseContext(o->ctx);
     pthread_mutex_destroy(&o->mu);
+    pthread_mutex_destroy(&o->err_mu);
     qhx_free(o);
 }
 
 const qhx_device_ops QHX_OCL_OPS = {
     .destroy = ocl_destroy,
     .info = qhx_ocl_info,
+    .sync = qhx_ocl_sync,
     .buf_alloc = qhx_ocl_buf_alloc,
     .buf_free = qhx_ocl_buf_free,
     .set = qhx_ocl_set,
@@ -181,6 +183,8 @@ qhx_status qhx_opencl_device_create(const qhx_device_params *p, qhx_device **out
     ocl_dev *o = qhx_calloc(1, sizeof *o);
     if (!o) return qhx_fail(err, QHX_E_NOMEM, "device opencl: out of memory");
     pthread_mutex_init(&o->mu, NULL);
+    pthread_mutex_init(&o->err_mu, NULL);
+    qhx_ocl_fault_init(o);
     o->platform = l.plat[i];
     o->id = l.dev[i];
     dev_str(o->id, CL_DEVICE_NAME, o->name, sizeof o->name);
