@@ -250,14 +250,31 @@ typedef struct qhx_device_params {
     const char *spec;              /* the name it was selected by ("opencl:1"); NULL: its plain name */
 } qhx_device_params;
 
-/* devices/registry.c: the devices of this build, by name ("cpu" first). */
+/* One device of a kind on this machine, for listings (qhx devices, qhx_devices_list). */
+typedef struct qhx_device_entry {
+    char name[32];          /* what selects it: "cpu", "opencl:1" */
+    char description[256];  /* one line: the hardware, its kind, its driver */
+    uint64_t memory_bytes;  /* the memory it can use; 0: unknown */
+    uint64_t free_bytes;    /* of that, free now, where the driver says; 0: unknown */
+} qhx_device_entry;
+
+/* devices/registry.c: the devices of this build, by kind ("cpu" first). */
 typedef struct qhx_device_desc {
     const char *name;
+    bool indexed; /* also "name:N" (N: 1 to 3 digits), the N-th device of the kind (list's order) */
     qhx_status (*create)(const qhx_device_params *p, qhx_device **out /* OUT: ->op->destroy */, qhx_error *err);
+    /* The devices of the kind on this machine, at most cap of them into out, in the order "name:N"
+       counts them; *n: how many there are (may exceed cap). QHX_E_UNSUPPORTED with err saying why
+       when there is none (OpenCL: no platform, or no device on it). */
+    qhx_status (*list)(qhx_device_entry *out, int cap, int *n, qhx_error *err);
 } qhx_device_desc;
 int qhx_device_count(void);
 const qhx_device_desc *qhx_device_at(int i);          /* NULL past the end */
-const qhx_device_desc *qhx_device_find(const char *name); /* "name" or "name:N"; NULL if unknown */
+/* The kind of "name", or of "name:N" for an indexed kind; NULL when it names no device of this
+ * build ("opencl:x", "opencl:1234", "gpu"). Whether this machine has that device is its create's. */
+const qhx_device_desc *qhx_device_find(const char *name);
+/* How the devices of this build are named, for help and messages: "cpu, opencl or opencl:N". */
+const char *qhx_device_choices(void);
 
 /* The host address of a view on a device whose memory is host memory, else NULL (layer
  * callbacks read the residual stream in place where they can). */
