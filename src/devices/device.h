@@ -158,13 +158,13 @@ typedef struct qhx_device_info {
  * pass-through (devices/forward.h) are made from the list: docs/backends.md, "Adding an op". */
 #define QHX_DEVICE_OPS(V, R)                                                                                          \
     V(info, (qhx_device_info *out), (out))                                                                            \
-    /* Errors. The ops below return nothing: a device that queues work (OpenCL) learns of a                           \
-       failure late, and one failed op makes the results of the ops after it untrustworthy. So a                      \
-       device keeps its first failure (a status and one line naming the device and what failed)                       \
-       for the rest of its life, never prints it, and sync returns it: sync waits for every op                        \
-       enqueued so far, then returns QHX_OK or that first failure (the same one on every later                        \
-       call: the model must be opened again). The layers above call it where a library call                           \
-       completes (after a forward, a graph, a state save or restore). */                                              \
+    /* Errors. The compute and memory ops return nothing: a device that queues work (OpenCL)                          \
+       learns of a failure late, and one failed op makes the results of the ops after it                              \
+       untrustworthy. So a device keeps its first failure (a status and one line naming the                           \
+       device and what failed) for the rest of its life, never prints it, and sync returns it:                        \
+       sync waits for every op enqueued so far, then returns QHX_OK or that first failure (the                        \
+       same one on every later call: the model must be opened again). The layers above call it                        \
+       where a library call completes (after a forward, a graph, a state save or restore). */                         \
     R(qhx_status, sync, (qhx_error *err), (err))                                                                      \
     /* memory: alloc gives a zeroed buffer (QHX_E_NOMEM); free accepts NULL. set/get/copy move                        \
        bytes between host memory and a view, or between views; zero fills bytes with 0. */                            \
@@ -180,7 +180,9 @@ typedef struct qhx_device_info {
     R(qhx_status, weight_prepare, (qhx_weight *w, qhx_error *err), (w, err))                                          \
     /* floats of work space an attention call over n_ctx keys, a delta-rule call, a vision                            \
        attention over N patches need (the caller allocates them in a device buffer) */                                \
-    R(int64_t, attn_work, (int64_t n_ctx, int64_t nkv, int64_t rep, int64_t hd, qhx_kv_type t), (n_ctx, nkv, rep, hd, t)) \
+    R(int64_t, attn_work,                                                                                             \
+      (int64_t n_ctx, int64_t nkv, int64_t rep, int64_t hd, qhx_kv_type t),                                           \
+      (n_ctx, nkv, rep, hd, t))                                                                                       \
     R(int64_t, gdn_work, (int64_t dk, int64_t dv), (dk, dv))                                                          \
     R(int64_t, vit_attn_work, (int64_t N, int64_t D, int64_t H), (N, D, H))                                           \
     /* Y (n, w->rows) stride ldy = X (n, w->cols) stride ldx @ W^T (reference: the matvec /                           \
@@ -189,16 +191,25 @@ typedef struct qhx_device_info {
     /* several layers over the same X (one dispatch) */                                                               \
     V(linears, (const qhx_dlin *ls, int n_ls, qhx_dv X, int64_t ldx, int64_t n), (ls, n_ls, X, ldx, n))               \
     /* G = silu(X @ gate^T) * (X @ up^T); U gets X @ up^T. (reference: qhx_k_swiglu) */                               \
-    V(swiglu_linear, (const qhx_weight *gate, const qhx_weight *up, qhx_dv X, int64_t ldx, qhx_dv G, qhx_dv U, int64_t ld, int64_t n), (gate, up, X, ldx, G, U, ld, n)) \
+    V(swiglu_linear,                                                                                                  \
+      (const qhx_weight *gate, const qhx_weight *up, qhx_dv X, int64_t ldx, qhx_dv G, qhx_dv U, int64_t ld,           \
+       int64_t n),                                                                                                    \
+      (gate, up, X, ldx, G, U, ld, n))                                                                                \
     /* several layers over nb independent rows X[b] (one decode step of nb sequences), each row                       \
        with the bits of the single-row linear; swiglu: ls[0] gate, ls[1] up, as swiglu_linear */                      \
-    V(linears_multi, (const qhx_dlin_multi *ls, int n_ls, const qhx_dv *X, int64_t nb, bool swiglu), (ls, n_ls, X, nb, swiglu)) \
+    V(linears_multi,                                                                                                  \
+      (const qhx_dlin_multi *ls, int n_ls, const qhx_dv *X, int64_t nb, bool swiglu),                                 \
+      (ls, n_ls, X, nb, swiglu))                                                                                      \
     /* out (n, w->cols) = rows ids of w widened to f32 (the embedding lookup; reference: row) */                      \
     V(embed_rows, (const qhx_weight *w, const int32_t *ids, int64_t n, qhx_dv out), (w, ids, n, out))                 \
     /* out (n, H) = norm(x) with w (host, H); out may be x. (qhx_k_rmsnorm(_zc)_f32_ref) */                           \
-    V(rmsnorm, (qhx_norm_kind kind, qhx_dv x, const float *w, qhx_dv out, int64_t n, int64_t H, float eps), (kind, x, w, out, n, H, eps)) \
+    V(rmsnorm,                                                                                                        \
+      (qhx_norm_kind kind, qhx_dv x, const float *w, qhx_dv out, int64_t n, int64_t H, float eps),                    \
+      (kind, x, w, out, n, H, eps))                                                                                   \
     /* x += add; out = norm(x) (row by row) */                                                                        \
-    V(add_rmsnorm, (qhx_norm_kind kind, qhx_dv x, qhx_dv add, const float *w, qhx_dv out, int64_t n, int64_t H, float eps), (kind, x, add, w, out, n, H, eps)) \
+    V(add_rmsnorm,                                                                                                    \
+      (qhx_norm_kind kind, qhx_dv x, qhx_dv add, const float *w, qhx_dv out, int64_t n, int64_t H, float eps),        \
+      (kind, x, add, w, out, n, H, eps))                                                                              \
     /* x (count) += add (count) (qhx_k_add_f32_ref) */                                                                \
     V(add, (qhx_dv x, qhx_dv add, int64_t count), (x, add, count))                                                    \
     /* the halves of n rows of nh heads of [a (hd) | b (hd)]: src (n, nh 2 hd) -> a, b (n, nh hd) */                  \
@@ -212,9 +223,15 @@ typedef struct qhx_device_info {
        (3 N D) and work scratch (reference: qhx_k_attn_f32_ref per head) */                                           \
     V(bias_rows, (qhx_dv Y, int64_t ldy, const float *b, int64_t cols, int64_t n), (Y, ldy, b, cols, n))              \
     V(act, (qhx_act a, qhx_dv x, int64_t count), (a, x, count))                                                       \
-    V(layernorm, (qhx_dv x, const float *w, const float *b, qhx_dv y, int64_t n, int64_t width, float eps), (x, w, b, y, n, width, eps)) \
-    V(rope_rows, (qhx_dv x, int64_t ld, int64_t n, int64_t nh, int64_t hd, const float *cos, const float *sin), (x, ld, n, nh, hd, cos, sin)) \
-    V(vit_attention, (qhx_dv qkv, int64_t N, int64_t D, int64_t H, qhx_dv kv, qhx_dv work, qhx_dv att), (qkv, N, D, H, kv, work, att))
+    V(layernorm,                                                                                                      \
+      (qhx_dv x, const float *w, const float *b, qhx_dv y, int64_t n, int64_t width, float eps),                      \
+      (x, w, b, y, n, width, eps))                                                                                    \
+    V(rope_rows,                                                                                                      \
+      (qhx_dv x, int64_t ld, int64_t n, int64_t nh, int64_t hd, const float *cos, const float *sin),                  \
+      (x, ld, n, nh, hd, cos, sin))                                                                                   \
+    V(vit_attention,                                                                                                  \
+      (qhx_dv qkv, int64_t N, int64_t D, int64_t H, qhx_dv kv, qhx_dv work, qhx_dv att),                              \
+      (qkv, N, D, H, kv, work, att))
 
 #define QHX_DEV_UNPAREN_(...) __VA_ARGS__
 #define QHX_DEV_UNPAREN(list) QHX_DEV_UNPAREN_ list
