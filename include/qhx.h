@@ -66,9 +66,9 @@ QHX_API const char *qhx_status_str(qhx_status code);
  * (the shared library's SONAME is libqhx.so.MAJOR.MINOR accordingly). CMakeLists.txt reads the
  * three numbers below; they are the only place the version is written. */
 #define QHX_VERSION_MAJOR 0
-#define QHX_VERSION_MINOR 7
+#define QHX_VERSION_MINOR 8
 #define QHX_VERSION_PATCH 0
-#define QHX_VERSION "0.7.0"
+#define QHX_VERSION "0.8.0"
 #define QHX_VERSION_NUMBER (QHX_VERSION_MAJOR * 1000000 + QHX_VERSION_MINOR * 1000 + QHX_VERSION_PATCH)
 #define QHX_VERSION_COMPATIBLE(number) ((number) / 1000 == QHX_VERSION_NUMBER / 1000)
 
@@ -169,7 +169,7 @@ typedef struct qhx_model_params {
        affected: it is bound by memory bandwidth either way. */
     qhx_prefill_math decode_math;
     int64_t max_context;      /* 0: the run plan's max_context */
-    const char *backend;      /* NULL or "cpu", or a device of the build ("opencl", "opencl:N"); a QNN library path is refused (docs/backends.md) */
+    const char *backend;      /* NULL or "cpu", or a device of the build ("opencl", "opencl:N": qhx_devices_list); a QNN library path is refused (docs/backends.md) */
     qhx_kv_type kv_cache;     /* KV cache of the model's sessions: DEFAULT = the run plan's */
     /* NULL, or called on the opening thread while qhx_model_open brings the weight files into
        memory, after each step of at most 64 MiB: bytes so far and the total expected (the
@@ -191,6 +191,28 @@ typedef struct qhx_model_params {
 } qhx_model_params;
 
 QHX_API qhx_model_params qhx_model_default_params(void);
+
+/* Since 0.8: the devices qhx_model_params.backend can name. */
+typedef struct qhx_device_item {
+    char name[32];              /* what backend takes: "cpu", "opencl:1"; a kind with none here: "opencl" */
+    char description[256];      /* one line: the hardware, its kind, its driver; with none here, why */
+    uint64_t memory_bytes;      /* the memory it can use (the CPU: physical memory); 0: unknown */
+    uint64_t memory_free_bytes; /* of that, free now where the system or driver says; 0: unknown */
+    int available;              /* 1: a device of this machine; 0: a kind of this build with none here */
+} qhx_device_item;
+/* Since 0.8: every device of this build on this machine: "cpu" first, then each kind's devices in
+ * the order "KIND:N" counts them, and for a kind of the build with no device here (OpenCL without
+ * a platform) one item with available 0 whose description says why. *out (owned:
+ * qhx_devices_free) holds *n items. QHX_E_NOMEM only. */
+QHX_API qhx_status qhx_devices_list(qhx_device_item **out /* OUT, owned: qhx_devices_free */, size_t *n,
+                                    qhx_error *err);
+QHX_API void qhx_devices_free(qhx_device_item *list); /* NULL is a no-op */
+/* Since 0.8: how the devices of this build are named, for help and messages (static):
+ * "cpu, opencl or opencl:N". */
+QHX_API const char *qhx_devices_choices(void);
+/* Since 0.8: 1 when name is a device name of this build ("cpu", "opencl", "opencl:2"; whether this
+ * machine has that device is qhx_model_open's to say), else 0 (NULL: 0). */
+QHX_API int qhx_device_name_valid(const char *name);
 
 /* Open a model from a manifest (*.json), a bundle folder holding exactly one manifest, or a
  * Hugging Face checkpoint folder (config.json + *.safetensors + tokenizer.json). params may be

@@ -125,7 +125,11 @@ static qhx_weight kc_make_weight(qhx_wfmt fmt, int64_t rows, int64_t cols) {
     return w;
 }
 
+/* The row kc_q4a_val keeps: the weight's data it came from (NULL: none). */
+static const void *kc_q4a_key;
+
 static void kc_free_weight(qhx_weight *w) {
+    if (w->data == kc_q4a_key) kc_q4a_key = NULL; /* a new weight may get the same address */
     free((void *)w->data);
     free((void *)w->scales);
     free((void *)w->gscales);
@@ -133,17 +137,18 @@ static void kc_free_weight(qhx_weight *w) {
     free((void *)w->sub);
 }
 
-/* Row r of a Q4A weight, dequantized; the last row is kept, as callers walk a row's columns. */
+/* Row r of a Q4A weight, dequantized; the last row is kept, as callers walk a row's columns. It is
+ * known by the weight's data pointer (not the qhx_weight's address: callers reuse one on the
+ * stack for weight after weight), forgotten when that weight is freed. */
 static float kc_q4a_val(const qhx_weight *w, int64_t r, int64_t c) {
-    static const qhx_weight *key;
     static int64_t key_r = -1, key_cols;
     static float *row;
-    if (key != w || key_r != r || key_cols != w->cols || !row) {
+    if (kc_q4a_key != w->data || key_r != r || key_cols != w->cols || !row) {
         free(row);
         row = malloc((size_t)w->cols * sizeof(float));
         qhx_dequant_q4a_row((const uint8_t *)w->data + r * w->cols / 2, w->gscales + r * qhx_q4a_row_supers(w->cols),
                             w->sub + r * qhx_q4a_row_sub_bytes(w->cols), w->cols, row);
-        key = w, key_r = r, key_cols = w->cols;
+        kc_q4a_key = w->data, key_r = r, key_cols = w->cols;
     }
     return row[c];
 }

@@ -29,6 +29,8 @@
  *       chunked form (n > 1) atol 5e-5 rtol 1e-4 (algebraically equal, rounded differently over
  *       chunks of 64); the state S likewise.
  *   vit_attention: atol 1e-5, rtol 1e-4 against a double-precision softmax over <= 300 patches.
+ * And every op of the list in devices/device.h is in each device's table; sync is QHX_OK after
+ * all of the above.
  *
  * A device other than the CPU runs the first configuration only (the others are the CPU's
  * kernel choices); one that reports no platform (QHX_E_UNSUPPORTED: OpenCL without a driver) is
@@ -700,6 +702,26 @@ static void test_vision(void) {
     }
 }
 
+/* ---- the table ------------------------------------------------------------------------------ */
+
+/* Every op of the list (devices/device.h QHX_DEVICE_OPS) filled in, so a device that lacks a new
+ * op fails here rather than in a model; and sync says QHX_OK after the ops above. */
+static void test_table(void) {
+#define HAS_V(name, params, args)                                                                                     \
+    if (!D->op->name) {                                                                                               \
+        fprintf(stderr, "%s: no op " #name "\n", CFG);                                                               \
+        CHECK(0);                                                                                                     \
+    }
+#define HAS_R(type, name, params, args) HAS_V(name, params, args)
+    QHX_DEVICE_OPS(HAS_V, HAS_R)
+#undef HAS_V
+#undef HAS_R
+    CHECK(D->op->destroy != NULL);
+    qhx_error err = {0};
+    CHECK_EQ(D->op->sync(D, &err), QHX_OK);
+    CHECK_EQ(err.code, QHX_OK);
+}
+
 /* ---- every device, several configurations -------------------------------------------------- */
 
 int main(void) {
@@ -742,6 +764,7 @@ int main(void) {
             test_attention();
             test_gdn();
             test_vision();
+            test_table();
             fprintf(stderr, "%s: %s\n", label, t_failures == before ? "ok" : "FAILED");
             d->op->destroy(d);
         }

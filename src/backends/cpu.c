@@ -163,7 +163,7 @@ static bool cpu_profile(const qhx_graphs *g, qhx_op_profile *out, bool clear) {
 
 static qhx_status cpu_seq_keep(qhx_seq *s, int64_t k, qhx_error *err) {
     if (!s->m->vt->verify_keep) return qhx_fail(err, QHX_E_UNSUPPORTED, "verify: this family cannot cut back");
-    return s->m->vt->verify_keep(s, k, err);
+    return qhx_net_sync(s->m, s->m->vt->verify_keep(s, k, err), err);
 }
 
 static const qhx_st_set *cpu_tensors(const qhx_graphs *g) { return g->net.weights; }
@@ -212,7 +212,8 @@ static qhx_status run_tokens(const qhx_graphs *g, qhx_seq *s, qhx_graph which, c
     return qhx_net_forward(&g->net, s, io->ids, io->n, &o, err);
 }
 
-static qhx_status cpu_run(const qhx_graphs *g, qhx_seq *s, qhx_graph which, const qhx_graph_io *io, qhx_error *err) {
+static qhx_status run_graph(const qhx_graphs *g, qhx_seq *s, qhx_graph which, const qhx_graph_io *io,
+                            qhx_error *err) {
     if (!cpu_has_graph(g, which))
         return qhx_fail(err, QHX_E_UNSUPPORTED, "cpu backend: this model has no %s graph",
                         which == QHX_GRAPH_VISION ? "vision" : which == QHX_GRAPH_LM_HEAD ? "lm_head"
@@ -251,11 +252,16 @@ static qhx_status cpu_run(const qhx_graphs *g, qhx_seq *s, qhx_graph which, cons
     return qhx_fail(err, QHX_E_ARG, "cpu backend: graph %d does not exist", (int)which);
 }
 
+/* A graph, then the device's failure if one of its ops failed (devices/device.h, "Errors"). */
+static qhx_status cpu_run(const qhx_graphs *g, qhx_seq *s, qhx_graph which, const qhx_graph_io *io, qhx_error *err) {
+    return qhx_net_sync(&g->net, run_graph(g, s, which, io, err), err);
+}
+
 /* One decode step of several sequences: the family's batched form when it has one. */
 static qhx_status cpu_run_decode_multi(const qhx_graphs *g, qhx_seq *const *seqs, const int32_t *ids, int64_t n,
                                        float *const *logits, qhx_error *err) {
     if (!g->net.vt->decode_multi) return qhx_fail(err, QHX_E_UNSUPPORTED, "decode: this family has no batched step");
-    return g->net.vt->decode_multi(&g->net, seqs, ids, n, logits, err);
+    return qhx_net_sync(&g->net, g->net.vt->decode_multi(&g->net, seqs, ids, n, logits, err), err);
 }
 
 /* The verify of several sequences: one pass of the family's verify graph over all their rows. */
@@ -266,7 +272,7 @@ static qhx_status cpu_run_verify_multi(const qhx_graphs *g, qhx_seq *const *seqs
     for (int64_t i = 0; i < n; i++)
         if (!seqs[i] || seqs[i]->m != &g->net || !ids[i] || !logits[i])
             return qhx_fail(err, QHX_E_ARG, "verify graph: sequence %lld: no sequence, tokens or logits", (long long)i);
-    return g->net.vt->verify_multi(&g->net, seqs, ids, n_ids, n, logits, hidden, err);
+    return qhx_net_sync(&g->net, g->net.vt->verify_multi(&g->net, seqs, ids, n_ids, n, logits, hidden, err), err);
 }
 
 const qhx_backend QHX_BACKEND_CPU = {

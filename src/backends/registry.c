@@ -28,5 +28,6 @@ qhx_status qhx_backend_find(const char *name, const qhx_backend **out, const qhx
         }
     if (strstr(name, "Qnn") || strstr(name, "qnn") || strstr(name, "QNN"))
         return qhx_fail(err, QHX_E_UNSUPPORTED, "%s: this build has no QNN backend (docs/backends.md); use cpu", name);
-    return qhx_fail(err, QHX_E_UNSUPPORTED, "backend '%s' is not available in this build (available: cpu)", name);
+    return qhx_fail(err, QHX_E_UNSUPPORTED, "backend '%s' is not available in this build (the devices: %s)", name,
+                    qhx_device_choices());
 }

@@ -1,8 +1,10 @@
 /* devices/calib.c: the statistics-taking wrapper around a device (devices/calib.h). Linear ops
- * add their inputs to the statistics, then forward; every other op forwards as it is. */
+ * add their inputs to the statistics, then forward; every other op goes through the forwarding
+ * base (devices/forward.h) as it is. */
 #include "devices/calib.h"
 
 #include "core/alloc.h"
+#include "devices/forward.h"
 
 #include <string.h>
 
@@ -120,13 +122,12 @@ int qhx_calib_importance(const qhx_calib_entry *e, double floor_frac, float *imp
 // ---- the wrapper ---------------------------------------------------------------------------------
 
 typedef struct calib_dev {
-    qhx_device self;
-    qhx_device *inner;
+    qhx_fwd_dev fwd; /* first: the forwarding base (devices/forward.h) */
     qhx_calib_stats *stats;
 } calib_dev;
 
 static calib_dev *C(const qhx_device *d) { return (calib_dev *)d->impl; }
-static const qhx_device *IN(const qhx_device *d) { return C(d)->inner; }
+static const qhx_device *IN(const qhx_device *d) { return qhx_fwd_inner(d); }
 #define INNER_OP(d) IN(d)->op
 
 /* Count n rows of X (stride ldx) for w, when the host can read them. */
@@ -160,104 +161,18 @@ static void c_linears_multi(const qhx_device *d, const qhx_dlin_multi *ls, int n
     INNER_OP(d)->linears_multi(IN(d), ls, n_ls, X, nb, swiglu);
 }
 
-// ---- forwarded as they are -------------------------------------------------------------------------
-
 static void c_destroy(qhx_device *d) { qhx_free(C(d)); }
-static void c_info(const qhx_device *d, qhx_device_info *out) { INNER_OP(d)->info(IN(d), out); }
-static qhx_status c_buf_alloc(const qhx_device *d, size_t bytes, qhx_dbuf **out, qhx_error *err) {
-    return INNER_OP(d)->buf_alloc(IN(d), bytes, out, err);
-}
-static void c_buf_free(const qhx_device *d, qhx_dbuf *b) { INNER_OP(d)->buf_free(IN(d), b); }
-static void c_set(const qhx_device *d, qhx_dv dst, const void *src, size_t bytes) { INNER_OP(d)->set(IN(d), dst, src, bytes); }
-static void c_get(const qhx_device *d, qhx_dv src, void *dst, size_t bytes) { INNER_OP(d)->get(IN(d), src, dst, bytes); }
-static void c_copy(const qhx_device *d, qhx_dv dst, qhx_dv src, size_t bytes) { INNER_OP(d)->copy(IN(d), dst, src, bytes); }
-static void c_zero(const qhx_device *d, qhx_dv dst, size_t bytes) { INNER_OP(d)->zero(IN(d), dst, bytes); }
-static bool c_supports(const qhx_device *d, qhx_wfmt fmt) { return INNER_OP(d)->supports(IN(d), fmt); }
-static qhx_status c_weight_prepare(const qhx_device *d, qhx_weight *w, qhx_error *err) {
-    return INNER_OP(d)->weight_prepare(IN(d), w, err);
-}
-static int64_t c_attn_work(const qhx_device *d, int64_t n_ctx, int64_t nkv, int64_t rep, int64_t hd, qhx_kv_type t) {
-    return INNER_OP(d)->attn_work(IN(d), n_ctx, nkv, rep, hd, t);
-}
-static int64_t c_gdn_work(const qhx_device *d, int64_t dk, int64_t dv) { return INNER_OP(d)->gdn_work(IN(d), dk, dv); }
-static int64_t c_vit_attn_work(const qhx_device *d, int64_t N, int64_t D, int64_t H) {
-    return INNER_OP(d)->vit_attn_work(IN(d), N, D, H);
-}
-static void c_embed_rows(const qhx_device *d, const qhx_weight *w, const int32_t *ids, int64_t n, qhx_dv out) {
-    INNER_OP(d)->embed_rows(IN(d), w, ids, n, out);
-}
-static void c_rmsnorm(const qhx_device *d, qhx_norm_kind kind, qhx_dv x, const float *w, qhx_dv out, int64_t n,
-                      int64_t H, float eps) {
-    INNER_OP(d)->rmsnorm(IN(d), kind, x, w, out, n, H, eps);
-}
-static void c_add_rmsnorm(const qhx_device *d, qhx_norm_kind kind, qhx_dv x, qhx_dv add, const float *w, qhx_dv out,
-                          int64_t n, int64_t H, float eps) {
-    INNER_OP(d)->add_rmsnorm(IN(d), kind, x, add, w, out, n, H, eps);
-}
-static void c_add(const qhx_device *d, qhx_dv x, qhx_dv add, int64_t count) { INNER_OP(d)->add(IN(d), x, add, count); }
-static void c_split_heads(const qhx_device *d, qhx_dv src, qhx_dv a, qhx_dv b, int64_t n, int64_t nh, int64_t hd) {
-    INNER_OP(d)->split_heads(IN(d), src, a, b, n, nh, hd);
-}
-static void c_attention(const qhx_device *d, const qhx_dattn *a) { INNER_OP(d)->attention(IN(d), a); }
-static void c_gdn_prep(const qhx_device *d, const qhx_dgdn *g) { INNER_OP(d)->gdn_prep(IN(d), g); }
-static void c_gdn_delta(const qhx_device *d, const qhx_dgdn *g) { INNER_OP(d)->gdn_delta(IN(d), g); }
-static void c_bias_rows(const qhx_device *d, qhx_dv Y, int64_t ldy, const float *b, int64_t cols, int64_t n) {
-    INNER_OP(d)->bias_rows(IN(d), Y, ldy, b, cols, n);
-}
-static void c_act(const qhx_device *d, qhx_act a, qhx_dv x, int64_t count) { INNER_OP(d)->act(IN(d), a, x, count); }
-static void c_layernorm(const qhx_device *d, qhx_dv x, const float *w, const float *b, qhx_dv y, int64_t n,
-                        int64_t width, float eps) {
-    INNER_OP(d)->layernorm(IN(d), x, w, b, y, n, width, eps);
-}
-static void c_rope_rows(const qhx_device *d, qhx_dv x, int64_t ld, int64_t n, int64_t nh, int64_t hd, const float *cos,
-                        const float *sin) {
-    INNER_OP(d)->rope_rows(IN(d), x, ld, n, nh, hd, cos, sin);
-}
-static void c_vit_attention(const qhx_device *d, qhx_dv qkv, int64_t N, int64_t D, int64_t H, qhx_dv kv, qhx_dv work,
-                            qhx_dv att) {
-    INNER_OP(d)->vit_attention(IN(d), qkv, N, D, H, kv, work, att);
-}
-
-static const qhx_device_ops CALIB_OPS = {
-    .destroy = c_destroy,
-    .info = c_info,
-    .buf_alloc = c_buf_alloc,
-    .buf_free = c_buf_free,
-    .set = c_set,
-    .get = c_get,
-    .copy = c_copy,
-    .zero = c_zero,
-    .supports = c_supports,
-    .weight_prepare = c_weight_prepare,
-    .attn_work = c_attn_work,
-    .gdn_work = c_gdn_work,
-    .vit_attn_work = c_vit_attn_work,
-    .linear = c_linear,
-    .linears = c_linears,
-    .swiglu_linear = c_swiglu_linear,
-    .linears_multi = c_linears_multi,
-    .embed_rows = c_embed_rows,
-    .rmsnorm = c_rmsnorm,
-    .add_rmsnorm = c_add_rmsnorm,
-    .add = c_add,
-    .split_heads = c_split_heads,
-    .attention = c_attention,
-    .gdn_prep = c_gdn_prep,
-    .gdn_delta = c_gdn_delta,
-    .bias_rows = c_bias_rows,
-    .act = c_act,
-    .layernorm = c_layernorm,
-    .rope_rows = c_rope_rows,
-    .vit_attention = c_vit_attention,
-};
 
 qhx_status qhx_calib_wrap(qhx_device *inner, qhx_calib_stats *stats, qhx_device **out, qhx_error *err) {
     *out = NULL;
     calib_dev *c = qhx_calloc(1, sizeof *c);
     if (!c) return qhx_fail(err, QHX_E_NOMEM, "calibration: out of memory");
-    c->inner = inner;
+    qhx_fwd_init(&c->fwd, inner, c_destroy);
+    c->fwd.ops.linear = c_linear;
+    c->fwd.ops.linears = c_linears;
+    c->fwd.ops.swiglu_linear = c_swiglu_linear;
+    c->fwd.ops.linears_multi = c_linears_multi;
     c->stats = stats;
-    c->self = (qhx_device){.name = inner->name, .op = &CALIB_OPS, .impl = c};
-    *out = &c->self;
+    *out = &c->fwd.self;
     return QHX_OK;
 }

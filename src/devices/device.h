@@ -151,71 +151,106 @@ typedef struct qhx_device_info {
     const char *isa; /* its kernels: "avx2", "avx512", "neon", "ref", or the device's own name */
 } qhx_device_info;
 
+/* The op table. Every op but destroy is listed once, here, as
+ *   V(name, (its parameters after d), (their names))         an op that returns nothing
+ *   R(type, name, (its parameters after d), (their names))   an op that returns a value
+ * and the table (qhx_device_ops), the op numbers (qhx_dev_op) and the forwarding wrappers'
+ * pass-through (devices/forward.h) are made from the list: docs/backends.md, "Adding an op". */
+#define QHX_DEVICE_OPS(V, R)                                                                                          \
+    V(info, (qhx_device_info *out), (out))                                                                            \
+    /* Errors. The compute and memory ops return nothing: a device that queues work (OpenCL)                          \
+       learns of a failure late, and one failed op makes the results of the ops after it                              \
+       untrustworthy. So a device keeps its first failure (a status and one line naming the                           \
+       device and what failed) for the rest of its life, never prints it, and sync returns it:                        \
+       sync waits for every op enqueued so far, then returns QHX_OK or that first failure (the                        \
+       same one on every later call: the model must be opened again). The layers above call it                        \
+       where a library call completes (after a forward, a graph, a state save or restore). */                         \
+    R(qhx_status, sync, (qhx_error *err), (err))                                                                      \
+    /* memory: alloc gives a zeroed buffer (QHX_E_NOMEM); free accepts NULL. set/get/copy move                        \
+       bytes between host memory and a view, or between views; zero fills bytes with 0. */                            \
+    R(qhx_status, buf_alloc, (size_t bytes, qhx_dbuf **out, qhx_error *err), (bytes, out, err))                       \
+    V(buf_free, (qhx_dbuf *b), (b))                                                                                   \
+    V(set, (qhx_dv dst, const void *src, size_t bytes), (dst, src, bytes))                                            \
+    V(get, (qhx_dv src, void *dst, size_t bytes), (src, dst, bytes))                                                  \
+    V(copy, (qhx_dv dst, qhx_dv src, size_t bytes), (dst, src, bytes))                                                \
+    V(zero, (qhx_dv dst, size_t bytes), (dst, bytes))                                                                 \
+    /* weights: whether the device runs linear / embed_rows on this format; weight_prepare is                         \
+       called once per bound weight (a device may upload or repack it; the CPU does nothing) */                       \
+    R(bool, supports, (qhx_wfmt fmt), (fmt))                                                                          \
+    R(qhx_status, weight_prepare, (qhx_weight *w, qhx_error *err), (w, err))                                          \
+    /* floats of work space an attention call over n_ctx keys, a delta-rule call, a vision                            \
+       attention over N patches need (the caller allocates them in a device buffer) */                                \
+    R(int64_t, attn_work,                                                                                             \
+      (int64_t n_ctx, int64_t nkv, int64_t rep, int64_t hd, qhx_kv_type t),                                           \
+      (n_ctx, nkv, rep, hd, t))                                                                                       \
+    R(int64_t, gdn_work, (int64_t dk, int64_t dv), (dk, dv))                                                          \
+    R(int64_t, vit_attn_work, (int64_t N, int64_t D, int64_t H), (N, D, H))                                           \
+    /* Y (n, w->rows) stride ldy = X (n, w->cols) stride ldx @ W^T (reference: the matvec /                           \
+       matmul of kernels/ref for w->fmt) */                                                                           \
+    V(linear, (const qhx_weight *w, qhx_dv X, int64_t ldx, qhx_dv Y, int64_t ldy, int64_t n), (w, X, ldx, Y, ldy, n)) \
+    /* several layers over the same X (one dispatch) */                                                               \
+    V(linears, (const qhx_dlin *ls, int n_ls, qhx_dv X, int64_t ldx, int64_t n), (ls, n_ls, X, ldx, n))               \
+    /* G = silu(X @ gate^T) * (X @ up^T); U gets X @ up^T. (reference: qhx_k_swiglu) */                               \
+    V(swiglu_linear,                                                                                                  \
+      (const qhx_weight *gate, const qhx_weight *up, qhx_dv X, int64_t ldx, qhx_dv G, qhx_dv U, int64_t ld,           \
+       int64_t n),                                                                                                    \
+      (gate, up, X, ldx, G, U, ld, n))                                                                                \
+    /* several layers over nb independent rows X[b] (one decode step of nb sequences), each row                       \
+       with the bits of the single-row linear; swiglu: ls[0] gate, ls[1] up, as swiglu_linear */                      \
+    V(linears_multi,                                                                                                  \
+      (const qhx_dlin_multi *ls, int n_ls, const qhx_dv *X, int64_t nb, bool swiglu),                                 \
+      (ls, n_ls, X, nb, swiglu))                                                                                      \
+    /* out (n, w->cols) = rows ids of w widened to f32 (the embedding lookup; reference: row) */                      \
+    V(embed_rows, (const qhx_weight *w, const int32_t *ids, int64_t n, qhx_dv out), (w, ids, n, out))                 \
+    /* out (n, H) = norm(x) with w (host, H); out may be x. (qhx_k_rmsnorm(_zc)_f32_ref) */                           \
+    V(rmsnorm,                                                                                                        \
+      (qhx_norm_kind kind, qhx_dv x, const float *w, qhx_dv out, int64_t n, int64_t H, float eps),                    \
+      (kind, x, w, out, n, H, eps))                                                                                   \
+    /* x += add; out = norm(x) (row by row) */                                                                        \
+    V(add_rmsnorm,                                                                                                    \
+      (qhx_norm_kind kind, qhx_dv x, qhx_dv add, const float *w, qhx_dv out, int64_t n, int64_t H, float eps),        \
+      (kind, x, add, w, out, n, H, eps))                                                                              \
+    /* x (count) += add (count) (qhx_k_add_f32_ref) */                                                                \
+    V(add, (qhx_dv x, qhx_dv add, int64_t count), (x, add, count))                                                    \
+    /* the halves of n rows of nh heads of [a (hd) | b (hd)]: src (n, nh 2 hd) -> a, b (n, nh hd) */                  \
+    V(split_heads, (qhx_dv src, qhx_dv a, qhx_dv b, int64_t n, int64_t nh, int64_t hd), (src, a, b, n, nh, hd))       \
+    V(attention, (const qhx_dattn *a), (a))                                                                           \
+    V(gdn_prep, (const qhx_dgdn *g), (g))                                                                             \
+    V(gdn_delta, (const qhx_dgdn *g), (g))                                                                            \
+    /* the vision tower: Y += b per row (b host, cols); the activation in place; LayerNorm of n                       \
+       rows (w, b host); rotary of n rows of nh heads (stride ld, cos / sin host (n, hd / 2));                        \
+       full attention over N patches of qkv (N, 3D) = [q | k | v] into att (N, D), with kv                            \
+       (3 N D) and work scratch (reference: qhx_k_attn_f32_ref per head) */                                           \
+    V(bias_rows, (qhx_dv Y, int64_t ldy, const float *b, int64_t cols, int64_t n), (Y, ldy, b, cols, n))              \
+    V(act, (qhx_act a, qhx_dv x, int64_t count), (a, x, count))                                                       \
+    V(layernorm,                                                                                                      \
+      (qhx_dv x, const float *w, const float *b, qhx_dv y, int64_t n, int64_t width, float eps),                      \
+      (x, w, b, y, n, width, eps))                                                                                    \
+    V(rope_rows,                                                                                                      \
+      (qhx_dv x, int64_t ld, int64_t n, int64_t nh, int64_t hd, const float *cos, const float *sin),                  \
+      (x, ld, n, nh, hd, cos, sin))                                                                                   \
+    V(vit_attention,                                                                                                  \
+      (qhx_dv qkv, int64_t N, int64_t D, int64_t H, qhx_dv kv, qhx_dv work, qhx_dv att),                              \
+      (qkv, N, D, H, kv, work, att))
+
+#define QHX_DEV_UNPAREN_(...) __VA_ARGS__
+#define QHX_DEV_UNPAREN(list) QHX_DEV_UNPAREN_ list
+
+#define QHX_DEV_OP_V_(name, params, args) void (*name)(const qhx_device *d, QHX_DEV_UNPAREN(params));
+#define QHX_DEV_OP_R_(type, name, params, args) type (*name)(const qhx_device *d, QHX_DEV_UNPAREN(params));
 typedef struct qhx_device_ops {
     void (*destroy)(qhx_device *d); /* NULL allowed (the device's create made d) */
-    void (*info)(const qhx_device *d, qhx_device_info *out);
-    /* memory: alloc gives a zeroed buffer (QHX_E_NOMEM); free accepts NULL. set/get/copy move
-       bytes between host memory and a view, or between views; zero fills bytes with 0. */
-    qhx_status (*buf_alloc)(const qhx_device *d, size_t bytes, qhx_dbuf **out, qhx_error *err);
-    void (*buf_free)(const qhx_device *d, qhx_dbuf *b);
-    void (*set)(const qhx_device *d, qhx_dv dst, const void *src, size_t bytes);
-    void (*get)(const qhx_device *d, qhx_dv src, void *dst, size_t bytes);
-    void (*copy)(const qhx_device *d, qhx_dv dst, qhx_dv src, size_t bytes);
-    void (*zero)(const qhx_device *d, qhx_dv dst, size_t bytes);
-
-    /* weights: whether the device runs linear / embed_rows on this format; weight_prepare is
-       called once per bound weight (a device may upload or repack it; the CPU does nothing) */
-    bool (*supports)(const qhx_device *d, qhx_wfmt fmt);
-    qhx_status (*weight_prepare)(const qhx_device *d, qhx_weight *w, qhx_error *err);
-    /* floats of work space an attention call over n_ctx keys, a delta-rule call, a vision
-       attention over N patches need (the caller allocates them in a device buffer) */
-    int64_t (*attn_work)(const qhx_device *d, int64_t n_ctx, int64_t nkv, int64_t rep, int64_t hd, qhx_kv_type t);
-    int64_t (*gdn_work)(const qhx_device *d, int64_t dk, int64_t dv);
-    int64_t (*vit_attn_work)(const qhx_device *d, int64_t N, int64_t D, int64_t H);
-
-    /* Y (n, w->rows) stride ldy = X (n, w->cols) stride ldx @ W^T (reference: the matvec /
-       matmul of kernels/ref for w->fmt) */
-    void (*linear)(const qhx_device *d, const qhx_weight *w, qhx_dv X, int64_t ldx, qhx_dv Y, int64_t ldy, int64_t n);
-    /* several layers over the same X (one dispatch) */
-    void (*linears)(const qhx_device *d, const qhx_dlin *ls, int n_ls, qhx_dv X, int64_t ldx, int64_t n);
-    /* G = silu(X @ gate^T) * (X @ up^T); U gets X @ up^T. (reference: qhx_k_swiglu) */
-    void (*swiglu_linear)(const qhx_device *d, const qhx_weight *gate, const qhx_weight *up, qhx_dv X, int64_t ldx,
-                          qhx_dv G, qhx_dv U, int64_t ld, int64_t n);
-    /* several layers over nb independent rows X[b] (one decode step of nb sequences), each row
-       with the bits of the single-row linear; swiglu: ls[0] gate, ls[1] up, as swiglu_linear */
-    void (*linears_multi)(const qhx_device *d, const qhx_dlin_multi *ls, int n_ls, const qhx_dv *X, int64_t nb,
-                          bool swiglu);
-    /* out (n, w->cols) = rows ids of w widened to f32 (the embedding lookup; reference: row) */
-    void (*embed_rows)(const qhx_device *d, const qhx_weight *w, const int32_t *ids, int64_t n, qhx_dv out);
-
-    /* out (n, H) = norm(x) with w (host, H); out may be x. (qhx_k_rmsnorm(_zc)_f32_ref) */
-    void (*rmsnorm)(const qhx_device *d, qhx_norm_kind kind, qhx_dv x, const float *w, qhx_dv out, int64_t n,
-                    int64_t H, float eps);
-    /* x += add; out = norm(x) (row by row) */
-    void (*add_rmsnorm)(const qhx_device *d, qhx_norm_kind kind, qhx_dv x, qhx_dv add, const float *w, qhx_dv out,
-                        int64_t n, int64_t H, float eps);
-    /* x (count) += add (count) (qhx_k_add_f32_ref) */
-    void (*add)(const qhx_device *d, qhx_dv x, qhx_dv add, int64_t count);
-    /* the halves of n rows of nh heads of [a (hd) | b (hd)]: src (n, nh 2 hd) -> a, b (n, nh hd) */
-    void (*split_heads)(const qhx_device *d, qhx_dv src, qhx_dv a, qhx_dv b, int64_t n, int64_t nh, int64_t hd);
-
-    void (*attention)(const qhx_device *d, const qhx_dattn *a);
-    void (*gdn_prep)(const qhx_device *d, const qhx_dgdn *g);
-    void (*gdn_delta)(const qhx_device *d, const qhx_dgdn *g);
-
-    /* the vision tower: Y += b per row (b host, cols); the activation in place; LayerNorm of n
-       rows (w, b host); rotary of n rows of nh heads (stride ld, cos / sin host (n, hd / 2));
-       full attention over N patches of qkv (N, 3D) = [q | k | v] into att (N, D), with kv
-       (3 N D) and work scratch (reference: qhx_k_attn_f32_ref per head) */
-    void (*bias_rows)(const qhx_device *d, qhx_dv Y, int64_t ldy, const float *b, int64_t cols, int64_t n);
-    void (*act)(const qhx_device *d, qhx_act a, qhx_dv x, int64_t count);
-    void (*layernorm)(const qhx_device *d, qhx_dv x, const float *w, const float *b, qhx_dv y, int64_t n,
-                      int64_t width, float eps);
-    void (*rope_rows)(const qhx_device *d, qhx_dv x, int64_t ld, int64_t n, int64_t nh, int64_t hd,
-                      const float *cos, const float *sin);
-    void (*vit_attention)(const qhx_device *d, qhx_dv qkv, int64_t N, int64_t D, int64_t H, qhx_dv kv, qhx_dv work,
-                          qhx_dv att);
+    QHX_DEVICE_OPS(QHX_DEV_OP_V_, QHX_DEV_OP_R_)
 } qhx_device_ops;
+#undef QHX_DEV_OP_V_
+#undef QHX_DEV_OP_R_
+
+/* The ops by number, in the list's order (a wrapper's per-op counters, tests). */
+#define QHX_DEV_NUM_V_(name, params, args) QHX_DOP_##name,
+#define QHX_DEV_NUM_R_(type, name, params, args) QHX_DOP_##name,
+typedef enum qhx_dev_op { QHX_DEVICE_OPS(QHX_DEV_NUM_V_, QHX_DEV_NUM_R_) QHX_DOP_COUNT } qhx_dev_op;
+#undef QHX_DEV_NUM_V_
+#undef QHX_DEV_NUM_R_
 
 struct qhx_device {
     const char *name;         /* "cpu" */
@@ -232,14 +267,31 @@ typedef struct qhx_device_params {
     const char *spec;              /* the name it was selected by ("opencl:1"); NULL: its plain name */
 } qhx_device_params;
 
-/* devices/registry.c: the devices of this build, by name ("cpu" first). */
+/* One device of a kind on this machine, for listings (qhx devices, qhx_devices_list). */
+typedef struct qhx_device_entry {
+    char name[32];          /* what selects it: "cpu", "opencl:1" */
+    char description[256];  /* one line: the hardware, its kind, its driver */
+    uint64_t memory_bytes;  /* the memory it can use; 0: unknown */
+    uint64_t free_bytes;    /* of that, free now, where the driver says; 0: unknown */
+} qhx_device_entry;
+
+/* devices/registry.c: the devices of this build, by kind ("cpu" first). */
 typedef struct qhx_device_desc {
     const char *name;
+    bool indexed; /* also "name:N" (N: 1 to 3 digits), the N-th device of the kind (list's order) */
     qhx_status (*create)(const qhx_device_params *p, qhx_device **out /* OUT: ->op->destroy */, qhx_error *err);
+    /* The devices of the kind on this machine, at most cap of them into out, in the order "name:N"
+       counts them; *n: how many there are (may exceed cap). QHX_E_UNSUPPORTED with err saying why
+       when there is none (OpenCL: no platform, or no device on it). */
+    qhx_status (*list)(qhx_device_entry *out, int cap, int *n, qhx_error *err);
 } qhx_device_desc;
 int qhx_device_count(void);
 const qhx_device_desc *qhx_device_at(int i);          /* NULL past the end */
-const qhx_device_desc *qhx_device_find(const char *name); /* "name" or "name:N"; NULL if unknown */
+/* The kind of "name", or of "name:N" for an indexed kind; NULL when it names no device of this
+ * build ("opencl:x", "opencl:1234", "gpu"). Whether this machine has that device is its create's. */
+const qhx_device_desc *qhx_device_find(const char *name);
+/* How the devices of this build are named, for help and messages: "cpu, opencl or opencl:N". */
+const char *qhx_device_choices(void);
 
 /* The host address of a view on a device whose memory is host memory, else NULL (layer
  * callbacks read the residual stream in place where they can). */

@@ -223,6 +223,10 @@ void qhx_net_state_reset(qhx_seq *st);
 qhx_status qhx_net_forward(const qhx_net *m, qhx_seq *st, const int32_t *ids, int64_t n,
                            const qhx_forward_opts *opts, qhx_error *err);
 int qhx_net_state_regions(const qhx_seq *st, qhx_state_region *out, int cap);
+/* rc when it is a failure, else the device's (devices/device.h, "Errors"): where a call that
+ * ran ops completes. The forward, state and attach calls here check it themselves; the backend
+ * checks it after the family's other graphs (lm-head, vision, MTP, verify, batched decode). */
+qhx_status qhx_net_sync(const qhx_net *m, qhx_status rc, qhx_error *err);
 /* Announce the next n tokens of st: ids (n,) with the pads of images[0..n_images) in order, one
  * contiguous run of images[i].n_tokens pad ids per image. The images must stay alive until those
  * tokens have been fed; forward refuses ids that differ from the announced ones. n_images 0 (or

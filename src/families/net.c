@@ -36,8 +36,9 @@ qhx_status qhx_net_state_create(const qhx_net *m, const qhx_seq_params *p, qhx_s
     st->kv_type = p->kv_cache;
     st->n_ctx = n_ctx;
     st->n_batch = n_batch;
-    qhx_status rc = m->vt->state_create(st, err);
+    qhx_status rc = qhx_net_sync(m, m->vt->state_create(st, err), err);
     if (rc) {
+        if (st->impl) m->vt->state_free(st->impl);
         qhx_free(st);
         return rc;
     }
@@ -68,7 +69,12 @@ qhx_status qhx_net_forward(const qhx_net *m, qhx_seq *st, const int32_t *ids, in
             return qhx_fail(err, QHX_E_ARG, "forward: token %lld: id %d is outside the vocabulary [0, %lld)",
                             (long long)i, ids[i], (long long)m->cfg.vocab_size);
     static const qhx_forward_opts none = {0};
-    return m->vt->forward(m, st, ids, n, opts ? opts : &none, err);
+    return qhx_net_sync(m, m->vt->forward(m, st, ids, n, opts ? opts : &none, err), err);
+}
+
+qhx_status qhx_net_sync(const qhx_net *m, qhx_status rc, qhx_error *err) {
+    if (rc || !m->dev) return rc;
+    return m->dev->op->sync(m->dev, err);
 }
 
 int qhx_net_state_regions(const qhx_seq *st, qhx_state_region *out, int cap) {
@@ -84,5 +90,5 @@ qhx_status qhx_net_attach(qhx_seq *st, const qhx_image_embed *images, int n_imag
         if (n_images == 0) return QHX_OK; /* nothing to announce to a text-only family */
         return qhx_fail(err, QHX_E_UNSUPPORTED, "the %s family takes no images", st->m->family->name);
     }
-    return st->m->vt->attach(st, images, n_images, ids, n, err);
+    return qhx_net_sync(st->m, st->m->vt->attach(st, images, n_images, ids, n, err), err);
 }

@@ -31,4 +31,10 @@ static inline void qhx_state_write(const qhx_state_region *r, size_t off, const 
     r->dev->op->set(r->dev, (qhx_dv){r->at.b, r->at.off + off}, src, n);
 }
 
+/* After the reads or writes of a save, restore or rollback: the failure of the device that holds
+ * the regions, if one of its ops failed (devices/device.h, "Errors"). */
+static inline qhx_status qhx_state_sync(const qhx_state_region *r, int n, qhx_error *err) {
+    return n > 0 ? r->dev->op->sync(r->dev, err) : QHX_OK;
+}
+
 #endif

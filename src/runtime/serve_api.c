@@ -145,6 +145,12 @@ qhx_status qhx_session_checkpoint(qhx_session *s, qhx_checkpoint **out, qhx_erro
         d += b;
     }
     memcpy(d, qhx_session_logits(s), lb);
+    qhx_status rc = qhx_state_sync(r, nr, err);
+    if (rc) {
+        qhx_free(r);
+        qhx_checkpoint_free(cp);
+        return rc;
+    }
     cp->owner = s;
     cp->n_past = qhx_session_n_past(s);
     qhx_session_get_snapshot(s, &cp->snap);
@@ -178,6 +184,11 @@ qhx_status qhx_session_rollback(qhx_session *s, const qhx_checkpoint *cp, qhx_er
         d += b;
     }
     memcpy(qhx_session_logits_mut(s), d, lb);
+    rc = qhx_state_sync(r, nr, err);
+    if (rc) {
+        qhx_free(r);
+        return qhx_session_guard_leave(s, rc);
+    }
     qhx_model_state_set_n_past(qhx_session_state(s), cp->n_past);
     qhx_session_spec_forget(s); /* the MTP block's cache is not in a checkpoint */
     qhx_session_set_snapshot(s, &cp->snap);

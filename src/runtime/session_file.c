@@ -176,6 +176,10 @@ static qhx_status save(qhx_session *s, const char *path, qhx_error *err) {
         qhx_free(sbuf);
     }
     put(&w, qhx_session_logits(s), (size_t)n_vocab * sizeof(float));
+    if ((rc = qhx_state_sync(regions, nr, err))) { /* the regions' bytes are not to be trusted */
+        qhx_out_abort(&out);
+        return rc;
+    }
     uint8_t digest[32];
     qhx_sha256_final(&w.sha, digest);
     if (w.ok) w.ok = fwrite(digest, 1, 32, w.f) == 32;
@@ -294,6 +298,7 @@ qhx_status qhx_session_restore_buf(qhx_session *s, const uint8_t *data, size_t s
         memcpy(&len, take(&r, 8), 8);
         qhx_state_write(&regions[i], 0, take(&r, (size_t)len), (size_t)len);
     }
+    if ((rc = qhx_state_sync(regions, nr, err))) goto done;
     memcpy(qhx_session_logits_mut(s), logits, (size_t)n_vocab * sizeof(float));
     qhx_model_state_set_n_past(st, f_past);
     qhx_session_spec_forget(s); /* the multi-token-prediction block's cache is not in the file */

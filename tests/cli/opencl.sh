@@ -4,7 +4,8 @@
 # included; qhx parity's gates), the f16 and q8 caches greedy-exact, the demo model's greedy text
 # the same as on the CPU, an image prompt, qhx serve on the device, the one-line errors (no such
 # device, no platform), the op harness at work-groups of 16, and the program cache (made,
-# reused, a corrupt entry rebuilt and replaced, an unwritable folder no error).
+# reused, a corrupt entry rebuilt and replaced, an unwritable folder no error), and a failing op
+# (injected) as the command's one-line error.
 # Skipped (77) when the build or the machine has no OpenCL, unless QHX_REQUIRE_OPENCL=1.
 # Run as: bash opencl.sh BIN_DIR DATA_DIR SOURCE_DIR
 set -uo pipefail
@@ -69,6 +70,15 @@ out=$("$QHX" generate -m "$FX/qwen35-tiny-f32" --device opencl:99 -p hi -n 1 2>&
 [ $rc = 1 ] && [ "$(wc -l <<<"$out")" = 1 ] && grep -q "opencl:99: no such device" <<<"$out" || bad "opencl:99: rc $rc: $out"
 out=$("$QHX" generate -m "$FX/qwen35-tiny-f32" --device opencl:x -p hi -n 1 2>&1 >/dev/null); rc=$?
 [ $rc = 2 ] || bad "opencl:x: rc $rc: $out"
+# a device op that fails (QHX_OPENCL_FAIL injects it: a kernel launch, a read, a write): the
+# command fails with the device's one line, exit 1, and the device prints nothing of its own
+for f in launch:1 launch:7 read:1 write:1 buffer:40; do
+  out=$(QHX_OPENCL_FAIL=$f "$QHX" generate -m "$FX/qwen35-tiny-f32" --device opencl -p "Hello there" -n 4 2>&1 >/dev/null); rc=$?
+  [ $rc = 1 ] && [ "$(wc -l <<<"$out")" = 1 ] && grep -Eq "^qhx generate: device opencl:[0-9]+ \(.*\): .* failed: CL_[A-Z_]+ \(-[0-9]+\)$" <<<"$out" ||
+    bad "QHX_OPENCL_FAIL=$f: rc $rc: $out"
+done
+out=$(QHX_OPENCL_FAIL=launch:3 "$QHX" logits -m "$FX/qwen35-tiny-f32" --device opencl --ids 1,2,3 --out "$tmp/fail.f32" 2>&1 >/dev/null); rc=$?
+[ $rc = 1 ] && [ "$(wc -l <<<"$out")" = 1 ] && grep -q "^qhx logits: device opencl:.*a kernel launch failed" <<<"$out" || bad "logits, a launch failing: rc $rc: $out"
 # a machine without a platform (the ICD loader pointed at an empty folder): one line, exit 1,
 # and the op harness skips the device unless QHX_REQUIRE_OPENCL=1
 mkdir -p "$tmp/no-icd"

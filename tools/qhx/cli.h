@@ -104,9 +104,13 @@ int qhx_cli_parse_u64(const char *s, uint64_t *out);
 int qhx_cli_parse_prefill_math(const char *s, qhx_prefill_math *out);
 /* --kv: "f32", "f16" or "q8" (qhx_kv_type). 0 on success, -1 otherwise. */
 int qhx_cli_parse_kv(const char *s, qhx_kv_type *out);
-/* --device VALUE: "cpu", "opencl" or "opencl:N" (N up to 3 digits); 0, or a usage error printed
- * for cmd and QHX_EXIT_USAGE. Whether this build and machine have such a device is the load's. */
+/* --device VALUE: a device name of this build (qhx_device_name_valid: "cpu", "opencl",
+ * "opencl:N"); 0, or a usage error naming the choices printed for cmd and QHX_EXIT_USAGE.
+ * Whether this machine has such a device is the load's. */
 int qhx_cli_check_device(const char *cmd, const char *v);
+/* The text of --device in a usage: "where the model runs: cpu, opencl or opencl:N (default cpu)"
+ * (the build's devices, qhx_devices_choices). */
+const char *qhx_cli_device_help(void);
 
 /* A load progress line on stderr ("loading weights: 1.2 / 4.8 GB (25 %)"), shown only when stderr
  * is a terminal and the load has taken more than a second. attach sets mp->load_progress to it

@@ -5,6 +5,7 @@
 #include "cli.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,7 +13,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-const char QHX_RUN_OPTS_HELP[] =
+static const char RUN_OPTS_HELP[] =
     "  -n, --n-predict N    most tokens to generate (default: 128 in generate, 512 per answer\n"
     "                       in chat; -1: until a stop or the context's end)\n"
     "  --temp T             sampling temperature, >= 0 (0 = greedy)\n"
@@ -31,8 +32,8 @@ const char QHX_RUN_OPTS_HELP[] =
     "  --stop-id ID         stop at the token ID too (not printed; also with --ignore-eos);\n"
     "                       repeatable\n"
     "  -t, --threads N      worker threads (default: one per physical core)\n"
-    "  --device cpu|opencl[:N]  where the model runs (default cpu; qhx devices lists the\n"
-    "                       OpenCL devices)\n"
+    "  --device D           @DEVICES@\n"
+    "                       (qhx devices lists this machine's)\n"
     "  -ngl, --n-gpu-layers N  accepted for llama.cpp's command lines; layers are not split\n"
     "                       here: --device puts the whole model on one device\n"
     "  --isa ref|avx2|avx512|neon|best  force an instruction set (default best); one this\n"
@@ -63,6 +64,20 @@ const char QHX_RUN_OPTS_HELP[] =
     "  --quiet              no speed line on stderr\n"
     "  --color              the generated text in colour when stdout is a terminal and\n"
     "                       NO_COLOR is not set\n";
+
+/* RUN_OPTS_HELP with the build's devices where @DEVICES@ stands */
+static char run_opts_help[sizeof RUN_OPTS_HELP + 256];
+static void make_run_opts_help(void) {
+    const char *at = strstr(RUN_OPTS_HELP, "@DEVICES@");
+    snprintf(run_opts_help, sizeof run_opts_help, "%.*s%s%s", (int)(at - RUN_OPTS_HELP), RUN_OPTS_HELP,
+             qhx_cli_device_help(), at + strlen("@DEVICES@"));
+}
+
+const char *qhx_run_opts_help(void) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, make_run_opts_help);
+    return run_opts_help;
+}
 
 /* llama.cpp's spellings (and a few long forms) of our options. */
 static const struct { const char *from, *to; } ALIASES[] = {
@@ -279,7 +294,8 @@ int qhx_run_open_model(const char *cmd, const qhx_run_opts *o, int vision, qhx_m
     uint64_t t0 = qhx_cli_time_ns();
     if (o->ngl_given) /* once per run: say what decides where the layers go here */
         fprintf(stderr, "qhx %s: -ngl: layers are not split between devices here; the whole model runs on %s "
-                        "(--device cpu|opencl[:N]; qhx devices lists them)\n", cmd, o->device ? o->device : "cpu (the default)");
+                        "(--device %s; qhx devices lists them)\n", cmd, o->device ? o->device : "cpu (the default)",
+                qhx_devices_choices());
     qhx_model_params mp = qhx_run_model_params(o);
     mp.vision = vision;
     qhx_cli_progress lp; /* a load progress line on a terminal once loading takes a second */

@@ -47,7 +47,7 @@ typedef struct qhx_run_opts {
     bool spec;              /* --spec mtp: speculative decoding with the MTP block */
     int draft;              /* --draft N; 0 = the default (3) */
     bool draft_fixed;       /* --draft-fixed */
-    const char *device;     /* --device cpu|opencl[:N]; NULL = cpu */
+    const char *device;     /* --device NAME (qhx devices); NULL = cpu */
     bool seed_random;       /* --seed -1: a random seed, printed on stderr */
     bool ngl_given;         /* -ngl / --n-gpu-layers: accepted, and one line says what --device does */
     bool color;             /* --color: generated text in colour (on a terminal, without NO_COLOR) */
@@ -70,8 +70,8 @@ int qhx_run_check_needs(const char *cmd, const qhx_run_opts *o, const qhx_cli_ne
 extern const char *const QHX_RUN_OPT_NAMES[];
 extern const size_t QHX_RUN_N_OPT_NAMES;
 
-/* The help text of the shared options. */
-extern const char QHX_RUN_OPTS_HELP[];
+/* The help text of the shared options (--device's choices are the build's). */
+const char *qhx_run_opts_help(void);
 
 /* Model parameters and session sampling from the options (session defaults come from the
  * model's run plan; options override them; --greedy turns every filter off). When the result

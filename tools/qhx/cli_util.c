@@ -8,6 +8,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -425,11 +426,20 @@ void qhx_cli_progress_end(qhx_cli_progress *pr) {
 }
 
 int qhx_cli_check_device(const char *cmd, const char *v) {
-    if (!strcmp(v, "cpu") || !strcmp(v, "opencl")) return 0;
-    size_t n = strlen(v);
-    int ok = !strncmp(v, "opencl:", 7) && n > 7 && n <= 10;
-    for (size_t i = 7; ok && i < n; i++) ok = v[i] >= '0' && v[i] <= '9';
-    return ok ? 0 : qhx_cli_usage_error(cmd, "--device: '%s' is not cpu, opencl or opencl:N", v);
+    if (qhx_device_name_valid(v)) return 0;
+    return qhx_cli_usage_error(cmd, "--device: '%s' is not a device of this build (%s; qhx devices lists this machine's)", v,
+                               qhx_devices_choices());
+}
+
+static char device_help[256];
+static void make_device_help(void) {
+    snprintf(device_help, sizeof device_help, "where the model runs: %s (default cpu)", qhx_devices_choices());
+}
+
+const char *qhx_cli_device_help(void) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, make_device_help);
+    return device_help;
 }
 
 double qhx_cli_round(double x, int decimals) {

@@ -57,7 +57,7 @@ static void usage(FILE *f) {
             "                       oldest turns after the system prompt are dropped, the rest read\n"
             "                       again, with a one-line notice)\n"
             "  (--ctx is the whole conversation's context)\n",
-            COMMANDS_HELP, QHX_RUN_OPTS_HELP);
+            COMMANDS_HELP, qhx_run_opts_help());
 }
 
 typedef struct chat {

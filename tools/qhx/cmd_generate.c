@@ -67,7 +67,7 @@ static void usage(FILE *f) {
             "                       a keyword outside it is an error)\n"
             "  --json-object        constrain the output to one JSON object\n"
             "%s",
-            QHX_RUN_OPTS_HELP);
+            qhx_run_opts_help());
 }
 
 static const char *const GEN_NAMES[] = {"-p", "--prompt", "-f", "--file", "--ids", "--image", "--video", "--video-fps",

@@ -1,7 +1,7 @@
 /* qhx serve: an OpenAI-compatible HTTP server (docs/server.md).
  *   qhx serve -m MODEL [--host 127.0.0.1] [--port 8080] [-np N] [--queue N] [-c N] [-t N]
  *             [--api-key KEY | --api-key-file F] [-a NAME] [--log-format text|json] [--max-tokens N]
- *             [--max-body BYTES] [--timeout S] [--images | --text-only] [--device cpu|opencl[:N]]
+ *             [--max-body BYTES] [--timeout S] [--images | --text-only] [--device D]
  * Prints "qhx serve: listening on http://HOST:PORT" on stdout when ready; SIGINT or SIGTERM
  * stop accepting connections, let the requests in hand finish, and exit 0. */
 #include "cli.h"
@@ -36,7 +36,7 @@ static void usage(FILE *f) {
             "                       chooses it: a checkpoint folder's trained context, lowered\n"
             "                       so that the KV caches of all slots fit the free memory)\n"
             "  -t, --threads N      compute threads (default: one per physical core)\n"
-            "  --device D           cpu (default), opencl or opencl:N: where the model runs\n"
+            "  --device D           %s\n"
             "  --api-key KEY        require Authorization: Bearer KEY (not /health)\n"
             "  --api-key-file F     the same, the key read from a file\n"
             "  -a, --alias NAME     the model id reported (default: the model path's last part)\n"
@@ -58,7 +58,8 @@ static void usage(FILE *f) {
             "                       images, Qwen3.5 text only)\n"
             "  --spec mtp [--draft N]  speculative decoding with the checkpoint's MTP block, at\n"
             "                       most N drafts per step (default 3; a request's \"spec_draft\"\n"
-            "                       lowers or turns it off); output unchanged (docs/generation.md)\n");
+            "                       lowers or turns it off); output unchanged (docs/generation.md)\n",
+            qhx_cli_device_help());
 }
 
 srv_limits srv_default_limits(void) {

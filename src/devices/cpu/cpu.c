@@ -4,10 +4,13 @@
 #include "devices/cpu/cpu_impl.h"
 
 #include "core/alloc.h"
+#include "core/cpu.h"
 #include "kernels/ref.h"
 #include "kernels/vision.h"
 
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ---- memory ---------------------------------------------------------------------------- */
 
@@ -200,9 +203,16 @@ static void cpu_info(const qhx_device *d, qhx_device_info *out) {
     *out = (qhx_device_info){.n_threads = qhx_pool_n_threads(c->pool), .isa = qhx_isa_name(c->kern.isa)};
 }
 
+/* Every op has finished when it returns, and none can fail. */
+static qhx_status cpu_sync(const qhx_device *d, qhx_error *err) {
+    (void)d, (void)err;
+    return QHX_OK;
+}
+
 static const qhx_device_ops CPU_OPS = {
     .destroy = qhx_cpu_device_free,
     .info = cpu_info,
+    .sync = cpu_sync,
     .buf_alloc = cpu_buf_alloc,
     .buf_free = cpu_buf_free,
     .set = cpu_set,
@@ -254,6 +264,25 @@ void qhx_cpu_device_free(qhx_device *d) {
     cpu_dev *c = (cpu_dev *)(void *)d;
     qhx_pool_free(c->pool);
     qhx_free(c);
+}
+
+/* The one CPU: its brand, threads and kernels; physical memory and what is available now. */
+qhx_status qhx_cpu_device_list(qhx_device_entry *out, int cap, int *n, qhx_error *err) {
+    (void)err;
+    *n = 1;
+    if (cap < 1) return QHX_OK;
+    qhx_cpu_info ci;
+    qhx_cpu_detect(&ci);
+    qhx_kernels k;
+    qhx_kern_select(QHX_ISA_BEST, &k);
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    const int64_t avail = qhx_mem_available_bytes();
+    *out = (qhx_device_entry){.memory_bytes = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0,
+                              .free_bytes = avail > 0 ? (uint64_t)avail : 0};
+    snprintf(out->name, sizeof out->name, "cpu");
+    snprintf(out->description, sizeof out->description, "the host CPU: %s, %d cores, %d threads, %s kernels",
+             ci.brand[0] ? ci.brand : ci.arch, ci.n_physical, ci.n_logical, qhx_isa_name(k.isa));
+    return QHX_OK;
 }
 
 const qhx_kernels *qhx_cpu_device_kernels(const qhx_device *d) { return &cpu_of(d)->kern; }

@@ -11,6 +11,8 @@
 qhx_status qhx_cpu_device_create(const qhx_device_params *p, qhx_device **out /* OUT: qhx_cpu_device_free */,
                                  qhx_error *err);
 void qhx_cpu_device_free(qhx_device *d); /* NULL allowed; the same as d->op->destroy */
+/* The CPU as a device of the listing (qhx_device_desc.list): one entry, "cpu". */
+qhx_status qhx_cpu_device_list(qhx_device_entry *out, int cap, int *n, qhx_error *err);
 
 /* What the CPU device runs on (reports, benchmarks, kernel tests). */
 const qhx_kernels *qhx_cpu_device_kernels(const qhx_device *d);

@@ -99,7 +99,7 @@ void qhx_ocl_attention(const qhx_device *d, const qhx_dattn *a) {
     ocl_dev *o = ocl_of(d);
     if (a->n < 1) return;
     if (a->hd > OCL_HD_MAX) {
-        qhx_ocl_report(o, "attention over heads wider than 256", CL_INVALID_VALUE);
+        qhx_ocl_refuse(o, QHX_E_UNSUPPORTED, "attention over heads of %lld values (at most %d)", (long long)a->hd, OCL_HD_MAX);
         return;
     }
     qhx_ocl_op_begin(o);
@@ -152,7 +152,7 @@ void qhx_ocl_gdn_prep(const qhx_device *d, const qhx_dgdn *g) {
 void qhx_ocl_gdn_delta(const qhx_device *d, const qhx_dgdn *g) {
     ocl_dev *o = ocl_of(d);
     if (g->dk > OCL_HD_MAX) {
-        qhx_ocl_report(o, "a delta rule over key heads wider than 256", CL_INVALID_VALUE);
+        qhx_ocl_refuse(o, QHX_E_UNSUPPORTED, "a delta rule over key heads of %lld values (at most %d)", (long long)g->dk, OCL_HD_MAX);
         return;
     }
     const int64_t C = 2 * g->nk * g->dk + g->nv * g->dv;
@@ -243,7 +243,7 @@ void qhx_ocl_vit_attention(const qhx_device *d, qhx_dv qkv, int64_t N, int64_t D
     ocl_dev *o = ocl_of(d);
     const int64_t hd = D / H;
     if (hd > OCL_HD_MAX) {
-        qhx_ocl_report(o, "vision attention over heads wider than 256", CL_INVALID_VALUE);
+        qhx_ocl_refuse(o, QHX_E_UNSUPPORTED, "vision attention over heads of %lld values (at most %d)", (long long)hd, OCL_HD_MAX);
         return;
     }
     qhx_ocl_op_begin(o);

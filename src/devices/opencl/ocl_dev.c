@@ -5,6 +5,7 @@
 
 #include "core/alloc.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -131,12 +132,14 @@ static void ocl_destroy(qhx_device *d) {
     if (o->q) clReleaseCommandQueue(o->q);
     if (o->ctx) clReleaseContext(o->ctx);
     pthread_mutex_destroy(&o->mu);
+    pthread_mutex_destroy(&o->err_mu);
     qhx_free(o);
 }
 
 const qhx_device_ops QHX_OCL_OPS = {
     .destroy = ocl_destroy,
     .info = qhx_ocl_info,
+    .sync = qhx_ocl_sync,
     .buf_alloc = qhx_ocl_buf_alloc,
     .buf_free = qhx_ocl_buf_free,
     .set = qhx_ocl_set,
@@ -181,6 +184,8 @@ qhx_status qhx_opencl_device_create(const qhx_device_params *p, qhx_device **out
     ocl_dev *o = qhx_calloc(1, sizeof *o);
     if (!o) return qhx_fail(err, QHX_E_NOMEM, "device opencl: out of memory");
     pthread_mutex_init(&o->mu, NULL);
+    pthread_mutex_init(&o->err_mu, NULL);
+    qhx_ocl_fault_init(o);
     o->platform = l.plat[i];
     o->id = l.dev[i];
     dev_str(o->id, CL_DEVICE_NAME, o->name, sizeof o->name);
@@ -201,10 +206,22 @@ void qhx_ocl_info(const qhx_device *d, qhx_device_info *out) {
     *out = (qhx_device_info){.n_threads = 1, .isa = ocl_of(d)->label};
 }
 
-/* ---- qhx devices ------------------------------------------------------------------------ */
+/* ---- the listing (qhx devices, qhx_devices_list) ---------------------------------------- */
 
-static void print_device(FILE *f, int i, cl_device_id d) {
-    char name[256], ver[128], drv[128], ext[4096];
+#define OCL_FREE_MEMORY_AMD 0x4039 /* cl_amd_device_attribute_query: size_t[2] in KiB, the free total first */
+
+/* Free memory where the driver says (AMD's query); 0 elsewhere. */
+static uint64_t free_bytes(cl_device_id d) {
+    char ext[4096];
+    dev_str(d, CL_DEVICE_EXTENSIONS, ext, sizeof ext);
+    if (!strstr(ext, "cl_amd_device_attribute_query")) return 0;
+    size_t kib[2] = {0, 0};
+    if (clGetDeviceInfo(d, OCL_FREE_MEMORY_AMD, sizeof kib, kib, NULL) != CL_SUCCESS) return 0;
+    return (uint64_t)kib[0] << 10;
+}
+
+static void describe(cl_platform_id p, cl_device_id d, qhx_device_entry *e) {
+    char name[192], ver[96], drv[64], pname[96];
     cl_ulong mem = 0;
     cl_uint cu = 0;
     cl_bool unified = CL_FALSE;
@@ -212,31 +229,32 @@ static void print_device(FILE *f, int i, cl_device_id d) {
     dev_str(d, CL_DEVICE_NAME, name, sizeof name);
     dev_str(d, CL_DEVICE_VERSION, ver, sizeof ver);
     dev_str(d, CL_DRIVER_VERSION, drv, sizeof drv);
-    dev_str(d, CL_DEVICE_EXTENSIONS, ext, sizeof ext);
+    char *sp = strchr(ver, ' '); /* "OpenCL 3.0 <the vendor's words>": the first two */
+    if (sp && (sp = strchr(sp + 1, ' '))) *sp = 0;
+    pname[0] = 0;
+    clGetPlatformInfo(p, CL_PLATFORM_NAME, sizeof pname - 1, pname, NULL);
+    pname[sizeof pname - 1] = 0;
     clGetDeviceInfo(d, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof mem, &mem, NULL);
     clGetDeviceInfo(d, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof cu, &cu, NULL);
     clGetDeviceInfo(d, CL_DEVICE_HOST_UNIFIED_MEMORY, sizeof unified, &unified, NULL);
     clGetDeviceInfo(d, CL_DEVICE_TYPE, sizeof t, &t, NULL);
-    fprintf(f, "  opencl:%d  %s (%s)\n", i, name, t & CL_DEVICE_TYPE_GPU ? "gpu" : t & CL_DEVICE_TYPE_CPU ? "cpu" : "other");
-    fprintf(f, "      %s, driver %s, %llu MiB, %u compute units, host-unified memory: %s\n", ver, drv,
-            (unsigned long long)(mem >> 20), cu, unified ? "yes" : "no");
-    fprintf(f, "      extensions: %s\n", ext);
+    e->memory_bytes = mem;
+    e->free_bytes = free_bytes(d);
+    snprintf(e->description, sizeof e->description, "%.80s (%s), %.40s, %.40s, driver %.24s, %u compute units%s", name,
+             t & CL_DEVICE_TYPE_GPU ? "gpu" : t & CL_DEVICE_TYPE_CPU ? "cpu" : "other", pname, ver, drv, cu,
+             unified ? ", host-unified memory" : "");
 }
 
-qhx_status qhx_opencl_list(FILE *f, qhx_error *err) {
+qhx_status qhx_opencl_device_list(qhx_device_entry *out, int cap, int *n, qhx_error *err) {
     ocl_list l;
+    *n = 0;
     qhx_status rc = list_devices(&l, err);
     if (rc) return rc;
-    cl_platform_id last = NULL;
-    for (int i = 0; i < l.n; i++) {
-        if (l.plat[i] != last) {
-            char pname[256] = "", pver[128] = "";
-            clGetPlatformInfo(l.plat[i], CL_PLATFORM_NAME, sizeof pname - 1, pname, NULL);
-            clGetPlatformInfo(l.plat[i], CL_PLATFORM_VERSION, sizeof pver - 1, pver, NULL);
-            fprintf(f, "platform %s (%s)\n", pname, pver);
-            last = l.plat[i];
-        }
-        print_device(f, i, l.dev[i]);
+    for (int i = 0; i < l.n && i < cap; i++) {
+        out[i] = (qhx_device_entry){0};
+        snprintf(out[i].name, sizeof out[i].name, "opencl:%d", i);
+        describe(l.plat[i], l.dev[i], &out[i]);
     }
+    *n = l.n;
     return QHX_OK;
 }

@@ -10,7 +10,9 @@
  * (qhx_dbuf_host) are staged in temporary buffers for the op and read back after it.
  *
  * One in-order queue per device; every op enqueues under the device's mutex, and ops are
- * asynchronous up to the next get (or a staged host view). */
+ * asynchronous up to the next get (or a staged host view). A call that fails inside an op is
+ * kept as the device's first failure (ocl_err.c), which sync returns (devices/device.h,
+ * "Errors"). */
 #ifndef QHX_DEVICES_OPENCL_IMPL_H
 #define QHX_DEVICES_OPENCL_IMPL_H
 
@@ -18,6 +20,7 @@
 
 #include <CL/cl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 
 typedef enum ocl_kid {
@@ -76,7 +79,14 @@ typedef struct ocl_dev {
     size_t ht_cap, ht_n;
     ocl_staged staged[OCL_MAX_STAGED];
     int n_staged;
-    bool reported; /* an enqueue failure was reported on stderr */
+    /* the first failure (devices/device.h, "Errors"): code QHX_OK until an op fails */
+    pthread_mutex_t err_mu;
+    qhx_error sticky;
+    _Atomic bool failed; /* sticky.code != QHX_OK: kernels are no longer launched */
+    /* QHX_OPENCL_FAIL=KIND:N (tests): the N-th call of that kind fails (ocl_err.c) */
+    int fail_kind;
+    long fail_at;
+    long fail_seen[4];
 } ocl_dev;
 
 static inline ocl_dev *ocl_of(const qhx_device *d) { return (ocl_dev *)(void *)d; }
@@ -87,9 +97,20 @@ typedef struct ocl_ref {
     cl_ulong off;
 } ocl_ref;
 
-/* ocl_dev.c: platforms, devices, the program and its cache */
+/* ocl_err.c: status words, the device's first failure, the failures tests inject */
 const char *qhx_ocl_err_name(cl_int rc);
-void qhx_ocl_report(ocl_dev *o, const char *what, cl_int rc); /* once per device, on stderr */
+/* Keep "device LABEL: WHAT failed: CL_... (rc)" as the device's failure unless it has one. */
+void qhx_ocl_report(ocl_dev *o, const char *what, cl_int rc);
+/* Keep "device LABEL: MESSAGE" with code unless the device has a failure (work it refuses). */
+void qhx_ocl_refuse(ocl_dev *o, qhx_status code, const char *fmt, ...) QHX_PRINTF(3, 4);
+qhx_status qhx_ocl_sync(const qhx_device *d, qhx_error *err);
+/* The kinds of call a test can make fail (QHX_OPENCL_FAIL=launch:N, write:N, read:N, buffer:N):
+   qhx_ocl_inject returns the error the N-th call of kind k gets (CL_SUCCESS otherwise). */
+typedef enum ocl_fault { OCL_FAULT_LAUNCH, OCL_FAULT_WRITE, OCL_FAULT_READ, OCL_FAULT_BUFFER } ocl_fault;
+void qhx_ocl_fault_init(ocl_dev *o);
+cl_int qhx_ocl_inject(ocl_dev *o, ocl_fault k);
+
+/* ocl_dev.c: platforms, devices, the program and its cache */
 qhx_status qhx_ocl_build(ocl_dev *o, qhx_error *err);          /* ocl_cache.c */
 
 /* ocl_mem.c: memory, weights, host inputs, views */

@@ -21,9 +21,10 @@ qhx_status qhx_ocl_buf_alloc(const qhx_device *d, size_t bytes, qhx_dbuf **out, 
                         o->label, bytes, (unsigned long long)o->max_alloc);
     qhx_dbuf *b = qhx_malloc(sizeof *b);
     if (!b) return qhx_fail(err, QHX_E_NOMEM, "device %s: out of memory", o->label);
-    cl_int rc;
+    cl_int rc = qhx_ocl_inject(o, OCL_FAULT_BUFFER);
     const size_t n = bytes ? bytes : 4;
-    cl_mem m = clCreateBuffer(o->ctx, CL_MEM_READ_WRITE | (o->unified ? CL_MEM_ALLOC_HOST_PTR : 0), n, NULL, &rc);
+    cl_mem m = rc != CL_SUCCESS ? NULL
+                                : clCreateBuffer(o->ctx, CL_MEM_READ_WRITE | (o->unified ? CL_MEM_ALLOC_HOST_PTR : 0), n, NULL, &rc);
     const cl_uchar zero = 0;
     if (rc == CL_SUCCESS) rc = clEnqueueFillBuffer(o->q, m, &zero, 1, 0, n, 0, NULL, NULL);
     if (rc != CL_SUCCESS) {
@@ -55,7 +56,8 @@ void qhx_ocl_set(const qhx_device *d, qhx_dv dst, const void *src, size_t bytes)
         return;
     }
     pthread_mutex_lock(&o->mu);
-    cl_int rc = clEnqueueWriteBuffer(o->q, (cl_mem)dst.b->handle, CL_TRUE, dst.off, bytes, src, 0, NULL, NULL);
+    cl_int rc = qhx_ocl_inject(o, OCL_FAULT_WRITE);
+    if (rc == CL_SUCCESS) rc = clEnqueueWriteBuffer(o->q, (cl_mem)dst.b->handle, CL_TRUE, dst.off, bytes, src, 0, NULL, NULL);
     if (rc != CL_SUCCESS) qhx_ocl_report(o, "a write", rc);
     pthread_mutex_unlock(&o->mu);
 }
@@ -68,7 +70,8 @@ void qhx_ocl_get(const qhx_device *d, qhx_dv src, void *dst, size_t bytes) {
         return;
     }
     pthread_mutex_lock(&o->mu);
-    cl_int rc = clEnqueueReadBuffer(o->q, (cl_mem)src.b->handle, CL_TRUE, src.off, bytes, dst, 0, NULL, NULL);
+    cl_int rc = qhx_ocl_inject(o, OCL_FAULT_READ);
+    if (rc == CL_SUCCESS) rc = clEnqueueReadBuffer(o->q, (cl_mem)src.b->handle, CL_TRUE, src.off, bytes, dst, 0, NULL, NULL);
     if (rc != CL_SUCCESS) {
         qhx_ocl_report(o, "a read", rc);
         memset(dst, 0xff, bytes); /* NaNs rather than stale bytes */
@@ -211,7 +214,7 @@ static bool stage_push(ocl_dev *o, cl_mem m, void *host, size_t bytes) {
         o->n_staged = k;
     }
     if (o->n_staged == OCL_MAX_STAGED) {
-        qhx_ocl_report(o, "staging more host views than one op may have", CL_OUT_OF_RESOURCES);
+        qhx_ocl_refuse(o, QHX_E_LIMIT, "an op staging more than %d host views", OCL_MAX_STAGED);
         clReleaseMemObject(m);
         return false;
     }
@@ -232,8 +235,8 @@ void qhx_ocl_weight(ocl_dev *o, const qhx_weight *w, ocl_ref out[3]) {
             continue;
         }
         if (!bytes[i]) continue;
-        cl_int rc;
-        cl_mem m = plane_mem(o, plane_ptr(w, i), bytes[i], &rc);
+        cl_int rc = qhx_ocl_inject(o, OCL_FAULT_BUFFER);
+        cl_mem m = rc == CL_SUCCESS ? plane_mem(o, plane_ptr(w, i), bytes[i], &rc) : NULL;
         if (rc != CL_SUCCESS) {
             qhx_ocl_report(o, "a weight upload", rc);
             continue;
@@ -302,7 +305,8 @@ ocl_ref qhx_ocl_host(ocl_dev *o, const void *p, size_t bytes) {
     }
     if (!e->ptr) {
         void *shadow = qhx_malloc(bytes);
-        cl_mem m = shadow ? clCreateBuffer(o->ctx, CL_MEM_READ_ONLY, bytes, NULL, &rc) : NULL;
+        if (shadow) rc = qhx_ocl_inject(o, OCL_FAULT_BUFFER);
+        cl_mem m = shadow && rc == CL_SUCCESS ? clCreateBuffer(o->ctx, CL_MEM_READ_ONLY, bytes, NULL, &rc) : NULL;
         if (!m) {
             qhx_free(shadow);
             qhx_ocl_report(o, "a host input upload", shadow ? rc : CL_OUT_OF_HOST_MEMORY);
@@ -312,7 +316,8 @@ ocl_ref qhx_ocl_host(ocl_dev *o, const void *p, size_t bytes) {
         o->ht_n++;
     }
     memcpy(e->shadow, p, bytes);
-    rc = clEnqueueWriteBuffer(o->q, e->m, CL_FALSE, 0, bytes, e->shadow, 0, NULL, &e->ev);
+    rc = qhx_ocl_inject(o, OCL_FAULT_WRITE);
+    if (rc == CL_SUCCESS) rc = clEnqueueWriteBuffer(o->q, e->m, CL_FALSE, 0, bytes, e->shadow, 0, NULL, &e->ev);
     if (rc != CL_SUCCESS) {
         e->ev = NULL;
         qhx_ocl_report(o, "a host input upload", rc);
@@ -329,8 +334,8 @@ ocl_ref qhx_ocl_view(ocl_dev *o, qhx_dv v, bool written) {
     if (v.b->dev) return (ocl_ref){(cl_mem)v.b->handle, v.off};
     const size_t bytes = v.b->bytes > v.off ? v.b->bytes - v.off : 0;
     if (!bytes) return (ocl_ref){o->dummy, 0};
-    cl_int rc;
-    cl_mem m = clCreateBuffer(o->ctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, bytes, host_at(v), &rc);
+    cl_int rc = qhx_ocl_inject(o, OCL_FAULT_BUFFER);
+    cl_mem m = rc == CL_SUCCESS ? clCreateBuffer(o->ctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, bytes, host_at(v), &rc) : NULL;
     if (rc != CL_SUCCESS) {
         qhx_ocl_report(o, "staging a host view", rc);
         return (ocl_ref){o->dummy, 0};
@@ -345,7 +350,8 @@ static void op_release(ocl_dev *o) {
     for (int i = 0; i < o->n_staged; i++) {
         ocl_staged *s = &o->staged[i];
         if (s->host) {
-            cl_int rc = clEnqueueReadBuffer(o->q, s->m, CL_TRUE, 0, s->bytes, s->host, 0, NULL, NULL);
+            cl_int rc = qhx_ocl_inject(o, OCL_FAULT_READ);
+            if (rc == CL_SUCCESS) rc = clEnqueueReadBuffer(o->q, s->m, CL_TRUE, 0, s->bytes, s->host, 0, NULL, NULL);
             if (rc != CL_SUCCESS) qhx_ocl_report(o, "reading a host view back", rc);
         }
         clReleaseMemObject(s->m);
@@ -390,11 +396,15 @@ void qhx_ocl_a_i32(ocl_args *a, int v) {
 }
 void qhx_ocl_a_f32(ocl_args *a, float v) { a_raw(a, sizeof v, &v); }
 
+/* Nothing is launched once the device has failed: an input the failure left unwritten (token
+ * ids, a staged view) may hold anything, and a kernel that indexes by it would read out of
+ * bounds; the call fails at its sync anyway. */
 void qhx_ocl_launch(ocl_args *a, size_t g0, size_t g1, size_t g2, size_t l0) {
-    if (!g0 || !g1 || !g2) return;
+    if (!g0 || !g1 || !g2 || atomic_load(&a->o->failed)) return;
     if (l0) g0 = (g0 + l0 - 1) / l0 * l0;
     const size_t g[3] = {g0, g1, g2}, l[3] = {l0, 1, 1};
     cl_int rc = a->rc;
+    if (rc == CL_SUCCESS) rc = qhx_ocl_inject(a->o, OCL_FAULT_LAUNCH);
     if (rc == CL_SUCCESS) rc = clEnqueueNDRangeKernel(a->o->q, a->k, 3, NULL, g, l0 ? l : NULL, 0, NULL, NULL);
     if (rc != CL_SUCCESS) qhx_ocl_report(a->o, "a kernel launch", rc);
 }

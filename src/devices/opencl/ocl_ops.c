@@ -68,7 +68,7 @@ void qhx_ocl_swiglu_linear(const qhx_device *d, const qhx_weight *gate, const qh
     if (gate->fmt != up->fmt || gate->rows != up->rows || gate->cols != up->cols) {
         /* the fused kernel reads both in one format: two linears, then the product on the host
            would break the table's contract; no model binds such a pair */
-        qhx_ocl_report(o, "swiglu_linear over two formats", CL_INVALID_VALUE);
+        qhx_ocl_refuse(o, QHX_E_UNSUPPORTED, "swiglu_linear over gate and up weights of two formats or shapes");
     } else {
         swiglu_locked(o, gate, up, qhx_ocl_view(o, X, false), ldx, qhx_ocl_view(o, G, true), qhx_ocl_view(o, U, true),
                       ld, n);

@@ -14,6 +14,7 @@
 #include "io/safetensors.h"
 #include "runtime/model.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,7 +50,7 @@ typedef struct test_result {
 typedef struct model_facts {
     char type[96];      /* "qwen3_5 4.27M f32" */
     double size_bytes, n_params;
-    const char *backend; /* "CPU" or "OpenCL" */
+    char backend[16];    /* llama-bench's column: the device's kind in capitals, "CPU" */
 } model_facts;
 
 static const char *const LLAMA_OPTS[] = {"-p", "--n-prompt", "-n", "--n-gen", "-t", "-r", "--repetitions", "-o", "--output"};
@@ -93,7 +94,7 @@ static void usage(FILE *f) {
                "  -t, --threads LIST    thread counts (default: one per physical core)\n"
                "  -r, --repetitions N   timed runs per test after one warm-up (default 5)\n"
                "  -o, --output FORMAT   md (a table, default), json (an array) or csv\n"
-               "  --device D            cpu (default), opencl or opencl:N\n");
+               "  --device D            %s\n", qhx_cli_device_help());
 }
 
 static int parse_args(int argc, char **argv, llama_args *a) {
@@ -137,6 +138,14 @@ static int parse_args(int argc, char **argv, llama_args *a) {
     return -1;
 }
 
+/* The kind of --device (its name before ':', cpu by default) in capitals. */
+static void bench_backend_name(const char *device, char *out, size_t size) {
+    const char *d = device ? device : "cpu";
+    size_t i = 0;
+    for (; d[i] && d[i] != ':' && i + 1 < size; i++) out[i] = (char)toupper((unsigned char)d[i]);
+    out[i] = 0;
+}
+
 static void model_facts_of(const qhx_model *m, const char *device, model_facts *f) {
     const qhx_st_set *set = qhx_model_tensors(m);
     f->size_bytes = f->n_params = 0;
@@ -153,7 +162,7 @@ static void model_facts_of(const qhx_model *m, const char *device, model_facts *
     else if (p >= 1e6) snprintf(params, sizeof params, "%.2fM", p / 1e6);
     else snprintf(params, sizeof params, "%.0fK", p / 1e3);
     snprintf(f->type, sizeof f->type, "%s %s %s", qhx_model_family_name(m), params, dtype);
-    f->backend = device && !strncmp(device, "opencl", 6) ? "OpenCL" : "CPU";
+    bench_backend_name(device, f->backend, sizeof f->backend);
 }
 
 static void mean_sd(const double *x, int64_t n, double *mean, double *sd) {

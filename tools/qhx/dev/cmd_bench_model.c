@@ -216,7 +216,7 @@ static void usage(FILE *f) {
                "               sessions filled to A and B, then --tg tokens each, decoded in\n"
                "               alternating rounds of 8 so both see the same machine load\n"
                "  --threads N  worker threads (default 0: one per physical core)\n"
-            "  --device D   cpu (default), opencl or opencl:N\n"
+            "  --device D   %s\n"
                "  --reps N     repetitions; figures are medians (default 3)\n"
                "  --weights    mmap (mapped, populated) or read (anonymous huge pages); default: the\n"
                "               library default\n"
@@ -234,7 +234,7 @@ static void usage(FILE *f) {
                "               interleaved within each rep\n"
                "  --profile    also time each device op of the decode run (QHX_PROFILE): calls, ms\n"
                "               and share of a step per token, the linear ops' weight GB/s\n"
-               "  --json       one JSON object instead of the table\n");
+               "  --json       one JSON object instead of the table\n", qhx_cli_device_help());
 }
 
 static int bench_one(int argc, char **argv);

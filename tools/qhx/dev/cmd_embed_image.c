@@ -21,7 +21,7 @@ static void usage(FILE *f) {
             "                    rows of its temporal groups in turn\n"
             "  --mmproj FILE     a GGUF model's vision tower (llama.cpp's mmproj file)\n"
             "  --out FILE        float32 [n_image_tokens, hidden * (1 + n_deepstack)], little-endian\n"
-            "  --device D        cpu (default), opencl or opencl:N\n");
+            "  --device D        %s\n", qhx_cli_device_help());
 }
 
 int qhx_embed_image_parse_args(int argc, char **argv, qhx_embed_image_args *a) {

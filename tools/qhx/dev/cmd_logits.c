@@ -34,11 +34,11 @@ static void usage(FILE *f) {
             "  --out FILE        write float32 [n_ids, vocab] logits, little-endian\n"
             "  --threads N       worker threads (accepted; single-threaded for now)\n"
             "  --mmproj FILE     a GGUF model's vision tower (llama.cpp's mmproj file)\n"
-            "  --device D        cpu (default), opencl or opencl:N\n"
+            "  --device D        %s\n"
             "  --kv f32|f16|q8   KV cache element type (default: the run plan's, else f16)\n"
             "  --mtp-out FILE    also write the multi-token-prediction block's draft logits,\n"
             "                    float32 [n_ids - 1, vocab]: row i drafts id i + 2 from the last\n"
-            "                    layer's row i and id i + 1\n");
+            "                    layer's row i and id i + 1\n", qhx_cli_device_help());
 }
 
 int qhx_logits_parse_args(int argc, char **argv, qhx_logits_args *a) {

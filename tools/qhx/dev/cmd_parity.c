@@ -63,7 +63,7 @@ static void usage(FILE *f) {
             "                      KL(P_MODEL2 || P_MODEL) per row\n"
             "  --min-agree X       --against: top-1 agreement a prompt needs to pass (default 0.9)\n"
             "  --threads N         worker threads\n"
-            "  --device D          cpu (default), opencl or opencl:N: where MODEL runs\n"
+            "  --device D          %s\n"
             "  --kv f32|f16|q8     KV cache element type of MODEL (default f32, as the goldens: the\n"
             "                      f16 cache moves logits by ~1e-3, past --tol); MODEL2 of --against\n"
             "                      always runs with an f32 cache\n"
@@ -76,7 +76,7 @@ static void usage(FILE *f) {
             "is opened with it; a bundle needs its -vlm- manifest), gated with tau 5e-3 and tol 5e-3\n"
             "unless --tau / --tol say otherwise, and their image embeddings compared with the\n"
             "golden; otherwise, and with --against, they are skipped.\n"
-            "Last line: 'N passed, N failed'; exit 0 if none failed.\n");
+            "Last line: 'N passed, N failed'; exit 0 if none failed.\n", qhx_cli_device_help());
 }
 
 /* Fill a from argv. Returns -1 to continue, else an exit code (help or usage error). */

@@ -66,8 +66,8 @@ static void usage(FILE *f) {
             "                       with --kl-divergence, read FILE and report KL(base || model)\n"
             "  --kl-divergence      compare against --kl-base instead of writing it\n"
             "  -t, --threads N      worker threads (default 1)\n"
-            "  --device D           cpu (default), opencl or opencl:N\n"
-            "  --kv f32|f16|q8      KV cache element type (default: the run plan's)\n");
+            "  --device D           %s\n"
+            "  --kv f32|f16|q8      KV cache element type (default: the run plan's)\n", qhx_cli_device_help());
 }
 
 int qhx_perplexity_parse_args(int argc, char **argv, qhx_perplexity_args *a) {
