@@ -408,7 +408,7 @@ QHX_API qhx_token qhx_session_sample(qhx_session *s);
  * when called from a callback of the session's own call. */
 QHX_API qhx_status qhx_session_set_sampling(qhx_session *s, const qhx_sample_params *p, qhx_error *err);
 
-/* ---- embeddings (Since 0.7) ------------------------------------------------------------------
+/* ---- embeddings (Since 0.8) ------------------------------------------------------------------
  * A text's embedding is the model's last hidden rows after its final norm (the rows the lm-head
  * reads, llama.cpp's embedding output), pooled over the text's tokens and then normalised. */
 typedef enum qhx_pooling {
@@ -724,7 +724,7 @@ QHX_API const qhx_token *qhx_prompt_ids(const qhx_prompt *p, size_t *n /* OUT */
 /* Index of the first id that stands for an image (its run's start), or the count when there is
  * none: a state holding a prefix of the ids up to there can be reused for another prompt. */
 QHX_API size_t qhx_prompt_reusable(const qhx_prompt *p);
-/* What the prompt's videos took (since 0.7; summed over its videos, all 0 without one): the
+/* What the prompt's videos took (since 0.8; summed over its videos, all 0 without one): the
  * frames sampled, the last video's grid (temporal groups, patches per side), the pad tokens, and
  * the time spent decoding the files (demuxing, decoding, converting to RGB), preprocessing the
  * sampled frames (resize, normalise, patch) and running the vision tower. When the videos'
