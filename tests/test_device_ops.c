@@ -186,9 +186,10 @@ static void check_linear(const qhx_weight *w, int64_t n) {
     dfree(bx), dfree(by);
 }
 
-/* G = silu(gate x) * (up x) against the reference, U = up x. */
-static void check_swiglu(qhx_wfmt f, int64_t rows, int64_t cols, int64_t n) {
-    qhx_weight g = kc_make_weight(f, rows, cols), u = kc_make_weight(f, rows, cols);
+/* G = silu(gate x) * (up x) against the reference, U = up x; gate in format f, up in fu (a
+ * q4a bundle's narrow rows and --tensor-precision rules give the pair two formats). */
+static void check_swiglu(qhx_wfmt f, qhx_wfmt fu, int64_t rows, int64_t cols, int64_t n) {
+    qhx_weight g = kc_make_weight(f, rows, cols), u = kc_make_weight(fu, rows, cols);
     float *X = rnd((size_t)(n * cols), 1.0f);
     qhx_dbuf *bx = upload(X, (size_t)(n * cols)), *bg = dbuf((size_t)(n * rows) * 4), *bu = dbuf((size_t)(n * rows) * 4);
     D->op->swiglu_linear(D, &g, &u, qhx_dv_of(bx, 0), cols, qhx_dv_of(bg, 0), qhx_dv_of(bu, 0), rows, n);
@@ -196,14 +197,14 @@ static void check_swiglu(qhx_wfmt f, int64_t rows, int64_t cols, int64_t n) {
     int ok = 1;
     for (int64_t t = 0; t < n && ok; t++) {
         kc_ref(f)(&g, X + t * cols, rg, 0, rows);
-        kc_ref(f)(&u, X + t * cols, ru, 0, rows);
+        kc_ref(fu)(&u, X + t * cols, ru, 0, rows);
         for (int64_t r = 0; r < rows && ok; r++) {
             double tg = lin_tol(&g, X + t * cols, r), tu = lin_tol(&u, X + t * cols, r);
             double s = rg[r] / (1.0 + exp(-(double)rg[r])), want = s * ru[r];
             double tol = 1.1 * tg * (fabs(ru[r]) + tu) + (fabs(s) + 1.1 * tg) * tu + 1e-6 + 1e-5 * fabs(want);
             if (!(fabs(G[t * rows + r] - want) <= tol)) {
-                fprintf(stderr, "swiglu %s [%s]: token %lld row %lld: %.9g vs %.9g (tol %.3g)\n", FMT_NAME[f], CFG,
-                        (long long)t, (long long)r, (double)G[t * rows + r], want, tol);
+                fprintf(stderr, "swiglu %s/%s [%s]: token %lld row %lld: %.9g vs %.9g (tol %.3g)\n", FMT_NAME[f],
+                        FMT_NAME[fu], CFG, (long long)t, (long long)r, (double)G[t * rows + r], want, tol);
                 ok = 0;
             }
         }
@@ -214,9 +215,10 @@ static void check_swiglu(qhx_wfmt f, int64_t rows, int64_t cols, int64_t n) {
     kc_free_weight(&g), kc_free_weight(&u);
 }
 
-/* linears_multi over nb rows: each row bitwise the device's single-row linear (and swiglu). */
-static void check_multi(qhx_wfmt f, int64_t rows, int64_t cols, int64_t nb) {
-    qhx_weight a = kc_make_weight(f, rows, cols), b = kc_make_weight(f, rows, cols);
+/* linears_multi over nb rows: each row bitwise the device's single-row linear (and swiglu); the
+ * first layer in format f, the second in fb. */
+static void check_multi(qhx_wfmt f, qhx_wfmt fb, int64_t rows, int64_t cols, int64_t nb) {
+    qhx_weight a = kc_make_weight(f, rows, cols), b = kc_make_weight(fb, rows, cols);
     qhx_dbuf *bx = dbuf((size_t)(nb * cols) * 4), *ya = dbuf((size_t)(nb * rows) * 4), *yb = dbuf((size_t)(nb * rows) * 4);
     qhx_dbuf *one = dbuf((size_t)rows * 4), *oneu = dbuf((size_t)rows * 4);
     float *X = rnd((size_t)(nb * cols), 1.0f);
@@ -278,10 +280,22 @@ static void test_linear(void) {
             qhx_weight w = kc_make_weight((qhx_wfmt)f, sh[s][0], sh[s][1]);
             for (int i = 0; i < 4; i++) check_linear(&w, ns[i]);
             kc_free_weight(&w);
-            check_swiglu((qhx_wfmt)f, sh[s][0], sh[s][1], s % 2 ? 1 : 9);
-            check_multi((qhx_wfmt)f, sh[s][0], sh[s][1], s == 3 ? 9 : 3);
+            check_swiglu((qhx_wfmt)f, (qhx_wfmt)f, sh[s][0], sh[s][1], s % 2 ? 1 : 9);
+            check_multi((qhx_wfmt)f, (qhx_wfmt)f, sh[s][0], sh[s][1], s == 3 ? 9 : 3);
             check_embed((qhx_wfmt)f, sh[s][0], sh[s][1]);
         }
+    }
+    /* gate and up of two formats (the fused kernels of a device may read one format only): each
+     * supported format as the gate with the next supported one as the up, so every format is
+     * once each, on shapes every format takes */
+    for (int f = 0; f < QHX_W_COUNT; f++) {
+        if (!D->op->supports(D, (qhx_wfmt)f)) continue;
+        int fu = (f + 1) % QHX_W_COUNT;
+        while (fu != f && !D->op->supports(D, (qhx_wfmt)fu)) fu = (fu + 1) % QHX_W_COUNT;
+        if (fu == f) continue;
+        const int s = f % 4;
+        check_swiglu((qhx_wfmt)f, (qhx_wfmt)fu, qshape[s][0], qshape[s][1], s % 2 ? 1 : 9);
+        check_multi((qhx_wfmt)f, (qhx_wfmt)fu, qshape[s][0], qshape[s][1], 3);
     }
 }
 

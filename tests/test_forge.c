@@ -7,6 +7,7 @@
 #include "core/fp16.h"
 #include "devices/cpu/cpu.h"
 #include "forge/forge.h"
+#include "forge/forge_internal.h"
 #include "io/json.h"
 #include "io/manifest.h"
 #include "io/safetensors.h"
@@ -160,8 +161,116 @@ static void test_random(void) {
     CHECK(qhx_forge_random("llama", d1, &p, &err) == QHX_E_ARG);
     p.preset = "7b";
     CHECK(qhx_forge_random("qwen3_5", d1, &p, &err) == QHX_E_ARG);
-    CHECK_CONTAINS(err.msg, "expected tiny, demo or 2b");
+    CHECK_CONTAINS(err.msg, "expected tiny, demo, 0.8b, 2b, 4b, 9b or 27b");
+    p.preset = "9b"; /* a qwen3_5 size only */
+    CHECK(qhx_forge_random("qwen3_vl", d1, &p, &err) == QHX_E_ARG);
+    CHECK_CONTAINS(err.msg, "'9b'");
+    p.preset = "tiny";
+    p.layers = 1025;
+    CHECK(qhx_forge_random("qwen3_5", d1, &p, &err) == QHX_E_ARG);
+    CHECK_CONTAINS(err.msg, "layers");
     CHECK_EQ(n_entries(base), 0);
+}
+
+/* The tensor named `name` of a list, or NULL. */
+static const forge_tdesc *find_desc(const forge_tdesc *t, int64_t n, const char *name) {
+    for (int64_t i = 0; i < n; i++)
+        if (!strcmp(t[i].name, name)) return &t[i];
+    return NULL;
+}
+
+/* The released sizes' presets: a head of its own exactly where the release unties it, every
+ * matrix consistent with the config written beside it, and a parameter count near the size the
+ * name gives (text + the vision tower the config describes), so a swapped or mistyped row of the
+ * table shows. Only lists and configs are made: the checkpoints themselves are gigabytes. */
+static void test_released_presets(void) {
+    static const struct {
+        const char *name;
+        double billions;
+        int tied;
+    } sizes[] = {{"0.8b", 0.8, 1}, {"2b", 2.0, 1}, {"4b", 4.0, 1}, {"9b", 9.0, 0}, {"27b", 27.0, 0}};
+    qhx_error err;
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        forge_dims d;
+        CHECK_EQ(forge_preset(FORGE_QWEN3_5, sizes[k].name, &d, &err), QHX_OK);
+        CHECK_EQ(d.tied, sizes[k].tied);
+        d.with_vision = 1;
+        forge_tdesc *t = NULL;
+        int64_t n = 0;
+        CHECK_EQ(forge_tensor_list(&d, &t, &n, &err), QHX_OK);
+        const forge_tdesc *head = find_desc(t, n, "lm_head.weight");
+        CHECK_EQ(head != NULL, !sizes[k].tied);
+        if (head) CHECK(head->shape[0] == d.vocab && head->shape[1] == d.hidden);
+        double params = 0;
+        for (int64_t i = 0; i < n; i++) {
+            if (!strncmp(t[i].name, "mtp.", 4)) continue;
+            double e = 1;
+            for (int j = 0; j < t[i].n_dims; j++) e *= (double)t[i].shape[j];
+            params += e;
+        }
+        CHECK(params > 0.95 * sizes[k].billions * 1e9 && params < 1.2 * sizes[k].billions * 1e9);
+        /* the DeltaNet projections agree with the config's head counts */
+        const forge_tdesc *z = find_desc(t, n, "model.language_model.layers.0.linear_attn.in_proj_z.weight");
+        CHECK(z && z->shape[0] == d.nv * d.dv && z->shape[1] == d.hidden);
+        json_t *cfg = forge_hf_config(&d, "bfloat16");
+        CHECK(cfg != NULL);
+        json_t *tc = json_object_get(cfg, "text_config"), *vc = json_object_get(cfg, "vision_config");
+        CHECK_EQ(json_is_true(json_object_get(cfg, "tie_word_embeddings")), sizes[k].tied);
+        CHECK_EQ(json_is_true(json_object_get(tc, "tie_word_embeddings")), sizes[k].tied);
+        CHECK_EQ(json_integer_value(json_object_get(vc, "out_hidden_size")), d.hidden);
+        CHECK_EQ(json_integer_value(json_object_get(tc, "linear_num_value_heads")), d.nv);
+        CHECK_EQ((int64_t)json_array_size(json_object_get(tc, "layer_types")), d.layers);
+        json_decref(cfg);
+        qhx_free(t);
+    }
+}
+
+/* --layers: a shallower (or deeper) checkpoint keeps the layer-type pattern, and its first layers
+ * are the full depth's, tensor for tensor. */
+static void test_random_layers(void) {
+    char d1[300], d2[300], p1[400];
+    qhx_error err;
+    qhx_forge_params p = {.preset = "tiny", .seed = 11, .layers = 6};
+    snprintf(d1, sizeof d1, "%s/rl6", base);
+    CHECK_EQ(qhx_forge_random("qwen3_5", d1, &p, &err), QHX_OK);
+    snprintf(p1, sizeof p1, "%s/config.json", d1);
+    json_t *cfg = qhx_json_load_file(p1, &err);
+    CHECK(cfg != NULL);
+    json_t *tc = json_object_get(cfg, "text_config"), *types = json_object_get(tc, "layer_types");
+    CHECK_EQ(json_integer_value(json_object_get(tc, "num_hidden_layers")), 6);
+    CHECK_EQ((int64_t)json_array_size(types), 6);
+    static const char *const want[] = {"linear_attention", "linear_attention", "linear_attention",
+                                       "full_attention",   "linear_attention", "linear_attention"};
+    for (size_t i = 0; i < 6 && i < json_array_size(types); i++)
+        CHECK_STR(json_string_value(json_array_get(types, i)), want[i]);
+    json_decref(cfg);
+    p.layers = 0; /* the preset's 8 */
+    snprintf(d2, sizeof d2, "%s/rl8", base);
+    CHECK_EQ(qhx_forge_random("qwen3_5", d2, &p, &err), QHX_OK);
+    qhx_st_set *a = NULL, *b = NULL;
+    snprintf(p1, sizeof p1, "%s/model.safetensors", d1);
+    CHECK_EQ(qhx_st_open(p1, &a, &err), QHX_OK);
+    snprintf(p1, sizeof p1, "%s/model.safetensors", d2);
+    CHECK_EQ(qhx_st_open(p1, &b, &err), QHX_OK);
+    if (a && b) {
+        CHECK(qhx_st_n_tensors(a) < qhx_st_n_tensors(b));
+        CHECK(qhx_st_find(a, "model.language_model.layers.6.mlp.up_proj.weight") == NULL);
+        const char *same[] = {"model.language_model.layers.5.linear_attn.in_proj_qkv.weight",
+                              "model.language_model.layers.3.self_attn.q_proj.weight",
+                              "model.language_model.embed_tokens.weight", "mtp.fc.weight"};
+        for (int i = 0; i < 4; i++) {
+            const qhx_st_tensor *ta = qhx_st_find(a, same[i]), *tb = qhx_st_find(b, same[i]);
+            CHECK(ta && tb);
+            if (ta && tb) {
+                CHECK_EQ(ta->size, tb->size);
+                CHECK(ta->size == tb->size && !memcmp(ta->data, tb->data, ta->size));
+            }
+        }
+    }
+    qhx_st_free(a);
+    qhx_st_free(b);
+    rm_flat(d1);
+    rm_flat(d2);
 }
 
 // ---- conversion --------------------------------------------------------------------------------------
@@ -252,14 +361,17 @@ static void check_bundle(const char *fixture, const char *dir, const expect *x) 
     int64_t expected = 0;
     int ok = 1;
     const qhx_st_tensor *emb = NULL;
+    /* an untied checkpoint's own head; the embedding table is then always stored beside it */
+    const qhx_st_tensor *src_head = qhx_st_find(src, "lm_head.weight");
     for (int64_t i = 0; i < qhx_st_n_tensors(src); i++) {
         const qhx_st_tensor *s = qhx_st_tensor_at(src, i);
         if (!strncmp(s->name, "mtp.", 4)) {
             CHECK(qhx_st_find(out, s->name) == NULL);
             continue;
         }
+        if (s == src_head) continue; /* checked below, in the head's precision */
         const qhx_st_tensor *o = qhx_st_find(out, s->name);
-        if (strstr(s->name, "embed_tokens") && !x->embed) { /* tied: stored once, as the head */
+        if (strstr(s->name, "embed_tokens") && !x->embed && !src_head) { /* tied: stored once, as the head */
             emb = s;
             if (o) fprintf(stderr, "%s: %s stored beside the tied lm-head\n", dir, s->name);
             ok &= o == NULL;
@@ -291,10 +403,11 @@ static void check_bundle(const char *fixture, const char *dir, const expect *x) 
         }
     }
     CHECK(ok);
-    /* the lm-head: the tied embedding in its own precision (and, without --embed, the only copy) */
+    /* the lm-head: the tied embedding in its own precision (and, without --embed, the only copy),
+     * or the untied checkpoint's own head (never the embedding: the two differ) */
     const qhx_st_tensor *lm = qhx_st_find(out, "lm_head.weight");
     CHECK(lm != NULL && lm->dtype == x->lm);
-    if (lm && emb) CHECK(matrix_close(out, "lm_head.weight", emb));
+    if (lm && (src_head || emb)) CHECK(matrix_close(out, "lm_head.weight", src_head ? src_head : emb));
     expected += 1 + (x->lm == QHX_DTYPE_I8 || x->lm == QHX_DTYPE_U8) + x->lm_q6;
     CHECK_EQ(qhx_st_find(out, "lm_head.weight.qhigh") != NULL, x->lm_q6);
     CHECK_EQ(qhx_st_n_tensors(out), expected);
@@ -349,11 +462,14 @@ static void test_convert(void) {
         {"q4", "w8", NULL, QHX_DTYPE_U8, QHX_DTYPE_I8, QHX_DTYPE_F16, QHX_DTYPE_I8, 0},
     };
     const qhx_precision prec[] = {QHX_PREC_F16, QHX_PREC_BF16, QHX_PREC_W8, QHX_PREC_Q4, QHX_PREC_W8, QHX_PREC_Q4, QHX_PREC_Q4};
-    const char *fixtures[] = {"qwen35-tiny-f32", "qwen35-tiny-bf16", "qwen3vl-tiny-f32"};
+    /* qwen35-tiny-untied-f32: an untied head; f16 and w8 (its 144-column rows take no q4 groups) */
+    const char *fixtures[] = {"qwen35-tiny-f32", "qwen35-tiny-bf16", "qwen3vl-tiny-f32", "qwen35-tiny-untied-f32"};
     qhx_error err;
-    for (int f = 0; f < 3; f++)
+    for (int f = 0; f < 4; f++)
         for (int i = 0; i < 7; i++) {
             if (f == 1 && i > 3) continue;
+            if (f == 3 && i != 0 && i != 2 && i != 4) continue;
+            const bool untied = f == 3;
             char dir[300];
             snprintf(dir, sizeof dir, "%s/b-%s-%d", base, fixtures[f], i);
             char src[512];
@@ -369,9 +485,9 @@ static void test_convert(void) {
             check_bundle(fixtures[f], dir, &X[i]);
             int64_t ctx = i == 1 ? 300 : TRAINED_CTX; /* the trained context, unless --max-context */
             char file[128];
-            if (f < 2) {
+            if (f != 2) {
                 snprintf(file, sizeof file, "%s-%lld.json", fixtures[f], (long long)ctx);
-                check_manifest(dir, file, "qwen3_5_generate", prec[i], X[i].lm, X[i].embed != NULL, ctx);
+                check_manifest(dir, file, "qwen3_5_generate", prec[i], X[i].lm, X[i].embed != NULL || untied, ctx);
             } else {
                 snprintf(file, sizeof file, "%s-vlm-%lld.json", fixtures[f], (long long)ctx);
                 check_manifest(dir, file, "qwen3_vl_generate", prec[i], X[i].lm, X[i].embed != NULL, ctx);
@@ -669,6 +785,8 @@ int main(void) {
         return 1;
     }
     test_random();
+    test_released_presets();
+    test_random_layers();
     test_convert();
     test_sharded_input();
     test_threads_same_bytes();

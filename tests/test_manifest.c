@@ -543,6 +543,8 @@ struct fixture_expect {
     int32_t im_start, image_pad, vision_start;
     int64_t tensors, layers, linear_v_heads;
     bool vision;
+    int64_t hidden, head_dim;
+    bool tied;
 };
 
 static void test_fixture(const struct fixture_expect *x) {
@@ -580,9 +582,10 @@ static void test_fixture(const struct fixture_expect *x) {
         CHECK_STR(r->family->name, x->family);
         CHECK_STR(r->host_op->name, x->host_op);
         CHECK_EQ(r->cfg.vocab_size, 1024);
-        CHECK_EQ(r->cfg.hidden_size, 64);
+        CHECK_EQ(r->cfg.hidden_size, x->hidden);
         CHECK_EQ(r->cfg.num_hidden_layers, x->layers);
-        CHECK_EQ(r->cfg.head_dim, 32);
+        CHECK_EQ(r->cfg.head_dim, x->head_dim);
+        CHECK_EQ(r->cfg.tie_word_embeddings, x->tied);
         CHECK_EQ(r->cfg.linear_num_value_heads, x->linear_v_heads);
     }
     free(r);
@@ -593,10 +596,17 @@ static void test_fixture(const struct fixture_expect *x) {
 
 static void test_fixtures(void) {
     const struct fixture_expect xs[] = {
-        {"qwen35-tiny-f32", "qwen3_5", "qwen3_5_generate", QHX_PREC_F32, 2, 962, 960, 961, 972, 969, 123, 8, 4, true},
-        {"qwen35-tiny-bf16", "qwen3_5", "qwen3_5_generate", QHX_PREC_BF16, 2, 962, 960, 961, 972, 969, 123, 8, 4, true},
-        {"qwen35-tiny-vrep-f32", "qwen3_5", "qwen3_5_generate", QHX_PREC_F32, 2, 962, 960, 961, 972, 969, 123, 8, 8, true},
-        {"qwen3vl-tiny-f32", "qwen3_vl", "qwen3_vl_generate", QHX_PREC_F32, 2, 992, 990, 991, 1002, 999, 115, 4, 0, true},
+        {"qwen35-tiny-f32", "qwen3_5", "qwen3_5_generate", QHX_PREC_F32, 2, 962, 960, 961, 972, 969, 123, 8, 4, true,
+         64, 32, true},
+        {"qwen35-tiny-bf16", "qwen3_5", "qwen3_5_generate", QHX_PREC_BF16, 2, 962, 960, 961, 972, 969, 123, 8, 4, true,
+         64, 32, true},
+        {"qwen35-tiny-vrep-f32", "qwen3_5", "qwen3_5_generate", QHX_PREC_F32, 2, 962, 960, 961, 972, 969, 123, 8, 8, true,
+         64, 32, true},
+        /* an untied head: lm_head.weight is the 124th tensor */
+        {"qwen35-tiny-untied-f32", "qwen3_5", "qwen3_5_generate", QHX_PREC_F32, 2, 962, 960, 961, 972, 969, 124, 8, 6,
+         true, 96, 48, false},
+        {"qwen3vl-tiny-f32", "qwen3_vl", "qwen3_vl_generate", QHX_PREC_F32, 2, 992, 990, 991, 1002, 999, 115, 4, 0, true,
+         64, 32, true},
     };
     for (size_t i = 0; i < sizeof xs / sizeof xs[0]; i++) test_fixture(&xs[i]);
 }

@@ -260,7 +260,7 @@ static void check_refusals(const char *path) {
 
 int main(void) {
     static const char *const fixtures[] = {"qwen35-tiny-f32", "qwen35-tiny-bf16", "qwen35-tiny-vrep-f32",
-                                           "qwen35vl-tiny-f32"};
+                                           "qwen35-tiny-untied-f32", "qwen35vl-tiny-f32"};
     const int32_t prompt[5] = {5, 17, 300, 42, 7};
     char path[1024];
     for (size_t i = 0; i < sizeof fixtures / sizeof *fixtures; i++) {

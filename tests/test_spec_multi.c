@@ -252,7 +252,7 @@ done:
 
 int main(void) {
     static const char *const fixtures[] = {"qwen35-tiny-f32", "qwen35-tiny-bf16", "qwen35-tiny-vrep-f32",
-                                           "qwen35vl-tiny-f32"};
+                                           "qwen35-tiny-untied-f32", "qwen35vl-tiny-f32"};
     const char *demo = QHX_SOURCE_DIR "/models/shakespeare";
     qhx_model *other = open_mtp(demo); /* a state of another model, for the refusals */
     if (!other) return t_done("test_spec_multi");

@@ -1,7 +1,7 @@
 /* forge: make model folders. Two jobs:
  *   - qhx_forge_random: a random-weight Hugging Face checkpoint folder of a family (qwen3_5,
- *     qwen3_vl) at a preset size (tiny = the parity fixtures' shapes, 2b = the released 2B
- *     shapes), for tests and demos;
+ *     qwen3_vl) at a preset size (tiny = the parity fixtures' shapes; 0.8b, 2b, 4b, 9b, 27b = the
+ *     released models' shapes), for tests and demos;
  *   - qhx_forge_convert: a Hugging Face checkpoint folder -> a qhexrt bundle (weights in a
  *     chosen precision, tokenizer, configs, one manifest per runnable configuration).
  * Both stream tensor by tensor (memory stays far below the checkpoint size), check free disk
@@ -52,9 +52,14 @@ typedef struct qhx_forge_params {
      * DeepStack), after the text tensors, whose values stay those of a checkpoint without it */
     bool vision;
 
-    /* random: "tiny" or "2b" (required), seed, storage dtype ("f32", "bf16"; NULL = f32 for
-     * tiny, bf16 for 2b), tokenizer.json to copy (NULL = write a minimal byte-level BPE one) */
+    /* random: the preset (required; qwen3_5: "tiny", "demo", "0.8b", "2b", "4b", "9b", "27b";
+     * qwen3_vl: "tiny", "2b"), seed, storage dtype ("f32", "bf16"; NULL = f32 for tiny, bf16
+     * otherwise), tokenizer.json to copy (NULL = write a minimal byte-level BPE one) */
     const char *preset;
+    /* random: decoder layers (0 = the preset's); fewer (or more) than the preset's keep its
+     * layer-type pattern (qwen3_5: every attn_interval-th layer full attention), so a big size
+     * can be made at a depth that fits a small machine */
+    int64_t layers;
     uint64_t seed;
     const char *dtype;
     const char *tokenizer;

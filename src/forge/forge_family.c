@@ -62,50 +62,145 @@ static qhx_status demo_preset(forge_family family, forge_dims *o, qhx_error *err
     return QHX_OK;
 }
 
+/* The released Qwen3.5 dense sizes: the text_config and vision_config values of each model's
+ * config.json. Shared by every size (and by the 2B): vocab 248320 (BPE ids up to 248044, the
+ * added tokens from there on), head_dim 256, linear_key_head_dim = linear_value_head_dim 128,
+ * linear_num_key_heads 16, linear_conv_kernel_dim 4, full_attention_interval 4, rope_theta 1e7,
+ * partial_rotary_factor 0.25, mrope_section [11, 11, 10] interleaved, rms_norm_eps 1e-6,
+ * mtp_num_hidden_layers 1; vision patch 16, temporal patch 2, merge 2, 2304 position rows, no
+ * DeepStack. Where each row comes from (public copies of the released config.json files, read in
+ * the code index; spec/qwen3_5.md §1.2 for the 2B):
+ *   0.8b: Megatron arguments of THUDM/slime scripts/models/qwen3.5-0.8B.sh (hidden 1024, 24 layers,
+ *         FFN 3584, 8 heads, 2 query groups, kv-channels 256, vocab 248320, tied: no
+ *         --untie-embeddings-and-output-weights); the linear-attention heads, layer_types and
+ *         vision_config from third-party tests that quote the released Qwen/Qwen3.5-0.8B
+ *         config.json (linear heads 16 k / 16 v of 128 -- the 2B's, not smaller; vision depth 12,
+ *         hidden 768, 12 heads, FFN 3072, out 1024);
+ *   2b:   spec/qwen3_5.md §1.2 (the released Qwen/Qwen3.5-2B config.json);
+ *   4b:   third-party tests quoting the released Qwen/Qwen3.5-4B(-Base) config.json: hidden 2560,
+ *         32 layers, FFN 9216, 16 heads, 4 kv heads, linear 16 k / 32 v heads of 128, tied; vision
+ *         depth 24, hidden 1024, 16 heads, FFN 4096, out 2560;
+ *   9b:   a third-party test quoting the released Qwen/Qwen3.5-9B config.json (its NVFP4 export,
+ *         same geometry): hidden 4096, 32 layers, FFN 12288, 16 heads, 4 kv heads, linear 16 k /
+ *         32 v heads of 128, untied (tie_word_embeddings false: an lm_head.weight of its own),
+ *         mtp 1; vision depth 27, hidden 1152, 16 heads, FFN 4304, out 4096;
+ *   27b:  THUDM/slime scripts/models/qwen3.5-27B.sh (hidden 5120, 64 layers, FFN 17408, 24 heads,
+ *         4 query groups, kv-channels 256, --untie-embeddings-and-output-weights) and third-party
+ *         tests quoting the released Qwen/Qwen3.5-27B config.json: linear 16 k / 48 v heads of 128,
+ *         mtp 1, vision depth 27, hidden 1152, 16 heads, FFN 4304, out 5120.
+ * The rope settings of the 9b row are not in its quoted file; they are the family's (the same
+ * in every other released size's file), not read from the 9B's own. */
+typedef struct q35_size {
+    const char *name;
+    int64_t hidden, layers, inter, nh, nkv, nv;
+    int tied;
+    int64_t v_depth, v_hidden, v_heads, v_inter;
+} q35_size;
+
+static const q35_size Q35_SIZES[] = {
+    {"0.8b", 1024, 24, 3584, 8, 2, 16, 1, 12, 768, 12, 3072},
+    {"2b", 2048, 24, 6144, 8, 2, 16, 1, 24, 1024, 16, 4096},
+    {"4b", 2560, 32, 9216, 16, 4, 32, 1, 24, 1024, 16, 4096},
+    {"9b", 4096, 32, 12288, 16, 4, 32, 0, 27, 1152, 16, 4304},
+    {"27b", 5120, 64, 17408, 24, 4, 48, 0, 27, 1152, 16, 4304},
+};
+#define N_Q35_SIZES ((int)(sizeof Q35_SIZES / sizeof Q35_SIZES[0]))
+
+#define PRESET_CHOICES "tiny, demo, 0.8b, 2b, 4b, 9b or 27b"
+
+/* A released Qwen3.5 size: its config's shapes, initializer-like 0.02 weights so activations stay
+ * O(1) at widths of 1024 to 5120. */
+static void released_qwen35(const q35_size *z, forge_dims *o) {
+    o->preset = z->name;
+    o->w_std = o->emb_std = 0.02;
+    o->hidden = z->hidden;
+    o->layers = z->layers;
+    o->inter = z->inter;
+    o->nh = z->nh;
+    o->nkv = z->nkv;
+    o->hd = 256;
+    o->nk = 16;
+    o->nv = z->nv;
+    o->dk = o->dv = 128;
+    o->conv_k = 4;
+    o->attn_interval = 4;
+    o->partial_rotary = 0.25;
+    o->rope_theta = 1e7;
+    o->mrope[0] = 11, o->mrope[1] = 11, o->mrope[2] = 10;
+    o->vocab = 248320;
+    o->n_bpe = 248044;
+    o->mtp_layers = 1;
+    o->tied = z->tied;
+    o->qkv_std = 0.02;
+    o->conv_std = 0.3;
+    o->qk_corr = 0.8;
+    o->v_depth = z->v_depth; /* the released tower's config (weights written only with --vision) */
+    o->v_hidden = z->v_hidden;
+    o->v_heads = z->v_heads;
+    o->v_inter = z->v_inter;
+    o->v_patch = 16;
+    o->v_tp = 2;
+    o->v_merge = 2;
+    o->v_num_pos = 2304;
+    o->n_deepstack = 0;
+    o->pos_std = 0.3;
+}
+
 qhx_status forge_preset(forge_family family, const char *preset, forge_dims *o, qhx_error *err) {
     memset(o, 0, sizeof *o);
     o->family = family;
     o->eps = 1e-6;
+    o->tied = 1;
     if (!strcmp(preset, "demo")) return demo_preset(family, o, err);
+    if (family == FORGE_QWEN3_5)
+        for (int k = 0; k < N_Q35_SIZES; k++)
+            if (!strcmp(preset, Q35_SIZES[k].name)) {
+                released_qwen35(&Q35_SIZES[k], o);
+                return QHX_OK;
+            }
     int tiny = !strcmp(preset, "tiny"), b2 = !strcmp(preset, "2b");
-    if (!tiny && !b2) return qhx_fail(err, QHX_E_ARG, "unknown preset '%s' (expected tiny, demo or 2b)", preset);
+    if (!tiny && !b2) {
+        if (family == FORGE_QWEN3_VL)
+            return qhx_fail(err, QHX_E_ARG, "unknown qwen3_vl preset '%s' (expected tiny, demo or 2b)", preset);
+        return qhx_fail(err, QHX_E_ARG, "unknown preset '%s' (expected " PRESET_CHOICES ")", preset);
+    }
     o->preset = tiny ? "tiny" : "2b";
     /* tiny: the fixtures' scales; 2b: initializer-like 0.02 so activations stay O(1) at width 2048 */
     o->w_std = tiny ? 0.05 : 0.02;
     o->emb_std = tiny ? 0.05 : 0.02;
     if (family == FORGE_QWEN3_5) {
-        o->hidden = tiny ? 64 : 2048;
-        o->layers = tiny ? 8 : 24;
-        o->inter = tiny ? 128 : 6144;
-        o->nh = tiny ? 4 : 8;
+        o->hidden = 64;
+        o->layers = 8;
+        o->inter = 128;
+        o->nh = 4;
         o->nkv = 2;
-        o->hd = tiny ? 32 : 256;
-        o->nk = tiny ? 4 : 16;
-        o->nv = tiny ? 4 : 16;
-        o->dk = o->dv = tiny ? 16 : 128;
+        o->hd = 32;
+        o->nk = 4;
+        o->nv = 4;
+        o->dk = o->dv = 16;
         o->conv_k = 4;
         o->attn_interval = 4;
         o->partial_rotary = 0.25;
         o->rope_theta = 1e7;
-        o->mrope[0] = tiny ? 2 : 11;
-        o->mrope[1] = tiny ? 1 : 11;
-        o->mrope[2] = tiny ? 1 : 10;
-        o->vocab = tiny ? 1024 : 248320;
-        o->n_bpe = tiny ? 960 : 248044;
+        o->mrope[0] = 2;
+        o->mrope[1] = 1;
+        o->mrope[2] = 1;
+        o->vocab = 1024;
+        o->n_bpe = 960;
         o->mtp_layers = 1;
-        o->qkv_std = tiny ? 0.1 : 0.02;
-        o->conv_std = tiny ? 0.5 : 0.3;
+        o->qkv_std = 0.1;
+        o->conv_std = 0.5;
         o->qk_corr = 0.8;
-        /* the tower the config describes (written only with --vision): 2b = the released
-         * Qwen3.5-2B's, no DeepStack (Qwen3_5VisionModel has none) */
-        o->v_depth = tiny ? 2 : 24;
-        o->v_hidden = tiny ? 32 : 1024;
-        o->v_heads = tiny ? 2 : 16;
-        o->v_inter = tiny ? 64 : 4096;
+        /* the tower the config describes (written only with --vision); no DeepStack
+         * (Qwen3_5VisionModel has none) */
+        o->v_depth = 2;
+        o->v_hidden = 32;
+        o->v_heads = 2;
+        o->v_inter = 64;
         o->v_patch = 16;
         o->v_tp = 2;
         o->v_merge = 2;
-        o->v_num_pos = tiny ? 64 : 2304;
+        o->v_num_pos = 64;
         o->n_deepstack = 0;
         o->pos_std = 0.3;
     } else {
@@ -231,6 +326,8 @@ static void qwen35_list(tlist *l, const forge_dims *d) {
         MAT(l, d->w_std, H, value_dim, "%slinear_attn.out_proj.weight", p);
     }
     VEC(l, 0.0, 0.1, H, "%snorm.weight", P);
+    /* an untied head: its own matrix, drawn after the final norm (make_tiny.py's order) */
+    if (!d->tied) MAT(l, d->emb_std, d->vocab, H, "lm_head.weight");
     for (int64_t m = 0; m < d->mtp_layers; m++) {
         snprintf(p, sizeof p, "mtp.layers.%lld.", (long long)m);
         q35_mlp_norms(l, d, p);
@@ -514,7 +611,7 @@ static json_t *qwen35_config(const forge_dims *d, const char *dtype) {
         "intermediate_size", (json_int_t)d->inter, "num_hidden_layers", (json_int_t)d->layers,
         "num_attention_heads", (json_int_t)d->nh, "num_key_value_heads", (json_int_t)d->nkv, "head_dim",
         (json_int_t)d->hd, "hidden_act", "silu", "max_position_embeddings", (json_int_t)262144,
-        "initializer_range", 0.02, "rms_norm_eps", d->eps, "use_cache", 1, "tie_word_embeddings", 1,
+        "initializer_range", 0.02, "rms_norm_eps", d->eps, "use_cache", 1, "tie_word_embeddings", d->tied,
         "rope_parameters", "rope_type", "default", "rope_theta", d->rope_theta, "partial_rotary_factor",
         d->partial_rotary, "mrope_section", mrope_section(d), "mrope_interleaved", 1, "attention_bias", 0,
         "attention_dropout", 0.0, "attn_output_gate", 1, "full_attention_interval", (json_int_t)d->attn_interval,
@@ -523,7 +620,7 @@ static json_t *qwen35_config(const forge_dims *d, const char *dtype) {
         "linear_num_value_heads", (json_int_t)d->nv, "mamba_ssm_dtype", "float32", "mtp_num_hidden_layers",
         (json_int_t)d->mtp_layers, "mtp_use_dedicated_embeddings", 0, "bos_token_id", "eos_token_id",
         (json_int_t)tok_id(d, ID_ENDOFTEXT), "pad_token_id", "dtype", dtype);
-    /* The vision config of the tower (the released Qwen3.5-2B's for 2b); its model.visual.*
+    /* The vision config of the tower (the released model's for its size); its model.visual.*
      * weights are written only with --vision. (The released files also carry
      * "deepstack_visual_indexes": [], which Qwen3_5VisionConfig does not read.) */
     json_t *vision = json_pack("{s:s, s:I, s:I, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f}", "model_type",
@@ -538,7 +635,7 @@ static json_t *qwen35_config(const forge_dims *d, const char *dtype) {
                      "Qwen3_5ForConditionalGeneration", "model_type", "qwen3_5", "image_token_id",
                      key_id(d, "image_pad"), "video_token_id", key_id(d, "video_pad"),
                      "vision_start_token_id", key_id(d, "vision_start"), "vision_end_token_id",
-                     key_id(d, "vision_end"), "tie_word_embeddings", 1, "text_config", text,
+                     key_id(d, "vision_end"), "tie_word_embeddings", d->tied, "text_config", text,
                      "vision_config", vision, "_qhexrt_note",
                      d->with_vision ? "random-weight checkpoint written by qhx forge --random --vision"
                                     : "random-weight checkpoint written by qhx forge --random; no model.visual.* weights (text only)");

@@ -6,6 +6,7 @@
 #include "forge/forge.h"
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -24,6 +25,8 @@ typedef struct forge_dims {
     /* qwen3_5 */
     int64_t nk, nv, dk, dv, conv_k, mtp_layers, attn_interval;
     double partial_rotary;
+    /* tie_word_embeddings: 0 = the head is a matrix of its own (lm_head.weight) */
+    int tied;
     /* vision tower (qwen3_vl; qwen3_5 with with_vision) */
     int with_vision;
     int64_t v_depth, v_hidden, v_heads, v_inter, v_patch, v_tp, v_merge, v_num_pos;
@@ -33,7 +36,8 @@ typedef struct forge_dims {
     double w_std, emb_std, qkv_std, conv_std, pos_std, qk_corr;
 } forge_dims;
 
-/* The preset `preset` ("tiny" | "2b") of `family`; QHX_E_ARG naming the choices otherwise. */
+/* The preset `preset` of `family` (qwen3_5: "tiny", "demo", or a released size "0.8b", "2b",
+ * "4b", "9b", "27b"; qwen3_vl: "tiny", "2b"); QHX_E_ARG naming the choices otherwise. */
 qhx_status forge_preset(forge_family family, const char *preset, forge_dims *out, qhx_error *err);
 
 /* "qwen3_5" / "qwen3_vl" -> family; -1 if unknown. */

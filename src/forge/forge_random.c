@@ -45,10 +45,13 @@ static void draw(const forge_tdesc *t, uint64_t key, int64_t i0, int64_t n, floa
 qhx_status qhx_forge_random(const char *family, const char *out_dir, const qhx_forge_params *p, qhx_error *err) {
     int fam = forge_family_from_name(family);
     if (fam < 0) return qhx_fail(err, QHX_E_ARG, "unknown family '%s' (expected qwen3_5 or qwen3_vl)", family);
-    if (!p->preset) return qhx_fail(err, QHX_E_ARG, "a preset is required (tiny, demo or 2b)");
+    if (!p->preset) return qhx_fail(err, QHX_E_ARG, "a preset is required (tiny, demo, 0.8b, 2b, 4b, 9b or 27b)");
     forge_dims d;
     qhx_status rc = forge_preset((forge_family)fam, p->preset, &d, err);
     if (rc != QHX_OK) return rc;
+    if (p->layers < 0 || p->layers > 1024)
+        return qhx_fail(err, QHX_E_ARG, "layers: %lld is not in [1, 1024]", (long long)p->layers);
+    if (p->layers) d.layers = p->layers;
     if (p->vision && fam != FORGE_QWEN3_5)
         return qhx_fail(err, QHX_E_ARG, "--vision is for qwen3_5 (a qwen3_vl checkpoint always has its tower)");
     if (p->vision && !strcmp(d.preset, "demo")) return qhx_fail(err, QHX_E_ARG, "--vision: the demo preset has no tower");
@@ -78,8 +81,8 @@ qhx_status qhx_forge_random(const char *family, const char *out_dir, const qhx_f
     job.total = qhx_stw_file_bytes(w);
     /* the byte-level tokenizer of the 2b preset is ~15 MB */
     if ((rc = forge_job_check_space(&job, job.total + ((uint64_t)64 << 20), err)) != QHX_OK) goto done;
-    forge_job_log(&job, "%s %s: %lld tensors, %.2f GB (%s)", family, d.preset, (long long)n, (double)job.total / 1e9,
-                  dtype);
+    forge_job_log(&job, "%s %s: %lld layers, %lld tensors, %.2f GB (%s)", family, d.preset, (long long)d.layers,
+                  (long long)n, (double)job.total / 1e9, dtype);
 
     /* side files first: they are small and fail fast */
     if ((rc = forge_write_json(&job, "config.json", forge_hf_config(&d, bf16 ? "bfloat16" : "float32"), err)) ||

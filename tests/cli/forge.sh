@@ -31,6 +31,12 @@ expect_rc 2 "--preset" "$QHX" forge --random qwen3_5 "$tmp/x"
 expect_rc 2 "unknown option" "$QHX" forge --random qwen3_5 "$tmp/x" --preset tiny --bogus
 expect_rc 2 "--seed" "$QHX" forge --random qwen3_5 "$tmp/x" --preset tiny --seed -1
 expect_rc 0 "usage" "$QHX" forge --help
+expect_rc 2 "--preset: '3b'" "$QHX" forge --random qwen3_5 "$tmp/x" --preset 3b
+expect_rc 2 "qwen3_5 size" "$QHX" forge --random qwen3_vl "$tmp/x" --preset 27b
+expect_rc 2 "--layers" "$QHX" forge --random qwen3_5 "$tmp/x" --preset 9b --layers 0
+expect_rc 2 "--layers" "$QHX" forge --random qwen3_5 "$tmp/x" --preset 9b --layers 1025
+expect_rc 2 "--layers" "$QHX" forge --random qwen3_5 "$tmp/x" --preset 9b --layers four
+expect_rc 2 "--layers" "$QHX" forge "$FX/qwen35-tiny-f32" "$tmp/x" --precision w8 --layers 2
 expect_rc 2 "unknown family" "$QHX" forge --random llama "$tmp/x" --preset tiny
 expect_rc 2 "int3" "$QHX" forge "$FX/qwen35-tiny-f32" "$tmp/x" --precision int3
 [ -e "$tmp/x" ] && bad "a failed run left $tmp/x"

@@ -20,7 +20,7 @@ python3 "$SRC/tests/cli/lib/gguf_parity.py" "$QHX" "$DATA" >"$tmp/parity.txt" 2>
 tail -1 "$tmp/parity.txt"
 
 # 2. F32 files: the safetensors cases' goldens exactly; with their towers, the image prompts too
-for c in qwen35-tiny qwen3vl-tiny; do
+for c in qwen35-tiny qwen3vl-tiny qwen35-tiny-untied; do # untied: the head is output.weight
   "$QHX" parity -m "$G/$c-F32.gguf" --golden "$P/$c-f32" --gate exact >"$tmp/p.txt" 2>&1 ||
     { echo "FAIL: $c-F32.gguf against $c-f32's goldens:"; tail -5 "$tmp/p.txt"; fail=1; }
 done

@@ -17,7 +17,7 @@ const char *const QHX_OCL_KERNEL_NAMES[OK_COUNT] = {
     "k_swiglu_f32", "k_swiglu_f16", "k_swiglu_bf16", "k_swiglu_q8", "k_swiglu_q4", "k_swiglu_q6", "k_swiglu_q4a",
     "k_embed", "k_add", "k_bias_rows", "k_act", "k_split_heads", "k_rmsnorm", "k_layernorm", "k_rope_rows",
     "k_attn_prep", "k_kv_store", "k_kv_store_q8", "k_attn", "k_gdn_conv", "k_gdn_l2", "k_gdn_gates", "k_gdn_delta",
-    "k_gated_norm",
+    "k_gated_norm", "k_silu_mul",
 };
 
 /* ---- the devices of every platform, as one list ------------------------------------------- */

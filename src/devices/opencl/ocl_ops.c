@@ -42,8 +42,27 @@ void qhx_ocl_linears(const qhx_device *d, const qhx_dlin *ls, int n_ls, qhx_dv X
     qhx_ocl_op_end(o);
 }
 
+/* A gate and an up matrix of two formats (a q4a bundle's narrow rows keep up_proj at Q6, a
+ * --tensor-precision rule may pick either): the fused kernel reads one format, so each is a
+ * linear of its own, then G = silu(G) * U. */
+static void swiglu_two_formats(ocl_dev *o, const qhx_weight *gate, const qhx_weight *up, ocl_ref x, int64_t ldx,
+                               ocl_ref g, ocl_ref u, int64_t ld, int64_t n) {
+    linear_locked(o, gate, x, ldx, g, ld, n);
+    linear_locked(o, up, x, ldx, u, ld, n);
+    ocl_args a = qhx_ocl_args(o, OK_SILU_MUL);
+    qhx_ocl_a_ref(&a, g);
+    qhx_ocl_a_ref(&a, u);
+    qhx_ocl_a_i64(&a, ld);
+    qhx_ocl_a_i64(&a, gate->rows);
+    qhx_ocl_launch(&a, (size_t)gate->rows, (size_t)n, 1, 0);
+}
+
 static void swiglu_locked(ocl_dev *o, const qhx_weight *gate, const qhx_weight *up, ocl_ref x, int64_t ldx, ocl_ref g,
                           ocl_ref u, int64_t ld, int64_t n) {
+    if (gate->fmt != up->fmt) {
+        swiglu_two_formats(o, gate, up, x, ldx, g, u, ld, n);
+        return;
+    }
     ocl_ref gr[3], ur[3];
     qhx_ocl_weight(o, gate, gr);
     qhx_ocl_weight(o, up, ur);
@@ -65,10 +84,8 @@ void qhx_ocl_swiglu_linear(const qhx_device *d, const qhx_weight *gate, const qh
                            qhx_dv G, qhx_dv U, int64_t ld, int64_t n) {
     ocl_dev *o = ocl_of(d);
     qhx_ocl_op_begin(o);
-    if (gate->fmt != up->fmt || gate->rows != up->rows || gate->cols != up->cols) {
-        /* the fused kernel reads both in one format: two linears, then the product on the host
-           would break the table's contract; no model binds such a pair */
-        qhx_ocl_refuse(o, QHX_E_UNSUPPORTED, "swiglu_linear over gate and up weights of two formats or shapes");
+    if (gate->rows != up->rows || gate->cols != up->cols) {
+        qhx_ocl_refuse(o, QHX_E_UNSUPPORTED, "swiglu_linear over gate and up weights of two shapes"); /* no model binds such a pair */
     } else {
         swiglu_locked(o, gate, up, qhx_ocl_view(o, X, false), ldx, qhx_ocl_view(o, G, true), qhx_ocl_view(o, U, true),
                       ld, n);
@@ -84,7 +101,9 @@ void qhx_ocl_linears_multi(const qhx_device *d, const qhx_dlin_multi *ls, int n_
     qhx_ocl_op_begin(o);
     for (int64_t r = 0; r < nb; r++) {
         ocl_ref x = qhx_ocl_view(o, X[r], false);
-        if (swiglu && n_ls >= 2) {
+        if (swiglu && n_ls >= 2 && (ls[0].w->rows != ls[1].w->rows || ls[0].w->cols != ls[1].w->cols)) {
+            qhx_ocl_refuse(o, QHX_E_UNSUPPORTED, "swiglu_linear over gate and up weights of two shapes");
+        } else if (swiglu && n_ls >= 2) {
             const qhx_weight *w = ls[0].w;
             swiglu_locked(o, w, ls[1].w, x, w->cols, qhx_ocl_view(o, ls[0].Y[r], true),
                           qhx_ocl_view(o, ls[1].Y[r], true), w->rows, 1);

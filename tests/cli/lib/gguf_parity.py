@@ -25,7 +25,8 @@ TOLERANCE = {"F32": 1e-4, "F16": 3e-2}
 DEFAULT_TOLERANCE = 1.5e-1
 
 CASE_OF = {"qwen35-tiny": "qwen35-tiny-f32", "qwen35-k256": "qwen35-tiny-f32", "qwen35-tiny-vrep": "qwen35-tiny-vrep-f32",
-           "qwen3vl-tiny": "qwen3vl-tiny-f32", "qwen35vl-tiny": "qwen35vl-tiny-f32"}
+           "qwen3vl-tiny": "qwen3vl-tiny-f32", "qwen35vl-tiny": "qwen35vl-tiny-f32",
+           "qwen35-tiny-untied": "qwen35-tiny-untied-f32"}
 
 
 def prompts_of(data, stem, golden):

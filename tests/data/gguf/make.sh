@@ -68,6 +68,8 @@ quantize() {
 # 2. F32 conversions (the MTP block is kept unless --no-mtp) and vision towers
 convert qwen35 "$PARITY/qwen35-tiny-f32" qwen35-tiny-F32.gguf --outtype f32
 convert qwen35 "$PARITY/qwen35-tiny-vrep-f32" qwen35-tiny-vrep-F32.gguf --outtype f32
+convert qwen35 "$PARITY/qwen35-tiny-untied-f32" qwen35-tiny-untied-F32.gguf --outtype f32
+cp "$WORK/qwen35-tiny-untied-F32.gguf" "$HERE/"
 convert qwen2 "$PARITY/qwen3vl-tiny-f32" qwen3vl-tiny-F32.gguf --outtype f32
 convert qwen35 "$PARITY/qwen35vl-tiny-f32" qwen35vl-tiny-F32.gguf --outtype f32
 convert qwen35 "$WORK/qwen35-k256-f32" qwen35-k256-F32.gguf --outtype f32 --no-mtp
@@ -81,6 +83,9 @@ cp "$WORK"/mmproj-*.gguf "$HERE/"
 # the Q8_0 one but for general.file_type.)
 quantize qwen35-tiny F16 Q8_0 Q4_0 Q4_K_M
 quantize qwen35-tiny-vrep F16 Q8_0
+# (the untied case: F16 only; its DeltaNet value width 144 is no multiple of 32, and llama-quantize
+# has no Q8_0 fallback for such rows)
+quantize qwen35-tiny-untied F16
 quantize qwen3vl-tiny F16 Q8_0 Q4_0 Q4_K_M
 quantize qwen35vl-tiny Q8_0
 quantize qwen35-k256 Q4_K_M Q5_K_M Q6_K Q2_K Q3_K_M IQ4_NL IQ4_XS Q4_1 Q5_0 Q5_1
@@ -89,6 +94,7 @@ quantize qwen35-k256 Q4_K_M Q5_K_M Q6_K Q2_K Q3_K_M IQ4_NL IQ4_XS Q4_1 Q5_0 Q5_1
 prompts_of() {
     case "$1" in
         qwen35-tiny-vrep-*) echo "$PARITY/qwen35-tiny-vrep-f32/prompts.json" ;;
+        qwen35-tiny-untied-*) echo "$PARITY/qwen35-tiny-untied-f32/prompts.json" ;;
         qwen35-tiny-* | qwen35-k256-*) echo "$PARITY/qwen35-tiny-f32/prompts.json" ;;
         qwen35vl-tiny-*) echo "$PARITY/qwen35vl-tiny-f32/prompts.json" ;;
         qwen3vl-tiny-*) echo "$PARITY/qwen3vl-tiny-f32/prompts.json" ;;

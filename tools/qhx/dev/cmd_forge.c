@@ -20,15 +20,18 @@ static const char USAGE[] =
     "                 [--embed f16|bf16] [--text-only] [--mtp] [--max-context N] [--name NAME] [--threads N] [--quiet]\n"
     "                 [--calibrate FILE [--calibrate-tokens N]]\n"
     "       qhx forge MODEL.gguf OUT_DIR [--mmproj FILE] [--max-context N] [--name NAME] [--quiet]\n"
-    "       qhx forge --random FAMILY OUT_DIR --preset tiny|demo|2b [--seed N] [--dtype f32|bf16]\n"
-    "                 [--tokenizer FILE] [--vision] [--quiet]\n"
+    "       qhx forge --random FAMILY OUT_DIR --preset tiny|demo|0.8b|2b|4b|9b|27b [--layers N]\n"
+    "                 [--seed N] [--dtype f32|bf16] [--tokenizer FILE] [--vision] [--quiet]\n"
     "\n"
     "The first form converts a Hugging Face checkpoint folder (config.json, *.safetensors,\n"
     "tokenizer.json) into a bundle: weights in the chosen precision, tokenizer, configs and one\n"
     "manifest per runnable configuration (docs/bundle.md). The second writes a random-weight\n"
-    "checkpoint of FAMILY (qwen3_5 or qwen3_vl) with the tiny (parity fixture) or 2b (released\n"
-    "model) shapes. OUT_DIR must not exist; it appears only when complete. Ctrl-C stops cleanly\n"
-    "(exit 130). --random qwen3_5 --preset 2b copies the released Qwen3.5 tokenizer.json\n"
+    "checkpoint of FAMILY (qwen3_5 or qwen3_vl) with the tiny (parity fixture) shapes or those of\n"
+    "a released model (qwen3_5: 0.8b, 2b, 4b, 9b, 27b, the 9b and 27b with an untied lm_head;\n"
+    "qwen3_vl: 2b); --layers N makes N decoder layers instead, keeping the layer-type pattern (a\n"
+    "9b or 27b at a depth a small machine holds; the first layers' weights are those of the full\n"
+    "depth). OUT_DIR must not exist; it appears only when complete. Ctrl-C stops cleanly\n"
+    "(exit 130). --random qwen3_5 with a released size copies the released Qwen3.5 tokenizer.json\n"
     "($QHX_QWEN35_TOKENIZER, else the source tree's tests/data copy) unless --tokenizer is given;\n"
     "otherwise a filler byte-level BPE of the family's size is written.\n"
     "\n"
@@ -135,7 +138,8 @@ static int check_values(const qhx_forge_params *p) {
     static const char *const lin[] = {"f16", "bf16", "w8", "q4", "q4a", NULL},
                              *const head[] = {"f16", "bf16", "w8", "q6", "q4", "q4a", NULL},
                              *const emb[] = {"f16", "bf16", NULL},
-                             *const dt[] = {"f32", "bf16", NULL}, *const pre[] = {"tiny", "demo", "2b", NULL};
+                             *const dt[] = {"f32", "bf16", NULL},
+                             *const pre[] = {"tiny", "demo", "0.8b", "2b", "4b", "9b", "27b", NULL};
     if (p->precision && !one_of(p->precision, lin))
         return qhx_cli_usage_error("forge", "--precision: '%s' is not f16, bf16, w8, q4 or q4a", p->precision);
     if (p->lmhead && !one_of(p->lmhead, head))
@@ -145,7 +149,7 @@ static int check_values(const qhx_forge_params *p) {
     if (p->dtype && !one_of(p->dtype, dt))
         return qhx_cli_usage_error("forge", "--dtype: '%s' is not f32 or bf16", p->dtype);
     if (p->preset && !one_of(p->preset, pre))
-        return qhx_cli_usage_error("forge", "--preset: '%s' is not tiny, demo or 2b", p->preset);
+        return qhx_cli_usage_error("forge", "--preset: '%s' is not tiny, demo, 0.8b, 2b, 4b, 9b or 27b", p->preset);
     return -1;
 }
 
@@ -206,6 +210,13 @@ int qhx_forge_parse_args(int argc, char **argv, qhx_forge_args *fa) {
                 return qhx_cli_usage_error("forge", "%s: '%s' is not an integer in [1, 512]", a, argv[i]);
             p->threads = (int)v;
             continue;
+        } else if (!strcmp(a, "--layers")) {
+            int64_t v;
+            if (i + 1 >= argc) return qhx_cli_usage_error("forge", "%s needs a value", a);
+            if (qhx_cli_parse_i64(argv[++i], 1, 1024, &v) != 0)
+                return qhx_cli_usage_error("forge", "%s: '%s' is not an integer in [1, 1024]", a, argv[i]);
+            p->layers = v;
+            continue;
         } else if (!strcmp(a, "--max-context")) {
             int64_t v;
             if (i + 1 >= argc) return qhx_cli_usage_error("forge", "%s needs a value", a);
@@ -232,23 +243,25 @@ int qhx_forge_parse_args(int argc, char **argv, qhx_forge_args *fa) {
             return qhx_cli_usage_error("forge", "--random: unknown family '%s' (qwen3_5 or qwen3_vl%s%s%s)", pos[0],
                                        near ? "; did you mean '" : "", near ? near : "", near ? "'?" : "");
         }
-        if (!p->preset) return qhx_cli_usage_error("forge", "--random needs --preset tiny|demo|2b");
+        if (!p->preset) return qhx_cli_usage_error("forge", "--random needs --preset tiny|demo|0.8b|2b|4b|9b|27b");
         if (p->precision || p->lmhead || p->embed || p->name || p->max_context || p->text_only || p->tensor_precision ||
             p->mtp || p->calibrate || p->calibrate_tokens)
             return qhx_cli_usage_error("forge", "--precision/--lmhead/--tensor-precision/--embed/--name/--max-context/--text-only/--mtp/"
                                                 "--calibrate are for conversion");
+        if (p->preset && strcmp(pos[0], "qwen3_5") && strcmp(p->preset, "tiny") && strcmp(p->preset, "2b"))
+            return qhx_cli_usage_error("forge", "--preset %s is a qwen3_5 size (qwen3_vl has tiny and 2b)", p->preset);
         if (p->vision && strcmp(pos[0], "qwen3_5"))
             return qhx_cli_usage_error("forge", "--vision is for --random qwen3_5 (qwen3_vl checkpoints always have their tower)");
     } else if (qhx_gguf_path_has_magic(pos[0])) { /* a GGUF file: its blocks are kept as they are */
         if (p->precision || p->lmhead || p->embed || p->text_only || p->tensor_precision || p->mtp || p->calibrate ||
-            p->calibrate_tokens || p->preset || p->dtype || p->tokenizer || p->vision)
+            p->calibrate_tokens || p->preset || p->layers || p->dtype || p->tokenizer || p->vision)
             return qhx_cli_usage_error("forge", "%s is a GGUF file: its blocks are kept as they are (only --name, "
                                                 "--max-context and --mmproj apply)", pos[0]);
     } else {
         if (p->mmproj) return qhx_cli_usage_error("forge", "--mmproj goes with a GGUF model file");
         if (!p->precision) return qhx_cli_usage_error("forge", "--precision f16|bf16|w8|q4|q4a is required");
-        if (p->preset || p->dtype || p->tokenizer || p->vision)
-            return qhx_cli_usage_error("forge", "--preset/--dtype/--tokenizer/--vision are for --random");
+        if (p->preset || p->layers || p->dtype || p->tokenizer || p->vision)
+            return qhx_cli_usage_error("forge", "--preset/--layers/--dtype/--tokenizer/--vision are for --random");
         if (p->calibrate_tokens && !p->calibrate) return qhx_cli_usage_error("forge", "--calibrate-tokens needs --calibrate");
     }
     int rc = check_values(p);
@@ -258,8 +271,8 @@ int qhx_forge_parse_args(int argc, char **argv, qhx_forge_args *fa) {
     return -1;
 }
 
-/* The released Qwen3.5 tokenizer, for the 2b preset (the shapes of the released model, so its
- * vocabulary too): $QHX_QWEN35_TOKENIZER, else the copy in the source tree this qhx was built
+/* The released Qwen3.5 tokenizer, for the presets of a released size (the shapes of the released
+ * models, so their vocabulary too): $QHX_QWEN35_TOKENIZER, else the copy in the source tree this qhx was built
  * from (tests/data/fixtures/tokenizer/qwen3_5, Apache-2.0 with its NOTICE there); NULL when
  * neither is there: the filler byte-level BPE is written then, and the log says so. */
 static const char *released_qwen35_tokenizer(void) {
@@ -280,7 +293,7 @@ int qhx_cmd_forge(int argc, char **argv) {
     const char *pos[2] = {fa.in, fa.out};
     int random = fa.random, quiet = fa.quiet;
     const char *family = random ? fa.in : NULL;
-    if (random && !strcmp(family, "qwen3_5") && !strcmp(p.preset, "2b") && !p.tokenizer) {
+    if (random && !strcmp(family, "qwen3_5") && strcmp(p.preset, "tiny") && strcmp(p.preset, "demo") && !p.tokenizer) {
         p.tokenizer = released_qwen35_tokenizer();
         if (!quiet)
             fprintf(stderr, p.tokenizer ? "qhx forge: tokenizer: the released Qwen3.5 vocabulary, %s\n"

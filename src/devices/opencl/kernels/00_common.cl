@@ -91,6 +91,12 @@ kernel void k_act(global uchar *xb, ulong xo, long count, int a) {
     else x[i] = silu_f(v);
 }
 
+/* G[t, c] = silu(G[t, c]) * U[t, c] for c < cols, rows of stride ld: global (cols, n) */
+kernel void k_silu_mul(global uchar *gb, ulong go, global const uchar *ub, ulong uo, long ld, long cols) {
+    const long c = get_global_id(0), t = get_global_id(1);
+    if (c < cols) F(gb, go)[t * ld + c] = silu_f(F(gb, go)[t * ld + c]) * CF(ub, uo)[t * ld + c];
+}
+
 /* src (n, nh 2 hd) -> a, b (n, nh hd) */
 kernel void k_split_heads(global const uchar *sb, ulong so, global uchar *ab, ulong ao, global uchar *bb, ulong bo,
                           long nh, long hd) {
