@@ -127,8 +127,13 @@ def check_model(model):
         finally:
             srv.stop()
     # inputs past the context: OpenAI's refused, ollama's cut (its "truncate" default) unless told not to
-    srv = Server(QHX, model, "--ctx", "16")
+    srv = Server(QHX, model, "--ctx", "16", "--parallel", "1")
     try:
+        # the one slot holds a completion's tokens: an embedding still gets it (and gives it up)
+        cl = openai.OpenAI(base_url=srv.url + "/v1", api_key="none", timeout=30, max_retries=0)
+        cl.completions.create(model="m", prompt="Once upon", max_tokens=6, temperature=0)
+        status, body = post(srv.url + "/v1/embeddings", {"input": "hello"}, timeout=30)
+        c.check(status == 200, "%s: an embedding on a slot that holds a completion: %s %s" % (name, status, body))
         long_text = " ".join(["word"] * 40)
         status, body = post(srv.url + "/v1/embeddings", {"input": long_text})
         c.check(status == 400 and "context" in body["error"]["message"], "%s: a long input gave %s" % (name, status))

@@ -21,6 +21,7 @@
 #include "cli.h"
 
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -542,7 +543,7 @@ static void engine_step(srv_engine *e) {
  * prefix survives where another slot is free. */
 static slot *pick_slot(srv_engine *e, const qhx_prompt *p) {
     slot *best = NULL;
-    int64_t best_n = -1;
+    int64_t best_n = p ? -1 : INT64_MIN; /* without a prompt every free slot is a candidate */
     for (int i = 0; i < e->n_slots; i++) {
         slot *sl = &e->slots[i];
         if (sl->job) continue;
